@@ -1,0 +1,161 @@
+"""The ``builder`` command line: a thin Click layer over the core modules.
+
+Commands are imported lazily (only the one being run), so ``builder --help`` and
+``builder --version`` stay instant and need no Docker daemon. Each command module exposes one
+Click command or group; COMMANDS maps the name to ``module:attribute`` and a one-line summary.
+Errors: every ``BuilderError`` is caught here (and only here) and turned into its exit code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+import click
+
+from builder import __version__
+from builder.cli._common import AppContext, console, json_option
+from builder.errors import BuilderError
+
+#: name -> (module:attribute, one-line help). Keep alphabetical within a section.
+COMMANDS: dict[str, tuple[str, str]] = {
+    # matrix, knowledge, rendering
+    "matrix": ("builder.cli.matrix:matrix", "List and validate the variants of the matrices."),
+    "compat": ("builder.cli.compat:compat", "Can an image's CUDA run on a driver and GPU? Verdict and minimum driver."),
+    "render": (
+        "builder.cli.render:render",
+        "Render every variant's Dockerfile (--check: fail if committed renders are stale).",
+    ),
+    "lock": ("builder.cli.render:lock", "Resolve each variant's Python dependencies to a hashed lock file."),
+    "bases": ("builder.cli.build:bases", "Resolve base-image tags to digests and update the committed lock."),
+    # build and sign
+    "build": ("builder.cli.build:build", "Build and push variants under write-once content tags (skips what exists)."),
+    "keys": ("builder.cli.sign:keys", "Generate or import a cosign-compatible signing key pair."),
+    "sign": ("builder.cli.sign:sign", "Sign an image digest (cosign signature format)."),
+    "attest": ("builder.cli.sign:attest", "Attach a signed in-toto attestation to an image digest."),
+    "verify": ("builder.cli.sign:verify", "Verify an image's signatures and attestations (key or keyless)."),
+    # checks
+    "hostinfo": (
+        "builder.cli.check:hostinfo",
+        "Probe this host's GPUs, driver, toolkit and engine (or read saved output).",
+    ),
+    "check": ("builder.cli.check:check", "Run device checks in a fresh container, or --static compatibility checks."),
+    "diagnose": ("builder.cli.check:diagnose", "Name the layer at fault for a GPU/container error message."),
+    # promotion
+    "policy": ("builder.cli.promote:policy", "Validate promotion policies."),
+    "approve": ("builder.cli.promote:approve", "Record a signed approval of a digest for a stage."),
+    "promote": ("builder.cli.promote:promote", "Plan (default) or apply a promotion of digests into a stage."),
+    "rollback": ("builder.cli.promote:rollback", "Point a stage back at its previous digest."),
+    "status": ("builder.cli.promote:status", "Show which digest each stage holds for each variant."),
+    "history": ("builder.cli.promote:history", "Show the promotion history of a variant and stage."),
+    "resolve": ("builder.cli.promote:resolve", "Print the validated repo@digest of a variant in a stage."),
+    # whole pipeline
+    "run": ("builder.cli.run:run", "Render, build, sign, check and promote: the whole pipeline."),
+    "doctor": ("builder.cli.doctor:doctor", "Check that the engine, buildx, registry and cosign are reachable."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose sub-commands are imported only when invoked."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if _available(name)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS or not _available(cmd_name):
+            return None
+        target, _ = COMMANDS[cmd_name]
+        module_name, attr = target.split(":")
+        cmd = getattr(importlib.import_module(module_name), attr)
+        if not isinstance(cmd, click.Command):  # pragma: no cover - programming error
+            raise TypeError(f"{target} is not a click command")
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _available(name: str) -> bool:
+    import importlib.util
+
+    module_name = COMMANDS[name][0].split(":")[0]
+    return importlib.util.find_spec(module_name) is not None
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+)
+@click.version_option(__version__, "--version", prog_name="builder")
+@click.option("--json", "json_output", is_flag=True, help="Print one JSON document on stdout (for CI).")
+@click.option("--debug", is_flag=True, help="Show tracebacks and every external command.")
+@click.option(
+    "-C",
+    "--root",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Project root holding builder.toml (default: nearest above the current directory).",
+)
+@click.pass_context
+def cli(ctx: click.Context, json_output: bool, debug: bool, root: str | None) -> None:
+    """builder: turn a CUDA/ROCm x framework matrix into signed, tested container images
+    and promote their digests through stages (dev -> staging -> prod) under policy.
+
+    \b
+    Typical flow:
+      builder matrix list                 what the matrices expand to
+      builder render --check              are committed Dockerfiles current?
+      builder build --select 'jax*'       build and push what changed
+      builder check REF                   device checks, signed as evidence
+      builder promote VARIANT --to staging --confirm
+      builder resolve VARIANT --stage prod
+      builder run --matrix matrices/demo.yaml   all of it
+
+    Exit codes are listed in docs/exit-codes.md.
+    """
+    ctx.obj = AppContext(json_output=json_output, debug=debug, root_option=root)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the CLI, map errors to exit codes."""
+    args = sys.argv[1:] if argv is None else argv
+    app: AppContext | None = None
+    try:
+        with cli.make_context("builder", list(args)) as ctx:
+            app = ctx.obj
+            cli.invoke(ctx)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        console().print("[red]aborted[/]")
+        sys.exit(130)
+    except BuilderError as exc:
+        _report(exc, app, args)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        console().print("[red]interrupted[/]")
+        sys.exit(130)
+
+
+def _report(exc: BuilderError, app: AppContext | None, args: list[str]) -> None:
+    json_mode = (app is not None and app.json_output) or "--json" in args
+    debug = (app is not None and app.debug) or "--debug" in args
+    if debug:
+        import traceback
+
+        traceback.print_exc()
+    if json_mode:
+        print(json.dumps({"error": exc.to_json()}, indent=2, default=str))
+    con = console()
+    con.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True)
+    if exc.hint:
+        con.print(f"  [yellow]hint:[/] {exc.hint}", highlight=False)
+
+
+__all__ = ["COMMANDS", "AppContext", "cli", "json_option", "main"]

@@ -1,0 +1,29 @@
+"""``builder doctor``: is everything this tool talks to reachable?"""
+
+from __future__ import annotations
+
+import click
+
+from builder.cli._common import app_context, console, emit, json_option
+
+
+@click.command()
+@json_option
+def doctor() -> None:
+    """Check the container engine, buildx, the registry and cosign.
+
+    Exits 3 when the engine is unavailable and 5 when the registry is, so scripts can tell them
+    apart (docs/exit-codes.md).
+    """
+    from builder import doctor as core
+
+    cfg = app_context().config
+    report = core.diagnose_environment(cfg)
+
+    def human() -> None:
+        for item in report.items:
+            mark = "[green]ok[/]" if item.ok else "[red]FAIL[/]"
+            console().print(f"{mark:>14}  {item.name:<10} {item.detail}")
+
+    emit(report.to_json(), human)
+    report.raise_first_failure()

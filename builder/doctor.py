@@ -1,0 +1,59 @@
+"""Environment report: engine, buildx, registry, cosign. Used by ``builder doctor``."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from typing import Any
+
+from builder.config import Config
+from builder.errors import BuilderError
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    name: str
+    ok: bool
+    detail: str
+    error: BuilderError | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    items: tuple[Item, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": all(i.ok for i in self.items),
+            "items": [{"name": i.name, "ok": i.ok, "detail": i.detail} for i in self.items],
+        }
+
+    def raise_first_failure(self) -> None:
+        for item in self.items:
+            if item.error is not None:
+                raise item.error
+
+
+def diagnose_environment(cfg: Config) -> Report:
+    """Probe each dependency; never raises, the report carries the errors."""
+    from builder import engine
+    from builder.registry import RegistryClient
+
+    items: list[Item] = []
+    try:
+        info = engine.ping()
+        items.append(Item("engine", True, info))
+    except BuilderError as exc:
+        items.append(Item("engine", False, exc.message, exc))
+    try:
+        items.append(Item("buildx", True, engine.buildx_version()))
+    except BuilderError as exc:
+        items.append(Item("buildx", False, exc.message, exc))
+    try:
+        RegistryClient(cfg.registry, insecure=cfg.is_insecure(cfg.registry)).ping()
+        items.append(Item("registry", True, f"http(s)://{cfg.registry}/v2/ answers"))
+    except BuilderError as exc:
+        items.append(Item("registry", False, exc.message, exc))
+    cosign = shutil.which("cosign")
+    items.append(Item("cosign", cosign is not None, cosign or "not on PATH (scripts/setup installs it)"))
+    return Report(tuple(items))

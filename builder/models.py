@@ -1,0 +1,108 @@
+"""Frozen value types that flow between the steps (matrix -> render -> build -> sign/check -> promote).
+
+No I/O here. Modules that own a step may add their own value types next to their code; the types
+below are the shared contracts named in DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+AcceleratorKind = Literal["cuda", "rocm", "cpu"]
+Vendor = Literal["nvidia", "amd", "none"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Accelerator:
+    """What a variant is built for. ``version``: CUDA "12.8" / ROCm "6.4"; None for cpu."""
+
+    kind: AcceleratorKind
+    version: str | None = None
+
+    @property
+    def tag(self) -> str:
+        """Short form used in variant ids: ``cu128``, ``rocm6.4``, ``cpu``."""
+        if self.kind == "cpu" or self.version is None:
+            return "cpu"
+        if self.kind == "cuda":
+            return "cu" + self.version.replace(".", "")
+        return f"rocm{self.version}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Framework:
+    name: str  # "torch" | "jax" | "tensorflow" | "none"
+    version: str
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseImage:
+    """A base image: ``reference`` as written in the matrix (e.g. ``nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04``),
+    ``digest`` (``sha256:<hex>``) when pinned, ``pull`` the reference the Dockerfile uses
+    (mirror-mapped, with ``@digest`` when pinned)."""
+
+    reference: str
+    digest: str | None
+    pull: str
+
+    @property
+    def pinned(self) -> bool:
+        return self.digest is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One cell of a matrix. ``id`` is stable, e.g. ``torch2.9-cu128-py3.12-ubuntu24.04``
+    (``-arm64`` suffix when the platform is not linux/amd64)."""
+
+    id: str
+    matrix: str  # matrix name (file stem)
+    family: str  # template family: images/<family>/Dockerfile.j2
+    repository: str  # relative to the configured registry, e.g. "ml/pytorch"
+    accelerator: Accelerator
+    framework: Framework
+    python: str
+    os: str  # e.g. "ubuntu24.04", "debian12"
+    platform: str  # "linux/amd64" | "linux/arm64"
+    base: BaseImage
+    build_args: tuple[tuple[str, str], ...] = ()
+    packages: tuple[str, ...] = ()  # top-level Python requirements (exact pins come from the lock)
+    gpu_archs: tuple[str, ...] = ()  # compiled GPU architectures: sm_80 ... / gfx90a ...
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderedImage:
+    """A variant rendered: Dockerfile text, context files (relative path -> bytes) and the
+    content hash over everything that determines the image. ``content_tag`` is
+    ``<variant-id>-<hash12>``."""
+
+    variant: Variant
+    dockerfile: str
+    context: tuple[tuple[str, bytes], ...]
+    content_hash: str  # sha256 hex
+    labels: tuple[tuple[str, str], ...]
+
+    @property
+    def content_tag(self) -> str:
+        return f"{self.variant.id}-{self.content_hash[:12]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltImage:
+    """A variant in the registry. ``reference`` = ``registry/repository``; ``digest`` is the one the
+    registry returns for the pushed content tag (an index digest when buildx pushed an index)."""
+
+    variant_id: str
+    reference: str
+    digest: str
+    content_tag: str
+    status: Literal["built", "up-to-date", "failed"]
+    seconds: float = 0.0
+    log_path: str | None = None
+    platforms: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def pinned(self) -> str:
+        return f"{self.reference}@{self.digest}"
