@@ -22,15 +22,20 @@ class Item:
 class Report:
     items: tuple[Item, ...]
 
+    @property
+    def ok(self) -> bool:
+        return all(i.ok for i in self.items)
+
     def to_json(self) -> dict[str, Any]:
         return {
-            "ok": all(i.ok for i in self.items),
+            "ok": self.ok,
             "items": [{"name": i.name, "ok": i.ok, "detail": i.detail} for i in self.items],
         }
 
     def raise_first_failure(self) -> None:
         for item in self.items:
             if item.error is not None:
+                item.error.details.setdefault("report", self.to_json())
                 raise item.error
 
 

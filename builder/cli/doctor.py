@@ -25,5 +25,7 @@ def doctor() -> None:
             mark = "[green]ok[/]" if item.ok else "[red]FAIL[/]"
             console().print(f"{mark:>14}  {item.name:<10} {item.detail}")
 
+    if not report.ok:
+        human()
+        report.raise_first_failure()  # --json: the error document carries the whole report
     emit(report.to_json(), human)
-    report.raise_first_failure()

@@ -1,0 +1,5 @@
+"""``python -m builder``."""
+
+from builder.cli import main
+
+main()

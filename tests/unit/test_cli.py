@@ -1,0 +1,96 @@
+"""The CLI skeleton: help, version, lazy imports, error mapping, exit-code documentation."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from builder import __version__, errors
+from builder.cli import COMMANDS, cli, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"builder, version {__version__}"
+
+
+def test_help_lists_every_available_command_with_one_line() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    listed = re.findall(r"^  (\w[\w-]*)\s{2,}(.+)$", result.output.split("Commands:")[1], re.M)
+    names = [n for n, _ in listed]
+    assert "doctor" in names
+    for name, summary in listed:
+        assert name in COMMANDS
+        assert summary.strip(), name
+
+
+def test_every_registered_command_imports_and_is_a_click_command() -> None:
+    ctx = cli.make_context("builder", ["--help"], resilient_parsing=True)
+    for name in cli.list_commands(ctx):
+        cmd = cli.get_command(ctx, name)
+        assert cmd is not None, name
+        assert cmd.help or cmd.short_help or cmd.callback.__doc__, f"{name} has no help text"
+
+
+def test_help_imports_no_heavy_module() -> None:
+    """`builder --help` must not import the engine client, HTTP stack, sigstore or rich."""
+    code = (
+        "import sys\n"
+        "from builder.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('python_on_whales', 'requests', 'sigstore', 'rich', 'docker', "
+        "'cryptography', 'jinja2', 'pydantic') if m in sys.modules]\n"
+        "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "HEAVY=\n" in proc.stderr or proc.stderr.strip().endswith("HEAVY="), proc.stderr
+
+
+def test_unknown_command_is_usage_error_exit_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "builder", "no-such-command"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode == 2
+    assert "No such command" in proc.stderr
+
+
+def test_exit_codes_unique_and_documented() -> None:
+    codes = [cls.exit_code for cls in errors.ALL_ERRORS]
+    assert len(codes) == len(set(codes)), "every failure kind has its own exit code"
+    assert all(c >= 2 for c in codes)
+    doc = (ROOT / "docs" / "exit-codes.md").read_text()
+    rows = dict(re.findall(r"^\| (\d+) \| `?([\w-]+)`? \|", doc, re.M))
+    for cls in errors.ALL_ERRORS:
+        if cls is errors.ConfigError:
+            continue  # shares 2 with Click usage errors, documented in the 2 row
+        assert rows.get(str(cls.exit_code)) == cls.kind, f"docs/exit-codes.md row for {cls.__name__}"
+    assert rows.get("0") and rows.get("1") and rows.get("2")
+
+
+def test_builder_error_is_mapped_to_its_exit_code_and_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("BUILDER_WORKERS", "zero")
+    with pytest.raises(SystemExit) as info:
+        main(["--json", "doctor"])
+    assert info.value.code == errors.ConfigError.exit_code
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["error"]["kind"] == "config"
+    assert "BUILDER_WORKERS" in doc["error"]["message"]
+
+
+def test_errors_carry_hints() -> None:
+    for cls in errors.ALL_ERRORS:
+        exc = cls("something failed")
+        assert exc.hint, cls.__name__
+        assert "hint:" in exc.diagnostics()

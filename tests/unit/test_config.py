@@ -1,0 +1,55 @@
+"""builder.toml + BUILDER_* overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder.config import load_config
+from builder.errors import ConfigError
+
+
+def test_defaults_without_file(tmp_path: Path) -> None:
+    cfg = load_config(tmp_path, {})
+    assert cfg.registry == "127.0.0.1:5000"
+    assert cfg.state_dir == tmp_path / ".builder"
+    assert cfg.render_dir == tmp_path / "rendered"
+    assert cfg.ledger_path == tmp_path / ".builder" / "ledger.sqlite"
+    assert cfg.mirror_map is None
+
+
+def test_file_then_environment(tmp_path: Path) -> None:
+    (tmp_path / "builder.toml").write_text('registry = "reg.example:443"\nworkers = 4\nstate_dir = "/var/tmp/st"\n')
+    cfg = load_config(tmp_path, {"BUILDER_WORKERS": "8", "BUILDER_INSECURE_REGISTRIES": "a:1, b:2"})
+    assert cfg.registry == "reg.example:443"
+    assert cfg.workers == 8
+    assert cfg.state_dir == Path("/var/tmp/st")
+    assert cfg.insecure_registries == ("a:1", "b:2")
+    assert cfg.is_insecure("a:1") and cfg.is_insecure("127.0.0.1:5000") and cfg.is_insecure("localhost:5000")
+    assert not cfg.is_insecure("reg.example:443")
+
+
+def test_unknown_key_names_file_and_key(tmp_path: Path) -> None:
+    (tmp_path / "builder.toml").write_text('registy = "x"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, {})
+    assert "registy" in info.value.message and "builder.toml" in info.value.message
+    assert "registry" in info.value.hint
+
+
+def test_bad_value_names_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="BUILDER_WORKERS"):
+        load_config(tmp_path, {"BUILDER_WORKERS": "-1"})
+
+
+def test_invalid_toml(tmp_path: Path) -> None:
+    (tmp_path / "builder.toml").write_text("registry = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(tmp_path, {})
+
+
+def test_repository_config_loads() -> None:
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_config(root, {})
+    assert cfg.root == root
