@@ -69,6 +69,7 @@ class Variant:
     build_args: tuple[tuple[str, str], ...] = ()
     packages: tuple[str, ...] = ()  # top-level Python requirements (exact pins come from the lock)
     gpu_archs: tuple[str, ...] = ()  # compiled GPU architectures: sm_80 ... / gfx90a ...
+    index_url: str | None = None  # package index the lock resolves against (None: PyPI)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +83,10 @@ class RenderedImage:
     context: tuple[tuple[str, bytes], ...]
     content_hash: str  # sha256 hex
     labels: tuple[tuple[str, str], ...]
+    # build arguments the build must pass (e.g. BASE_IMAGE=<pull reference>@<digest>, arch lists)
+    build_args: tuple[tuple[str, str], ...] = ()
+    # why this image is not reproducible yet (unpinned base, missing/stale lock); empty = pinned
+    unpinned: tuple[str, ...] = ()
 
     @property
     def content_tag(self) -> str:

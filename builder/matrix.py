@@ -1,0 +1,707 @@
+"""Load and validate build matrices (``matrices/*.yaml``) and expand them into variants.
+
+A matrix names a template family, a repository (relative to the configured registry), axes and
+include/exclude rules; the cross product of the axes, minus ``exclude``, plus ``include``, is the
+list of variants (cells). Every cell is checked against the compatibility knowledge base
+(``builder.compat.variant_problems``: framework wheels for that CUDA/ROCm line, Python and
+platform; CUDA images for that OS; ROCm support for that OS) when the matrix is loaded, so an
+impossible cell fails in milliseconds instead of twenty minutes into a build.
+
+Validation collects *every* problem (schema, placeholders, unused rules, impossible cells) with
+its file, 1-based line and field, then raises one ``MatrixError`` whose
+``details["problems"]`` is ``[{"file", "line", "field", "message"}, ...]``.
+
+Schema reference and examples: ``docs/matrices.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import functools
+import re
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from builder.errors import ConfigError, MatrixError
+from builder.models import Accelerator, AcceleratorKind, BaseImage, Framework, Variant
+
+if TYPE_CHECKING:
+    from builder.render import BaseResolution
+
+PLATFORMS = ("linux/amd64", "linux/arm64")
+MIRROR_PREFIX = "mirror:"
+_OS_RE = re.compile(r"^(?P<name>[a-z]+)(?P<version>\d+(?:\.\d+)?)$")
+_VERSION_RE = re.compile(r"^\d+(\.\d+){0,2}$")
+#: Placeholders allowed in ``packages``, ``index_url`` and ``base`` strings.
+PLACEHOLDERS = (
+    "framework",
+    "framework_version",
+    "accel_kind",
+    "accel_version",
+    "accel_tag",
+    "accel_major",
+    "image_version",
+    "python",
+    "os",
+    "os_name",
+    "os_version",
+    "platform",
+    "arch",
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Schema (outside data -> pydantic)
+# --------------------------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AcceleratorSpec(_Strict):
+    """One accelerator axis value. ``image_version``: the full release in base-image tags
+    (``nvidia/cuda:12.8.1-...``); defaults to ``version``."""
+
+    kind: Literal["cuda", "rocm", "cpu"]
+    version: str | None = None
+    image_version: str | None = None
+
+    @field_validator("version", "image_version", mode="before")
+    @classmethod
+    def _as_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, (int, float)) else v
+
+
+class FrameworkSpec(_Strict):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
+    versions: list[str] = Field(min_length=1)
+
+    @field_validator("versions", mode="before")
+    @classmethod
+    def _as_text(cls, v: Any) -> Any:
+        return [str(x) if isinstance(x, (int, float)) else x for x in v] if isinstance(v, list) else v
+
+
+class Axes(_Strict):
+    accelerator: list[AcceleratorSpec] = Field(min_length=1)
+    framework: FrameworkSpec
+    python: list[str] = Field(min_length=1)
+    os: list[str] = Field(min_length=1)
+    platform: list[str] = Field(default_factory=lambda: ["linux/amd64"], min_length=1)
+
+    @field_validator("python", mode="before")
+    @classmethod
+    def _py_text(cls, v: Any) -> Any:
+        return [str(x) if isinstance(x, (int, float)) else x for x in v] if isinstance(v, list) else v
+
+
+RuleValue = str | list[str]
+
+
+class Rule(_Strict):
+    """An exclude rule: every key given must match (values: one or a list; ``accelerator`` matches
+    the kind ``cuda``, the tag ``cu128``/``rocm6.4``/``cpu``; ``framework`` a version or a
+    specifier such as ``>=2.9``)."""
+
+    accelerator: RuleValue | None = None
+    framework: RuleValue | None = None
+    python: RuleValue | None = None
+    os: RuleValue | None = None
+    platform: RuleValue | None = None
+    reason: str | None = None
+
+    @field_validator("accelerator", "framework", "python", "os", "platform", mode="before")
+    @classmethod
+    def _as_text(cls, v: Any) -> Any:
+        if isinstance(v, (int, float)):
+            return str(v)
+        if isinstance(v, list):
+            return [str(x) if isinstance(x, (int, float)) else x for x in v]
+        return v
+
+
+class IncludeSpec(_Strict):
+    """A cell added outside the cross product (may override packages/base/index_url)."""
+
+    accelerator: AcceleratorSpec
+    framework: str
+    python: str
+    os: str
+    platform: str = "linux/amd64"
+    packages: list[str] | None = None
+    base: str | None = None
+    index_url: str | None = None
+
+    @field_validator("framework", "python", mode="before")
+    @classmethod
+    def _as_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, (int, float)) else v
+
+
+class MatrixSpec(_Strict):
+    family: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    repository: str = Field(pattern=r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
+    description: str | None = None
+    axes: Axes
+    exclude: list[Rule] = Field(default_factory=list)
+    include: list[IncludeSpec] = Field(default_factory=list)
+    packages: dict[str, list[str]] = Field(default_factory=dict)
+    index_url: dict[str, str] = Field(default_factory=dict)
+    base: dict[str, str] = Field(min_length=1)
+    build_args: dict[str, str] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# Result types
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Matrix:
+    """A loaded, validated matrix. ``name`` is the file stem; ``variants`` sorted by id."""
+
+    name: str
+    path: Path
+    family: str
+    repository: str
+    variants: tuple[Variant, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One validation problem: ``line`` is 1-based (0 when unknown)."""
+
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "field": self.field, "message": self.message}
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.field}: {self.message}"
+
+
+# --------------------------------------------------------------------------------------------
+# Compatibility (helper module builder.compat), memoised per distinct question
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _cell_problems(
+    framework: str, framework_version: str, kind: str, accel_version: str | None, python: str, os: str, platform: str
+) -> tuple[str, ...]:
+    from builder import compat
+
+    return tuple(
+        compat.variant_problems(
+            framework=framework,
+            framework_version=framework_version,
+            kind=kind,
+            accel_version=accel_version,
+            python=python,
+            os=os,
+            platform=platform,
+        )
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled_archs(framework: str, framework_version: str, kind: str, accel_version: str | None) -> tuple[str, ...]:
+    from builder import compat
+
+    return tuple(compat.compiled_archs(framework, framework_version, kind, accel_version))
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+class _Lines:
+    """Maps a pydantic/field path to the 1-based line of the YAML node it came from."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+
+    def line(self, path: Sequence[str | int]) -> int:
+        node = self.root
+        best = 1
+        for part in path:
+            lc = getattr(node, "lc", None)
+            try:
+                if isinstance(node, Mapping) and part in node:
+                    if lc is not None:
+                        best = lc.key(part)[0] + 1
+                    node = node[part]
+                elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                    if lc is not None:
+                        best = lc.item(part)[0] + 1
+                    node = node[part]
+                else:
+                    break
+            except (KeyError, IndexError, TypeError, AttributeError):
+                break
+        return best
+
+
+def _field_name(path: Sequence[str | int]) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(document)"
+
+
+def _parse_yaml(path: Path) -> Any:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        text = path.read_text()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"matrix file {path} does not exist", hint="pass an existing file with --matrix") from exc
+    yaml = YAML(typ="rt", pure=True)
+    try:
+        return yaml.load(text)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 0
+        problem = Problem(str(path), line, "(document)", f"not valid YAML: {getattr(exc, 'problem', exc)}")
+        raise MatrixError(
+            f"{path}:{line}: not valid YAML", problems=[problem.as_dict()], hint="fix the YAML syntax at that line"
+        ) from exc
+
+
+def _fmt_vars(
+    *, framework: str, framework_version: str, accel: AcceleratorSpec, python: str, os: str, platform: str
+) -> dict[str, str]:
+    m = _OS_RE.match(os)
+    version = accel.version or ""
+    return {
+        "framework": framework,
+        "framework_version": framework_version,
+        "accel_kind": accel.kind,
+        "accel_version": version,
+        "accel_tag": Accelerator(accel.kind, accel.version).tag,
+        "accel_major": version.split(".")[0] if version else "",
+        "image_version": accel.image_version or version,
+        "python": python,
+        "os": os,
+        "os_name": m.group("name") if m else os,
+        "os_version": m.group("version") if m else "",
+        "platform": platform,
+        "arch": platform.split("/")[-1],
+    }
+
+
+def _placeholders(text: str) -> list[str]:
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+    except ValueError:
+        return ["<malformed>"]
+
+
+def variant_id(
+    framework: str, framework_version: str, accel: Accelerator, python: str, os: str, platform: str, *, family: str = ""
+) -> str:
+    """Stable variant id, e.g. ``torch2.9-cu128-py3.12-ubuntu24.04`` (``-arm64`` suffix off amd64).
+
+    A framework named ``none`` (plain Python images) uses the family name: ``tiny-cpu-py3.11-debian12``.
+    """
+    head = family if framework == "none" else f"{framework}{framework_version}"
+    vid = f"{head}-{accel.tag}-py{python}-{os}"
+    if platform != "linux/amd64":
+        vid += "-" + platform.split("/")[-1]
+    return vid
+
+
+def _rule_matches(
+    rule: Rule, *, accel: AcceleratorSpec, framework_version: str, python: str, os: str, platform: str
+) -> bool:
+    def values(v: RuleValue | None) -> list[str] | None:
+        return None if v is None else ([v] if isinstance(v, str) else v)
+
+    acc = values(rule.accelerator)
+    if acc is not None:
+        tag = Accelerator(accel.kind, accel.version).tag
+        names = {accel.kind, tag, f"{accel.kind}{accel.version or ''}"}
+        if not names.intersection(acc):
+            return False
+    fw = values(rule.framework)
+    if fw is not None and not any(_version_matches(framework_version, want) for want in fw):
+        return False
+    for want_list, have in ((values(rule.python), python), (values(rule.os), os), (values(rule.platform), platform)):
+        if want_list is not None and have not in want_list:
+            return False
+    return True
+
+
+def _version_matches(have: str, want: str) -> bool:
+    if want and want[0] in "<>=!~":
+        try:
+            return Version(have) in SpecifierSet(want)
+        except (InvalidSpecifier, InvalidVersion):
+            return False
+    return have == want
+
+
+def load_matrix(path: Path, *, bases: BaseResolution | None = None) -> Matrix:
+    """Load, validate and expand one matrix file.
+
+    ``bases``: when given, each variant's ``base`` is resolved (digest from the committed bases
+    lock or the machine-local mirror record); otherwise ``base.digest`` is None and ``base.pull``
+    is the reference as written. Raises ``MatrixError`` listing every problem with its location,
+    ``ConfigError`` when the file does not exist.
+    """
+    path = Path(path)
+    raw = _parse_yaml(path)
+    lines = _Lines(raw)
+    file = str(path)
+    problems: list[Problem] = []
+
+    def add(field_path: Sequence[str | int], message: str) -> None:
+        problems.append(Problem(file, lines.line(field_path), _field_name(field_path), message))
+
+    if not isinstance(raw, Mapping):
+        add((), "a matrix must be a YAML mapping (family, repository, axes, base, ...)")
+        _raise(path, problems)
+    try:
+        spec = MatrixSpec.model_validate(raw)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = [p for p in err["loc"] if not (isinstance(p, str) and p in ("str", "list[str]"))]
+            add(loc, err["msg"])
+        _raise(path, problems)
+
+    variants = _expand(spec, path, add, bases)
+    if problems:
+        _raise(path, problems)
+    return Matrix(name=path.stem, path=path, family=spec.family, repository=spec.repository, variants=variants)
+
+
+def _raise(path: Path, problems: list[Problem]) -> Any:
+    problems = sorted(set(problems), key=lambda p: (p.file, p.line, p.field, p.message))
+    listing = "\n".join(f"  {p}" for p in problems)
+    raise MatrixError(
+        f"{path}: {len(problems)} problem{'s' if len(problems) != 1 else ''}:\n{listing}",
+        problems=[p.as_dict() for p in problems],
+    )
+
+
+def _check_axes(spec: MatrixSpec, add: Any) -> None:
+    ax = spec.axes
+    for i, acc in enumerate(ax.accelerator):
+        where: tuple[str | int, ...] = ("axes", "accelerator", i)
+        if acc.kind == "cpu":
+            if acc.version is not None:
+                add((*where, "version"), "a cpu accelerator has no version")
+        elif acc.version is None or not re.match(r"^\d+\.\d+$", acc.version):
+            add((*where, "version"), f"{acc.kind} needs a version like 12.8 / 6.4 (major.minor), got {acc.version!r}")
+        if acc.image_version is not None and (
+            not _VERSION_RE.match(acc.image_version) or not acc.image_version.startswith(acc.version or "~")
+        ):
+            add((*where, "image_version"), f"image_version {acc.image_version!r} must extend version {acc.version!r}")
+    for i, v in enumerate(ax.framework.versions):
+        if not _VERSION_RE.match(v):
+            add(("axes", "framework", "versions", i), f"framework version {v!r} is not a release like 2.9")
+    for i, py in enumerate(ax.python):
+        if not re.match(r"^3\.\d+$", py):
+            add(("axes", "python", i), f"python {py!r} must be 3.X")
+    for i, os_ in enumerate(ax.os):
+        if not _OS_RE.match(os_):
+            add(("axes", "os", i), f"os {os_!r} must be a name and version like ubuntu24.04 or debian12")
+    for i, plat in enumerate(ax.platform):
+        if plat not in PLATFORMS:
+            add(("axes", "platform", i), f"platform {plat!r} is not one of {', '.join(PLATFORMS)}")
+    _check_dupes(add, ("axes", "python"), ax.python)
+    _check_dupes(add, ("axes", "os"), ax.os)
+    _check_dupes(add, ("axes", "platform"), ax.platform)
+    _check_dupes(add, ("axes", "framework", "versions"), ax.framework.versions)
+    _check_dupes(add, ("axes", "accelerator"), [f"{a.kind}{a.version or ''}" for a in ax.accelerator])
+    kinds = {a.kind for a in ax.accelerator} | {inc.accelerator.kind for inc in spec.include}
+    for kind in sorted(kinds):
+        if kind not in spec.base and "default" not in spec.base:
+            add(("base",), f"no base image for accelerator kind {kind!r} (add `{kind}:` or `default:`)")
+    for section in ("packages", "index_url", "base"):
+        for key in getattr(spec, section):
+            if key not in ("cuda", "rocm", "cpu", "default"):
+                add((section, key), f"unknown key {key!r}: use an accelerator kind (cuda, rocm, cpu) or default")
+    for section in ("packages", "index_url", "base"):
+        mapping: dict[str, Any] = getattr(spec, section)
+        for key, value in mapping.items():
+            texts = value if isinstance(value, list) else [value]
+            for j, text in enumerate(texts):
+                loc: tuple[str | int, ...] = (section, key, j) if isinstance(value, list) else (section, key)
+                for name in _placeholders(text):
+                    if name not in PLACEHOLDERS:
+                        add(loc, f"unknown placeholder {{{name}}} (known: {', '.join(PLACEHOLDERS)})")
+    for key, value in spec.base.items():
+        if value.startswith(MIRROR_PREFIX) and not value[len(MIRROR_PREFIX) :]:
+            add(("base", key), "mirror: needs a name, e.g. mirror:debian:bookworm")
+    for name in spec.build_args:
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            add(("build_args", name), f"build argument name {name!r} is not a valid identifier")
+
+
+def _check_dupes(add: Any, where: tuple[str | int, ...], values: Sequence[str]) -> None:
+    seen: set[str] = set()
+    for i, v in enumerate(values):
+        if v in seen:
+            add((*where, i), f"duplicate value {v!r}")
+        seen.add(v)
+
+
+def _pick(mapping: Mapping[str, Any], kind: str) -> Any:
+    if kind in mapping:
+        return mapping[kind]
+    return mapping.get("default")
+
+
+def _expand(spec: MatrixSpec, path: Path, add: Any, bases: BaseResolution | None) -> tuple[Variant, ...]:
+    _check_axes(spec, add)
+    ax = spec.axes
+    fw_name = ax.framework.name
+    cells: list[tuple[tuple[str | int, ...], AcceleratorSpec, str, str, str, str, IncludeSpec | None]] = []
+    rule_used = [False] * len(spec.exclude)
+    for ai, acc in enumerate(ax.accelerator):
+        for fv in ax.framework.versions:
+            for py in ax.python:
+                for os_ in ax.os:
+                    for plat in ax.platform:
+                        excluded = False
+                        for ri, rule in enumerate(spec.exclude):
+                            if _rule_matches(rule, accel=acc, framework_version=fv, python=py, os=os_, platform=plat):
+                                rule_used[ri] = True
+                                excluded = True
+                        if not excluded:
+                            cells.append((("axes", "accelerator", ai), acc, fv, py, os_, plat, None))
+    for ri, used in enumerate(rule_used):
+        if not used:
+            add(("exclude", ri), "this exclude rule matches no cell of the axes (a typo?)")
+    for ii, inc in enumerate(spec.include):
+        cells.append((("include", ii), inc.accelerator, inc.framework, inc.python, inc.os, inc.platform, inc))
+
+    repo = spec.repository
+    name = path.stem
+    out: dict[str, Variant] = {}
+    for where, acc, fv, py, os_, plat, inc in cells:
+        if inc is not None:
+            bad = False
+            if not _OS_RE.match(os_):
+                add((*where, "os"), f"os {os_!r} must be a name and version like ubuntu24.04")
+                bad = True
+            if plat not in PLATFORMS:
+                add((*where, "platform"), f"platform {plat!r} is not one of {', '.join(PLATFORMS)}")
+                bad = True
+            if not re.match(r"^3\.\d+$", py):
+                add((*where, "python"), f"python {py!r} must be 3.X")
+                bad = True
+            if acc.kind != "cpu" and (acc.version is None or not re.match(r"^\d+\.\d+$", acc.version)):
+                add((*where, "accelerator", "version"), f"{acc.kind} needs a version like 12.8 / 6.4")
+                bad = True
+            if bad:
+                continue
+        accel = Accelerator(acc.kind, acc.version if acc.kind != "cpu" else None)
+        vid = variant_id(fw_name, fv, accel, py, os_, plat, family=spec.family)
+        if vid in out:
+            add(where, f"cell {vid} is listed twice (include repeats an axes cell?)")
+            continue
+        if fw_name != "none":
+            for msg in _cell_problems(fw_name, fv, acc.kind, accel.version, py, os_, plat):
+                hint = " (add an `exclude` rule for it)" if inc is None else ""
+                add(where, f"cell {vid}: {msg}{hint}")
+        values = _fmt_vars(framework=fw_name, framework_version=fv, accel=acc, python=py, os=os_, platform=plat)
+        pkg_templates = inc.packages if inc is not None and inc.packages is not None else _pick(spec.packages, acc.kind)
+        base_template = inc.base if inc is not None and inc.base is not None else _pick(spec.base, acc.kind)
+        index_template = (
+            inc.index_url if inc is not None and inc.index_url is not None else _pick(spec.index_url, acc.kind)
+        )
+        try:
+            packages = tuple(p.format(**values) for p in (pkg_templates or ()))
+            base_ref = base_template.format(**values) if base_template else ""
+            index_url = index_template.format(**values) if index_template else None
+        except (KeyError, ValueError, IndexError):
+            continue  # reported by _check_axes (unknown placeholder)
+        if not base_ref:
+            continue  # reported by _check_axes (no base)
+        archs = _compiled_archs(fw_name, fv, acc.kind, accel.version) if fw_name != "none" else ()
+        build_args = dict(spec.build_args)
+        build_args.update(_arch_build_args(fw_name, accel, archs))
+        base = bases.resolve(base_ref) if bases is not None else BaseImage(base_ref, None, base_ref)
+        out[vid] = Variant(
+            id=vid,
+            matrix=name,
+            family=spec.family,
+            repository=repo,
+            accelerator=accel,
+            framework=Framework(fw_name, fv),
+            python=py,
+            os=os_,
+            platform=plat,
+            base=base,
+            build_args=tuple(sorted(build_args.items())),
+            packages=packages,
+            gpu_archs=archs,
+            index_url=index_url,
+        )
+    return tuple(out[k] for k in sorted(out))
+
+
+def _arch_build_args(framework: str, accel: Accelerator, archs: tuple[str, ...]) -> dict[str, str]:
+    """Architecture lists as build arguments (a build never probes a GPU).
+
+    ``TORCH_CUDA_ARCH_LIST`` uses ``8.0;9.0`` (PyTorch's cpp_extension format),
+    ``PYTORCH_ROCM_ARCH`` ``gfx90a;gfx942``; every CUDA family also gets ``CUDA_ARCHITECTURES``
+    (CMake's ``80;90``) so extensions compiled in derived images match the framework build.
+    """
+    if not archs or accel.kind == "cpu":
+        return {}
+    if accel.kind == "rocm":
+        value = ";".join(archs)
+        return {"PYTORCH_ROCM_ARCH": value, "GPU_TARGETS": value}
+    nums = [a.split("_", 1)[1] for a in archs if a.startswith(("sm_", "compute_"))]
+    dotted = ";".join(f"{n[:-1]}.{n[-1]}" for n in nums if len(n) >= 2 and n[:-1].isdigit())
+    args = {"CUDA_ARCHITECTURES": ";".join(nums)}
+    if framework == "torch" or dotted:
+        args["TORCH_CUDA_ARCH_LIST"] = dotted
+    return args
+
+
+def load_matrices(paths: Iterable[Path], *, bases: BaseResolution | None = None) -> tuple[Matrix, ...]:
+    """Load several matrices; problems of all files are collected into one ``MatrixError``.
+
+    Also rejects a variant id that two matrices both produce.
+    """
+    matrices: list[Matrix] = []
+    problems: list[dict[str, Any]] = []
+    for p in paths:
+        try:
+            matrices.append(load_matrix(Path(p), bases=bases))
+        except MatrixError as exc:
+            problems.extend(exc.details.get("problems", []))
+    seen: dict[str, str] = {}
+    for m in matrices:
+        for v in m.variants:
+            if v.id in seen:
+                problems.append(
+                    {
+                        "file": str(m.path),
+                        "line": 1,
+                        "field": "(variants)",
+                        "message": f"variant id {v.id} is also produced by {seen[v.id]}",
+                    }
+                )
+            seen[v.id] = str(m.path)
+    if problems:
+        listing = "\n".join(f"  {p['file']}:{p['line']}: {p['field']}: {p['message']}" for p in problems)
+        raise MatrixError(
+            f"{len(problems)} matrix problem{'s' if len(problems) != 1 else ''}:\n{listing}", problems=problems
+        )
+    return tuple(matrices)
+
+
+def matrix_paths(matrices_dir: Path, given: Sequence[Path] = ()) -> tuple[Path, ...]:
+    """The files given, else every ``*.yaml``/``*.yml`` in ``matrices_dir`` (sorted)."""
+    if given:
+        return tuple(Path(p) for p in given)
+    if not matrices_dir.is_dir():
+        raise ConfigError(f"matrices directory {matrices_dir} does not exist", hint="set matrices_dir in builder.toml")
+    return tuple(sorted([*matrices_dir.glob("*.yaml"), *matrices_dir.glob("*.yml")]))
+
+
+def select(variants: Sequence[Variant], globs: Sequence[str]) -> tuple[Variant, ...]:
+    """Variants whose id matches any of the shell globs (``fnmatch``); all when ``globs`` is empty.
+
+    Raises ``NotFoundError`` when a glob matches nothing (a typo should not build nothing).
+    """
+    if not globs:
+        return tuple(variants)
+    from builder.errors import NotFoundError
+
+    chosen: list[Variant] = []
+    for g in globs:
+        if not any(fnmatch.fnmatchcase(v.id, g) for v in variants):
+            raise NotFoundError(
+                f"--select {g!r} matches no variant", hint="`builder matrix list` shows the variant ids"
+            )
+    for v in variants:
+        if any(fnmatch.fnmatchcase(v.id, g) for g in globs):
+            chosen.append(v)
+    return tuple(chosen)
+
+
+def shard(variants: Sequence[Variant], i: int, n: int) -> tuple[Variant, ...]:
+    """Shard ``i`` of ``n`` (1-based ``i``), round-robin over the given order: shards are disjoint,
+    their union is ``variants``, sizes differ by at most one. Raises ``ConfigError`` on bad i/n."""
+    if n < 1 or not 1 <= i <= n:
+        raise ConfigError(f"--shard {i}/{n}: need 1 <= i <= n", hint="e.g. --shard 1/4 ... --shard 4/4")
+    return tuple(variants[i - 1 :: n])
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2/4"`` -> ``(2, 4)``; raises ``ConfigError``."""
+    m = re.match(r"^(\d+)/(\d+)$", text.strip())
+    if not m:
+        raise ConfigError(f"--shard {text!r}: expected I/N such as 1/4")
+    i, n = int(m.group(1)), int(m.group(2))
+    if n < 1 or not 1 <= i <= n:
+        raise ConfigError(f"--shard {text}: need 1 <= I <= N")
+    return i, n
+
+
+def variant_json(v: Variant) -> dict[str, Any]:
+    """The ``builder matrix list --json`` object of one variant."""
+    return {
+        "id": v.id,
+        "matrix": v.matrix,
+        "family": v.family,
+        "repository": v.repository,
+        "accelerator": {"kind": v.accelerator.kind, "version": v.accelerator.version},
+        "framework": {"name": v.framework.name, "version": v.framework.version},
+        "python": v.python,
+        "os": v.os,
+        "platform": v.platform,
+        "base": {"reference": v.base.reference, "digest": v.base.digest, "pull": v.base.pull},
+        "packages": list(v.packages),
+        "index_url": v.index_url,
+        "gpu_archs": list(v.gpu_archs),
+        "build_args": dict(v.build_args),
+    }
+
+
+def github_matrix(variants: Sequence[Variant]) -> dict[str, Any]:
+    """A GitHub Actions ``strategy.matrix`` value: ``{"include": [{...}, ...]}`` with flat string
+    values (``variant``, ``matrix``, ``platform``, ``accelerator``, ``accelerator_version``,
+    ``framework``, ``framework_version``, ``python``, ``os``, ``runner_arch``)."""
+    return {
+        "include": [
+            {
+                "variant": v.id,
+                "matrix": v.matrix,
+                "platform": v.platform,
+                "accelerator": v.accelerator.kind,
+                "accelerator_version": v.accelerator.version or "",
+                "framework": v.framework.name,
+                "framework_version": v.framework.version,
+                "python": v.python,
+                "os": v.os,
+                "runner_arch": "arm64" if v.platform == "linux/arm64" else "x64",
+            }
+            for v in variants
+        ]
+    }
+
+
+AcceleratorKindT = AcceleratorKind  # re-export for type users
