@@ -1,0 +1,393 @@
+"""Signing keys: generate, import and load ECDSA P-256 key pairs (cosign-compatible).
+
+Files written by ``generate_key_pair``: ``builder.key`` (PKCS#8 PEM, encrypted with the given
+password via the best available PEM encryption of ``cryptography``, or unencrypted when the
+password is ``None``) and ``builder.pub`` (PEM SubjectPublicKeyInfo, the form ``cosign verify
+--key`` reads).
+
+Cosign's own private-key file (``-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----``, or the older
+``ENCRYPTED COSIGN PRIVATE KEY``) is a base64 JSON envelope: scrypt KDF (N, r, p, salt) and NaCl
+``secretbox`` (XSalsa20-Poly1305) around the PKCS#8 DER key. Source: sigstore/cosign
+``pkg/cosign/keys.go`` and sigstore/sigstore ``pkg/cryptoutils`` (``encrypted.go`` uses
+``github.com/secure-systems-lab/go-securesystemslib/encrypted``). ``cryptography`` has scrypt and
+Poly1305 but not XSalsa20, so the 20-round Salsa20 core is implemented here (a few hundred
+bytes are decrypted per key: speed does not matter). Verified against keys written by real
+cosign 2.5 (tests/integration/test_cosign_interop.py).
+
+Key identity (``fingerprint``): ``sha256:<hex>`` of the DER SubjectPublicKeyInfo, stable across
+PEM formatting and across cosign/builder files holding the same key.
+
+Errors: ``SigningKeyError`` (exit 16) for a missing, unreadable, wrongly encrypted or non-P-256
+key, and when a file would be overwritten.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import hmac
+import json
+import os
+import struct
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+from cryptography.hazmat.primitives.poly1305 import Poly1305
+
+from builder.errors import SigningKeyError
+
+PRIVATE_KEY_FILE = "builder.key"
+PUBLIC_KEY_FILE = "builder.pub"
+
+COSIGN_PEM_TYPES = ("ENCRYPTED SIGSTORE PRIVATE KEY", "ENCRYPTED COSIGN PRIVATE KEY")
+
+#: scrypt parameters cosign uses when it writes a key (go-securesystemslib defaults).
+COSIGN_SCRYPT = {"N": 32768 * 2, "r": 8, "p": 1}
+
+
+def fingerprint_of(public_key: ec.EllipticCurvePublicKey) -> str:
+    """``sha256:<hex>`` of the DER SubjectPublicKeyInfo of ``public_key``."""
+    der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(der).hexdigest()
+
+
+def public_pem(public_key: ec.EllipticCurvePublicKey) -> str:
+    """PEM SubjectPublicKeyInfo text (``-----BEGIN PUBLIC KEY-----``)."""
+    return public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyPairSigner:
+    """A signer holding an ECDSA P-256 private key. ``sign`` returns a DER ECDSA-SHA256 signature.
+
+    ``kind`` is ``"key"`` (keyless signers use ``"keyless"``); ``public_key_pem`` is the PEM
+    SubjectPublicKeyInfo; ``fingerprint`` is ``sha256:<hex of DER SPKI>``.
+    """
+
+    private_key: ec.EllipticCurvePrivateKey = dataclasses.field(repr=False)
+    source: str = ""
+    kind: str = "key"
+
+    @property
+    def public_key(self) -> ec.EllipticCurvePublicKey:
+        return self.private_key.public_key()
+
+    @property
+    def public_key_pem(self) -> str:
+        return public_pem(self.public_key)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.public_key)
+
+    def sign(self, data: bytes) -> bytes:
+        """DER-encoded ECDSA P-256 SHA-256 signature over ``data``."""
+        return self.private_key.sign(data, ec.ECDSA(hashes.SHA256()))
+
+
+@dataclasses.dataclass(frozen=True)
+class PublicKey:
+    """A verification key: ECDSA P-256 public key with its fingerprint and the file it came from."""
+
+    key: ec.EllipticCurvePublicKey = dataclasses.field(repr=False)
+    source: str = ""
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.key)
+
+    def verify(self, data: bytes, signature: bytes) -> bool:
+        """True when ``signature`` (DER ECDSA-SHA256) is valid for ``data``."""
+        try:
+            self.key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+
+# ---------------------------------------------------------------------------------------------
+# generate / import / load
+
+
+def generate_key_pair(output_dir: Path, password: str | None) -> tuple[Path, Path, str]:
+    """Write ``output_dir/builder.key`` and ``builder.pub``; returns (key path, pub path, fingerprint).
+
+    ``password=None`` writes an unencrypted key (the CLI allows this only with ``--no-password``).
+    Raises SigningKeyError when either file exists (keys are never overwritten) or the password
+    is empty.
+    """
+    private_key = ec.generate_private_key(ec.SECP256R1())
+    return write_key_pair(output_dir, private_key, password)
+
+
+def write_key_pair(
+    output_dir: Path, private_key: ec.EllipticCurvePrivateKey, password: str | None
+) -> tuple[Path, Path, str]:
+    """Write ``private_key`` as ``builder.key`` (PKCS#8 PEM) and ``builder.pub``; never overwrites."""
+    if password == "":
+        raise SigningKeyError(
+            "empty key password", hint="set BUILDER_KEY_PASSWORD, or pass --no-password for an unencrypted key"
+        )
+    key_path = output_dir / PRIVATE_KEY_FILE
+    pub_path = output_dir / PUBLIC_KEY_FILE
+    for p in (key_path, pub_path):
+        if p.exists():
+            raise SigningKeyError(
+                f"{p} already exists; keys are never overwritten",
+                hint="choose another --output-dir, or move the existing key pair away first",
+                path=str(p),
+            )
+    encryption: serialization.KeySerializationEncryption = (
+        serialization.BestAvailableEncryption(password.encode())
+        if password is not None
+        else serialization.NoEncryption()
+    )
+    pem = private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    # create exclusively with 0600 so a concurrent writer or an existing file is never clobbered
+    try:
+        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError as exc:
+        raise SigningKeyError(f"{key_path} already exists; keys are never overwritten") from exc
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    try:
+        fd = os.open(pub_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError as exc:
+        raise SigningKeyError(f"{pub_path} already exists; keys are never overwritten") from exc
+    with os.fdopen(fd, "w") as f:
+        f.write(public_pem(private_key.public_key()))
+    return key_path, pub_path, fingerprint_of(private_key.public_key())
+
+
+def import_key_pair(
+    source: Path, output_dir: Path, source_password: str | None, password: str | None
+) -> tuple[Path, Path, str]:
+    """Import a private key (cosign ``cosign.key`` or PKCS#8/SEC1 PEM) into ``output_dir``.
+
+    ``source_password`` decrypts the source (cosign: ``COSIGN_PASSWORD``); ``password`` encrypts
+    the written ``builder.key`` (None: unencrypted). Raises SigningKeyError.
+    """
+    private_key = load_private_key(source, source_password)
+    return write_key_pair(output_dir, private_key, password)
+
+
+def load_signer(path: Path, password: str | None) -> KeyPairSigner:
+    """Load a private key file (builder PKCS#8 PEM, SEC1 PEM, or cosign's encrypted key) as a signer.
+
+    Raises SigningKeyError (missing file, wrong/missing password, not ECDSA P-256).
+    """
+    return KeyPairSigner(load_private_key(path, password), source=str(path))
+
+
+def load_private_key(path: Path, password: str | None) -> ec.EllipticCurvePrivateKey:
+    """The ECDSA P-256 private key in ``path``; see ``load_signer`` for formats and errors."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise SigningKeyError(
+            f"signing key {path} does not exist",
+            hint="generate one with `builder keys generate --output-dir DIR` or pass --key FILE",
+            path=str(path),
+        ) from exc
+    except OSError as exc:
+        raise SigningKeyError(f"signing key {path} cannot be read: {exc.strerror}", path=str(path)) from exc
+    text = data.decode("ascii", errors="replace")
+    for pem_type in COSIGN_PEM_TYPES:
+        if f"-----BEGIN {pem_type}-----" in text:
+            der = decrypt_cosign_key(_pem_body(text, pem_type), password, source=str(path))
+            key = serialization.load_der_private_key(der, password=None)
+            return _require_p256(key, path)
+    if "-----BEGIN" not in text:
+        raise SigningKeyError(f"{path} is not a PEM private key", path=str(path))
+    encrypted = "ENCRYPTED" in text.split("-----BEGIN", 1)[1].split("-----", 1)[0] or "Proc-Type: 4,ENCRYPTED" in text
+    if encrypted and not password:
+        raise SigningKeyError(
+            f"signing key {path} is encrypted and no password was given",
+            hint="set BUILDER_KEY_PASSWORD (or COSIGN_PASSWORD for a cosign key)",
+            path=str(path),
+        )
+    try:
+        key = serialization.load_pem_private_key(data, password=password.encode() if encrypted and password else None)
+    except (ValueError, TypeError) as exc:
+        reason = "wrong password or corrupt key" if encrypted else str(exc)
+        raise SigningKeyError(f"cannot load signing key {path}: {reason}", path=str(path)) from exc
+    return _require_p256(key, path)
+
+
+def load_public_keys(paths: list[Path] | tuple[Path, ...]) -> list[PublicKey]:
+    """Load PEM public keys (``-----BEGIN PUBLIC KEY-----``, e.g. ``builder.pub`` or ``cosign.pub``).
+
+    A private key file is accepted too (its public half is used; unencrypted or builder-encrypted
+    keys only need no password if unencrypted). Raises SigningKeyError naming the file.
+    """
+    keys: list[PublicKey] = []
+    for path in paths:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise SigningKeyError(
+                f"public key {path} cannot be read: {exc.strerror}",
+                hint="pass the .pub file written by `builder keys generate` or `cosign generate-key-pair`",
+                path=str(path),
+            ) from exc
+        try:
+            pub = serialization.load_pem_public_key(data)
+        except ValueError as exc:
+            raise SigningKeyError(
+                f"{path} is not a PEM public key", hint="pass the .pub file, not the private key", path=str(path)
+            ) from exc
+        if not isinstance(pub, ec.EllipticCurvePublicKey) or not isinstance(pub.curve, ec.SECP256R1):
+            raise SigningKeyError(f"{path} is not an ECDSA P-256 public key", path=str(path))
+        keys.append(PublicKey(pub, source=str(path)))
+    return keys
+
+
+def _require_p256(key: object, path: Path) -> ec.EllipticCurvePrivateKey:
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
+        raise SigningKeyError(
+            f"{path} is not an ECDSA P-256 private key",
+            hint="cosign-compatible signing needs ECDSA P-256; generate one with `builder keys generate`",
+            path=str(path),
+        )
+    return key
+
+
+def _pem_body(text: str, pem_type: str) -> bytes:
+    begin, end = f"-----BEGIN {pem_type}-----", f"-----END {pem_type}-----"
+    body = text.split(begin, 1)[1].split(end, 1)[0]
+    return base64.b64decode("".join(body.split()))
+
+
+# ---------------------------------------------------------------------------------------------
+# cosign's encrypted key envelope: scrypt + NaCl secretbox
+
+
+def decrypt_cosign_key(envelope: bytes, password: str | None, *, source: str = "cosign key") -> bytes:
+    """Decrypt cosign's JSON envelope (scrypt + nacl/secretbox) -> PKCS#8 DER bytes.
+
+    Raises SigningKeyError for a malformed envelope, an unknown KDF/cipher or a wrong password.
+    """
+    if password is None:
+        raise SigningKeyError(
+            f"{source} is a cosign key and is always encrypted; no password was given",
+            hint="set COSIGN_PASSWORD (or BUILDER_KEY_PASSWORD) to the password used with cosign generate-key-pair",
+        )
+    try:
+        doc = json.loads(envelope)
+        kdf, cipher = doc["kdf"], doc["cipher"]
+        if kdf["name"] != "scrypt" or cipher["name"] != "nacl/secretbox":
+            raise SigningKeyError(f"{source}: unsupported cosign key envelope ({kdf['name']}, {cipher['name']})")
+        params = kdf["params"]
+        salt = base64.b64decode(kdf["salt"])
+        nonce = base64.b64decode(cipher["nonce"])
+        boxed = base64.b64decode(doc["ciphertext"])
+        n, r, p = int(params["N"]), int(params["r"]), int(params["p"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SigningKeyError(f"{source}: malformed cosign key envelope ({exc})") from exc
+    secret = Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(password.encode())
+    plain = secretbox_open(boxed, nonce, secret)
+    if plain is None:
+        raise SigningKeyError(
+            f"cannot decrypt {source}: wrong password", hint="check COSIGN_PASSWORD / BUILDER_KEY_PASSWORD"
+        )
+    return plain
+
+
+def encrypt_cosign_key(der: bytes, password: str, *, n: int = 65536, r: int = 8, p: int = 1) -> bytes:
+    """The inverse of ``decrypt_cosign_key``: PKCS#8 DER -> cosign JSON envelope bytes."""
+    salt, nonce = os.urandom(32), os.urandom(24)
+    secret = Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(password.encode())
+    doc = {
+        "kdf": {"name": "scrypt", "params": {"N": n, "r": r, "p": p}, "salt": base64.b64encode(salt).decode()},
+        "cipher": {"name": "nacl/secretbox", "nonce": base64.b64encode(nonce).decode()},
+        "ciphertext": base64.b64encode(secretbox_seal(der, nonce, secret)).decode(),
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def cosign_key_pem(private_key: ec.EllipticCurvePrivateKey, password: str) -> bytes:
+    """``private_key`` in cosign's ``ENCRYPTED SIGSTORE PRIVATE KEY`` PEM form (readable by cosign)."""
+    der = private_key.private_bytes(
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    body = base64.b64encode(encrypt_cosign_key(der, password)).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    return (
+        "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n"
+        + "\n".join(lines)
+        + "\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n"
+    ).encode()
+
+
+_SIGMA = b"expand 32-byte k"
+_MASK = 0xFFFFFFFF
+
+
+def _rotl(v: int, c: int) -> int:
+    return ((v << c) & _MASK) | (v >> (32 - c))
+
+
+def _salsa_rounds(x: list[int]) -> list[int]:
+    x = list(x)
+    for _ in range(10):
+        for a, b, c, d in ((0, 4, 8, 12), (5, 9, 13, 1), (10, 14, 2, 6), (15, 3, 7, 11)):  # columns
+            x[b] ^= _rotl((x[a] + x[d]) & _MASK, 7)
+            x[c] ^= _rotl((x[b] + x[a]) & _MASK, 9)
+            x[d] ^= _rotl((x[c] + x[b]) & _MASK, 13)
+            x[a] ^= _rotl((x[d] + x[c]) & _MASK, 18)
+        for a, b, c, d in ((0, 1, 2, 3), (5, 6, 7, 4), (10, 11, 8, 9), (15, 12, 13, 14)):  # rows
+            x[b] ^= _rotl((x[a] + x[d]) & _MASK, 7)
+            x[c] ^= _rotl((x[b] + x[a]) & _MASK, 9)
+            x[d] ^= _rotl((x[c] + x[b]) & _MASK, 13)
+            x[a] ^= _rotl((x[d] + x[c]) & _MASK, 18)
+    return x
+
+
+def _state(key: bytes, n16: bytes) -> list[int]:
+    k = struct.unpack("<8I", key)
+    s = struct.unpack("<4I", _SIGMA)
+    n = struct.unpack("<4I", n16)
+    return [s[0], k[0], k[1], k[2], k[3], s[1], n[0], n[1], n[2], n[3], s[2], k[4], k[5], k[6], k[7], s[3]]
+
+
+def _hsalsa20(key: bytes, nonce16: bytes) -> bytes:
+    x = _salsa_rounds(_state(key, nonce16))
+    return struct.pack("<8I", *(x[i] for i in (0, 5, 10, 15, 6, 7, 8, 9)))
+
+
+def _salsa20_stream(key: bytes, nonce8: bytes, length: int) -> bytes:
+    out = bytearray()
+    counter = 0
+    while len(out) < length:
+        init = _state(key, nonce8 + struct.pack("<Q", counter))
+        x = _salsa_rounds(init)
+        out += struct.pack("<16I", *((a + b) & _MASK for a, b in zip(x, init, strict=True)))
+        counter += 1
+    return bytes(out[:length])
+
+
+def _xsalsa20_stream(key: bytes, nonce24: bytes, length: int) -> bytes:
+    return _salsa20_stream(_hsalsa20(key, nonce24[:16]), nonce24[16:], length)
+
+
+def secretbox_seal(message: bytes, nonce: bytes, key: bytes) -> bytes:
+    """NaCl ``crypto_secretbox`` (XSalsa20-Poly1305): returns tag(16) || ciphertext."""
+    stream = _xsalsa20_stream(key, nonce, 32 + len(message))
+    ct = bytes(a ^ b for a, b in zip(message, stream[32:], strict=True))
+    return Poly1305.generate_tag(stream[:32], ct) + ct
+
+
+def secretbox_open(boxed: bytes, nonce: bytes, key: bytes) -> bytes | None:
+    """Inverse of ``secretbox_seal``; None when the tag does not verify (wrong key or tampered)."""
+    if len(boxed) < 16 or len(nonce) != 24 or len(key) != 32:
+        return None
+    tag, ct = boxed[:16], boxed[16:]
+    stream = _xsalsa20_stream(key, nonce, 32 + len(ct))
+    if not hmac.compare_digest(Poly1305.generate_tag(stream[:32], ct), tag):
+        return None
+    return bytes(a ^ b for a, b in zip(ct, stream[32:], strict=True))

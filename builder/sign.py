@@ -1,0 +1,748 @@
+"""Cosign-compatible signatures on image digests (legacy ``sha256-<hex>.sig`` tags) and verification.
+
+Formats (binding, checked against real cosign 2.5 and distribution 2.8.2):
+``/work/shared/docs/signing-formats.md``, from sigstore/cosign ``specs/SIGNATURE_SPEC.md``.
+
+- A signature is one layer of the OCI image manifest tagged ``sha256-<hex>.sig`` in the image's
+  repository. Layer media type ``application/vnd.dev.cosign.simplesigning.v1+json``; the blob is
+  the compact JSON "simple signing" payload; annotation ``dev.cosignproject.cosign/signature`` is
+  the base64 DER ECDSA-P256-SHA256 signature over the blob bytes.
+- Writers read-modify-write that manifest (``append_layer``): append a layer, skip an identical
+  one, never drop another signer's layers; under a file lock per repository+tag; re-read after
+  the write to confirm our layer is there.
+- Attestations (``.att``) use the same manifest layout with DSSE layers: see ``builder.attest``.
+
+Signers: anything with ``kind``, ``public_key_pem``, ``fingerprint`` and ``sign(data) -> DER``
+(``Signer``); ``builder.keys.KeyPairSigner`` is the key-pair one. A signer may also provide
+``layer_annotations(data, signature) -> dict`` (keyless: certificate, chain, Rekor bundle).
+Verification of a layer goes through ``LayerVerifier`` objects: ``KeyVerifier`` (public keys,
+``cryptography``); a keyless verifier can be added by ``builder.keyless`` with the same protocol.
+
+Errors: ``SigningError`` (17) when a write cannot be confirmed, ``VerificationError`` (18) from
+``VerificationReport.raise_for_failure``, ``NotFoundError`` (8) when the digest does not resolve,
+registry errors from ``builder.registry``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from builder.errors import NotFoundError, SigningError, VerificationError
+from builder.keys import KeyPairSigner, PublicKey, load_public_keys, load_signer
+
+if TYPE_CHECKING:
+    from builder.registry import RegistryClient
+
+__all__ = [
+    "ATT_SUFFIX",
+    "SIG_SUFFIX",
+    "KeyPairSigner",
+    "KeyVerifier",
+    "LayerCheck",
+    "LayerVerifier",
+    "SignatureLayer",
+    "Signer",
+    "VerificationReport",
+    "VerifiedItem",
+    "WriteResult",
+    "append_layer",
+    "load_public_keys",
+    "load_signer",
+    "sign_and_attest_build",
+    "sign_image",
+    "signature_tag",
+    "simple_signing_payload",
+    "verify_image",
+]
+
+SIG_SUFFIX = ".sig"
+ATT_SUFFIX = ".att"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+SIMPLESIGNING_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
+DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
+SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
+CERTIFICATE_ANNOTATION = "dev.sigstore.cosign/certificate"
+CHAIN_ANNOTATION = "dev.sigstore.cosign/chain"
+BUNDLE_ANNOTATION = "dev.sigstore.cosign/bundle"
+PREDICATE_TYPE_ANNOTATION = "predicateType"
+#: Unsigned hint naming the key that made a layer (fingerprint); only used to explain failures.
+SIGNER_HINT_ANNOTATION = "dev.builder-project/signer"
+SIMPLE_SIGNING_TYPE = "cosign container image signature"
+ZERO_TIME = "0001-01-01T00:00:00Z"
+
+
+# ---------------------------------------------------------------------------------------------
+# signers and verifiers
+
+
+@runtime_checkable
+class Signer(Protocol):
+    """What signs: key pairs (``builder.keys.KeyPairSigner``) and keyless signers.
+
+    ``kind``: ``"key"`` or ``"keyless"``; ``fingerprint``: ``sha256:<hex of DER SPKI>`` (key) or
+    an identity string (keyless); ``sign(data)``: DER ECDSA signature over ``data``.
+    """
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def public_key_pem(self) -> str: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    def sign(self, data: bytes) -> bytes: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerCheck:
+    """A verifier's answer for one signature: ``ok``; ``signer`` (fingerprint or identity);
+    ``reason`` (why not, empty when ok); ``time`` (RFC 3339, when known: keyless integrated time)."""
+
+    ok: bool
+    signer: str | None = None
+    reason: str = ""
+    time: str | None = None
+
+
+class LayerVerifier(Protocol):
+    """Checks one signature over ``data`` (simple-signing payload, or DSSE PAE bytes).
+
+    Returns None when the layer is not for this kind of verifier (e.g. a keyless layer and a
+    key verifier), else a LayerCheck.
+    """
+
+    def check(self, data: bytes, signature: bytes, annotations: Mapping[str, str]) -> LayerCheck | None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyVerifier:
+    """Verifies ECDSA P-256 signatures against any of ``keys`` (cosign ``--key`` semantics)."""
+
+    keys: tuple[PublicKey, ...]
+
+    def check(self, data: bytes, signature: bytes, annotations: Mapping[str, str]) -> LayerCheck | None:
+        for key in self.keys:
+            if key.verify(data, signature):
+                return LayerCheck(True, signer=key.fingerprint)
+        given = ", ".join(_short(k.fingerprint) for k in self.keys)
+        if annotations.get(CERTIFICATE_ANNOTATION):
+            return LayerCheck(
+                False, reason=f"keyless signature (certificate) that none of the given keys ({given}) made"
+            )
+        hint = annotations.get(SIGNER_HINT_ANNOTATION, "")
+        if hint and any(k.fingerprint == hint for k in self.keys):
+            return LayerCheck(
+                False,
+                signer=hint,
+                reason=f"signature does not match the signed content: payload edited after signing "
+                f"(the layer names key {_short(hint)}, which was given)",
+            )
+        if hint:
+            return LayerCheck(
+                False, signer=hint, reason=f"wrong key: signed by {_short(hint)}, not by any given key ({given})"
+            )
+        return LayerCheck(
+            False, reason=f"signature does not verify with any given key ({given}): wrong key or payload edited"
+        )
+
+
+def _short(fingerprint: str) -> str:
+    return fingerprint[:19] if fingerprint.startswith("sha256:") else fingerprint
+
+
+def verifiers_for(keys: Iterable[PublicKey], extra: Iterable[LayerVerifier] = ()) -> tuple[LayerVerifier, ...]:
+    """Key verifier for ``keys`` (if any) followed by ``extra`` verifiers (e.g. keyless)."""
+    ks = tuple(keys)
+    out: list[LayerVerifier] = [KeyVerifier(ks)] if ks else []
+    out.extend(extra)
+    return tuple(out)
+
+
+def run_verifiers(
+    verifiers: Sequence[LayerVerifier], data: bytes, signature: bytes, annotations: Mapping[str, str]
+) -> LayerCheck:
+    """First ok answer of ``verifiers``; else the first failure; else 'no verifier applies'."""
+    failures: list[LayerCheck] = []
+    for v in verifiers:
+        res = v.check(data, signature, annotations)
+        if res is None:
+            continue
+        if res.ok:
+            return res
+        failures.append(res)
+    if failures:
+        return failures[0]
+    return LayerCheck(False, reason="no key or identity given that applies to this signature")
+
+
+# ---------------------------------------------------------------------------------------------
+# layers and the read-modify-write of .sig / .att manifests
+
+
+def signature_tag(digest: str, suffix: str) -> str:
+    """``sha256:<hex>`` + ``.sig`` -> ``sha256-<hex>.sig`` (cosign's tag scheme)."""
+    algo, _, hexpart = digest.partition(":")
+    if algo != "sha256" or len(hexpart) != 64:
+        raise ValueError(f"not a sha256 digest: {digest!r}")
+    return f"sha256-{hexpart}{suffix}"
+
+
+def simple_signing_payload(docker_reference: str, digest: str, optional: Mapping[str, str] | None = None) -> bytes:
+    """Compact JSON simple-signing payload exactly as cosign writes it (key order included)."""
+    doc = {
+        "critical": {
+            "identity": {"docker-reference": docker_reference},
+            "image": {"docker-manifest-digest": digest},
+            "type": SIMPLE_SIGNING_TYPE,
+        },
+        "optional": dict(optional) if optional else None,
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+@dataclasses.dataclass(frozen=True)
+class SignatureLayer:
+    """One layer of a ``.sig``/``.att`` manifest: media type, blob bytes, annotations."""
+
+    media_type: str
+    blob: bytes
+    annotations: Mapping[str, str]
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + hashlib.sha256(self.blob).hexdigest()
+
+    def descriptor(self) -> dict[str, Any]:
+        return {
+            "mediaType": self.media_type,
+            "size": len(self.blob),
+            "digest": self.digest,
+            "annotations": dict(self.annotations),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteResult:
+    """What a signature/attestation write did: the tag and manifest digest written, our layer's
+    digest, whether it was appended (False: an identical/equivalent layer was already there),
+    the number of layers now in the manifest and the signer."""
+
+    repository: str
+    tag: str
+    manifest_digest: str
+    layer_digest: str
+    appended: bool
+    layers: int
+    signer: str
+    predicate_type: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def signature_config(layer_digests: Sequence[str]) -> bytes:
+    """The config blob cosign writes for a signature manifest (diff_ids = layer digests)."""
+    doc = {
+        "architecture": "",
+        "created": ZERO_TIME,
+        "history": [{"created": ZERO_TIME} for _ in layer_digests],
+        "os": "",
+        "rootfs": {"type": "layers", "diff_ids": list(layer_digests)},
+        "config": {},
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _lock_path(lock_dir: Path, registry: str, repository: str, tag: str) -> Path:
+    key = hashlib.sha256(f"{registry}/{repository}:{tag}".encode()).hexdigest()[:32]
+    return lock_dir / f"sig-{key}.lock"
+
+
+def append_layer(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    suffix: str,
+    layer: SignatureLayer,
+    *,
+    lock_dir: Path,
+    signer: str = "",
+    equivalent: Callable[[dict[str, Any]], bool] | None = None,
+    lock_timeout: float = 60.0,
+) -> WriteResult:
+    """Append ``layer`` to the manifest tagged ``signature_tag(digest, suffix)`` (create it if absent).
+
+    Read-modify-write under a file lock in ``lock_dir`` (one per registry+repository+tag): GET the
+    manifest, skip when a layer with the same digest and annotations exists (or ``equivalent``
+    (existing descriptor) says it already holds the same signed content by the same key), else push the
+    blob and a new config blob, PUT the manifest with every previous layer kept, then GET it again
+    and check our layer is there. Raises SigningError when the re-read does not show our layer
+    (another writer not using the lock), registry errors otherwise.
+    """
+    from filelock import FileLock, Timeout
+
+    tag = signature_tag(digest, suffix)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(_lock_path(lock_dir, client.registry, repository, tag)))
+    try:
+        lock.acquire(timeout=lock_timeout)
+    except Timeout as exc:
+        raise SigningError(
+            f"timed out after {lock_timeout:.0f}s waiting for the lock on {repository}:{tag}",
+            hint=f"another builder process is writing signatures; lock file {lock.lock_file}",
+        ) from exc
+    try:
+        existing = _get_manifest(client, repository, tag)
+        layers: list[dict[str, Any]] = list(existing.get("layers", [])) if existing else []
+        ours = layer.descriptor()
+        for d in layers:
+            identical = d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
+            if identical or (equivalent is not None and equivalent(d)):
+                return WriteResult(
+                    repository,
+                    tag,
+                    _digest_of_manifest(client, repository, tag),
+                    str(d.get("digest")),
+                    False,
+                    len(layers),
+                    signer,
+                )
+        layers.append(ours)
+        _put_blob(client, repository, layer.blob)
+        config = signature_config([str(d["digest"]) for d in layers])
+        _put_blob(client, repository, config)
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": OCI_CONFIG,
+                "size": len(config),
+                "digest": "sha256:" + hashlib.sha256(config).hexdigest(),
+            },
+            "layers": layers,
+        }
+        body = json.dumps(manifest, separators=(",", ":")).encode()
+        manifest_digest = _put_manifest(client, repository, tag, body, OCI_MANIFEST)
+        reread = _get_manifest(client, repository, tag)
+        found = reread is not None and any(
+            d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
+            for d in reread.get("layers", [])
+        )
+        if not found:
+            raise SigningError(
+                f"wrote {repository}:{tag} but re-reading it does not show our layer {ours['digest']}",
+                hint="another writer replaced the manifest concurrently without the lock; run the command again",
+                repository=repository,
+                tag=tag,
+            )
+        return WriteResult(repository, tag, manifest_digest, ours["digest"], True, len(layers), signer)
+    finally:
+        lock.release()
+
+
+# ---------------------------------------------------------------------------------------------
+# signing
+
+
+def _layer_annotations(signer: Signer, data: bytes, signature: bytes) -> dict[str, str]:
+    extra = getattr(signer, "layer_annotations", None)
+    out: dict[str, str] = {}
+    if callable(extra):
+        out.update(extra(data, signature))
+    elif signer.kind == "key":
+        out[SIGNER_HINT_ANNOTATION] = signer.fingerprint
+    return out
+
+
+def sign_image(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    signer: Signer,
+    *,
+    lock_dir: Path,
+    annotations: Mapping[str, str] | None = None,
+) -> WriteResult:
+    """Sign ``repository@digest``: append a simple-signing layer to ``sha256-<hex>.sig``.
+
+    ``annotations`` go into the payload's ``optional`` (signed, like ``cosign sign -a``).
+    An existing layer with the same payload already signed by this key pair is kept and nothing
+    is written (``appended=False``). Raises SigningError / registry errors.
+    """
+    payload = simple_signing_payload(f"{client.registry}/{repository}", digest, annotations)
+    layer_equivalent = _same_key_signature(signer, payload) if signer.kind == "key" else None
+    signature = signer.sign(payload)
+    layer = SignatureLayer(
+        SIMPLESIGNING_MEDIA_TYPE,
+        payload,
+        {SIGNATURE_ANNOTATION: base64.b64encode(signature).decode(), **_layer_annotations(signer, payload, signature)},
+    )
+    return append_layer(
+        client,
+        repository,
+        digest,
+        SIG_SUFFIX,
+        layer,
+        lock_dir=lock_dir,
+        signer=signer.fingerprint,
+        equivalent=layer_equivalent,
+    )
+
+
+def _same_key_signature(signer: Signer, payload: bytes) -> Callable[[dict[str, Any]], bool]:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    pub = serialization.load_pem_public_key(signer.public_key_pem.encode())
+    assert isinstance(pub, ec.EllipticCurvePublicKey)
+    key = PublicKey(pub)
+    payload_digest = "sha256:" + hashlib.sha256(payload).hexdigest()
+
+    def equivalent(descriptor: dict[str, Any]) -> bool:
+        if descriptor.get("digest") != payload_digest:
+            return False
+        sig = _b64(str((descriptor.get("annotations") or {}).get(SIGNATURE_ANNOTATION, "")))
+        return sig is not None and key.verify(payload, sig)
+
+    return equivalent
+
+
+def sign_and_attest_build(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    signer: Signer,
+    provenance: Mapping[str, Any],
+    *,
+    lock_dir: Path,
+    predicate_type: str | None = None,
+) -> tuple[WriteResult, WriteResult]:
+    """What the build step does after a push: sign ``digest`` and attach ``provenance`` (SLSA v1 by
+    default) as an attestation. Returns (signature write, attestation write)."""
+    from builder.attest import attest_image
+    from builder.predicates import SLSA_PROVENANCE_V1
+
+    sig = sign_image(client, repository, digest, signer, lock_dir=lock_dir)
+    att = attest_image(
+        client, repository, digest, predicate_type or SLSA_PROVENANCE_V1, dict(provenance), signer, lock_dir=lock_dir
+    )
+    return sig, att
+
+
+# ---------------------------------------------------------------------------------------------
+# verification
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifiedItem:
+    """One signature or attestation layer and the verdict on it.
+
+    ``kind``: ``signature`` | ``attestation``; ``ok``; ``reason`` (why it failed, "" when ok);
+    ``signer``: key fingerprint or keyless identity (when known, also for failures that name a
+    key); ``predicate_type`` and ``statement`` (attestations whose envelope could be read);
+    ``time``: RFC 3339 when known (predicate timestamps, keyless integrated time; None for
+    key-pair signatures, which carry no time); ``tag`` and ``layer_digest`` locate the layer.
+    """
+
+    kind: str
+    ok: bool
+    reason: str
+    tag: str
+    layer_digest: str
+    signer: str | None = None
+    predicate_type: str | None = None
+    time: str | None = None
+    statement: Mapping[str, Any] | None = None
+
+    @property
+    def verified(self) -> bool:
+        return self.ok
+
+    @property
+    def predicate(self) -> Mapping[str, Any] | None:
+        if self.statement is None:
+            return None
+        p = self.statement.get("predicate")
+        return p if isinstance(p, dict) else None
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["statement"] = dict(self.statement) if self.statement is not None else None
+        return d
+
+
+@dataclasses.dataclass(frozen=True)
+class VerificationReport:
+    """Result of ``verify_image``: the reference asked for, the digest checked, every item, and
+    ``problems`` (unmet requirements, each a sentence). ``ok`` when there are no problems."""
+
+    reference: str
+    repository: str
+    digest: str
+    items: tuple[VerifiedItem, ...]
+    problems: tuple[str, ...]
+    required_predicate_types: tuple[str, ...] = ()
+    tag: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference,
+            "repository": self.repository,
+            "digest": self.digest,
+            "tag": self.tag,
+            "ok": self.ok,
+            "problems": list(self.problems),
+            "required_predicate_types": list(self.required_predicate_types),
+            "items": [i.to_json() for i in self.items],
+        }
+
+    def raise_for_failure(self) -> None:
+        """Raise VerificationError (exit 18) naming every problem when ``ok`` is False."""
+        if self.ok:
+            return
+        raise VerificationError(
+            f"{self.reference} ({self.digest}) did not verify: " + "; ".join(self.problems),
+            items=[i.to_json() for i in self.items],
+            problems=list(self.problems),
+            digest=self.digest,
+        )
+
+
+def _b64(text: str) -> bytes | None:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def fetch_layer_blob(
+    client: RegistryClient, repository: str, descriptor: Mapping[str, Any]
+) -> tuple[bytes | None, str]:
+    """The blob a descriptor names, checked against its digest and size; (None, reason) on failure."""
+    digest = str(descriptor.get("digest", ""))
+    if not digest.startswith("sha256:"):
+        return None, f"layer descriptor has no sha256 digest ({digest!r})"
+    try:
+        blob = _get_blob(client, repository, digest)
+    except NotFoundError:
+        return None, f"layer blob {digest} is missing from the registry"
+    actual = "sha256:" + hashlib.sha256(blob).hexdigest()
+    size = descriptor.get("size")
+    if actual != digest:
+        return (
+            None,
+            f"layer blob does not match its digest (got {actual[:19]}, expected {digest[:19]}): truncated or edited",
+        )
+    if isinstance(size, int) and size != len(blob):
+        return None, f"layer blob is {len(blob)} bytes, the manifest says {size}: truncated layer"
+    return blob, ""
+
+
+def verify_signature_layer(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    descriptor: Mapping[str, Any],
+    verifiers: Sequence[LayerVerifier],
+    *,
+    tag: str,
+) -> VerifiedItem:
+    """Verify one ``.sig`` layer: media type, signature annotation, blob integrity, signature,
+    signed digest. Never raises for bad content: the reason says what is wrong."""
+    layer_digest = str(descriptor.get("digest", ""))
+
+    def fail(reason: str, signer: str | None = None) -> VerifiedItem:
+        return VerifiedItem("signature", False, reason, tag, layer_digest, signer=signer)
+
+    media_type = descriptor.get("mediaType")
+    if media_type != SIMPLESIGNING_MEDIA_TYPE:
+        return fail(f"layer media type {media_type!r} is not {SIMPLESIGNING_MEDIA_TYPE}")
+    annotations = descriptor.get("annotations") or {}
+    if not isinstance(annotations, dict) or SIGNATURE_ANNOTATION not in annotations:
+        return fail(f"annotation {SIGNATURE_ANNOTATION} is missing (stripped): the layer carries no signature")
+    signature = _b64(str(annotations[SIGNATURE_ANNOTATION]))
+    if not signature:
+        return fail(f"annotation {SIGNATURE_ANNOTATION} is empty or not base64")
+    blob, why = fetch_layer_blob(client, repository, descriptor)
+    if blob is None:
+        return fail(why)
+    check = run_verifiers(verifiers, blob, signature, {str(k): str(v) for k, v in annotations.items()})
+    if not check.ok:
+        return fail(check.reason, check.signer)
+    try:
+        payload = json.loads(blob)
+        critical = payload["critical"]
+        signed_digest = critical["image"]["docker-manifest-digest"]
+        payload_type = critical["type"]
+    except (ValueError, KeyError, TypeError):
+        return fail("signed payload is not a simple-signing document", check.signer)
+    if payload_type != SIMPLE_SIGNING_TYPE:
+        return fail(f"signed payload type is {payload_type!r}, not {SIMPLE_SIGNING_TYPE!r}", check.signer)
+    if signed_digest != digest:
+        return fail(f"signature is for another digest ({signed_digest}), not {digest}", check.signer)
+    return VerifiedItem("signature", True, "", tag, layer_digest, signer=check.signer, time=check.time)
+
+
+def read_layers(client: RegistryClient, repository: str, digest: str, suffix: str) -> tuple[str, list[dict[str, Any]]]:
+    """(tag, layer descriptors) of the ``.sig``/``.att`` manifest for ``digest`` ([] when absent)."""
+    tag = signature_tag(digest, suffix)
+    manifest = _get_manifest(client, repository, tag)
+    if manifest is None:
+        return tag, []
+    layers = manifest.get("layers")
+    return tag, [d for d in layers if isinstance(d, dict)] if isinstance(layers, list) else []
+
+
+def confirm_digest(client: RegistryClient, repository: str, digest: str, tag: str | None) -> list[str]:
+    """Problems with the reference itself: the digest must still resolve, and a tag given together
+    with a digest must still point at it (else the image was replaced under the same tag)."""
+    problems: list[str] = []
+    try:
+        current = client.resolve(repository, digest)
+    except NotFoundError:
+        return [f"digest {digest} no longer resolves in {client.registry}/{repository}"]
+    if current != digest:
+        problems.append(f"registry answered {current} for {digest}")
+    if tag is not None:
+        try:
+            at_tag = client.resolve(repository, tag)
+        except NotFoundError:
+            problems.append(f"tag {tag} no longer exists in {client.registry}/{repository}")
+        else:
+            if at_tag != digest:
+                problems.append(
+                    f"image replaced under the same tag: {tag} now points at {at_tag}, not the expected {digest}"
+                )
+    return problems
+
+
+def verify_image(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    *,
+    keys: Sequence[PublicKey] = (),
+    predicate_types: Sequence[str] = (),
+    verifiers: Sequence[LayerVerifier] = (),
+    require_signature: bool = True,
+    tag: str | None = None,
+    reference: str | None = None,
+) -> VerificationReport:
+    """Verify every signature (``.sig``) and attestation (``.att``) of ``repository@digest``.
+
+    ``keys``: trusted public keys (cosign ``--key``); ``verifiers``: more LayerVerifiers
+    (keyless). Requirements: the digest resolves (and ``tag``, when given, still points at it);
+    at least one valid signature when ``require_signature``; for each of ``predicate_types``
+    at least one valid attestation of that type. Failed items that are not needed are reported
+    but do not fail the report (cosign semantics: another signer's layers are allowed).
+    Never raises for bad content; registry errors (unreachable, auth) propagate.
+    """
+    from builder.attest import verify_attestation_layer
+
+    ref = reference or f"{client.registry}/{repository}@{digest}"
+    problems = confirm_digest(client, repository, digest, tag)
+    vs = verifiers_for(keys, verifiers)
+    if not vs:
+        problems.append("no public key or identity given to verify with")
+    items: list[VerifiedItem] = []
+    sig_tag, sig_layers = read_layers(client, repository, digest, SIG_SUFFIX)
+    for d in sig_layers:
+        items.append(verify_signature_layer(client, repository, digest, d, vs, tag=sig_tag))
+    att_tag, att_layers = read_layers(client, repository, digest, ATT_SUFFIX)
+    for d in att_layers:
+        items.append(verify_attestation_layer(client, repository, digest, d, vs, tag=att_tag))
+    if require_signature:
+        sigs = [i for i in items if i.kind == "signature"]
+        if not sigs:
+            problems.append(f"no signatures found for {digest} (tag {sig_tag} does not exist)")
+        elif not any(i.ok for i in sigs):
+            problems.append(f"none of the {len(sigs)} signature(s) is valid")
+    for ptype in predicate_types:
+        atts = [i for i in items if i.kind == "attestation"]
+        if not any(i.ok and i.predicate_type == ptype for i in atts):
+            found = sorted({f"{i.predicate_type} ({'valid' if i.ok else 'invalid'})" for i in atts})
+            problems.append(
+                f"no valid attestation of type {ptype}" + (f"; found: {', '.join(found)}" if found else "; none found")
+            )
+    return VerificationReport(ref, repository, digest, tuple(items), tuple(problems), tuple(predicate_types), tag)
+
+
+# ---------------------------------------------------------------------------------------------
+# registry I/O (thin wrappers over builder.registry.RegistryClient)
+
+
+def _get_manifest(client: RegistryClient, repository: str, reference: str) -> dict[str, Any] | None:
+    """The OCI manifest at ``reference`` parsed, or None when the tag does not exist."""
+    resp = client.request(
+        "GET",
+        f"/v2/{repository}/manifests/{reference}",
+        ref=f"{repository}:{reference}",
+        ok=(200, 404),
+        headers={"Accept": OCI_MANIFEST},
+    )
+    if resp.status_code == 404:
+        return None
+    try:
+        doc = json.loads(resp.content)
+    except ValueError as exc:
+        raise SigningError(f"{client.registry}/{repository}:{reference} is not a JSON manifest") from exc
+    if not isinstance(doc, dict):
+        raise SigningError(f"{client.registry}/{repository}:{reference} is not a JSON manifest")
+    return doc
+
+
+def _digest_of_manifest(client: RegistryClient, repository: str, reference: str) -> str:
+    return client.resolve(repository, reference)
+
+
+def _put_manifest(client: RegistryClient, repository: str, tag: str, body: bytes, media_type: str) -> str:
+    resp = client.request(
+        "PUT",
+        f"/v2/{repository}/manifests/{tag}",
+        ref=f"{repository}:{tag}",
+        ok=(201, 200),
+        data=body,
+        headers={"Content-Type": media_type},
+    )
+    return resp.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def _get_blob(client: RegistryClient, repository: str, digest: str) -> bytes:
+    resp = client.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}")
+    return bytes(resp.content)
+
+
+def _put_blob(client: RegistryClient, repository: str, data: bytes) -> str:
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    head = client.request("HEAD", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}", ok=(200, 404))
+    if head.status_code == 200:
+        return digest
+    start = client.request("POST", f"/v2/{repository}/blobs/uploads/", ref=repository, ok=(202,))
+    location = start.headers.get("Location", "")
+    if location.startswith("/"):
+        location = client.base + location
+    sep = "&" if "?" in location else "?"
+    path = location[len(client.base) :] if location.startswith(client.base) else location
+    client.request(
+        "PUT",
+        f"{path}{sep}digest={digest}",
+        ref=f"{repository}@{digest}",
+        ok=(201,),
+        data=data,
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    return digest
