@@ -687,17 +687,11 @@ def verify_image(
 
 def _get_manifest(client: RegistryClient, repository: str, reference: str) -> dict[str, Any] | None:
     """The OCI manifest at ``reference`` parsed, or None when the tag does not exist."""
-    resp = client.request(
-        "GET",
-        f"/v2/{repository}/manifests/{reference}",
-        ref=f"{repository}:{reference}",
-        ok=(200, 404),
-        headers={"Accept": OCI_MANIFEST},
-    )
-    if resp.status_code == 404:
+    manifest = client.try_get_manifest(repository, reference)
+    if manifest is None:
         return None
     try:
-        doc = json.loads(resp.content)
+        doc = json.loads(manifest.raw)
     except ValueError as exc:
         raise SigningError(f"{client.registry}/{repository}:{reference} is not a JSON manifest") from exc
     if not isinstance(doc, dict):
@@ -710,39 +704,17 @@ def _digest_of_manifest(client: RegistryClient, repository: str, reference: str)
 
 
 def _put_manifest(client: RegistryClient, repository: str, tag: str, body: bytes, media_type: str) -> str:
-    resp = client.request(
-        "PUT",
-        f"/v2/{repository}/manifests/{tag}",
-        ref=f"{repository}:{tag}",
-        ok=(201, 200),
-        data=body,
-        headers={"Content-Type": media_type},
-    )
-    return resp.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(body).hexdigest()
+    return client.put_manifest(repository, tag, body, media_type)
 
 
 def _get_blob(client: RegistryClient, repository: str, digest: str) -> bytes:
+    """The bytes as served, unchecked (the caller checks digest and size to name what is wrong)."""
     resp = client.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}")
     return bytes(resp.content)
 
 
 def _put_blob(client: RegistryClient, repository: str, data: bytes) -> str:
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    head = client.request("HEAD", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}", ok=(200, 404))
-    if head.status_code == 200:
+    if client.blob_exists(repository, digest):
         return digest
-    start = client.request("POST", f"/v2/{repository}/blobs/uploads/", ref=repository, ok=(202,))
-    location = start.headers.get("Location", "")
-    if location.startswith("/"):
-        location = client.base + location
-    sep = "&" if "?" in location else "?"
-    path = location[len(client.base) :] if location.startswith(client.base) else location
-    client.request(
-        "PUT",
-        f"{path}{sep}digest={digest}",
-        ref=f"{repository}@{digest}",
-        ok=(201,),
-        data=data,
-        headers={"Content-Type": "application/octet-stream"},
-    )
-    return digest
+    return client.put_blob(repository, data, digest)
