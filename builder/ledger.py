@@ -1,0 +1,217 @@
+"""The local audit ledger: one SQLite row per promotion, rollback or denied attempt, append-only.
+
+Path: ``Config.ledger_path`` (builder.toml ``ledger``; default ``<state_dir>/ledger.sqlite``).
+The registry is the shared, durable record (signed ``promotion/v1`` attestations, which
+``status``/``history``/``rollback`` read); the ledger is this machine's audit trail.
+
+Guarantees:
+- Append-only: SQLite triggers abort every UPDATE and DELETE on ``records``.
+- Tamper-evident: each row stores ``hash`` = sha256 over its content and the previous row's hash;
+  :meth:`Ledger.verify` recomputes the chain and names the first row that does not match.
+- Crash-safe: WAL journal, ``synchronous=FULL``, one ``BEGIN IMMEDIATE`` transaction per record
+  (a process killed mid-write leaves either the whole row or nothing).
+
+Errors: ``LedgerError`` (exit 33) when the file cannot be opened or written, or is not a ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from builder.errors import LedgerError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    time TEXT NOT NULL,
+    action TEXT NOT NULL CHECK (action IN ('promote', 'rollback', 'denied')),
+    variant TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    from_stage TEXT NOT NULL,
+    reference TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    previous TEXT,
+    allowed INTEGER NOT NULL,
+    decision TEXT NOT NULL,
+    who TEXT NOT NULL,
+    ticket TEXT,
+    attestation TEXT,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL UNIQUE
+);
+CREATE INDEX IF NOT EXISTS records_stage ON records (reference, stage, seq);
+CREATE TRIGGER IF NOT EXISTS records_no_update BEFORE UPDATE ON records
+BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: UPDATE refused'); END;
+CREATE TRIGGER IF NOT EXISTS records_no_delete BEFORE DELETE ON records
+BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: DELETE refused'); END;
+"""
+
+_FIELDS = (
+    "time",
+    "action",
+    "variant",
+    "stage",
+    "from_stage",
+    "reference",
+    "digest",
+    "previous",
+    "allowed",
+    "decision",
+    "who",
+    "ticket",
+    "attestation",
+)
+GENESIS = "sha256:" + "0" * 64
+
+
+@dataclasses.dataclass(frozen=True)
+class LedgerRecord:
+    """One row. ``reference``: ``registry/repository:tag`` of the stage pointer; ``decision``: the
+    JSON text of the policy decision; ``who``: signer fingerprint (+ `` name``); ``attestation``:
+    digest of the promotion/v1 layer written to the registry (None for denied attempts)."""
+
+    time: str
+    action: str
+    variant: str
+    stage: str
+    from_stage: str
+    reference: str
+    digest: str
+    previous: str | None
+    allowed: bool
+    decision: str
+    who: str
+    ticket: str | None = None
+    attestation: str | None = None
+    seq: int = 0
+    hash: str = ""
+    prev_hash: str = ""
+
+    def content_hash(self, prev_hash: str) -> str:
+        body = {f: getattr(self, f) for f in _FIELDS}
+        body["allowed"] = bool(self.allowed)
+        data = json.dumps({"prev": prev_hash, "record": body}, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(data.encode()).hexdigest()
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        with contextlib.suppress(ValueError):
+            out["decision"] = json.loads(self.decision)
+        return out
+
+
+class Ledger:
+    """An open ledger file. Use as a context manager or call :meth:`close`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
+            )
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"cannot open the audit ledger {path}: {exc}", path=str(path)) from exc
+        except OSError as exc:
+            raise LedgerError(f"cannot create the audit ledger {path}: {exc.strerror}", path=str(path)) from exc
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    def append(self, record: LedgerRecord) -> LedgerRecord:
+        """Append ``record`` in one transaction; returns it with ``seq``, ``hash``, ``prev_hash``."""
+        try:
+            with self._tx():
+                row = self._db.execute("SELECT hash FROM records ORDER BY seq DESC LIMIT 1").fetchone()
+                prev_hash = row[0] if row else GENESIS
+                h = record.content_hash(prev_hash)
+                values = [getattr(record, f) for f in _FIELDS]
+                values[_FIELDS.index("allowed")] = int(record.allowed)
+                cur = self._db.execute(
+                    f"INSERT INTO records ({', '.join(_FIELDS)}, prev_hash, hash) "
+                    f"VALUES ({', '.join('?' for _ in _FIELDS)}, ?, ?)",
+                    (*values, prev_hash, h),
+                )
+                seq = int(cur.lastrowid or 0)
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"cannot write to the audit ledger {self.path}: {exc}", path=str(self.path)) from exc
+        return dataclasses.replace(record, seq=seq, hash=h, prev_hash=prev_hash)
+
+    def records(
+        self, *, stage: str | None = None, variant: str | None = None, reference: str | None = None
+    ) -> list[LedgerRecord]:
+        """Rows in order, filtered by stage / variant / pointer reference."""
+        where, args = [], []
+        for col, val in (("stage", stage), ("variant", variant), ("reference", reference)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                args.append(val)
+        sql = f"SELECT seq, {', '.join(_FIELDS)}, prev_hash, hash FROM records"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY seq"
+        try:
+            rows = self._db.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"cannot read the audit ledger {self.path}: {exc}", path=str(self.path)) from exc
+        out = []
+        for r in rows:
+            values = dict(zip(("seq", *_FIELDS, "prev_hash", "hash"), r, strict=True))
+            values["allowed"] = bool(values["allowed"])
+            out.append(LedgerRecord(**values))
+        return out
+
+    def has_attestation(self, attestation: str) -> bool:
+        row = self._db.execute("SELECT 1 FROM records WHERE attestation = ? LIMIT 1", (attestation,)).fetchone()
+        return row is not None
+
+    def verify(self) -> list[str]:
+        """Recompute the hash chain; returns problems (empty: consistent)."""
+        problems: list[str] = []
+        prev = GENESIS
+        last_seq = 0
+        for rec in self.records():
+            if rec.seq <= last_seq:
+                problems.append(f"row {rec.seq}: out of order")
+            if rec.prev_hash != prev:
+                problems.append(f"row {rec.seq}: prev_hash does not name row {last_seq}'s hash (rows removed?)")
+            if rec.content_hash(rec.prev_hash) != rec.hash:
+                problems.append(f"row {rec.seq}: content does not match its hash (edited)")
+            prev, last_seq = rec.hash, rec.seq
+        return problems
+
+
+def open_ledger(path: Path) -> Ledger:
+    """Open (creating if needed) the ledger at ``path``. Raises LedgerError."""
+    return Ledger(path)
