@@ -45,6 +45,8 @@ from builder.sign import (
     _b64,
     _layer_annotations,
     append_layer,
+    blob_problem,
+    fetch_blob,
     fetch_layer_blob,
     read_layers,
     run_verifiers,
@@ -58,6 +60,7 @@ __all__ = [
     "IN_TOTO_PAYLOAD_TYPE",
     "VerifiedAttestation",
     "attest_image",
+    "check_attestation_layer",
     "dsse_envelope",
     "make_statement",
     "pae",
@@ -211,9 +214,23 @@ def verify_attestation_layer(
     *,
     tag: str,
 ) -> VerifiedItem:
-    """Verify one ``.att`` layer: media type, annotations, blob integrity, DSSE envelope and
-    signature (over PAE), statement type, subject digest, predicate type annotation. The
-    signature is checked before the statement is trusted. Never raises for bad content."""
+    """Fetch the blob of one ``.att`` layer and ``check_attestation_layer`` it."""
+    blob = fetch_blob(client, repository, descriptor)
+    return check_attestation_layer(descriptor, blob, digest, verifiers, tag=tag)
+
+
+def check_attestation_layer(
+    descriptor: Mapping[str, Any],
+    blob: bytes | None,
+    digest: str,
+    verifiers: Sequence[LayerVerifier],
+    *,
+    tag: str = "",
+) -> VerifiedItem:
+    """Verify one ``.att`` layer from its descriptor and blob bytes (pure): media type,
+    annotations, blob integrity, DSSE envelope and signature (over PAE), statement type, subject
+    digest, predicate type annotation. The signature is checked before the statement is
+    trusted. Never raises for bad content."""
     layer_digest = str(descriptor.get("digest", ""))
     raw_annotations = descriptor.get("annotations") or {}
     annotations = {str(k): str(v) for k, v in raw_annotations.items()} if isinstance(raw_annotations, dict) else {}
@@ -240,8 +257,8 @@ def verify_attestation_layer(
         return fail(f"annotation {SIGNATURE_ANNOTATION} is missing (stripped)")
     if annotated_type is None:
         return fail(f"annotation {PREDICATE_TYPE_ANNOTATION} is missing (stripped)")
-    blob, why = fetch_layer_blob(client, repository, descriptor)
-    if blob is None:
+    why = blob_problem(descriptor, blob)
+    if why or blob is None:
         return fail(why)
     try:
         env = json.loads(blob)

@@ -529,27 +529,41 @@ def _b64(text: str) -> bytes | None:
         return None
 
 
+def fetch_blob(client: RegistryClient, repository: str, descriptor: Mapping[str, Any]) -> bytes | None:
+    """The bytes of the blob a descriptor names, as served (None when the registry has none).
+    Integrity is checked by ``blob_problem`` so the reason can say what is wrong."""
+    digest = str(descriptor.get("digest", ""))
+    if not digest.startswith("sha256:") or len(digest) != 71:
+        return None
+    try:
+        return _get_blob(client, repository, digest)
+    except NotFoundError:
+        return None
+
+
+def blob_problem(descriptor: Mapping[str, Any], blob: bytes | None) -> str:
+    """Why ``blob`` does not match its descriptor ("" when it does): missing, digest or size."""
+    digest = str(descriptor.get("digest", ""))
+    if not digest.startswith("sha256:") or len(digest) != 71:
+        return f"layer descriptor has no valid sha256 digest ({digest!r})"
+    if blob is None:
+        return f"layer blob {digest} is missing from the registry"
+    actual = "sha256:" + hashlib.sha256(blob).hexdigest()
+    size = descriptor.get("size")
+    if isinstance(size, int) and size != len(blob):
+        return f"truncated layer: the blob is {len(blob)} bytes, the manifest says {size}"
+    if actual != digest:
+        return f"layer blob does not match its digest (got {actual[:19]}, expected {digest[:19]}): truncated or edited"
+    return ""
+
+
 def fetch_layer_blob(
     client: RegistryClient, repository: str, descriptor: Mapping[str, Any]
 ) -> tuple[bytes | None, str]:
     """The blob a descriptor names, checked against its digest and size; (None, reason) on failure."""
-    digest = str(descriptor.get("digest", ""))
-    if not digest.startswith("sha256:"):
-        return None, f"layer descriptor has no sha256 digest ({digest!r})"
-    try:
-        blob = _get_blob(client, repository, digest)
-    except NotFoundError:
-        return None, f"layer blob {digest} is missing from the registry"
-    actual = "sha256:" + hashlib.sha256(blob).hexdigest()
-    size = descriptor.get("size")
-    if actual != digest:
-        return (
-            None,
-            f"layer blob does not match its digest (got {actual[:19]}, expected {digest[:19]}): truncated or edited",
-        )
-    if isinstance(size, int) and size != len(blob):
-        return None, f"layer blob is {len(blob)} bytes, the manifest says {size}: truncated layer"
-    return blob, ""
+    blob = fetch_blob(client, repository, descriptor)
+    why = blob_problem(descriptor, blob)
+    return (None, why) if why else (blob, "")
 
 
 def verify_signature_layer(
@@ -561,8 +575,22 @@ def verify_signature_layer(
     *,
     tag: str,
 ) -> VerifiedItem:
-    """Verify one ``.sig`` layer: media type, signature annotation, blob integrity, signature,
-    signed digest. Never raises for bad content: the reason says what is wrong."""
+    """Fetch the blob of one ``.sig`` layer and ``check_signature_layer`` it."""
+    blob = fetch_blob(client, repository, descriptor)
+    return check_signature_layer(descriptor, blob, digest, verifiers, tag=tag)
+
+
+def check_signature_layer(
+    descriptor: Mapping[str, Any],
+    blob: bytes | None,
+    digest: str,
+    verifiers: Sequence[LayerVerifier],
+    *,
+    tag: str = "",
+) -> VerifiedItem:
+    """Verify one ``.sig`` layer from its descriptor and blob bytes (pure): media type, signature
+    annotation, blob integrity (digest, size), signature, payload type, signed digest == ``digest``.
+    Never raises for bad content: the reason says what is wrong."""
     layer_digest = str(descriptor.get("digest", ""))
 
     def fail(reason: str, signer: str | None = None) -> VerifiedItem:
@@ -577,8 +605,8 @@ def verify_signature_layer(
     signature = _b64(str(annotations[SIGNATURE_ANNOTATION]))
     if not signature:
         return fail(f"annotation {SIGNATURE_ANNOTATION} is empty or not base64")
-    blob, why = fetch_layer_blob(client, repository, descriptor)
-    if blob is None:
+    why = blob_problem(descriptor, blob)
+    if why or blob is None:
         return fail(why)
     check = run_verifiers(verifiers, blob, signature, {str(k): str(v) for k, v in annotations.items()})
     if not check.ok:
