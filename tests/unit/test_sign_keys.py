@@ -1,0 +1,144 @@
+"""Keys: generate, load, import cosign keys (real cosign-written key in tests/data/signing)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from builder import keys
+from builder.errors import SigningKeyError
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "signing"
+COSIGN_PASSWORD = "test-password"  # tests/data/signing/README.md
+
+
+def test_generate_writes_encrypted_pkcs8_and_pem_public_key(tmp_path: Path) -> None:
+    key_path, pub_path, fp = keys.generate_key_pair(tmp_path / "k", "pw")
+    text = key_path.read_text()
+    assert text.startswith("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+    assert pub_path.read_text().startswith("-----BEGIN PUBLIC KEY-----")
+    assert stat.S_IMODE(os.stat(key_path).st_mode) == 0o600
+    signer = keys.load_signer(key_path, "pw")
+    assert signer.fingerprint == fp == keys.load_public_keys([pub_path])[0].fingerprint
+    assert fp.startswith("sha256:") and len(fp) == 71
+    assert isinstance(signer.private_key.curve, ec.SECP256R1)
+
+
+def test_generate_never_overwrites(tmp_path: Path) -> None:
+    keys.generate_key_pair(tmp_path, "pw")
+    before = (tmp_path / "builder.key").read_bytes()
+    with pytest.raises(SigningKeyError, match="already exists"):
+        keys.generate_key_pair(tmp_path, "pw")
+    assert (tmp_path / "builder.key").read_bytes() == before
+
+
+def test_generate_refuses_to_overwrite_a_lone_public_key(tmp_path: Path) -> None:
+    (tmp_path / "builder.pub").write_text("mine")
+    with pytest.raises(SigningKeyError, match=r"builder\.pub already exists"):
+        keys.generate_key_pair(tmp_path, "pw")
+    assert not (tmp_path / "builder.key").exists()
+
+
+def test_unencrypted_key_and_empty_password(tmp_path: Path) -> None:
+    key_path, _, _ = keys.generate_key_pair(tmp_path / "a", None)
+    assert key_path.read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    keys.load_signer(key_path, None)
+    with pytest.raises(SigningKeyError, match="empty key password"):
+        keys.generate_key_pair(tmp_path / "b", "")
+
+
+def test_wrong_or_missing_password(tmp_path: Path) -> None:
+    key_path, _, _ = keys.generate_key_pair(tmp_path, "right")
+    with pytest.raises(SigningKeyError, match="wrong password"):
+        keys.load_signer(key_path, "wrong")
+    with pytest.raises(SigningKeyError, match="encrypted and no password"):
+        keys.load_signer(key_path, None)
+    with pytest.raises(SigningKeyError, match="does not exist"):
+        keys.load_signer(tmp_path / "nope.key", "x")
+
+
+def test_non_p256_key_is_refused(tmp_path: Path) -> None:
+    k = ec.generate_private_key(ec.SECP384R1())
+    p = tmp_path / "p384.key"
+    p.write_bytes(
+        k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    with pytest.raises(SigningKeyError, match="not an ECDSA P-256"):
+        keys.load_signer(p, None)
+    pub = tmp_path / "p384.pub"
+    pub.write_text(keys.public_pem(k.public_key()))  # type: ignore[arg-type]
+    with pytest.raises(SigningKeyError, match="not an ECDSA P-256"):
+        keys.load_public_keys([pub])
+    with pytest.raises(SigningKeyError, match="not a PEM public key"):
+        keys.load_public_keys([p])
+
+
+def test_loads_real_cosign_key_and_matches_cosign_pub() -> None:
+    signer = keys.load_signer(DATA / "cosign.key", COSIGN_PASSWORD)
+    pub = keys.load_public_keys([DATA / "cosign.pub"])[0]
+    assert signer.fingerprint == pub.fingerprint
+    sig = signer.sign(b"payload")
+    assert pub.verify(b"payload", sig)
+    assert not pub.verify(b"payload!", sig)
+
+
+def test_real_cosign_key_wrong_password() -> None:
+    with pytest.raises(SigningKeyError, match="wrong password"):
+        keys.load_signer(DATA / "cosign.key", "not-it")
+    with pytest.raises(SigningKeyError, match="always encrypted"):
+        keys.load_signer(DATA / "cosign.key", None)
+
+
+def test_import_cosign_key_pair(tmp_path: Path) -> None:
+    key_path, pub_path, fp = keys.import_key_pair(DATA / "cosign.key", tmp_path, COSIGN_PASSWORD, "new-pw")
+    assert fp == keys.load_public_keys([DATA / "cosign.pub"])[0].fingerprint
+    assert keys.load_signer(key_path, "new-pw").fingerprint == fp
+    assert keys.load_public_keys([pub_path])[0].fingerprint == fp
+
+
+def test_cosign_envelope_round_trip_and_tamper() -> None:
+    k = ec.generate_private_key(ec.SECP256R1())
+    pem = keys.cosign_key_pem(k, "pw")
+    assert pem.startswith(b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n")
+    body = keys._pem_body(pem.decode(), "ENCRYPTED SIGSTORE PRIVATE KEY")
+    der = keys.decrypt_cosign_key(body, "pw")
+    assert serialization.load_der_private_key(der, None).public_key() == k.public_key()  # type: ignore[comparison-overlap]
+
+
+def test_secretbox_detects_tampering() -> None:
+    key, nonce = bytes(range(32)), bytes(range(24))
+    boxed = keys.secretbox_seal(b"hello world" * 20, nonce, key)
+    assert keys.secretbox_open(boxed, nonce, key) == b"hello world" * 20
+    flipped = boxed[:20] + bytes([boxed[20] ^ 1]) + boxed[21:]
+    assert keys.secretbox_open(flipped, nonce, key) is None
+    assert keys.secretbox_open(boxed, nonce, bytes(32)) is None
+
+
+def test_hsalsa20_known_answer() -> None:
+    # NaCl's crypto_core_hsalsa20 test vector (tests/core1.c, "firstkey" from the shared secret).
+    shared = bytes.fromhex("4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742")
+    first = keys._hsalsa20(shared, bytes(16))
+    assert first.hex() == "1b27556473e985d462cd51197a9a46c76009549eac6474f206c4ee0844f68389"
+
+
+def test_secretbox_known_answer() -> None:
+    # NaCl tests/secretbox.c / libsodium test/default/secretbox.{c,exp}: firstkey, nonce, 131-byte message.
+    key = bytes.fromhex("1b27556473e985d462cd51197a9a46c76009549eac6474f206c4ee0844f68389")
+    nonce = bytes.fromhex("69696ee955b62b73cd62bda875fc73d68219e0036b7a0b37")
+    message = bytes.fromhex(
+        "be075fc53c81f2d5cf141316ebeb0c7b5228c52a4c62cbd44b66849b64244ffce5ecbaaf33bd751a1ac728d45e6c61296cdc3c01"
+        "233561f41db66cce314adb310e3be8250c46f06dceea3a7fa1348057e2f6556ad6b1318a024a838f21af1fde048977eb48f59f"
+        "fd4924ca1c60902e52f0a089bc76897040e082f937763848645e0705"
+    )
+    expected = (
+        "f3ffc7703f9400e52a7dfb4b3d3305d98e993b9f48681273c29650ba32fc76ce48332ea7164d96a4476fb8c531a1186ac0dfc17c"
+        "98dce87b4da7f011ec48c97271d2c20f9b928fe2270d6fb863d51738b48eeee314a7cc8ab932164548e526ae90224368517acfea"
+        "bd6bb3732bc0e9da99832b61ca01b6de56244a9e88d5f9b37973f622a43d14a6599b1f654cb45a74e355a5"
+    )
+    assert keys.secretbox_seal(message, nonce, key).hex() == expected
+    assert keys.secretbox_open(bytes.fromhex(expected), nonce, key) == message
