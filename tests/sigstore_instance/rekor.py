@@ -87,6 +87,13 @@ class TestRekor:
     bodies: list[bytes] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        # Index 0 holds a genesis leaf: sigstore-go (cosign) treats a log index of 0 as a missing value
+        # ("validation error: nil value in transaction log entry"), as real logs never hand it out.
+        genesis = b'{"genesis":"builder test log"}'
+        self.bodies.append(genesis)
+        self.entries.append({"uuid": f"{TREE_ID:016x}{leaf_hash(genesis).hex()}", "genesis": True})
+
     @property
     def log_id(self) -> bytes:
         return key_id(self.key.public_key())
@@ -244,7 +251,7 @@ class TestRekor:
     def find_uuid(self, uuid: str) -> int | None:
         with self._lock:
             for i, e in enumerate(self.entries):
-                if e["uuid"] == uuid or e["uuid"].endswith(uuid):
+                if i and (e["uuid"] == uuid or e["uuid"].endswith(uuid)):
                     return i
         return None
 

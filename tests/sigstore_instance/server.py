@@ -245,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif method == "GET" and path == "/api/v1/log/entries":
                 q = parse_qs(url.query)
                 index = int(q.get("logIndex", ["-1"])[0])
-                if not 0 <= index < len(inst.rekor.entries):
+                if not 1 <= index < len(inst.rekor.entries):
                     raise _HTTPError(404, f"no entry at index {index}")
                 self._send(200, inst.rekor.render(index))
             elif method == "GET" and path.startswith("/api/v1/log/entries/"):
