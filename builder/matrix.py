@@ -39,6 +39,24 @@ PLATFORMS = ("linux/amd64", "linux/arm64")
 MIRROR_PREFIX = "mirror:"
 _OS_RE = re.compile(r"^(?P<name>[a-z]+)(?P<version>\d+(?:\.\d+)?)$")
 _VERSION_RE = re.compile(r"^\d+(\.\d+){0,2}$")
+#: The Python each OS release ships as ``python3`` (sources: packages.ubuntu.com noble/jammy
+#: ``python3``, packages.debian.org bookworm ``python3``). Other Pythons on Ubuntu come from the
+#: deadsnakes PPA; Debian images support only their system Python.
+SYSTEM_PYTHON: dict[str, str] = {
+    "ubuntu22.04": "3.10",
+    "ubuntu24.04": "3.12",
+    "debian12": "3.11",
+    "debian13": "3.13",
+}
+#: glibc of each OS release -> the manylinux tag wheels for it may carry (lock resolution target).
+#: Sources: packages.ubuntu.com / packages.debian.org ``libc6`` (jammy 2.35, noble 2.39,
+#: bookworm 2.36, trixie 2.41; uv knows manylinux tags up to 2_40).
+OS_GLIBC: dict[str, str] = {
+    "ubuntu22.04": "2_35",
+    "ubuntu24.04": "2_39",
+    "debian12": "2_36",
+    "debian13": "2_40",
+}
 #: Placeholders allowed in ``packages``, ``index_url`` and ``base`` strings.
 PLACEHOLDERS = (
     "framework",
@@ -306,6 +324,12 @@ def _fmt_vars(
     }
 
 
+def split_os(os: str) -> tuple[str, str]:
+    """``ubuntu24.04`` -> ``("ubuntu", "24.04")``."""
+    m = _OS_RE.match(os)
+    return (m.group("name"), m.group("version")) if m else (os, "")
+
+
 def _placeholders(text: str) -> list[str]:
     try:
         return [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
@@ -490,8 +514,10 @@ def _expand(spec: MatrixSpec, path: Path, add: Any, bases: BaseResolution | None
     for ri, used in enumerate(rule_used):
         if not used:
             add(("exclude", ri), "this exclude rule matches no cell of the axes (a typo?)")
-    for ii, inc in enumerate(spec.include):
-        cells.append((("include", ii), inc.accelerator, inc.framework, inc.python, inc.os, inc.platform, inc))
+    for ii, extra in enumerate(spec.include):
+        cells.append(
+            (("include", ii), extra.accelerator, extra.framework, extra.python, extra.os, extra.platform, extra)
+        )
 
     repo = spec.repository
     name = path.stem
@@ -518,10 +544,11 @@ def _expand(spec: MatrixSpec, path: Path, add: Any, bases: BaseResolution | None
         if vid in out:
             add(where, f"cell {vid} is listed twice (include repeats an axes cell?)")
             continue
-        if fw_name != "none":
-            for msg in _cell_problems(fw_name, fv, acc.kind, accel.version, py, os_, plat):
-                hint = " (add an `exclude` rule for it)" if inc is None else ""
-                add(where, f"cell {vid}: {msg}{hint}")
+        if os_.startswith("debian") and os_ in SYSTEM_PYTHON and SYSTEM_PYTHON[os_] != py:
+            add(where, f"cell {vid}: {os_} ships only Python {SYSTEM_PYTHON[os_]} (use an ubuntu base for others)")
+        for msg in _cell_problems(fw_name, fv, acc.kind, accel.version, py, os_, plat):
+            hint = " (add an `exclude` rule for it)" if inc is None else ""
+            add(where, f"cell {vid}: {msg}{hint}")
         values = _fmt_vars(framework=fw_name, framework_version=fv, accel=acc, python=py, os=os_, platform=plat)
         pkg_templates = inc.packages if inc is not None and inc.packages is not None else _pick(spec.packages, acc.kind)
         base_template = inc.base if inc is not None and inc.base is not None else _pick(spec.base, acc.kind)
@@ -562,20 +589,34 @@ def _expand(spec: MatrixSpec, path: Path, add: Any, bases: BaseResolution | None
 def _arch_build_args(framework: str, accel: Accelerator, archs: tuple[str, ...]) -> dict[str, str]:
     """Architecture lists as build arguments (a build never probes a GPU).
 
-    ``TORCH_CUDA_ARCH_LIST`` uses ``8.0;9.0`` (PyTorch's cpp_extension format),
-    ``PYTORCH_ROCM_ARCH`` ``gfx90a;gfx942``; every CUDA family also gets ``CUDA_ARCHITECTURES``
-    (CMake's ``80;90``) so extensions compiled in derived images match the framework build.
+    CUDA: ``CUDA_ARCHITECTURES`` in CMake's syntax (``sm_80`` -> ``80-real``, ``compute_90`` ->
+    ``90-virtual``), and for torch ``TORCH_CUDA_ARCH_LIST`` in torch.utils.cpp_extension's syntax
+    (``8.0;9.0+PTX``: ``+PTX`` when the wheel carries PTX of that architecture). ROCm:
+    ``PYTORCH_ROCM_ARCH`` and ``GPU_TARGETS`` (``gfx90a;gfx942``). Extensions compiled in derived
+    images then target the same architectures as the framework build.
     """
     if not archs or accel.kind == "cpu":
         return {}
     if accel.kind == "rocm":
         value = ";".join(archs)
-        return {"PYTORCH_ROCM_ARCH": value, "GPU_TARGETS": value}
-    nums = [a.split("_", 1)[1] for a in archs if a.startswith(("sm_", "compute_"))]
-    dotted = ";".join(f"{n[:-1]}.{n[-1]}" for n in nums if len(n) >= 2 and n[:-1].isdigit())
-    args = {"CUDA_ARCHITECTURES": ";".join(nums)}
-    if framework == "torch" or dotted:
-        args["TORCH_CUDA_ARCH_LIST"] = dotted
+        return {"PYTORCH_ROCM_ARCH": value, "GPU_TARGETS": value} if framework == "torch" else {"GPU_TARGETS": value}
+    cmake: list[str] = []
+    real: list[str] = []
+    ptx: set[str] = set()
+    for a in archs:
+        kind, _, num = a.partition("_")
+        if not num.isdigit() or len(num) < 2:
+            continue
+        if kind == "sm":
+            cmake.append(f"{num}-real")
+            real.append(num)
+        elif kind == "compute":
+            cmake.append(f"{num}-virtual")
+            ptx.add(num)
+    args = {"CUDA_ARCHITECTURES": ";".join(cmake)}
+    if framework == "torch":
+        nums = real + [n for n in sorted(ptx, key=int) if n not in real]
+        args["TORCH_CUDA_ARCH_LIST"] = ";".join(f"{n[:-1]}.{n[-1]}" + ("+PTX" if n in ptx else "") for n in nums)
     return args
 
 

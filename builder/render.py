@@ -1,0 +1,537 @@
+"""Render variants into Dockerfiles (Jinja2, StrictUndefined) and compute their content hashes.
+
+``render_variant`` is a pure function of its inputs (template files, the variant, the resolved
+base, the dependency lock and the family's context files): the same inputs give byte-identical
+output. The only I/O is reading the templates, context files and lock files.
+
+Base images (design, see docs/templates.md):
+- every Dockerfile starts with ``ARG BASE_IMAGE=<default>`` / ``FROM ${BASE_IMAGE}``;
+- for an upstream base the default is the reference pinned by the digest from the committed
+  ``bases.lock.json`` (``nvidia/cuda:12.8.1-...@sha256:...``), or the bare tag when the lock has no
+  digest yet (the render then lists the base in ``RenderedImage.unpinned`` and builds refuse it);
+- for a machine-local mirror base (``mirror:debian:bookworm``) the default is the symbolic upstream
+  name (``debian:bookworm``): the digest is machine-local and never written into committed files;
+- the build always passes ``BASE_IMAGE`` from ``RenderedImage.build_args``: the pull reference
+  (mirror-mapped for air-gapped sites) pinned ``@digest``;
+- the content hash covers the base *digest* (not the pull reference), so a new base digest is a new
+  content tag while a mirror map or a mirror host name does not change it.
+
+Labels whose values are machine-dependent (content hash, base digest) are not in the Dockerfile
+text; they are in ``RenderedImage.labels`` and the build applies them with ``--label``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from builder.errors import ConfigError, NotFoundError, RenderStaleError, UnpinnedBaseError
+from builder.locks import LockState, read_lock
+from builder.matrix import MIRROR_PREFIX, SYSTEM_PYTHON
+from builder.models import BaseImage, RenderedImage, Variant
+
+LABEL_PREFIX = "io.builder."
+CONTENT_SCHEMA = "builder-content/1"
+COMMON_DIR = "_common"
+#: Non-root user every image runs as (numeric, so ``runAsNonRoot`` can verify it; not 1000, which
+#: Ubuntu 24.04 images already give to ``ubuntu``).
+USER_NAME = "app"
+USER_UID = 10001
+#: Build secrets the templates read when present (never build args: those stay in the image history).
+SECRET_CA_BUNDLE = "ca_bundle"
+SECRET_NETRC = "netrc"
+
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+# --------------------------------------------------------------------------------------------
+# Base images: committed lock, machine-local mirror record, mirror map
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseResolution:
+    """What is known about base images on this machine.
+
+    ``upstream``: reference as written in matrices -> digest or None (``bases.lock.json``);
+    ``mirrors``: mirror name (``debian:bookworm``) -> (registry reference, digest)
+    (``<state_dir>/mirror.json``); ``mirror_map``: (upstream prefix, mirror prefix) pairs,
+    longest prefix first, applied to the fully qualified upstream name (``docker.io/nvidia/cuda``).
+    """
+
+    upstream: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    mirrors: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    mirror_map: tuple[tuple[str, str], ...] = ()
+
+    def resolve(self, reference: str) -> BaseImage:
+        """``reference`` as written in a matrix -> BaseImage (digest None when not pinned)."""
+        if reference.startswith(MIRROR_PREFIX):
+            name = reference[len(MIRROR_PREFIX) :]
+            entry = self.mirrors.get(name)
+            if entry is None:
+                return BaseImage(reference, None, name)
+            ref, mirror_digest = entry
+            return BaseImage(reference, mirror_digest, f"{_strip_digest(ref)}@{mirror_digest}")
+        digest = self.upstream.get(reference)
+        pull = self.map_reference(reference)
+        return BaseImage(reference, digest, f"{pull}@{digest}" if digest else pull)
+
+    def map_reference(self, reference: str) -> str:
+        """Apply the mirror map (air-gapped sites); the reference unchanged when no prefix matches."""
+        if not self.mirror_map:
+            return reference
+        full = normalize_reference(reference)
+        for src, dst in self.mirror_map:
+            if full == src or full.startswith(src.rstrip("/") + "/"):
+                return dst.rstrip("/") + full[len(src.rstrip("/")) :]
+        return reference
+
+
+def _strip_digest(ref: str) -> str:
+    return ref.split("@", 1)[0]
+
+
+def normalize_reference(reference: str) -> str:
+    """Fully qualified name: ``ubuntu:24.04`` -> ``docker.io/library/ubuntu:24.04``,
+    ``nvidia/cuda:12.8.1-...`` -> ``docker.io/nvidia/cuda:12.8.1-...`` (Docker's rules)."""
+    first, _, rest = reference.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return reference
+    if not rest:
+        return f"docker.io/library/{reference}"
+    return f"docker.io/{reference}"
+
+
+def read_bases_lock(path: Path) -> dict[str, str | None]:
+    """``bases.lock.json`` -> {reference: digest or None}. A missing file is an empty lock.
+
+    Format: ``{"version": 1, "bases": {"<reference>": {"digest": "sha256:..." | null, ...}}}``
+    (extra keys per entry are kept by writers and ignored here). Raises ConfigError when invalid.
+    """
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        entries = data["bases"]
+        out: dict[str, str | None] = {}
+        for ref, entry in entries.items():
+            digest = entry.get("digest") if isinstance(entry, dict) else None
+            if digest is not None and not _DIGEST_RE.match(str(digest)):
+                raise ValueError(f"{ref}: digest {digest!r} is not sha256:<64 hex>")
+            out[str(ref)] = digest
+        return out
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(
+            f"{path}: not a valid bases lock ({exc})", hint="regenerate it with `builder bases update`"
+        ) from exc
+
+
+def write_bases_lock(path: Path, entries: Mapping[str, Mapping[str, Any]]) -> None:
+    """Write ``bases.lock.json`` deterministically (sorted keys, 2-space indent, final newline).
+    ``entries``: reference -> {"digest": "sha256:..." | None, ...any extra facts}."""
+    doc = {
+        "version": 1,
+        "comment": "Upstream base-image digests; written by `builder bases update`. null = not pinned yet.",
+        "bases": {ref: dict(entries[ref]) for ref in sorted(entries)},
+    }
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def read_mirror_record(path: Path) -> dict[str, tuple[str, str]]:
+    """``<state_dir>/mirror.json`` (written by scripts/setup) -> {name: (reference, digest)}.
+    Missing file: empty. Raises ConfigError when invalid."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        return {str(k): (str(v["reference"]), str(v["digest"])) for k, v in data.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: not a valid mirror record ({exc})", hint="rerun `bash scripts/setup`") from exc
+
+
+def read_mirror_map(path: Path | None) -> tuple[tuple[str, str], ...]:
+    """Mirror map file (JSON, or YAML when named *.yaml/*.yml): ``{"docker.io": "mirror.corp/hub",
+    "docker.io/nvidia": "mirror.corp/nvidia"}`` -> pairs, longest prefix first."""
+    if path is None:
+        return ()
+    if not path.exists():
+        raise ConfigError(f"mirror map {path} does not exist", hint='fix `mirror_map` in builder.toml or set it to ""')
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            from ruamel.yaml import YAML
+
+            data = YAML(typ="safe", pure=True).load(path.read_text())
+        else:
+            data = json.loads(path.read_text())
+        pairs = [(str(k), str(v)) for k, v in dict(data).items()]
+    except Exception as exc:
+        raise ConfigError(
+            f"{path}: not a valid mirror map ({exc})", hint='expected {"docker.io": "mirror/hub"}'
+        ) from exc
+    return tuple(sorted(pairs, key=lambda kv: (-len(kv[0]), kv[0])))
+
+
+def load_bases(bases_lock: Path, mirror_record: Path, mirror_map: Path | None = None) -> BaseResolution:
+    """Everything known about bases on this machine (see ``BaseResolution``)."""
+    return BaseResolution(
+        upstream=read_bases_lock(bases_lock),
+        mirrors=read_mirror_record(mirror_record),
+        mirror_map=read_mirror_map(mirror_map),
+    )
+
+
+def upstream_references(variants: Iterable[Variant]) -> tuple[str, ...]:
+    """The upstream base references the variants use (what ``bases.lock.json`` must pin), sorted."""
+    return tuple(sorted({v.base.reference for v in variants if not v.base.reference.startswith(MIRROR_PREFIX)}))
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------------------------
+
+
+def _sha256(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+class Renderer:
+    """Holds one Jinja environment and the file hashes of the template families, so many
+    variants render fast. Create one per run (it caches file contents)."""
+
+    def __init__(self, images_dir: Path, locks_dir: Path, bases: BaseResolution) -> None:
+        import jinja2
+
+        self.images_dir = Path(images_dir)
+        self.locks_dir = Path(locks_dir)
+        self.bases = bases
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(self.images_dir)),
+            undefined=jinja2.StrictUndefined,
+            autoescape=False,
+            keep_trailing_newline=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self._families: dict[str, tuple[Any, dict[str, str], tuple[tuple[str, bytes], ...]]] = {}
+
+    def _family(self, family: str) -> tuple[Any, dict[str, str], tuple[tuple[str, bytes], ...]]:
+        if family in self._families:
+            return self._families[family]
+        fam_dir = self.images_dir / family
+        if not (fam_dir / "Dockerfile.j2").is_file():
+            raise NotFoundError(
+                f"no template {fam_dir / 'Dockerfile.j2'} for family {family!r}",
+                hint="create images/<family>/Dockerfile.j2 or fix `family` in the matrix",
+            )
+        template = self.env.get_template(f"{family}/Dockerfile.j2")
+        hashes: dict[str, str] = {}
+        for d in (fam_dir, self.images_dir / COMMON_DIR):
+            if d.is_dir():
+                for f in sorted(d.rglob("*")):
+                    rel = f.relative_to(self.images_dir).as_posix()
+                    if f.is_file() and not f.name.lower().startswith("readme") and "/context/" not in f"/{rel}":
+                        hashes[rel] = _sha256(f.read_bytes())
+        context: list[tuple[str, bytes]] = []
+        ctx_dir = fam_dir / "context"
+        if ctx_dir.is_dir():
+            for f in sorted(ctx_dir.rglob("*")):
+                if f.is_file():
+                    context.append((f.relative_to(ctx_dir).as_posix(), f.read_bytes()))
+        self._families[family] = (template, hashes, tuple(context))
+        return self._families[family]
+
+    def render(self, variant: Variant) -> RenderedImage:
+        """Render one variant (see module docstring). Raises NotFoundError for a missing template,
+        ConfigError for a template error (names the template and line)."""
+        import jinja2
+
+        template, template_hashes, family_context = self._family(variant.family)
+        base = self.bases.resolve(variant.base.reference)
+        lock = read_lock(variant, self.locks_dir)
+        variables = template_variables(variant, base, lock)
+        try:
+            dockerfile = _tidy(template.render(**variables))
+        except jinja2.TemplateError as exc:
+            where = f"{getattr(exc, 'filename', None) or variant.family}:{getattr(exc, 'lineno', '?')}"
+            raise ConfigError(
+                f"template {where}: {exc} (rendering {variant.id})",
+                hint="the variables a template may use are listed in images/README.md",
+            ) from exc
+        context = list(family_context)
+        if lock.text is not None and variant.packages:
+            context.append(("requirements.lock", lock.text.encode()))
+        context.sort()
+        unpinned = list(_base_problems(base))
+        if lock.status != "locked" and lock.status != "not-needed":
+            unpinned.append(lock.reason)
+        labels = dict(variables["labels"])
+        hash_doc = {
+            "schema": CONTENT_SCHEMA,
+            "variant": variant.id,
+            "templates": template_hashes,
+            "dockerfile": _sha256(dockerfile),
+            "variables": {k: v for k, v in variables.items() if k not in ("base_default",)},
+            "base": {"reference": base.reference, "digest": base.digest},
+            "lock": _sha256(lock.text) if lock.text is not None else None,
+            "context": {name: _sha256(data) for name, data in context},
+            "build_args": dict(variant.build_args),
+        }
+        content_hash = _sha256(json.dumps(hash_doc, sort_keys=True, separators=(",", ":"), default=list))
+        labels["org.opencontainers.image.base.digest"] = base.digest or "unpinned"
+        labels[LABEL_PREFIX + "content-hash"] = content_hash
+        if lock.text is not None and variant.packages:
+            labels[LABEL_PREFIX + "lock.sha256"] = _sha256(lock.text)
+        build_args = dict(variant.build_args)
+        build_args["BASE_IMAGE"] = base.pull
+        return RenderedImage(
+            variant=dataclasses.replace(variant, base=base),
+            dockerfile=dockerfile,
+            context=tuple(context),
+            content_hash=content_hash,
+            labels=tuple(sorted(labels.items())),
+            build_args=tuple(sorted(build_args.items())),
+            unpinned=tuple(unpinned),
+        )
+
+
+def _base_problems(base: BaseImage) -> Iterable[str]:
+    if base.digest is not None:
+        return ()
+    if base.reference.startswith(MIRROR_PREFIX):
+        name = base.reference[len(MIRROR_PREFIX) :]
+        return (f"mirror base {name} is not in the machine-local mirror record (run `bash scripts/setup`)",)
+    return (f"base {base.reference} is not pinned: bases.lock.json has no digest (run `builder bases update`)",)
+
+
+def template_variables(variant: Variant, base: BaseImage, lock: LockState) -> dict[str, Any]:
+    """The variables every template gets (documented in images/README.md). Plain JSON values."""
+    from builder.matrix import split_os
+
+    acc = variant.accelerator
+    os_name, os_version = split_os(variant.os)
+    system_python = SYSTEM_PYTHON.get(variant.os)
+    if base.reference.startswith(MIRROR_PREFIX):
+        base_default = base.reference[len(MIRROR_PREFIX) :]
+    else:
+        base_default = f"{base.reference}@{base.digest}" if base.digest else base.reference
+    require_cuda = min_driver = None
+    if acc.kind == "cuda" and acc.version:
+        require_cuda, min_driver = _cuda_facts(acc.version)
+    labels: dict[str, str] = {
+        "org.opencontainers.image.title": variant.id,
+        "org.opencontainers.image.description": _describe(variant),
+        "org.opencontainers.image.version": variant.framework.version if variant.framework.name != "none" else "",
+        "org.opencontainers.image.base.name": _symbolic(base.reference),
+        LABEL_PREFIX + "variant": variant.id,
+        LABEL_PREFIX + "matrix": variant.matrix,
+        LABEL_PREFIX + "family": variant.family,
+        LABEL_PREFIX + "accelerator": acc.kind,
+        LABEL_PREFIX + "framework": variant.framework.name,
+        LABEL_PREFIX + "framework.version": variant.framework.version,
+        LABEL_PREFIX + "python": variant.python,
+        LABEL_PREFIX + "os": variant.os,
+        LABEL_PREFIX + "platform": variant.platform,
+        LABEL_PREFIX + "gpu-archs": ",".join(variant.gpu_archs),
+    }
+    if acc.kind == "cuda":
+        labels[LABEL_PREFIX + "cuda.version"] = acc.version or ""
+        labels[LABEL_PREFIX + "min-driver"] = min_driver or ""
+    elif acc.kind == "rocm":
+        labels[LABEL_PREFIX + "rocm.version"] = acc.version or ""
+    if not labels["org.opencontainers.image.version"]:
+        del labels["org.opencontainers.image.version"]
+    return {
+        "variant": {
+            "id": variant.id,
+            "matrix": variant.matrix,
+            "family": variant.family,
+            "repository": variant.repository,
+            "platform": variant.platform,
+        },
+        "accelerator": {"kind": acc.kind, "version": acc.version, "tag": acc.tag},
+        "cuda_version": acc.version if acc.kind == "cuda" else None,
+        "rocm_version": acc.version if acc.kind == "rocm" else None,
+        "framework": {"name": variant.framework.name, "version": variant.framework.version},
+        "python": variant.python,
+        "python_is_system": system_python == variant.python,
+        "os": variant.os,
+        "os_name": os_name,
+        "os_version": os_version,
+        "base": {
+            "reference": base.reference,
+            "pinned": base.digest is not None,
+            "mirror": base.reference.startswith(MIRROR_PREFIX),
+        },
+        "base_default": base_default,
+        "packages": list(variant.packages),
+        "index_url": variant.index_url,
+        "has_lock": bool(variant.packages),
+        "gpu_archs": list(variant.gpu_archs),
+        "build_args": [list(kv) for kv in variant.build_args],
+        "require_cuda": require_cuda,
+        "min_driver": min_driver,
+        "nvidia_visible_devices": "all",
+        "nvidia_driver_capabilities": "compute,utility",
+        "user": {"name": USER_NAME, "uid": USER_UID},
+        "secrets": {"ca_bundle": SECRET_CA_BUNDLE, "netrc": SECRET_NETRC},
+        "labels": labels,
+    }
+
+
+@functools.lru_cache(maxsize=256)
+def _cuda_facts(cuda_version: str) -> tuple[str, str]:
+    from builder import compat
+
+    return compat.require_cuda(cuda_version), compat.min_driver(cuda_version)
+
+
+def _symbolic(reference: str) -> str:
+    return reference[len(MIRROR_PREFIX) :] if reference.startswith(MIRROR_PREFIX) else reference
+
+
+def _tidy(text: str) -> str:
+    """At most one blank line in a row, no trailing spaces, one final newline (deterministic)."""
+    lines = [line.rstrip() for line in text.splitlines()]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n") + "\n"
+
+
+def _describe(v: Variant) -> str:
+    acc = v.accelerator
+    accel = "CPU" if acc.kind == "cpu" else f"{'CUDA' if acc.kind == 'cuda' else 'ROCm'} {acc.version}"
+    what = "Python" if v.framework.name == "none" else f"{v.framework.name} {v.framework.version}"
+    return f"{what} for {accel}, Python {v.python}, {v.os} ({v.platform})"
+
+
+def render_variant(variant: Variant, *, images_dir: Path, locks_dir: Path, bases: BaseResolution) -> RenderedImage:
+    """Render one variant: Dockerfile text, build context, content hash, labels, build args and the
+    reasons it is not yet reproducible (``unpinned``). Pure except for reading template, context
+    and lock files. Raises NotFoundError (no template), ConfigError (template error)."""
+    return Renderer(images_dir, locks_dir, bases).render(variant)
+
+
+def render_all(
+    variants: Sequence[Variant], *, images_dir: Path, locks_dir: Path, bases: BaseResolution
+) -> tuple[RenderedImage, ...]:
+    """Render many variants with one shared environment (same result as ``render_variant`` each)."""
+    r = Renderer(images_dir, locks_dir, bases)
+    return tuple(r.render(v) for v in variants)
+
+
+def require_pinned(rendered: RenderedImage) -> None:
+    """Raise ``UnpinnedBaseError`` when the rendered image is not reproducible (base without a
+    digest, dependency lock missing or stale). Builds call this before building."""
+    if rendered.unpinned:
+        raise UnpinnedBaseError(
+            f"{rendered.variant.id} is not reproducible: " + "; ".join(rendered.unpinned),
+            variant=rendered.variant.id,
+            reasons=list(rendered.unpinned),
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Committed renders: rendered/<matrix>/<variant-id>/Dockerfile
+# --------------------------------------------------------------------------------------------
+
+RENDER_FILE = "Dockerfile"
+
+
+def render_files(rendered: Iterable[RenderedImage]) -> dict[str, str]:
+    """Relative path -> text of the committed render files (only machine-independent content)."""
+    return {f"{r.variant.matrix}/{r.variant.id}/{RENDER_FILE}": r.dockerfile for r in rendered}
+
+
+def _existing(out_dir: Path, matrices: Iterable[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for m in matrices:
+        d = out_dir / m
+        if d.is_dir():
+            for f in d.glob(f"*/{RENDER_FILE}"):
+                found[f.relative_to(out_dir).as_posix()] = f.read_text()
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderReport:
+    """What ``write_renders``/``check_renders`` found: relative paths written/changed/removed."""
+
+    out_dir: Path
+    changed: tuple[str, ...]
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    unchanged: int
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.changed or self.added or self.removed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "out_dir": str(self.out_dir),
+            "changed": list(self.changed),
+            "added": list(self.added),
+            "removed": list(self.removed),
+            "unchanged": self.unchanged,
+            "stale": self.stale,
+        }
+
+
+def _compare(out_dir: Path, wanted: Mapping[str, str], matrices: Iterable[str], prune: bool) -> RenderReport:
+    existing = (
+        _existing(out_dir, matrices)
+        if prune
+        else {k: (out_dir / k).read_text() for k in wanted if (out_dir / k).is_file()}
+    )
+    changed = tuple(sorted(k for k in wanted if k in existing and existing[k] != wanted[k]))
+    added = tuple(sorted(k for k in wanted if k not in existing))
+    removed = tuple(sorted(k for k in existing if k not in wanted)) if prune else ()
+    unchanged = sum(1 for k in wanted if k in existing and existing[k] == wanted[k])
+    return RenderReport(out_dir, changed, added, removed, unchanged)
+
+
+def write_renders(out_dir: Path, rendered: Sequence[RenderedImage], *, prune: bool = True) -> RenderReport:
+    """Write ``<out_dir>/<matrix>/<id>/Dockerfile`` for each render; with ``prune`` remove renders of
+    those matrices that no longer exist (a variant removed from a matrix)."""
+    import shutil
+
+    wanted = render_files(rendered)
+    matrices = sorted({r.variant.matrix for r in rendered})
+    report = _compare(out_dir, wanted, matrices, prune)
+    for rel in (*report.changed, *report.added):
+        p = out_dir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(wanted[rel])
+    for rel in report.removed:
+        shutil.rmtree((out_dir / rel).parent)
+    return report
+
+
+def check_renders(out_dir: Path, rendered: Sequence[RenderedImage], *, prune: bool = True) -> RenderReport:
+    """Compare committed renders with fresh ones; raise ``RenderStaleError`` with a unified diff
+    (``details['diff']``, ``details['stale']``) when they differ. Returns the report when current."""
+    import difflib
+
+    wanted = render_files(rendered)
+    matrices = sorted({r.variant.matrix for r in rendered})
+    report = _compare(out_dir, wanted, matrices, prune)
+    if not report.stale:
+        return report
+    diff: list[str] = []
+    for rel in (*report.changed, *report.added, *report.removed):
+        old = (out_dir / rel).read_text() if (out_dir / rel).is_file() else ""
+        new = wanted.get(rel, "")
+        diff.extend(
+            difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{rel}", f"b/{rel}")
+        )
+    text = "".join(diff)
+    n = len(report.changed) + len(report.added) + len(report.removed)
+    raise RenderStaleError(
+        f"{n} committed render{'s' if n != 1 else ''} in {out_dir} {'are' if n != 1 else 'is'} stale:\n{text}",
+        diff=text,
+        stale=[*report.changed, *report.added, *report.removed],
+    )
