@@ -1,0 +1,254 @@
+"""Key-pair signatures and attestations on the real registry: write, append, verify, CLI.
+
+Images are tiny real OCI images (one gzip layer, a config) pushed with the registry client to a
+``unique_repo``; no docker build is needed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from builder import attest, keys, sign
+from builder.registry import OCI_MANIFEST, RegistryClient, sha256_digest
+
+ROOT = Path(__file__).resolve().parents[2]
+PTYPE = "https://slsa.dev/provenance/v1"
+
+
+def push_tiny_image(client: RegistryClient, repository: str, tag: str, content: bytes = b"hello\n") -> str:
+    """Push a real one-layer OCI image whose file holds ``content``; returns its manifest digest."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("hello.txt")
+        info.size = len(content)
+        tar.addfile(info, io.BytesIO(content))
+    layer_tar = buf.getvalue()
+    layer = gzip.compress(layer_tar, mtime=0)
+    config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "rootfs": {"type": "layers", "diff_ids": [sha256_digest(layer_tar)]},
+            "config": {},
+        }
+    ).encode()
+    client.put_blob(repository, layer)
+    client.put_blob(repository, config)
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": sha256_digest(config),
+            "size": len(config),
+        },
+        "layers": [
+            {
+                "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                "digest": sha256_digest(layer),
+                "size": len(layer),
+            }
+        ],
+    }
+    return client.put_manifest(repository, tag, json.dumps(manifest).encode(), OCI_MANIFEST)
+
+
+def new_signer(directory: Path, password: str = "pw") -> keys.KeyPairSigner:
+    key_path, _, _ = keys.generate_key_pair(directory, password)
+    return keys.load_signer(key_path, password)
+
+
+def public_key(signer: keys.KeyPairSigner) -> keys.PublicKey:
+    return keys.PublicKey(signer.public_key, "test.pub")
+
+
+@pytest.fixture
+def client(registry_address: str) -> RegistryClient:
+    return RegistryClient(registry_address, insecure=True)
+
+
+@pytest.fixture
+def image(client: RegistryClient, unique_repo: str) -> tuple[str, str]:
+    return unique_repo, push_tiny_image(client, unique_repo, "v1")
+
+
+def test_sign_attest_verify_round_trip(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
+    repo, digest = image
+    signer = new_signer(tmp_path / "k")
+    s = sign.sign_image(client, repo, digest, signer, lock_dir=tmp_path / "locks")
+    a = attest.attest_image(
+        client,
+        repo,
+        digest,
+        PTYPE,
+        {"runDetails": {"metadata": {"finishedOn": "2026-11-30T17:00:00Z"}}},
+        signer,
+        lock_dir=tmp_path / "locks",
+    )
+    assert s.appended and a.appended and s.tag == sign.signature_tag(digest, ".sig")
+    report = sign.verify_image(client, repo, digest, keys=[public_key(signer)], predicate_types=[PTYPE])
+    assert report.ok, report.problems
+    kinds = {(i.kind, i.ok, i.signer, i.predicate_type) for i in report.items}
+    assert kinds == {("signature", True, signer.fingerprint, None), ("attestation", True, signer.fingerprint, PTYPE)}
+    att = next(i for i in report.items if i.kind == "attestation")
+    assert att.time == "2026-11-30T17:00:00Z"
+    assert att.statement is not None and att.statement["subject"][0]["name"] == f"{client.registry}/{repo}"
+    # the stored layer is exactly the documented layout
+    manifest = client.get_manifest(repo, a.tag).json
+    layer = manifest["layers"][0]
+    assert layer["mediaType"] == "application/vnd.dsse.envelope.v1+json"
+    assert layer["annotations"]["dev.cosignproject.cosign/signature"] == ""
+    assert layer["annotations"]["predicateType"] == PTYPE
+    config = json.loads(client.get_blob(repo, manifest["config"]["digest"]))
+    assert config["rootfs"]["diff_ids"] == [d["digest"] for d in manifest["layers"]]
+
+
+def test_read_attestations_for_policies(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
+    repo, digest = image
+    trusted, stranger = new_signer(tmp_path / "a"), new_signer(tmp_path / "b")
+    attest.attest_image(client, repo, digest, PTYPE, {"n": 1}, trusted, lock_dir=tmp_path)
+    attest.attest_image(client, repo, digest, "https://x.example/other/v1", {"n": 2}, trusted, lock_dir=tmp_path)
+    attest.attest_image(client, repo, digest, PTYPE, {"n": 3}, stranger, lock_dir=tmp_path)
+    items = attest.read_attestations(client, repo, digest, keys=[public_key(trusted)])
+    assert [(i.predicate_type, i.verified) for i in items] == [
+        (PTYPE, True),
+        ("https://x.example/other/v1", True),
+        (PTYPE, False),
+    ]
+    assert items[0].predicate == {"n": 1} and items[0].signer == trusted.fingerprint
+    assert "wrong key" in items[2].reason and items[2].signer == stranger.fingerprint
+    only = attest.read_attestations(client, repo, digest, keys=[public_key(trusted)], predicate_type=PTYPE)
+    assert len(only) == 2
+    assert attest.read_attestations(client, repo, "sha256:" + "0" * 64, keys=[public_key(trusted)]) == []
+
+
+def test_append_skips_identical_and_keeps_other_signers(
+    client: RegistryClient, image: tuple[str, str], tmp_path: Path
+) -> None:
+    repo, digest = image
+    one, two = new_signer(tmp_path / "1"), new_signer(tmp_path / "2")
+    first = sign.sign_image(client, repo, digest, one, lock_dir=tmp_path)
+    again = sign.sign_image(client, repo, digest, one, lock_dir=tmp_path)
+    assert first.appended and not again.appended and again.layers == 1
+    other = sign.sign_image(client, repo, digest, two, lock_dir=tmp_path)
+    assert other.appended and other.layers == 2
+    a1 = attest.attest_image(client, repo, digest, PTYPE, {"x": 1}, one, lock_dir=tmp_path)
+    a2 = attest.attest_image(client, repo, digest, PTYPE, {"x": 1}, one, lock_dir=tmp_path)
+    assert a1.appended and not a2.appended
+    report = sign.verify_image(client, repo, digest, keys=[public_key(one)])
+    assert report.ok
+    sigs = [i for i in report.items if i.kind == "signature"]
+    assert [i.ok for i in sigs] == [True, False] and "wrong key" in sigs[1].reason
+    both = sign.verify_image(client, repo, digest, keys=[public_key(one), public_key(two)])
+    assert [i.signer for i in both.items if i.kind == "signature"] == [one.fingerprint, two.fingerprint]
+
+
+def test_concurrent_signers_never_drop_layers(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
+    repo, digest = image
+    signers = [new_signer(tmp_path / str(n)) for n in range(4)]
+    errors: list[BaseException] = []
+
+    def run(s: keys.KeyPairSigner) -> None:
+        try:
+            sign.sign_image(client, repo, digest, s, lock_dir=tmp_path / "locks")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in signers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    report = sign.verify_image(client, repo, digest, keys=[public_key(s) for s in signers])
+    assert sorted(i.signer or "" for i in report.items) == sorted(s.fingerprint for s in signers)
+    assert all(i.ok for i in report.items)
+
+
+def test_sign_and_attest_build(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
+    repo, digest = image
+    signer = new_signer(tmp_path)
+    s, a = sign.sign_and_attest_build(client, repo, digest, signer, {"buildDefinition": {}}, lock_dir=tmp_path)
+    assert s.appended and a.appended and a.predicate_type == PTYPE
+    assert sign.verify_image(client, repo, digest, keys=[public_key(signer)], predicate_types=[PTYPE]).ok
+
+
+def test_verify_unsigned_and_unknown_digest(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
+    repo, digest = image
+    pk = public_key(new_signer(tmp_path))
+    report = sign.verify_image(client, repo, digest, keys=[pk])
+    assert not report.ok and "no signatures found" in report.problems[0]
+    missing = sign.verify_image(client, repo, "sha256:" + "1" * 64, keys=[pk])
+    assert not missing.ok and "no longer resolves" in missing.problems[0]
+    from builder.errors import VerificationError
+
+    with pytest.raises(VerificationError) as info:
+        report.raise_for_failure()
+    assert info.value.exit_code == 18
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line
+
+
+def run_cli(args: list[str], cwd: Path, registry: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {
+        **os.environ,
+        "BUILDER_REGISTRY": registry,
+        "BUILDER_STATE_DIR": str(cwd / "state"),
+        "COLUMNS": "200",
+        **env,
+    }
+    for name in ("COSIGN_PASSWORD", "BUILDER_KEY_PASSWORD"):
+        if name not in env:
+            full_env.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-m", "builder", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_keys_sign_attest_verify(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
+    repo, digest = image
+    reg = client.registry
+    pw = {"BUILDER_KEY_PASSWORD": "cli-pw"}
+    gen = run_cli(["keys", "generate", "--output-dir", "k", "--json"], tmp_path, reg, **pw)
+    assert gen.returncode == 0, gen.stderr
+    fp = json.loads(gen.stdout)["fingerprint"]
+    assert run_cli(["keys", "generate", "--output-dir", "k"], tmp_path, reg, **pw).returncode == 16
+    nopw = run_cli(["keys", "generate", "--output-dir", "k2"], tmp_path, reg)
+    assert nopw.returncode == 16 and "BUILDER_KEY_PASSWORD" in nopw.stderr
+    (tmp_path / "pred.json").write_text(json.dumps({"timestamp": "2026-11-30T18:00:00Z"}))
+    signed = run_cli(["sign", f"{reg}/{repo}:v1", "--key", "k/builder.key", "--json"], tmp_path, reg, **pw)
+    assert signed.returncode == 0, signed.stderr
+    assert json.loads(signed.stdout)["digest"] == digest
+    att = run_cli(
+        ["attest", f"{repo}:v1", "--key", "k/builder.key", "--predicate-type", PTYPE, "--predicate", "pred.json"],
+        tmp_path,
+        reg,
+        **pw,
+    )
+    assert att.returncode == 0, att.stderr
+    ok = run_cli(["verify", f"{repo}:v1", "--key", "k/builder.pub", "--attestation", PTYPE], tmp_path, reg)
+    assert ok.returncode == 0, ok.stderr
+    assert "VERIFIED" in ok.stderr and fp[:19] in ok.stderr and "2026-11-30T18:00:00Z" in ok.stderr
+    js = run_cli(["verify", f"{repo}@{digest}", "--key", "k/builder.pub", "--json"], tmp_path, reg)
+    doc = json.loads(js.stdout)
+    assert doc["ok"] and doc["digest"] == digest and {i["kind"] for i in doc["items"]} == {"signature", "attestation"}
+    # a key that did not sign: exit 18, one JSON document with every item and why
+    run_cli(["keys", "generate", "--output-dir", "other", "--no-password"], tmp_path, reg)
+    bad = run_cli(["verify", f"{repo}:v1", "--key", "other/builder.pub", "--json"], tmp_path, reg)
+    assert bad.returncode == 18
+    err = json.loads(bad.stdout)["error"]
+    assert err["kind"] == "verification-failed" and "wrong key" in err["details"]["items"][0]["reason"]
+    human = run_cli(["verify", f"{repo}:v1", "--key", "other/builder.pub"], tmp_path, reg)
+    assert human.returncode == 18 and "NOT VERIFIED" in human.stderr and "wrong key" in human.stderr
