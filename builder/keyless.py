@@ -90,6 +90,8 @@ CREATED_ANNOTATION = "org.opencontainers.image.created"
 #: The full Sigstore bundle of a legacy layer (this project's addition; cosign ignores it).
 SIGSTORE_BUNDLE_ANNOTATION = "dev.builder-project/sigstore-bundle"
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
+#: Output forms of keyless writes: cosign legacy tags and Sigstore bundle referrers.
+FORMATS = ("legacy", "bundle")
 
 #: OIDC issuer of GitHub Actions ID tokens.
 GITHUB_ACTIONS_ISSUER = "https://token.actions.githubusercontent.com"
@@ -352,16 +354,16 @@ class KeylessWrite:
     """What one keyless sign/attest wrote: the legacy layer write, the bundle referrer, the signer's
     identity and issuer, and the Rekor log indexes used (legacy, bundle)."""
 
-    legacy: WriteResult
-    referrer: ReferrerWrite
+    legacy: WriteResult | None
+    referrer: ReferrerWrite | None
     identity: str
     issuer: str | None
     log_indexes: tuple[int, ...]
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "legacy": self.legacy.to_json(),
-            "referrer": self.referrer.to_json(),
+            "legacy": self.legacy.to_json() if self.legacy else None,
+            "referrer": self.referrer.to_json() if self.referrer else None,
             "identity": self.identity,
             "issuer": self.issuer,
             "log_indexes": list(self.log_indexes),
@@ -492,29 +494,41 @@ def keyless_sign_image(
     trust_config: ClientTrustConfig,
     lock_dir: Path,
     annotations: Mapping[str, str] | None = None,
+    formats: Sequence[str] = FORMATS,
 ) -> KeylessWrite:
     """Keyless signature of ``repository@digest``: a legacy ``.sig`` layer (hashedrekord entry over the
     simple-signing payload, certificate/chain/bundle annotations) and a Sigstore bundle referrer
     (DSSE, predicate ``https://sigstore.dev/cosign/sign/v1``). One Fulcio certificate, two Rekor entries.
-    ``annotations`` go into the payload's ``optional``. Raises SigningError / registry errors."""
+    ``annotations`` go into the payload's ``optional``. ``formats``: any of ``legacy`` and ``bundle``.
+    Raises SigningError / registry errors (ConfigError for unknown formats)."""
+    wanted = _check_formats(formats)
     subject = f"{client.registry}/{repository}"
     manifest = client.get_manifest(repository, digest)
     payload = simple_signing_payload(subject, digest, annotations)
-    statement = _statement(subject, digest, COSIGN_SIGN_V1, {})
-    legacy_bundle, dsse_bundle = _sign(trust_config, identity_token, [("artifact", payload), ("dsse", statement)])
-    sig_doc = _bundle_doc(legacy_bundle).get("messageSignature") or {}
-    layer = SignatureLayer(
-        SIMPLESIGNING_MEDIA_TYPE,
-        payload,
-        {SIGNATURE_ANNOTATION: str(sig_doc.get("signature", "")), **_cert_annotations(trust_config, legacy_bundle)},
-    )
-    idents, issuer = cert_identities(legacy_bundle.signing_certificate)
+    work: list[tuple[str, Any]] = []
+    if "legacy" in wanted:
+        work.append(("artifact", payload))
+    if "bundle" in wanted:
+        work.append(("dsse", _statement(subject, digest, COSIGN_SIGN_V1, {})))
+    bundles = _sign(trust_config, identity_token, work)
+    idents, issuer = cert_identities(bundles[0].signing_certificate)
     who = idents[0] if idents else "(unknown)"
-    legacy = append_layer(client, repository, digest, SIG_SUFFIX, layer, lock_dir=lock_dir, signer=who)
-    ref = push_bundle_referrer(
-        client, repository, manifest.descriptor(), dsse_bundle, predicate_type=COSIGN_SIGN_V1, lock_dir=lock_dir
-    )
-    return KeylessWrite(legacy, ref, who, issuer, (_log_index(legacy_bundle), _log_index(dsse_bundle)))
+    legacy: WriteResult | None = None
+    ref: ReferrerWrite | None = None
+    for (kind, _), bundle in zip(work, bundles, strict=True):
+        if kind == "artifact":
+            sig_doc = _bundle_doc(bundle).get("messageSignature") or {}
+            layer = SignatureLayer(
+                SIMPLESIGNING_MEDIA_TYPE,
+                payload,
+                {SIGNATURE_ANNOTATION: str(sig_doc.get("signature", "")), **_cert_annotations(trust_config, bundle)},
+            )
+            legacy = append_layer(client, repository, digest, SIG_SUFFIX, layer, lock_dir=lock_dir, signer=who)
+        else:
+            ref = push_bundle_referrer(
+                client, repository, manifest.descriptor(), bundle, predicate_type=COSIGN_SIGN_V1, lock_dir=lock_dir
+            )
+    return KeylessWrite(legacy, ref, who, issuer, tuple(_log_index(b) for b in bundles))
 
 
 def keyless_attest_image(
@@ -527,14 +541,40 @@ def keyless_attest_image(
     identity_token: IdentityToken,
     trust_config: ClientTrustConfig,
     lock_dir: Path,
+    formats: Sequence[str] = FORMATS,
 ) -> KeylessWrite:
     """Keyless attestation: an in-toto Statement v1 (subject ``registry/repo`` + digest) signed as DSSE
     and logged as a Rekor ``dsse`` entry; written as a legacy ``.att`` layer (the envelope bytes as
-    submitted, ``predicateType`` annotation) and as a bundle referrer. Raises SigningError / registry errors."""
+    submitted, ``predicateType`` annotation) and/or as a bundle referrer (``formats``). One Rekor entry serves
+    both. Raises SigningError / registry errors."""
+    wanted = _check_formats(formats)
     subject = f"{client.registry}/{repository}"
     manifest = client.get_manifest(repository, digest)
     statement = _statement(subject, digest, predicate_type, predicate)
     (bundle,) = _sign(trust_config, identity_token, [("dsse", statement)])
+    idents, issuer = cert_identities(bundle.signing_certificate)
+    who = idents[0] if idents else "(unknown)"
+    legacy: WriteResult | None = None
+    ref: ReferrerWrite | None = None
+    if "legacy" in wanted:
+        legacy = _append_attestation(client, repository, digest, bundle, predicate_type, trust_config, lock_dir, who)
+    if "bundle" in wanted:
+        ref = push_bundle_referrer(
+            client, repository, manifest.descriptor(), bundle, predicate_type=predicate_type, lock_dir=lock_dir
+        )
+    return KeylessWrite(legacy, ref, who, issuer, (_log_index(bundle),))
+
+
+def _append_attestation(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    bundle: Bundle,
+    predicate_type: str,
+    trust_config: ClientTrustConfig,
+    lock_dir: Path,
+    who: str,
+) -> WriteResult:
     envelope = submitted_envelope(bundle)
     layer = SignatureLayer(
         DSSE_MEDIA_TYPE,
@@ -545,13 +585,18 @@ def keyless_attest_image(
             **_cert_annotations(trust_config, bundle),
         },
     )
-    idents, issuer = cert_identities(bundle.signing_certificate)
-    who = idents[0] if idents else "(unknown)"
-    legacy = append_layer(client, repository, digest, ATT_SUFFIX, layer, lock_dir=lock_dir, signer=who)
-    ref = push_bundle_referrer(
-        client, repository, manifest.descriptor(), bundle, predicate_type=predicate_type, lock_dir=lock_dir
-    )
-    return KeylessWrite(legacy, ref, who, issuer, (_log_index(bundle),))
+    return append_layer(client, repository, digest, ATT_SUFFIX, layer, lock_dir=lock_dir, signer=who)
+
+
+def _check_formats(formats: Sequence[str]) -> set[str]:
+    wanted = set(formats)
+    unknown = wanted - set(FORMATS)
+    if unknown or not wanted:
+        raise ConfigError(
+            f"unknown or empty keyless output formats {sorted(unknown) or '[]'}",
+            hint="choose any of: legacy (cosign .sig/.att tags), bundle (Sigstore bundle referrer)",
+        )
+    return wanted
 
 
 def _log_index(bundle: Bundle) -> int:

@@ -36,6 +36,7 @@ from tests.sigstore_instance.ca import OID_BUILD_SIGNER_URI, OID_SOURCE_REPO_REF
 from tests.sigstore_instance.rekor import RekorError, TestRekor
 
 AUDIENCE = "sigstore"
+GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 
 
 class SigstoreTestInstance:
@@ -48,6 +49,8 @@ class SigstoreTestInstance:
         self.rekor = TestRekor()
         self.oidc_key = ec.generate_private_key(ec.SECP256R1())
         self.oidc_kid = "builder-test-oidc"
+        self.gha_request_token = "builder-test-actions-request-token"
+        self.gha_workflow_ref = "builder-org/builder/.github/workflows/build.yml@refs/heads/main"
         self.requests: list[tuple[str, str]] = []  # (method, path): what clients asked for
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -119,6 +122,18 @@ class SigstoreTestInstance:
             claims["repository"] = job_workflow_ref.split("/.github/")[0]
         claims.update(extra or {})
         return jwt.encode(claims, self.oidc_key, algorithm="ES256", headers={"kid": self.oidc_kid})
+
+    def github_actions_env(self, job_workflow_ref: str | None = None) -> dict[str, str]:
+        """Environment of a GitHub Actions job with ``permissions: id-token: write``: the runner's token
+        endpoint is served here (``GET /gha/token?audience=...`` with ``Authorization: bearer <request token>``
+        answers ``{"value": <ID token>}``, as actions/toolkit's core.getIDToken expects)."""
+        if job_workflow_ref:
+            self.gha_workflow_ref = job_workflow_ref
+        return {
+            "GITHUB_ACTIONS": "true",
+            "ACTIONS_ID_TOKEN_REQUEST_URL": f"{self.url}/gha/token?api-version=2.0",
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN": self.gha_request_token,
+        }
 
     def jwks(self) -> dict[str, Any]:
         nums = self.oidc_key.public_key().public_numbers()
@@ -229,6 +244,12 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             elif method == "GET" and path == "/oidc/jwks":
                 self._send(200, inst.jwks())
+            elif method == "GET" and path == "/gha/token":
+                if self.headers.get("Authorization", "").lower() != f"bearer {inst.gha_request_token}":
+                    raise _HTTPError(401, "bad runner request token")
+                audience = parse_qs(url.query).get("audience", [AUDIENCE])[0]
+                token = inst.token(job_workflow_ref=inst.gha_workflow_ref, audience=audience, issuer=GITHUB_ISSUER)
+                self._send(200, {"value": token})
             elif method == "POST" and path == "/api/v2/signingCert":
                 self._send(200, inst.signing_cert(self._body(), self.headers.get("Authorization", "")))
             elif method == "GET" and path == "/api/v2/trustBundle":

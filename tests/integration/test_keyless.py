@@ -1,0 +1,485 @@
+"""Keyless signing for real, offline: sigstore-python's real Signer/Verifier against the loopback Sigstore
+test instance (tests/sigstore_instance), the real registry, and real cosign 2.5 as the independent verifier
+(with ``SIGSTORE_ROOT_FILE`` / ``SIGSTORE_REKOR_PUBLIC_KEY`` / ``SIGSTORE_CT_LOG_PUBLIC_KEY_FILE`` or
+``--trusted-root``; never ``--insecure-ignore-tlog``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from builder import keyless
+from builder.predicates import COSIGN_SIGN_V1, SLSA_PROVENANCE_V1
+from builder.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient, fallback_tag, sha256_digest
+from builder.sign import ATT_SUFFIX, SIG_SUFFIX, VerificationReport, signature_tag
+from tests.integration.test_sign import push_tiny_image
+from tests.sigstore_instance import SigstoreTestInstance, TrustFiles, write_trust_files
+
+pytestmark = pytest.mark.integration
+
+WORKFLOW_REF = "builder-org/builder/.github/workflows/build.yml@refs/heads/main"
+IDENTITY = f"https://github.com/{WORKFLOW_REF}"
+PREDICATE = {"buildDefinition": {"buildType": "https://builder-project.github.io/build/v1"}, "runDetails": {}}
+
+
+@dataclass
+class Sigstore:
+    instance: SigstoreTestInstance
+    trust: TrustFiles
+
+    @property
+    def issuer(self) -> str:
+        return self.instance.issuer_url
+
+    def workflow_token(self, ref: str = WORKFLOW_REF) -> object:
+        return keyless.identity_token(self.instance.token(job_workflow_ref=ref))
+
+    def policy(self, identity: str = IDENTITY, issuer: str | None = None) -> keyless.IdentityPolicy:
+        return keyless.IdentityPolicy(identity=identity, issuer=issuer or self.issuer)
+
+
+@pytest.fixture(scope="module")
+def sigstore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sigstore]:
+    with SigstoreTestInstance() as inst:
+        yield Sigstore(inst, write_trust_files(inst, tmp_path_factory.mktemp("sigstore-trust")))
+
+
+@dataclass
+class Image:
+    client: RegistryClient
+    repository: str
+    digest: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.client.registry}/{self.repository}@{self.digest}"
+
+
+@pytest.fixture
+def image(registry_address: str, unique_repo: str) -> Image:
+    client = RegistryClient(registry_address, insecure=True)
+    return Image(client, unique_repo, push_tiny_image(client, unique_repo, "v1", os.urandom(16)))
+
+
+def _sign_and_attest(sigstore: Sigstore, image: Image, lock_dir: Path, **kw: object) -> None:
+    tc = keyless.load_trust_config(sigstore.trust.trust_config)
+    token = sigstore.workflow_token()
+    keyless.keyless_sign_image(
+        image.client, image.repository, image.digest, identity_token=token, trust_config=tc, lock_dir=lock_dir, **kw
+    )
+    keyless.keyless_attest_image(
+        image.client,
+        image.repository,
+        image.digest,
+        predicate_type=SLSA_PROVENANCE_V1,
+        predicate=PREDICATE,
+        identity_token=token,
+        trust_config=tc,
+        lock_dir=lock_dir,
+        **kw,
+    )
+
+
+def _verify(
+    sigstore: Sigstore, image: Image, policies: list[keyless.IdentityPolicy], trust: Path | None = None
+) -> VerificationReport:
+    return keyless.verify_keyless(
+        image.client,
+        image.repository,
+        image.digest,
+        trusted_root=keyless.load_trusted_root(trust or sigstore.trust.trusted_root),
+        identities=policies,
+        predicate_types=[SLSA_PROVENANCE_V1],
+    )
+
+
+def _cosign(cosign_bin: str, sigstore: Sigstore, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **sigstore.trust.cosign_env()}
+    return subprocess.run(
+        [cosign_bin, *args, "--allow-http-registry", "--allow-insecure-registry"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        check=False,
+    )
+
+
+def _identity_flags(sigstore: Sigstore, identity: str = IDENTITY, issuer: str | None = None) -> list[str]:
+    return ["--certificate-identity", identity, "--certificate-oidc-issuer", issuer or sigstore.issuer]
+
+
+# ----------------------------------------------------------------------------------------------------
+# sign + attest, verified by this project
+
+
+def test_keyless_sign_and_attest_verified_by_builder(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    _sign_and_attest(sigstore, image, tmp_path / "locks")
+    report = _verify(sigstore, image, [sigstore.policy()])
+    assert report.ok, report.to_json()
+    kinds = sorted((i.kind, i.tag.endswith((".sig", ".att"))) for i in report.items)
+    # legacy .sig + .att layers, and two bundle referrers (sign/v1 + provenance)
+    assert kinds == [("attestation", False), ("attestation", True), ("signature", False), ("signature", True)]
+    for item in report.items:
+        assert item.ok and item.signer == f"{IDENTITY} (issuer {sigstore.issuer})"
+        assert item.time is not None and item.time.endswith("Z")
+    att = next(i for i in report.items if i.kind == "attestation")
+    assert att.predicate == PREDICATE
+    # both forms went through the test instance's real protocols: 1 certificate per signer session
+    assert ("POST", "/api/v2/signingCert") in sigstore.instance.requests
+    assert ("POST", "/api/v1/log/entries") in sigstore.instance.requests
+
+
+def test_legacy_layers_carry_cosign_annotations(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    _sign_and_attest(sigstore, image, tmp_path / "locks")
+    sig = image.client.get_manifest(image.repository, signature_tag(image.digest, SIG_SUFFIX))
+    (layer,) = sig.layers
+    ann = layer.annotation_map
+    assert layer.media_type == "application/vnd.dev.cosign.simplesigning.v1+json"
+    assert ann["dev.sigstore.cosign/certificate"].startswith("-----BEGIN CERTIFICATE-----")
+    assert ann["dev.sigstore.cosign/chain"].count("BEGIN CERTIFICATE") == 2
+    legacy = json.loads(ann["dev.sigstore.cosign/bundle"])
+    assert set(legacy) == {"SignedEntryTimestamp", "Payload"}
+    assert set(legacy["Payload"]) == {"body", "integratedTime", "logIndex", "logID"}
+    body = json.loads(base64.b64decode(legacy["Payload"]["body"]))
+    assert body["kind"] == "hashedrekord"
+    att = image.client.get_manifest(image.repository, signature_tag(image.digest, ATT_SUFFIX))
+    (att_layer,) = att.layers
+    blob = image.client.get_blob(image.repository, att_layer.digest)
+    att_body = json.loads(
+        base64.b64decode(json.loads(att_layer.annotation_map["dev.sigstore.cosign/bundle"])["Payload"]["body"])
+    )
+    # the layer bytes are the DSSE envelope exactly as logged: their SHA-256 is the entry's envelopeHash
+    assert att_body["kind"] == "dsse"
+    assert att_body["spec"]["envelopeHash"]["value"] == sha256_digest(blob).split(":")[1]
+    assert att_layer.annotation_map["predicateType"] == SLSA_PROVENANCE_V1
+
+
+def test_ambient_github_actions_token(
+    sigstore: Sigstore, image: Image, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GitHub Actions path: sigstore.oidc.detect_credential() asks the runner's token endpoint
+    (served by the test instance) and the certificate carries the workflow identity and GitHub's issuer."""
+    for k, v in sigstore.instance.github_actions_env(WORKFLOW_REF).items():
+        monkeypatch.setenv(k, v)
+    token = keyless.ambient_identity_token()
+    tc = keyless.load_trust_config(sigstore.trust.trust_config)
+    w = keyless.keyless_sign_image(
+        image.client, image.repository, image.digest, identity_token=token, trust_config=tc, lock_dir=tmp_path
+    )
+    assert w.identity == IDENTITY and w.issuer == keyless.GITHUB_ACTIONS_ISSUER
+    gh = keyless.github_workflow_identity("builder-org/builder", "build.yml", "refs/heads/main")
+    report = keyless.verify_keyless(
+        image.client,
+        image.repository,
+        image.digest,
+        trusted_root=keyless.load_trusted_root(sigstore.trust.trust_config),
+        identities=[gh],
+    )
+    assert report.ok, report.to_json()
+
+
+def test_ambient_token_missing_is_a_signing_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from builder.errors import SigningError
+
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.delenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", raising=False)
+    with pytest.raises(SigningError, match="OIDC"):
+        keyless.ambient_identity_token()
+
+
+# ----------------------------------------------------------------------------------------------------
+# verified by real cosign
+
+
+def test_cosign_verifies_legacy_signature_and_attestation(
+    sigstore: Sigstore, image: Image, tmp_path: Path, cosign_bin: str
+) -> None:
+    _sign_and_attest(sigstore, image, tmp_path / "locks", formats=("legacy",))
+    r = _cosign(cosign_bin, sigstore, "verify", *_identity_flags(sigstore), image.ref)
+    assert r.returncode == 0, r.stderr
+    assert "transparency log was verified offline" in r.stderr
+    assert "verified using trusted certificate authority certificates" in r.stderr
+    r = _cosign(
+        cosign_bin, sigstore, "verify-attestation", "--type", SLSA_PROVENANCE_V1, *_identity_flags(sigstore), image.ref
+    )
+    assert r.returncode == 0, r.stderr
+    payload = json.loads(base64.b64decode(json.loads(r.stdout.splitlines()[0])["payload"]))
+    assert payload["subject"][0]["digest"]["sha256"] == image.digest.split(":")[1]
+
+
+def test_cosign_verifies_bundle_referrers(sigstore: Sigstore, image: Image, tmp_path: Path, cosign_bin: str) -> None:
+    """Only bundle referrers exist (no .sig/.att tags): cosign 2.5 finds them through the fallback index."""
+    _sign_and_attest(sigstore, image, tmp_path / "locks", formats=("bundle",))
+    assert image.client.try_get_manifest(image.repository, signature_tag(image.digest, SIG_SUFFIX)) is None
+    trusted_root = str(sigstore.trust.trusted_root)
+    for ptype in (SLSA_PROVENANCE_V1, COSIGN_SIGN_V1):
+        r = _cosign(
+            cosign_bin,
+            sigstore,
+            "verify-attestation",
+            "--new-bundle-format",
+            "--trusted-root",
+            trusted_root,
+            "--type",
+            ptype,
+            *_identity_flags(sigstore),
+            image.ref,
+        )
+        assert r.returncode == 0, (ptype, r.stderr)
+        statement = json.loads(base64.b64decode(json.loads(r.stdout.splitlines()[0])["payload"]))
+        assert statement["predicateType"] == ptype
+    report = _verify(sigstore, image, [sigstore.policy()])
+    assert report.ok, report.to_json()
+
+
+def test_cosign_refuses_wrong_identity_and_issuer(
+    sigstore: Sigstore, image: Image, tmp_path: Path, cosign_bin: str
+) -> None:
+    _sign_and_attest(sigstore, image, tmp_path / "locks")
+    wrong_id = IDENTITY.replace("refs/heads/main", "refs/heads/evil")
+    r = _cosign(cosign_bin, sigstore, "verify", *_identity_flags(sigstore, identity=wrong_id), image.ref)
+    assert r.returncode != 0 and "none of the expected identities matched" in r.stderr
+    r = _cosign(
+        cosign_bin, sigstore, "verify", *_identity_flags(sigstore, issuer="https://accounts.google.com"), image.ref
+    )
+    assert r.returncode != 0
+    r = _cosign(
+        cosign_bin,
+        sigstore,
+        "verify-attestation",
+        "--new-bundle-format",
+        "--trusted-root",
+        str(sigstore.trust.trusted_root),
+        "--type",
+        SLSA_PROVENANCE_V1,
+        *_identity_flags(sigstore, identity=wrong_id),
+        image.ref,
+    )
+    assert r.returncode != 0
+
+
+# ----------------------------------------------------------------------------------------------------
+# the referrers fallback index
+
+
+def test_fallback_index_lists_bundles_with_artifact_type(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    _sign_and_attest(sigstore, image, tmp_path / "locks")
+    _sign_and_attest(sigstore, image, tmp_path / "locks")  # a second signer session appends, keeps the first
+    index = image.client.get_manifest(image.repository, fallback_tag(image.digest))
+    assert index.media_type == OCI_INDEX
+    entries = index.json["manifests"]
+    assert len(entries) == 4
+    assert [e["digest"] for e in entries] == sorted(e["digest"] for e in entries)
+    for e in entries:
+        assert e["artifactType"] == keyless.BUNDLE_MEDIA_TYPE and e["mediaType"] == OCI_MANIFEST
+        referrer = image.client.get_manifest(image.repository, e["digest"])
+        assert referrer.json["subject"]["digest"] == image.digest
+        assert referrer.json["config"] == {
+            "mediaType": "application/vnd.oci.empty.v1+json",
+            "size": 2,
+            "digest": sha256_digest(b"{}"),
+        }
+        assert referrer.json["annotations"]["dev.sigstore.bundle.content"] == "dsse-envelope"
+    ptypes = sorted(e["annotations"]["dev.sigstore.bundle.predicateType"] for e in entries)
+    assert ptypes == sorted([COSIGN_SIGN_V1, COSIGN_SIGN_V1, SLSA_PROVENANCE_V1, SLSA_PROVENANCE_V1])
+    # a referrers-aware reader (our client, OCI distribution-spec 1.1 rules: API 404 -> fallback tag)
+    assert {d.digest for d in image.client.referrers(image.repository, image.digest, keyless.BUNDLE_MEDIA_TYPE)} == {
+        e["digest"] for e in entries
+    }
+
+
+def test_oras_discover_reads_the_fallback_index(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    oras = shutil.which("oras")
+    if oras is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("oras is not installed (apt-get install -t trixie oras)")
+        pytest.skip("oras is not installed (apt-get install -t trixie oras)")
+    _sign_and_attest(sigstore, image, tmp_path / "locks", formats=("bundle",))
+    r = subprocess.run(
+        [
+            oras,
+            "discover",
+            "--plain-http",
+            "--distribution-spec",
+            "v1.1-referrers-tag",
+            "--format",
+            "json",
+            "--artifact-type",
+            keyless.BUNDLE_MEDIA_TYPE,
+            image.ref,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    found = doc.get("manifests") or doc.get("referrers") or []
+    assert len(found) == 2
+    assert {m["artifactType"] for m in found} == {keyless.BUNDLE_MEDIA_TYPE}
+    index = image.client.get_manifest(image.repository, fallback_tag(image.digest))
+    assert {m["digest"] for m in found} == {e["digest"] for e in index.json["manifests"]}
+
+
+# ----------------------------------------------------------------------------------------------------
+# refusals with reasons
+
+
+def test_wrong_identity_or_issuer_refused_with_reasons(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    _sign_and_attest(sigstore, image, tmp_path / "locks")
+    other = IDENTITY.replace("build.yml", "release.yml")
+    report = _verify(sigstore, image, [sigstore.policy(identity=other)])
+    assert not report.ok
+    assert all(not i.ok for i in report.items)
+    for item in report.items:
+        assert "which no allowed identity matches" in item.reason and IDENTITY in item.reason
+    report = _verify(sigstore, image, [sigstore.policy(issuer="https://token.actions.githubusercontent.com")])
+    assert not report.ok
+    assert all(f"issuer {sigstore.issuer}" in i.reason for i in report.items)
+    assert any("none of the" in p for p in report.problems)
+
+
+def test_identity_patterns_workflow_on_branch(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    _sign_and_attest(sigstore, image, tmp_path / "locks")
+    on_branch = keyless.IdentityPolicy(
+        identity_regexp=r"https://github\.com/builder-org/builder/\.github/workflows/build\.yml@refs/heads/.+",
+        issuer=sigstore.issuer,
+    )
+    assert _verify(sigstore, image, [on_branch]).ok
+    only_tags = keyless.IdentityPolicy(
+        identity_regexp=r"https://github\.com/builder-org/builder/\.github/workflows/build\.yml@refs/tags/v.*",
+        issuer_regexp=r"http://127\.0\.0\.1:\d+/oidc",
+    )
+    report = _verify(sigstore, image, [only_tags])
+    assert not report.ok and all("refs/tags" in i.reason for i in report.items)
+    # any of several policies may match
+    assert _verify(sigstore, image, [only_tags, on_branch]).ok
+
+
+def test_untrusted_instance_refused(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    """Material from the test instance does not verify against another instance's pinned root."""
+    _sign_and_attest(sigstore, image, tmp_path / "locks")
+    with SigstoreTestInstance() as other:
+        other_trust = write_trust_files(other, tmp_path / "other")
+        report = _verify(sigstore, image, [sigstore.policy()], trust=other_trust.trusted_root)
+    assert not report.ok
+    for item in report.items:
+        assert not item.ok and "Sigstore verification failed" in item.reason
+
+
+def _rewrite_layer(image: Image, suffix: str, edit_blob: object = None, edit_annotations: object = None) -> None:
+    """Replace the single layer of the .sig/.att manifest by an edited copy (what an attacker with
+    registry write access can do)."""
+    tag = signature_tag(image.digest, suffix)
+    m = image.client.get_manifest(image.repository, tag).json
+    layer = m["layers"][0]
+    blob = image.client.get_blob(image.repository, layer["digest"])
+    if callable(edit_blob):
+        blob = edit_blob(blob)
+        image.client.put_blob(image.repository, blob)
+        layer["digest"], layer["size"] = sha256_digest(blob), len(blob)
+    if callable(edit_annotations):
+        edit_annotations(layer["annotations"])
+    raw = json.dumps(m).encode()
+    image.client.put_manifest(image.repository, tag, raw, OCI_MANIFEST)
+
+
+def test_tampered_legacy_signature_refused(sigstore: Sigstore, image: Image, tmp_path: Path, cosign_bin: str) -> None:
+    _sign_and_attest(sigstore, image, tmp_path / "locks", formats=("legacy",))
+    _rewrite_layer(image, SIG_SUFFIX, edit_blob=lambda b: b.replace(b'"optional":null', b'"optional":{"x":"y"}'))
+    report = _verify(sigstore, image, [sigstore.policy()])
+    sig = next(i for i in report.items if i.kind == "signature")
+    assert not sig.ok and "Sigstore verification failed" in sig.reason
+    assert not report.ok
+    r = _cosign(cosign_bin, sigstore, "verify", *_identity_flags(sigstore), image.ref)
+    assert r.returncode != 0
+
+
+def test_replaced_certificate_annotation_refused(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    _sign_and_attest(sigstore, image, tmp_path / "locks", formats=("legacy",))
+    # a certificate for another identity from the same (trusted) CA
+    other_dir = tmp_path / "other"
+    other_image = Image(
+        image.client, image.repository + "x", push_tiny_image(image.client, image.repository + "x", "v1", b"other")
+    )
+    tc = keyless.load_trust_config(sigstore.trust.trust_config)
+    keyless.keyless_sign_image(
+        other_image.client,
+        other_image.repository,
+        other_image.digest,
+        identity_token=keyless.identity_token(sigstore.instance.token(email="a@example.com")),
+        trust_config=tc,
+        lock_dir=other_dir,
+        formats=("legacy",),
+    )
+    other_sig = image.client.get_manifest(other_image.repository, signature_tag(other_image.digest, SIG_SUFFIX))
+    other_cert = other_sig.layers[0].annotation_map["dev.sigstore.cosign/certificate"]
+
+    def swap(ann: dict[str, str]) -> None:
+        ann["dev.sigstore.cosign/certificate"] = other_cert
+
+    _rewrite_layer(image, SIG_SUFFIX, edit_annotations=swap)
+    report = _verify(sigstore, image, [sigstore.policy(), sigstore.policy(identity="a@example.com")])
+    sig = next(i for i in report.items if i.kind == "signature")
+    assert not sig.ok and "certificate annotation is not the bundle's signing certificate" in sig.reason
+
+
+def test_tampered_attestation_refused(sigstore: Sigstore, image: Image, tmp_path: Path, cosign_bin: str) -> None:
+    _sign_and_attest(sigstore, image, tmp_path / "locks", formats=("legacy",))
+
+    def edit(blob: bytes) -> bytes:
+        env = json.loads(blob)
+        st = json.loads(base64.b64decode(env["payload"]))
+        st["predicate"]["runDetails"] = {"builder": {"id": "https://evil.example"}}
+        env["payload"] = base64.b64encode(json.dumps(st).encode()).decode()
+        return json.dumps(env).encode()
+
+    _rewrite_layer(image, ATT_SUFFIX, edit_blob=edit)
+    report = _verify(sigstore, image, [sigstore.policy()])
+    att = next(i for i in report.items if i.kind == "attestation")
+    assert not att.ok and att.reason
+    assert any(f"no valid keyless attestation of type {SLSA_PROVENANCE_V1}" in p for p in report.problems)
+    r = _cosign(
+        cosign_bin, sigstore, "verify-attestation", "--type", SLSA_PROVENANCE_V1, *_identity_flags(sigstore), image.ref
+    )
+    assert r.returncode != 0
+
+
+def test_tampered_bundle_referrer_refused(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    _sign_and_attest(sigstore, image, tmp_path / "locks", formats=("bundle",))
+    index = image.client.get_manifest(image.repository, fallback_tag(image.digest))
+    entry = next(
+        e
+        for e in index.json["manifests"]
+        if e["annotations"]["dev.sigstore.bundle.predicateType"] == SLSA_PROVENANCE_V1
+    )
+    referrer = image.client.get_manifest(image.repository, entry["digest"]).json
+    bundle = json.loads(image.client.get_blob(image.repository, referrer["layers"][0]["digest"]))
+    st = json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
+    st["predicate"]["runDetails"] = {"edited": True}
+    bundle["dsseEnvelope"]["payload"] = base64.b64encode(json.dumps(st).encode()).decode()
+    blob = json.dumps(bundle).encode()
+    image.client.put_blob(image.repository, blob)
+    referrer["layers"][0].update(digest=sha256_digest(blob), size=len(blob))
+    raw = json.dumps(referrer).encode()
+    new_digest = image.client.put_manifest(image.repository, sha256_digest(raw), raw, OCI_MANIFEST)
+    doc = index.json
+    for e in doc["manifests"]:
+        if e["digest"] == entry["digest"]:
+            e.update(digest=new_digest, size=len(raw))
+    image.client.put_manifest(image.repository, fallback_tag(image.digest), json.dumps(doc).encode(), OCI_INDEX)
+    report = _verify(sigstore, image, [sigstore.policy()])
+    att = next(i for i in report.items if i.kind == "attestation")
+    assert not att.ok and "Sigstore verification failed" in att.reason
+    assert not report.ok
