@@ -1,0 +1,1084 @@
+"""Promotion of digests through stages: plan (dry run), apply, rollback, status, history, resolve.
+
+A promotion is data: a source digest (the variant tag written by the build for a stage that
+takes builds, else the previous stage's pointer) -> a stage pointer tag ``<variant-id>-<stage>``
+in the stage's repository (DESIGN.md "Promotion model"). It moves the digest and never
+rebuilds: same repository - one tag PUT; another repository of the same registry - cross-repo
+blob mounts then manifest PUTs; another registry - only missing blobs are copied. ``.sig`` /
+``.att`` manifests and referrers travel byte for byte (merged layer by layer when the
+destination already has some), the fallback referrers index is rebuilt in the destination,
+and the destination digest is verified equal (``/work/shared/docs/signing-formats.md``).
+
+The distribution protocol has no conditional PUT, so a stage tag moves only under a per-stage
+file lock (``<state_dir>/locks``), after re-reading it (it must still name the digest the plan
+saw), after checking the previous-digest chain (the digest it names must carry a trusted
+``promotion/v1`` record), and it is re-read after the write: any difference raises
+``PromotionConflictError`` naming both digests. The promotion record is written *before* the
+tag moves, so a process killed at any point leaves the tag on the old or the new digest and
+re-running completes the promotion (the ledger row is appended when missing).
+
+``status``, ``history``, ``rollback`` and ``resolve`` read only the registry (promotion records
+chained through their ``previous`` digests), so they work on a fresh machine; the SQLite ledger
+(``builder.ledger``) is the local audit trail.
+
+Errors: ``PolicyDeniedError`` (31), ``PromotionConflictError`` (32), ``NotFoundError`` (8),
+``IncompatibleError`` (11), ``SigningKeyError`` (16), registry errors (5-7), ``LedgerError`` (33).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder.errors import (
+    BuilderError,
+    IncompatibleError,
+    NotFoundError,
+    PolicyDeniedError,
+    PromotionConflictError,
+    SigningKeyError,
+)
+from builder.policy import (
+    BUILD_STAGE,
+    AttestationEvidence,
+    Decision,
+    Evidence,
+    FleetEvidence,
+    KeySet,
+    Policy,
+    RuleResult,
+    SignatureEvidence,
+    evaluate,
+    parse_time,
+)
+from builder.predicates import PROMOTION_V1
+
+if TYPE_CHECKING:
+    from builder.keys import PublicKey
+    from builder.ledger import Ledger, LedgerRecord
+    from builder.registry import CopyStats, RegistryClient
+    from builder.sign import LayerVerifier, Signer
+
+FleetChecker = Callable[["RegistryClient", str, str, str], list[FleetEvidence]]
+"""(client, repository, digest, fleet file) -> one verdict per cluster of the fleet."""
+
+_UNSET: Any = object()
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def fmt_time(t: dt.datetime) -> str:
+    """RFC 3339 UTC with microseconds (records written in one second stay ordered)."""
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# ---------------------------------------------------------------------------------------------
+# values
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    """``registry/repository[:tag]``."""
+
+    registry: str
+    repository: str
+    tag: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.registry}/{self.repository}"
+
+    def __str__(self) -> str:
+        return self.name + (f":{self.tag}" if self.tag else "")
+
+    def pinned(self, digest: str) -> str:
+        return f"{self.name}@{digest}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What to promote: a variant id and its matrix repository (relative to ``registry``), or an
+    explicit reference (``digest`` pinned, or ``tag`` to resolve) in that repository."""
+
+    variant: str
+    repository: str
+    registry: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @property
+    def explicit(self) -> bool:
+        return self.tag is not None or self.digest is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class PromotionRecord:
+    """What a ``promotion/v1`` predicate says (docs/promotion.md). ``reference``: the stage pointer
+    ``registry/repository:tag``; ``previous``: the digest the stage held before (None: first);
+    ``action``: ``promote`` | ``rollback``. Read back: ``signer`` and ``layer`` (its .att layer)."""
+
+    action: str
+    variant: str
+    stage: str
+    from_stage: str
+    reference: str
+    digest: str
+    previous: str | None
+    allowed: bool
+    reasons: tuple[str, ...]
+    policy: str
+    promoter: str
+    promoter_name: str | None
+    time: str
+    ticket: str | None = None
+    signer: str | None = None
+    layer: str | None = None
+
+    @property
+    def when(self) -> dt.datetime:
+        t = parse_time(self.time)
+        return t if t is not None else dt.datetime.min.replace(tzinfo=dt.UTC)
+
+    def predicate(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "variant": self.variant,
+            "stage": self.stage,
+            "fromStage": self.from_stage,
+            "reference": self.reference,
+            "digest": self.digest,
+            "previous": self.previous,
+            "decision": {"allowed": self.allowed, "reasons": list(self.reasons), "policy": self.policy},
+            "promoter": {"fingerprint": self.promoter, "name": self.promoter_name},
+            "time": self.time,
+            "ticket": self.ticket,
+        }
+
+    @classmethod
+    def from_predicate(
+        cls, p: Mapping[str, Any], *, signer: str | None = None, layer: str | None = None
+    ) -> PromotionRecord | None:
+        """Parse a predicate; None when a required field is missing or mistyped."""
+        try:
+            decision = p.get("decision") or {}
+            promoter = p.get("promoter") or {}
+            prev = p.get("previous")
+            fields = (p["action"], p["variant"], p["stage"], p["fromStage"], p["reference"], p["digest"], p["time"])
+            if not all(isinstance(x, str) for x in fields) or not (prev is None or isinstance(prev, str)):
+                return None
+            return cls(
+                action=p["action"],
+                variant=p["variant"],
+                stage=p["stage"],
+                from_stage=p["fromStage"],
+                reference=p["reference"],
+                digest=p["digest"],
+                previous=prev,
+                allowed=bool(decision.get("allowed")),
+                reasons=tuple(str(r) for r in decision.get("reasons") or ()),
+                policy=str(decision.get("policy") or ""),
+                promoter=str(promoter.get("fingerprint") or ""),
+                promoter_name=promoter.get("name") if isinstance(promoter.get("name"), str) else None,
+                time=p["time"],
+                ticket=p.get("ticket") if isinstance(p.get("ticket"), str) else None,
+                signer=signer,
+                layer=layer,
+            )
+        except (KeyError, TypeError, AttributeError):
+            return None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A planned promotion: ``digest`` from ``source`` into ``destination`` (the stage pointer),
+    which now holds ``previous``; ``decision`` says whether policy allows it and why."""
+
+    target: Target
+    stage: str
+    from_stage: str
+    source: Location
+    digest: str | None
+    destination: Location
+    previous: str | None
+    decision: Decision
+    ticket: str | None = None
+
+    @property
+    def already(self) -> bool:
+        """The stage already names this digest (applying completes/records nothing new)."""
+        return self.digest is not None and self.previous == self.digest
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.target.variant,
+            "stage": self.stage,
+            "from_stage": self.from_stage,
+            "source": str(self.source),
+            "digest": self.digest,
+            "destination": str(self.destination),
+            "previous": self.previous,
+            "already": self.already,
+            "ticket": self.ticket,
+            "allowed": self.decision.allowed,
+            "decision": self.decision.to_json(),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """A promotion or rollback that happened. ``completed``: a re-run finished an interrupted one
+    (the tag already named the digest); ``copy``: blobs mounted/copied/present, manifests written."""
+
+    plan: Plan
+    record: PromotionRecord
+    seconds: float
+    completed: bool = False
+    copy: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    ledger_seq: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.plan.to_json(),
+            "applied": True,
+            "completed": self.completed,
+            "record": self.record.to_json(),
+            "seconds": round(self.seconds, 4),
+            "copy": dict(self.copy),
+            "ledger_seq": self.ledger_seq,
+            "pinned": self.plan.destination.pinned(self.record.digest),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusRow:
+    variant: str
+    stage: str
+    pointer: str
+    digest: str | None
+    since: str | None
+    age_seconds: float | None
+    action: str | None
+    promoter: str | None
+    signatures: int = 0
+    attestations: tuple[str, ...] = ()
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# environment
+
+
+@dataclasses.dataclass
+class Environment:
+    """Everything the promotion functions need, passed in by the CLI (core never reads config
+    files or environment variables itself).
+
+    ``registry``: the configured default registry; ``insecure``: which registries speak plain
+    HTTP; ``lock_dir``: file locks (stage pointers, .sig/.att writes); ``ledger``: the audit
+    ledger (None: no local trail); ``signer``: signs promotion records (required to apply);
+    ``fleet_checker``: compatibility verdicts for fleet rules and ``resolve --cluster``."""
+
+    policy: Policy
+    registry: str
+    insecure: Callable[[str], bool]
+    lock_dir: Path
+    ledger: Ledger | None = None
+    signer: Signer | None = None
+    fleet_checker: FleetChecker | None = None
+    verifiers: Sequence[LayerVerifier] = ()
+    now: Callable[[], dt.datetime] = utcnow
+    lock_timeout: float = 60.0
+    _clients: dict[str, RegistryClient] = dataclasses.field(default_factory=dict)
+    _keys: list[PublicKey] | None = None
+    _guard: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def client(self, registry: str) -> RegistryClient:
+        from builder.registry import DockerCredentials, client_for
+
+        with self._guard:
+            if registry not in self._clients:
+                self._clients[registry] = client_for(
+                    registry, insecure=self.insecure, auth=DockerCredentials.from_file(None)
+                )
+            return self._clients[registry]
+
+    @property
+    def keys(self) -> list[PublicKey]:
+        """Public keys of every key file the policy names (unusable ones are skipped: the rules
+        that need them deny)."""
+        if self._keys is None:
+            from builder.keys import load_public_keys
+
+            out: list[PublicKey] = []
+            for ref in self.policy.all_keys():
+                if ref.file:
+                    try:
+                        out.extend(load_public_keys([Path(ref.file)]))
+                    except BuilderError:
+                        continue
+            self._keys = out
+        return self._keys
+
+    def record_signers(self, stage: str) -> tuple[KeySet, ...]:
+        """Who may sign trusted promotion records of ``stage``: promoters and its rollback list."""
+        sets = list(self.policy.promoters)
+        try:
+            rb = self.policy.stage(stage).rollback
+        except NotFoundError:
+            rb = None
+        if rb is not None:
+            sets.extend(rb.keysets)
+            sets.extend(KeySet(a.name, (a.key,)) for a in rb.approvers)
+        return tuple(sets)
+
+    def name_of(self, fingerprint: str) -> str | None:
+        for a in self.policy.approvers:
+            if a.key.fingerprint == fingerprint:
+                return a.name
+        return None
+
+
+def stage_location(env: Environment, target: Target, stage: str) -> Location:
+    """Where ``stage`` keeps ``target``: the build's variant tag for ``build``, else the stage's
+    pointer ``<variant-id>-<stage>`` in the stage's repository/registry."""
+    if stage == BUILD_STAGE:
+        return Location(target.registry, target.repository, target.variant)
+    st = env.policy.stage(stage)
+    return Location(st.registry or target.registry, st.repository_for(target.repository), st.tag_for(target.variant))
+
+
+def _lock(env: Environment, loc: Location, kind: str = "stage") -> Any:
+    from filelock import FileLock
+
+    env.lock_dir.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(str(loc).encode()).hexdigest()[:32]
+    return FileLock(str(env.lock_dir / f"{kind}-{key}.lock"), timeout=env.lock_timeout)
+
+
+# ---------------------------------------------------------------------------------------------
+# evidence
+
+
+def _subject_digests(statement: Mapping[str, Any] | None) -> tuple[str, ...]:
+    if not statement:
+        return ()
+    out = []
+    for s in statement.get("subject") or []:
+        if isinstance(s, Mapping) and isinstance(s.get("digest"), Mapping):
+            h = s["digest"].get("sha256")
+            if isinstance(h, str):
+                out.append("sha256:" + h)
+    return tuple(out)
+
+
+def gather_evidence(
+    env: Environment,
+    digest: str,
+    stage: str,
+    places: Sequence[Location],
+    *,
+    ticket: str | None = None,
+) -> Evidence:
+    """Read and verify every signature and attestation on ``digest`` in each of ``places`` (source
+    first; duplicates by layer digest are counted once), plus fleet verdicts for the fleets the
+    stage's rules name. Unreadable pieces become ``Evidence.problems`` (rules then deny)."""
+    from builder.sign import verify_image
+
+    sigs: list[SignatureEvidence] = []
+    atts: list[AttestationEvidence] = []
+    problems: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for i, loc in enumerate(places):
+        client = env.client(loc.registry)
+        try:
+            report = verify_image(
+                client, loc.repository, digest, keys=env.keys, verifiers=env.verifiers, require_signature=False
+            )
+        except BuilderError as exc:
+            problems.append(f"{loc.name}: {exc.message}")
+            continue
+        if i == 0:
+            problems.extend(report.problems)
+        for it in report.items:
+            key = (it.kind, it.layer_digest)
+            if key in seen:
+                continue
+            seen.add(key)
+            if it.kind == "signature":
+                sigs.append(SignatureEvidence(it.signer, it.ok, it.reason))
+            else:
+                atts.append(
+                    AttestationEvidence(
+                        it.predicate_type or "",
+                        dict(it.predicate or {}),
+                        it.signer,
+                        it.ok,
+                        it.reason,
+                        None,
+                        _subject_digests(it.statement),
+                    )
+                )
+    fleet_rows: list[FleetEvidence] = []
+    fleets = env.policy.fleets(stage)
+    if fleets:
+        src = places[0]
+        for fleet in fleets:
+            if env.fleet_checker is None:
+                problems.append(f"no compatibility checker available for fleet {fleet}")
+                continue
+            try:
+                fleet_rows.extend(env.fleet_checker(env.client(src.registry), src.repository, digest, fleet))
+            except BuilderError as exc:
+                problems.append(f"fleet {fleet}: {exc.message}")
+    return Evidence(
+        repository=places[0].name if places else "",
+        digest=digest,
+        stage=stage,
+        signatures=tuple(sigs),
+        attestations=tuple(atts),
+        fleet=tuple(fleet_rows),
+        ticket=ticket,
+        problems=tuple(problems),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# promotion records in the registry
+
+
+def read_records(env: Environment, loc: Location, digest: str, stage: str) -> list[PromotionRecord]:
+    """Trusted ``promotion/v1`` records on ``digest`` in ``loc``'s repository for ``loc`` (the
+    stage pointer): verified, signed by a promoter (or a listed roll-backer), naming this digest
+    and pointer. Oldest first."""
+    from builder.attest import read_attestations
+
+    signers = env.record_signers(stage)
+    items = read_attestations(
+        env.client(loc.registry),
+        loc.repository,
+        digest,
+        keys=env.keys,
+        verifiers=env.verifiers,
+        predicate_type=PROMOTION_V1,
+    )
+    out: list[PromotionRecord] = []
+    for it in items:
+        if not it.ok or it.predicate is None or not any(s.match(it.signer, None) for s in signers):
+            continue
+        rec = PromotionRecord.from_predicate(it.predicate, signer=it.signer, layer=it.layer_digest)
+        if rec is None or rec.stage != stage or rec.digest != digest or rec.reference != str(loc):
+            continue
+        out.append(rec)
+    out.sort(key=lambda r: r.when)
+    return out
+
+
+def current_record(
+    env: Environment, loc: Location, digest: str, stage: str, *, before: dt.datetime | None = None
+) -> PromotionRecord | None:
+    """The latest trusted record that put ``digest`` into the pointer (before ``before``)."""
+    recs = [r for r in read_records(env, loc, digest, stage) if before is None or r.when < before]
+    return recs[-1] if recs else None
+
+
+def history(
+    env: Environment, target: Target, stage: str, *, limit: int = 100
+) -> tuple[Location, list[PromotionRecord]]:
+    """The stage pointer's chain of records, newest first, read from the registry alone: the record
+    on the digest the tag names, then the record on its ``previous`` digest older than it, ...
+    Raises NotFoundError when the stage holds no digest for the variant."""
+    loc = stage_location(env, target, stage)
+    client = env.client(loc.registry)
+    assert loc.tag is not None
+    digest = client.try_resolve(loc.repository, loc.tag)
+    if digest is None:
+        raise NotFoundError(f"{loc} does not exist: {target.variant} was never promoted to {stage}")
+    out: list[PromotionRecord] = []
+    before: dt.datetime | None = None
+    cur: str | None = digest
+    while cur is not None and len(out) < limit:
+        rec = current_record(env, loc, cur, stage, before=before)
+        if rec is None:
+            break
+        out.append(rec)
+        before, cur = rec.when, rec.previous
+    return loc, out
+
+
+# ---------------------------------------------------------------------------------------------
+# plan
+
+
+def _source_digest(env: Environment, target: Target, st_from: str, src: Location) -> tuple[str | None, RuleResult]:
+    client = env.client(src.registry)
+    if target.explicit:
+        ref = target.digest or target.tag
+        assert ref is not None
+        digest = client.try_resolve(target.repository, ref)
+        given = f"{target.registry}/{target.repository}{'@' if target.digest else ':'}{ref}"
+        if digest is None:
+            return None, RuleResult("source", False, f"{given} does not exist")
+        if st_from == BUILD_STAGE:
+            return digest, RuleResult("source", True, f"{given} is {digest}")
+        assert src.tag is not None
+        held = client.try_resolve(src.repository, src.tag)
+        if held != digest:
+            return digest, RuleResult(
+                "source",
+                False,
+                f"{digest} is not in stage {st_from} ({src} holds {held or 'nothing'}): promote it there first",
+            )
+        return digest, RuleResult("source", True, f"{given} is what {st_from} holds ({src})")
+    assert src.tag is not None
+    digest = client.try_resolve(src.repository, src.tag)
+    if digest is None:
+        what = "no build pushed the variant tag" if st_from == BUILD_STAGE else f"not promoted to {st_from} yet"
+        return None, RuleResult("source", False, f"{src} does not exist: {what}")
+    return digest, RuleResult("source", True, f"{src} -> {digest}")
+
+
+def plan_promotion(env: Environment, target: Target, stage: str, *, ticket: str | None = None) -> Plan:
+    """Decide (without writing anything) the promotion of ``target`` into ``stage``.
+
+    The decision contains a ``source`` result (the digest exists and, for a stage that takes from
+    another stage, is what that stage holds) followed by the stage's policy rules. Never raises
+    for denied promotions; NotFoundError for an unknown stage; registry errors propagate."""
+    st = env.policy.stage(stage)
+    src = stage_location(env, target, st.source)
+    dst = stage_location(env, target, stage)
+    digest, source_result = _source_digest(env, target, st.source, src)
+    assert dst.tag is not None
+    previous = env.client(dst.registry).try_resolve(dst.repository, dst.tag)
+    if digest is None:
+        decision = Decision(stage, "", False, (source_result,))
+        return Plan(target, stage, st.source, src, None, dst, previous, decision, ticket)
+    places = [src] if src.name == dst.name else [src, dst]
+    evidence = gather_evidence(env, digest, stage, places, ticket=ticket)
+    policy_decision = evaluate(env.policy, stage, evidence, env.now())
+    reasons = (source_result, *policy_decision.reasons)
+    decision = Decision(stage, digest, source_result.passed and policy_decision.allowed, reasons)
+    return Plan(target, stage, st.source, src, digest, dst, previous, decision, ticket)
+
+
+# ---------------------------------------------------------------------------------------------
+# apply
+
+
+def _require_signer(env: Environment, stage: str) -> Signer:
+    if env.signer is None:
+        raise SigningKeyError(
+            "applying a promotion needs a signing key for its promotion/v1 record",
+            hint="pass --key FILE (default: builder.toml `key`)",
+        )
+    return env.signer
+
+
+def _require_promoter(env: Environment, signer: Signer) -> None:
+    if not any(s.match(signer.fingerprint, None) for s in env.policy.promoters):
+        listed = ", ".join(s.name for s in env.policy.promoters) or "none"
+        raise SigningKeyError(
+            f"key {signer.fingerprint[:19]}… is not a promoter in {env.policy.path} (promoters: {listed}); "
+            "records it signs would not be trusted by status, history and rollback",
+            hint="sign with a promoter key (--key) or add its public key to the policy's promoter key set",
+        )
+
+
+def _copy(env: Environment, src: Location, dst: Location, digest: str, stats: CopyStats) -> None:
+    from builder.registry import copy_image
+
+    if src.name == dst.name:
+        return
+    sc, dc = env.client(src.registry), env.client(dst.registry)
+    copy_image(sc, src.repository, digest, dc, dst.repository, stats=stats)
+    copy_evidence(env, src, dst, digest, stats)
+
+
+def copy_evidence(env: Environment, src: Location, dst: Location, digest: str, stats: CopyStats) -> None:
+    """Copy ``.sig``/``.att`` manifests (byte for byte when the destination has none; otherwise
+    every missing layer is appended under the same lock writers use) and referrers (manifest
+    copied, destination fallback index rebuilt with each referrer's ``artifactType``)."""
+    from filelock import FileLock
+
+    from builder.registry import copy_blobs, copy_image
+    from builder.sign import ATT_SUFFIX, SIG_SUFFIX, SignatureLayer, _lock_path, append_layer, signature_tag
+
+    sc, dc = env.client(src.registry), env.client(dst.registry)
+    for suffix in (SIG_SUFFIX, ATT_SUFFIX):
+        tag = signature_tag(digest, suffix)
+        sm = sc.try_get_manifest(src.repository, tag)
+        if sm is None:
+            continue
+        dm = dc.try_get_manifest(dst.repository, tag)
+        if dm is not None and dm.digest == sm.digest:
+            continue
+        copy_blobs(sc, src.repository, dc, dst.repository, sm.blobs, stats)
+        if dm is None:
+            env.lock_dir.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(_lock_path(env.lock_dir, dc.registry, dst.repository, tag)), timeout=env.lock_timeout):
+                if dc.try_get_manifest(dst.repository, tag) is None:
+                    dc.put_manifest(dst.repository, tag, sm.raw, sm.media_type)
+                    stats.manifests += 1
+                    continue
+                dm = dc.try_get_manifest(dst.repository, tag)
+        assert dm is not None
+        have = {(d.digest, d.annotations) for d in dm.layers}
+        for layer in sm.layers:
+            if (layer.digest, layer.annotations) in have:
+                continue
+            blob = sc.get_blob(src.repository, layer.digest)
+            append_layer(
+                dc,
+                dst.repository,
+                digest,
+                suffix,
+                SignatureLayer(layer.media_type, blob, layer.annotation_map),
+                lock_dir=env.lock_dir,
+            )
+            stats.manifests += 1
+    for desc in sc.referrers(src.repository, digest):
+        copy_image(sc, src.repository, desc.digest, dc, dst.repository, stats=stats)
+        if desc.artifact_type:
+            dc.add_referrer_to_fallback_index(dst.repository, digest, desc)
+
+
+def _ledger_row(env: Environment, plan: Plan, rec: PromotionRecord, decision: Decision) -> LedgerRecord:
+    from builder.ledger import LedgerRecord
+
+    who = rec.promoter + (f" {rec.promoter_name}" if rec.promoter_name else "")
+    action = rec.action if rec.allowed else "denied"
+    return LedgerRecord(
+        time=rec.time,
+        action=action,
+        variant=rec.variant,
+        stage=rec.stage,
+        from_stage=rec.from_stage,
+        reference=rec.reference,
+        digest=rec.digest,
+        previous=rec.previous,
+        allowed=rec.allowed,
+        decision=json.dumps(decision.to_json(), sort_keys=True),
+        who=who,
+        ticket=rec.ticket,
+        attestation=rec.layer,
+    )
+
+
+def _reasons(decision: Decision) -> tuple[str, ...]:
+    out: list[str] = []
+
+    def walk(r: RuleResult) -> None:
+        if not r.children:
+            out.append(f"{'pass' if r.passed else 'FAIL'} {r.rule}: {r.reason}")
+        for c in r.children:
+            walk(c)
+
+    for r in decision.reasons:
+        walk(r)
+    return tuple(out)
+
+
+def _record(
+    env: Environment, plan: Plan, signer: Signer, action: str, digest: str, previous: str | None
+) -> PromotionRecord:
+    return PromotionRecord(
+        action=action,
+        variant=plan.target.variant,
+        stage=plan.stage,
+        from_stage=plan.from_stage,
+        reference=str(plan.destination),
+        digest=digest,
+        previous=previous,
+        allowed=plan.decision.allowed,
+        reasons=_reasons(plan.decision),
+        policy=str(env.policy.path),
+        promoter=signer.fingerprint,
+        promoter_name=env.name_of(signer.fingerprint),
+        time=fmt_time(env.now()),
+        ticket=plan.ticket,
+    )
+
+
+def _conflict(loc: Location, expected: str | None, found: str | None, when: str) -> PromotionConflictError:
+    return PromotionConflictError(
+        f"{loc} changed {when}: expected {expected or 'no tag'}, found {found or 'no tag'}; nothing was overwritten",
+        expected=expected,
+        found=found,
+        pointer=str(loc),
+    )
+
+
+def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None = _UNSET) -> Applied:
+    """Apply an allowed plan: copy, write the signed record, move the tag, re-read, ledger row.
+
+    ``expect_previous``: the digest the stage must still hold (default: what the plan saw; pass
+    the digest from a reviewed plan to turn the apply into a compare-and-swap). A denied plan is
+    recorded in the ledger (``denied``) and raises PolicyDeniedError. PromotionConflictError when
+    the pointer moved, the chain forks (the digest it names has no trusted record) or another
+    writer moved it during the write."""
+    t0 = time.perf_counter()
+    signer = _require_signer(env, plan.stage)
+    if plan.digest is None or not plan.decision.allowed:
+        if plan.digest is not None and env.ledger is not None:
+            denied = _record(env, plan, signer, "promote", plan.digest, plan.previous)
+            env.ledger.append(_ledger_row(env, plan, denied, plan.decision))
+        failed = plan.decision.failed()
+        raise PolicyDeniedError(
+            f"promotion of {plan.target.variant} to {plan.stage} denied: "
+            + "; ".join(f"{r.rule}: {r.reason}" for r in failed),
+            reasons=[r.to_json() for r in failed],
+            decision=plan.decision.to_json(),
+        )
+    _require_promoter(env, signer)
+    from builder.attest import attest_image
+    from builder.registry import CopyStats
+
+    digest = plan.digest
+    dst = plan.destination
+    assert dst.tag is not None
+    dc = env.client(dst.registry)
+    expected = plan.previous if expect_previous is _UNSET else expect_previous
+    stats = CopyStats()
+    with _lock(env, dst):
+        current = dc.try_resolve(dst.repository, dst.tag)
+        # current == digest: an interrupted run of this promotion (tag moved, ledger row missing)
+        # or a concurrent promotion of the same digest: completed below if a record says so
+        if current != digest and current != expected:
+            raise _conflict(dst, expected, current, "since the plan was made")
+        if current is not None and current != digest and current_record(env, dst, current, plan.stage) is None:
+            raise PromotionConflictError(
+                f"{dst} names {current}, which has no trusted promotion record: the tag was moved outside "
+                "builder or the previous-digest chain forks; refusing to build on it",
+                found=current,
+                pointer=str(dst),
+                hint="inspect with `builder history`; roll back or re-promote the right digest explicitly",
+            )
+        if current == digest:
+            return _complete(env, plan, t0)
+        _copy(env, plan.source, dst, digest, stats)
+        pending = _pending_record(env, plan, digest, current, signer)
+        if pending is None:
+            rec = _record(env, plan, signer, "promote", digest, current)
+            write = attest_image(
+                dc, dst.repository, digest, PROMOTION_V1, rec.predicate(), signer, lock_dir=env.lock_dir
+            )
+            rec = dataclasses.replace(rec, signer=signer.fingerprint, layer=write.layer_digest)
+        else:
+            rec = pending
+        again = dc.try_resolve(dst.repository, dst.tag)
+        if again != current:
+            raise _conflict(dst, current, again, "while the promotion was being written")
+        manifest = dc.get_manifest(dst.repository, digest)
+        dc.put_manifest(dst.repository, dst.tag, manifest.raw, manifest.media_type)
+        after = dc.resolve(dst.repository, dst.tag)
+        if after != digest:
+            raise _conflict(dst, digest, after, "right after our write (another writer without the lock)")
+        seq = None
+        if env.ledger is not None:
+            seq = env.ledger.append(_ledger_row(env, plan, rec, plan.decision)).seq
+    copied = {
+        "mounted": stats.mounted,
+        "copied": stats.copied,
+        "copied_bytes": stats.copied_bytes,
+        "present": stats.present,
+        "manifests": stats.manifests,
+    }
+    return Applied(plan, rec, time.perf_counter() - t0, False, copied, seq)
+
+
+def _pending_record(
+    env: Environment, plan: Plan, digest: str, previous: str | None, signer: Signer
+) -> PromotionRecord | None:
+    """A record an interrupted run wrote (same pointer, digest, previous, promoter) but whose tag
+    move did not happen: reuse it instead of writing a second one."""
+    for rec in reversed(read_records(env, plan.destination, digest, plan.stage)):
+        if rec.action == "promote" and rec.previous == previous and rec.signer == signer.fingerprint:
+            return rec
+    return None
+
+
+def _complete(env: Environment, plan: Plan, t0: float) -> Applied:
+    assert plan.digest is not None
+    rec = current_record(env, plan.destination, plan.digest, plan.stage)
+    if rec is None:
+        raise PromotionConflictError(
+            f"{plan.destination} already names {plan.digest} but no trusted promotion record says so: "
+            "the tag was moved outside builder",
+            found=plan.digest,
+            pointer=str(plan.destination),
+        )
+    seq = None
+    if env.ledger is not None and rec.layer and not env.ledger.has_attestation(rec.layer):
+        seq = env.ledger.append(_ledger_row(env, plan, rec, plan.decision)).seq
+    return Applied(plan, rec, time.perf_counter() - t0, True, {}, seq)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One target's result in a batch: a plan (dry run), an applied promotion, or an error."""
+
+    target: Target
+    plan: Plan | None = None
+    applied: Applied | None = None
+    error: BuilderError | None = None
+
+    @property
+    def ok(self) -> bool:
+        if self.error is not None:
+            return False
+        return self.applied is not None or (self.plan is not None and self.plan.decision.allowed)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.applied is not None:
+            return self.applied.to_json()
+        out: dict[str, Any] = self.plan.to_json() if self.plan is not None else {"variant": self.target.variant}
+        out["applied"] = False
+        if self.error is not None:
+            out["error"] = self.error.to_json()
+        return out
+
+
+def promote_many(
+    env: Environment,
+    targets: Sequence[Target],
+    stage: str,
+    *,
+    ticket: str | None = None,
+    confirm: bool = False,
+    expect_previous: str | None = _UNSET,
+    workers: int = 8,
+) -> list[Outcome]:
+    """Plan (and with ``confirm`` apply) ``stage`` for each target, one decision each, in parallel
+    (``workers`` threads; registry clients are thread-safe). Errors are per target."""
+
+    def one(t: Target) -> Outcome:
+        plan = None
+        try:
+            plan = plan_promotion(env, t, stage, ticket=ticket)
+            if not confirm:
+                return Outcome(t, plan)
+            return Outcome(t, plan, apply_promotion(env, plan, expect_previous=expect_previous))
+        except BuilderError as exc:
+            return Outcome(t, plan, None, exc)
+
+    if len(targets) <= 1 or workers <= 1:
+        return [one(t) for t in targets]
+    with ThreadPoolExecutor(max_workers=min(workers, len(targets))) as pool:
+        return list(pool.map(one, targets))
+
+
+# ---------------------------------------------------------------------------------------------
+# rollback
+
+
+def rollback(env: Environment, target: Target, stage: str) -> Applied:
+    """Point ``stage`` back at the previous digest named by the current trusted promotion record,
+    if the signer may roll the stage back (the stage's ``rollback.allowed``); writes a
+    ``promotion/v1`` record with ``action: rollback`` and a ledger row. Reads the registry only.
+    Raises PolicyDeniedError (not allowed), NotFoundError (nothing to roll back to),
+    PromotionConflictError (no trusted record / concurrent change)."""
+    from builder.attest import attest_image
+
+    t0 = time.perf_counter()
+    signer = _require_signer(env, stage)
+    st = env.policy.stage(stage)
+    if st.rollback is None:
+        raise PolicyDeniedError(
+            f"stage {stage} has no rollback rule in {env.policy.path}: nobody may roll it back",
+            hint="add `rollback: {allowed: [...]}` to the stage",
+        )
+    who = st.rollback.allows(signer.fingerprint)
+    if who is None:
+        raise PolicyDeniedError(
+            f"key {signer.fingerprint[:19]}… may not roll back {stage} (allowed: "
+            f"{', '.join([a.name for a in st.rollback.approvers] + [s.name for s in st.rollback.keysets])})",
+            reasons=[{"rule": "rollback", "passed": False, "location": st.rollback.location}],
+        )
+    dst = stage_location(env, target, stage)
+    assert dst.tag is not None
+    dc = env.client(dst.registry)
+    with _lock(env, dst):
+        current = dc.try_resolve(dst.repository, dst.tag)
+        if current is None:
+            raise NotFoundError(f"{dst} does not exist: nothing to roll back")
+        rec = current_record(env, dst, current, stage)
+        if rec is None:
+            raise PromotionConflictError(
+                f"{dst} names {current}, which has no trusted promotion record: cannot tell its previous digest",
+                found=current,
+                pointer=str(dst),
+            )
+        if rec.previous is None:
+            raise NotFoundError(f"{dst} has no previous digest: {current} was the first promotion into {stage}")
+        target_digest = rec.previous
+        if dc.try_resolve(dst.repository, target_digest) != target_digest:
+            raise NotFoundError(f"previous digest {target_digest} is no longer in {dst.name}")
+        decision = Decision(
+            stage, target_digest, True, (RuleResult("rollback", True, f"allowed for {who}", st.rollback.location),)
+        )
+        plan = Plan(target, stage, stage, dst, target_digest, dst, current, decision, None)
+        new = _record(env, plan, signer, "rollback", target_digest, current)
+        write = attest_image(
+            dc, dst.repository, target_digest, PROMOTION_V1, new.predicate(), signer, lock_dir=env.lock_dir
+        )
+        new = dataclasses.replace(new, signer=signer.fingerprint, layer=write.layer_digest)
+        again = dc.try_resolve(dst.repository, dst.tag)
+        if again != current:
+            raise _conflict(dst, current, again, "while the rollback was being written")
+        manifest = dc.get_manifest(dst.repository, target_digest)
+        dc.put_manifest(dst.repository, dst.tag, manifest.raw, manifest.media_type)
+        after = dc.resolve(dst.repository, dst.tag)
+        if after != target_digest:
+            raise _conflict(dst, target_digest, after, "right after our write")
+        seq = env.ledger.append(_ledger_row(env, plan, new, decision)).seq if env.ledger is not None else None
+    return Applied(plan, new, time.perf_counter() - t0, False, {}, seq)
+
+
+# ---------------------------------------------------------------------------------------------
+# status and resolve
+
+
+def status(
+    env: Environment, targets: Sequence[Target], stages: Sequence[str] | None = None, *, workers: int = 8
+) -> list[StatusRow]:
+    """Variant x stage: the digest each pointer names, since when (its trusted record), who moved
+    it, and the evidence on it (verified signatures, verified attestation types)."""
+    from builder.sign import verify_image
+
+    names = list(stages or env.policy.stage_names)
+    now = env.now()
+
+    def one(pair: tuple[Target, str]) -> StatusRow:
+        t, stage = pair
+        loc = stage_location(env, t, stage)
+        assert loc.tag is not None
+        client = env.client(loc.registry)
+        try:
+            digest = client.try_resolve(loc.repository, loc.tag)
+            if digest is None:
+                return StatusRow(t.variant, stage, str(loc), None, None, None, None, None)
+            rec = current_record(env, loc, digest, stage)
+            report = verify_image(
+                client, loc.repository, digest, keys=env.keys, verifiers=env.verifiers, require_signature=False
+            )
+        except BuilderError as exc:
+            return StatusRow(t.variant, stage, str(loc), None, None, None, None, None, note=exc.message)
+        sigs = sum(1 for i in report.items if i.kind == "signature" and i.ok)
+        types = tuple(sorted({i.predicate_type or "" for i in report.items if i.kind == "attestation" and i.ok}))
+        if rec is None:
+            return StatusRow(
+                t.variant,
+                stage,
+                str(loc),
+                digest,
+                None,
+                None,
+                None,
+                None,
+                sigs,
+                types,
+                note="no trusted promotion record (moved outside builder?)",
+            )
+        age = (now - rec.when).total_seconds()
+        who = rec.promoter_name or rec.promoter[:19]
+        return StatusRow(t.variant, stage, str(loc), digest, rec.time, age, rec.action, who, sigs, types)
+
+    pairs = [(t, s) for t in targets for s in names]
+    if len(pairs) <= 1 or workers <= 1:
+        return [one(p) for p in pairs]
+    with ThreadPoolExecutor(max_workers=min(workers, len(pairs))) as pool:
+        return list(pool.map(one, pairs))
+
+
+def resolve(
+    env: Environment,
+    target: Target,
+    stage: str,
+    *,
+    cluster: str | None = None,
+    fleet: str | None = None,
+    verify: bool = True,
+) -> str:
+    """``registry/repository@sha256:...`` of the digest ``stage`` holds for ``target`` - never an
+    older one. ``verify``: the digest must carry a trusted promotion record (else
+    PromotionConflictError). With ``cluster`` (+ ``fleet`` file): IncompatibleError naming the
+    cluster and why when the image cannot run there; NotFoundError for an unknown cluster."""
+    loc = stage_location(env, target, stage)
+    assert loc.tag is not None
+    client = env.client(loc.registry)
+    digest = client.try_resolve(loc.repository, loc.tag)
+    if digest is None:
+        raise NotFoundError(
+            f"{target.variant} is not in stage {stage} ({loc} does not exist)",
+            hint=f"promote it: builder promote {target.variant} --to {stage} --confirm",
+        )
+    if verify and current_record(env, loc, digest, stage) is None:
+        raise PromotionConflictError(
+            f"{loc} names {digest} but no trusted promotion record says so (moved outside builder?)",
+            found=digest,
+            pointer=str(loc),
+            hint="check `builder history`; pass --no-verify only if you trust the registry's tag as is",
+        )
+    pinned = loc.pinned(digest)
+    if cluster is not None:
+        if fleet is None:
+            raise NotFoundError(f"--cluster {cluster} needs a fleet file (--fleet FILE)")
+        if env.fleet_checker is None:
+            raise IncompatibleError(f"cannot decide whether {pinned} runs on {cluster}: no compatibility checker")
+        rows = [r for r in env.fleet_checker(client, loc.repository, digest, fleet) if r.cluster == cluster]
+        if not rows:
+            raise NotFoundError(f"cluster {cluster!r} is not in fleet {fleet}")
+        bad = [r for r in rows if r.verdict not in ("ok", "minor-version-compat")]
+        if bad:
+            raise IncompatibleError(
+                f"{pinned} ({stage}) cannot run on cluster {cluster}: {bad[0].verdict}"
+                + (f" - {bad[0].reason}" if bad[0].reason else ""),
+                cluster=cluster,
+                digest=digest,
+                verdict=bad[0].verdict,
+            )
+    return pinned
+
+
+def iter_failed(decision: Decision) -> Iterator[RuleResult]:
+    yield from decision.failed()
+
+
+# ---------------------------------------------------------------------------------------------
+# compatibility with fleets (builder.compat)
+
+
+def compat_fleet_checker() -> FleetChecker:
+    """A FleetChecker backed by ``builder.compat`` (fleet files and verdicts are owned there).
+
+    Reads the image's config (``NVIDIA_REQUIRE_CUDA``/labels) from the registry and asks the
+    compatibility module for one verdict per cluster. Raises NotFoundError for a missing fleet
+    file; a compat module without fleet support raises IncompatibleError (rules then deny)."""
+
+    def check(client: RegistryClient, repository: str, digest: str, fleet: str) -> list[FleetEvidence]:
+        return _check_fleet(client, repository, digest, fleet)
+
+    return check
+
+
+def _check_fleet(client: RegistryClient, repository: str, digest: str, fleet: str) -> list[FleetEvidence]:
+    try:
+        from builder.compat import fleet as compat_fleet
+    except ImportError as exc:
+        raise IncompatibleError(f"fleet compatibility is not available (builder.compat.fleet: {exc})") from exc
+    raise IncompatibleError(f"fleet compatibility for {fleet} is not wired yet ({compat_fleet.__name__})")
