@@ -9,8 +9,10 @@ they do for docker itself.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from builder.errors import EngineCommandError, EngineUnavailableError
@@ -89,3 +91,104 @@ def buildx_version() -> str:
     if isinstance(out, dict):
         return f"buildx {out.get('version', '?')}"
     return str(out).strip()
+
+
+# --------------------------------------------------------------------------------------------
+# Builds (owner: build issue). BuildKit through python-on-whales' `docker buildx build`.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildRequest:
+    """One ``docker buildx build`` that pushes to ``push_ref`` (``registry/repo:tag``).
+
+    ``secrets``: ``(id, source path)`` pairs passed as BuildKit secrets (never build args);
+    ``cache_ref``: registry cache reference (``--cache-from``/``--cache-to type=registry``), or
+    None; ``builder``: a buildx builder name (remote, kubernetes, ...), None = current one;
+    ``provenance``: buildx's own provenance attestation (None = buildx default)."""
+
+    context_dir: Path
+    dockerfile: Path
+    push_ref: str
+    build_args: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    secrets: tuple[tuple[str, Path], ...] = ()
+    platforms: tuple[str, ...] = ()
+    builder: str | None = None
+    cache_ref: str | None = None
+    provenance: bool | None = None
+    no_cache: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    """``digest``: what BuildKit pushed (``containerimage.digest``: an index digest when buildx
+    wrote an index); ``metadata``: buildx's metadata file as JSON."""
+
+    digest: str
+    metadata: dict[str, Any]
+
+
+def build_command(req: BuildRequest) -> list[str]:
+    """The equivalent ``docker buildx build`` command line (for echoing and logs)."""
+    cmd = ["docker", "buildx", "build", "--progress", "plain", "--file", str(req.dockerfile)]
+    if req.builder:
+        cmd += ["--builder", req.builder]
+    for k, v in req.build_args:
+        cmd += ["--build-arg", f"{k}={v}"]
+    for k, v in req.labels:
+        cmd += ["--label", f"{k}={v}"]
+    for sid, src in req.secrets:
+        cmd += ["--secret", f"id={sid},src={src}"]
+    if req.platforms:
+        cmd += ["--platform", ",".join(req.platforms)]
+    if req.cache_ref:
+        cmd += ["--cache-from", f"type=registry,ref={req.cache_ref}"]
+        cmd += ["--cache-to", f"type=registry,ref={req.cache_ref},mode=max"]
+    if req.provenance is not None:
+        cmd.append(f"--provenance={str(req.provenance).lower()}")
+    if req.no_cache:
+        cmd.append("--no-cache")
+    cmd += ["--output", f"type=image,name={req.push_ref},push=true", str(req.context_dir)]
+    return cmd
+
+
+def build_and_push(req: BuildRequest, *, log: Callable[[str], None], metadata_file: Path) -> BuildResult:
+    """Run the build, streaming every log line to ``log``; push to ``req.push_ref``.
+
+    Returns the pushed digest from buildx's metadata file. Raises EngineUnavailableError (no
+    daemon: exit 3) or EngineCommandError (the build failed: exit 4, stderr tail in the message)."""
+    import json
+
+    def run() -> None:
+        stream: Any = client().buildx.build(
+            str(req.context_dir),
+            file=str(req.dockerfile),
+            build_args=dict(req.build_args),
+            labels=dict(req.labels),
+            secrets=[f"id={sid},src={src}" for sid, src in req.secrets],
+            platforms=list(req.platforms) or None,
+            builder=req.builder,
+            cache_from={"type": "registry", "ref": req.cache_ref} if req.cache_ref else None,
+            cache_to={"type": "registry", "ref": req.cache_ref, "mode": "max"} if req.cache_ref else None,
+            provenance=req.provenance,
+            cache=not req.no_cache,
+            output={"type": "image", "name": req.push_ref, "push": "true"},
+            metadata_file=str(metadata_file),
+            progress="plain",
+            stream_logs=True,
+        )
+        for line in stream:
+            log(line if isinstance(line, str) else str(line))
+
+    call(run)
+    try:
+        metadata = json.loads(metadata_file.read_text())
+        digest = str(metadata["containerimage.digest"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise EngineCommandError(
+            f"buildx finished but wrote no image digest to {metadata_file}: {exc}",
+            command=build_command(req),
+            hint="upgrade buildx (>= 0.10 writes containerimage.digest)",
+        ) from exc
+    return BuildResult(digest=digest, metadata=metadata)

@@ -1,0 +1,343 @@
+"""``builder build`` and ``builder bases``: thin Click layer over ``builder.build``.
+
+Docs: docs/build.md. Exit codes: 0 all built or up to date; 14 some variant failed (the summary
+lists each with its log); 3 engine unavailable; 5 registry unavailable; 6 registry refused our
+credentials; 13 unpinned bases/locks; 15 a content tag already holds another digest.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from builder.cli._common import app_context, console, emit, json_option
+
+if TYPE_CHECKING:
+    from builder.config import Config
+    from builder.registry import DockerCredentials, RegistryClient
+
+
+def docker_credentials(docker_config: Path | None) -> DockerCredentials:
+    """Credentials as the Docker CLI finds them: ``--docker-config``, else ``$DOCKER_CONFIG``,
+    else ``~/.docker`` (``config.json`` inside a directory)."""
+    from builder.registry import DockerCredentials
+
+    path = docker_config or Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    return DockerCredentials.from_file(path)
+
+
+def _client_factory(cfg: Config, creds: DockerCredentials) -> Any:
+    from builder.registry import client_for
+
+    cache: dict[str, RegistryClient] = {}
+
+    def make(registry: str) -> RegistryClient:
+        return client_for(registry, insecure=cfg.is_insecure, auth=creds, cache=cache)
+
+    return make
+
+
+_docker_config_option = click.option(
+    "--docker-config",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Docker config file or directory with registry credentials (default: $DOCKER_CONFIG or ~/.docker).",
+)
+
+
+@click.command()
+@click.option(
+    "--matrix",
+    "matrices",
+    multiple=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Matrix file (repeatable; default: every file in matrices_dir).",
+)
+@click.option("--select", "globs", multiple=True, metavar="GLOB", help="Only variants whose id matches (repeatable).")
+@click.option("--shard", default=None, metavar="I/N", help="Build only shard I of N (CI fan-out).")
+@click.option(
+    "--changed-since",
+    default=None,
+    metavar="GIT_REF",
+    help="Only variants whose content hash differs from the renders at GIT_REF.",
+)
+@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Parallel builds (default: builder.toml).")
+@click.option(
+    "--builder",
+    "buildx_builder",
+    default=None,
+    metavar="NAME",
+    help="buildx builder to use (remote, kubernetes, ...); default: the current one.",
+)
+@click.option("--platform", "platforms", multiple=True, help="Override the variants' platform (repeatable).")
+@click.option(
+    "--cache/--no-registry-cache",
+    "registry_cache",
+    default=False,
+    help="Use a registry build cache (<repo>:buildcache-<variant>) via --cache-from/--cache-to.",
+)
+@click.option("--no-cache", is_flag=True, help="Do not use BuildKit's cache at all.")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Build even when the content tag exists (the tag stays write-once: a different digest fails).",
+)
+@click.option("--allow-unpinned", is_flag=True, help="Build variants whose base or lock is not pinned (throwaway).")
+@click.option(
+    "--ca-bundle",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="CA bundle passed as BuildKit secret `ca_bundle` (default: /etc/ssl/certs/ca-certificates.crt).",
+)
+@click.option("--no-ca-bundle", is_flag=True, help="Do not pass a CA bundle secret.")
+@click.option("--secret", "secrets", multiple=True, metavar="id=ID,src=PATH", help="Extra BuildKit secret.")
+@click.option(
+    "--source-date-epoch",
+    type=int,
+    default=None,
+    help="SOURCE_DATE_EPOCH for the build (default: $SOURCE_DATE_EPOCH, else the HEAD commit time).",
+)
+@click.option("--sign/--no-sign", default=False, help="Sign each pushed image and attach its SLSA provenance.")
+@click.option(
+    "--key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Signing key (default: builder.toml `key`).",
+)
+@click.option("--dry-run", is_flag=True, help="Show the plan (what would be built) and stop.")
+@_docker_config_option
+@json_option
+def build(
+    matrices: tuple[Path, ...],
+    globs: tuple[str, ...],
+    shard: str | None,
+    changed_since: str | None,
+    workers: int | None,
+    buildx_builder: str | None,
+    platforms: tuple[str, ...],
+    registry_cache: bool,
+    no_cache: bool,
+    rebuild: bool,
+    allow_unpinned: bool,
+    ca_bundle: Path | None,
+    no_ca_bundle: bool,
+    secrets: tuple[str, ...],
+    source_date_epoch: int | None,
+    sign: bool,
+    key: Path | None,
+    dry_run: bool,
+    docker_config: Path | None,
+) -> None:
+    """Build and push variants under write-once content tags; existing tags are not rebuilt.
+
+    \b
+    Each image is pushed, verified complete in the registry, then tagged
+    <variant-id>-<hash12> (write-once) and <variant-id> (moving).
+    Examples:
+      builder build                              everything that changed
+      builder build --select 'jax*' --workers 4
+      builder build --changed-since origin/main --shard 1/4 --json
+    """
+    from builder import build as core
+    from builder.errors import BuildFailedError, ConfigError
+
+    app = app_context()
+    cfg = app.config
+    con = console()
+    rendered: list[Any] = list(core.render_matrices(cfg, matrices))
+    rendered = core.select(rendered, globs)
+    if changed_since:
+        before = core.render_at_ref(cfg, changed_since, matrices)
+        rendered = core.changed_variants(rendered, before)
+    if shard:
+        i, n = core.parse_shard(shard)
+        rendered = core.shard(rendered, i, n)
+    secret_pairs = [] if no_ca_bundle else list(core.default_secrets(ca_bundle or core.DEFAULT_CA_BUNDLE))
+    if ca_bundle and not no_ca_bundle and not ca_bundle.is_file():
+        raise ConfigError(f"--ca-bundle {ca_bundle} does not exist")
+    for s in secrets:
+        parts = dict(p.split("=", 1) for p in s.split(",") if "=" in p)
+        if "id" not in parts or "src" not in parts:
+            raise ConfigError(f"--secret {s!r}: expected id=ID,src=PATH")
+        secret_pairs.append((parts["id"], Path(parts["src"])))
+    if source_date_epoch is None:
+        env_epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+        source_date_epoch = int(env_epoch) if env_epoch.isdigit() else core.git_commit_time(cfg.root)
+    options = core.BuildOptions(
+        registry=cfg.registry,
+        state_dir=cfg.state_dir,
+        workers=workers or cfg.workers,
+        builder=buildx_builder,
+        platforms=platforms,
+        cache=registry_cache,
+        secrets=tuple(secret_pairs),
+        source_date_epoch=source_date_epoch,
+        allow_unpinned=allow_unpinned,
+        rebuild=rebuild,
+        no_cache=no_cache,
+    )
+    creds = docker_credentials(docker_config)
+    client = _client_factory(cfg, creds)(cfg.registry)
+
+    if dry_run:
+        core.check_tags(rendered)
+        core.check_pinned(rendered, allow_unpinned=allow_unpinned)
+        plan = core.plan_builds(
+            rendered, core.lookup_content_tags(client, rendered), registry=cfg.registry, rebuild=rebuild
+        )
+        emit({"plan": [p.to_json() for p in plan]}, lambda: _print_plan(plan))
+        return
+
+    on_built = _signing_hook(cfg, key, client, options, secret_pairs) if sign else None
+
+    def progress(variant: str, event: str, detail: str) -> None:
+        if app.json_output and event not in ("failed",):
+            return
+        style = {"built": "green", "up-to-date": "dim", "failed": "red", "building": "cyan", "pushed": "blue"}
+        con.print(f"[{style.get(event, 'white')}]{event:>10}[/] {variant}  [dim]{detail}[/]", highlight=False)
+
+    if not rendered:
+        emit(
+            {"ok": True, "seconds": 0.0, "counts": {"built": 0, "up-to-date": 0, "failed": 0}, "images": []},
+            "nothing to build (no variant selected)",
+        )
+        return
+    run = core.build_variants(rendered, options, client=client, on_built=on_built, on_progress=progress)
+    if run.failed:
+        if not app.json_output:
+            _print_summary(run)
+        raise BuildFailedError(
+            f"{len(run.failed)} of {len(run.results)} variant(s) failed: "
+            + ", ".join(f"{b.variant_id} (log {b.log_path})" for b in run.failed),
+            failed=[core.built_json(b) for b in run.failed],
+            summary=run.to_json(),
+        )
+    emit(run.to_json(), lambda: _print_summary(run))
+
+
+def _signing_hook(cfg: Config, key: Path | None, client: RegistryClient, options: Any, secrets: list[Any]) -> Any:
+    """``on_built`` hook: sign the digest and attach the SLSA provenance (builder.sign)."""
+    import datetime as dt
+    import importlib.util
+
+    from builder.errors import ConfigError
+
+    if importlib.util.find_spec("builder.sign") is None:
+        raise ConfigError("--sign: signing is not available in this installation (builder.sign missing)")
+    from builder.build import git_commit
+    from builder.provenance import provenance_predicate
+    from builder.sign import load_signer, sign_and_attest_build
+
+    password = cfg.key_password if cfg.key_password is not None else os.environ.get("COSIGN_PASSWORD")
+    signer = load_signer(key or cfg.key_path, password)
+    commit = git_commit(cfg.root)
+
+    def hook(built: Any, rendered: Any) -> None:
+        predicate = provenance_predicate(
+            rendered,
+            built,
+            git_commit=commit,
+            buildx_builder=options.builder,
+            secret_ids=[s[0] for s in secrets],
+            source_date_epoch=options.source_date_epoch,
+            finished=dt.datetime.now(dt.UTC),
+        )
+        repo = built.reference.split("/", 1)[1]
+        sign_and_attest_build(client, repo, built.digest, signer, predicate, lock_dir=cfg.state_dir / "locks")
+
+    return hook
+
+
+def _print_plan(plan: Any) -> None:
+    from rich.table import Table
+
+    t = Table(title="build plan", show_lines=False)
+    for col in ("variant", "action", "content tag", "existing digest"):
+        t.add_column(col)
+    for p in plan:
+        t.add_row(p.variant_id, p.action, p.content_tag, (p.existing_digest or "")[:19])
+    console().print(t)
+
+
+def _print_summary(run: Any) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"build summary ({run.seconds:.1f} s)")
+    for col in ("variant", "status", "digest", "time", "log"):
+        t.add_column(col, overflow="fold")
+    colors = {"built": "green", "up-to-date": "dim", "failed": "red"}
+    for b in run.results:
+        t.add_row(
+            b.variant_id,
+            f"[{colors[b.status]}]{b.status}[/]",
+            b.digest[:19] if b.digest else (b.error or "")[:80],
+            f"{b.seconds:.1f}s" if b.status != "up-to-date" else "",
+            b.log_path or "",
+        )
+    console().print(t)
+
+
+@click.group()
+def bases() -> None:
+    """Pin base images: resolve their tags to digests in the committed bases.lock.json."""
+
+
+@bases.command("update")
+@click.option(
+    "--matrix",
+    "matrices",
+    multiple=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Matrix file (repeatable; default: every file in matrices_dir).",
+)
+@click.option("--check", is_flag=True, help="Do not write; exit 12 when the lock is out of date.")
+@_docker_config_option
+@json_option
+def bases_update(matrices: tuple[Path, ...], check: bool, docker_config: Path | None) -> None:
+    """Resolve every upstream base tag of the matrices to a digest and write bases.lock.json,
+    showing what changed, including a changed NVIDIA_REQUIRE_CUDA or CUDA_VERSION."""
+    from builder.build import update_bases
+    from builder.errors import RenderStaleError
+    from builder.matrix import load_matrices, matrix_paths
+    from builder.render import load_bases, upstream_references
+
+    cfg = app_context().config
+    bases_res = load_bases(cfg.bases_lock, cfg.mirror_record, cfg.mirror_map)
+    loaded = load_matrices(matrix_paths(cfg.matrices_dir, matrices))
+    refs = upstream_references([v for m in loaded for v in m.variants])
+    changes = update_bases(
+        refs,
+        cfg.bases_lock,
+        resolve_client=_client_factory(cfg, docker_credentials(docker_config)),
+        default_registry=cfg.registry,
+        map_reference=bases_res.map_reference,
+        write=not check,
+    )
+    changed = [c for c in changes if c.changed]
+    payload = {"lock": str(cfg.bases_lock), "written": not check, "bases": [c.to_json() for c in changes]}
+
+    def human() -> None:
+        con = console()
+        if not changes:
+            con.print("no upstream base images in the matrices")
+        for c in changes:
+            if not c.changed:
+                con.print(f"[dim]unchanged[/] {c.reference} {c.new_digest[:19]}")
+                continue
+            old = c.old_digest[:19] if c.old_digest else "(not pinned)"
+            con.print(f"[yellow]changed[/]   {c.reference}: {old} -> {c.new_digest[:19]}")
+            for k, (o, n) in c.fact_changes.items():
+                con.print(f"          [bold red]{k}[/] {o!r} -> {n!r}")
+        con.print(f"{'checked' if check else 'wrote'} {cfg.bases_lock}")
+
+    if check and changed:
+        human()
+        raise RenderStaleError(
+            f"{cfg.bases_lock} is out of date for {len(changed)} base(s): " + ", ".join(c.reference for c in changed),
+            hint="run `builder bases update` and commit bases.lock.json",
+            bases=[c.to_json() for c in changed],
+        )
+    emit(payload, human)
