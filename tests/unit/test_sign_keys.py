@@ -142,3 +142,21 @@ def test_secretbox_known_answer() -> None:
     )
     assert keys.secretbox_seal(message, nonce, key).hex() == expected
     assert keys.secretbox_open(bytes.fromhex(expected), nonce, key) == message
+
+
+def test_builder_key_uses_strong_pbkdf2(tmp_path: Path) -> None:
+    import base64
+
+    key_path, _, _ = keys.generate_key_pair(tmp_path, "pw")
+    body = key_path.read_text().split("-----")[2]
+    der = base64.b64decode("".join(body.split()))
+    # PBES2 / PBKDF2 OIDs, 600,000 iterations (0x0927c0), hmacWithSHA256, AES-256-CBC
+    for part in (
+        keys._der_oid("1.2.840.113549.1.5.13"),
+        keys._der_oid("1.2.840.113549.1.5.12"),
+        bytes.fromhex("02030927c0"),
+        keys._der_oid("1.2.840.113549.2.9"),
+        keys._der_oid("2.16.840.1.101.3.4.1.42"),
+    ):
+        assert part in der
+    assert keys.PBKDF2_ITERATIONS == 600_000
