@@ -70,6 +70,7 @@ from builder.sign import (
     confirm_digest,
     read_layers,
     simple_signing_payload,
+    verifiers_for,
     verify_signature_layer,
 )
 
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
     from sigstore.models import Bundle, ClientTrustConfig, TrustedRoot
     from sigstore.oidc import IdentityToken
 
+    from builder.keys import PublicKey
     from builder.registry import Descriptor, RegistryClient
 
 BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -113,6 +115,7 @@ __all__ = [
     "keyless_sign_image",
     "load_trust_config",
     "load_trusted_root",
+    "policies_from_options",
     "verify_keyless",
 ]
 
@@ -174,6 +177,16 @@ class IdentityPolicy:
                 continue
             return True
         return False
+
+
+def policies_from_options(
+    identities: Sequence[str], identity_regexps: Sequence[str], issuer: str | None, issuer_regexp: str | None
+) -> list[IdentityPolicy]:
+    """``--identity`` / ``--identity-regexp`` (repeatable) with one ``--issuer`` or ``--issuer-regexp``:
+    one policy per identity; any may match. Raises ConfigError (validated)."""
+    out = [IdentityPolicy(identity=i, issuer=issuer, issuer_regexp=issuer_regexp) for i in identities]
+    out += [IdentityPolicy(identity_regexp=r, issuer=issuer, issuer_regexp=issuer_regexp) for r in identity_regexps]
+    return [p.validate() for p in out]
 
 
 def github_workflow_identity(repository: str, workflow: str, ref: str = "refs/heads/main") -> IdentityPolicy:
@@ -899,6 +912,7 @@ def verify_keyless(
     require_signature: bool = True,
     tag: str | None = None,
     reference: str | None = None,
+    keys: Sequence[PublicKey] = (),
 ) -> VerificationReport:
     """Verify the keyless material of ``repository@digest`` offline against ``trusted_root``.
 
@@ -906,38 +920,40 @@ def verify_keyless(
     :class:`KeylessLayerVerifier`) and every Sigstore bundle referrer; each item says who signed
     (SAN + issuer), when (Rekor integrated time) and why a failed one failed. Requirements: the digest
     resolves (and ``tag`` still points at it); a valid signature when ``require_signature``; a valid
-    attestation per ``predicate_types``. Key-pair layers (no certificate) are skipped here: verify them
-    with ``builder.sign.verify_image``. Never raises for bad content; registry errors propagate.
+    attestation per ``predicate_types``. Key-pair layers (no certificate) are checked too when ``keys``
+    (trusted public keys) are given, else skipped. Never raises for bad content; registry errors propagate.
     """
     from builder.attest import verify_attestation_layer
 
     policies = tuple(p.validate() for p in identities)
     ref = reference or f"{client.registry}/{repository}@{digest}"
     problems = confirm_digest(client, repository, digest, tag)
-    if not policies:
-        problems.append("no identity given to verify keyless signatures with")
-    verifier = KeylessLayerVerifier(trusted_root, policies)
+    if not policies and not keys:
+        problems.append("no identity (or key) given to verify with")
+    verifiers = verifiers_for(keys, [KeylessLayerVerifier(trusted_root, policies)])
+
+    def wanted(d: Mapping[str, Any]) -> bool:
+        return bool(keys) or bool((d.get("annotations") or {}).get(CERTIFICATE_ANNOTATION))
+
     items: list[VerifiedItem] = []
     sig_tag, sig_layers = read_layers(client, repository, digest, SIG_SUFFIX)
     for d in sig_layers:
-        if (d.get("annotations") or {}).get(CERTIFICATE_ANNOTATION):
-            items.append(verify_signature_layer(client, repository, digest, d, [verifier], tag=sig_tag))
+        if wanted(d):
+            items.append(verify_signature_layer(client, repository, digest, d, verifiers, tag=sig_tag))
     att_tag, att_layers = read_layers(client, repository, digest, ATT_SUFFIX)
     for d in att_layers:
-        if (d.get("annotations") or {}).get(CERTIFICATE_ANNOTATION):
-            items.append(verify_attestation_layer(client, repository, digest, d, [verifier], tag=att_tag))
+        if wanted(d):
+            items.append(verify_attestation_layer(client, repository, digest, d, verifiers, tag=att_tag))
     items.extend(_referrer_items(client, repository, digest, trusted_root, policies))
     if require_signature:
         sigs = [i for i in items if i.kind == "signature"]
         if not sigs:
-            problems.append(f"no keyless signatures found for {digest}")
+            problems.append(f"no signatures found for {digest} (legacy tag or bundle referrer)")
         elif not any(i.ok for i in sigs):
-            problems.append(f"none of the {len(sigs)} keyless signature(s) is valid")
+            problems.append(f"none of the {len(sigs)} signature(s) is valid")
     for ptype in predicate_types:
         atts = [i for i in items if i.kind == "attestation"]
         if not any(i.ok and i.predicate_type == ptype for i in atts):
             found = sorted({f"{i.predicate_type} ({'valid' if i.ok else 'invalid'})" for i in atts})
-            problems.append(
-                f"no valid keyless attestation of type {ptype}" + (f"; found: {', '.join(found)}" if found else "")
-            )
+            problems.append(f"no valid attestation of type {ptype}" + (f"; found: {', '.join(found)}" if found else ""))
     return VerificationReport(ref, repository, digest, tuple(items), tuple(problems), tuple(predicate_types), tag)

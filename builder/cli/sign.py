@@ -128,12 +128,30 @@ def _signer(key: Path | None) -> Any:
 @click.command()
 @click.argument("reference")
 @click.option("--key", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Private key file.")
+@click.option("--keyless", "keyless_", is_flag=True, help="Sign keylessly with Sigstore (OIDC -> Fulcio, Rekor).")
+@click.option(
+    "--oidc-token",
+    envvar="BUILDER_OIDC_TOKEN",
+    default=None,
+    help="OIDC identity token for --keyless (default: the ambient CI token, e.g. GitHub Actions id-token).",
+)
+@click.option(
+    "--trust-config",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Sigstore client trust config JSON of a private instance for --keyless (default: public-good).",
+)
 @json_option
-def sign(reference: str, key: Path | None) -> None:
-    """Sign the digest REFERENCE resolves to (writes sha256-<hex>.sig, cosign format)."""
+def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | None, trust_config: Path | None) -> None:
+    """Sign the digest REFERENCE resolves to (writes sha256-<hex>.sig, cosign format).
+
+    With --keyless also a Sigstore bundle referrer (docs/keyless.md)."""
     from builder.sign import sign_image
 
     cfg = app_context().config
+    if keyless_:
+        _keyless_write(reference, oidc_token, trust_config)
+        return
     signer = _signer(key)
     ref, client, digest = _resolve(cfg, reference)
     result = sign_image(client, ref.repository, digest, signer, lock_dir=cfg.state_dir / "locks")
@@ -154,8 +172,29 @@ def sign(reference: str, key: Path | None) -> None:
     required=True,
     help="JSON file holding the predicate (an object).",
 )
+@click.option("--keyless", "keyless_", is_flag=True, help="Sign keylessly with Sigstore (OIDC -> Fulcio, Rekor).")
+@click.option(
+    "--oidc-token",
+    envvar="BUILDER_OIDC_TOKEN",
+    default=None,
+    help="OIDC identity token for --keyless (default: the ambient CI token, e.g. GitHub Actions id-token).",
+)
+@click.option(
+    "--trust-config",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Sigstore client trust config JSON of a private instance for --keyless (default: public-good).",
+)
 @json_option
-def attest(reference: str, key: Path | None, predicate_type: str, predicate: Path) -> None:
+def attest(
+    reference: str,
+    key: Path | None,
+    predicate_type: str,
+    predicate: Path,
+    keyless_: bool,
+    oidc_token: str | None,
+    trust_config: Path | None,
+) -> None:
     """Attach a signed in-toto v1 attestation to the digest REFERENCE resolves to (sha256-<hex>.att)."""
     import json
 
@@ -169,6 +208,9 @@ def attest(reference: str, key: Path | None, predicate_type: str, predicate: Pat
         raise ConfigError(f"--predicate {predicate}: not readable JSON ({exc})") from exc
     if not isinstance(body, dict):
         raise ConfigError(f"--predicate {predicate}: the predicate must be a JSON object")
+    if keyless_:
+        _keyless_write(reference, oidc_token, trust_config, predicate_type, body)
+        return
     signer = _signer(key)
     ref, client, digest = _resolve(cfg, reference)
     result = attest_image(
@@ -192,9 +234,29 @@ def attest(reference: str, key: Path | None, predicate_type: str, predicate: Pat
 )
 @click.option("--attestation", "predicate_types", multiple=True, help="Require a valid attestation of this type.")
 @click.option("--attestations-only", is_flag=True, help="Do not require a signature (only the --attestation types).")
+@click.option("--identity", "identities", multiple=True, help="Keyless: allowed signer identity (exact; repeatable).")
+@click.option(
+    "--identity-regexp", "identity_regexps", multiple=True, help="Keyless: allowed identity pattern (full match)."
+)
+@click.option("--issuer", default=None, help="Keyless: required OIDC issuer (exact).")
+@click.option("--issuer-regexp", default=None, help="Keyless: required OIDC issuer pattern (full match).")
+@click.option(
+    "--trust-config",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Keyless: pinned trusted_root.json or client trust config (default: public-good, offline copy).",
+)
 @json_option
 def verify(
-    reference: str, key_files: tuple[Path, ...], predicate_types: tuple[str, ...], attestations_only: bool
+    reference: str,
+    key_files: tuple[Path, ...],
+    predicate_types: tuple[str, ...],
+    attestations_only: bool,
+    identities: tuple[str, ...],
+    identity_regexps: tuple[str, ...],
+    issuer: str | None,
+    issuer_regexp: str | None,
+    trust_config: Path | None,
 ) -> None:
     """Verify the signatures and attestations of REFERENCE (tag, digest, or tag@digest).
 
@@ -208,24 +270,44 @@ def verify(
     from builder.sign import load_public_keys, verify_image
 
     cfg = app_context().config
-    if not key_files:
-        raise ConfigError("verify needs at least one --key PUBLIC_KEY", hint="pass the builder.pub / cosign.pub file")
+    keyless_wanted = bool(identities or identity_regexps)
+    if not key_files and not keyless_wanted:
+        raise ConfigError(
+            "verify needs at least one --key PUBLIC_KEY or --identity/--identity-regexp with --issuer",
+            hint="pass the builder.pub / cosign.pub file, or the keyless signer's identity and issuer",
+        )
     if attestations_only and not predicate_types:
         raise ConfigError("--attestations-only needs at least one --attestation TYPE")
     keys_ = load_public_keys(list(key_files))
     ref = parse_reference(reference, cfg.registry)
     client = _client(cfg, ref.registry)
     digest = ref.digest or client.resolve(ref.repository, ref.ref)
-    report = verify_image(
-        client,
-        ref.repository,
-        digest,
-        keys=keys_,
-        predicate_types=predicate_types,
-        require_signature=not attestations_only,
-        tag=ref.tag if ref.digest else None,
-        reference=reference,
-    )
+    if keyless_wanted:
+        from builder import keyless
+
+        report = keyless.verify_keyless(
+            client,
+            ref.repository,
+            digest,
+            trusted_root=keyless.load_trusted_root(trust_config),
+            identities=keyless.policies_from_options(identities, identity_regexps, issuer, issuer_regexp),
+            keys=keys_,
+            predicate_types=predicate_types,
+            require_signature=not attestations_only,
+            tag=ref.tag if ref.digest else None,
+            reference=reference,
+        )
+    else:
+        report = verify_image(
+            client,
+            ref.repository,
+            digest,
+            keys=keys_,
+            predicate_types=predicate_types,
+            require_signature=not attestations_only,
+            tag=ref.tag if ref.digest else None,
+            reference=reference,
+        )
     names = {k.fingerprint: Path(k.source).name for k in keys_}
 
     def human() -> None:
@@ -267,3 +349,44 @@ def verify(
         report.raise_for_failure()  # one JSON document: the error, with every item in details
     emit(report.to_json(), human)
     report.raise_for_failure()
+
+
+def _keyless_write(
+    reference: str,
+    oidc_token: str | None,
+    trust_config: Path | None,
+    predicate_type: str | None = None,
+    predicate: dict[str, Any] | None = None,
+) -> None:
+    """``sign --keyless`` / ``attest --keyless``: token (explicit or ambient), trust config, one core call."""
+    from builder import keyless
+
+    cfg = app_context().config
+    token = keyless.identity_token(oidc_token) if oidc_token else keyless.ambient_identity_token()
+    tc = keyless.load_trust_config(trust_config)
+    ref, client, digest = _resolve(cfg, reference)
+    lock_dir = cfg.state_dir / "locks"
+    if predicate_type is None:
+        result = keyless.keyless_sign_image(
+            client, ref.repository, digest, identity_token=token, trust_config=tc, lock_dir=lock_dir
+        )
+        what = "signed keylessly"
+    else:
+        result = keyless.keyless_attest_image(
+            client,
+            ref.repository,
+            digest,
+            predicate_type=predicate_type,
+            predicate=predicate or {},
+            identity_token=token,
+            trust_config=tc,
+            lock_dir=lock_dir,
+        )
+        what = f"attested keylessly ({predicate_type})"
+    legacy = result.legacy.tag if result.legacy else "-"
+    bundle = result.referrer.manifest_digest if result.referrer else "-"
+    emit(
+        {"reference": reference, "digest": digest, **result.to_json()},
+        f"[green]{what}[/] {ref.name}@{digest}\n  identity {result.identity} (issuer {result.issuer})\n"
+        f"  legacy {legacy}\n  bundle referrer {bundle}\n  Rekor log index {', '.join(map(str, result.log_indexes))}",
+    )

@@ -449,7 +449,7 @@ def test_tampered_attestation_refused(sigstore: Sigstore, image: Image, tmp_path
     report = _verify(sigstore, image, [sigstore.policy()])
     att = next(i for i in report.items if i.kind == "attestation")
     assert not att.ok and att.reason
-    assert any(f"no valid keyless attestation of type {SLSA_PROVENANCE_V1}" in p for p in report.problems)
+    assert any(f"no valid attestation of type {SLSA_PROVENANCE_V1}" in p for p in report.problems)
     r = _cosign(
         cosign_bin, sigstore, "verify-attestation", "--type", SLSA_PROVENANCE_V1, *_identity_flags(sigstore), image.ref
     )
@@ -483,3 +483,67 @@ def test_tampered_bundle_referrer_refused(sigstore: Sigstore, image: Image, tmp_
     att = next(i for i in report.items if i.kind == "attestation")
     assert not att.ok and "Sigstore verification failed" in att.reason
     assert not report.ok
+
+
+# ----------------------------------------------------------------------------------------------------
+# the CLI
+
+
+def test_cli_keyless_sign_attest_verify(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    from tests.integration.test_sign import run_cli
+
+    token = sigstore.instance.token(job_workflow_ref=WORKFLOW_REF)
+    predicate = tmp_path / "provenance.json"
+    predicate.write_text(json.dumps(PREDICATE))
+    registry = image.client.registry
+    tc = str(sigstore.trust.trust_config)
+    r = run_cli(
+        ["--json", "sign", image.ref, "--keyless", "--trust-config", tc], tmp_path, registry, BUILDER_OIDC_TOKEN=token
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["identity"] == IDENTITY and out["legacy"]["appended"] and out["referrer"]["fallback_index"]
+    r = run_cli(
+        [
+            "attest",
+            image.ref,
+            "--keyless",
+            "--oidc-token",
+            token,
+            "--trust-config",
+            tc,
+            "--predicate-type",
+            SLSA_PROVENANCE_V1,
+            "--predicate",
+            str(predicate),
+        ],
+        tmp_path,
+        registry,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "attested keylessly" in r.stderr
+    verify = [
+        "verify",
+        image.ref,
+        "--issuer",
+        sigstore.issuer,
+        "--trust-config",
+        str(sigstore.trust.trusted_root),
+        "--attestation",
+        SLSA_PROVENANCE_V1,
+    ]
+    r = run_cli(["--json", *verify, "--identity", IDENTITY], tmp_path, registry)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["ok"] and len(report["items"]) == 4
+    r = run_cli(
+        [*verify, "--identity-regexp", r"https://github\.com/builder-org/builder/.*@refs/heads/main"],
+        tmp_path,
+        registry,
+    )
+    assert r.returncode == 0 and "VERIFIED" in r.stderr, r.stderr
+    r = run_cli(["--json", *verify, "--identity", IDENTITY + "-other"], tmp_path, registry)
+    assert r.returncode == 18
+    err = json.loads(r.stdout)["error"]
+    reasons = [i["reason"] for i in err["details"]["items"]]
+    assert reasons and all("which no allowed identity matches" in x for x in reasons)
