@@ -394,25 +394,113 @@ def load_matrix(path: Path, *, bases: BaseResolution | None = None) -> Matrix:
     lines = _Lines(raw)
     file = str(path)
     problems: list[Problem] = []
+    index_map: dict[tuple[str | int, ...], list[int]] = {}
+
+    def original(field_path: Sequence[str | int]) -> tuple[str | int, ...]:
+        """A path into the pruned document -> the same node's path in the file."""
+        out: list[str | int] = []
+        for part in field_path:
+            prefix = tuple(out)
+            if isinstance(part, int) and prefix in index_map and 0 <= part < len(index_map[prefix]):
+                part = index_map[prefix][part]
+            out.append(part)
+        return tuple(out)
 
     def add(field_path: Sequence[str | int], message: str) -> None:
-        problems.append(Problem(file, lines.line(field_path), _field_name(field_path), message))
+        orig = original(field_path)
+        problems.append(Problem(file, lines.line(orig), _field_name(orig), message))
 
     if not isinstance(raw, Mapping):
         add((), "a matrix must be a YAML mapping (family, repository, axes, base, ...)")
         _raise(path, problems)
-    try:
-        spec = MatrixSpec.model_validate(raw)
-    except ValidationError as exc:
-        for err in exc.errors():
-            loc = [p for p in err["loc"] if not (isinstance(p, str) and p in ("str", "list[str]"))]
-            add(loc, err["msg"])
+    spec = _validate(raw, add, index_map)
+    if spec is None:
         _raise(path, problems)
+        raise AssertionError("unreachable")
 
     variants = _expand(spec, path, add, bases)
     if problems:
         _raise(path, problems)
     return Matrix(name=path.stem, path=path, family=spec.family, repository=spec.repository, variants=variants)
+
+
+_FRIENDLY = {
+    "repository": "must be lower-case path components (a-z, 0-9, '.', '_', '-') separated by '/', e.g. ml/pytorch",
+    "family": "must be a lower-case name (a-z, 0-9, '_', '-') of a directory in images/",
+    "name": "must be a lower-case name such as torch, jax, tensorflow or none",
+}
+
+
+def _plain(node: Any) -> Any:
+    if isinstance(node, Mapping):
+        return {k: _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    return node
+
+
+def _validate(raw: Mapping[str, Any], add: Any, index_map: dict[tuple[str | int, ...], list[int]]) -> MatrixSpec | None:
+    """Schema-validate; report every schema error, then drop the offending list items / keys and
+    validate again so the semantic checks still run on the rest (all problems in one pass).
+    ``index_map`` records, per pruned list, which original indices remain (for locations)."""
+    data = _plain(raw)
+    try:
+        return MatrixSpec.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+    removals: dict[tuple[str | int, ...], set[int]] = {}
+    deletions: list[tuple[str | int, ...]] = []
+    fatal = False
+    for err in errors:
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("str", "list[str]")))
+        last = loc[-1] if loc else ""
+        msg = err["msg"]
+        if err["type"] == "string_pattern_mismatch" and isinstance(last, str) and last in _FRIENDLY:
+            msg = _FRIENDLY[last]
+        if (
+            err["type"] not in ("missing", "extra_forbidden")
+            and "input" in err
+            and not isinstance(err["input"], (dict, list))
+        ):
+            msg += f" (got {err['input']!r})"
+        add(loc, msg)
+        ints = [i for i, part in enumerate(loc) if isinstance(part, int)]
+        if ints:
+            k = ints[-1]
+            removals.setdefault(loc[:k], set()).add(int(loc[k]))
+        elif err["type"] == "missing" and len(loc) <= 2:
+            fatal = True
+        elif loc and loc[0] in ("family", "repository") and len(loc) == 1:
+            deletions.append(("__dummy__", loc[0]))
+        elif loc:
+            deletions.append(loc)
+    if fatal:
+        return None
+    for where in deletions:
+        if where[0] == "__dummy__":
+            data[str(where[1])] = "invalid"
+            continue
+        parent: Any = data
+        for part in where[:-1]:
+            parent = parent[part] if isinstance(parent, dict) else parent[int(part)]
+        if isinstance(parent, dict):
+            parent.pop(where[-1], None)
+    for list_path in sorted(removals, key=len, reverse=True):
+        node: Any = data
+        try:
+            for part in list_path:
+                node = node[part]
+        except (KeyError, IndexError, TypeError):
+            continue
+        if not isinstance(node, list):
+            continue
+        keep = [i for i in range(len(node)) if i not in removals[list_path]]
+        node[:] = [node[i] for i in keep]
+        index_map[list_path] = keep
+    try:
+        return MatrixSpec.model_validate(data)
+    except ValidationError:
+        return None  # what is left still does not validate: the problems above say why
 
 
 def _raise(path: Path, problems: list[Problem]) -> Any:
@@ -424,15 +512,20 @@ def _raise(path: Path, problems: list[Problem]) -> Any:
     )
 
 
-def _check_axes(spec: MatrixSpec, add: Any) -> None:
+def _check_axes(spec: MatrixSpec, add: Any) -> set[str]:
+    """Check the axes and sections; return the invalid axis values (``accelerator:<i>``,
+    ``python:<v>``, ``os:<v>``, ``platform:<v>``, ``framework:<v>``) so no cell is built from them."""
+    bad: set[str] = set()
     ax = spec.axes
     for i, acc in enumerate(ax.accelerator):
         where: tuple[str | int, ...] = ("axes", "accelerator", i)
         if acc.kind == "cpu":
             if acc.version is not None:
                 add((*where, "version"), "a cpu accelerator has no version")
+                bad.add(f"accelerator:{i}")
         elif acc.version is None or not re.match(r"^\d+\.\d+$", acc.version):
             add((*where, "version"), f"{acc.kind} needs a version like 12.8 / 6.4 (major.minor), got {acc.version!r}")
+            bad.add(f"accelerator:{i}")
         if acc.image_version is not None and (
             not _VERSION_RE.match(acc.image_version) or not acc.image_version.startswith(acc.version or "~")
         ):
@@ -440,15 +533,19 @@ def _check_axes(spec: MatrixSpec, add: Any) -> None:
     for i, v in enumerate(ax.framework.versions):
         if not _VERSION_RE.match(v):
             add(("axes", "framework", "versions", i), f"framework version {v!r} is not a release like 2.9")
+            bad.add(f"framework:{v}")
     for i, py in enumerate(ax.python):
         if not re.match(r"^3\.\d+$", py):
             add(("axes", "python", i), f"python {py!r} must be 3.X")
+            bad.add(f"python:{py}")
     for i, os_ in enumerate(ax.os):
         if not _OS_RE.match(os_):
             add(("axes", "os", i), f"os {os_!r} must be a name and version like ubuntu24.04 or debian12")
+            bad.add(f"os:{os_}")
     for i, plat in enumerate(ax.platform):
         if plat not in PLATFORMS:
             add(("axes", "platform", i), f"platform {plat!r} is not one of {', '.join(PLATFORMS)}")
+            bad.add(f"platform:{plat}")
     _check_dupes(add, ("axes", "python"), ax.python)
     _check_dupes(add, ("axes", "os"), ax.os)
     _check_dupes(add, ("axes", "platform"), ax.platform)
@@ -477,6 +574,7 @@ def _check_axes(spec: MatrixSpec, add: Any) -> None:
     for name in spec.build_args:
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
             add(("build_args", name), f"build argument name {name!r} is not a valid identifier")
+    return bad
 
 
 def _check_dupes(add: Any, where: tuple[str | int, ...], values: Sequence[str]) -> None:
@@ -494,7 +592,7 @@ def _pick(mapping: Mapping[str, Any], kind: str) -> Any:
 
 
 def _expand(spec: MatrixSpec, path: Path, add: Any, bases: BaseResolution | None) -> tuple[Variant, ...]:
-    _check_axes(spec, add)
+    bad = _check_axes(spec, add)
     ax = spec.axes
     fw_name = ax.framework.name
     cells: list[tuple[tuple[str | int, ...], AcceleratorSpec, str, str, str, str, IncludeSpec | None]] = []
@@ -504,6 +602,14 @@ def _expand(spec: MatrixSpec, path: Path, add: Any, bases: BaseResolution | None
             for py in ax.python:
                 for os_ in ax.os:
                     for plat in ax.platform:
+                        if {
+                            f"accelerator:{ai}",
+                            f"framework:{fv}",
+                            f"python:{py}",
+                            f"os:{os_}",
+                            f"platform:{plat}",
+                        } & bad:
+                            continue
                         excluded = False
                         for ri, rule in enumerate(spec.exclude):
                             if _rule_matches(rule, accel=acc, framework_version=fv, python=py, os=os_, platform=plat):

@@ -1,0 +1,80 @@
+"""``builder matrix``: list (and so validate) the variants of the matrices."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from builder.cli._common import app_context, console, emit, json_option
+
+
+@click.group()
+def matrix() -> None:
+    """List and validate the variants of the matrices (matrices/*.yaml)."""
+
+
+@matrix.command("list")
+@click.option(
+    "--matrix",
+    "matrix_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Matrix file (repeatable; default: every matrices/*.yaml).",
+)
+@click.option("--select", "selects", multiple=True, help="Only variants whose id matches this glob (repeatable).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "github"]),
+    default="table",
+    show_default=True,
+    help='github: a GitHub Actions strategy.matrix ({"include": [...]}) on stdout.',
+)
+@click.option("--shard", default=None, metavar="I/N", help="Only shard I of N (1-based, round-robin).")
+@json_option
+def list_(matrix_files: tuple[str, ...], selects: tuple[str, ...], fmt: str, shard: str | None) -> None:
+    """Expand the matrices into variants (validating every cell) and list them.
+
+    \b
+    Examples:
+      builder matrix list
+      builder matrix list --select 'torch2.11-cu128-*' --json
+      builder matrix list --format github --shard 1/4
+    """
+    from pathlib import Path
+
+    from builder import matrix as core
+    from builder import render
+
+    cfg = app_context().config
+    bases = render.load_bases(cfg.bases_lock, cfg.mirror_record, cfg.mirror_map)
+    paths = core.matrix_paths(cfg.matrices_dir, tuple(Path(p) for p in matrix_files))
+    matrices = core.load_matrices(paths, bases=bases)
+    variants = core.select([v for m in matrices for v in m.variants], selects)
+    if shard:
+        i, n = core.parse_shard(shard)
+        variants = core.shard(variants, i, n)
+    if fmt == "github":
+        sys.stdout.write(json.dumps(core.github_matrix(variants), separators=(",", ":")) + "\n")
+        return
+    payload = [core.variant_json(v) for v in variants]
+    if fmt == "json":
+        app_context().json_output = True
+
+    def human() -> None:
+        from rich.table import Table
+
+        table = Table(box=None, pad_edge=False)
+        for col in ("variant", "accelerator", "framework", "python", "os", "platform", "base"):
+            table.add_column(col, no_wrap=col in ("variant", "base"))
+        for v in variants:
+            acc = v.accelerator.kind + (f" {v.accelerator.version}" if v.accelerator.version else "")
+            base = v.base.reference + ("" if v.base.digest else " [yellow](unpinned)[/]")
+            fw = f"{v.framework.name} {v.framework.version}"
+            table.add_row(v.id, acc, fw, v.python, v.os, v.platform, base)
+        console().print(table)
+        console().print(f"{len(variants)} variants from {len(matrices)} matrices")
+
+    emit(payload, human)

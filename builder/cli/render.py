@@ -1,0 +1,138 @@
+"""``builder render`` (write/check committed Dockerfiles) and ``builder lock`` (hashed dependency locks)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from builder.cli._common import app_context, console, echo_command, emit, json_option
+
+if TYPE_CHECKING:
+    from builder.config import Config
+    from builder.models import Variant
+    from builder.render import BaseResolution
+
+_matrix_option = click.option(
+    "--matrix",
+    "matrix_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Matrix file (repeatable; default: every matrices/*.yaml).",
+)
+_select_option = click.option(
+    "--select", "selects", multiple=True, help="Only variants whose id matches this glob (repeatable)."
+)
+
+
+def _variants(
+    matrix_files: tuple[str, ...], selects: tuple[str, ...]
+) -> tuple[Config, BaseResolution, tuple[Variant, ...]]:
+    from pathlib import Path
+
+    from builder import matrix as core
+    from builder import render as rcore
+
+    cfg = app_context().config
+    bases = rcore.load_bases(cfg.bases_lock, cfg.mirror_record, cfg.mirror_map)
+    paths = core.matrix_paths(cfg.matrices_dir, tuple(Path(p) for p in matrix_files))
+    matrices = core.load_matrices(paths, bases=bases)
+    variants = core.select([v for m in matrices for v in m.variants], selects)
+    return cfg, bases, variants
+
+
+@click.command()
+@_matrix_option
+@_select_option
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Output directory (default: render_dir of builder.toml, `rendered/`).",
+)
+@click.option("--check", is_flag=True, help="Write nothing; exit 12 with a diff when committed renders are stale.")
+@json_option
+def render(matrix_files: tuple[str, ...], selects: tuple[str, ...], out_dir: str | None, check: bool) -> None:
+    """Render every variant's Dockerfile into <render_dir>/<matrix>/<variant>/Dockerfile.
+
+    Committed renders hold no machine-local digest, so `--check` gives the same answer on any
+    machine. Renders of variants no longer in a matrix are removed (not with --select).
+    """
+    from pathlib import Path
+
+    from builder import render as rcore
+
+    cfg, bases, variants = _variants(matrix_files, selects)
+    rendered = rcore.render_all(variants, images_dir=cfg.images_dir, locks_dir=cfg.locks_dir, bases=bases)
+    out = Path(out_dir) if out_dir else cfg.render_dir
+    prune = not selects
+    if check:
+        report = rcore.check_renders(out, rendered, prune=prune)
+    else:
+        report = rcore.write_renders(out, rendered, prune=prune)
+    payload = {
+        **report.to_json(),
+        "variants": [
+            {
+                "id": r.variant.id,
+                "content_tag": r.content_tag,
+                "content_hash": r.content_hash,
+                "unpinned": list(r.unpinned),
+            }
+            for r in rendered
+        ],
+    }
+
+    def human() -> None:
+        verb = "checked" if check else "rendered"
+        console().print(
+            f"{verb} {len(rendered)} variants into {out}: {len(report.changed)} changed, "
+            f"{len(report.added)} added, {len(report.removed)} removed, {report.unchanged} unchanged"
+        )
+        unpinned = sum(1 for r in rendered if r.unpinned)
+        if unpinned:
+            console().print(f"[yellow]{unpinned} variants are not buildable yet (unpinned base or missing lock)[/]")
+
+    emit(payload, human)
+
+
+@click.command()
+@_matrix_option
+@_select_option
+@click.option("--upgrade", is_flag=True, help="Re-resolve locks that are up to date (newest allowed versions).")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per resolution.")
+@json_option
+def lock(matrix_files: tuple[str, ...], selects: tuple[str, ...], upgrade: bool, timeout: float) -> None:
+    """Resolve each variant's Python packages to exact versions with hashes (uv pip compile)
+    into locks/<variant>.txt. Variants whose index is unreachable here are reported `unresolved`
+    (builds refuse them until a lock is committed).
+    """
+    import os
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from builder import locks
+
+    cfg, _bases, variants = _variants(matrix_files, selects)
+    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    env = dict(os.environ)
+    env.setdefault("UV_HTTP_TIMEOUT", "15")
+    results = locks.lock_variants(
+        variants, cfg.locks_dir, uv=uv, env=env, upgrade=upgrade, timeout=timeout, echo=echo_command
+    )
+    payload = [
+        {"id": r.variant_id, "status": r.status, "path": r.path, "seconds": round(r.seconds, 2), "error": r.error}
+        for r in results
+    ]
+
+    def human() -> None:
+        colors = {"written": "green", "up-to-date": "green", "not-needed": "dim", "unresolved": "yellow"}
+        for r in results:
+            line = f"[{colors[r.status]}]{r.status:>11}[/]  {r.variant_id}"
+            if r.error:
+                line += f"  [dim]{r.error.splitlines()[-1][:100]}[/]"
+            console().print(line, highlight=False)
+
+    emit(payload, human)

@@ -1,0 +1,254 @@
+"""Matrix loading, validation with locations, expansion, selection and sharding."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from builder import matrix
+from builder.cli import cli
+from builder.errors import ConfigError, MatrixError, NotFoundError
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "matrices"
+SHIPPED = sorted((ROOT / "matrices").glob("*.yaml"))
+
+
+def _upstream_torch_wheels() -> dict[str, set[str]]:
+    """torch release -> wheel tags (stable + experimental) from pytorch/pytorch RELEASE.md
+    (copied in tests/data/matrices/upstream-torch-matrix.csv, independent of builder/compat)."""
+    lines = (DATA / "upstream-torch-matrix.csv").read_text().splitlines()
+    rows = csv.DictReader(line for line in lines if not line.startswith("#"))
+    out: dict[str, set[str]] = {}
+    for row in rows:
+        tags = set((row["cuda_wheel_tags_stable"] + " " + row["cuda_wheel_tags_experimental"]).split())
+        rocm = re.search(r"ROCm (\d+\.\d+)", row["stable_rocm"])
+        if rocm:
+            tags.add(f"rocm{rocm.group(1)}")
+        out[row["torch_version"]] = tags | {"cpu"}
+    return out
+
+
+def test_shipped_matrices_load_and_ids_are_unique() -> None:
+    matrices = matrix.load_matrices(SHIPPED)
+    ids = [v.id for m in matrices for v in m.variants]
+    assert len(ids) == len(set(ids))
+    assert {m.name for m in matrices} >= {"pytorch", "jax", "tensorflow", "demo"}
+    for m in matrices:
+        assert m.variants, m.name
+        for v in m.variants:
+            assert v.matrix == m.name and v.repository == m.repository
+            assert re.match(r"^[a-z0-9.]+-(cpu|cu\d+|rocm\d+\.\d+)-py3\.\d+-[a-z]+[\d.]+(-arm64)?$", v.id), v.id
+            assert len(v.id) < 100
+
+
+def test_shipped_pytorch_matrix_pairs_torch_only_with_lines_it_publishes_wheels_for() -> None:
+    wheels = _upstream_torch_wheels()
+    m = matrix.load_matrix(ROOT / "matrices" / "pytorch.yaml")
+    releases = {v.framework.version for v in m.variants}
+    cuda_lines = {v.accelerator.version for v in m.variants if v.accelerator.kind == "cuda"}
+    assert len(releases) >= 2 and len(cuda_lines) >= 2
+    assert any(v.accelerator.kind == "rocm" for v in m.variants)
+    assert any(v.accelerator.kind == "cpu" for v in m.variants)
+    assert len({v.python for v in m.variants}) >= 2
+    for v in m.variants:
+        assert v.accelerator.tag in wheels[v.framework.version], (v.id, sorted(wheels[v.framework.version]))
+        assert v.packages == (f"torch=={v.framework.version}.*",)
+        assert v.index_url == f"https://download.pytorch.org/whl/{v.accelerator.tag}"
+        if v.accelerator.kind == "cuda":
+            assert v.base.reference.startswith(f"nvidia/cuda:{v.accelerator.version}.")
+            assert dict(v.build_args)["TORCH_CUDA_ARCH_LIST"]
+        elif v.accelerator.kind == "rocm":
+            assert v.base.reference == f"rocm/dev-ubuntu-24.04:{v.accelerator.version}"
+            assert "gfx942" in dict(v.build_args)["PYTORCH_ROCM_ARCH"]
+        else:
+            assert v.base.reference == "ubuntu:24.04"
+
+
+def test_matrix_pairing_torch_with_a_line_without_wheels_is_rejected(tmp_path: Path) -> None:
+    text = (ROOT / "matrices" / "pytorch.yaml").read_text()
+    bad = text.replace(
+        '{kind: cuda, version: "12.6", image_version: "12.6.3"}',
+        '{kind: cuda, version: "12.9", image_version: "12.9.1"}',
+    )
+    assert bad != text
+    path = tmp_path / "pytorch.yaml"
+    path.write_text(bad)
+    with pytest.raises(MatrixError) as err:
+        matrix.load_matrix(path)
+    problems = err.value.details["problems"]
+    assert problems and all("no wheels for CUDA 12.9" in p["message"] for p in problems)
+    line = next(i for i, t in enumerate(bad.splitlines(), 1) if '"12.9"' in t)
+    assert {p["line"] for p in problems} == {line}
+    assert {p["field"] for p in problems} == {"axes.accelerator[0]"}
+
+
+def test_bad_matrix_lists_every_problem_with_file_line_and_field() -> None:
+    path = DATA / "bad.yaml"
+    with pytest.raises(MatrixError) as err:
+        matrix.load_matrix(path)
+    problems = err.value.details["problems"]
+    assert all(p["file"] == str(path) for p in problems)
+    marked = {i for i, t in enumerate(path.read_text().splitlines(), 1) if "# BAD" in t}
+    assert {p["line"] for p in problems} == marked
+    by_line = {p["line"]: p for p in problems}
+    fields = {p["field"] for p in problems}
+    assert {
+        "repository",
+        "colour",
+        "axes.accelerator[0]",
+        "axes.accelerator[2].version",
+        "axes.accelerator[3].kind",
+        "axes.python[1]",
+        "axes.platform[1]",
+        "exclude[0]",
+        "packages.default[1]",
+        "base",
+    } <= fields
+    cu118 = [p["message"] for p in problems if p["field"] == "axes.accelerator[0]"]
+    assert any("torch 2.11 publishes no wheels for CUDA 11.8" in m for m in cu118)
+    assert any("no official nvidia/cuda images for ubuntu24.04" in m for m in cu118)
+    assert "tpu" in by_line[min(i for i in marked if "tpu" in path.read_text().splitlines()[i - 1])]["message"]
+    assert "matrices/bad.yaml:" in err.value.message
+    assert err.value.exit_code == 10
+
+
+def test_invalid_yaml_reports_the_line(tmp_path: Path) -> None:
+    p = tmp_path / "broken.yaml"
+    p.write_text("family: x\naxes:\n  python: [3.11\n  os: [debian12]\n")
+    with pytest.raises(MatrixError) as err:
+        matrix.load_matrix(p)
+    (problem,) = err.value.details["problems"]
+    assert problem["file"] == str(p) and problem["line"] >= 3
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        matrix.load_matrix(tmp_path / "nope.yaml")
+
+
+def test_include_exclude_and_arm64_suffix(tmp_path: Path) -> None:
+    p = tmp_path / "m.yaml"
+    p.write_text(
+        "family: jax\nrepository: ml/jax\n"
+        "axes:\n  accelerator: [{kind: cpu}, {kind: cuda, version: '12.8', image_version: 12.8.1}]\n"
+        "  framework: {name: jax, versions: ['0.7']}\n  python: ['3.11', '3.12']\n  os: [ubuntu24.04]\n"
+        "exclude:\n  - {accelerator: cuda, python: '3.11'}\n"
+        "include:\n  - {accelerator: {kind: cpu}, framework: '0.7', python: '3.12', os: ubuntu24.04,"
+        " platform: linux/arm64, packages: ['jax==0.7.2']}\n"
+        "packages:\n  default: ['jax=={framework_version}.*']\n"
+        "base:\n  cuda: 'nvidia/cuda:{image_version}-cudnn-runtime-{os}'\n  cpu: '{os_name}:{os_version}'\n"
+    )
+    m = matrix.load_matrix(p)
+    ids = [v.id for v in m.variants]
+    assert ids == sorted(ids)
+    assert set(ids) == {
+        "jax0.7-cpu-py3.11-ubuntu24.04",
+        "jax0.7-cpu-py3.12-ubuntu24.04",
+        "jax0.7-cu128-py3.12-ubuntu24.04",
+        "jax0.7-cpu-py3.12-ubuntu24.04-arm64",
+    }
+    arm = next(v for v in m.variants if v.platform == "linux/arm64")
+    assert arm.packages == ("jax==0.7.2",)
+    cuda = next(v for v in m.variants if v.accelerator.kind == "cuda")
+    assert cuda.base.reference == "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04"
+    assert cuda.base.digest is None and cuda.base.pull == cuda.base.reference
+    assert "TORCH_CUDA_ARCH_LIST" not in dict(cuda.build_args)
+    assert dict(cuda.build_args)["CUDA_ARCHITECTURES"].endswith("-virtual")
+
+
+def test_duplicate_cell_from_include_is_reported(tmp_path: Path) -> None:
+    p = tmp_path / "dup.yaml"
+    p.write_text(
+        "family: tiny\nrepository: test/tiny\n"
+        "axes:\n  accelerator: [{kind: cpu}]\n  framework: {name: none, versions: ['0']}\n"
+        "  python: ['3.11']\n  os: [debian12]\n"
+        "include:\n  - {accelerator: {kind: cpu}, framework: '0', python: '3.11', os: debian12}\n"
+        "base:\n  default: 'mirror:debian:bookworm'\n"
+    )
+    with pytest.raises(MatrixError) as err:
+        matrix.load_matrix(p)
+    (problem,) = err.value.details["problems"]
+    assert problem["line"] == 9 and problem["field"] == "include[0]" and "listed twice" in problem["message"]
+
+
+def test_debian_cell_needs_the_system_python(tmp_path: Path) -> None:
+    text = (ROOT / "matrices" / "demo.yaml").read_text().replace('python: ["3.11"]', 'python: ["3.11", "3.12"]')
+    p = tmp_path / "demo.yaml"
+    p.write_text(text)
+    with pytest.raises(MatrixError) as err:
+        matrix.load_matrix(p)
+    assert all("ships only Python 3.11" in x["message"] for x in err.value.details["problems"])
+
+
+def test_same_variant_in_two_matrices_is_rejected(tmp_path: Path) -> None:
+    a = tmp_path / "a.yaml"
+    shutil.copy(ROOT / "matrices" / "demo.yaml", a)
+    b = tmp_path / "b.yaml"
+    shutil.copy(ROOT / "matrices" / "demo.yaml", b)
+    with pytest.raises(MatrixError, match="also produced by"):
+        matrix.load_matrices([a, b])
+
+
+def test_select_and_shard() -> None:
+    variants = [v for m in matrix.load_matrices(SHIPPED) for v in m.variants]
+    cuda = matrix.select(variants, ("torch*-cu12*",))
+    assert cuda and all(v.id.startswith("torch") and "-cu12" in v.id for v in cuda)
+    assert matrix.select(variants, ()) == tuple(variants)
+    with pytest.raises(NotFoundError):
+        matrix.select(variants, ("nothing-*",))
+    shards = [matrix.shard(variants, i, 4) for i in range(1, 5)]
+    assert sorted(v.id for s in shards for v in s) == sorted(v.id for v in variants)
+    assert max(map(len, shards)) - min(map(len, shards)) <= 1
+    assert matrix.parse_shard("2/4") == (2, 4)
+    for bad in ("0/4", "5/4", "x", "1/0"):
+        with pytest.raises(ConfigError):
+            matrix.parse_shard(bad)
+
+
+def test_cli_matrix_list_json_and_github_format() -> None:
+    runner = CliRunner()
+    res = runner.invoke(cli, ["-C", str(ROOT), "matrix", "list", "--json", "--select", "jax0.7-*-debian12"])
+    assert res.exit_code == 0, res.output
+    items = json.loads(res.stdout)
+    assert [i["id"] for i in items] == ["jax0.7-cpu-py3.11-debian12", "jax0.7-cu128-py3.11-debian12"]
+    for i in items:
+        assert {"id", "accelerator", "framework", "python", "os", "platform", "base"} <= set(i)
+        assert i["framework"] == {"name": "jax", "version": "0.7"}
+        assert i["base"]["reference"] == "mirror:debian:bookworm"
+    assert items[1]["accelerator"] == {"kind": "cuda", "version": "12.8"}
+    res = runner.invoke(cli, ["-C", str(ROOT), "matrix", "list", "--format", "github", "--shard", "1/2"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    res2 = runner.invoke(cli, ["-C", str(ROOT), "matrix", "list", "--format", "github", "--shard", "2/2"])
+    doc2 = json.loads(res2.stdout)
+    total = len(json.loads(runner.invoke(cli, ["-C", str(ROOT), "matrix", "list", "--json"]).stdout))
+    assert len(doc["include"]) + len(doc2["include"]) == total
+    assert all(isinstance(v, str) for row in doc["include"] for v in row.values())
+
+
+def test_cli_reports_matrix_errors_with_exit_code_10() -> None:
+    builder_bin = Path(sys.executable).with_name("builder")
+    res = subprocess.run(
+        [str(builder_bin), "-C", str(ROOT), "--json", "matrix", "list", "--matrix", str(DATA / "bad.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 10, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["error"]["kind"] == "matrix-invalid" and len(doc["error"]["details"]["problems"]) >= 10
+
+
+def test_tiny_matrix_for_integration_tests() -> None:
+    m = matrix.load_matrix(DATA / "tiny.yaml")
+    assert [v.id for v in m.variants] == ["tiny-cpu-py3.11-debian12", "tiny-cu128-py3.11-debian12"]
+    assert m.variants[0].packages == ("six==1.17.0",) and m.variants[1].packages == ()
