@@ -1,0 +1,182 @@
+"""``builder compat``: can an image's CUDA (or ROCm) start and run on a driver and GPU?
+
+``builder compat check``: one host; ``builder compat fleet``: every cluster of a fleet file.
+Exit 0 for ok / minor-version-compat / forward-compat, 11 (IncompatibleError) when blocked.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from builder.cli._common import app_context, console, emit, json_option
+
+if TYPE_CHECKING:
+    from builder.compat.verdict import Verdict
+
+_COLOURS = {"ok": "green", "minor-version-compat": "yellow", "forward-compat": "yellow", "blocked": "red"}
+
+
+@click.group()
+def compat() -> None:
+    """Compatibility knowledge: CUDA line -> minimum driver, NVIDIA_REQUIRE_CUDA, architectures."""
+
+
+def _archs(value: str | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    return tuple(a.strip() for a in value.replace(";", ",").replace(" ", ",").split(",") if a.strip())
+
+
+def _image_options(f: Any) -> Any:
+    options = [
+        click.option(
+            "--cuda", "cuda", metavar="X.Y", help="CUDA line the application is built with (no hook requirement)."
+        ),
+        click.option(
+            "--require", "require", metavar="EXPR", help="The image's NVIDIA_REQUIRE_CUDA (the hook checks it)."
+        ),
+        click.option(
+            "--image-cuda",
+            "image_cuda",
+            metavar="X.Y[.Z]",
+            help="An official nvidia/cuda image of this release: use its NVIDIA_REQUIRE_CUDA.",
+        ),
+        click.option("--rocm", "rocm", metavar="X.Y", help="ROCm release of a ROCm image."),
+        click.option(
+            "--arch-list",
+            "arch_list",
+            metavar="LIST",
+            help="Architectures compiled into the image: sm_80,sm_90,compute_90 or gfx90a,gfx942.",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _image(
+    cuda: str | None, require: str | None, image_cuda: str | None, rocm: str | None
+) -> tuple[str | None, str | None]:
+    given = [x for x in (cuda, require, image_cuda, rocm) if x]
+    if not given:
+        raise click.UsageError("give the image: --cuda X.Y, --require EXPR, --image-cuda X.Y.Z or --rocm X.Y")
+    if require and image_cuda:
+        raise click.UsageError("--require and --image-cuda both give the requirement: use one")
+    if image_cuda:
+        from builder.compat import require_cuda
+
+        require = require_cuda(image_cuda)
+    return cuda, require
+
+
+def _print_verdict(v: Verdict, title: str) -> None:
+    con = console()
+    colour = _COLOURS[v.verdict]
+    con.print(f"[bold]{title}[/]: [{colour}]{v.verdict}[/]", highlight=False)
+    if v.min_driver:
+        con.print(f"  minimum driver for ok: {v.min_driver}" + (f"  ({v.min_driver_row})" if v.min_driver_row else ""))
+    if v.arch_covered is not None:
+        con.print(f"  architecture covered: {'yes' if v.arch_covered else '[red]no[/]'}")
+    for r in v.reasons:
+        con.print(f"  - {r}", highlight=False, markup=False)
+
+
+@compat.command("check")
+@click.option("--driver", metavar="VERSION", help="Host driver (nvidia-smi 'Driver Version'; AMD: ROCm release).")
+@click.option("--gpu", metavar="NAME", help="GPU name as nvidia-smi / rocm-smi prints it.")
+@click.option("--brand", metavar="BRAND", help="nvidia-smi -q 'Product Brand' (else derived from the GPU name).")
+@click.option("--driver-cuda", "driver_cuda", metavar="X.Y", help="nvidia-smi 'CUDA Version' (else from the driver).")
+@click.option("--cc", "compute_capability", metavar="X.Y|gfxNNN", help="GPU compute capability / gfx target.")
+@click.option("--vendor", type=click.Choice(["nvidia", "amd"]), default=None, help="Host vendor (else from the GPU).")
+@_image_options
+@json_option
+def check(
+    driver: str | None,
+    gpu: str | None,
+    brand: str | None,
+    driver_cuda: str | None,
+    compute_capability: str | None,
+    vendor: str | None,
+    cuda: str | None,
+    require: str | None,
+    image_cuda: str | None,
+    rocm: str | None,
+    arch_list: str | None,
+) -> None:
+    """Verdict for one host: ok, minor-version-compat, forward-compat or blocked (exit 11).
+
+    \b
+    Examples:
+      builder compat check --driver 550.144.03 --gpu "NVIDIA GeForce RTX 4090" --image-cuda 12.8.1
+      builder compat check --driver 535.161.08 --gpu "NVIDIA H100 80GB HBM3" --cuda 12.4 --json
+    """
+    from builder.compat import check_compat
+    from builder.errors import IncompatibleError
+
+    cuda, require = _image(cuda, require, image_cuda, rocm)
+    v = check_compat(
+        driver=driver,
+        gpu=gpu,
+        brand=brand,
+        cuda=cuda,
+        require=require,
+        image_archs=_archs(arch_list),
+        compute_capability=compute_capability,
+        driver_cuda_version=driver_cuda,
+        rocm=rocm,
+        vendor=vendor,
+    )
+    payload = v.to_json()
+    emit(payload, lambda: _print_verdict(v, f"driver {driver or '?'}, {gpu or 'GPU ?'}"))
+    if v.verdict == "blocked":
+        if app_context().json_output:
+            raise click.exceptions.Exit(IncompatibleError.exit_code)
+        raise IncompatibleError(
+            "the image cannot start or run on this host"
+            + (f": needs driver >= {v.min_driver}" if v.min_driver else ""),
+            verdict=payload,
+        )
+
+
+@compat.command("fleet")
+@click.argument("fleet_file", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Only these clusters (repeatable).")
+@_image_options
+@json_option
+def fleet(
+    fleet_file: str,
+    clusters: tuple[str, ...],
+    cuda: str | None,
+    require: str | None,
+    image_cuda: str | None,
+    rocm: str | None,
+    arch_list: str | None,
+) -> None:
+    """Verdict per cluster of a fleet file (fleets/*.yaml); exit 11 when any cluster is blocked."""
+    from pathlib import Path
+
+    from builder.compat.fleets import check_cluster, load_fleet
+    from builder.errors import IncompatibleError
+
+    cuda, require = _image(cuda, require, image_cuda, rocm)
+    f = load_fleet(Path(fleet_file))
+    wanted = set(clusters) or None
+    results = [
+        check_cluster(c, cuda=cuda, require=require, rocm=rocm, image_archs=_archs(arch_list))
+        for c in f.clusters
+        if wanted is None or c.name in wanted
+    ]
+    payload = {"fleet": f.name, "path": f.path, "clusters": [r.to_json() for r in results]}
+
+    def human() -> None:
+        for r in results:
+            _print_verdict(r.verdict, f"cluster {r.cluster}")
+
+    emit(payload, human)
+    blocked = [r.cluster for r in results if r.verdict.verdict == "blocked"]
+    if blocked:
+        if app_context().json_output:
+            raise click.exceptions.Exit(IncompatibleError.exit_code)
+        raise IncompatibleError(f"blocked on cluster(s): {', '.join(blocked)}", clusters=blocked)

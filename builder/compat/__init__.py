@@ -1,0 +1,100 @@
+"""GPU-stack compatibility knowledge: data tables + pure functions (no I/O beyond reading the packaged
+tables in ``builder/compat/data/`` and, in :mod:`builder.compat.fleets`, fleet files).
+
+Public API (used by matrix, render, checks, policy and resolve):
+
+- :func:`variant_problems` - every reason a matrix cell cannot exist or run (``[]`` = fine)
+- :func:`compiled_archs` - GPU architectures in a framework's official wheels
+- :func:`find_wheel` - the wheel row (index tag / pip extra) of a framework release and accelerator line
+- :func:`min_driver` / :func:`min_driver_row` - minimum Linux driver of a CUDA line, and the row used
+- :func:`require_cuda` / :func:`require_cuda_info` - ``NVIDIA_REQUIRE_CUDA`` of an official image
+- :func:`parse_requirement` / :func:`evaluate` - the ``NVIDIA_REQUIRE_CUDA`` grammar
+- :func:`check_compat` -> :class:`Verdict` - can an image start and run on a host
+- :func:`gpu_info` -> :class:`GpuInfo` - compute capability / gfx target, brand, class of a GPU name
+- fleets: :func:`load_fleet`, :func:`check_fleet` (in :mod:`builder.compat.fleets`, re-exported lazily)
+
+Sources of every fact: the header lines of each data file and ``docs/compat.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from builder.compat.drivers import driver_cuda, min_driver, min_driver_row, minor_floor, parse_cuda, parse_driver
+from builder.compat.frameworks import (
+    WHEEL_ONLY_OS,
+    ArchCoverage,
+    arch_coverage,
+    compiled_archs,
+    cuda_image_os,
+    find_wheel,
+    rocm_row,
+    variant_problems,
+)
+from builder.compat.gpus import GpuInfo, brand_class, brand_from_name, gpu_info, normalize_brand
+from builder.compat.requirement import (
+    Evaluation,
+    Host,
+    RequireInfo,
+    Requirement,
+    evaluate,
+    forward_compat_branches,
+    parse_requirement,
+    require_cuda,
+    require_cuda_info,
+)
+from builder.compat.verdict import SEVERITY, Verdict, check_compat, worst
+
+if TYPE_CHECKING:
+    from builder.compat.fleets import Cluster, Fleet, check_fleet, load_fleet
+
+_LAZY = {"Cluster", "Fleet", "check_fleet", "load_fleet", "ClusterVerdict"}
+
+
+def __getattr__(name: str) -> Any:
+    # fleets imports pydantic and ruamel.yaml: loaded only when used
+    if name in _LAZY:
+        from builder.compat import fleets
+
+        return getattr(fleets, name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "SEVERITY",
+    "WHEEL_ONLY_OS",
+    "ArchCoverage",
+    "Cluster",
+    "Evaluation",
+    "Fleet",
+    "GpuInfo",
+    "Host",
+    "RequireInfo",
+    "Requirement",
+    "Verdict",
+    "arch_coverage",
+    "brand_class",
+    "brand_from_name",
+    "check_compat",
+    "check_fleet",
+    "compiled_archs",
+    "cuda_image_os",
+    "driver_cuda",
+    "evaluate",
+    "find_wheel",
+    "forward_compat_branches",
+    "gpu_info",
+    "load_fleet",
+    "min_driver",
+    "min_driver_row",
+    "minor_floor",
+    "normalize_brand",
+    "parse_cuda",
+    "parse_driver",
+    "parse_requirement",
+    "require_cuda",
+    "require_cuda_info",
+    "rocm_row",
+    "variant_problems",
+    "worst",
+]

@@ -1,0 +1,185 @@
+"""GPU names -> compute capability / gfx target, product brand and class.
+
+Sources: ``data/gpus.csv`` (NVIDIA "CUDA GPUs - Compute Capability", AMD ROCm "GPU hardware
+specifications"). Brands: the container hook compares the NVML product brand, lower-cased without
+spaces (``nvidia-smi -q`` "Product Brand": ``NVIDIA``, ``Tesla``, ``GeForce``, ``NVIDIA RTX``, ...).
+Take the brand from the host when known; :func:`brand_from_name` is only the fallback
+(``gpu-stack-facts.md``: A100/H100/H200 report ``NVIDIA``, older data-center cards ``Tesla``, RTX A-series
+and RTX PRO ``NVIDIA RTX``, GeForce/TITAN are consumer).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from typing import Literal
+
+from builder.compat._data import GpuRow, gpu_rows
+
+GpuClass = Literal["datacenter", "professional", "consumer", "virtual", "unknown"]
+
+#: hook brand -> class. Source: libnvidia-container brand names (nvc_info) and NVIDIA's forward-compatibility
+#: support statement (data-center and professional GPUs only; vGPU brands are listed in official exemptions).
+BRAND_CLASS: dict[str, GpuClass] = {
+    "tesla": "datacenter",
+    "nvidia": "datacenter",
+    "quadro": "professional",
+    "quadrortx": "professional",
+    "nvidiartx": "professional",
+    "geforce": "consumer",
+    "geforcertx": "consumer",
+    "titan": "consumer",
+    "titanrtx": "consumer",
+    "grid": "virtual",
+    "vapps": "virtual",
+    "vpc": "virtual",
+    "vcs": "virtual",
+    "vws": "virtual",
+    "cloudgaming": "virtual",
+    "unknown": "unknown",
+}
+
+#: nvidia-smi "Product Brand" long forms -> hook brand.
+_BRAND_ALIASES: dict[str, str] = {
+    "nvidiavirtualapplications": "vapps",
+    "nvidiavirtualpc": "vpc",
+    "nvidiavirtualcomputeserver": "vcs",
+    "virtualcomputeserver": "vcs",
+    "nvidiartxvirtualworkstation": "vws",
+    "nvidiavirtualworkstation": "vws",
+    "nvidiacloudgaming": "cloudgaming",
+    "quadrovirtualdatacenterworkstation": "vws",
+}
+
+
+def normalize_brand(brand: str | None) -> str | None:
+    """``"NVIDIA RTX"`` -> ``"nvidiartx"``, ``"GeForce"`` -> ``"geforce"``, ``"Tesla"`` -> ``"tesla"``;
+    ``None``/``""``/``N/A``/``[N/A]``/``Not Found``/``unknown`` -> None (unknown)."""
+    if brand is None:
+        return None
+    key = re.sub(r"[^a-z0-9]", "", brand.lower())
+    if key in ("", "na", "notfound", "unknown", "notsupported"):
+        return None
+    return _BRAND_ALIASES.get(key, key)
+
+
+def brand_from_name(name: str) -> str | None:
+    """Fallback brand from a GPU name (nvidia-smi "Name"): None when it cannot be told (AMD, empty)."""
+    n = name.strip().lower()
+    if not n or n.startswith("amd") or "instinct" in n or "radeon" in n:
+        return None
+    if n.startswith("grid ") or " grid " in f" {n} ":
+        return "grid"
+    if "geforce" in n:
+        return "geforce"
+    if "titan" in n:
+        return "titanrtx" if "rtx" in n else "titan"
+    if "quadro" in n:
+        return "quadrortx" if "rtx" in n else "quadro"
+    if "tesla" in n:
+        return "tesla"
+    info = gpu_info(name)
+    if info is not None and info.brand:
+        return info.brand
+    if re.search(r"\brtx\b", n):
+        return "nvidiartx"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuInfo:
+    """What the tables say about a GPU model. ``target``: compute capability (``"9.0"``) or gfx target
+    (``"gfx942"``); ``sm``: ``"sm_90"`` / ``"gfx942"``; ``brand``: the hook brand the card usually reports."""
+
+    name: str  # the name asked for
+    model: str  # the table's row ("H100")
+    vendor: Literal["nvidia", "amd"]
+    gpu_class: GpuClass
+    arch_name: str
+    target: str
+    brand: str | None
+
+    @property
+    def sm(self) -> str:
+        if self.vendor == "amd":
+            return self.target
+        major, _, minor = self.target.partition(".")
+        return f"sm_{major}{minor or '0'}"
+
+    @property
+    def architecture(self) -> str:
+        """Architecture name ("Hopper", "CDNA3"); same as ``arch_name``."""
+        return self.arch_name
+
+    @property
+    def compute_capability(self) -> str | None:
+        return self.target if self.vendor == "nvidia" else None
+
+    @property
+    def gfx_target(self) -> str | None:
+        return self.target if self.vendor == "amd" else None
+
+
+_DROP = {"nvidia", "amd", "grid"}
+
+
+def _tokens(name: str) -> tuple[str, ...]:
+    words = re.split(r"[\s\-_/(),]+", name.lower().replace("...", " "))
+    return tuple(w for w in words if w)
+
+
+@functools.cache
+def _index() -> tuple[tuple[tuple[str, ...], GpuRow], ...]:
+    out = []
+    for row in gpu_rows():
+        for n in row.names:
+            toks = tuple(t for t in _tokens(n) if t not in _DROP)
+            out.append((toks, row))
+    # longest key first, so "GeForce RTX 4090" beats a shorter key and "L40S" never matches "L4"
+    return tuple(sorted(out, key=lambda item: -len(item[0])))
+
+
+@functools.cache
+def gpu_info(name: str) -> GpuInfo | None:
+    """Look a GPU name up as nvidia-smi / rocm-smi / amd-smi print it (``"NVIDIA H100 80GB HBM3"``,
+    ``"Tesla T4"``, ``"NVIDIA A100-SXM4-40GB"``, ``"GRID A100D-1-20C"``, ``"AMD Instinct MI300X"``) or a gfx
+    target (``"gfx90a"``). Whole-word match after dropping NVIDIA/AMD/GRID; None when unknown."""
+    toks = tuple(t for t in _tokens(name) if t not in _DROP)
+    if not toks:
+        return None
+    if len(toks) == 1 and re.fullmatch(r"gfx[0-9a-f]+", toks[0]):
+        rows = [r for r in gpu_rows() if r.target == toks[0]]
+        if rows:
+            r = rows[0]
+            return GpuInfo(name, r.gpu, "amd", _cls(r.brand_class), r.arch_name, r.target, None)
+        return GpuInfo(name, toks[0], "amd", "unknown", "", toks[0], None)
+    for key, row in _index():
+        n = len(key)
+        for start in range(len(toks) - n + 1):
+            if toks[start : start + n] == key:
+                vendor: Literal["nvidia", "amd"] = "amd" if row.vendor == "amd" else "nvidia"
+                return GpuInfo(
+                    name, row.gpu, vendor, _cls(row.brand_class), row.arch_name, row.target, row.brand or None
+                )
+    return None
+
+
+def _cls(text: str) -> GpuClass:
+    return text if text in ("datacenter", "professional", "consumer", "virtual") else "unknown"  # type: ignore[return-value]
+
+
+def brand_class(brand: str | None) -> GpuClass:
+    """Class of a hook brand (``"nvidia"`` -> datacenter, ``"geforce"`` -> consumer); unknown for None."""
+    if brand is None:
+        return "unknown"
+    return BRAND_CLASS.get(brand, "unknown")
+
+
+def sm_of(compute_capability: str) -> str:
+    """``"8.6"`` -> ``"sm_86"``; ``"sm_86"`` and ``"gfx90a"`` pass through."""
+    cc = compute_capability.strip().lower()
+    if cc.startswith(("sm_", "gfx")):
+        return cc
+    major, _, minor = cc.partition(".")
+    return f"sm_{major}{minor or '0'}"

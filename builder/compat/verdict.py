@@ -1,0 +1,401 @@
+"""Can image X start and run on host Y? One pure function, :func:`check_compat`.
+
+Verdicts (``shared/docs/gpu-stack-facts.md``):
+
+- ``ok``: the host driver supports the image's CUDA line (and, for an image with ``NVIDIA_REQUIRE_CUDA``,
+  a ``cuda>=`` term of it matches);
+- ``minor-version-compat``: an application without a hook requirement, built with a newer CUDA minor of
+  the same major, runs on a driver at or above the major's floor (12.x: 525.60.13), without features or
+  PTX that need the newer driver - warn;
+- ``forward-compat``: the image starts through an exemption term (``brand=B,driver>=N,driver<N+1``) or,
+  without a hook requirement, the driver branch is one NVIDIA lists for forward compatibility of that
+  line; needs the ``cuda-compat`` package in the image; works on data-center/professional GPUs only
+  (GeForce/TITAN fail with CUDA error 804);
+- ``blocked``: the container hook refuses it, or it cannot run (no driver path, GPU architecture not in
+  the image's compiled list, CUDA image on an AMD host, ...).
+
+``min_driver`` is the driver that would make the verdict ``ok`` (the lowest Linux minimum of the image's
+CUDA line); ``reasons`` say why, naming the rule and the table row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from packaging.version import InvalidVersion, Version
+
+from builder.compat._data import major_minor
+from builder.compat.drivers import (
+    driver_cuda,
+    min_driver_row,
+    minor_floor,
+    parse_cuda,
+    parse_driver,
+)
+from builder.compat.frameworks import arch_coverage, rocm_row
+from builder.compat.gpus import GpuClass, brand_class, brand_from_name, gpu_info, normalize_brand, sm_of
+from builder.compat.requirement import Host, evaluate, forward_compat_branches, parse_requirement
+from builder.errors import NotFoundError
+
+VerdictName = Literal["ok", "minor-version-compat", "forward-compat", "blocked"]
+#: worst last: used to combine verdicts (a fleet's worst cluster, a cluster's worst host).
+SEVERITY: dict[str, int] = {"ok": 0, "minor-version-compat": 1, "forward-compat": 2, "blocked": 3}
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The answer of :func:`check_compat`.
+
+    ``verdict``: ok | minor-version-compat | forward-compat | blocked; ``min_driver``: the driver that would
+    make it ``ok`` (None when no driver helps or the CUDA line is unknown); ``reasons``: why, one sentence
+    each; ``arch_covered``: the GPU's compute capability / gfx target is in the image's compiled list (None
+    when either is unknown). The other fields record the inputs as understood."""
+
+    verdict: VerdictName
+    min_driver: str | None
+    reasons: tuple[str, ...]
+    arch_covered: bool | None = None
+    vendor: str = "nvidia"
+    driver: str | None = None
+    driver_cuda: str | None = None
+    image_cuda: str | None = None
+    image_rocm: str | None = None
+    gpu: str | None = None
+    gpu_model: str | None = None
+    gpu_class: str = "unknown"
+    brand: str | None = None
+    brand_source: str = "unknown"  # "host" | "gpu-name" | "unknown"
+    target: str | None = None  # compute capability or gfx target
+    matched_term: str | None = None
+    needs_cuda_compat: bool = False
+    min_driver_row: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True unless blocked (the exit-code rule of ``builder compat check``)."""
+        return self.verdict != "blocked"
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["reasons"] = list(self.reasons)
+        return d
+
+
+def worst(verdicts: list[Verdict]) -> Verdict | None:
+    """The most severe verdict (blocked > forward-compat > minor-version-compat > ok)."""
+    return max(verdicts, key=lambda v: SEVERITY[v.verdict]) if verdicts else None
+
+
+def check_compat(
+    *,
+    driver: str | None,
+    gpu: str | None,
+    brand: str | None,
+    cuda: str | None = None,
+    require: str | None = None,
+    image_archs: tuple[str, ...] = (),
+    compute_capability: str | None = None,
+    driver_cuda_version: str | None = None,
+    rocm: str | None = None,
+    vendor: str | None = None,
+) -> Verdict:
+    """Can an image start and run on a host?
+
+    Host: ``driver`` (NVIDIA ``550.144.03``; AMD: the ROCm release of the host's amdgpu driver, ``6.3``, or
+    None), ``gpu`` (name as the vendor tool prints it), ``brand`` (nvidia-smi "Product Brand"; derived from
+    the GPU name only when None), ``compute_capability`` (``"9.0"`` or ``"gfx942"``; from the GPU table when
+    None), ``driver_cuda_version`` (nvidia-smi "CUDA Version"; from the driver table when None), ``vendor``
+    (``nvidia`` | ``amd``; from the GPU name when None).
+
+    Image: ``cuda`` (the CUDA line its application is built with), ``require`` (its ``NVIDIA_REQUIRE_CUDA``;
+    when given the hook check applies), ``rocm`` (ROCm release of a ROCm image), ``image_archs`` (compiled
+    list: ``sm_80 ... compute_90`` / ``gfx90a ...``). No cuda, require or rocm: a CPU image (``ok``).
+
+    Pure: raises ConfigError only for unparsable versions or expressions."""
+    info = gpu_info(gpu) if gpu else None
+    host_vendor = (
+        vendor or (info.vendor if info else None) or ("amd" if rocm and not (cuda or require) else "nvidia")
+    ).lower()
+    target = compute_capability or (info.target if info else None)
+    arch = arch_coverage(target, tuple(image_archs)) if image_archs else None
+    common: dict[str, Any] = {
+        "gpu": gpu,
+        "gpu_model": info.model if info else None,
+        "target": target,
+        "arch_covered": arch.covered if arch else None,
+        "driver": driver,
+    }
+    if not (cuda or require or rocm):
+        reasons = ["CPU image: no GPU driver requirement"]
+        return Verdict("ok", None, tuple(reasons), vendor=host_vendor, **{**common, "arch_covered": None})
+    if host_vendor == "amd":
+        return _check_amd(
+            driver=driver,
+            rocm=rocm,
+            cuda=cuda or (parse_requirement(require).cuda if require else None),
+            info_class=info.gpu_class if info else "unknown",
+            arch=arch,
+            common=common,
+        )
+    if rocm and not (cuda or require):
+        return Verdict(
+            "blocked",
+            None,
+            (f"ROCm {rocm} image on an NVIDIA host: it needs an AMD GPU (/dev/kfd)",),
+            vendor=host_vendor,
+            image_rocm=rocm,
+            **common,
+        )
+    return _check_nvidia(
+        driver=driver,
+        gpu=gpu,
+        brand=brand,
+        cuda=cuda,
+        require=require,
+        info_class=info.gpu_class if info else None,
+        info_brand=info.brand if info else None,
+        driver_cuda_version=driver_cuda_version,
+        arch=arch,
+        common=common,
+    )
+
+
+def _check_nvidia(
+    *,
+    driver: str | None,
+    gpu: str | None,
+    brand: str | None,
+    cuda: str | None,
+    require: str | None,
+    info_class: GpuClass | None,
+    info_brand: str | None,
+    driver_cuda_version: str | None,
+    arch: Any,
+    common: dict[str, Any],
+) -> Verdict:
+    reasons: list[str] = []
+    req = parse_requirement(require) if require else None
+    image_cuda = major_minor(parse_cuda(cuda)) if cuda else (req.cuda if req else None)
+
+    host_brand = normalize_brand(brand)
+    brand_source = "host" if host_brand else "unknown"
+    if host_brand is None and gpu:
+        host_brand = brand_from_name(gpu) or info_brand
+        brand_source = "gpu-name" if host_brand else "unknown"
+    # class: from the GPU table when the model is known, else from the brand; a vGPU brand wins (virtual)
+    gclass: GpuClass = info_class or brand_class(host_brand)
+    if brand_class(host_brand) == "virtual":
+        gclass = "virtual"
+    if brand_source == "gpu-name":
+        reasons.append(f"brand {host_brand!r} derived from the GPU name {gpu!r} (pass the host's Product Brand)")
+
+    need: str | None = None
+    need_row: str | None = None
+    if image_cuda:
+        try:
+            row = min_driver_row(image_cuda)
+            need, need_row = row.min_driver, row.source
+        except NotFoundError:
+            reasons.append(f"CUDA {image_cuda} is not in cuda-driver.csv: its minimum driver is unknown")
+
+    base: dict[str, Any] = {
+        **common,
+        "vendor": "nvidia",
+        "image_cuda": image_cuda,
+        "brand": host_brand,
+        "brand_source": brand_source,
+        "gpu_class": gclass,
+        "min_driver_row": need_row,
+    }
+    if driver is None:
+        reasons.append("driver version unknown: cannot show the image can start (fail closed)")
+        return _finish("blocked", need, reasons, arch, base)
+
+    d = parse_driver(driver)
+    host_cuda = major_minor(parse_cuda(driver_cuda_version)) if driver_cuda_version else driver_cuda(driver)
+    base["driver_cuda"] = host_cuda
+    src = "reported" if driver_cuda_version else "per cuda-driver.csv"
+    host_txt = f"driver {driver} supports CUDA {host_cuda or 'unknown'} ({src})"
+
+    if req is not None:
+        ev = evaluate(req, Host(driver=driver, cuda=host_cuda, brand=host_brand, arch=common.get("target")))
+        base["matched_term"] = ev.matched
+        if ev.empty:
+            reasons.append("NVIDIA_REQUIRE_CUDA is empty: the hook checks nothing")
+        elif ev.satisfied and not ev.matched_exemption:
+            reasons.append(f"{host_txt}; NVIDIA_REQUIRE_CUDA term {ev.matched!r} is satisfied")
+            return _finish("ok", need, reasons, arch, base)
+        elif ev.satisfied:
+            reasons.append(
+                f"{host_txt} < CUDA {image_cuda}: the image starts only through the exemption term {ev.matched!r} "
+                f"(driver branch R{d.major} is listed for forward compatibility)"
+            )
+            return _forward_compat(gclass, host_brand, d, image_cuda, need, reasons, arch, base)
+        else:
+            needed = f">= {need}" if need else "a newer driver"
+            reasons.append(
+                f"{host_txt} < CUDA {image_cuda}: NVIDIA_REQUIRE_CUDA is not satisfied; needs driver {needed}"
+                + (f" ({need_row})" if need_row else "")
+            )
+            brands = sorted({b for b, _ in req.exemptions()})
+            branches = sorted({n for _, n in req.exemptions()})
+            if brands:
+                if host_brand not in brands:
+                    why = "brand unknown" if host_brand is None else f"brand {host_brand!r} is not exempted"
+                    reasons.append(
+                        f"no exemption applies: {why} (exempted brands: {', '.join(brands)}; "
+                        f"branches: {', '.join(f'R{b}' for b in branches)})"
+                    )
+                elif d.major not in branches:
+                    reasons.append(
+                        f"no exemption applies: branch R{d.major} is not exempted "
+                        f"(branches: {', '.join(f'R{b}' for b in branches)})"
+                    )
+            if ev.last_failed:
+                reasons.append(
+                    f"nvidia-container-cli would report only the last clause it evaluated ('unsatisfied condition: "
+                    f"{ev.last_failed}'), which is not the fix"
+                )
+            if image_cuda and _minor_ok(d, image_cuda):
+                reasons.append(
+                    "the application itself could run through minor-version compatibility, but the hook refuses "
+                    "the image (setting NVIDIA_DISABLE_REQUIRE=true would skip the check: never silently)"
+                )
+            return _finish("blocked", need, reasons, arch, base)
+
+    # no hook requirement: the application's CUDA against the driver
+    if image_cuda is None:
+        return _finish("ok", need, reasons, arch, base)
+    ic = Version(image_cuda)
+    if host_cuda is not None and Version(host_cuda) >= ic:
+        reasons.append(f"{host_txt} >= CUDA {image_cuda}")
+        return _finish("ok", need, reasons, arch, base)
+    floor = minor_floor(image_cuda)
+    if _minor_ok(d, image_cuda):
+        reasons.append(
+            f"{host_txt} < CUDA {image_cuda}: runs through minor-version compatibility (CUDA {ic.major}.x needs "
+            f">= {floor}); features and PTX that need a newer driver are missing; a container with "
+            f"NVIDIA_REQUIRE_CUDA=cuda>={image_cuda} would not start"
+        )
+        return _finish("minor-version-compat", need, reasons, arch, base)
+    if floor:
+        reasons.append(
+            f"{host_txt} < CUDA {image_cuda}: CUDA {ic.major}.x needs driver >= {floor} even through "
+            f"minor-version compatibility; full support needs >= {need}"
+        )
+    else:
+        reasons.append(f"{host_txt} < CUDA {image_cuda}; needs driver >= {need} (no minor-version compatibility)")
+    fc = forward_compat_branches(image_cuda)
+    if d.major in fc:
+        reasons.append(
+            f"driver branch R{d.major} is listed for forward compatibility of CUDA {image_cuda} "
+            f"(branches: {', '.join(f'R{b}' for b in fc)})"
+        )
+        return _forward_compat(gclass, host_brand, d, image_cuda, need, reasons, arch, base)
+    if fc:
+        reasons.append(
+            f"no forward compatibility either: branch R{d.major} is not among {', '.join(f'R{b}' for b in fc)}"
+        )
+    return _finish("blocked", need, reasons, arch, base)
+
+
+def _minor_ok(d: Version, image_cuda: str) -> bool:
+    floor = minor_floor(image_cuda)
+    return floor is not None and d >= Version(floor)
+
+
+def _forward_compat(
+    gclass: GpuClass,
+    host_brand: str | None,
+    d: Version,
+    image_cuda: str | None,
+    need: str | None,
+    reasons: list[str],
+    arch: Any,
+    base: dict[str, Any],
+) -> Verdict:
+    base = {**base, "needs_cuda_compat": True}
+    if gclass in ("datacenter", "professional", "virtual"):
+        reasons.append(
+            f"forward compatibility: the image must ship cuda-compat (libcuda from the image); supported on "
+            f"{gclass} GPUs on listed branches; upgrade to >= {need} for full support"
+        )
+        return _finish("forward-compat", need, reasons, arch, base)
+    if gclass == "unknown":
+        reasons.append(
+            "forward compatibility needs a data-center or professional GPU and the GPU class is unknown: "
+            "on GeForce/TITAN it fails with CUDA error 804"
+        )
+        return _finish("forward-compat", need, reasons, arch, base)
+    # consumer GPU: forward compatibility fails (CUDA error 804)
+    if image_cuda and _minor_ok(d, image_cuda):
+        reasons.append(
+            "consumer GPU: forward compatibility is not supported (CUDA error 804 if the cuda-compat libraries are "
+            "used); it runs only through minor-version compatibility"
+        )
+        return _finish("minor-version-compat", need, reasons, arch, {**base, "needs_cuda_compat": False})
+    reasons.append(
+        f"consumer GPU (brand {host_brand}): forward compatibility is not supported "
+        "('forward compatibility was attempted on non supported HW', CUDA error 804)"
+    )
+    return _finish("blocked", need, reasons, arch, {**base, "needs_cuda_compat": False})
+
+
+def _finish(verdict: VerdictName, need: str | None, reasons: list[str], arch: Any, base: dict[str, Any]) -> Verdict:
+    if arch is not None:
+        reasons.append(("architecture: " if arch.covered is not False else "architecture not covered: ") + arch.detail)
+        if arch.covered is False:
+            verdict = "blocked"
+    return Verdict(verdict=verdict, min_driver=need, reasons=tuple(reasons), **base)
+
+
+def _check_amd(
+    *,
+    driver: str | None,
+    rocm: str | None,
+    cuda: str | None,
+    info_class: GpuClass,
+    arch: Any,
+    common: dict[str, Any],
+) -> Verdict:
+    reasons: list[str] = []
+    base: dict[str, Any] = {**common, "vendor": "amd", "image_rocm": rocm, "gpu_class": info_class}
+    if cuda and not rocm:
+        reasons.append(f"CUDA {cuda} image on an AMD host: it needs an NVIDIA GPU and driver")
+        return _finish("blocked", None, reasons, arch, base)
+    assert rocm is not None
+    row = rocm_row(rocm)
+    target = common.get("target")
+    if row is None:
+        reasons.append(f"ROCm {rocm} is not in rocm.csv: support of the GPU and driver cannot be checked")
+    else:
+        if target and target.startswith("gfx"):
+            if target in row.gfx_targets:
+                reasons.append(f"{target} is supported by ROCm {row.rocm}")
+            else:
+                reasons.append(
+                    f"{target} is not in ROCm {row.rocm}'s supported targets "
+                    f"({', '.join(row.gfx_targets)}): unsupported"
+                )
+        if driver:
+            try:
+                kmd = major_minor(Version(driver))
+            except InvalidVersion:  # not a ROCm release: say so, do not guess
+                kmd = None
+            if kmd is None:
+                reasons.append(f"amdgpu driver {driver!r} is not a ROCm release: driver compatibility not checked")
+            elif kmd in row.kmd_tested:
+                reasons.append(f"amdgpu driver of ROCm {kmd} is tested with ROCm {row.rocm} user space")
+            else:
+                reasons.append(
+                    f"amdgpu driver of ROCm {kmd} is not among the tested drivers for ROCm {row.rocm} user space "
+                    f"({', '.join(row.kmd_tested)}): upgrade the host driver"
+                )
+                return _finish("blocked", None, reasons, arch, base)
+        else:
+            reasons.append("amdgpu driver release unknown: driver compatibility not checked")
+    return _finish("ok", None, reasons, arch, base)
+
+
+__all__ = ["SEVERITY", "Verdict", "VerdictName", "check_compat", "sm_of", "worst"]
