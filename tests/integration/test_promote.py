@@ -1,0 +1,316 @@
+"""Promotion on the real registry: dev -> staging -> prod under policy, freeze windows, rollback
+from registry data alone, copies of evidence (checked by real cosign)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder.errors import PolicyDeniedError, PromotionConflictError
+from builder.ledger import open_ledger
+from builder.policy import load_policy
+from builder.predicates import DEVICE_CHECK_V1
+from builder.promote import (
+    Environment,
+    Target,
+    apply_promotion,
+    history,
+    plan_promotion,
+    resolve,
+    rollback,
+    status,
+)
+from builder.registry import RegistryClient
+from tests.integration.test_promote_support import Keys, device_check, make_keys, push_image, write_policy
+
+pytestmark = pytest.mark.integration
+
+VARIANT = "tiny-cpu-py3.11-debian12"
+
+
+@dataclasses.dataclass
+class World:
+    registry: str
+    repo: str
+    client: RegistryClient
+    keys: Keys
+    policy_path: Path
+    state: Path
+    target: Target
+
+    def env(
+        self,
+        *,
+        signer: str | None = "build",
+        state: Path | None = None,
+        now: dt.datetime | None = None,
+        policy_path: Path | None = None,
+    ) -> Environment:
+        st = state or self.state
+        policy = load_policy(policy_path or self.policy_path, {"state_dir": str(st)})
+        return Environment(
+            policy=policy,
+            registry=self.registry,
+            insecure=lambda r: True,
+            lock_dir=st / "locks",
+            ledger=open_ledger(st / "ledger.sqlite"),
+            signer=self.keys.signer(signer) if signer else None,
+            now=(lambda: now) if now is not None else _utcnow,
+        )
+
+    def build(self, content: bytes) -> str:
+        """Push a new 'build' of the variant (variant tag) and sign it with the build key."""
+        from builder.sign import sign_image
+
+        digest = push_image(self.client, self.repo, VARIANT, content=content)
+        sign_image(self.client, self.repo, digest, self.keys.signer("build"), lock_dir=self.state / "locks")
+        return digest
+
+    def attest(
+        self, key: str, digest: str, predicate_type: str, predicate: dict[str, Any], repo: str | None = None
+    ) -> None:
+        from builder.attest import attest_image
+
+        attest_image(
+            self.client,
+            repo or self.repo,
+            digest,
+            predicate_type,
+            predicate,
+            self.keys.signer(key),
+            lock_dir=self.state / "locks",
+        )
+
+    def approve(self, who: str, digest: str, stage: str) -> None:
+        from builder.approvals import approve
+
+        approve(
+            self.client,
+            self.repo,
+            digest,
+            stage,
+            self.keys.signer(who),
+            lock_dir=self.state / "locks",
+            name=who,
+            ticket="CHG-1234",
+        )
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@pytest.fixture
+def world(registry_address: str, unique_repo: str, tmp_path: Path) -> World:
+    state = tmp_path / "state"
+    state.mkdir()
+    keys = make_keys(state)
+    policy = write_policy(tmp_path / "policy.yaml", keys)
+    client = RegistryClient(registry_address, insecure=True)
+    return World(
+        registry_address, unique_repo, client, keys, policy, state, Target(VARIANT, unique_repo, registry_address)
+    )
+
+
+def failed_rules(plan: Any) -> dict[str, str]:
+    return {r.rule.split()[0]: r.reason for r in plan.decision.failed()}
+
+
+def test_dev_to_staging_needs_signature_and_cpu_check(world: World) -> None:
+    digest = world.build(b"build one")
+    env = world.env()
+    dev = apply_promotion(env, plan_promotion(env, world.target, "dev"))
+    assert dev.record.digest == digest and dev.record.previous is None
+    assert world.client.resolve(world.repo, f"{VARIANT}-dev") == digest
+
+    plan = plan_promotion(env, world.target, "staging")
+    assert not plan.decision.allowed
+    assert "no device-check attestation" in failed_rules(plan)["device_check"]
+    with pytest.raises(PolicyDeniedError, match="device_check"):
+        apply_promotion(env, plan)
+    assert world.client.try_resolve(world.repo, f"{VARIANT}-staging") is None
+
+    world.attest("check-runner", digest, DEVICE_CHECK_V1, device_check("none", digest=digest))
+    plan = plan_promotion(env, world.target, "staging")
+    assert plan.decision.allowed, plan.decision.failed()
+    applied = apply_promotion(env, plan)
+    assert world.client.resolve(world.repo, f"{VARIANT}-staging") == digest
+    assert applied.record.from_stage == "dev" and applied.record.previous is None
+    assert resolve(env, world.target, "staging") == f"{world.registry}/{world.repo}@{digest}"
+    assert env.ledger is not None and env.ledger.verify() == []
+    rows = env.ledger.records(stage="staging")
+    assert [(r.action, r.digest) for r in rows] == [("denied", digest), ("promote", digest)]
+    assert "device_check" in rows[0].decision
+    assert [r.action for r in env.ledger.records()] == ["promote", "denied", "promote"]
+
+
+def _to_staging(world: World, content: bytes) -> str:
+    digest = world.build(content)
+    env = world.env()
+    apply_promotion(env, plan_promotion(env, world.target, "dev"))
+    world.attest("check-runner", digest, DEVICE_CHECK_V1, device_check("none", digest=digest))
+    apply_promotion(env, plan_promotion(env, world.target, "staging"))
+    return digest
+
+
+def test_staging_to_prod_needs_approvals_and_gpu_evidence(world: World, cosign_bin: str) -> None:
+    digest = _to_staging(world, b"prod candidate")
+    env = world.env()
+    plan = plan_promotion(env, world.target, "prod", ticket="CHG-1234")
+    failed = failed_rules(plan)
+    assert not plan.decision.allowed
+    assert set(failed) == {"approvals", "device_check"}, failed
+    assert "needs 2 distinct approvals for stage prod, has 0" in failed["approvals"]
+    assert "not nvidia" in failed["device_check"] or "vendor none" in failed["device_check"]
+
+    world.approve("alice", digest, "prod")
+    world.approve("alice", digest, "prod")  # the same approver twice still counts once
+    plan = plan_promotion(env, world.target, "prod", ticket="CHG-1234")
+    assert "has 1 (alice)" in failed_rules(plan)["approvals"]
+    world.approve("bob", digest, "prod")
+    world.attest(
+        "check-runner",
+        digest,
+        DEVICE_CHECK_V1,
+        device_check("nvidia", gpus=("NVIDIA H200",), driver="580.65.06", digest=digest),
+    )
+    plan = plan_promotion(env, world.target, "prod", ticket="BAD-1")
+    assert set(failed_rules(plan)) == {"change_ticket"}
+    plan = plan_promotion(env, world.target, "prod", ticket="CHG-1234")
+    assert plan.decision.allowed, plan.decision.failed()
+    applied = apply_promotion(env, plan)
+    prod_repo = f"prod/{world.repo}"
+    assert world.client.resolve(prod_repo, f"{VARIANT}-prod") == digest
+    assert applied.copy["mounted"] >= 2  # layer + config mounted, never re-uploaded
+    assert resolve(env, world.target, "prod") == f"{world.registry}/{prod_repo}@{digest}"
+    # the signature travelled with the image: real cosign verifies it in the prod repository
+    out = subprocess.run(
+        [
+            cosign_bin,
+            "verify",
+            "--key",
+            str(world.keys.pub("build")),
+            "--insecure-ignore-tlog",
+            "--allow-insecure-registry",
+            f"{world.registry}/{prod_repo}@{digest}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    out = subprocess.run(
+        [
+            cosign_bin,
+            "verify-attestation",
+            "--key",
+            str(world.keys.pub("check-runner")),
+            "--insecure-ignore-tlog",
+            "--allow-insecure-registry",
+            "--type",
+            DEVICE_CHECK_V1,
+            f"{world.registry}/{prod_repo}@{digest}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_freeze_window_denies(world: World, tmp_path: Path) -> None:
+    freeze = (
+        "        - freeze:\n"
+        "            timezone: America/New_York\n"
+        "            windows:\n"
+        "              - {reason: holiday freeze, start: 2026-12-24T00:00:00, end: 2026-12-27T00:00:00}\n"
+        "              - {reason: no Friday deploys, days: [fri], from: '15:00'}\n"
+    )
+    policy = write_policy(tmp_path / "freeze.yaml", world.keys, freeze=freeze)
+    digest = _to_staging(world, b"freeze")
+    for who in ("alice", "bob"):
+        world.approve(who, digest, "prod")
+    world.attest(
+        "check-runner",
+        digest,
+        DEVICE_CHECK_V1,
+        device_check("nvidia", gpus=("NVIDIA H200",), driver="570.124.06", digest=digest),
+    )
+    # 2026-12-24 10:00 in New York = 15:00 UTC: inside the holiday window
+    inside = dt.datetime(2026, 12, 24, 15, 0, tzinfo=dt.UTC)
+    env = world.env(now=inside, policy_path=policy)
+    plan = plan_promotion(env, world.target, "prod", ticket="CHG-1234")
+    assert failed_rules(plan) == {"freeze": failed_rules(plan)["freeze"]}
+    assert "holiday freeze" in failed_rules(plan)["freeze"] and "EST" in failed_rules(plan)["freeze"]
+    with pytest.raises(PolicyDeniedError, match="frozen"):
+        apply_promotion(env, plan)
+    # Friday 2026-12-04 16:00 New York (21:00 UTC): the weekly window
+    friday = dt.datetime(2026, 12, 4, 21, 0, tzinfo=dt.UTC)
+    plan = plan_promotion(world.env(now=friday, policy_path=policy), world.target, "prod", ticket="CHG-1234")
+    assert "no Friday deploys" in failed_rules(plan)["freeze"]
+    # Friday 14:00 New York (19:00 UTC) is before the window: allowed
+    open_time = dt.datetime(2026, 12, 4, 19, 0, tzinfo=dt.UTC)
+    plan = plan_promotion(world.env(now=open_time, policy_path=policy), world.target, "prod", ticket="CHG-1234")
+    assert plan.decision.allowed, plan.decision.failed()
+
+
+def test_rollback_from_registry_alone(world: World, tmp_path: Path) -> None:
+    d1 = world.build(b"first")
+    env = world.env()
+    apply_promotion(env, plan_promotion(env, world.target, "dev"))
+    d2 = world.build(b"second")
+    assert d2 != d1
+    apply_promotion(env, plan_promotion(env, world.target, "dev"))
+    assert world.client.resolve(world.repo, f"{VARIANT}-dev") == d2
+
+    fresh = tmp_path / "fresh-machine"
+    fresh.mkdir()
+    # an outsider's key may not roll back
+    with pytest.raises(PolicyDeniedError, match="may not roll back"):
+        rollback(world.env(signer="mallory", state=fresh), world.target, "dev")
+    env2 = world.env(signer="alice", state=fresh)
+    assert env2.ledger is not None and env2.ledger.records() == []
+    _, recs = history(env2, world.target, "dev")
+    assert [(r.digest, r.previous) for r in recs] == [(d2, d1), (d1, None)]
+    applied = rollback(env2, world.target, "dev")
+    assert applied.record.action == "rollback" and applied.record.digest == d1 and applied.record.previous == d2
+    assert world.client.resolve(world.repo, f"{VARIANT}-dev") == d1
+    assert resolve(env2, world.target, "dev").endswith("@" + d1)
+    _, recs = history(env2, world.target, "dev")
+    assert [(r.action, r.digest) for r in recs] == [("rollback", d1), ("promote", d2), ("promote", d1)]
+    assert [r.action for r in env2.ledger.records()] == ["rollback"]
+    rows = status(env2, [world.target], ["dev", "staging"])
+    assert rows[0].digest == d1 and rows[0].action == "rollback" and rows[0].signatures == 1
+    assert rows[1].digest is None
+
+
+def test_moved_outside_builder_is_a_fork(world: World) -> None:
+    d1 = world.build(b"a")
+    env = world.env()
+    apply_promotion(env, plan_promotion(env, world.target, "dev"))
+    rogue = push_image(world.client, world.repo, f"{VARIANT}-dev", content=b"rogue")
+    world.build(b"b")
+    plan = plan_promotion(env, world.target, "dev")
+    assert plan.previous == rogue
+    with pytest.raises(PromotionConflictError, match="no trusted promotion record"):
+        apply_promotion(env, plan)
+    with pytest.raises(PromotionConflictError):
+        resolve(env, world.target, "dev")
+    assert d1 != rogue
+
+
+def test_expect_previous_is_compare_and_swap(world: World) -> None:
+    d1 = world.build(b"one")
+    env = world.env()
+    apply_promotion(env, plan_promotion(env, world.target, "dev"))
+    world.build(b"two")
+    plan = plan_promotion(env, world.target, "dev")
+    with pytest.raises(PromotionConflictError) as err:
+        apply_promotion(env, plan, expect_previous=None)
+    assert err.value.details["found"] == d1 and err.value.details["expected"] is None
+    assert world.client.resolve(world.repo, f"{VARIANT}-dev") == d1
