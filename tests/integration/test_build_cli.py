@@ -1,0 +1,131 @@
+"""``builder build`` end to end in a throwaway project (real matrices, templates, engine and
+registry): build two variants, no-op rerun from a fresh state directory, only the changed
+variant rebuilt (also found by --changed-since), exit codes for a missing engine/registry."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from builder.registry import RegistryClient, verify_complete
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MATRIX = """\
+family: {family}
+repository: {repo}
+axes:
+  accelerator:
+    - {{kind: cpu}}
+  framework:
+    name: none
+    versions: ["0"]
+  python: ["3.11"]
+  os: [debian12]
+base:
+  default: "mirror:debian:bookworm"
+"""
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path, unique_repo: str, registry_address: str, mirror_base: str) -> Iterator[Path]:
+    """A project with two one-variant matrices (families tiny and tiny2) in a git repository."""
+    p = tmp_path / "proj"
+    (p / "matrices").mkdir(parents=True)
+    (p / "images").mkdir()
+    shutil.copytree(ROOT / "images" / "_common", p / "images" / "_common")
+    shutil.copytree(ROOT / "images" / "tiny", p / "images" / "tiny")
+    shutil.copytree(ROOT / "images" / "tiny", p / "images" / "tiny2")
+    (p / "matrices" / "tiny.yaml").write_text(MATRIX.format(family="tiny", repo=unique_repo))
+    (p / "matrices" / "tiny2.yaml").write_text(MATRIX.format(family="tiny2", repo=unique_repo))
+    (p / "builder.toml").write_text(f'registry = "{registry_address}"\nstate_dir = "state"\n')
+    (p / ".gitignore").write_text("state/\n")
+    state = p / "state"
+    state.mkdir()
+    shutil.copy(ROOT / ".builder" / "mirror.json", state / "mirror.json")
+    _git(p, "init", "-q")
+    _git(p, "add", ".")
+    _git(p, "commit", "-q", "-m", "init")
+    yield p
+
+
+def builder(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "builder", "-C", str(project), *args],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env={**os.environ, **(env or {})},
+        timeout=900,
+    )
+
+
+def _statuses(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    return {i["variant"]: i["status"] for i in doc["images"]}
+
+
+A, B = "tiny-cpu-py3.11-debian12", "tiny2-cpu-py3.11-debian12"
+
+
+def test_build_noop_and_only_changed_variant(
+    docker_engine: str, registry_address: str, unique_repo: str, project: Path
+) -> None:
+    first = builder(project, "build", "--json")
+    assert _statuses(first) == {A: "built", B: "built"}
+    client = RegistryClient(registry_address, insecure=True)
+    for item in json.loads(first.stdout)["images"]:
+        assert client.resolve(unique_repo, item["content_tag"]) == item["digest"]
+        assert verify_complete(client, unique_repo, item["digest"]) == []
+        assert Path(item["log"]).is_file()
+
+    fresh = project / "fresh-state"
+    fresh.mkdir()
+    shutil.copy(project / "state" / "mirror.json", fresh / "mirror.json")
+    noop = builder(project, "build", "--json", env={"BUILDER_STATE_DIR": str(fresh)})
+    assert _statuses(noop) == {A: "up-to-date", B: "up-to-date"}
+    assert not (fresh / "logs").exists()
+
+    template = project / "images" / "tiny2" / "Dockerfile.j2"
+    template.write_text(template.read_text() + 'LABEL io.builder.test.changed="yes"\n')
+    plan = builder(project, "build", "--dry-run", "--json", "--changed-since", "HEAD")
+    assert plan.returncode == 0, plan.stderr
+    assert [(p["variant"], p["action"]) for p in json.loads(plan.stdout)["plan"]] == [(B, "build")]
+    third = builder(project, "build", "--json")
+    assert _statuses(third) == {A: "up-to-date", B: "built"}
+
+
+def test_engine_unavailable_exits_3(registry_address: str, project: Path) -> None:
+    """Nothing is built yet in this repository, so the build needs the engine: exit 3."""
+    proc = builder(
+        project,
+        "build",
+        "--json",
+        env={"DOCKER_HOST": "unix:///nonexistent.sock"},
+    )
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["error"]["kind"] == "engine-unavailable"
+
+
+def test_registry_unreachable_exits_5(project: Path) -> None:
+    proc = builder(project, "build", "--json", env={"BUILDER_REGISTRY": "127.0.0.1:9"})
+    assert proc.returncode == 5, proc.stderr[-2000:]
+    err = json.loads(proc.stdout)["error"]
+    assert err["kind"] == "registry-unavailable" and "127.0.0.1:9" in err["message"]
