@@ -630,20 +630,20 @@ def _expand(spec: MatrixSpec, path: Path, add: Any, bases: BaseResolution | None
     out: dict[str, Variant] = {}
     for where, acc, fv, py, os_, plat, inc in cells:
         if inc is not None:
-            bad = False
+            invalid = False
             if not _OS_RE.match(os_):
                 add((*where, "os"), f"os {os_!r} must be a name and version like ubuntu24.04")
-                bad = True
+                invalid = True
             if plat not in PLATFORMS:
                 add((*where, "platform"), f"platform {plat!r} is not one of {', '.join(PLATFORMS)}")
-                bad = True
+                invalid = True
             if not re.match(r"^3\.\d+$", py):
                 add((*where, "python"), f"python {py!r} must be 3.X")
-                bad = True
+                invalid = True
             if acc.kind != "cpu" and (acc.version is None or not re.match(r"^\d+\.\d+$", acc.version)):
                 add((*where, "accelerator", "version"), f"{acc.kind} needs a version like 12.8 / 6.4")
-                bad = True
-            if bad:
+                invalid = True
+            if invalid:
                 continue
         accel = Accelerator(acc.kind, acc.version if acc.kind != "cpu" else None)
         vid = variant_id(fw_name, fv, accel, py, os_, plat, family=spec.family)

@@ -1,0 +1,73 @@
+# Rendered by `builder render` from images/pytorch/Dockerfile.j2 for torch2.11-rocm7.2-py3.12-ubuntu24.04.
+# Do not edit: change the template or matrices/pytorch.yaml and re-render.
+# Build with BuildKit; no frontend directive line: the built-in frontend supports RUN --mount.
+# The build passes BASE_IMAGE (the pinned pull reference, mirror-mapped) and the CA bundle as
+# the BuildKit secret `ca_bundle`; see docs/templates.md.
+# Base: UNPINNED (bases.lock.json has no digest yet): `builder build` refuses this variant until
+# `builder bases update` pins it.
+ARG BASE_IMAGE=rocm/dev-ubuntu-24.04:7.2
+FROM ${BASE_IMAGE}
+
+LABEL io.builder.accelerator="rocm" \
+      io.builder.family="pytorch" \
+      io.builder.framework="torch" \
+      io.builder.framework.version="2.11" \
+      io.builder.gpu-archs="gfx900,gfx906,gfx908,gfx90a,gfx942,gfx950,gfx1030,gfx1100,gfx1101,gfx1102,gfx1200,gfx1201" \
+      io.builder.matrix="pytorch" \
+      io.builder.os="ubuntu24.04" \
+      io.builder.platform="linux/amd64" \
+      io.builder.python="3.12" \
+      io.builder.rocm.version="7.2" \
+      io.builder.variant="torch2.11-rocm7.2-py3.12-ubuntu24.04" \
+      org.opencontainers.image.base.name="rocm/dev-ubuntu-24.04:7.2" \
+      org.opencontainers.image.description="torch 2.11 for ROCm 7.2, Python 3.12, ubuntu24.04 (linux/amd64)" \
+      org.opencontainers.image.title="torch2.11-rocm7.2-py3.12-ubuntu24.04" \
+      org.opencontainers.image.version="2.11"
+
+# Architecture lists are build arguments (a build never probes a GPU); kept in the environment so
+# extensions compiled in derived images target the same architectures as the framework build.
+ARG GPU_TARGETS="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1200;gfx1201"
+ARG PYTORCH_ROCM_ARCH="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1200;gfx1201"
+ENV GPU_TARGETS="${GPU_TARGETS}" \
+    PYTORCH_ROCM_ARCH="${PYTORCH_ROCM_ARCH}"
+
+# ROCm 7.2: run with --device=/dev/kfd --device=/dev/dri and --group-add for the groups
+# owning them (video, render); the image user is not root.
+ENV ROCM_VERSION="7.2"
+
+# Python 3.12 from ubuntu24.04, in a venv (PEP 668); apt lists removed in the same layer.
+RUN set -eux; \
+    export DEBIAN_FRONTEND=noninteractive; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends ca-certificates python3 python3-venv; \
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb; \
+    python3 -m venv /opt/venv; \
+    /opt/venv/bin/python -c 'import sys; assert sys.version.startswith("3.12."), sys.version'
+ENV PATH="/opt/venv/bin:${PATH}" \
+    VIRTUAL_ENV="/opt/venv" \
+    PYTHONUNBUFFERED="1" \
+    PIP_NO_CACHE_DIR="1" \
+    PIP_DISABLE_PIP_VERSION_CHECK="1"
+
+# Python packages exactly as locked (locks/torch2.11-rocm7.2-py3.12-ubuntu24.04.txt, hashes checked). The CA bundle and
+# index credentials are BuildKit secrets: optional, never in a layer or the image history.
+RUN --mount=type=secret,id=ca_bundle,required=false \
+    --mount=type=secret,id=netrc,required=false \
+    --mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock \
+    set -eu; \
+    if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi; \
+    if [ -s /run/secrets/netrc ]; then export NETRC=/run/secrets/netrc; fi; \
+    pip install --no-cache-dir --require-hashes --no-compile \
+        --index-url https://download.pytorch.org/whl/rocm7.2 \
+        -r /tmp/requirements.lock
+
+# Fail the build (not the first job) when the wheel does not match the variant; no GPU is probed.
+RUN python -c 'import torch, sys; v = torch.__version__; print("torch", v, "cuda", torch.version.cuda, "hip", torch.version.hip); sys.exit(0 if v.startswith("2.11.") else 1)'
+
+# Unprivileged user (numeric, so `runAsNonRoot` can verify it).
+RUN set -eux; \
+    groupadd --system --gid 10001 app; \
+    useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/app --shell /usr/sbin/nologin app
+USER 10001:10001
+WORKDIR /home/app
+CMD ["python"]

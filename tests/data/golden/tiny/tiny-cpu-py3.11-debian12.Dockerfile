@@ -1,0 +1,55 @@
+# Rendered by `builder render` from images/tiny/Dockerfile.j2 for tiny-cpu-py3.11-debian12.
+# Do not edit: change the template or matrices/tiny.yaml and re-render.
+# Build with BuildKit; no frontend directive line: the built-in frontend supports RUN --mount.
+# The build passes BASE_IMAGE (the pinned pull reference, mirror-mapped) and the CA bundle as
+# the BuildKit secret `ca_bundle`; see docs/templates.md.
+# Base: machine-local mirror of debian:bookworm; the build passes BASE_IMAGE=<mirror>@<digest>.
+ARG BASE_IMAGE=debian:bookworm
+FROM ${BASE_IMAGE}
+
+LABEL io.builder.accelerator="cpu" \
+      io.builder.family="tiny" \
+      io.builder.framework="none" \
+      io.builder.framework.version="0" \
+      io.builder.gpu-archs="" \
+      io.builder.matrix="tiny" \
+      io.builder.os="debian12" \
+      io.builder.platform="linux/amd64" \
+      io.builder.python="3.11" \
+      io.builder.variant="tiny-cpu-py3.11-debian12" \
+      org.opencontainers.image.base.name="debian:bookworm" \
+      org.opencontainers.image.description="Python for CPU, Python 3.11, debian12 (linux/amd64)" \
+      org.opencontainers.image.title="tiny-cpu-py3.11-debian12"
+
+# Python 3.11 from debian12, in a venv (PEP 668); apt lists removed in the same layer.
+RUN set -eux; \
+    export DEBIAN_FRONTEND=noninteractive; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends ca-certificates python3 python3-venv; \
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb; \
+    python3 -m venv /opt/venv; \
+    /opt/venv/bin/python -c 'import sys; assert sys.version.startswith("3.11."), sys.version'
+ENV PATH="/opt/venv/bin:${PATH}" \
+    VIRTUAL_ENV="/opt/venv" \
+    PYTHONUNBUFFERED="1" \
+    PIP_NO_CACHE_DIR="1" \
+    PIP_DISABLE_PIP_VERSION_CHECK="1"
+
+# Python packages exactly as locked (locks/tiny-cpu-py3.11-debian12.txt, hashes checked). The CA bundle and
+# index credentials are BuildKit secrets: optional, never in a layer or the image history.
+RUN --mount=type=secret,id=ca_bundle,required=false \
+    --mount=type=secret,id=netrc,required=false \
+    --mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock \
+    set -eu; \
+    if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi; \
+    if [ -s /run/secrets/netrc ]; then export NETRC=/run/secrets/netrc; fi; \
+    pip install --no-cache-dir --require-hashes --no-compile \
+        -r /tmp/requirements.lock
+
+# Unprivileged user (numeric, so `runAsNonRoot` can verify it).
+RUN set -eux; \
+    groupadd --system --gid 10001 app; \
+    useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/app --shell /usr/sbin/nologin app
+USER 10001:10001
+WORKDIR /home/app
+CMD ["python", "-c", "import sys; print(sys.version)"]

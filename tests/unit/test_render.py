@@ -1,0 +1,321 @@
+"""Rendering: golden Dockerfiles, determinism, content hash inputs, base resolution, render --check."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from builder import compat, matrix, render
+from builder.errors import RenderStaleError, UnpinnedBaseError
+from builder.models import Variant
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "data" / "golden"
+IMAGES = ROOT / "images"
+LOCKS = ROOT / "locks"
+FAKE_CUDA_DIGEST = "sha256:" + "a" * 64
+FAKE_MIRROR_DIGEST = "sha256:" + "b" * 64
+#: Fixed, machine-independent base facts for the golden files.
+BASES = render.BaseResolution(
+    upstream={"nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04": FAKE_CUDA_DIGEST},
+    mirrors={"debian:bookworm": ("registry.example:5000/mirror/debian:bookworm", FAKE_MIRROR_DIGEST)},
+)
+
+
+def _variants() -> dict[str, Variant]:
+    paths = [*sorted((ROOT / "matrices").glob("*.yaml")), ROOT / "tests" / "data" / "matrices" / "tiny.yaml"]
+    return {v.id: v for m in matrix.load_matrices(paths) for v in m.variants}
+
+
+VARIANTS = _variants()
+
+
+def _render(vid: str, bases: render.BaseResolution = BASES, **kw: Path) -> render.RenderedImage:
+    return render.render_variant(
+        VARIANTS[vid], images_dir=kw.get("images_dir", IMAGES), locks_dir=kw.get("locks_dir", LOCKS), bases=bases
+    )
+
+
+GOLDEN_FILES = sorted(GOLDEN.glob("*/*.Dockerfile"))
+
+
+def test_every_family_has_a_golden_file() -> None:
+    families = {p.parent.name for p in GOLDEN_FILES}
+    assert families >= {"pytorch", "jax", "tensorflow", "tiny"}
+
+
+@pytest.mark.parametrize("golden", GOLDEN_FILES, ids=lambda p: p.stem)
+def test_render_matches_golden_dockerfile(golden: Path) -> None:
+    r = _render(golden.stem)
+    assert r.variant.family == golden.parent.name
+    assert r.dockerfile == golden.read_text(), f"render of {golden.stem} differs from {golden}"
+
+
+@pytest.mark.parametrize("vid", sorted(VARIANTS))
+def test_dockerfile_is_production_grade(vid: str) -> None:
+    r = _render(vid)
+    text = r.dockerfile
+    v = r.variant
+    assert "# syntax=" not in text
+    lines = text.splitlines()
+    first_instr = next(line for line in lines if line and not line.startswith("#"))
+    assert first_instr.startswith("ARG BASE_IMAGE=")
+    assert "FROM ${BASE_IMAGE}" in lines
+    assert "USER 10001:10001" in lines
+    assert "rm -rf /var/lib/apt/lists/*" in text
+    assert "apt-get install -y --no-install-recommends" in text
+    assert "python3 -m venv /opt/venv" in text or f"python{v.python} -m venv /opt/venv" in text
+    if v.packages:
+        assert "--mount=type=secret,id=ca_bundle,required=false" in text
+        assert "--require-hashes" in text and "--no-cache-dir" in text
+        assert "PIP_CERT=/run/secrets/ca_bundle" in text
+        assert "-r /tmp/requirements.lock" in text
+    assert "ca-certificates.crt" not in text and "COPY" not in text
+    labels = dict(r.labels)
+    assert labels["io.builder.variant"] == v.id
+    assert labels["io.builder.accelerator"] == v.accelerator.kind
+    assert labels["io.builder.framework.version"] == v.framework.version
+    assert labels["io.builder.content-hash"] == r.content_hash
+    assert labels["io.builder.gpu-archs"] == ",".join(v.gpu_archs)
+    if v.accelerator.kind == "cuda":
+        assert v.accelerator.version is not None
+        req = compat.require_cuda(v.accelerator.version)
+        assert f'ENV NVIDIA_REQUIRE_CUDA="{req}"' in text
+        assert req.startswith(f"cuda>={v.accelerator.version}")
+        assert 'NVIDIA_VISIBLE_DEVICES="all"' in text
+        assert 'NVIDIA_DRIVER_CAPABILITIES="compute,utility"' in text
+        assert labels["io.builder.min-driver"] == compat.min_driver(v.accelerator.version)
+        assert labels["io.builder.cuda.version"] == v.accelerator.version
+    else:
+        assert "NVIDIA_REQUIRE_CUDA" not in text
+    if v.accelerator.kind == "rocm":
+        assert labels["io.builder.rocm.version"] == v.accelerator.version
+    for name, value in v.build_args:
+        assert f'ARG {name}="{value}"' in text
+        assert (name, value) in r.build_args
+    # every static label of RenderedImage.labels that is machine-independent is in the Dockerfile
+    for key, value in labels.items():
+        if key not in ("io.builder.content-hash", "org.opencontainers.image.base.digest", "io.builder.lock.sha256"):
+            assert f'{key}="{value}"' in text
+
+
+def test_render_is_deterministic_across_processes() -> None:
+    """Same inputs, byte-identical output and the same hash, also under another hash seed."""
+    ids = ["torch2.11-cu128-py3.11-ubuntu24.04", "jax0.7-cu128-py3.11-debian12", "tiny-cpu-py3.11-debian12"]
+    here = [(r.dockerfile, r.content_hash, r.labels) for r in (_render(i) for i in ids)]
+    again = [(r.dockerfile, r.content_hash, r.labels) for r in (_render(i) for i in ids)]
+    assert here == again
+    code = (
+        "import json,sys; sys.path.insert(0, sys.argv[1]); from tests.unit import test_render as t;"
+        "print(json.dumps([[r.dockerfile, r.content_hash] for r in (t._render(i) for i in json.loads(sys.argv[2]))]))"
+    )
+    for seed in ("1", "12345"):
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(ROOT), json.dumps(ids)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        assert json.loads(out) == [[d, h] for d, h, _ in here]
+
+
+def test_content_hash_covers_base_digest_but_not_the_pull_location() -> None:
+    vid = "jax0.7-cu128-py3.11-debian12"
+    a = _render(vid)
+    other_digest = render.BaseResolution(
+        mirrors={"debian:bookworm": ("registry.example:5000/mirror/debian:bookworm", "sha256:" + "c" * 64)}
+    )
+    b = _render(vid, other_digest)
+    moved = render.BaseResolution(
+        mirrors={"debian:bookworm": ("elsewhere.example/mirror/debian:bookworm", FAKE_MIRROR_DIGEST)}
+    )
+    c = _render(vid, moved)
+    assert a.dockerfile == b.dockerfile == c.dockerfile  # committed text: no machine-local digest
+    assert FAKE_MIRROR_DIGEST not in a.dockerfile and "registry.example" not in a.dockerfile
+    assert a.content_hash != b.content_hash  # a new base digest is a new content tag
+    assert a.content_hash == c.content_hash  # where the mirror lives does not change the image
+    assert dict(a.build_args)["BASE_IMAGE"] == f"registry.example:5000/mirror/debian:bookworm@{FAKE_MIRROR_DIGEST}"
+    assert dict(c.build_args)["BASE_IMAGE"] == f"elsewhere.example/mirror/debian:bookworm@{FAKE_MIRROR_DIGEST}"
+    assert dict(a.labels)["org.opencontainers.image.base.digest"] == FAKE_MIRROR_DIGEST
+    assert a.content_tag == f"{vid}-{a.content_hash[:12]}"
+
+
+def test_upstream_base_is_pinned_in_the_dockerfile_and_mirror_mapped_in_build_args() -> None:
+    vid = "torch2.11-cu128-py3.11-ubuntu24.04"
+    mapped = dataclasses.replace(BASES, mirror_map=(("docker.io/nvidia", "mirror.corp:5000/nvidia"),))
+    r = _render(vid, mapped)
+    ref = "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04"
+    assert f"ARG BASE_IMAGE={ref}@{FAKE_CUDA_DIGEST}" in r.dockerfile
+    assert (
+        dict(r.build_args)["BASE_IMAGE"]
+        == f"mirror.corp:5000/nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04@{FAKE_CUDA_DIGEST}"
+    )
+    assert r.content_hash == _render(vid).content_hash
+
+
+def test_unpinned_base_and_missing_lock_are_refused() -> None:
+    r = _render("torch2.11-rocm7.2-py3.12-ubuntu24.04")
+    assert any("not pinned" in u for u in r.unpinned)
+    assert "# Base: UNPINNED" in r.dockerfile
+    assert dict(r.labels)["org.opencontainers.image.base.digest"] == "unpinned"
+    with pytest.raises(UnpinnedBaseError) as err:
+        render.require_pinned(r)
+    assert err.value.exit_code == 13
+    demo = _render("jax0.7-cpu-py3.11-debian12")
+    assert demo.unpinned == ()
+    render.require_pinned(demo)
+    no_mirror = _render("jax0.7-cpu-py3.11-debian12", render.BaseResolution())
+    assert any("mirror record" in u for u in no_mirror.unpinned)
+    assert no_mirror.dockerfile == demo.dockerfile
+
+
+def test_lock_is_part_of_the_context_and_the_hash(tmp_path: Path) -> None:
+    vid = "tiny-cpu-py3.11-debian12"
+    locks = tmp_path / "locks"
+    shutil.copytree(LOCKS, locks)
+    a = _render(vid, locks_dir=locks)
+    ctx = dict(a.context)
+    assert ctx["requirements.lock"] == (locks / f"{vid}.txt").read_bytes()
+    assert a.unpinned == ()
+    p = locks / f"{vid}.txt"
+    p.write_text(p.read_text() + "# changed\n")
+    b = _render(vid, locks_dir=locks)
+    assert b.content_hash != a.content_hash and b.dockerfile == a.dockerfile
+    p.unlink()
+    c = _render(vid, locks_dir=locks)
+    assert any("no dependency lock" in u for u in c.unpinned)
+    no_pkgs = _render("tiny-cu128-py3.11-debian12", locks_dir=locks)
+    assert no_pkgs.unpinned == () and "requirements.lock" not in dict(no_pkgs.context)
+    assert "pip install" not in no_pkgs.dockerfile
+
+
+def test_template_and_context_files_are_part_of_the_hash(tmp_path: Path) -> None:
+    images = tmp_path / "images"
+    shutil.copytree(IMAGES, images)
+    vid = "tiny-cpu-py3.11-debian12"
+    a = _render(vid, images_dir=images)
+    (images / "tiny" / "context").mkdir()
+    (images / "tiny" / "context" / "probe.py").write_text("print('hi')\n")
+    b = _render(vid, images_dir=images)
+    assert dict(b.context)["probe.py"] == b"print('hi')\n"
+    assert b.content_hash != a.content_hash and b.dockerfile == a.dockerfile
+    (images / "_common" / "macros.j2").write_text((images / "_common" / "macros.j2").read_text() + "{# x #}\n")
+    c = _render(vid, images_dir=images)
+    assert c.content_hash != b.content_hash
+    (images / "tiny" / "README.md").write_text("docs only\n")
+    assert _render(vid, images_dir=images).content_hash == c.content_hash
+
+
+def test_bases_lock_roundtrip_and_validation(tmp_path: Path) -> None:
+    p = tmp_path / "bases.lock.json"
+    render.write_bases_lock(p, {"ubuntu:24.04": {"digest": None}, "nvidia/cuda:x": {"digest": FAKE_CUDA_DIGEST}})
+    assert render.read_bases_lock(p) == {"nvidia/cuda:x": FAKE_CUDA_DIGEST, "ubuntu:24.04": None}
+    text = p.read_text()
+    render.write_bases_lock(p, {"nvidia/cuda:x": {"digest": FAKE_CUDA_DIGEST}, "ubuntu:24.04": {"digest": None}})
+    assert p.read_text() == text
+    p.write_text(json.dumps({"version": 1, "bases": {"x": {"digest": "md5:1"}}}))
+    from builder.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        render.read_bases_lock(p)
+
+
+def test_committed_bases_lock_lists_every_upstream_base() -> None:
+    refs = render.upstream_references(VARIANTS.values())
+    assert set(refs) <= set(render.read_bases_lock(ROOT / "bases.lock.json"))
+    assert all(not r.startswith("mirror:") for r in refs)
+
+
+def test_normalize_and_mirror_map(tmp_path: Path) -> None:
+    assert render.normalize_reference("ubuntu:24.04") == "docker.io/library/ubuntu:24.04"
+    assert render.normalize_reference("rocm/dev-ubuntu-24.04:7.2") == "docker.io/rocm/dev-ubuntu-24.04:7.2"
+    assert render.normalize_reference("nvcr.io/nvidia/pytorch:25.01") == "nvcr.io/nvidia/pytorch:25.01"
+    m = tmp_path / "mirrors.json"
+    m.write_text(json.dumps({"docker.io": "hub.corp/dockerhub", "docker.io/nvidia": "hub.corp/nv"}))
+    b = render.BaseResolution(upstream={"ubuntu:24.04": FAKE_CUDA_DIGEST}, mirror_map=render.read_mirror_map(m))
+    assert b.resolve("ubuntu:24.04").pull == f"hub.corp/dockerhub/library/ubuntu:24.04@{FAKE_CUDA_DIGEST}"
+    assert b.map_reference("nvidia/cuda:12.8.1-base-ubuntu24.04") == "hub.corp/nv/cuda:12.8.1-base-ubuntu24.04"
+    assert b.map_reference("quay.io/x/y:1") == "quay.io/x/y:1"
+
+
+def _project_copy(tmp_path: Path) -> Path:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for name in ("images", "matrices", "locks", "rendered"):
+        shutil.copytree(ROOT / name, proj / name)
+    for name in ("builder.toml", "bases.lock.json"):
+        shutil.copy(ROOT / name, proj / name)
+    return proj
+
+
+def _builder(proj: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDER_")}
+    env["BUILDER_STATE_DIR"] = str(proj / ".state-that-does-not-exist")  # no mirror record: any machine
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("builder")), "-C", str(proj), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+
+
+def test_committed_renders_are_current_on_any_machine(tmp_path: Path) -> None:
+    """What CI runs: `builder render --check` on the committed tree (no mirror record here)."""
+    res = _builder(_project_copy(tmp_path), "render", "--check")
+    assert res.returncode == 0, res.stderr
+
+
+def test_render_check_fails_after_a_template_edit_and_passes_after_rerendering(tmp_path: Path) -> None:
+    proj = _project_copy(tmp_path)
+    tpl = proj / "images" / "jax" / "Dockerfile.j2"
+    tpl.write_text(tpl.read_text().replace('CMD ["python"]', 'CMD ["python", "-q"]'))
+    res = _builder(proj, "--json", "render", "--check")
+    assert res.returncode == 12, res.stderr
+    err = json.loads(res.stdout)["error"]
+    assert err["kind"] == "render-stale"
+    assert '-CMD ["python"]' in err["details"]["diff"] and '+CMD ["python", "-q"]' in err["details"]["diff"]
+    assert "jax/jax0.7-cpu-py3.11-ubuntu24.04/Dockerfile" in " ".join(err["details"]["stale"])
+    assert all("/jax" in s or s.startswith("demo/") for s in err["details"]["stale"])
+    res = _builder(proj, "render")
+    assert res.returncode == 0, res.stderr
+    res = _builder(proj, "render", "--check")
+    assert res.returncode == 0, res.stderr
+
+
+def test_render_check_notices_removed_and_orphaned_variants(tmp_path: Path) -> None:
+    proj = _project_copy(tmp_path)
+    orphan = proj / "rendered" / "jax" / "jax0.1-cpu-py3.11-ubuntu24.04" / "Dockerfile"
+    orphan.parent.mkdir()
+    orphan.write_text("FROM scratch\n")
+    res = _builder(proj, "--json", "render", "--check")
+    assert res.returncode == 12
+    assert json.loads(res.stdout)["error"]["details"]["stale"] == ["jax/jax0.1-cpu-py3.11-ubuntu24.04/Dockerfile"]
+    assert _builder(proj, "render").returncode == 0
+    assert not orphan.exists()
+    assert _builder(proj, "render", "--check").returncode == 0
+
+
+def test_check_renders_api_raises_with_a_unified_diff(tmp_path: Path) -> None:
+    rendered = [_render("tiny-cpu-py3.11-debian12"), _render("tiny-cu128-py3.11-debian12")]
+    report = render.write_renders(tmp_path, rendered)
+    assert len(report.added) == 2 and not report.changed
+    assert not render.check_renders(tmp_path, rendered).stale
+    target = tmp_path / "tiny" / "tiny-cpu-py3.11-debian12" / "Dockerfile"
+    target.write_text(target.read_text().replace("USER 10001:10001", "USER root"))
+    with pytest.raises(RenderStaleError) as err:
+        render.check_renders(tmp_path, rendered)
+    assert err.value.exit_code == 12
+    assert "-USER root" in err.value.details["diff"] and "+USER 10001:10001" in err.value.details["diff"]
+    assert err.value.details["stale"] == ["tiny/tiny-cpu-py3.11-debian12/Dockerfile"]
+    assert render.write_renders(tmp_path, rendered).changed == ("tiny/tiny-cpu-py3.11-debian12/Dockerfile",)
+    assert not render.check_renders(tmp_path, rendered).stale
