@@ -10,6 +10,7 @@ installation.md), ``data/framework-archs.csv`` (architectures compiled into thos
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 from packaging.version import InvalidVersion, Version
@@ -121,10 +122,24 @@ def variant_problems(
     line is fine on ``debian12``, the demo's mirrored base, where CUDA comes from PyPI wheels); a ROCm
     release supports that OS (``rocm.csv``); the CUDA line / ROCm release is known at all. Pure; no I/O
     beyond the packaged tables."""
+    return list(_variant_problems(framework, framework_version, kind, accel_version, python, os, platform))
+
+
+@functools.lru_cache(maxsize=4096)
+def _variant_problems(
+    framework: str,
+    framework_version: str,
+    kind: str,
+    accel_version: str | None,
+    python: str,
+    os: str,
+    platform: str,
+) -> tuple[str, ...]:
+    """Cached body of :func:`variant_problems` (the tables are immutable within a process)."""
     problems: list[str] = []
     kind = kind.lower()
     if kind not in ("cuda", "rocm", "cpu"):
-        return [f"accelerator kind {kind!r} is not one of cuda, rocm, cpu"]
+        return (f"accelerator kind {kind!r} is not one of cuda, rocm, cpu",)
     if kind != "cpu" and not accel_version:
         problems.append(f"accelerator {kind} needs a version (e.g. 12.8 or 6.4)")
         accel_version = None
@@ -159,10 +174,10 @@ def variant_problems(
             problems.append(f"ROCm {rrow.rocm} does not support {os} (supported: {', '.join(rrow.os)})")
 
     if framework in ("none", "", None):
-        return problems
+        return tuple(problems)
     if framework not in FRAMEWORKS:
         problems.append(f"framework {framework!r} is not one of {', '.join((*FRAMEWORKS, 'none'))}")
-        return problems
+        return tuple(problems)
     rows = wheel_rows_for(framework, framework_version)
     if not rows:
         if _v(framework_version) is None:
@@ -172,13 +187,13 @@ def variant_problems(
                 f"no wheel data for {framework} {framework_version} in builder/compat/data/framework-wheels.csv "
                 "(add the release's rows)"
             )
-        return problems
+        return tuple(problems)
     label = "CPU" if kind == "cpu" else f"{'CUDA' if kind == 'cuda' else 'ROCm'} {accel_version}"
     row = find_wheel(framework, framework_version, kind, accel_version) if (av is not None or kind == "cpu") else None
     if row is None:
         if kind == "cpu" or av is not None:
             problems.append(f"{framework} {framework_version} publishes no wheels for {label} (wheels: {_lines(rows)})")
-        return problems
+        return tuple(problems)
     if py is not None and not row.python.contains(py, prereleases=True):
         problems.append(
             f"{framework} {framework_version} ({row.wheel}) has no wheels for Python {python} (supported: {row.python})"
@@ -188,7 +203,7 @@ def variant_problems(
             f"{framework} {framework_version} ({row.wheel}) has no wheels for {platform} "
             f"(platforms: {', '.join(row.platforms)})"
         )
-    return problems
+    return tuple(problems)
 
 
 def compiled_archs(framework: str, framework_version: str, kind: str, accel_version: str | None) -> tuple[str, ...]:

@@ -1,0 +1,160 @@
+"""``builder compat check`` / ``builder compat fleet``: the EXPECTED.md decisions through the real CLI entry
+point (in process through ``builder.cli.main``, and once as a subprocess of the installed script)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from builder.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DATA = Path(__file__).resolve().parent.parent / "data" / "compat"
+
+
+def _real(release: str) -> str:
+    for line in (DATA / "require-cuda-real.txt").read_text().splitlines():
+        if line.startswith(release + " "):
+            return line.split(" ", 1)[1]
+    raise AssertionError(release)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+        raise SystemExit(0)
+    out, err = capsys.readouterr()
+    code = exit_info.value.code
+    return (code if isinstance(code, int) else 0), out, err
+
+
+def check_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, object]]:
+    code, out, _ = run(capsys, "compat", "check", "--json", *args)
+    return code, json.loads(out)  # exactly one JSON document on stdout
+
+
+def test_geforce_4090_r550_vs_1281_string_blocked(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = check_json(
+        capsys, "--driver", "550.144.03", "--gpu", "NVIDIA GeForce RTX 4090", "--require", _real("12.8.1")
+    )
+    assert code == 11
+    assert doc["verdict"] == "blocked" and doc["min_driver"] == "570.26"
+    assert isinstance(doc["reasons"], list) and any(">= 570.26" in r for r in doc["reasons"])  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("gpu", "brand"), [("NVIDIA H100 80GB HBM3", "NVIDIA"), ("Tesla T4", None)])
+def test_datacenter_r550_vs_1281_string_forward_compat(
+    capsys: pytest.CaptureFixture[str], gpu: str, brand: str | None
+) -> None:
+    extra = ["--brand", brand] if brand else []
+    code, doc = check_json(capsys, "--driver", "550.144.03", "--gpu", gpu, *extra, "--require", _real("12.8.1"))
+    assert code == 0
+    assert doc["verdict"] == "forward-compat" and doc["min_driver"] == "570.26"
+    assert doc["needs_cuda_compat"] is True
+
+
+def test_official_image_shortcut_matches_the_real_string(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = check_json(capsys, "--driver", "550.144.03", "--gpu", "Tesla T4", "--image-cuda", "12.8.1")
+    assert code == 0 and doc["verdict"] == "forward-compat"
+    assert doc["matched_term"] == "brand=tesla,driver>=550,driver<551"
+
+
+def test_h100_r535_cuda_124_app_minor_version_compat(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = check_json(capsys, "--driver", "535.161.08", "--gpu", "NVIDIA H100 80GB HBM3", "--cuda", "12.4")
+    assert code == 0 and doc["verdict"] == "minor-version-compat"
+
+
+@pytest.mark.parametrize("gpu", ["NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090", "Tesla T4"])
+def test_cuda_130_r580_ok_r525_blocked(capsys: pytest.CaptureFixture[str], gpu: str) -> None:
+    code, doc = check_json(capsys, "--driver", "580.65.06", "--gpu", gpu, "--cuda", "13.0")
+    assert code == 0 and doc["verdict"] == "ok"
+    code, doc = check_json(capsys, "--driver", "525.60.13", "--gpu", gpu, "--cuda", "13.0")
+    assert code == 11 and doc["verdict"] == "blocked" and doc["min_driver"] == "580.65.06"
+    assert any("needs driver >= 580" in r for r in doc["reasons"])  # type: ignore[union-attr]
+
+
+def test_arch_list_option(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = check_json(
+        capsys,
+        "--driver",
+        "575.64.03",
+        "--gpu",
+        "NVIDIA GeForce RTX 5070",
+        "--cuda",
+        "12.6",
+        "--arch-list",
+        "sm_50,sm_60,sm_70,sm_75,sm_80,sm_86,sm_90",
+    )
+    assert code == 11 and doc["arch_covered"] is False
+
+
+def test_human_output_and_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys,
+        "compat",
+        "check",
+        "--driver",
+        "550.144.03",
+        "--gpu",
+        "NVIDIA GeForce RTX 4090",
+        "--image-cuda",
+        "12.8.1",
+    )
+    assert code == 11 and out == ""
+    assert "blocked" in err and "570.26" in err and "error:" in err
+    code, out, err = run(capsys, "compat", "check", "--driver", "580.65.06", "--gpu", "Tesla T4", "--cuda", "13.0")
+    assert code == 0 and "ok" in err
+
+
+def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "compat", "check", "--driver", "550.144.03", "--gpu", "Tesla T4")
+    assert code == 2 and "--cuda" in err
+    code, _, _ = run(capsys, "compat", "check", "--driver", "550.144.03", "--require", "cuda>=12.8 colour=blue")
+    assert code == 2  # ConfigError: the bad constraint is named
+
+
+def test_fleet_command(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "compat", "fleet", str(ROOT / "fleets" / "demo.yaml"), "--image-cuda", "12.8.1", "--json"
+    )
+    doc = json.loads(out)
+    assert code == 11
+    verdicts = {c["cluster"]: c["verdict"] for c in doc["clusters"]}
+    assert verdicts == {
+        "h100-train": "forward-compat",
+        "a100-inference": "ok",
+        "ws-4090": "blocked",
+        "mi300x": "blocked",
+    }
+    code, out, _ = run(
+        capsys, "compat", "fleet", str(ROOT / "fleets" / "demo.yaml"), "--cuda", "12.8", "--cluster", "a100-inference"
+    )
+    assert code == 0
+
+
+def test_installed_script_exit_code() -> None:
+    exe = Path(sys.executable).parent / "builder"
+    proc = subprocess.run(
+        [
+            str(exe),
+            "--json",
+            "compat",
+            "check",
+            "--driver",
+            "525.60.13",
+            "--gpu",
+            "NVIDIA H100 80GB HBM3",
+            "--cuda",
+            "13.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 11, proc.stderr
+    assert json.loads(proc.stdout)["verdict"] == "blocked"

@@ -1,0 +1,151 @@
+"""Fleets: schema, loader (inline and hostinfo pointers to real saved tool output), validation with
+locations, and check_fleet on the shipped demo fleet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import builder.compat as compat
+from builder.compat.fleets import check_cluster, check_fleet, fleet_from_data, load_fleet
+from builder.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+FLEETS = Path(__file__).resolve().parent.parent / "data" / "compat" / "fleets"
+DEMO = ROOT / "fleets" / "demo.yaml"
+
+
+def test_demo_fleet_loads() -> None:
+    fleet = load_fleet(DEMO)
+    assert fleet.name == "demo"
+    names = [c.name for c in fleet.clusters]
+    assert names == ["h100-train", "a100-inference", "ws-4090", "mi300x"]
+    h100 = fleet.cluster("h100-train")
+    assert h100 is not None and h100.vendor == "nvidia" and h100.brand == "nvidia"
+    assert h100.drivers == ("550.144.03", "550.127.08")
+    assert len(h100.configs) == 2
+    a100 = fleet.cluster("a100-inference")
+    assert a100 is not None and len(a100.configs) == 4  # 2 drivers x 2 GPU models
+    mi = fleet.cluster("mi300x")
+    assert mi is not None and mi.vendor == "amd" and mi.rocm == ("6.3",)
+    assert [h.driver for h in mi.configs] == ["6.3"]
+
+
+def test_demo_fleet_against_the_official_1281_image() -> None:
+    fleet = load_fleet(DEMO)
+    results = {c.name: v for c, v in check_fleet(fleet, require=compat.require_cuda("12.8.1"))}
+    assert results["h100-train"].verdict == "forward-compat"
+    assert results["a100-inference"].verdict == "ok"
+    assert results["ws-4090"].verdict == "blocked"
+    assert results["ws-4090"].min_driver == "570.26"
+    assert results["mi300x"].verdict == "blocked"  # a CUDA image on an AMD cluster
+    assert all(r.startswith("driver ") for r in results["ws-4090"].reasons)
+
+
+def test_demo_fleet_against_cuda_130_and_rocm() -> None:
+    fleet = load_fleet(DEMO)
+    results = {c.name: v.verdict for c, v in check_fleet(fleet, cuda="13.0")}
+    assert results == {
+        "h100-train": "forward-compat",
+        "a100-inference": "ok",
+        "ws-4090": "blocked",
+        "mi300x": "blocked",
+    }
+    rocm = dict(
+        (c.name, v)
+        for c, v in check_fleet(fleet, rocm="6.3", image_archs=("gfx90a", "gfx942"), clusters=["mi300x", "h100-train"])
+    )
+    assert set(rocm) == {"mi300x", "h100-train"}
+    assert rocm["mi300x"].verdict == "ok" and rocm["mi300x"].arch_covered is True
+    assert rocm["h100-train"].verdict == "blocked"
+    no_gfx942 = dict(check_fleet(fleet, rocm="6.3", image_archs=("gfx90a",), clusters=["mi300x"]))
+    assert next(iter(no_gfx942.values())).verdict == "blocked"
+
+
+def test_cluster_detail_keeps_each_configuration() -> None:
+    fleet = load_fleet(DEMO)
+    a100 = fleet.cluster("a100-inference")
+    assert a100 is not None
+    detail = check_cluster(a100, cuda="12.8")
+    assert len(detail.configs) == 4 and all(v.verdict == "ok" for _, v in detail.configs)
+    doc = detail.to_json()
+    assert doc["cluster"] == "a100-inference" and doc["verdict"] == "ok" and len(doc["hosts"]) == 4
+
+
+def test_hostinfo_pointers_to_real_tool_output() -> None:
+    fleet = load_fleet(FLEETS / "pointers.yaml")
+    h100 = fleet.cluster("h100-azure")
+    assert h100 is not None
+    assert h100.drivers == ("535.161.08",) and h100.gpus == ("NVIDIA H100 80GB HBM3",)
+    (cfg,) = h100.configs
+    assert cfg.driver_cuda == "12.2" and cfg.compute_capability == "9.0"
+    assert cfg.brand is None  # brand derived from the name by the parser is not the host's Product Brand
+    v100 = fleet.cluster("v100-hami")
+    assert v100 is not None and v100.configs[0].brand == "Tesla"  # from nvidia-smi -q "Product Brand"
+    a100 = fleet.cluster("a100-r580")
+    assert a100 is not None and len(a100.configs) == 1  # two identical GPUs: one configuration
+
+    results = {c.name: v for c, v in check_fleet(fleet, cuda="12.4")}
+    assert results["h100-azure"].verdict == "minor-version-compat"  # EXPECTED.md: 535.161.08 + H100 + 12.4 app
+    assert results["workstations"].verdict == "ok"  # 550.40.07 reports CUDA 12.4
+    assert results["a100-r580"].verdict == "ok"
+    hook = {c.name: v for c, v in check_fleet(fleet, require=compat.require_cuda("12.8.1"))}
+    assert hook["h100-azure"].verdict == "forward-compat"  # brand nvidia (fallback) on R535
+    assert hook["v100-hami"].verdict == "forward-compat"  # Tesla on R535
+    assert hook["workstations"].verdict == "blocked"  # GeForce on R550: no exemption from 12.6.3 on
+    assert hook["a100-r580"].verdict == "ok"
+
+
+def test_invalid_schema_lists_every_problem_with_file_line_and_field() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_fleet(FLEETS / "bad.yaml")
+    problems = info.value.details["problems"]
+    fields = {p["field"] for p in problems}
+    assert "clusters[0].drivers[0]" in fields  # 550.135 read as a number
+    assert "clusters[1].vendor" in fields
+    assert "clusters[3].colour" in fields
+    by_field = {p["field"]: p for p in problems}
+    assert by_field["clusters[0].drivers[0]"]["line"] == 5
+    assert "quote" in by_field["clusters[0].drivers[0]"]["message"]
+    assert by_field["clusters[1].vendor"]["line"] == 7
+    assert by_field["clusters[3].colour"]["line"] == 16
+    assert all(p["file"].endswith("bad.yaml") for p in problems)
+    assert "bad.yaml:5" in info.value.message
+
+
+def test_semantic_problems_are_all_collected() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_fleet(FLEETS / "semantic.yaml")
+    problems = info.value.details["problems"]
+    text = [(p["field"], p["line"], p["message"]) for p in problems]
+    fields = [f for f, _, _ in text]
+    assert "clusters[0].drivers[0]" in fields  # "R550" is not a driver version
+    assert "clusters[1].name" in fields  # duplicate
+    assert "clusters[1].drivers" in fields  # NVIDIA cluster without drivers
+    assert "clusters[2].gpus[0]" in fields  # NVIDIA GPU in an AMD cluster
+    assert "clusters[2].cuda" in fields
+    assert "clusters[3].gpus" in fields  # neither gpus nor hostinfo
+    assert "clusters[4].hostinfo[0]" in fields  # missing file
+    lines = {f: line for f, line, _ in text}
+    assert lines["clusters[1].name"] == 6
+    assert lines["clusters[4].hostinfo[0]"] == 17
+
+
+def test_not_yaml_and_missing_file(tmp_path: Path) -> None:
+    bad = tmp_path / "f.yaml"
+    bad.write_text("clusters:\n  - name: a\n    description: x: y\n")
+    with pytest.raises(ConfigError) as info:
+        load_fleet(bad)
+    assert info.value.details["problems"][0]["line"] == 3
+    with pytest.raises(ConfigError):
+        load_fleet(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError) as empty:
+        fleet_from_data({"clusters": []}, path=tmp_path / "x.yaml")
+    assert empty.value.details["problems"][0]["field"] == "clusters"
+
+
+def test_fleet_values_are_frozen() -> None:
+    fleet = load_fleet(DEMO)
+    with pytest.raises(AttributeError):
+        fleet.clusters[0].name = "x"  # type: ignore[misc]
