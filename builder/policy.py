@@ -90,12 +90,14 @@ class AttestationEvidence:
 class FleetEvidence:
     """Compatibility of the digest with one cluster of a fleet file (computed by ``builder.compat``).
 
-    ``verdict``: ``ok`` | ``minor-version-compat`` | ``forward-compat`` | ``blocked`` | ``error``."""
+    ``verdict``: ``ok`` | ``minor-version-compat`` | ``forward-compat`` | ``blocked`` | ``error``;
+    ``applies``: the cluster's vendor is the one the image is built for (CPU images: every cluster)."""
 
     fleet: str  # the fleet file as named in the policy (resolved path)
     cluster: str
     verdict: str
     reason: str = ""
+    applies: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -704,25 +706,38 @@ class SoakRule(Rule):
 
 @dataclasses.dataclass(frozen=True)
 class FleetRule(Rule):
-    """The digest can run on every named cluster (all when none named) of a fleet file."""
+    """The digest can run on every named cluster of a fleet file; when none are named, on every
+    cluster of the image's vendor (``match_vendor``; CUDA images are not expected to run on AMD
+    clusters) or on every cluster (``match_vendor: false``)."""
 
     fleet: str = ""
     clusters: tuple[str, ...] = ()
     allow: tuple[str, ...] = ("ok", "minor-version-compat")
+    match_vendor: bool = True
     kind: str = dataclasses.field(default="fleet", init=False)
 
     def evaluate(self, ctx: Context) -> RuleResult:
         summary = Path(self.fleet).name + (f" ({', '.join(self.clusters)})" if self.clusters else "")
         rows = [f for f in ctx.evidence.fleet if f.fleet == self.fleet]
         if not rows:
-            return self.result(False, f"no compatibility verdicts for fleet {self.fleet}" + _evidence_problems(ctx),
-                               summary)
+            return self.result(
+                False, f"no compatibility verdicts for fleet {self.fleet}" + _evidence_problems(ctx), summary
+            )
         if self.clusters:
             named = {r.cluster for r in rows}
             missing = [c for c in self.clusters if c not in named]
             if missing:
                 return self.result(False, f"cluster(s) {', '.join(missing)} not in fleet {self.fleet}", summary)
             rows = [r for r in rows if r.cluster in self.clusters]
+        elif self.match_vendor:
+            skipped = [r.cluster for r in rows if not r.applies]
+            rows = [r for r in rows if r.applies]
+            if not rows:
+                return self.result(
+                    False,
+                    f"no cluster of fleet {self.fleet} has the image's GPU vendor ({', '.join(skipped)})",
+                    summary,
+                )
         bad = [r for r in rows if r.verdict not in self.allow]
         if bad:
             text = "; ".join(f"cluster {r.cluster}: {r.verdict}" + (f" ({r.reason})" if r.reason else "") for r in bad)
@@ -845,8 +860,9 @@ def evaluate(policy: Policy, stage: str, evidence: Evidence, now: dt.datetime) -
     try:
         top = st.require.evaluate(ctx)
     except Exception as exc:  # a rule crashing on odd evidence must deny, not allow
-        top = RuleResult(st.require.kind, False, f"rule failed on the evidence: {type(exc).__name__}: {exc}",
-                         st.require.location)
+        top = RuleResult(
+            st.require.kind, False, f"rule failed on the evidence: {type(exc).__name__}: {exc}", st.require.location
+        )
     return Decision(stage=stage, digest=evidence.digest, allowed=top.passed, reasons=(top,))
 
 
@@ -938,6 +954,7 @@ class _FleetModel(_Strict):
     file: str
     clusters: list[str] = Field(default_factory=list)
     allow: list[Literal["ok", "minor-version-compat", "forward-compat"]] = ["ok", "minor-version-compat"]
+    match_vendor: bool = True
 
 
 class _RollbackModel(_Strict):
@@ -1045,13 +1062,10 @@ class _Loader:
         m = self.model(_KeyModel, data, path)
         if m is None:
             return None
-        given = [x for x in (m.file, m.fingerprint, m.issuer) if x]
-        if len(given) != 1:
-            self.problem(path, "give exactly one of `file`, `fingerprint`, or `issuer` (+ `subject`) for keyless")
-            return None
-        if m.fingerprint:
-            return KeyRef(fingerprint=m.fingerprint)
         if m.issuer:
+            if m.file or m.fingerprint:
+                self.problem(path, "a keyless identity (`issuer` + `subject`) takes no `file`/`fingerprint`")
+                return None
             if not m.subject:
                 self.problem(path, "a keyless identity needs `subject` (a regular expression)")
                 return None
@@ -1061,6 +1075,13 @@ class _Loader:
                 self.problem((*path, "subject"), f"not a regular expression: {exc}")
                 return None
             return KeyRef(issuer=m.issuer, subject=m.subject)
+        if not m.file:
+            why = "a fingerprint alone cannot verify a signature" if m.fingerprint else "no key given"
+            self.problem(
+                path,
+                f"{why}: give the public key `file` (and `fingerprint` to pin it), or `issuer` + `subject` for keyless",
+            )
+            return None
         assert m.file is not None
         try:
             text = m.file.format(**self.variables)
@@ -1079,6 +1100,12 @@ class _Loader:
             why = "file not found" if not file.exists() else exc.message
             self.problem((*path, "file"), f"{file}: {why}; rules that need this key will deny", "warning")
             return KeyRef(file=str(file), problem=f"{file}: {why}")
+        if m.fingerprint and m.fingerprint != pub.fingerprint:
+            self.problem(
+                (*path, "fingerprint"),
+                f"{file} has fingerprint {pub.fingerprint}, not the pinned {m.fingerprint}: wrong or replaced key file",
+            )
+            return None
         return KeyRef(fingerprint=pub.fingerprint, file=str(file))
 
     def keysets_of(self, names: Sequence[str], path: tuple[Any, ...]) -> tuple[KeySet, ...]:
@@ -1123,11 +1150,17 @@ class _Loader:
         if isinstance(m, _SignatureModel):
             return SignatureRule(location, self.keysets_of(m.signers, (*p, "signers")), m.count)
         if isinstance(m, _AttestationModel):
-            return AttestationRule(location, m.type, self.keysets_of(m.signers, (*p, "signers")),
-                                   tuple(sorted(m.where.items())))
+            return AttestationRule(
+                location, m.type, self.keysets_of(m.signers, (*p, "signers")), tuple(sorted(m.where.items()))
+            )
         if isinstance(m, _DeviceCheckModel):
-            return DeviceCheckRule(location, self.keysets_of(m.signers, (*p, "signers")), tuple(m.vendors),
-                                   tuple(m.gpu_models), tuple(m.driver_branches))
+            return DeviceCheckRule(
+                location,
+                self.keysets_of(m.signers, (*p, "signers")),
+                tuple(m.vendors),
+                tuple(m.gpu_models),
+                tuple(m.driver_branches),
+            )
         if isinstance(m, _ApprovalsModel):
             approvers: list[Approver] = []
             for i, n in enumerate(m.approvers):
@@ -1136,8 +1169,10 @@ class _Loader:
                 else:
                     self.problem((*p, "approvers", i), f"unknown approver {n!r} (define it under `approvers:`)")
             if len(set(m.approvers)) < m.count:
-                self.problem((*p, "count"), f"needs {m.count} distinct approvers but lists only "
-                                            f"{len(set(m.approvers))}: it could never pass")
+                self.problem(
+                    (*p, "count"),
+                    f"needs {m.count} distinct approvers but lists only {len(set(m.approvers))}: it could never pass",
+                )
             return ApprovalRule(location, m.count, tuple(approvers), m.same_ticket)
         if isinstance(m, _TicketModel):
             try:
@@ -1162,7 +1197,7 @@ class _Loader:
                 fleet = (self.path.parent / fleet).resolve()
             if not fleet.exists():
                 self.problem((*p, "file"), f"fleet file {fleet} does not exist")
-            return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow))
+            return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow), m.match_vendor)
         raise AssertionError(kind)  # pragma: no cover
 
     def group(self, cls: type[AllOf] | type[AnyOf], body: Any, path: tuple[Any, ...], location: str) -> Rule | None:
@@ -1275,8 +1310,9 @@ class _Loader:
                 rm = self.model(_RollbackModel, sm.rollback, (*sp, "rollback"))
                 if rm is not None:
                     appr = tuple(self.approvers[n] for n in rm.allowed if n in self.approvers)
-                    sets = self.keysets_of([n for n in rm.allowed if n not in self.approvers],
-                                           (*sp, "rollback", "allowed"))
+                    sets = self.keysets_of(
+                        [n for n in rm.allowed if n not in self.approvers], (*sp, "rollback", "allowed")
+                    )
                     rollback = RollbackRule(appr, sets, self.loc((*sp, "rollback")))
             else:
                 self.problem(sp, "no `rollback:` rule: nobody may roll this stage back", "warning")
@@ -1285,33 +1321,38 @@ class _Loader:
             if rule is not None:
                 stages.append(Stage(name, sm.from_, sm.repository, sm.registry, rule, rollback, self.loc(sp)))
         names = [s.name for s in stages]
+        sources = {
+            n: b.get("from") for n, b in top.stages.items() if isinstance(b, dict) and isinstance(b.get("from"), str)
+        }
+        for n, src in sources.items():
+            if src == n:
+                self.problem(("stages", n, "from"), "a stage cannot take images from itself")
+            elif src != BUILD_STAGE and src not in top.stages:
+                self.problem(("stages", n, "from"), f"unknown stage {src!r} (known: build, {', '.join(top.stages)})")
         for s in stages:
-            if s.source != BUILD_STAGE and s.source not in top.stages:
-                self.problem(("stages", s.name, "from"), f"unknown stage {s.source!r} (known: build, "
-                                                         f"{', '.join(top.stages)})")
-            if s.source == s.name:
-                self.problem(("stages", s.name, "from"), "a stage cannot take images from itself")
             has_soak = any(isinstance(r, SoakRule) for r in s.require.walk())
             if has_soak and s.source == BUILD_STAGE:
                 self.problem(("stages", s.name, "require"), "soak needs a previous stage (`from:` is build)")
         # cycles in from-chains
-        by_name = {s.name: s for s in stages}
-        for s in stages:
-            seen = {s.name}
-            cur = s.source
-            while cur in by_name:
+        for n in sources:
+            seen = {n}
+            cur = sources[n]
+            while cur in sources and cur != n:
                 if cur in seen:
-                    self.problem(("stages", s.name, "from"), "stages take images from each other in a cycle")
                     break
                 seen.add(cur)
-                cur = by_name[cur].source
+                cur = sources[cur]
+            if cur == n and sources[n] != n:
+                self.problem(("stages", n, "from"), "stages take images from each other in a cycle")
         if len(names) != len(top.stages):
             return None
         if not top.promoters:
-            self.problem(("promoters",), "no `promoters:`: promotion records cannot be trusted for history, "
-                                         "rollback and resolve", "warning")
-        return Policy(self.path, tuple(stages), tuple(self.keysets.values()), tuple(self.approvers.values()),
-                      promoters)
+            self.problem(
+                ("promoters",),
+                "no `promoters:`: promotion records cannot be trusted for history, rollback and resolve",
+                "warning",
+            )
+        return Policy(self.path, tuple(stages), tuple(self.keysets.values()), tuple(self.approvers.values()), promoters)
 
 
 def check_policy(path: Path, variables: Mapping[str, str] | None = None) -> tuple[Policy | None, list[Problem]]:
@@ -1322,8 +1363,9 @@ def check_policy(path: Path, variables: Mapping[str, str] | None = None) -> tupl
     try:
         text = path.read_text()
     except FileNotFoundError as exc:
-        raise NotFoundError(f"policy file {path} does not exist",
-                            hint="create it (see docs/policies.md) or pass --policy FILE") from exc
+        raise NotFoundError(
+            f"policy file {path} does not exist", hint="create it (see docs/policies.md) or pass --policy FILE"
+        ) from exc
     except OSError as exc:
         raise PolicyError(f"policy file {path} cannot be read: {exc.strerror}") from exc
     loader = _Loader(path, variables or {})

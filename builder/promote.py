@@ -1076,9 +1076,38 @@ def compat_fleet_checker() -> FleetChecker:
     return check
 
 
+LABEL_CUDA = "io.builder.cuda.version"
+LABEL_ROCM = "io.builder.rocm.version"
+LABEL_ARCHS = "io.builder.gpu-archs"
+
+
+def image_requirements(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What an image needs from a host, from its config: the labels ``builder render`` writes
+    (``io.builder.cuda.version``, ``io.builder.rocm.version``, ``io.builder.gpu-archs``), with
+    the environment (``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION``, ``ROCM_VERSION``) as fallback.
+    Returns keyword arguments for ``builder.compat.fleets.check_fleet``."""
+    from builder.registry import config_env
+
+    labels = (config.get("config") or {}).get("Labels") or {}
+    env = config_env(config)
+    cuda = labels.get(LABEL_CUDA) or None
+    if not cuda and env.get("CUDA_VERSION"):
+        cuda = ".".join(env["CUDA_VERSION"].split(".")[:2])
+    rocm = labels.get(LABEL_ROCM) or env.get("ROCM_VERSION") or None
+    archs = tuple(a for a in str(labels.get(LABEL_ARCHS) or "").split(",") if a)
+    return {"cuda": cuda, "require": env.get("NVIDIA_REQUIRE_CUDA") or None, "rocm": rocm, "image_archs": archs}
+
+
 def _check_fleet(client: RegistryClient, repository: str, digest: str, fleet: str) -> list[FleetEvidence]:
-    try:
-        from builder.compat import fleet as compat_fleet
-    except ImportError as exc:
-        raise IncompatibleError(f"fleet compatibility is not available (builder.compat.fleet: {exc})") from exc
-    raise IncompatibleError(f"fleet compatibility for {fleet} is not wired yet ({compat_fleet.__name__})")
+    from builder.compat.fleets import check_fleet, load_fleet
+    from builder.registry import image_config
+
+    loaded = load_fleet(Path(fleet))
+    needs = image_requirements(image_config(client, repository, digest))
+    vendor = "nvidia" if needs["cuda"] or needs["require"] else ("amd" if needs["rocm"] else None)
+    return [
+        FleetEvidence(
+            fleet, cluster.name, verdict.verdict, "; ".join(verdict.reasons), vendor is None or cluster.vendor == vendor
+        )
+        for cluster, verdict in check_fleet(loaded, **needs)
+    ]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from builder.errors import PolicyDeniedError, PromotionConflictError
+from builder.errors import IncompatibleError, NotFoundError, PolicyDeniedError, PromotionConflictError
 from builder.ledger import open_ledger
 from builder.policy import load_policy
 from builder.predicates import DEVICE_CHECK_V1
@@ -19,6 +19,7 @@ from builder.promote import (
     Environment,
     Target,
     apply_promotion,
+    compat_fleet_checker,
     history,
     plan_promotion,
     resolve,
@@ -31,6 +32,8 @@ from tests.integration.test_promote_support import Keys, device_check, make_keys
 pytestmark = pytest.mark.integration
 
 VARIANT = "tiny-cpu-py3.11-debian12"
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_FLEET = ROOT / "fleets" / "demo.yaml"
 
 
 @dataclasses.dataclass
@@ -60,14 +63,15 @@ class World:
             lock_dir=st / "locks",
             ledger=open_ledger(st / "ledger.sqlite"),
             signer=self.keys.signer(signer) if signer else None,
+            fleet_checker=compat_fleet_checker(),
             now=(lambda: now) if now is not None else _utcnow,
         )
 
-    def build(self, content: bytes) -> str:
+    def build(self, content: bytes, labels: dict[str, str] | None = None, env: list[str] | None = None) -> str:
         """Push a new 'build' of the variant (variant tag) and sign it with the build key."""
         from builder.sign import sign_image
 
-        digest = push_image(self.client, self.repo, VARIANT, content=content)
+        digest = push_image(self.client, self.repo, VARIANT, content=content, labels=labels, env=env)
         sign_image(self.client, self.repo, digest, self.keys.signer("build"), lock_dir=self.state / "locks")
         return digest
 
@@ -110,7 +114,7 @@ def world(registry_address: str, unique_repo: str, tmp_path: Path) -> World:
     state = tmp_path / "state"
     state.mkdir()
     keys = make_keys(state)
-    policy = write_policy(tmp_path / "policy.yaml", keys)
+    policy = write_policy(tmp_path / "policy.yaml", keys, fleet=DEMO_FLEET)
     client = RegistryClient(registry_address, insecure=True)
     return World(
         registry_address, unique_repo, client, keys, policy, state, Target(VARIANT, unique_repo, registry_address)
@@ -149,8 +153,8 @@ def test_dev_to_staging_needs_signature_and_cpu_check(world: World) -> None:
     assert [r.action for r in env.ledger.records()] == ["promote", "denied", "promote"]
 
 
-def _to_staging(world: World, content: bytes) -> str:
-    digest = world.build(content)
+def _to_staging(world: World, content: bytes, **build: Any) -> str:
+    digest = world.build(content, **build)
     env = world.env()
     apply_promotion(env, plan_promotion(env, world.target, "dev"))
     world.attest("check-runner", digest, DEVICE_CHECK_V1, device_check("none", digest=digest))
@@ -314,3 +318,36 @@ def test_expect_previous_is_compare_and_swap(world: World) -> None:
         apply_promotion(env, plan, expect_previous=None)
     assert err.value.details["found"] == d1 and err.value.details["expected"] is None
     assert world.client.resolve(world.repo, f"{VARIANT}-dev") == d1
+
+
+def test_fleet_compatibility_gates_prod_and_resolve(world: World) -> None:
+    # a CUDA 12.8 image whose NVIDIA_REQUIRE_CUDA the R550 clusters of the demo fleet cannot satisfy
+    digest = _to_staging(
+        world,
+        b"cuda image",
+        labels={"io.builder.cuda.version": "12.8", "io.builder.accelerator": "cuda"},
+        env=["PATH=/usr/bin", "NVIDIA_REQUIRE_CUDA=cuda>=12.8 brand=tesla,driver>=470,driver<471"],
+    )
+    for who in ("alice", "carol"):
+        world.approve(who, digest, "prod")
+    world.attest(
+        "check-runner",
+        digest,
+        DEVICE_CHECK_V1,
+        device_check("nvidia", gpus=("NVIDIA H200",), driver="580.65.06", digest=digest),
+    )
+    env = world.env()
+    plan = plan_promotion(env, world.target, "prod", ticket="CHG-1234")
+    failed = failed_rules(plan)
+    assert list(failed) == ["fleet"], failed
+    assert "cluster h100-train: blocked" in failed["fleet"] and "cluster ws-4090: blocked" in failed["fleet"]
+    assert "570.26" in failed["fleet"] and "mi300x" not in failed["fleet"]  # AMD cluster: not this image's vendor
+    # resolve refuses a cluster it cannot run on, naming it, and answers for one it can
+    with pytest.raises(IncompatibleError, match="cannot run on cluster h100-train"):
+        resolve(env, world.target, "staging", cluster="h100-train", fleet=str(DEMO_FLEET))
+    pinned = resolve(env, world.target, "staging", cluster="a100-inference", fleet=str(DEMO_FLEET))
+    assert pinned == f"{world.registry}/{world.repo}@{digest}"
+    with pytest.raises(NotFoundError, match="not in fleet"):
+        resolve(env, world.target, "staging", cluster="nowhere", fleet=str(DEMO_FLEET))
+    with pytest.raises(NotFoundError, match="not in stage prod"):
+        resolve(env, world.target, "prod")
