@@ -322,7 +322,8 @@ def verify(
         for n, item in enumerate(report.items, 1):
             who = "-"
             if item.signer:
-                who = item.signer[:19] + (f" {names[item.signer]}" if item.signer in names else "")
+                short = item.signer[:19] if item.signer.startswith("sha256:") else item.signer  # keyless: identity
+                who = short + (f" {names[item.signer]}" if item.signer in names else "")
             table.add_row(
                 str(n),
                 "[green]ok[/]" if item.ok else "[red]FAIL[/]",
