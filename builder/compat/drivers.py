@@ -14,6 +14,7 @@ Versions". Rules (``shared/docs/gpu-stack-facts.md``):
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from packaging.version import InvalidVersion, Version
 
@@ -58,6 +59,7 @@ def line_rows(cuda: str) -> tuple[CudaDriverRow, ...]:
     return tuple(r for r in cuda_driver_rows() if r.cuda == line)
 
 
+@functools.lru_cache(maxsize=256)
 def min_driver_row(cuda_version: str) -> CudaDriverRow:
     """The row that sets the minimum driver of a CUDA line: the lowest Linux minimum among its rows.
 
@@ -77,6 +79,7 @@ def min_driver(cuda_version: str) -> str:
     return min_driver_row(cuda_version).min_driver
 
 
+@functools.lru_cache(maxsize=256)
 def minor_floor(cuda_version: str) -> str | None:
     """Minor-version-compatibility floor of the CUDA major line (``"12.4"`` -> ``"525.60.13"``,
     ``"13.0"`` -> ``"580"``), None before CUDA 11 or for an unknown major."""
@@ -87,6 +90,7 @@ def minor_floor(cuda_version: str) -> str | None:
     return min(floors, key=Version)
 
 
+@functools.lru_cache(maxsize=256)
 def driver_cuda(driver: str) -> str | None:
     """The newest CUDA line a driver supports (what nvidia-smi's "CUDA Version" shows for it):
     the highest line whose minimum driver is <= ``driver``. None when older than every row."""

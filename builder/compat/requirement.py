@@ -18,6 +18,7 @@ Official images (``data/cuda-images.csv``, source: gitlab.com/nvidia/container-i
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Literal
 
@@ -86,6 +87,12 @@ class Requirement:
 
 
 def parse_requirement(expr: str) -> Requirement:
+    """Parse an ``NVIDIA_REQUIRE_CUDA`` value (see :func:`_parse_requirement`); results are cached by text."""
+    return _parse_requirement(expr)
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_requirement(expr: str) -> Requirement:
     """Parse an ``NVIDIA_REQUIRE_CUDA`` value (surrounding quotes and a leading ``NVIDIA_REQUIRE_CUDA=`` are
     accepted). Raises ConfigError naming the bad constraint. An empty expression is an empty Requirement
     (the hook then checks nothing)."""
@@ -176,6 +183,16 @@ def _compare(left: Version, op: str, right: Version) -> bool:
     return left != right
 
 
+@functools.lru_cache(maxsize=1024)
+def _host_version(key: str, raw: str) -> Version:
+    return parse_cuda(raw) if key == "cuda" else parse_driver(raw) if key == "driver" else Version(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _value_version(value: str) -> Version:
+    return Version(value)
+
+
 def _check(c: Constraint, host: Host) -> bool | None:
     if c.key == "brand":
         if host.brand is None:
@@ -185,8 +202,8 @@ def _check(c: Constraint, host: Host) -> bool | None:
     raw = {"cuda": host.cuda, "driver": host.driver, "arch": host.arch}[c.key]
     if raw is None:
         return None
-    left = parse_cuda(raw) if c.key == "cuda" else parse_driver(raw) if c.key == "driver" else Version(raw)
-    right = Version(c.value)
+    left = _host_version(c.key, raw)
+    right = _value_version(c.value)
     if c.key == "cuda":  # the hook compares major.minor
         left = Version(major_minor(left))
     return _compare(left, c.op, right)
