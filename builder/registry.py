@@ -24,6 +24,7 @@ with exponential backoff a bounded number of times.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
@@ -578,6 +579,7 @@ class RegistryClient:
         self._lock = threading.Lock()
         self._basic: str | None = None  # "Basic ..." once a Basic challenge was answered
         self._tokens: dict[str, str] = {}  # scope key -> "Bearer ..."
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     def __repr__(self) -> str:
         return f"RegistryClient({self.registry!r}, scheme={self.scheme!r})"
@@ -598,6 +600,17 @@ class RegistryClient:
             s.mount("https://", adapter)
             self._local.session = s
         return s
+
+    @property
+    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        """A small thread pool owned by this client (reused, so its threads keep their
+        keep-alive connections): parallel blob mounts/copies. Never submit from inside it."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=8, thread_name_prefix=f"registry-{self.registry}"
+                )
+            return self._pool
 
     def credential(self) -> Credential | None:
         if self._auth is None:
@@ -1074,20 +1087,38 @@ def copy_blobs(
     dst_repo: str,
     blobs: Iterable[Descriptor],
     stats: CopyStats | None = None,
+    *,
+    workers: int = 8,
 ) -> CopyStats:
-    """Make every blob exist in ``dst/dst_repo``: skip present ones, mount within one registry,
-    copy (streamed) across registries. Only missing blobs move."""
-    stats = stats or CopyStats()
+    """Make every blob exist in ``dst/dst_repo`` (in parallel, ``workers`` at a time).
+
+    Within one registry each blob is mounted from ``src_repo`` (one POST; a blob already in the
+    destination mounts too); when the registry does not mount it (202), or across registries,
+    a HEAD checks the destination and only missing blobs are copied (streamed)."""
+    stats = stats if stats is not None else CopyStats()
     same_registry = src.registry == dst.registry and src.base == dst.base
-    for desc in blobs:
-        if dst.blob_exists(dst_repo, desc.digest):
-            stats.present += 1
-            continue
-        if same_registry and src_repo != dst_repo and dst.mount_blob(dst_repo, desc.digest, src_repo):
-            stats.mounted += 1
-            continue
-        stats.copied_bytes += dst.copy_blob_from(src, src_repo, dst_repo, desc)
-        stats.copied += 1
+    lock = threading.Lock()
+
+    def one(desc: Descriptor) -> None:
+        if same_registry and src_repo == dst_repo:
+            kind, n = "present", 0
+        elif same_registry and dst.mount_blob(dst_repo, desc.digest, src_repo):
+            kind, n = "mounted", 0
+        elif dst.blob_exists(dst_repo, desc.digest):
+            kind, n = "present", 0
+        else:
+            kind, n = "copied", dst.copy_blob_from(src, src_repo, dst_repo, desc)
+        with lock:
+            setattr(stats, kind, getattr(stats, kind) + 1)
+            stats.copied_bytes += n
+
+    items = list(dict.fromkeys(blobs))
+    if len(items) <= 1 or workers <= 1:
+        for d in items:
+            one(d)
+        return stats
+    for fut in [dst.executor.submit(one, d) for d in items]:
+        fut.result()  # re-raise the first error
     return stats
 
 
@@ -1101,16 +1132,16 @@ def copy_image(
     *,
     stats: CopyStats | None = None,
 ) -> str:
-    """Manifest-level copy of ``src/src_repo@digest`` to ``dst/dst_repo`` (by digest, then under
-    ``tag`` when given). Index children (attestation manifests included: they are part of the
-    index digest) are copied first; blobs are mounted or copied only when missing; manifests are
-    PUT byte for byte and the destination digest is verified equal to ``digest``.
+    """Manifest-level copy of ``src/src_repo@digest`` to ``dst/dst_repo`` (under ``tag`` when
+    given, else by digest). Index children (attestation manifests included: they are part of
+    the index digest) are copied first; blobs are mounted or copied only when missing;
+    manifests are PUT byte for byte; the destination digest is verified equal to ``digest``
+    (the registry's answer to the PUT, then a HEAD of the tag). Cost within one registry: a
+    few requests per blob, independent of the blob sizes.
     Returns the digest. Raises RegistryError on a digest mismatch."""
     stats = stats if stats is not None else CopyStats()
-    _copy_manifest(src, src_repo, digest, dst, dst_repo, stats)
+    _copy_manifest(src, src_repo, digest, dst, dst_repo, stats, tag=tag)
     if tag is not None:
-        m = src.get_manifest(src_repo, digest)
-        dst.put_manifest(dst_repo, tag, m.raw, m.media_type)
         got = dst.resolve(dst_repo, tag)
         if got != digest:
             raise RegistryError(
@@ -1122,17 +1153,28 @@ def copy_image(
 
 
 def _copy_manifest(
-    src: RegistryClient, src_repo: str, digest: str, dst: RegistryClient, dst_repo: str, stats: CopyStats
+    src: RegistryClient,
+    src_repo: str,
+    digest: str,
+    dst: RegistryClient,
+    dst_repo: str,
+    stats: CopyStats,
+    *,
+    tag: str | None = None,
 ) -> None:
-    if dst.try_resolve(dst_repo, digest) == digest:
-        return  # a manifest in the registry implies its blobs and children are there
+    # look at the destination and read the source at the same time (two round trips in one)
+    there = dst.executor.submit(dst.try_resolve, dst_repo, digest)
     m = src.get_manifest(src_repo, digest)
-    if m.is_index:
-        for child in m.manifests:
-            _copy_manifest(src, src_repo, child.digest, dst, dst_repo, stats)
-    else:
-        copy_blobs(src, src_repo, dst, dst_repo, m.blobs, stats)
-    got = dst.put_manifest(dst_repo, digest, m.raw, m.media_type)
+    present = there.result() == digest
+    if not present:  # a manifest in the registry implies its blobs and children are there
+        if m.is_index:
+            for child in m.manifests:
+                _copy_manifest(src, src_repo, child.digest, dst, dst_repo, stats)
+        else:
+            copy_blobs(src, src_repo, dst, dst_repo, m.blobs, stats)
+    if present and tag is None:
+        return
+    got = dst.put_manifest(dst_repo, tag or digest, m.raw, m.media_type)
     stats.manifests += 1
     if got != digest:  # pragma: no cover - put_manifest already verifies
         raise RegistryError(f"copied manifest {dst.registry}/{dst_repo}@{got} != {digest}")
