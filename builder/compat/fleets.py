@@ -68,7 +68,7 @@ class _FleetIn(BaseModel):
 
     name: StrictStr | None = None
     description: StrictStr | None = None
-    clusters: list[_ClusterIn] = Field(min_length=1)
+    clusters: list[dict[str, Any]] = Field(min_length=1)  # each validated as _ClusterIn on its own
 
 
 # ---------------------------------------------------------------------------------------- values
@@ -189,26 +189,40 @@ def load_fleet(path: Path) -> Fleet:
 def fleet_from_data(tree: Any, *, path: Path) -> Fleet:
     """Validate an already-parsed fleet document (a ruamel tree gives line numbers; plain dicts work too)."""
     problems: list[dict[str, Any]] = []
-    try:
-        model = _FleetIn.model_validate(_plain(tree))
-    except ValidationError as exc:
+
+    def schema_errors(exc: ValidationError, prefix: list[Any]) -> None:
         for err in exc.errors():
-            loc = list(err["loc"])
+            loc = [*prefix, *err["loc"]]
             # pydantic adds the union member / type name to loc for Optional fields: keep real keys only
             loc = [p for p in loc if isinstance(p, int) or not str(p).startswith(("str", "int", "list", "function"))]
             msg = err["msg"]
             if err["type"] in ("string_type",) and isinstance(err.get("input"), (int, float)):
                 msg = f"{msg}: got {err['input']!r}; quote versions (YAML reads 550.135 as a number)"
             problems.append(_problem(path, _line_of(tree, loc), _loc_text(loc), msg))
-        raise ConfigError(
+
+    def fail() -> ConfigError:
+        return ConfigError(
             f"fleet file {path} is invalid ({len(problems)} problem(s)):\n{_format(problems)}",
             hint="fix each listed field; see docs/fleets.md for the schema",
             problems=problems,
-        ) from None
+        )
+
+    try:
+        model = _FleetIn.model_validate(_plain(tree))
+    except ValidationError as exc:
+        schema_errors(exc, [])
+        raise fail() from None
+    # clusters one by one, so that a schema error in one does not hide the problems of the others
+    valid: list[tuple[int, _ClusterIn]] = []
+    for i, raw in enumerate(model.clusters):
+        try:
+            valid.append((i, _ClusterIn.model_validate(raw)))
+        except ValidationError as exc:
+            schema_errors(exc, ["clusters", i])
 
     clusters: list[Cluster] = []
     seen: set[str] = set()
-    for i, c in enumerate(model.clusters):
+    for i, c in valid:
         base = ["clusters", i]
 
         def add(field: Sequence[Any], message: str, base: list[Any] = base) -> None:
@@ -311,11 +325,8 @@ def fleet_from_data(tree: Any, *, path: Path) -> Fleet:
             )
         )
     if problems:
-        raise ConfigError(
-            f"fleet file {path} is invalid ({len(problems)} problem(s)):\n{_format(problems)}",
-            hint="fix each listed field; see docs/fleets.md for the schema",
-            problems=problems,
-        )
+        problems.sort(key=lambda p: (p["line"] or 0, p["field"]))
+        raise fail()
     return Fleet(name=model.name or path.stem, path=str(path), clusters=tuple(clusters), description=model.description)
 
 

@@ -105,6 +105,9 @@ def test_invalid_schema_lists_every_problem_with_file_line_and_field() -> None:
     assert "clusters[0].drivers[0]" in fields  # 550.135 read as a number
     assert "clusters[1].vendor" in fields
     assert "clusters[3].colour" in fields
+    # schema errors in some clusters do not hide the semantic problems of the others
+    assert {"clusters[2].gpus[0]", "clusters[2].cuda", "clusters[4].hostinfo[0]"} <= fields
+    assert [p["line"] for p in problems] == sorted(p["line"] for p in problems)
     by_field = {p["field"]: p for p in problems}
     assert by_field["clusters[0].drivers[0]"]["line"] == 5
     assert "quote" in by_field["clusters[0].drivers[0]"]["message"]
