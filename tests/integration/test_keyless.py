@@ -547,3 +547,38 @@ def test_cli_keyless_sign_attest_verify(sigstore: Sigstore, image: Image, tmp_pa
     err = json.loads(r.stdout)["error"]
     reasons = [i["reason"] for i in err["details"]["items"]]
     assert reasons and all("which no allowed identity matches" in x for x in reasons)
+
+
+def test_concurrent_keyless_writers_keep_every_entry(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    """Four signers at once on one digest: every .sig layer and every fallback-index entry survives
+    (read-modify-write under the file locks, re-read after each write)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tc = keyless.load_trust_config(sigstore.trust.trust_config)
+
+    def one(n: int) -> keyless.KeylessWrite:
+        token = keyless.identity_token(sigstore.instance.token(email=f"signer{n}@example.com"))
+        return keyless.keyless_sign_image(
+            image.client,
+            image.repository,
+            image.digest,
+            identity_token=token,
+            trust_config=tc,
+            lock_dir=tmp_path / "locks",
+        )
+
+    with ThreadPoolExecutor(4) as pool:
+        writes = list(pool.map(one, range(4)))
+    sig = image.client.get_manifest(image.repository, signature_tag(image.digest, SIG_SUFFIX))
+    assert len(sig.layers) == 4
+    index = image.client.get_manifest(image.repository, fallback_tag(image.digest))
+    assert {e["digest"] for e in index.json["manifests"]} == {w.referrer.manifest_digest for w in writes if w.referrer}
+    policies = [sigstore.policy(identity=f"signer{n}@example.com") for n in range(4)]
+    report = keyless.verify_keyless(
+        image.client,
+        image.repository,
+        image.digest,
+        trusted_root=keyless.load_trusted_root(sigstore.trust.trusted_root),
+        identities=policies,
+    )
+    assert report.ok and len(report.items) == 8 and all(i.ok for i in report.items)
