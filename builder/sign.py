@@ -318,9 +318,8 @@ def append_layer(
                     signer,
                 )
         layers.append(ours)
-        _put_blob(client, repository, layer.blob)
         config = signature_config([str(d["digest"]) for d in layers])
-        _put_blob(client, repository, config)
+        _put_blobs(client, repository, [layer.blob, config])
         manifest = {
             "schemaVersion": 2,
             "mediaType": OCI_MANIFEST,
@@ -428,15 +427,26 @@ def sign_and_attest_build(
     predicate_type: str | None = None,
 ) -> tuple[WriteResult, WriteResult]:
     """What the build step does after a push: sign ``digest`` and attach ``provenance`` (SLSA v1 by
-    default) as an attestation. Returns (signature write, attestation write)."""
+    default) as an attestation, the two writes concurrently (different tags and locks).
+    Returns (signature write, attestation write). Raises SigningError / registry errors."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from builder.attest import attest_image
     from builder.predicates import SLSA_PROVENANCE_V1
 
-    sig = sign_image(client, repository, digest, signer, lock_dir=lock_dir)
-    att = attest_image(
-        client, repository, digest, predicate_type or SLSA_PROVENANCE_V1, dict(provenance), signer, lock_dir=lock_dir
-    )
-    return sig, att
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two tags, two locks: independent writes
+        sig = pool.submit(sign_image, client, repository, digest, signer, lock_dir=lock_dir)
+        att = pool.submit(
+            attest_image,
+            client,
+            repository,
+            digest,
+            predicate_type or SLSA_PROVENANCE_V1,
+            dict(provenance),
+            signer,
+            lock_dir=lock_dir,
+        )
+        return sig.result(), att.result()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -741,8 +751,14 @@ def _get_blob(client: RegistryClient, repository: str, digest: str) -> bytes:
     return bytes(resp.content)
 
 
-def _put_blob(client: RegistryClient, repository: str, data: bytes) -> str:
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    if client.blob_exists(repository, digest):
-        return digest
-    return client.put_blob(repository, data, digest)
+def _put_blobs(client: RegistryClient, repository: str, blobs: Sequence[bytes]) -> None:
+    """Upload small blobs concurrently (one thread each; the client is thread-safe). No HEAD
+    first: re-uploading a few hundred bytes costs less than a round trip to ask."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if len(blobs) == 1:
+        client.put_blob(repository, blobs[0])
+        return
+    with ThreadPoolExecutor(max_workers=len(blobs)) as pool:
+        for f in [pool.submit(client.put_blob, repository, b) for b in blobs]:
+            f.result()
