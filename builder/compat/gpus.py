@@ -54,13 +54,14 @@ _BRAND_ALIASES: dict[str, str] = {
 
 
 def normalize_brand(brand: str | None) -> str | None:
-    """``"NVIDIA RTX"`` -> ``"nvidiartx"``, ``"GeForce"`` -> ``"geforce"``, ``"Tesla"`` -> ``"tesla"``;
-    ``None``/``""``/``N/A``/``[N/A]``/``Not Found``/``unknown`` -> None (unknown)."""
+    """``"NVIDIA RTX"`` -> ``"nvidiartx"``, ``"GeForce"`` -> ``"geforce"``, ``"Tesla"`` -> ``"tesla"``,
+    ``"Unknown"`` -> ``"unknown"`` (a brand NVML reports); ``None``/``""``/``N/A``/``[N/A]``/``Not Found`` -> None."""
     if brand is None:
         return None
     key = re.sub(r"[^a-z0-9]", "", brand.lower())
-    if key in ("", "na", "notfound", "unknown", "notsupported"):
-        return None
+    if key in ("", "na", "notfound", "notsupported"):
+        return None  # the field is missing: we do not know the brand
+    # "Unknown" is a brand NVML reports (the hook's exemption lists include brand=unknown)
     return _BRAND_ALIASES.get(key, key)
 
 

@@ -113,6 +113,8 @@ def check_compat(
     list: ``sm_80 ... compute_90`` / ``gfx90a ...``). No cuda, require or rocm: a CPU image (``ok``).
 
     Pure: raises ConfigError only for unparsable versions or expressions."""
+    driver, gpu = _known(driver), _known(gpu)  # brand placeholders: normalize_brand
+    driver_cuda_version, compute_capability = _known(driver_cuda_version), _known(compute_capability)
     info = gpu_info(gpu) if gpu else None
     host_vendor = (
         vendor or (info.vendor if info else None) or ("amd" if rocm and not (cuda or require) else "nvidia")
@@ -159,6 +161,17 @@ def check_compat(
         arch=arch,
         common=common,
     )
+
+
+_UNKNOWN = {"", "n/a", "[n/a]", "not found", "unknown", "none", "null", "-"}
+
+
+def _known(value: str | None) -> str | None:
+    """Tool placeholders (``N/A``, ``[N/A]``, ``Not Found``, empty) mean unknown: None."""
+    if value is None:
+        return None
+    v = value.strip()
+    return None if v.lower() in _UNKNOWN else v
 
 
 def _check_nvidia(
@@ -225,7 +238,13 @@ def _check_nvidia(
             reasons.append("NVIDIA_REQUIRE_CUDA is empty: the hook checks nothing")
         elif ev.satisfied and not ev.matched_exemption:
             reasons.append(f"{host_txt}; NVIDIA_REQUIRE_CUDA term {ev.matched!r} is satisfied")
-            return _finish("ok", need, reasons, arch, base)
+            if image_cuda is None or host_cuda is None or Version(host_cuda) >= Version(image_cuda):
+                return _finish("ok", need, reasons, arch, base)
+            reasons.append(
+                f"the image starts, but its application is built with CUDA {image_cuda}, newer than its "
+                f"NVIDIA_REQUIRE_CUDA (cuda>={req.cuda}) says"
+            )
+            # fall through: the application's CUDA against the driver
         elif ev.satisfied:
             reasons.append(
                 f"{host_txt} < CUDA {image_cuda}: the image starts only through the exemption term {ev.matched!r} "

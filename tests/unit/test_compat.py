@@ -424,3 +424,22 @@ def test_normalize_brand(brand: str | None, hook: str | None) -> None:
 )
 def test_brand_from_name_fallback(name: str, brand: str | None) -> None:
     assert compat.brand_from_name(name) == brand
+
+
+def test_tool_placeholders_mean_unknown() -> None:
+    # nvidia-smi 16: "CUDA Version: N/A" must be unknown, not a parse failure
+    v = check_compat(
+        driver="575.64.03", gpu="NVIDIA GeForce RTX 5070", brand="[N/A]", cuda="12.8", driver_cuda_version="N/A"
+    )
+    assert v.verdict == "ok" and v.driver_cuda == "12.9" and v.brand_source == "gpu-name"
+    assert check_compat(driver="N/A", gpu="Tesla T4", brand=None, cuda="12.8").verdict == "blocked"
+    assert compat.normalize_brand("Unknown") == "unknown"  # NVML's own brand: exempted as brand=unknown
+
+
+def test_hook_passes_but_application_needs_a_newer_cuda() -> None:
+    # image says cuda>=12.4, its application is built with 12.8; R550 reports 12.4
+    v = check_compat(
+        driver="550.144.03", gpu="NVIDIA H100 80GB HBM3", brand="NVIDIA", cuda="12.8", require="cuda>=12.4"
+    )
+    assert v.verdict == "minor-version-compat" and v.min_driver == "570.26"
+    assert any("newer than its NVIDIA_REQUIRE_CUDA" in r for r in v.reasons)
