@@ -290,7 +290,9 @@ def fleet_from_data(tree: Any, *, path: Path) -> Fleet:
                 continue
             seen_models: set[tuple[Any, ...]] = set()
             for g in hgpus:
-                key = (g.get("name"), g.get("brand"), g.get("compute_capability") or g.get("gfx_target"))
+                known = gpu_info(g["name"]) if g.get("name") else None
+                target = g.get("compute_capability") or g.get("gfx_target") or (known.target if known else None)
+                key = (g.get("name"), g.get("brand"), target)
                 if key in seen_models:
                     continue
                 seen_models.add(key)

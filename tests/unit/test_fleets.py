@@ -90,6 +90,13 @@ def test_hostinfo_pointers_to_real_tool_output() -> None:
     assert results["h100-azure"].verdict == "minor-version-compat"  # EXPECTED.md: 535.161.08 + H100 + 12.4 app
     assert results["workstations"].verdict == "ok"  # 550.40.07 reports CUDA 12.4
     assert results["a100-r580"].verdict == "ok"
+    assert results["mi300x-rocm64"].verdict == "blocked"  # a CUDA application on an AMD cluster
+    mi = fleet.cluster("mi300x-rocm64")
+    assert mi is not None and mi.vendor == "amd"
+    assert [h.driver for h in mi.configs] == ["6.4.1"]  # amd-smi "ROCm version"; one config per GPU model
+    rocm = dict(check_fleet(fleet, rocm="6.4", image_archs=compat.compiled_archs("torch", "2.9", "rocm", "6.4")))
+    amd = next(v for c, v in rocm.items() if c.name == "mi300x-rocm64")
+    assert amd.verdict == "ok" and amd.arch_covered is True
     hook = {c.name: v for c, v in check_fleet(fleet, require=compat.require_cuda("12.8.1"))}
     assert hook["h100-azure"].verdict == "forward-compat"  # brand nvidia (fallback) on R535
     assert hook["v100-hami"].verdict == "forward-compat"  # Tesla on R535
