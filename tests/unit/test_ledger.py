@@ -1,0 +1,87 @@
+"""The audit ledger: append-only (triggers), hash-chained, one transaction per record."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from builder.errors import LedgerError
+from builder.ledger import GENESIS, LedgerRecord, open_ledger
+
+
+def rec(n: int, action: str = "promote") -> LedgerRecord:
+    return LedgerRecord(
+        time=f"2026-11-30T12:00:0{n}.000000Z",
+        action=action,
+        variant="jax0.7-cpu",
+        stage="dev",
+        from_stage="build",
+        reference="127.0.0.1:5000/ml/jax:jax0.7-cpu-dev",
+        digest="sha256:" + str(n) * 64,
+        previous=None if n == 0 else "sha256:" + str(n - 1) * 64,
+        allowed=action != "denied",
+        decision='{"allowed": true}',
+        who="sha256:ff alice",
+        ticket="CHG-1234",
+        attestation="sha256:" + "e" * 63 + str(n),
+    )
+
+
+def test_append_read_and_chain(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "ledger.sqlite"
+    with open_ledger(path) as ledger:
+        a = ledger.append(rec(0))
+        b = ledger.append(rec(1, "denied"))
+        assert (a.seq, b.seq) == (1, 2)
+        assert a.prev_hash == GENESIS and b.prev_hash == a.hash
+        rows = ledger.records()
+        assert [(r.seq, r.action, r.allowed) for r in rows] == [(1, "promote", True), (2, "denied", False)]
+        assert ledger.records(stage="prod") == []
+        assert ledger.has_attestation(rec(1).attestation or "")
+        assert ledger.verify() == []
+        assert rows[0].to_json()["decision"] == {"allowed": True}
+    # reopening keeps everything (and the schema is not re-created)
+    with open_ledger(path) as ledger:
+        assert len(ledger.records()) == 2 and ledger.verify() == []
+
+
+def test_update_and_delete_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    with open_ledger(path) as ledger:
+        ledger.append(rec(0))
+    db = sqlite3.connect(path)
+    for sql in ("UPDATE records SET digest = 'x'", "DELETE FROM records"):
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            db.execute(sql)
+    db.close()
+    with open_ledger(path) as ledger:
+        assert len(ledger.records()) == 1
+
+
+def test_tampering_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    with open_ledger(path) as ledger:
+        for n in range(3):
+            ledger.append(rec(n))
+    db = sqlite3.connect(path)
+    db.execute("DROP TRIGGER records_no_update")  # what an attacker with file access could do
+    db.execute("UPDATE records SET digest = 'sha256:evil' WHERE seq = 2")
+    db.commit()
+    db.close()
+    with open_ledger(path) as ledger:
+        problems = ledger.verify()
+    assert problems == ["row 2: content does not match its hash (edited)"]
+
+
+def test_not_a_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(LedgerError, match="cannot open the audit ledger"):
+        open_ledger(path)
+
+
+def test_invalid_action_is_refused(tmp_path: Path) -> None:
+    with open_ledger(tmp_path / "l.sqlite") as ledger, pytest.raises(LedgerError):
+        ledger.append(rec(0, "teleport"))
