@@ -180,3 +180,85 @@ def fleet(
         if app_context().json_output:
             raise click.exceptions.Exit(IncompatibleError.exit_code)
         raise IncompatibleError(f"blocked on cluster(s): {', '.join(blocked)}", clusters=blocked)
+
+
+@compat.command("cuda")
+@click.argument("cuda_version", metavar="X.Y[.Z]")
+@click.option("--platform", default="linux/amd64", show_default=True, help="Image platform (arm64 differs).")
+@json_option
+def cuda_cmd(cuda_version: str, platform: str) -> None:
+    """What a CUDA release needs: minimum driver (and the row used), minor-version floor, the
+    NVIDIA_REQUIRE_CUDA of its official image, forward-compatibility branches, image OSes."""
+    from builder import compat
+
+    row = compat.min_driver_row(cuda_version)
+    info = compat.require_cuda_info(cuda_version, platform=platform)
+    fc = [f"R{b}" for b in compat.forward_compat_branches(cuda_version)]
+    oses = list(compat.cuda_image_os(cuda_version))
+    payload: dict[str, Any] = {
+        "cuda": cuda_version,
+        "min_driver": row.min_driver,
+        "min_driver_row": row.source,
+        "branch": row.branch,
+        "minor_version_floor": compat.minor_floor(cuda_version),
+        "forward_compat_branches": fc,
+        "official_image_os": oses,
+        "require_cuda": info.expr,
+        "require_cuda_image_release": info.image_release,
+        "require_cuda_constructed": info.constructed,
+        "require_cuda_note": info.note,
+    }
+
+    def human() -> None:
+        con = console()
+        con.print(f"[bold]CUDA {cuda_version}[/]: minimum driver {row.min_driver} ({row.source}), branch {row.branch}")
+        con.print(f"  minor-version floor: {payload['minor_version_floor'] or 'none'}")
+        con.print(f"  forward-compatibility branches: {', '.join(fc) or 'unknown'}")
+        con.print(f"  official images for: {', '.join(oses) or 'none recorded'}")
+        con.print(f"  NVIDIA_REQUIRE_CUDA ({info.note}):", markup=False)
+        con.print(f"    {info.expr}", markup=False, soft_wrap=True)
+
+    emit(payload, human)
+
+
+@compat.command("wheels")
+@click.argument("framework")
+@click.argument("version")
+@json_option
+def wheels_cmd(framework: str, version: str) -> None:
+    """Wheel lines (CUDA/ROCm/CPU), Pythons, platforms and compiled architectures of a framework release."""
+    from builder.compat import compiled_archs
+    from builder.compat.frameworks import wheel_rows_for
+    from builder.errors import NotFoundError
+
+    rows = wheel_rows_for(framework, version)
+    if not rows:
+        raise NotFoundError(
+            f"no wheel data for {framework} {version} in builder/compat/data/framework-wheels.csv",
+            hint="add the release's rows (docs/compat.md, 'Extending the data')",
+        )
+    payload: list[dict[str, Any]] = [
+        {
+            "kind": r.kind,
+            "accel": r.accel or None,
+            "accel_versions": str(r.accel_versions),
+            "wheel": r.wheel,
+            "status": r.status,
+            "python": str(r.python),
+            "platforms": list(r.platforms),
+            "archs": list(compiled_archs(framework, version, r.kind, r.accel or None)),
+            "provenance": r.provenance,
+        }
+        for r in rows
+    ]
+
+    def human() -> None:
+        con = console()
+        for p in payload:
+            line = f"{p['kind']:<5} {p['accel'] or '':<6} {p['wheel']:<22} {p['status']:<12} python {p['python']}"
+            con.print(line, markup=False)
+            con.print(
+                f"      platforms: {' '.join(p['platforms'])}; archs: {' '.join(p['archs']) or '-'}", markup=False
+            )
+
+    emit(payload, human)

@@ -158,3 +158,26 @@ def test_installed_script_exit_code() -> None:
     )
     assert proc.returncode == 11, proc.stderr
     assert json.loads(proc.stdout)["verdict"] == "blocked"
+
+
+def test_cuda_info_command(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "compat", "cuda", "12.8.1", "--json")
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["min_driver"] == "570.26" and doc["branch"] == "R570"
+    assert doc["require_cuda"] == _real("12.8.1") and doc["require_cuda_constructed"] is False
+    assert doc["forward_compat_branches"] == ["R470", "R535", "R550", "R560", "R565"]
+    code, out, _ = run(capsys, "compat", "cuda", "11.0", "--json")
+    assert json.loads(out)["min_driver"] == "450.36.06"
+    code, _, err = run(capsys, "compat", "cuda", "14.9")
+    assert code == 8 and "cuda-driver.csv" in err
+
+
+def test_wheels_command(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "compat", "wheels", "torch", "2.9", "--json")
+    rows = json.loads(out)
+    assert code == 0
+    assert [r["wheel"] for r in rows] == ["cu126", "cu128", "cu130", "rocm6.4", "cpu"]
+    assert "sm_120" in rows[1]["archs"] and rows[2]["status"] == "experimental"
+    code, _, _ = run(capsys, "compat", "wheels", "torch", "3.0")
+    assert code == 8
