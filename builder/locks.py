@@ -84,13 +84,16 @@ class LockState:
     reason: str = ""
 
 
-def read_lock(variant: Variant, locks_dir: Path) -> LockState:
+def read_lock(variant: Variant, locks_dir: Path, *, existing: frozenset[str] | None = None) -> LockState:
     """Find and check the variant's lock. ``not-needed`` when the variant has no packages;
-    ``stale`` when the header's inputs differ from the variant's now."""
+    ``stale`` when the header's inputs differ from the variant's now. ``existing``: the file names
+    in ``locks_dir`` when the caller already listed it (saves one failed open per missing lock)."""
     path = lock_path(locks_dir, variant)
     if not variant.packages:
         return LockState(variant.id, path, "not-needed", "")
     try:
+        if existing is not None and path.name not in existing:
+            raise FileNotFoundError(path)
         text = path.read_text()
     except FileNotFoundError:
         return LockState(

@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -218,7 +219,13 @@ class Renderer:
             trim_blocks=True,
             lstrip_blocks=True,
         )
+        self._locks: frozenset[str] | None = None
         self._families: dict[str, tuple[Any, dict[str, str], tuple[tuple[str, bytes], ...]]] = {}
+
+    def _lock_names(self) -> frozenset[str]:
+        if self._locks is None:
+            self._locks = frozenset(os.listdir(self.locks_dir)) if self.locks_dir.is_dir() else frozenset()
+        return self._locks
 
     def _family(self, family: str) -> tuple[Any, dict[str, str], tuple[tuple[str, bytes], ...]]:
         if family in self._families:
@@ -253,7 +260,7 @@ class Renderer:
 
         template, template_hashes, family_context = self._family(variant.family)
         base = self.bases.resolve(variant.base.reference)
-        lock = read_lock(variant, self.locks_dir)
+        lock = read_lock(variant, self.locks_dir, existing=self._lock_names())
         variables = template_variables(variant, base, lock)
         try:
             dockerfile = _tidy(template.render(**variables))
@@ -276,7 +283,7 @@ class Renderer:
             "variant": variant.id,
             "templates": template_hashes,
             "dockerfile": _sha256(dockerfile),
-            "variables": {k: v for k, v in variables.items() if k not in ("base_default",)},
+            "variables": {k: v for k, v in variables.items() if k not in ("base_default", "label_items")},
             "base": {"reference": base.reference, "digest": base.digest},
             "lock": _sha256(lock.text) if lock.text is not None else None,
             "context": {name: _sha256(data) for name, data in context},
@@ -381,6 +388,7 @@ def template_variables(variant: Variant, base: BaseImage, lock: LockState) -> di
         "user": {"name": USER_NAME, "uid": USER_UID},
         "secrets": {"ca_bundle": SECRET_CA_BUNDLE, "netrc": SECRET_NETRC},
         "labels": labels,
+        "label_items": [list(kv) for kv in sorted(labels.items())],
     }
 
 
@@ -397,8 +405,20 @@ def _symbolic(reference: str) -> str:
 
 def _tidy(text: str) -> str:
     """At most one blank line in a row, no trailing spaces, one final newline (deterministic)."""
-    lines = [line.rstrip() for line in text.splitlines()]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n") + "\n"
+    out: list[str] = []
+    blank = True  # drops leading blank lines
+    for line in text.split("\n"):
+        line = line.rstrip()
+        if not line:
+            if blank:
+                continue
+            blank = True
+        else:
+            blank = False
+        out.append(line)
+    while out and not out[-1]:
+        out.pop()
+    return "\n".join(out) + "\n"
 
 
 def _describe(v: Variant) -> str:

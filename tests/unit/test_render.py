@@ -208,7 +208,8 @@ def test_template_and_context_files_are_part_of_the_hash(tmp_path: Path) -> None
     b = _render(vid, images_dir=images)
     assert dict(b.context)["probe.py"] == b"print('hi')\n"
     assert b.content_hash != a.content_hash and b.dockerfile == a.dockerfile
-    (images / "_common" / "macros.j2").write_text((images / "_common" / "macros.j2").read_text() + "{# x #}\n")
+    base = images / "_common" / "Dockerfile.base.j2"
+    base.write_text(base.read_text() + "{# x #}\n")
     c = _render(vid, images_dir=images)
     assert c.content_hash != b.content_hash
     (images / "tiny" / "README.md").write_text("docs only\n")
@@ -278,12 +279,14 @@ def test_committed_renders_are_current_on_any_machine(tmp_path: Path) -> None:
 def test_render_check_fails_after_a_template_edit_and_passes_after_rerendering(tmp_path: Path) -> None:
     proj = _project_copy(tmp_path)
     tpl = proj / "images" / "jax" / "Dockerfile.j2"
-    tpl.write_text(tpl.read_text().replace('CMD ["python"]', 'CMD ["python", "-q"]'))
+    tpl.write_text(tpl.read_text().replace('print("jax", v)', 'print("jax version", v)'))
     res = _builder(proj, "--json", "render", "--check")
     assert res.returncode == 12, res.stderr
     err = json.loads(res.stdout)["error"]
     assert err["kind"] == "render-stale"
-    assert '-CMD ["python"]' in err["details"]["diff"] and '+CMD ["python", "-q"]' in err["details"]["diff"]
+    diff = err["details"]["diff"]
+    assert '-RUN python -c \'import jax, sys; v = jax.__version__; print("jax", v)' in diff
+    assert '+RUN python -c \'import jax, sys; v = jax.__version__; print("jax version", v)' in diff
     assert "jax/jax0.7-cpu-py3.11-ubuntu24.04/Dockerfile" in " ".join(err["details"]["stale"])
     assert all("/jax" in s or s.startswith("demo/") for s in err["details"]["stale"])
     res = _builder(proj, "render")
