@@ -1,0 +1,150 @@
+"""The promotion commands end to end as a user runs them (``python -m builder``), exit codes included."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder.registry import RegistryClient
+from tests.integration.test_promote_support import make_keys, push_image, write_policy
+
+pytestmark = pytest.mark.integration
+
+VARIANT = "jax0.7-cpu-py3.11-debian12"
+
+
+def run(project: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "builder", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(project)},
+    )
+    assert proc.returncode == code, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def js(proc: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def project(tmp_path: Path, registry_address: str, unique_repo: str) -> Path:
+    root = tmp_path / "project"
+    (root / "matrices").mkdir(parents=True)
+    (root / "policies").mkdir()
+    state = root / "state"
+    keys = make_keys(state)
+    write_policy(root / "policies" / "default.yaml", keys)
+    (root / "builder.toml").write_text(
+        f'registry = "{registry_address}"\nstate_dir = "state"\nkey = "{keys.key("build")}"\n'
+    )
+    (root / "matrices" / "tiny.yaml").write_text(
+        textwrap.dedent(
+            f"""\
+            family: jax
+            repository: {unique_repo}
+            axes:
+              accelerator: [{{kind: cpu}}]
+              framework: {{name: jax, versions: ["0.7"]}}
+              python: ["3.11"]
+              os: [debian12]
+            packages:
+              cpu: ["jax=={{framework_version}}.*"]
+            base:
+              default: "mirror:debian:bookworm"
+            """
+        )
+    )
+    return root
+
+
+def _build(project: Path, registry: str, repo: str, content: bytes) -> str:
+    from builder.keys import load_signer
+    from builder.sign import sign_image
+
+    client = RegistryClient(registry, insecure=True)
+    digest = push_image(client, repo, VARIANT, content=content)
+    signer = load_signer(project / "state" / "keys" / "build" / "builder.key", None)
+    sign_image(client, repo, digest, signer, lock_dir=project / "state" / "locks")
+    return digest
+
+
+def test_promotion_commands(project: Path, registry_address: str, unique_repo: str) -> None:
+    keys = project / "state" / "keys"
+    out = js(run(project, "policy", "validate", "--json"))
+    assert out["files"][0]["valid"] and out["files"][0]["stages"] == ["dev", "staging", "prod"]
+
+    d1 = _build(project, registry_address, unique_repo, b"cli one")
+    plan = js(run(project, "promote", VARIANT, "--to", "dev", "--json"))["results"][0]
+    assert plan["applied"] is False and plan["allowed"] and plan["digest"] == d1 and plan["previous"] is None
+    client = RegistryClient(registry_address, insecure=True)
+    assert client.try_resolve(unique_repo, f"{VARIANT}-dev") is None  # a dry run writes nothing
+
+    applied = js(run(project, "--json", "promote", VARIANT, "--to", "dev", "--confirm"))["results"][0]
+    assert applied["applied"] and applied["pinned"] == f"{registry_address}/{unique_repo}@{d1}"
+    assert client.resolve(unique_repo, f"{VARIANT}-dev") == d1
+
+    # staging without a device check: exit 31 with the failed rule in the JSON error
+    err = js(run(project, "promote", "--select", "jax*", "--to", "staging", "--confirm", "--json", code=31))
+    reasons = err["error"]["details"]["results"][0]["decision"]["reasons"]
+    flat = json.dumps(reasons)
+    assert "no device-check attestation" in flat and '"passed": false' in flat
+    human = run(project, "promote", VARIANT, "--to", "staging", code=31).stderr
+    assert "FAIL" in human and "device_check" in human
+
+    # approvals go through the CLI too
+    ref = f"{registry_address}/{unique_repo}:{VARIANT}-dev"
+    out = js(
+        run(
+            project,
+            "approve",
+            ref,
+            "--stage",
+            "prod",
+            "--key",
+            str(keys / "alice" / "builder.key"),
+            "--ticket",
+            "CHG-1234",
+            "--json",
+        )
+    )
+    assert out["predicate"]["digest"] == d1 and out["predicate"]["approver"]["name"] == "alice"
+    run(project, "approve", ref, "--stage", "qa", "--key", str(keys / "alice" / "builder.key"), code=8)
+
+    # resolve prints the pinned reference on stdout
+    assert run(project, "resolve", VARIANT, "--stage", "dev").stdout.strip() == f"{registry_address}/{unique_repo}@{d1}"
+    run(project, "resolve", VARIANT, "--stage", "prod", code=8)
+
+    # a second build, promoted, then rolled back by an allowed key; history and status read the registry
+    d2 = _build(project, registry_address, unique_repo, b"cli two")
+    run(project, "promote", VARIANT, "--to", "dev", "--confirm", "--expect-previous", d1)
+    run(project, "rollback", "dev", VARIANT, "--key", str(keys / "mallory" / "builder.key"), code=31)
+    out = js(run(project, "rollback", "dev", VARIANT, "--key", str(keys / "alice" / "builder.key"), "--json"))
+    assert out["record"]["digest"] == d1 and out["record"]["previous"] == d2
+    hist = js(run(project, "history", VARIANT, "--stage", "dev", "--json"))["stages"][0]["records"]
+    assert [(h["action"], h["digest"]) for h in hist] == [("rollback", d1), ("promote", d2), ("promote", d1)]
+    rows = js(run(project, "status", "--json"))["rows"]
+    dev = next(r for r in rows if r["stage"] == "dev")
+    assert dev["digest"] == d1 and dev["action"] == "rollback" and dev["signatures"] == 1
+    assert "rollback" in run(project, "history", VARIANT).stderr
+
+    # a stale compare-and-swap is a conflict (exit 32)
+    run(project, "promote", VARIANT, "--to", "dev", "--confirm", "--expect-previous", d2, code=32)
+
+
+def test_policy_validate_lists_problems(project: Path) -> None:
+    bad = project / "policies" / "bad.yaml"
+    bad.write_text("stages:\n  dev:\n    from: nowhere\n    require:\n      all_of: []\n")
+    err = js(run(project, "policy", "validate", str(bad), "--json", code=30))
+    problems = err["error"]["details"]["files"][0]["problems"]
+    where = {(p["path"], p["location"].rsplit(":", 2)[-2]) for p in problems if p["severity"] == "error"}
+    assert ("stages.dev.from", "3") in where and ("stages.dev.require.all_of", "5") in where
