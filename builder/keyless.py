@@ -102,6 +102,7 @@ OID_ISSUER_V1 = "1.3.6.1.4.1.57264.1.1"
 OID_ISSUER_V2 = "1.3.6.1.4.1.57264.1.8"
 
 __all__ = [
+    "ANY_IDENTITY",
     "BUNDLE_MEDIA_TYPE",
     "GITHUB_ACTIONS_ISSUER",
     "IdentityPolicy",
@@ -112,10 +113,13 @@ __all__ = [
     "github_workflow_identity",
     "identity_token",
     "keyless_attest_image",
+    "keyless_sign_and_attest_build",
     "keyless_sign_image",
     "load_trust_config",
     "load_trusted_root",
+    "parse_signer",
     "policies_from_options",
+    "signer_text",
     "verify_keyless",
 ]
 
@@ -177,6 +181,27 @@ class IdentityPolicy:
                 continue
             return True
         return False
+
+
+#: Accepts any identity from any issuer: for gathering evidence whose identities a promotion policy judges later
+#: (the cryptographic checks against the trusted root still apply).
+ANY_IDENTITY = IdentityPolicy(identity_regexp=r".*", issuer_regexp=r".*")
+
+_SIGNER_RE = re.compile(r"^(?P<subject>.*) \(issuer (?P<issuer>[^()]*)\)$")
+
+
+def signer_text(identities: Sequence[str], issuer: str | None) -> str:
+    """How keyless signers appear in ``VerifiedItem.signer``: ``"<SAN> (issuer <issuer>)"``."""
+    return f"{identities[0] if identities else '(no SAN)'} (issuer {issuer or 'missing'})"
+
+
+def parse_signer(signer: str | None) -> tuple[str, str] | None:
+    """``(issuer, subject)`` of a keyless ``VerifiedItem.signer`` (the shape ``builder.policy`` matches);
+    None for key fingerprints and unknown shapes."""
+    if not signer or signer.startswith("sha256:"):
+        return None
+    m = _SIGNER_RE.match(signer)
+    return (m.group("issuer"), m.group("subject")) if m else None
 
 
 def policies_from_options(
@@ -601,6 +626,37 @@ def _append_attestation(
     return append_layer(client, repository, digest, ATT_SUFFIX, layer, lock_dir=lock_dir, signer=who)
 
 
+def keyless_sign_and_attest_build(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    provenance: Mapping[str, Any],
+    *,
+    identity_token: IdentityToken,
+    trust_config: ClientTrustConfig,
+    lock_dir: Path,
+    predicate_type: str | None = None,
+) -> tuple[KeylessWrite, KeylessWrite]:
+    """The build step's keyless counterpart of ``builder.sign.sign_and_attest_build``: sign ``digest`` and
+    attach ``provenance`` (SLSA provenance v1 by default). Returns (signature write, attestation write)."""
+    from builder.predicates import SLSA_PROVENANCE_V1
+
+    sig = keyless_sign_image(
+        client, repository, digest, identity_token=identity_token, trust_config=trust_config, lock_dir=lock_dir
+    )
+    att = keyless_attest_image(
+        client,
+        repository,
+        digest,
+        predicate_type=predicate_type or SLSA_PROVENANCE_V1,
+        predicate=provenance,
+        identity_token=identity_token,
+        trust_config=trust_config,
+        lock_dir=lock_dir,
+    )
+    return sig, att
+
+
 def _check_formats(formats: Sequence[str]) -> set[str]:
     wanted = set(formats)
     unknown = wanted - set(FORMATS)
@@ -716,7 +772,7 @@ def _verify_bundle(
     except Exception as exc:
         return _Outcome(False, f"the Sigstore bundle does not parse: {exc}", None, None)
     idents, issuer = cert_identities(bundle.signing_certificate)
-    signer = f"{idents[0] if idents else '(no SAN)'} (issuer {issuer or 'missing'})"
+    signer = signer_text(idents, issuer)
     entry = _tlog(_bundle_doc(bundle))
     when = _rfc3339(int(entry["integratedTime"])) if entry.get("integratedTime") else None
     policy = _Policy(policies)

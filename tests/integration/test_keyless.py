@@ -582,3 +582,29 @@ def test_concurrent_keyless_writers_keep_every_entry(sigstore: Sigstore, image: 
         identities=policies,
     )
     assert report.ok and len(report.items) == 8 and all(i.ok for i in report.items)
+
+
+def test_build_step_and_evidence_for_policies(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    """What the build step and promotion use: sign + provenance in one call; then gather evidence with
+    ANY_IDENTITY (crypto still checked against the pinned root) and read (issuer, subject) per item."""
+    tc = keyless.load_trust_config(sigstore.trust.trust_config)
+    sig, att = keyless.keyless_sign_and_attest_build(
+        image.client,
+        image.repository,
+        image.digest,
+        PREDICATE,
+        identity_token=sigstore.workflow_token(),
+        trust_config=tc,
+        lock_dir=tmp_path,
+    )
+    assert sig.legacy is not None and att.referrer is not None
+    report = keyless.verify_keyless(
+        image.client,
+        image.repository,
+        image.digest,
+        trusted_root=keyless.load_trusted_root(sigstore.trust.trusted_root),
+        identities=[keyless.ANY_IDENTITY],
+        predicate_types=[SLSA_PROVENANCE_V1],
+    )
+    assert report.ok
+    assert {keyless.parse_signer(i.signer) for i in report.items} == {(sigstore.issuer, IDENTITY)}

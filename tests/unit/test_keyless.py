@@ -257,3 +257,12 @@ def test_unknown_output_format_refused() -> None:
     with pytest.raises(ConfigError, match="unknown or empty keyless output formats"):
         keyless._check_formats(["legacy", "bogus"])
     assert keyless._check_formats(["bundle"]) == {"bundle"}
+
+
+def test_signer_text_round_trips_to_policy_identity() -> None:
+    text = keyless.signer_text([GH, "other@example.com"], GH_ISSUER)
+    assert text == f"{GH} (issuer {GH_ISSUER})"
+    assert keyless.parse_signer(text) == (GH_ISSUER, GH)
+    assert keyless.parse_signer("sha256:" + "ab" * 32) is None
+    assert keyless.parse_signer(None) is None
+    assert keyless.ANY_IDENTITY.validate().matches([GH], GH_ISSUER)
