@@ -181,7 +181,18 @@ def build_and_push(req: BuildRequest, *, log: Callable[[str], None], metadata_fi
         for line in stream:
             log(line if isinstance(line, str) else str(line))
 
-    call(run)
+    try:
+        call(run)
+    except EngineCommandError as exc:
+        stderr = str(exc.details.get("stderr") or "")
+        tail = "\n".join(line for line in stderr.strip().splitlines()[-12:])
+        raise EngineCommandError(
+            f"docker buildx build for {req.push_ref} failed (exit {exc.details.get('exit_status')}):\n{tail}",
+            command=exc.details.get("command"),
+            exit_status=exc.details.get("exit_status"),
+            stderr=stderr,
+            hint="the build log has the full output",
+        ) from exc
     try:
         metadata = json.loads(metadata_file.read_text())
         digest = str(metadata["containerimage.digest"])

@@ -278,6 +278,15 @@ def _print_summary(run: Any) -> None:
             b.log_path or "",
         )
     console().print(t)
+    for b in run.results:
+        if b.status != "failed":
+            continue
+        console().print(f"[red]{b.variant_id}[/]: {b.error}", highlight=False, markup=False)
+        if b.log_path and Path(b.log_path).is_file():
+            from rich.markup import escape
+
+            tail = Path(b.log_path).read_text(errors="replace").splitlines()[-8:]
+            console().print("\n".join(f"  [dim]|[/] {escape(line)}" for line in tail), highlight=False)
 
 
 @click.group()
