@@ -20,6 +20,7 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "compat"
 
 
 def _real_requirements() -> dict[str, str]:
+    """'<release>[@<platform>]' -> the real NVIDIA_REQUIRE_CUDA value (tests/data/compat/require-cuda-real.txt)."""
     out = {}
     for line in (DATA / "require-cuda-real.txt").read_text().splitlines():
         if line.startswith("#") or not line.strip():
@@ -30,6 +31,7 @@ def _real_requirements() -> dict[str, str]:
 
 
 REAL = _real_requirements()
+REAL_AMD64 = {k: v for k, v in REAL.items() if "@" not in k}
 REQ_1281 = REAL["12.8.1"]
 
 
@@ -110,7 +112,7 @@ def test_parse_cuda_encodings() -> None:
 # --------------------------------------------------------------------------------- requirement grammar
 
 
-@pytest.mark.parametrize("release", sorted(REAL))
+@pytest.mark.parametrize("release", sorted(REAL_AMD64))
 def test_parser_on_real_strings(release: str) -> None:
     req = parse_requirement(REAL[release])
     assert req.cuda == release.rsplit(".", 1)[0]
@@ -157,9 +159,15 @@ def test_decoded_image_lines_match_the_constructed_strings(
     assert sorted({b for b, _ in got}) == sorted(brands)
 
 
-@pytest.mark.parametrize("release", sorted(REAL))
-def test_require_cuda_reproduces_real_strings_byte_for_byte(release: str) -> None:
-    assert compat.require_cuda(release) == REAL[release]
+@pytest.mark.parametrize("key", sorted(REAL))
+def test_require_cuda_reproduces_real_strings_byte_for_byte(key: str) -> None:
+    release, _, platform = key.partition("@")
+    assert compat.require_cuda(release, platform=platform or "linux/amd64") == REAL[key]
+
+
+def test_real_strings_cover_old_and_new_brand_sets() -> None:
+    assert {"11.8.0", "12.2.2", "12.4.1", "12.6.3", "12.8.1", "12.9.1", "13.0.2"} <= set(REAL)
+    assert "brand=geforce" in REAL["12.4.1"] and "brand=geforce" not in REAL["12.6.3"]
 
 
 def test_require_cuda_by_line_and_constructed_releases() -> None:
