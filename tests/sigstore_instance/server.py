@@ -196,6 +196,53 @@ class SigstoreTestInstance:
         chain = [leaf.public_bytes(serialization.Encoding.PEM).decode(), *self.ca.chain_pem()]
         return {"signedCertificateEmbeddedSct": {"chain": {"certificates": chain}}}
 
+    def signing_cert_v1(self, body: dict[str, Any], authorization: str) -> bytes:
+        """Fulcio's legacy v1 API (what cosign 2.x calls): ``{"publicKey": {"content": b64(PEM|DER)},
+        "signedEmailAddress": b64(sig over the token subject)}`` or ``{"certificateSigningRequest": b64(PEM)}``
+        -> the PEM chain (leaf first) as the body; SCT embedded (``SCT`` header empty)."""
+        if not authorization.startswith("Bearer "):
+            raise _HTTPError(401, "missing bearer token")
+        raw_token = authorization.removeprefix("Bearer ").strip()
+        identity = self.identity_from_token(raw_token)
+        key: Any
+        if body.get("certificateSigningRequest"):
+            csr = x509.load_pem_x509_csr(base64.b64decode(body["certificateSigningRequest"]))
+            if not csr.is_signature_valid:
+                raise _HTTPError(400, "CSR signature does not verify (no proof of possession)")
+            key = csr.public_key()
+        else:
+            try:
+                content = base64.b64decode(body["publicKey"]["content"])
+                key = (
+                    serialization.load_pem_public_key(content)
+                    if content.startswith(b"-----")
+                    else serialization.load_der_public_key(content)
+                )
+                proof = base64.b64decode(body["signedEmailAddress"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise _HTTPError(400, f"invalid certificate request: {exc}") from exc
+            if not isinstance(key, ec.EllipticCurvePublicKey):
+                raise _HTTPError(400, "only ECDSA keys are supported by the test CA")
+            claims = jwt.decode(raw_token, options={"verify_signature": False})
+            subjects = [str(claims.get(c)) for c in ("email", "sub") if claims.get(c)]
+            if not any(_proves(key, proof, subj.encode()) for subj in subjects):
+                raise _HTTPError(400, "signedEmailAddress is not a signature over the token subject")
+        if not isinstance(key, ec.EllipticCurvePublicKey):
+            raise _HTTPError(400, "only ECDSA keys are supported by the test CA")
+        leaf = self.ca.issue(key, identity)
+        return (leaf.public_bytes(serialization.Encoding.PEM).decode() + "".join(self.ca.chain_pem())).encode()
+
+
+def _proves(key: ec.EllipticCurvePublicKey, signature: bytes, message: bytes) -> bool:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+
+    try:
+        key.verify(signature, message, ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        return False
+    return True
+
 
 class _HTTPError(Exception):
     def __init__(self, code: int, message: str) -> None:
@@ -211,10 +258,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
-    def _send(self, code: int, payload: Any, content_type: str = "application/json") -> None:
+    def _send(
+        self, code: int, payload: Any, content_type: str = "application/json", headers: dict[str, str] | None = None
+    ) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", content_type)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -252,6 +303,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, {"value": token})
             elif method == "POST" and path == "/api/v2/signingCert":
                 self._send(200, inst.signing_cert(self._body(), self.headers.get("Authorization", "")))
+            elif method == "POST" and path == "/api/v1/signingCert":
+                chain = inst.signing_cert_v1(self._body(), self.headers.get("Authorization", ""))
+                self._send(201, chain, "application/pem-certificate-chain", {"SCT": ""})
+            elif method == "GET" and path == "/api/v1/rootCert":
+                self._send(200, "".join(inst.ca.chain_pem()).encode(), "application/pem-certificate-chain")
             elif method == "GET" and path == "/api/v2/trustBundle":
                 self._send(200, {"chains": [{"certificates": inst.ca.chain_pem()}]})
             elif method == "GET" and path == "/api/v1/log":
