@@ -309,8 +309,9 @@ class ArchRow:
     versions: SpecifierSet
     kind: str
     accel_versions: SpecifierSet
+    platforms: tuple[str, ...]  # () = every platform
     archs: tuple[str, ...]
-    provenance: str
+    evidence: str
 
 
 @functools.cache
@@ -325,8 +326,9 @@ def arch_rows() -> tuple[ArchRow, ...]:
                 versions=specifier(r["versions"], where=where),
                 kind=r["kind"],
                 accel_versions=specifier(r["accel_versions"], where=where),
+                platforms=tuple(r.get("platforms", "").split()),
                 archs=tuple(r["archs"].split()),
-                provenance=r["provenance"],
+                evidence=r.get("evidence", ""),
             )
         )
     return tuple(out)

@@ -206,9 +206,16 @@ def _variant_problems(
     return tuple(problems)
 
 
-def compiled_archs(framework: str, framework_version: str, kind: str, accel_version: str | None) -> tuple[str, ...]:
-    """GPU architectures compiled into the official wheels: ``("sm_80", "sm_90", "compute_90")`` or
-    ``("gfx90a", "gfx942")``; ``()`` for cpu, framework ``none`` or unknown combinations
+@functools.lru_cache(maxsize=4096)
+def compiled_archs(
+    framework: str,
+    framework_version: str,
+    kind: str,
+    accel_version: str | None,
+    platform: str = "linux/amd64",
+) -> tuple[str, ...]:
+    """GPU architectures compiled into the official wheels for ``platform``: ``("sm_80", "sm_90", "compute_90")``
+    or ``("gfx90a", "gfx942")``; ``()`` for cpu, framework ``none`` or unknown combinations
     (``framework-archs.csv``; first matching row wins)."""
     if kind == "cpu" or not accel_version:
         return ()
@@ -221,6 +228,7 @@ def compiled_archs(framework: str, framework_version: str, kind: str, accel_vers
             and row.kind == kind
             and row.versions.contains(fv, prereleases=True)
             and row.accel_versions.contains(av, prereleases=True)
+            and (not row.platforms or platform in row.platforms)
         ):
             return row.archs
     return ()

@@ -267,6 +267,9 @@ def test_compiled_archs() -> None:
     assert "sm_120" not in cu126 and "sm_50" in cu126  # Blackwell needs cu128+
     cu130 = compat.compiled_archs("torch", "2.9", "cuda", "13.0")
     assert not {"sm_50", "sm_60", "sm_70"} & set(cu130)  # cu13x drops sm_50..sm_70
+    # observed lists differ per platform: the aarch64 (sbsa) cu130 wheels carry sm_110 (Thor), not sm_75/sm_86
+    arm = compat.compiled_archs("torch", "2.13", "cuda", "13.0", "linux/arm64")
+    assert "sm_110" in arm and "sm_75" not in arm and "sm_110" not in cu130
     assert "gfx942" in compat.compiled_archs("torch", "2.9", "rocm", "6.4")
     assert compat.compiled_archs("torch", "2.9", "cpu", None) == ()
     assert compat.compiled_archs("none", "0", "cuda", "12.8") == ()
