@@ -252,3 +252,54 @@ def test_cli_keys_sign_attest_verify(client: RegistryClient, image: tuple[str, s
     assert err["kind"] == "verification-failed" and "wrong key" in err["details"]["items"][0]["reason"]
     human = run_cli(["verify", f"{repo}:v1", "--key", "other/builder.pub"], tmp_path, reg)
     assert human.returncode == 18 and "NOT VERIFIED" in human.stderr and "wrong key" in human.stderr
+
+
+def test_cli_signers_in_parallel_processes_keep_every_layer(
+    client: RegistryClient, image: tuple[str, str], tmp_path: Path
+) -> None:
+    """Three `builder sign` processes with three keys at once: the file lock serializes the
+    read-modify-write, so the .sig ends with three layers (no lost update)."""
+    repo, digest = image
+    reg = client.registry
+    for n in range(3):
+        assert run_cli(["keys", "generate", "--output-dir", f"k{n}", "--no-password"], tmp_path, reg).returncode == 0
+    env = {**os.environ, "BUILDER_REGISTRY": reg, "BUILDER_STATE_DIR": str(tmp_path / "state")}
+    env.pop("BUILDER_KEY_PASSWORD", None)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "builder", "sign", f"{repo}@{digest}", "--key", f"k{n}/builder.key"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(3)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    pubs = keys.load_public_keys([tmp_path / f"k{n}" / "builder.pub" for n in range(3)])
+    report = sign.verify_image(client, repo, digest, keys=pubs)
+    assert len(report.items) == 3 and all(i.ok for i in report.items)
+    assert sorted(i.signer or "" for i in report.items) == sorted(k.fingerprint for k in pubs)
+
+
+def test_cli_signs_with_a_cosign_key_file_directly(
+    client: RegistryClient, image: tuple[str, str], tmp_path: Path
+) -> None:
+    repo, digest = image
+    data = ROOT / "tests" / "data" / "signing"
+    out = run_cli(
+        ["sign", f"{repo}@{digest}", "--key", str(data / "cosign.key"), "--json"],
+        tmp_path,
+        client.registry,
+        COSIGN_PASSWORD="test-password",
+    )
+    assert out.returncode == 0, out.stderr
+    pubs = keys.load_public_keys([data / "cosign.pub"])
+    assert json.loads(out.stdout)["signer"] == pubs[0].fingerprint
+    assert sign.verify_image(client, repo, digest, keys=pubs).ok
+    wrong = run_cli(
+        ["sign", f"{repo}@{digest}", "--key", str(data / "cosign.key")], tmp_path, client.registry, COSIGN_PASSWORD="x"
+    )
+    assert wrong.returncode == 16 and "wrong password" in wrong.stderr
