@@ -246,17 +246,26 @@ def select(items: Sequence[RenderedImage], globs: Sequence[str]) -> list[Rendere
 # --------------------------------------------------------------------------------------------
 
 
+def resolve_many(
+    client: RegistryClient, refs: Iterable[tuple[str, str]], *, workers: int = 16
+) -> dict[tuple[str, str], str | None]:
+    """HEAD many ``(repository, tag)`` pairs in parallel -> digest or None (missing).
+    Raises RegistryUnavailableError / RegistryAuthError (the first one met)."""
+    keys = list(dict.fromkeys(refs))
+    if not keys:
+        return {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(keys)))) as pool:
+        digests = list(pool.map(lambda k: client.try_resolve(k[0], k[1]), keys))
+    return dict(zip(keys, digests, strict=True))
+
+
 def lookup_content_tags(
     client: RegistryClient, rendered: Sequence[RenderedImage], *, workers: int = 16
 ) -> dict[str, str | None]:
     """HEAD every content tag (in parallel): :func:`content_key` -> digest or None.
     Raises RegistryUnavailableError / RegistryAuthError (the first one met)."""
-    keys = list(dict.fromkeys((r.variant.repository, r.content_tag) for r in rendered))
-    if not keys:
-        return {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(keys)))) as pool:
-        digests = list(pool.map(lambda k: client.try_resolve(k[0], k[1]), keys))
-    return {content_key(repo, tag): d for (repo, tag), d in zip(keys, digests, strict=True)}
+    found = resolve_many(client, ((r.variant.repository, r.content_tag) for r in rendered), workers=workers)
+    return {content_key(repo, tag): d for (repo, tag), d in found.items()}
 
 
 def publish_content_tag(client: RegistryClient, repository: str, content_tag: str, digest: str) -> bool:
@@ -363,7 +372,8 @@ def build_variants(
 
     ``on_built(built, rendered)`` runs after each successful push (signing hooks here); its
     failure marks that variant failed. ``on_progress(variant_id, event, detail)`` reports events
-    ``up-to-date``, ``building``, ``pushed``, ``built``, ``failed``. Returns a :class:`BuildRun`
+    ``up-to-date``, ``retagged`` (an up-to-date variant's moving tag pointed elsewhere and was
+    moved back), ``building``, ``pushed``, ``built``, ``failed``. Returns a :class:`BuildRun`
     (failed variants are in it; nothing raises for them). Raises, before building anything:
     UnpinnedBaseError, ConfigError (bad tags), RegistryUnavailableError/RegistryAuthError (look-ups),
     EngineUnavailableError (no engine while something must be built). When every build failed
@@ -372,13 +382,19 @@ def build_variants(
     start = time.monotonic()
     check_tags(rendered)
     check_pinned(rendered, allow_unpinned=options.allow_unpinned)
-    existing = lookup_content_tags(client, rendered)
+    # one parallel pass: content tags (what to build) and variant tags (to keep them current)
+    found = resolve_many(client, [(r.variant.repository, t) for r in rendered for t in (r.content_tag, r.variant.id)])
+    existing = {content_key(repo, tag): d for (repo, tag), d in found.items()}
     plan = plan_builds(rendered, existing, registry=options.registry, rebuild=options.rebuild)
     progress = on_progress or (lambda _v, _e, _d: None)
     results: dict[str, BuiltImage] = {}
     for p in plan:
         if p.action == "up-to-date":
             assert p.existing_digest is not None
+            if found.get((p.repository, p.variant_tag)) != p.existing_digest:
+                # e.g. a template change was reverted: the variant tag goes back to this image
+                move_tag(client, p.repository, p.variant_tag, p.existing_digest)
+                progress(p.variant_id, "retagged", f"{p.variant_tag} -> {p.existing_digest}")
             results[p.variant_id] = BuiltImage(
                 variant_id=p.variant_id,
                 reference=p.reference,

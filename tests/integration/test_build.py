@@ -111,6 +111,19 @@ def test_build_push_noop_and_selective_rebuild(
     assert client.resolve(unique_repo, "tiny-a") == third.results[0].digest  # variant tag moved
     assert client.resolve(unique_repo, a.content_tag) == run.results[0].digest  # old content tag kept
 
+    # revert the change: nothing is built, the variant tag goes back to the first image
+    events.clear()
+    reverted = build_variants(
+        [a, b],
+        _options(registry_address, tmp_path / "s4"),
+        client=client,
+        engine_ping=_no_engine,
+        on_progress=lambda v, e, _d: events.append((v, e)),
+    )
+    assert [r.status for r in reverted.results] == ["up-to-date", "up-to-date"]
+    assert ("tiny-a", "retagged") in events and ("tiny-b", "retagged") not in events
+    assert client.resolve(unique_repo, "tiny-a") == run.results[0].digest
+
 
 def _no_engine() -> None:
     raise AssertionError("a no-op run must not touch the engine")
@@ -158,7 +171,7 @@ sys.path.insert(0, {root!r})
 from tests.integration.test_build import make_rendered
 from builder.build import BuildOptions, build_variants
 from builder.registry import RegistryClient
-r = make_rendered("tiny-slow", {repo!r}, {base!r}, "RUN sleep {sleep} && echo done > /done")
+r = make_rendered("tiny-slow", {repo!r}, {base!r}, {body!r})
 run = build_variants([r], BuildOptions(registry={reg!r}, state_dir=Path({state!r}), source_date_epoch=0),
                      client=RegistryClient({reg!r}, insecure=True))
 print(json.dumps([x.status for x in run.results]))
@@ -177,21 +190,22 @@ def test_killed_build_leaves_no_content_tag(
 
     script = tmp_path / "slow.py"
     state = tmp_path / "state"
+    body = f"RUN echo {unique_repo} > /uncached && sleep 6 && echo done > /done"  # never in BuildKit's cache
     script.write_text(
         KILL_SCRIPT.format(
-            root=str(ROOT), repo=unique_repo, base=mirror_base, reg=registry_address, state=str(state), sleep=6
+            root=str(ROOT), repo=unique_repo, base=mirror_base, reg=registry_address, state=str(state), body=body
         )
     )
     proc = subprocess.Popen([sys.executable, str(script)], start_new_session=True, cwd=ROOT)
     log = state / "logs" / "tiny-slow.log"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (log.exists() and "sleep" in log.read_text()):
+    while time.monotonic() < deadline and not (log.exists() and "sleep 6" in log.read_text()):
         time.sleep(0.2)
     assert log.exists(), "the build never started"
     time.sleep(1.0)
     os.killpg(proc.pid, signal.SIGKILL)  # kill the whole build (builder and its buildx child)
     proc.wait(timeout=10)
-    content_tag = mk("tiny-slow", unique_repo, mirror_base, "RUN sleep 6 && echo done > /done").content_tag
+    content_tag = mk("tiny-slow", unique_repo, mirror_base, body).content_tag
     time.sleep(1.0)
     assert client.try_resolve(unique_repo, content_tag) is None
     # a rerun completes and then the content tag names a complete image
