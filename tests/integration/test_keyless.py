@@ -608,3 +608,81 @@ def test_build_step_and_evidence_for_policies(sigstore: Sigstore, image: Image, 
     )
     assert report.ok
     assert {keyless.parse_signer(i.signer) for i in report.items} == {(sigstore.issuer, IDENTITY)}
+
+
+# ----------------------------------------------------------------------------------------------------
+# the other direction: what real cosign signs keylessly (against the test instance), this project verifies
+
+
+def _cosign_keyless(cosign_bin: str, sigstore: Sigstore, image: Image, tmp_path: Path, token: str) -> None:
+    flags = [
+        "--yes",
+        "--fulcio-url",
+        sigstore.instance.url,
+        "--rekor-url",
+        sigstore.instance.url,
+        "--identity-token",
+        token,
+    ]
+    r = _cosign(cosign_bin, sigstore, "sign", *flags, image.ref)
+    assert r.returncode == 0, r.stderr
+    assert "Successfully verified SCT" in r.stderr  # cosign checked the test Fulcio's embedded SCT
+    predicate = tmp_path / "predicate.json"
+    predicate.write_text(json.dumps(PREDICATE))
+    r = _cosign(
+        cosign_bin, sigstore, "attest", *flags, "--type", SLSA_PROVENANCE_V1, "--predicate", str(predicate), image.ref
+    )
+    assert r.returncode == 0, r.stderr
+
+
+def test_builder_verifies_cosign_keyless_signatures(
+    sigstore: Sigstore, image: Image, tmp_path: Path, cosign_bin: str
+) -> None:
+    """cosign 2.5 `sign`/`attest` keyless (Fulcio v1 API, Rekor hashedrekord + dsse entries) against the test
+    instance; builder verifies the layers offline from cosign's SET bundle annotation."""
+    _cosign_keyless(cosign_bin, sigstore, image, tmp_path, sigstore.instance.token(email="dev@example.com"))
+    r = _cosign(cosign_bin, sigstore, "verify", *_identity_flags(sigstore, identity="dev@example.com"), image.ref)
+    assert r.returncode == 0, r.stderr
+    report = _verify(sigstore, image, [sigstore.policy(identity="dev@example.com")])
+    assert report.ok, report.to_json()
+    assert sorted(i.kind for i in report.items) == ["attestation", "signature"]
+    att = next(i for i in report.items if i.kind == "attestation")
+    assert att.statement is not None and att.statement["_type"] == "https://in-toto.io/Statement/v0.1"
+    wrong = _verify(sigstore, image, [sigstore.policy(identity="mallory@example.com")])
+    assert not wrong.ok and all("which no allowed identity matches" in i.reason for i in wrong.items)
+    with SigstoreTestInstance() as other:
+        foreign = write_trust_files(other, tmp_path / "other")
+        report = _verify(sigstore, image, [sigstore.policy(identity="dev@example.com")], trust=foreign.trusted_root)
+    assert not report.ok and all("signed entry timestamp does not verify" in i.reason for i in report.items)
+
+
+def test_set_path_checks_the_log_entry(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    """Without this project's full-bundle annotation a layer is checked like cosign does (SET); a forged
+    log index breaks the SET, and a payload edit breaks the signature."""
+    _sign_and_attest(sigstore, image, tmp_path / "locks", formats=("legacy",))
+    _rewrite_layer(image, SIG_SUFFIX, edit_annotations=lambda a: a.pop(keyless.SIGSTORE_BUNDLE_ANNOTATION))
+    _rewrite_layer(image, ATT_SUFFIX, edit_annotations=lambda a: a.pop(keyless.SIGSTORE_BUNDLE_ANNOTATION))
+    report = _verify(sigstore, image, [sigstore.policy()])
+    assert report.ok, report.to_json()
+
+    def forge(ann: dict[str, str]) -> None:
+        legacy = json.loads(ann["dev.sigstore.cosign/bundle"])
+        legacy["Payload"]["logIndex"] += 1
+        ann["dev.sigstore.cosign/bundle"] = json.dumps(legacy)
+
+    _rewrite_layer(image, SIG_SUFFIX, edit_annotations=forge)
+    report = _verify(sigstore, image, [sigstore.policy()])
+    sig = next(i for i in report.items if i.kind == "signature")
+    assert not sig.ok and "signed entry timestamp does not verify" in sig.reason
+
+    def edit(blob: bytes) -> bytes:
+        env = json.loads(blob)
+        st = json.loads(base64.b64decode(env["payload"]))
+        st["predicate"]["runDetails"] = {"edited": True}
+        env["payload"] = base64.b64encode(json.dumps(st).encode()).decode()
+        return json.dumps(env).encode()
+
+    _rewrite_layer(image, ATT_SUFFIX, edit_blob=edit)
+    report = _verify(sigstore, image, [sigstore.policy()])
+    att = next(i for i in report.items if i.kind == "attestation")
+    assert not att.ok and "does not verify with the certificate's key" in att.reason
