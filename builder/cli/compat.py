@@ -141,7 +141,7 @@ def check(
 
 
 @compat.command("fleet")
-@click.argument("fleet_file", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("fleet_file", metavar="FLEET")
 @click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Only these clusters (repeatable).")
 @_image_options
 @json_option
@@ -154,14 +154,18 @@ def fleet(
     rocm: str | None,
     arch_list: str | None,
 ) -> None:
-    """Verdict per cluster of a fleet file (fleets/*.yaml); exit 11 when any cluster is blocked."""
+    """Verdict per cluster of a fleet (a file, or a name in the fleets directory: `demo` ->
+    fleets/demo.yaml); exit 11 when any cluster is blocked."""
     from pathlib import Path
 
-    from builder.compat.fleets import check_cluster, load_fleet
+    from builder.compat.fleets import check_cluster, load_fleet, resolve_fleet_path
     from builder.errors import IncompatibleError
 
     cuda, require = _image(cuda, require, image_cuda, rocm)
-    f = load_fleet(Path(fleet_file))
+    path = Path(fleet_file)
+    if not (path.exists() or path.suffix in (".yaml", ".yml")):
+        path = resolve_fleet_path(fleet_file, app_context().config.fleets_dir)
+    f = load_fleet(path)
     wanted = set(clusters) or None
     results = [
         check_cluster(c, cuda=cuda, require=require, rocm=rocm, image_archs=_archs(arch_list))

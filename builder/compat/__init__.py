@@ -48,7 +48,16 @@ from builder.compat.verdict import SEVERITY, Verdict, check_compat, worst
 if TYPE_CHECKING:
     from builder.compat.fleets import Cluster, Fleet, check_fleet, load_fleet
 
-_LAZY = {"Cluster", "ClusterVerdict", "Fleet", "check_cluster", "check_fleet", "load_fleet"}
+_LAZY = {
+    "Cluster",
+    "ClusterVerdict",
+    "Fleet",
+    "check_cluster",
+    "check_fleet",
+    "load_fleet",
+    "load_fleets",
+    "resolve_fleet_path",
+}
 
 
 def __getattr__(name: str) -> Any:

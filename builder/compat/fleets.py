@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from builder.compat.drivers import parse_driver
 from builder.compat.gpus import gpu_info, normalize_brand
 from builder.compat.verdict import SEVERITY, Verdict, check_compat
-from builder.errors import BuilderError, ConfigError
+from builder.errors import BuilderError, ConfigError, NotFoundError
 
 # ------------------------------------------------------------------------------------ input schema
 
@@ -184,6 +184,33 @@ def load_fleet(path: Path) -> Fleet:
             problems=[_problem(path, line, "(file)", f"invalid YAML: {getattr(exc, 'problem', exc)}")],
         ) from None
     return fleet_from_data(tree, path=path)
+
+
+def resolve_fleet_path(name_or_path: str, fleets_dir: Path) -> Path:
+    """``"demo"`` -> ``<fleets_dir>/demo.yaml``; an existing path (or one with a ``.yaml``/``.yml`` suffix) as is.
+    Raises NotFoundError naming the fleets known in ``fleets_dir``."""
+    p = Path(name_or_path)
+    if p.exists() or p.suffix in (".yaml", ".yml"):
+        if not p.exists():
+            raise NotFoundError(f"fleet file {p} does not exist", hint="pass an existing fleets/*.yaml file")
+        return p
+    for suffix in (".yaml", ".yml"):
+        candidate = fleets_dir / f"{name_or_path}{suffix}"
+        if candidate.exists():
+            return candidate
+    known = sorted(f.stem for f in fleets_dir.glob("*.y*ml")) if fleets_dir.is_dir() else []
+    raise NotFoundError(
+        f"no fleet named {name_or_path!r} in {fleets_dir} (known: {', '.join(known) or 'none'})",
+        hint="name a file in the fleets directory (builder.toml `fleets_dir`) or pass a path",
+    )
+
+
+def load_fleets(fleets_dir: Path) -> tuple[Fleet, ...]:
+    """Every ``*.yaml`` / ``*.yml`` fleet in a directory, sorted by file name; ConfigError for the first invalid one."""
+    if not fleets_dir.is_dir():
+        return ()
+    files = sorted([*fleets_dir.glob("*.yaml"), *fleets_dir.glob("*.yml")])
+    return tuple(load_fleet(f) for f in files)
 
 
 def fleet_from_data(tree: Any, *, path: Path) -> Fleet:
@@ -467,4 +494,6 @@ __all__ = [
     "check_fleet",
     "fleet_from_data",
     "load_fleet",
+    "load_fleets",
+    "resolve_fleet_path",
 ]

@@ -181,3 +181,12 @@ def test_wheels_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert "sm_120" in rows[1]["archs"] and rows[2]["status"] == "experimental"
     code, _, _ = run(capsys, "compat", "wheels", "torch", "3.0")
     assert code == 8
+
+
+def test_fleet_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "-C", str(ROOT), "compat", "fleet", "demo", "--cuda", "12.8", "--cluster", "a100-inference", "--json"
+    )
+    assert code == 0 and json.loads(out)["fleet"] == "demo"
+    code, _, err = run(capsys, "-C", str(ROOT), "compat", "fleet", "prod", "--cuda", "12.8")
+    assert code == 8 and "demo" in err

@@ -159,3 +159,18 @@ def test_fleet_values_are_frozen() -> None:
     fleet = load_fleet(DEMO)
     with pytest.raises(AttributeError):
         fleet.clusters[0].name = "x"  # type: ignore[misc]
+
+
+def test_resolve_fleet_by_name_and_load_directory(tmp_path: Path) -> None:
+    from builder.compat.fleets import load_fleets, resolve_fleet_path
+    from builder.errors import NotFoundError
+
+    assert resolve_fleet_path("demo", ROOT / "fleets") == ROOT / "fleets" / "demo.yaml"
+    assert resolve_fleet_path(str(DEMO), tmp_path) == DEMO
+    with pytest.raises(NotFoundError, match="demo"):
+        resolve_fleet_path("prod", ROOT / "fleets")
+    with pytest.raises(NotFoundError):
+        resolve_fleet_path(str(tmp_path / "missing.yaml"), ROOT / "fleets")
+    fleets = load_fleets(ROOT / "fleets")
+    assert [f.name for f in fleets] == ["demo"]
+    assert load_fleets(tmp_path / "none") == ()
