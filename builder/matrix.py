@@ -234,10 +234,12 @@ def _cell_problems(
 
 
 @functools.lru_cache(maxsize=1024)
-def _compiled_archs(framework: str, framework_version: str, kind: str, accel_version: str | None) -> tuple[str, ...]:
+def _compiled_archs(
+    framework: str, framework_version: str, kind: str, accel_version: str | None, platform: str
+) -> tuple[str, ...]:
     from builder import compat
 
-    return tuple(compat.compiled_archs(framework, framework_version, kind, accel_version))
+    return tuple(compat.compiled_archs(framework, framework_version, kind, accel_version, platform))
 
 
 # --------------------------------------------------------------------------------------------
@@ -669,7 +671,7 @@ def _expand(spec: MatrixSpec, path: Path, add: Any, bases: BaseResolution | None
             continue  # reported by _check_axes (unknown placeholder)
         if not base_ref:
             continue  # reported by _check_axes (no base)
-        archs = _compiled_archs(fw_name, fv, acc.kind, accel.version) if fw_name != "none" else ()
+        archs = _compiled_archs(fw_name, fv, acc.kind, accel.version, plat) if fw_name != "none" else ()
         build_args = dict(spec.build_args)
         build_args.update(_arch_build_args(fw_name, accel, archs))
         base = bases.resolve(base_ref) if bases is not None else BaseImage(base_ref, None, base_ref)

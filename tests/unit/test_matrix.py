@@ -252,3 +252,27 @@ def test_tiny_matrix_for_integration_tests() -> None:
     m = matrix.load_matrix(DATA / "tiny.yaml")
     assert [v.id for v in m.variants] == ["tiny-cpu-py3.11-debian12", "tiny-cu128-py3.11-debian12"]
     assert m.variants[0].packages == ("six==1.17.0",) and m.variants[1].packages == ()
+
+
+def test_arch_build_args_match_a_real_wheels_arch_list(tmp_path: Path) -> None:
+    """torch.cuda.get_arch_list() of torch 2.11.0+cu130, recorded on a real H200 host, is what a
+    torch 2.11 / CUDA 13.0 cell labels and passes as TORCH_CUDA_ARCH_LIST (never probed in a build)."""
+    recorded = (DATA / "recorded-h200-torch.txt").read_text().splitlines()
+    facts = json.loads(next(line for line in recorded if line.startswith("{")))
+    assert facts["torch"].startswith("2.11.") and facts["cuda"] == "13.0"
+    p = tmp_path / "t.yaml"
+    p.write_text(
+        "family: pytorch\nrepository: ml/pytorch\n"
+        "axes:\n  accelerator: [{kind: cuda, version: '13.0', image_version: 13.0.2}]\n"
+        "  framework: {name: torch, versions: ['2.11']}\n  python: ['3.12']\n  os: [ubuntu24.04]\n"
+        "packages:\n  default: ['torch=={framework_version}.*']\n"
+        "base:\n  cuda: 'nvidia/cuda:{image_version}-cudnn-runtime-{os}'\n"
+    )
+    (v,) = matrix.load_matrix(p).variants
+    assert list(v.gpu_archs) == facts["archs"]
+    args = dict(v.build_args)
+    expected = ";".join(f"{a[3:-1]}.{a[-1]}" for a in facts["archs"])
+    assert args["TORCH_CUDA_ARCH_LIST"] == expected == "7.5;8.0;8.6;9.0;10.0;12.0"
+    assert args["CUDA_ARCHITECTURES"] == ";".join(f"{a[3:]}-real" for a in facts["archs"])
+    cap = "sm_{}{}".format(*facts["cap"])
+    assert cap in v.gpu_archs  # the H200 (9.0) runs this image's kernels
