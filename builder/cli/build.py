@@ -2,7 +2,8 @@
 
 Docs: docs/build.md. Exit codes: 0 all built or up to date; 14 some variant failed (the summary
 lists each with its log); 3 engine unavailable; 5 registry unavailable; 6 registry refused our
-credentials; 13 unpinned bases/locks; 15 a content tag already holds another digest.
+credentials; 13 unpinned bases/locks; 15 every failure was a content tag already holding another
+digest.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def build(
       builder build --changed-since origin/main --shard 1/4 --json
     """
     from builder import build as core
-    from builder.errors import BuildFailedError, ConfigError
+    from builder.errors import BuildFailedError, ConfigError, TagConflictError
 
     app = app_context()
     cfg = app.config
@@ -209,6 +210,12 @@ def build(
     if run.failed:
         if not app.json_output:
             _print_summary(run)
+        if all((b.error or "").startswith(TagConflictError.kind + ":") for b in run.failed):
+            raise TagConflictError(
+                "; ".join((b.error or "").split(":", 1)[1].strip() for b in run.failed),
+                failed=[core.built_json(b) for b in run.failed],
+                summary=run.to_json(),
+            )
         raise BuildFailedError(
             f"{len(run.failed)} of {len(run.results)} variant(s) failed: "
             + ", ".join(f"{b.variant_id} (log {b.log_path})" for b in run.failed),

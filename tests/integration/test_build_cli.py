@@ -129,3 +129,20 @@ def test_registry_unreachable_exits_5(project: Path) -> None:
     assert proc.returncode == 5, proc.stderr[-2000:]
     err = json.loads(proc.stdout)["error"]
     assert err["kind"] == "registry-unavailable" and "127.0.0.1:9" in err["message"]
+
+
+def test_content_tag_collision_exits_15(docker_engine: str, registry_address: str, project: Path) -> None:
+    """A rebuild that yields another digest for an existing content tag is refused (exit 15) and
+    the tag keeps its digest."""
+    (project / "images" / "tiny2" / "Dockerfile.j2").write_text(
+        "ARG BASE_IMAGE={{ base_default }}\nFROM ${BASE_IMAGE}\nRUN head -c 32 /dev/urandom > /random\n"
+    )
+    first = builder(project, "build", "--json", "--select", "tiny2*")
+    assert _statuses(first) == {B: "built"}
+    item = json.loads(first.stdout)["images"][0]
+    again = builder(project, "build", "--json", "--select", "tiny2*", "--rebuild", "--no-cache")
+    assert again.returncode == 15, again.stderr[-2000:]
+    err = json.loads(again.stdout)["error"]
+    assert err["kind"] == "tag-conflict" and item["digest"] in err["message"]
+    client = RegistryClient(registry_address, insecure=True)
+    assert client.resolve(item["reference"].split("/", 1)[1], item["content_tag"]) == item["digest"]
