@@ -279,6 +279,7 @@ def append_layer(
     signer: str = "",
     equivalent: Callable[[dict[str, Any]], bool] | None = None,
     lock_timeout: float = 60.0,
+    attempts: int = 3,
 ) -> WriteResult:
     """Append ``layer`` to the manifest tagged ``signature_tag(digest, suffix)`` (create it if absent).
 
@@ -286,8 +287,9 @@ def append_layer(
     manifest, skip when a layer with the same digest and annotations exists (or ``equivalent``
     (existing descriptor) says it already holds the same signed content by the same key), else push the
     blob and a new config blob, PUT the manifest with every previous layer kept, then GET it again
-    and check our layer is there. Raises SigningError when the re-read does not show our layer
-    (another writer not using the lock), registry errors otherwise.
+    and check our layer is there; when it is not (a writer on another machine, not holding our
+    lock, replaced the manifest), merge and write again, up to ``attempts`` times. Raises
+    SigningError when every attempt lost our layer, registry errors otherwise.
     """
     from filelock import FileLock, Timeout
 
@@ -302,49 +304,52 @@ def append_layer(
             hint=f"another builder process is writing signatures; lock file {lock.lock_file}",
         ) from exc
     try:
-        existing = _get_manifest(client, repository, tag)
-        layers: list[dict[str, Any]] = list(existing.get("layers", [])) if existing else []
         ours = layer.descriptor()
-        for d in layers:
-            identical = d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
-            if identical or (equivalent is not None and equivalent(d)):
-                return WriteResult(
-                    repository,
-                    tag,
-                    _digest_of_manifest(client, repository, tag),
-                    str(d.get("digest")),
-                    False,
-                    len(layers),
-                    signer,
-                )
-        layers.append(ours)
-        config = signature_config([str(d["digest"]) for d in layers])
-        _put_blobs(client, repository, [layer.blob, config])
-        manifest = {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "config": {
-                "mediaType": OCI_CONFIG,
-                "size": len(config),
-                "digest": "sha256:" + hashlib.sha256(config).hexdigest(),
-            },
-            "layers": layers,
-        }
-        body = json.dumps(manifest, separators=(",", ":")).encode()
-        manifest_digest = _put_manifest(client, repository, tag, body, OCI_MANIFEST)
-        reread = _get_manifest(client, repository, tag)
-        found = reread is not None and any(
-            d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
-            for d in reread.get("layers", [])
-        )
-        if not found:
-            raise SigningError(
-                f"wrote {repository}:{tag} but re-reading it does not show our layer {ours['digest']}",
-                hint="another writer replaced the manifest concurrently without the lock; run the command again",
-                repository=repository,
-                tag=tag,
+        for _attempt in range(attempts):
+            existing = _get_manifest(client, repository, tag)
+            layers: list[dict[str, Any]] = list(existing.get("layers", [])) if existing else []
+            for d in layers:
+                identical = d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
+                if identical or (equivalent is not None and equivalent(d)):
+                    return WriteResult(
+                        repository,
+                        tag,
+                        _digest_of_manifest(client, repository, tag),
+                        str(d.get("digest")),
+                        False,
+                        len(layers),
+                        signer,
+                    )
+            layers.append(ours)
+            config = signature_config([str(d["digest"]) for d in layers])
+            _put_blobs(client, repository, [layer.blob, config])
+            manifest = {
+                "schemaVersion": 2,
+                "mediaType": OCI_MANIFEST,
+                "config": {
+                    "mediaType": OCI_CONFIG,
+                    "size": len(config),
+                    "digest": "sha256:" + hashlib.sha256(config).hexdigest(),
+                },
+                "layers": layers,
+            }
+            body = json.dumps(manifest, separators=(",", ":")).encode()
+            manifest_digest = _put_manifest(client, repository, tag, body, OCI_MANIFEST)
+            reread = _get_manifest(client, repository, tag)
+            found = reread is not None and any(
+                d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
+                for d in reread.get("layers", [])
             )
-        return WriteResult(repository, tag, manifest_digest, ours["digest"], True, len(layers), signer)
+            if found:
+                return WriteResult(repository, tag, manifest_digest, ours["digest"], True, len(layers), signer)
+            # another writer (not using our lock: another machine) replaced the manifest: merge again
+        raise SigningError(
+            f"wrote {repository}:{tag} {attempts} times but re-reading it never showed our layer {ours['digest']}",
+            hint="another writer keeps replacing the manifest without the lock (another machine?); "
+            "run signers of one digest in one CI concurrency group, then retry",
+            repository=repository,
+            tag=tag,
+        )
     finally:
         lock.release()
 

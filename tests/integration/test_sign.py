@@ -303,3 +303,34 @@ def test_cli_signs_with_a_cosign_key_file_directly(
         ["sign", f"{repo}@{digest}", "--key", str(data / "cosign.key")], tmp_path, client.registry, COSIGN_PASSWORD="x"
     )
     assert wrong.returncode == 16 and "wrong password" in wrong.stderr
+
+
+class _RacingClient(RegistryClient):
+    """A real client; right after our first manifest PUT of a .sig tag, a writer on "another
+    machine" (not holding our lock) replaces that manifest with its own one-layer version."""
+
+    def __init__(self, registry: str, foreign: bytes) -> None:
+        super().__init__(registry, insecure=True)
+        self.foreign = foreign
+        self.raced = 0
+
+    def put_manifest(self, repository: str, reference: str, raw: bytes, media_type: str) -> str:
+        digest = super().put_manifest(repository, reference, raw, media_type)
+        if reference.endswith(".sig") and not self.raced:
+            self.raced += 1
+            super().put_manifest(repository, reference, self.foreign, media_type)
+        return digest
+
+
+def test_write_lost_to_another_machine_is_merged_again(
+    client: RegistryClient, image: tuple[str, str], tmp_path: Path
+) -> None:
+    repo, digest = image
+    theirs, ours = new_signer(tmp_path / "t"), new_signer(tmp_path / "o")
+    sign.sign_image(client, repo, digest, theirs, lock_dir=tmp_path / "machine-b")
+    foreign = client.get_manifest(repo, sign.signature_tag(digest, ".sig")).raw
+    racing = _RacingClient(client.registry, foreign)
+    result = sign.sign_image(racing, repo, digest, ours, lock_dir=tmp_path / "machine-a")
+    assert racing.raced == 1 and result.appended and result.layers == 2
+    report = sign.verify_image(client, repo, digest, keys=[public_key(theirs), public_key(ours)])
+    assert [i.signer for i in report.items] == [theirs.fingerprint, ours.fingerprint]
