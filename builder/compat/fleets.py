@@ -71,6 +71,19 @@ class _FleetIn(BaseModel):
     clusters: list[dict[str, Any]] = Field(min_length=1)  # each validated as _ClusterIn on its own
 
 
+def fleet_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of a fleet file, generated from the input models; committed as
+    ``fleets/fleet.schema.json`` for editors and ``check-jsonschema`` (a unit test keeps it current)."""
+    cluster = _ClusterIn.model_json_schema()
+    top = _FleetIn.model_json_schema()
+    top["properties"]["clusters"] = {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/Cluster"}}
+    top["$defs"] = {"Cluster": {**cluster, "title": "Cluster"}}
+    top["title"] = "builder fleet"
+    top["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    top["description"] = "Clusters an image must run on (docs/fleets.md). Quote versions."
+    return top
+
+
 # ---------------------------------------------------------------------------------------- values
 
 
@@ -493,6 +506,7 @@ __all__ = [
     "check_cluster",
     "check_fleet",
     "fleet_from_data",
+    "fleet_json_schema",
     "load_fleet",
     "load_fleets",
     "resolve_fleet_path",

@@ -174,3 +174,33 @@ def test_resolve_fleet_by_name_and_load_directory(tmp_path: Path) -> None:
     fleets = load_fleets(ROOT / "fleets")
     assert [f.name for f in fleets] == ["demo"]
     assert load_fleets(tmp_path / "none") == ()
+
+
+def test_committed_json_schema_is_current_and_validates_with_check_jsonschema() -> None:
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from builder.compat.fleets import fleet_json_schema
+
+    committed = ROOT / "fleets" / "fleet.schema.json"
+    assert json.loads(committed.read_text()) == fleet_json_schema(), "regenerate fleets/fleet.schema.json"
+    exe = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or "check-jsonschema"
+    good = subprocess.run(
+        [exe, "--schemafile", str(committed), str(DEMO), str(FLEETS / "pointers.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert good.returncode == 0, good.stdout + good.stderr
+    bad = subprocess.run(
+        [exe, "--schemafile", str(committed), str(FLEETS / "bad.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert bad.returncode == 1
+    assert "clusters[0].drivers[0]" in bad.stdout and "colour" in bad.stdout
