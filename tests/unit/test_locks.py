@@ -153,3 +153,26 @@ def test_unreachable_index_is_reported_once_and_keeps_going(tmp_path: Path) -> N
     assert results[0].error and "onnect" in results[0].error
     assert results[1].error and results[1].error.startswith(dead) and results[1].seconds == 0.0
     assert not list(tmp_path.glob("*.txt"))
+
+
+def test_cli_lock_reports_current_locks_without_resolving(tmp_path: Path) -> None:
+    import json
+    import shutil
+    import subprocess
+
+    proj = tmp_path / "proj"
+    (proj / "matrices").mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "data" / "matrices" / "tiny.yaml", proj / "matrices" / "tiny.yaml")
+    shutil.copytree(ROOT / "locks", proj / "locks")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDER_")}
+    env["UV_OFFLINE"] = "1"  # nothing may be fetched: both locks are current or not needed
+    res = subprocess.run(
+        [str(Path(sys.executable).with_name("builder")), "-C", str(proj), "lock", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    out = {r["id"]: r["status"] for r in json.loads(res.stdout)}
+    assert out == {"tiny-cpu-py3.11-debian12": "up-to-date", "tiny-cu128-py3.11-debian12": "not-needed"}
