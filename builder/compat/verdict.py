@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from builder.compat._data import major_minor
+from builder.compat._data import major_minor, rocm_rows
 from builder.compat.drivers import (
     driver_cuda,
     min_driver_row,
@@ -399,11 +399,16 @@ def _check_amd(
                 )
         if driver:
             try:
-                kmd = major_minor(Version(driver))
+                kmd: str | None = major_minor(Version(driver))
             except InvalidVersion:  # not a ROCm release: say so, do not guess
                 kmd = None
-            if kmd is None:
-                reasons.append(f"amdgpu driver {driver!r} is not a ROCm release: driver compatibility not checked")
+            known_lines = {major_minor(Version(r.rocm)) for r in rocm_rows()}
+            if kmd is None or kmd not in known_lines:
+                # an amdgpu/kernel version (amd-smi "amdgpu version: 6.10.5") is not a ROCm release: never guess
+                reasons.append(
+                    f"amdgpu driver {driver!r} is not a known ROCm release (pass amd-smi's 'ROCm version'): "
+                    "driver compatibility not checked"
+                )
             elif kmd in row.kmd_tested:
                 reasons.append(f"amdgpu driver of ROCm {kmd} is tested with ROCm {row.rocm} user space")
             else:
