@@ -1,4 +1,5 @@
-"""Test Rekor v1 log: hashedrekord / dsse / intoto entries, SETs, RFC 6962 proofs, signed checkpoints.
+"""Test Rekor v1 log: hashedrekord and dsse entries (what sigstore-python and cosign 2.5 submit), SETs,
+RFC 6962 proofs, signed checkpoints.
 
 Facts (sources):
 - ``POST /api/v1/log/entries`` takes a proposed entry ``{"apiVersion","kind","spec"}`` and answers 201
@@ -9,8 +10,7 @@ Facts (sources):
 - The stored body is the canonicalized (RFC 8785) entry the server derives from the proposal:
   hashedrekord keeps ``spec`` as sent; dsse stores ``envelopeHash`` (SHA-256 of the envelope string as
   submitted), ``payloadHash`` (SHA-256 of the decoded payload) and ``signatures`` (``signature`` + the
-  verifier, base64 PEM); intoto v0.0.2 stores ``content.hash`` (envelope), ``content.payloadHash`` and the
-  envelope's signatures with ``publicKey`` (sigstore/rekor pkg/types/{dsse,intoto}).
+  verifier, base64 PEM) (sigstore/rekor pkg/types/dsse). Other kinds (intoto, rekord) answer 400.
 - SET = ECDSA signature over canonical JSON ``{"body","integratedTime","logID","logIndex"}``.
 - Leaf hash = SHA-256(0x00 || body), node hash = SHA-256(0x01 || l || r) (RFC 6962 section 2.1).
 - Checkpoint = signed note: ``"<origin>\\n<size>\\n<b64 root>\\n\\n\\u2014 <name> <b64(keyhash[:4] + sig)>\\n"``
@@ -116,8 +116,6 @@ class TestRekor:
             return self._hashedrekord(spec)
         if kind == "dsse" and version == "0.0.1":
             return self._dsse(spec)
-        if kind == "intoto" and version == "0.0.2":
-            return self._intoto(spec)
         raise RekorError(400, f"unsupported entry kind/version: {kind} {version}")
 
     def _hashedrekord(self, spec: dict[str, Any]) -> dict[str, Any]:
@@ -159,43 +157,6 @@ class TestRekor:
                 "envelopeHash": {"algorithm": "sha256", "value": hashlib.sha256(raw_env.encode()).hexdigest()},
                 "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()},
                 "signatures": signatures,
-            },
-        }
-
-    def _intoto(self, spec: dict[str, Any]) -> dict[str, Any]:
-        try:
-            env = spec["content"]["envelope"]
-            payload = base64.b64decode(env["payload"])
-            pae = _pae(env["payloadType"], payload)
-            sigs = env["signatures"]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RekorError(400, f"invalid intoto proposal: {exc}") from exc
-        out_sigs = []
-        for s in sigs:
-            # intoto v0.0.2 double-base64-encodes sig in the proposal; publicKey is b64 PEM
-            sig = base64.b64decode(base64.b64decode(s["sig"]))
-            pem = base64.b64decode(s["publicKey"])
-            if not _verifies(pem, sig, pae):
-                raise RekorError(400, "intoto signature does not verify")
-            out_sigs.append({"sig": s["sig"], "publicKey": s["publicKey"]})
-        # envelope hash over the envelope as decoded signatures (rekor re-marshals it)
-        decoded_env = {
-            "payloadType": env["payloadType"],
-            "payload": env["payload"],
-            "signatures": [{"keyid": s.get("keyid", ""), "sig": base64.b64decode(s["sig"]).decode()} for s in sigs],
-        }
-        return {
-            "apiVersion": "0.0.2",
-            "kind": "intoto",
-            "spec": {
-                "content": {
-                    "envelope": {"payloadType": env["payloadType"], "signatures": out_sigs},
-                    "hash": {
-                        "algorithm": "sha256",
-                        "value": hashlib.sha256(json.dumps(decoded_env, separators=(",", ":")).encode()).hexdigest(),
-                    },
-                    "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()},
-                }
             },
         }
 
