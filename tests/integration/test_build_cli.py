@@ -4,6 +4,7 @@ variant rebuilt (also found by --changed-since), exit codes for a missing engine
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -146,3 +147,48 @@ def test_content_tag_collision_exits_15(docker_engine: str, registry_address: st
     assert err["kind"] == "tag-conflict" and item["digest"] in err["message"]
     client = RegistryClient(registry_address, insecure=True)
     assert client.resolve(item["reference"].split("/", 1)[1], item["content_tag"]) == item["digest"]
+
+
+def test_build_sign_attaches_verifiable_provenance(
+    docker_engine: str, registry_address: str, cosign_bin: str, project: Path
+) -> None:
+    """`builder build --sign` signs each pushed digest and attaches its SLSA provenance; `builder
+    verify` and real cosign (the independent judge) accept both."""
+    (project / "images" / "tiny2" / "Dockerfile.j2").write_text(
+        "ARG BASE_IMAGE={{ base_default }}\nFROM ${BASE_IMAGE}\nRUN echo signed-{{ variant.id }} > /v\n"
+    )
+    env = {"BUILDER_KEY_PASSWORD": "pw-for-test", "COSIGN_PASSWORD": "pw-for-test"}
+    keys = builder(project, "keys", "generate", "--json", env=env)
+    assert keys.returncode == 0, keys.stderr
+    pub = json.loads(keys.stdout)["public_key"]
+    built = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
+    assert _statuses(built) == {B: "built"}
+    item = json.loads(built.stdout)["images"][0]
+    ref = item["pinned"]
+    verify = builder(project, "verify", ref, "--key", pub, "--attestation", "https://slsa.dev/provenance/v1", "--json")
+    assert verify.returncode == 0, verify.stderr[-2000:]
+    cosign = subprocess.run(
+        [
+            cosign_bin,
+            "verify-attestation",
+            "--key",
+            pub,
+            "--insecure-ignore-tlog",
+            "--allow-http-registry",
+            "--type",
+            "https://slsa.dev/provenance/v1",
+            ref,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cosign.returncode == 0, cosign.stderr[-2000:]
+    envelope = json.loads(cosign.stdout.strip().splitlines()[0])
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    predicate = statement["predicate"]
+    assert predicate["buildDefinition"]["externalParameters"]["variant"] == B
+    assert predicate["buildDefinition"]["internalParameters"]["contentTag"] == item["content_tag"]
+    deps = {d.get("name"): d for d in predicate["buildDefinition"]["resolvedDependencies"]}
+    assert deps["source"]["digest"]["gitCommit"]  # the project is a git checkout
+    assert statement["subject"][0]["digest"]["sha256"] == item["digest"].split(":", 1)[1]
