@@ -204,3 +204,23 @@ def test_committed_json_schema_is_current_and_validates_with_check_jsonschema() 
     )
     assert bad.returncode == 1
     assert "clusters[0].drivers[0]" in bad.stdout and "colour" in bad.stdout
+
+
+def test_real_h200_host_recorded_on_the_lent_machine() -> None:
+    """nvidia-smi -q of a real H200 (driver 580.159.04): the tables agree with what the host reports."""
+    fleet = load_fleet(FLEETS / "pointers.yaml")
+    h200 = fleet.cluster("h200-lent")
+    assert h200 is not None
+    (cfg,) = h200.configs
+    assert (cfg.driver, cfg.driver_cuda, cfg.brand, cfg.compute_capability) == ("580.159.04", "13.0", "NVIDIA", "9.0")
+    assert compat.driver_cuda("580.159.04") == cfg.driver_cuda  # the driver table's rule matches the host's report
+    info = compat.gpu_info("NVIDIA H200")
+    assert info is not None and info.compute_capability == cfg.compute_capability and info.gpu_class == "datacenter"
+    assert compat.normalize_brand(cfg.brand) == info.brand == "nvidia"
+    # torch 2.11.0+cu130 get_arch_list() recorded on the same host (tests/data/matrices/recorded-h200-torch.txt)
+    archs = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
+    assert compat.compiled_archs("torch", "2.11", "cuda", "13.0") == archs
+    results = {c.name: v for c, v in check_fleet(fleet, require=compat.require_cuda("13.0.2"), image_archs=archs)}
+    assert results["h200-lent"].verdict == "ok" and results["h200-lent"].arch_covered is True
+    assert results["h100-azure"].verdict == "forward-compat"  # R535 is an exempted branch of 13.0.2
+    assert results["workstations"].verdict == "blocked"  # GeForce on R550 vs CUDA 13.0
