@@ -403,22 +403,13 @@ def _symbolic(reference: str) -> str:
     return reference[len(MIRROR_PREFIX) :] if reference.startswith(MIRROR_PREFIX) else reference
 
 
+_TRAILING_WS = re.compile(r"[ \t]+$", re.MULTILINE)
+_BLANK_RUNS = re.compile(r"\n{3,}")
+
+
 def _tidy(text: str) -> str:
     """At most one blank line in a row, no trailing spaces, one final newline (deterministic)."""
-    out: list[str] = []
-    blank = True  # drops leading blank lines
-    for line in text.split("\n"):
-        line = line.rstrip()
-        if not line:
-            if blank:
-                continue
-            blank = True
-        else:
-            blank = False
-        out.append(line)
-    while out and not out[-1]:
-        out.pop()
-    return "\n".join(out) + "\n"
+    return _BLANK_RUNS.sub("\n\n", _TRAILING_WS.sub("", text)).strip("\n") + "\n"
 
 
 def _describe(v: Variant) -> str:
