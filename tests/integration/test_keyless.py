@@ -686,3 +686,31 @@ def test_set_path_checks_the_log_entry(sigstore: Sigstore, image: Image, tmp_pat
     report = _verify(sigstore, image, [sigstore.policy()])
     att = next(i for i in report.items if i.kind == "attestation")
     assert not att.ok and "does not verify with the certificate's key" in att.reason
+
+
+def test_key_pair_and_keyless_signers_on_one_digest(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    """A key-pair signature (builder.sign) and keyless material coexist in the same .sig manifest; verify with
+    a key and an identity checks both kinds; with only the identity, the key-pair layer is not counted."""
+    from builder import keys, sign
+
+    _, pub, fingerprint = keys.generate_key_pair(tmp_path / "keys", None)
+    signer = keys.load_signer(tmp_path / "keys" / "builder.key", None)
+    sign.sign_image(image.client, image.repository, image.digest, signer, lock_dir=tmp_path / "locks")
+    _sign_and_attest(sigstore, image, tmp_path / "locks")
+    sig_manifest = image.client.get_manifest(image.repository, signature_tag(image.digest, SIG_SUFFIX))
+    assert len(sig_manifest.layers) == 2  # the key-pair layer was kept by the keyless append
+    report = keyless.verify_keyless(
+        image.client,
+        image.repository,
+        image.digest,
+        trusted_root=keyless.load_trusted_root(sigstore.trust.trusted_root),
+        identities=[sigstore.policy()],
+        keys=keys.load_public_keys([pub]),
+    )
+    assert report.ok, report.to_json()
+    assert {i.signer for i in report.items if i.kind == "signature"} == {
+        fingerprint,
+        f"{IDENTITY} (issuer {sigstore.issuer})",
+    }
+    only_identity = _verify(sigstore, image, [sigstore.policy()])
+    assert only_identity.ok and fingerprint not in {i.signer for i in only_identity.items}
