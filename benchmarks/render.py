@@ -8,8 +8,9 @@ validation as a real matrix (schema, compat.variant_problems, placeholders) and 
 its content hash.
 
 Measured in a fresh process (cold caches: the first load and render is what CI pays; library
-imports are reported separately), wall and CPU time, then the best of three warm repeats. The alternative it is compared with: the naive way, one
-``render_variant`` call (a new Jinja environment and template compile) per variant.
+imports are reported separately), wall and CPU time, then the best of three warm repeats. The
+alternative it is compared with: the naive way, one ``render_variant`` call (a new Jinja
+environment and template compile) per variant.
 
 Prints one line at the end: ``benchmark=render variants=N seconds=S warm_s=.. naive_s=.. ratio=..``.
 ``--quick``: a ~100-variant matrix (CI keeps the script working).
