@@ -830,6 +830,14 @@ class KeylessLayerVerifier:
                     time=out.time,
                     reason="the layer's DSSE envelope is not the one logged in Rekor (edited after signing)",
                 )
+            logged = {str(x.get("sig", "")) for x in (json.loads(full).get("dsseEnvelope") or {}).get("signatures", [])}
+            if signature and base64.b64encode(signature).decode() not in logged:
+                return LayerCheck(
+                    False,
+                    signer=out.signer,
+                    time=out.time,
+                    reason="the layer's DSSE signature is not the one logged in Rekor (replaced)",
+                )
         return LayerCheck(True, signer=out.signer, time=out.time)
 
 

@@ -714,3 +714,24 @@ def test_key_pair_and_keyless_signers_on_one_digest(sigstore: Sigstore, image: I
     }
     only_identity = _verify(sigstore, image, [sigstore.policy()])
     assert only_identity.ok and fingerprint not in {i.signer for i in only_identity.items}
+
+
+def test_replaced_dsse_signature_in_att_layer_refused(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
+    """Same statement, another signature in the .att envelope: not the envelope that was logged."""
+    _sign_and_attest(sigstore, image, tmp_path / "locks", formats=("legacy",))
+
+    def resign(blob: bytes) -> bytes:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        env = json.loads(blob)
+        payload = base64.b64decode(env["payload"])
+        pae = b"DSSEv1 %d %s %d %s" % (len(env["payloadType"]), env["payloadType"].encode(), len(payload), payload)
+        sig = ec.generate_private_key(ec.SECP256R1()).sign(pae, ec.ECDSA(hashes.SHA256()))
+        env["signatures"] = [{"keyid": "", "sig": base64.b64encode(sig).decode()}]
+        return json.dumps(env).encode()
+
+    _rewrite_layer(image, ATT_SUFFIX, edit_blob=resign)
+    report = _verify(sigstore, image, [sigstore.policy()])
+    att = next(i for i in report.items if i.kind == "attestation")
+    assert not att.ok and "not the one logged in Rekor" in att.reason
