@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,15 +116,16 @@ class Ledger:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock = threading.RLock()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+            # one connection shared by the threads of a batch (promote_many); writes are serialized
+            # by self._lock and by SQLite's own locking across processes
+            self._db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
-            self._db.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
-            )
+            self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"cannot open the audit ledger {path}: {exc}", path=str(path)) from exc
         except OSError as exc:
@@ -140,14 +142,15 @@ class Ledger:
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
-            self._db.execute("COMMIT")
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
 
     def append(self, record: LedgerRecord) -> LedgerRecord:
         """Append ``record`` in one transaction; returns it with ``seq``, ``hash``, ``prev_hash``."""
@@ -182,7 +185,8 @@ class Ledger:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY seq"
         try:
-            rows = self._db.execute(sql, args).fetchall()
+            with self._lock:
+                rows = self._db.execute(sql, args).fetchall()
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"cannot read the audit ledger {self.path}: {exc}", path=str(self.path)) from exc
         out = []
@@ -193,7 +197,8 @@ class Ledger:
         return out
 
     def has_attestation(self, attestation: str) -> bool:
-        row = self._db.execute("SELECT 1 FROM records WHERE attestation = ? LIMIT 1", (attestation,)).fetchone()
+        with self._lock:
+            row = self._db.execute("SELECT 1 FROM records WHERE attestation = ? LIMIT 1", (attestation,)).fetchone()
         return row is not None
 
     def verify(self) -> list[str]:

@@ -64,7 +64,7 @@ from builder.predicates import PROMOTION_V1
 if TYPE_CHECKING:
     from builder.keys import PublicKey
     from builder.ledger import Ledger, LedgerRecord
-    from builder.registry import CopyStats, RegistryClient
+    from builder.registry import CopyStats, Descriptor, Manifest, RegistryClient
     from builder.sign import LayerVerifier, Signer
 
 FleetChecker = Callable[["RegistryClient", str, str, str], list[FleetEvidence]]
@@ -215,6 +215,7 @@ class Plan:
     previous: str | None
     decision: Decision
     ticket: str | None = None
+    present: bool = False  # the destination repository already holds the digest's manifest
 
     @property
     def already(self) -> bool:
@@ -396,27 +397,67 @@ def gather_evidence(
     ticket: str | None = None,
 ) -> Evidence:
     """Read and verify every signature and attestation on ``digest`` in each of ``places`` (source
-    first; duplicates by layer digest are counted once), plus fleet verdicts for the fleets the
-    stage's rules name. Unreadable pieces become ``Evidence.problems`` (rules then deny)."""
+    first; the same layer seen in two places counts once; places after the first are skipped when
+    they do not hold the digest), plus fleet verdicts for the fleets the stage's rules name.
+    Unreadable pieces become ``Evidence.problems`` (rules then deny)."""
+    return _gather(env, digest, stage, places, ticket=ticket)[0]
+
+
+def _gather(
+    env: Environment,
+    digest: str,
+    stage: str,
+    places: Sequence[Location],
+    *,
+    ticket: str | None = None,
+) -> tuple[Evidence, tuple[bool, ...]]:
+    """``gather_evidence`` plus, for each place, whether it holds the digest."""
     from builder.sign import verify_image
 
     sigs: list[SignatureEvidence] = []
     atts: list[AttestationEvidence] = []
     problems: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    for i, loc in enumerate(places):
+    seen: set[tuple[str, str, str, str]] = set()
+
+    def read(i: int, loc: Location) -> Any:
         client = env.client(loc.registry)
         try:
-            report = verify_image(
+            if i > 0 and client.try_resolve(loc.repository, digest) is None:
+                return None  # not copied there yet: no evidence there either
+            return verify_image(
                 client, loc.repository, digest, keys=env.keys, verifiers=env.verifiers, require_signature=False
             )
         except BuilderError as exc:
-            problems.append(f"{loc.name}: {exc.message}")
+            return exc
+
+    def fleet_rows() -> tuple[list[FleetEvidence], list[str]]:
+        rows: list[FleetEvidence] = []
+        probs: list[str] = []
+        for fleet in env.policy.fleets(stage):
+            if env.fleet_checker is None:
+                probs.append(f"no compatibility checker available for fleet {fleet}")
+                continue
+            try:
+                rows.extend(env.fleet_checker(env.client(places[0].registry), places[0].repository, digest, fleet))
+            except BuilderError as exc:
+                probs.append(f"fleet {fleet}: {exc.message}")
+        return rows, probs
+
+    with ThreadPoolExecutor(max_workers=len(places) + 1) as pool:
+        fleet_f = pool.submit(fleet_rows) if places and env.policy.fleets(stage) else None
+        reports = list(pool.map(read, range(len(places)), places))
+        fleet_result: tuple[list[FleetEvidence], list[str]] = fleet_f.result() if fleet_f else ([], [])
+    for i, (loc, report) in enumerate(zip(places, reports, strict=True)):
+        if report is None:
+            continue
+        if isinstance(report, BuilderError):
+            problems.append(f"{loc.name}: {report.message}")
             continue
         if i == 0:
             problems.extend(report.problems)
         for it in report.items:
-            key = (it.kind, it.layer_digest)
+            # signature layers of one payload share the blob digest: tell them apart by signer
+            key = (it.kind, it.layer_digest, it.signer or "", it.reason)
             if key in seen:
                 continue
             seen.add(key)
@@ -434,28 +475,20 @@ def gather_evidence(
                         _subject_digests(it.statement),
                     )
                 )
-    fleet_rows: list[FleetEvidence] = []
-    fleets = env.policy.fleets(stage)
-    if fleets:
-        src = places[0]
-        for fleet in fleets:
-            if env.fleet_checker is None:
-                problems.append(f"no compatibility checker available for fleet {fleet}")
-                continue
-            try:
-                fleet_rows.extend(env.fleet_checker(env.client(src.registry), src.repository, digest, fleet))
-            except BuilderError as exc:
-                problems.append(f"fleet {fleet}: {exc.message}")
-    return Evidence(
+    fleet_evidence, fleet_problems = fleet_result
+    problems.extend(fleet_problems)
+    present = tuple(r is not None for r in reports)
+    evidence = Evidence(
         repository=places[0].name if places else "",
         digest=digest,
         stage=stage,
         signatures=tuple(sigs),
         attestations=tuple(atts),
-        fleet=tuple(fleet_rows),
+        fleet=tuple(fleet_evidence),
         ticket=ticket,
         problems=tuple(problems),
     )
+    return evidence, present
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,16 +597,21 @@ def plan_promotion(env: Environment, target: Target, stage: str, *, ticket: str 
     dst = stage_location(env, target, stage)
     digest, source_result = _source_digest(env, target, st.source, src)
     assert dst.tag is not None
-    previous = env.client(dst.registry).try_resolve(dst.repository, dst.tag)
+    dc = env.client(dst.registry)
+    same = src.name == dst.name
     if digest is None:
+        previous = dc.try_resolve(dst.repository, dst.tag)
         decision = Decision(stage, "", False, (source_result,))
         return Plan(target, stage, st.source, src, None, dst, previous, decision, ticket)
-    places = [src] if src.name == dst.name else [src, dst]
-    evidence = gather_evidence(env, digest, stage, places, ticket=ticket)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        previous_f = pool.submit(dc.try_resolve, dst.repository, dst.tag)
+        evidence, found = _gather(env, digest, stage, [src] if same else [src, dst], ticket=ticket)
+        previous = previous_f.result()
+    present = same or found[-1]
     policy_decision = evaluate(env.policy, stage, evidence, env.now())
     reasons = (source_result, *policy_decision.reasons)
     decision = Decision(stage, digest, source_result.passed and policy_decision.allowed, reasons)
-    return Plan(target, stage, st.source, src, digest, dst, previous, decision, ticket)
+    return Plan(target, stage, st.source, src, digest, dst, previous, decision, ticket, present)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -599,14 +637,54 @@ def _require_promoter(env: Environment, signer: Signer) -> None:
         )
 
 
-def _copy(env: Environment, src: Location, dst: Location, digest: str, stats: CopyStats) -> None:
-    from builder.registry import copy_image
+def _copy(
+    env: Environment, src: Location, dst: Location, manifest: Manifest, stats: CopyStats, *, known_absent: bool = False
+) -> None:
+    """Manifest-level copy of ``manifest`` (and its index children) from ``src`` to ``dst``: every
+    blob mounted (same registry) or copied only when missing (another registry), in parallel;
+    then the manifests PUT by digest, children first; the registry verifies each digest."""
+    from builder.registry import CopyStats
 
-    if src.name == dst.name:
-        return
     sc, dc = env.client(src.registry), env.client(dst.registry)
-    copy_image(sc, src.repository, digest, dc, dst.repository, stats=stats)
-    copy_evidence(env, src, dst, digest, stats)
+    manifests: list[Manifest] = []
+    blobs: dict[str, Descriptor] = {}
+
+    def collect(m: Manifest) -> None:
+        if m.is_index:
+            for child in m.manifests:
+                if dc.try_resolve(dst.repository, child.digest) is None:
+                    collect(sc.get_manifest(src.repository, child.digest))
+        else:
+            for b in m.blobs:
+                blobs.setdefault(b.digest, b)
+        manifests.append(m)
+
+    if not known_absent and dc.try_resolve(dst.repository, manifest.digest) == manifest.digest:
+        return  # a manifest in the registry implies its blobs and children are there
+    collect(manifest)
+    same = sc.registry == dc.registry and sc.base == dc.base
+
+    def one(desc: Descriptor) -> CopyStats:
+        st = CopyStats()
+        if same and dc.mount_blob(dst.repository, desc.digest, src.repository):
+            st.mounted += 1
+        elif dc.blob_exists(dst.repository, desc.digest):
+            st.present += 1
+        else:
+            st.copied_bytes += dc.copy_blob_from(sc, src.repository, dst.repository, desc)
+            st.copied += 1
+        return st
+
+    if blobs:
+        with ThreadPoolExecutor(max_workers=min(8, len(blobs))) as pool:
+            for st in pool.map(one, blobs.values()):
+                stats.mounted += st.mounted
+                stats.present += st.present
+                stats.copied += st.copied
+                stats.copied_bytes += st.copied_bytes
+    for m in manifests:
+        dc.put_manifest(dst.repository, m.digest, m.raw, m.media_type)
+        stats.manifests += 1
 
 
 def copy_evidence(env: Environment, src: Location, dst: Location, digest: str, stats: CopyStats) -> None:
@@ -615,26 +693,28 @@ def copy_evidence(env: Environment, src: Location, dst: Location, digest: str, s
     copied, destination fallback index rebuilt with each referrer's ``artifactType``)."""
     from filelock import FileLock
 
-    from builder.registry import copy_blobs, copy_image
+    from builder.registry import CopyStats, copy_blobs, copy_image
     from builder.sign import ATT_SUFFIX, SIG_SUFFIX, SignatureLayer, _lock_path, append_layer, signature_tag
 
     sc, dc = env.client(src.registry), env.client(dst.registry)
-    for suffix in (SIG_SUFFIX, ATT_SUFFIX):
+
+    def one_suffix(suffix: str) -> CopyStats:
+        st = CopyStats()
         tag = signature_tag(digest, suffix)
         sm = sc.try_get_manifest(src.repository, tag)
         if sm is None:
-            continue
+            return st
         dm = dc.try_get_manifest(dst.repository, tag)
         if dm is not None and dm.digest == sm.digest:
-            continue
-        copy_blobs(sc, src.repository, dc, dst.repository, sm.blobs, stats)
+            return st
+        copy_blobs(sc, src.repository, dc, dst.repository, sm.blobs, st)
         if dm is None:
             env.lock_dir.mkdir(parents=True, exist_ok=True)
             with FileLock(str(_lock_path(env.lock_dir, dc.registry, dst.repository, tag)), timeout=env.lock_timeout):
                 if dc.try_get_manifest(dst.repository, tag) is None:
                     dc.put_manifest(dst.repository, tag, sm.raw, sm.media_type)
-                    stats.manifests += 1
-                    continue
+                    st.manifests += 1
+                    return st
                 dm = dc.try_get_manifest(dst.repository, tag)
         assert dm is not None
         have = {(d.digest, d.annotations) for d in dm.layers}
@@ -650,11 +730,23 @@ def copy_evidence(env: Environment, src: Location, dst: Location, digest: str, s
                 SignatureLayer(layer.media_type, blob, layer.annotation_map),
                 lock_dir=env.lock_dir,
             )
-            stats.manifests += 1
-    for desc in sc.referrers(src.repository, digest):
-        copy_image(sc, src.repository, desc.digest, dc, dst.repository, stats=stats)
-        if desc.artifact_type:
-            dc.add_referrer_to_fallback_index(dst.repository, digest, desc)
+            st.manifests += 1
+        return st
+
+    def referrers() -> CopyStats:
+        st = CopyStats()
+        for desc in sc.referrers(src.repository, digest):
+            copy_image(sc, src.repository, desc.digest, dc, dst.repository, stats=st)
+            if desc.artifact_type:
+                dc.add_referrer_to_fallback_index(dst.repository, digest, desc)
+        return st
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = [pool.submit(one_suffix, SIG_SUFFIX), pool.submit(one_suffix, ATT_SUFFIX), pool.submit(referrers)]
+        for f in futures:
+            st = f.result()
+            for name in ("mounted", "present", "copied", "copied_bytes", "manifests"):
+                setattr(stats, name, getattr(stats, name) + getattr(st, name))
 
 
 def _ledger_row(env: Environment, plan: Plan, rec: PromotionRecord, decision: Decision) -> LedgerRecord:
@@ -770,20 +862,38 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
             )
         if current == digest:
             return _complete(env, plan, t0)
-        _copy(env, plan.source, dst, digest, stats)
-        pending = _pending_record(env, plan, digest, current, signer)
-        if pending is None:
+        src = plan.source
+        manifest = env.client(src.registry).get_manifest(src.repository, digest)
+
+        def write_record() -> PromotionRecord:
+            # only a destination that already had the digest can hold a record of an interrupted run
+            pending = _pending_record(env, plan, digest, current, signer) if plan.present else None
+            if pending is not None:
+                return pending
             rec = _record(env, plan, signer, "promote", digest, current)
             write = attest_image(
                 dc, dst.repository, digest, PROMOTION_V1, rec.predicate(), signer, lock_dir=env.lock_dir
             )
-            rec = dataclasses.replace(rec, signer=signer.fingerprint, layer=write.layer_digest)
-        else:
-            rec = pending
+            return dataclasses.replace(rec, signer=signer.fingerprint, layer=write.layer_digest)
+
+        # the image, its evidence and our record are independent writes: do them at once; the tag
+        # moves only after all three are in the registry
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            record_f = pool.submit(write_record)
+            evidence_stats = CopyStats()
+            evidence_f = (
+                pool.submit(copy_evidence, env, src, dst, digest, evidence_stats) if src.name != dst.name else None
+            )
+            if src.name != dst.name:
+                _copy(env, src, dst, manifest, stats, known_absent=not plan.present)
+            rec = record_f.result()
+            if evidence_f is not None:
+                evidence_f.result()
+        for f in ("mounted", "present", "copied", "copied_bytes", "manifests"):
+            setattr(stats, f, getattr(stats, f) + getattr(evidence_stats, f))
         again = dc.try_resolve(dst.repository, dst.tag)
         if again != current:
             raise _conflict(dst, current, again, "while the promotion was being written")
-        manifest = dc.get_manifest(dst.repository, digest)
         dc.put_manifest(dst.repository, dst.tag, manifest.raw, manifest.media_type)
         after = dc.resolve(dst.repository, dst.tag)
         if after != digest:

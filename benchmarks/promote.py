@@ -1,0 +1,246 @@
+"""Promotion of a 512 MiB image into a stage held in another repository of the same registry,
+against ``skopeo copy`` and ``docker pull && docker tag && docker push`` of the same image, all
+run by this script; then a batch of 100 variants promoted at once.
+
+Targets (issue 8): ``ms`` under 100 on loopback at any image size; ``batch100_s`` under 5.
+
+- ``ms``: median over runs of ``builder.promote.plan_promotion`` + ``apply_promotion`` with a fresh
+  registry client, into a new destination repository each run: resolve the source, read and
+  verify the source's signatures and attestations against the policy's keys, evaluate the policy
+  (``signature`` by the build key), take the stage lock, check the pointer, cross-repository mount
+  every blob, PUT the manifest by digest, copy ``.sig``/``.att`` and referrers, sign and attach the
+  ``promotion/v1`` record, PUT the stage tag, re-read it, append the ledger row. Policy loading
+  and process start-up are not in the figure (once per process).
+- ``skopeo_ms``: ``skopeo copy --preserve-digests`` of the same digest into a new repository.
+- ``docker_ms``: ``docker pull REF@digest && docker tag && docker push`` into a new repository
+  (containerd image store; the local image is removed before and after).
+- ``batch100_s``: ``promote_many`` of 100 small signed variants (8 threads) into a new repository.
+
+Source image: ``bench/promote-src:<variant>`` - 4 uncompressed tar layers, each one file of random
+bytes (a real image docker can pull), pushed and signed once, reused by later runs.
+
+Ends with one line:
+``benchmark=promote size_mib=512 ms=.. skopeo_ms=.. docker_ms=.. ratio_skopeo=.. batch100_s=..``
+(``--quick``: 16 MiB, 2 runs; the batch is still 100 variants).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from builder.keys import load_signer, write_key_pair
+from builder.ledger import open_ledger
+from builder.policy import load_policy
+from builder.promote import Environment, Target, apply_promotion, plan_promotion, promote_many
+from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json, sha256_digest
+from builder.sign import sign_image
+
+LAYERS = 4
+SRC_REPO = "bench/promote-src"
+TAR = "application/vnd.oci.image.layer.v1.tar"
+
+
+def tar_of(name: str, data: bytes) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = 0o644
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def push_image(client: RegistryClient, repo: str, tag: str, layers: list[bytes]) -> str:
+    descs = []
+    for blob in layers:
+        digest = sha256_digest(blob)
+        if not client.blob_exists(repo, digest):
+            client.put_blob(repo, blob, digest)
+        descs.append({"mediaType": TAR, "digest": digest, "size": len(blob)})
+    cfg = canonical_json(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"Labels": {"io.builder.variant": tag}},
+            "rootfs": {"type": "layers", "diff_ids": [d["digest"] for d in descs]},
+        }
+    )
+    client.put_blob(repo, cfg)
+    manifest = canonical_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": sha256_digest(cfg),
+                "size": len(cfg),
+            },
+            "layers": descs,
+        }
+    )
+    return client.put_manifest(repo, tag, manifest, OCI_MANIFEST)
+
+
+def ensure_big(client: RegistryClient, variant: str, size_mib: int) -> str:
+    existing = client.try_resolve(SRC_REPO, variant)
+    if existing is not None:
+        return existing
+    per = size_mib * 1024 * 1024 // LAYERS
+    layers = [tar_of(f"data{i}.bin", os.urandom(per)) for i in range(LAYERS)]
+    return push_image(client, SRC_REPO, variant, layers)
+
+
+def write_policy(path: Path, pub: Path, dest_prefix: str) -> Path:
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            keys:
+              build: [{{file: {pub}}}]
+            promoters: [build]
+            stages:
+              rel:
+                from: build
+                repository: "{dest_prefix}/{{repository}}"
+                require:
+                  signature: {{signers: [build]}}
+                rollback: {{allowed: [build]}}
+            """
+        )
+    )
+    return path
+
+
+def environment(policy: Path, state: Path, registry: str, signer_key: Path) -> Environment:
+    return Environment(
+        policy=load_policy(policy),
+        registry=registry,
+        insecure=lambda r: True,
+        lock_dir=state / "locks",
+        ledger=open_ledger(state / "ledger.sqlite"),
+        signer=load_signer(signer_key, None),
+    )
+
+
+def timed(cmd: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    return (time.perf_counter() - t) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mib", type=int, default=512)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="16 MiB, 2 runs (what CI runs)")
+    args = parser.parse_args()
+    size = 16 if args.quick else args.size_mib
+    runs = 2 if args.quick else args.runs
+    registry = os.environ.get("BUILDER_REGISTRY", "127.0.0.1:5000")
+    work = Path(tempfile.mkdtemp(prefix="bench-promote-"))
+    state = work / "state"
+    # a fixed benchmark key: the source's .sig keeps one signature however often this runs
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key, pub, _ = write_key_pair(state / "keys", ec.derive_private_key(20261130, ec.SECP256R1()), None)
+    signer = load_signer(key, None)
+    setup = RegistryClient(registry, insecure=True)
+
+    variant = f"p-{size}mib"
+    t0 = time.perf_counter()
+    digest = ensure_big(setup, variant, size)
+    sign_image(setup, SRC_REPO, digest, signer, lock_dir=state / "locks")
+    print(f"source {registry}/{SRC_REPO}:{variant} = {digest} ({size} MiB, ready in {time.perf_counter() - t0:.1f} s)")
+
+    ours: list[float] = []
+    for _ in range(runs):
+        prefix = f"bench/promote-{uuid.uuid4().hex[:10]}"
+        env = environment(write_policy(work / "policy.yaml", pub, prefix), state, registry, key)
+        target = Target(variant, SRC_REPO, registry)
+        t = time.perf_counter()
+        plan = plan_promotion(env, target, "rel")
+        applied = apply_promotion(env, plan)
+        ours.append((time.perf_counter() - t) * 1000)
+        dst = f"{prefix}/{SRC_REPO}"
+        assert setup.resolve(dst, f"{variant}-rel") == digest
+        assert applied.copy["copied"] == 0 and applied.copy["mounted"] >= LAYERS + 1, applied.copy
+    ms = statistics.median(ours)
+    print(f"builder promote (plan + apply, {LAYERS + 1} mounts): median {ms:.1f} ms {[round(x, 1) for x in ours]}")
+
+    skopeo = shutil.which("skopeo")
+    docker = shutil.which("docker")
+    if skopeo is None or docker is None:
+        print("skopeo and docker are needed for the reference figures", file=sys.stderr)
+        sys.exit(2)
+    theirs: list[float] = []
+    for _ in range(max(1, runs // 2)):
+        dst = f"bench/skopeo-{uuid.uuid4().hex[:10]}"
+        theirs.append(
+            timed(
+                [
+                    skopeo,
+                    "copy",
+                    "--quiet",
+                    "--src-tls-verify=false",
+                    "--dest-tls-verify=false",
+                    "--preserve-digests",
+                    f"docker://{registry}/{SRC_REPO}@{digest}",
+                    f"docker://{registry}/{dst}:c",
+                ]
+            )
+        )
+        assert setup.resolve(dst, "c") == digest
+    skopeo_ms = statistics.median(theirs)
+    print(f"skopeo copy: median {skopeo_ms:.1f} ms {[round(x, 1) for x in theirs]}")
+
+    src_ref = f"{registry}/{SRC_REPO}@{digest}"
+    dst_ref = f"{registry}/bench/docker-{uuid.uuid4().hex[:10]}:c"
+    subprocess.run([docker, "image", "rm", "-f", src_ref], capture_output=True)
+    try:
+        docker_ms = timed([docker, "pull", "-q", src_ref])
+        docker_ms += timed([docker, "tag", src_ref, dst_ref])
+        docker_ms += timed([docker, "push", "-q", dst_ref])
+    finally:
+        subprocess.run([docker, "image", "rm", "-f", dst_ref, src_ref], capture_output=True)
+    print(f"docker pull && tag && push: {docker_ms:.1f} ms")
+
+    # a batch of small variants, each its own signed image
+    targets = []
+    t0 = time.perf_counter()
+    for i in range(args.batch):
+        v = f"p-small-{i:03d}"
+        d = setup.try_resolve(SRC_REPO, v) or push_image(setup, SRC_REPO, v, [tar_of("v.txt", v.encode())])
+        sign_image(setup, SRC_REPO, d, signer, lock_dir=state / "locks")
+        targets.append(Target(v, SRC_REPO, registry))
+    print(f"{args.batch} small variants ready in {time.perf_counter() - t0:.1f} s")
+    prefix = f"bench/batch-{uuid.uuid4().hex[:10]}"
+    env = environment(write_policy(work / "policy.yaml", pub, prefix), state, registry, key)
+    t = time.perf_counter()
+    outcomes = promote_many(env, targets, "rel", confirm=True, workers=8)
+    batch_s = time.perf_counter() - t
+    failed = [o for o in outcomes if not o.ok]
+    assert not failed, failed[0].to_json()
+    print(f"promote_many of {args.batch} variants (8 threads): {batch_s:.2f} s")
+    shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"benchmark=promote size_mib={size} ms={ms:.1f} skopeo_ms={skopeo_ms:.1f} docker_ms={docker_ms:.1f} "
+        f"ratio_skopeo={skopeo_ms / ms:.1f} batch{args.batch}_s={batch_s:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
