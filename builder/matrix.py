@@ -831,21 +831,21 @@ def variant_json(v: Variant) -> dict[str, Any]:
 
 
 def github_matrix(variants: Sequence[Variant]) -> dict[str, Any]:
-    """A GitHub Actions ``strategy.matrix`` value: ``{"include": [{...}, ...]}`` with flat string
-    values (``variant``, ``matrix``, ``platform``, ``accelerator``, ``accelerator_version``,
-    ``framework``, ``framework_version``, ``python``, ``os``, ``runner_arch``)."""
+    """A GitHub Actions ``strategy.matrix`` value: ``{"include": [{...}, ...]}``; each entry has
+    ``id``, ``matrix``, ``repository``, ``accelerator`` {``kind``, ``version``}, ``framework``
+    {``name``, ``version``}, ``python``, ``os``, ``platform`` and ``runner_arch`` (``x64`` |
+    ``arm64``), so a workflow can write ``${{ matrix.id }}`` or ``matrix.accelerator.kind == 'cuda'``."""
     return {
         "include": [
             {
-                "variant": v.id,
+                "id": v.id,
                 "matrix": v.matrix,
-                "platform": v.platform,
-                "accelerator": v.accelerator.kind,
-                "accelerator_version": v.accelerator.version or "",
-                "framework": v.framework.name,
-                "framework_version": v.framework.version,
+                "repository": v.repository,
+                "accelerator": {"kind": v.accelerator.kind, "version": v.accelerator.version or ""},
+                "framework": {"name": v.framework.name, "version": v.framework.version},
                 "python": v.python,
                 "os": v.os,
+                "platform": v.platform,
                 "runner_arch": "arm64" if v.platform == "linux/arm64" else "x64",
             }
             for v in variants

@@ -33,8 +33,16 @@ def matrix() -> None:
     help='github: a GitHub Actions strategy.matrix ({"include": [...]}) on stdout.',
 )
 @click.option("--shard", default=None, metavar="I/N", help="Only shard I of N (1-based, round-robin).")
+@click.option(
+    "--changed-since",
+    default=None,
+    metavar="REF",
+    help="Only variants whose content hash differs from their render at git REF (or that are new).",
+)
 @json_option
-def list_(matrix_files: tuple[str, ...], selects: tuple[str, ...], fmt: str, shard: str | None) -> None:
+def list_(
+    matrix_files: tuple[str, ...], selects: tuple[str, ...], fmt: str, shard: str | None, changed_since: str | None
+) -> None:
     """Expand the matrices into variants (validating every cell) and list them.
 
     \b
@@ -42,6 +50,7 @@ def list_(matrix_files: tuple[str, ...], selects: tuple[str, ...], fmt: str, sha
       builder matrix list
       builder matrix list --select 'torch2.11-cu128-*' --json
       builder matrix list --format github --shard 1/4
+      builder matrix list --format github --changed-since origin/main
     """
     from pathlib import Path
 
@@ -53,6 +62,13 @@ def list_(matrix_files: tuple[str, ...], selects: tuple[str, ...], fmt: str, sha
     paths = core.matrix_paths(cfg.matrices_dir, tuple(Path(p) for p in matrix_files))
     matrices = core.load_matrices(paths, bases=bases)
     variants = core.select([v for m in matrices for v in m.variants], selects)
+    if changed_since:
+        from builder import build
+
+        now = render.render_all(variants, images_dir=cfg.images_dir, locks_dir=cfg.locks_dir, bases=bases)
+        before = build.render_at_ref(cfg, changed_since, tuple(Path(p) for p in matrix_files))
+        changed = {r.variant.id for r in build.changed_variants(now, before)}
+        variants = tuple(v for v in variants if v.id in changed)
     if shard:
         i, n = core.parse_shard(shard)
         variants = core.shard(variants, i, n)

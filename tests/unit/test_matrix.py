@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -232,7 +233,57 @@ def test_cli_matrix_list_json_and_github_format() -> None:
     doc2 = json.loads(res2.stdout)
     total = len(json.loads(runner.invoke(cli, ["-C", str(ROOT), "matrix", "list", "--json"]).stdout))
     assert len(doc["include"]) + len(doc2["include"]) == total
-    assert all(isinstance(v, str) for row in doc["include"] for v in row.values())
+    for row in doc["include"]:
+        assert {"id", "matrix", "accelerator", "framework", "python", "os", "platform", "runner_arch"} <= set(row)
+        assert row["accelerator"]["kind"] in ("cuda", "rocm", "cpu")
+        assert row["runner_arch"] == ("arm64" if row["platform"] == "linux/arm64" else "x64")
+
+
+def test_cli_matrix_list_changed_since_a_git_ref(tmp_path: Path) -> None:
+    """`--changed-since REF` (what the images workflow uses): only variants whose content hash moved."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for name in ("images", "matrices", "locks"):
+        shutil.copytree(ROOT / name, proj / name)
+    for name in ("builder.toml", "bases.lock.json"):
+        shutil.copy(ROOT / name, proj / name)
+
+    def git(*args: str) -> None:
+        subprocess.run(
+            ["git", "-C", str(proj), *args],
+            check=True,
+            capture_output=True,
+            env={
+                **os.environ,
+                "GIT_AUTHOR_NAME": "t",
+                "GIT_AUTHOR_EMAIL": "t@example.invalid",
+                "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@example.invalid",
+            },
+        )
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "base")
+    builder_bin = str(Path(sys.executable).with_name("builder"))
+
+    def changed() -> list[str]:
+        res = subprocess.run(
+            [builder_bin, "-C", str(proj), "matrix", "list", "--format", "github", "--changed-since", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={k: v for k, v in os.environ.items() if not k.startswith("BUILDER_")},
+        )
+        assert res.returncode == 0, res.stderr
+        return sorted(row["id"] for row in json.loads(res.stdout)["include"])
+
+    assert changed() == []
+    tpl = proj / "images" / "tensorflow" / "Dockerfile.j2"
+    tpl.write_text(tpl.read_text().replace('print("tensorflow", v)', 'print("tf", v)'))
+    ids = changed()
+    assert ids and all(i.startswith("tensorflow") for i in ids)
+    assert len(ids) == len(matrix.load_matrix(proj / "matrices" / "tensorflow.yaml").variants)
 
 
 def test_cli_reports_matrix_errors_with_exit_code_10() -> None:
