@@ -266,3 +266,44 @@ def test_signer_text_round_trips_to_policy_identity() -> None:
     assert keyless.parse_signer("sha256:" + "ab" * 32) is None
     assert keyless.parse_signer(None) is None
     assert keyless.ANY_IDENTITY.validate().matches([GH], GH_ISSUER)
+
+
+def test_payload_of_pae() -> None:
+    body = b'{"_type":"https://in-toto.io/Statement/v1"} with spaces 12 '
+    pae = keyless._pae("application/vnd.in-toto+json", body)
+    assert keyless._payload_of_pae(pae) == body
+    assert keyless._payload_of_pae(pae + b"x") is None  # length mismatch
+    assert keyless._payload_of_pae(b"not pae") is None
+
+
+def test_rekor_body_must_describe_the_layer(ca: TestCA) -> None:
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = ca.issue(key.public_key(), Identity(san_email="a@example.com", san_uri=None, issuer=GH_ISSUER))
+    data = b"simple signing payload"
+    sig = key.sign(data, ec.ECDSA(hashes.SHA256()))
+    cert_b64 = base64.b64encode(cert.public_bytes(Encoding.PEM)).decode()
+    body = {
+        "kind": "hashedrekord",
+        "spec": {
+            "data": {"hash": {"algorithm": "sha256", "value": hashlib.sha256(data).hexdigest()}},
+            "signature": {"content": base64.b64encode(sig).decode(), "publicKey": {"content": cert_b64}},
+        },
+    }
+    assert keyless._body_matches(body, data, sig, cert, cert_b64) == ""
+    assert "other content" in keyless._body_matches(body, data + b"!", sig, cert, cert_b64)
+    assert "another signature" in keyless._body_matches(body, data, sig[:-1] + b"\x00", cert, cert_b64)
+    other = ca.issue(key.public_key(), Identity(san_email="b@example.com", san_uri=None, issuer=GH_ISSUER))
+    assert "another certificate" in keyless._body_matches(body, data, sig, other, cert_b64)
+    pae = keyless._pae("application/vnd.in-toto+json", b"{}")
+    dsse_body = {
+        "kind": "dsse",
+        "spec": {
+            "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(b"{}").hexdigest()},
+            "signatures": [{"signature": base64.b64encode(sig).decode(), "verifier": cert_b64}],
+        },
+    }
+    assert keyless._body_matches(dsse_body, pae, sig, cert, cert_b64) == ""
+    assert "payloadHash" in keyless._body_matches(dsse_body, keyless._pae("t", b"[]"), sig, cert, cert_b64)
+    assert "unsupported Rekor entry kind" in keyless._body_matches({"kind": "intoto"}, data, sig, cert, cert_b64)
