@@ -87,7 +87,7 @@ def _available(name: str) -> bool:
 
 @click.group(
     cls=LazyGroup,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110, "terminal_width": 110},
 )
 @click.version_option(__version__, "--version", prog_name="builder")
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document on stdout (for CI).")

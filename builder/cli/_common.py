@@ -76,9 +76,14 @@ def json_option(f: F) -> F:
 @functools.cache
 def console() -> Console:
     """The rich console for human output (stderr)."""
+    import shutil
+
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, soft_wrap=False)
+    con = Console(stderr=True, highlight=False, soft_wrap=False)
+    if not con.is_terminal:  # CI logs and pipes: wide enough for digests and tables
+        con.width = max(shutil.get_terminal_size((160, 24)).columns, 160)
+    return con
 
 
 def emit(payload: Any, human: Callable[[], None] | str | None = None) -> None:
