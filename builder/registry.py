@@ -27,6 +27,7 @@ import base64
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import random
@@ -272,8 +273,9 @@ class Manifest:
     media_type: str
     digest: str
 
-    @property
+    @functools.cached_property
     def json(self) -> dict[str, Any]:
+        """The parsed document (parsed once; treat as read-only)."""
         return _parse_json(self.raw, self.digest)
 
     @property
