@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -203,3 +207,101 @@ def build_and_push(req: BuildRequest, *, log: Callable[[str], None], metadata_fi
             hint="upgrade buildx (>= 0.10 writes containerimage.digest)",
         ) from exc
     return BuildResult(digest=digest, metadata=metadata)
+
+
+# --------------------------------------------------------------------------------------------
+# Check containers (owned by helper F / builder.checks): one fresh container per check, the probe
+# program sent on standard input (no bind mount, so a remote DOCKER_HOST works), a timeout.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ContainerResult:
+    """What a check container did: ``exit_code`` (125/126/127 are the engine's own failures:
+    the container did not start or the command was not found; 124 = builder's timeout),
+    ``stdout``/``stderr`` (text), ``seconds`` (wall time), ``command`` (the docker argv)."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    seconds: float
+    command: tuple[str, ...]
+    timed_out: bool = False
+
+
+def _docker_cmd() -> list[str]:
+    return [str(x) for x in client().client_config.docker_cmd]
+
+
+def run_container(
+    image: str,
+    argv: Sequence[str],
+    *,
+    stdin: bytes | None = None,
+    gpus: str | None = None,
+    devices: Sequence[str] = (),
+    group_add: Sequence[str] = (),
+    shm_size: str | None = None,
+    env: Mapping[str, str] | None = None,
+    user: str | None = None,
+    entrypoint: str | None = None,
+    timeout: float = 300.0,
+    pull: str = "missing",
+) -> ContainerResult:
+    """``docker run --rm -i [--gpus G] [--device D]... IMAGE ARGV...`` in a fresh, named container.
+
+    ``devices`` are passed to ``--device`` (``/dev/kfd``, or CDI names ``nvidia.com/gpu=all``).
+    On timeout the container is removed (``docker rm -f``) and ``exit_code`` is 124.
+    A container that fails is a *result*, not an exception; EngineUnavailableError is raised only
+    when the daemon cannot be reached at all."""
+    name = f"builder-check-{uuid.uuid4().hex[:12]}"
+    cmd = [*_docker_cmd(), "run", "--rm", "--name", name, f"--pull={pull}"]
+    if stdin is not None:
+        cmd.append("-i")
+    if gpus:
+        cmd += ["--gpus", gpus]
+    for d in devices:
+        cmd += ["--device", d]
+    for g in group_add:
+        cmd += ["--group-add", str(g)]
+    if shm_size:
+        cmd += ["--shm-size", shm_size]
+    for k, v in (env or {}).items():
+        cmd += ["-e", f"{k}={v}"]
+    if user:
+        cmd += ["--user", user]
+    if entrypoint is not None:
+        cmd += ["--entrypoint", entrypoint]
+    cmd += [image, *argv]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, check=False)
+    except FileNotFoundError as exc:
+        raise EngineUnavailableError("the `docker` command-line client is not installed") from exc
+    except subprocess.TimeoutExpired as exc:
+        subprocess.run([*_docker_cmd(), "rm", "-f", name], capture_output=True, timeout=60, check=False)
+        out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else ""
+        err = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else ""
+        return ContainerResult(124, out, err + f"\nbuilder: timed out after {timeout:.0f} s", timeout, tuple(cmd), True)
+    seconds = time.monotonic() - start
+    stdout = proc.stdout.decode("utf-8", "replace")
+    stderr = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode != 0 and any(s in stderr.lower() for s in _UNREACHABLE[:3]):
+        raise engine_error(cmd, proc.returncode, stdout, stderr)
+    return ContainerResult(proc.returncode, stdout, stderr, round(seconds, 3), tuple(cmd))
+
+
+def info_json() -> dict[str, Any]:
+    """``docker info --format '{{json .}}'`` as a dict (ServerVersion, Runtimes, DefaultRuntime,
+    CgroupDriver, CDISpecDirs ...). Raises EngineUnavailableError / EngineCommandError."""
+    cmd = [*_docker_cmd(), "info", "--format", "{{json .}}"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    except FileNotFoundError as exc:
+        raise EngineUnavailableError("the `docker` command-line client is not installed") from exc
+    if proc.returncode != 0:
+        raise engine_error(cmd, proc.returncode, proc.stdout, proc.stderr)
+    data = json.loads(proc.stdout or "{}")
+    if not isinstance(data, dict):
+        raise EngineCommandError("`docker info` did not print a JSON object", command=cmd)
+    return data
