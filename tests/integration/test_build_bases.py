@@ -89,3 +89,48 @@ def test_bases_update_reports_new_digest_and_changed_cuda_requirement(
     doc = json.loads(lock.read_text())
     assert doc["bases"][ref]["digest"] == second and other not in doc["bases"]  # unused refs dropped
     assert c.to_json()["fact_changes"]["NVIDIA_REQUIRE_CUDA"] == {"old": REQUIRE_OLD, "new": REQUIRE_NEW}
+
+
+def test_bases_update_cli_prints_changed_requirement(registry_address: str, unique_repo: str, tmp_path: Path) -> None:
+    """`builder bases update` on a project whose matrix names an upstream base (relative to the
+    configured registry): writes the lock, then reports the re-published tag's new requirement."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    client = RegistryClient(registry_address, insecure=True)
+    repo, tag = f"{unique_repo}/cuda", "12.8.1-base-ubuntu24.04"
+    push_base(client, repo, tag, ["CUDA_VERSION=12.8.1", f"NVIDIA_REQUIRE_CUDA={REQUIRE_OLD}"])
+    (tmp_path / "matrices").mkdir()
+    (tmp_path / "matrices" / "m.yaml").write_text(
+        "family: tiny\n"
+        f"repository: {unique_repo}/out\n"
+        "axes:\n  accelerator:\n    - {kind: cuda, version: '12.8'}\n"
+        "  framework:\n    name: none\n    versions: ['0']\n"
+        "  python: ['3.12']\n  os: [ubuntu24.04]\n"
+        f"base:\n  default: '{repo}:{tag}'\n"
+    )
+    (tmp_path / "builder.toml").write_text(f'registry = "{registry_address}"\nstate_dir = "state"\n')
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "builder", "-C", str(tmp_path), "bases", "update", *args],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            timeout=120,
+        )
+
+    first = run("--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["bases"][0]["changed"] is True
+    assert json.loads((tmp_path / "bases.lock.json").read_text())["bases"][f"{repo}:{tag}"]["cuda_version"] == "12.8.1"
+    push_base(client, repo, tag, ["CUDA_VERSION=12.8.1", f"NVIDIA_REQUIRE_CUDA={REQUIRE_NEW}"])
+    check = run("--check")
+    assert check.returncode == 12, check.stderr  # lock out of date, nothing written
+    assert "NVIDIA_REQUIRE_CUDA" in check.stderr and REQUIRE_NEW[:20] in check.stderr
+    second = run()
+    assert second.returncode == 0, second.stderr
+    assert "changed" in second.stderr and "NVIDIA_REQUIRE_CUDA" in second.stderr
+    entry = json.loads((tmp_path / "bases.lock.json").read_text())["bases"][f"{repo}:{tag}"]
+    assert entry["nvidia_require_cuda"] == REQUIRE_NEW
