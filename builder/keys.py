@@ -9,10 +9,9 @@ Cosign's own private-key file (``-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----`
 ``ENCRYPTED COSIGN PRIVATE KEY``) is a base64 JSON envelope: scrypt KDF (N, r, p, salt) and NaCl
 ``secretbox`` (XSalsa20-Poly1305) around the PKCS#8 DER key. Source: sigstore/cosign
 ``pkg/cosign/keys.go`` and sigstore/sigstore ``pkg/cryptoutils`` (``encrypted.go`` uses
-``github.com/secure-systems-lab/go-securesystemslib/encrypted``). ``cryptography`` has scrypt and
-Poly1305 but not XSalsa20, so the 20-round Salsa20 core is implemented here (a few hundred
-bytes are decrypted per key: speed does not matter). Verified against keys written by real
-cosign 2.5 (tests/integration/test_cosign_interop.py).
+``github.com/secure-systems-lab/go-securesystemslib/encrypted``). scrypt comes from
+``cryptography``; the secretbox from PyNaCl (``nacl.secret.SecretBox``, libsodium), imported
+lazily. Verified against keys written by real cosign 2.5 (tests/integration/test_cosign_interop.py).
 
 Key identity (``fingerprint``): ``sha256:<hex>`` of the DER SubjectPublicKeyInfo, stable across
 PEM formatting and across cosign/builder files holding the same key.
@@ -26,17 +25,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-import hmac
 import json
 import os
-import struct
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
-from cryptography.hazmat.primitives.poly1305 import Poly1305
 
 from builder.errors import SigningKeyError
 
@@ -389,70 +385,27 @@ def cosign_key_pem(private_key: ec.EllipticCurvePrivateKey, password: str) -> by
     ).encode()
 
 
-_SIGMA = b"expand 32-byte k"
-_MASK = 0xFFFFFFFF
-
-
-def _rotl(v: int, c: int) -> int:
-    return ((v << c) & _MASK) | (v >> (32 - c))
-
-
-def _salsa_rounds(x: list[int]) -> list[int]:
-    x = list(x)
-    for _ in range(10):
-        for a, b, c, d in ((0, 4, 8, 12), (5, 9, 13, 1), (10, 14, 2, 6), (15, 3, 7, 11)):  # columns
-            x[b] ^= _rotl((x[a] + x[d]) & _MASK, 7)
-            x[c] ^= _rotl((x[b] + x[a]) & _MASK, 9)
-            x[d] ^= _rotl((x[c] + x[b]) & _MASK, 13)
-            x[a] ^= _rotl((x[d] + x[c]) & _MASK, 18)
-        for a, b, c, d in ((0, 1, 2, 3), (5, 6, 7, 4), (10, 11, 8, 9), (15, 12, 13, 14)):  # rows
-            x[b] ^= _rotl((x[a] + x[d]) & _MASK, 7)
-            x[c] ^= _rotl((x[b] + x[a]) & _MASK, 9)
-            x[d] ^= _rotl((x[c] + x[b]) & _MASK, 13)
-            x[a] ^= _rotl((x[d] + x[c]) & _MASK, 18)
-    return x
-
-
-def _state(key: bytes, n16: bytes) -> list[int]:
-    k = struct.unpack("<8I", key)
-    s = struct.unpack("<4I", _SIGMA)
-    n = struct.unpack("<4I", n16)
-    return [s[0], k[0], k[1], k[2], k[3], s[1], n[0], n[1], n[2], n[3], s[2], k[4], k[5], k[6], k[7], s[3]]
-
-
-def _hsalsa20(key: bytes, nonce16: bytes) -> bytes:
-    x = _salsa_rounds(_state(key, nonce16))
-    return struct.pack("<8I", *(x[i] for i in (0, 5, 10, 15, 6, 7, 8, 9)))
-
-
-def _salsa20_stream(key: bytes, nonce8: bytes, length: int) -> bytes:
-    out = bytearray()
-    counter = 0
-    while len(out) < length:
-        init = _state(key, nonce8 + struct.pack("<Q", counter))
-        x = _salsa_rounds(init)
-        out += struct.pack("<16I", *((a + b) & _MASK for a, b in zip(x, init, strict=True)))
-        counter += 1
-    return bytes(out[:length])
-
-
-def _xsalsa20_stream(key: bytes, nonce24: bytes, length: int) -> bytes:
-    return _salsa20_stream(_hsalsa20(key, nonce24[:16]), nonce24[16:], length)
-
-
 def secretbox_seal(message: bytes, nonce: bytes, key: bytes) -> bytes:
-    """NaCl ``crypto_secretbox`` (XSalsa20-Poly1305): returns tag(16) || ciphertext."""
-    stream = _xsalsa20_stream(key, nonce, 32 + len(message))
-    ct = bytes(a ^ b for a, b in zip(message, stream[32:], strict=True))
-    return Poly1305.generate_tag(stream[:32], ct) + ct
+    """NaCl ``crypto_secretbox`` (XSalsa20-Poly1305) via PyNaCl: returns tag(16) || ciphertext.
+
+    ``nonce`` is 24 bytes and ``key`` 32 bytes; the nonce is not included in the result (cosign
+    stores it separately in the envelope). Raises ``nacl.exceptions.ValueError`` (a ValueError)
+    for a wrong nonce or key length.
+    """
+    from nacl.secret import SecretBox
+
+    return SecretBox(key).encrypt(message, nonce).ciphertext
 
 
 def secretbox_open(boxed: bytes, nonce: bytes, key: bytes) -> bytes | None:
-    """Inverse of ``secretbox_seal``; None when the tag does not verify (wrong key or tampered)."""
-    if len(boxed) < 16 or len(nonce) != 24 or len(key) != 32:
+    """Inverse of ``secretbox_seal``; None when the tag does not verify (wrong key or tampered) or
+    when the box, nonce or key has the wrong length."""
+    from nacl.exceptions import CryptoError
+    from nacl.secret import SecretBox
+
+    if len(boxed) < SecretBox.MACBYTES or len(nonce) != SecretBox.NONCE_SIZE or len(key) != SecretBox.KEY_SIZE:
         return None
-    tag, ct = boxed[:16], boxed[16:]
-    stream = _xsalsa20_stream(key, nonce, 32 + len(ct))
-    if not hmac.compare_digest(Poly1305.generate_tag(stream[:32], ct), tag):
+    try:
+        return SecretBox(key).decrypt(boxed, nonce)
+    except CryptoError:
         return None
-    return bytes(a ^ b for a, b in zip(ct, stream[32:], strict=True))
