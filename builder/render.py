@@ -505,30 +505,45 @@ def _compare(out_dir: Path, wanted: Mapping[str, str], matrices: Iterable[str], 
     return RenderReport(out_dir, changed, added, removed, unchanged)
 
 
-def write_renders(out_dir: Path, rendered: Sequence[RenderedImage], *, prune: bool = True) -> RenderReport:
+def _matrix_dirs(out_dir: Path, rendered: Sequence[RenderedImage], every_matrix: bool) -> list[str]:
+    names = {r.variant.matrix for r in rendered}
+    if every_matrix and out_dir.is_dir():
+        names |= {d.name for d in out_dir.iterdir() if d.is_dir() and any(d.glob(f"*/{RENDER_FILE}"))}
+    return sorted(names)
+
+
+def write_renders(
+    out_dir: Path, rendered: Sequence[RenderedImage], *, prune: bool = True, every_matrix: bool = False
+) -> RenderReport:
     """Write ``<out_dir>/<matrix>/<id>/Dockerfile`` for each render; with ``prune`` remove renders of
-    those matrices that no longer exist (a variant removed from a matrix)."""
+    those matrices' variants that no longer exist (a variant removed from a matrix), and with
+    ``every_matrix`` (all matrices were rendered) also the renders of matrices that no longer exist."""
     import shutil
 
     wanted = render_files(rendered)
-    matrices = sorted({r.variant.matrix for r in rendered})
+    matrices = _matrix_dirs(out_dir, rendered, every_matrix and prune)
     report = _compare(out_dir, wanted, matrices, prune)
     for rel in (*report.changed, *report.added):
         p = out_dir / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(wanted[rel])
     for rel in report.removed:
-        shutil.rmtree((out_dir / rel).parent)
+        variant_dir = (out_dir / rel).parent
+        shutil.rmtree(variant_dir)
+        if not any(variant_dir.parent.iterdir()):
+            variant_dir.parent.rmdir()
     return report
 
 
-def check_renders(out_dir: Path, rendered: Sequence[RenderedImage], *, prune: bool = True) -> RenderReport:
+def check_renders(
+    out_dir: Path, rendered: Sequence[RenderedImage], *, prune: bool = True, every_matrix: bool = False
+) -> RenderReport:
     """Compare committed renders with fresh ones; raise ``RenderStaleError`` with a unified diff
     (``details['diff']``, ``details['stale']``) when they differ. Returns the report when current."""
     import difflib
 
     wanted = render_files(rendered)
-    matrices = sorted({r.variant.matrix for r in rendered})
+    matrices = _matrix_dirs(out_dir, rendered, every_matrix and prune)
     report = _compare(out_dir, wanted, matrices, prune)
     if not report.stale:
         return report

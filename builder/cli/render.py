@@ -67,10 +67,11 @@ def render(matrix_files: tuple[str, ...], selects: tuple[str, ...], out_dir: str
     rendered = rcore.render_all(variants, images_dir=cfg.images_dir, locks_dir=cfg.locks_dir, bases=bases)
     out = Path(out_dir) if out_dir else cfg.render_dir
     prune = not selects
+    every = not matrix_files and not selects
     if check:
-        report = rcore.check_renders(out, rendered, prune=prune)
+        report = rcore.check_renders(out, rendered, prune=prune, every_matrix=every)
     else:
-        report = rcore.write_renders(out, rendered, prune=prune)
+        report = rcore.write_renders(out, rendered, prune=prune, every_matrix=every)
     payload = {
         **report.to_json(),
         "variants": [

@@ -306,6 +306,16 @@ def test_render_check_notices_removed_and_orphaned_variants(tmp_path: Path) -> N
     assert _builder(proj, "render").returncode == 0
     assert not orphan.exists()
     assert _builder(proj, "render", "--check").returncode == 0
+    # a whole matrix removed: its renders are stale too (when every matrix is rendered)
+    (proj / "matrices" / "tensorflow.yaml").unlink()
+    res = _builder(proj, "--json", "render", "--check")
+    assert res.returncode == 12
+    stale = json.loads(res.stdout)["error"]["details"]["stale"]
+    assert stale and all(s.startswith("tensorflow/") for s in stale)
+    assert _builder(proj, "render", "--matrix", str(proj / "matrices" / "jax.yaml"), "--check").returncode == 0
+    assert _builder(proj, "render").returncode == 0
+    assert not (proj / "rendered" / "tensorflow").exists()
+    assert _builder(proj, "render", "--check").returncode == 0
 
 
 def test_check_renders_api_raises_with_a_unified_diff(tmp_path: Path) -> None:
