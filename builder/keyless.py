@@ -539,34 +539,9 @@ def keyless_sign_image(
     (DSSE, predicate ``https://sigstore.dev/cosign/sign/v1``). One Fulcio certificate, two Rekor entries.
     ``annotations`` go into the payload's ``optional``. ``formats``: any of ``legacy`` and ``bundle``.
     Raises SigningError / registry errors (ConfigError for unknown formats)."""
-    wanted = _check_formats(formats)
-    subject = f"{client.registry}/{repository}"
-    manifest = client.get_manifest(repository, digest)
-    payload = simple_signing_payload(subject, digest, annotations)
-    work: list[tuple[str, Any]] = []
-    if "legacy" in wanted:
-        work.append(("artifact", payload))
-    if "bundle" in wanted:
-        work.append(("dsse", _statement(subject, digest, COSIGN_SIGN_V1, {})))
-    bundles = _sign(trust_config, identity_token, work)
-    idents, issuer = cert_identities(bundles[0].signing_certificate)
-    who = idents[0] if idents else "(unknown)"
-    legacy: WriteResult | None = None
-    ref: ReferrerWrite | None = None
-    for (kind, _), bundle in zip(work, bundles, strict=True):
-        if kind == "artifact":
-            sig_doc = _bundle_doc(bundle).get("messageSignature") or {}
-            layer = SignatureLayer(
-                SIMPLESIGNING_MEDIA_TYPE,
-                payload,
-                {SIGNATURE_ANNOTATION: str(sig_doc.get("signature", "")), **_cert_annotations(trust_config, bundle)},
-            )
-            legacy = append_layer(client, repository, digest, SIG_SUFFIX, layer, lock_dir=lock_dir, signer=who)
-        else:
-            ref = push_bundle_referrer(
-                client, repository, manifest.descriptor(), bundle, predicate_type=COSIGN_SIGN_V1, lock_dir=lock_dir
-            )
-    return KeylessWrite(legacy, ref, who, issuer, tuple(_log_index(b) for b in bundles))
+    sig, _ = _write(client, repository, digest, identity_token, trust_config, lock_dir, formats, True, annotations, ())
+    assert sig is not None
+    return sig
 
 
 def keyless_attest_image(
@@ -585,22 +560,108 @@ def keyless_attest_image(
     and logged as a Rekor ``dsse`` entry; written as a legacy ``.att`` layer (the envelope bytes as
     submitted, ``predicateType`` annotation) and/or as a bundle referrer (``formats``). One Rekor entry serves
     both. Raises SigningError / registry errors."""
+    _, (att,) = _write(
+        client,
+        repository,
+        digest,
+        identity_token,
+        trust_config,
+        lock_dir,
+        formats,
+        False,
+        None,
+        [(predicate_type, predicate)],
+    )
+    return att
+
+
+def keyless_sign_and_attest_build(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    provenance: Mapping[str, Any],
+    *,
+    identity_token: IdentityToken,
+    trust_config: ClientTrustConfig,
+    lock_dir: Path,
+    predicate_type: str | None = None,
+) -> tuple[KeylessWrite, KeylessWrite]:
+    """The build step's keyless counterpart of ``builder.sign.sign_and_attest_build``: sign ``digest`` and
+    attach ``provenance`` (SLSA provenance v1 by default) in one signer session (one Fulcio certificate,
+    three Rekor entries). Returns (signature write, attestation write)."""
+    from builder.predicates import SLSA_PROVENANCE_V1
+
+    sig, (att,) = _write(
+        client,
+        repository,
+        digest,
+        identity_token,
+        trust_config,
+        lock_dir,
+        FORMATS,
+        True,
+        None,
+        [(predicate_type or SLSA_PROVENANCE_V1, provenance)],
+    )
+    assert sig is not None
+    return sig, att
+
+
+def _write(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    identity_token: IdentityToken,
+    trust_config: ClientTrustConfig,
+    lock_dir: Path,
+    formats: Sequence[str],
+    sign: bool,
+    annotations: Mapping[str, str] | None,
+    attestations: Sequence[tuple[str, Mapping[str, Any]]],
+) -> tuple[KeylessWrite | None, list[KeylessWrite]]:
+    """Sign everything asked for in one sigstore-python signer session, then write each output."""
     wanted = _check_formats(formats)
     subject = f"{client.registry}/{repository}"
-    manifest = client.get_manifest(repository, digest)
-    statement = _statement(subject, digest, predicate_type, predicate)
-    (bundle,) = _sign(trust_config, identity_token, [("dsse", statement)])
-    idents, issuer = cert_identities(bundle.signing_certificate)
+    image = client.get_manifest(repository, digest).descriptor()
+    payload = simple_signing_payload(subject, digest, annotations)
+    work: list[tuple[str, Any]] = []
+    if sign and "legacy" in wanted:
+        work.append(("artifact", payload))
+    if sign and "bundle" in wanted:
+        work.append(("dsse", _statement(subject, digest, COSIGN_SIGN_V1, {})))
+    work += [("dsse", _statement(subject, digest, pt, pred)) for pt, pred in attestations]
+    bundles = _sign(trust_config, identity_token, work)
+    idents, issuer = cert_identities(bundles[0].signing_certificate)
     who = idents[0] if idents else "(unknown)"
-    legacy: WriteResult | None = None
-    ref: ReferrerWrite | None = None
-    if "legacy" in wanted:
-        legacy = _append_attestation(client, repository, digest, bundle, predicate_type, trust_config, lock_dir, who)
-    if "bundle" in wanted:
-        ref = push_bundle_referrer(
-            client, repository, manifest.descriptor(), bundle, predicate_type=predicate_type, lock_dir=lock_dir
-        )
-    return KeylessWrite(legacy, ref, who, issuer, (_log_index(bundle),))
+    n_sig = len(work) - len(attestations)
+    sig_write: KeylessWrite | None = None
+    if sign:
+        legacy: WriteResult | None = None
+        ref: ReferrerWrite | None = None
+        for (kind, _), bundle in zip(work[:n_sig], bundles[:n_sig], strict=True):
+            if kind == "artifact":
+                sig_doc = _bundle_doc(bundle).get("messageSignature") or {}
+                annotations_ = {
+                    SIGNATURE_ANNOTATION: str(sig_doc.get("signature", "")),
+                    **_cert_annotations(trust_config, bundle),
+                }
+                layer = SignatureLayer(SIMPLESIGNING_MEDIA_TYPE, payload, annotations_)
+                legacy = append_layer(client, repository, digest, SIG_SUFFIX, layer, lock_dir=lock_dir, signer=who)
+            else:
+                ref = push_bundle_referrer(
+                    client, repository, image, bundle, predicate_type=COSIGN_SIGN_V1, lock_dir=lock_dir
+                )
+        sig_write = KeylessWrite(legacy, ref, who, issuer, tuple(_log_index(b) for b in bundles[:n_sig]))
+    att_writes: list[KeylessWrite] = []
+    for (pt, _), bundle in zip(attestations, bundles[n_sig:], strict=True):
+        att_legacy = None
+        att_ref = None
+        if "legacy" in wanted:
+            att_legacy = _append_attestation(client, repository, digest, bundle, pt, trust_config, lock_dir, who)
+        if "bundle" in wanted:
+            att_ref = push_bundle_referrer(client, repository, image, bundle, predicate_type=pt, lock_dir=lock_dir)
+        att_writes.append(KeylessWrite(att_legacy, att_ref, who, issuer, (_log_index(bundle),)))
+    return sig_write, att_writes
 
 
 def _append_attestation(
@@ -624,37 +685,6 @@ def _append_attestation(
         },
     )
     return append_layer(client, repository, digest, ATT_SUFFIX, layer, lock_dir=lock_dir, signer=who)
-
-
-def keyless_sign_and_attest_build(
-    client: RegistryClient,
-    repository: str,
-    digest: str,
-    provenance: Mapping[str, Any],
-    *,
-    identity_token: IdentityToken,
-    trust_config: ClientTrustConfig,
-    lock_dir: Path,
-    predicate_type: str | None = None,
-) -> tuple[KeylessWrite, KeylessWrite]:
-    """The build step's keyless counterpart of ``builder.sign.sign_and_attest_build``: sign ``digest`` and
-    attach ``provenance`` (SLSA provenance v1 by default). Returns (signature write, attestation write)."""
-    from builder.predicates import SLSA_PROVENANCE_V1
-
-    sig = keyless_sign_image(
-        client, repository, digest, identity_token=identity_token, trust_config=trust_config, lock_dir=lock_dir
-    )
-    att = keyless_attest_image(
-        client,
-        repository,
-        digest,
-        predicate_type=predicate_type or SLSA_PROVENANCE_V1,
-        predicate=provenance,
-        identity_token=identity_token,
-        trust_config=trust_config,
-        lock_dir=lock_dir,
-    )
-    return sig, att
 
 
 def _check_formats(formats: Sequence[str]) -> set[str]:
