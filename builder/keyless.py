@@ -49,6 +49,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cryptography.exceptions import InvalidSignature
+
 from builder.errors import ConfigError, SigningError
 from builder.predicates import COSIGN_SIGN_V1
 from builder.sign import (
@@ -91,7 +93,6 @@ BUNDLE_PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
 CREATED_ANNOTATION = "org.opencontainers.image.created"
 #: The full Sigstore bundle of a legacy layer (this project's addition; cosign ignores it).
 SIGSTORE_BUNDLE_ANNOTATION = "dev.builder-project/sigstore-bundle"
-IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 #: Output forms of keyless writes: cosign legacy tags and Sigstore bundle referrers.
 FORMATS = ("legacy", "bundle")
 
@@ -478,15 +479,20 @@ def legacy_bundle_annotation(bundle: Bundle) -> str:
 
 
 def _chain_pem(trusted_root: TrustedRoot, leaf: Certificate) -> str:
-    """Intermediates + root PEM for ``leaf`` from the trusted root's certificate authorities."""
+    """Intermediates + root PEM for ``leaf`` from the trusted root's certificate authorities: the chain whose
+    first certificate actually issued ``leaf`` (signature checked; names repeat across rotated CAs)."""
     from cryptography.hazmat.primitives.serialization import Encoding
+    from cryptography.x509 import load_der_x509_certificate
 
     for ca in trusted_root._inner.certificate_authorities:
-        from cryptography.x509 import load_der_x509_certificate
-
         certs = [load_der_x509_certificate(c.raw_bytes) for c in ca.cert_chain.certificates]
-        if certs and certs[0].subject == leaf.issuer:
-            return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
+        if not certs or certs[0].subject != leaf.issuer:
+            continue
+        try:
+            leaf.verify_directly_issued_by(certs[0])
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
     return ""
 
 
@@ -887,7 +893,6 @@ def verify_set_layer(
     with the layer (``hashedrekord``: digest, signature, certificate; ``dsse``: payload hash, signature,
     verifier). There is no inclusion proof in this format, so none is checked (as cosign)."""
     from cryptography import x509
-    from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.serialization import Encoding
