@@ -236,6 +236,8 @@ def main() -> None:
     assert not failed, failed[0].to_json()
     print(f"promote_many of {args.batch} variants (8 threads): {batch_s:.2f} s")
     shutil.rmtree(work, ignore_errors=True)
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)")
     print(
         f"benchmark=promote size_mib={size} ms={ms:.1f} skopeo_ms={skopeo_ms:.1f} docker_ms={docker_ms:.1f} "
         f"ratio_skopeo={skopeo_ms / ms:.1f} batch{args.batch}_s={batch_s:.2f}"

@@ -216,6 +216,8 @@ class Plan:
     decision: Decision
     ticket: str | None = None
     present: bool = False  # the destination repository already holds the digest's manifest
+    manifest: Manifest | None = dataclasses.field(default=None, repr=False)  # the source manifest, as stored
+    evidence: Evidence | None = dataclasses.field(default=None, repr=False)
 
     @property
     def already(self) -> bool:
@@ -307,6 +309,7 @@ class Environment:
     lock_timeout: float = 60.0
     _clients: dict[str, RegistryClient] = dataclasses.field(default_factory=dict)
     _keys: list[PublicKey] | None = None
+    _no_referrers_api: set[str] = dataclasses.field(default_factory=set)
     _guard: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
     def client(self, registry: str) -> RegistryClient:
@@ -558,32 +561,40 @@ def history(
 # plan
 
 
-def _source_digest(env: Environment, target: Target, st_from: str, src: Location) -> tuple[str | None, RuleResult]:
+def _source_digest(
+    env: Environment, target: Target, st_from: str, src: Location
+) -> tuple[str | None, RuleResult, Manifest | None]:
+    """(digest, the ``source`` rule result, the manifest as stored) of what is to be promoted."""
     client = env.client(src.registry)
     if target.explicit:
         ref = target.digest or target.tag
         assert ref is not None
-        digest = client.try_resolve(target.repository, ref)
+        manifest = client.try_get_manifest(target.repository, ref)
         given = f"{target.registry}/{target.repository}{'@' if target.digest else ':'}{ref}"
-        if digest is None:
-            return None, RuleResult("source", False, f"{given} does not exist")
+        if manifest is None:
+            return None, RuleResult("source", False, f"{given} does not exist"), None
+        digest = manifest.digest
         if st_from == BUILD_STAGE:
-            return digest, RuleResult("source", True, f"{given} is {digest}")
+            return digest, RuleResult("source", True, f"{given} is {digest}"), manifest
         assert src.tag is not None
         held = client.try_resolve(src.repository, src.tag)
         if held != digest:
-            return digest, RuleResult(
-                "source",
-                False,
-                f"{digest} is not in stage {st_from} ({src} holds {held or 'nothing'}): promote it there first",
+            return (
+                digest,
+                RuleResult(
+                    "source",
+                    False,
+                    f"{digest} is not in stage {st_from} ({src} holds {held or 'nothing'}): promote it there first",
+                ),
+                manifest,
             )
-        return digest, RuleResult("source", True, f"{given} is what {st_from} holds ({src})")
+        return digest, RuleResult("source", True, f"{given} is what {st_from} holds ({src})"), manifest
     assert src.tag is not None
-    digest = client.try_resolve(src.repository, src.tag)
-    if digest is None:
+    manifest = client.try_get_manifest(src.repository, src.tag)
+    if manifest is None:
         what = "no build pushed the variant tag" if st_from == BUILD_STAGE else f"not promoted to {st_from} yet"
-        return None, RuleResult("source", False, f"{src} does not exist: {what}")
-    return digest, RuleResult("source", True, f"{src} -> {digest}")
+        return None, RuleResult("source", False, f"{src} does not exist: {what}"), None
+    return manifest.digest, RuleResult("source", True, f"{src} -> {manifest.digest}"), manifest
 
 
 def plan_promotion(env: Environment, target: Target, stage: str, *, ticket: str | None = None) -> Plan:
@@ -595,7 +606,7 @@ def plan_promotion(env: Environment, target: Target, stage: str, *, ticket: str 
     st = env.policy.stage(stage)
     src = stage_location(env, target, st.source)
     dst = stage_location(env, target, stage)
-    digest, source_result = _source_digest(env, target, st.source, src)
+    digest, source_result, manifest = _source_digest(env, target, st.source, src)
     assert dst.tag is not None
     dc = env.client(dst.registry)
     same = src.name == dst.name
@@ -611,7 +622,7 @@ def plan_promotion(env: Environment, target: Target, stage: str, *, ticket: str 
     policy_decision = evaluate(env.policy, stage, evidence, env.now())
     reasons = (source_result, *policy_decision.reasons)
     decision = Decision(stage, digest, source_result.passed and policy_decision.allowed, reasons)
-    return Plan(target, stage, st.source, src, digest, dst, previous, decision, ticket, present)
+    return Plan(target, stage, st.source, src, digest, dst, previous, decision, ticket, present, manifest, evidence)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -643,7 +654,6 @@ def _copy(
     """Manifest-level copy of ``manifest`` (and its index children) from ``src`` to ``dst``: every
     blob mounted (same registry) or copied only when missing (another registry), in parallel;
     then the manifests PUT by digest, children first; the registry verifies each digest."""
-    from builder.registry import CopyStats
 
     sc, dc = env.client(src.registry), env.client(dst.registry)
     manifests: list[Manifest] = []
@@ -662,11 +672,27 @@ def _copy(
     if not known_absent and dc.try_resolve(dst.repository, manifest.digest) == manifest.digest:
         return  # a manifest in the registry implies its blobs and children are there
     collect(manifest)
+    _transfer_blobs(env, src, dst, list(blobs.values()), stats)
+    for m in manifests:
+        dc.put_manifest(dst.repository, m.digest, m.raw, m.media_type)
+        stats.manifests += 1
+
+
+def _transfer_blobs(
+    env: Environment, src: Location, dst: Location, blobs: Sequence[Descriptor], stats: CopyStats
+) -> None:
+    """Make ``blobs`` exist in ``dst``, in parallel: one cross-repository mount each within a
+    registry (a mount of a blob already there also answers 201), else copy only missing ones."""
+    from builder.registry import CopyStats
+
+    sc, dc = env.client(src.registry), env.client(dst.registry)
     same = sc.registry == dc.registry and sc.base == dc.base
 
     def one(desc: Descriptor) -> CopyStats:
         st = CopyStats()
-        if same and dc.mount_blob(dst.repository, desc.digest, src.repository):
+        if same and src.repository == dst.repository:
+            st.present += 1
+        elif same and dc.mount_blob(dst.repository, desc.digest, src.repository):
             st.mounted += 1
         elif dc.blob_exists(dst.repository, desc.digest):
             st.present += 1
@@ -675,31 +701,57 @@ def _copy(
             st.copied += 1
         return st
 
-    if blobs:
-        with ThreadPoolExecutor(max_workers=min(8, len(blobs))) as pool:
-            for st in pool.map(one, blobs.values()):
-                stats.mounted += st.mounted
-                stats.present += st.present
-                stats.copied += st.copied
-                stats.copied_bytes += st.copied_bytes
-    for m in manifests:
-        dc.put_manifest(dst.repository, m.digest, m.raw, m.media_type)
-        stats.manifests += 1
+    if not blobs:
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(blobs))) as pool:
+        for st in pool.map(one, blobs):
+            stats.mounted += st.mounted
+            stats.present += st.present
+            stats.copied += st.copied
+            stats.copied_bytes += st.copied_bytes
 
 
-def copy_evidence(env: Environment, src: Location, dst: Location, digest: str, stats: CopyStats) -> None:
+def _referrers(env: Environment, loc: Location, digest: str) -> list[Descriptor]:
+    """Referrers of ``digest``: the OCI referrers API, or the ``sha256-<hex>`` fallback index when the
+    registry has none (remembered per registry: distribution 2.8 answers 404)."""
+    from builder.registry import OCI_INDEX, fallback_tag
+
+    client = env.client(loc.registry)
+    if loc.registry not in env._no_referrers_api:
+        resp = client.request(
+            "GET", f"/v2/{loc.repository}/referrers/{digest}", ref=f"{loc.repository}@{digest}", ok=(200, 404)
+        )
+        if resp.status_code == 200 and resp.headers.get("Content-Type", "").split(";")[0].strip() == OCI_INDEX:
+            return client.referrers(loc.repository, digest)
+        env._no_referrers_api.add(loc.registry)
+    index = client.try_get_manifest(loc.repository, fallback_tag(digest))
+    return index.manifests if index is not None and index.is_index else []
+
+
+def copy_evidence(
+    env: Environment,
+    src: Location,
+    dst: Location,
+    digest: str,
+    stats: CopyStats,
+    *,
+    skip: frozenset[str] = frozenset(),
+) -> None:
     """Copy ``.sig``/``.att`` manifests (byte for byte when the destination has none; otherwise
     every missing layer is appended under the same lock writers use) and referrers (manifest
-    copied, destination fallback index rebuilt with each referrer's ``artifactType``)."""
+    copied, destination fallback index rebuilt with each referrer's ``artifactType``).
+    ``skip``: suffixes (``.sig``/``.att``) known to hold nothing in the source."""
     from filelock import FileLock
 
-    from builder.registry import CopyStats, copy_blobs, copy_image
+    from builder.registry import CopyStats, copy_image
     from builder.sign import ATT_SUFFIX, SIG_SUFFIX, SignatureLayer, _lock_path, append_layer, signature_tag
 
     sc, dc = env.client(src.registry), env.client(dst.registry)
 
     def one_suffix(suffix: str) -> CopyStats:
         st = CopyStats()
+        if suffix in skip:
+            return st
         tag = signature_tag(digest, suffix)
         sm = sc.try_get_manifest(src.repository, tag)
         if sm is None:
@@ -707,7 +759,7 @@ def copy_evidence(env: Environment, src: Location, dst: Location, digest: str, s
         dm = dc.try_get_manifest(dst.repository, tag)
         if dm is not None and dm.digest == sm.digest:
             return st
-        copy_blobs(sc, src.repository, dc, dst.repository, sm.blobs, st)
+        _transfer_blobs(env, src, dst, sm.blobs, st)
         if dm is None:
             env.lock_dir.mkdir(parents=True, exist_ok=True)
             with FileLock(str(_lock_path(env.lock_dir, dc.registry, dst.repository, tag)), timeout=env.lock_timeout):
@@ -735,7 +787,7 @@ def copy_evidence(env: Environment, src: Location, dst: Location, digest: str, s
 
     def referrers() -> CopyStats:
         st = CopyStats()
-        for desc in sc.referrers(src.repository, digest):
+        for desc in _referrers(env, src, digest):
             copy_image(sc, src.repository, desc.digest, dc, dst.repository, stats=st)
             if desc.artifact_type:
                 dc.add_referrer_to_fallback_index(dst.repository, digest, desc)
@@ -863,7 +915,16 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
         if current == digest:
             return _complete(env, plan, t0)
         src = plan.source
-        manifest = env.client(src.registry).get_manifest(src.repository, digest)
+        manifest = plan.manifest if plan.manifest is not None and plan.manifest.digest == digest else None
+        if manifest is None:
+            manifest = env.client(src.registry).get_manifest(src.repository, digest)
+        # suffixes the plan saw nothing under in the source need no copy (their evidence would be in it)
+        ev = plan.evidence
+        skip = (
+            frozenset()
+            if ev is None or ev.problems
+            else frozenset(x for x, items in ((".sig", ev.signatures), (".att", ev.attestations)) if not items)
+        )
 
         def write_record() -> PromotionRecord:
             # only a destination that already had the digest can hold a record of an interrupted run
@@ -882,7 +943,9 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
             record_f = pool.submit(write_record)
             evidence_stats = CopyStats()
             evidence_f = (
-                pool.submit(copy_evidence, env, src, dst, digest, evidence_stats) if src.name != dst.name else None
+                pool.submit(copy_evidence, env, src, dst, digest, evidence_stats, skip=skip)
+                if src.name != dst.name
+                else None
             )
             if src.name != dst.name:
                 _copy(env, src, dst, manifest, stats, known_absent=not plan.present)
