@@ -551,6 +551,7 @@ RULES: tuple[Rule, ...] = (
             r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation",
             r"is not compatible with the current PyTorch installation",
             r"PyTorch no longer supports this GPU because it is too old",
+            r"is not in the framework's compiled list",
         ),
         _facts_arch,
     ),

@@ -1,0 +1,438 @@
+"""Device checks: static compatibility (host file or fleet) and in-container checks whose result
+becomes a ``device-check/v1`` attestation (predicate documented in docs/checks.md).
+
+In-container flow, each step in a fresh container with a timeout (``builder.engine.run_container``):
+
+* NVIDIA (``mode="nvidia"``): ``docker run --gpus all`` (or, with ``cdi=True``,
+  ``--device nvidia.com/gpu=all``) running ``nvidia-smi``; then the probe program
+  (``builder/checks/probe.py``, sent on stdin to the image's own python) for framework import,
+  device count, a computation on every GPU and architecture coverage.
+* AMD (``mode="amd"``): ``--device /dev/kfd --device /dev/dri`` and ``--group-add`` with the gids
+  that own those nodes on this host; the probe runs rocm-smi, rocminfo and the framework steps.
+* CPU (``mode="cpu"``): the probe imports the framework and runs a small computation.
+
+A failing step is diagnosed (``builder.checks.diagnose``) with the host and image facts as context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import glob
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder import __version__
+from builder.checks import diagnose as diag
+from builder.checks.hostinfo import HostInfo
+from builder.checks.image import ImageFacts
+from builder.predicates import DEVICE_CHECK_V1
+
+if TYPE_CHECKING:
+    from builder.engine import ContainerResult
+
+PROBE_PATH = Path(__file__).with_name("probe.py")
+
+#: Finds the image's python (demo images: /opt/venv/bin/python; else python3 on PATH) and runs the
+#: probe from stdin with the remaining arguments.
+PYTHON_SHIM = (
+    "for p in /opt/venv/bin/python3 /opt/venv/bin/python python3 /usr/local/bin/python3 /usr/bin/python3 python; do "
+    'if command -v "$p" >/dev/null 2>&1; then exec "$p" - "$@"; fi; done; '
+    'echo "builder: no python3 in the image (looked for /opt/venv/bin/python, python3 on PATH)" >&2; exit 127'
+)
+
+DEFAULT_SHM = "1g"
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One step of a check: ``name``, ``ok``, ``seconds`` (wall time), ``detail``, ``error``."""
+
+    name: str
+    ok: bool
+    seconds: float
+    detail: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "seconds": self.seconds,
+            "detail": dict(self.detail),
+            "error": self.error,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    """A finished device check. ``passed``: every step ok. ``diagnosis``: for a failure."""
+
+    image_ref: str
+    image: ImageFacts | None
+    host: HostInfo
+    mode: str
+    device_request: str
+    shm_size: str | None
+    steps: tuple[Step, ...]
+    started_at: str
+    finished_at: str
+    diagnosis: diag.Diagnosis | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.steps) and all(s.ok for s in self.steps)
+
+    def predicate(self) -> dict[str, Any]:
+        """The ``device-check/v1`` predicate (fields: docs/checks.md)."""
+        h = self.host
+        img = self.image
+        return {
+            "checker": {"tool": "builder", "version": __version__},
+            "result": "passed" if self.passed else "failed",
+            "image": {
+                "reference": self.image_ref,
+                "digest": img.digest if img else None,
+                "platform_digest": img.platform_digest if img else None,
+                "platform": img.platform if img else None,
+                "accelerator": img.accelerator if img else None,
+                "cuda_version": img.cuda_version if img else None,
+                "rocm_version": img.rocm_version if img else None,
+                "require_cuda": img.require_cuda if img else None,
+                "framework": img.framework if img else None,
+                "framework_version": img.framework_version if img else None,
+                "gpu_archs": list(img.gpu_archs) if img else [],
+                "variant": img.variant if img else None,
+            },
+            "host": {
+                "vendor": h.vendor,
+                "driver_version": h.driver_version,
+                "cuda_version": h.cuda_version,
+                "rocm_version": h.rocm_version,
+                "gpus": [
+                    {
+                        "name": g.name,
+                        "brand": g.brand,
+                        "compute_capability": g.compute_capability,
+                        "gfx_target": g.gfx_target,
+                        "memory_mib": g.memory_mib,
+                        "bus_id": g.bus_id,
+                        "vbios": g.vbios,
+                        "firmware": g.firmware,
+                        "mig_mode": g.mig_mode,
+                    }
+                    for g in h.gpus
+                ],
+                "fabric_manager": h.fabric_manager,
+                "toolkit": (
+                    {
+                        "present": h.toolkit.present,
+                        "nvidia_ctk_version": h.toolkit.nvidia_ctk_version,
+                        "runtime_hook": h.toolkit.runtime_hook,
+                        "cdi_specs": [s.path for s in h.toolkit.cdi_specs],
+                    }
+                    if h.toolkit
+                    else None
+                ),
+                "engine": (
+                    {
+                        "name": h.engine.name,
+                        "version": h.engine.version,
+                        "default_runtime": h.engine.default_runtime,
+                        "oci_runtime": h.engine.oci_runtime_kind,
+                        "runtimes": list(h.engine.runtimes),
+                        "cgroup_driver": h.engine.cgroup_driver,
+                    }
+                    if h.engine
+                    else None
+                ),
+            },
+            "run": {
+                "mode": self.mode,
+                "device_request": self.device_request,
+                "shm_size": self.shm_size,
+                "started_at": self.started_at,
+                "finished_at": self.finished_at,
+            },
+            "steps": [s.to_json() for s in self.steps],
+            "diagnosis": self.diagnosis.to_json() if self.diagnosis else None,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"predicate_type": DEVICE_CHECK_V1, "passed": self.passed, **self.predicate()}
+
+
+# --------------------------------------------------------------------------------------------
+# static checks
+# --------------------------------------------------------------------------------------------
+
+
+_ORDER = {"ok": 0, "minor-version-compat": 1, "forward-compat": 2, "blocked": 3}
+
+
+def _worst(verdicts: Sequence[str]) -> str:
+    return max(verdicts, key=lambda v: _ORDER.get(v, 3)) if verdicts else "ok"
+
+
+def static_check_host(image: ImageFacts, host: HostInfo) -> dict[str, Any]:
+    """Compatibility verdict of ``image`` on ``host`` (each GPU; the worst wins), including
+    architecture coverage. Returns ``{"verdict", "gpus": [...], "reasons"}``."""
+    from builder import compat
+
+    rows: list[dict[str, Any]] = []
+    gpu_image = image.accelerator in ("cuda", "rocm")
+    if not host.gpus:
+        if gpu_image:
+            reason = f"the image needs a GPU ({image.accelerator}) and the host has none (vendor {host.vendor})"
+            return {"verdict": "blocked", "reasons": [reason], "gpus": []}
+        return {"verdict": "ok", "reasons": ["CPU image"], "gpus": []}
+    for g in host.gpus:
+        v = compat.check_compat(
+            driver=host.driver_version if host.vendor == "nvidia" else host.rocm_version,
+            gpu=g.name,
+            brand=g.brand if g.brand_source == "nvidia-smi -q" else None,
+            cuda=image.cuda_version if image.accelerator == "cuda" else None,
+            require=image.require_cuda if image.accelerator == "cuda" else None,
+            rocm=image.rocm_version if image.accelerator == "rocm" else None,
+            image_archs=tuple(image.gpu_archs),
+            compute_capability=g.compute_capability or g.gfx_target,
+            driver_cuda_version=host.cuda_version,
+            vendor=host.vendor if host.vendor != "none" else None,
+        )
+        rows.append({"gpu": g.name, "index": g.index, **v.to_json()})
+    verdict = _worst([r["verdict"] for r in rows])
+    reasons = [f"{r['gpu']}: {x}" for r in rows if r["verdict"] == verdict for x in r["reasons"]]
+    return {"verdict": verdict, "reasons": reasons, "gpus": rows}
+
+
+def static_check_fleet(image: ImageFacts, fleet_path: Path) -> dict[str, Any]:
+    """Verdict of ``image`` for every cluster of the fleet file (helper A's ``check_fleet``).
+    ``verdict``: the best verdict of any cluster (``blocked`` only when none can run it);
+    ``worst``, ``runs_on``, ``blocked_on`` and each cluster's verdict with reasons."""
+    from builder import compat
+
+    fleet = compat.load_fleet(fleet_path)
+    rows = []
+    for cluster, v in compat.check_fleet(
+        fleet,
+        cuda=image.cuda_version if image.accelerator == "cuda" else None,
+        require=image.require_cuda if image.accelerator == "cuda" else None,
+        rocm=image.rocm_version if image.accelerator == "rocm" else None,
+        image_archs=tuple(image.gpu_archs),
+    ):
+        rows.append({"cluster": cluster.name, "vendor": cluster.vendor, **v.to_json()})
+    runs_on = [r["cluster"] for r in rows if r["verdict"] != "blocked"]
+    # the fleet's verdict: the best any cluster offers (blocked only when no cluster can run it);
+    # "worst" is the verdict a promotion to *every* cluster would get
+    best = min((r["verdict"] for r in rows), key=lambda v: _ORDER.get(v, 3), default="blocked")
+    return {
+        "fleet": fleet.name,
+        "verdict": best,
+        "worst": _worst([r["verdict"] for r in rows]),
+        "runs_on": runs_on,
+        "blocked_on": [r["cluster"] for r in rows if r["verdict"] == "blocked"],
+        "clusters": rows,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# in-container checks
+# --------------------------------------------------------------------------------------------
+
+Runner = Callable[..., "ContainerResult"]
+
+
+def mode_for(image: ImageFacts | None, host: HostInfo, requested: str = "auto") -> str:
+    """nvidia | amd | cpu: the requested mode, else from the image's accelerator (cuda -> nvidia,
+    rocm -> amd), else cpu."""
+    if requested != "auto":
+        return requested
+    if image is not None:
+        return {"cuda": "nvidia", "rocm": "amd"}.get(image.accelerator, "cpu")
+    return {"nvidia": "nvidia", "amd": "amd"}.get(host.vendor, "cpu")
+
+
+def amd_group_ids(dev_root: Path = Path("/dev")) -> tuple[str, ...]:
+    """Numeric gids owning /dev/kfd and /dev/dri/renderD* on this host (for ``--group-add``)."""
+    gids: list[str] = []
+    for p in [str(dev_root / "kfd"), *sorted(glob.glob(str(dev_root / "dri" / "renderD*")))]:
+        try:
+            gid = str(os.stat(p).st_gid)
+        except OSError:
+            continue
+        if gid != "0" and gid not in gids:
+            gids.append(gid)
+    return tuple(gids)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _container_step(name: str, r: ContainerResult) -> Step:
+    ok = r.exit_code == 0
+    detail = {
+        "exit_code": r.exit_code,
+        "stdout": r.stdout[-3000:],
+        "stderr": r.stderr[-3000:],
+        "command": list(r.command),
+        "timed_out": r.timed_out,
+    }
+    err = None if ok else (r.stderr.strip() or r.stdout.strip() or f"exit code {r.exit_code}")[-1500:]
+    return Step(name, ok, r.seconds, detail, err)
+
+
+def _context(image: ImageFacts | None, host: HostInfo) -> diag.Context:
+    g = host.gpus[0] if host.gpus else None
+    arch = None
+    if g is not None and g.compute_capability:
+        arch = "sm_" + g.compute_capability.replace(".", "")
+    elif g is not None:
+        arch = g.gfx_target
+    return diag.Context(
+        vendor=host.vendor,
+        driver_version=host.driver_version,
+        driver_cuda=host.cuda_version,
+        gpu_name=g.name if g else None,
+        gpu_brand=g.brand if g else None,
+        gpu_arch=arch,
+        require_cuda=image.require_cuda if image else None,
+        image_cuda=image.cuda_version if image else None,
+        image_archs=tuple(image.gpu_archs) if image else (),
+    )
+
+
+def run_device_check(
+    image_ref: str,
+    image: ImageFacts | None,
+    host: HostInfo,
+    *,
+    mode: str = "auto",
+    cdi: bool = False,
+    framework: str = "auto",
+    timeout: float = 600.0,
+    shm_size: str | None = DEFAULT_SHM,
+    user: str | None = None,
+    runner: Runner | None = None,
+) -> CheckResult:
+    """Run the checks for ``image_ref`` (pin it by digest) on this engine; never raises for a
+    failing check (the result says so, with a diagnosis). Engine unavailability raises."""
+    if runner is None:
+        from builder.engine import run_container
+
+        runner = run_container
+    mode = mode_for(image, host, mode)
+    started = _now()
+    steps: list[Step] = []
+    gpus: str | None = None
+    devices: list[str] = []
+    group_add: tuple[str, ...] = ()
+    if mode == "nvidia":
+        if cdi:
+            devices = ["nvidia.com/gpu=all"]
+            request = "cdi:nvidia.com/gpu=all"
+        else:
+            gpus = "all"
+            request = "--gpus all"
+    elif mode == "amd":
+        devices = ["/dev/kfd", "/dev/dri"]
+        group_add = amd_group_ids()
+        request = "--device /dev/kfd --device /dev/dri" + "".join(f" --group-add {g}" for g in group_add)
+    else:
+        request = "none"
+    common: dict[str, Any] = {
+        "gpus": gpus,
+        "devices": devices,
+        "group_add": group_add,
+        "shm_size": shm_size,
+        "timeout": timeout,
+        "user": user,
+    }
+    texts: list[str] = []
+    if mode == "nvidia":
+        r = runner(image_ref, ["nvidia-smi"], entrypoint="", stdin=None, **common)
+        step = _container_step("container-start+nvidia-smi", r)
+        steps.append(step)
+        if not step.ok:
+            texts.append(r.stderr + "\n" + r.stdout)
+    if all(s.ok for s in steps):
+        r = runner(
+            image_ref,
+            ["-c", PYTHON_SHIM, "sh", "--mode", mode, "--framework", framework],
+            entrypoint="sh",
+            stdin=PROBE_PATH.read_bytes(),
+            **common,
+        )
+        probe_doc: dict[str, Any] | None = None
+        try:
+            parsed = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
+            probe_doc = parsed if isinstance(parsed, dict) else None
+        except ValueError:
+            probe_doc = None
+        if probe_doc is None:
+            step = _container_step("probe", r)
+            steps.append(step)
+            texts.append(r.stderr + "\n" + r.stdout)
+        else:
+            for s in probe_doc.get("steps") or []:
+                detail = dict(s.get("detail") or {})
+                steps.append(
+                    Step(
+                        "probe/" + str(s.get("name")),
+                        bool(s.get("ok")),
+                        float(s.get("seconds") or 0.0),
+                        detail,
+                        s.get("error"),
+                    )
+                )
+                if not s.get("ok"):
+                    texts.append(str(s.get("error") or ""))
+                    texts.append(str(detail.get("traceback") or ""))
+                    texts.append(str(detail.get("stderr") or ""))
+            texts.extend(str(w) for w in probe_doc.get("warnings") or [])
+            if r.stderr.strip() and not probe_doc.get("ok", False):
+                texts.append(r.stderr)
+    finished = _now()
+    diagnosis = None
+    if not (steps and all(s.ok for s in steps)):
+        diagnosis = diag.diagnose_many(texts, _context(image, host))
+    return CheckResult(
+        image_ref=image_ref,
+        image=image,
+        host=host,
+        mode=mode,
+        device_request=request,
+        shm_size=shm_size,
+        steps=tuple(steps),
+        started_at=started,
+        finished_at=finished,
+        diagnosis=diagnosis,
+    )
+
+
+def attest_result(
+    result: CheckResult, client: Any, repository: str, digest: str, signer: Any, *, lock_dir: Path
+) -> Any:
+    """Attach ``result`` as a signed ``device-check/v1`` attestation to ``repository@digest``
+    (helper D's ``attest_image``). Returns its WriteResult; raises SigningError / registry errors."""
+    from builder.attest import attest_image
+
+    return attest_image(client, repository, digest, DEVICE_CHECK_V1, result.predicate(), signer, lock_dir=lock_dir)
+
+
+__all__ = [
+    "DEFAULT_SHM",
+    "PROBE_PATH",
+    "PYTHON_SHIM",
+    "CheckResult",
+    "Step",
+    "amd_group_ids",
+    "attest_result",
+    "mode_for",
+    "run_device_check",
+    "static_check_fleet",
+    "static_check_host",
+]

@@ -1,0 +1,180 @@
+"""Image probe: what an image needs, read from the registry without running it.
+
+manifest (an index: the runnable platform asked for, attestation manifests skipped) -> config
+blob -> labels and environment. Labels written by the project's templates (prefix
+``io.builder.``: ``accelerator``, ``cuda.version``, ``rocm.version``, ``framework``,
+``framework.version``, ``gpu-archs``, ``min-driver``, ``variant``) win; the environment is the
+fallback (``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION``, ``ROCM_VERSION``, ``TORCH_CUDA_ARCH_LIST``,
+``PYTORCH_ROCM_ARCH``), as set by NVIDIA's and AMD's official base images.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from builder.errors import NotFoundError, RegistryError
+
+if TYPE_CHECKING:
+    from builder.registry import RegistryClient
+
+LABEL_PREFIX = "io.builder."
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageFacts:
+    """What an image needs. ``digest``: the digest asked for (index or manifest);
+    ``platform_digest``: the platform manifest read; ``accelerator``: cuda | rocm | cpu;
+    ``gpu_archs``: compiled architectures (``sm_80``, ``compute_90``, ``gfx942``);
+    ``sources``: field -> "label" | "env" | "derived"."""
+
+    repository: str
+    digest: str
+    platform_digest: str
+    platform: str | None
+    accelerator: str
+    cuda_version: str | None = None
+    rocm_version: str | None = None
+    require_cuda: str | None = None
+    framework: str | None = None
+    framework_version: str | None = None
+    gpu_archs: tuple[str, ...] = ()
+    min_driver: str | None = None
+    variant: str | None = None
+    user: str | None = None
+    entrypoint: tuple[str, ...] = ()
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["gpu_archs"] = list(self.gpu_archs)
+        d["entrypoint"] = list(self.entrypoint)
+        return d
+
+
+def arch_list_from_env(value: str) -> tuple[str, ...]:
+    """``TORCH_CUDA_ARCH_LIST`` ("7.5;8.0;9.0+PTX" / "8.0 8.6") -> ("sm_75", "sm_80", "sm_90",
+    "compute_90"); ``PYTORCH_ROCM_ARCH`` ("gfx90a;gfx942") -> ("gfx90a", "gfx942")."""
+    out: list[str] = []
+    for tok in re.split(r"[;,\s]+", value.strip()):
+        if not tok:
+            continue
+        if tok.startswith(("gfx", "sm_", "compute_")):
+            out.append(tok)
+            continue
+        m = re.fullmatch(r"(\d+)\.(\d+)(\+PTX)?", tok, re.I)
+        if m:
+            out.append(f"sm_{m.group(1)}{m.group(2)}")
+            if m.group(3):
+                out.append(f"compute_{m.group(1)}{m.group(2)}")
+    return tuple(dict.fromkeys(out))
+
+
+def facts_from_config(
+    config: Mapping[str, Any], *, repository: str, digest: str, platform_digest: str, platform: str | None
+) -> ImageFacts:
+    """Build ImageFacts from an OCI image config document (pure; tested on real configs)."""
+    cfg = config.get("config") or {}
+    labels: dict[str, str] = {str(k): str(v) for k, v in (cfg.get("Labels") or {}).items()}
+    env: dict[str, str] = {}
+    for item in cfg.get("Env") or []:
+        k, _, v = str(item).partition("=")
+        env[k] = v
+    sources: dict[str, str] = {}
+
+    def pick(label: str, *env_names: str) -> str | None:
+        v = labels.get(LABEL_PREFIX + label)
+        if v:
+            sources[label] = "label"
+            return v
+        for e in env_names:
+            if env.get(e):
+                sources[label] = "env"
+                return env[e]
+        return None
+
+    cuda = pick("cuda.version", "CUDA_VERSION")
+    rocm = pick("rocm.version", "ROCM_VERSION")
+    accel = labels.get(LABEL_PREFIX + "accelerator")
+    if accel:
+        sources["accelerator"] = "label"
+    else:
+        accel = "cuda" if cuda or env.get("NVIDIA_REQUIRE_CUDA") else "rocm" if rocm else "cpu"
+        sources["accelerator"] = "derived"
+    require = env.get("NVIDIA_REQUIRE_CUDA") or None
+    if cuda is None and require:
+        m = re.search(r"cuda>=(\d+\.\d+)", require)
+        if m:
+            cuda = m.group(1)
+            sources["cuda.version"] = "derived"
+    archs_text = labels.get(LABEL_PREFIX + "gpu-archs")
+    if archs_text:
+        archs = tuple(a for a in re.split(r"[,\s;]+", archs_text) if a)
+        sources["gpu-archs"] = "label"
+    else:
+        archs = arch_list_from_env(env.get("TORCH_CUDA_ARCH_LIST") or env.get("PYTORCH_ROCM_ARCH") or "")
+        if archs:
+            sources["gpu-archs"] = "env"
+    ep = cfg.get("Entrypoint") or ()
+    return ImageFacts(
+        repository=repository,
+        digest=digest,
+        platform_digest=platform_digest,
+        platform=platform,
+        accelerator=accel,
+        cuda_version=cuda or None,
+        rocm_version=rocm or None,
+        require_cuda=require,
+        framework=pick("framework") or None,
+        framework_version=pick("framework.version") or None,
+        gpu_archs=archs,
+        min_driver=pick("min-driver") or None,
+        variant=pick("variant") or None,
+        user=str(cfg.get("User") or "") or None,
+        entrypoint=tuple(str(x) for x in ep) if isinstance(ep, list) else (str(ep),),
+        labels=labels,
+        env=env,
+        sources=sources,
+    )
+
+
+def probe_image(
+    client: RegistryClient, repository: str, reference: str, *, platform: str = "linux/amd64"
+) -> ImageFacts:
+    """Read the image's facts from the registry (manifest -> config blob). For an index, the
+    runnable manifest for ``platform`` (else the first runnable one) is read; attestation
+    manifests are never picked. Raises NotFoundError / RegistryError from the registry."""
+    from builder.registry import runnable_platforms
+
+    top = client.get_manifest(repository, reference)
+    manifest = top
+    chosen: str | None = None
+    if top.is_index:
+        candidates = runnable_platforms(top)
+        if not candidates:
+            raise NotFoundError(f"{repository}@{top.digest} is an index with no runnable platform manifest")
+        match = [d for d in candidates if d.platform is not None and str(d.platform) == platform]
+        desc = (match or candidates)[0]
+        chosen = str(desc.platform) if desc.platform is not None else None
+        manifest = client.get_manifest(repository, desc.digest)
+    cfg_desc = manifest.config
+    if cfg_desc is None:
+        raise RegistryError(f"{repository}@{manifest.digest} has no config descriptor (not an image manifest)")
+    try:
+        config = json.loads(client.get_blob(repository, cfg_desc.digest))
+    except ValueError as exc:
+        raise RegistryError(f"config blob {cfg_desc.digest} of {repository} is not JSON: {exc}") from exc
+    if chosen is None:
+        os_, arch = config.get("os"), config.get("architecture")
+        chosen = f"{os_}/{arch}" if os_ and arch else None
+    return facts_from_config(
+        config, repository=repository, digest=top.digest, platform_digest=manifest.digest, platform=chosen
+    )
+
+
+__all__ = ["LABEL_PREFIX", "ImageFacts", "arch_list_from_env", "facts_from_config", "probe_image"]

@@ -1,0 +1,284 @@
+"""``builder hostinfo``, ``builder check``, ``builder diagnose``: host probe, device checks, diagnosis.
+
+Thin Click layer over ``builder.checks`` (docs/checks.md, docs/diagnosis.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from builder.cli._common import app_context, console, echo_command, emit, json_option
+
+
+@click.command()
+@click.option(
+    "--from",
+    "from_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default=None,
+    help="Read saved output (raw nvidia-smi/rocm-smi/amd-smi/docker info text, or hostinfo JSON; '-' = stdin).",
+)
+@json_option
+def hostinfo(from_file: str | None) -> None:
+    """Probe this host's GPUs, driver, fabric manager, container toolkit, CDI and engine.
+
+    \b
+    builder hostinfo --json > host.json        save this host (for fleets and --host)
+    builder hostinfo --from nvidia-smi.txt     parse saved tool output
+    """
+    from builder.checks import hostinfo as core
+
+    if from_file == "-":
+        info = core.parse_text(sys.stdin.read())
+    elif from_file:
+        info = core.load_hostinfo(Path(from_file))
+    else:
+        from builder import engine
+        from builder.errors import BuilderError
+
+        try:
+            engine_info: dict[str, Any] | None = engine.info_json()
+        except BuilderError:
+            engine_info = None
+        info = core.probe_host(engine_info=engine_info)
+
+    def human() -> None:
+        c = console()
+        c.print(
+            f"vendor: [bold]{info.vendor}[/]  driver: {info.driver_version or '?'}  CUDA (driver max): "
+            f"{info.cuda_version or '?'}" + (f"  ROCm: {info.rocm_version}" if info.rocm_version else "")
+        )
+        for g in info.gpus:
+            c.print(
+                f"  GPU {g.index if g.index is not None else '?'}: {g.name or '?'}  brand={g.brand or '?'}  "
+                f"cc={g.compute_capability or g.gfx_target or '?'}  mem={g.memory_mib or '?'} MiB  "
+                f"bus={g.bus_id or '?'}  vbios={g.vbios or '?'}  mig={g.mig_mode or '-'}"
+            )
+        if info.fabric_manager:
+            c.print(f"fabric manager: {info.fabric_manager}")
+        if info.toolkit is not None:
+            c.print(
+                f"container toolkit: {'present' if info.toolkit.present else 'missing'}"
+                f" (nvidia-ctk {info.toolkit.nvidia_ctk_version or '-'}; CDI specs {len(info.toolkit.cdi_specs)})"
+            )
+        if info.engine is not None:
+            c.print(f"engine: {info.engine.name} {info.engine.version}  runtime: {info.engine.default_runtime}")
+        if info.diagnosis:
+            c.print(f"[red]diagnosis:[/] {info.diagnosis}: {info.diagnosis_detail}")
+        for n in info.notes:
+            c.print(f"[dim]note: {n}[/]")
+
+    emit(info.to_json(), human)
+
+
+@click.command()
+@click.argument("file", required=False, default="-", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--host", "host_file", type=click.Path(dir_okay=False), help="Host facts (hostinfo JSON or tool output).")
+@click.option("--require-cuda", default=None, help="The image's NVIDIA_REQUIRE_CUDA (evaluated as a whole).")
+@click.option("--image-cuda", default=None, help="The image's CUDA version (X.Y).")
+@click.option("--driver", default=None, help="Host driver version (overrides --host).")
+@click.option("--brand", default=None, help="GPU product brand (nvidia-smi -q 'Product Brand').")
+@click.option("--vendor", type=click.Choice(["nvidia", "amd", "none"]), default=None, help="Host vendor.")
+@json_option
+def diagnose(
+    file: str,
+    host_file: str | None,
+    require_cuda: str | None,
+    image_cuda: str | None,
+    driver: str | None,
+    brand: str | None,
+    vendor: str | None,
+) -> None:
+    """Name the layer at fault for a GPU/container error (FILE, or '-' for stdin).
+
+    Prints diagnosis, at_fault, noticed_by, summary, fix and facts. Exit code 0: the
+    diagnosis is the output, even when it is `unknown`.
+    """
+    from builder.checks import diagnose as core
+    from builder.checks.hostinfo import load_hostinfo
+
+    text = sys.stdin.read() if file == "-" else Path(file).read_text(errors="replace")
+    ctx = core.Context()
+    if host_file:
+        h = load_hostinfo(Path(host_file))
+        g = h.gpus[0] if h.gpus else None
+        ctx = core.Context(
+            vendor=h.vendor,
+            driver_version=h.driver_version,
+            driver_cuda=h.cuda_version,
+            gpu_name=g.name if g else None,
+            gpu_brand=g.brand if g else None,
+            gpu_arch=("sm_" + g.compute_capability.replace(".", "")) if g and g.compute_capability else None,
+        )
+    import dataclasses
+
+    overrides = {
+        k: v
+        for k, v in {
+            "require_cuda": require_cuda,
+            "image_cuda": image_cuda,
+            "driver_version": driver,
+            "gpu_brand": brand,
+            "vendor": vendor,
+        }.items()
+        if v is not None
+    }
+    if overrides:
+        ctx = dataclasses.replace(ctx, **overrides)  # type: ignore[arg-type]
+    if ctx.driver_version and not ctx.driver_cuda:
+        try:
+            from builder import compat
+
+            ctx = dataclasses.replace(ctx, driver_cuda=compat.driver_cuda(ctx.driver_version))
+        except Exception:
+            pass
+    result = core.diagnose(text, ctx)
+
+    def human() -> None:
+        c = console()
+        c.print(f"[bold]{result.key}[/]  at fault: [red]{result.at_fault}[/]  noticed by: {result.noticed_by}")
+        c.print(result.summary)
+        c.print(f"[yellow]fix:[/] {result.fix}")
+        for k, v in result.facts.items():
+            c.print(f"  {k}: {v}")
+
+    emit(result.to_json(), human)
+
+
+@click.command()
+@click.argument("ref")
+@click.option("--static", is_flag=True, help="Compatibility verdict only (nothing runs).")
+@click.option("--host", "host_file", type=click.Path(dir_okay=False), help="With --static: saved host facts.")
+@click.option("--fleet", "fleet_file", type=click.Path(dir_okay=False), help="With --static: a fleet file.")
+@click.option("--mode", type=click.Choice(["auto", "nvidia", "amd", "cpu"]), default="auto", show_default=True)
+@click.option("--cdi", is_flag=True, help="Request NVIDIA GPUs as CDI devices (--device nvidia.com/gpu=all).")
+@click.option("--framework", default="auto", show_default=True, help="torch | jax | tensorflow | none | auto.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per check container.")
+@click.option("--shm-size", default="1g", show_default=True)
+@click.option("--platform", default="linux/amd64", show_default=True)
+@click.option("--key", type=click.Path(dir_okay=False), default=None, help="Signing key (default: configured key).")
+@click.option(
+    "--attest/--no-attest",
+    default=None,
+    help="Attach the device-check/v1 attestation (default: when the key exists).",
+)
+@json_option
+def check(
+    ref: str,
+    static: bool,
+    host_file: str | None,
+    fleet_file: str | None,
+    mode: str,
+    cdi: bool,
+    framework: str,
+    timeout: float,
+    shm_size: str,
+    platform: str,
+    key: str | None,
+    attest: bool | None,
+) -> None:
+    """Check an image on this host (fresh containers, signed result) or --static against a host/fleet.
+
+    \b
+    builder check REF                          run the device checks here, attach device-check/v1
+    builder check REF --static --host h.json   verdict for a saved host
+    builder check REF --static --fleet fleets/demo.yaml
+    Exit codes: 20 check failed (diagnosis in the output), 11 static verdict blocked.
+    """
+    from builder.checks import device, image
+    from builder.predicates import DEVICE_CHECK_V1
+    from builder.errors import CheckFailedError, ConfigError, IncompatibleError
+    from builder.registry import DockerCredentials, client_for, parse_reference
+
+    cfg = app_context().config
+    r = parse_reference(ref, cfg.registry)
+    docker_config = Path(os.environ.get("DOCKER_CONFIG", str(Path.home() / ".docker")))
+    client = client_for(r.registry, insecure=cfg.is_insecure, auth=DockerCredentials.from_file(docker_config))
+    digest = client.resolve(r.repository, r.digest or r.ref)
+    facts = image.probe_image(client, r.repository, digest, platform=platform)
+    pinned = f"{r.registry}/{r.repository}@{digest}"
+
+    if static:
+        if bool(host_file) == bool(fleet_file):
+            raise ConfigError("--static needs exactly one of --host FILE or --fleet FILE")
+        from builder.checks.hostinfo import load_hostinfo
+
+        if host_file:
+            out = device.static_check_host(facts, load_hostinfo(Path(host_file)))
+        else:
+            out = device.static_check_fleet(facts, Path(str(fleet_file)))
+        payload = {"reference": pinned, "image": facts.to_json(), **out}
+
+        def human_static() -> None:
+            c = console()
+            c.print(f"{pinned}: [bold]{out['verdict']}[/]")
+            for row in out.get("clusters") or out.get("gpus") or []:
+                name = row.get("cluster") or row.get("gpu")
+                c.print(
+                    f"  {name}: {row['verdict']}  min driver {row.get('min_driver') or '-'}  "
+                    f"arch covered {row.get('arch_covered')}"
+                )
+                for reason in row.get("reasons") or []:
+                    c.print(f"    - {reason}")
+
+        blocked = out["verdict"] == "blocked"
+        if not blocked or not app_context().json_output:  # --json: one document (the error carries it)
+            emit(payload, human_static)
+        if blocked:
+            raise IncompatibleError(
+                f"{pinned} is blocked: " + "; ".join(out.get("reasons") or ["see clusters"])[:800], verdict=out
+            )
+        return
+
+    from builder import engine
+    from builder.checks.hostinfo import probe_host
+
+    host = probe_host(engine_info=engine.info_json())
+    echo_command(["docker", "run", "--rm", pinned, "(device checks, mode " + device.mode_for(facts, host, mode) + ")"])
+    result = device.run_device_check(
+        pinned, facts, host, mode=mode, cdi=cdi, framework=framework, timeout=timeout, shm_size=shm_size
+    )
+    key_path = Path(key) if key else cfg.key_path
+    do_attest = attest if attest is not None else (key is not None or key_path.exists())
+    payload = result.to_json()
+    if do_attest:
+        from builder.keys import load_signer
+
+        signer = load_signer(key_path, cfg.key_password)
+        written = device.attest_result(result, client, r.repository, digest, signer, lock_dir=cfg.state_dir / "locks")
+        payload["attestation"] = {
+            "predicate_type": DEVICE_CHECK_V1,
+            "key": str(key_path),
+            "written": getattr(written, "appended", True),
+        }
+
+    def human() -> None:
+        c = console()
+        for s in result.steps:
+            mark = "[green]ok[/]" if s.ok else "[red]FAIL[/]"
+            c.print(f"{mark:>14}  {s.name:<28} {s.seconds:7.2f}s  {s.error or ''}"[:300])
+        if result.diagnosis:
+            d = result.diagnosis
+            c.print(f"[red]{d.key}[/] (at fault: {d.at_fault}; noticed by: {d.noticed_by}): {d.summary}")
+            c.print(f"[yellow]fix:[/] {d.fix}")
+        if "attestation" in payload:
+            c.print(f"attached device-check/v1 to {pinned}")
+
+    if result.passed or not app_context().json_output:  # --json: one document (the error carries it)
+        emit(payload, human)
+    if not result.passed:
+        d = result.diagnosis
+        raise CheckFailedError(
+            f"device check of {pinned} failed: "
+            + (f"{d.key} (at fault: {d.at_fault}): {d.summary}" if d else "see the failed steps"),
+            hint=d.fix if d else None,
+            diagnosis=d.key if d else None,
+            at_fault=d.at_fault if d else None,
+            noticed_by=d.noticed_by if d else None,
+            result=payload,
+        )
