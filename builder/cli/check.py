@@ -191,8 +191,8 @@ def check(
     Exit codes: 20 check failed (diagnosis in the output), 11 static verdict blocked.
     """
     from builder.checks import device, image
-    from builder.predicates import DEVICE_CHECK_V1
     from builder.errors import CheckFailedError, ConfigError, IncompatibleError
+    from builder.predicates import DEVICE_CHECK_V1
     from builder.registry import DockerCredentials, client_for, parse_reference
 
     cfg = app_context().config
