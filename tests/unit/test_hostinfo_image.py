@@ -1,0 +1,94 @@
+"""Image facts from an image config (labels first, environment as fallback) and static verdicts.
+
+The environment used is real: the H200 device machine's CUDA image environment, recorded by the
+probe (tests/data/h200/probe.json "env")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from builder.checks.device import static_check_host
+from builder.checks.hostinfo import load_hostinfo
+from builder.checks.image import arch_list_from_env, facts_from_config
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def real_env() -> dict[str, str]:
+    return dict(json.loads((DATA / "h200" / "probe.json").read_text())["env"])
+
+
+def config(env: dict[str, str], labels: dict[str, str] | None = None) -> dict[str, object]:
+    return {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Env": [f"{k}={v}" for k, v in env.items()], "Labels": labels or {}},
+    }
+
+
+def test_env_fallback_on_nvidia_environment() -> None:
+    f = facts_from_config(
+        config(real_env()), repository="r", digest="sha256:a", platform_digest="sha256:a", platform=None
+    )
+    assert f.accelerator == "cuda" and f.sources["accelerator"] == "derived"
+    assert f.cuda_version == "13.0.2" and f.sources["cuda.version"] == "env"
+    assert f.require_cuda is not None and f.require_cuda.startswith("cuda>=13.0")
+
+
+def test_labels_win_over_env() -> None:
+    labels = {
+        "io.builder.accelerator": "cuda",
+        "io.builder.cuda.version": "12.8",
+        "io.builder.gpu-archs": "sm_90,sm_100",
+    }
+    f = facts_from_config(config(real_env(), labels), repository="r", digest="d", platform_digest="d", platform=None)
+    assert f.cuda_version == "12.8" and f.sources["cuda.version"] == "label"
+    assert f.gpu_archs == ("sm_90", "sm_100")
+
+
+def test_arch_lists_from_env() -> None:
+    assert arch_list_from_env("7.5;8.0;9.0+PTX") == ("sm_75", "sm_80", "sm_90", "compute_90")
+    assert arch_list_from_env("8.0 8.6") == ("sm_80", "sm_86")
+    assert arch_list_from_env("gfx90a;gfx942") == ("gfx90a", "gfx942")
+    f = facts_from_config(
+        config({"PYTORCH_ROCM_ARCH": "gfx90a;gfx942", "ROCM_VERSION": "6.4"}),
+        repository="r",
+        digest="d",
+        platform_digest="d",
+        platform=None,
+    )
+    assert f.accelerator == "rocm" and f.gpu_archs == ("gfx90a", "gfx942")
+
+
+def test_cpu_image() -> None:
+    f = facts_from_config(config({"PATH": "/usr/bin"}), repository="r", digest="d", platform_digest="d", platform=None)
+    assert f.accelerator == "cpu" and f.cuda_version is None
+
+
+def test_static_verdict_h200_and_arch_coverage() -> None:
+    host = load_hostinfo(DATA / "h200" / "nvidia-smi-q.txt")
+    f = facts_from_config(config(real_env()), repository="r", digest="d", platform_digest="d", platform=None)
+    assert static_check_host(f, host)["verdict"] == "ok"
+    labels = {
+        "io.builder.accelerator": "cuda",
+        "io.builder.cuda.version": "12.8",
+        "io.builder.gpu-archs": "sm_100,sm_120",
+    }
+    f2 = facts_from_config(config(real_env(), labels), repository="r", digest="d", platform_digest="d", platform=None)
+    out = static_check_host(f2, host)
+    assert out["gpus"][0]["arch_covered"] is False  # sm_90 not compiled
+
+
+def test_static_verdict_consumer_blocked_and_cpu_host() -> None:
+    f = facts_from_config(
+        config({"NVIDIA_REQUIRE_CUDA": "cuda>=12.8 brand=tesla,driver>=550,driver<551", "CUDA_VERSION": "12.8.1"}),
+        repository="r",
+        digest="d",
+        platform_digest="d",
+        platform=None,
+    )
+    out = static_check_host(f, load_hostinfo(DATA / "nvidia-smi" / "nvidia-smi-04.txt"))
+    assert out["verdict"] == "blocked" and out["gpus"][0]["min_driver"] == "570.26"
+    none = load_hostinfo(DATA / "nvidia-smi" / "nvidia-smi-11.txt")
+    assert static_check_host(f, none)["verdict"] == "blocked"
