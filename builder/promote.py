@@ -379,6 +379,16 @@ def _lock(env: Environment, loc: Location, kind: str = "stage") -> Any:
 # evidence
 
 
+def keyless_identity(signer: str | None) -> tuple[str, str] | None:
+    """``(issuer, subject)`` of a keyless signer as ``builder.keyless`` reports it
+    (``"<SAN> (issuer <issuer>)"``); None for key fingerprints."""
+    if not signer or signer.startswith("sha256:"):
+        return None
+    from builder.keyless import parse_signer
+
+    return parse_signer(signer)
+
+
 def _subject_digests(statement: Mapping[str, Any] | None) -> tuple[str, ...]:
     if not statement:
         return ()
@@ -465,7 +475,7 @@ def _gather(
                 continue
             seen.add(key)
             if it.kind == "signature":
-                sigs.append(SignatureEvidence(it.signer, it.ok, it.reason))
+                sigs.append(SignatureEvidence(it.signer, it.ok, it.reason, keyless_identity(it.signer)))
             else:
                 atts.append(
                     AttestationEvidence(
@@ -474,7 +484,7 @@ def _gather(
                         it.signer,
                         it.ok,
                         it.reason,
-                        None,
+                        keyless_identity(it.signer),
                         _subject_digests(it.statement),
                     )
                 )
@@ -515,7 +525,8 @@ def read_records(env: Environment, loc: Location, digest: str, stage: str) -> li
     )
     out: list[PromotionRecord] = []
     for it in items:
-        if not it.ok or it.predicate is None or not any(s.match(it.signer, None) for s in signers):
+        ident = keyless_identity(it.signer)
+        if not it.ok or it.predicate is None or not any(s.match(it.signer, ident) for s in signers):
             continue
         rec = PromotionRecord.from_predicate(it.predicate, signer=it.signer, layer=it.layer_digest)
         if rec is None or rec.stage != stage or rec.digest != digest or rec.reference != str(loc):

@@ -26,6 +26,13 @@ policy_option = click.option(
     default=None,
     help="Policy file (default: <policies_dir>/default.yaml).",
 )
+trust_option = click.option(
+    "--trust-root",
+    "trust_root",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Sigstore trusted_root.json for keyless identities in the policy (default: public-good, offline copy).",
+)
 key_option = click.option(
     "--key",
     "key_file",
@@ -49,7 +56,9 @@ def _load_policy(cfg: Config, given: Path | None) -> Policy:
     return load_policy(_policy_path(cfg, given), _variables(cfg))
 
 
-def _env(policy_file: Path | None, key_file: Path | None, *, need_signer: bool) -> Environment:
+def _env(
+    policy_file: Path | None, key_file: Path | None, *, need_signer: bool, trust_root: Path | None = None
+) -> Environment:
     from builder.ledger import open_ledger
     from builder.promote import Environment, compat_fleet_checker
 
@@ -59,8 +68,16 @@ def _env(policy_file: Path | None, key_file: Path | None, *, need_signer: bool) 
         from builder.keys import load_signer
 
         signer = load_signer(key_file or cfg.key_path, cfg.key_password)
+    policy = _load_policy(cfg, policy_file)
+    verifiers: list[Any] = []
+    if any(k.issuer for ks in policy.keysets for k in ks.keys) or any(a.key.issuer for a in policy.approvers):
+        # keyless identities: verify the Sigstore material offline, let the policy judge identities
+        from builder import keyless
+
+        verifiers.append(keyless.KeylessLayerVerifier(keyless.load_trusted_root(trust_root), (keyless.ANY_IDENTITY,)))
     return Environment(
-        policy=_load_policy(cfg, policy_file),
+        policy=policy,
+        verifiers=verifiers,
         registry=cfg.registry,
         insecure=cfg.is_insecure,
         lock_dir=cfg.state_dir / "locks",
@@ -277,6 +294,7 @@ def approve(
 @click.option("--workers", type=int, default=8, show_default=True, help="Variants promoted in parallel.")
 @policy_option
 @key_option
+@trust_option
 @json_option
 def promote(
     names: tuple[str, ...],
@@ -289,6 +307,7 @@ def promote(
     workers: int,
     policy_file: Path | None,
     key_file: Path | None,
+    trust_root: Path | None,
 ) -> None:
     """Plan (default) or apply (--confirm) promoting VARIANT(s) or REFERENCE(s) into a stage.
 
@@ -300,7 +319,7 @@ def promote(
 
     if not names and not select:
         raise click.UsageError("name a VARIANT or REFERENCE, or pass --select GLOB")
-    env = _env(policy_file, key_file, need_signer=confirm)
+    env = _env(policy_file, key_file, need_signer=confirm, trust_root=trust_root)
     cfg = app_context().config
     targets = _targets(cfg, env.policy, names, select, variant_id)
     expect: Any = _UNSET if expect_previous is None else (None if expect_previous == "none" else expect_previous)
@@ -369,12 +388,15 @@ def promote(
 @click.argument("variant")
 @policy_option
 @key_option
+@trust_option
 @json_option
-def rollback(stage: str, variant: str, policy_file: Path | None, key_file: Path | None) -> None:
+def rollback(
+    stage: str, variant: str, policy_file: Path | None, key_file: Path | None, trust_root: Path | None
+) -> None:
     """Point STAGE back at VARIANT's previous digest (from the registry's promotion records)."""
     from builder.promote import rollback as core
 
-    env = _env(policy_file, key_file, need_signer=True)
+    env = _env(policy_file, key_file, need_signer=True, trust_root=trust_root)
     target = _one_target(app_context().config, env.policy, variant)
     try:
         applied = core(env, target, stage)
@@ -405,12 +427,13 @@ def _age(seconds: float | None) -> str:
 @click.option("--select", "select", multiple=True, help="Glob over variant ids (default: all).")
 @click.option("--stage", "stages", multiple=True, help="Only these stages (repeatable).")
 @policy_option
+@trust_option
 @json_option
-def status(select: tuple[str, ...], stages: tuple[str, ...], policy_file: Path | None) -> None:
+def status(select: tuple[str, ...], stages: tuple[str, ...], policy_file: Path | None, trust_root: Path | None) -> None:
     """Which digest each stage holds for each variant, since when, and its evidence."""
     from builder.promote import status as core
 
-    env = _env(policy_file, None, need_signer=False)
+    env = _env(policy_file, None, need_signer=False, trust_root=trust_root)
     cfg = app_context().config
     targets = _targets(cfg, env.policy, (), select or ("*",), None)
     for s in stages:
@@ -447,13 +470,16 @@ def status(select: tuple[str, ...], stages: tuple[str, ...], policy_file: Path |
 @click.option("--stage", "stages", multiple=True, help="Only these stages (default: every stage).")
 @click.option("--limit", type=int, default=50, show_default=True)
 @policy_option
+@trust_option
 @json_option
-def history(variant: str, stages: tuple[str, ...], limit: int, policy_file: Path | None) -> None:
+def history(
+    variant: str, stages: tuple[str, ...], limit: int, policy_file: Path | None, trust_root: Path | None
+) -> None:
     """The promotion history of VARIANT per stage, newest first, read from the registry."""
     from builder.errors import NotFoundError
     from builder.promote import history as core
 
-    env = _env(policy_file, None, need_signer=False)
+    env = _env(policy_file, None, need_signer=False, trust_root=trust_root)
     target = _one_target(app_context().config, env.policy, variant)
     out: list[dict[str, Any]] = []
     for s in stages or env.policy.stage_names:
@@ -493,9 +519,16 @@ def history(variant: str, stages: tuple[str, ...], limit: int, policy_file: Path
 )
 @click.option("--no-verify", is_flag=True, help="Do not require a trusted promotion record on the digest.")
 @policy_option
+@trust_option
 @json_option
 def resolve(
-    variant: str, stage: str, cluster: str | None, fleet: Path | None, no_verify: bool, policy_file: Path | None
+    variant: str,
+    stage: str,
+    cluster: str | None,
+    fleet: Path | None,
+    no_verify: bool,
+    policy_file: Path | None,
+    trust_root: Path | None,
 ) -> None:
     """Print VARIANT's validated repo@sha256:... in STAGE on stdout (never an older digest)."""
     import sys
@@ -503,7 +536,7 @@ def resolve(
     from builder.promote import resolve as core
 
     cfg = app_context().config
-    env = _env(policy_file, None, need_signer=False)
+    env = _env(policy_file, None, need_signer=False, trust_root=trust_root)
     target = _one_target(cfg, env.policy, variant)
     fleet_file = str(fleet or cfg.fleets_dir / "demo.yaml") if cluster else None
     pinned = core(env, target, stage, cluster=cluster, fleet=fleet_file, verify=not no_verify)

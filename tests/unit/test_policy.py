@@ -478,3 +478,41 @@ def test_small_helpers() -> None:
     assert driver_branch("580.65.06") == "580" and driver_branch("550.135") == "550"
     assert device_check_facts({"passed": True, "host": {"vendor": "none", "gpus": []}}) == (True, "none", "", ())
     assert device_check_facts({}) == (False, "unknown", "", ())
+
+
+def test_keyless_identities(tmp_path: Path) -> None:
+    text = """\
+    keys:
+      ci:
+        - issuer: https://token.actions.githubusercontent.com
+          subject: "https://github.com/acme/images/.github/workflows/build.yml@refs/heads/.+"
+    stages:
+      dev:
+        from: build
+        require: {signature: {signers: [ci]}}
+    """
+    policy = load_policy(write(tmp_path, text))
+    gha = "https://token.actions.githubusercontent.com"
+    good = SignatureEvidence(
+        None, True, "", (gha, "https://github.com/acme/images/.github/workflows/build.yml@refs/heads/main")
+    )
+    fork = SignatureEvidence(
+        None, True, "", (gha, "https://github.com/evil/images/.github/workflows/build.yml@refs/heads/main")
+    )
+    other_issuer = SignatureEvidence(
+        None, True, "", ("https://accounts.google.com", good.identity[1] if good.identity else "")
+    )
+    assert evaluate(policy, "dev", ev(sigs=(good,), stage="dev"), NOW).allowed
+    for bad in (fork, other_issuer):
+        r = reasons(evaluate(policy, "dev", ev(sigs=(bad,), stage="dev"), NOW))
+        assert "not from a listed key" in r["signature"]
+
+
+def test_keyless_signer_text_parses() -> None:
+    from builder.promote import keyless_identity
+
+    assert keyless_identity("sha256:" + "a" * 64) is None
+    assert keyless_identity("ci@example.com (issuer https://issuer.example)") == (
+        "https://issuer.example",
+        "ci@example.com",
+    )
