@@ -14,7 +14,7 @@ Targets (issue 8): ``ms`` under 100 on loopback at any image size; ``batch100_s`
 - ``skopeo_ms``: ``skopeo copy --preserve-digests`` of the same digest into a new repository.
 - ``docker_ms``: ``docker pull REF@digest && docker tag && docker push`` into a new repository
   (containerd image store; the local image is removed before and after).
-- ``batch100_s``: ``promote_many`` of 100 small signed variants (8 threads) into a new repository.
+- ``batch100_s``: ``promote_many`` of 100 small signed variants (16 threads) into a new repository.
 
 Source image: ``bench/promote-src:<variant>`` - 4 uncompressed tar layers, each one file of random
 bytes (a real image docker can pull), pushed and signed once, reused by later runs.
@@ -230,11 +230,11 @@ def main() -> None:
     prefix = f"bench/batch-{uuid.uuid4().hex[:10]}"
     env = environment(write_policy(work / "policy.yaml", pub, prefix), state, registry, key)
     t = time.perf_counter()
-    outcomes = promote_many(env, targets, "rel", confirm=True, workers=8)
+    outcomes = promote_many(env, targets, "rel", confirm=True, workers=16)
     batch_s = time.perf_counter() - t
     failed = [o for o in outcomes if not o.ok]
     assert not failed, failed[0].to_json()
-    print(f"promote_many of {args.batch} variants (8 threads): {batch_s:.2f} s")
+    print(f"promote_many of {args.batch} variants (16 threads): {batch_s:.2f} s")
     shutil.rmtree(work, ignore_errors=True)
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)")

@@ -1045,7 +1045,7 @@ def promote_many(
     ticket: str | None = None,
     confirm: bool = False,
     expect_previous: str | None = _UNSET,
-    workers: int = 8,
+    workers: int = 16,
 ) -> list[Outcome]:
     """Plan (and with ``confirm`` apply) ``stage`` for each target, one decision each, in parallel
     (``workers`` threads; registry clients are thread-safe). Errors are per target."""
@@ -1138,7 +1138,7 @@ def rollback(env: Environment, target: Target, stage: str) -> Applied:
 
 
 def status(
-    env: Environment, targets: Sequence[Target], stages: Sequence[str] | None = None, *, workers: int = 8
+    env: Environment, targets: Sequence[Target], stages: Sequence[str] | None = None, *, workers: int = 16
 ) -> list[StatusRow]:
     """Variant x stage: the digest each pointer names, since when (its trusted record), who moved
     it, and the evidence on it (verified signatures, verified attestation types)."""

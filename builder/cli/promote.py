@@ -291,7 +291,7 @@ def approve(
     default=None,
     help="Digest the stage must still hold (compare-and-swap with a reviewed plan); 'none' = empty.",
 )
-@click.option("--workers", type=int, default=8, show_default=True, help="Variants promoted in parallel.")
+@click.option("--workers", type=int, default=16, show_default=True, help="Variants promoted in parallel.")
 @policy_option
 @key_option
 @trust_option
