@@ -21,7 +21,7 @@ from builder.predicates import APPROVAL_V1, DEVICE_CHECK_V1
 from builder.promote import Target, apply_promotion, history, plan_promotion
 from builder.sign import ATT_SUFFIX, signature_tag
 from tests.integration.test_promote import VARIANT, World, failed_rules
-from tests.integration.test_promote import world as world  # noqa: F401 - fixture
+from tests.integration.test_promote import world as world
 from tests.integration.test_promote_support import device_check, push_image
 
 pytestmark = pytest.mark.integration
@@ -40,7 +40,7 @@ def _dev_tag(w: World) -> str | None:
     return w.client.try_resolve(w.repo, f"{VARIANT}-dev")
 
 
-def test_sigkill_at_random_points_leaves_old_or_new_and_rerun_completes(world: World) -> None:  # noqa: F811
+def test_sigkill_at_random_points_leaves_old_or_new_and_rerun_completes(world: World) -> None:
     rng = random.Random(20261130)
     w = world
     # a first promotion, timed, to size the kill delays
@@ -96,13 +96,13 @@ def _racer(w: World, target: Target, barrier: Any, results: Any) -> None:
         results.put(("ok", applied.record.digest, ""))
     except PromotionConflictError as exc:
         results.put(("conflict", exc.details.get("expected"), exc.message))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+    except BaseException as exc:
         results.put(("error", type(exc).__name__, str(exc)))
     finally:
         os._exit(0)
 
 
-def test_two_promotions_of_one_stage_started_together(world: World) -> None:  # noqa: F811
+def test_two_promotions_of_one_stage_started_together(world: World) -> None:
     w = world
     w.build(b"race base")
     env = w.env()
@@ -155,7 +155,7 @@ def _replace_att_layer(w: World, repo: str, digest: str, edit: Any) -> None:
     w.client.put_manifest(repo, tag, json.dumps(doc).encode(), m.media_type)
 
 
-def test_tampered_evidence_denies_with_the_reason(world: World) -> None:  # noqa: F811
+def test_tampered_evidence_denies_with_the_reason(world: World) -> None:
     w = world
     d1 = w.build(b"tamper one")
     env = w.env()
