@@ -670,6 +670,79 @@ def parse_nvidia_smi_q(text: str, acc: _Acc | None = None) -> _Acc:
 
 
 # --------------------------------------------------------------------------------------------
+# nvidia-smi -q -x (XML)
+# --------------------------------------------------------------------------------------------
+
+_XML_GPU = {
+    "product_name": "name",
+    "product_brand": "brand",
+    "product_architecture": "architecture",
+    "vbios_version": "vbios",
+    "gsp_firmware_version": "firmware",
+    "uuid": "uuid",
+    "minor_number": "index",
+    "mig_mode/current_mig": "mig_mode",
+    "fb_memory_usage/total": "memory_mib",
+    "fabric/state": "fabric_state",
+    "fabric/status": "fabric_status",
+    "gpu_virtualization_mode/virtualization_mode": "virtualization",
+}
+
+
+def parse_nvidia_smi_xml(text: str, acc: _Acc | None = None) -> _Acc:
+    """Parse ``nvidia-smi -q -x`` (``<nvidia_smi_log>``); HTML-escaped copies are unescaped."""
+    import html
+    import xml.etree.ElementTree as ET
+
+    acc = acc or _Acc()
+    start = text.find("<nvidia_smi_log")
+    if start < 0:
+        unescaped = html.unescape(text.replace("&nbsp;", " "))
+        start = unescaped.find("<nvidia_smi_log")
+        if start < 0:
+            return acc
+        text = unescaped
+    end = text.find("</nvidia_smi_log>", start)
+    body = text[start : end + len("</nvidia_smi_log>")] if end > 0 else text[start:]
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:
+        # truncated copies: keep what the regexes can read
+        for tag, key in (("driver_version", "driver_version"), ("cuda_version", "cuda_version")):
+            m = re.search(rf"<{tag}>([^<]*)</{tag}>", body)
+            if m:
+                acc.set(key, _version(m.group(1)))
+        names = re.findall(r"<product_name>([^<]*)</product_name>", body)
+        for i, n in enumerate(names):
+            g = acc.gpu_for(position=i) if i < len(acc.gpus) else acc.gpu_for()
+            g.set("name", clean(n))
+        brands = re.findall(r"<product_brand>([^<]*)</product_brand>", body)
+        for i, b in enumerate(brands[: len(acc.gpus)]):
+            acc.gpus[i].set("brand", clean(b), override=True)
+            acc.gpus[i].set("brand_source", "nvidia-smi -q")
+        acc.vendor_hint.add("nvidia")
+        acc.sources.append("nvidia-smi -q -x (partial)")
+        return acc
+    acc.set("driver_version", _version(root.findtext("driver_version")))
+    acc.set("cuda_version", _version(root.findtext("cuda_version")))
+    for gel in root.findall("gpu"):
+        gpu = acc.gpu_for(bus=gel.get("id"))
+        for path, target in _XML_GPU.items():
+            raw = gel.findtext(path)
+            v: Any = clean(raw)
+            if target == "memory_mib":
+                v = _mib(raw)
+            elif target == "index":
+                v = _int(raw)
+            elif target == "brand" and v is not None:
+                gpu.set("brand_source", "nvidia-smi -q")
+            gpu.set(target, v, override=target in ("brand", "name"))
+    acc.vendor_hint.add("nvidia")
+    acc.sources.append("nvidia-smi -q -x")
+    return acc
+
+
+# --------------------------------------------------------------------------------------------
 # nvidia-smi --query-gpu=... --format=csv
 # --------------------------------------------------------------------------------------------
 
@@ -1110,6 +1183,8 @@ def parse_text(text: str) -> HostInfo:
     parse_nvidia_smi_table(text, acc)
     parse_nvidia_smi_q(text, acc)
     parse_nvidia_smi_csv(text, acc)
+    if "nvidia_smi_log" in text:
+        parse_nvidia_smi_xml(text, acc)
     parse_rocm(text, acc)
     parse_docker_info_text(text, acc)
     if re.search(r"\bnvidia-smi\b|NVIDIA-SMI|NVML", text):

@@ -214,3 +214,15 @@ def test_cli_diagnose_json_file_and_stdin() -> None:
     assert doc["diagnosis"] == "driver-too-old-for-image" and doc["facts"]["min_driver"] == "570.26"
     res = runner.invoke(cmd, ["-", "--json"], input=(DATA / "error-12.txt").read_text())
     assert json.loads(res.stdout)["diagnosis"] == "no-gpu-visible"
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("container-toolkit-missing-local.txt", "container-toolkit-missing"),
+        ("cdi-device-unresolvable-local.txt", "cdi-device-unresolvable"),
+    ],
+)
+def test_this_machines_real_engine_errors(name: str, key: str) -> None:
+    r = d(name)
+    assert r.key == key and r.at_fault == "container-toolkit" and r.noticed_by == "container-engine"

@@ -32,7 +32,8 @@ def rocm(n: str) -> HostInfo:
 def test_every_data_file_starts_with_its_source() -> None:
     for d in ("nvidia-smi", "nvidia-smi-query", "rocm-smi", "errors"):
         for f in (DATA / d).iterdir():
-            assert f.read_text().startswith("# Source: http"), f
+            first = f.read_text().splitlines()[0]
+            assert first.startswith(("# Source: http", "# Source: recorded on this project's")), f
 
 
 # --- EXPECTED.md: nvidia-smi default table ------------------------------------------------------
@@ -284,3 +285,29 @@ def test_vendor_from_sysfs(tmp_path: Path) -> None:
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev/nvidiactl").write_text("")
     assert hostinfo.detect_vendor(tmp_path)[0] == "nvidia"
+
+
+def test_xml_layout_including_escaped_copy() -> None:
+    xml = (
+        '<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">\n<nvidia_smi_log>\n'
+        "<driver_version>591.74</driver_version>\n<cuda_version>13.1</cuda_version>\n<attached_gpus>1</attached_gpus>\n"
+        '<gpu id="00000000:01:00.0">\n<product_name>NVIDIA GeForce RTX 4090</product_name>\n'
+        "<product_brand>GeForce</product_brand>\n<product_architecture>Ada Lovelace</product_architecture>\n"
+        "<fb_memory_usage><total>24564 MiB</total></fb_memory_usage>\n"
+        "<mig_mode><current_mig>N/A</current_mig></mig_mode>\n"
+        "</gpu>\n</nvidia_smi_log>\n"
+    )
+    h = parse_text(xml)
+    assert (h.driver_version, h.cuda_version) == ("591.74", "13.1")
+    g = h.gpus[0]
+    assert (g.name, g.brand, g.memory_mib, g.bus_id, g.mig_mode) == (
+        "NVIDIA GeForce RTX 4090",
+        "GeForce",
+        24564,
+        "0000:01:00.0",
+        None,
+    )
+    # as pasted into an issue (HTML-escaped, truncated): source https://github.com/1Panel-dev/1Panel/issues/11910
+    escaped = xml.replace("<", "&lt;").replace(">", "&gt;").replace("</gpu>", "")[:600]
+    h2 = parse_text(escaped)
+    assert h2.driver_version == "591.74" and h2.gpus[0].brand == "GeForce"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,8 +38,9 @@ def test_h200_live_probe_json_equals_parse_of_raw() -> None:
     assert live.toolkit is not None and not live.toolkit.present  # no container toolkit on that machine
 
 
-def probe(name: str) -> dict:  # type: ignore[type-arg]
-    return json.loads((H200 / name).read_text())
+def probe(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((H200 / name).read_text())
+    return doc
 
 
 def test_h200_probe_torch_passes_every_step() -> None:
