@@ -644,6 +644,8 @@ def parse_nvidia_smi_q(text: str, acc: _Acc | None = None) -> _Acc:
             if cv is None and clean(value) is None:
                 acc.notes.append(f"nvidia-smi -q reports CUDA Version {value.strip()!r}: unknown")
             found = True
+        elif path == "nvidia-smi version":
+            acc.set("smi_version", _version(value))
         elif path == "attached gpus":
             acc.set("_attached", _int(value))
         elif path in _Q_GPU_KEYS or key.lower() in ("product name", "vbios version", "gpu uuid"):
@@ -666,6 +668,39 @@ def parse_nvidia_smi_q(text: str, acc: _Acc | None = None) -> _Acc:
             acc.vendor_hint.add("nvidia")
     if found:
         acc.sources.append("nvidia-smi -q")
+    return acc
+
+
+# --------------------------------------------------------------------------------------------
+# nvidia-smi -L
+# --------------------------------------------------------------------------------------------
+
+_L_GPU = re.compile(r"^\s*GPU (\d+): (.+?) \(UUID: (GPU-[^)\s]+)\)")
+_L_MIG = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[^)\s]+)\)")
+
+
+def parse_nvidia_smi_list(text: str, acc: _Acc | None = None) -> _Acc:
+    """Parse ``nvidia-smi -L`` (``GPU 0: NAME (UUID: GPU-...)`` and indented ``MIG`` lines)."""
+    acc = acc or _Acc()
+    gpu: _Gpu | None = None
+    found = False
+    for line in text.splitlines():
+        m = _L_GPU.match(line)
+        if m:
+            idx = int(m.group(1))
+            gpu = acc.gpu_for(index=idx)
+            gpu.set("index", idx)
+            gpu.set("name", clean(m.group(2)))
+            gpu.set("uuid", m.group(3))
+            found = True
+            continue
+        mm = _L_MIG.match(line)
+        if mm and gpu is not None:
+            gpu.set("mig_mode", "Enabled")
+            gpu.mig.append(MigDevice(int(gpu.fields.get("index") or 0), None, None, int(mm.group(2)), None))
+    if found:
+        acc.vendor_hint.add("nvidia")
+        acc.sources.append("nvidia-smi -L")
     return acc
 
 
@@ -1185,6 +1220,8 @@ def parse_text(text: str) -> HostInfo:
     parse_nvidia_smi_csv(text, acc)
     if "nvidia_smi_log" in text:
         parse_nvidia_smi_xml(text, acc)
+    if "(UUID: GPU-" in text:
+        parse_nvidia_smi_list(text, acc)
     parse_rocm(text, acc)
     parse_docker_info_text(text, acc)
     if re.search(r"\bnvidia-smi\b|NVIDIA-SMI|NVML", text):
@@ -1393,7 +1430,7 @@ def probe_host(
                 acc.set("driver_version", amd_ver.read_text().strip() or None)
     acc.notes.extend(f"vendor evidence: {e}" for e in evidence)
     info = _finish(acc, text_for_diagnosis="\n".join(raw) if raw else None, vendor=vendor)
-    toolkit = probe_toolkit(run) if vendor == "nvidia" or shutil.which("nvidia-ctk") else None
+    toolkit = probe_toolkit(run, cdi_dirs=(root / "etc/cdi", root / "var/run/cdi"))
     engine = engine_from_docker_info(engine_info) if engine_info else None
     return dataclasses.replace(info, toolkit=toolkit, engine=engine)
 

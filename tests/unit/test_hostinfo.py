@@ -311,3 +311,38 @@ def test_xml_layout_including_escaped_copy() -> None:
     escaped = xml.replace("<", "&lt;").replace(">", "&gt;").replace("</gpu>", "")[:600]
     h2 = parse_text(escaped)
     assert h2.driver_version == "591.74" and h2.gpus[0].brand == "GeForce"
+
+
+def test_list_and_version_outputs_from_h200_misc() -> None:
+    h = load_hostinfo(DATA / "h200" / "misc.txt")  # --version, -L, topo -m ... as recorded
+    assert h.smi_version == "580.159.04" and h.driver_version == "580.159.04" and h.cuda_version == "13.0"
+    assert [g.name for g in h.gpus] == ["NVIDIA H200"]
+    assert h.gpus[0].uuid and h.gpus[0].uuid.startswith("GPU-")
+
+
+def test_other_table_variants() -> None:
+    wddm = (
+        "| NVIDIA-SMI 551.78                 Driver Version: 551.78         CUDA Version: 12.4     |\n"
+        "|-----------------------------------------+------------------------+----------------------+\n"
+        "| GPU  Name                     TCC/WDDM  | Bus-Id          Disp.A | Volatile Uncorr. ECC |\n"
+        "|=========================================+========================+======================|\n"
+        "|   0  NVIDIA GeForce RTX 3090      WDDM  |   00000000:01:00.0  On |                  N/A |\n"
+        "|  0%   45C    P8             22W /  350W |    1162MiB /  24576MiB |      2%      Default |\n"
+        "+-----------------------------------------+------------------------+----------------------+\n"
+    )
+    h = parse_text(wddm)
+    assert h.gpus[0].name == "NVIDIA GeForce RTX 3090" and h.gpus[0].memory_mib == 24576
+    old = (
+        "+------------------------------------------------------+\n"
+        "| NVIDIA-SMI 340.29     Driver Version: 340.29         |\n"
+        "|-------------------------------+----------------------+----------------------+\n"
+        "| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |\n"
+        "|===============================+======================+======================|\n"
+        "|   0  Tesla K80           Off  | 0000:04:00.0     Off |                    0 |\n"
+        "| N/A   32C    P8    26W / 149W |     55MiB / 11519MiB |      0%      Default |\n"
+        "+-------------------------------+----------------------+----------------------+\n"
+    )
+    h = parse_text(old)
+    assert h.driver_version == "340.29" and h.cuda_version is None
+    assert h.gpus[0].name == "Tesla K80" and h.gpus[0].bus_id == "0000:04:00.0"
+    assert parse_text("No devices were found\n").diagnosis == "no-gpu-visible"
