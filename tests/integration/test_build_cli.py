@@ -192,3 +192,27 @@ def test_build_sign_attaches_verifiable_provenance(
     deps = {d.get("name"): d for d in predicate["buildDefinition"]["resolvedDependencies"]}
     assert deps["source"]["digest"]["gitCommit"]  # the project is a git checkout
     assert statement["subject"][0]["digest"]["sha256"] == item["digest"].split(":", 1)[1]
+
+
+def test_tiny_matrix_variants_build_then_noop(docker_engine: str, registry_address: str, tmp_path: Path) -> None:
+    """The two variants of tests/data/matrices/tiny.yaml (Debian + Python, one with a locked
+    package installed with the CA bundle secret) build and push (or already exist: content tags
+    are shared by every run), then a run from an empty state directory builds nothing."""
+    matrix = ROOT / "tests" / "data" / "matrices" / "tiny.yaml"
+    states = []
+    for name in ("first", "fresh"):
+        d = tmp_path / name
+        d.mkdir()
+        shutil.copy(ROOT / ".builder" / "mirror.json", d / "mirror.json")
+        states.append(d)
+    env = {"BUILDER_REGISTRY": registry_address}
+    first = builder(ROOT, "build", "--json", "--matrix", str(matrix), env={**env, "BUILDER_STATE_DIR": str(states[0])})
+    statuses = _statuses(first)
+    assert set(statuses) == {"tiny-cpu-py3.11-debian12", "tiny-cu128-py3.11-debian12"}
+    assert set(statuses.values()) <= {"built", "up-to-date"}
+    again = builder(ROOT, "build", "--json", "--matrix", str(matrix), env={**env, "BUILDER_STATE_DIR": str(states[1])})
+    assert set(_statuses(again).values()) == {"up-to-date"}
+    assert not (states[1] / "logs").exists()
+    client = RegistryClient(registry_address, insecure=True)
+    for item in json.loads(again.stdout)["images"]:
+        assert verify_complete(client, "test/tiny", item["digest"]) == []
