@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from builder.keys import PublicKey
     from builder.ledger import Ledger, LedgerRecord
     from builder.registry import CopyStats, Descriptor, Manifest, RegistryClient
-    from builder.sign import LayerVerifier, Signer
+    from builder.sign import LayerVerifier, Signer, VerifiedItem
 
 FleetChecker = Callable[["RegistryClient", str, str, str], list[FleetEvidence]]
 """(client, repository, digest, fleet file) -> one verdict per cluster of the fleet."""
@@ -217,7 +217,8 @@ class Plan:
     ticket: str | None = None
     present: bool = False  # the destination repository already holds the digest's manifest
     manifest: Manifest | None = dataclasses.field(default=None, repr=False)  # the source manifest, as stored
-    evidence: Evidence | None = dataclasses.field(default=None, repr=False)
+    # the source's .sig/.att manifests as the plan read them (None: absent), reused by the copy
+    evidence_manifests: Mapping[str, Manifest | None] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def already(self) -> bool:
@@ -416,6 +417,42 @@ def gather_evidence(
     return _gather(env, digest, stage, places, ticket=ticket)[0]
 
 
+@dataclasses.dataclass(frozen=True)
+class _PlaceRead:
+    items: tuple[VerifiedItem, ...]
+    problems: tuple[str, ...]
+    manifests: dict[str, Manifest | None]
+
+
+def _read_place(env: Environment, loc: Location, digest: str, *, check_present: bool) -> _PlaceRead | None:
+    """Every ``.sig``/``.att`` layer of ``digest`` in ``loc``'s repository, verified by
+    ``builder.sign``/``builder.attest`` (the same checks as ``verify_image``), manifests and layers
+    fetched in parallel. None when ``check_present`` and the repository does not hold the digest."""
+    from builder.attest import verify_attestation_layer
+    from builder.sign import ATT_SUFFIX, SIG_SUFFIX, signature_tag, verifiers_for, verify_signature_layer
+
+    client = env.client(loc.registry)
+    if check_present and client.try_resolve(loc.repository, digest) is None:
+        return None  # not copied there yet: no evidence there either
+    verifiers = verifiers_for(env.keys, env.verifiers)
+    tags = {sfx: signature_tag(digest, sfx) for sfx in (SIG_SUFFIX, ATT_SUFFIX)}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        got = dict(
+            zip(tags, pool.map(lambda t: client.try_get_manifest(loc.repository, t), tags.values()), strict=True)
+        )
+        jobs: list[Any] = []
+        for sfx, m in got.items():
+            if m is None:
+                continue
+            fn = verify_signature_layer if sfx == SIG_SUFFIX else verify_attestation_layer
+            for d in m.json.get("layers") or []:
+                if isinstance(d, dict):
+                    jobs.append(pool.submit(fn, client, loc.repository, digest, d, verifiers, tag=tags[sfx]))
+        items = tuple(j.result() for j in jobs)
+    problems = () if verifiers else ("no public key or identity given to verify with",)
+    return _PlaceRead(items, problems, got)
+
+
 def _gather(
     env: Environment,
     digest: str,
@@ -423,23 +460,18 @@ def _gather(
     places: Sequence[Location],
     *,
     ticket: str | None = None,
-) -> tuple[Evidence, tuple[bool, ...]]:
-    """``gather_evidence`` plus, for each place, whether it holds the digest."""
-    from builder.sign import verify_image
-
+    source_known: bool = False,
+) -> tuple[Evidence, tuple[bool, ...], dict[str, Manifest | None] | None]:
+    """``gather_evidence`` plus, for each place, whether it holds the digest, and the source's
+    ``.sig``/``.att`` manifests as read (None when absent), for the copy to reuse."""
     sigs: list[SignatureEvidence] = []
     atts: list[AttestationEvidence] = []
     problems: list[str] = []
     seen: set[tuple[str, str, str, str]] = set()
 
     def read(i: int, loc: Location) -> Any:
-        client = env.client(loc.registry)
         try:
-            if i > 0 and client.try_resolve(loc.repository, digest) is None:
-                return None  # not copied there yet: no evidence there either
-            return verify_image(
-                client, loc.repository, digest, keys=env.keys, verifiers=env.verifiers, require_signature=False
-            )
+            return _read_place(env, loc, digest, check_present=i > 0 or not source_known)
         except BuilderError as exc:
             return exc
 
@@ -460,14 +492,18 @@ def _gather(
         fleet_f = pool.submit(fleet_rows) if places and env.policy.fleets(stage) else None
         reports = list(pool.map(read, range(len(places)), places))
         fleet_result: tuple[list[FleetEvidence], list[str]] = fleet_f.result() if fleet_f else ([], [])
+    source_manifests: dict[str, Manifest | None] | None = None
     for i, (loc, report) in enumerate(zip(places, reports, strict=True)):
         if report is None:
+            if i == 0:  # signatures about a digest the registry no longer holds are not evidence
+                problems.append(f"{digest} does not resolve in {loc.name}")
             continue
         if isinstance(report, BuilderError):
             problems.append(f"{loc.name}: {report.message}")
             continue
         if i == 0:
             problems.extend(report.problems)
+            source_manifests = report.manifests
         for it in report.items:
             # signature layers of one payload share the blob digest: tell them apart by signer
             key = (it.kind, it.layer_digest, it.signer or "", it.reason)
@@ -501,7 +537,7 @@ def _gather(
         ticket=ticket,
         problems=tuple(problems),
     )
-    return evidence, present
+    return evidence, present, source_manifests
 
 
 # ---------------------------------------------------------------------------------------------
@@ -627,13 +663,17 @@ def plan_promotion(env: Environment, target: Target, stage: str, *, ticket: str 
         return Plan(target, stage, st.source, src, None, dst, previous, decision, ticket)
     with ThreadPoolExecutor(max_workers=1) as pool:
         previous_f = pool.submit(dc.try_resolve, dst.repository, dst.tag)
-        evidence, found = _gather(env, digest, stage, [src] if same else [src, dst], ticket=ticket)
+        evidence, found, src_manifests = _gather(
+            env, digest, stage, [src] if same else [src, dst], ticket=ticket, source_known=True
+        )
         previous = previous_f.result()
     present = same or found[-1]
     policy_decision = evaluate(env.policy, stage, evidence, env.now())
     reasons = (source_result, *policy_decision.reasons)
     decision = Decision(stage, digest, source_result.passed and policy_decision.allowed, reasons)
-    return Plan(target, stage, st.source, src, digest, dst, previous, decision, ticket, present, manifest, evidence)
+    return Plan(
+        target, stage, st.source, src, digest, dst, previous, decision, ticket, present, manifest, src_manifests
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -746,12 +786,12 @@ def copy_evidence(
     digest: str,
     stats: CopyStats,
     *,
-    skip: frozenset[str] = frozenset(),
+    known: Mapping[str, Manifest | None] | None = None,
 ) -> None:
     """Copy ``.sig``/``.att`` manifests (byte for byte when the destination has none; otherwise
     every missing layer is appended under the same lock writers use) and referrers (manifest
     copied, destination fallback index rebuilt with each referrer's ``artifactType``).
-    ``skip``: suffixes (``.sig``/``.att``) known to hold nothing in the source."""
+    ``known``: the source's ``.sig``/``.att`` manifests already read (suffix -> manifest or None)."""
     from filelock import FileLock
 
     from builder.registry import CopyStats, copy_image
@@ -761,25 +801,20 @@ def copy_evidence(
 
     def one_suffix(suffix: str) -> CopyStats:
         st = CopyStats()
-        if suffix in skip:
-            return st
         tag = signature_tag(digest, suffix)
-        sm = sc.try_get_manifest(src.repository, tag)
+        sm = known[suffix] if known is not None and suffix in known else sc.try_get_manifest(src.repository, tag)
         if sm is None:
             return st
-        dm = dc.try_get_manifest(dst.repository, tag)
-        if dm is not None and dm.digest == sm.digest:
-            return st
         _transfer_blobs(env, src, dst, sm.blobs, st)
-        if dm is None:
-            env.lock_dir.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(_lock_path(env.lock_dir, dc.registry, dst.repository, tag)), timeout=env.lock_timeout):
-                if dc.try_get_manifest(dst.repository, tag) is None:
-                    dc.put_manifest(dst.repository, tag, sm.raw, sm.media_type)
-                    st.manifests += 1
-                    return st
-                dm = dc.try_get_manifest(dst.repository, tag)
-        assert dm is not None
+        env.lock_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(_lock_path(env.lock_dir, dc.registry, dst.repository, tag)), timeout=env.lock_timeout):
+            dm = dc.try_get_manifest(dst.repository, tag)
+            if dm is None:
+                dc.put_manifest(dst.repository, tag, sm.raw, sm.media_type)
+                st.manifests += 1
+                return st
+        if dm.digest == sm.digest:
+            return st
         have = {(d.digest, d.annotations) for d in dm.layers}
         for layer in sm.layers:
             if (layer.digest, layer.annotations) in have:
@@ -929,13 +964,6 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
         manifest = plan.manifest if plan.manifest is not None and plan.manifest.digest == digest else None
         if manifest is None:
             manifest = env.client(src.registry).get_manifest(src.repository, digest)
-        # suffixes the plan saw nothing under in the source need no copy (their evidence would be in it)
-        ev = plan.evidence
-        skip = (
-            frozenset()
-            if ev is None or ev.problems
-            else frozenset(x for x, items in ((".sig", ev.signatures), (".att", ev.attestations)) if not items)
-        )
 
         def write_record() -> PromotionRecord:
             # only a destination that already had the digest can hold a record of an interrupted run
@@ -954,7 +982,7 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
             record_f = pool.submit(write_record)
             evidence_stats = CopyStats()
             evidence_f = (
-                pool.submit(copy_evidence, env, src, dst, digest, evidence_stats, skip=skip)
+                pool.submit(copy_evidence, env, src, dst, digest, evidence_stats, known=plan.evidence_manifests)
                 if src.name != dst.name
                 else None
             )
