@@ -648,7 +648,20 @@ RULES: tuple[Rule, ...] = (
             r"exec:? \\*\"nvidia-smi\\*\": executable file not found",
             r"exec nvidia-smi failed: No such file or directory",
             r"\bnvidia-smi: (command )?not found",
+        ),
+        None,
+    ),
+    Rule(
+        "framework-without-gpu-support",
+        "framework-build",
+        "image-user-space",
+        "the framework in the image is a CPU-only build (no CUDA/ROCm support compiled in or installed)",
+        "in the image: install the framework's GPU build for the image's CUDA/ROCm line (e.g. the cu128 / rocm6.4 "
+        "PyTorch wheel index, jax[cuda12]); rebuild the variant",
+        _p(
             r"Torch not compiled with CUDA enabled",
+            r"a CUDA-enabled jaxlib is not installed",
+            r"No GPU/TPU found, falling back to CPU",
         ),
         None,
     ),

@@ -177,6 +177,7 @@ def test_evaluate_require_exemption() -> None:
         ("RuntimeError: No CUDA GPUs are available", "no-gpu-visible"),
         ("bash: nvidia-smi: command not found\n(host has /dev/kfd, AMD Instinct MI250X)", "wrong-vendor-tool"),
         ("ImportError: libcuda.so.1: cannot open shared object file: No such file or directory", "gpu-not-requested"),
+        ("AssertionError: Torch not compiled with CUDA enabled", "framework-without-gpu-support"),
     ],
 )
 def test_kinds_in_other_words(text: str, key: str) -> None:
