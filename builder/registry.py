@@ -1012,18 +1012,41 @@ class RegistryClient:
         return descs
 
     def add_referrer_to_fallback_index(
-        self, repository: str, subject_digest: str, descriptor: Descriptor, *, attempts: int = 6
+        self,
+        repository: str,
+        subject_digest: str,
+        descriptor: Descriptor,
+        *,
+        attempts: int = 6,
+        lock_dir: Path | None = None,
+        lock_timeout: float = 60.0,
     ) -> str:
         """Add ``descriptor`` (with ``artifactType``) to the ``sha256-<hex>`` fallback index of
         ``subject_digest``: GET-or-create, add (an entry with the same digest is replaced), sort
         by digest, PUT, re-read; when a concurrent writer dropped our entry, start over (bounded).
         The referrer manifest itself must already be pushed. Returns the index digest.
-        Raises RegistryError when the entry does not stick after ``attempts`` tries."""
+        Writers in one process are serialised per index; ``lock_dir`` adds a file lock there
+        (one per registry/repository/tag) so processes on one machine are serialised too.
+        Raises RegistryError when the entry does not stick after ``attempts`` tries (or the file
+        lock is not acquired within ``lock_timeout`` seconds)."""
         if not descriptor.artifact_type:
             raise ValueError("a fallback-index entry needs artifactType (consumers filter on it)")
         tag = fallback_tag(subject_digest)
         with _index_lock(self.registry, repository, tag):
-            return self._add_to_fallback_index(repository, tag, descriptor, attempts)
+            if lock_dir is None:
+                return self._add_to_fallback_index(repository, tag, descriptor, attempts)
+            from filelock import FileLock, Timeout
+
+            lock_dir.mkdir(parents=True, exist_ok=True)
+            key = hashlib.sha256(f"{self.registry}/{repository}:{tag}".encode()).hexdigest()[:32]
+            try:
+                with FileLock(str(lock_dir / f"referrers-{key}.lock"), timeout=lock_timeout):
+                    return self._add_to_fallback_index(repository, tag, descriptor, attempts)
+            except Timeout as exc:
+                raise RegistryError(
+                    f"another process holds the lock of {self.registry}/{repository}:{tag} for {lock_timeout:.0f} s",
+                    hint=f"wait for it to finish, or remove a stale lock file in {lock_dir}",
+                ) from exc
 
     def _add_to_fallback_index(self, repository: str, tag: str, descriptor: Descriptor, attempts: int) -> str:
         for attempt in range(attempts):

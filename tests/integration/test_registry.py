@@ -264,3 +264,38 @@ def test_unreachable_registry_is_registry_unavailable() -> None:
         c.resolve("any/repo", "tag")
     assert "127.0.0.1:9" in err.value.message
     assert err.value.exit_code == 5
+
+
+CHILD = """
+import json, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from builder.registry import Descriptor, RegistryClient
+c = RegistryClient({reg!r}, insecure=True)
+for d in json.loads(sys.argv[1]):
+    c.add_referrer_to_fallback_index({repo!r}, {subject!r}, Descriptor.from_json(d), lock_dir=Path({locks!r}))
+"""
+
+
+def test_fallback_index_writers_in_separate_processes_with_lock_dir(
+    client: RegistryClient, unique_repo: str, tmp_path: Any
+) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    subject = push_image(client, unique_repo, layers=1)
+    descs = [_referrer(client, unique_repo, subject, f'{{"p":{i}}}'.encode()) for i in range(8)]
+    script = CHILD.format(
+        root=str(Path(__file__).resolve().parents[2]),
+        reg=client.registry,
+        repo=unique_repo,
+        subject=subject,
+        locks=str(tmp_path / "locks"),
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, json.dumps([d.to_json() for d in descs[i::4]])])
+        for i in range(4)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    assert {d.digest for d in client.referrers(unique_repo, subject)} == {d.digest for d in descs}
