@@ -181,7 +181,7 @@ def min_driver(cuda: str) -> tuple[str | None, str | None]:
 
 
 def _driver_cuda_from_found_version(text: str) -> str | None:
-    m = re.search(r"found version (\d{4,6})", text)
+    m = re.search(r"found version (\d{4,6})", text) or re.search(r"Found CUDA (?:driver )?version (\d{4,6})", text)
     if not m:
         return None
     n = int(m.group(1))
@@ -442,7 +442,7 @@ RULES: tuple[Rule, ...] = (
         _p(
             r"could not select device driver .{0,20}with capabilities",
             r"unknown or invalid runtime name:?\s*nvidia",
-            r"nvidia-container-runtime(-hook)?\"?:? executable file not found",
+            r"nvidia-container-runtime(-hook)?[\\\"']*:? executable file not found",
             r"exec: \"nvidia-container-runtime",
             r"fork/exec /usr/bin/nvidia-container-runtime.*no such file",
             r"no such file or directory.*nvidia-container-runtime-hook",
@@ -531,6 +531,8 @@ RULES: tuple[Rule, ...] = (
             r"driver version is insufficient",
             r"\bcuda runtime error \(35\)",
             r"\berror\s*[=:]?\s*35\b.*(driver|CUDA)",
+            r"returned 35\b",
+            r"Found CUDA (?:driver )?version \d{4,6}, but \w+ was built against version",
         ),
         _facts_driver_too_old,
     ),
@@ -552,6 +554,8 @@ RULES: tuple[Rule, ...] = (
             r"is not compatible with the current PyTorch installation",
             r"PyTorch no longer supports this GPU because it is too old",
             r"is not in the framework's compiled list",
+            r"hipErrorInvalidDeviceFunction",
+            r"invalid device function",
         ),
         _facts_arch,
     ),
@@ -590,6 +594,7 @@ RULES: tuple[Rule, ...] = (
             r"kernel driver does not appear to be running on this host",
             r"NVRM: No NVIDIA (graphics adapter|GPU) (probed|found)",
             r"/proc/driver/nvidia/version does not exist",
+            r"nvidia-container-cli: initialization error: load library failed: libnvidia-ml",
         ),
     ),
     Rule(
@@ -612,6 +617,7 @@ RULES: tuple[Rule, ...] = (
             r"WARNING: No AMD GPUs specified",
             r"hipErrorNoDevice",
             r"No HIP GPUs are available",
+            r"No visible GPU devices",
         ),
         _facts_error_code,
     ),
@@ -647,6 +653,7 @@ RULES: tuple[Rule, ...] = (
             r"NVIDIA-SMI couldn't find libnvidia-ml\.so",
             r"exec:? \\*\"nvidia-smi\\*\": executable file not found",
             r"exec nvidia-smi failed: No such file or directory",
+            r"CUDA driver initialization failed, you might not have a CUDA gpu",
             r"\bnvidia-smi: (command )?not found",
         ),
         None,

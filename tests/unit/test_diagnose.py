@@ -227,3 +227,32 @@ def test_cli_diagnose_json_file_and_stdin() -> None:
 def test_this_machines_real_engine_errors(name: str, key: str) -> None:
     r = d(name)
     assert r.key == key and r.at_fault == "container-toolkit" and r.noticed_by == "container-engine"
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        (
+            'exec: \\\\\\"nvidia-container-runtime-hook\\\\\\": executable file not found in $PATH',
+            "container-toolkit-missing",
+        ),
+        (
+            "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open",
+            "driver-not-loaded",
+        ),
+        ("cudaGetDeviceCount returned 35\n-> CUDA driver version is insufficient", "driver-too-old-for-image"),
+        (
+            "RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices.",
+            "no-gpu-visible",
+        ),
+        ("RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.", "gpu-not-requested"),
+        ("RuntimeError: HIP error: invalid device function", "gpu-arch-not-in-image"),
+    ],
+)
+def test_more_kinds_in_other_words(text: str, key: str) -> None:
+    assert diagnose(text).key == key
+
+
+def test_jax_found_cuda_version() -> None:
+    r = diagnose("CUDA backend failed to initialize: Found CUDA version 12010, but JAX was built against version 12020")
+    assert r.key == "driver-too-old-for-image" and r.facts["driver_cuda"] == "12.1"
