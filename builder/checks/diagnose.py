@@ -304,6 +304,20 @@ def _facts_driver_too_old(text: str, ctx: Context) -> dict[str, Any]:
             ctx.require_cuda, driver=ctx.driver_version, driver_cuda=ctx.driver_cuda, brand=ctx.gpu_brand
         )
         facts["require_cuda_evaluation"] = ev
+        try:  # helper A's evaluator: the same grammar, with the GPU table and exemption rules
+            from builder import compat
+
+            v = compat.check_compat(
+                driver=ctx.driver_version,
+                gpu=ctx.gpu_name,
+                brand=ctx.gpu_brand,
+                require=ctx.require_cuda,
+                cuda=ctx.image_cuda,
+                driver_cuda_version=ctx.driver_cuda,
+            )
+            facts["compat_verdict"] = {"verdict": v.verdict, "min_driver": v.min_driver, "reasons": list(v.reasons)}
+        except Exception:  # noqa: BLE001 - unparsable facts: keep the local evaluation only
+            pass
         if ev["would_satisfy"]:
             facts["would_satisfy"] = ev["would_satisfy"]
         if not need:

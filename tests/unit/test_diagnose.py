@@ -150,6 +150,8 @@ def test_last_clause_is_explained() -> None:
     assert ev["satisfied"] is False
     assert any("570.26" in w for w in r.facts["would_satisfy"])
     assert any("R550" in w for w in r.facts["would_satisfy"])
+    assert r.facts["compat_verdict"]["verdict"] == "blocked"
+    assert r.facts["compat_verdict"]["min_driver"] == "570.26"
 
 
 def test_evaluate_require_exemption() -> None:
