@@ -316,7 +316,7 @@ def _facts_driver_too_old(text: str, ctx: Context) -> dict[str, Any]:
                 driver_cuda_version=ctx.driver_cuda,
             )
             facts["compat_verdict"] = {"verdict": v.verdict, "min_driver": v.min_driver, "reasons": list(v.reasons)}
-        except Exception:  # noqa: BLE001 - unparsable facts: keep the local evaluation only
+        except Exception:
             pass
         if ev["would_satisfy"]:
             facts["would_satisfy"] = ev["would_satisfy"]
