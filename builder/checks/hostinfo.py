@@ -1232,7 +1232,8 @@ def parse_text(text: str) -> HostInfo:
 def load_hostinfo(path: Path | str) -> HostInfo:
     """Read saved output (raw tool output or hostinfo JSON, detected) from ``path``.
 
-    Raises NotFoundError when the file does not exist, HostProbeError when it is unreadable."""
+    Raises NotFoundError when the file does not exist, HostProbeError when it is unreadable or
+    holds nothing recognisable (neither tool output nor a failure the diagnosis knows)."""
     p = Path(path)
     if not p.exists():
         raise NotFoundError(f"host description {p} does not exist", hint="pass a saved `builder hostinfo --json` file")
@@ -1240,7 +1241,15 @@ def load_hostinfo(path: Path | str) -> HostInfo:
         text = p.read_text(errors="replace")
     except OSError as exc:
         raise HostProbeError(f"cannot read {p}: {exc}") from exc
-    return parse_text(text)
+    info = parse_text(text)
+    if not info.sources and info.diagnosis is None and not text.lstrip().startswith("{"):
+        raise HostProbeError(
+            f"{p}: no nvidia-smi, rocm-smi, amd-smi, rocminfo or docker info output recognised",
+            hint="save the tool output itself (nvidia-smi, nvidia-smi -q, --query-gpu=... --format=csv, rocm-smi) "
+            "or `builder hostinfo --json`",
+            path=str(p),
+        )
+    return info
 
 
 # --------------------------------------------------------------------------------------------

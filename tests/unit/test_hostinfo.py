@@ -346,3 +346,10 @@ def test_other_table_variants() -> None:
     assert h.driver_version == "340.29" and h.cuda_version is None
     assert h.gpus[0].name == "Tesla K80" and h.gpus[0].bus_id == "0000:04:00.0"
     assert parse_text("No devices were found\n").diagnosis == "no-gpu-visible"
+
+
+def test_unrecognised_file_is_a_probe_error(tmp_path: Path) -> None:
+    p = tmp_path / "notes.txt"
+    p.write_text("hello\nthis is not tool output\n")
+    with pytest.raises(HostProbeError):
+        load_hostinfo(p)
