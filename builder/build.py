@@ -50,6 +50,7 @@ from builder.models import BuiltImage, RenderedImage
 
 if TYPE_CHECKING:
     from builder.config import Config
+    from builder.engine import BuildRequest
     from builder.registry import RegistryClient
 
 #: The host CA bundle (Debian/Ubuntu path) passed as BuildKit secret ``ca_bundle`` when it exists.
@@ -470,7 +471,7 @@ def materialize(rendered: RenderedImage, directory: Path) -> tuple[Path, Path]:
     return ctx, dockerfile
 
 
-def build_request(p: PlannedBuild, options: BuildOptions, context: Path, dockerfile: Path) -> Any:
+def build_request(p: PlannedBuild, options: BuildOptions, context: Path, dockerfile: Path) -> BuildRequest:
     """The :class:`builder.engine.BuildRequest` for one planned build (pure)."""
     from builder.engine import BuildRequest
 
