@@ -239,9 +239,11 @@ def check(
     from builder.checks.hostinfo import probe_host
 
     host = probe_host(engine_info=engine.info_json())
-    echo_command(["docker", "run", "--rm", pinned, "(device checks, mode " + device.mode_for(facts, host, mode) + ")"])
+    # run exactly the platform manifest that was probed (an index would let the engine choose)
+    run_ref = f"{r.registry}/{r.repository}@{facts.platform_digest}"
+    echo_command(["docker", "run", "--rm", run_ref, "(device checks, mode " + device.mode_for(facts, host, mode) + ")"])
     result = device.run_device_check(
-        pinned, facts, host, mode=mode, cdi=cdi, framework=framework, timeout=timeout, shm_size=shm_size
+        run_ref, facts, host, mode=mode, cdi=cdi, framework=framework, timeout=timeout, shm_size=shm_size
     )
     key_path = Path(key) if key else cfg.key_path
     do_attest = attest if attest is not None else (key is not None or key_path.exists())
