@@ -1,0 +1,209 @@
+"""``builder run``: the whole pipeline for selected variants (``builder.pipeline``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from builder.cli._common import app_context, console, emit, json_option
+
+if TYPE_CHECKING:
+    from builder.config import Config
+    from builder.pipeline import RunReport
+
+
+@click.command()
+@click.option(
+    "--matrix",
+    "matrices",
+    multiple=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Matrix file (repeatable; default: every file in matrices_dir).",
+)
+@click.option("--select", "globs", multiple=True, metavar="GLOB", help="Only variants whose id matches (repeatable).")
+@click.option(
+    "--to",
+    "to_stage",
+    default=None,
+    metavar="STAGE",
+    help="Promote up to this stage, where policy allows (default: the policy's first stage only).",
+)
+@click.option("--change", "ticket", default=None, help="Change ticket for stages that require one.")
+@click.option(
+    "--fleet",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Also give each image's static verdict for every cluster of this fleet (e.g. fleets/demo.yaml).",
+)
+@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--check-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Key that signs device-check results (default: <state_dir>/keys/check-runner/builder.key).",
+)
+@click.option("--no-check", is_flag=True, help="Skip device checks (stages that require them will deny).")
+@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Parallel builds (default: builder.toml).")
+@click.option("--allow-unpinned", is_flag=True, help="Build variants whose base or lock is not pinned (throwaway).")
+@json_option
+def run(
+    matrices: tuple[Path, ...],
+    globs: tuple[str, ...],
+    to_stage: str | None,
+    ticket: str | None,
+    fleet: Path | None,
+    policy_file: Path | None,
+    check_key: Path | None,
+    no_check: bool,
+    workers: int | None,
+    allow_unpinned: bool,
+) -> None:
+    """Render, build, sign, check and promote: the whole pipeline for the selected variants.
+
+    \b
+    1. build and push what changed (content tags are write-once; nothing else is rebuilt),
+       sign each digest and attach its SLSA provenance (key generated on first use);
+    2. run the device checks on this host in fresh containers and attach the signed
+       device-check/v1 result (a passing result already attached is reused);
+    3. promote into the policy's first stage, and on into later stages up to --to where
+       policy allows; a denial shows each failed rule.
+    Re-running with nothing changed does registry look-ups only.
+
+    \b
+    Examples:
+      builder run --matrix matrices/demo.yaml --to prod --fleet fleets/demo.yaml
+      builder run --select 'jax*' --json
+    Exit codes: 0 done (denials are reported, not errors); 14 a build failed; 3/5 engine/registry down.
+    """
+    import os
+
+    from builder import build as core
+    from builder import pipeline
+    from builder.cli.build import _client_factory, _signing_hook, docker_credentials
+    from builder.cli.promote import _env
+    from builder.errors import BuildFailedError
+    from builder.keys import load_public_keys, load_signer
+
+    app = app_context()
+    cfg = app.config
+    con = console()
+    rendered: list[Any] = core.select(list(core.render_matrices(cfg, matrices)), globs)
+    password = cfg.key_password
+    check_key = check_key or cfg.state_dir / "keys" / "check-runner" / "builder.key"
+    for path, role in ((cfg.key_path, "build"), (check_key, "check-runner")):
+        if pipeline.ensure_key(path, password):
+            note = "" if password else " (unencrypted: set BUILDER_KEY_PASSWORD to encrypt keys)"
+            con.print(f"generated the {role} key {path}{note}")
+    options = core.BuildOptions(
+        registry=cfg.registry,
+        state_dir=cfg.state_dir,
+        workers=workers or cfg.workers,
+        secrets=core.default_secrets(),
+        source_date_epoch=_source_date_epoch(cfg, os.environ.get("SOURCE_DATE_EPOCH", "")),
+        allow_unpinned=allow_unpinned,
+    )
+    client = _client_factory(cfg, docker_credentials(None))(cfg.registry)
+    env = _env(policy_file, cfg.key_path, need_signer=True)
+    stages = pipeline.stages_to_run(env.policy.stage_names, to_stage)
+    check = pipeline.CheckSetup(
+        signer=load_signer(check_key, password),
+        keys=tuple(load_public_keys([check_key.with_suffix(".pub")])),
+        lock_dir=cfg.state_dir / "locks",
+        fleet=fleet,
+        enabled=not no_check,
+    )
+
+    def progress(variant: str, event: str, detail: str) -> None:
+        if app.json_output and not event.endswith(("failed", "denied", "error")):
+            return
+        color = "red" if event.endswith(("failed", "denied", "error")) else "green"
+        if event.endswith(("building", ":check", "up-to-date")) or event == "check":
+            color = "cyan"
+        con.print(f"[{color}]{event:>18}[/] {variant}  [dim]{detail}[/]", highlight=False)
+
+    try:
+        report = pipeline.run_pipeline(
+            rendered,
+            options,
+            client=client,
+            env=env,
+            check=check,
+            stages=stages,
+            ticket=ticket,
+            on_built=_signing_hook(cfg, cfg.key_path, client, options, list(options.secrets)),
+            sign_keys=tuple(load_public_keys([cfg.key_path.with_suffix(".pub")])),
+            on_progress=progress,
+        )
+    finally:
+        if env.ledger is not None:
+            env.ledger.close()
+    if report.failed_builds:
+        if not app.json_output:
+            _summary(report, cfg)
+        failed = report.failed_builds
+        raise BuildFailedError(
+            f"{len(failed)} of {len(report.variants)} variant(s) failed to build: "
+            + ", ".join(f"{v.variant_id} (log {v.built.log_path})" for v in failed),
+            summary=report.to_json(),
+        )
+    emit(report.to_json(), lambda: _summary(report, cfg, check_key))
+
+
+def _source_date_epoch(cfg: Config, env_value: str) -> int | None:
+    from builder.build import git_commit_time
+
+    return int(env_value) if env_value.isdigit() else git_commit_time(cfg.root)
+
+
+def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from builder.predicates import DEVICE_CHECK_V1
+
+    con = console()
+    t = Table(title=f"builder run ({report.seconds:.1f} s)", show_lines=True)
+    for col in ("variant", "digest", "build", "check", "static (fleet)", "stage", "policy"):
+        t.add_column(col, overflow="fold")
+    for v in report.variants:
+        c = v.check
+        check = "-"
+        if c is not None:
+            check = {"passed": "[green]passed[/]", "reused": "[green]passed (earlier)[/]"}.get(
+                c.status, f"[red]{c.status}[/]" if c.status == "failed" else c.status
+            )
+            if c.diagnosis:
+                check += f"\n{c.diagnosis} (at fault: {c.at_fault})"
+        static = "-"
+        if c is not None and c.static_verdict:
+            static = c.static_verdict + "".join(f"\n{name}: {verdict}" for name, verdict in c.static_clusters)
+        denied = [s for s in v.stages if s.status in ("denied", "error")]
+        policy = "\n".join(f"{d.stage} {d.status}:\n" + "\n".join(f"- {r}" for r in d.reasons) for d in denied)
+        t.add_row(
+            v.variant_id,
+            (v.built.digest or "")[:19],
+            v.built.status,
+            check,
+            escape(static),
+            v.reached or "-",
+            escape(policy) or "[green]allowed[/]",
+        )
+    con.print(t)
+    ok = [v for v in report.variants if v.built.digest]
+    if not ok:
+        return
+    pub = cfg.key_path.with_suffix(".pub")
+    con.print("\n[bold]Pull and verify[/] (any machine that can reach the registry):")
+    for v in ok:
+        ref = v.built.pinned
+        con.print(f"  docker pull {ref}", soft_wrap=True)
+        con.print(f"  cosign verify --key {pub} --insecure-ignore-tlog {ref}", soft_wrap=True)
+        if check_key is not None and v.check is not None and v.check.status in ("passed", "reused", "failed"):
+            con.print(
+                f"  cosign verify-attestation --key {check_key.with_suffix('.pub')} --insecure-ignore-tlog "
+                f"--type {DEVICE_CHECK_V1} {ref}",
+                soft_wrap=True,
+            )
+    con.print("  builder status    # which digest each stage holds")

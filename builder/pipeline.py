@@ -1,0 +1,345 @@
+"""``builder run``: render -> build -> sign -> check -> promote, for selected variants.
+
+The steps are the other modules' own functions; this module only sequences them and collects one
+:class:`VariantRun` per variant. Nothing here talks to the engine or the registry directly.
+
+Order and rules:
+1. build every selected variant (``builder.build.build_variants``; existing content tags are not
+   rebuilt), signing each pushed digest and attaching its SLSA provenance (``on_built`` hook);
+2. check each built digest on this host (``builder.checks.device``): a passing ``device-check/v1``
+   attestation already signed by this check runner's key is reused (so a re-run is a no-op);
+   otherwise the checks run in fresh containers and the result, pass or fail, is attached, signed
+   by the check-runner key; plus the static verdict against a fleet when one is given;
+3. promote into the policy's stages in order, up to ``to_stage`` (default: the first stage only),
+   stopping at the first stage the policy denies (the reasons are kept); a stage that already
+   names the digest is left as it is.
+A variant whose build failed goes no further; other variants go on. Errors that mean the
+infrastructure is gone (engine, registry) propagate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder.errors import BuilderError, CheckFailedError
+
+if TYPE_CHECKING:
+    from builder.build import BuildOptions
+    from builder.keys import PublicKey
+    from builder.models import BuiltImage, RenderedImage
+    from builder.promote import Environment
+    from builder.registry import RegistryClient
+    from builder.sign import Signer
+
+#: (variant id, step, detail) progress events: step is build|check|promote|...
+ProgressFn = Callable[[str, str, str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckOutcome:
+    """``status``: passed | failed | reused (a passing signed result already attached) | skipped."""
+
+    status: str
+    diagnosis: str | None = None
+    at_fault: str | None = None
+    summary: str | None = None
+    fix: str | None = None
+    seconds: float = 0.0
+    static_verdict: str | None = None  # worst verdict over the fleet's clusters
+    static_clusters: tuple[tuple[str, str], ...] = ()  # (cluster, verdict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "diagnosis": self.diagnosis,
+            "at_fault": self.at_fault,
+            "summary": self.summary,
+            "fix": self.fix,
+            "seconds": round(self.seconds, 3),
+            "static": {"verdict": self.static_verdict, "clusters": dict(self.static_clusters)}
+            if self.static_verdict
+            else None,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class StageOutcome:
+    """One stage for one variant: ``status`` promoted | already | denied | error."""
+
+    stage: str
+    status: str
+    reasons: tuple[str, ...] = ()
+    destination: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "status": self.status,
+            "reasons": list(self.reasons),
+            "destination": self.destination,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class VariantRun:
+    variant_id: str
+    built: BuiltImage
+    check: CheckOutcome | None
+    stages: tuple[StageOutcome, ...]
+
+    @property
+    def reached(self) -> str | None:
+        """The last stage that holds this digest after the run."""
+        ok = [s.stage for s in self.stages if s.status in ("promoted", "already")]
+        return ok[-1] if ok else None
+
+    def to_json(self) -> dict[str, Any]:
+        from builder.build import built_json
+
+        return {
+            "variant": self.variant_id,
+            "build": built_json(self.built),
+            "check": self.check.to_json() if self.check else None,
+            "stages": [s.to_json() for s in self.stages],
+            "reached": self.reached,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class RunReport:
+    variants: tuple[VariantRun, ...]
+    seconds: float
+
+    @property
+    def failed_builds(self) -> tuple[VariantRun, ...]:
+        return tuple(v for v in self.variants if v.built.status == "failed")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": not self.failed_builds,
+            "seconds": round(self.seconds, 3),
+            "variants": [v.to_json() for v in self.variants],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckSetup:
+    """How to check: ``signer`` signs device-check results (the check runner's key, never the build
+    key) and ``keys`` are its public keys (to reuse an earlier passing result); ``fleet``: static
+    verdicts against this fleet file (None: skip); ``timeout`` seconds per check container;
+    ``lock_dir`` for attestation writes."""
+
+    signer: Signer | None
+    keys: tuple[PublicKey, ...]
+    lock_dir: Path
+    fleet: Path | None = None
+    timeout: float = 600.0
+    enabled: bool = True
+
+
+def stages_to_run(stage_names: Sequence[str], to_stage: str | None) -> tuple[str, ...]:
+    """Stages in policy order up to and including ``to_stage`` (default: the first).
+
+    Raises NotFoundError for a stage the policy does not define."""
+    from builder.errors import NotFoundError
+
+    if not stage_names:
+        return ()
+    if to_stage is None:
+        return (stage_names[0],)
+    if to_stage not in stage_names:
+        raise NotFoundError(f"stage {to_stage!r} is not in the policy", hint=f"stages: {', '.join(stage_names)}")
+    return tuple(stage_names[: stage_names.index(to_stage) + 1])
+
+
+def check_image(
+    built: BuiltImage,
+    client: RegistryClient,
+    setup: CheckSetup,
+    *,
+    host_probe: Callable[[], Any],
+) -> CheckOutcome:
+    """Device check (reused when already passed and signed by ``setup.signer``) + static verdict."""
+    from builder.checks import device, image
+
+    if not setup.enabled:
+        return CheckOutcome("skipped")
+    repository = built.reference.split("/", 1)[1]
+    facts = image.probe_image(client, repository, built.digest)
+    static_verdict: str | None = None
+    clusters: tuple[tuple[str, str], ...] = ()
+    if setup.fleet is not None:
+        static = device.static_check_fleet(facts, setup.fleet)
+        static_verdict = str(static.get("verdict"))
+        clusters = tuple((str(c.get("cluster")), str(c.get("verdict"))) for c in static.get("clusters") or [])
+    if setup.signer is not None and _passed_before(client, repository, built.digest, setup):
+        return CheckOutcome("reused", static_verdict=static_verdict, static_clusters=clusters)
+    start = time.monotonic()
+    result = device.run_device_check(built.pinned, facts, host_probe(), timeout=setup.timeout)
+    if setup.signer is not None:
+        device.attest_result(result, client, repository, built.digest, setup.signer, lock_dir=setup.lock_dir)
+    d = result.diagnosis
+    return CheckOutcome(
+        "passed" if result.passed else "failed",
+        diagnosis=d.key if d else None,
+        at_fault=d.at_fault if d else None,
+        summary=d.summary if d else None,
+        fix=d.fix if d else None,
+        seconds=time.monotonic() - start,
+        static_verdict=static_verdict,
+        static_clusters=clusters,
+    )
+
+
+def _passed_before(client: RegistryClient, repository: str, digest: str, setup: CheckSetup) -> bool:
+    """A verified device-check/v1 with ``result == "passed"`` signed by the check key exists."""
+    from builder.attest import read_attestations
+    from builder.predicates import DEVICE_CHECK_V1
+
+    assert setup.signer is not None
+    items = read_attestations(client, repository, digest, keys=setup.keys, predicate_type=DEVICE_CHECK_V1)
+    return any(
+        att.verified and att.signer == setup.signer.fingerprint and (att.predicate or {}).get("result") == "passed"
+        for att in items
+    )
+
+
+def promote_through(
+    env: Environment,
+    built: BuiltImage,
+    repository: str,
+    stages: Sequence[str],
+    *,
+    ticket: str | None,
+) -> tuple[StageOutcome, ...]:
+    """Promote ``built`` into ``stages`` in order; stop at the first denial or error."""
+    from builder.promote import Target, promote_many
+
+    target = Target(built.variant_id, repository, env.registry)
+    out: list[StageOutcome] = []
+    for stage in stages:
+        [o] = promote_many(env, [target], stage, ticket=ticket, confirm=False)
+        plan = o.plan
+        if plan is not None and plan.digest != built.digest and plan.from_stage == "build":
+            out.append(StageOutcome(stage, "error", (f"the build tag names {plan.digest}, not {built.digest}",)))
+            break
+        if o.error is None and plan is not None and plan.already:
+            out.append(StageOutcome(stage, "already", destination=plan.destination.pinned(plan.digest or "")))
+            continue
+        if o.error is None and plan is not None and plan.decision.allowed:
+            [o] = promote_many(env, [target], stage, ticket=ticket, confirm=True)
+        if o.error is None and o.applied is not None:
+            dest = o.applied.plan.destination.pinned(o.applied.record.digest)
+            out.append(StageOutcome(stage, "promoted", destination=dest))
+            continue
+        reasons: tuple[str, ...]
+        if o.plan is not None and not o.plan.decision.allowed:
+            reasons = tuple(f"{r.rule}: {r.reason}" for r in o.plan.decision.failed())
+            out.append(StageOutcome(stage, "denied", reasons))
+        else:
+            reasons = (o.error.message,) if o.error else ("no plan",)
+            out.append(StageOutcome(stage, "error", reasons))
+        break
+    return tuple(out)
+
+
+def run_pipeline(
+    rendered: Sequence[RenderedImage],
+    options: BuildOptions,
+    *,
+    client: RegistryClient,
+    env: Environment,
+    check: CheckSetup,
+    stages: Sequence[str],
+    ticket: str | None = None,
+    on_built: Callable[[BuiltImage, RenderedImage], None] | None = None,
+    sign_keys: Sequence[PublicKey] = (),
+    on_progress: ProgressFn | None = None,
+    host_probe: Callable[[], Any] | None = None,
+) -> RunReport:
+    """Build, check and promote ``rendered`` (see the module docstring). ``on_built`` signs a
+    pushed image and attaches its provenance; it also runs for an image that was already there
+    but carries no valid signature + provenance by ``sign_keys``. Returns a RunReport; raises
+    only for infrastructure errors (engine/registry unavailable, unpinned inputs)."""
+    from builder.build import build_variants
+
+    start = time.monotonic()
+    progress = on_progress or (lambda _v, _s, _d: None)
+    run = build_variants(
+        rendered,
+        options,
+        client=client,
+        on_built=on_built,
+        on_progress=lambda v, e, d: progress(v, f"build:{e}", d),
+    )
+    if host_probe is None:
+        host_probe = _default_host_probe()
+    by_id = {r.variant.id: r for r in rendered}
+    results: list[VariantRun] = []
+    for built in run.results:
+        if built.status == "up-to-date" and on_built is not None and not signed(client, built, sign_keys):
+            progress(built.variant_id, "sign", "signing an image built earlier without signature/provenance")
+            try:
+                on_built(built, by_id[built.variant_id])
+            except BuilderError as exc:
+                built = dataclasses.replace(built, status="failed", error=f"signing failed: {exc.message}")
+        if built.status == "failed":
+            results.append(VariantRun(built.variant_id, built, None, ()))
+            continue
+        progress(built.variant_id, "check", "running device checks" if check.enabled else "skipped")
+        try:
+            outcome = check_image(built, client, check, host_probe=host_probe)
+        except CheckFailedError as exc:
+            outcome = CheckOutcome("failed", diagnosis=exc.details.get("diagnosis"), summary=exc.message)
+        except BuilderError as exc:
+            if exc.exit_code in (3, 5):  # engine / registry gone: stop everything
+                raise
+            outcome = CheckOutcome("failed", diagnosis="unknown", summary=exc.message)
+        progress(built.variant_id, f"check:{outcome.status}", outcome.diagnosis or "")
+        repository = by_id[built.variant_id].variant.repository
+        stage_results = promote_through(env, built, repository, stages, ticket=ticket)
+        for s in stage_results:
+            progress(built.variant_id, f"promote:{s.status}", s.stage)
+        results.append(VariantRun(built.variant_id, built, outcome, stage_results))
+    return RunReport(tuple(results), time.monotonic() - start)
+
+
+def signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey]) -> bool:
+    """``built`` has a valid signature and SLSA provenance attestation by one of ``keys``."""
+    from builder.predicates import SLSA_PROVENANCE_V1
+    from builder.sign import verify_image
+
+    repository = built.reference.split("/", 1)[1]
+    report = verify_image(client, repository, built.digest, keys=keys, predicate_types=(SLSA_PROVENANCE_V1,))
+    return report.ok
+
+
+def _default_host_probe() -> Callable[[], Any]:
+    from builder import engine
+    from builder.checks.hostinfo import probe_host
+
+    cache: list[Any] = []
+
+    def probe() -> Any:
+        if not cache:
+            cache.append(probe_host(engine_info=engine.info_json()))
+        return cache[0]
+
+    return probe
+
+
+def ensure_key(path: Path, password: str | None) -> bool:
+    """Generate an ECDSA P-256 key pair at ``path`` (+ ``.pub`` beside it, as ``builder keys
+    generate`` writes them) when it does not exist. Returns True when one was generated."""
+    if path.exists():
+        return False
+    from builder.keys import generate_key_pair
+
+    if path.name != "builder.key":
+        raise BuilderError(f"key path {path} must be named builder.key (as `builder keys generate` writes it)")
+    generate_key_pair(path.parent, password)
+    return True

@@ -1,0 +1,109 @@
+"""`builder run` end to end on real parts: BuildKit, the registry, the device check containers,
+signatures verified by real cosign, promotion under the shipped policy.
+
+Uses the tiny test matrix in a repository of its own and a fresh state directory (fresh keys),
+so earlier runs and other tests cannot interfere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def tiny_matrix(tmp_path: Path, unique_repo: str) -> Path:
+    text = (ROOT / "tests" / "data" / "matrices" / "tiny.yaml").read_text()
+    path = tmp_path / "tiny.yaml"
+    path.write_text(text.replace("repository: test/tiny", f"repository: {unique_repo}"))
+    return path
+
+
+@pytest.fixture
+def run_env(tmp_path: Path, registry_address: str, mirror_base: str) -> dict[str, str]:
+    state = tmp_path / "state"
+    state.mkdir()
+    shutil.copy(ROOT / ".builder" / "mirror.json", state / "mirror.json")
+    return {**os.environ, "BUILDER_STATE_DIR": str(state), "BUILDER_REGISTRY": registry_address}
+
+
+def builder(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "builder", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900
+    )
+
+
+def test_run_builds_signs_checks_and_promotes(
+    docker_engine: str, cosign_bin: str, tiny_matrix: Path, run_env: dict[str, str]
+) -> None:
+    fleet = str(ROOT / "fleets" / "demo.yaml")
+    first = builder(run_env, "run", "--json", "--matrix", str(tiny_matrix), "--to", "prod", "--fleet", fleet)
+    assert first.returncode == 0, first.stderr[-3000:]
+    report = json.loads(first.stdout)
+    by_id = {v["variant"]: v for v in report["variants"]}
+    cpu, cuda = by_id["tiny-cpu-py3.11-debian12"], by_id["tiny-cu128-py3.11-debian12"]
+
+    assert cpu["build"]["status"] == "built"
+    assert cpu["check"]["status"] == "passed"
+    # dev and staging allowed (signed by the build key, device check signed by the check runner)
+    assert [s["stage"] for s in cpu["stages"] if s["status"] == "promoted"] == ["dev", "staging"]
+    assert cpu["reached"] == "staging"
+    prod = cpu["stages"][-1]
+    assert prod["stage"] == "prod" and prod["status"] == "denied"
+    assert any(r.startswith("approvals") for r in prod["reasons"]), prod["reasons"]
+    assert any(r.startswith("change_ticket") for r in prod["reasons"]), prod["reasons"]
+
+    # no GPU runtime on this host: the real docker error, diagnosed at the toolkit layer
+    assert cuda["check"]["status"] == "failed"
+    assert cuda["check"]["diagnosis"] == "container-toolkit-missing"
+    assert cuda["check"]["at_fault"] == "container-toolkit"
+    assert cuda["check"]["static"]["clusters"]["ws-4090"] == "blocked"
+    assert cuda["reached"] == "dev"
+    assert cuda["stages"][-1]["status"] == "denied"
+
+    # an independent verifier accepts what the run signed
+    state = Path(run_env["BUILDER_STATE_DIR"])
+    ref = cpu["build"]["pinned"]
+    for argv in (
+        ["verify", "--key", str(state / "keys" / "builder.pub"), "--insecure-ignore-tlog", ref],
+        [
+            "verify-attestation",
+            "--key",
+            str(state / "keys" / "check-runner" / "builder.pub"),
+            "--insecure-ignore-tlog",
+            "--type",
+            "https://builder-project.github.io/attestations/device-check/v1",
+            ref,
+        ],
+    ):
+        proc = subprocess.run([cosign_bin, *argv], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+
+    # nothing changed: a no-op (nothing rebuilt, the passing check reused, stages left as they are)
+    t0 = time.monotonic()
+    again = builder(run_env, "run", "--json", "--matrix", str(tiny_matrix), "--to", "staging")
+    elapsed = time.monotonic() - t0
+    assert again.returncode == 0, again.stderr[-3000:]
+    report2 = json.loads(again.stdout)
+    for v in report2["variants"]:
+        assert v["build"]["status"] == "up-to-date"
+        assert v["build"]["digest"] == by_id[v["variant"]]["build"]["digest"]
+    cpu2 = {v["variant"]: v for v in report2["variants"]}["tiny-cpu-py3.11-debian12"]
+    assert cpu2["check"]["status"] == "reused"
+    assert [s["status"] for s in cpu2["stages"]] == ["already", "already"]
+    assert elapsed < 60, f"no-op run took {elapsed:.1f} s"
+
+
+def test_run_unknown_stage_is_a_clear_error(tiny_matrix: Path, run_env: dict[str, str], docker_engine: str) -> None:
+    proc = builder(run_env, "run", "--matrix", str(tiny_matrix), "--to", "production")
+    assert proc.returncode == 8, proc.stderr
+    assert "production" in proc.stderr and "staging" in proc.stderr
