@@ -125,7 +125,7 @@ def _targets(
     for name in names:
         if "/" in name or "@" in name or ":" in name:
             ref = parse_reference(name, cfg.registry)
-            vid = variant_id or _variant_from_tag(ref.tag, policy)
+            vid = variant_id or _variant_from_tag(ref.tag, policy) or _variant_from_labels(cfg, ref)
             if vid is None:
                 raise click.UsageError(f"cannot tell the variant of {name}: pass --variant-id ID")
             targets.append(
@@ -158,6 +158,34 @@ def _variant_from_tag(tag: str | None, policy: Policy) -> str | None:
         if tag.endswith("-" + s):
             return tag[: -len(s) - 1]
     return tag
+
+
+def _variant_from_labels(cfg: Config, ref: Any) -> str | None:
+    """The ``io.builder.variant`` label `builder render` writes into every image, if present."""
+    from builder.errors import BuilderError
+    from builder.registry import client_for, image_config
+
+    try:
+        config = image_config(client_for(ref.registry, insecure=cfg.is_insecure), ref.repository, ref.ref)
+    except BuilderError:
+        return None
+    label = ((config.get("config") or {}).get("Labels") or {}).get("io.builder.variant")
+    return str(label) if label else None
+
+
+def _fleet_for(cfg: Config, cluster: str) -> str:
+    """The fleet file under ``fleets_dir`` that names ``cluster`` (first match, sorted by name)."""
+    from builder.compat.fleets import load_fleet
+    from builder.errors import NotFoundError
+
+    files = sorted([*cfg.fleets_dir.glob("*.yaml"), *cfg.fleets_dir.glob("*.yml")])
+    for f in files:
+        if load_fleet(f).cluster(cluster) is not None:
+            return str(f)
+    raise NotFoundError(
+        f"no fleet file in {cfg.fleets_dir} has a cluster named {cluster!r}",
+        hint="pass --fleet FILE, or check the name with `builder check --static --fleet FILE`",
+    )
 
 
 def _one_target(cfg: Config, policy: Policy, variant: str) -> Target:
@@ -515,7 +543,7 @@ def history(
     "--fleet",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Fleet file naming the cluster (default: <fleets_dir>/demo.yaml).",
+    help="Fleet file naming the cluster (default: the fleets/*.yaml file that has it).",
 )
 @click.option("--no-verify", is_flag=True, help="Do not require a trusted promotion record on the digest.")
 @policy_option
@@ -538,7 +566,7 @@ def resolve(
     cfg = app_context().config
     env = _env(policy_file, None, need_signer=False, trust_root=trust_root)
     target = _one_target(cfg, env.policy, variant)
-    fleet_file = str(fleet or cfg.fleets_dir / "demo.yaml") if cluster else None
+    fleet_file = (str(fleet) if fleet else _fleet_for(cfg, cluster)) if cluster else None
     pinned = core(env, target, stage, cluster=cluster, fleet=fleet_file, verify=not no_verify)
     if app_context().json_output:
         emit({"variant": variant, "stage": stage, "cluster": cluster, "reference": pinned})

@@ -17,6 +17,7 @@ from tests.integration.test_promote_support import make_keys, push_image, write_
 pytestmark = pytest.mark.integration
 
 VARIANT = "jax0.7-cpu-py3.11-debian12"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(project: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
@@ -139,6 +140,18 @@ def test_promotion_commands(project: Path, registry_address: str, unique_repo: s
 
     # a stale compare-and-swap is a conflict (exit 32)
     run(project, "promote", VARIANT, "--to", "dev", "--confirm", "--expect-previous", d2, code=32)
+
+    # resolve for a cluster: the fleet file that names it is found under fleets/
+    (project / "fleets").mkdir()
+    (project / "fleets" / "demo.yaml").write_text((ROOT / "fleets" / "demo.yaml").read_text())
+    out = run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "a100-inference").stdout.strip()
+    assert out == f"{registry_address}/{unique_repo}@{d1}"  # a CPU image runs anywhere
+    run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "nowhere", code=8)
+
+    # a reference by digest alone: the variant comes from the image's io.builder.variant label
+    d3 = push_image(client, unique_repo, None, content=b"by digest", labels={"io.builder.variant": VARIANT})
+    plan = js(run(project, "promote", f"{registry_address}/{unique_repo}@{d3}", "--to", "dev", "--json"))
+    assert plan["results"][0]["variant"] == VARIANT and plan["results"][0]["digest"] == d3
 
 
 def test_policy_validate_lists_problems(project: Path) -> None:
