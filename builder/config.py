@@ -37,6 +37,7 @@ class Config:
     locks_dir: Path = Path("locks")
     ledger: Path | None = None  # default: <state_dir>/ledger.sqlite
     key: Path | None = None  # default: <state_dir>/keys/builder.key
+    check_key: Path | None = None  # default: <state_dir>/keys/check-runner/builder.key
     key_password: str | None = None
     workers: int = 2
 
@@ -47,6 +48,11 @@ class Config:
     @property
     def key_path(self) -> Path:
         return self.key or self.state_dir / "keys" / "builder.key"
+
+    @property
+    def check_key_path(self) -> Path:
+        """Key that signs device-check results on this host (a check runner's, never the build key)."""
+        return self.check_key or self.state_dir / "keys" / "check-runner" / "builder.key"
 
     @property
     def mirror_record(self) -> Path:

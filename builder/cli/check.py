@@ -161,7 +161,13 @@ def diagnose(
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per check container.")
 @click.option("--shm-size", default="1g", show_default=True)
 @click.option("--platform", default="linux/amd64", show_default=True)
-@click.option("--key", type=click.Path(dir_okay=False), default=None, help="Signing key (default: configured key).")
+@click.option(
+    "--key",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Check-runner key that signs the result (default: builder.toml `check_key`, "
+    "<state_dir>/keys/check-runner/builder.key).",
+)
 @click.option(
     "--attest/--no-attest",
     default=None,
@@ -245,7 +251,7 @@ def check(
     result = device.run_device_check(
         run_ref, facts, host, mode=mode, cdi=cdi, framework=framework, timeout=timeout, shm_size=shm_size
     )
-    key_path = Path(key) if key else cfg.key_path
+    key_path = Path(key) if key else cfg.check_key_path
     do_attest = attest if attest is not None else (key is not None or key_path.exists())
     payload = result.to_json()
     if do_attest:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     "--check-key",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Key that signs device-check results (default: <state_dir>/keys/check-runner/builder.key).",
+    help="Key that signs device-check results (default: builder.toml `check_key`).",
 )
 @click.option("--no-check", is_flag=True, help="Skip device checks (stages that require them will deny).")
 @click.option("--workers", type=click.IntRange(1, 64), default=None, help="Parallel builds (default: builder.toml).")
@@ -91,7 +91,7 @@ def run(
     con = console()
     rendered: list[Any] = core.select(list(core.render_matrices(cfg, matrices)), globs)
     password = cfg.key_password
-    check_key = check_key or cfg.state_dir / "keys" / "check-runner" / "builder.key"
+    check_key = check_key or cfg.check_key_path
     for path, role in ((cfg.key_path, "build"), (check_key, "check-runner")):
         if pipeline.ensure_key(path, password):
             note = "" if password else " (unencrypted: set BUILDER_KEY_PASSWORD to encrypt keys)"
