@@ -548,17 +548,30 @@ def read_records(env: Environment, loc: Location, digest: str, stage: str) -> li
     """Trusted ``promotion/v1`` records on ``digest`` in ``loc``'s repository for ``loc`` (the
     stage pointer): verified, signed by a promoter (or a listed roll-backer), naming this digest
     and pointer. Oldest first."""
-    from builder.attest import read_attestations
+    from builder.attest import verify_attestation_layer
+    from builder.sign import ATT_SUFFIX, PREDICATE_TYPE_ANNOTATION, signature_tag, verifiers_for
 
     signers = env.record_signers(stage)
-    items = read_attestations(
-        env.client(loc.registry),
-        loc.repository,
-        digest,
-        keys=env.keys,
-        verifiers=env.verifiers,
-        predicate_type=PROMOTION_V1,
-    )
+    client = env.client(loc.registry)
+    tag = signature_tag(digest, ATT_SUFFIX)
+    att = client.try_get_manifest(loc.repository, tag)
+    # only layers announcing promotion/v1 are verified (the signed statement must say so too:
+    # verify_attestation_layer rejects an annotation that differs from the signed type)
+    layers = [
+        d
+        for d in (att.json.get("layers") or [] if att is not None else [])
+        if isinstance(d, dict) and (d.get("annotations") or {}).get(PREDICATE_TYPE_ANNOTATION) == PROMOTION_V1
+    ]
+    verifiers = verifiers_for(env.keys, env.verifiers)
+    if len(layers) > 1:
+        with ThreadPoolExecutor(max_workers=min(8, len(layers))) as pool:
+            items = list(
+                pool.map(
+                    lambda d: verify_attestation_layer(client, loc.repository, digest, d, verifiers, tag=tag), layers
+                )
+            )
+    else:
+        items = [verify_attestation_layer(client, loc.repository, digest, d, verifiers, tag=tag) for d in layers]
     out: list[PromotionRecord] = []
     for it in items:
         ident = keyless_identity(it.signer)
