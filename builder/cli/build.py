@@ -108,6 +108,24 @@ _docker_config_option = click.option(
     default=None,
     help="Signing key (default: builder.toml `key`).",
 )
+@click.option(
+    "--keyless",
+    "keyless_",
+    is_flag=True,
+    help="Sign and attach the provenance keylessly with Sigstore (OIDC -> Fulcio, Rekor); implies signing.",
+)
+@click.option(
+    "--oidc-token",
+    envvar="BUILDER_OIDC_TOKEN",
+    default=None,
+    help="OIDC identity token for --keyless (default: the ambient CI token, e.g. GitHub Actions id-token).",
+)
+@click.option(
+    "--trust-config",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Sigstore client trust config JSON of a private instance for --keyless (default: public-good).",
+)
 @click.option("--dry-run", is_flag=True, help="Show the plan (what would be built) and stop.")
 @_docker_config_option
 @json_option
@@ -129,6 +147,9 @@ def build(
     source_date_epoch: int | None,
     sign: bool,
     key: Path | None,
+    keyless_: bool,
+    oidc_token: str | None,
+    trust_config: Path | None,
     dry_run: bool,
     docker_config: Path | None,
 ) -> None:
@@ -141,6 +162,7 @@ def build(
       builder build                              everything that changed
       builder build --select 'jax*' --workers 4
       builder build --changed-since origin/main --shard 1/4 --json
+      builder build --select 'jax*' --keyless    in CI: sign with the workflow's OIDC identity
     """
     from builder import build as core
     from builder.errors import BuildFailedError, ConfigError, TagConflictError
@@ -192,7 +214,13 @@ def build(
         emit({"plan": [p.to_json() for p in plan]}, lambda: _print_plan(plan))
         return
 
-    on_built = _signing_hook(cfg, key, client, options, secret_pairs) if sign else None
+    if keyless_ and key is not None:
+        raise ConfigError("--keyless and --key exclude each other", hint="drop --key to sign keylessly")
+    on_built = None
+    if sign or keyless_:
+        on_built = _signing_hook(
+            cfg, key, client, options, secret_pairs, keyless=keyless_, oidc_token=oidc_token, trust_config=trust_config
+        )
 
     def progress(variant: str, event: str, detail: str) -> None:
         if app.json_output and event not in ("failed",):
@@ -225,37 +253,43 @@ def build(
     emit(run.to_json(), lambda: _print_summary(run))
 
 
-def _signing_hook(cfg: Config, key: Path | None, client: RegistryClient, options: Any, secrets: list[Any]) -> Any:
-    """``on_built`` hook: sign the digest and attach the SLSA provenance (builder.sign)."""
-    import datetime as dt
-    import importlib.util
+def _signing_hook(
+    cfg: Config,
+    key: Path | None,
+    client: RegistryClient,
+    options: Any,
+    secrets: Any = None,
+    *,
+    keyless: bool = False,
+    oidc_token: str | None = None,
+    trust_config: Path | None = None,
+) -> Any:
+    """``on_built`` hook through ``builder.build.signing_hook``: the CLI reads the key password
+    (``BUILDER_KEY_PASSWORD``, else ``COSIGN_PASSWORD``) or, with ``keyless``, the OIDC token
+    (``--oidc-token``/``BUILDER_OIDC_TOKEN``, else the ambient CI token) and the trust config."""
+    from builder.build import KeylessSetup, git_commit, signing_hook
 
-    from builder.errors import ConfigError
+    setup = None
+    signer = None
+    if keyless:
+        from builder import keyless as kl
 
-    if importlib.util.find_spec("builder.sign") is None:
-        raise ConfigError("--sign: signing is not available in this installation (builder.sign missing)")
-    from builder.build import git_commit
-    from builder.provenance import provenance_predicate
-    from builder.sign import load_signer, sign_and_attest_build
+        token = kl.identity_token(oidc_token) if oidc_token else kl.ambient_identity_token()
+        setup = KeylessSetup(identity_token=token, trust_config=kl.load_trust_config(trust_config))
+    else:
+        from builder.sign import load_signer
 
-    password = cfg.key_password if cfg.key_password is not None else os.environ.get("COSIGN_PASSWORD")
-    signer = load_signer(key or cfg.key_path, password)
-    commit = git_commit(cfg.root)
-
-    def hook(built: Any, rendered: Any) -> None:
-        predicate = provenance_predicate(
-            rendered,
-            built,
-            git_commit=commit,
-            buildx_builder=options.builder,
-            secret_ids=[s[0] for s in secrets],
-            source_date_epoch=options.source_date_epoch,
-            finished=dt.datetime.now(dt.UTC),
-        )
-        repo = built.reference.split("/", 1)[1]
-        sign_and_attest_build(client, repo, built.digest, signer, predicate, lock_dir=cfg.state_dir / "locks")
-
-    return hook
+        password = cfg.key_password if cfg.key_password is not None else os.environ.get("COSIGN_PASSWORD")
+        signer = load_signer(key or cfg.key_path, password)
+    return signing_hook(
+        client=client,
+        options=options,
+        lock_dir=cfg.state_dir / "locks",
+        git_commit=git_commit(cfg.root),
+        signer=signer,
+        keyless=setup,
+        secret_ids=[s[0] for s in secrets] if secrets is not None else None,
+    )
 
 
 def _print_plan(plan: Any) -> None:

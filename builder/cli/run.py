@@ -81,7 +81,7 @@ def run(
 
     from builder import build as core
     from builder import pipeline
-    from builder.cli.build import _client_factory, _signing_hook, docker_credentials
+    from builder.cli.build import _client_factory, docker_credentials
     from builder.cli.promote import _env
     from builder.errors import BuildFailedError
     from builder.keys import load_public_keys, load_signer
@@ -132,7 +132,13 @@ def run(
             check=check,
             stages=stages,
             ticket=ticket,
-            on_built=_signing_hook(cfg, cfg.key_path, client, options, list(options.secrets)),
+            on_built=core.signing_hook(
+                client=client,
+                options=options,
+                lock_dir=cfg.state_dir / "locks",
+                git_commit=core.git_commit(cfg.root),
+                signer=load_signer(cfg.key_path, password),
+            ),
             sign_keys=tuple(load_public_keys([cfg.key_path.with_suffix(".pub")])),
             on_progress=progress,
         )
