@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from builder.errors import NotFoundError, PolicyError
-from builder.predicates import APPROVAL_V1, DEVICE_CHECK_V1, PROMOTION_V1
+from builder.predicates import APPROVAL_V1, DEVICE_CHECK_V1, PROMOTION_V1, SLSA_PROVENANCE_V1
 
 BUILD_STAGE = "build"
 """The pseudo-stage ``from: build``: the variant tag written by ``builder build``."""
@@ -433,6 +433,59 @@ class AttestationRule(Rule):
                 continue
             return self.result(True, f"verified attestation by {who}", summary)
         found = "; ".join(notes) if notes else f"no {self.predicate_type} attestation on the digest"
+        return self.result(False, found + _key_problems(self.signers) + _evidence_problems(ctx), summary)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProvenanceRule(Rule):
+    """A verified SLSA provenance v1 attestation by ``signers`` whose source dependency
+    (``buildDefinition.resolvedDependencies[]`` entry named ``source``, URI
+    ``<repository>@<commit>``, as ``builder build`` writes it) matches the ``source`` glob.
+    The branch is bound through the signer: a keyless GitHub workflow identity ends in
+    ``@refs/heads/<branch>``."""
+
+    signers: tuple[KeySet, ...] = ()
+    source: str | None = None
+    builder_id: str | None = None
+    kind: str = dataclasses.field(default="provenance", init=False)
+
+    def evaluate(self, ctx: Context) -> RuleResult:
+        summary = f"by {_sets_names(self.signers)}" + (f" from {self.source}" if self.source else "")
+        notes: list[str] = []
+        for a in ctx.evidence.attestations:
+            if a.predicate_type != SLSA_PROVENANCE_V1:
+                continue
+            who = _signer_text(a.signer, a.identity)
+            if not a.verified:
+                notes.append(f"provenance by {who} does not verify ({a.reason or 'unverifiable'})")
+                continue
+            if ctx.evidence.digest not in a.subject_digests:
+                notes.append(f"provenance by {who} is about another digest")
+                continue
+            if not _sets_match(self.signers, a.signer, a.identity):
+                notes.append(f"provenance signed by {who}, not a listed signer")
+                continue
+            bd = a.predicate.get("buildDefinition")
+            deps = bd.get("resolvedDependencies") if isinstance(bd, Mapping) else None
+            sources = [
+                str(d.get("uri", ""))
+                for d in (deps if isinstance(deps, list) else [])
+                if isinstance(d, Mapping) and d.get("name") == "source"
+            ]
+            if self.source and not any(fnmatch.fnmatchcase(u, self.source) for u in sources):
+                notes.append(f"provenance by {who}: source {', '.join(sources) or 'not recorded'} is not {self.source}")
+                continue
+            if self.builder_id:
+                rd = a.predicate.get("runDetails")
+                builder = rd.get("builder") if isinstance(rd, Mapping) else None
+                bid = builder.get("id") if isinstance(builder, Mapping) else None
+                if bid != self.builder_id:
+                    notes.append(f"provenance by {who}: builder {bid!r} is not {self.builder_id!r}")
+                    continue
+            return self.result(
+                True, f"built from {', '.join(sources) or 'an unrecorded source'}, signed by {who}", summary
+            )
+        found = "; ".join(notes) if notes else "no SLSA provenance attestation on the digest"
         return self.result(False, found + _key_problems(self.signers) + _evidence_problems(ctx), summary)
 
 
@@ -909,6 +962,12 @@ class _AttestationModel(_Strict):
     where: dict[str, Any] = Field(default_factory=dict)
 
 
+class _ProvenanceModel(_Strict):
+    signers: list[str] = Field(min_length=1)
+    source: str | None = None
+    builder_id: str | None = None
+
+
 class _DeviceCheckModel(_Strict):
     signers: list[str] = Field(min_length=1)
     vendors: list[Literal["nvidia", "amd", "none"]] = Field(default_factory=list)
@@ -981,6 +1040,7 @@ class _PolicyModel(_Strict):
 _RULE_MODELS: dict[str, type[_Strict]] = {
     "signature": _SignatureModel,
     "attestation": _AttestationModel,
+    "provenance": _ProvenanceModel,
     "device_check": _DeviceCheckModel,
     "approvals": _ApprovalsModel,
     "change_ticket": _TicketModel,
@@ -1153,6 +1213,8 @@ class _Loader:
             return AttestationRule(
                 location, m.type, self.keysets_of(m.signers, (*p, "signers")), tuple(sorted(m.where.items()))
             )
+        if isinstance(m, _ProvenanceModel):
+            return ProvenanceRule(location, self.keysets_of(m.signers, (*p, "signers")), m.source, m.builder_id)
         if isinstance(m, _DeviceCheckModel):
             return DeviceCheckRule(
                 location,

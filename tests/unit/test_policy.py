@@ -516,3 +516,36 @@ def test_keyless_signer_text_parses() -> None:
         "https://issuer.example",
         "ci@example.com",
     )
+
+
+def test_provenance_source_and_builder(tmp_path: Path, keys: dict[str, tuple[Path, str]]) -> None:
+    text = f"""\
+    keys:
+      build: [{{file: {keys["build"][0]}}}]
+    stages:
+      dev:
+        from: build
+        require:
+          provenance:
+            signers: [build]
+            source: "git+https://github.com/acme/images@*"
+            builder_id: https://builder-project.github.io/builder
+    """
+    policy = load_policy(write(tmp_path, text))
+    build = keys["build"][1]
+
+    def prov(uri: str, builder: str = "https://builder-project.github.io/builder") -> dict[str, Any]:
+        return {
+            "buildDefinition": {"resolvedDependencies": [{"name": "source", "uri": uri}, {"name": "Dockerfile"}]},
+            "runDetails": {"builder": {"id": builder}},
+        }
+
+    good = att(SLSA_PROVENANCE_V1, prov("git+https://github.com/acme/images@0123abcd"), build)
+    assert evaluate(policy, "dev", ev(good, stage="dev"), NOW).allowed
+    fork = att(SLSA_PROVENANCE_V1, prov("git+https://github.com/evil/images@0123abcd"), build)
+    r = reasons(evaluate(policy, "dev", ev(fork, stage="dev"), NOW))
+    assert "is not git+https://github.com/acme/images@*" in r["provenance"]
+    other_builder = att(SLSA_PROVENANCE_V1, prov("git+https://github.com/acme/images@1", "https://x"), build)
+    assert "builder 'https://x'" in reasons(evaluate(policy, "dev", ev(other_builder, stage="dev"), NOW))["provenance"]
+    by_runner = att(SLSA_PROVENANCE_V1, prov("git+https://github.com/acme/images@1"), keys["runner"][1])
+    assert "not a listed signer" in reasons(evaluate(policy, "dev", ev(by_runner, stage="dev"), NOW))["provenance"]
