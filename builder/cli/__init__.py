@@ -152,10 +152,12 @@ def _report(exc: BuilderError, app: AppContext | None, args: list[str]) -> None:
         traceback.print_exc()
     if json_mode:
         print(json.dumps({"error": exc.to_json()}, indent=2, default=str))
+    from rich.markup import escape  # messages quote outside text (engine stderr: `capabilities: [[gpu]]`)
+
     con = console()
-    con.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True)
+    con.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, markup=True)
     if exc.hint:
-        con.print(f"  [yellow]hint:[/] {exc.hint}", highlight=False)
+        con.print(f"  [yellow]hint:[/] {escape(exc.hint)}", highlight=False)
 
 
 __all__ = ["COMMANDS", "AppContext", "cli", "json_option", "main"]

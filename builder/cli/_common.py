@@ -112,4 +112,6 @@ def echo_command(argv: list[str]) -> None:
     """Echo an external command before it runs (house style: every external command is shown)."""
     import shlex
 
-    console().print(f"[dim]+ {shlex.join(argv)}[/]")
+    from rich.markup import escape
+
+    console().print(f"[dim]+ {escape(shlex.join(argv))}[/]")

@@ -223,10 +223,12 @@ def build(
         )
 
     def progress(variant: str, event: str, detail: str) -> None:
+        from rich.markup import escape
+
         if app.json_output and event not in ("failed",):
             return
         style = {"built": "green", "up-to-date": "dim", "failed": "red", "building": "cyan", "pushed": "blue"}
-        con.print(f"[{style.get(event, 'white')}]{event:>10}[/] {variant}  [dim]{detail}[/]", highlight=False)
+        con.print(f"[{style.get(event, 'white')}]{event:>10}[/] {variant}  [dim]{escape(detail)}[/]", highlight=False)
 
     if not rendered:
         emit(
@@ -305,6 +307,7 @@ def _print_plan(plan: Any) -> None:
 
 def _print_summary(run: Any) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title=f"build summary ({run.seconds:.1f} s)")
     for col in ("variant", "status", "digest", "time", "log"):
@@ -314,7 +317,7 @@ def _print_summary(run: Any) -> None:
         t.add_row(
             b.variant_id,
             f"[{colors[b.status]}]{b.status}[/]",
-            b.digest[:19] if b.digest else (b.error or "")[:80],
+            b.digest[:19] if b.digest else Text((b.error or "")[:80]),  # Text: no markup in engine errors
             f"{b.seconds:.1f}s" if b.status != "up-to-date" else "",
             b.log_path or "",
         )

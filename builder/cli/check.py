@@ -15,6 +15,14 @@ import click
 from builder.cli._common import app_context, console, echo_command, emit, json_option
 
 
+def _e(text: str) -> str:
+    """Escape outside text (engine stderr, image labels, tool output) for rich markup: docker's
+    ``capabilities: [[gpu]]`` must print as written, not as markup."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
 @click.command()
 @click.option(
     "--from",
@@ -50,28 +58,33 @@ def hostinfo(from_file: str | None) -> None:
     def human() -> None:
         c = console()
         c.print(
-            f"vendor: [bold]{info.vendor}[/]  driver: {info.driver_version or '?'}  CUDA (driver max): "
-            f"{info.cuda_version or '?'}" + (f"  ROCm: {info.rocm_version}" if info.rocm_version else "")
+            f"vendor: [bold]{_e(str(info.vendor))}[/]  driver: {_e(info.driver_version or '?')}  CUDA (driver max): "
+            f"{_e(info.cuda_version or '?')}" + (f"  ROCm: {_e(info.rocm_version)}" if info.rocm_version else "")
         )
         for g in info.gpus:
             c.print(
                 f"  GPU {g.index if g.index is not None else '?'}: {g.name or '?'}  brand={g.brand or '?'}  "
                 f"cc={g.compute_capability or g.gfx_target or '?'}  mem={g.memory_mib or '?'} MiB  "
-                f"bus={g.bus_id or '?'}  vbios={g.vbios or '?'}  mig={g.mig_mode or '-'}"
+                f"bus={g.bus_id or '?'}  vbios={g.vbios or '?'}  mig={g.mig_mode or '-'}",
+                markup=False,
             )
         if info.fabric_manager:
-            c.print(f"fabric manager: {info.fabric_manager}")
+            c.print(f"fabric manager: {info.fabric_manager}", markup=False)
         if info.toolkit is not None:
             c.print(
                 f"container toolkit: {'present' if info.toolkit.present else 'missing'}"
-                f" (nvidia-ctk {info.toolkit.nvidia_ctk_version or '-'}; CDI specs {len(info.toolkit.cdi_specs)})"
+                f" (nvidia-ctk {info.toolkit.nvidia_ctk_version or '-'}; CDI specs {len(info.toolkit.cdi_specs)})",
+                markup=False,
             )
         if info.engine is not None:
-            c.print(f"engine: {info.engine.name} {info.engine.version}  runtime: {info.engine.default_runtime}")
+            c.print(
+                f"engine: {info.engine.name} {info.engine.version}  runtime: {info.engine.default_runtime}",
+                markup=False,
+            )
         if info.diagnosis:
-            c.print(f"[red]diagnosis:[/] {info.diagnosis}: {info.diagnosis_detail}")
+            c.print(f"[red]diagnosis:[/] {_e(str(info.diagnosis))}: {_e(str(info.diagnosis_detail))}")
         for n in info.notes:
-            c.print(f"[dim]note: {n}[/]")
+            c.print(f"[dim]note: {_e(n)}[/]")
 
     emit(info.to_json(), human)
 
@@ -141,13 +154,27 @@ def diagnose(
 
     def human() -> None:
         c = console()
-        c.print(f"[bold]{result.key}[/]  at fault: [red]{result.at_fault}[/]  noticed by: {result.noticed_by}")
-        c.print(result.summary)
-        c.print(f"[yellow]fix:[/] {result.fix}")
+        c.print(
+            f"[bold]{_e(result.key)}[/]  at fault: [red]{_e(str(result.at_fault))}[/]  "
+            f"noticed by: {_e(str(result.noticed_by))}"
+        )
+        c.print(result.summary, markup=False)
+        c.print(f"[yellow]fix:[/] {_e(result.fix)}")
         for k, v in result.facts.items():
-            c.print(f"  {k}: {v}")
+            c.print(f"  {k}: {v}", markup=False)
 
     emit(result.to_json(), human)
+
+
+_PULL_NOISE = ("Unable to find image", "Pulling from", "Pull complete", "Pulling fs layer", "Digest: ", "Status: ")
+
+
+def _error_lines(error: str, keep: int = 6, width: int = 300) -> list[str]:
+    """The lines of a step's error worth showing: docker's pull chatter before the real error
+    (``Unable to find image ... locally``, layer progress) dropped, the last ``keep`` lines kept."""
+    lines = [ln.rstrip() for ln in error.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not any(n in ln for n in _PULL_NOISE)]
+    return [ln[:width] for ln in lines[-keep:]]
 
 
 @click.command()
@@ -222,15 +249,16 @@ def check(
 
         def human_static() -> None:
             c = console()
-            c.print(f"{pinned}: [bold]{out['verdict']}[/]")
+            c.print(f"{_e(pinned)}: [bold]{_e(str(out['verdict']))}[/]")
             for row in out.get("clusters") or out.get("gpus") or []:
                 name = row.get("cluster") or row.get("gpu")
                 c.print(
                     f"  {name}: {row['verdict']}  min driver {row.get('min_driver') or '-'}  "
-                    f"arch covered {row.get('arch_covered')}"
+                    f"arch covered {row.get('arch_covered')}",
+                    markup=False,
                 )
                 for reason in row.get("reasons") or []:
-                    c.print(f"    - {reason}")
+                    c.print(f"    - {reason}", markup=False)
 
         blocked = out["verdict"] == "blocked"
         if not blocked or not app_context().json_output:  # --json: one document (the error carries it)
@@ -269,13 +297,18 @@ def check(
         c = console()
         for s in result.steps:
             mark = "[green]ok[/]" if s.ok else "[red]FAIL[/]"
-            c.print(f"{mark:>14}  {s.name:<28} {s.seconds:7.2f}s  {s.error or ''}"[:300])
+            c.print(f"{mark:>14}  {_e(f'{s.name:<28} {s.seconds:7.2f}s')}")
+            for line in _error_lines(s.error or ""):
+                c.print(f"      {line}", markup=False, highlight=False)
         if result.diagnosis:
             d = result.diagnosis
-            c.print(f"[red]{d.key}[/] (at fault: {d.at_fault}; noticed by: {d.noticed_by}): {d.summary}")
-            c.print(f"[yellow]fix:[/] {d.fix}")
+            c.print(
+                f"[red]{_e(d.key)}[/] (at fault: {_e(str(d.at_fault))}; noticed by: {_e(str(d.noticed_by))}): "
+                f"{_e(d.summary)}"
+            )
+            c.print(f"[yellow]fix:[/] {_e(d.fix)}")
         if "attestation" in payload:
-            c.print(f"attached device-check/v1 to {pinned}")
+            c.print(f"attached device-check/v1 to {_e(pinned)}")
 
     if result.passed or not app_context().json_output:  # --json: one document (the error carries it)
         emit(payload, human)

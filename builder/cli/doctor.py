@@ -23,7 +23,9 @@ def doctor() -> None:
     def human() -> None:
         for item in report.items:
             mark = "[green]ok[/]" if item.ok else "[red]FAIL[/]"
-            console().print(f"{mark:>14}  {item.name:<10} {item.detail}")
+            from rich.markup import escape
+
+            console().print(f"{mark:>14}  {item.name:<10} {escape(item.detail)}")
 
     if not report.ok:
         human()

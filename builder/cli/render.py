@@ -133,7 +133,9 @@ def lock(matrix_files: tuple[str, ...], selects: tuple[str, ...], upgrade: bool,
         for r in results:
             line = f"[{colors[r.status]}]{r.status:>11}[/]  {r.variant_id}"
             if r.error:
-                line += f"  [dim]{r.error.splitlines()[-1][:100]}[/]"
+                from rich.markup import escape
+
+                line += f"  [dim]{escape(r.error.splitlines()[-1][:100])}[/]"
             console().print(line, highlight=False)
 
     emit(payload, human)

@@ -311,6 +311,7 @@ def verify(
     names = {k.fingerprint: Path(k.source).name for k in keys_}
 
     def human() -> None:
+        from rich.markup import escape
         from rich.table import Table
 
         con = console()
@@ -336,7 +337,7 @@ def verify(
             con.print(table)
             for n, item in enumerate(report.items, 1):
                 if not item.ok:
-                    con.print(f"  [red]#{n}[/] {item.reason}")
+                    con.print(f"  [red]#{n}[/] {escape(item.reason)}")
         else:
             con.print("  no signatures or attestations found")
         if report.ok:
@@ -344,7 +345,7 @@ def verify(
         else:
             con.print("[bold red]NOT VERIFIED[/]")
             for p in report.problems:
-                con.print(f"  - {p}")
+                con.print(f"  - {p}", markup=False)
 
     if not report.ok and app_context().json_output:
         report.raise_for_failure()  # one JSON document: the error, with every item in details
