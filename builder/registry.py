@@ -582,6 +582,8 @@ class RegistryClient:
         self._basic: str | None = None  # "Basic ..." once a Basic challenge was answered
         self._tokens: dict[str, str] = {}  # scope key -> "Bearer ..."
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._adapter: Any = None  # one requests HTTPAdapter (connection pool) shared by all threads
+        self._env_cache: dict[str, dict[str, Any]] = {}  # scheme://host -> proxies/verify/netrc
 
     def __repr__(self) -> str:
         return f"RegistryClient({self.registry!r}, scheme={self.scheme!r})"
@@ -590,18 +592,56 @@ class RegistryClient:
 
     @property
     def session(self) -> requests.Session:
-        """One ``requests.Session`` per thread (keep-alive connections are reused)."""
+        """One ``requests.Session`` per thread, all sharing this client's connection pool (one
+        ``HTTPAdapter``: urllib3 pools are thread-safe), so a thread started later reuses the
+        keep-alive connections of earlier ones instead of opening its own. ``trust_env`` is off:
+        the environment's proxy, CA-bundle and netrc settings are resolved once per host
+        (:meth:`_env_settings`) rather than on every request."""
         s: requests.Session | None = getattr(self._local, "session", None)
         if s is None:
             import requests
-            from requests.adapters import HTTPAdapter
 
             s = requests.Session()
-            adapter = HTTPAdapter(pool_connections=4, pool_maxsize=16)
+            s.trust_env = False
+            adapter = self._shared_adapter()
             s.mount("http://", adapter)
             s.mount("https://", adapter)
             self._local.session = s
         return s
+
+    def _shared_adapter(self) -> Any:
+        with self._lock:
+            if self._adapter is None:
+                from requests.adapters import HTTPAdapter
+
+                # up to 64 idle keep-alive connections per host (a batch runs 16 promotions with
+                # up to 8 requests each in flight); more are opened when needed, never blocked on
+                self._adapter = HTTPAdapter(pool_connections=4, pool_maxsize=64)
+            return self._adapter
+
+    def _env_settings(self, url: str) -> dict[str, Any]:
+        """What ``requests`` would take from the environment for ``url``'s host (``HTTP(S)_PROXY``
+        / ``NO_PROXY``, ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``, ``~/.netrc``), read once per
+        ``scheme://host`` and cached: the same values ``Session.trust_env`` looks up per request
+        (requests' ``merge_environment_settings`` and ``get_netrc_auth``)."""
+        parts = urlsplit(url)
+        key = f"{parts.scheme}://{parts.netloc}"
+        with self._lock:
+            got = self._env_cache.get(key)
+        if got is None:
+            import requests
+            from requests.utils import get_netrc_auth
+
+            probe = requests.Session()  # trust_env on: resolve as requests would
+            merged = probe.merge_environment_settings(key + "/", {}, None, None, None)
+            probe.close()
+            got = {"proxies": dict(merged.get("proxies") or {}), "verify": merged.get("verify", True)}
+            netrc = get_netrc_auth(key + "/")
+            if netrc is not None:
+                got["netrc"] = netrc
+            with self._lock:
+                self._env_cache[key] = got
+        return got
 
     @property
     def executor(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -647,6 +687,9 @@ class RegistryClient:
         url = self._url(path)
         where = f"{self.registry}/{ref}" if ref else f"{self.registry}{urlsplit(url).path}"
         kw.setdefault("timeout", self.timeout)
+        env = self._env_settings(url)
+        kw.setdefault("proxies", env["proxies"])
+        kw.setdefault("verify", env["verify"])
         headers = dict(kw.pop("headers", None) or {})
         key = self._scope_key(path, scopes)
         authed_once = False
@@ -655,6 +698,9 @@ class RegistryClient:
             auth_header = self._auth_header_for(key)
             if auth_header:
                 headers["Authorization"] = auth_header
+                kw.pop("auth", None)
+            elif "netrc" in env and "Authorization" not in headers:
+                kw["auth"] = env["netrc"]  # as trust_env would: netrc only when nothing else authenticates
             data = kw.get("data")
             if data is not None and hasattr(data, "seek"):
                 data.seek(0)
@@ -780,10 +826,20 @@ class RegistryClient:
                     "client_id": "builder",
                 }
                 form["scope"] = " ".join(dict.fromkeys(scope_list))
-                resp = self.session.post(realm, data=form, timeout=self.timeout)
+                env = self._env_settings(realm)
+                resp = self.session.post(
+                    realm, data=form, timeout=self.timeout, proxies=env["proxies"], verify=env["verify"]
+                )
             else:
-                auth = (cred.username, cred.password) if cred is not None else None
-                resp = self.session.get(f"{realm}?{urlencode(q)}", auth=auth, timeout=self.timeout)
+                env = self._env_settings(realm)
+                auth = (cred.username, cred.password) if cred is not None else env.get("netrc")
+                resp = self.session.get(
+                    f"{realm}?{urlencode(q)}",
+                    auth=auth,
+                    timeout=self.timeout,
+                    proxies=env["proxies"],
+                    verify=env["verify"],
+                )
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise RegistryUnavailableError(
                 f"token service {realm} of registry {self.registry} is not reachable: {type(exc).__name__}",
