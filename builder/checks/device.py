@@ -209,31 +209,35 @@ def static_check_host(image: ImageFacts, host: HostInfo) -> dict[str, Any]:
 
 
 def static_check_fleet(image: ImageFacts, fleet_path: Path) -> dict[str, Any]:
-    """Verdict of ``image`` for every cluster of the fleet file (helper A's ``check_fleet``).
-    ``verdict``: the best verdict of any cluster (``blocked`` only when none can run it);
-    ``worst``, ``runs_on``, ``blocked_on`` and each cluster's verdict with reasons."""
+    """Verdict of ``image`` for every cluster of the fleet file (``builder.compat.check_fleet``) and the
+    fleet's verdict from ``builder.compat.fleets.summarize`` (the one ``builder compat fleet`` uses):
+    ``verdict`` is the WORST over the clusters of the image's vendor (cuda -> nvidia, rocm -> amd; a CPU
+    image: every cluster); clusters of another vendor are listed in ``not_applicable`` and never block;
+    ``blocked`` when an applicable cluster is blocked or none applies. Keys: ``fleet``, ``verdict``,
+    ``header`` (the one-line summary both CLIs print), ``image_vendor``, ``runs_on``, ``blocked_on``,
+    ``not_applicable``, ``reasons``, ``clusters`` (each: cluster, vendor, applies, and its verdict with
+    reasons). Raises ConfigError for an invalid fleet file."""
     from builder import compat
+    from builder.compat.fleets import image_vendor, summarize
 
     fleet = compat.load_fleet(fleet_path)
-    rows = []
-    for cluster, v in compat.check_fleet(
+    results = compat.check_fleet(
         fleet,
         cuda=image.cuda_version if image.accelerator == "cuda" else None,
         require=image.require_cuda if image.accelerator == "cuda" else None,
         rocm=image.rocm_version if image.accelerator == "rocm" else None,
         image_archs=tuple(image.gpu_archs),
-    ):
-        rows.append({"cluster": cluster.name, "vendor": cluster.vendor, **v.to_json()})
-    runs_on = [r["cluster"] for r in rows if r["verdict"] != "blocked"]
-    # the fleet's verdict: the best any cluster offers (blocked only when no cluster can run it);
-    # "worst" is the verdict a promotion to *every* cluster would get
-    best = min((r["verdict"] for r in rows), key=lambda v: _ORDER.get(v, 3), default="blocked")
+    )
+    summary = summarize(((c.name, c.vendor, v.verdict) for c, v in results), image_vendor(image.accelerator))
+    skipped = set(summary.not_applicable)
+    rows = [
+        {"cluster": c.name, "vendor": c.vendor, "applies": c.name not in skipped, **v.to_json()} for c, v in results
+    ]
     return {
         "fleet": fleet.name,
-        "verdict": best,
-        "worst": _worst([r["verdict"] for r in rows]),
-        "runs_on": runs_on,
-        "blocked_on": [r["cluster"] for r in rows if r["verdict"] == "blocked"],
+        **summary.to_json(),
+        "header": summary.header(fleet.name),
+        "reasons": list(summary.reasons),
         "clusters": rows,
     }
 

@@ -249,9 +249,16 @@ def check(
 
         def human_static() -> None:
             c = console()
-            c.print(f"{_e(pinned)}: [bold]{_e(str(out['verdict']))}[/]")
+            if "header" in out:  # --fleet: the same summary line as `builder compat fleet`
+                c.print(pinned, markup=False, highlight=False)
+                c.print(out["header"], markup=False, highlight=False)
+            else:
+                c.print(f"{_e(pinned)}: [bold]{_e(str(out['verdict']))}[/]")
             for row in out.get("clusters") or out.get("gpus") or []:
                 name = row.get("cluster") or row.get("gpu")
+                if row.get("applies") is False:
+                    c.print(f"  {name}: not-applicable ({row.get('vendor')})", markup=False)
+                    continue
                 c.print(
                     f"  {name}: {row['verdict']}  min driver {row.get('min_driver') or '-'}  "
                     f"arch covered {row.get('arch_covered')}",

@@ -155,10 +155,12 @@ def fleet(
     arch_list: str | None,
 ) -> None:
     """Verdict per cluster of a fleet (a file, or a name in the fleets directory: `demo` ->
-    fleets/demo.yaml); exit 11 when any cluster is blocked."""
+    fleets/demo.yaml), and the fleet's verdict: the worst over the clusters of the image's vendor
+    (--rocm: AMD clusters; otherwise NVIDIA ones; the others are not-applicable). Exit 11 when that
+    verdict is blocked: an applicable cluster is blocked, or no cluster applies (docs/fleets.md)."""
     from pathlib import Path
 
-    from builder.compat.fleets import check_cluster, load_fleet, resolve_fleet_path
+    from builder.compat.fleets import check_cluster, load_fleet, resolve_fleet_path, summarize
     from builder.errors import IncompatibleError
 
     cuda, require = _image(cuda, require, image_cuda, rocm)
@@ -172,18 +174,33 @@ def fleet(
         for c in f.clusters
         if wanted is None or c.name in wanted
     ]
-    payload = {"fleet": f.name, "path": f.path, "clusters": [r.to_json() for r in results]}
+    vendors = {c.name: c.vendor for c in f.clusters}
+    summary = summarize(
+        ((r.cluster, vendors[r.cluster], r.verdict.verdict) for r in results), "amd" if rocm else "nvidia"
+    )
+    skipped = set(summary.not_applicable)
+    payload = {
+        "fleet": f.name,
+        "path": f.path,
+        **summary.to_json(),
+        "clusters": [{**r.to_json(), "applies": r.cluster not in skipped} for r in results],
+    }
 
     def human() -> None:
+        console().print(summary.header(f.name), markup=False, highlight=False)
         for r in results:
+            if r.cluster in skipped:
+                console().print(f"cluster {r.cluster}: not-applicable ({vendors[r.cluster]})", markup=False)
+                continue
             _print_verdict(r.verdict, f"cluster {r.cluster}")
 
     emit(payload, human)
-    blocked = [r.cluster for r in results if r.verdict.verdict == "blocked"]
-    if blocked:
+    if summary.blocked:
         if app_context().json_output:
             raise click.exceptions.Exit(IncompatibleError.exit_code)
-        raise IncompatibleError(f"blocked on cluster(s): {', '.join(blocked)}", clusters=blocked)
+        raise IncompatibleError(
+            f"fleet {f.name} is blocked: " + "; ".join(summary.reasons), clusters=list(summary.blocked_on)
+        )
 
 
 @compat.command("cuda")

@@ -498,16 +498,116 @@ def check_fleet(
     return out
 
 
+# --------------------------------------------------------------------------------- fleet summary
+
+NOT_APPLICABLE = "not-applicable"
+
+
+def image_vendor(accelerator: str | None) -> Literal["nvidia", "amd", "none"]:
+    """The GPU vendor an image is built for, from its accelerator kind (the ``io.builder.accelerator``
+    label / ``Accelerator.kind``): ``cuda`` -> ``nvidia``, ``rocm`` -> ``amd``, anything else (``cpu``,
+    unknown) -> ``none`` (a CPU image applies to every cluster)."""
+    return "nvidia" if accelerator == "cuda" else "amd" if accelerator == "rocm" else "none"
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetSummary:
+    """One fleet verdict, the same for ``builder compat fleet``, ``builder check --static --fleet`` and
+    ``builder run``: the WORST verdict over the *applicable* clusters.
+
+    A cluster applies when its vendor is the image's (``image_vendor``; a CPU image, vendor ``none``,
+    applies to every cluster); the others are ``not-applicable`` (a CUDA image is not expected to run on
+    an AMD cluster), never ``blocked``. ``verdict``: ``blocked`` when any applicable cluster is blocked,
+    or when no cluster applies (nothing in the fleet can run the image); else the worst of ``ok`` <
+    ``minor-version-compat`` < ``forward-compat``. ``runs_on``: applicable clusters not blocked;
+    ``blocked_on``: applicable clusters blocked; ``not_applicable``: clusters of another vendor;
+    ``clusters``: ``(cluster, verdict)`` in file order, ``not-applicable`` for the skipped ones.
+    ``blocked`` is what the CLIs turn into exit 11 (IncompatibleError)."""
+
+    verdict: str
+    runs_on: tuple[str, ...]
+    blocked_on: tuple[str, ...]
+    not_applicable: tuple[str, ...]
+    clusters: tuple[tuple[str, str], ...]
+    image_vendor: str
+
+    @property
+    def blocked(self) -> bool:
+        return self.verdict == "blocked"
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Why the verdict is what it is, one line (empty when every applicable cluster is ok)."""
+        if not self.runs_on and not self.blocked_on:
+            return (f"no cluster of the fleet has the image's GPU vendor ({self.image_vendor})",)
+        if self.blocked_on:
+            return (f"cannot run on cluster(s): {', '.join(self.blocked_on)}",)
+        return ()
+
+    def header(self, fleet: str) -> str:
+        """The one-line summary both CLIs print first (plain text, no markup)."""
+        text = f"fleet {fleet}: {self.verdict}"
+        if self.runs_on:
+            text += f"  runs on: {', '.join(self.runs_on)}"
+        if self.blocked_on:
+            text += f"  blocked on: {', '.join(self.blocked_on)}"
+        if self.not_applicable:
+            text += f"  not applicable ({self.image_vendor} image): {', '.join(self.not_applicable)}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "image_vendor": self.image_vendor,
+            "runs_on": list(self.runs_on),
+            "blocked_on": list(self.blocked_on),
+            "not_applicable": list(self.not_applicable),
+        }
+
+
+def summarize(results: Iterable[tuple[str, str, str]], image_vendor: str | None) -> FleetSummary:
+    """The fleet verdict (see :class:`FleetSummary`) of ``results``: ``(cluster name, cluster vendor,
+    cluster verdict)`` in file order (e.g. from :func:`check_fleet`: ``(c.name, c.vendor, v.verdict)``).
+    ``image_vendor``: ``nvidia`` | ``amd`` | ``none``/None (CPU image: every cluster applies)."""
+    vendor = image_vendor or "none"
+    rows: list[tuple[str, str]] = []
+    applicable: list[tuple[str, str]] = []
+    skipped: list[str] = []
+    for name, cluster_vendor, verdict in results:
+        if vendor != "none" and cluster_vendor != vendor:
+            skipped.append(name)
+            rows.append((name, NOT_APPLICABLE))
+        else:
+            applicable.append((name, verdict))
+            rows.append((name, verdict))
+    if applicable:
+        overall = max((v for _, v in applicable), key=lambda v: SEVERITY.get(v, SEVERITY["blocked"]))
+    else:
+        overall = "blocked"
+    return FleetSummary(
+        verdict=overall,
+        runs_on=tuple(n for n, v in applicable if v != "blocked"),
+        blocked_on=tuple(n for n, v in applicable if v == "blocked"),
+        not_applicable=tuple(skipped),
+        clusters=tuple(rows),
+        image_vendor=vendor,
+    )
+
+
 __all__ = [
+    "NOT_APPLICABLE",
     "Cluster",
     "ClusterVerdict",
     "Fleet",
+    "FleetSummary",
     "HostConfig",
     "check_cluster",
     "check_fleet",
     "fleet_from_data",
     "fleet_json_schema",
+    "image_vendor",
     "load_fleet",
     "load_fleets",
     "resolve_fleet_path",
+    "summarize",
 ]

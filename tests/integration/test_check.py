@@ -175,13 +175,15 @@ def test_cdi_request_really_fails_as_unresolvable(images: dict[str, str]) -> Non
 
 def test_static_fleet_verdicts(images: dict[str, str]) -> None:
     res = builder("check", images["cuda"], "--static", "--fleet", "fleets/demo.yaml", "--json")
-    assert res.returncode == 0, res.stderr
-    doc = json.loads(res.stdout)
+    # the fleet verdict is the worst over the NVIDIA clusters (docs/fleets.md): ws-4090 blocks -> exit 11
+    assert res.returncode == 11, res.stderr
+    doc = json.loads(res.stdout)["error"]["details"]["verdict"]
     verdicts = {c["cluster"]: c["verdict"] for c in doc["clusters"]}
     assert verdicts["a100-inference"] == "ok"
     assert verdicts["h100-train"] == "forward-compat"  # R550 exemption, data-center brand
     assert verdicts["ws-4090"] == "blocked"  # no exemption for GeForce
     assert "a100-inference" in doc["runs_on"] and "ws-4090" in doc["blocked_on"]
+    assert doc["verdict"] == "blocked" and doc["not_applicable"] == ["mi300x"]  # a CUDA image on AMD: n/a
 
 
 def test_static_host_blocked_exit_code(images: dict[str, str]) -> None:

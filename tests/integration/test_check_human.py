@@ -23,3 +23,31 @@ def test_failed_gpus_all_check_prints_engine_stderr_verbatim(images: dict[str, s
     # the final error line (builder.cli._report) is escaped too
     error_line = next(line for line in out.splitlines() if line.startswith("error:"))
     assert "container-toolkit-missing" in error_line
+
+
+def test_static_fleet_same_header_and_exit_as_compat_fleet(images: dict[str, str]) -> None:
+    """`builder check REF --static --fleet` and `builder compat fleet` (given the image's NVIDIA_REQUIRE_CUDA
+    and architectures) print the same fleet line and exit the same way: one summary (compat.fleets)."""
+    import json
+
+    static = builder("check", images["cuda"], "--static", "--fleet", "fleets/demo.yaml", env={"COLUMNS": "400"})
+    facts = json.loads(builder("check", images["cpu"], "--static", "--fleet", "fleets/demo.yaml", "--json").stdout)
+    assert facts["verdict"] == "ok" and facts["not_applicable"] == []  # a CPU image applies to every cluster
+    require = "cuda>=12.8 brand=tesla,driver>=550,driver<551 brand=nvidia,driver>=550,driver<551"  # the image's
+    compat = builder(
+        "compat",
+        "fleet",
+        "fleets/demo.yaml",
+        "--require",
+        require,
+        "--arch-list",
+        "sm_80,sm_90,sm_120",
+        env={"COLUMNS": "400"},
+    )
+    assert static.returncode == compat.returncode == 11, static.stderr + compat.stderr
+    line = (
+        "fleet demo: blocked  runs on: h100-train, a100-inference  blocked on: ws-4090  "
+        "not applicable (nvidia image): mi300x"
+    )
+    assert line in static.stderr.splitlines()
+    assert line in compat.stderr.splitlines()
