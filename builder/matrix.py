@@ -791,6 +791,34 @@ def select(variants: Sequence[Variant], globs: Sequence[str]) -> tuple[Variant, 
     return tuple(chosen)
 
 
+def looks_like_variant_id(text: str) -> bool:
+    """True for a bare variant id (``jax0.7-cpu-py3.11-debian12``): no ``/``, ``:`` or ``@``, which every
+    image reference the CLIs take has (``registry/repo:tag``, ``repo@sha256:...``)."""
+    return bool(text) and not any(c in text for c in "/:@")
+
+
+def variant_reference(matrices: Iterable[Matrix], variant_id: str, registry: str) -> str:
+    """``<registry>/<repository>:<variant-id>``: the moving variant tag ``builder build`` points at the
+    variant's latest image (docs/build.md). Raises NotFoundError naming up to five close ids (difflib)
+    when no matrix has ``variant_id``."""
+    import difflib
+
+    from builder.errors import NotFoundError
+
+    ids: dict[str, Variant] = {v.id: v for m in matrices for v in m.variants}
+    v = ids.get(variant_id)
+    if v is None:
+        close = difflib.get_close_matches(variant_id, list(ids), n=5, cutoff=0.6)
+        raise NotFoundError(
+            f"no variant {variant_id!r} in the matrices"
+            + (f"; close matches: {', '.join(close)}" if close else f" ({len(ids)} variants known)"),
+            hint="give a variant id from `builder matrix list`, or an image reference (registry/repo:tag)",
+            variant=variant_id,
+            close_matches=close,
+        )
+    return f"{registry}/{v.repository}:{v.id}"
+
+
 def shard(variants: Sequence[Variant], i: int, n: int) -> tuple[Variant, ...]:
     """Shard ``i`` of ``n`` (1-based ``i``), round-robin over the given order: shards are disjoint,
     their union is ``variants``, sizes differ by at most one. Raises ``ConfigError`` on bad i/n."""

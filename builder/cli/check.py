@@ -217,8 +217,11 @@ def check(
 ) -> None:
     """Check an image on this host (fresh containers, signed result) or --static against a host/fleet.
 
+    REF is an image reference or a variant id (its moving tag <registry>/<repository>:<variant-id>).
+
     \b
     builder check REF                          run the device checks here, attach device-check/v1
+    builder check jax0.7-cpu-py3.11-debian12   the variant's latest build
     builder check REF --static --host h.json   verdict for a saved host
     builder check REF --static --fleet fleets/demo.yaml
     Exit codes: 20 check failed (diagnosis in the output), 11 static verdict blocked.
@@ -229,6 +232,12 @@ def check(
     from builder.registry import DockerCredentials, client_for, parse_reference
 
     cfg = app_context().config
+    from builder.matrix import looks_like_variant_id
+
+    if looks_like_variant_id(ref):  # a variant id: its moving variant tag in the configured registry
+        from builder.matrix import load_matrices, matrix_paths, variant_reference
+
+        ref = variant_reference(load_matrices(matrix_paths(cfg.matrices_dir)), ref, cfg.registry)
     r = parse_reference(ref, cfg.registry)
     docker_config = Path(os.environ.get("DOCKER_CONFIG", str(Path.home() / ".docker")))
     client = client_for(r.registry, insecure=cfg.is_insecure, auth=DockerCredentials.from_file(docker_config))

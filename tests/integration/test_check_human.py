@@ -3,11 +3,15 @@ eat docker's ``capabilities: [[gpu]]`` (it printed ``capabilities: []`` before t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.integration.test_check import _no_toolkit, builder, images
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
 
 __all__ = ["images"]  # the module-scoped fixture (real images built and pushed for this module)
 
@@ -51,3 +55,28 @@ def test_static_fleet_same_header_and_exit_as_compat_fleet(images: dict[str, str
     )
     assert line in static.stderr.splitlines()
     assert line in compat.stderr.splitlines()
+
+
+def test_check_takes_a_variant_id(tmp_path: Path, registry_address: str, unique_repo: str) -> None:
+    """`builder check VARIANT-ID` checks <registry>/<repository>:<variant-id> (the moving tag a build writes);
+    an unknown id is exit 8 naming the close ids."""
+    import json
+    import os
+
+    from builder.registry import RegistryClient
+    from tests.integration.test_sign import push_tiny_image
+
+    proj = tmp_path / "proj"
+    (proj / "matrices").mkdir(parents=True)
+    text = (ROOT / "tests" / "data" / "matrices" / "tiny.yaml").read_text()
+    (proj / "matrices" / "tiny.yaml").write_text(text.replace("repository: test/tiny", f"repository: {unique_repo}"))
+    (proj / "builder.toml").write_text(f'registry = "{registry_address}"\n')
+    client = RegistryClient(registry_address, insecure=True)
+    digest = push_tiny_image(client, unique_repo, "tiny-cpu-py3.11-debian12", os.urandom(8))
+    fleet = str(ROOT / "fleets" / "demo.yaml")
+    res = builder("-C", str(proj), "check", "tiny-cpu-py3.11-debian12", "--static", "--fleet", fleet, "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["reference"] == f"{registry_address}/{unique_repo}@{digest}"
+    bad = builder("-C", str(proj), "check", "tiny-cpu-py3.11-debian11", "--static", "--fleet", fleet)
+    assert bad.returncode == 8, bad.stderr
+    assert "close matches: tiny-cpu-py3.11-debian12" in bad.stderr
