@@ -120,7 +120,10 @@ def cli(ctx: click.Context, json_output: bool, debug: bool, root: str | None) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the CLI, map errors to exit codes."""
+    """Console entry point: run the CLI, map errors to exit codes.
+
+    With ``--json`` every failure, usage errors and bugs included, prints one JSON document
+    ``{"error": {...}}`` on stdout; human messages always go to stderr."""
     args = sys.argv[1:] if argv is None else argv
     app: AppContext | None = None
     try:
@@ -131,6 +134,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
+        if _json_mode(app, args):
+            _print_json_error("usage", exc.exit_code, exc.format_message(), "see `builder COMMAND --help`")
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         console().print("[red]aborted[/]")
@@ -141,16 +146,42 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         console().print("[red]interrupted[/]")
         sys.exit(130)
+    except BrokenPipeError:
+        # the reader went away (`builder ... | head`): stop quietly, as Unix tools do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except Exception as exc:  # a bug: traceback always, and still one JSON document with --json
+        import traceback
+
+        traceback.print_exc()
+        if _json_mode(app, args):
+            _print_json_error(
+                "unexpected",
+                1,
+                f"{type(exc).__name__}: {exc}",
+                "this is a bug in builder: report it with the traceback",
+            )
+        sys.exit(1)
+
+
+def _json_mode(app: AppContext | None, args: list[str]) -> bool:
+    return (app is not None and app.json_output) or "--json" in args
+
+
+def _print_json_error(kind: str, code: int, message: str, hint: str) -> None:
+    doc = {"error": {"kind": kind, "exit_code": code, "message": message, "hint": hint, "details": {}}}
+    print(json.dumps(doc, indent=2))
 
 
 def _report(exc: BuilderError, app: AppContext | None, args: list[str]) -> None:
-    json_mode = (app is not None and app.json_output) or "--json" in args
     debug = (app is not None and app.debug) or "--debug" in args
     if debug:
         import traceback
 
         traceback.print_exc()
-    if json_mode:
+    if _json_mode(app, args):
         print(json.dumps({"error": exc.to_json()}, indent=2, default=str))
     from rich.markup import escape  # messages quote outside text (engine stderr: `capabilities: [[gpu]]`)
 

@@ -94,3 +94,19 @@ def test_errors_carry_hints() -> None:
         exc = cls("something failed")
         assert exc.hint, cls.__name__
         assert "hint:" in exc.diagnostics()
+
+
+def test_json_usage_error_is_one_json_document() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "builder", "--json", "no-such-command"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode == 2
+    doc = json.loads(proc.stdout)
+    assert doc["error"]["kind"] == "usage" and "no-such-command" in doc["error"]["message"]
+
+
+def test_outside_a_checkout_warns_where_it_looked(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "builder", "matrix", "list"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert "no builder.toml" in proc.stderr and "-C DIR" in proc.stderr
