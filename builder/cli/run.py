@@ -37,7 +37,13 @@ if TYPE_CHECKING:
     default=None,
     help="Also give each image's static verdict for every cluster of this fleet (e.g. fleets/demo.yaml).",
 )
-@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Policy file (default: <policies_dir>/default.yaml).",
+)
 @click.option(
     "--check-key",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -74,8 +80,9 @@ def run(
     \b
     Examples:
       builder run --matrix matrices/demo.yaml --to prod --fleet fleets/demo.yaml
-      builder run --select 'jax*' --json
-    Exit codes: 0 done (denials are reported, not errors); 14 a build failed; 3/5 engine/registry down.
+      builder run --matrix matrices/demo.yaml --to staging --json
+    Exit codes: 0 done (denials are reported, not errors); 14 a build failed; 13 unpinned base or lock;
+    8 unknown stage; 3/5 engine/registry down.
     """
     import os
 
@@ -163,6 +170,12 @@ def _source_date_epoch(cfg: Config, env_value: str) -> int | None:
     return int(env_value) if env_value.isdigit() else git_commit_time(cfg.root)
 
 
+def _short(reason: str, limit: int = 110) -> str:
+    """First clause of a rule's reason, shortened for the table (--json has the full text)."""
+    text = reason.split("; ")[0]
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -170,9 +183,14 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
     from builder.predicates import DEVICE_CHECK_V1
 
     con = console()
-    t = Table(title=f"builder run ({report.seconds:.1f} s)", show_lines=True)
-    for col in ("variant", "digest", "build", "check", "static (fleet)", "stage", "policy"):
-        t.add_column(col, overflow="fold")
+    t = Table(title=f"builder run ({report.seconds:.1f} s)", show_lines=True, expand=True)
+    t.add_column("variant", overflow="fold", min_width=28, ratio=2)
+    t.add_column("digest", no_wrap=True, width=19)
+    t.add_column("build", no_wrap=True, width=10)
+    t.add_column("check", overflow="fold", ratio=2)
+    t.add_column("static (fleet)", overflow="fold", ratio=2)
+    t.add_column("stage", no_wrap=True, width=7)
+    t.add_column("policy", overflow="fold", ratio=5)
     for v in report.variants:
         c = v.check
         check = "-"
@@ -186,7 +204,7 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
         if c is not None and c.static_verdict:
             static = c.static_verdict + "".join(f"\n{name}: {verdict}" for name, verdict in c.static_clusters)
         denied = [s for s in v.stages if s.status in ("denied", "error")]
-        policy = "\n".join(f"{d.stage} {d.status}:\n" + "\n".join(f"- {r}" for r in d.reasons) for d in denied)
+        policy = "\n".join(f"{d.stage} {d.status}:\n" + "\n".join(f"- {_short(r)}" for r in d.reasons) for d in denied)
         t.add_row(
             v.variant_id,
             (v.built.digest or "")[:19],
@@ -212,4 +230,11 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
                 f"--type {DEVICE_CHECK_V1} {ref}",
                 soft_wrap=True,
             )
-    con.print("  builder status    # which digest each stage holds")
+    con.print("  builder status --select 'jax*'    # which digest each stage holds")
+    if any(s.stage == "prod" and s.status == "denied" for v in report.variants for s in v.stages):
+        con.print(
+            "\nprod needs approvals: `builder keys generate --output-dir .builder/keys/approvers/alice` (and bob),"
+            " then `builder approve REF --stage prod --key .builder/keys/approvers/alice/builder.key`;"
+            " the full reasons are in `builder promote VARIANT --to prod` and `--json`.",
+            soft_wrap=True,
+        )
