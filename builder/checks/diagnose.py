@@ -22,7 +22,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+from builder.errors import NotFoundError
 
 LAYERS = (
     "kernel-driver",
@@ -534,8 +537,8 @@ RULES: tuple[Rule, ...] = (
         "kernel-driver",
         "image-user-space",
         "the host driver is older than the CUDA in the image requires",
-        "on the host: upgrade the driver to at least min_driver (or run an image built for the CUDA the driver "
-        "supports); do not set NVIDIA_DISABLE_REQUIRE to hide it",
+        "on the host: upgrade the driver to the minimum the image's CUDA needs (or run an image built for the CUDA "
+        "the driver supports); do not set NVIDIA_DISABLE_REQUIRE to hide it",
         _p(
             r"requirement error: unsatisfied condition",
             r"CUDA driver version is insufficient for CUDA runtime version",
@@ -785,6 +788,8 @@ def diagnose(text: str, context: Context | None = None) -> Diagnosis:
 
     Returns key ``unknown`` (quoting the lines it could not place) when nothing matches."""
     ctx = context or Context()
+    if not text.strip():
+        return _empty()
     matches = [
         r for r in RULES if any(p.search(text) for p in r.patterns) and not any(u.search(text) for u in r.unless)
     ]
@@ -810,8 +815,26 @@ def diagnose(text: str, context: Context | None = None) -> Diagnosis:
                 f"on the host: upgrade the driver to >= {facts['min_driver']} (CUDA {facts['image_cuda']}), or run a "
                 "variant built for the CUDA line the driver supports"
             )
-        elif facts.get("driver_cuda"):
-            summary = f"the driver supports only CUDA {facts['driver_cuda']}, older than the CUDA runtime in the image"
+        else:
+            # the minimum driver depends on the image's CUDA, which this text does not name: say so
+            # instead of pointing at a fact that is not there
+            if facts.get("driver_cuda"):
+                summary = (
+                    f"the driver supports only CUDA {facts['driver_cuda']}, older than the CUDA runtime in the image"
+                )
+            fix = (
+                "on the host: upgrade the driver to one that supports the image's CUDA"
+                + (f" (this driver supports CUDA {facts['driver_cuda']} at most)" if facts.get("driver_cuda") else "")
+                + ", or run an image built for the CUDA the driver supports; "
+                + (
+                    f"the minimum driver for CUDA {facts['image_cuda']} is not in builder's table "
+                    "(builder/compat/data/cuda-driver.csv)"
+                    if facts.get("image_cuda")
+                    else "the minimum driver depends on the image's CUDA version, which this message does not name: "
+                    "pass `--image-cuda X.Y` or `--require-cuda EXPR` (the image's NVIDIA_REQUIRE_CUDA) to name it"
+                )
+                + "; do not set NVIDIA_DISABLE_REQUIRE to hide it"
+            )
         if facts.get("would_satisfy"):
             fix += "; would satisfy NVIDIA_REQUIRE_CUDA: " + "; ".join(facts["would_satisfy"])
     if rule.key == "forward-compat-unsupported" and ctx.image_cuda:
@@ -819,6 +842,14 @@ def diagnose(text: str, context: Context | None = None) -> Diagnosis:
         if drv:
             facts["min_driver"] = drv
             facts["image_cuda"] = ctx.image_cuda
+    if rule.key == "forward-compat-unsupported":
+        named = (
+            f"(>= {facts['min_driver']} for CUDA {facts['image_cuda']})"
+            if facts.get("min_driver") and facts.get("image_cuda")
+            else "(the minimum depends on the image's CUDA version: pass `--image-cuda X.Y` or `--require-cuda EXPR` "
+            "to name it)"
+        )
+        fix = fix.replace("(see min_driver)", named)
     if rule.key == "gpu-arch-not-in-image" and facts.get("gpu_arch"):
         summary = f"the framework in the image has no code for {facts['gpu_arch']}" + (
             f" (compiled for {' '.join(facts['image_archs'])})" if facts.get("image_archs") else ""
@@ -852,6 +883,37 @@ def _unknown(text: str, ctx: Context) -> Diagnosis:
     )
 
 
+def _empty() -> Diagnosis:
+    return Diagnosis(
+        key="unknown",
+        at_fault="unknown",
+        noticed_by="unknown",
+        summary="the input was empty: there is no error text to diagnose",
+        fix="pass the failing command's error output: a file, or `-` for standard input "
+        "(`docker run ... 2>&1 | builder diagnose -`); sample messages are in tests/data/errors/",
+        facts={"input": "empty"},
+    )
+
+
+def read_input(path: Path | str) -> str:
+    """The text of ``path`` (undecodable bytes replaced) for ``diagnose``.
+
+    Raises NotFoundError naming the file when it does not exist, is a directory or cannot be
+    read (permissions); its hint names ``builder diagnose -`` (standard input) and the samples."""
+    p = Path(path)
+    hint = "`builder diagnose -` reads the error text from standard input; sample messages are in tests/data/errors/"
+    if not p.exists():
+        raise NotFoundError(f"error file {p} does not exist", hint=hint, path=str(p))
+    if p.is_dir():
+        raise NotFoundError(f"error file {p} is a directory, not a file", hint=hint, path=str(p))
+    try:
+        return p.read_text(errors="replace")
+    except OSError as exc:
+        raise NotFoundError(
+            f"error file {p} cannot be read: {exc.strerror or exc}", hint=hint, path=str(p), errno=exc.errno
+        ) from exc
+
+
 def diagnose_many(texts: Sequence[str], context: Context | None = None) -> Diagnosis:
     """Diagnose the concatenation of several outputs (stderr of each step)."""
     return diagnose("\n".join(t for t in texts if t), context)
@@ -869,4 +931,5 @@ __all__ = [
     "diagnose_many",
     "evaluate_require",
     "min_driver",
+    "read_input",
 ]

@@ -218,8 +218,13 @@ class HostInfo:
         return d
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> HostInfo:
-        """Inverse of ``to_json`` (tolerates missing keys; unknown keys are ignored)."""
+    def from_json(cls, data: Mapping[str, Any], *, source: str = "hostinfo JSON") -> HostInfo:
+        """Inverse of ``to_json`` (tolerates missing optional keys; unknown keys are ignored).
+
+        Raises HostProbeError naming ``source`` and the field when ``data`` is not a hostinfo
+        document (``builder.checks.hostinfo_schema``: ``vendor`` required, ``gpus`` a list of
+        objects, versions strings ...)."""
+        data = _validated(data, source)
 
         def pick(klass: type[Any], raw: Mapping[str, Any] | None) -> dict[str, Any]:
             if raw is None:
@@ -259,6 +264,24 @@ class HostInfo:
             notes=tuple(top.get("notes") or ()),
         )
         return cls(**top)
+
+
+def _validated(data: Any, source: str) -> Mapping[str, Any]:
+    """``data`` checked by the pydantic model (builder.checks.hostinfo_schema). Without pydantic
+    (``python -m builder.checks.hostinfo`` on a bare GPU host) only the outer shape is checked."""
+    import importlib
+
+    try:
+        schema: Any = importlib.import_module("builder.checks.hostinfo_schema")
+    except ImportError:  # standard library only: the outer shape
+        schema = None
+    if schema is not None:
+        return dict(schema.validate(data, source=source))
+    if not isinstance(data, Mapping) or "vendor" not in data or not isinstance(data.get("gpus") or [], list):
+        raise HostProbeError(f"{source} is not a valid hostinfo document (needs vendor; gpus a list)")
+    if not all(isinstance(g, Mapping) for g in data.get("gpus") or []):
+        raise HostProbeError(f"{source} is not a valid hostinfo document: gpus: each GPU must be an object")
+    return data
 
 
 # --------------------------------------------------------------------------------------------
@@ -1196,16 +1219,22 @@ def _diagnose_tool_output(text: str) -> tuple[str | None, str | None]:
     return result.key, result.summary
 
 
-def parse_text(text: str) -> HostInfo:
+def parse_text(text: str, *, source: str = "hostinfo JSON") -> HostInfo:
     """Parse saved tool output of any supported kind (several concatenated are fine).
 
-    Raises HostProbeError when ``text`` is hostinfo JSON that does not validate."""
+    Raises HostProbeError naming ``source`` when ``text`` is a JSON object that is neither
+    ``docker info`` JSON nor a valid hostinfo document (the field is named), or starts like a
+    JSON object but does not parse."""
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
             data = json.loads(stripped)
-        except json.JSONDecodeError:
-            data = None
+        except json.JSONDecodeError as exc:
+            raise HostProbeError(
+                f"{source}: starts like JSON but does not parse: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                hint="save a hostinfo document with `builder hostinfo --json`, or pass the raw tool output",
+                path=source,
+            ) from None
         if isinstance(data, dict):
             if "ServerVersion" in data or "Runtimes" in data:
                 acc = _Acc()
@@ -1213,7 +1242,7 @@ def parse_text(text: str) -> HostInfo:
                 acc.engine = dataclasses.asdict(e)
                 acc.sources.append("docker info")
                 return _finish(acc)
-            return HostInfo.from_json(data)
+            return HostInfo.from_json(data, source=source)
     acc = _Acc()
     parse_nvidia_smi_table(text, acc)
     parse_nvidia_smi_q(text, acc)
@@ -1241,7 +1270,7 @@ def load_hostinfo(path: Path | str) -> HostInfo:
         text = p.read_text(errors="replace")
     except OSError as exc:
         raise HostProbeError(f"cannot read {p}: {exc}") from exc
-    info = parse_text(text)
+    info = parse_text(text, source=str(p))
     if not info.sources and info.diagnosis is None and not text.lstrip().startswith("{"):
         raise HostProbeError(
             f"{p}: no nvidia-smi, rocm-smi, amd-smi, rocminfo or docker info output recognised",

@@ -42,7 +42,7 @@ def hostinfo(from_file: str | None) -> None:
     from builder.checks import hostinfo as core
 
     if from_file == "-":
-        info = core.parse_text(sys.stdin.read())
+        info = core.parse_text(sys.stdin.read(), source="<stdin>")
     elif from_file:
         info = core.load_hostinfo(Path(from_file))
     else:
@@ -90,7 +90,7 @@ def hostinfo(from_file: str | None) -> None:
 
 
 @click.command()
-@click.argument("file", required=False, default="-", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("file", required=False, default="-", type=click.Path(allow_dash=True, readable=False))
 @click.option("--host", "host_file", type=click.Path(dir_okay=False), help="Host facts (hostinfo JSON or tool output).")
 @click.option("--require-cuda", default=None, help="The image's NVIDIA_REQUIRE_CUDA (evaluated as a whole).")
 @click.option("--image-cuda", default=None, help="The image's CUDA version (X.Y).")
@@ -115,7 +115,7 @@ def diagnose(
     from builder.checks import diagnose as core
     from builder.checks.hostinfo import load_hostinfo
 
-    text = sys.stdin.read() if file == "-" else Path(file).read_text(errors="replace")
+    text = sys.stdin.read() if file == "-" else core.read_input(Path(file))  # NotFoundError (exit 8) names it
     ctx = core.Context()
     if host_file:
         h = load_hostinfo(Path(host_file))
@@ -161,7 +161,12 @@ def diagnose(
         c.print(result.summary, markup=False)
         c.print(f"[yellow]fix:[/] {_e(result.fix)}")
         for k, v in result.facts.items():
-            c.print(f"  {k}: {v}", markup=False)
+            if isinstance(v, list | tuple):  # one quoted line per line, not a Python list
+                c.print(f"  {k}:" + ("" if v else " (none)"), markup=False, highlight=False)
+                for item in v:
+                    c.print(f"    {item}", markup=False, highlight=False)
+            else:
+                c.print(f"  {k}: {v}", markup=False)
 
     emit(result.to_json(), human)
 

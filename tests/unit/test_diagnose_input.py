@@ -1,0 +1,120 @@
+"""`builder diagnose` on inputs that are not error text: a missing, unreadable or directory path is
+NotFoundError (exit 8, the file named, a hint to stdin and the samples), never a traceback; an empty
+input says so; the driver-too-old fix names the minimum driver when the image's CUDA is known and
+says what to pass when it is not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from builder.checks.diagnose import Context, diagnose, read_input
+from builder.errors import NotFoundError
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "errors"
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "builder", *args], capture_output=True, text=True, cwd=ROOT, input=stdin, timeout=120
+    )
+
+
+def test_missing_file_is_not_found_exit_8(tmp_path: Path) -> None:
+    missing = tmp_path / "error.txt"
+    res = cli("diagnose", str(missing))
+    assert res.returncode == 8, res.stderr
+    assert "Traceback" not in res.stderr
+    assert str(missing) in res.stderr and "does not exist" in res.stderr
+    assert "builder diagnose -" in res.stderr and "tests/data/errors" in res.stderr
+    doc = json.loads(cli("diagnose", str(missing), "--json").stdout)["error"]
+    assert doc["kind"] == "not-found" and doc["exit_code"] == 8 and doc["details"]["path"] == str(missing)
+
+
+def test_directory_is_not_found_exit_8(tmp_path: Path) -> None:
+    res = cli("diagnose", str(tmp_path))
+    assert res.returncode == 8, res.stderr
+    assert "is a directory" in res.stderr and str(tmp_path) in res.stderr and "Traceback" not in res.stderr
+
+
+def test_unreadable_file_is_not_found() -> None:
+    # /proc/sys/vm/compact_memory is write-only: reading it fails with EACCES even for root
+    p = Path("/proc/sys/vm/compact_memory")
+    if not p.exists():
+        pytest.skip("no /proc/sys/vm/compact_memory on this kernel")
+    with pytest.raises(NotFoundError) as exc:
+        read_input(p)
+    assert "cannot be read" in exc.value.message and str(p) in exc.value.message
+    res = cli("diagnose", str(p))
+    assert res.returncode == 8 and "Traceback" not in res.stderr, res.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file")
+def test_permission_denied_file(tmp_path: Path) -> None:
+    p = tmp_path / "err.txt"
+    p.write_text("x")
+    p.chmod(0)
+    with pytest.raises(NotFoundError, match="cannot be read"):
+        read_input(p)
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n"])
+def test_empty_input_says_so(text: str) -> None:
+    r = diagnose(text)
+    assert r.key == "unknown"
+    assert "the input was empty" in r.summary
+    assert "[]" not in r.summary + r.fix
+    res = cli("diagnose", "-", stdin=text)
+    assert res.returncode == 0  # documented: the diagnosis is the output
+    assert "the input was empty" in res.stderr + res.stdout
+    assert "[]" not in res.stderr + res.stdout
+
+
+def test_unknown_quotes_lines_not_a_python_list(tmp_path: Path) -> None:
+    p = tmp_path / "e.txt"
+    p.write_text("something odd happened\nfatal: the frobnicator failed\n")
+    res = cli("diagnose", str(p))
+    assert res.returncode == 0
+    out = res.stderr + res.stdout
+    assert "    fatal: the frobnicator failed" in out and "['" not in out
+
+
+TORCH_TOO_OLD = (
+    "RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please update your GPU "
+    "driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx\n"
+)
+
+
+def test_driver_too_old_without_image_cuda_says_what_to_pass() -> None:
+    r = diagnose(TORCH_TOO_OLD)
+    assert r.key == "driver-too-old-for-image"
+    assert r.facts["driver_cuda"] == "11.4"
+    assert "min_driver" not in r.fix  # no placeholder for a fact that is not there
+    assert "--image-cuda X.Y" in r.fix and "--require-cuda" in r.fix and "11.4" in r.fix
+
+
+def test_driver_too_old_with_image_cuda_names_the_minimum() -> None:
+    r = diagnose(TORCH_TOO_OLD, Context(image_cuda="12.4"))
+    assert r.facts["min_driver"] == "550.54.14"
+    assert ">= 550.54.14" in r.fix and "min_driver" not in r.fix
+    res = cli("diagnose", "-", "--image-cuda", "12.4", "--json", stdin=TORCH_TOO_OLD)
+    doc = json.loads(res.stdout)
+    assert doc["facts"]["min_driver"] == "550.54.14" and "550.54.14" in doc["fix"]
+
+
+def test_driver_too_old_with_require_cuda_names_the_minimum() -> None:
+    r = diagnose(TORCH_TOO_OLD, Context(require_cuda="cuda>=12.8 brand=tesla,driver>=535,driver<536"))
+    assert r.facts["min_driver"] == "570.26" and "570.26" in r.fix
+
+
+def test_forward_compat_fix_has_no_placeholder() -> None:
+    text = (DATA / "forward-compat-unsupported-01.txt").read_text()
+    assert "see min_driver" not in diagnose(text).fix
+    with_cuda = diagnose(text, Context(image_cuda="12.8"))
+    assert "570.26" in with_cuda.fix

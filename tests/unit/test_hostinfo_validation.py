@@ -1,0 +1,69 @@
+"""`builder hostinfo --from FILE` with JSON that is not a hostinfo document: HostProbeError (exit 21)
+naming the file and the field, never an AttributeError; valid documents still load."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from builder.checks.hostinfo import load_hostinfo, parse_text
+from builder.errors import HostProbeError
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "builder", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ('{"gpus": "x"}', "gpus"),
+        ("{}", "vendor"),
+        ('{"vendor": "nvidia", "gpus": ["A100"]}', "gpus[0]"),
+        ('{"vendor": "nvidia", "gpus": [{"name": "A100", "memory_mib": "lots"}]}', "gpus[0].memory_mib"),
+        ('{"vendor": "nvidia", "driver_version": 550}', "driver_version"),
+        ('{"vendor": "intel"}', "vendor"),
+        ('{"vendor": "nvidia", "toolkit": {"cdi_specs": "none"}}', "toolkit.cdi_specs"),
+        ('{"vendor": "nvidia", "engine": "docker"}', "engine"),
+    ],
+)
+def test_invalid_documents_name_file_and_field(tmp_path: Path, doc: str, field: str) -> None:
+    p = tmp_path / "bad.json"
+    p.write_text(doc)
+    with pytest.raises(HostProbeError) as exc:
+        load_hostinfo(p)
+    assert str(p) in exc.value.message
+    assert field in exc.value.message
+    res = cli("hostinfo", "--from", str(p), "--json")
+    assert res.returncode == 21, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    err = json.loads(res.stdout)["error"]
+    assert err["kind"] == "host-probe" and str(p) in err["message"]
+    assert any(pr["field"].startswith(field) for pr in err["details"]["problems"]), err
+
+
+def test_broken_json_and_unrecognised_text_exit_21(tmp_path: Path) -> None:
+    for text in ('{"vendor": "nvidia",', "hello, this is not tool output\n", "[1, 2]\n"):
+        p = tmp_path / "x.txt"
+        p.write_text(text)
+        res = cli("hostinfo", "--from", str(p))
+        assert res.returncode == 21, (text, res.stderr)
+        assert str(p) in res.stderr and "Traceback" not in res.stderr
+
+
+def test_valid_documents_still_load() -> None:
+    a100 = load_hostinfo(DATA / "compat" / "fleets" / "hosts" / "a100-hostinfo.json")  # hand-written, minimal
+    assert a100.vendor == "nvidia" and len(a100.gpus) == 2 and a100.gpus[0].compute_capability == "8.0"
+    live = load_hostinfo(DATA / "h200" / "hostinfo.json")  # written by to_json on the H200
+    assert live.gpus[0].name == "NVIDIA H200"
+    assert parse_text(json.dumps(live.to_json())) == live
+    assert parse_text('{"vendor": "none"}').gpus == ()
