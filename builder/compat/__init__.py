@@ -10,6 +10,7 @@ Public API (used by matrix, render, checks, policy and resolve):
 - :func:`require_cuda` / :func:`require_cuda_info` - ``NVIDIA_REQUIRE_CUDA`` of an official image
 - :func:`parse_requirement` / :func:`evaluate` - the ``NVIDIA_REQUIRE_CUDA`` grammar
 - :func:`check_compat` -> :class:`Verdict` - can an image start and run on a host
+- :func:`check_generation` / :func:`arch_row` - driver branches and CUDA releases supporting a GPU architecture
 - :func:`gpu_info` -> :class:`GpuInfo` - compute capability / gfx target, brand, class of a GPU name
 - fleets: :func:`load_fleet`, :func:`check_fleet` (in :mod:`builder.compat.fleets`, re-exported lazily)
 
@@ -31,6 +32,7 @@ from builder.compat.frameworks import (
     rocm_row,
     variant_problems,
 )
+from builder.compat.generations import GenerationCheck, arch_row, check_generation
 from builder.compat.gpus import GpuInfo, brand_class, brand_from_name, gpu_info, normalize_brand
 from builder.compat.requirement import (
     Evaluation,
@@ -76,15 +78,18 @@ __all__ = [
     "Cluster",
     "Evaluation",
     "Fleet",
+    "GenerationCheck",
     "GpuInfo",
     "Host",
     "RequireInfo",
     "Requirement",
     "Verdict",
     "arch_coverage",
+    "arch_row",
     "brand_class",
     "brand_from_name",
     "check_compat",
+    "check_generation",
     "check_fleet",
     "compiled_archs",
     "cuda_image_os",

@@ -194,6 +194,78 @@ def gpu_rows() -> tuple[GpuRow, ...]:
     return tuple(out)
 
 
+# ------------------------------------------------------------------------------------ GPU generations
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuArchRow:
+    """One row of ``gpu-archs.csv``: which CUDA releases and driver branches support an NVIDIA architecture.
+
+    ``last_cuda_major`` / ``last_driver_branch`` are None while support is ongoing."""
+
+    architecture: str  # "Kepler"
+    capabilities: tuple[str, ...]  # ("3.5", "3.7")
+    first_cuda: str  # "6.0"
+    last_cuda_major: int | None  # 11
+    min_driver_branch: int  # 331 (R331)
+    last_driver_branch: int | None  # 470 (R470)
+    evidence: str
+    line: int  # 1-based line number in the file (for "the row used")
+
+    @property
+    def source(self) -> str:
+        caps = " ".join(self.capabilities)
+        return f"builder/compat/data/gpu-archs.csv line {self.line}: {self.architecture} {caps}"
+
+
+def _branch(text: str, *, where: str) -> int | None:
+    t = text.strip().lstrip("Rr")
+    if not t:
+        return None
+    if not t.isdigit():
+        raise ConfigError(
+            f"{where}: {text!r} is not a driver branch like R470", hint="fix the row in builder/compat/data"
+        )
+    return int(t)
+
+
+@functools.cache
+def gpu_arch_rows() -> tuple[GpuArchRow, ...]:
+    """Rows of ``gpu-archs.csv`` (source: NVIDIA "CUDA Toolkit, Driver, and Architecture Matrix"; header lines)."""
+    text = data_text("gpu-archs.csv")
+    out = []
+    header: list[str] | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("#") or not line.strip():
+            continue
+        fields = [f.strip() for f in next(csv.reader([line]))]
+        if header is None:
+            header = fields
+            continue
+        r = dict(zip(header, fields, strict=False))
+        where = f"gpu-archs.csv line {number}"
+        version(r["first_cuda"], where=where)
+        last_major = r.get("last_cuda_major", "")
+        if last_major and not last_major.isdigit():
+            raise ConfigError(f"{where}: last_cuda_major {last_major!r} is not a number", hint="e.g. 12")
+        min_branch = _branch(r["min_driver_branch"], where=where)
+        if min_branch is None:
+            raise ConfigError(f"{where}: min_driver_branch is empty", hint="e.g. R570")
+        out.append(
+            GpuArchRow(
+                architecture=r["architecture"],
+                capabilities=tuple(r["compute_capabilities"].split()),
+                first_cuda=r["first_cuda"],
+                last_cuda_major=int(last_major) if last_major else None,
+                min_driver_branch=min_branch,
+                last_driver_branch=_branch(r.get("last_driver_branch", ""), where=where),
+                evidence=r.get("evidence", ""),
+                line=number,
+            )
+        )
+    return tuple(out)
+
+
 # ------------------------------------------------------------------------------------------------ ROCm
 
 

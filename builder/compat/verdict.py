@@ -34,6 +34,7 @@ from builder.compat.drivers import (
     parse_driver,
 )
 from builder.compat.frameworks import arch_coverage, rocm_row
+from builder.compat.generations import check_generation
 from builder.compat.gpus import GpuClass, brand_class, brand_from_name, gpu_info, normalize_brand, sm_of
 from builder.compat.requirement import Host, evaluate, forward_compat_branches, parse_requirement
 from builder.errors import NotFoundError
@@ -149,7 +150,7 @@ def check_compat(
             image_rocm=rocm,
             **common,
         )
-    return _check_nvidia(
+    verdict = _check_nvidia(
         driver=driver,
         gpu=gpu,
         brand=brand,
@@ -161,6 +162,28 @@ def check_compat(
         arch=arch,
         common=common,
     )
+    return _apply_generation(verdict, target=target, driver=driver, arch_covered=arch.covered if arch else None)
+
+
+def _apply_generation(
+    verdict: Verdict, *, target: str | None, driver: str | None, arch_covered: bool | None
+) -> Verdict:
+    """GPU generation rules (``gpu-archs.csv``): the driver branch must support the GPU's architecture
+    (first/last branch) and so must the image's CUDA release (first toolkit / last major); else ``blocked``."""
+    gen = check_generation(target, driver=driver, image_cuda=verdict.image_cuda, image_archs_cover=arch_covered is True)
+    if gen.row is None and not gen.notes:
+        return verdict
+    reasons = verdict.reasons + gen.notes + gen.blocked
+    need = verdict.min_driver
+    if gen.cuda_blocked or (gen.driver_blocked and gen.row is not None and gen.row.last_driver_branch is not None):
+        need = None  # no newer driver helps: the CUDA release lacks the architecture, or the driver dropped it
+    elif gen.min_driver and (need is None or Version(gen.min_driver) > Version(need)):
+        need = gen.min_driver
+    if gen.blocked:
+        return dataclasses.replace(
+            verdict, verdict="blocked", reasons=reasons, min_driver=need, needs_cuda_compat=False
+        )
+    return dataclasses.replace(verdict, reasons=reasons, min_driver=need)
 
 
 _UNKNOWN = {"", "n/a", "[n/a]", "not found", "unknown", "none", "null", "-"}

@@ -453,3 +453,104 @@ def test_hook_passes_but_application_needs_a_newer_cuda() -> None:
     )
     assert v.verdict == "minor-version-compat" and v.min_driver == "570.26"
     assert any("newer than its NVIDIA_REQUIRE_CUDA" in r for r in v.reasons)
+
+
+# ------------------------------------------------------------------------------------ GPU generations
+
+
+def test_gpu_archs_table_matches_nvidias_architecture_matrix() -> None:
+    """Every row of NVIDIA's architecture matrix (tests/data/compat/arch-matrix.txt) is in gpu-archs.csv."""
+    from builder.compat.generations import arch_row
+
+    seen = 0
+    for line in (DATA / "arch-matrix.txt").read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        arch, cc, first, last_cuda, last_driver = line.split("|")
+        row = arch_row(cc)
+        assert row is not None, cc
+        assert row.architecture.split()[0] == arch.split()[0] or arch == "Ada", (cc, row)
+        assert row.first_cuda == first, cc
+        major = re.match(r"CUDA (\d+)", last_cuda)
+        assert row.last_cuda_major == (int(major.group(1)) if major else None), cc
+        assert row.last_driver_branch == (int(last_driver[1:]) if last_driver.startswith("R") else None), cc
+        seen += 1
+    assert seen == 17
+
+
+def test_every_nvidia_gpu_in_the_gpu_table_has_a_generation_row() -> None:
+    from builder.compat._data import gpu_rows
+    from builder.compat.generations import arch_row
+
+    for row in gpu_rows():
+        if row.vendor == "nvidia":
+            assert arch_row(row.target) is not None, row.gpu
+
+
+def test_kepler_on_r570_with_cuda_128_is_blocked_by_driver_and_cuda() -> None:
+    v = check_compat(driver="570.86.15", gpu="Tesla K80", brand=None, cuda="12.8")
+    assert v.verdict == "blocked"
+    assert v.min_driver is None  # no newer driver helps
+    text = "\n".join(v.reasons)
+    assert "no longer supports Kepler (sm_37): the last branch supporting it is R470" in text
+    assert "CUDA 12.8 dropped Kepler (sm_37): the last CUDA supporting it is 11.x" in text
+    assert "gpu-archs.csv line" in text and "Kepler 3.5 3.7" in text  # the row used
+
+
+def test_kepler_on_r470_with_cuda_114_is_ok() -> None:
+    v = check_compat(driver="470.82.01", gpu="Tesla K80", brand="Tesla", cuda="11.4")
+    assert v.verdict == "ok", v.reasons
+
+
+def test_rtx_5090_on_r535_with_cuda_124_is_blocked() -> None:
+    v = check_compat(driver="535.0", gpu="NVIDIA GeForce RTX 5090", brand=None, cuda="12.4")
+    assert v.verdict == "blocked"
+    text = "\n".join(v.reasons)
+    assert "predates Blackwell consumer and workstation (sm_120): the first branch supporting it is R570" in text
+    assert (
+        "CUDA 12.4 does not support Blackwell consumer and workstation (sm_120): first supported by CUDA 12.8" in text
+    )
+    assert v.min_driver is None  # CUDA 12.4 lacks sm_120: no driver makes this image ok
+
+
+def test_rtx_5090_on_r535_with_cuda_128_needs_r570() -> None:
+    v = check_compat(driver="535.104.05", gpu="NVIDIA GeForce RTX 5090", brand="GeForce", cuda="12.8")
+    assert v.verdict == "blocked"
+    assert v.min_driver == "570.26"
+    ok = check_compat(driver="570.86.15", gpu="NVIDIA GeForce RTX 5090", brand="GeForce", cuda="12.8")
+    assert ok.verdict == "ok", ok.reasons
+
+
+def test_h100_on_r535_is_ok() -> None:
+    v = check_compat(driver="535.161.08", gpu="NVIDIA H100 80GB HBM3", brand="NVIDIA", cuda="12.2")
+    assert v.verdict == "ok", v.reasons
+    assert any("driver branch R535 supports Hopper (sm_90)" in r for r in v.reasons)
+
+
+def test_a100_on_cuda_13_is_ok_p100_is_blocked() -> None:
+    a100 = check_compat(driver="580.65.06", gpu="NVIDIA A100-SXM4-80GB", brand="NVIDIA", cuda="13.0")
+    assert a100.verdict == "ok", a100.reasons
+    p100 = check_compat(driver="580.65.06", gpu="Tesla P100-PCIE-16GB", brand="Tesla", cuda="13.0")
+    assert p100.verdict == "blocked"
+    assert any("CUDA 13.0 dropped Pascal (sm_60): the last CUDA supporting it is 12.x" in r for r in p100.reasons)
+    # the same card with a CUDA 12 image on the same driver (R580 is Pascal's last branch) is fine
+    assert check_compat(driver="580.65.06", gpu="Tesla P100", brand="Tesla", cuda="12.8").verdict == "ok"
+
+
+def test_generation_rules_apply_to_hook_requirements_and_explicit_capabilities() -> None:
+    # the official 13.0.2 image on a Volta card: the hook would start it, CUDA 13 cannot use the GPU
+    v = check_compat(driver="580.95.05", gpu="Tesla V100", brand="Tesla", require=REAL["13.0.2"])
+    assert v.verdict == "blocked" and any("dropped Volta (sm_70)" in r for r in v.reasons)
+    # no GPU name, only the compute capability
+    v = check_compat(driver="560.35.03", gpu=None, brand="NVIDIA", cuda="12.6", compute_capability="10.0")
+    assert v.verdict == "blocked" and any("first branch supporting it is R570" in r for r in v.reasons)
+
+
+def test_image_list_with_ptx_lets_an_older_cuda_reach_a_newer_gpu() -> None:
+    """A CUDA 12.4 build carrying compute_90 PTX runs on sm_120 through the driver's JIT (R570+)."""
+    v = check_compat(
+        driver="570.86.15", gpu="GeForce RTX 5090", brand="GeForce", cuda="12.4", image_archs=("sm_90", "compute_90")
+    )
+    assert v.verdict == "ok", v.reasons
+    assert v.arch_covered is True
+    assert any("predates Blackwell" in r and "compiled list covers it" in r for r in v.reasons)

@@ -77,6 +77,24 @@ def test_cuda_130_r580_ok_r525_blocked(capsys: pytest.CaptureFixture[str], gpu: 
     assert any("needs driver >= 580" in r for r in doc["reasons"])  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    ("driver", "gpu", "cuda", "code", "verdict", "phrase"),
+    [
+        ("570.86.15", "Tesla K80", "12.8", 11, "blocked", "the last branch supporting it is R470"),
+        ("535.0", "NVIDIA GeForce RTX 5090", "12.4", 11, "blocked", "first supported by CUDA 12.8"),
+        ("535.161.08", "NVIDIA H100 80GB HBM3", "12.2", 0, "ok", "driver branch R535 supports Hopper"),
+        ("580.65.06", "NVIDIA A100-SXM4-40GB", "13.0", 0, "ok", "CUDA 13.0 supports Ampere"),
+        ("580.65.06", "Tesla P100-PCIE-16GB", "13.0", 11, "blocked", "CUDA 13.0 dropped Pascal (sm_60)"),
+    ],
+)
+def test_gpu_generation_decisions(
+    capsys: pytest.CaptureFixture[str], driver: str, gpu: str, cuda: str, code: int, verdict: str, phrase: str
+) -> None:
+    got, doc = check_json(capsys, "--driver", driver, "--gpu", gpu, "--cuda", cuda)
+    assert (got, doc["verdict"]) == (code, verdict)
+    assert any(phrase in r and "gpu-archs.csv line" in r for r in doc["reasons"])  # type: ignore[union-attr]
+
+
 def test_arch_list_option(capsys: pytest.CaptureFixture[str]) -> None:
     code, doc = check_json(
         capsys,
