@@ -285,6 +285,11 @@ def _field_name(path: Sequence[str | int]) -> str:
 
 
 def _parse_yaml(path: Path) -> Any:
+    return _read_yaml(path)[0]
+
+
+def _read_yaml(path: Path) -> tuple[Any, str]:
+    """(round-trip document with line/column marks, the file's text)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
@@ -294,7 +299,7 @@ def _parse_yaml(path: Path) -> Any:
         raise ConfigError(f"matrix file {path} does not exist", hint="pass an existing file with --matrix") from exc
     yaml = YAML(typ="rt", pure=True)
     try:
-        return yaml.load(text)
+        return yaml.load(text), text
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 0
@@ -392,7 +397,7 @@ def load_matrix(path: Path, *, bases: BaseResolution | None = None) -> Matrix:
     ``ConfigError`` when the file does not exist.
     """
     path = Path(path)
-    raw = _parse_yaml(path)
+    raw, text = _read_yaml(path)
     lines = _Lines(raw)
     file = str(path)
     problems: list[Problem] = []
@@ -415,15 +420,117 @@ def load_matrix(path: Path, *, bases: BaseResolution | None = None) -> Matrix:
     if not isinstance(raw, Mapping):
         add((), "a matrix must be a YAML mapping (family, repository, axes, base, ...)")
         _raise(path, problems)
+    numeric = _yaml_numbers(raw, add, text)
     spec = _validate(raw, add, index_map)
     if spec is None:
         _raise(path, problems)
         raise AssertionError("unreachable")
 
-    variants = _expand(spec, path, add, bases)
+    for section, indices in (("include", numeric.includes), ("exclude", numeric.rules)):
+        kept = index_map.get((section,))
+        if kept is not None:  # schema errors pruned items: raw indices -> indices in spec
+            remapped = {kept.index(i) for i in indices if i in kept}
+            indices.clear()
+            indices.update(remapped)
+    variants = _expand(spec, path, add, bases, numeric)
     if problems:
         _raise(path, problems)
     return Matrix(name=path.stem, path=path, family=spec.family, repository=spec.repository, variants=variants)
+
+
+@dataclasses.dataclass
+class _Numeric:
+    """Version fields YAML parsed as numbers (reported by :func:`_yaml_numbers`): axis values no cell is
+    built from (``python:3.1``, ``framework:2.1``, ``accelerator:0``), include cells and exclude rules skipped."""
+
+    bad: set[str] = dataclasses.field(default_factory=set)
+    includes: set[int] = dataclasses.field(default_factory=set)
+    rules: set[int] = dataclasses.field(default_factory=set)
+
+
+def _number_message(value: float | int, written: str | None) -> str:
+    text = written or str(value)
+    if isinstance(value, float) and written and written != str(value):
+        return f'{value} is a YAML number ({written} lost its trailing zero); quote it: "{written}"'
+    return f'{text} is a YAML number; quote it: "{text}"'
+
+
+def _yaml_numbers(raw: Any, add: Any, text: str) -> _Numeric:
+    """Report version fields (python, accelerator version/image_version, framework versions, the
+    framework/python of include cells and exclude rules) that YAML parsed as numbers: ``3.10`` is the
+    float 3.1, so the value cannot be trusted. Each problem is reported at its own line."""
+    out = _Numeric()
+    if not isinstance(raw, Mapping):
+        return out
+    lines = text.splitlines()
+
+    def check(node: Any, key: str | int, where: tuple[str | int, ...]) -> bool:
+        try:
+            value = node[key]
+        except (KeyError, IndexError, TypeError):
+            return False
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        add(where, _number_message(value, _written(node, key, lines)))
+        return True
+
+    axes = raw.get("axes")
+    if isinstance(axes, Mapping):
+        pys = axes.get("python")
+        if isinstance(pys, list):
+            for i, v in enumerate(pys):
+                if check(pys, i, ("axes", "python", i)):
+                    out.bad.add(f"python:{v}")
+        accs = axes.get("accelerator")
+        if isinstance(accs, list):
+            for i, acc in enumerate(accs):
+                if isinstance(acc, Mapping):
+                    for f in ("version", "image_version"):
+                        if check(acc, f, ("axes", "accelerator", i, f)):
+                            out.bad.add(f"accelerator:{i}")
+        fw = axes.get("framework")
+        versions = fw.get("versions") if isinstance(fw, Mapping) else None
+        if isinstance(versions, list):
+            for i, v in enumerate(versions):
+                if check(versions, i, ("axes", "framework", "versions", i)):
+                    out.bad.add(f"framework:{v}")
+    for section, fields in (("include", ("framework", "python")), ("exclude", ("framework", "python"))):
+        items = raw.get(section)
+        if not isinstance(items, list):
+            continue
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                continue
+            hit = False
+            for f in fields:
+                value = item.get(f)
+                if isinstance(value, list):
+                    for j in range(len(value)):
+                        hit = check(value, j, (section, i, f, j)) or hit
+                else:
+                    hit = check(item, f, (section, i, f)) or hit
+            acc = item.get("accelerator")
+            if section == "include" and isinstance(acc, Mapping):
+                for f in ("version", "image_version"):
+                    hit = check(acc, f, (section, i, "accelerator", f)) or hit
+            if hit:
+                (out.includes if section == "include" else out.rules).add(i)
+    return out
+
+
+def _written(node: Any, key: str | int, lines: list[str]) -> str | None:
+    """The scalar's text at its position in the file (``3.10``), None when unknown."""
+    lc = getattr(node, "lc", None)
+    if lc is None or not lines:
+        return None
+    try:
+        line, col = lc.item(key) if isinstance(node, list) else lc.value(key)
+    except (AttributeError, KeyError, IndexError, TypeError):
+        return None
+    if not 0 <= line < len(lines):
+        return None
+    m = re.match(r"[-+]?[0-9][0-9_.eE+-]*", lines[line][col:])
+    return m.group(0) if m else None
 
 
 _FRIENDLY = {
@@ -593,8 +700,11 @@ def _pick(mapping: Mapping[str, Any], kind: str) -> Any:
     return mapping.get("default")
 
 
-def _expand(spec: MatrixSpec, path: Path, add: Any, bases: BaseResolution | None) -> tuple[Variant, ...]:
-    bad = _check_axes(spec, add)
+def _expand(
+    spec: MatrixSpec, path: Path, add: Any, bases: BaseResolution | None, numeric: _Numeric | None = None
+) -> tuple[Variant, ...]:
+    numeric = numeric or _Numeric()
+    bad = _check_axes(spec, add) | numeric.bad
     ax = spec.axes
     fw_name = ax.framework.name
     cells: list[tuple[tuple[str | int, ...], AcceleratorSpec, str, str, str, str, IncludeSpec | None]] = []
@@ -614,15 +724,19 @@ def _expand(spec: MatrixSpec, path: Path, add: Any, bases: BaseResolution | None
                             continue
                         excluded = False
                         for ri, rule in enumerate(spec.exclude):
+                            if ri in numeric.rules:
+                                continue  # reported: a YAML number where a version belongs
                             if _rule_matches(rule, accel=acc, framework_version=fv, python=py, os=os_, platform=plat):
                                 rule_used[ri] = True
                                 excluded = True
                         if not excluded:
                             cells.append((("axes", "accelerator", ai), acc, fv, py, os_, plat, None))
     for ri, used in enumerate(rule_used):
-        if not used:
+        if not used and ri not in numeric.rules:
             add(("exclude", ri), "this exclude rule matches no cell of the axes (a typo?)")
     for ii, extra in enumerate(spec.include):
+        if ii in numeric.includes:
+            continue  # reported: a YAML number where a version belongs
         cells.append(
             (("include", ii), extra.accelerator, extra.framework, extra.python, extra.os, extra.platform, extra)
         )

@@ -122,6 +122,42 @@ def test_bad_matrix_lists_every_problem_with_file_line_and_field() -> None:
     assert err.value.exit_code == 10
 
 
+def test_unquoted_yaml_versions_are_reported_at_their_own_lines(tmp_path: Path) -> None:
+    """`python: [3.10]` is the float 3.1 in YAML: the error names the field and line and asks for quotes,
+    and no cell is built from the mangled value (no misleading 'no wheels for Python 3.1' at the accelerator)."""
+    p = tmp_path / "numbers.yaml"
+    p.write_text(
+        "family: pytorch\nrepository: ml/pytorch\n"  # lines 1-2
+        "axes:\n"  # 3
+        "  accelerator:\n"  # 4
+        '    - {kind: cuda, version: "12.8", image_version: "12.8.1"}\n'  # 5
+        "    - {kind: cuda, version: 12.6}\n"  # 6
+        '  framework: {name: torch, versions: [2.10, "2.11"]}\n'  # 7
+        '  python: [3.10, "3.12", 3]\n'  # 8
+        "  os: [ubuntu24.04]\n"  # 9
+        "exclude:\n  - {python: 3.10, reason: old}\n"  # 10-11
+        'include:\n  - {accelerator: {kind: cpu}, framework: 2.11, python: "3.12", os: ubuntu24.04}\n'  # 12-13
+        'packages:\n  default: ["torch=={framework_version}.*"]\n'
+        'base:\n  cuda: "nvidia/cuda:{image_version}-cudnn-runtime-{os}"\n  cpu: "ubuntu:24.04"\n'
+        '  default: "ubuntu:24.04"\n'
+    )
+    with pytest.raises(MatrixError) as err:
+        matrix.load_matrix(p)
+    got = {(x["line"], x["field"], x["message"]) for x in err.value.details["problems"]}
+    assert {
+        (8, "axes.python[0]", '3.1 is a YAML number (3.10 lost its trailing zero); quote it: "3.10"'),
+        (8, "axes.python[2]", '3 is a YAML number; quote it: "3"'),
+        (7, "axes.framework.versions[0]", '2.1 is a YAML number (2.10 lost its trailing zero); quote it: "2.10"'),
+        (6, "axes.accelerator[1].version", '12.6 is a YAML number; quote it: "12.6"'),
+        (11, "exclude[0].python", '3.1 is a YAML number (3.10 lost its trailing zero); quote it: "3.10"'),
+        (13, "include[0].framework", '2.11 is a YAML number; quote it: "2.11"'),
+    } <= got
+    messages = " ".join(m for _, _, m in got)
+    assert "3.1 " not in messages.replace("3.1 is a YAML number", "")  # nothing else mentions Python "3.1"
+    assert not any(line in (4, 5) for line, _, _ in got)  # the accelerator lines are not blamed
+    assert "matches no cell" not in messages
+
+
 def test_invalid_yaml_reports_the_line(tmp_path: Path) -> None:
     p = tmp_path / "broken.yaml"
     p.write_text("family: x\naxes:\n  python: [3.11\n  os: [debian12]\n")
