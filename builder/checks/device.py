@@ -21,6 +21,7 @@ import datetime as _dt
 import glob
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -259,6 +260,29 @@ def mode_for(image: ImageFacts | None, host: HostInfo, requested: str = "auto") 
     return {"nvidia": "nvidia", "amd": "amd"}.get(host.vendor, "cpu")
 
 
+def describe_run(
+    image: ImageFacts | None, host: HostInfo, run_ref: str, *, mode: str = "auto", cdi: bool = False
+) -> str:
+    """One honest line saying what ``run_device_check`` is about to run (not a command to paste: each
+    step's exact ``docker run`` argv is in its ``detail.command``), e.g. ``running device checks (mode
+    nvidia, GPUs requested with --gpus all) in fresh containers from R@sha256:P (the linux/amd64
+    platform manifest of image index sha256:D)``."""
+    m = mode_for(image, host, mode)
+    request = {
+        "nvidia": "GPUs requested with " + ("--device nvidia.com/gpu=all (CDI)" if cdi else "--gpus all"),
+        "amd": "GPUs requested with --device /dev/kfd --device /dev/dri",
+        "cpu": "no devices requested",
+    }.get(m, "no devices requested")
+    where = ""
+    if image is not None:
+        platform = image.platform or "single-platform"
+        if image.digest != image.platform_digest:
+            where = f" (the {platform} platform manifest of image index {image.digest})"
+        else:
+            where = f" (image manifest {image.digest}, {platform})"
+    return f"running device checks (mode {m}, {request}) in fresh containers from {run_ref}{where}"
+
+
 def amd_group_ids(dev_root: Path = Path("/dev")) -> tuple[str, ...]:
     """Numeric gids owning /dev/kfd and /dev/dri/renderD* on this host (for ``--group-add``)."""
     gids: list[str] = []
@@ -276,16 +300,47 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: Lines the engine prints while it pulls the image before ``docker run`` starts it (the docker CLI's
+#: non-TTY pull progress: ``Unable to find image 'R' locally``, ``TAG: Pulling from REPO``, per-layer
+#: ``<layer id>: Pulling fs layer|Waiting|Downloading|Verifying Checksum|Download complete|Extracting|
+#: Pull complete|Already exists``, ``Digest: sha256:...``, ``Status: Downloaded newer image for R``).
+#: Anchored to those shapes so that a real error that merely contains "Waiting" is never dropped.
+PULL_NOISE = (
+    re.compile(r"^Unable to find image '[^']*' locally$"),
+    re.compile(r"^\S+: Pulling from \S+$"),
+    re.compile(
+        r"^[0-9a-f]{4,64}: (?:Pulling fs layer|Waiting|Downloading|Verifying Checksum|Download complete|Extracting"
+        r"|Pull complete|Already exists)\b.*$"
+    ),
+    re.compile(r"^Digest: sha256:[0-9a-f]+$"),
+    re.compile(r"^Status: (?:Downloaded newer image|Image is up to date) for \S+$"),
+)
+
+#: How much of a container's stdout/stderr a step keeps in ``detail`` (the tail, in characters).
+KEEP_OUTPUT = 20000
+
+
+def meaningful_lines(text: str) -> list[str]:
+    """The non-empty lines of engine/container output without the pull progress (``PULL_NOISE``)."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    return [ln for ln in lines if not any(p.match(ln.strip()) for p in PULL_NOISE)]
+
+
 def _container_step(name: str, r: ContainerResult) -> Step:
+    """A step from one container run: ``error`` is the meaningful stderr (pull progress left out, the
+    last 1500 characters); ``detail`` keeps stdout and the whole stderr (up to ``KEEP_OUTPUT``)."""
     ok = r.exit_code == 0
     detail = {
         "exit_code": r.exit_code,
-        "stdout": r.stdout[-3000:],
-        "stderr": r.stderr[-3000:],
+        "stdout": r.stdout[-KEEP_OUTPUT:],
+        "stderr": r.stderr[-KEEP_OUTPUT:],
         "command": list(r.command),
         "timed_out": r.timed_out,
     }
-    err = None if ok else (r.stderr.strip() or r.stdout.strip() or f"exit code {r.exit_code}")[-1500:]
+    err = None
+    if not ok:
+        meaningful = "\n".join(meaningful_lines(r.stderr)) or r.stdout.strip() or f"exit code {r.exit_code}"
+        err = meaningful[-1500:]
     return Step(name, ok, r.seconds, detail, err)
 
 
@@ -429,12 +484,16 @@ def attest_result(
 
 __all__ = [
     "DEFAULT_SHM",
+    "KEEP_OUTPUT",
     "PROBE_PATH",
+    "PULL_NOISE",
     "PYTHON_SHIM",
     "CheckResult",
     "Step",
     "amd_group_ids",
     "attest_result",
+    "describe_run",
+    "meaningful_lines",
     "mode_for",
     "run_device_check",
     "static_check_fleet",

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from builder.cli._common import app_context, console, echo_command, emit, json_option
+from builder.cli._common import app_context, console, emit, json_option
 
 
 def _e(text: str) -> str:
@@ -171,14 +171,12 @@ def diagnose(
     emit(result.to_json(), human)
 
 
-_PULL_NOISE = ("Unable to find image", "Pulling from", "Pull complete", "Pulling fs layer", "Digest: ", "Status: ")
-
-
 def _error_lines(error: str, keep: int = 6, width: int = 300) -> list[str]:
     """The lines of a step's error worth showing: docker's pull chatter before the real error
     (``Unable to find image ... locally``, layer progress) dropped, the last ``keep`` lines kept."""
-    lines = [ln.rstrip() for ln in error.splitlines() if ln.strip()]
-    lines = [ln for ln in lines if not any(n in ln for n in _PULL_NOISE)]
+    from builder.checks.device import meaningful_lines  # the engine's pull progress: device.PULL_NOISE
+
+    lines = meaningful_lines(error)
     return [ln[:width] for ln in lines[-keep:]]
 
 
@@ -296,7 +294,10 @@ def check(
     host = probe_host(engine_info=engine.info_json())
     # run exactly the platform manifest that was probed (an index would let the engine choose)
     run_ref = f"{r.registry}/{r.repository}@{facts.platform_digest}"
-    echo_command(["docker", "run", "--rm", run_ref, "(device checks, mode " + device.mode_for(facts, host, mode) + ")"])
+    # what runs, described (not a pseudo-command): the exact docker command of each step is in --json
+    # (steps[].detail.command)
+    line = device.describe_run(facts, host, run_ref, mode=mode, cdi=cdi)
+    console().print(line, markup=False, highlight=False, style="dim", soft_wrap=True)
     result = device.run_device_check(
         run_ref, facts, host, mode=mode, cdi=cdi, framework=framework, timeout=timeout, shm_size=shm_size
     )
