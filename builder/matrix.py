@@ -29,6 +29,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from builder.compat.frameworks import NO_GPU_KERNELS
 from builder.errors import ConfigError, MatrixError
 from builder.models import Accelerator, AcceleratorKind, BaseImage, Framework, Variant
 
@@ -39,6 +40,7 @@ PLATFORMS = ("linux/amd64", "linux/arm64")
 MIRROR_PREFIX = "mirror:"
 _OS_RE = re.compile(r"^(?P<name>[a-z]+)(?P<version>\d+(?:\.\d+)?)$")
 _VERSION_RE = re.compile(r"^\d+(\.\d+){0,2}$")
+_ARCH_RE = re.compile(r"^(sm_\d{2,3}[af]?|compute_\d{2,3}[af]?|gfx[0-9a-f]{3,5})$")
 #: The Python each OS release ships as ``python3`` (sources: packages.ubuntu.com noble/jammy
 #: ``python3``, packages.debian.org bookworm ``python3``). Other Pythons on Ubuntu come from the
 #: deadsnakes PPA; Debian images support only their system Python.
@@ -175,6 +177,9 @@ class MatrixSpec(_Strict):
     index_url: dict[str, str] = Field(default_factory=dict)
     base: dict[str, str] = Field(min_length=1)
     build_args: dict[str, str] = Field(default_factory=dict)
+    #: the GPU architectures the framework build in the image carries, per accelerator kind or ``default``,
+    #: when they differ from the framework wheels' list in builder.compat (``[]``: no GPU kernels at all)
+    gpu_archs: dict[str, list[str]] = Field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------
@@ -664,7 +669,16 @@ def _check_axes(spec: MatrixSpec, add: Any) -> set[str]:
     for kind in sorted(kinds):
         if kind not in spec.base and "default" not in spec.base:
             add(("base",), f"no base image for accelerator kind {kind!r} (add `{kind}:` or `default:`)")
-    for section in ("packages", "index_url", "base"):
+    for key, archs in spec.gpu_archs.items():
+        for j, a in enumerate(archs):
+            if not _ARCH_RE.match(a):
+                add(
+                    ("gpu_archs", key, j),
+                    f"{a!r} is not a GPU architecture like sm_80, compute_90 or gfx942 (no GPU kernels: write [])",
+                )
+        if key == "cpu" and archs:
+            add(("gpu_archs", key), "a cpu image has no GPU architectures (remove the key or write [])")
+    for section in ("packages", "index_url", "base", "gpu_archs"):
         for key in getattr(spec, section):
             if key not in ("cuda", "rocm", "cpu", "default"):
                 add((section, key), f"unknown key {key!r}: use an accelerator kind (cuda, rocm, cpu) or default")
@@ -786,6 +800,10 @@ def _expand(
         if not base_ref:
             continue  # reported by _check_axes (no base)
         archs = _compiled_archs(fw_name, fv, acc.kind, accel.version, plat) if fw_name != "none" else ()
+        declared = _pick(spec.gpu_archs, acc.kind)
+        if declared is not None and acc.kind != "cpu":
+            # the matrix says what the framework build carries ([] = no GPU kernels: label value "none")
+            archs = tuple(a for a in declared if _ARCH_RE.match(a)) or (NO_GPU_KERNELS,)
         build_args = dict(spec.build_args)
         build_args.update(_arch_build_args(fw_name, accel, archs))
         base = bases.resolve(base_ref) if bases is not None else BaseImage(base_ref, None, base_ref)
@@ -817,7 +835,7 @@ def _arch_build_args(framework: str, accel: Accelerator, archs: tuple[str, ...])
     ``PYTORCH_ROCM_ARCH`` and ``GPU_TARGETS`` (``gfx90a;gfx942``). Extensions compiled in derived
     images then target the same architectures as the framework build.
     """
-    if not archs or accel.kind == "cpu":
+    if not archs or accel.kind == "cpu" or archs == (NO_GPU_KERNELS,):
         return {}
     if accel.kind == "rocm":
         value = ";".join(archs)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder.compat.drivers import driver_cuda, min_driver, min_driver_row, minor_floor, parse_cuda, parse_driver
 from builder.compat.frameworks import (
+    NO_GPU_KERNELS,
     WHEEL_ONLY_OS,
     ArchCoverage,
     arch_coverage,
@@ -72,6 +73,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "NO_GPU_KERNELS",
     "SEVERITY",
     "WHEEL_ONLY_OS",
     "ArchCoverage",

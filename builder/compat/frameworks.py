@@ -238,18 +238,33 @@ def compiled_archs(
 class ArchCoverage:
     """Whether a GPU target is in an image's compiled list. ``how``: ``"exact"`` (same sm / gfx), ``"binary"``
     (a lower minor of the same major: cubins run on X.Z for Z >= Y), ``"ptx"`` (JIT from compute_XY <= the
-    GPU's capability: slow first start), ``"missing"``, ``"unknown"`` (no list or no target)."""
+    GPU's capability: slow first start), ``"missing"``, ``"unknown"`` (no list or no target), ``"none"`` (no GPU
+    kernels in the framework build)."""
 
     covered: bool | None
     how: str
     detail: str
 
 
+#: The architecture list of a framework build without GPU kernels (a matrix's ``gpu_archs: {cuda: []}``;
+#: the image label ``io.builder.gpu-archs=none``): e.g. CPU jaxlib next to NVIDIA's CUDA runtime wheels.
+NO_GPU_KERNELS = "none"
+
+
 def arch_coverage(target: str | None, archs: tuple[str, ...]) -> ArchCoverage:
     """Is ``target`` (compute capability ``"8.9"`` / ``"sm_89"`` or gfx ``"gfx942"``) covered by ``archs``?
 
     Rules (NVIDIA CUDA Programming Guide, binary/PTX compatibility; AMD: exact gfx target only,
-    else ``hipErrorNoBinaryForGpu``)."""
+    else ``hipErrorNoBinaryForGpu``). ``archs == ("none",)`` (:data:`NO_GPU_KERNELS`): the framework build
+    has no GPU kernels at all: ``covered`` is None, ``how`` is ``"none"`` (coverage is not claimed; the
+    image still starts, its framework computes on the CPU)."""
+    if tuple(a.strip().lower() for a in archs) == (NO_GPU_KERNELS,):
+        return ArchCoverage(
+            None,
+            "none",
+            "the framework build in this image has no GPU kernels (gpu-archs: none): the framework runs on the "
+            "CPU; only libraries the image installs itself (CUDA runtime, NVML) use the GPU",
+        )
     if not archs:
         return ArchCoverage(None, "unknown", "the image's compiled architecture list is not known")
     if not target:

@@ -97,6 +97,7 @@ def check_generation(
     what = f"{row.architecture} ({sm})"
     blocked: list[str] = []
     notes: list[str] = []
+    supported: list[str] = []
     driver_blocked = cuda_blocked = False
     if driver is not None:
         b = parse_driver(driver).major
@@ -114,7 +115,7 @@ def check_generation(
             )
         else:
             last = f"..R{row.last_driver_branch}" if row.last_driver_branch else " and newer"
-            notes.append(f"driver branch R{b} supports {what} (R{row.min_driver_branch}{last}; {row.source})")
+            supported.append(f"driver branch R{b} (R{row.min_driver_branch}{last})")
     if image_cuda is not None:
         ic = parse_cuda(image_cuda)
         if ic < Version(row.first_cuda):
@@ -139,7 +140,9 @@ def check_generation(
             )
         else:
             last_cuda = f"..{row.last_cuda_major}.x" if row.last_cuda_major else " and newer"
-            notes.append(f"CUDA {image_cuda} supports {what} (CUDA {row.first_cuda}{last_cuda}; {row.source})")
+            supported.append(f"CUDA {image_cuda} (CUDA {row.first_cuda}{last_cuda})")
+    if supported:
+        notes.insert(0, f"{what} is supported by " + " and ".join(supported) + f" ({row.source})")
     return GenerationCheck(
         row,
         blocked=tuple(blocked),

@@ -524,7 +524,7 @@ def test_rtx_5090_on_r535_with_cuda_128_needs_r570() -> None:
 def test_h100_on_r535_is_ok() -> None:
     v = check_compat(driver="535.161.08", gpu="NVIDIA H100 80GB HBM3", brand="NVIDIA", cuda="12.2")
     assert v.verdict == "ok", v.reasons
-    assert any("driver branch R535 supports Hopper (sm_90)" in r for r in v.reasons)
+    assert any("Hopper (sm_90) is supported by driver branch R535" in r for r in v.reasons)
 
 
 def test_a100_on_cuda_13_is_ok_p100_is_blocked() -> None:

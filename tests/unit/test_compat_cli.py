@@ -82,8 +82,8 @@ def test_cuda_130_r580_ok_r525_blocked(capsys: pytest.CaptureFixture[str], gpu: 
     [
         ("570.86.15", "Tesla K80", "12.8", 11, "blocked", "the last branch supporting it is R470"),
         ("535.0", "NVIDIA GeForce RTX 5090", "12.4", 11, "blocked", "first supported by CUDA 12.8"),
-        ("535.161.08", "NVIDIA H100 80GB HBM3", "12.2", 0, "ok", "driver branch R535 supports Hopper"),
-        ("580.65.06", "NVIDIA A100-SXM4-40GB", "13.0", 0, "ok", "CUDA 13.0 supports Ampere"),
+        ("535.161.08", "NVIDIA H100 80GB HBM3", "12.2", 0, "ok", "Hopper (sm_90) is supported by driver branch R535"),
+        ("580.65.06", "NVIDIA A100-SXM4-40GB", "13.0", 0, "ok", "and CUDA 13.0 (CUDA 11.0 and newer)"),
         ("580.65.06", "Tesla P100-PCIE-16GB", "13.0", 11, "blocked", "CUDA 13.0 dropped Pascal (sm_60)"),
     ],
 )

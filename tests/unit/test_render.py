@@ -332,3 +332,58 @@ def test_check_renders_api_raises_with_a_unified_diff(tmp_path: Path) -> None:
     assert err.value.details["stale"] == ["tiny/tiny-cpu-py3.11-debian12/Dockerfile"]
     assert render.write_renders(tmp_path, rendered).changed == ("tiny/tiny-cpu-py3.11-debian12/Dockerfile",)
     assert not render.check_renders(tmp_path, rendered).stale
+
+
+def test_demo_cuda_image_declares_no_gpu_kernels_and_checks_do_not_claim_coverage() -> None:
+    """matrices/demo.yaml's CUDA variant installs CPU jaxlib (no jax-cuda12-plugin): `gpu_archs: {cuda: []}`
+    renders io.builder.gpu-archs="none", no arch build arguments, and the static check (labels read by
+    builder.checks.image, verdict by builder.compat) says the framework has no GPU kernels."""
+    from builder.checks.image import facts_from_config
+
+    r = _render("jax0.7-cu128-py3.11-debian12")
+    labels = dict(r.labels)
+    assert labels["io.builder.gpu-archs"] == "none"
+    assert r.variant.gpu_archs == (compat.NO_GPU_KERNELS,)
+    assert not any(name in ("CUDA_ARCHITECTURES", "TORCH_CUDA_ARCH_LIST") for name, _ in r.variant.build_args)
+    assert "jax-cuda12-plugin" not in " ".join(r.variant.packages)  # the reason for the declaration
+    env = ["NVIDIA_REQUIRE_CUDA=" + compat.require_cuda("12.8")]
+    facts = facts_from_config(
+        {"config": {"Labels": labels, "Env": env}},
+        repository="demo/jax",
+        digest="sha256:" + "c" * 64,
+        platform_digest="sha256:" + "c" * 64,
+        platform="linux/amd64",
+    )
+    assert facts.gpu_archs == ("none",)
+    v = compat.check_compat(
+        driver="580.65.06",
+        gpu="NVIDIA A100-SXM4-80GB",
+        brand="NVIDIA",
+        cuda=facts.cuda_version,
+        require=facts.require_cuda,
+        image_archs=facts.gpu_archs,
+    )
+    text = "\n".join(v.reasons)
+    assert "the framework build in this image has no GPU kernels" in text
+    assert "is in the image's list" not in text and v.arch_covered is None
+    assert v.verdict == "ok"  # the image starts and its CUDA runtime/NVML work; jax computes on the CPU
+    # the jax matrix's CUDA variants (jax[cuda12]) keep the wheels' list
+    assert VARIANTS["jax0.7-cu128-py3.12-ubuntu24.04"].gpu_archs[-1] == "compute_90"
+
+
+def test_gpu_archs_declarations_are_validated(tmp_path: Path) -> None:
+    from builder.errors import MatrixError
+
+    text = (ROOT / "matrices" / "demo.yaml").read_text().replace("  cuda: []", "  cuda: [sm_80, none]\n  cpu: [sm_90]")
+    p = tmp_path / "demo.yaml"
+    p.write_text(text)
+    with pytest.raises(MatrixError) as err:
+        matrix.load_matrix(p)
+    fields = {x["field"]: x["message"] for x in err.value.details["problems"]}
+    assert "'none' is not a GPU architecture" in fields["gpu_archs.cuda[1]"]
+    assert "a cpu image has no GPU architectures" in fields["gpu_archs.cpu"]
+    ok = p.read_text().replace("  cuda: [sm_80, none]\n  cpu: [sm_90]", "  cuda: [sm_80, compute_80]")
+    p.write_text(ok)
+    cuda = next(v for v in matrix.load_matrix(p).variants if v.accelerator.kind == "cuda")
+    assert cuda.gpu_archs == ("sm_80", "compute_80")
+    assert dict(cuda.build_args)["CUDA_ARCHITECTURES"] == "80-real;80-virtual"

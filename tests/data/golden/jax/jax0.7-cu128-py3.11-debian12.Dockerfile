@@ -12,7 +12,7 @@ LABEL io.builder.accelerator="cuda" \
       io.builder.family="jax" \
       io.builder.framework="jax" \
       io.builder.framework.version="0.7" \
-      io.builder.gpu-archs="sm_50,sm_60,sm_70,sm_80,compute_90" \
+      io.builder.gpu-archs="none" \
       io.builder.matrix="demo" \
       io.builder.min-driver="570.26" \
       io.builder.os="debian12" \
@@ -24,10 +24,7 @@ LABEL io.builder.accelerator="cuda" \
       org.opencontainers.image.title="jax0.7-cu128-py3.11-debian12" \
       org.opencontainers.image.version="0.7"
 
-# Architecture lists are build arguments (a build never probes a GPU); kept in the environment so
-# extensions compiled in derived images target the same architectures as the framework build.
-ARG CUDA_ARCHITECTURES="50-real;60-real;70-real;80-real;90-virtual"
-ENV CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES}"
+# The framework build in this image has no GPU kernels (matrix `gpu_archs: []`): label gpu-archs="none".
 
 # NVIDIA container runtime: the hook refuses to start the container on a driver that cannot run
 # CUDA 12.8 (minimum driver 570.26), with the forward-compatibility exemptions
