@@ -175,7 +175,10 @@ def check_image(
     if setup.fleet is not None:
         static = device.static_check_fleet(facts, setup.fleet)
         static_verdict = str(static.get("verdict"))
-        clusters = tuple((str(c.get("cluster")), str(c.get("verdict"))) for c in static.get("clusters") or [])
+        clusters = tuple(
+            (str(c.get("cluster")), str(c.get("verdict")) if c.get("applies", True) else "not-applicable")
+            for c in static.get("clusters") or []
+        )
     if setup.signer is not None and _passed_before(client, repository, built.digest, setup):
         return CheckOutcome("reused", static_verdict=static_verdict, static_clusters=clusters)
     start = time.monotonic()

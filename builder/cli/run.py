@@ -86,6 +86,8 @@ def run(
     """
     import os
 
+    from rich.markup import escape
+
     from builder import build as core
     from builder import pipeline
     from builder.cli.build import _client_factory, docker_credentials
@@ -128,7 +130,7 @@ def run(
         color = "red" if event.endswith(("failed", "denied", "error")) else "green"
         if event.endswith(("building", ":check", "up-to-date")) or event == "check":
             color = "cyan"
-        con.print(f"[{color}]{event:>18}[/] {variant}  [dim]{detail}[/]", highlight=False)
+        con.print(f"[{color}]{event:>18}[/] {variant}  [dim]{escape(detail)}[/]", highlight=False)
 
     try:
         report = pipeline.run_pipeline(
