@@ -26,7 +26,7 @@ import base64
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IN_TOTO_PAYLOAD_TYPE",
+    "PreparedAttestation",
     "VerifiedAttestation",
     "attest_image",
     "check_attestation_layer",
@@ -65,6 +66,7 @@ __all__ = [
     "make_statement",
     "pae",
     "predicate_time",
+    "prepare_attestation",
     "read_attestations",
     "verify_attestation_layer",
 ]
@@ -108,6 +110,32 @@ def dsse_envelope(
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
+@dataclasses.dataclass(frozen=True)
+class PreparedAttestation:
+    """A signed in-toto statement ready to be appended to ``.att``: the statement bytes and the
+    layer (DSSE envelope blob + annotations) that ``attest_image`` writes."""
+
+    predicate_type: str
+    statement: bytes
+    layer: SignatureLayer
+
+
+def prepare_attestation(
+    registry: str, repository: str, digest: str, predicate_type: str, predicate: Mapping[str, Any], signer: Signer
+) -> PreparedAttestation:
+    """Sign the statement about ``registry/repository@digest`` without writing anything (so a
+    caller can upload the layer blob early and pass the result to ``attest_image``)."""
+    statement = make_statement(f"{registry}/{repository}", digest, predicate_type, predicate)
+    signature = signer.sign(pae(IN_TOTO_PAYLOAD_TYPE, statement))
+    envelope = dsse_envelope(statement, signature)
+    annotations = {
+        SIGNATURE_ANNOTATION: "",
+        PREDICATE_TYPE_ANNOTATION: predicate_type,
+        **_layer_annotations(signer, pae(IN_TOTO_PAYLOAD_TYPE, statement), signature),
+    }
+    return PreparedAttestation(predicate_type, statement, SignatureLayer(DSSE_MEDIA_TYPE, envelope, annotations))
+
+
 def attest_image(
     client: RegistryClient,
     repository: str,
@@ -117,22 +145,22 @@ def attest_image(
     signer: Signer,
     *,
     lock_dir: Path,
+    prepared: PreparedAttestation | None = None,
+    uploaded: Collection[str] = (),
 ) -> WriteResult:
     """Sign an in-toto v1 statement about ``repository@digest`` and append it to ``sha256-<hex>.att``.
 
     The subject name is ``<registry>/<repository>``. An attestation with the same statement
     already signed by the same key pair is not written twice (``appended=False``).
+    ``prepared``: the statement already signed by ``prepare_attestation`` (same arguments);
+    ``uploaded``: blob digests already in the repository (see ``append_layer``).
     Raises SigningError / registry errors.
     """
-    statement = make_statement(f"{client.registry}/{repository}", digest, predicate_type, predicate)
-    signature = signer.sign(pae(IN_TOTO_PAYLOAD_TYPE, statement))
-    envelope = dsse_envelope(statement, signature)
-    annotations = {
-        SIGNATURE_ANNOTATION: "",
-        PREDICATE_TYPE_ANNOTATION: predicate_type,
-        **_layer_annotations(signer, pae(IN_TOTO_PAYLOAD_TYPE, statement), signature),
-    }
-    layer = SignatureLayer(DSSE_MEDIA_TYPE, envelope, annotations)
+    if prepared is None:
+        prepared = prepare_attestation(client.registry, repository, digest, predicate_type, predicate, signer)
+    elif prepared.predicate_type != predicate_type:
+        raise ValueError(f"prepared attestation is {prepared.predicate_type}, not {predicate_type}")
+    statement, layer = prepared.statement, prepared.layer
     equivalent = (
         _same_statement(client, repository, signer, statement, predicate_type) if signer.kind == "key" else None
     )
@@ -145,6 +173,7 @@ def attest_image(
         lock_dir=lock_dir,
         signer=signer.fingerprint,
         equivalent=equivalent,
+        uploaded=uploaded,
     )
     return dataclasses.replace(result, predicate_type=predicate_type)
 
@@ -284,7 +313,7 @@ def check_attestation_layer(
         check = check or res
     if check is None:
         return fail("DSSE envelope has no usable signature")
-    if not check.ok:
+    if not check.ok and not check.untrusted:
         return fail(check.reason, check.signer)
     try:
         statement = json.loads(payload)
@@ -292,11 +321,12 @@ def check_attestation_layer(
             raise TypeError("statement is not an object")
     except (ValueError, TypeError):
         return fail("signed payload is not a JSON in-toto statement", check.signer)
+    shown = statement if check.ok else None  # a statement by a signer not given is never handed out
     stype = statement.get("_type")
     ptype = statement.get("predicateType")
     ptype_s = ptype if isinstance(ptype, str) else None
     if stype not in STATEMENT_TYPES:
-        return fail(f"statement type {stype!r} is not in-toto Statement v1 or v0.1", check.signer, statement, ptype_s)
+        return fail(f"statement type {stype!r} is not in-toto Statement v1 or v0.1", check.signer, shown, ptype_s)
     hexpart = digest.partition(":")[2]
     subjects = statement.get("subject")
     subject_digests = (
@@ -310,17 +340,29 @@ def check_attestation_layer(
     )
     if hexpart not in subject_digests:
         other = ", ".join(f"sha256:{d}" for d in subject_digests if isinstance(d, str)) or "none"
-        return fail(f"attestation is for another digest ({other}), not {digest}", check.signer, statement, ptype_s)
+        return fail(f"attestation is for another digest ({other}), not {digest}", check.signer, shown, ptype_s)
     if ptype_s is None:
-        return fail("statement has no predicateType", check.signer, statement)
+        return fail("statement has no predicateType", check.signer, shown)
     if annotated_type != ptype_s:
         return fail(
             f"predicateType annotation ({annotated_type}) differs from the signed statement's ({ptype_s})",
             check.signer,
-            statement,
+            shown,
             ptype_s,
         )
     when = check.time or predicate_time(statement.get("predicate"))
+    if not check.ok:  # well-formed, for this digest, by a signer that was not given: no statement (unverified)
+        return VerifiedItem(
+            "attestation",
+            False,
+            check.reason,
+            tag,
+            layer_digest,
+            signer=check.signer,
+            predicate_type=ptype_s,
+            time=check.time,
+            untrusted=True,
+        )
     return VerifiedItem(
         "attestation",
         True,

@@ -27,6 +27,7 @@ Errors: ``PolicyDeniedError`` (31), ``PromotionConflictError`` (32), ``NotFoundE
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
@@ -71,6 +72,78 @@ FleetChecker = Callable[["RegistryClient", str, str, str], list[FleetEvidence]]
 """(client, repository, digest, fleet file) -> one verdict per cluster of the fleet."""
 
 _UNSET: Any = object()
+
+
+# ---------------------------------------------------------------------------------------------
+# concurrency: one pool of reused threads per process
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_PID = 0
+_POOL_GUARD = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process's shared worker pool (created on first use, again after a fork). Reused threads
+    keep their registry sessions, and no thread is started per call: starting one waits for it to
+    run, under a lock every executor of the process shares."""
+    global _POOL, _POOL_PID
+    import os
+
+    with _POOL_GUARD:
+        if _POOL is None or os.getpid() != _POOL_PID:
+            _POOL = ThreadPoolExecutor(max_workers=64, thread_name_prefix="promote")
+            _POOL_PID = os.getpid()
+        return _POOL
+
+
+class _Task:
+    """``fn(*args)`` started on the shared pool. ``result()`` runs it in the caller instead when no
+    worker has taken it yet, so a caller never waits on queued work: calls can nest to any depth
+    on one bounded pool without deadlock."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self.fn, self.args = fn, args
+        self.future = _pool().submit(fn, *args)
+
+    def result(self) -> Any:
+        if self.future.cancel():
+            return self.fn(*self.args)
+        return self.future.result()
+
+
+def _all(tasks: Sequence[_Task]) -> list[Any]:
+    """Every task's result in order; waits for all of them even when one fails, then raises the
+    first error (like leaving a ``with ThreadPoolExecutor()`` block)."""
+    out: list[Any] = []
+    error: BaseException | None = None
+    for t in tasks:
+        try:
+            out.append(t.result())
+        except BaseException as exc:  # re-raised below once all have finished
+            error = error or exc
+            out.append(None)
+    if error is not None:
+        raise error
+    return out
+
+
+def _map(fn: Callable[..., Any], *iterables: Any) -> list[Any]:
+    """``list(map(fn, *iterables))`` run concurrently on the shared pool; the caller runs the first
+    item itself."""
+    args = list(zip(*iterables, strict=True))
+    if len(args) <= 1:
+        return [fn(*a) for a in args]
+    rest = [_Task(fn, *a) for a in args[1:]]
+    try:
+        first = fn(*args[0])
+    except BaseException:
+        for t in rest:  # queued ones never start; running ones finish before the error leaves
+            if not t.future.cancel():
+                with contextlib.suppress(BaseException):
+                    t.future.result()
+        raise
+    return [first, *_all(rest)]
 
 
 def utcnow() -> dt.datetime:
@@ -424,11 +497,20 @@ class _PlaceRead:
     manifests: dict[str, Manifest | None]
 
 
-def _read_place(env: Environment, loc: Location, digest: str, *, check_present: bool) -> _PlaceRead | None:
+INDEX_KEY = "index"
+"""Key of the source's ``sha256-<hex>`` fallback referrers index in ``Plan.evidence_manifests``."""
+
+
+def _read_place(
+    env: Environment, loc: Location, digest: str, *, check_present: bool, index: bool = False
+) -> _PlaceRead | None:
     """Every ``.sig``/``.att`` layer of ``digest`` in ``loc``'s repository, verified by
     ``builder.sign``/``builder.attest`` (the same checks as ``verify_image``), manifests and layers
-    fetched in parallel. None when ``check_present`` and the repository does not hold the digest."""
+    fetched in parallel. None when ``check_present`` and the repository does not hold the digest.
+    ``index``: also read the ``sha256-<hex>`` fallback referrers index (under ``INDEX_KEY``) in the
+    same parallel round, when the registry is known to have no referrers API (the copy reuses it)."""
     from builder.attest import verify_attestation_layer
+    from builder.registry import fallback_tag
     from builder.sign import ATT_SUFFIX, SIG_SUFFIX, signature_tag, verifiers_for, verify_signature_layer
 
     client = env.client(loc.registry)
@@ -436,19 +518,16 @@ def _read_place(env: Environment, loc: Location, digest: str, *, check_present: 
         return None  # not copied there yet: no evidence there either
     verifiers = verifiers_for(env.keys, env.verifiers)
     tags = {sfx: signature_tag(digest, sfx) for sfx in (SIG_SUFFIX, ATT_SUFFIX)}
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        got = dict(
-            zip(tags, pool.map(lambda t: client.try_get_manifest(loc.repository, t), tags.values()), strict=True)
-        )
-        jobs: list[Any] = []
-        for sfx, m in got.items():
-            if m is None:
-                continue
-            fn = verify_signature_layer if sfx == SIG_SUFFIX else verify_attestation_layer
-            for d in m.json.get("layers") or []:
-                if isinstance(d, dict):
-                    jobs.append(pool.submit(fn, client, loc.repository, digest, d, verifiers, tag=tags[sfx]))
-        items = tuple(j.result() for j in jobs)
+    if index and _lacks_referrers_api(env, loc.registry):
+        tags[INDEX_KEY] = fallback_tag(digest)
+    got = dict(zip(tags, _map(lambda t: client.try_get_manifest(loc.repository, t), tags.values()), strict=True))
+    jobs: list[tuple[Any, dict[str, Any], str]] = []
+    for sfx, m in got.items():
+        if m is None or sfx == INDEX_KEY:
+            continue
+        fn = verify_signature_layer if sfx == SIG_SUFFIX else verify_attestation_layer
+        jobs.extend((fn, d, tags[sfx]) for d in m.json.get("layers") or [] if isinstance(d, dict))
+    items = tuple(_map(lambda j: j[0](client, loc.repository, digest, j[1], verifiers, tag=j[2]), jobs))
     problems = () if verifiers else ("no public key or identity given to verify with",)
     return _PlaceRead(items, problems, got)
 
@@ -471,7 +550,7 @@ def _gather(
 
     def read(i: int, loc: Location) -> Any:
         try:
-            return _read_place(env, loc, digest, check_present=i > 0 or not source_known)
+            return _read_place(env, loc, digest, check_present=i > 0 or not source_known, index=i == 0 and source_known)
         except BuilderError as exc:
             return exc
 
@@ -488,10 +567,9 @@ def _gather(
                 probs.append(f"fleet {fleet}: {exc.message}")
         return rows, probs
 
-    with ThreadPoolExecutor(max_workers=len(places) + 1) as pool:
-        fleet_f = pool.submit(fleet_rows) if places and env.policy.fleets(stage) else None
-        reports = list(pool.map(read, range(len(places)), places))
-        fleet_result: tuple[list[FleetEvidence], list[str]] = fleet_f.result() if fleet_f else ([], [])
+    fleet_t = _Task(fleet_rows) if places and env.policy.fleets(stage) else None
+    reports = _map(read, range(len(places)), places)
+    fleet_result: tuple[list[FleetEvidence], list[str]] = fleet_t.result() if fleet_t else ([], [])
     source_manifests: dict[str, Manifest | None] | None = None
     for i, (loc, report) in enumerate(zip(places, reports, strict=True)):
         if report is None:
@@ -563,15 +641,7 @@ def read_records(env: Environment, loc: Location, digest: str, stage: str) -> li
         if isinstance(d, dict) and (d.get("annotations") or {}).get(PREDICATE_TYPE_ANNOTATION) == PROMOTION_V1
     ]
     verifiers = verifiers_for(env.keys, env.verifiers)
-    if len(layers) > 1:
-        with ThreadPoolExecutor(max_workers=min(8, len(layers))) as pool:
-            items = list(
-                pool.map(
-                    lambda d: verify_attestation_layer(client, loc.repository, digest, d, verifiers, tag=tag), layers
-                )
-            )
-    else:
-        items = [verify_attestation_layer(client, loc.repository, digest, d, verifiers, tag=tag) for d in layers]
+    items = _map(lambda d: verify_attestation_layer(client, loc.repository, digest, d, verifiers, tag=tag), layers)
     out: list[PromotionRecord] = []
     for it in items:
         ident = keyless_identity(it.signer)
@@ -674,12 +744,13 @@ def plan_promotion(env: Environment, target: Target, stage: str, *, ticket: str 
         previous = dc.try_resolve(dst.repository, dst.tag)
         decision = Decision(stage, "", False, (source_result,))
         return Plan(target, stage, st.source, src, None, dst, previous, decision, ticket)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        previous_f = pool.submit(dc.try_resolve, dst.repository, dst.tag)
+    previous_t = _Task(dc.try_resolve, dst.repository, dst.tag)
+    try:
         evidence, found, src_manifests = _gather(
             env, digest, stage, [src] if same else [src, dst], ticket=ticket, source_known=True
         )
-        previous = previous_f.result()
+    finally:
+        previous = previous_t.result()
     present = same or found[-1]
     policy_decision = evaluate(env.policy, stage, evidence, env.now())
     reasons = (source_result, *policy_decision.reasons)
@@ -767,28 +838,44 @@ def _transfer_blobs(
 
     if not blobs:
         return
-    with ThreadPoolExecutor(max_workers=min(8, len(blobs))) as pool:
-        for st in pool.map(one, blobs):
-            stats.mounted += st.mounted
-            stats.present += st.present
-            stats.copied += st.copied
-            stats.copied_bytes += st.copied_bytes
+    for st in _map(one, blobs):
+        stats.mounted += st.mounted
+        stats.present += st.present
+        stats.copied += st.copied
+        stats.copied_bytes += st.copied_bytes
 
 
-def _referrers(env: Environment, loc: Location, digest: str) -> list[Descriptor]:
+_NO_REFERRERS_API: set[str] = set()
+"""Registries (``scheme://host``) that answered the referrers API with 404 in this process
+(distribution 2.8): asked once per process, not once per promotion."""
+_NO_REFERRERS_GUARD = threading.Lock()
+
+
+def _lacks_referrers_api(env: Environment, registry: str) -> bool:
+    base = env.client(registry).base
+    with _NO_REFERRERS_GUARD:
+        return registry in env._no_referrers_api or base in _NO_REFERRERS_API
+
+
+def _referrers(env: Environment, loc: Location, digest: str, known_index: Any = _UNSET) -> list[Descriptor]:
     """Referrers of ``digest``: the OCI referrers API, or the ``sha256-<hex>`` fallback index when the
-    registry has none (remembered per registry: distribution 2.8 answers 404)."""
+    registry has none (remembered per registry for the process: distribution 2.8 answers 404).
+    ``known_index``: the fallback index as the plan read it (a Manifest or None: absent)."""
     from builder.registry import OCI_INDEX, fallback_tag
 
     client = env.client(loc.registry)
-    if loc.registry not in env._no_referrers_api:
+    if not _lacks_referrers_api(env, loc.registry):
         resp = client.request(
             "GET", f"/v2/{loc.repository}/referrers/{digest}", ref=f"{loc.repository}@{digest}", ok=(200, 404)
         )
         if resp.status_code == 200 and resp.headers.get("Content-Type", "").split(";")[0].strip() == OCI_INDEX:
             return client.referrers(loc.repository, digest)
-        env._no_referrers_api.add(loc.registry)
-    index = client.try_get_manifest(loc.repository, fallback_tag(digest))
+        with _NO_REFERRERS_GUARD:
+            env._no_referrers_api.add(loc.registry)
+            _NO_REFERRERS_API.add(client.base)
+    if known_index is _UNSET:
+        known_index = client.try_get_manifest(loc.repository, fallback_tag(digest))
+    index = known_index
     return index.manifests if index is not None and index.is_index else []
 
 
@@ -808,7 +895,7 @@ def copy_evidence(
     from filelock import FileLock
 
     from builder.registry import CopyStats, copy_image
-    from builder.sign import ATT_SUFFIX, SIG_SUFFIX, SignatureLayer, _lock_path, append_layer, signature_tag
+    from builder.sign import ATT_SUFFIX, SIG_SUFFIX, SignatureLayer, append_layer, signature_lock_path, signature_tag
 
     sc, dc = env.client(src.registry), env.client(dst.registry)
 
@@ -820,7 +907,9 @@ def copy_evidence(
             return st
         _transfer_blobs(env, src, dst, sm.blobs, st)
         env.lock_dir.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(_lock_path(env.lock_dir, dc.registry, dst.repository, tag)), timeout=env.lock_timeout):
+        with FileLock(
+            str(signature_lock_path(env.lock_dir, dc.registry, dst.repository, tag)), timeout=env.lock_timeout
+        ):
             dm = dc.try_get_manifest(dst.repository, tag)
             if dm is None:
                 dc.put_manifest(dst.repository, tag, sm.raw, sm.media_type)
@@ -846,18 +935,16 @@ def copy_evidence(
 
     def referrers() -> CopyStats:
         st = CopyStats()
-        for desc in _referrers(env, src, digest):
+        index = known[INDEX_KEY] if known is not None and INDEX_KEY in known else _UNSET
+        for desc in _referrers(env, src, digest, index):
             copy_image(sc, src.repository, desc.digest, dc, dst.repository, stats=st)
             if desc.artifact_type:
                 dc.add_referrer_to_fallback_index(dst.repository, digest, desc)
         return st
 
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = [pool.submit(one_suffix, SIG_SUFFIX), pool.submit(one_suffix, ATT_SUFFIX), pool.submit(referrers)]
-        for f in futures:
-            st = f.result()
-            for name in ("mounted", "present", "copied", "copied_bytes", "manifests"):
-                setattr(stats, name, getattr(stats, name) + getattr(st, name))
+    for st in _map(lambda f: f(), [lambda: one_suffix(SIG_SUFFIX), lambda: one_suffix(ATT_SUFFIX), referrers]):
+        for name in ("mounted", "present", "copied", "copied_bytes", "manifests"):
+            setattr(stats, name, getattr(stats, name) + getattr(st, name))
 
 
 def _ledger_row(env: Environment, plan: Plan, rec: PromotionRecord, decision: Decision) -> LedgerRecord:
@@ -948,8 +1035,9 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
             decision=plan.decision.to_json(),
         )
     _require_promoter(env, signer)
-    from builder.attest import attest_image
+    from builder.attest import attest_image, prepare_attestation
     from builder.registry import CopyStats
+    from builder.sign import signature_config
 
     digest = plan.digest
     dst = plan.destination
@@ -957,6 +1045,15 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
     dc = env.client(dst.registry)
     expected = plan.previous if expect_previous is _UNSET else expect_previous
     stats = CopyStats()
+    # A new record is written only when the stage still holds `expected` (checked under the lock
+    # below), so it can be signed now and its blobs (the DSSE layer, and the config of a fresh
+    # one-layer .att) uploaded while the lock is taken and the pointer re-read. Blobs are
+    # content-addressed and inert until a manifest names them: if the promotion stops here (a
+    # conflict, an interrupted run's record reused), nothing refers to them.
+    early = _record(env, plan, signer, "promote", digest, expected)
+    prepared = prepare_attestation(dc.registry, dst.repository, digest, PROMOTION_V1, early.predicate(), signer)
+    early_blobs = [prepared.layer.blob, signature_config([prepared.layer.digest])]
+    uploading = [_Task(dc.put_blob, dst.repository, b) for b in early_blobs] if expected != digest else []
     with _lock(env, dst):
         current = dc.try_resolve(dst.repository, dst.tag)
         # current == digest: an interrupted run of this promotion (tag moved, ledger row missing)
@@ -983,27 +1080,34 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
             pending = _pending_record(env, plan, digest, current, signer) if plan.present else None
             if pending is not None:
                 return pending
-            rec = _record(env, plan, signer, "promote", digest, current)
+            if early.previous != current or not uploading:  # (never: current == expected here)
+                rec = _record(env, plan, signer, "promote", digest, current)
+                write = attest_image(
+                    dc, dst.repository, digest, PROMOTION_V1, rec.predicate(), signer, lock_dir=env.lock_dir
+                )
+                return dataclasses.replace(rec, signer=signer.fingerprint, layer=write.layer_digest)
+            done = {f.result() for f in uploading}  # the blobs' digests (registry errors raise here)
             write = attest_image(
-                dc, dst.repository, digest, PROMOTION_V1, rec.predicate(), signer, lock_dir=env.lock_dir
+                dc,
+                dst.repository,
+                digest,
+                PROMOTION_V1,
+                early.predicate(),
+                signer,
+                lock_dir=env.lock_dir,
+                prepared=prepared,
+                uploaded=done,
             )
-            return dataclasses.replace(rec, signer=signer.fingerprint, layer=write.layer_digest)
+            return dataclasses.replace(early, signer=signer.fingerprint, layer=write.layer_digest)
 
         # the image, its evidence and our record are independent writes: do them at once; the tag
         # moves only after all three are in the registry
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            record_f = pool.submit(write_record)
-            evidence_stats = CopyStats()
-            evidence_f = (
-                pool.submit(copy_evidence, env, src, dst, digest, evidence_stats, known=plan.evidence_manifests)
-                if src.name != dst.name
-                else None
-            )
-            if src.name != dst.name:
-                _copy(env, src, dst, manifest, stats, known_absent=not plan.present)
-            rec = record_f.result()
-            if evidence_f is not None:
-                evidence_f.result()
+        evidence_stats = CopyStats()
+        jobs: list[Callable[[], Any]] = [write_record]
+        if src.name != dst.name:
+            jobs.append(lambda: copy_evidence(env, src, dst, digest, evidence_stats, known=plan.evidence_manifests))
+            jobs.append(lambda: _copy(env, src, dst, manifest, stats, known_absent=not plan.present))
+        rec = _map(lambda job: job(), jobs)[0]
         for f in ("mounted", "present", "copied", "copied_bytes", "manifests"):
             setattr(stats, f, getattr(stats, f) + getattr(evidence_stats, f))
         again = dc.try_resolve(dst.repository, dst.tag)

@@ -616,7 +616,15 @@ class RegistryClient:
 
                 # up to 64 idle keep-alive connections per host (a batch runs 16 promotions with
                 # up to 8 requests each in flight); more are opened when needed, never blocked on
-                self._adapter = HTTPAdapter(pool_connections=4, pool_maxsize=64)
+                class _Adapter(HTTPAdapter):
+                    def build_connection_pool_key_attributes(self, request: Any, verify: Any, cert: Any = None) -> Any:
+                        # plain HTTP checks no certificate: skip requests' per-request stat() of a
+                        # CA-bundle path (REQUESTS_CA_BUNDLE); an https URL (e.g. a redirect) keeps it
+                        if isinstance(verify, str) and str(request.url).startswith("http://"):
+                            verify = True
+                        return super().build_connection_pool_key_attributes(request, verify, cert)
+
+                self._adapter = _Adapter(pool_connections=4, pool_maxsize=64)
             return self._adapter
 
     def _env_settings(self, url: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import binascii
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -53,8 +53,10 @@ __all__ = [
     "VerifiedItem",
     "WriteResult",
     "append_layer",
+    "describe_failures",
     "load_public_keys",
     "load_signer",
+    "recovered_fingerprints",
     "sign_and_attest_build",
     "sign_image",
     "signature_tag",
@@ -106,12 +108,15 @@ class Signer(Protocol):
 @dataclasses.dataclass(frozen=True)
 class LayerCheck:
     """A verifier's answer for one signature: ``ok``; ``signer`` (fingerprint or identity);
-    ``reason`` (why not, empty when ok); ``time`` (RFC 3339, when known: keyless integrated time)."""
+    ``reason`` (why not, empty when ok); ``time`` (RFC 3339, when known: keyless integrated time);
+    ``untrusted``: not ok, but a well-formed signature by a key or identity that was not given
+    (cosign semantics: other signers are allowed; not a sign of tampering)."""
 
     ok: bool
     signer: str | None = None
     reason: str = ""
     time: str | None = None
+    untrusted: bool = False
 
 
 class LayerVerifier(Protocol):
@@ -137,7 +142,9 @@ class KeyVerifier:
         given = ", ".join(_short(k.fingerprint) for k in self.keys)
         if annotations.get(CERTIFICATE_ANNOTATION):
             return LayerCheck(
-                False, reason=f"keyless signature (certificate) that none of the given keys ({given}) made"
+                False,
+                reason=f"keyless signature (certificate) that none of the given keys ({given}) made",
+                untrusted=True,
             )
         hint = annotations.get(SIGNER_HINT_ANNOTATION, "")
         if hint and any(k.fingerprint == hint for k in self.keys):
@@ -148,12 +155,130 @@ class KeyVerifier:
                 f"(the layer names key {_short(hint)}, which was given)",
             )
         if hint:
+            if hint in recovered_fingerprints(data, signature):
+                return LayerCheck(
+                    False,
+                    signer=hint,
+                    reason=f"wrong key: signed by {_short(hint)}, not by any given key ({given})",
+                    untrusted=True,
+                )
             return LayerCheck(
-                False, signer=hint, reason=f"wrong key: signed by {_short(hint)}, not by any given key ({given})"
+                False,
+                signer=hint,
+                reason=f"signature does not verify with the key the layer names ({_short(hint)}, not given) nor "
+                f"any given key ({given}): payload or annotation edited after signing",
             )
         return LayerCheck(
-            False, reason=f"signature does not verify with any given key ({given}): wrong key or payload edited"
+            False,
+            reason=f"signature does not verify with any given key ({given}): wrong key or payload edited "
+            "(the layer does not name its key, as cosign writes it)",
+            untrusted=True,
         )
+
+
+# NIST P-256 (FIPS 186-4 D.1.2.3 / SEC 2 2.4.2): field prime, order, b, generator (a = -3).
+_P = 0xFFFFFFFF00000001000000000000000000000000FFFFFFFFFFFFFFFFFFFFFFFF
+_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+_B = 0x5AC635D8AA3A93E7B3EBBD55769886BC651D06B0CC53B0F63BCE3C3E27D2604B
+_G = (
+    0x6B17D1F2E12C4247F8BCE6E563A440F277037D812DEB33A0F4A13945D898C296,
+    0x4FE342E2FE1A7F9B8EE7EB4A7C0F9E162BCE33576B315ECECBB6406837BF51F5,
+)
+_Point = tuple[int, int] | None
+
+
+_Jac = tuple[int, int, int]  # Jacobian (X, Y, Z): x = X/Z^2, y = Y/Z^3; Z = 0 is the point at infinity
+
+
+def _jac_double(a: _Jac) -> _Jac:
+    x, y, z = a
+    if z == 0 or y == 0:
+        return 0, 1, 0
+    yy = y * y % _P
+    s = 4 * x * yy % _P
+    zz = z * z % _P
+    m = 3 * (x - zz) * (x + zz) % _P  # a = -3
+    x3 = (m * m - 2 * s) % _P
+    return x3, (m * (s - x3) - 8 * yy * yy) % _P, 2 * y * z % _P
+
+
+def _jac_add(a: _Jac, b: _Jac) -> _Jac:
+    if a[2] == 0:
+        return b
+    if b[2] == 0:
+        return a
+    z1z1, z2z2 = a[2] * a[2] % _P, b[2] * b[2] % _P
+    u1, u2 = a[0] * z2z2 % _P, b[0] * z1z1 % _P
+    s1, s2 = a[1] * z2z2 * b[2] % _P, b[1] * z1z1 * a[2] % _P
+    h, r = (u2 - u1) % _P, (s2 - s1) % _P
+    if h == 0:
+        return _jac_double(a) if r == 0 else (0, 1, 0)
+    hh = h * h % _P
+    hhh = h * hh % _P
+    v = u1 * hh % _P
+    x3 = (r * r - hhh - 2 * v) % _P
+    return x3, (r * (v - x3) - s1 * hhh) % _P, a[2] * b[2] * h % _P
+
+
+def _lin_comb(k1: int, p1: tuple[int, int], k2: int, p2: tuple[int, int]) -> _Point:
+    """k1*p1 + k2*p2 (Shamir's trick, Jacobian coordinates, one inversion)."""
+    a: _Jac = (p1[0], p1[1], 1)
+    b: _Jac = (p2[0], p2[1], 1)
+    both = _jac_add(a, b)
+    out: _Jac = (0, 1, 0)
+    for bit in range(max(k1.bit_length(), k2.bit_length()) - 1, -1, -1):
+        out = _jac_double(out)
+        pick = ((k1 >> bit) & 1, (k2 >> bit) & 1)
+        if pick == (1, 1):
+            out = _jac_add(out, both)
+        elif pick == (1, 0):
+            out = _jac_add(out, a)
+        elif pick == (0, 1):
+            out = _jac_add(out, b)
+    if out[2] == 0:
+        return None
+    zi = pow(out[2], -1, _P)
+    return out[0] * zi * zi % _P, out[1] * zi * zi * zi % _P
+
+
+def recovered_fingerprints(data: bytes, signature: bytes) -> set[str]:
+    """Fingerprints of the P-256 public keys for which the DER ECDSA-SHA256 ``signature`` over
+    ``data`` is valid (public key recovery, SEC 1 v2 section 4.1.6: Q = r^-1 (sR - eG) for each
+    candidate R with x = r). Any signature recovers to some key, so this never proves a layer
+    good; it proves who signed when a claimed fingerprint (``dev.builder-project/signer``) is in
+    the set. Empty for an unparsable signature. Pure Python: about 10 ms."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+    from builder.keys import fingerprint_of
+
+    try:
+        r, s = decode_dss_signature(signature)
+    except ValueError:
+        return set()
+    if not (0 < r < _N and 0 < s < _N):
+        return set()
+    e = int.from_bytes(hashlib.sha256(data).digest(), "big")
+    out: set[str] = set()
+    r_inv = pow(r, -1, _N)
+    u1, u2 = (-e * r_inv) % _N, (s * r_inv) % _N  # Q = u1*G + u2*R
+    for x in (r, r + _N):
+        if x >= _P:
+            continue
+        y2 = (pow(x, 3, _P) - 3 * x + _B) % _P
+        y = pow(y2, (_P + 1) // 4, _P)
+        if y * y % _P != y2:
+            continue
+        for yy in (y, _P - y):
+            q = _lin_comb(u1, _G, u2, (x, yy))
+            if q is None:
+                continue
+            try:
+                key = ec.EllipticCurvePublicNumbers(q[0], q[1], ec.SECP256R1()).public_key()
+            except ValueError:
+                continue
+            out.add(fingerprint_of(key))
+    return out
 
 
 def _short(fingerprint: str) -> str:
@@ -168,10 +293,17 @@ def verifiers_for(keys: Iterable[PublicKey], extra: Iterable[LayerVerifier] = ()
     return tuple(out)
 
 
+#: How ``builder.keyless`` words a certificate (chain, SCT and log entry verified) whose identity
+#: matches none of the given --identity/--issuer policies: an untrusted signer, not tampering.
+_IDENTITY_MISMATCH = "which no allowed identity matches"
+
+
 def run_verifiers(
     verifiers: Sequence[LayerVerifier], data: bytes, signature: bytes, annotations: Mapping[str, str]
 ) -> LayerCheck:
-    """First ok answer of ``verifiers``; else the first failure; else 'no verifier applies'."""
+    """First ok answer of ``verifiers``; else the first failure that is not merely "untrusted"
+    (a verifier that found something wrong knows more than one that does not know the signer);
+    else the first failure; else 'no verifier applies'."""
     failures: list[LayerCheck] = []
     for v in verifiers:
         res = v.check(data, signature, annotations)
@@ -179,9 +311,11 @@ def run_verifiers(
             continue
         if res.ok:
             return res
+        if not res.untrusted and _IDENTITY_MISMATCH in res.reason:
+            res = dataclasses.replace(res, untrusted=True)  # keyless: a trusted chain, another identity
         failures.append(res)
     if failures:
-        return failures[0]
+        return next((f for f in failures if not f.untrusted), failures[0])
     return LayerCheck(False, reason="no key or identity given that applies to this signature")
 
 
@@ -263,9 +397,14 @@ def signature_config(layer_digests: Sequence[str]) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def _lock_path(lock_dir: Path, registry: str, repository: str, tag: str) -> Path:
+def signature_lock_path(lock_dir: Path, registry: str, repository: str, tag: str) -> Path:
+    """The file lock every writer of ``registry/repository:tag`` (a ``.sig``/``.att`` tag) takes in
+    ``lock_dir`` (``append_layer``; ``builder.promote`` when it copies evidence)."""
     key = hashlib.sha256(f"{registry}/{repository}:{tag}".encode()).hexdigest()[:32]
     return lock_dir / f"sig-{key}.lock"
+
+
+_lock_path = signature_lock_path  # the earlier private name
 
 
 def append_layer(
@@ -280,6 +419,7 @@ def append_layer(
     equivalent: Callable[[dict[str, Any]], bool] | None = None,
     lock_timeout: float = 60.0,
     attempts: int = 3,
+    uploaded: Collection[str] = (),
 ) -> WriteResult:
     """Append ``layer`` to the manifest tagged ``signature_tag(digest, suffix)`` (create it if absent).
 
@@ -290,12 +430,14 @@ def append_layer(
     and check our layer is there; when it is not (a writer on another machine, not holding our
     lock, replaced the manifest), merge and write again, up to ``attempts`` times. Raises
     SigningError when every attempt lost our layer, registry errors otherwise.
+    ``uploaded``: digests of blobs the caller already put into ``repository`` (e.g. the layer and
+    the config of a one-layer manifest, uploaded before taking the lock): not uploaded again.
     """
     from filelock import FileLock, Timeout
 
     tag = signature_tag(digest, suffix)
     lock_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(_lock_path(lock_dir, client.registry, repository, tag)))
+    lock = FileLock(str(signature_lock_path(lock_dir, client.registry, repository, tag)))
     try:
         lock.acquire(timeout=lock_timeout)
     except Timeout as exc:
@@ -322,7 +464,8 @@ def append_layer(
                     )
             layers.append(ours)
             config = signature_config([str(d["digest"]) for d in layers])
-            _put_blobs(client, repository, [layer.blob, config])
+            todo = [b for b in (layer.blob, config) if "sha256:" + hashlib.sha256(b).hexdigest() not in uploaded]
+            _put_blobs(client, repository, todo)
             manifest = {
                 "schemaVersion": 2,
                 "mediaType": OCI_MANIFEST,
@@ -466,7 +609,11 @@ class VerifiedItem:
     ``signer``: key fingerprint or keyless identity (when known, also for failures that name a
     key); ``predicate_type`` and ``statement`` (attestations whose envelope could be read);
     ``time``: RFC 3339 when known (predicate timestamps, keyless integrated time; None for
-    key-pair signatures, which carry no time); ``tag`` and ``layer_digest`` locate the layer.
+    key-pair signatures, which carry no time); ``tag`` and ``layer_digest`` locate the layer;
+    ``untrusted``: not ok, but a well-formed signature (for this digest) by a key or identity that
+    was not given; ``signer`` then is that key's fingerprint when the layer names it and the
+    signature proves it (public key recovery), else None. Such items never count, and never
+    carry a ``statement`` (unverified content).
     """
 
     kind: str
@@ -478,10 +625,21 @@ class VerifiedItem:
     predicate_type: str | None = None
     time: str | None = None
     statement: Mapping[str, Any] | None = None
+    untrusted: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.ok and not self.untrusted and _IDENTITY_MISMATCH in self.reason:
+            object.__setattr__(self, "untrusted", True)  # keyless items built outside check_*_layer
 
     @property
     def verified(self) -> bool:
         return self.ok
+
+    @property
+    def classification(self) -> str:
+        """``ok`` (valid, by a given key/identity), ``untrusted`` (valid-looking, by a signer not
+        given: allowed, never counted) or ``invalid`` (tampered or broken)."""
+        return "ok" if self.ok else "untrusted" if self.untrusted else "invalid"
 
     @property
     def predicate(self) -> Mapping[str, Any] | None:
@@ -493,6 +651,7 @@ class VerifiedItem:
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["statement"] = dict(self.statement) if self.statement is not None else None
+        d["classification"] = self.classification
         return d
 
 
@@ -513,6 +672,30 @@ class VerificationReport:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def other_signers(self) -> tuple[str, ...]:
+        """Fingerprints / identities of the keys that made ``untrusted`` items (signers not given),
+        in first-seen order; cosign-written layers by such keys name none and are not listed."""
+        return tuple(dict.fromkeys(i.signer for i in self.items if i.untrusted and i.signer))
+
+    @property
+    def diagnosis(self) -> str:
+        """Why the report is not ok, in one word: ``""`` (ok), ``reference`` (the digest no longer
+        resolves, or the tag moved), ``tampered`` (an invalid item), ``not-signed`` (nothing
+        found), ``wrong-key`` (only signers that were not given), ``missing`` (otherwise: e.g. a
+        required attestation type is absent)."""
+        if self.ok:
+            return ""
+        if any(p.startswith(("digest ", "image replaced", "tag ", "registry answered")) for p in self.problems):
+            return "reference"
+        if any(i.classification == "invalid" for i in self.items):
+            return "tampered"
+        if not self.items:
+            return "not-signed"
+        if any(i.untrusted for i in self.items) and not any(i.ok for i in self.items):
+            return "wrong-key"
+        return "missing"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "reference": self.reference,
@@ -523,17 +706,30 @@ class VerificationReport:
             "problems": list(self.problems),
             "required_predicate_types": list(self.required_predicate_types),
             "items": [i.to_json() for i in self.items],
+            "diagnosis": self.diagnosis,
+            "other_signers": list(self.other_signers),
         }
 
     def raise_for_failure(self) -> None:
-        """Raise VerificationError (exit 18) naming every problem when ``ok`` is False."""
+        """Raise VerificationError (exit 18) naming every problem when ``ok`` is False; the hint
+        follows ``diagnosis`` (wrong key given / not signed / tampered)."""
         if self.ok:
             return
+        others = ", ".join(_short(s) for s in self.other_signers) or "keys that the layers do not name"
+        hint = {
+            "wrong-key": f"the digest is signed, but only by keys or identities you did not pass ({others}): "
+            "pass the matching public key (--key) or identity; do not use it until one you trust verifies",
+            "not-signed": "nothing has signed this digest: sign it (`builder sign REF --key KEY`), or check the "
+            "reference (a rebuilt image has a new digest)",
+        }.get(self.diagnosis)
         raise VerificationError(
             f"{self.reference} ({self.digest}) did not verify: " + "; ".join(self.problems),
+            hint=hint,
             items=[i.to_json() for i in self.items],
             problems=list(self.problems),
             digest=self.digest,
+            diagnosis=self.diagnosis,
+            other_signers=list(self.other_signers),
         )
 
 
@@ -624,7 +820,7 @@ def check_signature_layer(
     if why or blob is None:
         return fail(why)
     check = run_verifiers(verifiers, blob, signature, {str(k): str(v) for k, v in annotations.items()})
-    if not check.ok:
+    if not check.ok and not check.untrusted:
         return fail(check.reason, check.signer)
     try:
         payload = json.loads(blob)
@@ -637,7 +833,27 @@ def check_signature_layer(
         return fail(f"signed payload type is {payload_type!r}, not {SIMPLE_SIGNING_TYPE!r}", check.signer)
     if signed_digest != digest:
         return fail(f"signature is for another digest ({signed_digest}), not {digest}", check.signer)
+    if not check.ok:  # well-formed, for this digest, by a signer that was not given
+        return VerifiedItem(
+            "signature", False, check.reason, tag, layer_digest, signer=check.signer, time=check.time, untrusted=True
+        )
     return VerifiedItem("signature", True, "", tag, layer_digest, signer=check.signer, time=check.time)
+
+
+def describe_failures(items: Sequence[VerifiedItem]) -> str:
+    """One phrase for items that are not ok, so "wrong key given" reads differently from
+    "tampered": ``2 by keys not given (sha256:ab12..., sha256:cd34...), 1 invalid (tampered or broken)``."""
+    untrusted = [i for i in items if not i.ok and i.untrusted]
+    invalid = [i for i in items if not i.ok and not i.untrusted]
+    parts: list[str] = []
+    if untrusted:
+        named = sorted({_short(i.signer) for i in untrusted if i.signer})
+        unnamed = sum(1 for i in untrusted if not i.signer)
+        who = named + ([f"{unnamed} unnamed key(s)"] if unnamed else [])
+        parts.append(f"{len(untrusted)} by keys or identities not given ({', '.join(who)})")
+    if invalid:
+        parts.append(f"{len(invalid)} invalid (tampered or broken)")
+    return ", ".join(parts) or "none"
 
 
 def read_layers(client: RegistryClient, repository: str, digest: str, suffix: str) -> tuple[str, list[dict[str, Any]]]:
@@ -713,11 +929,12 @@ def verify_image(
         if not sigs:
             problems.append(f"no signatures found for {digest} (tag {sig_tag} does not exist)")
         elif not any(i.ok for i in sigs):
-            problems.append(f"none of the {len(sigs)} signature(s) is valid")
+            problems.append(f"none of the {len(sigs)} signature(s) is valid: {describe_failures(sigs)}")
     for ptype in predicate_types:
         atts = [i for i in items if i.kind == "attestation"]
         if not any(i.ok and i.predicate_type == ptype for i in atts):
-            found = sorted({f"{i.predicate_type} ({'valid' if i.ok else 'invalid'})" for i in atts})
+            word = {"ok": "valid", "untrusted": "by a signer not given", "invalid": "invalid"}
+            found = sorted({f"{i.predicate_type} ({word[i.classification]})" for i in atts})
             problems.append(
                 f"no valid attestation of type {ptype}" + (f"; found: {', '.join(found)}" if found else "; none found")
             )
@@ -761,6 +978,8 @@ def _put_blobs(client: RegistryClient, repository: str, blobs: Sequence[bytes]) 
     first: re-uploading a few hundred bytes costs less than a round trip to ask."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if not blobs:
+        return
     if len(blobs) == 1:
         client.put_blob(repository, blobs[0])
         return

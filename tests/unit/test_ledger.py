@@ -85,3 +85,18 @@ def test_not_a_ledger(tmp_path: Path) -> None:
 def test_invalid_action_is_refused(tmp_path: Path) -> None:
     with open_ledger(tmp_path / "l.sqlite") as ledger, pytest.raises(LedgerError):
         ledger.append(rec(0, "teleport"))
+
+
+def test_wal_normal_and_rows_visible_to_another_connection(tmp_path: Path) -> None:
+    """WAL + synchronous=NORMAL (no fsync per commit); a committed row is in the file at once:
+    another connection (another process) reads it without the writer closing."""
+    path = tmp_path / "ledger.sqlite"
+    with open_ledger(path) as ledger:
+        assert ledger._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert ledger._db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+        ledger.append(rec(0))
+        other = sqlite3.connect(str(path))
+        try:
+            assert other.execute("SELECT count(*) FROM records").fetchone()[0] == 1
+        finally:
+            other.close()

@@ -1,0 +1,62 @@
+"""builder.promote's shared worker pool: nested parallel calls never deadlock (a task no worker has
+started runs in the caller), results keep their order, errors wait for the other tasks."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from builder import promote
+
+
+def test_nested_map_deeper_than_the_pool_does_not_deadlock() -> None:
+    def level(n: int) -> int:
+        if n == 0:
+            time.sleep(0.001)
+            return 1
+        return sum(promote._map(level, [n - 1] * 4))
+
+    # 4**4 = 256 leaves, 85 nested calls each waiting on its children: more than the 64 workers
+    done: list[int] = []
+    t = threading.Thread(target=lambda: done.append(level(4)), daemon=True)
+    t.start()
+    t.join(timeout=30)
+    assert done == [256]
+
+
+def test_map_keeps_order_and_task_runs_inline_when_not_started() -> None:
+    assert promote._map(lambda a, b: a * b, [1, 2, 3], [4, 5, 6]) == [4, 10, 18]
+    assert promote._map(str, []) == []
+    assert promote._Task(sum, [1, 2]).result() == 3
+
+
+def test_error_raised_after_every_task_finished() -> None:
+    finished: list[int] = []
+
+    def job(i: int) -> int:
+        if i == 0:
+            raise ValueError("first")
+        time.sleep(0.05)
+        finished.append(i)
+        return i
+
+    with pytest.raises(ValueError, match="first"):
+        promote._map(job, [0, 1, 2])
+    # started tasks completed before the error left _map (queued ones were cancelled instead)
+    time.sleep(0.01)
+    snapshot = list(finished)
+    time.sleep(0.1)
+    assert finished == snapshot
+
+    def late(i: int) -> int:
+        if i == 2:
+            raise KeyError("late")
+        time.sleep(0.02)
+        finished.append(10 + i)
+        return i
+
+    with pytest.raises(KeyError):
+        promote._all([promote._Task(late, i) for i in range(3)])
+    assert {10, 11} <= set(finished)
