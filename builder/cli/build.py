@@ -75,7 +75,7 @@ _docker_config_option = click.option(
 )
 @click.option("--platform", "platforms", multiple=True, help="Override the variants' platform (repeatable).")
 @click.option(
-    "--cache/--no-registry-cache",
+    "--registry-cache/--no-registry-cache",
     "registry_cache",
     default=False,
     help="Use a registry build cache (<repo>:buildcache-<variant>) via --cache-from/--cache-to.",
