@@ -7,6 +7,7 @@ Thin Click layer: parse, read the environment (passwords), call one function of
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +16,11 @@ import click
 from builder.cli._common import app_context, console, emit, json_option
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from builder.config import Config
     from builder.registry import Reference, RegistryClient
+    from builder.sign import VerificationReport, VerifiedItem
 
 
 def _password(no_password: bool, *, cosign_fallback: bool = False) -> str | None:
@@ -308,44 +312,11 @@ def verify(
             tag=ref.tag if ref.digest else None,
             reference=reference,
         )
-    names = {k.fingerprint: Path(k.source).name for k in keys_}
+    names = {k.fingerprint: k.source for k in keys_}
+    header = f"{ref.name}:{ref.tag}" if ref.tag else ref.name
 
     def human() -> None:
-        from rich.markup import escape
-        from rich.table import Table
-
-        con = console()
-        con.print(f"[bold]{ref.name}[/]" + (f":{ref.tag}" if ref.tag else ""))
-        con.print(f"  digest {digest} (resolves)")
-        table = Table(header_style="bold")
-        for col in ("#", "result", "kind", "predicate type", "signer", "when"):
-            table.add_column(col, overflow="fold")
-        for n, item in enumerate(report.items, 1):
-            who = "-"
-            if item.signer:
-                short = item.signer[:19] if item.signer.startswith("sha256:") else item.signer  # keyless: identity
-                who = short + (f" {names[item.signer]}" if item.signer in names else "")
-            table.add_row(
-                str(n),
-                "[green]ok[/]" if item.ok else "[red]FAIL[/]",
-                item.kind,
-                item.predicate_type or "-",
-                who,
-                item.time or "-",
-            )
-        if report.items:
-            con.print(table)
-            for n, item in enumerate(report.items, 1):
-                if not item.ok:
-                    con.print(f"  [red]#{n}[/] {escape(item.reason)}")
-        else:
-            con.print("  no signatures or attestations found")
-        if report.ok:
-            con.print(f"[bold green]VERIFIED[/]: {sum(i.ok for i in report.items)} valid item(s)")
-        else:
-            con.print("[bold red]NOT VERIFIED[/]")
-            for p in report.problems:
-                con.print(f"  - {p}", markup=False)
+        render_verification(console(), report, names, header=header, name=ref.name)
 
     if not report.ok and app_context().json_output:
         report.raise_for_failure()  # one JSON document: the error, with every item in details
@@ -392,3 +363,174 @@ def _keyless_write(
         f"[green]{what}[/] {ref.name}@{digest}\n  identity {result.identity} (issuer {result.issuer})\n"
         f"  legacy {legacy}\n  bundle referrer {bundle}\n  Rekor log index {', '.join(map(str, result.log_indexes))}",
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# `builder verify` human output (pure: a report in, text on a rich Console out)
+
+_SHORT_TYPES = {
+    "https://slsa.dev/provenance/v1": "slsa provenance",
+    "https://slsa.dev/provenance/v0.2": "slsa provenance v0.2",
+}
+
+
+def short_fingerprint(fingerprint: str) -> str:
+    """``sha256:`` + the first 12 hex digits (as in every reason text); identities unchanged."""
+    return fingerprint[:19] if fingerprint.startswith("sha256:") else fingerprint
+
+
+def predicate_label(predicate_type: str | None) -> str:
+    """A short name for the predicate types this project knows (``slsa provenance``,
+    ``device-check``, ``approval``, ``promotion``; builder.predicates), else the URI itself."""
+    from builder.predicates import PREFIX
+
+    if not predicate_type:
+        return "-"
+    if predicate_type in _SHORT_TYPES:
+        return _SHORT_TYPES[predicate_type]
+    if predicate_type.startswith(PREFIX):
+        return predicate_type[len(PREFIX) :].removesuffix("/v1")
+    return predicate_type
+
+
+def check_result(predicate: Mapping[str, Any] | None) -> str | None:
+    """The ``result`` a device-check predicate states: ``passed``/``failed``/... (a mapping's
+    ``status``/``outcome``; a boolean ``passed``), ``unknown`` when it states none (docs/checks.md)."""
+    if predicate is None:
+        return None
+    raw = predicate.get("result")
+    if isinstance(raw, Mapping):
+        raw = raw.get("status", raw.get("outcome"))
+    if isinstance(raw, str) and raw:
+        return raw
+    passed = predicate.get("passed")
+    if isinstance(passed, bool):
+        return "passed" if passed else "failed"
+    return "unknown"
+
+
+def signer_label(signer: str | None, names: Mapping[str, str]) -> str:
+    """``KEYFILE (sha256:<12 hex>)`` for a given key, the short fingerprint alone for another key,
+    the identity for keyless signers, ``-`` when unknown."""
+    if not signer:
+        return "-"
+    if names.get(signer):
+        return f"{names[signer]} ({short_fingerprint(signer)})"
+    return short_fingerprint(signer)
+
+
+def _what(item: VerifiedItem) -> str:
+    """The predicate column: the short type; for a device check also its result (red unless passed)."""
+    from rich.markup import escape
+
+    from builder.predicates import DEVICE_CHECK_V1
+
+    if item.kind != "attestation":
+        return "-"
+    label = escape(predicate_label(item.predicate_type))
+    if item.predicate_type == DEVICE_CHECK_V1 and item.ok:
+        result = check_result(item.predicate)
+        colour = "green" if result == "passed" else "bold red"
+        shown = str(result) if result == "passed" else str(result).upper()
+        return f"{label}: [{colour}]{escape(shown)}[/]"
+    return label
+
+
+def _summary_name(item: VerifiedItem, names: Mapping[str, str]) -> str:
+    """Short signer text for the summary line: the key file name relative to the common folder."""
+    if item.signer and item.signer in names and names[item.signer]:
+        return names[item.signer]
+    return short_fingerprint(item.signer) if item.signer else "?"
+
+
+def render_verification(
+    con: Console, report: VerificationReport, names: Mapping[str, str], *, header: str, name: str
+) -> None:
+    """Print a verification report for a release engineer: the reference and digest, one table row
+    per item (status ``ok`` / ``untrusted`` / ``INVALID``, kind, predicate (device checks with their
+    result), signer as ``KEYFILE (fingerprint)``, time), the reasons of invalid items, and one summary
+    line: ``VERIFIED NAME@DIGEST: signature by ...; attestations: ...; also present: ...`` or
+    ``NOT VERIFIED`` with the unmet requirements and who did sign. ``names``: fingerprint -> key file
+    as given on the command line."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from builder.predicates import DEVICE_CHECK_V1
+
+    items = report.items
+    con.print(f"[bold]{escape(header)}[/]")
+    resolves = "does not resolve" if report.diagnosis == "reference" else "resolves"
+    con.print(f"  digest {report.digest} ({resolves})")
+    if items:
+        table = Table(header_style="bold")
+        for col in ("#", "status", "kind", "predicate", "signer", "when"):
+            table.add_column(col, overflow="fold")
+        style = {"ok": "[green]ok[/]", "untrusted": "[yellow]untrusted[/]", "invalid": "[bold red]INVALID[/]"}
+        for n, item in enumerate(items, 1):
+            who = escape(signer_label(item.signer, names))
+            if item.untrusted:
+                who = (who if item.signer else "key not named in the layer") + " [dim](not given)[/]"
+            table.add_row(str(n), style[item.classification], item.kind, _what(item), who, item.time or "-")
+        con.print(table)
+        for n, item in enumerate(items, 1):
+            if item.classification == "invalid":
+                con.print(f"  [red]#{n} invalid:[/] {escape(item.reason)}")
+    else:
+        con.print("  no signatures or attestations found")
+    ok_sigs = [i for i in items if i.ok and i.kind == "signature"]
+    ok_atts = [i for i in items if i.ok and i.kind == "attestation"]
+    untrusted = [i for i in items if i.untrusted]
+    invalid = [n for n, i in enumerate(items, 1) if i.classification == "invalid"]
+    others = [short_fingerprint(s) for s in report.other_signers]
+    unnamed = sum(1 for i in untrusted if not i.signer)
+    if unnamed:
+        others.append(f"{unnamed} by keys the layers do not name")
+    also: list[str] = []
+    if untrusted:
+        kinds = "keys or identities" if any(not s.startswith("sha256:") for s in report.other_signers) else "keys"
+        also.append(f"{len(untrusted)} item(s) by {kinds} you did not pass ({', '.join(others)})")
+    if invalid:
+        also.append(f"{len(invalid)} invalid item(s) not needed ({', '.join(f'#{n}' for n in invalid)})")
+    if report.ok:
+        sig_by = sorted({_summary_name(i, names) for i in ok_sigs})
+        con.print(
+            f"[bold green]VERIFIED[/] {escape(name)}@{report.digest}: "
+            + (f"signature by {escape(', '.join(sig_by))}" if sig_by else "no signature required")
+        )
+        if ok_atts:
+            atts: list[str] = []
+            for i in ok_atts:
+                text = escape(predicate_label(i.predicate_type))
+                if i.predicate_type == DEVICE_CHECK_V1:
+                    result = check_result(i.predicate)
+                    text += " passed" if result == "passed" else f" [bold red]{escape(str(result).upper())}[/]"
+                atts.append(f"{text} ({escape(_summary_name(i, names))})")
+            con.print("  attestations: " + ", ".join(dict.fromkeys(atts)))
+        if also:
+            con.print("  also present: " + escape("; ".join(also)))
+        failed = [i for i in ok_atts if i.predicate_type == DEVICE_CHECK_V1 and check_result(i.predicate) != "passed"]
+        if failed:
+            con.print(
+                f"  [bold red]note:[/] {len(failed)} validly signed device check(s) record a result other than "
+                "passed: the signature proves who ran the check, not that it passed"
+            )
+        return
+    con.print(f"[bold red]NOT VERIFIED[/] {escape(name)}@{report.digest}")
+    for p in report.problems:
+        con.print(f"  - {escape(p)}")
+    verdict = {
+        "wrong-key": "signed, but only by keys or identities you did not pass: wrong key given?",
+        "not-signed": "not signed at all: no signature or attestation exists for this digest",
+        "tampered": "tampered or broken item(s) present: do not use this digest",
+        "reference": "the reference itself did not check out",
+        "missing": "a required item is missing",
+    }[report.diagnosis]
+    con.print(f"  [bold]{escape(verdict)}[/]")
+    if names:
+        given = ", ".join(signer_label(fp, names) for fp in names)
+        con.print(f"  you passed: {escape(given)}")
+    if ok_sigs or ok_atts:
+        valid = sorted({_summary_name(i, names) for i in ok_sigs + ok_atts})
+        con.print(f"  valid items by: {escape(', '.join(valid))}")
+    if also:
+        con.print("  present: " + escape("; ".join(also)))

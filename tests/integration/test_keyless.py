@@ -344,6 +344,8 @@ def test_wrong_identity_or_issuer_refused_with_reasons(sigstore: Sigstore, image
     assert all(not i.ok for i in report.items)
     for item in report.items:
         assert "which no allowed identity matches" in item.reason and IDENTITY in item.reason
+        assert item.classification == "untrusted"  # a trusted certificate for another identity: not tampering
+    assert report.diagnosis == "wrong-key"
     report = _verify(sigstore, image, [sigstore.policy(issuer="https://token.actions.githubusercontent.com")])
     assert not report.ok
     assert all(f"issuer {sigstore.issuer}" in i.reason for i in report.items)
@@ -547,6 +549,11 @@ def test_cli_keyless_sign_attest_verify(sigstore: Sigstore, image: Image, tmp_pa
     err = json.loads(r.stdout)["error"]
     reasons = [i["reason"] for i in err["details"]["items"]]
     assert reasons and all("which no allowed identity matches" in x for x in reasons)
+    assert err["details"]["diagnosis"] == "wrong-key"
+    assert any(IDENTITY in s for s in err["details"]["other_signers"])
+    assert {i["classification"] for i in err["details"]["items"]} == {"untrusted"}
+    r = run_cli([*verify, "--identity", IDENTITY + "-other"], tmp_path, registry)
+    assert r.returncode == 18 and "wrong key given?" in r.stderr and "INVALID" not in r.stderr, r.stderr
 
 
 def test_concurrent_keyless_writers_keep_every_entry(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:

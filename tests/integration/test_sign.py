@@ -334,3 +334,67 @@ def test_write_lost_to_another_machine_is_merged_again(
     assert racing.raced == 1 and result.appended and result.layers == 2
     report = sign.verify_image(client, repo, digest, keys=[public_key(theirs), public_key(ours)])
     assert [i.signer for i in report.items] == [theirs.fingerprint, ours.fingerprint]
+
+
+def test_cli_verify_output_tells_signers_apart(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
+    """Two keys both named builder.pub (release + check runner), two strangers' keys on the same digest
+    (a shared registry), a signed device check that failed: what `builder verify` shows."""
+    repo, digest = image
+    reg = client.registry
+    ref = f"{reg}/{repo}:v1"
+    dirs = [".builder/keys", ".builder/keys/check-runner", "stranger1", "stranger2", "wrong"]
+    fps = {}
+    for d in dirs:
+        out = run_cli(["keys", "generate", "--output-dir", d, "--no-password", "--json"], tmp_path, reg)
+        assert out.returncode == 0, out.stderr
+        fps[d] = json.loads(out.stdout)["fingerprint"]
+    (tmp_path / "prov.json").write_text(
+        json.dumps({"runDetails": {"metadata": {"finishedOn": "2026-11-30T17:00:00Z"}}})
+    )
+    (tmp_path / "check.json").write_text(json.dumps({"result": "failed", "timestamp": "2026-11-30T17:05:00Z"}))
+    device = "https://builder-project.github.io/attestations/device-check/v1"
+    writes = [["sign", ref, "--key", ".builder/keys/builder.key"]]
+    writes.append(
+        ["attest", ref, "--key", ".builder/keys/builder.key", "--predicate-type", PTYPE, "--predicate", "prov.json"]
+    )
+    runner = ".builder/keys/check-runner/builder.key"
+    writes.append(["attest", ref, "--key", runner, "--predicate-type", device, "--predicate", "check.json"])
+    for d in ("stranger1", "stranger2"):
+        writes.append(["sign", ref, "--key", f"{d}/builder.key"])
+        writes.append(
+            ["attest", ref, "--key", f"{d}/builder.key", "--predicate-type", PTYPE, "--predicate", "prov.json"]
+        )
+    for w in writes:
+        assert run_cli(w, tmp_path, reg).returncode == 0
+    both = ["--key", ".builder/keys/builder.pub", "--key", ".builder/keys/check-runner/builder.pub"]
+    ok = run_cli(["verify", ref, *both, "--attestation", PTYPE, "--attestation", device], tmp_path, reg)
+    out = ok.stderr
+    assert ok.returncode == 0, out
+    assert "FAIL " not in out and "INVALID" not in out and out.count("untrusted") == 4
+    assert f".builder/keys/builder.pub ({fps['.builder/keys'][:19]})" in out
+    assert f".builder/keys/check-runner/builder.pub ({fps['.builder/keys/check-runner'][:19]})" in out
+    assert "device-check: FAILED" in out and "device-check FAILED (.builder/keys/check-runner/builder.pub)" in out
+    assert f"VERIFIED {reg}/{repo}@{digest}: signature by .builder/keys/builder.pub" in out
+    s1, s2 = fps["stranger1"][:19], fps["stranger2"][:19]
+    assert f"also present: 4 item(s) by keys you did not pass ({s1}, {s2})" in out
+    # one key: the check runner's items are by a key not given; still verified (a signature and provenance)
+    one = run_cli(["verify", ref, "--key", ".builder/keys/builder.pub", "--attestation", PTYPE], tmp_path, reg)
+    assert one.returncode == 0 and "5 item(s) by keys you did not pass" in one.stderr, one.stderr
+    assert fps[".builder/keys/check-runner"][:19] in one.stderr
+    # requiring the device check with only the release key: exit 18, it names who did sign it
+    need = run_cli(["verify", ref, "--key", ".builder/keys/builder.pub", "--attestation", device], tmp_path, reg)
+    assert need.returncode == 18 and f"no valid attestation of type {device}" in need.stderr
+    assert f"{device} (by a signer not given)" in need.stderr
+    # a wrong key: exit 18, "wrong key given?", and the fingerprints that did sign (not "do not use this digest")
+    wrong = run_cli(["verify", ref, "--key", "wrong/builder.pub"], tmp_path, reg)
+    assert wrong.returncode == 18 and "wrong key given?" in wrong.stderr, wrong.stderr
+    assert f"you passed: wrong/builder.pub ({fps['wrong'][:19]})" in wrong.stderr
+    assert all(fps[d][:19] in wrong.stderr for d in dirs[:4]) and "do not use this digest" not in wrong.stderr
+    js = run_cli(["verify", ref, "--key", "wrong/builder.pub", "--json"], tmp_path, reg)
+    err = json.loads(js.stdout)["error"]
+    assert err["details"]["diagnosis"] == "wrong-key"
+    assert {i["classification"] for i in err["details"]["items"]} == {"untrusted"}
+    assert set(err["details"]["other_signers"]) == {fps[d] for d in dirs[:4]}
+    full = json.loads(run_cli(["verify", ref, *both, "--json"], tmp_path, reg).stdout)
+    assert [i["classification"] for i in full["items"]].count("ok") == 3
+    assert all({"kind", "ok", "reason", "signer", "statement", "classification"} <= set(i) for i in full["items"])

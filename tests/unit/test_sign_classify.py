@@ -1,0 +1,187 @@
+"""Classification of verified items (ok / untrusted / invalid), signer recovery, and the
+`builder verify` human output, on real signatures (cryptography keys, recorded cosign layers).
+
+Run against real ECDSA signatures; the rendering is printed to a real rich Console and read back.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from rich.console import Console
+
+from builder import attest, keys, sign
+from builder.cli.sign import check_result, predicate_label, render_verification, signer_label
+from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "signing"
+DIGEST = (DATA / "cosign-subject-digest.txt").read_text().strip()
+OTHER = "sha256:" + "ab" * 32
+
+
+def _signer() -> keys.KeyPairSigner:
+    return keys.KeyPairSigner(ec.generate_private_key(ec.SECP256R1()))
+
+
+def _pub(signer: keys.KeyPairSigner, source: str = "given.pub") -> keys.PublicKey:
+    return keys.PublicKey(signer.public_key, source)
+
+
+def _sig_layer(signer: keys.KeyPairSigner, digest: str = DIGEST, hint: str | None = "") -> tuple[dict[str, Any], bytes]:
+    payload = sign.simple_signing_payload("r/x", digest)
+    ann = {sign.SIGNATURE_ANNOTATION: base64.b64encode(signer.sign(payload)).decode()}
+    if hint is not None:
+        ann[sign.SIGNER_HINT_ANNOTATION] = hint or signer.fingerprint
+    layer = sign.SignatureLayer(sign.SIMPLESIGNING_MEDIA_TYPE, payload, ann)
+    return layer.descriptor(), payload
+
+
+def _att_layer(signer: keys.KeyPairSigner, ptype: str, predicate: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    prepared = attest.prepare_attestation("127.0.0.1:5000", "r/x", DIGEST, ptype, predicate, signer)
+    return prepared.layer.descriptor(), prepared.layer.blob
+
+
+def test_recovered_fingerprints_contain_the_signer_only_for_the_signed_data() -> None:
+    for n in range(5):
+        k = ec.generate_private_key(ec.SECP256R1())
+        data = b"payload %d" % n
+        sig = k.sign(data, ec.ECDSA(hashes.SHA256()))
+        fp = keys.fingerprint_of(k.public_key())
+        assert fp in sign.recovered_fingerprints(data, sig)
+        assert fp not in sign.recovered_fingerprints(data + b"!", sig)
+    assert sign.recovered_fingerprints(b"x", b"not DER") == set()
+
+
+def test_another_signer_is_untrusted_with_its_proven_fingerprint() -> None:
+    mine, theirs = _signer(), _signer()
+    vs = sign.verifiers_for([_pub(mine)])
+    desc, blob = _sig_layer(theirs)
+    item = sign.check_signature_layer(desc, blob, DIGEST, vs)
+    assert not item.ok and item.untrusted and item.classification == "untrusted"
+    assert item.signer == theirs.fingerprint and "wrong key" in item.reason
+    assert item.to_json()["classification"] == "untrusted"
+    # the same well-formed layer copied onto another digest is invalid, not merely untrusted
+    item = sign.check_signature_layer(desc, blob, OTHER, vs)
+    assert item.classification == "invalid" and "another digest" in item.reason
+
+
+def test_a_forged_signer_hint_on_an_edited_payload_is_invalid() -> None:
+    mine, theirs = _signer(), _signer()
+    desc, blob = _sig_layer(theirs)
+    edited = blob.replace(b"r/x", b"r/y")
+    desc = {**desc, "digest": sign.SignatureLayer("x", edited, {}).digest, "size": len(edited)}
+    item = sign.check_signature_layer(desc, edited, DIGEST, sign.verifiers_for([_pub(mine)]))
+    assert item.classification == "invalid" and "payload or annotation edited" in item.reason
+    # edited payload of a layer that names a given key: invalid (tampered), as before
+    item = sign.check_signature_layer(desc, edited, DIGEST, sign.verifiers_for([_pub(theirs)]))
+    assert item.classification == "invalid" and "payload edited after signing" in item.reason
+
+
+def test_cosign_layer_by_another_key_is_untrusted_without_a_fingerprint() -> None:
+    manifest = json.loads((DATA / "cosign-sig-manifest.json").read_text())
+    desc, blob = manifest["layers"][0], (DATA / "cosign-sig-layer.json").read_bytes()
+    item = sign.check_signature_layer(desc, blob, DIGEST, sign.verifiers_for([_pub(_signer())]))
+    assert item.classification == "untrusted" and item.signer is None and "wrong key" in item.reason
+
+
+def test_untrusted_attestation_carries_no_statement() -> None:
+    mine, theirs = _signer(), _signer()
+    desc, blob = _att_layer(theirs, DEVICE_CHECK_V1, {"result": "passed"})
+    item = attest.check_attestation_layer(desc, blob, DIGEST, sign.verifiers_for([_pub(mine)]))
+    assert item.classification == "untrusted" and item.signer == theirs.fingerprint
+    assert item.predicate_type == DEVICE_CHECK_V1 and item.statement is None and item.predicate is None
+    ok = attest.check_attestation_layer(desc, blob, DIGEST, sign.verifiers_for([_pub(theirs)]))
+    assert ok.classification == "ok" and ok.predicate == {"result": "passed"}
+
+
+def _report(items: list[sign.VerifiedItem], problems: tuple[str, ...] = ()) -> sign.VerificationReport:
+    return sign.VerificationReport("127.0.0.1:5000/r/x:v1", "r/x", DIGEST, tuple(items), problems)
+
+
+def _render(report: sign.VerificationReport, names: dict[str, str]) -> str:
+    buf = io.StringIO()
+    con = Console(file=buf, width=250, force_terminal=False, color_system=None)
+    render_verification(con, report, names, header="127.0.0.1:5000/r/x:v1", name="127.0.0.1:5000/r/x")
+    return buf.getvalue()
+
+
+def _items(
+    builder_key: keys.KeyPairSigner, runner: keys.KeyPairSigner, stranger: keys.KeyPairSigner, result: str
+) -> list[sign.VerifiedItem]:
+    given = sign.verifiers_for([_pub(builder_key), _pub(runner)])
+    out = [sign.check_signature_layer(*_sig_layer(builder_key), DIGEST, given)]
+    out.append(sign.check_signature_layer(*_sig_layer(stranger), DIGEST, given))
+    for signer, ptype, pred in (
+        (builder_key, SLSA_PROVENANCE_V1, {"runDetails": {"metadata": {"finishedOn": "2026-11-30T17:00:00Z"}}}),
+        (runner, DEVICE_CHECK_V1, {"result": result, "timestamp": "2026-11-30T17:05:00Z"}),
+    ):
+        out.append(attest.check_attestation_layer(*_att_layer(signer, ptype, pred), DIGEST, given))
+    return out
+
+
+def test_render_names_key_files_and_fingerprints_and_device_check_results() -> None:
+    builder_key, runner, stranger = _signer(), _signer(), _signer()
+    names = {
+        builder_key.fingerprint: ".builder/keys/builder.pub",
+        runner.fingerprint: ".builder/keys/check-runner/builder.pub",
+    }
+    items = _items(builder_key, runner, stranger, "failed")
+    assert [i.classification for i in items] == ["ok", "untrusted", "ok", "ok"]
+    text = _render(_report(items), names)
+    assert f".builder/keys/builder.pub ({builder_key.fingerprint[:19]})" in text
+    assert f".builder/keys/check-runner/builder.pub ({runner.fingerprint[:19]})" in text
+    assert "untrusted" in text and f"{stranger.fingerprint[:19]} (not given)" in text and "INVALID" not in text
+    assert "device-check: FAILED" in text and "validly signed device check(s) record a result other" in text
+    assert f"VERIFIED 127.0.0.1:5000/r/x@{DIGEST}: signature by .builder/keys/builder.pub" in text
+    assert "attestations: slsa provenance (.builder/keys/builder.pub), device-check FAILED" in text
+    assert f"also present: 1 item(s) by keys you did not pass ({stranger.fingerprint[:19]})" in text
+    passed = _render(_report(_items(builder_key, runner, stranger, "passed")), names)
+    assert "device-check: passed" in passed and "FAILED" not in passed and "note:" not in passed
+
+
+def test_render_failure_tells_wrong_key_from_not_signed_from_tampered() -> None:
+    mine, theirs = _signer(), _signer()
+    vs = sign.verifiers_for([_pub(mine)])
+    wrong = _report([sign.check_signature_layer(*_sig_layer(theirs), DIGEST, vs)], ("none of the 1 signature(s)",))
+    assert wrong.diagnosis == "wrong-key" and wrong.other_signers == (theirs.fingerprint,)
+    text = _render(wrong, {mine.fingerprint: "k/builder.pub"})
+    assert "NOT VERIFIED" in text and "wrong key given?" in text and theirs.fingerprint[:19] in text
+    nothing = _report([], ("no signatures found",))
+    assert nothing.diagnosis == "not-signed" and "not signed at all" in _render(nothing, {})
+    desc, blob = _sig_layer(mine)
+    edited = blob.replace(b"r/x", b"r/y")
+    bad = sign.check_signature_layer({**desc, "size": len(edited)}, edited, DIGEST, vs)
+    tampered = _report([bad], ("none of the 1 signature(s)",))
+    assert tampered.diagnosis == "tampered"
+    text = _render(tampered, {})
+    assert "INVALID" in text and "#1 invalid:" in text and "tampered or broken" in text
+    js = tampered.to_json()
+    assert js["diagnosis"] == "tampered" and js["items"][0]["classification"] == "invalid"
+    assert {"ok", "reason", "signer", "statement", "untrusted"} <= set(js["items"][0])
+
+
+def test_describe_failures() -> None:
+    mine, theirs = _signer(), _signer()
+    vs = sign.verifiers_for([_pub(mine)])
+    items = [sign.check_signature_layer(*_sig_layer(theirs), DIGEST, vs)]
+    items.append(sign.check_signature_layer(*_sig_layer(theirs, hint=None), DIGEST, vs))
+    items.append(sign.check_signature_layer(*_sig_layer(theirs), OTHER, vs))
+    text = sign.describe_failures(items)
+    who = f"{theirs.fingerprint[:19]}, 1 unnamed key(s)"
+    assert text == f"2 by keys or identities not given ({who}), 1 invalid (tampered or broken)"
+
+
+def test_labels() -> None:
+    assert predicate_label(SLSA_PROVENANCE_V1) == "slsa provenance"
+    assert predicate_label(DEVICE_CHECK_V1) == "device-check"
+    assert predicate_label("https://example.com/t/v1") == "https://example.com/t/v1"
+    assert check_result({"result": {"status": "failed"}}) == "failed"
+    assert check_result({"passed": True}) == "passed" and check_result({}) == "unknown"
+    assert signer_label("sha256:" + "a" * 64, {}) == "sha256:aaaaaaaaaaaa"
+    assert signer_label("dev@example.com", {}) == "dev@example.com" and signer_label(None, {}) == "-"
