@@ -19,8 +19,11 @@ Targets (issue 8): ``ms`` under 100 on loopback at any image size; ``batch100_s`
 Source image: ``bench/promote-src:<variant>`` - 4 uncompressed tar layers, each one file of random
 bytes (a real image docker can pull), pushed and signed once, reused by later runs.
 
+- ``requests``: registry requests of one promotion (median over the runs; retries and auth
+  round trips would count too).
+
 Ends with one line:
-``benchmark=promote size_mib=512 ms=.. skopeo_ms=.. docker_ms=.. ratio_skopeo=.. batch100_s=..``
+``benchmark=promote size_mib=512 ms=.. skopeo_ms=.. docker_ms=.. ratio_skopeo=.. batch100_s=.. requests=..``
 (``--quick``: 16 MiB, 2 runs; the batch is still 100 variants).
 """
 
@@ -135,6 +138,11 @@ def environment(policy: Path, state: Path, registry: str, signer_key: Path) -> E
     )
 
 
+def requests_sent(env: Environment) -> int:
+    """HTTP requests the environment's registry clients sent (each run has its own clients)."""
+    return sum(c.requests_sent for c in env._clients.values())
+
+
 def timed(cmd: list[str]) -> float:
     t = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True)
@@ -167,6 +175,7 @@ def main() -> None:
     print(f"source {registry}/{SRC_REPO}:{variant} = {digest} ({size} MiB, ready in {time.perf_counter() - t0:.1f} s)")
 
     ours: list[float] = []
+    sent: list[int] = []
     for _ in range(runs):
         prefix = f"bench/promote-{uuid.uuid4().hex[:10]}"
         env = environment(write_policy(work / "policy.yaml", pub, prefix), state, registry, key)
@@ -175,11 +184,16 @@ def main() -> None:
         plan = plan_promotion(env, target, "rel")
         applied = apply_promotion(env, plan)
         ours.append((time.perf_counter() - t) * 1000)
+        sent.append(requests_sent(env))
         dst = f"{prefix}/{SRC_REPO}"
         assert setup.resolve(dst, f"{variant}-rel") == digest
         assert applied.copy["copied"] == 0 and applied.copy["mounted"] >= LAYERS + 1, applied.copy
     ms = statistics.median(ours)
-    print(f"builder promote (plan + apply, {LAYERS + 1} mounts): median {ms:.1f} ms {[round(x, 1) for x in ours]}")
+    reqs = statistics.median(sent)
+    print(
+        f"builder promote (plan + apply, {LAYERS + 1} mounts): median {ms:.1f} ms {[round(x, 1) for x in ours]}, "
+        f"{reqs:.0f} registry requests"
+    )
 
     skopeo = shutil.which("skopeo")
     docker = shutil.which("docker")
@@ -234,13 +248,16 @@ def main() -> None:
     batch_s = time.perf_counter() - t
     failed = [o for o in outcomes if not o.ok]
     assert not failed, failed[0].to_json()
-    print(f"promote_many of {args.batch} variants (16 threads): {batch_s:.2f} s")
+    print(
+        f"promote_many of {args.batch} variants (16 threads): {batch_s:.2f} s, "
+        f"{requests_sent(env) / args.batch:.1f} registry requests each"
+    )
     shutil.rmtree(work, ignore_errors=True)
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)")
     print(
         f"benchmark=promote size_mib={size} ms={ms:.1f} skopeo_ms={skopeo_ms:.1f} docker_ms={docker_ms:.1f} "
-        f"ratio_skopeo={skopeo_ms / ms:.1f} batch{args.batch}_s={batch_s:.2f}"
+        f"ratio_skopeo={skopeo_ms / ms:.1f} batch{args.batch}_s={batch_s:.2f} requests={reqs:.0f}"
     )
 
 

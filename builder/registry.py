@@ -584,6 +584,7 @@ class RegistryClient:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._adapter: Any = None  # one requests HTTPAdapter (connection pool) shared by all threads
         self._env_cache: dict[str, dict[str, Any]] = {}  # scheme://host -> proxies/verify/netrc
+        self.requests_sent = 0  # HTTP requests sent, retries and auth round trips included
 
     def __repr__(self) -> str:
         return f"RegistryClient({self.registry!r}, scheme={self.scheme!r})"
@@ -712,6 +713,8 @@ class RegistryClient:
             data = kw.get("data")
             if data is not None and hasattr(data, "seek"):
                 data.seek(0)
+            with self._lock:
+                self.requests_sent += 1
             try:
                 resp = self.session.request(method, url, headers=headers, **kw)
             except (requests.ConnectionError, requests.Timeout) as exc:

@@ -173,18 +173,29 @@ def _variant_from_labels(cfg: Config, ref: Any) -> str | None:
     return str(label) if label else None
 
 
-def _fleet_for(cfg: Config, cluster: str) -> str:
-    """The fleet file under ``fleets_dir`` that names ``cluster`` (first match, sorted by name)."""
+def _stage_fleet(policy: Policy, stage: str, cluster: str) -> str:
+    """The fleet file for ``resolve --cluster`` without ``--fleet``: the ``file`` of the stage's
+    policy ``fleet`` rule (of several, the first that names ``cluster``). Never a guess: a stage
+    without a fleet rule is a ConfigError asking for ``--fleet FILE``; NotFoundError when no fleet
+    file of the stage names the cluster; NotFoundError for an unknown stage."""
     from builder.compat.fleets import load_fleet
-    from builder.errors import NotFoundError
+    from builder.errors import ConfigError, NotFoundError
 
-    files = sorted([*cfg.fleets_dir.glob("*.yaml"), *cfg.fleets_dir.glob("*.yml")])
+    files = policy.fleets(stage)
+    if not files:
+        raise ConfigError(
+            f"--cluster {cluster} needs a fleet file: stage {stage} in {policy.path} has no `fleet` rule "
+            "to take it from",
+            hint="pass --fleet FILE (e.g. --fleet fleets/demo.yaml), or add a `fleet: {file: ...}` rule to the stage",
+        )
+    if len(files) == 1:
+        return files[0]  # builder.promote.resolve names the file when the cluster is not in it
     for f in files:
-        if load_fleet(f).cluster(cluster) is not None:
-            return str(f)
+        if load_fleet(Path(f)).cluster(cluster) is not None:
+            return f
     raise NotFoundError(
-        f"no fleet file in {cfg.fleets_dir} has a cluster named {cluster!r}",
-        hint="pass --fleet FILE, or check the name with `builder check --static --fleet FILE`",
+        f"cluster {cluster!r} is in none of the fleet files of stage {stage}: {', '.join(files)}",
+        hint="check the cluster name, or pass --fleet FILE",
     )
 
 
@@ -543,7 +554,8 @@ def history(
     "--fleet",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Fleet file naming the cluster (default: the fleets/*.yaml file that has it).",
+    help="Fleet file naming the cluster (default: the file of the stage's policy `fleet` rule; "
+    "required when the stage has none).",
 )
 @click.option("--no-verify", is_flag=True, help="Do not require a trusted promotion record on the digest.")
 @policy_option
@@ -566,7 +578,7 @@ def resolve(
     cfg = app_context().config
     env = _env(policy_file, None, need_signer=False, trust_root=trust_root)
     target = _one_target(cfg, env.policy, variant)
-    fleet_file = (str(fleet) if fleet else _fleet_for(cfg, cluster)) if cluster else None
+    fleet_file = (str(fleet) if fleet else _stage_fleet(env.policy, stage, cluster)) if cluster else None
     pinned = core(env, target, stage, cluster=cluster, fleet=fleet_file, verify=not no_verify)
     if app_context().json_output:
         emit({"variant": variant, "stage": stage, "cluster": cluster, "reference": pinned})

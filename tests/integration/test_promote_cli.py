@@ -141,12 +141,17 @@ def test_promotion_commands(project: Path, registry_address: str, unique_repo: s
     # a stale compare-and-swap is a conflict (exit 32)
     run(project, "promote", VARIANT, "--to", "dev", "--confirm", "--expect-previous", d2, code=32)
 
-    # resolve for a cluster: the fleet file that names it is found under fleets/
+    # resolve for a cluster: dev has no fleet rule, so the fleet file must be named (never guessed,
+    # even though fleets/ has one that names the cluster)
     (project / "fleets").mkdir()
     (project / "fleets" / "demo.yaml").write_text((ROOT / "fleets" / "demo.yaml").read_text())
-    out = run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "a100-inference").stdout.strip()
+    err = js(run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "a100-inference", "--json", code=2))
+    assert err["error"]["kind"] == "config" and "--fleet FILE" in err["error"]["hint"]
+    assert "stage dev" in err["error"]["message"] and "no `fleet` rule" in err["error"]["message"]
+    fleet = ["--fleet", "fleets/demo.yaml"]
+    out = run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "a100-inference", *fleet).stdout.strip()
     assert out == f"{registry_address}/{unique_repo}@{d1}"  # a CPU image runs anywhere
-    run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "nowhere", code=8)
+    run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "nowhere", *fleet, code=8)
 
     # a reference by digest alone: the variant comes from the image's io.builder.variant label
     d3 = push_image(client, unique_repo, None, content=b"by digest", labels={"io.builder.variant": VARIANT})
@@ -161,3 +166,33 @@ def test_policy_validate_lists_problems(project: Path) -> None:
     problems = err["error"]["details"]["files"][0]["problems"]
     where = {(p["path"], p["location"].rsplit(":", 2)[-2]) for p in problems if p["severity"] == "error"}
     assert ("stages.dev.from", "3") in where and ("stages.dev.require.all_of", "5") in where
+
+
+def test_resolve_takes_the_fleet_from_the_stage_rule(project: Path, registry_address: str, unique_repo: str) -> None:
+    """A stage whose policy has a `fleet` rule: resolve --cluster uses that rule's file (no --fleet)."""
+    keys = project / "state" / "keys"
+    (project / "fleets").mkdir()
+    (project / "fleets" / "edge.yaml").write_text((ROOT / "fleets" / "demo.yaml").read_text())
+    policy = project / "policies" / "fleet.yaml"
+    policy.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            keys:
+              build: [{{file: {keys / "build" / "builder.pub"}}}]
+            promoters: [build]
+            stages:
+              dev:
+                from: build
+                require:
+                  fleet: {{file: ../fleets/edge.yaml}}
+            """
+        )
+    )
+    d1 = _build(project, registry_address, unique_repo, b"fleet rule")
+    run(project, "promote", VARIANT, "--to", "dev", "--confirm", "--policy", str(policy))
+    args = ("resolve", VARIANT, "--stage", "dev", "--policy", str(policy), "--json")
+    out = js(run(project, *args, "--cluster", "a100-inference"))
+    assert out["reference"] == f"{registry_address}/{unique_repo}@{d1}" and out["cluster"] == "a100-inference"
+    err = js(run(project, *args, "--cluster", "nowhere", code=8))
+    assert "edge.yaml" in err["error"]["message"]  # the rule's file, named
