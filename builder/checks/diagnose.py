@@ -577,6 +577,34 @@ RULES: tuple[Rule, ...] = (
         _facts_arch,
     ),
     Rule(
+        "probe-python-missing",
+        "image-user-space",
+        "image-user-space",
+        "the image has no Python interpreter for the device-check probe (builder's probe runs with the image's "
+        "own python3: /opt/venv/bin/python3, python3 on PATH, /usr/local/bin/python3, /usr/bin/python3)",
+        "in the image: install python3 (>= 3.6; e.g. `apt-get install -y --no-install-recommends python3`) or "
+        "check an image that has its framework's Python; the probe cannot run without it",
+        _p(r"builder: no python3 in the image"),
+    ),
+    Rule(
+        "gpu-device-node-missing",
+        "kernel-driver",
+        "container-engine",
+        "a GPU device node passed with --device does not exist on the host (/dev/kfd, /dev/dri/renderD*, "
+        "/dev/nvidia*): the kernel driver that creates it (amdgpu with KFD, nvidia) is not loaded, or there is "
+        "no such GPU (Docker Desktop/WSL have no /dev/kfd)",
+        "on the host: load the kernel driver and confirm the node exists before starting containers (AMD: "
+        "`modprobe amdgpu`, `dmesg | grep -i kfd`, `ls -l /dev/kfd /dev/dri/renderD*`, the amdgpu-dkms of the "
+        "ROCm release for older kernels; NVIDIA: `nvidia-smi`, `nvidia-modprobe`); `--privileged` does not create "
+        "a missing node",
+        _p(
+            r"error gathering device information while adding custom device \"?/dev/[\w/.-]+\"?:\s*"
+            r"no such file or directory",
+            r"(?:stat|lstat|open)\s+/dev/(?:kfd|dri/renderD\d+|nvidia[\w-]*):\s*no such file or directory",
+        ),
+        _facts_perm,
+    ),
+    Rule(
         "device-permission-denied",
         "run-options",
         "image-user-space",

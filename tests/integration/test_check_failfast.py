@@ -91,5 +91,7 @@ def test_amd_request_without_devices_fails_fast(images: dict[str, str]) -> None:
     res = builder("check", images["cpu"], "--mode", "amd", "--no-attest", "--json", "--timeout", "600")
     assert res.returncode == 20, res.stdout + res.stderr
     assert time.monotonic() - start < 60
-    step = json.loads(res.stdout)["error"]["details"]["result"]["steps"][0]
+    details = json.loads(res.stdout)["error"]["details"]
+    step = details["result"]["steps"][0]
     assert "/dev/kfd" in step["error"] and step["detail"]["exit_code"] != 0
+    assert (details["diagnosis"], details["at_fault"]) == ("gpu-device-node-missing", "kernel-driver")

@@ -118,3 +118,21 @@ def test_forward_compat_fix_has_no_placeholder() -> None:
     assert "see min_driver" not in diagnose(text).fix
     with_cuda = diagnose(text, Context(image_cuda="12.8"))
     assert "570.26" in with_cuda.fix
+
+
+def test_missing_device_node_recorded_here() -> None:
+    """The real engine's answer to `--device /dev/kfd` on a host without it (builder check --mode amd here)."""
+    r = diagnose(read_input(DATA / "gpu-device-node-missing-local.txt"))
+    assert (r.key, r.at_fault, r.noticed_by) == ("gpu-device-node-missing", "kernel-driver", "container-engine")
+    assert r.facts["device"] == "/dev/kfd"
+    assert "on the host" in r.fix and "modprobe amdgpu" in r.fix
+    # a permission problem on an existing node is still the run options' fault
+    perm = diagnose("rocminfo\nUnable to open /dev/kfd read-write: Permission denied\n")
+    assert perm.key == "device-permission-denied"
+
+
+def test_probe_python_missing_recorded_here() -> None:
+    """The probe shim's own message when the image has no python3 (recorded with the mirrored Debian base)."""
+    r = diagnose(read_input(DATA / "probe-python-missing-local.txt"))
+    assert (r.key, r.at_fault) == ("probe-python-missing", "image-user-space")
+    assert "python3" in r.fix and r.evidence
