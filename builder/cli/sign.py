@@ -459,7 +459,8 @@ def render_verification(
 
     items = report.items
     con.print(f"[bold]{escape(header)}[/]")
-    resolves = "does not resolve" if report.diagnosis == "reference" else "resolves"
+    gone = any(p.startswith("digest ") and "no longer resolves" in p for p in report.problems)
+    resolves = "does not resolve" if gone else "resolves"
     con.print(f"  digest {report.digest} ({resolves})")
     if items:
         table = Table(header_style="bold")

@@ -345,9 +345,9 @@ def test_cli_verify_output_tells_signers_apart(client: RegistryClient, image: tu
     dirs = [".builder/keys", ".builder/keys/check-runner", "stranger1", "stranger2", "wrong"]
     fps = {}
     for d in dirs:
-        out = run_cli(["keys", "generate", "--output-dir", d, "--no-password", "--json"], tmp_path, reg)
-        assert out.returncode == 0, out.stderr
-        fps[d] = json.loads(out.stdout)["fingerprint"]
+        gen = run_cli(["keys", "generate", "--output-dir", d, "--no-password", "--json"], tmp_path, reg)
+        assert gen.returncode == 0, gen.stderr
+        fps[d] = json.loads(gen.stdout)["fingerprint"]
     (tmp_path / "prov.json").write_text(
         json.dumps({"runDetails": {"metadata": {"finishedOn": "2026-11-30T17:00:00Z"}}})
     )

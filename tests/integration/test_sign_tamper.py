@@ -70,13 +70,24 @@ def reasons(report: sign.VerificationReport, kind: str) -> str:
     return " | ".join(i.reason for i in report.items if i.kind == kind)
 
 
-def test_payload_edited(client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner]) -> None:
+def classes(report: sign.VerificationReport, kind: str) -> set[str]:
+    return {i.classification for i in report.items if i.kind == kind}
+
+
+def test_payload_edited(client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner], tmp_path: Path) -> None:
     repo, digest, signer = signed
     tag = sign.signature_tag(digest, ".sig")
     rewrite_layer(client, repo, tag, lambda d, b: rehashed(d, b.replace(b'"optional":null', b'"optional":{"x":"y"}')))
     r = verify(client, repo, digest, signer)
     assert "payload edited after signing" in reasons(r, "signature")
     assert "none of the 1 signature(s) is valid" in r.problems[0]
+    assert classes(r, "signature") == {"invalid"} and r.diagnosis == "tampered"
+    assert "1 invalid (tampered or broken)" in r.problems[0]
+    (tmp_path / "k.pub").write_text(signer.public_key_pem)
+    cli = run_cli(["verify", f"{repo}:v1", "--key", "k.pub"], tmp_path, client.registry)
+    assert cli.returncode == 18 and "INVALID" in cli.stderr and "#1 invalid: signature does not match" in cli.stderr
+    assert "tampered or broken item(s) present: do not use this digest" in cli.stderr
+    assert "valid items by: k.pub" in cli.stderr  # the attestation is intact
 
 
 def test_attestation_statement_edited(client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner]) -> None:
@@ -92,6 +103,7 @@ def test_attestation_statement_edited(client: RegistryClient, signed: tuple[str,
     rewrite_layer(client, repo, sign.signature_tag(digest, ".att"), edit)
     r = verify(client, repo, digest, signer, predicate_types=[PTYPE])
     assert "payload edited after signing" in reasons(r, "attestation")
+    assert classes(r, "attestation") == {"invalid"}
     assert r.problems == (f"no valid attestation of type {PTYPE}; found: {PTYPE} (invalid)",)
 
 
@@ -107,6 +119,7 @@ def test_signature_for_another_digest(
     r = verify(client, repo, other, signer, predicate_types=[PTYPE])
     assert f"signature is for another digest ({digest})" in reasons(r, "signature")
     assert f"attestation is for another digest ({digest})" in reasons(r, "attestation")
+    assert classes(r, "signature") == classes(r, "attestation") == {"invalid"}
 
 
 def test_wrong_key(client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner], tmp_path: Path) -> None:
@@ -115,6 +128,9 @@ def test_wrong_key(client: RegistryClient, signed: tuple[str, str, keys.KeyPairS
     r = verify(client, repo, digest, stranger, predicate_types=[PTYPE])
     assert f"wrong key: signed by {signer.fingerprint[:19]}" in reasons(r, "signature")
     assert "wrong key" in reasons(r, "attestation")
+    # not tampering: well-formed items by a key that was not given, named by their proven fingerprint
+    assert classes(r, "signature") == classes(r, "attestation") == {"untrusted"}
+    assert r.diagnosis == "wrong-key" and r.other_signers == (signer.fingerprint,)
 
 
 def test_image_replaced_under_same_tag(
@@ -128,9 +144,13 @@ def test_image_replaced_under_same_tag(
     # by tag: the digest it points at now has no signatures
     r2 = verify(client, repo, replaced, signer)
     assert "no signatures found" in r2.problems[0]
+    assert r.diagnosis == "reference" and r2.diagnosis == "not-signed"
     (tmp_path / "k.pub").write_text(signer.public_key_pem)
     cli = run_cli(["verify", f"{repo}:v1@{digest}", "--key", "k.pub"], tmp_path, client.registry)
     assert cli.returncode == 18 and "image replaced under the same tag" in cli.stderr
+    assert "the reference itself did not check out" in cli.stderr
+    cli = run_cli(["verify", f"{repo}:v1", "--key", "k.pub"], tmp_path, client.registry)
+    assert cli.returncode == 18 and "not signed at all" in cli.stderr and "nothing has signed this digest" in cli.stderr
 
 
 def test_wrong_predicate_type(client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner]) -> None:
@@ -175,6 +195,7 @@ def test_stripped_annotation(
     kind = "signature" if suffix == ".sig" else "attestation"
     r = verify(client, repo, digest, signer, predicate_types=[PTYPE] if kind == "attestation" else ())
     assert expected in reasons(r, kind)
+    assert classes(r, kind) == {"invalid"}
 
 
 @pytest.mark.parametrize("suffix", [".sig", ".att"])
@@ -186,15 +207,16 @@ def test_truncated_layer(client: RegistryClient, signed: tuple[str, str, keys.Ke
     rewrite_layer(client, repo, tag, lambda d, b: ({**d, "digest": sha256_digest(b[:-20])}, b[:-20]))
     r = verify(client, repo, digest, signer, predicate_types=[PTYPE] if kind == "attestation" else ())
     assert "truncated layer: the blob is" in reasons(r, kind)
+    assert classes(r, kind) == {"invalid"}
     # descriptor re-hashed for the truncated bytes: the content itself no longer verifies
     rewrite_layer(client, repo, tag, lambda d, b: rehashed(d, b[: len(b) // 2]))
     r2 = verify(client, repo, digest, signer, predicate_types=[PTYPE] if kind == "attestation" else ())
-    assert reasons(r2, kind)
+    assert reasons(r2, kind) and classes(r2, kind) == {"invalid"}
     # the layer blob deleted from the repository (distribution: storage.delete.enabled)
     layer_digest = client.get_manifest(repo, tag).json["layers"][0]["digest"]
     client.request("DELETE", f"/v2/{repo}/blobs/{layer_digest}", ok=(202,))
     r3 = verify(client, repo, digest, signer, predicate_types=[PTYPE] if kind == "attestation" else ())
-    assert "is missing from the registry" in reasons(r3, kind)
+    assert "is missing from the registry" in reasons(r3, kind) and classes(r3, kind) == {"invalid"}
 
 
 def test_garbage_manifest_layers_do_not_crash(
@@ -212,4 +234,4 @@ def test_garbage_manifest_layers_do_not_crash(
     }
     client.put_manifest(repo, tag, json.dumps(weird).encode(), OCI_MANIFEST)
     r = verify(client, repo, digest, signer)
-    assert "layer media type 'text/plain'" in reasons(r, "signature")
+    assert "layer media type 'text/plain'" in reasons(r, "signature") and classes(r, "signature") == {"invalid"}
