@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import fnmatch
+import glob
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -35,6 +36,7 @@ BUILD_STAGE = "build"
 
 _DURATION = re.compile(r"^\s*(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$")
 _STAGE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+_GLOB_CHARS = re.compile(r"[*?\[]")  # a key `file` with one of these is a glob (key sets only)
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
@@ -1168,6 +1170,36 @@ class _Loader:
             return None
         return KeyRef(fingerprint=pub.fingerprint, file=str(file))
 
+    def key_entries(self, data: Any, path: tuple[Any, ...]) -> list[KeyRef | None]:
+        """One key-set entry: a key (``key``), or a ``file`` glob (``*``, ``?``, ``[...]``) naming
+        every public key file it matches, sorted (e.g. ``{root}/keys/check-runners/*.pub``). A glob
+        matching nothing is a warning and an unusable entry: rules needing the set deny."""
+        file = data.get("file") if isinstance(data, Mapping) else None
+        if not isinstance(file, str) or not _GLOB_CHARS.search(file.replace("{", "").replace("}", "")):
+            return [self.key(data, path)]
+        if data.get("fingerprint"):
+            self.problem((*path, "fingerprint"), "a `file` glob names many keys: pin each key file separately instead")
+            return []
+        try:  # variables are literal text in the pattern, not glob syntax
+            pattern = file.format(**{k: glob.escape(v) for k, v in self.variables.items()})
+            shown = file.format(**self.variables)
+        except (KeyError, IndexError) as exc:
+            self.problem((*path, "file"), f"unknown variable {exc} (known: {', '.join(sorted(self.variables))})")
+            return []
+        if not Path(shown).is_absolute():
+            pattern = str(Path(glob.escape(str(self.path.parent))) / pattern)
+            shown = str(self.path.parent / shown)
+        matches = sorted(m for m in glob.glob(pattern) if Path(m).is_file())
+        if not matches:
+            self.problem(
+                (*path, "file"),
+                f"no file matches {shown}: this entry adds no key (rules deny while their key sets have no usable key)",
+                "warning",
+            )
+            return [KeyRef(file=shown, problem=f"no public key file matches {shown}")]
+        literal = {k: v for k, v in data.items() if k != "file"}
+        return [self.key({**literal, "file": m.replace("{", "{{").replace("}", "}}")}, path) for m in matches]
+
     def keysets_of(self, names: Sequence[str], path: tuple[Any, ...]) -> tuple[KeySet, ...]:
         out: list[KeySet] = []
         for i, n in enumerate(names):
@@ -1346,11 +1378,15 @@ class _Loader:
         if top is None:
             return None
         for name, entries in top.keys.items():
-            refs = [self.key(e, ("keys", name, i)) for i, e in enumerate(entries)]
+            refs = [r for i, e in enumerate(entries) for r in self.key_entries(e, ("keys", name, i))]
             if not entries:
                 self.problem(("keys", name), "an empty key set trusts nobody; list at least one key")
             self.keysets[name] = KeySet(name, tuple(r for r in refs if r is not None))
         for name, entry in top.approvers.items():
+            file = entry.get("file") if isinstance(entry, Mapping) else None
+            if isinstance(file, str) and _GLOB_CHARS.search(file.replace("{", "").replace("}", "")):
+                self.problem(("approvers", name, "file"), "an approver is one key: name its file, not a glob")
+                continue
             ref = self.key(entry, ("approvers", name))
             if ref is not None:
                 self.approvers[name] = Approver(name, ref)
