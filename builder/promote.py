@@ -34,7 +34,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,6 +144,32 @@ def _map(fn: Callable[..., Any], *iterables: Any) -> list[Any]:
                     t.future.result()
         raise
     return [first, *_all(rest)]
+
+
+class _Uploads(Collection[str]):
+    """Digests of blobs being uploaded by ``_Task`` s returning them: ``digest in uploads`` waits
+    for that upload (re-raising its registry error), so a caller can read while they finish."""
+
+    def __init__(self, tasks: Sequence[_Task]) -> None:
+        self.tasks = list(tasks)
+        self.done: set[str] = set()
+
+    def _wait(self) -> None:
+        for t in self.tasks:
+            self.done.add(t.result())
+        self.tasks = []
+
+    def __contains__(self, digest: object) -> bool:
+        self._wait()
+        return digest in self.done
+
+    def __iter__(self) -> Iterator[str]:
+        self._wait()
+        return iter(self.done)
+
+    def __len__(self) -> int:
+        self._wait()
+        return len(self.done)
 
 
 def utcnow() -> dt.datetime:
@@ -441,12 +467,18 @@ def stage_location(env: Environment, target: Target, stage: str) -> Location:
     return Location(st.registry or target.registry, st.repository_for(target.repository), st.tag_for(target.variant))
 
 
+LOCK_FILE_MODE = 0o644
+"""Lock files are created ``rw-r--r--`` (what filelock's default 0o666 gives under the usual umask
+022); an explicit mode without group/other write also spares filelock 4 its per-new-file probe of
+the directory's flock support (a temporary file opened, locked and closed each time)."""
+
+
 def _lock(env: Environment, loc: Location, kind: str = "stage") -> Any:
     from filelock import FileLock
 
     env.lock_dir.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(str(loc).encode()).hexdigest()[:32]
-    return FileLock(str(env.lock_dir / f"{kind}-{key}.lock"), timeout=env.lock_timeout)
+    return FileLock(str(env.lock_dir / f"{kind}-{key}.lock"), timeout=env.lock_timeout, mode=LOCK_FILE_MODE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -908,7 +940,9 @@ def copy_evidence(
         _transfer_blobs(env, src, dst, sm.blobs, st)
         env.lock_dir.mkdir(parents=True, exist_ok=True)
         with FileLock(
-            str(signature_lock_path(env.lock_dir, dc.registry, dst.repository, tag)), timeout=env.lock_timeout
+            str(signature_lock_path(env.lock_dir, dc.registry, dst.repository, tag)),
+            timeout=env.lock_timeout,
+            mode=LOCK_FILE_MODE,
         ):
             dm = dc.try_get_manifest(dst.repository, tag)
             if dm is None:
@@ -1086,7 +1120,6 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
                     dc, dst.repository, digest, PROMOTION_V1, rec.predicate(), signer, lock_dir=env.lock_dir
                 )
                 return dataclasses.replace(rec, signer=signer.fingerprint, layer=write.layer_digest)
-            done = {f.result() for f in uploading}  # the blobs' digests (registry errors raise here)
             write = attest_image(
                 dc,
                 dst.repository,
@@ -1096,7 +1129,7 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
                 signer,
                 lock_dir=env.lock_dir,
                 prepared=prepared,
-                uploaded=done,
+                uploaded=_Uploads(uploading),  # waited for only when the .att manifest is about to name them
             )
             return dataclasses.replace(early, signer=signer.fingerprint, layer=write.layer_digest)
 

@@ -437,7 +437,8 @@ def append_layer(
 
     tag = signature_tag(digest, suffix)
     lock_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(signature_lock_path(lock_dir, client.registry, repository, tag)))
+    # mode: rw-r--r-- as under umask 022, and no per-new-file flock probe of the directory (filelock 4)
+    lock = FileLock(str(signature_lock_path(lock_dir, client.registry, repository, tag)), mode=0o644)
     try:
         lock.acquire(timeout=lock_timeout)
     except Timeout as exc:
