@@ -56,7 +56,6 @@ __all__ = [
     "describe_failures",
     "load_public_keys",
     "load_signer",
-    "recovered_fingerprints",
     "sign_and_attest_build",
     "sign_image",
     "signature_tag",
@@ -131,7 +130,13 @@ class LayerVerifier(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class KeyVerifier:
-    """Verifies ECDSA P-256 signatures against any of ``keys`` (cosign ``--key`` semantics)."""
+    """Verifies ECDSA P-256 signatures against any of ``keys`` (cosign ``--key`` semantics).
+
+    A signature that verifies with none of them: ``invalid`` (not untrusted) when the layer's
+    ``dev.builder-project/signer`` annotation names one of ``keys`` (that key's own layer, edited);
+    otherwise ``untrusted`` (another signer, or a layer naming none, as cosign writes it), with the
+    claimed fingerprint as ``signer``, unverified. The caller still checks the layer is well formed
+    (payload parses, names the digest, blob matches its descriptor): anything malformed is invalid."""
 
     keys: tuple[PublicKey, ...]
 
@@ -151,134 +156,23 @@ class KeyVerifier:
             return LayerCheck(
                 False,
                 signer=hint,
-                reason=f"signature does not match the signed content: payload edited after signing "
+                reason=f"signature does not match the key it names: payload or signature edited "
                 f"(the layer names key {_short(hint)}, which was given)",
             )
-        if hint:
-            if hint in recovered_fingerprints(data, signature):
-                return LayerCheck(
-                    False,
-                    signer=hint,
-                    reason=f"wrong key: signed by {_short(hint)}, not by any given key ({given})",
-                    untrusted=True,
-                )
-            return LayerCheck(
-                False,
-                signer=hint,
-                reason=f"signature does not verify with the key the layer names ({_short(hint)}, not given) nor "
-                f"any given key ({given}): payload or annotation edited after signing",
-            )
+        # Not verifiable with what was given: a signer we were not told about (allowed, never
+        # counted). The claim is the unsigned signer annotation: shown, never trusted.
+        claim = (
+            f"the layer claims {_short(hint)} (unverified: that annotation is not signed)"
+            if hint
+            else "the layer names no signer, as cosign writes it (another key's signature, or a payload edited "
+            "after signing: the two cannot be told apart without that key)"
+        )
         return LayerCheck(
             False,
-            reason=f"signature does not verify with any given key ({given}): wrong key or payload edited "
-            "(the layer does not name its key, as cosign writes it)",
+            signer=hint or None,
+            reason=f"wrong key? none of the given keys ({given}) verifies this signature; {claim}",
             untrusted=True,
         )
-
-
-# NIST P-256 (FIPS 186-4 D.1.2.3 / SEC 2 2.4.2): field prime, order, b, generator (a = -3).
-_P = 0xFFFFFFFF00000001000000000000000000000000FFFFFFFFFFFFFFFFFFFFFFFF
-_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
-_B = 0x5AC635D8AA3A93E7B3EBBD55769886BC651D06B0CC53B0F63BCE3C3E27D2604B
-_G = (
-    0x6B17D1F2E12C4247F8BCE6E563A440F277037D812DEB33A0F4A13945D898C296,
-    0x4FE342E2FE1A7F9B8EE7EB4A7C0F9E162BCE33576B315ECECBB6406837BF51F5,
-)
-_Point = tuple[int, int] | None
-
-
-_Jac = tuple[int, int, int]  # Jacobian (X, Y, Z): x = X/Z^2, y = Y/Z^3; Z = 0 is the point at infinity
-
-
-def _jac_double(a: _Jac) -> _Jac:
-    x, y, z = a
-    if z == 0 or y == 0:
-        return 0, 1, 0
-    yy = y * y % _P
-    s = 4 * x * yy % _P
-    zz = z * z % _P
-    m = 3 * (x - zz) * (x + zz) % _P  # a = -3
-    x3 = (m * m - 2 * s) % _P
-    return x3, (m * (s - x3) - 8 * yy * yy) % _P, 2 * y * z % _P
-
-
-def _jac_add(a: _Jac, b: _Jac) -> _Jac:
-    if a[2] == 0:
-        return b
-    if b[2] == 0:
-        return a
-    z1z1, z2z2 = a[2] * a[2] % _P, b[2] * b[2] % _P
-    u1, u2 = a[0] * z2z2 % _P, b[0] * z1z1 % _P
-    s1, s2 = a[1] * z2z2 * b[2] % _P, b[1] * z1z1 * a[2] % _P
-    h, r = (u2 - u1) % _P, (s2 - s1) % _P
-    if h == 0:
-        return _jac_double(a) if r == 0 else (0, 1, 0)
-    hh = h * h % _P
-    hhh = h * hh % _P
-    v = u1 * hh % _P
-    x3 = (r * r - hhh - 2 * v) % _P
-    return x3, (r * (v - x3) - s1 * hhh) % _P, a[2] * b[2] * h % _P
-
-
-def _lin_comb(k1: int, p1: tuple[int, int], k2: int, p2: tuple[int, int]) -> _Point:
-    """k1*p1 + k2*p2 (Shamir's trick, Jacobian coordinates, one inversion)."""
-    a: _Jac = (p1[0], p1[1], 1)
-    b: _Jac = (p2[0], p2[1], 1)
-    both = _jac_add(a, b)
-    out: _Jac = (0, 1, 0)
-    for bit in range(max(k1.bit_length(), k2.bit_length()) - 1, -1, -1):
-        out = _jac_double(out)
-        pick = ((k1 >> bit) & 1, (k2 >> bit) & 1)
-        if pick == (1, 1):
-            out = _jac_add(out, both)
-        elif pick == (1, 0):
-            out = _jac_add(out, a)
-        elif pick == (0, 1):
-            out = _jac_add(out, b)
-    if out[2] == 0:
-        return None
-    zi = pow(out[2], -1, _P)
-    return out[0] * zi * zi % _P, out[1] * zi * zi * zi % _P
-
-
-def recovered_fingerprints(data: bytes, signature: bytes) -> set[str]:
-    """Fingerprints of the P-256 public keys for which the DER ECDSA-SHA256 ``signature`` over
-    ``data`` is valid (public key recovery, SEC 1 v2 section 4.1.6: Q = r^-1 (sR - eG) for each
-    candidate R with x = r). Any signature recovers to some key, so this never proves a layer
-    good; it proves who signed when a claimed fingerprint (``dev.builder-project/signer``) is in
-    the set. Empty for an unparsable signature. Pure Python: about 10 ms."""
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-
-    from builder.keys import fingerprint_of
-
-    try:
-        r, s = decode_dss_signature(signature)
-    except ValueError:
-        return set()
-    if not (0 < r < _N and 0 < s < _N):
-        return set()
-    e = int.from_bytes(hashlib.sha256(data).digest(), "big")
-    out: set[str] = set()
-    r_inv = pow(r, -1, _N)
-    u1, u2 = (-e * r_inv) % _N, (s * r_inv) % _N  # Q = u1*G + u2*R
-    for x in (r, r + _N):
-        if x >= _P:
-            continue
-        y2 = (pow(x, 3, _P) - 3 * x + _B) % _P
-        y = pow(y2, (_P + 1) // 4, _P)
-        if y * y % _P != y2:
-            continue
-        for yy in (y, _P - y):
-            q = _lin_comb(u1, _G, u2, (x, yy))
-            if q is None:
-                continue
-            try:
-                key = ec.EllipticCurvePublicNumbers(q[0], q[1], ec.SECP256R1()).public_key()
-            except ValueError:
-                continue
-            out.add(fingerprint_of(key))
-    return out
 
 
 def _short(fingerprint: str) -> str:
@@ -612,9 +506,10 @@ class VerifiedItem:
     ``time``: RFC 3339 when known (predicate timestamps, keyless integrated time; None for
     key-pair signatures, which carry no time); ``tag`` and ``layer_digest`` locate the layer;
     ``untrusted``: not ok, but a well-formed signature (for this digest) by a key or identity that
-    was not given; ``signer`` then is that key's fingerprint when the layer names it and the
-    signature proves it (public key recovery), else None. Such items never count, and never
-    carry a ``statement`` (unverified content).
+    was not given; ``signer`` then is the fingerprint the layer's ``dev.builder-project/signer``
+    annotation claims (unverified: the annotation is not signed; None for cosign-written layers,
+    which name no key) or the keyless identity. Such items never count, and never carry a
+    ``statement`` (unverified content).
     """
 
     kind: str
@@ -675,8 +570,9 @@ class VerificationReport:
 
     @property
     def other_signers(self) -> tuple[str, ...]:
-        """Fingerprints / identities of the keys that made ``untrusted`` items (signers not given),
-        in first-seen order; cosign-written layers by such keys name none and are not listed."""
+        """Fingerprints / identities that ``untrusted`` items (signers not given) claim, in first-seen
+        order: key fingerprints come from the unsigned signer annotation and are unverified;
+        cosign-written layers name none and are not listed."""
         return tuple(dict.fromkeys(i.signer for i in self.items if i.untrusted and i.signer))
 
     @property
@@ -718,7 +614,7 @@ class VerificationReport:
             return
         others = ", ".join(_short(s) for s in self.other_signers) or "keys that the layers do not name"
         hint = {
-            "wrong-key": f"the digest is signed, but only by keys or identities you did not pass ({others}): "
+            "wrong-key": f"the digest is signed, but only by keys or identities you did not pass (claimed: {others}): "
             "pass the matching public key (--key) or identity; do not use it until one you trust verifies",
             "not-signed": "nothing has signed this digest: sign it (`builder sign REF --key KEY`), or check the "
             "reference (a rebuilt image has a new digest)",
@@ -843,7 +739,8 @@ def check_signature_layer(
 
 def describe_failures(items: Sequence[VerifiedItem]) -> str:
     """One phrase for items that are not ok, so "wrong key given" reads differently from
-    "tampered": ``2 by keys not given (sha256:ab12..., sha256:cd34...), 1 invalid (tampered or broken)``."""
+    "tampered": ``2 by keys or identities not given (claimed: sha256:ab12..., 1 unnamed key(s)), 1 invalid
+    (tampered or broken)``; the claimed fingerprints are the layers' unsigned signer annotations."""
     untrusted = [i for i in items if not i.ok and i.untrusted]
     invalid = [i for i in items if not i.ok and not i.untrusted]
     parts: list[str] = []
@@ -851,7 +748,7 @@ def describe_failures(items: Sequence[VerifiedItem]) -> str:
         named = sorted({_short(i.signer) for i in untrusted if i.signer})
         unnamed = sum(1 for i in untrusted if not i.signer)
         who = named + ([f"{unnamed} unnamed key(s)"] if unnamed else [])
-        parts.append(f"{len(untrusted)} by keys or identities not given ({', '.join(who)})")
+        parts.append(f"{len(untrusted)} by keys or identities not given (claimed: {', '.join(who)})")
     if invalid:
         parts.append(f"{len(invalid)} invalid (tampered or broken)")
     return ", ".join(parts) or "none"

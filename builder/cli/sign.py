@@ -470,7 +470,10 @@ def render_verification(
         for n, item in enumerate(items, 1):
             who = escape(signer_label(item.signer, names))
             if item.untrusted:
-                who = (who if item.signer else "key not named in the layer") + " [dim](not given)[/]"
+                if item.signer and item.signer.startswith("sha256:"):  # the layer's unsigned signer annotation
+                    who = f"claims {who} [dim](unverified; not given)[/]"
+                else:
+                    who = (who if item.signer else "key not named in the layer") + " [dim](not given)[/]"
             table.add_row(str(n), style[item.classification], item.kind, _what(item), who, item.time or "-")
         con.print(table)
         for n, item in enumerate(items, 1):
@@ -489,7 +492,7 @@ def render_verification(
     also: list[str] = []
     if untrusted:
         kinds = "keys or identities" if any(not s.startswith("sha256:") for s in report.other_signers) else "keys"
-        also.append(f"{len(untrusted)} item(s) by {kinds} you did not pass ({', '.join(others)})")
+        also.append(f"{len(untrusted)} item(s) by {kinds} you did not pass (claimed: {', '.join(others)})")
     if invalid:
         also.append(f"{len(invalid)} invalid item(s) not needed ({', '.join(f'#{n}' for n in invalid)})")
     if report.ok:

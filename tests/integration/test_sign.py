@@ -376,7 +376,7 @@ def test_cli_verify_output_tells_signers_apart(client: RegistryClient, image: tu
     assert "device-check: FAILED" in out and "device-check FAILED (.builder/keys/check-runner/builder.pub)" in out
     assert f"VERIFIED {reg}/{repo}@{digest}: signature by .builder/keys/builder.pub" in out
     s1, s2 = fps["stranger1"][:19], fps["stranger2"][:19]
-    assert f"also present: 4 item(s) by keys you did not pass ({s1}, {s2})" in out
+    assert f"also present: 4 item(s) by keys you did not pass (claimed: {s1}, {s2})" in out
     # one key: the check runner's items are by a key not given; still verified (a signature and provenance)
     one = run_cli(["verify", ref, "--key", ".builder/keys/builder.pub", "--attestation", PTYPE], tmp_path, reg)
     assert one.returncode == 0 and "5 item(s) by keys you did not pass" in one.stderr, one.stderr

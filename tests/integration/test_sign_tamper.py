@@ -79,7 +79,7 @@ def test_payload_edited(client: RegistryClient, signed: tuple[str, str, keys.Key
     tag = sign.signature_tag(digest, ".sig")
     rewrite_layer(client, repo, tag, lambda d, b: rehashed(d, b.replace(b'"optional":null', b'"optional":{"x":"y"}')))
     r = verify(client, repo, digest, signer)
-    assert "payload edited after signing" in reasons(r, "signature")
+    assert "signature does not match the key it names: payload or signature edited" in reasons(r, "signature")
     assert "none of the 1 signature(s) is valid" in r.problems[0]
     assert classes(r, "signature") == {"invalid"} and r.diagnosis == "tampered"
     assert "1 invalid (tampered or broken)" in r.problems[0]
@@ -102,7 +102,7 @@ def test_attestation_statement_edited(client: RegistryClient, signed: tuple[str,
 
     rewrite_layer(client, repo, sign.signature_tag(digest, ".att"), edit)
     r = verify(client, repo, digest, signer, predicate_types=[PTYPE])
-    assert "payload edited after signing" in reasons(r, "attestation")
+    assert "signature does not match the key it names: payload or signature edited" in reasons(r, "attestation")
     assert classes(r, "attestation") == {"invalid"}
     assert r.problems == (f"no valid attestation of type {PTYPE}; found: {PTYPE} (invalid)",)
 
@@ -126,9 +126,10 @@ def test_wrong_key(client: RegistryClient, signed: tuple[str, str, keys.KeyPairS
     repo, digest, signer = signed
     stranger = new_signer(tmp_path / "stranger")
     r = verify(client, repo, digest, stranger, predicate_types=[PTYPE])
-    assert f"wrong key: signed by {signer.fingerprint[:19]}" in reasons(r, "signature")
-    assert "wrong key" in reasons(r, "attestation")
-    # not tampering: well-formed items by a key that was not given, named by their proven fingerprint
+    assert f"wrong key? none of the given keys ({stranger.fingerprint[:19]}) verifies" in reasons(r, "signature")
+    assert f"the layer claims {signer.fingerprint[:19]} (unverified" in reasons(r, "signature")
+    assert "wrong key?" in reasons(r, "attestation")
+    # not tampering: well-formed items by a key that was not given, shown with the signer they claim
     assert classes(r, "signature") == classes(r, "attestation") == {"untrusted"}
     assert r.diagnosis == "wrong-key" and r.other_signers == (signer.fingerprint,)
 

@@ -1,4 +1,4 @@
-"""Classification of verified items (ok / untrusted / invalid), signer recovery, and the
+"""Classification of verified items (ok / untrusted / invalid: the signer-annotation rule), and the
 `builder verify` human output, on real signatures (cryptography keys, recorded cosign layers).
 
 Run against real ECDSA signatures; the rendering is printed to a real rich Console and read back.
@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from rich.console import Console
 
@@ -47,47 +46,83 @@ def _att_layer(signer: keys.KeyPairSigner, ptype: str, predicate: dict[str, Any]
     return prepared.layer.descriptor(), prepared.layer.blob
 
 
-def test_recovered_fingerprints_contain_the_signer_only_for_the_signed_data() -> None:
-    for n in range(5):
-        k = ec.generate_private_key(ec.SECP256R1())
-        data = b"payload %d" % n
-        sig = k.sign(data, ec.ECDSA(hashes.SHA256()))
-        fp = keys.fingerprint_of(k.public_key())
-        assert fp in sign.recovered_fingerprints(data, sig)
-        assert fp not in sign.recovered_fingerprints(data + b"!", sig)
-    assert sign.recovered_fingerprints(b"x", b"not DER") == set()
+def _edited(desc: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], bytes]:
+    """The layer with its payload edited (docker-reference) and its descriptor rehashed: well formed, still
+    for DIGEST, but the signature no longer matches the bytes."""
+    doc = json.loads(blob)
+    doc["critical"]["identity"]["docker-reference"] += "-edited"
+    edited = json.dumps(doc, separators=(",", ":")).encode()
+    return {**desc, "digest": sign.SignatureLayer("x", edited, {}).digest, "size": len(edited)}, edited
 
 
-def test_another_signer_is_untrusted_with_its_proven_fingerprint() -> None:
+def test_own_layer_verifies() -> None:
+    mine = _signer()
+    item = sign.check_signature_layer(*_sig_layer(mine), DIGEST, sign.verifiers_for([_pub(mine)]))
+    assert item.classification == "ok" and item.signer == mine.fingerprint and item.reason == ""
+
+
+def test_payload_edited_on_a_layer_naming_a_given_key_is_invalid() -> None:
+    mine = _signer()
+    item = sign.check_signature_layer(*_edited(*_sig_layer(mine)), DIGEST, sign.verifiers_for([_pub(mine)]))
+    assert item.classification == "invalid" and not item.untrusted
+    assert "signature does not match the key it names: payload or signature edited" in item.reason
+    assert item.signer == mine.fingerprint
+    # also when several keys are given and the named one is not the first
+    vs = sign.verifiers_for([_pub(_signer()), _pub(mine)])
+    assert sign.check_signature_layer(*_edited(*_sig_layer(mine)), DIGEST, vs).classification == "invalid"
+    # a signature (not the payload) replaced by garbage DER on our own layer: invalid too
+    desc, blob = _sig_layer(mine)
+    ann = {
+        **desc["annotations"],
+        sign.SIGNATURE_ANNOTATION: base64.b64encode(b"0\x06\x02\x01\x01\x02\x01\x01").decode(),
+    }
+    item = sign.check_signature_layer({**desc, "annotations": ann}, blob, DIGEST, sign.verifiers_for([_pub(mine)]))
+    assert item.classification == "invalid"
+
+
+def test_a_layer_by_a_key_not_given_is_untrusted_with_its_unverified_claim() -> None:
     mine, theirs = _signer(), _signer()
     vs = sign.verifiers_for([_pub(mine)])
     desc, blob = _sig_layer(theirs)
     item = sign.check_signature_layer(desc, blob, DIGEST, vs)
     assert not item.ok and item.untrusted and item.classification == "untrusted"
-    assert item.signer == theirs.fingerprint and "wrong key" in item.reason
+    assert item.signer == theirs.fingerprint and "wrong key?" in item.reason
+    assert f"claims {theirs.fingerprint[:19]} (unverified" in item.reason
     assert item.to_json()["classification"] == "untrusted"
     # the same well-formed layer copied onto another digest is invalid, not merely untrusted
     item = sign.check_signature_layer(desc, blob, OTHER, vs)
     assert item.classification == "invalid" and "another digest" in item.reason
+    # malformed layers by a key not given stay invalid: blob not matching its descriptor, bad payload
+    item = sign.check_signature_layer({**desc, "size": len(blob) + 1}, blob, DIGEST, vs)
+    assert item.classification == "invalid" and "truncated" in item.reason
+    junk = b'{"critical": {}}'
+    jdesc = {**desc, "digest": sign.SignatureLayer("x", junk, {}).digest, "size": len(junk)}
+    item = sign.check_signature_layer(jdesc, junk, DIGEST, vs)
+    assert item.classification == "invalid" and "not a simple-signing document" in item.reason
 
 
-def test_a_forged_signer_hint_on_an_edited_payload_is_invalid() -> None:
+def test_without_that_key_an_edited_layer_by_another_key_reads_as_untrusted() -> None:
+    """No key recovery: a layer claiming a key that was not given and not verifying with any given key
+    is 'untrusted' whether it was edited or not (never counted either way); given the key it claims,
+    the edit shows as invalid."""
     mine, theirs = _signer(), _signer()
-    desc, blob = _sig_layer(theirs)
-    edited = blob.replace(b"r/x", b"r/y")
-    desc = {**desc, "digest": sign.SignatureLayer("x", edited, {}).digest, "size": len(edited)}
-    item = sign.check_signature_layer(desc, edited, DIGEST, sign.verifiers_for([_pub(mine)]))
-    assert item.classification == "invalid" and "payload or annotation edited" in item.reason
-    # edited payload of a layer that names a given key: invalid (tampered), as before
-    item = sign.check_signature_layer(desc, edited, DIGEST, sign.verifiers_for([_pub(theirs)]))
-    assert item.classification == "invalid" and "payload edited after signing" in item.reason
+    edited = _edited(*_sig_layer(theirs))
+    item = sign.check_signature_layer(*edited, DIGEST, sign.verifiers_for([_pub(mine)]))
+    assert item.classification == "untrusted" and item.signer == theirs.fingerprint
+    item = sign.check_signature_layer(*edited, DIGEST, sign.verifiers_for([_pub(mine), _pub(theirs)]))
+    assert item.classification == "invalid" and "payload or signature edited" in item.reason
 
 
-def test_cosign_layer_by_another_key_is_untrusted_without_a_fingerprint() -> None:
+def test_cosign_layer_by_a_key_not_given_is_untrusted_without_a_fingerprint() -> None:
     manifest = json.loads((DATA / "cosign-sig-manifest.json").read_text())
     desc, blob = manifest["layers"][0], (DATA / "cosign-sig-layer.json").read_bytes()
+    assert sign.SIGNER_HINT_ANNOTATION not in desc["annotations"]
     item = sign.check_signature_layer(desc, blob, DIGEST, sign.verifiers_for([_pub(_signer())]))
-    assert item.classification == "untrusted" and item.signer is None and "wrong key" in item.reason
+    assert item.classification == "untrusted" and item.signer is None
+    assert "wrong key?" in item.reason and "names no signer" in item.reason
+    # a cosign-written layer with its payload edited, by a key not given: also untrusted (cannot be told apart)
+    item = sign.check_signature_layer(*_edited(desc, blob), DIGEST, sign.verifiers_for([_pub(_signer())]))
+    assert item.classification == "untrusted" and item.signer is None
 
 
 def test_untrusted_attestation_carries_no_statement() -> None:
@@ -136,11 +171,15 @@ def test_render_names_key_files_and_fingerprints_and_device_check_results() -> N
     text = _render(_report(items), names)
     assert f".builder/keys/builder.pub ({builder_key.fingerprint[:19]})" in text
     assert f".builder/keys/check-runner/builder.pub ({runner.fingerprint[:19]})" in text
-    assert "untrusted" in text and f"{stranger.fingerprint[:19]} (not given)" in text and "INVALID" not in text
+    assert (
+        "untrusted" in text
+        and f"claims {stranger.fingerprint[:19]} (unverified; not given)" in text
+        and "INVALID" not in text
+    )
     assert "device-check: FAILED" in text and "validly signed device check(s) record a result other" in text
     assert f"VERIFIED 127.0.0.1:5000/r/x@{DIGEST}: signature by .builder/keys/builder.pub" in text
     assert "attestations: slsa provenance (.builder/keys/builder.pub), device-check FAILED" in text
-    assert f"also present: 1 item(s) by keys you did not pass ({stranger.fingerprint[:19]})" in text
+    assert f"also present: 1 item(s) by keys you did not pass (claimed: {stranger.fingerprint[:19]})" in text
     passed = _render(_report(_items(builder_key, runner, stranger, "passed")), names)
     assert "device-check: passed" in passed and "FAILED" not in passed and "note:" not in passed
 
@@ -173,7 +212,7 @@ def test_describe_failures() -> None:
     items.append(sign.check_signature_layer(*_sig_layer(theirs, hint=None), DIGEST, vs))
     items.append(sign.check_signature_layer(*_sig_layer(theirs), OTHER, vs))
     text = sign.describe_failures(items)
-    who = f"{theirs.fingerprint[:19]}, 1 unnamed key(s)"
+    who = f"claimed: {theirs.fingerprint[:19]}, 1 unnamed key(s)"
     assert text == f"2 by keys or identities not given ({who}), 1 invalid (tampered or broken)"
 
 

@@ -118,7 +118,8 @@ def test_payload_edited(cosign_verifiers: tuple[sign.LayerVerifier, ...]) -> Non
     desc, blob = _layer("sig")
     edited = blob.replace(b"test/drecord", b"test/evil")
     item = sign.check_signature_layer(_rehash(desc, edited), edited, DIGEST, cosign_verifiers)
-    assert not item.ok and "payload edited" in item.reason
+    # a cosign layer names no signer: an edit cannot be told from another key's signature (never counted)
+    assert item.classification == "untrusted" and "payload edited" in item.reason
     desc, blob = _layer("att")
     env = json.loads(blob)
     st = json.loads(base64.b64decode(env["payload"]))
@@ -141,7 +142,8 @@ def test_payload_edited_names_our_key_when_the_layer_does(tmp_path: Path) -> Non
     )
     vs = sign.verifiers_for(keys.load_public_keys([DATA / "cosign.pub"]))
     item = sign.check_signature_layer(layer.descriptor(), edited, DIGEST, vs)
-    assert not item.ok and "payload edited after signing" in item.reason and item.signer == signer.fingerprint
+    assert item.classification == "invalid" and item.signer == signer.fingerprint
+    assert "signature does not match the key it names: payload or signature edited" in item.reason
 
 
 def test_stripped_annotations(cosign_verifiers: tuple[sign.LayerVerifier, ...]) -> None:
