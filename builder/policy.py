@@ -1462,7 +1462,9 @@ def check_policy(path: Path, variables: Mapping[str, str] | None = None) -> tupl
         text = path.read_text()
     except FileNotFoundError as exc:
         raise NotFoundError(
-            f"policy file {path} does not exist", hint="create it (see docs/policies.md) or pass --policy FILE"
+            f"policy file {path} does not exist",
+            hint="run builder inside your checkout or pass `builder -C DIR`; or create it (docs/policies.md) "
+            "or pass --policy FILE",
         ) from exc
     except OSError as exc:
         raise PolicyError(f"policy file {path} cannot be read: {exc.strerror}") from exc

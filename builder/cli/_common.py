@@ -36,14 +36,9 @@ class AppContext:
     @property
     def config(self) -> Config:
         if self._config is None:
-            from builder.config import CONFIG_FILE, find_root, load_config
+            from builder.config import find_root, load_config
 
             root = Path(self.root_option) if self.root_option else find_root(Path.cwd())
-            if not (root / CONFIG_FILE).exists():
-                console().print(
-                    f"[yellow]warning:[/] no {CONFIG_FILE} in {root} or above: using defaults relative to it "
-                    "(cd into your builder checkout, or pass `builder -C DIR`)"
-                )
             self._config = load_config(root, os.environ)
         return self._config
 

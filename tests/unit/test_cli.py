@@ -109,4 +109,4 @@ def test_outside_a_checkout_warns_where_it_looked(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "builder", "matrix", "list"], capture_output=True, text=True, cwd=tmp_path
     )
-    assert "no builder.toml" in proc.stderr and "-C DIR" in proc.stderr
+    assert "matrices directory" in proc.stderr and "-C DIR" in proc.stderr and proc.returncode == 2
