@@ -467,6 +467,9 @@ def stage_location(env: Environment, target: Target, stage: str) -> Location:
     return Location(st.registry or target.registry, st.repository_for(target.repository), st.tag_for(target.variant))
 
 
+EARLY_RECORD_MAX_AGE_S = 2.0
+"""A promotion record signed before taking the stage lock is used only this soon after."""
+
 LOCK_FILE_MODE = 0o644
 """Lock files are created ``rw-r--r--`` (what filelock's default 0o666 gives under the usual umask
 022); an explicit mode without group/other write also spares filelock 4 its per-new-file probe of
@@ -1114,7 +1117,10 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
             pending = _pending_record(env, plan, digest, current, signer) if plan.present else None
             if pending is not None:
                 return pending
-            if early.previous != current or not uploading:  # (never: current == expected here)
+            # a record signed long before the lock was ours (another promotion held it) would carry a
+            # stale time (history orders records by time): sign a fresh one then
+            stale = time.perf_counter() - t0 > EARLY_RECORD_MAX_AGE_S
+            if early.previous != current or not uploading or stale:
                 rec = _record(env, plan, signer, "promote", digest, current)
                 write = attest_image(
                     dc, dst.repository, digest, PROMOTION_V1, rec.predicate(), signer, lock_dir=env.lock_dir

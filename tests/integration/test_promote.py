@@ -351,3 +351,39 @@ def test_fleet_compatibility_gates_prod_and_resolve(world: World) -> None:
         resolve(env, world.target, "staging", cluster="nowhere", fleet=str(DEMO_FLEET))
     with pytest.raises(NotFoundError, match="not in stage prod"):
         resolve(env, world.target, "prod")
+
+
+def test_record_signed_before_a_long_lock_wait_is_renewed(world: World) -> None:
+    """The record is signed (and its blobs uploaded) before the stage lock is taken; when another
+    process held the lock for longer than EARLY_RECORD_MAX_AGE_S, a fresh record (fresh time) is
+    written instead, and the chain and ledger are as usual."""
+    import threading
+    import time
+
+    from builder.promote import EARLY_RECORD_MAX_AGE_S, _lock, stage_location
+
+    d1 = world.build(b"early one")
+    env = world.env()
+    quick = apply_promotion(env, plan_promotion(env, world.target, "dev"))
+    assert quick.record.digest == d1 and quick.record.previous is None
+    d2 = world.build(b"early two")
+    plan = plan_promotion(env, world.target, "dev")
+    held = threading.Event()
+    released: list[dt.datetime] = []
+
+    def holder() -> None:
+        with _lock(env, stage_location(env, world.target, "dev")):
+            held.set()
+            time.sleep(EARLY_RECORD_MAX_AGE_S + 0.5)
+            released.append(dt.datetime.now(dt.UTC))
+
+    t = threading.Thread(target=holder)
+    t.start()
+    held.wait(10)
+    applied = apply_promotion(env, plan)
+    t.join()
+    assert applied.record.digest == d2 and applied.record.previous == d1
+    assert applied.record.when >= released[0]  # signed after the lock was ours, not before the wait
+    loc, chain = history(env, world.target, "dev")
+    assert [(r.digest, r.previous) for r in chain] == [(d2, d1), (d1, None)]
+    assert env.ledger is not None and env.ledger.verify() == []
