@@ -384,6 +384,6 @@ def test_record_signed_before_a_long_lock_wait_is_renewed(world: World) -> None:
     t.join()
     assert applied.record.digest == d2 and applied.record.previous == d1
     assert applied.record.when >= released[0]  # signed after the lock was ours, not before the wait
-    loc, chain = history(env, world.target, "dev")
+    _, chain = history(env, world.target, "dev")
     assert [(r.digest, r.previous) for r in chain] == [(d2, d1), (d1, None)]
     assert env.ledger is not None and env.ledger.verify() == []
