@@ -615,8 +615,10 @@ class RegistryClient:
             if self._adapter is None:
                 from requests.adapters import HTTPAdapter
 
-                # up to 64 idle keep-alive connections per host (a batch runs 16 promotions with
-                # up to 8 requests each in flight); more are opened when needed, never blocked on
+                # up to 128 idle keep-alive connections per host: more than the threads that may
+                # send at once in one process (a batch's 16 workers, builder.promote's shared pool of
+                # 64, this client's executor of 8), so urllib3 never discards one with a "pool is
+                # full" warning; beyond that it opens more rather than blocking
                 class _Adapter(HTTPAdapter):
                     def build_connection_pool_key_attributes(self, request: Any, verify: Any, cert: Any = None) -> Any:
                         # plain HTTP checks no certificate: skip requests' per-request stat() of a
@@ -625,7 +627,7 @@ class RegistryClient:
                             verify = True
                         return super().build_connection_pool_key_attributes(request, verify, cert)
 
-                self._adapter = _Adapter(pool_connections=4, pool_maxsize=64)
+                self._adapter = _Adapter(pool_connections=4, pool_maxsize=128)
             return self._adapter
 
     def _env_settings(self, url: str) -> dict[str, Any]:
