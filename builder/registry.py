@@ -617,7 +617,7 @@ class RegistryClient:
 
                 # up to 128 idle keep-alive connections per host: more than the threads that may
                 # send at once in one process (a batch's 16 workers, builder.promote's shared pool of
-                # 64, this client's executor of 8), so urllib3 never discards one with a "pool is
+                # 24, this client's executor of 8), so urllib3 never discards one with a "pool is
                 # full" warning; beyond that it opens more rather than blocking
                 class _Adapter(HTTPAdapter):
                     def build_connection_pool_key_attributes(self, request: Any, verify: Any, cert: Any = None) -> Any:

@@ -18,12 +18,13 @@ def test_nested_map_deeper_than_the_pool_does_not_deadlock() -> None:
             return 1
         return sum(promote._map(level, [n - 1] * 4))
 
-    # 4**4 = 256 leaves, 85 nested calls each waiting on its children: more than the 64 workers
+    # 4**4 = 256 leaves, 85 nested calls each waiting on its children: more than the pool's workers
     done: list[int] = []
     t = threading.Thread(target=lambda: done.append(level(4)), daemon=True)
     t.start()
     t.join(timeout=30)
     assert done == [256]
+    assert promote.POOL_WORKERS < 85
 
 
 def test_map_keeps_order_and_task_runs_inline_when_not_started() -> None:
