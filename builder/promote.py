@@ -1280,6 +1280,8 @@ def rollback(env: Environment, target: Target, stage: str) -> Applied:
         raise PolicyDeniedError(
             f"key {signer.fingerprint[:19]}… may not roll back {stage} (allowed: "
             f"{', '.join([a.name for a in st.rollback.approvers] + [s.name for s in st.rollback.keysets])})",
+            hint=f"roll back with the key of someone the stage's rollback rule allows: `--key FILE` "
+            f"({env.policy.path}, stage {stage})",
             reasons=[{"rule": "rollback", "passed": False, "location": st.rollback.location}],
         )
     dst = stage_location(env, target, stage)

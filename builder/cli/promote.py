@@ -393,7 +393,7 @@ def promote(
                 )
             elif o.error is not None and not isinstance(o.error, PolicyDeniedError):
                 con.print(f"  [red]{o.error.kind}[/]: {o.error.message}")
-        if not confirm:
+        if not confirm and any(o.plan is not None and o.plan.decision.allowed for o in outcomes):
             con.print("[dim]dry run: add --confirm to apply[/]")
 
     conflicts = [o.error for o in outcomes if isinstance(o.error, PromotionConflictError)]
@@ -485,7 +485,11 @@ def status(select: tuple[str, ...], stages: tuple[str, ...], policy_file: Path |
         table = Table(show_lines=False)
         for col in ("variant", "stage", "digest", "age", "by", "sigs", "attestations"):
             table.add_column(col)
+        held = {r.variant for r in rows if r.digest}
+        hidden = {r.variant for r in rows} - held
         for r in rows:
+            if r.variant in hidden and not select:
+                continue
             short = [t.rsplit("/", 2)[-2] if "/" in t else t for t in r.attestations]
             table.add_row(
                 r.variant,
@@ -494,9 +498,14 @@ def status(select: tuple[str, ...], stages: tuple[str, ...], policy_file: Path |
                 _age(r.age_seconds),
                 r.promoter or "-",
                 str(r.signatures),
-                ", ".join(short) + (f" [yellow]{r.note}[/]" if r.note else ""),
+                ", ".join(short) + (f"; [yellow]{r.note}[/]" if r.note else ""),
             )
         console().print(table)
+        if hidden and not select:
+            console().print(
+                f"[dim]{len(hidden)} variant(s) of the matrices are in no stage yet (listed with --select '*' "
+                "or --json)[/]"
+            )
 
     emit({"rows": [r.to_json() for r in rows]}, human)
 
@@ -520,6 +529,8 @@ def history(
 
     env = _env(policy_file, None, need_signer=False, trust_root=trust_root)
     target = _one_target(app_context().config, env.policy, variant)
+    for s in stages:
+        env.policy.stage(s)  # NotFoundError (exit 8) naming the stages the policy defines
     out: list[dict[str, Any]] = []
     for s in stages or env.policy.stage_names:
         try:
