@@ -227,9 +227,12 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
         con.print(f"  docker pull {ref}", soft_wrap=True)
         con.print(f"  cosign verify --key {pub} --insecure-ignore-tlog {ref}", soft_wrap=True)
         if check_key is not None and v.check is not None and v.check.status in ("passed", "reused", "failed"):
+            passed = v.check.status != "failed"
+            cue = cfg.root / "docs" / "examples" / "device-check-passed.cue"
             con.print(
                 f"  cosign verify-attestation --key {check_key.with_suffix('.pub')} --insecure-ignore-tlog "
-                f"--type {DEVICE_CHECK_V1} {ref}",
+                f"--type {DEVICE_CHECK_V1} "
+                + (f"--policy {cue} {ref}" if passed and cue.exists() else f"{ref}   # signed result: failed"),
                 soft_wrap=True,
             )
     con.print("  builder status --select 'jax*'    # which digest each stage holds")
