@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from builder.config import Config
+    from builder.registry import DockerCredentials, RegistryClient
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -115,3 +116,106 @@ def echo_command(argv: list[str]) -> None:
     from rich.markup import escape
 
     console().print(f"[dim]+ {escape(shlex.join(argv))}[/]")
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared options: each is defined once here, so every command that takes it parses and documents
+# it the same way. Nothing here imports more than click at import time (`builder --help` stays fast).
+
+
+def option_group(*options: Callable[[F], F]) -> Callable[[F], F]:
+    """One decorator applying ``options`` in the order given (as if stacked top to bottom)."""
+
+    def decorate(f: F) -> F:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+def file_option(*param_decls: str, help: str, exists: bool = False, **attrs: Any) -> Callable[[F], F]:
+    """An option naming one file, passed as a ``Path`` (``None`` when not given); with ``exists``
+    Click refuses a missing file (usage error, exit 2)."""
+    return click.option(
+        *param_decls,
+        type=click.Path(dir_okay=False, exists=exists, path_type=Path),
+        default=None,
+        help=help,
+        **attrs,
+    )
+
+
+matrix_option = click.option(
+    "--matrix",
+    "matrices",
+    multiple=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Matrix file (repeatable; default: every *.yaml/*.yml in builder.toml `matrices_dir`).",
+)
+select_option = click.option(
+    "--select", "globs", multiple=True, metavar="GLOB", help="Only variants whose id matches this glob (repeatable)."
+)
+shard_option = click.option(
+    "--shard", default=None, metavar="I/N", help="Only shard I of N of the variants (1-based, round-robin; CI fan-out)."
+)
+changed_since_option = click.option(
+    "--changed-since",
+    default=None,
+    metavar="GIT_REF",
+    help="Only variants whose content hash differs from their render at GIT_REF (or that are new).",
+)
+workers_option = click.option(
+    "--workers", type=click.IntRange(1, 64), default=None, help="Parallel builds (default: builder.toml)."
+)
+allow_unpinned_option = click.option(
+    "--allow-unpinned", is_flag=True, help="Build variants whose base or lock is not pinned (throwaway)."
+)
+policy_option = file_option("--policy", "policy_file", help="Policy file (default: <policies_dir>/default.yaml).")
+key_option = file_option("--key", help="Private signing key (default: builder.toml `key`).")
+docker_config_option = click.option(
+    "--docker-config",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Docker config file or directory with registry credentials (default: $DOCKER_CONFIG or ~/.docker).",
+)
+keyless_options = option_group(
+    click.option(
+        "--keyless",
+        "keyless_",
+        is_flag=True,
+        help="Sign keylessly with Sigstore (OIDC -> Fulcio, Rekor) instead of with a key.",
+    ),
+    click.option(
+        "--oidc-token",
+        envvar="BUILDER_OIDC_TOKEN",
+        default=None,
+        help="OIDC identity token for --keyless (default: the ambient CI token, e.g. GitHub Actions id-token).",
+    ),
+    file_option(
+        "--trust-config",
+        exists=True,
+        help="Sigstore client trust config JSON of a private instance for --keyless (default: public-good).",
+    ),
+)
+
+
+def docker_credentials(docker_config: Path | None) -> DockerCredentials:
+    """Credentials as the Docker CLI finds them: ``--docker-config``, else ``$DOCKER_CONFIG``,
+    else ``~/.docker`` (``config.json`` inside a directory)."""
+    from builder.registry import DockerCredentials
+
+    path = docker_config or Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    return DockerCredentials.from_file(path)
+
+
+def client_factory(cfg: Config, creds: DockerCredentials) -> Callable[[str], RegistryClient]:
+    """registry host -> a ``RegistryClient`` with ``creds`` (one client per registry, reused)."""
+    from builder.registry import client_for
+
+    cache: dict[str, RegistryClient] = {}
+
+    def make(registry: str) -> RegistryClient:
+        return client_for(registry, insecure=cfg.is_insecure, auth=creds, cache=cache)
+
+    return make

@@ -14,58 +14,36 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from builder.cli._common import app_context, console, emit, json_option
+from builder.cli._common import (
+    allow_unpinned_option,
+    app_context,
+    changed_since_option,
+    client_factory,
+    console,
+    docker_config_option,
+    docker_credentials,
+    emit,
+    file_option,
+    json_option,
+    key_option,
+    keyless_options,
+    matrix_option,
+    select_option,
+    shard_option,
+    workers_option,
+)
 
 if TYPE_CHECKING:
     from builder.config import Config
-    from builder.registry import DockerCredentials, RegistryClient
-
-
-def docker_credentials(docker_config: Path | None) -> DockerCredentials:
-    """Credentials as the Docker CLI finds them: ``--docker-config``, else ``$DOCKER_CONFIG``,
-    else ``~/.docker`` (``config.json`` inside a directory)."""
-    from builder.registry import DockerCredentials
-
-    path = docker_config or Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
-    return DockerCredentials.from_file(path)
-
-
-def _client_factory(cfg: Config, creds: DockerCredentials) -> Any:
-    from builder.registry import client_for
-
-    cache: dict[str, RegistryClient] = {}
-
-    def make(registry: str) -> RegistryClient:
-        return client_for(registry, insecure=cfg.is_insecure, auth=creds, cache=cache)
-
-    return make
-
-
-_docker_config_option = click.option(
-    "--docker-config",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Docker config file or directory with registry credentials (default: $DOCKER_CONFIG or ~/.docker).",
-)
+    from builder.registry import RegistryClient
 
 
 @click.command()
-@click.option(
-    "--matrix",
-    "matrices",
-    multiple=True,
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Matrix file (repeatable; default: every file in matrices_dir).",
-)
-@click.option("--select", "globs", multiple=True, metavar="GLOB", help="Only variants whose id matches (repeatable).")
-@click.option("--shard", default=None, metavar="I/N", help="Build only shard I of N (CI fan-out).")
-@click.option(
-    "--changed-since",
-    default=None,
-    metavar="GIT_REF",
-    help="Only variants whose content hash differs from the renders at GIT_REF.",
-)
-@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Parallel builds (default: builder.toml).")
+@matrix_option
+@select_option
+@shard_option
+@changed_since_option
+@workers_option
 @click.option(
     "--builder",
     "buildx_builder",
@@ -86,11 +64,9 @@ _docker_config_option = click.option(
     is_flag=True,
     help="Build even when the content tag exists (the tag stays write-once: a different digest fails).",
 )
-@click.option("--allow-unpinned", is_flag=True, help="Build variants whose base or lock is not pinned (throwaway).")
-@click.option(
+@allow_unpinned_option
+@file_option(
     "--ca-bundle",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="CA bundle passed as BuildKit secret `ca_bundle` (default: /etc/ssl/certs/ca-certificates.crt).",
 )
 @click.option("--no-ca-bundle", is_flag=True, help="Do not pass a CA bundle secret.")
@@ -101,33 +77,15 @@ _docker_config_option = click.option(
     default=None,
     help="SOURCE_DATE_EPOCH for the build (default: $SOURCE_DATE_EPOCH, else the HEAD commit time).",
 )
-@click.option("--sign/--no-sign", default=False, help="Sign each pushed image and attach its SLSA provenance.")
 @click.option(
-    "--key",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Signing key (default: builder.toml `key`).",
+    "--sign/--no-sign",
+    default=False,
+    help="Sign each pushed image and attach its SLSA provenance (--keyless implies it).",
 )
-@click.option(
-    "--keyless",
-    "keyless_",
-    is_flag=True,
-    help="Sign and attach the provenance keylessly with Sigstore (OIDC -> Fulcio, Rekor); implies signing.",
-)
-@click.option(
-    "--oidc-token",
-    envvar="BUILDER_OIDC_TOKEN",
-    default=None,
-    help="OIDC identity token for --keyless (default: the ambient CI token, e.g. GitHub Actions id-token).",
-)
-@click.option(
-    "--trust-config",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    default=None,
-    help="Sigstore client trust config JSON of a private instance for --keyless (default: public-good).",
-)
+@key_option
+@keyless_options
 @click.option("--dry-run", is_flag=True, help="Show the plan (what would be built) and stop.")
-@_docker_config_option
+@docker_config_option
 @json_option
 def build(
     matrices: tuple[Path, ...],
@@ -203,7 +161,7 @@ def build(
         no_cache=no_cache,
     )
     creds = docker_credentials(docker_config)
-    client = _client_factory(cfg, creds)(cfg.registry)
+    client = client_factory(cfg, creds)(cfg.registry)
 
     if dry_run:
         core.check_tags(rendered)
@@ -339,15 +297,9 @@ def bases() -> None:
 
 
 @bases.command("update")
-@click.option(
-    "--matrix",
-    "matrices",
-    multiple=True,
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Matrix file (repeatable; default: every file in matrices_dir).",
-)
+@matrix_option
 @click.option("--check", is_flag=True, help="Do not write; exit 12 when the lock is out of date.")
-@_docker_config_option
+@docker_config_option
 @json_option
 def bases_update(matrices: tuple[Path, ...], check: bool, docker_config: Path | None) -> None:
     """Resolve every upstream base tag of the matrices to a digest and write bases.lock.json,
@@ -364,7 +316,7 @@ def bases_update(matrices: tuple[Path, ...], check: bool, docker_config: Path | 
     changes = update_bases(
         refs,
         cfg.bases_lock,
-        resolve_client=_client_factory(cfg, docker_credentials(docker_config)),
+        resolve_client=client_factory(cfg, docker_credentials(docker_config)),
         default_registry=cfg.registry,
         map_reference=bases_res.map_reference,
         write=not check,

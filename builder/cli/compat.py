@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from builder.cli._common import app_context, console, emit, json_option
+from builder.cli._common import app_context, console, emit, json_option, option_group
 
 if TYPE_CHECKING:
     from builder.compat.verdict import Verdict
@@ -29,31 +29,25 @@ def _archs(value: str | None) -> tuple[str, ...]:
     return tuple(a.strip() for a in value.replace(";", ",").replace(" ", ",").split(",") if a.strip())
 
 
-def _image_options(f: Any) -> Any:
-    options = [
-        click.option(
-            "--cuda", "cuda", metavar="X.Y", help="CUDA line the application is built with (no hook requirement)."
-        ),
-        click.option(
-            "--require", "require", metavar="EXPR", help="The image's NVIDIA_REQUIRE_CUDA (the hook checks it)."
-        ),
-        click.option(
-            "--image-cuda",
-            "image_cuda",
-            metavar="X.Y[.Z]",
-            help="An official nvidia/cuda image of this release: use its NVIDIA_REQUIRE_CUDA.",
-        ),
-        click.option("--rocm", "rocm", metavar="X.Y", help="ROCm release of a ROCm image."),
-        click.option(
-            "--arch-list",
-            "arch_list",
-            metavar="LIST",
-            help="Architectures compiled into the image: sm_80,sm_90,compute_90 or gfx90a,gfx942.",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+_image_options = option_group(
+    click.option(
+        "--cuda", "cuda", metavar="X.Y", help="CUDA line the application is built with (no hook requirement)."
+    ),
+    click.option("--require", "require", metavar="EXPR", help="The image's NVIDIA_REQUIRE_CUDA (the hook checks it)."),
+    click.option(
+        "--image-cuda",
+        "image_cuda",
+        metavar="X.Y[.Z]",
+        help="An official nvidia/cuda image of this release: use its NVIDIA_REQUIRE_CUDA.",
+    ),
+    click.option("--rocm", "rocm", metavar="X.Y", help="ROCm release of a ROCm image."),
+    click.option(
+        "--arch-list",
+        "arch_list",
+        metavar="LIST",
+        help="Architectures compiled into the image: sm_80,sm_90,compute_90 or gfx90a,gfx942.",
+    ),
+)
 
 
 def _image(

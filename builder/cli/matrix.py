@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
-from builder.cli._common import app_context, console, emit, json_option
+from builder.cli._common import (
+    app_context,
+    changed_since_option,
+    console,
+    emit,
+    json_option,
+    matrix_option,
+    select_option,
+    shard_option,
+)
 
 
 @click.group()
@@ -16,14 +26,8 @@ def matrix() -> None:
 
 
 @matrix.command("list")
-@click.option(
-    "--matrix",
-    "matrix_files",
-    multiple=True,
-    type=click.Path(dir_okay=False),
-    help="Matrix file (repeatable; default: every matrices/*.yaml).",
-)
-@click.option("--select", "selects", multiple=True, help="Only variants whose id matches this glob (repeatable).")
+@matrix_option
+@select_option
 @click.option(
     "--format",
     "fmt",
@@ -32,16 +36,11 @@ def matrix() -> None:
     show_default=True,
     help='github: a GitHub Actions strategy.matrix ({"include": [...]}) on stdout.',
 )
-@click.option("--shard", default=None, metavar="I/N", help="Only shard I of N (1-based, round-robin).")
-@click.option(
-    "--changed-since",
-    default=None,
-    metavar="REF",
-    help="Only variants whose content hash differs from their render at git REF (or that are new).",
-)
+@shard_option
+@changed_since_option
 @json_option
 def list_(
-    matrix_files: tuple[str, ...], selects: tuple[str, ...], fmt: str, shard: str | None, changed_since: str | None
+    matrices: tuple[Path, ...], globs: tuple[str, ...], fmt: str, shard: str | None, changed_since: str | None
 ) -> None:
     """Expand the matrices into variants (validating every cell) and list them.
 
@@ -52,21 +51,18 @@ def list_(
       builder matrix list --format github --shard 1/4
       builder matrix list --format github --changed-since origin/main
     """
-    from pathlib import Path
-
     from builder import matrix as core
     from builder import render
 
     cfg = app_context().config
     bases = render.load_bases(cfg.bases_lock, cfg.mirror_record, cfg.mirror_map)
-    paths = core.matrix_paths(cfg.matrices_dir, tuple(Path(p) for p in matrix_files))
-    matrices = core.load_matrices(paths, bases=bases)
-    variants = core.select([v for m in matrices for v in m.variants], selects)
+    loaded = core.load_matrices(core.matrix_paths(cfg.matrices_dir, matrices), bases=bases)
+    variants = core.select([v for m in loaded for v in m.variants], globs)
     if changed_since:
         from builder import build
 
         now = render.render_all(variants, images_dir=cfg.images_dir, locks_dir=cfg.locks_dir, bases=bases)
-        before = build.render_at_ref(cfg, changed_since, tuple(Path(p) for p in matrix_files))
+        before = build.render_at_ref(cfg, changed_since, matrices)
         changed = {r.variant.id for r in build.changed_variants(now, before)}
         variants = tuple(v for v in variants if v.id in changed)
     if shard:
@@ -91,6 +87,6 @@ def list_(
             fw = f"{v.framework.name} {v.framework.version}"
             table.add_row(v.id, acc, fw, v.python, v.os, v.platform, base)
         console().print(table)
-        console().print(f"{len(variants)} variants from {len(matrices)} matrices")
+        console().print(f"{len(variants)} variants from {len(loaded)} matrices")
 
     emit(payload, human)

@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from builder.cli._common import app_context, console, emit, json_option
+from builder.cli._common import (
+    app_context,
+    console,
+    emit,
+    file_option,
+    json_option,
+    key_option,
+    policy_option,
+    select_option,
+)
 
 if TYPE_CHECKING:
     from builder.config import Config
@@ -19,26 +28,9 @@ if TYPE_CHECKING:
 
 _CONTENT_SUFFIX = re.compile(r"-[0-9a-f]{12}$")
 
-policy_option = click.option(
-    "--policy",
-    "policy_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Policy file (default: <policies_dir>/default.yaml).",
-)
-trust_option = click.option(
+trust_option = file_option(
     "--trust-root",
-    "trust_root",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="Sigstore trusted_root.json for keyless identities in the policy (default: public-good, offline copy).",
-)
-key_option = click.option(
-    "--key",
-    "key_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Signing key for the signed record (default: builder.toml `key`).",
 )
 
 
@@ -262,13 +254,7 @@ def policy_validate(files: tuple[Path, ...]) -> None:
 @click.command()
 @click.argument("reference")
 @click.option("--stage", required=True, help="The stage this approval is for (one stage only).")
-@click.option(
-    "--key",
-    "key_file",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The approver's signing key.",
-)
+@file_option("--key", "key_file", required=True, help="The approver's signing key.")
 @click.option("--ticket", default=None, help="Change ticket the approval refers to.")
 @click.option("--comment", default=None, help="Free text kept in the approval.")
 @click.option("--name", default=None, help="Approver name recorded with the key fingerprint.")
@@ -323,7 +309,7 @@ def approve(
 @click.option("--to", "stage", required=True, help="Stage to promote into.")
 @click.option("--change", "ticket", default=None, help="Change ticket (checked against the stage's pattern).")
 @click.option("--confirm", is_flag=True, help="Apply. Without it only the plan is shown (dry run).")
-@click.option("--select", "select", multiple=True, help="Glob over variant ids (repeatable).")
+@select_option
 @click.option("--variant-id", default=None, help="Variant id of a REFERENCE whose tag does not tell it.")
 @click.option(
     "--expect-previous",
@@ -340,12 +326,12 @@ def promote(
     stage: str,
     ticket: str | None,
     confirm: bool,
-    select: tuple[str, ...],
+    globs: tuple[str, ...],
     variant_id: str | None,
     expect_previous: str | None,
     workers: int,
     policy_file: Path | None,
-    key_file: Path | None,
+    key: Path | None,
     trust_root: Path | None,
 ) -> None:
     """Plan (default) or apply (--confirm) promoting VARIANT(s) or REFERENCE(s) into a stage.
@@ -356,11 +342,11 @@ def promote(
     from builder.errors import PolicyDeniedError, PromotionConflictError
     from builder.promote import _UNSET, promote_many
 
-    if not names and not select:
+    if not names and not globs:
         raise click.UsageError("name a VARIANT or REFERENCE, or pass --select GLOB")
-    env = _env(policy_file, key_file, need_signer=confirm, trust_root=trust_root)
+    env = _env(policy_file, key, need_signer=confirm, trust_root=trust_root)
     cfg = app_context().config
-    targets = _targets(cfg, env.policy, names, select, variant_id)
+    targets = _targets(cfg, env.policy, names, globs, variant_id)
     expect: Any = _UNSET if expect_previous is None else (None if expect_previous == "none" else expect_previous)
     outcomes = promote_many(
         env, targets, stage, ticket=ticket, confirm=confirm, expect_previous=expect, workers=workers
@@ -429,13 +415,11 @@ def promote(
 @key_option
 @trust_option
 @json_option
-def rollback(
-    stage: str, variant: str, policy_file: Path | None, key_file: Path | None, trust_root: Path | None
-) -> None:
+def rollback(stage: str, variant: str, policy_file: Path | None, key: Path | None, trust_root: Path | None) -> None:
     """Point STAGE back at VARIANT's previous digest (from the registry's promotion records)."""
     from builder.promote import rollback as core
 
-    env = _env(policy_file, key_file, need_signer=True, trust_root=trust_root)
+    env = _env(policy_file, key, need_signer=True, trust_root=trust_root)
     target = _one_target(app_context().config, env.policy, variant)
     try:
         applied = core(env, target, stage)
@@ -463,18 +447,18 @@ def _age(seconds: float | None) -> str:
 
 
 @click.command()
-@click.option("--select", "select", multiple=True, help="Glob over variant ids (default: all).")
+@select_option
 @click.option("--stage", "stages", multiple=True, help="Only these stages (repeatable).")
 @policy_option
 @trust_option
 @json_option
-def status(select: tuple[str, ...], stages: tuple[str, ...], policy_file: Path | None, trust_root: Path | None) -> None:
+def status(globs: tuple[str, ...], stages: tuple[str, ...], policy_file: Path | None, trust_root: Path | None) -> None:
     """Which digest each stage holds for each variant, since when, and its evidence."""
     from builder.promote import status as core
 
     env = _env(policy_file, None, need_signer=False, trust_root=trust_root)
     cfg = app_context().config
-    targets = _targets(cfg, env.policy, (), select or ("*",), None)
+    targets = _targets(cfg, env.policy, (), globs or ("*",), None)
     for s in stages:
         env.policy.stage(s)
     rows = core(env, targets, list(stages) or None)
@@ -488,7 +472,7 @@ def status(select: tuple[str, ...], stages: tuple[str, ...], policy_file: Path |
         held = {r.variant for r in rows if r.digest}
         hidden = {r.variant for r in rows} - held
         for r in rows:
-            if r.variant in hidden and not select:
+            if r.variant in hidden and not globs:
                 continue
             short = [t.rsplit("/", 2)[-2] if "/" in t else t for t in r.attestations]
             table.add_row(
@@ -501,7 +485,7 @@ def status(select: tuple[str, ...], stages: tuple[str, ...], policy_file: Path |
                 ", ".join(short) + (f"; [yellow]{r.note}[/]" if r.note else ""),
             )
         console().print(table)
-        if hidden and not select:
+        if hidden and not globs:
             console().print(
                 f"[dim]{len(hidden)} variant(s) of the matrices are in no stage yet (listed with --select '*' "
                 "or --json)[/]"

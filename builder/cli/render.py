@@ -2,48 +2,41 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from builder.cli._common import app_context, console, echo_command, emit, json_option
+from builder.cli._common import (
+    app_context,
+    console,
+    echo_command,
+    emit,
+    json_option,
+    matrix_option,
+    select_option,
+)
 
 if TYPE_CHECKING:
     from builder.config import Config
     from builder.models import Variant
     from builder.render import BaseResolution
 
-_matrix_option = click.option(
-    "--matrix",
-    "matrix_files",
-    multiple=True,
-    type=click.Path(dir_okay=False),
-    help="Matrix file (repeatable; default: every matrices/*.yaml).",
-)
-_select_option = click.option(
-    "--select", "selects", multiple=True, help="Only variants whose id matches this glob (repeatable)."
-)
 
-
-def _variants(
-    matrix_files: tuple[str, ...], selects: tuple[str, ...]
-) -> tuple[Config, BaseResolution, tuple[Variant, ...]]:
-    from pathlib import Path
-
+def _variants(matrices: tuple[Path, ...], globs: tuple[str, ...]) -> tuple[Config, BaseResolution, tuple[Variant, ...]]:
     from builder import matrix as core
     from builder import render as rcore
 
     cfg = app_context().config
     bases = rcore.load_bases(cfg.bases_lock, cfg.mirror_record, cfg.mirror_map)
-    paths = core.matrix_paths(cfg.matrices_dir, tuple(Path(p) for p in matrix_files))
-    matrices = core.load_matrices(paths, bases=bases)
-    variants = core.select([v for m in matrices for v in m.variants], selects)
+    loaded = core.load_matrices(core.matrix_paths(cfg.matrices_dir, matrices), bases=bases)
+    variants = core.select([v for m in loaded for v in m.variants], globs)
     return cfg, bases, variants
 
 
 @click.command()
-@_matrix_option
-@_select_option
+@matrix_option
+@select_option
 @click.option(
     "--out",
     "out_dir",
@@ -53,21 +46,19 @@ def _variants(
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 12 with a diff when committed renders are stale.")
 @json_option
-def render(matrix_files: tuple[str, ...], selects: tuple[str, ...], out_dir: str | None, check: bool) -> None:
+def render(matrices: tuple[Path, ...], globs: tuple[str, ...], out_dir: str | None, check: bool) -> None:
     """Render every variant's Dockerfile into <render_dir>/<matrix>/<variant>/Dockerfile.
 
     Committed renders hold no machine-local digest, so `--check` gives the same answer on any
     machine. Renders of variants no longer in a matrix are removed (not with --select).
     """
-    from pathlib import Path
-
     from builder import render as rcore
 
-    cfg, bases, variants = _variants(matrix_files, selects)
+    cfg, bases, variants = _variants(matrices, globs)
     rendered = rcore.render_all(variants, images_dir=cfg.images_dir, locks_dir=cfg.locks_dir, bases=bases)
     out = Path(out_dir) if out_dir else cfg.render_dir
-    prune = not selects
-    every = not matrix_files and not selects
+    prune = not globs
+    every = not matrices and not globs
     if check:
         report = rcore.check_renders(out, rendered, prune=prune, every_matrix=every)
     else:
@@ -99,12 +90,12 @@ def render(matrix_files: tuple[str, ...], selects: tuple[str, ...], out_dir: str
 
 
 @click.command()
-@_matrix_option
-@_select_option
+@matrix_option
+@select_option
 @click.option("--upgrade", is_flag=True, help="Re-resolve locks that are up to date (newest allowed versions).")
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per resolution.")
 @json_option
-def lock(matrix_files: tuple[str, ...], selects: tuple[str, ...], upgrade: bool, timeout: float) -> None:
+def lock(matrices: tuple[Path, ...], globs: tuple[str, ...], upgrade: bool, timeout: float) -> None:
     """Resolve each variant's Python packages to exact versions with hashes (uv pip compile)
     into locks/<variant>.txt. Variants whose index is unreachable here are reported `unresolved`
     (builds refuse them until a lock is committed).
@@ -112,11 +103,10 @@ def lock(matrix_files: tuple[str, ...], selects: tuple[str, ...], upgrade: bool,
     import os
     import shutil
     import sys
-    from pathlib import Path
 
     from builder import locks
 
-    cfg, _bases, variants = _variants(matrix_files, selects)
+    cfg, _bases, variants = _variants(matrices, globs)
     uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
     env = dict(os.environ)
     env.setdefault("UV_HTTP_TIMEOUT", "15")

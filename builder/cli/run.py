@@ -7,7 +7,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from builder.cli._common import app_context, console, emit, json_option
+from builder.cli._common import (
+    allow_unpinned_option,
+    app_context,
+    client_factory,
+    console,
+    docker_credentials,
+    emit,
+    file_option,
+    json_option,
+    matrix_option,
+    policy_option,
+    select_option,
+    workers_option,
+)
 
 if TYPE_CHECKING:
     from builder.config import Config
@@ -15,14 +28,8 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.option(
-    "--matrix",
-    "matrices",
-    multiple=True,
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Matrix file (repeatable; default: every file in matrices_dir).",
-)
-@click.option("--select", "globs", multiple=True, metavar="GLOB", help="Only variants whose id matches (repeatable).")
+@matrix_option
+@select_option
 @click.option(
     "--to",
     "to_stage",
@@ -31,28 +38,19 @@ if TYPE_CHECKING:
     help="Promote up to this stage, where policy allows (default: the policy's first stage only).",
 )
 @click.option("--change", "ticket", default=None, help="Change ticket for stages that require one.")
-@click.option(
+@file_option(
     "--fleet",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    default=None,
+    exists=True,
     help="Also give each image's static verdict for every cluster of this fleet (e.g. fleets/demo.yaml).",
 )
-@click.option(
-    "--policy",
-    "policy_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Policy file (default: <policies_dir>/default.yaml).",
-)
-@click.option(
+@policy_option
+@file_option(
     "--check-key",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="Key that signs device-check results (default: builder.toml `check_key`).",
 )
 @click.option("--no-check", is_flag=True, help="Skip device checks (stages that require them will deny).")
-@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Parallel builds (default: builder.toml).")
-@click.option("--allow-unpinned", is_flag=True, help="Build variants whose base or lock is not pinned (throwaway).")
+@workers_option
+@allow_unpinned_option
 @json_option
 def run(
     matrices: tuple[Path, ...],
@@ -90,7 +88,6 @@ def run(
 
     from builder import build as core
     from builder import pipeline
-    from builder.cli.build import _client_factory, docker_credentials
     from builder.cli.promote import _env
     from builder.errors import BuildFailedError
     from builder.keys import load_public_keys, load_signer
@@ -113,7 +110,7 @@ def run(
         source_date_epoch=_source_date_epoch(cfg, os.environ.get("SOURCE_DATE_EPOCH", "")),
         allow_unpinned=allow_unpinned,
     )
-    client = _client_factory(cfg, docker_credentials(None))(cfg.registry)
+    client = client_factory(cfg, docker_credentials(None))(cfg.registry)
     env = _env(policy_file, cfg.key_path, need_signer=True)
     stages = pipeline.stages_to_run(env.policy.stage_names, to_stage)
     check = pipeline.CheckSetup(

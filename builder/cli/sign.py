@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from builder.cli._common import app_context, console, emit, json_option
+from builder.cli._common import (
+    app_context,
+    client_factory,
+    console,
+    docker_credentials,
+    emit,
+    json_option,
+    key_option,
+    keyless_options,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -49,10 +58,7 @@ def _require_password(no_password: bool) -> str | None:
 
 
 def _client(cfg: Config, registry: str) -> RegistryClient:
-    from builder.registry import DockerCredentials, client_for
-
-    docker_config = Path(os.environ.get("DOCKER_CONFIG", str(Path.home() / ".docker")))
-    return client_for(registry, insecure=cfg.is_insecure, auth=DockerCredentials.from_file(docker_config))
+    return client_factory(cfg, docker_credentials(None))(registry)
 
 
 def _resolve(cfg: Config, ref_text: str) -> tuple[Reference, RegistryClient, str]:
@@ -131,20 +137,8 @@ def _signer(key: Path | None) -> Any:
 
 @click.command()
 @click.argument("reference")
-@click.option("--key", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Private key file.")
-@click.option("--keyless", "keyless_", is_flag=True, help="Sign keylessly with Sigstore (OIDC -> Fulcio, Rekor).")
-@click.option(
-    "--oidc-token",
-    envvar="BUILDER_OIDC_TOKEN",
-    default=None,
-    help="OIDC identity token for --keyless (default: the ambient CI token, e.g. GitHub Actions id-token).",
-)
-@click.option(
-    "--trust-config",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    default=None,
-    help="Sigstore client trust config JSON of a private instance for --keyless (default: public-good).",
-)
+@key_option
+@keyless_options
 @json_option
 def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | None, trust_config: Path | None) -> None:
     """Sign the digest REFERENCE resolves to (writes sha256-<hex>.sig, cosign format).
@@ -168,7 +162,7 @@ def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | Non
 
 @click.command()
 @click.argument("reference")
-@click.option("--key", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Private key file.")
+@key_option
 @click.option("--predicate-type", "predicate_type", required=True, help="Predicate type URI.")
 @click.option(
     "--predicate",
@@ -176,19 +170,7 @@ def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | Non
     required=True,
     help="JSON file holding the predicate (an object).",
 )
-@click.option("--keyless", "keyless_", is_flag=True, help="Sign keylessly with Sigstore (OIDC -> Fulcio, Rekor).")
-@click.option(
-    "--oidc-token",
-    envvar="BUILDER_OIDC_TOKEN",
-    default=None,
-    help="OIDC identity token for --keyless (default: the ambient CI token, e.g. GitHub Actions id-token).",
-)
-@click.option(
-    "--trust-config",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    default=None,
-    help="Sigstore client trust config JSON of a private instance for --keyless (default: public-good).",
-)
+@keyless_options
 @json_option
 def attest(
     reference: str,
