@@ -46,11 +46,11 @@ from builder.sign import (
     _layer_annotations,
     append_layer,
     blob_problem,
-    fetch_blob,
     fetch_layer_blob,
     read_layers,
     run_verifiers,
     verifiers_for,
+    verify_layer,
 )
 
 if TYPE_CHECKING:
@@ -68,7 +68,6 @@ __all__ = [
     "predicate_time",
     "prepare_attestation",
     "read_attestations",
-    "verify_attestation_layer",
 ]
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -234,20 +233,6 @@ def predicate_time(predicate: Any) -> str | None:
     return None
 
 
-def verify_attestation_layer(
-    client: RegistryClient,
-    repository: str,
-    digest: str,
-    descriptor: Mapping[str, Any],
-    verifiers: Sequence[LayerVerifier],
-    *,
-    tag: str,
-) -> VerifiedItem:
-    """Fetch the blob of one ``.att`` layer and ``check_attestation_layer`` it."""
-    blob = fetch_blob(client, repository, descriptor)
-    return check_attestation_layer(descriptor, blob, digest, verifiers, tag=tag)
-
-
 def check_attestation_layer(
     descriptor: Mapping[str, Any],
     blob: bytes | None,
@@ -395,7 +380,7 @@ def read_attestations(
     """
     vs = verifiers_for(keys, verifiers)
     tag, layers = read_layers(client, repository, digest, ATT_SUFFIX)
-    out = [verify_attestation_layer(client, repository, digest, d, vs, tag=tag) for d in layers]
+    out = [verify_layer(client, repository, digest, d, vs, tag=tag) for d in layers]
     if predicate_type is not None:
         out = [i for i in out if i.predicate_type == predicate_type]
     return out

@@ -72,8 +72,9 @@ from builder.sign import (
     confirm_digest,
     read_layers,
     simple_signing_payload,
+    unmet_requirements,
     verifiers_for,
-    verify_signature_layer,
+    verify_layer,
 )
 
 if TYPE_CHECKING:
@@ -1194,8 +1195,6 @@ def verify_keyless(
     attestation per ``predicate_types``. Key-pair layers (no certificate) are checked too when ``keys``
     (trusted public keys) are given, else skipped. Never raises for bad content; registry errors propagate.
     """
-    from builder.attest import verify_attestation_layer
-
     policies = tuple(p.validate() for p in identities)
     ref = reference or f"{client.registry}/{repository}@{digest}"
     problems = confirm_digest(client, repository, digest, tag)
@@ -1210,21 +1209,13 @@ def verify_keyless(
     sig_tag, sig_layers = read_layers(client, repository, digest, SIG_SUFFIX)
     for d in sig_layers:
         if wanted(d):
-            items.append(verify_signature_layer(client, repository, digest, d, verifiers, tag=sig_tag))
+            items.append(verify_layer(client, repository, digest, d, verifiers, tag=sig_tag))
     att_tag, att_layers = read_layers(client, repository, digest, ATT_SUFFIX)
     for d in att_layers:
         if wanted(d):
-            items.append(verify_attestation_layer(client, repository, digest, d, verifiers, tag=att_tag))
+            items.append(verify_layer(client, repository, digest, d, verifiers, tag=att_tag))
     items.extend(_referrer_items(client, repository, digest, trusted_root, policies))
-    if require_signature:
-        sigs = [i for i in items if i.kind == "signature"]
-        if not sigs:
-            problems.append(f"no signatures found for {digest} (legacy tag or bundle referrer)")
-        elif not any(i.ok for i in sigs):
-            problems.append(f"none of the {len(sigs)} signature(s) is valid")
-    for ptype in predicate_types:
-        atts = [i for i in items if i.kind == "attestation"]
-        if not any(i.ok and i.predicate_type == ptype for i in atts):
-            found = sorted({f"{i.predicate_type} ({'valid' if i.ok else 'invalid'})" for i in atts})
-            problems.append(f"no valid attestation of type {ptype}" + (f"; found: {', '.join(found)}" if found else ""))
+    problems += unmet_requirements(
+        items, digest, require_signature, predicate_types, looked_in="legacy tag or bundle referrer"
+    )
     return VerificationReport(ref, repository, digest, tuple(items), tuple(problems), tuple(predicate_types), tag)

@@ -549,9 +549,8 @@ def _read_place(
     fetched in parallel. None when ``check_present`` and the repository does not hold the digest.
     ``index``: also read the ``sha256-<hex>`` fallback referrers index (under ``INDEX_KEY``) in the
     same parallel round, when the registry is known to have no referrers API (the copy reuses it)."""
-    from builder.attest import verify_attestation_layer
     from builder.registry import fallback_tag
-    from builder.sign import ATT_SUFFIX, SIG_SUFFIX, signature_tag, verifiers_for, verify_signature_layer
+    from builder.sign import ATT_SUFFIX, SIG_SUFFIX, signature_tag, verifiers_for, verify_layer
 
     client = env.client(loc.registry)
     if check_present and client.try_resolve(loc.repository, digest) is None:
@@ -561,13 +560,12 @@ def _read_place(
     if index and _lacks_referrers_api(env, loc.registry):
         tags[INDEX_KEY] = fallback_tag(digest)
     got = dict(zip(tags, _map(lambda t: client.try_get_manifest(loc.repository, t), tags.values()), strict=True))
-    jobs: list[tuple[Any, dict[str, Any], str]] = []
+    jobs: list[tuple[dict[str, Any], str]] = []
     for sfx, m in got.items():
         if m is None or sfx == INDEX_KEY:
             continue
-        fn = verify_signature_layer if sfx == SIG_SUFFIX else verify_attestation_layer
-        jobs.extend((fn, d, tags[sfx]) for d in m.json.get("layers") or [] if isinstance(d, dict))
-    items = tuple(_map(lambda j: j[0](client, loc.repository, digest, j[1], verifiers, tag=j[2]), jobs))
+        jobs.extend((d, tags[sfx]) for d in m.json.get("layers") or [] if isinstance(d, dict))
+    items = tuple(_map(lambda j: verify_layer(client, loc.repository, digest, j[0], verifiers, tag=j[1]), jobs))
     problems = () if verifiers else ("no public key or identity given to verify with",)
     return _PlaceRead(items, problems, got)
 
@@ -666,22 +664,21 @@ def read_records(env: Environment, loc: Location, digest: str, stage: str) -> li
     """Trusted ``promotion/v1`` records on ``digest`` in ``loc``'s repository for ``loc`` (the
     stage pointer): verified, signed by a promoter (or a listed roll-backer), naming this digest
     and pointer. Oldest first."""
-    from builder.attest import verify_attestation_layer
-    from builder.sign import ATT_SUFFIX, PREDICATE_TYPE_ANNOTATION, signature_tag, verifiers_for
+    from builder.sign import ATT_SUFFIX, PREDICATE_TYPE_ANNOTATION, signature_tag, verifiers_for, verify_layer
 
     signers = env.record_signers(stage)
     client = env.client(loc.registry)
     tag = signature_tag(digest, ATT_SUFFIX)
     att = client.try_get_manifest(loc.repository, tag)
     # only layers announcing promotion/v1 are verified (the signed statement must say so too:
-    # verify_attestation_layer rejects an annotation that differs from the signed type)
+    # check_attestation_layer rejects an annotation that differs from the signed type)
     layers = [
         d
         for d in (att.json.get("layers") or [] if att is not None else [])
         if isinstance(d, dict) and (d.get("annotations") or {}).get(PREDICATE_TYPE_ANNOTATION) == PROMOTION_V1
     ]
     verifiers = verifiers_for(env.keys, env.verifiers)
-    items = _map(lambda d: verify_attestation_layer(client, loc.repository, digest, d, verifiers, tag=tag), layers)
+    items = _map(lambda d: verify_layer(client, loc.repository, digest, d, verifiers, tag=tag), layers)
     out: list[PromotionRecord] = []
     for it in items:
         ident = keyless_identity(it.signer)

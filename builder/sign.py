@@ -674,7 +674,7 @@ def fetch_layer_blob(
     return (None, why) if why else (blob, "")
 
 
-def verify_signature_layer(
+def verify_layer(
     client: RegistryClient,
     repository: str,
     digest: str,
@@ -683,8 +683,13 @@ def verify_signature_layer(
     *,
     tag: str,
 ) -> VerifiedItem:
-    """Fetch the blob of one ``.sig`` layer and ``check_signature_layer`` it."""
+    """Fetch the blob of one layer of the ``.sig`` or ``.att`` manifest ``tag`` and check it:
+    ``check_signature_layer``, or ``builder.attest.check_attestation_layer`` for an ``.att`` tag."""
     blob = fetch_blob(client, repository, descriptor)
+    if tag.endswith(ATT_SUFFIX):
+        from builder.attest import check_attestation_layer
+
+        return check_attestation_layer(descriptor, blob, digest, verifiers, tag=tag)
     return check_signature_layer(descriptor, blob, digest, verifiers, tag=tag)
 
 
@@ -808,8 +813,6 @@ def verify_image(
     but do not fail the report (cosign semantics: another signer's layers are allowed).
     Never raises for bad content; registry errors (unreachable, auth) propagate.
     """
-    from builder.attest import verify_attestation_layer
-
     ref = reference or f"{client.registry}/{repository}@{digest}"
     problems = confirm_digest(client, repository, digest, tag)
     vs = verifiers_for(keys, verifiers)
@@ -818,14 +821,32 @@ def verify_image(
     items: list[VerifiedItem] = []
     sig_tag, sig_layers = read_layers(client, repository, digest, SIG_SUFFIX)
     for d in sig_layers:
-        items.append(verify_signature_layer(client, repository, digest, d, vs, tag=sig_tag))
+        items.append(verify_layer(client, repository, digest, d, vs, tag=sig_tag))
     att_tag, att_layers = read_layers(client, repository, digest, ATT_SUFFIX)
     for d in att_layers:
-        items.append(verify_attestation_layer(client, repository, digest, d, vs, tag=att_tag))
+        items.append(verify_layer(client, repository, digest, d, vs, tag=att_tag))
+    problems += unmet_requirements(
+        items, digest, require_signature, predicate_types, looked_in=f"tag {sig_tag} does not exist"
+    )
+    return VerificationReport(ref, repository, digest, tuple(items), tuple(problems), tuple(predicate_types), tag)
+
+
+def unmet_requirements(
+    items: Sequence[VerifiedItem],
+    digest: str,
+    require_signature: bool,
+    predicate_types: Sequence[str],
+    *,
+    looked_in: str,
+) -> list[str]:
+    """The problems of a verification's requirements (key-pair or keyless): a valid signature when
+    ``require_signature``; a valid attestation of each of ``predicate_types``. ``looked_in``: where
+    signatures were looked for, said when none exist."""
+    problems: list[str] = []
     if require_signature:
         sigs = [i for i in items if i.kind == "signature"]
         if not sigs:
-            problems.append(f"no signatures found for {digest} (tag {sig_tag} does not exist)")
+            problems.append(f"no signatures found for {digest} ({looked_in})")
         elif not any(i.ok for i in sigs):
             problems.append(f"none of the {len(sigs)} signature(s) is valid: {describe_failures(sigs)}")
     for ptype in predicate_types:
@@ -836,7 +857,7 @@ def verify_image(
             problems.append(
                 f"no valid attestation of type {ptype}" + (f"; found: {', '.join(found)}" if found else "; none found")
             )
-    return VerificationReport(ref, repository, digest, tuple(items), tuple(problems), tuple(predicate_types), tag)
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------
