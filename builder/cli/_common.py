@@ -209,6 +209,15 @@ def docker_credentials(docker_config: Path | None) -> DockerCredentials:
     return DockerCredentials.from_file(path)
 
 
+def default_source_date_epoch(cfg: Config) -> int | None:
+    """``SOURCE_DATE_EPOCH`` for builds: ``$SOURCE_DATE_EPOCH`` when it is a number, else the
+    project's HEAD commit time (None outside git)."""
+    from builder.build import git_commit_time
+
+    value = os.environ.get("SOURCE_DATE_EPOCH", "")
+    return int(value) if value.isdigit() else git_commit_time(cfg.root)
+
+
 def client_factory(cfg: Config, creds: DockerCredentials) -> Callable[[str], RegistryClient]:
     """registry host -> a ``RegistryClient`` with ``creds`` (one client per registry, reused)."""
     from builder.registry import client_for

@@ -20,6 +20,7 @@ from builder.cli._common import (
     changed_since_option,
     client_factory,
     console,
+    default_source_date_epoch,
     docker_config_option,
     docker_credentials,
     emit,
@@ -145,8 +146,7 @@ def build(
             raise ConfigError(f"--secret {s!r}: expected id=ID,src=PATH")
         secret_pairs.append((parts["id"], Path(parts["src"])))
     if source_date_epoch is None:
-        env_epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
-        source_date_epoch = int(env_epoch) if env_epoch.isdigit() else core.git_commit_time(cfg.root)
+        source_date_epoch = default_source_date_epoch(cfg)
     options = core.BuildOptions(
         registry=cfg.registry,
         state_dir=cfg.state_dir,

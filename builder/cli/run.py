@@ -12,6 +12,7 @@ from builder.cli._common import (
     app_context,
     client_factory,
     console,
+    default_source_date_epoch,
     docker_credentials,
     emit,
     file_option,
@@ -82,8 +83,6 @@ def run(
     Exit codes: 0 done (denials are reported, not errors); 14 a build failed; 13 unpinned base or lock;
     8 unknown stage; 3/5 engine/registry down.
     """
-    import os
-
     from rich.markup import escape
 
     from builder import build as core
@@ -107,7 +106,7 @@ def run(
         state_dir=cfg.state_dir,
         workers=workers or cfg.workers,
         secrets=core.default_secrets(),
-        source_date_epoch=_source_date_epoch(cfg, os.environ.get("SOURCE_DATE_EPOCH", "")),
+        source_date_epoch=default_source_date_epoch(cfg),
         allow_unpinned=allow_unpinned,
     )
     client = client_factory(cfg, docker_credentials(None))(cfg.registry)
@@ -161,12 +160,6 @@ def run(
             summary=report.to_json(),
         )
     emit(report.to_json(), lambda: _summary(report, cfg, check_key))
-
-
-def _source_date_epoch(cfg: Config, env_value: str) -> int | None:
-    from builder.build import git_commit_time
-
-    return int(env_value) if env_value.isdigit() else git_commit_time(cfg.root)
 
 
 def _short(reason: str, limit: int = 110) -> str:
