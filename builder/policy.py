@@ -243,6 +243,26 @@ def _sets_names(sets: Sequence[KeySet]) -> str:
     return ", ".join(s.name for s in sets)
 
 
+def _signed_by(
+    ctx: Context, predicate_type: str, signers: Sequence[KeySet], what: str, unlisted: str, notes: list[str]
+) -> Iterator[tuple[AttestationEvidence, str]]:
+    """Each verified ``predicate_type`` attestation about the digest by one of ``signers``, with its
+    signer as text. Why each other one does not count goes to ``notes``: ``what`` names them in the
+    note (``provenance``); ``unlisted`` is the note for a valid one by another signer (``{who}``)."""
+    for a in ctx.evidence.attestations:
+        if a.predicate_type != predicate_type:
+            continue
+        who = _signer_text(a.signer, a.identity)
+        if not a.verified:
+            notes.append(f"{what} by {who} does not verify ({a.reason or 'unverifiable'})")
+        elif ctx.evidence.digest not in a.subject_digests:
+            notes.append(f"{what} by {who} is about another digest")
+        elif not _sets_match(signers, a.signer, a.identity):
+            notes.append(unlisted.format(who=who))
+        else:
+            yield a, who
+
+
 def _signer_text(signer: str | None, identity: tuple[str, str] | None) -> str:
     if identity is not None:
         return f"{identity[1]} ({identity[0]})"
@@ -414,19 +434,8 @@ class AttestationRule(Rule):
     def evaluate(self, ctx: Context) -> RuleResult:
         summary = f"{self.predicate_type} by {_sets_names(self.signers)}"
         notes: list[str] = []
-        for a in ctx.evidence.attestations:
-            if a.predicate_type != self.predicate_type:
-                continue
-            who = _signer_text(a.signer, a.identity)
-            if not a.verified:
-                notes.append(f"attestation by {who} does not verify ({a.reason or 'unverifiable'})")
-                continue
-            if ctx.evidence.digest not in a.subject_digests:
-                notes.append(f"attestation by {who} is about another digest")
-                continue
-            if not _sets_match(self.signers, a.signer, a.identity):
-                notes.append(f"attestation by {who} is not from a listed signer")
-                continue
+        unlisted = "attestation by {who} is not from a listed signer"
+        for a, who in _signed_by(ctx, self.predicate_type, self.signers, "attestation", unlisted, notes):
             misses = [
                 p for p, want in self.where if not any(_value_matches(v, want) for v in _get_path(a.predicate, p))
             ]
@@ -454,19 +463,8 @@ class ProvenanceRule(Rule):
     def evaluate(self, ctx: Context) -> RuleResult:
         summary = f"by {_sets_names(self.signers)}" + (f" from {self.source}" if self.source else "")
         notes: list[str] = []
-        for a in ctx.evidence.attestations:
-            if a.predicate_type != SLSA_PROVENANCE_V1:
-                continue
-            who = _signer_text(a.signer, a.identity)
-            if not a.verified:
-                notes.append(f"provenance by {who} does not verify ({a.reason or 'unverifiable'})")
-                continue
-            if ctx.evidence.digest not in a.subject_digests:
-                notes.append(f"provenance by {who} is about another digest")
-                continue
-            if not _sets_match(self.signers, a.signer, a.identity):
-                notes.append(f"provenance signed by {who}, not a listed signer")
-                continue
+        unlisted = "provenance signed by {who}, not a listed signer"
+        for a, who in _signed_by(ctx, SLSA_PROVENANCE_V1, self.signers, "provenance", unlisted, notes):
             bd = a.predicate.get("buildDefinition")
             deps = bd.get("resolvedDependencies") if isinstance(bd, Mapping) else None
             sources = [
@@ -545,19 +543,8 @@ class DeviceCheckRule(Rule):
         summary = " ".join([*parts, f"by {_sets_names(self.signers)}"])
         notes: list[str] = []
         good: list[tuple[str, str, tuple[str, ...], str]] = []
-        for a in ctx.evidence.attestations:
-            if a.predicate_type != DEVICE_CHECK_V1:
-                continue
-            who = _signer_text(a.signer, a.identity)
-            if not a.verified:
-                notes.append(f"device check by {who} does not verify ({a.reason or 'unverifiable'})")
-                continue
-            if ctx.evidence.digest not in a.subject_digests:
-                notes.append(f"device check by {who} is about another digest")
-                continue
-            if not _sets_match(self.signers, a.signer, a.identity):
-                notes.append(f"device check signed by {who}, which is not a listed check runner")
-                continue
+        unlisted = "device check signed by {who}, which is not a listed check runner"
+        for a, who in _signed_by(ctx, DEVICE_CHECK_V1, self.signers, "device check", unlisted, notes):
             passed, vendor, driver, gpus = device_check_facts(a.predicate)
             if not passed:
                 notes.append(f"device check by {who} on {vendor} did not pass")
