@@ -30,20 +30,16 @@ def _archs(value: str | None) -> tuple[str, ...]:
 
 
 _image_options = option_group(
-    click.option(
-        "--cuda", "cuda", metavar="X.Y", help="CUDA line the application is built with (no hook requirement)."
-    ),
-    click.option("--require", "require", metavar="EXPR", help="The image's NVIDIA_REQUIRE_CUDA (the hook checks it)."),
+    click.option("--cuda", metavar="X.Y", help="CUDA line the application is built with (no hook requirement)."),
+    click.option("--require", metavar="EXPR", help="The image's NVIDIA_REQUIRE_CUDA (the hook checks it)."),
     click.option(
         "--image-cuda",
-        "image_cuda",
         metavar="X.Y[.Z]",
         help="An official nvidia/cuda image of this release: use its NVIDIA_REQUIRE_CUDA.",
     ),
-    click.option("--rocm", "rocm", metavar="X.Y", help="ROCm release of a ROCm image."),
+    click.option("--rocm", metavar="X.Y", help="ROCm release of a ROCm image."),
     click.option(
         "--arch-list",
-        "arch_list",
         metavar="LIST",
         help="Architectures compiled into the image: sm_80,sm_90,compute_90 or gfx90a,gfx942.",
     ),
