@@ -32,3 +32,25 @@ def test_workflows_only_call_existing_commands() -> None:
     for wf in WORKFLOWS:
         for cmd in re.findall(r"\bbuilder (?:--json )?([a-z][a-z-]+)", wf.read_text()):
             assert cmd in COMMANDS, f"{wf.name} calls unknown command `builder {cmd}`"
+
+
+def test_no_expression_is_interpolated_into_a_shell_script() -> None:
+    """Workflow inputs and event data reach `run:` scripts only through `env:` (no script injection)."""
+    from ruamel.yaml import YAML
+
+    for wf in WORKFLOWS:
+        doc = YAML(typ="safe").load(wf.read_text())
+        for name, job in doc["jobs"].items():
+            for step in job.get("steps", []):
+                script = step.get("run", "")
+                assert "${{" not in script, f"{wf.name} job {name}: `${{{{ }}}}` inside run: {script!r}"
+
+
+def test_pull_requests_never_reach_signing_or_gpu_jobs() -> None:
+    from ruamel.yaml import YAML
+
+    doc = YAML(typ="safe").load((WORKFLOWS[0].parent / "images.yml").read_text())
+    for name, job in doc["jobs"].items():
+        uses_secrets = "secrets." in str(job) or "id-token" in str(job.get("permissions", {}))
+        if uses_secrets or "self-hosted" in str(job.get("runs-on")):
+            assert "github.event_name == 'push'" in str(job.get("if")), f"job {name} may run on pull requests"
