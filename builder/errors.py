@@ -205,7 +205,7 @@ class PolicyError(BuilderError):
 
 
 class PolicyDeniedError(BuilderError):
-    """A promotion was denied by policy; ``details['reasons']`` gives each failed rule."""
+    """A promotion was denied by policy; ``details['results']`` gives each plan with every rule and its reason."""
 
     exit_code = 31
     kind = "policy-denied"

@@ -228,7 +228,8 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
     con.print("  builder status --select 'jax*'    # which digest each stage holds")
     if any(s.stage == "prod" and s.status == "denied" for v in report.variants for s in v.stages):
         con.print(
-            "\nprod needs approvals: `builder keys generate --output-dir .builder/keys/approvers/alice` (and bob),"
+            "\nprod needs approvals: `builder keys generate --no-password --output-dir .builder/keys/approvers/alice`"
+            " (and bob),"
             " then `builder approve REF --stage prod --key .builder/keys/approvers/alice/builder.key`;"
             " the full reasons are in `builder promote VARIANT --to prod` and `--json`.",
             soft_wrap=True,
