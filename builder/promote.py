@@ -46,6 +46,7 @@ from builder.errors import (
     PolicyDeniedError,
     PromotionConflictError,
     SigningKeyError,
+    VerificationError,
 )
 from builder.policy import (
     BUILD_STAGE,
@@ -323,11 +324,16 @@ class Plan:
     manifest: Manifest | None = dataclasses.field(default=None, repr=False)  # the source manifest, as stored
     # the source's .sig/.att manifests as the plan read them (None: absent), reused by the copy
     evidence_manifests: Mapping[str, Manifest | None] | None = dataclasses.field(default=None, repr=False)
+    # a trusted promotion record says the pointer names `previous` (True when the pointer is empty);
+    # False: moved outside builder or by a promoter this policy does not list (the plan then carries
+    # a failing `chain` row, and `already` is False)
+    trusted: bool = True
 
     @property
     def already(self) -> bool:
-        """The stage already names this digest (applying completes/records nothing new)."""
-        return self.digest is not None and self.previous == self.digest
+        """The stage already names this digest, and a trusted record says so (applying completes or
+        records nothing new)."""
+        return self.digest is not None and self.previous == self.digest and self.trusted
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -339,6 +345,7 @@ class Plan:
             "destination": str(self.destination),
             "previous": self.previous,
             "already": self.already,
+            "trusted": self.trusted,
             "ticket": self.ticket,
             "allowed": self.decision.allowed,
             "decision": self.decision.to_json(),
@@ -461,6 +468,18 @@ class Environment:
             if a.key.fingerprint == fingerprint:
                 return a.name
         return None
+
+
+def promoter_label(env: Environment, rec: PromotionRecord) -> str:
+    """Who signed ``rec``, for people: the policy's approver name for a known key (checked against
+    the verified signer, never the record's own claim), else the key set it belongs to
+    (``build``), else the short fingerprint."""
+    fp = rec.signer or rec.promoter
+    name = env.name_of(fp)
+    if name:
+        return name
+    sets = [s.name for s in env.policy.keysets if any(k.fingerprint == fp for k in s.keys)]
+    return sets[0] if sets else _short(fp)
 
 
 def stage_location(env: Environment, target: Target, stage: str) -> Location:
@@ -664,6 +683,15 @@ def read_records(env: Environment, loc: Location, digest: str, stage: str) -> li
     """Trusted ``promotion/v1`` records on ``digest`` in ``loc``'s repository for ``loc`` (the
     stage pointer): verified, signed by a promoter (or a listed roll-backer), naming this digest
     and pointer. Oldest first."""
+    return _read_records(env, loc, digest, stage)[0]
+
+
+def _read_records(
+    env: Environment, loc: Location, digest: str, stage: str
+) -> tuple[list[PromotionRecord], tuple[str, ...]]:
+    """``read_records`` plus, for every other ``promotion/v1`` layer on the digest, who signed it
+    (as text: ``sha256:…`` with the key set it belongs to, or what the layer claims), deduplicated:
+    the records that do not count, for the note on an untrusted pointer."""
     from builder.sign import ATT_SUFFIX, PREDICATE_TYPE_ANNOTATION, signature_tag, verifiers_for, verify_layer
 
     signers = env.record_signers(stage)
@@ -680,16 +708,91 @@ def read_records(env: Environment, loc: Location, digest: str, stage: str) -> li
     verifiers = verifiers_for(env.keys, env.verifiers)
     items = _map(lambda d: verify_layer(client, loc.repository, digest, d, verifiers, tag=tag), layers)
     out: list[PromotionRecord] = []
+    foreign: list[str] = []
     for it in items:
         ident = keyless_identity(it.signer)
-        if not it.ok or it.predicate is None or not any(s.match(it.signer, ident) for s in signers):
+        if not it.ok:
+            if it.untrusted:
+                claim = f"{it.signer[:19]}… (claimed, unverified)" if it.signer else "an unnamed key"
+                foreign.append(f"{claim}, a key this policy does not list")
+            else:
+                foreign.append(f"{(it.signer or 'unknown')[:19]}… (does not verify: {it.reason})")
             continue
-        rec = PromotionRecord.from_predicate(it.predicate, signer=it.signer, layer=it.layer_digest)
+        rec = (
+            PromotionRecord.from_predicate(it.predicate, signer=it.signer, layer=it.layer_digest)
+            if it.predicate
+            else None
+        )
         if rec is None or rec.stage != stage or rec.digest != digest or rec.reference != str(loc):
+            continue
+        if not any(s.match(it.signer, ident) for s in signers):
+            sets = [s.name for s in env.policy.keysets if s.match(it.signer, ident)]
+            named = env.name_of(it.signer or "")
+            where = f"key set {', '.join(sets)}" if sets else (f"approver {named}" if named else "listed")
+            foreign.append(f"{_short(it.signer)} ({where}, not a promoter of {stage})")
             continue
         out.append(rec)
     out.sort(key=lambda r: r.when)
-    return out
+    return out, tuple(dict.fromkeys(foreign))
+
+
+def _short(signer: str | None) -> str:
+    if not signer:
+        return "unknown signer"
+    return signer[:19] + "…" if signer.startswith("sha256:") else signer
+
+
+@dataclasses.dataclass(frozen=True)
+class PointerTrust:
+    """What a stage pointer names and whether a trusted record says so. ``digest``: what the tag
+    names (None: no tag); ``record``: the latest trusted ``promotion/v1`` record that put it there;
+    ``foreign``: who signed the other promotion records on it (they do not count)."""
+
+    pointer: Location
+    digest: str | None
+    record: PromotionRecord | None
+    foreign: tuple[str, ...] = ()
+
+    @property
+    def trusted(self) -> bool:
+        """No tag, or a trusted record says the tag names this digest."""
+        return self.digest is None or self.record is not None
+
+    def note(self, policy_path: object = None, promoters: Sequence[str] = ()) -> str:
+        """Why the pointer is not trusted (empty when it is): the line ``status``, ``history`` and
+        the plan's ``chain`` row show."""
+        if self.trusted:
+            return ""
+        who = f" ({', '.join(promoters)})" if promoters else ""
+        text = f"{self.pointer} names {self.digest} but no promotion record by a trusted promoter{who} says so: "
+        if self.foreign:
+            return text + "promotion record(s) there are signed by " + "; ".join(self.foreign)
+        return text + "it carries no promotion record for this pointer (moved outside builder?)"
+
+
+def untrusted_hint(env: Environment, stage: str) -> str:
+    """What to do about a pointer no trusted promotion record explains."""
+    return (
+        f"if those records come from a legitimate promoter (e.g. another checkout sharing the registry), "
+        f"list its public key in a key set named under `promoters` in {env.policy.path}; otherwise point the "
+        f"tag back at a digest with a trusted record (or delete it) and promote again; `builder history "
+        f"VARIANT --stage {stage}` shows the chain"
+    )
+
+
+def pointer_trust(env: Environment, loc: Location, stage: str, digest: Any = _UNSET) -> PointerTrust:
+    """Read the pointer ``loc`` (unless ``digest``, what it names, is given) and its records."""
+    assert loc.tag is not None
+    if digest is _UNSET:
+        digest = env.client(loc.registry).try_resolve(loc.repository, loc.tag)
+    if digest is None:
+        return PointerTrust(loc, None, None)
+    recs, foreign = _read_records(env, loc, digest, stage)
+    return PointerTrust(loc, digest, recs[-1] if recs else None, foreign)
+
+
+def _promoter_names(env: Environment, stage: str) -> list[str]:
+    return list(dict.fromkeys(s.name for s in env.record_signers(stage)))
 
 
 def current_record(
@@ -775,26 +878,48 @@ def plan_promotion(env: Environment, target: Target, stage: str, *, ticket: str 
     dst = stage_location(env, target, stage)
     digest, source_result, manifest = _source_digest(env, target, st.source, src)
     assert dst.tag is not None
-    dc = env.client(dst.registry)
     same = src.name == dst.name
     if digest is None:
-        previous = dc.try_resolve(dst.repository, dst.tag)
-        decision = Decision(stage, "", False, (source_result,))
-        return Plan(target, stage, st.source, src, None, dst, previous, decision, ticket)
-    previous_t = _Task(dc.try_resolve, dst.repository, dst.tag)
+        trust = pointer_trust(env, dst, stage)
+        decision = Decision(stage, "", False, (source_result, *_chain_rows(env, stage, trust)))
+        return Plan(target, stage, st.source, src, None, dst, trust.digest, decision, ticket, trusted=trust.trusted)
+    # the pointer and the records on what it names, read while the evidence is gathered
+    trust_t = _Task(pointer_trust, env, dst, stage)
     try:
         evidence, found, src_manifests = _gather(
             env, digest, stage, [src] if same else [src, dst], ticket=ticket, source_known=True
         )
     finally:
-        previous = previous_t.result()
+        trust = trust_t.result()
     present = same or found[-1]
     policy_decision = evaluate(env.policy, stage, evidence, env.now())
-    reasons = (source_result, *policy_decision.reasons)
-    decision = Decision(stage, digest, source_result.passed and policy_decision.allowed, reasons)
+    chain = _chain_rows(env, stage, trust)
+    reasons = (source_result, *chain, *policy_decision.reasons)
+    allowed = source_result.passed and not chain and policy_decision.allowed
+    decision = Decision(stage, digest, allowed, reasons)
     return Plan(
-        target, stage, st.source, src, digest, dst, previous, decision, ticket, present, manifest, src_manifests
+        target,
+        stage,
+        st.source,
+        src,
+        digest,
+        dst,
+        trust.digest,
+        decision,
+        ticket,
+        present,
+        manifest,
+        src_manifests,
+        trust.trusted,
     )
+
+
+def _chain_rows(env: Environment, stage: str, trust: PointerTrust) -> tuple[RuleResult, ...]:
+    """A failing ``chain`` row when the pointer names a digest no trusted promotion record explains
+    (the promotion could only be refused at apply time: show it in the dry run)."""
+    if trust.trusted:
+        return ()
+    return (RuleResult("chain", False, trust.note(promoters=_promoter_names(env, stage))),)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1070,6 +1195,7 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
         raise PolicyDeniedError(
             f"promotion of {plan.target.variant} to {plan.stage} denied: "
             + "; ".join(f"{r.rule}: {r.reason}" for r in failed),
+            hint=None if plan.trusted else untrusted_hint(env, plan.stage),
             reasons=[r.to_json() for r in failed],
             decision=plan.decision.to_json(),
         )
@@ -1099,13 +1225,14 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
         # or a concurrent promotion of the same digest: completed below if a record says so
         if current != digest and current != expected:
             raise _conflict(dst, expected, current, "since the plan was made")
+        # checked again under the lock even when the plan found a trusted record (never trust a plan)
         if current is not None and current != digest and current_record(env, dst, current, plan.stage) is None:
             raise PromotionConflictError(
                 f"{dst} names {current}, which has no trusted promotion record: the tag was moved outside "
                 "builder or the previous-digest chain forks; refusing to build on it",
                 found=current,
                 pointer=str(dst),
-                hint="inspect with `builder history`; roll back or re-promote the right digest explicitly",
+                hint=untrusted_hint(env, plan.stage),
             )
         if current == digest:
             return _complete(env, plan, t0)
@@ -1344,7 +1471,8 @@ def status(
             digest = client.try_resolve(loc.repository, loc.tag)
             if digest is None:
                 return StatusRow(t.variant, stage, str(loc), None, None, None, None, None)
-            rec = current_record(env, loc, digest, stage)
+            trust = pointer_trust(env, loc, stage, digest)
+            rec = trust.record
             report = verify_image(
                 client, loc.repository, digest, keys=env.keys, verifiers=env.verifiers, require_signature=False
             )
@@ -1364,10 +1492,10 @@ def status(
                 None,
                 sigs,
                 types,
-                note="no trusted promotion record (moved outside builder?)",
+                note=trust.note(promoters=_promoter_names(env, stage)),
             )
         age = (now - rec.when).total_seconds()
-        who = rec.promoter_name or rec.promoter[:19]
+        who = promoter_label(env, rec)
         return StatusRow(t.variant, stage, str(loc), digest, rec.time, age, rec.action, who, sigs, types)
 
     pairs = [(t, s) for t in targets for s in names]
@@ -1388,8 +1516,9 @@ def resolve(
 ) -> str:
     """``registry/repository@sha256:...`` of the digest ``stage`` holds for ``target`` - never an
     older one. ``verify``: the digest must carry a trusted promotion record (else
-    PromotionConflictError). With ``cluster`` (+ ``fleet`` file): IncompatibleError naming the
-    cluster and why when the image cannot run there; NotFoundError for an unknown cluster."""
+    VerificationError, exit 18, naming who signed the records that exist). With ``cluster``
+    (+ ``fleet`` file): IncompatibleError naming the cluster and why when the image cannot run
+    there; NotFoundError for an unknown cluster."""
     loc = stage_location(env, target, stage)
     assert loc.tag is not None
     client = env.client(loc.registry)
@@ -1399,13 +1528,16 @@ def resolve(
             f"{target.variant} is not in stage {stage} ({loc} does not exist)",
             hint=f"promote it: builder promote {target.variant} --to {stage} --confirm",
         )
-    if verify and current_record(env, loc, digest, stage) is None:
-        raise PromotionConflictError(
-            f"{loc} names {digest} but no trusted promotion record says so (moved outside builder?)",
-            found=digest,
-            pointer=str(loc),
-            hint="check `builder history`; pass --no-verify only if you trust the registry's tag as is",
-        )
+    if verify:
+        trust = pointer_trust(env, loc, stage, digest)
+        if not trust.trusted:
+            raise VerificationError(
+                trust.note(promoters=_promoter_names(env, stage)),
+                found=digest,
+                pointer=str(loc),
+                foreign=list(trust.foreign),
+                hint=untrusted_hint(env, stage) + "; pass --no-verify only if you trust the registry's tag as is",
+            )
     pinned = loc.pinned(digest)
     if cluster is not None:
         if fleet is None:

@@ -393,6 +393,9 @@ def promote(
         if others:
             e = others[0]
             raise type(e)(e.message, hint=e.hint, results=payload["results"])
+        from builder.promote import untrusted_hint
+
+        untrusted = any(o.plan is not None and not o.plan.trusted for o in denied)
         raise PolicyDeniedError(
             f"{len(denied)} of {len(outcomes)} promotion(s) to {stage} denied: "
             + "; ".join(
@@ -400,6 +403,7 @@ def promote(
                 for o in denied
                 if o.plan is not None
             ),
+            hint=untrusted_hint(env, stage) if untrusted else None,
             results=payload["results"],
         )
     emit(payload, human)
@@ -509,6 +513,7 @@ def history(
 ) -> None:
     """The promotion history of VARIANT per stage, newest first, read from the registry."""
     from builder.errors import NotFoundError
+    from builder.promote import _promoter_names, pointer_trust, promoter_label, stage_location
     from builder.promote import history as core
 
     env = _env(policy_file, None, need_signer=False, trust_root=trust_root)
@@ -522,17 +527,31 @@ def history(
         except NotFoundError:
             out.append({"stage": s, "pointer": None, "records": []})
             continue
-        out.append({"stage": s, "pointer": str(loc), "records": [r.to_json() for r in recs]})
+        entry: dict[str, Any] = {
+            "stage": s,
+            "pointer": str(loc),
+            "records": [{**r.to_json(), "by": promoter_label(env, r)} for r in recs],
+        }
+        if not recs:  # the pointer names a digest no trusted record explains: say why, as status does
+            trust = pointer_trust(env, stage_location(env, target, s), s)
+            entry.update(digest=trust.digest, note=trust.note(promoters=_promoter_names(env, s)))
+        else:
+            entry["digest"] = recs[0].digest
+        out.append(entry)
 
     def human() -> None:
         con = console()
         for h in out:
             con.print(f"[bold]{h['stage']}[/] {h['pointer'] or '(never promoted)'}")
+            if h.get("note"):
+                con.print(f"  {h['note']}", style="yellow", markup=False)
+            if h["records"]:
+                con.print(f"  {'time':<27}  {'action':<8} {'digest':<19}  {'previous':<19}  by", style="dim")
             for r in h["records"]:
-                who = r["promoter_name"] or r["promoter"][:19]
                 con.print(
-                    f"  {r['time']}  {r['action']:<8} {r['digest'][:19]}  from {(r['previous'] or '-')[:19]}"
-                    f"  by {who}" + (f"  ticket {r['ticket']}" if r["ticket"] else "")
+                    f"  {r['time']:<27}  {r['action']:<8} {r['digest'][:19]}  {(r['previous'] or '-')[:19]:<19}"
+                    f"  {r['by']}" + (f"  ticket {r['ticket']}" if r["ticket"] else ""),
+                    markup=False,
                 )
 
     emit({"variant": variant, "stages": out}, human)

@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from builder.errors import IncompatibleError, NotFoundError, PolicyDeniedError, PromotionConflictError
+from builder.errors import (
+    IncompatibleError,
+    NotFoundError,
+    PolicyDeniedError,
+    PromotionConflictError,
+    VerificationError,
+)
 from builder.ledger import open_ledger
 from builder.policy import load_policy
 from builder.predicates import DEVICE_CHECK_V1
@@ -300,12 +306,52 @@ def test_moved_outside_builder_is_a_fork(world: World) -> None:
     rogue = push_image(world.client, world.repo, f"{VARIANT}-dev", content=b"rogue")
     world.build(b"b")
     plan = plan_promotion(env, world.target, "dev")
-    assert plan.previous == rogue
-    with pytest.raises(PromotionConflictError, match="no trusted promotion record"):
+    assert plan.previous == rogue and not plan.trusted and not plan.already
+    # the dry run already shows why (a failing chain row), so --confirm is refused up front
+    chain = [r for r in plan.decision.failed() if r.rule == "chain"]
+    assert not plan.decision.allowed and chain and rogue in chain[0].reason
+    assert "no promotion record" in chain[0].reason and "moved outside builder" in chain[0].reason
+    with pytest.raises(PolicyDeniedError, match="chain") as denied:
         apply_promotion(env, plan)
-    with pytest.raises(PromotionConflictError):
+    assert "promoters" in denied.value.hint
+    # a plan that claims otherwise (stale or hand-made) is still refused under the lock
+    forged = dataclasses.replace(plan, trusted=True, decision=dataclasses.replace(plan.decision, allowed=True))
+    with pytest.raises(PromotionConflictError, match="no trusted promotion record"):
+        apply_promotion(env, forged)
+    with pytest.raises(VerificationError, match="no promotion record by a trusted promoter"):
         resolve(env, world.target, "dev")
     assert d1 != rogue
+
+
+def test_pointer_moved_by_an_unlisted_promoter(world: World, tmp_path: Path) -> None:
+    """Another checkout sharing the registry promotes with a key this policy does not list: the
+    dry run fails on the chain naming that key, `already` is False, status/resolve say why."""
+    d1 = world.build(b"ours")
+    env = world.env()
+    apply_promotion(env, plan_promotion(env, world.target, "dev"))
+    other = tmp_path / "other.yaml"
+    text = world.policy_path.read_text()
+    build_entry = f"promoters:\n    - file: {world.keys.pub('build')}\n"
+    other.write_text(text.replace(build_entry, f"{build_entry}    - file: {world.keys.pub('mallory')}\n"))
+    assert other.read_text() != text
+    d2 = world.build(b"theirs")
+    env_other = world.env(signer="mallory", policy_path=other)
+    plan = plan_promotion(env_other, world.target, "dev")
+    assert plan.decision.allowed, plan.decision.reasons  # their policy trusts both keys
+    apply_promotion(env_other, plan, expect_previous=d1)
+    assert world.client.resolve(world.repo, f"{VARIANT}-dev") == d2
+    mine = plan_promotion(env, world.target, "dev")  # the variant tag names d2: "already there"?
+    assert mine.digest == d2 and mine.previous == d2
+    assert not mine.already and not mine.trusted and not mine.decision.allowed
+    chain = next(r for r in mine.decision.failed() if r.rule == "chain")
+    fp = world.keys.signer("mallory").fingerprint
+    assert fp[:19] in chain.reason and "does not list" in chain.reason
+    assert mine.to_json()["trusted"] is False
+    row = status(env, [world.target], ["dev"])[0]
+    assert row.digest == d2 and fp[:19] in row.note
+    with pytest.raises(VerificationError) as err:
+        resolve(env, world.target, "dev")
+    assert err.value.exit_code == 18 and "promoters" in err.value.hint
 
 
 def test_expect_previous_is_compare_and_swap(world: World) -> None:

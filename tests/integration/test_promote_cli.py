@@ -196,3 +196,27 @@ def test_resolve_takes_the_fleet_from_the_stage_rule(project: Path, registry_add
     assert out["reference"] == f"{registry_address}/{unique_repo}@{d1}" and out["cluster"] == "a100-inference"
     err = js(run(project, *args, "--cluster", "nowhere", code=8))
     assert "edge.yaml" in err["error"]["message"]  # the rule's file, named
+
+
+def test_untrusted_pointer_is_shown_in_the_dry_run(project: Path, registry_address: str, unique_repo: str) -> None:
+    """A stage tag moved outside builder: the dry run fails on the chain (never "add --confirm"),
+    history says why as status does, resolve exits 18 (verification), not 32 (retry)."""
+    from tests.integration.test_promote_support import push_image as push
+
+    _build(project, registry_address, unique_repo, b"trusted one")
+    run(project, "promote", VARIANT, "--to", "dev", "--confirm")
+    client = RegistryClient(registry_address, insecure=True)
+    rogue = push(client, unique_repo, f"{VARIANT}-dev", content=b"moved by hand")
+    _build(project, registry_address, unique_repo, b"next build")
+    dry = run(project, "promote", VARIANT, "--to", "dev", code=31)
+    assert "[FAIL] chain:" in dry.stderr and rogue in dry.stderr and "dry run: add --confirm" not in dry.stderr
+    assert "promoters" in dry.stderr  # the hint says what to do
+    err = js(run(project, "promote", VARIANT, "--to", "dev", "--json", code=31))
+    result = err["error"]["details"]["results"][0]
+    assert result["trusted"] is False and result["already"] is False
+    hist = run(project, "history", VARIANT, "--stage", "dev")
+    assert "no promotion record by a trusted promoter" in " ".join((hist.stdout + hist.stderr).split())
+    out = js(run(project, "history", VARIANT, "--stage", "dev", "--json"))["stages"][0]
+    assert out["digest"] == rogue and "moved outside builder" in out["note"]
+    err = js(run(project, "resolve", VARIANT, "--stage", "dev", "--json", code=18))
+    assert err["error"]["kind"] == "verification-failed" and "--no-verify" in err["error"]["hint"]
