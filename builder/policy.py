@@ -69,6 +69,7 @@ class SignatureEvidence:
     verified: bool
     reason: str = ""
     identity: tuple[str, str] | None = None
+    untrusted: bool = False  # well formed, by a key or identity the policy does not list
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +87,7 @@ class AttestationEvidence:
     reason: str = ""
     identity: tuple[str, str] | None = None
     subject_digests: tuple[str, ...] = ()
+    untrusted: bool = False  # well formed, by a key or identity the policy does not list
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +140,7 @@ class RuleResult:
     reason: str
     location: str = ""
     children: tuple[RuleResult, ...] = ()
+    notes: tuple[str, ...] = ()  # every piece of evidence that did not count and why (JSON only)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -146,6 +149,8 @@ class RuleResult:
             "reason": self.reason,
             "location": self.location,
         }
+        if self.notes:
+            out["notes"] = list(self.notes)
         if self.children:
             out["children"] = [c.to_json() for c in self.children]
         return out
@@ -243,8 +248,50 @@ def _sets_names(sets: Sequence[KeySet]) -> str:
     return ", ".join(s.name for s in sets)
 
 
+class _Notes:
+    """Why evidence did not count, for a rule's reason, people first: notes about evidence signed
+    by the rule's own key sets, then by other keys the policy lists, each line once; evidence by
+    keys the policy does not list is summarised as a count. ``all()`` keeps every line (JSON)."""
+
+    def __init__(self, signers: Sequence[KeySet], what: str) -> None:
+        self.signers, self.what = signers, what
+        self.own: list[str] = []
+        self.other: list[str] = []
+        self.foreign: list[str] = []
+
+    def add(self, text: str, signer: str | None = None, identity: tuple[str, str] | None = None) -> None:
+        """A note about evidence by ``signer`` (None: about the rule's own evidence)."""
+        mine = (signer is None and identity is None) or _sets_match(self.signers, signer, identity)
+        (self.own if mine else self.other).append(text)
+
+    def add_foreign(self, text: str) -> None:
+        self.foreign.append(text)
+
+    def __bool__(self) -> bool:
+        return bool(self.own or self.other or self.foreign)
+
+    def lines(self) -> list[str]:
+        out = list(dict.fromkeys([*self.own, *self.other]))
+        n = len(self.foreign)
+        if n:
+            keys = [k.fingerprint[:19] + "…" for s in self.signers for k in s.keys if k.fingerprint]
+            keys += [f"{k.issuer} {k.subject}" for s in self.signers for k in s.keys if k.issuer]
+            given = f"{_sets_names(self.signers)}: {', '.join(keys) or 'no usable key'}"
+            if out:
+                out.append(f"+{n} {self.what}(s) by keys this policy does not list")
+            else:
+                out.append(f"{n} {self.what}(s) by keys this policy does not list (none of {given} made them)")
+        return out
+
+    def text(self) -> str:
+        return "; ".join(self.lines())
+
+    def all(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self.own, *self.other, *self.foreign]))
+
+
 def _signed_by(
-    ctx: Context, predicate_type: str, signers: Sequence[KeySet], what: str, unlisted: str, notes: list[str]
+    ctx: Context, predicate_type: str, signers: Sequence[KeySet], what: str, unlisted: str, notes: _Notes
 ) -> Iterator[tuple[AttestationEvidence, str]]:
     """Each verified ``predicate_type`` attestation about the digest by one of ``signers``, with its
     signer as text. Why each other one does not count goes to ``notes``: ``what`` names them in the
@@ -253,12 +300,14 @@ def _signed_by(
         if a.predicate_type != predicate_type:
             continue
         who = _signer_text(a.signer, a.identity)
-        if not a.verified:
-            notes.append(f"{what} by {who} does not verify ({a.reason or 'unverifiable'})")
+        if not a.verified and a.untrusted:
+            notes.add_foreign(f"{what} by {who} does not verify ({a.reason or 'unverifiable'})")
+        elif not a.verified:
+            notes.add(f"{what} by {who} does not verify ({a.reason or 'unverifiable'})", a.signer, a.identity)
         elif ctx.evidence.digest not in a.subject_digests:
-            notes.append(f"{what} by {who} is about another digest")
+            notes.add(f"{what} by {who} is about another digest", a.signer, a.identity)
         elif not _sets_match(signers, a.signer, a.identity):
-            notes.append(unlisted.format(who=who))
+            notes.add(unlisted.format(who=who), a.signer, a.identity)
         else:
             yield a, who
 
@@ -299,9 +348,16 @@ class Rule:
     def evaluate(self, ctx: Context) -> RuleResult:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def result(self, passed: bool, reason: str, summary: str = "", children: Iterable[RuleResult] = ()) -> RuleResult:
+    def result(
+        self,
+        passed: bool,
+        reason: str,
+        summary: str = "",
+        children: Iterable[RuleResult] = (),
+        notes: _Notes | None = None,
+    ) -> RuleResult:
         rule = f"{self.kind}" + (f" {summary}" if summary else "")
-        return RuleResult(rule, passed, reason, self.location, tuple(children))
+        return RuleResult(rule, passed, reason, self.location, tuple(children), notes.all() if notes else ())
 
     def walk(self) -> Iterator[Rule]:
         yield self
@@ -375,24 +431,29 @@ class SignatureRule(Rule):
     def evaluate(self, ctx: Context) -> RuleResult:
         summary = f"by {_sets_names(self.signers)}"
         good: set[str] = set()
-        rejected: list[str] = []
+        notes = _Notes(self.signers, "signature")
         for s in ctx.evidence.signatures:
             who = _signer_text(s.signer, s.identity)
-            if not s.verified:
-                rejected.append(f"signature by {who} does not verify ({s.reason or 'unverifiable'})")
+            if not s.verified and s.untrusted:
+                notes.add_foreign(f"signature by {who} does not verify ({s.reason or 'unverifiable'})")
+            elif not s.verified:
+                notes.add(f"signature by {who} does not verify ({s.reason or 'unverifiable'})", s.signer, s.identity)
             elif not _sets_match(self.signers, s.signer, s.identity):
-                rejected.append(f"signature by {who} is not from a listed key")
+                notes.add(f"signature by {who} is not from a listed key", s.signer, s.identity)
             else:
                 good.add(s.signer or repr(s.identity))
         if len(good) >= self.count:
-            return self.result(True, f"{len(good)} verified signature(s) by {_sets_names(self.signers)}", summary)
-        found = "; ".join(rejected) if rejected else "no signature found on the digest"
+            return self.result(
+                True, f"{len(good)} verified signature(s) by {_sets_names(self.signers)}", summary, notes=notes
+            )
+        found = notes.text() if notes else "no signature found on the digest"
         return self.result(
             False,
             f"needs {self.count} verified signature(s) by {_sets_names(self.signers)}, has {len(good)}: {found}"
             + _key_problems(self.signers)
             + _evidence_problems(ctx),
             summary,
+            notes=notes,
         )
 
 
@@ -433,18 +494,18 @@ class AttestationRule(Rule):
 
     def evaluate(self, ctx: Context) -> RuleResult:
         summary = f"{self.predicate_type} by {_sets_names(self.signers)}"
-        notes: list[str] = []
+        notes = _Notes(self.signers, "attestation")
         unlisted = "attestation by {who} is not from a listed signer"
         for a, who in _signed_by(ctx, self.predicate_type, self.signers, "attestation", unlisted, notes):
             misses = [
                 p for p, want in self.where if not any(_value_matches(v, want) for v in _get_path(a.predicate, p))
             ]
             if misses:
-                notes.append(f"attestation by {who}: {', '.join(f'{p} != {dict(self.where)[p]!r}' for p in misses)}")
+                notes.add(f"attestation by {who}: {', '.join(f'{p} != {dict(self.where)[p]!r}' for p in misses)}")
                 continue
-            return self.result(True, f"verified attestation by {who}", summary)
-        found = "; ".join(notes) if notes else f"no {self.predicate_type} attestation on the digest"
-        return self.result(False, found + _key_problems(self.signers) + _evidence_problems(ctx), summary)
+            return self.result(True, f"verified attestation by {who}", summary, notes=notes)
+        found = notes.text() if notes else f"no {self.predicate_type} attestation on the digest"
+        return self.result(False, found + _key_problems(self.signers) + _evidence_problems(ctx), summary, notes=notes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -462,7 +523,7 @@ class ProvenanceRule(Rule):
 
     def evaluate(self, ctx: Context) -> RuleResult:
         summary = f"by {_sets_names(self.signers)}" + (f" from {self.source}" if self.source else "")
-        notes: list[str] = []
+        notes = _Notes(self.signers, "provenance attestation")
         unlisted = "provenance signed by {who}, not a listed signer"
         for a, who in _signed_by(ctx, SLSA_PROVENANCE_V1, self.signers, "provenance", unlisted, notes):
             bd = a.predicate.get("buildDefinition")
@@ -473,20 +534,20 @@ class ProvenanceRule(Rule):
                 if isinstance(d, Mapping) and d.get("name") == "source"
             ]
             if self.source and not any(fnmatch.fnmatchcase(u, self.source) for u in sources):
-                notes.append(f"provenance by {who}: source {', '.join(sources) or 'not recorded'} is not {self.source}")
+                notes.add(f"provenance by {who}: source {', '.join(sources) or 'not recorded'} is not {self.source}")
                 continue
             if self.builder_id:
                 rd = a.predicate.get("runDetails")
                 builder = rd.get("builder") if isinstance(rd, Mapping) else None
                 bid = builder.get("id") if isinstance(builder, Mapping) else None
                 if bid != self.builder_id:
-                    notes.append(f"provenance by {who}: builder {bid!r} is not {self.builder_id!r}")
+                    notes.add(f"provenance by {who}: builder {bid!r} is not {self.builder_id!r}")
                     continue
             return self.result(
                 True, f"built from {', '.join(sources) or 'an unrecorded source'}, signed by {who}", summary
             )
-        found = "; ".join(notes) if notes else "no SLSA provenance attestation on the digest"
-        return self.result(False, found + _key_problems(self.signers) + _evidence_problems(ctx), summary)
+        found = notes.text() if notes else "no SLSA provenance attestation on the digest"
+        return self.result(False, found + _key_problems(self.signers) + _evidence_problems(ctx), summary, notes=notes)
 
 
 def driver_branch(version: str) -> str:
@@ -541,21 +602,23 @@ class DeviceCheckRule(Rule):
         if self.driver_branches:
             parts.append("driver branch " + "/".join(self.driver_branches))
         summary = " ".join([*parts, f"by {_sets_names(self.signers)}"])
-        notes: list[str] = []
+        notes = _Notes(self.signers, "device check")
         good: list[tuple[str, str, tuple[str, ...], str]] = []
         unlisted = "device check signed by {who}, which is not a listed check runner"
         for a, who in _signed_by(ctx, DEVICE_CHECK_V1, self.signers, "device check", unlisted, notes):
             passed, vendor, driver, gpus = device_check_facts(a.predicate)
             if not passed:
-                notes.append(f"device check by {who} on {vendor} did not pass")
+                notes.add(f"device check by {who} on {vendor} did not pass")
                 continue
             if self.vendors and vendor not in self.vendors:
-                notes.append(f"device check by {who} ran on vendor {vendor}, not {'/'.join(self.vendors)}")
+                notes.add(f"device check by {who} ran on vendor {vendor}, not {'/'.join(self.vendors)}")
                 continue
             good.append((vendor, driver, gpus, who))
         if not good:
-            found = "; ".join(notes) if notes else "no device-check attestation on the digest"
-            return self.result(False, found + _key_problems(self.signers) + _evidence_problems(ctx), summary)
+            found = notes.text() if notes else "no device-check attestation on the digest"
+            return self.result(
+                False, found + _key_problems(self.signers) + _evidence_problems(ctx), summary, notes=notes
+            )
         missing: list[str] = []
         for pattern in self.gpu_models:
             hits = [g for g in good if any(fnmatch.fnmatch(n.lower(), pattern.lower()) for n in g[2])]
@@ -573,9 +636,11 @@ class DeviceCheckRule(Rule):
         ):
             missing.append(f"no passing check on driver branch {'/'.join(self.driver_branches)}")
         if missing:
-            return self.result(False, "; ".join(missing + notes), summary)
-        hosts = "; ".join(f"{g[0]} {', '.join(g[2]) or 'no GPU'} driver {g[1] or '-'} by {g[3]}" for g in good)
-        return self.result(True, f"passing device check(s): {hosts}", summary)
+            return self.result(False, "; ".join(list(dict.fromkeys(missing)) + notes.lines()), summary, notes=notes)
+        hosts = "; ".join(
+            dict.fromkeys(f"{g[0]} {', '.join(g[2]) or 'no GPU'} driver {g[1] or '-'} by {g[3]}" for g in good)
+        )
+        return self.result(True, f"passing device check(s): {hosts}", summary, notes=notes)
 
 
 @dataclasses.dataclass(frozen=True)

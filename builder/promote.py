@@ -646,7 +646,9 @@ def _gather(
                 continue
             seen.add(key)
             if it.kind == "signature":
-                sigs.append(SignatureEvidence(it.signer, it.ok, it.reason, keyless_identity(it.signer)))
+                sigs.append(
+                    SignatureEvidence(it.signer, it.ok, it.reason, keyless_identity(it.signer), it.untrusted)
+                )
             else:
                 atts.append(
                     AttestationEvidence(
@@ -657,6 +659,7 @@ def _gather(
                         it.reason,
                         keyless_identity(it.signer),
                         _subject_digests(it.statement),
+                        it.untrusted,
                     )
                 )
     fleet_evidence, fleet_problems = fleet_result

@@ -549,3 +549,39 @@ def test_provenance_source_and_builder(tmp_path: Path, keys: dict[str, tuple[Pat
     assert "builder 'https://x'" in reasons(evaluate(policy, "dev", ev(other_builder, stage="dev"), NOW))["provenance"]
     by_runner = att(SLSA_PROVENANCE_V1, prov("git+https://github.com/acme/images@1"), keys["runner"][1])
     assert "not a listed signer" in reasons(evaluate(policy, "dev", ev(by_runner, stage="dev"), NOW))["provenance"]
+
+
+def test_denial_reasons_put_the_rules_own_keys_first(policy: Any, keys: dict[str, tuple[Path, str]]) -> None:
+    """The rule's own signers' evidence first, each line once, attestations by keys the policy does
+    not list summarised as a count naming only the rule's key set; every line kept in the JSON."""
+    build, runner, alice = keys["build"][1], keys["runner"][1], keys["alice"][1]
+    foreign_reason = f"wrong key? none of the given keys ({build[:19]}, {alice[:19]}) verifies this signature"
+    foreign = [
+        AttestationEvidence(DEVICE_CHECK_V1, {}, f"sha256:{i}" * 8, False, foreign_reason, None, (), untrusted=True)
+        for i in range(3)
+    ]
+    by_build = att(DEVICE_CHECK_V1, dc("none"), build)
+    failed = att(DEVICE_CHECK_V1, dc("none", passed=False), runner)
+    evidence = ev(
+        *foreign, by_build, by_build, by_build, failed, sigs=(SignatureEvidence(build, True),), stage="staging"
+    )
+    d = evaluate(policy, "staging", evidence, NOW)
+    reason = reasons(d)["device_check"]
+    own = f"device check by {runner[:19]}… on none did not pass"
+    assert reason.startswith(own), reason
+    assert reason.count("not a listed check runner") == 1  # the same line once
+    assert reason.index("not a listed check runner") > reason.index(own)
+    assert reason.endswith("+3 device check(s) by keys this policy does not list")
+    assert alice[:19] not in reason  # approver keys are not listed for a check-runner rule
+    notes = next(r for r in d.failed() if r.rule.startswith("device_check")).to_json()["notes"]
+    assert sum(foreign_reason in n for n in notes) == 3 and own in notes  # every fact in --json
+    # only foreign evidence: the count names the rule's own key set, not every key of the policy
+    only = reasons(evaluate(policy, "staging", ev(*foreign, stage="staging"), NOW))
+    assert only["device_check"].startswith("3 device check(s) by keys this policy does not list (none of runners: ")
+    assert runner[:19] in only["device_check"] and alice[:19] not in only["device_check"]
+    # signatures: the same treatment
+    sigs = (SignatureEvidence(None, False, foreign_reason, None, True), SignatureEvidence(alice, True))
+    r = reasons(evaluate(policy, "staging", ev(by_build, sigs=sigs, stage="staging"), NOW))["signature"]
+    assert r.endswith(
+        "signature by " + alice[:19] + "… is not from a listed key; +1 signature(s) by keys this policy does not list"
+    )
