@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from builder.predicates import APPROVAL_V1
 
 if TYPE_CHECKING:
+    from builder.policy import Policy
     from builder.registry import RegistryClient
     from builder.sign import Signer, WriteResult
 
@@ -84,3 +85,48 @@ def approve(
     )
     write = attest_image(client, repository, digest, APPROVAL_V1, pred, signer, lock_dir=lock_dir)
     return Approval(f"{client.registry}/{repository}@{digest}", pred, write)
+
+
+@dataclasses.dataclass(frozen=True)
+class ApproverCheck:
+    """What a policy makes of an approval before it is written. ``name``: the listed approver
+    whose key signs it (None: an unlisted key); ``warnings``: why it would never count (the key is
+    no approver of the stage's approvals rules, the ticket does not match the stage's
+    ``change_ticket`` pattern or is missing where a rule needs the same ticket)."""
+
+    name: str | None
+    warnings: tuple[str, ...]
+
+
+def check_approver(policy: Policy, stage: str, fingerprint: str, ticket: str | None) -> ApproverCheck:
+    """Pure: judge an approval of ``stage`` signed by ``fingerprint`` with ``ticket`` against
+    ``policy`` (``builder.policy.ApprovalRule``/``ChangeTicketRule`` of the stage). Raises
+    NotFoundError for an unknown stage."""
+    import re
+
+    from builder.policy import ApprovalRule, ChangeTicketRule
+
+    rules = list(policy.stage(stage).require.walk())
+    name = next((a.name for a in policy.approvers if a.key.fingerprint == fingerprint), None)
+    who = name or f"key {fingerprint[:19]}…"
+    warnings: list[str] = []
+    approvals = [r for r in rules if isinstance(r, ApprovalRule)]
+    if not approvals:
+        warnings.append(f"stage {stage} has no approvals rule in {policy.path}: this approval changes no decision")
+    for r in approvals:
+        if not any(a.key.fingerprint == fingerprint for a in r.approvers):
+            listed = ", ".join(a.name for a in r.approvers)
+            warnings.append(
+                f"{who} is not a listed approver of stage {stage} ({listed}; {r.location}): "
+                "this approval will never count"
+            )
+        if r.same_ticket and not ticket:
+            warnings.append(
+                f"stage {stage} counts only approvals naming the change ticket ({r.location}): pass --ticket"
+            )
+    for t in (r for r in rules if isinstance(r, ChangeTicketRule)):
+        if ticket and re.fullmatch(t.pattern, ticket) is None:
+            warnings.append(
+                f"ticket {ticket!r} does not match stage {stage}'s change_ticket pattern {t.pattern} ({t.location})"
+            )
+    return ApproverCheck(name, tuple(dict.fromkeys(warnings)))

@@ -269,8 +269,14 @@ def approve(
     name: str | None,
     policy_file: Path | None,
 ) -> None:
-    """Record a signed approval/v1 of REFERENCE's digest for STAGE (valid for that digest and stage only)."""
+    """Record a signed approval/v1 of REFERENCE's digest for STAGE (valid for that digest and stage only).
+
+    Warns (stderr; `warnings` in --json) when the policy would never count it: the key is not a
+    listed approver of the stage, or the ticket does not match the stage's change_ticket pattern.
+    """
     from builder.approvals import approve as core
+    from builder.approvals import check_approver
+    from builder.errors import SigningKeyError
     from builder.keys import load_signer
     from builder.registry import client_for, parse_reference
 
@@ -278,11 +284,21 @@ def approve(
     pol = _load_policy(cfg, policy_file)
     pol.stage(stage)  # NotFoundError for a stage the policy does not know
     signer = load_signer(key_file, cfg.key_password)
+    check = check_approver(pol, stage, signer.fingerprint, ticket)
+    claimed = next((a for a in pol.approvers if a.name == name), None) if name else None
+    if claimed is not None and claimed.key.fingerprint != signer.fingerprint:
+        raise SigningKeyError(
+            f"--name {name}: {key_file} ({signer.fingerprint[:19]}…) is not {name}'s key in {pol.path} "
+            f"({(claimed.key.fingerprint or 'unusable')[:19]}…)",
+            hint=f"sign with {name}'s key, or drop --name",
+        )
+    warnings = list(check.warnings)
+    if check.name is not None and name is not None and name != check.name:
+        warnings.append(f"--name {name} ignored: the policy lists this key as {check.name}")
+    recorded = check.name or name
     ref = parse_reference(reference, cfg.registry)
     client = client_for(ref.registry, insecure=cfg.is_insecure)
     digest = ref.digest or client.resolve(ref.repository, ref.ref)
-    if name is None:
-        name = next((a.name for a in pol.approvers if a.key.fingerprint == signer.fingerprint), None)
     result = core(
         client,
         ref.repository,
@@ -290,14 +306,23 @@ def approve(
         stage,
         signer,
         lock_dir=cfg.state_dir / "locks",
-        name=name,
+        name=recorded,
         ticket=ticket,
         comment=comment,
     )
+    # the listed name only when the key is that approver's; else the fingerprint (and the claim)
+    short = signer.fingerprint[:19] + "…"
+    who = check.name or (f"{short} (unlisted key, calls itself {name!r})" if name else f"{short} (unlisted key)")
+
+    for w in warnings:  # on stderr with --json too (stdout stays one JSON document)
+        console().print(f"warning: {w}", style="yellow", markup=False)
     emit(
-        result.to_json(),
-        f"approved {result.reference} for {stage} as {name or signer.fingerprint[:19]}"
-        + ("" if result.write.appended else " (already approved)"),
+        {**result.to_json(), "approver": check.name, "warnings": warnings},
+        lambda: console().print(
+            f"approved {result.reference} for {stage} as {who}"
+            + ("" if result.write.appended else " (already approved)"),
+            markup=False,
+        ),
     )
 
 

@@ -220,3 +220,31 @@ def test_untrusted_pointer_is_shown_in_the_dry_run(project: Path, registry_addre
     assert out["digest"] == rogue and "moved outside builder" in out["note"]
     err = js(run(project, "resolve", VARIANT, "--stage", "dev", "--json", code=18))
     assert err["error"]["kind"] == "verification-failed" and "--no-verify" in err["error"]["hint"]
+
+
+def test_approve_warns_when_the_approval_would_never_count(
+    project: Path, registry_address: str, unique_repo: str
+) -> None:
+    keys = project / "state" / "keys"
+    d1 = _build(project, registry_address, unique_repo, b"approve me")
+    ref = f"{registry_address}/{unique_repo}@{d1}"
+    mallory, alice = str(keys / "mallory" / "builder.key"), str(keys / "alice" / "builder.key")
+    # an unlisted key may not present itself as a listed approver
+    err = js(run(project, "approve", ref, "--stage", "prod", "--key", mallory, "--name", "alice", "--json", code=16))
+    assert "not alice's key" in err["error"]["message"]
+    # an unlisted key: written, with a warning on stderr and in the JSON; shown by fingerprint
+    proc = run(project, "approve", ref, "--stage", "prod", "--key", mallory, "--ticket", "CHG-1234", "--json")
+    out = js(proc)
+    assert out["approver"] is None and any("not a listed approver of stage prod" in w for w in out["warnings"])
+    assert "warning: " in proc.stderr and "never count" in proc.stderr
+    human = " ".join(run(project, "approve", ref, "--stage", "prod", "--key", mallory, "--name", "mal").stderr.split())
+    assert "as alice" not in human and "unlisted key, calls itself 'mal'" in human
+    # a listed approver with a ticket the stage's pattern rejects
+    out = js(run(project, "approve", ref, "--stage", "prod", "--key", alice, "--ticket", "JIRA-1", "--json"))
+    assert out["approver"] == "alice" and out["predicate"]["approver"]["name"] == "alice"
+    assert [w for w in out["warnings"] if "does not match stage prod's change_ticket pattern" in w]
+    out = js(run(project, "approve", ref, "--stage", "prod", "--key", alice, "--ticket", "CHG-1234", "--json"))
+    assert out["warnings"] == []
+    # a stage without an approvals rule
+    out = js(run(project, "approve", ref, "--stage", "dev", "--key", alice, "--json"))
+    assert any("has no approvals rule" in w for w in out["warnings"])
