@@ -1391,7 +1391,8 @@ def rollback(env: Environment, target: Target, stage: str) -> Applied:
     if the signer may roll the stage back (the stage's ``rollback.allowed``); writes a
     ``promotion/v1`` record with ``action: rollback`` and a ledger row. Reads the registry only.
     Raises PolicyDeniedError (not allowed), NotFoundError (nothing to roll back to),
-    PromotionConflictError (no trusted record / concurrent change)."""
+    VerificationError (no trusted record on what the pointer names), PromotionConflictError
+    (concurrent change)."""
     from builder.attest import attest_image
 
     t0 = time.perf_counter()
@@ -1417,19 +1418,35 @@ def rollback(env: Environment, target: Target, stage: str) -> Applied:
     with _lock(env, dst):
         current = dc.try_resolve(dst.repository, dst.tag)
         if current is None:
-            raise NotFoundError(f"{dst} does not exist: nothing to roll back")
-        rec = current_record(env, dst, current, stage)
+            raise NotFoundError(
+                f"{dst} does not exist: {target.variant} was never promoted to {stage}, nothing to roll back",
+                hint=f"`builder history {target.variant}` shows the stages it is in",
+            )
+        trust = pointer_trust(env, dst, stage, current)
+        rec = trust.record
         if rec is None:
-            raise PromotionConflictError(
-                f"{dst} names {current}, which has no trusted promotion record: cannot tell its previous digest",
+            raise VerificationError(
+                trust.note(promoters=_promoter_names(env, stage)) + ": cannot tell its previous digest",
                 found=current,
                 pointer=str(dst),
+                foreign=list(trust.foreign),
+                hint=untrusted_hint(env, stage),
             )
         if rec.previous is None:
-            raise NotFoundError(f"{dst} has no previous digest: {current} was the first promotion into {stage}")
+            raise NotFoundError(
+                f"nothing to roll back to: {current} was the first promotion of {target.variant} into {stage} "
+                f"({dst} had no digest before it)",
+                hint=f"to replace it, promote another digest explicitly: `builder promote "
+                f"{dst.name}@sha256:… --to {stage} --confirm` (it must be what the previous stage holds); "
+                f"`builder history {target.variant} --stage {stage}` shows the chain",
+            )
         target_digest = rec.previous
         if dc.try_resolve(dst.repository, target_digest) != target_digest:
-            raise NotFoundError(f"previous digest {target_digest} is no longer in {dst.name}")
+            raise NotFoundError(
+                f"previous digest {target_digest} is no longer in {dst.name} (deleted from the registry): "
+                "cannot roll back to it",
+                hint=f"promote a digest that still exists explicitly: `builder promote REF@sha256:… --to {stage}`",
+            )
         decision = Decision(
             stage, target_digest, True, (RuleResult("rollback", True, f"allowed for {who}", st.rollback.location),)
         )

@@ -220,6 +220,21 @@ def test_untrusted_pointer_is_shown_in_the_dry_run(project: Path, registry_addre
     assert out["digest"] == rogue and "moved outside builder" in out["note"]
     err = js(run(project, "resolve", VARIANT, "--stage", "dev", "--json", code=18))
     assert err["error"]["kind"] == "verification-failed" and "--no-verify" in err["error"]["hint"]
+    alice = str(project / "state" / "keys" / "alice" / "builder.key")
+    err = js(run(project, "rollback", "dev", VARIANT, "--key", alice, "--json", code=18))
+    assert "cannot tell its previous digest" in err["error"]["message"]
+
+
+def test_rollback_of_a_first_promotion_says_what_to_do(project: Path, registry_address: str, unique_repo: str) -> None:
+    alice = str(project / "state" / "keys" / "alice" / "builder.key")
+    err = js(run(project, "rollback", "dev", VARIANT, "--key", alice, "--json", code=8))
+    assert "never promoted to dev" in err["error"]["message"] and "builder history" in err["error"]["hint"]
+    d1 = _build(project, registry_address, unique_repo, b"first ever")
+    run(project, "promote", VARIANT, "--to", "dev", "--confirm")
+    err = js(run(project, "rollback", "dev", VARIANT, "--key", alice, "--json", code=8))
+    assert "nothing to roll back to" in err["error"]["message"] and d1 in err["error"]["message"]
+    assert "promote another digest explicitly" in err["error"]["hint"]
+    assert "builder matrix list" not in err["error"]["hint"]
 
 
 def test_approve_warns_when_the_approval_would_never_count(
