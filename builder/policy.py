@@ -38,6 +38,25 @@ _DURATION = re.compile(r"^\s*(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s
 _STAGE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 _GLOB_CHARS = re.compile(r"[*?\[]")  # a key `file` with one of these is a glob (key sets only)
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+def weekday_index(name: str) -> int | None:
+    """0 (Monday) .. 6 for ``mon``..``sun`` or ``monday``..``sunday`` (any case); None otherwise."""
+    n = name.strip().lower()
+    for names in (_WEEKDAYS, _WEEKDAY_NAMES):
+        if n in names:
+            return names.index(n)
+    return None
+
+
+def _did_you_mean(word: str, choices: Sequence[str], *, suffix: str = "known") -> str:
+    """``"; did you mean 'x'?"`` (difflib) plus, with ``suffix``, the full list of choices."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    out = f"; did you mean {close[0]!r}?" if close else ""
+    return out + (f" ({suffix}: {', '.join(choices)})" if suffix else "")
 
 
 def parse_duration(text: str | int) -> dt.timedelta:
@@ -1269,6 +1288,19 @@ class _Loader:
         location = self.loc(path)
         if isinstance(data, list):  # a bare list means all_of
             return self.group(AllOf, data, path, location)
+        if isinstance(data, dict) and len(data) > 1:
+            names = ", ".join(str(k) for k in data)
+            empty = [k for k, v in data.items() if k in ("all_of", "any_of") and v in ([], None)]
+            self.problem(
+                path,
+                f"a rule is a mapping with exactly one key, this one has {len(data)} ({names}); to require several "
+                "rules, list each one under a single `all_of:` (e.g. `all_of: [{signature: ...}, {device_check: "
+                "...}]`)" + (f"; its `{empty[0]}` is empty besides" if empty else ""),
+            )
+            for k in data:
+                if k not in RULE_KINDS:
+                    self.problem((*path, k), f"unknown rule {k!r}{_did_you_mean(str(k), RULE_KINDS)}")
+            return None
         if not isinstance(data, dict) or len(data) != 1:
             self.problem(path, f"a rule is a mapping with exactly one key, one of: {', '.join(RULE_KINDS)}")
             return None
@@ -1286,7 +1318,7 @@ class _Loader:
             return Unconditional(location, why=body)
         cls = _RULE_MODELS.get(kind)
         if cls is None:
-            self.problem(p, f"unknown rule {kind!r}; known: {', '.join(RULE_KINDS)}")
+            self.problem(p, f"unknown rule {kind!r}{_did_you_mean(str(kind), RULE_KINDS)}")
             return None
         m = self.model(cls, body, p)
         if m is None:
@@ -1390,11 +1422,16 @@ class _Loader:
                 continue
             days: list[int] = []
             for j, d in enumerate(w.days):
-                if d.lower()[:3] not in _WEEKDAYS:
-                    self.problem((*wp, "days", j), f"unknown weekday {d!r} (mon..sun)")
+                day = weekday_index(d)
+                if day is None:
+                    self.problem(
+                        (*wp, "days", j),
+                        f"unknown weekday {d!r}: mon, tue, wed, thu, fri, sat, sun (or monday..sunday)"
+                        + _did_you_mean(d.lower(), (*_WEEKDAYS, *_WEEKDAY_NAMES), suffix=""),
+                    )
                     ok = False
                 else:
-                    days.append(_WEEKDAYS.index(d.lower()[:3]))
+                    days.append(day)
             times: list[dt.time | None] = []
             for key, val in (("from", w.from_), ("to", w.to)):
                 if val is None:

@@ -585,3 +585,35 @@ def test_denial_reasons_put_the_rules_own_keys_first(policy: Any, keys: dict[str
     assert r.endswith(
         "signature by " + alice[:19] + "… is not from a listed key; +1 signature(s) by keys this policy does not list"
     )
+
+
+def test_validation_weekdays_rule_names_and_crowded_rules(tmp_path: Path) -> None:
+    text = """\
+    version: 1
+    stages:
+      dev:
+        from: build
+        require:
+          all_of:
+            - freeze:
+                timezone: Europe/Berlin
+                windows:
+                  - {days: [frisbee, Monday, SUN, tues], from: "16:00"}
+            - signatur: {signers: [x]}
+      staging:
+        from: dev
+        require:
+          all_of: []
+          unconditional: yes
+    """
+    _, problems = check_policy(write(tmp_path, text))
+    errors = {p.path: p for p in problems if p.severity == "error"}
+    days = errors["stages.dev.require.all_of[0].freeze.windows[0].days[0]"]
+    assert "unknown weekday 'frisbee'" in days.message and days.location.split(":")[-2] == "10"
+    assert "stages.dev.require.all_of[0].freeze.windows[0].days[3]" in errors  # 'tues': not a weekday name
+    assert not any(".days[1]" in k or ".days[2]" in k for k in errors)  # Monday, SUN are fine
+    typo = errors["stages.dev.require.all_of[1].signatur"]
+    assert "did you mean 'signature'?" in typo.message
+    crowded = errors["stages.staging.require"]
+    assert "exactly one key, this one has 2 (all_of, unconditional)" in crowded.message
+    assert "under a single `all_of:`" in crowded.message and "`all_of` is empty" in crowded.message
