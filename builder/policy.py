@@ -764,6 +764,34 @@ class FreezeWindow:
             return end is not None and end <= start and (naive.weekday() - 1) % 7 in self.days and t < end
         return naive.weekday() in self.days and start <= t < end
 
+    def ends(self, local: dt.datetime) -> dt.datetime:
+        """When this window, which contains ``local``, ends (naive local time)."""
+        naive = local.replace(tzinfo=None)
+        if self.start is not None and self.end is not None:
+            return self.end
+        day = dt.datetime.combine(naive.date(), dt.time(0, 0))
+        start, end = self.time_from or dt.time(0, 0), self.time_to
+        if end is None:  # until midnight
+            return day + dt.timedelta(days=1)
+        if end <= start and naive.weekday() in self.days and naive.time() >= start:  # overnight, first day
+            return dt.datetime.combine(naive.date() + dt.timedelta(days=1), end)
+        return dt.datetime.combine(naive.date(), end)
+
+
+def freeze_ends(windows: Sequence[FreezeWindow], local: dt.datetime) -> dt.datetime | None:
+    """When the freeze that holds at ``local`` (naive local time) lifts: the end of the window that
+    contains it, followed through windows that continue it (Friday evening, then the weekend);
+    None when no window contains ``local`` or the windows chain for over a year."""
+    t = local.replace(tzinfo=None)
+    if not any(w.contains(t) for w in windows):
+        return None
+    for _ in range(400):
+        holding = [w for w in windows if w.contains(t)]
+        if not holding:
+            return t
+        t = max(w.ends(t) for w in holding)
+    return None
+
 
 @dataclasses.dataclass(frozen=True)
 class FreezeRule(Rule):
@@ -776,10 +804,18 @@ class FreezeRule(Rule):
     def evaluate(self, ctx: Context) -> RuleResult:
         from zoneinfo import ZoneInfo
 
-        local = ctx.now.astimezone(ZoneInfo(self.timezone))
+        zone = ZoneInfo(self.timezone)
+        local = ctx.now.astimezone(zone)
         for w in self.windows:
             if w.contains(local):
-                return self.result(False, f"frozen at {local:%Y-%m-%d %H:%M %Z} ({self.timezone}): {w.reason}")
+                until = freeze_ends(self.windows, local)
+                if until is None:
+                    when = "for over a year"
+                else:
+                    aware = until.replace(tzinfo=zone)
+                    left = aware.astimezone(dt.UTC) - ctx.now.astimezone(dt.UTC)
+                    when = f"until {aware:%Y-%m-%d %H:%M %Z} ({self.timezone}, {_fmt_td(left)} to go)"
+                return self.result(False, f"frozen {when}: {w.reason}; now {local:%Y-%m-%d %H:%M %Z}", notes=None)
         return self.result(True, f"no freeze window at {local:%Y-%m-%d %H:%M %Z} ({self.timezone})")
 
 

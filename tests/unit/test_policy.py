@@ -466,6 +466,16 @@ def test_freeze_windows_in_time_zones(tmp_path: Path) -> None:
     assert frozen(dt.datetime(2026, 12, 1, 1, 30, tzinfo=utc)) is None
     with pytest.raises(ValueError):
         evaluate(policy, "prod", ev(stage="prod"), dt.datetime(2026, 1, 1))
+    # the denial says when the freeze lifts, following windows that continue it
+    fri = frozen(dt.datetime(2026, 11, 27, 15, 0, tzinfo=utc)) or ""
+    assert fri.startswith("frozen until 2026-11-30 00:00 CET (Europe/Berlin, 2d8h to go): friday evening"), fri
+    year_end = frozen(dt.datetime(2026, 12, 22, 10, 0, tzinfo=utc)) or ""
+    assert year_end.startswith("frozen until 2027-01-04 08:00 CET (Europe/Berlin, 12d21h to go): year end"), year_end
+    into_year_end = frozen(dt.datetime(2026, 12, 18, 16, 59, tzinfo=utc)) or ""
+    assert "until 2027-01-04 08:00 CET" in into_year_end and "friday evening" in into_year_end
+    nightly = frozen(dt.datetime(2026, 11, 30, 22, 30, tzinfo=utc)) or ""
+    assert nightly.startswith("frozen until 2026-12-01 02:00 CET (Europe/Berlin, 2h30m to go)"), nightly
+    assert "now 2026-11-30 23:30 CET" in nightly
 
 
 def test_small_helpers() -> None:
