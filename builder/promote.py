@@ -646,9 +646,7 @@ def _gather(
                 continue
             seen.add(key)
             if it.kind == "signature":
-                sigs.append(
-                    SignatureEvidence(it.signer, it.ok, it.reason, keyless_identity(it.signer), it.untrusted)
-                )
+                sigs.append(SignatureEvidence(it.signer, it.ok, it.reason, keyless_identity(it.signer), it.untrusted))
             else:
                 atts.append(
                     AttestationEvidence(
@@ -1570,8 +1568,7 @@ def resolve(
         bad = [r for r in rows if r.verdict not in ("ok", "minor-version-compat")]
         if bad:
             raise IncompatibleError(
-                f"{pinned} ({stage}) cannot run on cluster {cluster}: {bad[0].verdict}"
-                + (f" - {bad[0].reason}" if bad[0].reason else ""),
+                f"{pinned} ({stage}) cannot run on cluster {cluster}: " + (bad[0].reason or bad[0].verdict),
                 cluster=cluster,
                 digest=digest,
                 verdict=bad[0].verdict,
@@ -1623,15 +1620,35 @@ def image_requirements(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _check_fleet(client: RegistryClient, repository: str, digest: str, fleet: str) -> list[FleetEvidence]:
-    from builder.compat.fleets import check_fleet, load_fleet
+    from builder.compat.fleets import check_cluster, load_fleet
     from builder.registry import image_config
 
     loaded = load_fleet(Path(fleet))
     needs = image_requirements(image_config(client, repository, digest))
     vendor = "nvidia" if needs["cuda"] or needs["require"] else ("amd" if needs["rocm"] else None)
-    return [
-        FleetEvidence(
-            fleet, cluster.name, verdict.verdict, "; ".join(verdict.reasons), vendor is None or cluster.vendor == vendor
+    out = []
+    for cluster in loaded.clusters:
+        cv = check_cluster(cluster, **needs)
+        out.append(
+            FleetEvidence(
+                fleet,
+                cluster.name,
+                cv.verdict.verdict,
+                cluster_reason(cv.verdict.verdict, [(h.label, v.verdict, v.reasons) for h, v in cv.configs])
+                or "; ".join(cv.verdict.reasons),
+                vendor is None or cluster.vendor == vendor,
+            )
         )
-        for cluster, verdict in check_fleet(loaded, **needs)
-    ]
+    return out
+
+
+def cluster_reason(verdict: str, hosts: Sequence[tuple[str, str, Sequence[str]]]) -> str:
+    """One line for a cluster's ``verdict`` from its host configurations ``(label, verdict,
+    reasons)``: each configuration that has this verdict named once (``driver 550.144.03, NVIDIA
+    GeForce RTX 4090 (blocked): reason; reason``), configurations with the same reasons merged,
+    groups separated by `` | ``."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for label, v, reasons in hosts:
+        if v == verdict:
+            groups.setdefault(tuple(dict.fromkeys(reasons)), []).append(label)
+    return " | ".join(f"{' and '.join(labels)} ({verdict}): {'; '.join(rs)}" for rs, labels in groups.items())

@@ -391,6 +391,13 @@ def test_fleet_compatibility_gates_prod_and_resolve(world: World) -> None:
     # resolve refuses a cluster it cannot run on, naming it, and answers for one it can
     with pytest.raises(IncompatibleError, match="cannot run on cluster h100-train"):
         resolve(env, world.target, "staging", cluster="h100-train", fleet=str(DEMO_FLEET))
+    # each (driver, GPU) named once, with its verdict, however many reasons it has
+    with pytest.raises(IncompatibleError) as err:
+        resolve(env, world.target, "staging", cluster="ws-4090", fleet=str(DEMO_FLEET))
+    message = err.value.message
+    assert message.count("driver 550.144.03, NVIDIA GeForce RTX 4090") == 1, message
+    assert "NVIDIA GeForce RTX 4090 (blocked): " in message and "570.26" in message
+    assert ": blocked: " not in message and err.value.details["verdict"] == "blocked"
     pinned = resolve(env, world.target, "staging", cluster="a100-inference", fleet=str(DEMO_FLEET))
     assert pinned == f"{world.registry}/{world.repo}@{digest}"
     with pytest.raises(NotFoundError, match="not in fleet"):

@@ -136,7 +136,15 @@ def test_promotion_commands(project: Path, registry_address: str, unique_repo: s
     rows = js(run(project, "status", "--json"))["rows"]
     dev = next(r for r in rows if r["stage"] == "dev")
     assert dev["digest"] == d1 and dev["action"] == "rollback" and dev["signatures"] == 1
-    assert "rollback" in run(project, "history", VARIANT).stderr
+    assert [h["by"] for h in hist] == ["alice", "build", "build"]  # the policy's names, for every action
+    human = run(project, "history", VARIANT, "--stage", "dev").stderr
+    from builder.keys import load_signer
+
+    build_fp = load_signer(keys / "build" / "builder.key", None).fingerprint
+    assert "rollback" in human and "previous" in human and build_fp[:19] not in human  # a name, not the key
+    assert "by" in human and " alice" in human and " build" in human
+    dev_row = next(r for r in js(run(project, "status", "--json"))["rows"] if r["stage"] == "dev")
+    assert dev_row["promoter"] == "alice"
 
     # a stale compare-and-swap is a conflict (exit 32)
     run(project, "promote", VARIANT, "--to", "dev", "--confirm", "--expect-previous", d2, code=32)
