@@ -328,6 +328,7 @@ class Plan:
     # False: moved outside builder or by a promoter this policy does not list (the plan then carries
     # a failing `chain` row, and `already` is False)
     trusted: bool = True
+    untrusted_signers: tuple[str, ...] = ()  # who signed the promotion records that do not count
 
     @property
     def already(self) -> bool:
@@ -759,25 +760,32 @@ class PointerTrust:
         """No tag, or a trusted record says the tag names this digest."""
         return self.digest is None or self.record is not None
 
-    def note(self, policy_path: object = None, promoters: Sequence[str] = ()) -> str:
-        """Why the pointer is not trusted (empty when it is): the line ``status``, ``history`` and
-        the plan's ``chain`` row show."""
-        if self.trusted:
+    def note(self, promoters: Sequence[str] = (), *, short: bool = False) -> str:
+        """Why the pointer is not trusted (empty when it is): the plan's ``chain`` row, ``resolve``
+        and ``rollback`` name the pointer and the full digest; ``short`` (``status`` and
+        ``history``, which show the pointer already) the short digest."""
+        if self.trusted or self.digest is None:
             return ""
         who = f" ({', '.join(promoters)})" if promoters else ""
-        text = f"{self.pointer} names {self.digest} but no promotion record by a trusted promoter{who} says so: "
+        what = f"untrusted: names {self.digest[:19]}…" if short else f"{self.pointer} names {self.digest}"
+        text = f"{what} but no promotion record by a trusted promoter{who} says so: "
         if self.foreign:
             return text + "promotion record(s) there are signed by " + "; ".join(self.foreign)
         return text + "it carries no promotion record for this pointer (moved outside builder?)"
 
 
-def untrusted_hint(env: Environment, stage: str) -> str:
-    """What to do about a pointer no trusted promotion record explains."""
+def untrusted_hint(env: Environment, stage: str, variant: str = "VARIANT", *, foreign: bool = True) -> str:
+    """What to do about a pointer no trusted promotion record explains (``foreign``: records by
+    other keys exist)."""
+    fix = (
+        f"if those records come from a legitimate promoter (e.g. another checkout sharing the registry), list "
+        f"its public key in a key set named under `promoters` in {env.policy.path}; otherwise "
+        if foreign
+        else "the tag was moved outside builder: "
+    )
     return (
-        f"if those records come from a legitimate promoter (e.g. another checkout sharing the registry), "
-        f"list its public key in a key set named under `promoters` in {env.policy.path}; otherwise point the "
-        f"tag back at a digest with a trusted record (or delete it) and promote again; `builder history "
-        f"VARIANT --stage {stage}` shows the chain"
+        f"{fix}point the tag back at a digest with a trusted record (or delete it) and promote again; "
+        f"`builder history {variant} --stage {stage}` shows the chain"
     )
 
 
@@ -883,7 +891,19 @@ def plan_promotion(env: Environment, target: Target, stage: str, *, ticket: str 
     if digest is None:
         trust = pointer_trust(env, dst, stage)
         decision = Decision(stage, "", False, (source_result, *_chain_rows(env, stage, trust)))
-        return Plan(target, stage, st.source, src, None, dst, trust.digest, decision, ticket, trusted=trust.trusted)
+        return Plan(
+            target,
+            stage,
+            st.source,
+            src,
+            None,
+            dst,
+            trust.digest,
+            decision,
+            ticket,
+            trusted=trust.trusted,
+            untrusted_signers=trust.foreign,
+        )
     # the pointer and the records on what it names, read while the evidence is gathered
     trust_t = _Task(pointer_trust, env, dst, stage)
     try:
@@ -912,6 +932,7 @@ def plan_promotion(env: Environment, target: Target, stage: str, *, ticket: str 
         manifest,
         src_manifests,
         trust.trusted,
+        trust.foreign,
     )
 
 
@@ -920,7 +941,7 @@ def _chain_rows(env: Environment, stage: str, trust: PointerTrust) -> tuple[Rule
     (the promotion could only be refused at apply time: show it in the dry run)."""
     if trust.trusted:
         return ()
-    return (RuleResult("chain", False, trust.note(promoters=_promoter_names(env, stage))),)
+    return (RuleResult("chain", False, trust.note(_promoter_names(env, stage))),)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1196,7 +1217,9 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
         raise PolicyDeniedError(
             f"promotion of {plan.target.variant} to {plan.stage} denied: "
             + "; ".join(f"{r.rule}: {r.reason}" for r in failed),
-            hint=None if plan.trusted else untrusted_hint(env, plan.stage),
+            hint=None
+            if plan.trusted
+            else untrusted_hint(env, plan.stage, plan.target.variant, foreign=bool(plan.untrusted_signers)),
             reasons=[r.to_json() for r in failed],
             decision=plan.decision.to_json(),
         )
@@ -1233,7 +1256,7 @@ def apply_promotion(env: Environment, plan: Plan, *, expect_previous: str | None
                 "builder or the previous-digest chain forks; refusing to build on it",
                 found=current,
                 pointer=str(dst),
-                hint=untrusted_hint(env, plan.stage),
+                hint=untrusted_hint(env, plan.stage, plan.target.variant),
             )
         if current == digest:
             return _complete(env, plan, t0)
@@ -1424,11 +1447,11 @@ def rollback(env: Environment, target: Target, stage: str) -> Applied:
         rec = trust.record
         if rec is None:
             raise VerificationError(
-                trust.note(promoters=_promoter_names(env, stage)) + ": cannot tell its previous digest",
+                trust.note(_promoter_names(env, stage)) + ": cannot tell its previous digest",
                 found=current,
                 pointer=str(dst),
                 foreign=list(trust.foreign),
-                hint=untrusted_hint(env, stage),
+                hint=untrusted_hint(env, stage, target.variant, foreign=bool(trust.foreign)),
             )
         if rec.previous is None:
             raise NotFoundError(
@@ -1510,7 +1533,7 @@ def status(
                 None,
                 sigs,
                 types,
-                note=trust.note(promoters=_promoter_names(env, stage)),
+                note=trust.note(_promoter_names(env, stage), short=True),
             )
         age = (now - rec.when).total_seconds()
         who = promoter_label(env, rec)
@@ -1550,11 +1573,12 @@ def resolve(
         trust = pointer_trust(env, loc, stage, digest)
         if not trust.trusted:
             raise VerificationError(
-                trust.note(promoters=_promoter_names(env, stage)),
+                trust.note(_promoter_names(env, stage)),
                 found=digest,
                 pointer=str(loc),
                 foreign=list(trust.foreign),
-                hint=untrusted_hint(env, stage) + "; pass --no-verify only if you trust the registry's tag as is",
+                hint=untrusted_hint(env, stage, target.variant, foreign=bool(trust.foreign))
+                + "; pass --no-verify only if you trust the registry's tag as is",
             )
     pinned = loc.pinned(digest)
     if cluster is not None:

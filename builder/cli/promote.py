@@ -420,7 +420,7 @@ def promote(
             raise type(e)(e.message, hint=e.hint, results=payload["results"])
         from builder.promote import untrusted_hint
 
-        untrusted = any(o.plan is not None and not o.plan.trusted for o in denied)
+        untrusted = [o.plan for o in denied if o.plan is not None and not o.plan.trusted]
         raise PolicyDeniedError(
             f"{len(denied)} of {len(outcomes)} promotion(s) to {stage} denied: "
             + "; ".join(
@@ -428,7 +428,9 @@ def promote(
                 for o in denied
                 if o.plan is not None
             ),
-            hint=untrusted_hint(env, stage) if untrusted else None,
+            hint=untrusted_hint(env, stage, untrusted[0].target.variant, foreign=bool(untrusted[0].untrusted_signers))
+            if untrusted
+            else None,
             results=payload["results"],
         )
     emit(payload, human)
@@ -493,6 +495,7 @@ def status(globs: tuple[str, ...], stages: tuple[str, ...], policy_file: Path | 
     rows = core(env, targets, list(stages) or None)
 
     def human() -> None:
+        from rich.markup import escape
         from rich.table import Table
 
         table = Table(show_lines=False)
@@ -511,7 +514,7 @@ def status(globs: tuple[str, ...], stages: tuple[str, ...], policy_file: Path | 
                 _age(r.age_seconds),
                 r.promoter or "-",
                 str(r.signatures),
-                ", ".join(short) + (f"; [yellow]{r.note}[/]" if r.note else ""),
+                "; ".join(x for x in (", ".join(short), f"[yellow]{escape(r.note)}[/]" if r.note else "") if x),
             )
         console().print(table)
         if hidden and not globs:
@@ -559,7 +562,7 @@ def history(
         }
         if not recs:  # the pointer names a digest no trusted record explains: say why, as status does
             trust = pointer_trust(env, stage_location(env, target, s), s)
-            entry.update(digest=trust.digest, note=trust.note(promoters=_promoter_names(env, s)))
+            entry.update(digest=trust.digest, note=trust.note(_promoter_names(env, s), short=True))
         else:
             entry["digest"] = recs[0].digest
         out.append(entry)

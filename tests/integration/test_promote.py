@@ -313,7 +313,7 @@ def test_moved_outside_builder_is_a_fork(world: World) -> None:
     assert "no promotion record" in chain[0].reason and "moved outside builder" in chain[0].reason
     with pytest.raises(PolicyDeniedError, match="chain") as denied:
         apply_promotion(env, plan)
-    assert "promoters" in denied.value.hint
+    assert "point the tag back" in denied.value.hint and "builder history" in denied.value.hint
     # a plan that claims otherwise (stale or hand-made) is still refused under the lock
     forged = dataclasses.replace(plan, trusted=True, decision=dataclasses.replace(plan.decision, allowed=True))
     with pytest.raises(PromotionConflictError, match="no trusted promotion record"):

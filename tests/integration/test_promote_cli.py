@@ -218,7 +218,7 @@ def test_untrusted_pointer_is_shown_in_the_dry_run(project: Path, registry_addre
     _build(project, registry_address, unique_repo, b"next build")
     dry = run(project, "promote", VARIANT, "--to", "dev", code=31)
     assert "[FAIL] chain:" in dry.stderr and rogue in dry.stderr and "dry run: add --confirm" not in dry.stderr
-    assert "promoters" in dry.stderr  # the hint says what to do
+    assert "moved outside builder" in dry.stderr and "point the tag back" in dry.stderr  # the hint: what to do
     err = js(run(project, "promote", VARIANT, "--to", "dev", "--json", code=31))
     result = err["error"]["details"]["results"][0]
     assert result["trusted"] is False and result["already"] is False
