@@ -93,3 +93,22 @@ def test_approval_predicate() -> None:
         "comment": None,
         "time": "2026-11-30T17:30:00.000000Z",
     }
+
+
+def test_cluster_reason_names_each_configuration_once() -> None:
+    """A cluster's line: each (driver, GPU) with the cluster's verdict once, its reasons grouped;
+    configurations with the same reasons merged; better configurations left out."""
+    from builder.promote import cluster_reason
+
+    hosts = [
+        ("driver 550.144.03, NVIDIA GeForce RTX 4090", "blocked", ["needs driver >= 570.26", "sm_89 not compiled"]),
+        ("driver 550.127.08, NVIDIA H100", "blocked", ["needs driver >= 570.26"]),
+        ("driver 550.90.07, NVIDIA H100", "blocked", ["needs driver >= 570.26", "needs driver >= 570.26"]),
+        ("driver 580.65.06, NVIDIA H100", "ok", ["fine"]),
+    ]
+    line = cluster_reason("blocked", hosts)
+    assert line == (
+        "driver 550.144.03, NVIDIA GeForce RTX 4090 (blocked): needs driver >= 570.26; sm_89 not compiled"
+        " | driver 550.127.08, NVIDIA H100 and driver 550.90.07, NVIDIA H100 (blocked): needs driver >= 570.26"
+    )
+    assert "580.65.06" not in line and line.count("GeForce") == 1
