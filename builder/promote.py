@@ -347,6 +347,7 @@ class Plan:
             "previous": self.previous,
             "already": self.already,
             "trusted": self.trusted,
+            "untrusted_signers": list(self.untrusted_signers),
             "ticket": self.ticket,
             "allowed": self.decision.allowed,
             "decision": self.decision.to_json(),

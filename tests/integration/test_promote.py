@@ -346,7 +346,7 @@ def test_pointer_moved_by_an_unlisted_promoter(world: World, tmp_path: Path) -> 
     chain = next(r for r in mine.decision.failed() if r.rule == "chain")
     fp = world.keys.signer("mallory").fingerprint
     assert fp[:19] in chain.reason and "does not list" in chain.reason
-    assert mine.to_json()["trusted"] is False
+    assert mine.to_json()["trusted"] is False and fp[:19] in mine.to_json()["untrusted_signers"][0]
     row = status(env, [world.target], ["dev"])[0]
     assert row.digest == d2 and fp[:19] in row.note
     with pytest.raises(VerificationError) as err:
