@@ -173,7 +173,8 @@ class SigningError(BuilderError):
 
 
 class VerificationError(BuilderError):
-    """Signatures or attestations did not verify; ``details['items']`` says why for each one."""
+    """Signatures, attestations or a stage's promotion records did not verify (also: `resolve`/`rollback`
+    of a stage pointer no trusted promotion record explains); ``details`` says why for each item."""
 
     exit_code = 18
     kind = "verification-failed"
