@@ -27,6 +27,16 @@ def _unavailable(what: str) -> None:
     pytest.skip(msg)
 
 
+def require_tool(name: str, *alternatives: str) -> str:
+    """Path of a command-line tool `scripts/setup` installs; skips locally, FAILS under CI=true."""
+    for candidate in (name, *alternatives):
+        path = shutil.which(candidate)
+        if path is not None:
+            return path
+    _unavailable(f"the `{name}` command")
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="session")
 def registry_address() -> str:
     """Address of the real local registry (BUILDER_REGISTRY or 127.0.0.1:5000)."""

@@ -11,13 +11,13 @@ Real engine, registry and images (the module-scoped fixture of test_check.py).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 import uuid
 
 import pytest
 
+from tests.conftest import require_tool
 from tests.integration.test_check import _no_toolkit, builder, images
 
 pytestmark = pytest.mark.integration
@@ -30,8 +30,7 @@ ENGINE_ERROR = 'could not select device driver "" with capabilities: [[gpu]]'
 def _fresh_copy(src: str) -> str:
     """``src`` copied registry-side to a new repository: this engine has never seen the name, so
     `docker run` prints its pull progress before it fails."""
-    if shutil.which("skopeo") is None:
-        pytest.skip("skopeo is needed to copy an image registry-side")
+    require_tool("skopeo")
     repo = src.rsplit("/", 2)[0] + f"/test/failfast-{uuid.uuid4().hex[:10]}"
     dst = f"{repo}:{src.rsplit(':', 1)[1]}"
     subprocess.run(

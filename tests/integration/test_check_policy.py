@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from builder.predicates import DEVICE_CHECK_V1
+from tests.conftest import require_tool
 from tests.integration.test_check import _no_toolkit, builder, images
 
 pytestmark = pytest.mark.integration
@@ -50,8 +50,7 @@ def _verify(cosign_bin: str, pub: Path, ref: str, *extra: str) -> subprocess.Com
 
 
 def _jq_any_passed(cosign_bin: str, pub: Path, ref: str) -> int:
-    if shutil.which("jq") is None:
-        pytest.skip("jq is not installed")
+    require_tool("jq")
     cmd = (
         f"{cosign_bin} verify-attestation --key {pub} --insecure-ignore-tlog --allow-insecure-registry "
         f"--type {DEVICE_CHECK_V1} {ref} 2>/dev/null | {JQ_ANY_PASSED}"

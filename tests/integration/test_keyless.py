@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from builder import keyless
 from builder.predicates import COSIGN_SIGN_V1, SLSA_PROVENANCE_V1
 from builder.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient, fallback_tag, sha256_digest
 from builder.sign import ATT_SUFFIX, SIG_SUFFIX, VerificationReport, signature_tag
+from tests.conftest import require_tool
 from tests.integration.test_sign import push_tiny_image
 from tests.sigstore_instance import SigstoreTestInstance, TrustFiles, write_trust_files
 
@@ -301,9 +301,7 @@ def test_fallback_index_lists_bundles_with_artifact_type(sigstore: Sigstore, ima
 def test_oras_discover_reads_the_fallback_index(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
     """An independent referrers-aware client. oras is optional (scripts/setup does not install it): the
     mandatory check is test_fallback_index_lists_bundles_with_artifact_type (our client, OCI rules)."""
-    oras = shutil.which("oras")
-    if oras is None:
-        pytest.skip("oras is not installed (Debian: apt-get install -t trixie oras)")
+    oras = require_tool("oras")
     _sign_and_attest(sigstore, image, tmp_path / "locks", formats=("bundle",))
     r = subprocess.run(
         [

@@ -5,7 +5,6 @@ it there; and multi-platform indexes (buildx output) are copied with their child
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import time
@@ -18,6 +17,7 @@ from builder.errors import BuilderError
 from builder.predicates import DEVICE_CHECK_V1
 from builder.promote import Target, apply_promotion, plan_promotion
 from builder.registry import OCI_INDEX, RegistryClient
+from tests.conftest import require_tool
 from tests.integration.test_promote import VARIANT, World, _to_staging
 from tests.integration.test_promote import world as world
 from tests.integration.test_promote_support import device_check, push_image, write_policy
@@ -33,9 +33,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def second_registry(tmp_path: Path, registry_address: str) -> Iterator[str]:
-    binary = shutil.which("docker-registry") or shutil.which("registry")
-    if binary is None:
-        pytest.skip("no distribution registry binary (docker-registry) to start a second registry")
+    binary = require_tool("docker-registry", "registry")
     port = _free_port()
     config = tmp_path / "registry2.yml"
     config.write_text(
