@@ -1,30 +1,26 @@
-"""The only module that talks to the container engine (Docker Engine via python-on-whales).
+"""The only module that talks to the container engine: the ``docker`` command-line client.
 
-Every engine call goes through :func:`call`, which turns python-on-whales' ``DockerException``
-into ``EngineUnavailableError`` (daemon not reachable: exit 3) or ``EngineCommandError``
-(command ran and failed: exit 4), carrying the command, exit code, stdout and stderr.
-python-on-whales drives the ``docker`` CLI, so ``DOCKER_HOST``/contexts/remote engines work as
-they do for docker itself.
+Every engine command runs through :mod:`builder.process` (echoed under ``builder --debug``) and
+fails one way: ``EngineUnavailableError`` when no daemon answers (exit 3) or
+``EngineCommandError`` when the command ran and failed (exit 4), carrying the command, exit code,
+stdout and stderr. Driving the ``docker`` CLI means ``DOCKER_HOST``,
+contexts and remote engines work as they do for docker itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
+import os
 import subprocess
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
+from builder import process
 from builder.errors import EngineCommandError, EngineUnavailableError
-
-if TYPE_CHECKING:
-    from python_on_whales import DockerClient
-
-T = TypeVar("T")
 
 #: stderr fragments that mean "no daemon at the other end" (Docker CLI 20.10 .. 28).
 _UNREACHABLE = (
@@ -35,28 +31,29 @@ _UNREACHABLE = (
     "no such file or directory",  # unix socket missing
 )
 
-
-@functools.cache
-def client() -> DockerClient:
-    """The shared python-on-whales client (the ``docker`` CLI on PATH, current context)."""
-    from python_on_whales import DockerClient
-
-    return DockerClient()
+_NO_CLI = "the `docker` command-line client is not installed"
+_NO_CLI_HINT = "run `bash scripts/setup`, or install the Docker CLI"
 
 
-def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run one engine operation; map failures to builder errors. Returns ``fn``'s result."""
-    from python_on_whales.exceptions import DockerException
+def docker_command() -> list[str]:
+    """The docker client's argv prefix: ``$BUILDER_DOCKER`` split on spaces (``podman``,
+    ``docker --context remote``) or ``docker``."""
+    return (os.environ.get("BUILDER_DOCKER") or "docker").split()
 
+
+def docker(*args: str, timeout: float = 60.0, input: str | None = None) -> str:
+    """Run ``docker ARGS...``; return its stdout (text). Raises EngineUnavailableError (no CLI, no
+    daemon, or no answer within ``timeout`` seconds) or EngineCommandError (non-zero exit)."""
+    cmd = [*docker_command(), *args]
     try:
-        return fn(*args, **kwargs)
-    except DockerException as exc:
-        raise engine_error(list(exc.docker_command), exc.return_code, exc.stdout or "", exc.stderr or "") from exc
-    except FileNotFoundError as exc:  # no docker CLI at all
-        raise EngineUnavailableError(
-            "the `docker` command-line client is not installed",
-            hint="run `bash scripts/setup`, or install the Docker CLI",
-        ) from exc
+        proc = process.run(cmd, input=input, timeout=timeout)
+    except FileNotFoundError as exc:
+        raise EngineUnavailableError(_NO_CLI, hint=_NO_CLI_HINT) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise EngineUnavailableError(f"`{' '.join(cmd)}` did not answer within {timeout:.0f} s", command=cmd) from exc
+    if proc.returncode != 0:
+        raise engine_error(cmd, proc.returncode, proc.stdout, proc.stderr)
+    return proc.stdout
 
 
 def engine_error(
@@ -82,23 +79,24 @@ def engine_error(
 
 def ping() -> str:
     """Server version string; raises EngineUnavailableError when the daemon does not answer."""
-    v = call(client().version)
-    server = v.server
-    if server is None:
+    out = docker("version", "--format", "{{json .Server}}")
+    try:
+        server = json.loads(out or "null")
+    except ValueError:
+        server = None
+    if not isinstance(server, dict):
         raise EngineUnavailableError("the Docker daemon did not answer `docker version`")
-    return f"Docker Engine {server.version} (API {server.api_version})"
+    return f"Docker Engine {server.get('Version', '?')} (API {server.get('ApiVersion', '?')})"
 
 
 def buildx_version() -> str:
     """``docker buildx version`` first line; EngineCommandError when buildx is missing."""
-    out: Any = call(client().buildx.version)
-    if isinstance(out, dict):
-        return f"buildx {out.get('version', '?')}"
-    return str(out).strip()
+    lines = docker("buildx", "version").strip().splitlines()
+    return lines[0] if lines else "buildx (unknown version)"
 
 
 # --------------------------------------------------------------------------------------------
-# Builds (owner: build issue). BuildKit through python-on-whales' `docker buildx build`.
+# Builds. BuildKit through `docker buildx build` (the command line `build_command` shows).
 # --------------------------------------------------------------------------------------------
 
 
@@ -135,7 +133,7 @@ class BuildResult:
 
 def build_command(req: BuildRequest) -> list[str]:
     """The equivalent ``docker buildx build`` command line (for echoing and logs)."""
-    cmd = ["docker", "buildx", "build", "--progress", "plain", "--file", str(req.dockerfile)]
+    cmd = [*docker_command(), "buildx", "build", "--progress", "plain", "--file", str(req.dockerfile)]
     if req.builder:
         cmd += ["--builder", req.builder]
     for k, v in req.build_args:
@@ -161,49 +159,32 @@ def build_and_push(req: BuildRequest, *, log: Callable[[str], None], metadata_fi
     """Run the build, streaming every log line to ``log``; push to ``req.push_ref``.
 
     Returns the pushed digest from buildx's metadata file. Raises EngineUnavailableError (no
-    daemon: exit 3) or EngineCommandError (the build failed: exit 4, stderr tail in the message)."""
-    import json
-
-    def run() -> None:
-        stream: Any = client().buildx.build(
-            str(req.context_dir),
-            file=str(req.dockerfile),
-            build_args=dict(req.build_args),
-            labels=dict(req.labels),
-            secrets=[f"id={sid},src={src}" for sid, src in req.secrets],
-            platforms=list(req.platforms) or None,
-            builder=req.builder,
-            cache_from={"type": "registry", "ref": req.cache_ref} if req.cache_ref else None,
-            cache_to={"type": "registry", "ref": req.cache_ref, "mode": "max"} if req.cache_ref else None,
-            provenance=req.provenance,
-            cache=not req.no_cache,
-            output={"type": "image", "name": req.push_ref, "push": "true"},
-            metadata_file=str(metadata_file),
-            progress="plain",
-            stream_logs=True,
-        )
-        for line in stream:
-            log(line if isinstance(line, str) else str(line))
-
+    daemon: exit 3) or EngineCommandError (the build failed: exit 4, output tail in the message)."""
+    cmd = build_command(req)
+    cmd[-1:-1] = ["--metadata-file", str(metadata_file)]
     try:
-        call(run)
-    except EngineCommandError as exc:
-        stderr = str(exc.details.get("stderr") or "")
-        tail = "\n".join(line for line in stderr.strip().splitlines()[-12:])
+        code, tail = process.stream(cmd, on_line=log)
+    except FileNotFoundError as exc:
+        raise EngineUnavailableError(_NO_CLI, hint=_NO_CLI_HINT) from exc
+    if code != 0:
+        output = "\n".join(tail)
+        err = engine_error(cmd, code, "", output)
+        if isinstance(err, EngineUnavailableError):
+            raise err
         raise EngineCommandError(
-            f"docker buildx build for {req.push_ref} failed (exit {exc.details.get('exit_status')}):\n{tail}",
-            command=exc.details.get("command"),
-            exit_status=exc.details.get("exit_status"),
-            stderr=stderr,
+            f"docker buildx build for {req.push_ref} failed (exit {code}):\n" + "\n".join(tail[-12:]),
+            command=cmd,
+            exit_status=code,
+            stderr=output,
             hint="the build log has the full output",
-        ) from exc
+        )
     try:
         metadata = json.loads(metadata_file.read_text())
         digest = str(metadata["containerimage.digest"])
     except (OSError, ValueError, KeyError) as exc:
         raise EngineCommandError(
             f"buildx finished but wrote no image digest to {metadata_file}: {exc}",
-            command=build_command(req),
+            command=cmd,
             hint="upgrade buildx (>= 0.10 writes containerimage.digest)",
         ) from exc
     return BuildResult(digest=digest, metadata=metadata)
@@ -229,10 +210,6 @@ class ContainerResult:
     timed_out: bool = False
 
 
-def _docker_cmd() -> list[str]:
-    return [str(x) for x in client().client_config.docker_cmd]
-
-
 def run_container(
     image: str,
     argv: Sequence[str],
@@ -255,7 +232,7 @@ def run_container(
     A container that fails is a *result*, not an exception; EngineUnavailableError is raised only
     when the daemon cannot be reached at all."""
     name = f"builder-check-{uuid.uuid4().hex[:12]}"
-    cmd = [*_docker_cmd(), "run", "--rm", "--name", name, f"--pull={pull}"]
+    cmd = [*docker_command(), "run", "--rm", "--name", name, f"--pull={pull}"]
     if stdin is not None:
         cmd.append("-i")
     if gpus:
@@ -275,11 +252,11 @@ def run_container(
     cmd += [image, *argv]
     start = time.monotonic()
     try:
-        proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, check=False)
+        proc = process.run(cmd, input=stdin, text=False, timeout=timeout)
     except FileNotFoundError as exc:
-        raise EngineUnavailableError("the `docker` command-line client is not installed") from exc
+        raise EngineUnavailableError(_NO_CLI, hint=_NO_CLI_HINT) from exc
     except subprocess.TimeoutExpired as exc:
-        subprocess.run([*_docker_cmd(), "rm", "-f", name], capture_output=True, timeout=60, check=False)
+        process.run([*docker_command(), "rm", "-f", name], timeout=60)
         out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else ""
         err = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else ""
         return ContainerResult(124, out, err + f"\nbuilder: timed out after {timeout:.0f} s", timeout, tuple(cmd), True)
@@ -294,14 +271,11 @@ def run_container(
 def info_json() -> dict[str, Any]:
     """``docker info --format '{{json .}}'`` as a dict (ServerVersion, Runtimes, DefaultRuntime,
     CgroupDriver, CDISpecDirs ...). Raises EngineUnavailableError / EngineCommandError."""
-    cmd = [*_docker_cmd(), "info", "--format", "{{json .}}"]
+    out = docker("info", "--format", "{{json .}}")
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
-    except FileNotFoundError as exc:
-        raise EngineUnavailableError("the `docker` command-line client is not installed") from exc
-    if proc.returncode != 0:
-        raise engine_error(cmd, proc.returncode, proc.stdout, proc.stderr)
-    data = json.loads(proc.stdout or "{}")
+        data = json.loads(out or "{}")
+    except ValueError:
+        data = None
     if not isinstance(data, dict):
-        raise EngineCommandError("`docker info` did not print a JSON object", command=cmd)
+        raise EngineCommandError("`docker info` did not print a JSON object", command=[*docker_command(), "info"])
     return data

@@ -7,12 +7,14 @@ FAIL under CI (``CI=true``): integration tests must run in CI, never silently sk
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 
@@ -101,3 +103,68 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
     d = tmp_path / "state"
     d.mkdir()
     yield d
+
+
+# ---------------------------------------------------------------------------------------------
+# Markers by fixture: a test that takes a real engine, registry or cosign is an integration test,
+# wherever it lives (`pytest -m "not integration"` runs the fast suite).
+
+INTEGRATION_FIXTURES = frozenset({"registry_address", "docker_engine", "cosign_bin", "mirror_base"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        if "integration" in item.path.parts or uses & INTEGRATION_FIXTURES:
+            item.add_marker(pytest.mark.integration)
+
+
+# ---------------------------------------------------------------------------------------------
+# The one CLI harness: `builder` in-process, as `main([...])` runs it for a user.
+
+
+@dataclasses.dataclass(frozen=True)
+class CliResult:
+    """One invocation: exit ``code``, ``stdout`` (JSON documents) and ``stderr`` (human text)."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+class Cli(Protocol):
+    def __call__(
+        self, *args: str, code: int | None = 0, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> CliResult: ...
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """Run ``builder ARGS...`` in-process (``builder.cli.main``) and return a ``CliResult``;
+    asserts the exit status is ``code`` (``None``: any). ``env`` is set for this test only;
+    ``cwd`` is where the command runs (the project root is found from it)."""
+    from builder.cli import main
+
+    def run(
+        *args: str, code: int | None = 0, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> CliResult:
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, value)
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        try:
+            main(list(args))
+            status = 0
+        except SystemExit as exc:
+            status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = capsys.readouterr()
+        result = CliResult(status, out, err)
+        if code is not None:
+            assert status == code, f"builder {' '.join(args)}: exit {status}, expected {code}\n{out}\n{err}"
+        return result
+
+    return run

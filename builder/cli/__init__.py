@@ -15,7 +15,7 @@ import sys
 import click
 
 from builder import __version__
-from builder.cli._common import AppContext, console, json_option
+from builder.cli._common import AppContext, console, echo_external_commands, json_option
 from builder.errors import BuilderError
 
 #: name -> (module:attribute, one-line help). Keep alphabetical within a section.
@@ -117,6 +117,8 @@ def cli(ctx: click.Context, json_output: bool, debug: bool, root: str | None) ->
     Exit codes are listed in docs/exit-codes.md.
     """
     ctx.obj = AppContext(json_output=json_output, debug=debug, root_option=root)
+    if debug:
+        echo_external_commands()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import click
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from builder.app import App
     from builder.config import Config
     from builder.registry import DockerCredentials, RegistryClient
 
@@ -32,7 +34,9 @@ class AppContext:
     json_output: bool = False
     debug: bool = False
     root_option: str | None = None
+    docker_config: Path | None = None
     _config: Config | None = None
+    _app: App | None = None
 
     @property
     def config(self) -> Config:
@@ -42,6 +46,15 @@ class AppContext:
             root = Path(self.root_option) if self.root_option else find_root(Path.cwd())
             self._config = load_config(root, os.environ)
         return self._config
+
+    @property
+    def app(self) -> App:
+        """The composition root for this invocation (built on first use)."""
+        if self._app is None:
+            from builder.app import App, docker_config_path
+
+            self._app = App(self.config, docker_config_path(self.docker_config, os.environ, Path.home()))
+        return self._app
 
 
 def app_context() -> AppContext:
@@ -118,6 +131,21 @@ def echo_command(argv: list[str]) -> None:
     console().print(f"[dim]+ {escape(shlex.join(argv))}[/]")
 
 
+class _EchoHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        from rich.markup import escape
+
+        console().print(f"[dim]{escape(record.getMessage())}[/]")
+
+
+def echo_external_commands() -> None:
+    """``--debug``: print each external command (``builder.process`` log) on stderr before it runs."""
+    log = logging.getLogger("builder.process")
+    if not any(isinstance(h, _EchoHandler) for h in log.handlers):
+        log.addHandler(_EchoHandler())
+    log.setLevel(logging.DEBUG)
+
+
 # ---------------------------------------------------------------------------------------------
 # Shared options: each is defined once here, so every command that takes it parses and documents
 # it the same way. Nothing here imports more than click at import time (`builder --help` stays fast).
@@ -173,10 +201,21 @@ allow_unpinned_option = click.option(
 )
 policy_option = file_option("--policy", "policy_file", help="Policy file (default: <policies_dir>/default.yaml).")
 key_option = file_option("--key", help="Private signing key (default: builder.toml `key`).")
+def _store_docker_config(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None:
+        obj = ctx.find_object(AppContext)
+        if obj is None:
+            ctx.obj = obj = AppContext()
+        obj.docker_config = value
+    return value
+
+
 docker_config_option = click.option(
     "--docker-config",
     type=click.Path(path_type=Path),
     default=None,
+    is_eager=True,
+    callback=_store_docker_config,
     help="Docker config file or directory with registry credentials (default: $DOCKER_CONFIG or ~/.docker).",
 )
 keyless_options = option_group(
@@ -203,10 +242,10 @@ keyless_options = option_group(
 def docker_credentials(docker_config: Path | None) -> DockerCredentials:
     """Credentials as the Docker CLI finds them: ``--docker-config``, else ``$DOCKER_CONFIG``,
     else ``~/.docker`` (``config.json`` inside a directory)."""
-    from builder.registry import DockerCredentials
-
-    path = docker_config or Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
-    return DockerCredentials.from_file(path)
+    app = app_context()
+    if docker_config is not None:
+        app.docker_config = docker_config
+    return app.app.credentials
 
 
 def default_source_date_epoch(cfg: Config) -> int | None:

@@ -1,4 +1,4 @@
-"""The foundation on real parts: BuildKit through python-on-whales, the registry, error exit codes."""
+"""The foundation on real parts: BuildKit through the docker CLI, the registry, error exit codes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_build_from_mirrored_base_push_and_read_digest_back(
     docker_engine: str, registry_address: str, mirror_base: str, unique_repo: str, tmp_path: Path
 ) -> None:
-    """BuildKit (python-on-whales) builds FROM the mirrored Debian base, pushes, and the digest the
+    """BuildKit (builder.engine.build_and_push) builds FROM the mirrored Debian base, pushes, and the digest the
     registry returns for the tag equals the one BuildKit reported."""
     from builder import engine
 
@@ -25,15 +25,11 @@ def test_build_from_mirrored_base_push_and_read_digest_back(
     )
     ref = f"{registry_address}/{unique_repo}:foundation"
     metadata = tmp_path / "metadata.json"
-    engine.call(
-        engine.client().buildx.build,
-        str(tmp_path),
-        tags=[ref],
-        push=True,
-        metadata_file=str(metadata),
-        provenance=False,
-    )
-    built = json.loads(metadata.read_text())["containerimage.digest"]
+    lines: list[str] = []
+    request = engine.BuildRequest(tmp_path, tmp_path / "Dockerfile", ref, provenance=False)
+    built = engine.build_and_push(request, log=lines.append, metadata_file=metadata).digest
+    assert json.loads(metadata.read_text())["containerimage.digest"] == built
+    assert any("DONE" in line for line in lines), "the build log streams through"
     resolved = RegistryClient(registry_address, insecure=True).resolve(unique_repo, "foundation")
     assert resolved == built
     assert resolved.startswith("sha256:") and len(resolved) == 71

@@ -1,0 +1,71 @@
+"""The structure the project keeps (docs/architecture.md): small modules, no silent exception
+swallowing, and project files that cite public sources rather than paths outside the repository.
+Import layers and cycles are checked by import-linter (`lint-imports`, contracts in pyproject.toml)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+MAX_MODULE_LINES = 1000
+OUTSIDE_PATH = re.compile(r"(?:\.\./|/work/)?\bshared/(?:docs|cases)/|/work/shared|DEVELOPERS\.md")
+
+
+def _modules() -> list[Path]:
+    return sorted((ROOT / "builder").rglob("*.py"))
+
+
+def test_no_module_over_the_size_limit() -> None:
+    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in _modules()}
+    assert sizes, "no modules found"
+    too_big = {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert not too_big, f"split these by concern (limit {MAX_MODULE_LINES} lines): {too_big}"
+
+
+def _swallowed(tree: ast.AST) -> list[int]:
+    """Lines of ``except ...: pass`` handlers (the exception vanishes without a trace)."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ExceptHandler) and all(isinstance(s, ast.Pass) for s in node.body)
+    ]
+
+
+def test_the_swallow_detector_finds_a_swallowed_exception() -> None:
+    code = "try:\n    x = 1\nexcept ValueError:\n    pass\ntry:\n    y = 2\nexcept OSError:\n    y = 3\n"
+    assert _swallowed(ast.parse(code)) == [3]
+
+
+def test_no_exception_is_swallowed() -> None:
+    found = {
+        p.relative_to(ROOT).as_posix(): lines for p in _modules() if (lines := _swallowed(ast.parse(p.read_text())))
+    }
+    assert not found, f"`except ...: pass` hides failures; handle or let it propagate: {found}"
+
+
+def test_project_files_cite_no_path_outside_the_repository() -> None:
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    assert files, "git ls-files listed nothing"
+    offenders: list[str] = []
+    for name in files:
+        path = ROOT / name
+        if not path.is_file() or path.suffix in {".png", ".gz", ".tar", ".so", ".bin"}:
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        offenders += [f"{name}:{n}" for n, line in enumerate(text.splitlines(), 1) if OUTSIDE_PATH.search(line)]
+    assert not offenders, "cite a public source (URL) instead of a path outside the repository:\n" + "\n".join(
+        offenders
+    )
+
+
+def test_the_outside_path_pattern_matches_the_kinds_it_must() -> None:
+    assert OUTSIDE_PATH.search("see ../shared/docs/signing-formats.md")
+    assert OUTSIDE_PATH.search("copied from shared/cases/compat/x.csv")
+    assert not OUTSIDE_PATH.search("SIF=/shared/images/pytorch.sif")  # a cluster's path in an example
