@@ -194,6 +194,22 @@ def gpu_rows() -> tuple[GpuRow, ...]:
     return tuple(out)
 
 
+@dataclasses.dataclass(frozen=True)
+class AmdDeviceRow:
+    """One row of ``amd-devices.csv``: an AMD GPU's PCI device id, its name and gfx target."""
+
+    device_id: str  # "0x74a1" (lower case)
+    name: str  # "AMD Instinct MI300X"
+    gfx_target: str  # "gfx942"
+
+
+@functools.cache
+def amd_device_rows() -> tuple[AmdDeviceRow, ...]:
+    """Rows of ``amd-devices.csv`` (sources in the file's header)."""
+    _, rows = read_table("amd-devices.csv")
+    return tuple(AmdDeviceRow(r["device_id"].lower(), r["name"], r["gfx_target"]) for r in rows)
+
+
 # ------------------------------------------------------------------------------------ GPU generations
 
 

@@ -1,7 +1,8 @@
 """CUDA release <-> NVIDIA Linux driver facts, from ``data/cuda-driver.csv``.
 
-Source of the table: NVIDIA CUDA Toolkit Release Notes, "CUDA Toolkit and Corresponding Driver
-Versions". Rules (``shared/docs/gpu-stack-facts.md``):
+The one CUDA -> driver table of builder. Source: NVIDIA CUDA Toolkit Release Notes, "CUDA Toolkit and
+Corresponding Driver Versions" (https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/); minor-version
+compatibility: https://docs.nvidia.com/deploy/cuda-compatibility/. Rules:
 
 - the minimum driver for CUDA X.Y, as the container hook sees it, is the lowest Linux minimum among
   that line's rows (a driver of that branch reports CUDA X.Y): 11.0 -> 450.36.06, 12.6 -> 560.28.03,

@@ -1,11 +1,18 @@
-"""GPU names -> compute capability / gfx target, product brand and class.
+"""GPU names -> compute capability / gfx target, product brand and class; AMD PCI device ids.
 
-Sources: ``data/gpus.csv`` (NVIDIA "CUDA GPUs - Compute Capability", AMD ROCm "GPU hardware
-specifications"). Brands: the container hook compares the NVML product brand, lower-cased without
-spaces (``nvidia-smi -q`` "Product Brand": ``NVIDIA``, ``Tesla``, ``GeForce``, ``NVIDIA RTX``, ...).
-Take the brand from the host when known; :func:`brand_from_name` is only the fallback
-(``gpu-stack-facts.md``: A100/H100/H200 report ``NVIDIA``, older data-center cards ``Tesla``, RTX A-series
-and RTX PRO ``NVIDIA RTX``, GeForce/TITAN are consumer).
+The one owner of GPU knowledge (``builder.checks`` asks here). Sources: ``data/gpus.csv`` (NVIDIA
+"CUDA GPUs - Compute Capability", https://developer.nvidia.com/cuda-gpus; AMD "GPU hardware
+specifications", https://rocm.docs.amd.com/en/latest/reference/gpu-arch-specs.html) and
+``data/amd-devices.csv``.
+
+Brands have one vocabulary here: the *hook brand*, the NVML product brand lower-cased without spaces
+(``nvidia-smi -q`` "Product Brand" ``NVIDIA RTX`` -> ``nvidiartx``, ``Quadro RTX`` -> ``quadrortx``),
+which is what ``brand=`` constraints of ``NVIDIA_REQUIRE_CUDA`` compare against (NVML brand enum:
+https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html, ``nvmlBrandType_t``; requirement
+grammar: https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html).
+:func:`product_brand` turns a hook brand back into the text nvidia-smi prints. Take the brand from the
+host when known; :func:`brand_from_name` is only the fallback (A100/H100/H200 report ``NVIDIA``, older
+data-center cards ``Tesla``, RTX A-series and RTX PRO ``NVIDIA RTX``, GeForce/TITAN are consumer).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import functools
 import re
 from typing import Literal
 
-from builder.compat._data import GpuRow, gpu_rows
+from builder.compat._data import AmdDeviceRow, GpuRow, amd_device_rows, gpu_rows
 
 GpuClass = Literal["datacenter", "professional", "consumer", "virtual", "unknown"]
 
@@ -51,6 +58,42 @@ _BRAND_ALIASES: dict[str, str] = {
     "nvidiacloudgaming": "cloudgaming",
     "quadrovirtualdatacenterworkstation": "vws",
 }
+
+
+#: hook brand -> "Product Brand" as ``nvidia-smi -q`` prints it (NVML ``nvmlBrandType_t`` names).
+PRODUCT_BRANDS: dict[str, str] = {
+    "tesla": "Tesla",
+    "nvidia": "NVIDIA",
+    "quadro": "Quadro",
+    "quadrortx": "Quadro RTX",
+    "nvidiartx": "NVIDIA RTX",
+    "geforce": "GeForce",
+    "geforcertx": "GeForce RTX",
+    "titan": "Titan",
+    "titanrtx": "Titan RTX",
+    "grid": "GRID",
+    "vapps": "NVIDIA Virtual Applications",
+    "vpc": "NVIDIA Virtual PC",
+    "vcs": "NVIDIA Virtual Compute Server",
+    "vws": "NVIDIA RTX Virtual Workstation",
+    "cloudgaming": "NVIDIA Cloud Gaming",
+    "unknown": "Unknown",
+}
+
+
+def product_brand(brand: str) -> str:
+    """Hook brand -> the "Product Brand" text nvidia-smi prints (``"nvidiartx"`` -> ``"NVIDIA RTX"``); a brand
+    not in :data:`PRODUCT_BRANDS` is returned unchanged. ``normalize_brand(product_brand(b)) == b``."""
+    return PRODUCT_BRANDS.get(brand, brand)
+
+
+def amd_device(device_id: str | None) -> AmdDeviceRow | None:
+    """An AMD GPU by PCI device id (``"0x74a1"`` -> MI300X, gfx942; case-insensitive), None when not listed
+    in ``data/amd-devices.csv``."""
+    if not device_id:
+        return None
+    wanted = device_id.strip().lower()
+    return next((r for r in amd_device_rows() if r.device_id == wanted), None)
 
 
 def normalize_brand(brand: str | None) -> str | None:

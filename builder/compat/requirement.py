@@ -1,6 +1,7 @@
 """``NVIDIA_REQUIRE_CUDA``: parser, evaluator, and the strings official images carry.
 
-Grammar (NVIDIA Container Toolkit, libnvidia-container; ``shared/docs/gpu-stack-facts.md``):
+Grammar (NVIDIA Container Toolkit, "Specialized Configurations with Docker", ``NVIDIA_REQUIRE_*``:
+https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html):
 space-separated *terms* are OR-ed; comma-separated *constraints* inside a term are AND-ed; a
 constraint is ``KEY OP VALUE`` with KEY in ``cuda`` (the CUDA version the host driver supports),
 ``driver`` (driver version), ``brand`` (product brand: tesla, nvidia, geforce, ...) or ``arch``
@@ -10,7 +11,14 @@ When the whole expression fails, nvidia-container-cli reports only the last clau
 ("unsatisfied condition: driver < 566"), which reads as "driver too new"; :func:`evaluate` reports
 which term matched, and when none does, what would satisfy it (the minimum driver).
 
-Official images (``data/cuda-images.csv``, source: gitlab.com/nvidia/container-images/cuda) carry
+Unknown host facts (a static check without ``nvidia-smi -q`` has no brand): the hook itself always knows
+the brand, driver and CUDA version (it reads them from NVML), so an unknown value is a gap in *our* input,
+not a value. A constraint on an unknown fact is neither true nor false: a term with no failed constraint
+and at least one unknown one is *undetermined*, and so is the expression when no term is satisfied and
+one is undetermined (:attr:`Evaluation.undetermined`, naming the unknown facts). Callers must say so
+("cannot tell; pass the brand") instead of treating it as a match or a refusal.
+
+Official images (``data/cuda-images.csv``, source: https://gitlab.com/nvidia/container-images/cuda) carry
 ``cuda>=X.Y`` OR, per exempted driver branch N and brand B, ``brand=B,driver>=N,driver<N+1``:
 :func:`require_cuda` rebuilds that string.
 """
@@ -168,6 +176,36 @@ class Evaluation:
     def empty(self) -> bool:
         return not self.terms
 
+    @property
+    def undetermined(self) -> bool:
+        """No term is satisfied, but one has no failed constraint and some unknown ones: whether the hook
+        starts the container depends on host facts we do not have (see the module docstring)."""
+        return not self.satisfied and any(not t.failed and t.unknown for t in self.terms)
+
+    @property
+    def unknown_facts(self) -> tuple[str, ...]:
+        """The host facts (``brand``, ``driver``, ``cuda``, ``arch``) the undetermined terms need, in order."""
+        keys: list[str] = []
+        for t in self.terms:
+            if not t.failed:
+                for c in t.unknown:
+                    key = _CONSTRAINT.match(c)
+                    if key and key.group(1).lower() not in keys:
+                        keys.append(key.group(1).lower())
+        return tuple(keys)
+
+    def to_json(self) -> dict[str, object]:
+        """``{"satisfied", "undetermined", "unknown_facts", "matched", "min_driver", "satisfy", "terms"}``."""
+        return {
+            "satisfied": self.satisfied,
+            "undetermined": self.undetermined,
+            "unknown_facts": list(self.unknown_facts),
+            "matched": self.matched,
+            "min_driver": self.min_driver,
+            "satisfy": list(self.satisfy),
+            "terms": [dataclasses.asdict(t) for t in self.terms],
+        }
+
 
 def _compare(left: Version, op: str, right: Version) -> bool:
     if op == ">=":
@@ -212,7 +250,11 @@ def _check(c: Constraint, host: Host) -> bool | None:
 def evaluate(requirement: Requirement | str, host: Host) -> Evaluation:
     """Evaluate an expression against a host. The first satisfied term wins (terms are OR-ed).
 
-    Unknown host values (None) never satisfy a constraint. An empty expression is satisfied."""
+    A constraint on an unknown host value (None) is neither satisfied nor failed: it is listed in the term's
+    ``unknown``, the term is not satisfied, and when no term is satisfied :attr:`Evaluation.undetermined`
+    says the answer depends on those facts (NVIDIA_REQUIRE_* semantics:
+    https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html).
+    An empty expression is satisfied. Raises ConfigError for an unparsable expression."""
     req = parse_requirement(requirement) if isinstance(requirement, str) else requirement
     results: list[TermResult] = []
     matched: int | None = None
@@ -282,6 +324,11 @@ def _what_satisfies(req: Requirement, host: Host, need: str | None) -> list[str]
         mine = host.brand.lower() if host.brand else None
         if mine is not None and mine not in brands:
             out.append(f"no exemption applies to brand {mine!r} (exempted brands: {', '.join(brands)})")
+        elif mine is None:
+            out.append(
+                f"or, if the GPU's brand is one of {', '.join(brands)} (brand unknown: pass nvidia-smi -q "
+                f"'Product Brand'), a driver on an exempted branch ({branches}) through forward compatibility"
+            )
         else:
             out.append(
                 f"or a driver on an exempted branch ({branches}) with brand in {', '.join(brands)}"

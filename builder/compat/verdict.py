@@ -1,6 +1,8 @@
 """Can image X start and run on host Y? One pure function, :func:`check_compat`.
 
-Verdicts (``shared/docs/gpu-stack-facts.md``):
+Verdicts (sources: CUDA compatibility guide, https://docs.nvidia.com/deploy/cuda-compatibility/ for
+minor-version and forward compatibility; container toolkit ``NVIDIA_REQUIRE_CUDA``,
+https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html):
 
 - ``ok``: the host driver supports the image's CUDA line (and, for an image with ``NVIDIA_REQUIRE_CUDA``,
   a ``cuda>=`` term of it matches);
@@ -13,6 +15,10 @@ Verdicts (``shared/docs/gpu-stack-facts.md``):
   (GeForce/TITAN fail with CUDA error 804);
 - ``blocked``: the container hook refuses it, or it cannot run (no driver path, GPU architecture not in
   the image's compiled list, CUDA image on an AMD host, ...).
+
+An ``NVIDIA_REQUIRE_CUDA`` whose evaluation is undetermined (an exemption term would match if the unknown
+brand were exempted) is ``blocked`` - fail closed: nothing shows the image starts - and the reason says that
+the brand decides it and how to supply it; it never reads as a match or as a refusal by brand.
 
 ``min_driver`` is the driver that would make the verdict ``ok`` (the lowest Linux minimum of the image's
 CUDA line); ``reasons`` say why, naming the rule and the table row.
@@ -283,11 +289,15 @@ def _check_nvidia(
             brands = sorted({b for b, _ in req.exemptions()})
             branches = sorted({n for _, n in req.exemptions()})
             if brands:
-                if host_brand not in brands:
-                    why = "brand unknown" if host_brand is None else f"brand {host_brand!r} is not exempted"
+                if host_brand is None and d.major in branches:
                     reasons.append(
-                        f"no exemption applies: {why} (exempted brands: {', '.join(brands)}; "
-                        f"branches: {', '.join(f'R{b}' for b in branches)})"
+                        f"cannot tell whether an exemption applies: brand unknown and branch R{d.major} is exempted "
+                        f"for brands {', '.join(brands)}; pass nvidia-smi -q 'Product Brand' (--brand)"
+                    )
+                elif host_brand is not None and host_brand not in brands:
+                    reasons.append(
+                        f"no exemption applies: brand {host_brand!r} is not exempted (exempted brands: "
+                        f"{', '.join(brands)}; branches: {', '.join(f'R{b}' for b in branches)})"
                     )
                 elif d.major not in branches:
                     reasons.append(

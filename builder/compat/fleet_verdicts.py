@@ -1,0 +1,198 @@
+"""Fleet verdicts: :func:`check_compat` for every host configuration of a cluster, the cluster's worst,
+and the one fleet summary every command prints (:class:`FleetSummary`, docs/fleets.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from packaging.version import Version
+
+from builder.compat.fleet_model import Cluster, Fleet, HostConfig
+from builder.compat.verdict import SEVERITY, Verdict, check_compat
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterVerdict:
+    """Verdict of one cluster: the worst of its host configurations, plus each one."""
+
+    cluster: str
+    verdict: Verdict
+    configs: tuple[tuple[HostConfig, Verdict], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            **self.verdict.to_json(),
+            "hosts": [{"host": dataclasses.asdict(h), **v.to_json()} for h, v in self.configs],
+        }
+
+
+def check_cluster(
+    cluster: Cluster,
+    *,
+    cuda: str | None = None,
+    require: str | None = None,
+    rocm: str | None = None,
+    image_archs: tuple[str, ...] = (),
+) -> ClusterVerdict:
+    """:func:`check_compat` for every configuration of a cluster; the cluster's verdict is the worst one,
+    its reasons prefixed with the configuration ("driver 550.144.03, NVIDIA H100 ...: ...")."""
+    results: list[tuple[HostConfig, Verdict]] = []
+    for h in cluster.configs:
+        v = check_compat(
+            driver=h.driver,
+            gpu=h.gpu,
+            brand=h.brand,
+            cuda=cuda,
+            require=require,
+            rocm=rocm,
+            image_archs=image_archs,
+            compute_capability=h.compute_capability,
+            driver_cuda_version=h.driver_cuda,
+            vendor=cluster.vendor,
+        )
+        results.append((h, v))
+    if not results:
+        empty = Verdict("blocked", None, (f"cluster {cluster.name} has no host configurations",), vendor=cluster.vendor)
+        return ClusterVerdict(cluster.name, empty, ())
+    _, worst_v = max(results, key=lambda hv: SEVERITY[hv[1].verdict])
+    reasons = tuple(
+        f"{h.label}: {v.verdict}: {r}" for h, v in results if v.verdict == worst_v.verdict for r in v.reasons
+    )
+    drivers = [v.min_driver for _, v in results if v.min_driver]
+    need = max(drivers, key=Version) if drivers else None
+    covered = [v.arch_covered for _, v in results]
+    arch = False if False in covered else (None if None in covered else True)
+    combined = dataclasses.replace(worst_v, reasons=reasons, min_driver=need, arch_covered=arch)
+    return ClusterVerdict(cluster.name, combined, tuple(results))
+
+
+def check_fleet(
+    fleet: Fleet,
+    *,
+    cuda: str | None = None,
+    require: str | None = None,
+    rocm: str | None = None,
+    image_archs: tuple[str, ...] = (),
+    clusters: Iterable[str] | None = None,
+) -> list[tuple[Cluster, Verdict]]:
+    """Check an image (its CUDA line / NVIDIA_REQUIRE_CUDA / ROCm release and compiled architectures)
+    against every cluster of a fleet (or the named ones). Returns ``[(cluster, verdict)]`` in file order,
+    each verdict the worst over the cluster's configurations. Use :func:`check_cluster` for the detail."""
+    wanted = set(clusters) if clusters is not None else None
+    out = []
+    for c in fleet.clusters:
+        if wanted is not None and c.name not in wanted:
+            continue
+        out.append((c, check_cluster(c, cuda=cuda, require=require, rocm=rocm, image_archs=image_archs).verdict))
+    return out
+
+
+# --------------------------------------------------------------------------------- fleet summary
+
+NOT_APPLICABLE = "not-applicable"
+
+
+def image_vendor(accelerator: str | None) -> Literal["nvidia", "amd", "none"]:
+    """The GPU vendor an image is built for, from its accelerator kind (the ``io.builder.accelerator``
+    label / ``Accelerator.kind``): ``cuda`` -> ``nvidia``, ``rocm`` -> ``amd``, anything else (``cpu``,
+    unknown) -> ``none`` (a CPU image applies to every cluster)."""
+    return "nvidia" if accelerator == "cuda" else "amd" if accelerator == "rocm" else "none"
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetSummary:
+    """One fleet verdict, the same for ``builder compat fleet``, ``builder check --static --fleet`` and
+    ``builder run``: the WORST verdict over the *applicable* clusters.
+
+    A cluster applies when its vendor is the image's (``image_vendor``; a CPU image, vendor ``none``,
+    applies to every cluster); the others are ``not-applicable`` (a CUDA image is not expected to run on
+    an AMD cluster), never ``blocked``. ``verdict``: ``blocked`` when any applicable cluster is blocked,
+    or when no cluster applies (nothing in the fleet can run the image); else the worst of ``ok`` <
+    ``minor-version-compat`` < ``forward-compat``. ``runs_on``: applicable clusters not blocked;
+    ``blocked_on``: applicable clusters blocked; ``not_applicable``: clusters of another vendor;
+    ``clusters``: ``(cluster, verdict)`` in file order, ``not-applicable`` for the skipped ones.
+    ``blocked`` is what the CLIs turn into exit 11 (IncompatibleError)."""
+
+    verdict: str
+    runs_on: tuple[str, ...]
+    blocked_on: tuple[str, ...]
+    not_applicable: tuple[str, ...]
+    clusters: tuple[tuple[str, str], ...]
+    image_vendor: str
+
+    @property
+    def blocked(self) -> bool:
+        return self.verdict == "blocked"
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Why the verdict is what it is, one line (empty when every applicable cluster is ok)."""
+        if not self.runs_on and not self.blocked_on:
+            return (f"no cluster of the fleet has the image's GPU vendor ({self.image_vendor})",)
+        if self.blocked_on:
+            return (f"cannot run on cluster(s): {', '.join(self.blocked_on)}",)
+        return ()
+
+    def header(self, fleet: str) -> str:
+        """The one-line summary both CLIs print first (plain text, no markup)."""
+        text = f"fleet {fleet}: {self.verdict}"
+        if self.runs_on:
+            text += f"  runs on: {', '.join(self.runs_on)}"
+        if self.blocked_on:
+            text += f"  blocked on: {', '.join(self.blocked_on)}"
+        if self.not_applicable:
+            text += f"  not applicable ({self.image_vendor} image): {', '.join(self.not_applicable)}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "image_vendor": self.image_vendor,
+            "runs_on": list(self.runs_on),
+            "blocked_on": list(self.blocked_on),
+            "not_applicable": list(self.not_applicable),
+        }
+
+
+def summarize(results: Iterable[tuple[str, str, str]], image_vendor: str | None) -> FleetSummary:
+    """The fleet verdict (see :class:`FleetSummary`) of ``results``: ``(cluster name, cluster vendor,
+    cluster verdict)`` in file order (e.g. from :func:`check_fleet`: ``(c.name, c.vendor, v.verdict)``).
+    ``image_vendor``: ``nvidia`` | ``amd`` | ``none``/None (CPU image: every cluster applies)."""
+    vendor = image_vendor or "none"
+    rows: list[tuple[str, str]] = []
+    applicable: list[tuple[str, str]] = []
+    skipped: list[str] = []
+    for name, cluster_vendor, verdict in results:
+        if vendor != "none" and cluster_vendor != vendor:
+            skipped.append(name)
+            rows.append((name, NOT_APPLICABLE))
+        else:
+            applicable.append((name, verdict))
+            rows.append((name, verdict))
+    if applicable:
+        overall = max((v for _, v in applicable), key=lambda v: SEVERITY.get(v, SEVERITY["blocked"]))
+    else:
+        overall = "blocked"
+    return FleetSummary(
+        verdict=overall,
+        runs_on=tuple(n for n, v in applicable if v != "blocked"),
+        blocked_on=tuple(n for n, v in applicable if v == "blocked"),
+        not_applicable=tuple(skipped),
+        clusters=tuple(rows),
+        image_vendor=vendor,
+    )
+
+
+__all__ = [
+    "NOT_APPLICABLE",
+    "ClusterVerdict",
+    "FleetSummary",
+    "check_cluster",
+    "check_fleet",
+    "image_vendor",
+    "summarize",
+]
