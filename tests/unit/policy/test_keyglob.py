@@ -11,9 +11,7 @@ from typing import Any
 
 from builder.policy import check_policy, evaluate
 from builder.predicates import DEVICE_CHECK_V1
-from tests.unit.test_policy import NOW, att, dc, ev
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.policy.support import NOW, ROOT, att, dc, ev
 
 POLICY = """\
 version: 1

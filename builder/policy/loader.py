@@ -1,0 +1,517 @@
+"""Loading a policy file: parse the YAML, validate it and build a ``Policy``, collecting every
+problem with its location (``builder.yamldoc.Problem``) instead of stopping at the first.
+
+``check_policy(path)`` returns the policy (None when invalid) and every problem, for
+``builder policy validate``; ``load_policy(path)`` raises ``PolicyError`` (exit 30) listing them.
+Key files named in the policy are read here (``builder.keys``); a missing one is a warning and
+the rules that need it deny. Reference: ``docs/policies.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+
+from builder.errors import NotFoundError, PolicyError, SigningKeyError
+from builder.keys import load_public_keys
+from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, weekday_index
+from builder.policy.evidence import BUILD_STAGE
+from builder.policy.model import Policy, RollbackRule, Stage
+from builder.policy.rules import AllOf, AnyOf, Rule, Unconditional
+from builder.policy.rules_change import ApprovalRule, ChangeTicketRule, FreezeRule, FreezeWindow, SoakRule
+from builder.policy.rules_evidence import (
+    AttestationRule,
+    DeviceCheckRule,
+    FleetRule,
+    ProvenanceRule,
+    SignatureRule,
+)
+from builder.policy.schema import (
+    RULE_KINDS,
+    RULE_MODELS,
+    ApprovalsModel,
+    AttestationModel,
+    DeviceCheckModel,
+    FleetModel,
+    FreezeModel,
+    KeyModel,
+    PolicyModel,
+    ProvenanceModel,
+    RollbackModel,
+    SignatureModel,
+    SoakModel,
+    StageModel,
+    TicketModel,
+)
+from builder.policy.signers import Approver, KeyRef, KeySet
+from builder.suggest import did_you_mean
+from builder.yamldoc import Problem, Severity, errors
+
+_STAGE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+_GLOB_CHARS = re.compile(r"[*?\[]")  # a key `file` with one of these is a glob (key sets only)
+
+
+def _unknown_rule(kind: str) -> str:
+    """``unknown rule 'x'; did you mean 'y'? (known: ...)``."""
+    return f"unknown rule {kind!r}{did_you_mean(kind, RULE_KINDS)} (known: {', '.join(RULE_KINDS)})"
+
+
+class _Loader:
+    """Builds a Policy from YAML, collecting every problem with its location."""
+
+    def __init__(self, path: Path, variables: Mapping[str, str]) -> None:
+        self.path = path
+        self.variables = dict(variables)
+        self.problems: list[Problem] = []
+        self.lines: dict[tuple[Any, ...], tuple[int, int]] = {}
+        self.keysets: dict[str, KeySet] = {}
+        self.approvers: dict[str, Approver] = {}
+
+    # locations -------------------------------------------------------------------------
+    def index(self, node: Any, path: tuple[Any, ...] = ()) -> Any:
+        """Record line/col of every key and item; return plain Python data."""
+        if isinstance(node, CommentedMap):
+            out: dict[Any, Any] = {}
+            for k in node:
+                try:
+                    line, col = node.lc.key(k)
+                    self.lines[(*path, k)] = (line + 1, col + 1)
+                except (KeyError, TypeError, AttributeError):
+                    self.lines[(*path, k)] = self.lines.get(path, (0, 0))
+                out[str(k)] = self.index(node[k], (*path, str(k)))
+            return out
+        if isinstance(node, CommentedSeq):
+            items: list[Any] = []
+            for i, v in enumerate(node):
+                try:
+                    line, col = node.lc.item(i)
+                    self.lines[(*path, i)] = (line + 1, col + 1)
+                except (KeyError, TypeError, AttributeError, IndexError):
+                    self.lines[(*path, i)] = self.lines.get(path, (0, 0))
+                items.append(self.index(v, (*path, i)))
+            return items
+        if isinstance(node, str):
+            return str(node)
+        return node
+
+    def where(self, path: Sequence[Any]) -> tuple[int, int]:
+        """(line, col) of ``path`` or of its closest recorded parent; (1, 1) for the document."""
+        p = tuple(path)
+        while p and p not in self.lines:
+            p = p[:-1]
+        return self.lines.get(p, (1, 1))
+
+    def loc(self, path: Sequence[Any]) -> str:
+        """``file:line:col`` of ``path`` (a rule's ``location``)."""
+        line, col = self.where(path)
+        return f"{self.path}:{line}:{col}"
+
+    @staticmethod
+    def dotted(path: Sequence[Any]) -> str:
+        out = ""
+        for part in path:
+            out += f"[{part}]" if isinstance(part, int) else (("." if out else "") + str(part))
+        return out
+
+    def problem(self, path: Sequence[Any], message: str, severity: Severity = "error") -> None:
+        line, col = self.where(path)
+        self.problems.append(Problem(str(self.path), line, col, self.dotted(path), message, severity))
+
+    def model(self, cls: type[BaseModel], data: Any, path: tuple[Any, ...]) -> Any:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = tuple("from" if p == "from_" else p for p in err["loc"])
+                self.problem((*path, *loc), err["msg"])
+            return None
+
+    # keys ------------------------------------------------------------------------------
+    def key(self, data: Any, path: tuple[Any, ...]) -> KeyRef | None:
+        m = self.model(KeyModel, data, path)
+        if m is None:
+            return None
+        if m.issuer:
+            if m.file or m.fingerprint:
+                self.problem(path, "a keyless identity (`issuer` + `subject`) takes no `file`/`fingerprint`")
+                return None
+            if not m.subject:
+                self.problem(path, "a keyless identity needs `subject` (a regular expression)")
+                return None
+            try:
+                re.compile(m.subject)
+            except re.error as exc:
+                self.problem((*path, "subject"), f"not a regular expression: {exc}")
+                return None
+            return KeyRef(issuer=m.issuer, subject=m.subject)
+        if not m.file:
+            why = "a fingerprint alone cannot verify a signature" if m.fingerprint else "no key given"
+            self.problem(
+                path,
+                f"{why}: give the public key `file` (and `fingerprint` to pin it), or `issuer` + `subject` for keyless",
+            )
+            return None
+        assert m.file is not None
+        try:
+            text = m.file.format(**self.variables)
+        except (KeyError, IndexError) as exc:
+            self.problem((*path, "file"), f"unknown variable {exc} (known: {', '.join(sorted(self.variables))})")
+            return None
+        file = Path(text)
+        if not file.is_absolute():
+            file = self.path.parent / file
+        try:
+            (pub,) = load_public_keys([file])
+        except SigningKeyError as exc:
+            why = "file not found" if not file.exists() else exc.message
+            self.problem((*path, "file"), f"{file}: {why}; rules that need this key will deny", "warning")
+            return KeyRef(file=str(file), problem=f"{file}: {why}")
+        if m.fingerprint and m.fingerprint != pub.fingerprint:
+            self.problem(
+                (*path, "fingerprint"),
+                f"{file} has fingerprint {pub.fingerprint}, not the pinned {m.fingerprint}: wrong or replaced key file",
+            )
+            return None
+        return KeyRef(fingerprint=pub.fingerprint, file=str(file))
+
+    def key_entries(self, data: Any, path: tuple[Any, ...]) -> list[KeyRef | None]:
+        """One key-set entry: a key (``key``), or a ``file`` glob (``*``, ``?``, ``[...]``) naming
+        every public key file it matches, sorted (e.g. ``{root}/keys/check-runners/*.pub``). A glob
+        matching nothing is a warning and an unusable entry: rules needing the set deny."""
+        file = data.get("file") if isinstance(data, Mapping) else None
+        if not isinstance(file, str) or not _GLOB_CHARS.search(file.replace("{", "").replace("}", "")):
+            return [self.key(data, path)]
+        if data.get("fingerprint"):
+            self.problem((*path, "fingerprint"), "a `file` glob names many keys: pin each key file separately instead")
+            return []
+        try:  # variables are literal text in the pattern, not glob syntax
+            pattern = file.format(**{k: glob.escape(v) for k, v in self.variables.items()})
+            shown = file.format(**self.variables)
+        except (KeyError, IndexError) as exc:
+            self.problem((*path, "file"), f"unknown variable {exc} (known: {', '.join(sorted(self.variables))})")
+            return []
+        if not Path(shown).is_absolute():
+            pattern = str(Path(glob.escape(str(self.path.parent))) / pattern)
+            shown = str(self.path.parent / shown)
+        matches = sorted(m for m in glob.glob(pattern) if Path(m).is_file())
+        if not matches:
+            self.problem(
+                (*path, "file"),
+                f"no file matches {shown}: this entry adds no key (rules deny while their key sets have no usable key)",
+                "warning",
+            )
+            return [KeyRef(file=shown, problem=f"no public key file matches {shown}")]
+        literal = {k: v for k, v in data.items() if k != "file"}
+        return [self.key({**literal, "file": m.replace("{", "{{").replace("}", "}}")}, path) for m in matches]
+
+    def keysets_of(self, names: Sequence[str], path: tuple[Any, ...]) -> tuple[KeySet, ...]:
+        out: list[KeySet] = []
+        for i, n in enumerate(names):
+            if n in self.keysets:
+                out.append(self.keysets[n])
+            elif n in self.approvers:
+                out.append(KeySet(n, (self.approvers[n].key,)))
+            else:
+                known = ", ".join(sorted([*self.keysets, *self.approvers])) or "none defined"
+                self.problem((*path, i), f"unknown key set {n!r} (known: {known})")
+        return tuple(out)
+
+    # rules -----------------------------------------------------------------------------
+    def rule(self, data: Any, path: tuple[Any, ...]) -> Rule | None:
+        location = self.loc(path)
+        if isinstance(data, list):  # a bare list means all_of
+            return self.group(AllOf, data, path, location)
+        if isinstance(data, dict) and len(data) > 1:
+            names = ", ".join(str(k) for k in data)
+            empty = [k for k, v in data.items() if k in ("all_of", "any_of") and v in ([], None)]
+            self.problem(
+                path,
+                f"a rule is a mapping with exactly one key, this one has {len(data)} ({names}); to require several "
+                "rules, list each one under a single `all_of:` (e.g. `all_of: [{signature: ...}, {device_check: "
+                "...}]`)" + (f"; its `{empty[0]}` is empty besides" if empty else ""),
+            )
+            for k in data:
+                if k not in RULE_KINDS:
+                    self.problem((*path, k), _unknown_rule(str(k)))
+            return None
+        if not isinstance(data, dict) or len(data) != 1:
+            self.problem(path, f"a rule is a mapping with exactly one key, one of: {', '.join(RULE_KINDS)}")
+            return None
+        ((kind, body),) = data.items()
+        p = (*path, kind)
+        location = self.loc(p)
+        if kind == "all_of":
+            return self.group(AllOf, body, p, location)
+        if kind == "any_of":
+            return self.group(AnyOf, body, p, location)
+        if kind == "unconditional":
+            if not isinstance(body, str) or not body.strip():
+                self.problem(p, "`unconditional` takes the reason as text (why every digest may enter)")
+                return None
+            return Unconditional(location, why=body)
+        cls = RULE_MODELS.get(kind)
+        if cls is None:
+            self.problem(p, _unknown_rule(str(kind)))
+            return None
+        m = self.model(cls, body, p)
+        if m is None:
+            return None
+        if isinstance(m, SignatureModel):
+            return SignatureRule(location, self.keysets_of(m.signers, (*p, "signers")), m.count)
+        if isinstance(m, AttestationModel):
+            return AttestationRule(
+                location, m.type, self.keysets_of(m.signers, (*p, "signers")), tuple(sorted(m.where.items()))
+            )
+        if isinstance(m, ProvenanceModel):
+            return ProvenanceRule(location, self.keysets_of(m.signers, (*p, "signers")), m.source, m.builder_id)
+        if isinstance(m, DeviceCheckModel):
+            return DeviceCheckRule(
+                location,
+                self.keysets_of(m.signers, (*p, "signers")),
+                tuple(m.vendors),
+                tuple(m.gpu_models),
+                tuple(m.driver_branches),
+            )
+        if isinstance(m, ApprovalsModel):
+            approvers: list[Approver] = []
+            for i, n in enumerate(m.approvers):
+                if n in self.approvers:
+                    approvers.append(self.approvers[n])
+                else:
+                    self.problem((*p, "approvers", i), f"unknown approver {n!r} (define it under `approvers:`)")
+            if len(set(m.approvers)) < m.count:
+                self.problem(
+                    (*p, "count"),
+                    f"needs {m.count} distinct approvers but lists only {len(set(m.approvers))}: it could never pass",
+                )
+            return ApprovalRule(location, m.count, tuple(approvers), m.same_ticket)
+        if isinstance(m, TicketModel):
+            try:
+                re.compile(m.pattern)
+            except re.error as exc:
+                self.problem((*p, "pattern"), f"not a regular expression: {exc}")
+                return None
+            return ChangeTicketRule(location, m.pattern)
+        if isinstance(m, FreezeModel):
+            return self.freeze(m, p, location)
+        if isinstance(m, SoakModel):
+            try:
+                minimum = parse_duration(m.min)
+            except ValueError as exc:
+                self.problem((*p, "min"), str(exc))
+                return None
+            return SoakRule(location, minimum, self.keysets_of(m.signers, (*p, "signers")))
+        if isinstance(m, FleetModel):
+            text = m.file.format(**self.variables) if "{" in m.file else m.file
+            fleet = Path(text)
+            if not fleet.is_absolute():
+                fleet = (self.path.parent / fleet).resolve()
+            if not fleet.exists():
+                self.problem((*p, "file"), f"fleet file {fleet} does not exist")
+            return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow), m.match_vendor)
+        raise AssertionError(kind)  # pragma: no cover
+
+    def group(self, cls: type[AllOf] | type[AnyOf], body: Any, path: tuple[Any, ...], location: str) -> Rule | None:
+        if not isinstance(body, list):
+            self.problem(path, f"`{'all_of' if cls is AllOf else 'any_of'}` takes a list of rules")
+            return None
+        if not body:
+            what = "an empty all_of would allow everything" if cls is AllOf else "an empty any_of can never pass"
+            self.problem(path, f"{what}; list at least one rule")
+            return None
+        rules = [self.rule(item, (*path, i)) for i, item in enumerate(body)]
+        good = tuple(r for r in rules if r is not None)
+        if len(good) != len(rules):
+            return None
+        return cls(location, rules=good)
+
+    def freeze(self, m: FreezeModel, p: tuple[Any, ...], location: str) -> Rule | None:
+        ok = True
+        try:
+            ZoneInfo(m.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            self.problem((*p, "timezone"), f"unknown time zone {m.timezone!r} (IANA name, e.g. Europe/Berlin)")
+            ok = False
+        windows: list[FreezeWindow] = []
+        for i, w in enumerate(m.windows):
+            wp = (*p, "windows", i)
+            if w.start or w.end:
+                if not (w.start and w.end) or w.days or w.from_ or w.to:
+                    self.problem(wp, "an absolute window has both `start` and `end` and nothing else")
+                    ok = False
+                    continue
+                start, end = w.start.replace(tzinfo=None), w.end.replace(tzinfo=None)
+                if end <= start:
+                    self.problem((*wp, "end"), "`end` must be after `start`")
+                    ok = False
+                    continue
+                windows.append(FreezeWindow(w.reason, start=start, end=end))
+                continue
+            if not w.days:
+                self.problem(wp, "a window needs `start`/`end` (dates) or `days` (weekly: mon..sun)")
+                ok = False
+                continue
+            days: list[int] = []
+            for j, d in enumerate(w.days):
+                day = weekday_index(d)
+                if day is None:
+                    self.problem(
+                        (*wp, "days", j),
+                        f"unknown weekday {d!r}: mon, tue, wed, thu, fri, sat, sun (or monday..sunday)"
+                        + did_you_mean(d.lower(), (*WEEKDAYS, *WEEKDAY_NAMES)),
+                    )
+                    ok = False
+                else:
+                    days.append(day)
+            times: list[dt.time | None] = []
+            for key, val in (("from", w.from_), ("to", w.to)):
+                if val is None:
+                    times.append(None)
+                    continue
+                try:
+                    times.append(dt.time.fromisoformat(val))
+                except ValueError:
+                    self.problem((*wp, key), f"not a time of day: {val!r} (HH:MM)")
+                    ok = False
+                    times.append(None)
+            windows.append(FreezeWindow(w.reason, days=tuple(days), time_from=times[0], time_to=times[1]))
+        return FreezeRule(location, m.timezone, tuple(windows)) if ok else None
+
+    # document --------------------------------------------------------------------------
+    def load(self, text: str) -> Policy | None:
+        yaml = YAML(typ="rt")
+        try:
+            raw = yaml.load(text)
+        except YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+            message = f"not valid YAML: {getattr(exc, 'problem', exc)}"
+            self.problems.append(Problem(str(self.path), line, col, "", message))
+            return None
+        data = self.index(raw)
+        if not isinstance(data, dict):
+            self.problem((), "a policy is a mapping with `stages:`")
+            return None
+        top = self.model(PolicyModel, data, ())
+        if top is None:
+            return None
+        for name, entries in top.keys.items():
+            refs = [r for i, e in enumerate(entries) for r in self.key_entries(e, ("keys", name, i))]
+            if not entries:
+                self.problem(("keys", name), "an empty key set trusts nobody; list at least one key")
+            self.keysets[name] = KeySet(name, tuple(r for r in refs if r is not None))
+        for name, entry in top.approvers.items():
+            file = entry.get("file") if isinstance(entry, Mapping) else None
+            if isinstance(file, str) and _GLOB_CHARS.search(file.replace("{", "").replace("}", "")):
+                self.problem(("approvers", name, "file"), "an approver is one key: name its file, not a glob")
+                continue
+            ref = self.key(entry, ("approvers", name))
+            if ref is not None:
+                self.approvers[name] = Approver(name, ref)
+        promoters = self.keysets_of(top.promoters, ("promoters",))
+        stages: list[Stage] = []
+        for name, body in top.stages.items():
+            sp = ("stages", name)
+            if not _STAGE_NAME.match(name) or name == BUILD_STAGE:
+                self.problem(sp, f"stage name {name!r}: lower-case letters, digits, '-' (and not `build`)")
+            sm = self.model(StageModel, body, sp)
+            if sm is None:
+                continue
+            if sm.require is None:
+                self.problem(sp, "missing `require:` (use `unconditional: <why>` to let every digest in)")
+                continue
+            rule = self.rule(sm.require, (*sp, "require"))
+            rollback = None
+            if sm.rollback is not None:
+                rm = self.model(RollbackModel, sm.rollback, (*sp, "rollback"))
+                if rm is not None:
+                    appr = tuple(self.approvers[n] for n in rm.allowed if n in self.approvers)
+                    sets = self.keysets_of(
+                        [n for n in rm.allowed if n not in self.approvers], (*sp, "rollback", "allowed")
+                    )
+                    rollback = RollbackRule(appr, sets, self.loc((*sp, "rollback")))
+            else:
+                self.problem(sp, "no `rollback:` rule: nobody may roll this stage back", "warning")
+            if "{repository}" not in sm.repository and "/" not in sm.repository:
+                self.problem((*sp, "repository"), "a repository path like `prod/{repository}` or `ml/pytorch`")
+            if rule is not None:
+                stages.append(Stage(name, sm.from_, sm.repository, sm.registry, rule, rollback, self.loc(sp)))
+        names = [s.name for s in stages]
+        sources = {
+            n: b.get("from") for n, b in top.stages.items() if isinstance(b, dict) and isinstance(b.get("from"), str)
+        }
+        for n, src in sources.items():
+            if src == n:
+                self.problem(("stages", n, "from"), "a stage cannot take images from itself")
+            elif src != BUILD_STAGE and src not in top.stages:
+                self.problem(("stages", n, "from"), f"unknown stage {src!r} (known: build, {', '.join(top.stages)})")
+        for s in stages:
+            has_soak = any(isinstance(r, SoakRule) for r in s.require.walk())
+            if has_soak and s.source == BUILD_STAGE:
+                self.problem(("stages", s.name, "require"), "soak needs a previous stage (`from:` is build)")
+        # cycles in from-chains
+        for n in sources:
+            seen = {n}
+            cur = sources[n]
+            while cur in sources and cur != n:
+                if cur in seen:
+                    break
+                seen.add(cur)
+                cur = sources[cur]
+            if cur == n and sources[n] != n:
+                self.problem(("stages", n, "from"), "stages take images from each other in a cycle")
+        if len(names) != len(top.stages):
+            return None
+        if not top.promoters:
+            self.problem(
+                ("promoters",),
+                "no `promoters:`: promotion records cannot be trusted for history, rollback and resolve",
+                "warning",
+            )
+        return Policy(self.path, tuple(stages), tuple(self.keysets.values()), tuple(self.approvers.values()), promoters)
+
+
+def check_policy(path: Path, variables: Mapping[str, str] | None = None) -> tuple[Policy | None, list[Problem]]:
+    """Load ``path`` and return (policy or None, every problem found, with locations, warnings included).
+
+    ``variables``: values for ``{name}`` in key and fleet file paths (the CLI passes
+    ``state_dir`` and ``root``). Never raises for problems in the file; NotFoundError if absent."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError as exc:
+        raise NotFoundError(
+            f"policy file {path} does not exist",
+            hint="run builder inside your checkout or pass `builder -C DIR`; or create it (docs/policies.md) "
+            "or pass --policy FILE",
+        ) from exc
+    except OSError as exc:
+        raise PolicyError(f"policy file {path} cannot be read: {exc.strerror}") from exc
+    loader = _Loader(path, variables or {})
+    policy = loader.load(text)
+    return (policy if not errors(loader.problems) else None), loader.problems
+
+
+def load_policy(path: Path, variables: Mapping[str, str] | None = None) -> Policy:
+    """Load and validate a policy; raises PolicyError listing every problem with its location
+    (``details['problems']``: ``Problem.to_json()`` of each, warnings included), NotFoundError
+    when the file does not exist.
+
+    Warnings (e.g. a key file missing on this machine) do not raise: rules needing it deny."""
+    policy, problems = check_policy(path, variables)
+    failing = errors(problems)
+    if policy is None or failing:
+        raise PolicyError(
+            f"{path}: {len(failing)} problem(s):\n" + "\n".join(f"  {p}" for p in failing),
+            problems=[p.to_json() for p in problems],
+        )
+    return policy

@@ -1,0 +1,101 @@
+"""A loaded policy: its stages (each with the rule that guards it and who may roll it back), key
+sets, approvers and promoters. Built by ``builder.policy.loader``; read by evaluation and
+``builder.promote``. Stages and tags: ``docs/promotion.md``, ``docs/concepts.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from builder.errors import NotFoundError
+from builder.policy.rules import Rule
+from builder.policy.rules_evidence import FleetRule
+from builder.policy.signers import Approver, KeyRef, KeySet
+
+
+@dataclasses.dataclass(frozen=True)
+class RollbackRule:
+    """Who may roll a stage back: ``approvers`` by name and/or ``keysets``; ``location`` is
+    ``file:line:col`` of the ``rollback:`` entry."""
+
+    approvers: tuple[Approver, ...] = ()
+    keysets: tuple[KeySet, ...] = ()
+    location: str = ""
+
+    def allows(self, signer: str) -> str | None:
+        """The name of the approver/key set whose key is ``signer`` (a fingerprint), or None."""
+        for a in self.approvers:
+            if a.key.matches(signer, None):
+                return a.name
+        for s in self.keysets:
+            if s.match(signer, None):
+                return s.name
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One stage. ``source``: ``build`` or the previous stage's name. ``repository``: a template
+    (``{repository}`` = the matrix repository); ``registry``: None = the configured registry;
+    ``require``: the rule a digest must pass to enter; ``location``: ``file:line:col``."""
+
+    name: str
+    source: str
+    repository: str
+    registry: str | None
+    require: Rule
+    rollback: RollbackRule | None
+    location: str
+
+    def repository_for(self, matrix_repository: str) -> str:
+        """The stage's repository for a matrix whose repository is ``matrix_repository``."""
+        return self.repository.replace("{repository}", matrix_repository)
+
+    def tag_for(self, variant_id: str) -> str:
+        """Stage pointer tag ``<variant-id>-<stage>`` (``docs/concepts.md``: Tags)."""
+        return f"{variant_id}-{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """One policy file: ``path`` as loaded, ``stages`` in file order, ``keysets``, ``approvers``
+    and ``promoters`` (the key sets whose promotion records are trusted)."""
+
+    path: Path
+    stages: tuple[Stage, ...]
+    keysets: tuple[KeySet, ...]
+    approvers: tuple[Approver, ...]
+    promoters: tuple[KeySet, ...]
+
+    def stage(self, name: str) -> Stage:
+        """The stage called ``name``; raises NotFoundError (hint: the known stages) otherwise."""
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise NotFoundError(
+            f"stage {name!r} is not defined in {self.path}",
+            hint=f"stages: {', '.join(s.name for s in self.stages)}",
+        )
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        """The stages' names in file order."""
+        return tuple(s.name for s in self.stages)
+
+    def all_keys(self) -> tuple[KeyRef, ...]:
+        """Every usable key the policy trusts for anything (for verification), once per fingerprint."""
+        seen: dict[str, KeyRef] = {}
+        for ks in self.keysets:
+            for k in ks.keys:
+                if k.fingerprint and k.file:
+                    seen.setdefault(k.fingerprint, k)
+        for a in self.approvers:
+            if a.key.fingerprint and a.key.file:
+                seen.setdefault(a.key.fingerprint, a.key)
+        return tuple(seen.values())
+
+    def fleets(self, stage: str) -> tuple[str, ...]:
+        """The fleet files (resolved paths) the rules of ``stage`` name, each once, in rule order.
+        Raises NotFoundError for an unknown stage."""
+        return tuple(dict.fromkeys(r.fleet for r in self.stage(stage).require.walk() if isinstance(r, FleetRule)))

@@ -1,0 +1,79 @@
+"""What a policy decides: each rule's ``RuleResult`` and the ``Decision`` for one promotion."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class RuleResult:
+    """One rule's outcome. ``rule``: its kind and summary (``signature by build``); ``reason``: why
+    it passed or failed, for people; ``location``: ``file:line:col`` of the rule in its policy file;
+    ``children``: the results of a group's rules; ``notes``: every piece of evidence that did not
+    count and why (JSON only)."""
+
+    rule: str
+    passed: bool
+    reason: str
+    location: str = ""
+    children: tuple[RuleResult, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"rule", "passed", "reason", "location"}`` plus ``notes`` and ``children`` when present."""
+        out: dict[str, Any] = {
+            "rule": self.rule,
+            "passed": self.passed,
+            "reason": self.reason,
+            "location": self.location,
+        }
+        if self.notes:
+            out["notes"] = list(self.notes)
+        if self.children:
+            out["children"] = [c.to_json() for c in self.children]
+        return out
+
+    def lines(self, indent: int = 0) -> Iterator[str]:
+        """The result tree as text, one ``[pass]``/``[FAIL]`` line per rule, two spaces per level."""
+        mark = "pass" if self.passed else "FAIL"
+        yield f"{'  ' * indent}[{mark}] {self.rule}: {self.reason}" + (f"  ({self.location})" if self.location else "")
+        for c in self.children:
+            yield from c.lines(indent + 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """The verdict for promoting ``digest`` into ``stage``: ``allowed`` and each rule's result."""
+
+    stage: str
+    digest: str
+    allowed: bool
+    reasons: tuple[RuleResult, ...]
+
+    def failed(self) -> list[RuleResult]:
+        """The leaf rules that failed (for error messages)."""
+        out: list[RuleResult] = []
+
+        def walk(r: RuleResult) -> None:
+            if r.passed:
+                return
+            leaves = [c for c in r.children if not c.passed]
+            if not leaves:
+                out.append(r)
+            for c in leaves:
+                walk(c)
+
+        for r in self.reasons:
+            walk(r)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"stage", "digest", "allowed", "reasons": [RuleResult.to_json(), ...]}``."""
+        return {
+            "stage": self.stage,
+            "digest": self.digest,
+            "allowed": self.allowed,
+            "reasons": [r.to_json() for r in self.reasons],
+        }
