@@ -86,7 +86,7 @@ def test_credentials_from_docker_config_push_and_pull(auth_registry: str, tmp_pa
 
 
 def test_without_credentials_fails_clearly(auth_registry: str, unique_repo: str) -> None:
-    client = RegistryClient(auth_registry, insecure=True, auth=DockerCredentials())
+    client = RegistryClient(auth_registry, insecure=True, auth=DockerCredentials.anonymous())
     with pytest.raises(RegistryAuthError) as err:
         client.resolve(unique_repo, "v1")
     msg = err.value.message

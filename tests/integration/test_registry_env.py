@@ -49,7 +49,7 @@ def test_threads_share_keep_alive_connections(registry_address: str, monkeypatch
     for t in threads:
         t.start()
         t.join()  # one after the other: each new thread finds the previous connection idle
-    pools = client._shared_adapter().poolmanager.pools
+    pools = client.adapter.poolmanager.pools
     assert len(pools) == 1
     pool = pools[next(iter(pools.keys()))]
     assert pool.num_connections == 1, pool.num_connections  # one TCP connection for 5 requests on 5 threads

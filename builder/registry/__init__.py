@@ -1,0 +1,90 @@
+"""The OCI registry client: the only package that speaks HTTP to registries (distribution-spec
+1.1, https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md).
+
+Modules, one concern each:
+
+- :mod:`~builder.registry.reference`: image references, tag/digest syntax, fallback tags, digests;
+- :mod:`~builder.registry.manifest`: media types, platforms, descriptors, manifests and indexes;
+- :mod:`~builder.registry.auth`: Docker credentials (read through the docker SDK) and the
+  Basic/Bearer challenge handshake;
+- :mod:`~builder.registry.transport`: sessions, connection pool, retries, HTTP errors;
+- :mod:`~builder.registry.client`: :class:`RegistryClient` (manifests, blobs, tags, referrers)
+  and :func:`client_for`;
+- :mod:`~builder.registry.copy`: blob and image copies, completeness, the image config.
+
+Compatibility re-exports of every public name the single ``builder/registry.py`` module had;
+import from ``builder.registry.<module>`` in new code.
+"""
+
+from __future__ import annotations
+
+from builder.registry.auth import Credential, DockerCredentials, parse_www_authenticate
+from builder.registry.client import SPOOL_BYTES, RegistryClient, client_for
+from builder.registry.copy import (
+    CopyStats,
+    config_env,
+    copy_blobs,
+    copy_image,
+    image_blobs,
+    image_config,
+    verify_complete,
+)
+from builder.registry.manifest import (
+    ACCEPT,
+    ATTESTATION_REF_TYPE,
+    ATTESTATION_REF_TYPE_KEY,
+    DOCKER_LIST,
+    DOCKER_MANIFEST,
+    INDEX_TYPES,
+    MANIFEST_TYPES,
+    OCI_EMPTY,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    Descriptor,
+    Manifest,
+    Platform,
+    canonical_json,
+    platform_names,
+    runnable_platforms,
+)
+from builder.registry.reference import Reference, fallback_tag, parse_reference, sha256_digest
+from builder.registry.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, RETRY_STATUSES
+
+__all__ = [
+    "ACCEPT",
+    "ATTESTATION_REF_TYPE",
+    "ATTESTATION_REF_TYPE_KEY",
+    "DEFAULT_RETRIES",
+    "DEFAULT_TIMEOUT",
+    "DOCKER_LIST",
+    "DOCKER_MANIFEST",
+    "INDEX_TYPES",
+    "MANIFEST_TYPES",
+    "OCI_EMPTY",
+    "OCI_INDEX",
+    "OCI_MANIFEST",
+    "RETRY_STATUSES",
+    "SPOOL_BYTES",
+    "CopyStats",
+    "Credential",
+    "Descriptor",
+    "DockerCredentials",
+    "Manifest",
+    "Platform",
+    "Reference",
+    "RegistryClient",
+    "canonical_json",
+    "client_for",
+    "config_env",
+    "copy_blobs",
+    "copy_image",
+    "fallback_tag",
+    "image_blobs",
+    "image_config",
+    "parse_reference",
+    "parse_www_authenticate",
+    "platform_names",
+    "runnable_platforms",
+    "sha256_digest",
+    "verify_complete",
+]

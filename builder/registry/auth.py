@@ -1,0 +1,360 @@
+"""Registry credentials and the HTTP 401 challenge handshake (Basic and Bearer).
+
+Credentials are read the way the Docker CLI reads them, through the docker SDK's auth module
+(``docker.auth.load_config`` / ``resolve_authconfig``,
+https://github.com/docker/docker-py/blob/main/docker/auth.py): ``credHelpers[host]``, else
+``credsStore``, else ``auths[host]`` (``auth`` = base64 ``user:password``, ``identitytoken``);
+keys such as ``https://host:port/v1/`` match ``host:port``. A credential helper is run by the
+SDK as ``docker-credential-<name> get`` with the server URL on stdin and answers
+``{"ServerURL", "Username", "Secret"}`` (``Username`` ``<token>``: an identity token), per
+https://github.com/docker/docker-credential-helpers#development. Configuration file format:
+https://docs.docker.com/reference/cli/docker/#configuration-files.
+
+Challenges follow RFC 7235 (``WWW-Authenticate`` auth-params) and the Docker registry token
+specification (https://distribution.github.io/distribution/spec/auth/token/: ``Bearer
+realm=..,service=..,scope=..``; the answer carries ``token`` or ``access_token``; an identity
+token is exchanged with ``grant_type=refresh_token``,
+https://distribution.github.io/distribution/spec/auth/oauth/).
+
+Errors: ``RegistryAuthError`` (exit 6) for an unreadable config, a missing or failing helper and
+refused credentials; ``RegistryError`` (exit 7) for a token service that answers oddly.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import re
+import shutil
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode, urlsplit
+
+from builder.errors import RegistryAuthError, RegistryError
+
+if TYPE_CHECKING:
+    import requests
+    from docker.auth import AuthConfig
+
+#: The server URL Docker uses for Docker Hub in credential stores.
+DOCKER_HUB_SERVER = "https://index.docker.io/v1/"
+#: The ``Username`` a credential helper answers for an identity (refresh) token.
+TOKEN_USERNAME = "<token>"
+
+
+@dataclasses.dataclass(frozen=True)
+class Credential:
+    """A user name and secret for one registry. ``identity_token`` set: OAuth2 refresh token."""
+
+    username: str
+    password: str
+    identity_token: str | None = None
+
+    def __repr__(self) -> str:  # never print secrets
+        return f"Credential(username={self.username!r}, password=***)"
+
+
+def normalize_host(key: str) -> str:
+    """``https://host:port/v1/`` -> ``host:port``; Docker Hub's names -> ``docker.io``."""
+    k = key.strip()
+    if "://" in k:
+        k = urlsplit(k).netloc or k
+    k = k.split("/", 1)[0]
+    if k in ("index.docker.io", "registry-1.docker.io"):
+        return "docker.io"
+    return k
+
+
+class DockerCredentials:
+    """Credentials from a Docker CLI ``config.json``, looked up per registry host (thread-safe,
+    each host looked up once).
+
+    Build one with :meth:`from_file` (the composition root passes the path it resolved from
+    ``--docker-config`` / ``$DOCKER_CONFIG`` / ``~/.docker``; core code reads no environment) or
+    :meth:`anonymous` (explicitly none)."""
+
+    def __init__(self, config: AuthConfig, *, source: str) -> None:
+        """``config``: a ``docker.auth.AuthConfig``; ``source``: what to name in messages."""
+        self._config = config
+        self.source = source
+        self._cache: dict[str, Credential | None] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def anonymous(cls) -> DockerCredentials:
+        """No credentials at all: every registry is accessed anonymously."""
+        from docker.auth import AuthConfig
+
+        return cls(AuthConfig({}), source="<anonymous>")
+
+    @classmethod
+    def from_file(cls, path: Path | None) -> DockerCredentials:
+        """Load ``path``: a ``config.json``, or a directory holding one. A missing file has no
+        credentials (as for Docker: nobody logged in yet).
+
+        ``None`` is accepted only for callers not yet given a path by the composition root, and
+        means :meth:`anonymous`; new code passes a path or calls :meth:`anonymous`.
+        Raises RegistryAuthError naming the file when it is unreadable, not a JSON object, or an
+        ``auths`` entry is malformed."""
+        if path is None:
+            return cls.anonymous()
+        p = path / "config.json" if path.is_dir() else path
+        if not p.exists():
+            return cls.from_document({}, source=str(p))
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, ValueError) as exc:
+            raise RegistryAuthError(
+                f"cannot read Docker config {p}: {exc}",
+                hint="fix or remove the file, or run `docker login` again",
+            ) from exc
+        if not isinstance(data, dict):
+            raise RegistryAuthError(f"Docker config {p} is not a JSON object")
+        return cls.from_document(data, source=str(p))
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, object], *, source: str) -> DockerCredentials:
+        """From a parsed ``config.json`` (``source`` names it in messages). Plain ``username`` /
+        ``password`` fields of an ``auths`` entry count, as the Docker CLI reads them
+        (https://github.com/docker/cli/blob/master/cli/config/configfile/file.go, LoadFromReader).
+        Raises RegistryAuthError for a malformed ``auths`` entry."""
+        from docker.auth import AuthConfig, load_config
+
+        doc = dict(document)
+        auths = doc.get("auths")
+        if isinstance(auths, Mapping):
+            doc["auths"] = {str(key): _auth_entry(str(key), entry, source) for key, entry in auths.items()}
+        # an empty document would make the SDK look for ~/.docker itself: never let it
+        config = load_config(config_dict=doc) if any(doc.values()) else AuthConfig({})
+        return cls(config, source=source)
+
+    def get(self, registry: str) -> Credential | None:
+        """The credential for ``registry`` (``host[:port]``) or None. Raises RegistryAuthError
+        when the configured credential helper is missing, fails, or answers garbage."""
+        host = normalize_host(registry)
+        with self._lock:  # one lookup per host, helpers run one at a time
+            if host not in self._cache:
+                self._cache[host] = self._lookup(host)
+            return self._cache[host]
+
+    def helper_for(self, registry: str) -> str | None:
+        """The credential helper program Docker would run for ``registry``
+        (``docker-credential-<name>``), or None when the file's ``auths`` answer."""
+        name = self._config.get_credential_store(_server_url(normalize_host(registry)))
+        return f"docker-credential-{name}" if name else None
+
+    def _lookup(self, host: str) -> Credential | None:
+        from docker.auth import resolve_authconfig
+        from docker.errors import DockerException
+
+        helper = self.helper_for(host)
+        if helper is not None and shutil.which(helper) is None:
+            raise RegistryAuthError(
+                f"Docker config {self.source} names credential helper `{helper}` for {host}, but it is not installed",
+                hint=f"install {helper} or remove it from the Docker config",
+                registry=host,
+            )
+        try:
+            found = resolve_authconfig(self._config, host)  # runs `<helper> get` when one is configured
+        except DockerException as exc:
+            raise RegistryAuthError(
+                f"credential helper `{helper} get` failed for {host}: {exc}",
+                hint=f"run `docker login {host}` again",
+                registry=host,
+            ) from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RegistryAuthError(
+                f"credential helper `{helper} get` printed no Username/Secret JSON for {host}", registry=host
+            ) from exc
+        return _credential(found) if found else None
+
+
+def _server_url(host: str) -> str:
+    """What Docker looks up in credential stores for ``host`` (Docker Hub has a URL)."""
+    return DOCKER_HUB_SERVER if host == "docker.io" else host
+
+
+def _auth_entry(key: str, entry: object, source: str) -> dict[str, object]:
+    """One ``auths`` entry normalised for the SDK: an empty ``auth`` dropped, plain
+    ``username``/``password`` turned into ``auth``, a malformed ``auth`` refused."""
+    if not isinstance(entry, Mapping):
+        raise RegistryAuthError(
+            f"Docker config {source}: `auths.{key}` is not an object", hint=f"run `docker login {key}` again"
+        )
+    out = {str(k): v for k, v in entry.items() if not (k == "auth" and not v)}
+    if "auth" in out:
+        from docker.auth import decode_auth
+
+        try:
+            decode_auth(str(out["auth"]))
+        except ValueError as exc:  # bad base64, no ':' or not UTF-8 (UnicodeDecodeError is a ValueError)
+            raise RegistryAuthError(
+                f"Docker config {source}: `auths.{key}.auth` is not base64 of user:password",
+                hint=f"run `docker login {key}` again",
+            ) from exc
+    elif out.get("username"):
+        out["auth"] = base64.b64encode(f"{out['username']}:{out.get('password') or ''}".encode()).decode()
+    return out
+
+
+def _credential(found: Mapping[str, object]) -> Credential | None:
+    """The SDK's answer (``username``/``password`` from ``auths``, ``Username``/``Password``
+    from a helper, ``IdentityToken`` from either) as a Credential; None when it holds nothing."""
+    user = found.get("Username") or found.get("username")
+    password = found.get("Password") or found.get("password") or ""
+    token = found.get("IdentityToken")
+    if token:
+        return Credential(str(user or TOKEN_USERNAME), "", str(token))
+    if user:
+        return Credential(str(user), str(password))
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# challenges
+# --------------------------------------------------------------------------------------------
+
+_CHALLENGE_RE = re.compile(r'([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))')
+
+
+def parse_www_authenticate(header: str) -> tuple[str, dict[str, str]]:
+    """``Bearer realm="..",service="..",scope=".."`` -> ``("bearer", {"realm": .., ...})``.
+
+    The scheme is lower-cased; quoted values are unescaped (RFC 7235 auth-params)."""
+    header = header.strip()
+    scheme, _, rest = header.partition(" ")
+    params: dict[str, str] = {}
+    for m in _CHALLENGE_RE.finditer(rest):
+        val = m.group(2) if m.group(2) is not None else m.group(3)
+        params[m.group(1).lower()] = re.sub(r"\\(.)", r"\1", val or "")
+    return scheme.lower(), params
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenRequest:
+    """One request to a token service: ``GET realm?query`` with ``basic`` (user, password) or
+    anonymously, or, for an identity token, ``POST realm`` with the ``form`` fields."""
+
+    realm: str
+    query: tuple[tuple[str, str], ...] = ()
+    form: tuple[tuple[str, str], ...] = ()
+    basic: tuple[str, str] | None = None
+
+    @property
+    def method(self) -> str:
+        """``POST`` for a refresh-token exchange, else ``GET``."""
+        return "POST" if self.form else "GET"
+
+    @property
+    def url(self) -> str:
+        """The realm, with the query for a GET."""
+        return f"{self.realm}?{urlencode(self.query)}" if self.query and not self.form else self.realm
+
+
+#: Sends a token request and returns the raw response (the transport maps connection errors).
+TokenSender = Callable[[TokenRequest], "requests.Response"]
+
+
+class Authenticator:
+    """The ``Authorization`` state of one registry: the Basic header once a Basic challenge was
+    answered, and one Bearer token per scope key (repository + extra scopes). Thread-safe."""
+
+    def __init__(self, registry: str, credentials: DockerCredentials | Credential | None) -> None:
+        self.registry = registry
+        self._credentials = credentials
+        self._lock = threading.Lock()
+        self._basic: str | None = None
+        self._tokens: dict[str, str] = {}
+
+    def credential(self) -> Credential | None:
+        """The credential for this registry (None: anonymous)."""
+        if self._credentials is None:
+            return None
+        if isinstance(self._credentials, Credential):
+            return self._credentials
+        return self._credentials.get(self.registry)
+
+    def header_for(self, key: str) -> str | None:
+        """The ``Authorization`` value to send for scope key ``key`` (None: nothing yet)."""
+        with self._lock:
+            return self._tokens.get(key, self._basic)
+
+    def answer(self, challenge: str, key: str, scopes: tuple[str, ...], where: str, send: TokenSender) -> None:
+        """Answer a ``WWW-Authenticate`` challenge for the request ``where``; later calls of
+        :meth:`header_for` return the new header. Raises RegistryAuthError (no or refused
+        credentials, unsupported scheme), RegistryError (token service answered oddly)."""
+        scheme, params = parse_www_authenticate(challenge)
+        cred = self.credential()
+        if scheme == "basic":
+            if cred is None or cred.identity_token:
+                raise RegistryAuthError(
+                    f"registry {self.registry} requires a user name and password for {where} (HTTP 401, Basic)",
+                    hint=f"run `docker login {self.registry}` or pass a Docker config with credentials "
+                    "(--docker-config / DOCKER_CONFIG)",
+                    registry=self.registry,
+                    status=401,
+                )
+            token = base64.b64encode(f"{cred.username}:{cred.password}".encode()).decode()
+            with self._lock:
+                self._basic = f"Basic {token}"
+            return
+        if scheme == "bearer":
+            req = self._token_request(params, scopes, cred, where)
+            tok = self._token_from(send(req), req.realm, cred, where)
+            with self._lock:
+                self._tokens[key] = f"Bearer {tok}"
+            return
+        raise RegistryAuthError(
+            f"registry {self.registry} asks for unsupported authentication {scheme!r} for {where}",
+            registry=self.registry,
+            status=401,
+        )
+
+    def _token_request(
+        self, params: Mapping[str, str], scopes: tuple[str, ...], cred: Credential | None, where: str
+    ) -> TokenRequest:
+        realm = params.get("realm")
+        if not realm:
+            raise RegistryAuthError(f"registry {self.registry} sent a Bearer challenge without realm for {where}")
+        scope_list = list(dict.fromkeys([s for s in params.get("scope", "").split(" ") if s] + list(scopes)))
+        q: list[tuple[str, str]] = []
+        if params.get("service"):
+            q.append(("service", params["service"]))
+        if cred is not None and cred.identity_token:
+            form = dict(q) | {
+                "grant_type": "refresh_token",
+                "refresh_token": cred.identity_token,
+                "client_id": "builder",
+                "scope": " ".join(scope_list),
+            }
+            return TokenRequest(realm, form=tuple(form.items()))
+        q.extend(("scope", s) for s in scope_list)
+        basic = (cred.username, cred.password) if cred is not None else None
+        return TokenRequest(realm, query=tuple(q), basic=basic)
+
+    def _token_from(self, resp: requests.Response, realm: str, cred: Credential | None, where: str) -> str:
+        if resp.status_code in (401, 403):
+            who = f"user {cred.username!r}" if cred else "anonymous access"
+            raise RegistryAuthError(
+                f"token service {realm} refused {who} for {where} (HTTP {resp.status_code})",
+                hint=f"run `docker login {self.registry}`; check the user's rights on the repository",
+                registry=self.registry,
+                status=resp.status_code,
+            )
+        if resp.status_code != 200:
+            raise RegistryError(
+                f"token service {realm} answered HTTP {resp.status_code} for {where}: {resp.text[:200]}",
+                registry=self.registry,
+                status=resp.status_code,
+            )
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        token = (body.get("token") or body.get("access_token")) if isinstance(body, dict) else None
+        if not token:
+            raise RegistryError(f"token service {realm} sent no token for {where}", registry=self.registry)
+        return str(token)

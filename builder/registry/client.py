@@ -1,0 +1,485 @@
+"""The OCI distribution client (distribution-spec 1.1) for one registry: tags and digests,
+manifests and indexes byte for byte, blobs (existence, upload, cross-repository mount, copy
+from another registry), tag listing with pagination and the referrers API with the
+``sha256-<hex>`` fallback tag index. :func:`client_for` is the public way to get one.
+
+Sources: OCI distribution-spec v1.1 (endpoints, ``Link`` pagination, the referrers API and
+its fallback tag schema;
+https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md), OCI image-spec v1.1
+(``artifactType``, ``subject``; https://github.com/opencontainers/image-spec/blob/v1.1.0/manifest.md).
+
+Errors (from :mod:`builder.registry.transport`): ``RegistryUnavailableError`` (exit 5),
+``RegistryAuthError`` (exit 6), ``NotFoundError`` (exit 8), ``RegistryError`` (exit 7, also a
+digest mismatch or a document that is not JSON).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import hashlib
+import random
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import urlencode, urljoin
+
+from builder.errors import NotFoundError, RegistryError
+from builder.registry.auth import Authenticator, Credential, DockerCredentials
+from builder.registry.manifest import (
+    ACCEPT,
+    MANIFEST_TYPES,
+    OCI_INDEX,
+    Descriptor,
+    Manifest,
+    canonical_json,
+    parse_json_object,
+)
+from builder.registry.reference import fallback_tag, join_reference, sha256_digest
+from builder.registry.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, Transport
+
+if TYPE_CHECKING:
+    import requests
+    from requests.adapters import HTTPAdapter
+
+SPOOL_BYTES = 64 * 1024 * 1024  # blobs larger than this are spooled to disk while copied
+
+
+class RegistryClient:
+    """Client for one registry host (``host[:port]``). Thread-safe for concurrent requests.
+
+    ``insecure=True`` uses plain HTTP (only for loopback or explicitly insecure registries).
+    ``auth``: credentials (a :class:`DockerCredentials` or a fixed :class:`Credential`; None:
+    anonymous); Basic and Bearer challenges are answered when the registry sends them.
+    ``timeout``: (connect, read) seconds. ``retries``: extra attempts on 429/5xx/connection
+    reset with exponential backoff starting at ``backoff`` seconds.
+    """
+
+    def __init__(
+        self,
+        registry: str,
+        *,
+        insecure: bool = False,
+        auth: DockerCredentials | Credential | None = None,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = 0.25,
+    ) -> None:
+        self.registry = registry
+        self.transport = Transport(
+            registry,
+            Authenticator(registry, auth),
+            insecure=insecure,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+        )
+        self._lock = threading.Lock()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def __repr__(self) -> str:
+        return f"RegistryClient({self.registry!r}, scheme={self.scheme!r})"
+
+    # -- plumbing (the transport's) -----------------------------------------------------------
+
+    @property
+    def scheme(self) -> str:
+        """``https``, or ``http`` for an insecure registry."""
+        return self.transport.scheme
+
+    @property
+    def base(self) -> str:
+        """``scheme://host[:port]`` every ``/v2/`` path is sent to."""
+        return self.transport.base
+
+    @property
+    def requests_sent(self) -> int:
+        """HTTP requests sent so far, retries and auth round trips included."""
+        return self.transport.requests_sent
+
+    @property
+    def session(self) -> requests.Session:
+        """This thread's ``requests.Session`` (see :attr:`Transport.session`)."""
+        return self.transport.session
+
+    @property
+    def adapter(self) -> HTTPAdapter:
+        """The connection pools shared by every thread's session."""
+        return self.transport.adapter
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        ref: str = "",
+        ok: tuple[int, ...] = (200,),
+        scopes: tuple[str, ...] = (),
+        **kw: Any,
+    ) -> requests.Response:
+        """One HTTP request (see :meth:`Transport.request`); raises the builder error for the status."""
+        return self.transport.request(method, path, ref=ref, ok=ok, scopes=scopes, **kw)
+
+    def credential(self) -> Credential | None:
+        """The credential used for this registry (None: anonymous)."""
+        return self.transport.auth.credential()
+
+    @property
+    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        """A small thread pool owned by this client (reused, so its threads keep their
+        keep-alive connections): parallel blob mounts/copies. Never submit from inside it."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=8, thread_name_prefix=f"registry-{self.registry}"
+                )
+            return self._pool
+
+    # -- basic operations -------------------------------------------------------------------
+
+    def ping(self) -> None:
+        """GET /v2/; RegistryUnavailableError when nothing answers (401 counts as alive)."""
+        self.request("GET", "/v2/", ok=(200, 401))
+
+    def check_auth(self) -> None:
+        """GET /v2/ answering any challenge: RegistryAuthError when our credentials are refused."""
+        self.request("GET", "/v2/", ok=(200,))
+
+    def resolve(self, repository: str, reference: str) -> str:
+        """Tag or digest -> manifest digest (``sha256:<hex>``) via HEAD with every manifest type.
+
+        Raises NotFoundError (404), RegistryAuthError, RegistryUnavailableError, RegistryError."""
+        resp = self.request(
+            "HEAD",
+            f"/v2/{repository}/manifests/{reference}",
+            ref=join_reference(repository, reference),
+            headers={"Accept": ACCEPT},
+        )
+        digest = resp.headers.get("Docker-Content-Digest")
+        if not digest:
+            # a registry may omit the header on HEAD: fall back to GET and hash the bytes
+            return self.get_manifest(repository, reference).digest
+        return digest
+
+    def try_resolve(self, repository: str, reference: str) -> str | None:
+        """Like :meth:`resolve` but None when the tag/digest (or the repository) does not exist."""
+        try:
+            return self.resolve(repository, reference)
+        except NotFoundError:
+            return None
+
+    def get_manifest(self, repository: str, reference: str) -> Manifest:
+        """GET a manifest or index; the bytes are kept exactly as served. When ``reference`` is a
+        digest the bytes are checked against it (RegistryError on mismatch)."""
+        where = join_reference(repository, reference)
+        resp = self.request("GET", f"/v2/{repository}/manifests/{reference}", ref=where, headers={"Accept": ACCEPT})
+        raw = resp.content
+        digest = sha256_digest(raw)
+        if reference.startswith("sha256:") and digest != reference:
+            raise RegistryError(
+                f"registry {self.registry} served bytes for {where} that hash to {digest}",
+                hint="the registry or a proxy changed the manifest; do not trust this registry",
+                registry=self.registry,
+            )
+        header_digest = resp.headers.get("Docker-Content-Digest")
+        if header_digest and header_digest.startswith("sha256:") and header_digest != digest:
+            raise RegistryError(
+                f"registry {self.registry} says {where} is {header_digest} but its bytes hash to {digest}",
+                registry=self.registry,
+            )
+        media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
+        if media_type not in MANIFEST_TYPES:
+            media_type = str(parse_json_object(raw, where).get("mediaType") or media_type)
+        return Manifest(raw=raw, media_type=media_type, digest=digest)
+
+    def try_get_manifest(self, repository: str, reference: str) -> Manifest | None:
+        try:
+            return self.get_manifest(repository, reference)
+        except NotFoundError:
+            return None
+
+    def put_manifest(self, repository: str, reference: str, raw: bytes, media_type: str) -> str:
+        """PUT ``raw`` (sent byte for byte) under a tag or its digest; returns the digest.
+
+        The digest the registry returns must equal sha256(raw) (RegistryError otherwise); a digest
+        ``reference`` must equal it too. Every blob/child it names must already be in the repository
+        (the registry answers 400 MANIFEST_BLOB_UNKNOWN otherwise)."""
+        digest = sha256_digest(raw)
+        where = join_reference(repository, reference)
+        if reference.startswith("sha256:") and reference != digest:
+            raise RegistryError(f"refusing to PUT {where}: the bytes hash to {digest}", registry=self.registry)
+        resp = self.request(
+            "PUT",
+            f"/v2/{repository}/manifests/{reference}",
+            ref=where,
+            ok=(201, 200),
+            data=raw,
+            headers={"Content-Type": media_type},
+        )
+        returned = resp.headers.get("Docker-Content-Digest")
+        if returned and returned != digest:
+            raise RegistryError(
+                f"registry {self.registry} stored {where} as {returned}, expected {digest}",
+                hint="the registry rewrote the manifest; use a registry that stores manifests byte for byte",
+                registry=self.registry,
+            )
+        return digest
+
+    def delete_manifest(self, repository: str, digest: str) -> None:
+        """DELETE a manifest by digest (the registry must allow deletes). For tests and clean-up."""
+        self.request(
+            "DELETE", f"/v2/{repository}/manifests/{digest}", ref=join_reference(repository, digest), ok=(202, 200)
+        )
+
+    def blob_exists(self, repository: str, digest: str) -> bool:
+        """HEAD a blob: True if the repository has it (or can serve it)."""
+        try:
+            self.request("HEAD", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}")
+        except NotFoundError:
+            return False
+        return True
+
+    def get_blob(self, repository: str, digest: str) -> bytes:
+        """GET a whole blob into memory, checking its sha256 (RegistryError on mismatch)."""
+        resp = self.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}")
+        data = resp.content
+        if digest.startswith("sha256:") and sha256_digest(data) != digest:
+            raise RegistryError(f"blob {repository}@{digest} from {self.registry} does not match its digest")
+        return data
+
+    def open_blob(self, repository: str, digest: str) -> requests.Response:
+        """GET a blob as a stream (``resp.iter_content``); the caller closes the response."""
+        return self.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}", stream=True)
+
+    def put_blob(self, repository: str, data: bytes | IO[bytes], digest: str | None = None) -> str:
+        """Upload a blob monolithically (POST a session, PUT the bytes with ``?digest=``); returns
+        the digest. ``data`` may be bytes or a seekable binary file (then pass ``digest``)."""
+        if digest is None:
+            if not isinstance(data, bytes):
+                raise ValueError("put_blob: pass digest= with a file object")
+            digest = sha256_digest(data)
+        where = f"{repository}@{digest}"
+        resp = self.request("POST", f"/v2/{repository}/blobs/uploads/", ref=where, ok=(202,))
+        location = self._location(resp, where)
+        sep = "&" if "?" in location else "?"
+        length = len(data) if isinstance(data, bytes) else _file_size(data)
+        self.request(
+            "PUT",
+            f"{location}{sep}{urlencode({'digest': digest})}",
+            ref=where,
+            ok=(201, 204),
+            data=data,
+            headers={"Content-Type": "application/octet-stream", "Content-Length": str(length)},
+        )
+        return digest
+
+    def mount_blob(self, repository: str, digest: str, from_repository: str) -> bool:
+        """Cross-repository mount (same registry): True when mounted (201). When the registry
+        starts an upload instead (202), the session is cancelled and False is returned."""
+        where = f"{repository}@{digest}"
+        resp = self.request(
+            "POST",
+            f"/v2/{repository}/blobs/uploads/?{urlencode({'mount': digest, 'from': from_repository})}",
+            ref=where,
+            ok=(201, 202),
+            scopes=(f"repository:{from_repository}:pull",),
+        )
+        if resp.status_code == 201:
+            return True
+        with contextlib.suppress(RegistryError):
+            self.request("DELETE", self._location(resp, where), ref=where, ok=(204, 200, 202, 404))
+        return False
+
+    def _location(self, resp: requests.Response, where: str) -> str:
+        loc = resp.headers.get("Location")
+        if not loc:
+            raise RegistryError(f"registry {self.registry} sent no upload Location for {where}")
+        return urljoin(resp.url, loc)
+
+    def list_tags(self, repository: str, *, page_size: int = 1000) -> list[str]:
+        """Every tag of a repository, following ``Link: <...>; rel="next"`` pages. A repository
+        that does not exist has no tags (empty list)."""
+        tags: list[str] = []
+        url: str | None = f"/v2/{repository}/tags/list?n={page_size}"
+        while url:
+            try:
+                resp = self.request("GET", url, ref=f"{repository} (tags)")
+            except NotFoundError:
+                return tags
+            body = parse_json_object(resp.content, f"{self.registry}/{repository} tag list")
+            tags.extend(str(t) for t in body.get("tags") or [])
+            url = next_link(resp.headers.get("Link"), resp.url)
+        return tags
+
+    # -- referrers --------------------------------------------------------------------------
+
+    def referrers(self, repository: str, digest: str, artifact_type: str | None = None) -> list[Descriptor]:
+        """Manifests whose ``subject`` is ``digest``: the referrers API when it answers a 200 OCI
+        index, else the ``sha256-<hex>`` fallback tag index (none: empty list). Filtered by
+        ``artifact_type`` when given."""
+        path = f"/v2/{repository}/referrers/{digest}"
+        if artifact_type:
+            path += "?" + urlencode({"artifactType": artifact_type})
+        descs: list[Descriptor] | None = None
+        try:
+            resp = self.request("GET", path, ref=f"{repository}@{digest} (referrers)", ok=(200,))
+            ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
+            if ctype == OCI_INDEX:
+                body = parse_json_object(resp.content, f"referrers of {repository}@{digest}")
+                descs = [Descriptor.from_json(d, where="referrers") for d in body.get("manifests") or []]
+        except (NotFoundError, RegistryError):
+            descs = None  # no referrers API (distribution 2.8 answers 404): use the fallback tag
+        if descs is None:
+            index = self.try_get_manifest(repository, fallback_tag(digest))
+            descs = index.manifests if index is not None and index.is_index else []
+        if artifact_type:
+            descs = [d for d in descs if d.artifact_type == artifact_type]
+        return descs
+
+    def add_referrer_to_fallback_index(
+        self,
+        repository: str,
+        subject_digest: str,
+        descriptor: Descriptor,
+        *,
+        attempts: int = 6,
+        lock_dir: Path | None = None,
+        lock_timeout: float = 60.0,
+    ) -> str:
+        """Add ``descriptor`` (with ``artifactType``) to the ``sha256-<hex>`` fallback index of
+        ``subject_digest``: GET-or-create, add (an entry with the same digest is replaced), sort
+        by digest, PUT, re-read; when a concurrent writer dropped our entry, start over (bounded).
+        The referrer manifest itself must already be pushed. Returns the index digest.
+        Writers in one process are serialised per index; ``lock_dir`` adds a file lock there
+        (one per registry/repository/tag) so processes on one machine are serialised too.
+        Raises RegistryError when the entry does not stick after ``attempts`` tries (or the file
+        lock is not acquired within ``lock_timeout`` seconds)."""
+        if not descriptor.artifact_type:
+            raise ValueError("a fallback-index entry needs artifactType (consumers filter on it)")
+        tag = fallback_tag(subject_digest)
+        with _index_lock(self.registry, repository, tag):
+            if lock_dir is None:
+                return self._add_to_fallback_index(repository, tag, descriptor, attempts)
+            from filelock import FileLock, Timeout
+
+            lock_dir.mkdir(parents=True, exist_ok=True)
+            key = hashlib.sha256(f"{self.registry}/{repository}:{tag}".encode()).hexdigest()[:32]
+            try:
+                with FileLock(str(lock_dir / f"referrers-{key}.lock"), timeout=lock_timeout):
+                    return self._add_to_fallback_index(repository, tag, descriptor, attempts)
+            except Timeout as exc:
+                raise RegistryError(
+                    f"another process holds the lock of {self.registry}/{repository}:{tag} for {lock_timeout:.0f} s",
+                    hint=f"wait for it to finish, or remove a stale lock file in {lock_dir}",
+                ) from exc
+
+    def _add_to_fallback_index(self, repository: str, tag: str, descriptor: Descriptor, attempts: int) -> str:
+        for attempt in range(attempts):
+            current = self.try_get_manifest(repository, tag)
+            if current is not None and not current.is_index:
+                raise RegistryError(
+                    f"{self.registry}/{repository}:{tag} exists but is not an OCI index ({current.media_type})",
+                    hint="the referrers fallback tag is reserved for the index of referrers; remove what is there",
+                )
+            doc: dict[str, Any] = (
+                dict(current.json) if current is not None else {"schemaVersion": 2, "mediaType": OCI_INDEX}
+            )
+            entries = [d for d in (doc.get("manifests") or []) if d.get("digest") != descriptor.digest]
+            if current is not None and any(
+                d.get("digest") == descriptor.digest and d.get("artifactType") == descriptor.artifact_type
+                for d in doc.get("manifests") or []
+            ):
+                return current.digest
+            entries.append(descriptor.to_json())
+            entries.sort(key=lambda d: str(d.get("digest")))
+            doc["manifests"] = entries
+            doc.setdefault("schemaVersion", 2)
+            doc["mediaType"] = OCI_INDEX
+            raw = canonical_json(doc)
+            self.put_manifest(repository, tag, raw, OCI_INDEX)
+            time.sleep(random.uniform(0.0, 0.02) * attempt)
+            after = self.get_manifest(repository, tag)
+            if any(d.digest == descriptor.digest for d in after.manifests):
+                return after.digest
+        raise RegistryError(
+            f"could not add {descriptor.digest} to the referrers index {self.registry}/{repository}:{tag} "
+            f"after {attempts} attempts (concurrent writers)",
+            hint="retry; if it persists, something keeps rewriting the fallback index",
+        )
+
+    # -- copies ----------------------------------------------------------------------------
+
+    def copy_blob_from(self, src: RegistryClient, src_repo: str, dst_repo: str, desc: Descriptor) -> int:
+        """Copy one blob from ``src`` (any registry), spooling to disk above 64 MiB. Returns bytes."""
+        with src.open_blob(src_repo, desc.digest) as resp, _spool() as buf:
+            h = hashlib.sha256()
+            n = 0
+            for chunk in resp.iter_content(chunk_size=1 << 20):
+                h.update(chunk)
+                buf.write(chunk)
+                n += len(chunk)
+            got = "sha256:" + h.hexdigest()
+            if desc.digest.startswith("sha256:") and got != desc.digest:
+                raise RegistryError(f"blob {src.registry}/{src_repo}@{desc.digest} hashes to {got} when read")
+            buf.flush()
+            if n <= SPOOL_BYTES:
+                buf.seek(0)
+                self.put_blob(dst_repo, buf.read(), desc.digest)
+            else:
+                self.put_blob(dst_repo, buf, desc.digest)
+            return n
+
+
+def client_for(
+    registry: str,
+    *,
+    insecure: Callable[[str], bool],
+    auth: DockerCredentials | Credential | None = None,
+    cache: dict[str, RegistryClient] | None = None,
+) -> RegistryClient:
+    """A client for ``registry`` (``insecure`` usually ``Config.is_insecure``), cached in ``cache``
+    (registry host -> client) so one client per host is shared."""
+    if cache is not None and registry in cache:
+        return cache[registry]
+    c = RegistryClient(registry, insecure=insecure(registry), auth=auth)
+    if cache is not None:
+        cache[registry] = c
+    return c
+
+
+_INDEX_LOCKS: dict[tuple[str, str, str], threading.Lock] = {}
+_INDEX_LOCKS_GUARD = threading.Lock()
+
+
+def _index_lock(registry: str, repository: str, tag: str) -> threading.Lock:
+    """One lock per fallback index in this process: writers in one process never lose each
+    other's entries; across processes the re-read after each write detects a lost entry."""
+    with _INDEX_LOCKS_GUARD:
+        return _INDEX_LOCKS.setdefault((registry, repository, tag), threading.Lock())
+
+
+_LINK_RE = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+
+
+def next_link(header: str | None, current_url: str) -> str | None:
+    """The absolute URL of a ``Link: <...>; rel="next"`` header (RFC 8288), or None."""
+    if not header:
+        return None
+    m = _LINK_RE.search(header)
+    return urljoin(current_url, m.group(1)) if m else None
+
+
+def _file_size(f: IO[bytes]) -> int:
+    pos = f.tell()
+    f.seek(0, 2)
+    n = f.tell()
+    f.seek(pos)
+    return n
+
+
+def _spool() -> tempfile.SpooledTemporaryFile[bytes]:
+    return tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)

@@ -1,0 +1,188 @@
+"""Image copies between repositories and registries, and reads over a whole image: blob
+copies (mounted within a registry, streamed across), manifest-level image copy (used by
+promotion), completeness checks and the image config.
+
+Sources: OCI distribution-spec v1.1 (cross-repository mount, pushing manifests after their
+blobs; https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-blobs),
+OCI image-spec v1.1 config (``config.Env``;
+https://github.com/opencontainers/image-spec/blob/v1.1.0/config.md).
+Errors: those of :class:`builder.registry.client.RegistryClient`; ``RegistryError`` when a
+copied digest differs or an image has no config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from builder.errors import RegistryError
+from builder.registry.client import RegistryClient
+from builder.registry.manifest import Descriptor, Manifest, parse_json_object, runnable_platforms
+
+
+@dataclasses.dataclass
+class CopyStats:
+    """What a copy did (counts): blobs mounted, copied (and their bytes), already present;
+    manifests written. Mutable: a running tally that parallel copies add to."""
+
+    mounted: int = 0
+    copied: int = 0
+    copied_bytes: int = 0
+    present: int = 0
+    manifests: int = 0
+
+
+def copy_blobs(
+    src: RegistryClient,
+    src_repo: str,
+    dst: RegistryClient,
+    dst_repo: str,
+    blobs: Iterable[Descriptor],
+    stats: CopyStats | None = None,
+    *,
+    workers: int = 8,
+) -> CopyStats:
+    """Make every blob exist in ``dst/dst_repo`` (in parallel, ``workers`` at a time).
+
+    Within one registry each blob is mounted from ``src_repo`` (one POST; a blob already in the
+    destination mounts too); when the registry does not mount it (202), or across registries,
+    a HEAD checks the destination and only missing blobs are copied (streamed)."""
+    stats = stats if stats is not None else CopyStats()
+    same_registry = src.registry == dst.registry and src.base == dst.base
+    lock = threading.Lock()
+
+    def one(desc: Descriptor) -> None:
+        if same_registry and src_repo == dst_repo:
+            kind, n = "present", 0
+        elif same_registry and dst.mount_blob(dst_repo, desc.digest, src_repo):
+            kind, n = "mounted", 0
+        elif dst.blob_exists(dst_repo, desc.digest):
+            kind, n = "present", 0
+        else:
+            kind, n = "copied", dst.copy_blob_from(src, src_repo, dst_repo, desc)
+        with lock:
+            setattr(stats, kind, getattr(stats, kind) + 1)
+            stats.copied_bytes += n
+
+    items = list(dict.fromkeys(blobs))
+    if len(items) <= 1 or workers <= 1:
+        for d in items:
+            one(d)
+        return stats
+    for fut in [dst.executor.submit(one, d) for d in items]:
+        fut.result()  # re-raise the first error
+    return stats
+
+
+def copy_image(
+    src: RegistryClient,
+    src_repo: str,
+    digest: str,
+    dst: RegistryClient,
+    dst_repo: str,
+    tag: str | None = None,
+    *,
+    stats: CopyStats | None = None,
+) -> str:
+    """Manifest-level copy of ``src/src_repo@digest`` to ``dst/dst_repo`` (under ``tag`` when
+    given, else by digest). Index children (attestation manifests included: they are part of
+    the index digest) are copied first; blobs are mounted or copied only when missing;
+    manifests are PUT byte for byte; the destination digest is verified equal to ``digest``
+    (the registry's answer to the PUT, then a HEAD of the tag). Cost within one registry: a
+    few requests per blob, independent of the blob sizes.
+    Returns the digest. Raises RegistryError on a digest mismatch."""
+    stats = stats if stats is not None else CopyStats()
+    _copy_manifest(src, src_repo, digest, dst, dst_repo, stats, tag=tag)
+    if tag is not None:
+        got = dst.resolve(dst_repo, tag)
+        if got != digest:
+            raise RegistryError(
+                f"after copying, {dst.registry}/{dst_repo}:{tag} resolves to {got}, expected {digest}",
+                hint="another writer moved the tag at the same time; retry",
+                registry=dst.registry,
+            )
+    return digest
+
+
+def _copy_manifest(
+    src: RegistryClient,
+    src_repo: str,
+    digest: str,
+    dst: RegistryClient,
+    dst_repo: str,
+    stats: CopyStats,
+    *,
+    tag: str | None = None,
+) -> None:
+    # look at the destination and read the source at the same time (two round trips in one)
+    there = dst.executor.submit(dst.try_resolve, dst_repo, digest)
+    m = src.get_manifest(src_repo, digest)
+    present = there.result() == digest
+    if not present:  # a manifest in the registry implies its blobs and children are there
+        if m.is_index:
+            for child in m.manifests:
+                _copy_manifest(src, src_repo, child.digest, dst, dst_repo, stats)
+        else:
+            copy_blobs(src, src_repo, dst, dst_repo, m.blobs, stats)
+    if present and tag is None:
+        return
+    got = dst.put_manifest(dst_repo, tag or digest, m.raw, m.media_type)
+    stats.manifests += 1
+    if got != digest:  # pragma: no cover - put_manifest already verifies
+        raise RegistryError(f"copied manifest {dst.registry}/{dst_repo}@{got} != {digest}")
+
+
+def image_blobs(client: RegistryClient, repository: str, digest: str) -> Iterator[tuple[Manifest, Descriptor]]:
+    """Every (manifest, blob descriptor) reachable from ``digest`` (through index children)."""
+    m = client.get_manifest(repository, digest)
+    if m.is_index:
+        for child in m.manifests:
+            yield from image_blobs(client, repository, child.digest)
+    else:
+        for b in m.blobs:
+            yield m, b
+
+
+def verify_complete(client: RegistryClient, repository: str, digest: str) -> list[str]:
+    """Check every child manifest and blob of ``digest`` exists; returns what is missing
+    (empty list: complete). NotFoundError when ``digest`` itself is missing."""
+    missing: list[str] = []
+    m = client.get_manifest(repository, digest)
+    children = m.manifests if m.is_index else []
+    for child in children:
+        if client.try_resolve(repository, child.digest) is None:
+            missing.append(f"manifest {child.digest}")
+            continue
+        missing.extend(verify_complete(client, repository, child.digest))
+    for b in m.blobs:
+        if not client.blob_exists(repository, b.digest):
+            missing.append(f"blob {b.digest}")
+    return missing
+
+
+def image_config(client: RegistryClient, repository: str, digest: str, platform: str = "linux/amd64") -> dict[str, Any]:
+    """The image config JSON for ``platform`` of ``digest`` (an index picks that platform, else its
+    first runnable one). Used to read ``config.Env`` (NVIDIA_REQUIRE_CUDA, CUDA_VERSION)."""
+    m = client.get_manifest(repository, digest)
+    if m.is_index:
+        plats = runnable_platforms(m)
+        if not plats:
+            raise RegistryError(f"{client.registry}/{repository}@{digest} is an index without runnable platforms")
+        chosen = next((d for d in plats if d.platform is not None and str(d.platform) == platform), plats[0])
+        m = client.get_manifest(repository, chosen.digest)
+    cfg = m.config
+    if cfg is None:
+        raise RegistryError(f"{client.registry}/{repository}@{m.digest} has no config")
+    return parse_json_object(client.get_blob(repository, cfg.digest), f"config {cfg.digest}")
+
+
+def config_env(config: Mapping[str, Any]) -> dict[str, str]:
+    """``config.Env`` (``["K=V", ...]``) of an image config as a dict."""
+    env = (config.get("config") or {}).get("Env") or []
+    out: dict[str, str] = {}
+    for item in env:
+        k, _, v = str(item).partition("=")
+        out[k] = v
+    return out

@@ -1,0 +1,220 @@
+"""OCI content model: media types, platforms, descriptors, manifests and indexes as stored.
+
+Sources: OCI image-spec v1.1 (descriptors, ``artifactType``, ``subject``, the image index;
+https://github.com/opencontainers/image-spec/blob/v1.1.0/descriptor.md and
+https://github.com/opencontainers/image-spec/blob/v1.1.0/manifest.md), Docker's v2 schema 2
+media types (https://distribution.github.io/distribution/spec/manifest-v2-2/), buildx's
+attestation manifests inside an index (platform ``unknown/unknown``, annotation
+``vnd.docker.reference.type: attestation-manifest``;
+https://docs.docker.com/build/metadata/attestations/attestation-storage/).
+Errors: ``RegistryError`` (exit 7) for a document that is not a JSON object or a descriptor
+without ``digest``/``size``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from builder.errors import RegistryError
+
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+MANIFEST_TYPES = (OCI_INDEX, OCI_MANIFEST, DOCKER_LIST, DOCKER_MANIFEST)
+INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
+ACCEPT = ", ".join(MANIFEST_TYPES)
+OCI_EMPTY = "application/vnd.oci.empty.v1+json"
+
+#: buildx attestation manifests (in-toto provenance/SBOM) inside an index: never a runnable platform.
+ATTESTATION_REF_TYPE_KEY = "vnd.docker.reference.type"
+ATTESTATION_REF_TYPE = "attestation-manifest"
+
+
+@dataclasses.dataclass(frozen=True)
+class Platform:
+    """An image platform: ``os``/``architecture`` and an optional ``variant`` (``linux/arm64/v8``)."""
+
+    os: str
+    architecture: str
+    variant: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.os}/{self.architecture}" + (f"/{self.variant}" if self.variant else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Descriptor:
+    """An OCI content descriptor. ``annotations`` is a sorted tuple of pairs (hashable)."""
+
+    media_type: str
+    digest: str
+    size: int
+    artifact_type: str | None = None
+    annotations: tuple[tuple[str, str], ...] = ()
+    platform: Platform | None = None
+
+    @property
+    def annotation_map(self) -> dict[str, str]:
+        """The annotations as a dict (key -> value)."""
+        return dict(self.annotations)
+
+    def to_json(self) -> dict[str, Any]:
+        """The descriptor as OCI JSON (``mediaType``, ``digest``, ``size``, ...)."""
+        out: dict[str, Any] = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+        if self.artifact_type:
+            out["artifactType"] = self.artifact_type
+        if self.annotations:
+            out["annotations"] = dict(self.annotations)
+        if self.platform:
+            p: dict[str, Any] = {"architecture": self.platform.architecture, "os": self.platform.os}
+            if self.platform.variant:
+                p["variant"] = self.platform.variant
+            out["platform"] = p
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], *, where: str = "") -> Descriptor:
+        """Parse a descriptor; RegistryError naming ``where`` if a required field is missing."""
+        try:
+            media_type = str(d["mediaType"]) if "mediaType" in d else ""
+            digest = str(d["digest"])
+            size = int(d["size"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RegistryError(f"invalid descriptor in {where or 'manifest'}: {exc!r} in {dict(d)!r}") from exc
+        ann = d.get("annotations") or {}
+        plat = d.get("platform")
+        platform = None
+        if isinstance(plat, Mapping):
+            platform = Platform(
+                os=str(plat.get("os", "")),
+                architecture=str(plat.get("architecture", "")),
+                variant=str(plat["variant"]) if plat.get("variant") else None,
+            )
+        at = d.get("artifactType")
+        return cls(
+            media_type=media_type,
+            digest=digest,
+            size=size,
+            artifact_type=str(at) if at else None,
+            annotations=tuple(sorted((str(k), str(v)) for k, v in ann.items())),
+            platform=platform,
+        )
+
+    @property
+    def is_attestation(self) -> bool:
+        """True for buildx attestation manifests (``unknown/unknown`` + reference-type annotation)."""
+        if self.annotation_map.get(ATTESTATION_REF_TYPE_KEY) == ATTESTATION_REF_TYPE:
+            return True
+        return self.platform is not None and self.platform.os == "unknown" and self.platform.architecture == "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """A manifest or index as the registry stored it: ``raw`` bytes (kept byte for byte),
+    ``media_type``, ``digest`` (sha256 of ``raw``) and the parsed JSON."""
+
+    raw: bytes
+    media_type: str
+    digest: str
+
+    @functools.cached_property
+    def json(self) -> dict[str, Any]:
+        """The parsed document (parsed once; treat as read-only)."""
+        return parse_json_object(self.raw, self.digest)
+
+    @property
+    def is_index(self) -> bool:
+        """True for an OCI image index or a Docker manifest list."""
+        return self.media_type in INDEX_TYPES
+
+    @property
+    def size(self) -> int:
+        """Length of ``raw`` in bytes."""
+        return len(self.raw)
+
+    @property
+    def artifact_type(self) -> str | None:
+        """``artifactType``, else the config media type for image manifests (OCI 1.1 rule)."""
+        j = self.json
+        at = j.get("artifactType")
+        if at:
+            return str(at)
+        if not self.is_index:
+            cfg = j.get("config") or {}
+            mt = cfg.get("mediaType")
+            return str(mt) if mt else None
+        return None
+
+    def descriptor(self, *, with_artifact_type: bool = False) -> Descriptor:
+        """This manifest as a descriptor (media type, digest, size; artifact type if asked)."""
+        ann = self.json.get("annotations") or {}
+        return Descriptor(
+            media_type=self.media_type,
+            digest=self.digest,
+            size=self.size,
+            artifact_type=self.artifact_type if with_artifact_type else None,
+            annotations=tuple(sorted((str(k), str(v)) for k, v in ann.items())) if with_artifact_type else (),
+        )
+
+    @property
+    def manifests(self) -> list[Descriptor]:
+        """Child manifests of an index (empty for an image manifest)."""
+        if not self.is_index:
+            return []
+        return [Descriptor.from_json(d, where=self.digest) for d in self.json.get("manifests") or []]
+
+    @property
+    def config(self) -> Descriptor | None:
+        """The config descriptor of an image manifest (None for an index)."""
+        cfg = self.json.get("config")
+        return Descriptor.from_json(cfg, where=self.digest) if isinstance(cfg, Mapping) else None
+
+    @property
+    def layers(self) -> list[Descriptor]:
+        """The layer descriptors of an image manifest, in order (empty for an index)."""
+        return [Descriptor.from_json(d, where=self.digest) for d in self.json.get("layers") or []]
+
+    @property
+    def blobs(self) -> list[Descriptor]:
+        """Config + layers of an image manifest (what must exist before it can be PUT)."""
+        cfg = self.config
+        return ([cfg] if cfg else []) + self.layers
+
+    @property
+    def subject(self) -> Descriptor | None:
+        """The ``subject`` descriptor of a referrer (OCI 1.1), else None."""
+        s = self.json.get("subject")
+        return Descriptor.from_json(s, where=self.digest) if isinstance(s, Mapping) else None
+
+
+def runnable_platforms(index: Manifest) -> list[Descriptor]:
+    """The platform manifests of an index that can run, in index order: buildx attestation
+    manifests (``unknown/unknown`` / ``vnd.docker.reference.type: attestation-manifest``) are
+    skipped. For an image manifest (no index) the result is empty: the caller reads its config."""
+    return [d for d in index.manifests if not d.is_attestation]
+
+
+def platform_names(index: Manifest) -> tuple[str, ...]:
+    """``("linux/amd64", ...)`` of :func:`runnable_platforms` (descriptors without platform skipped)."""
+    return tuple(str(d.platform) for d in runnable_platforms(index) if d.platform is not None)
+
+
+def parse_json_object(raw: bytes, where: str) -> dict[str, Any]:
+    """``raw`` parsed as a JSON object; RegistryError naming ``where`` when it is not JSON or not an object."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"{where}: the registry sent a document that is not JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise RegistryError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def canonical_json(data: Any) -> bytes:
+    """Compact, key-sorted JSON bytes (what this project writes for manifests and indexes)."""
+    return json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()

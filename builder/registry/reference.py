@@ -1,0 +1,136 @@
+"""Image references: ``[registry/]repository[:tag][@digest]``, tag and digest syntax, the
+referrers fallback tag and sha256 digests.
+
+Sources: the Docker CLI's reference grammar
+(https://github.com/distribution/reference/blob/main/reference.go: registry when the first
+component has ``.`` or ``:`` or is ``localhost``; tags of at most 128 word characters, ``.``
+and ``-``, not starting with ``.`` or ``-``), OCI
+distribution-spec v1.1 (the referrers fallback tag ``<alg>-<ref>``,
+https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#referrers-tag-schema).
+Errors: ``ConfigError`` (exit 2) naming the reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+
+from builder.errors import ConfigError
+
+_DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
+_SHA256_RE = re.compile(r"^sha256:[a-f0-9]{64}$")
+_TAG_RE = re.compile(r"^[\w][\w.-]{0,127}$")
+_COMPONENT_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
+_HOST_RE = re.compile(r"^(?:\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::[0-9]+)?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """An image reference: ``registry/repository[:tag][@digest]``; ``str()`` round-trips."""
+
+    registry: str
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
+
+    def __str__(self) -> str:
+        s = f"{self.registry}/{self.repository}"
+        if self.tag:
+            s += f":{self.tag}"
+        if self.digest:
+            s += f"@{self.digest}"
+        return s
+
+    @property
+    def name(self) -> str:
+        """``registry/repository`` (no tag, no digest)."""
+        return f"{self.registry}/{self.repository}"
+
+    @property
+    def ref(self) -> str:
+        """What goes after ``/manifests/``: the digest when known, else the tag.
+
+        Raises ConfigError when the reference has neither (no implicit ``latest``)."""
+        if self.digest:
+            return self.digest
+        if self.tag:
+            return self.tag
+        raise ConfigError(
+            f"image reference {self} has neither a tag nor a digest",
+            hint="write NAME:TAG or NAME@sha256:<hex> (builder never assumes `latest`)",
+        )
+
+    def with_digest(self, digest: str) -> Reference:
+        """A copy with ``digest`` (``sha256:<hex>``) set; the tag is kept."""
+        return dataclasses.replace(self, digest=digest)
+
+    def with_tag(self, tag: str | None) -> Reference:
+        """A copy with ``tag`` (None: no tag); the digest is kept."""
+        return dataclasses.replace(self, tag=tag)
+
+
+def parse_reference(ref: str, default_registry: str) -> Reference:
+    """Parse ``[registry/]repository[:tag][@digest]``.
+
+    The first path component is a registry when it contains ``.`` or ``:`` or is ``localhost``
+    (the Docker CLI's rule); otherwise the name is relative and resolves against
+    ``default_registry`` (the configured registry, not Docker Hub). ``docker.io/name`` becomes
+    ``docker.io/library/name`` as Docker does. Raises ConfigError naming the reference.
+    """
+    text = ref.strip()
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(
+            f"invalid image reference {ref!r}: {why}",
+            hint="write [REGISTRY/]REPOSITORY[:TAG][@sha256:<hex>], e.g. 127.0.0.1:5000/ml/jax:tag",
+        )
+
+    if not text:
+        raise bad("empty")
+    digest: str | None = None
+    if "@" in text:
+        text, digest = text.split("@", 1)
+        if not _DIGEST_RE.match(digest) or (digest.startswith("sha256:") and not _SHA256_RE.match(digest)):
+            raise bad(f"digest {digest!r} is not <algorithm>:<hex>")
+    tag: str | None = None
+    last = text.rsplit("/", 1)[-1]
+    if ":" in last:
+        text, tag = text.rsplit(":", 1)
+        if not _TAG_RE.match(tag):
+            raise bad(f"tag {tag!r} is not valid (letters, digits, _ . -; at most 128; no leading . or -)")
+    parts = text.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        registry = parts[0]
+        if not _HOST_RE.match(registry):
+            raise bad(f"registry {registry!r} is not host[:port]")
+        repo_parts = parts[1:]
+    else:
+        registry = default_registry
+        repo_parts = parts
+    if registry in ("docker.io", "index.docker.io") and len(repo_parts) == 1:
+        repo_parts = ["library", *repo_parts]
+    for comp in repo_parts:
+        if not _COMPONENT_RE.match(comp):
+            raise bad(f"repository component {comp!r} must be lowercase letters/digits separated by . _ __ -")
+    repository = "/".join(repo_parts)
+    if len(repository) > 255:
+        raise bad("repository name longer than 255 characters")
+    return Reference(registry=registry, repository=repository, tag=tag, digest=digest)
+
+
+def fallback_tag(digest: str) -> str:
+    """The referrers fallback tag of a subject digest: ``sha256:<hex>`` -> ``sha256-<hex>``."""
+    alg, _, hexpart = digest.partition(":")
+    return f"{alg}-{hexpart}"
+
+
+def sha256_digest(data: bytes) -> str:
+    """``sha256:<64 lowercase hex>`` of ``data`` (an OCI content digest)."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def join_reference(repository: str, reference: str) -> str:
+    """``repo:tag`` or ``repo@sha256:<hex>`` for messages (a reference with ``:`` is a digest)."""
+    sep = "@" if ":" in reference else ":"
+    return f"{repository}{sep}{reference}"

@@ -1,0 +1,312 @@
+"""HTTP to one registry host: per-thread sessions on one shared connection pool, the
+environment's proxy/CA/netrc settings resolved once per host, bounded retries, the 401
+challenge round trip (answered by :class:`builder.registry.auth.Authenticator`) and the mapping
+of HTTP answers to builder errors.
+
+Sources: requests' environment handling (``Session.merge_environment_settings``,
+``utils.get_netrc_auth``; https://requests.readthedocs.io/en/latest/api/#requests.Session),
+``Retry-After`` (RFC 9110 section 10.2.3), distribution-spec v1.1 error statuses
+(https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#error-codes).
+
+Errors: ``RegistryUnavailableError`` (cannot connect or TLS fails: exit 5), ``RegistryAuthError``
+(401/403: exit 6), ``NotFoundError`` (404: exit 8), ``RegistryError`` (anything else: exit 7).
+Every message names the registry, the request and the HTTP status. 429 and 5xx answers and
+connection resets are retried with exponential backoff a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
+from builder.registry.auth import Authenticator, TokenRequest
+
+if TYPE_CHECKING:
+    import requests
+    from requests.adapters import HTTPAdapter
+
+DEFAULT_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
+DEFAULT_RETRIES = 4  # extra attempts after the first one on 429/5xx/connection reset
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+_REPO_PATH_RE = re.compile(r"^/v2/(.+?)/(?:manifests|blobs|tags|referrers)/")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSettings:
+    """What ``requests`` would take from the environment for one ``scheme://host``: ``proxies``
+    (scheme -> proxy URL), ``verify`` (True or a CA-bundle path) and ``netrc`` (user, password)."""
+
+    proxies: tuple[tuple[str, str], ...]
+    verify: bool | str
+    netrc: tuple[str, str] | None = None
+
+    @property
+    def proxy_map(self) -> dict[str, str]:
+        """``proxies`` as the dict requests takes."""
+        return dict(self.proxies)
+
+
+class Transport:
+    """HTTP to ``registry`` (``host[:port]``) over ``https``, or plain ``http`` when
+    ``insecure`` (only for loopback or explicitly insecure registries). Thread-safe.
+
+    ``timeout``: (connect, read) seconds; ``retries``: extra attempts on 429/5xx/connection
+    reset with exponential backoff starting at ``backoff`` seconds."""
+
+    def __init__(
+        self,
+        registry: str,
+        auth: Authenticator,
+        *,
+        insecure: bool = False,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = 0.25,
+    ) -> None:
+        self.registry = registry
+        self.auth = auth
+        self.scheme = "http" if insecure else "https"
+        host = "registry-1.docker.io" if registry in ("docker.io", "index.docker.io") else registry
+        self.base = f"{self.scheme}://{host}"
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._adapter: HTTPAdapter | None = None
+        self._env_cache: dict[str, EnvSettings] = {}
+        self.requests_sent = 0  # HTTP requests sent, retries and auth round trips included
+
+    @property
+    def session(self) -> requests.Session:
+        """One ``requests.Session`` per thread, all sharing this transport's connection pool (one
+        ``HTTPAdapter``: urllib3 pools are thread-safe), so a thread started later reuses the
+        keep-alive connections of earlier ones instead of opening its own. ``trust_env`` is off:
+        the environment's proxy, CA-bundle and netrc settings are resolved once per host
+        (:meth:`env_settings`) rather than on every request."""
+        s: requests.Session | None = getattr(self._local, "session", None)
+        if s is None:
+            import requests
+
+            s = requests.Session()
+            s.trust_env = False
+            s.mount("http://", self.adapter)
+            s.mount("https://", self.adapter)
+            self._local.session = s
+        return s
+
+    @property
+    def adapter(self) -> HTTPAdapter:
+        """The one ``HTTPAdapter`` (connection pools) every thread's session uses."""
+        with self._lock:
+            if self._adapter is None:
+                self._adapter = _new_adapter()
+            return self._adapter
+
+    def env_settings(self, url: str) -> EnvSettings:
+        """What ``requests`` would take from the environment for ``url``'s host (``HTTP(S)_PROXY``
+        / ``NO_PROXY``, ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``, ``~/.netrc``), read once per
+        ``scheme://host`` and cached: the same values ``Session.trust_env`` looks up per request
+        (requests' ``merge_environment_settings`` and ``get_netrc_auth``)."""
+        parts = urlsplit(url)
+        key = f"{parts.scheme}://{parts.netloc}"
+        with self._lock:
+            got = self._env_cache.get(key)
+        if got is None:
+            import requests
+            from requests.utils import get_netrc_auth
+
+            probe = requests.Session()  # trust_env on: resolve as requests would
+            merged = probe.merge_environment_settings(key + "/", {}, None, None, None)
+            probe.close()
+            verify = merged.get("verify", True)
+            got = EnvSettings(
+                proxies=tuple(sorted((str(k), str(v)) for k, v in (merged.get("proxies") or {}).items())),
+                verify=verify if isinstance(verify, str) else bool(verify),
+                netrc=get_netrc_auth(key + "/"),
+            )
+            with self._lock:
+                self._env_cache[key] = got
+        return got
+
+    def url(self, path: str) -> str:
+        """``path`` (``/v2/...``) on this registry; an absolute URL (an upload location) as is."""
+        return path if "://" in path else f"{self.base}{path}"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        ref: str = "",
+        ok: tuple[int, ...] = (200,),
+        scopes: tuple[str, ...] = (),
+        **kw: Any,
+    ) -> requests.Response:
+        """One HTTP request to ``/v2/...`` (or an absolute upload URL); raises the builder error
+        for the status. Answers auth challenges once, retries 429/5xx/connection resets.
+        ``scopes``: extra token scopes (e.g. ``repository:other:pull`` for a mount); ``ref``
+        names the request in messages; ``kw`` goes to ``requests.Session.request``."""
+        import requests
+
+        url = self.url(path)
+        where = f"{self.registry}/{ref}" if ref else f"{self.registry}{urlsplit(url).path}"
+        kw.setdefault("timeout", self.timeout)
+        env = self.env_settings(url)
+        kw.setdefault("proxies", env.proxy_map)
+        kw.setdefault("verify", env.verify)
+        headers = dict(kw.pop("headers", None) or {})
+        key = self._scope_key(url, scopes)
+        authed_once = False
+        attempt = 0
+        while True:
+            auth_header = self.auth.header_for(key)
+            if auth_header:
+                headers["Authorization"] = auth_header
+                kw.pop("auth", None)
+            elif env.netrc is not None and "Authorization" not in headers:
+                kw["auth"] = env.netrc  # as trust_env would: netrc only when nothing else authenticates
+            data = kw.get("data")
+            if data is not None and hasattr(data, "seek"):
+                data.seek(0)
+            with self._lock:
+                self.requests_sent += 1
+            try:
+                resp = self.session.request(method, url, headers=headers, **kw)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                if attempt < self.retries and is_transient(exc):
+                    attempt += 1
+                    self._sleep(attempt, None)
+                    continue
+                raise self._unavailable(exc, method, where, attempt) from exc
+            if resp.status_code == 401 and not authed_once:
+                challenge = resp.headers.get("WWW-Authenticate", "")
+                if challenge:
+                    authed_once = True
+                    self.auth.answer(challenge, key, scopes, where, self.send_token_request)
+                    continue
+            if resp.status_code in RETRY_STATUSES and resp.status_code not in ok and attempt < self.retries:
+                attempt += 1
+                self._sleep(attempt, resp.headers.get("Retry-After"))
+                continue
+            break
+        if resp.status_code in ok:
+            return resp
+        raise self._error_for(resp, method, where)
+
+    def send_token_request(self, req: TokenRequest) -> requests.Response:
+        """Send ``req`` to its token service (the environment's proxy/CA/netrc apply); returns the
+        response whatever its status. Raises RegistryUnavailableError when it is unreachable."""
+        import requests
+
+        env = self.env_settings(req.realm)
+        try:
+            if req.method == "POST":
+                return self.session.post(
+                    req.url, data=dict(req.form), timeout=self.timeout, proxies=env.proxy_map, verify=env.verify
+                )
+            return self.session.get(
+                req.url,
+                auth=req.basic or env.netrc,
+                timeout=self.timeout,
+                proxies=env.proxy_map,
+                verify=env.verify,
+            )
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise RegistryUnavailableError(
+                f"token service {req.realm} of registry {self.registry} is not reachable: {type(exc).__name__}",
+                registry=self.registry,
+            ) from exc
+
+    def _scope_key(self, url: str, extra_scopes: tuple[str, ...]) -> str:
+        m = _REPO_PATH_RE.match(urlsplit(url).path)
+        repo = m.group(1) if m else ""
+        return " ".join((repo, *extra_scopes))
+
+    def _sleep(self, attempt: int, retry_after: str | None) -> None:
+        delay = self.backoff * (2 ** (attempt - 1)) * (1 + random.random() / 4)
+        if retry_after and retry_after.isdigit():
+            delay = max(delay, min(float(retry_after), 30.0))
+        time.sleep(min(delay, 30.0))
+
+    def _unavailable(self, exc: Exception, method: str, where: str, attempt: int) -> RegistryUnavailableError:
+        import requests
+
+        if isinstance(exc, requests.exceptions.SSLError):
+            return RegistryUnavailableError(
+                f"TLS to registry {self.registry} failed on {method} {where}: {exc}",
+                hint="if the registry speaks plain HTTP, list it in builder.toml `insecure_registries`; "
+                "otherwise install its CA certificate",
+                registry=self.registry,
+            )
+        kind = "timed out" if isinstance(exc, requests.Timeout) else "is not reachable"
+        return RegistryUnavailableError(
+            f"registry {self.registry} {kind} ({self.scheme}) on {method} {where} "
+            f"after {attempt + 1} attempts: {type(exc).__name__}",
+            registry=self.registry,
+        )
+
+    def _error_for(self, resp: requests.Response, method: str, where: str) -> BuilderError:
+        status = resp.status_code
+        body = resp.text[:300] if method != "HEAD" else ""
+        if status in (401, 403):
+            cred = self.auth.credential()
+            who = f"as user {cred.username!r}" if cred else "without credentials"
+            return RegistryAuthError(
+                f"registry {self.registry} refused {method} {where} {who}: HTTP {status} {body}".rstrip(),
+                hint=f"log in with `docker login {self.registry}` (or pass --docker-config FILE); "
+                "for 403, ask for push/pull rights on the repository",
+                registry=self.registry,
+                status=status,
+            )
+        if status == 404:
+            return NotFoundError(
+                f"{where} not found (HTTP 404 on {method}) {body}".rstrip(),
+                hint="check the repository, tag or digest; `builder status` lists what exists",
+                registry=self.registry,
+                status=404,
+            )
+        return RegistryError(
+            f"registry {self.registry} answered HTTP {status} to {method} {where}: {body}",
+            registry=self.registry,
+            status=status,
+        )
+
+
+def is_transient(exc: Exception) -> bool:
+    """A connection reset, a dropped keep-alive or a read timeout is retried; a refused
+    connection, a DNS failure or a TLS error is not (retrying would only delay the error)."""
+    import requests
+
+    if isinstance(exc, requests.exceptions.SSLError):
+        return False
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return True
+    text = repr(exc).lower()
+    permanent = ("connection refused", "name or service not known", "nodename nor servname", "no route to host")
+    return not any(p in text for p in permanent)
+
+
+def _new_adapter() -> HTTPAdapter:
+    """Up to 128 idle keep-alive connections per host: more than the threads that may send at
+    once in one process (a batch's 16 workers, builder.promote's shared pool of 24, a client's
+    executor of 8), so urllib3 never discards one with a "pool is full" warning; beyond that it
+    opens more rather than blocking."""
+    from requests.adapters import HTTPAdapter
+
+    class _Adapter(HTTPAdapter):
+        def build_connection_pool_key_attributes(self, request: Any, verify: Any, cert: Any = None) -> Any:
+            # plain HTTP checks no certificate: skip requests' per-request stat() of a
+            # CA-bundle path (REQUESTS_CA_BUNDLE); an https URL (e.g. a redirect) keeps it
+            if isinstance(verify, str) and str(request.url).startswith("http://"):
+                verify = True
+            return super().build_connection_pool_key_attributes(request, verify, cert)
+
+    return _Adapter(pool_connections=4, pool_maxsize=128)
