@@ -14,7 +14,7 @@ import glob
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ValidationError
@@ -57,8 +57,17 @@ from builder.policy.signers import Approver, KeyRef, KeySet
 from builder.suggest import did_you_mean
 from builder.yamldoc import Problem, Severity, errors
 
+M = TypeVar("M", bound=BaseModel)
+DocPath = tuple[str | int, ...]
+"""Where a value is in the document: mapping keys and list indexes (``("stages", "dev", "require")``)."""
+
 _STAGE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 _GLOB_CHARS = re.compile(r"[*?\[]")  # a key `file` with one of these is a glob (key sets only)
+
+
+def _is_glob(file: str) -> bool:
+    """Whether a key ``file`` is a glob (``*``, ``?``, ``[``; ``{variables}`` do not count)."""
+    return _GLOB_CHARS.search(file.replace("{", "").replace("}", "")) is not None
 
 
 def _unknown_rule(kind: str) -> str:
@@ -73,25 +82,25 @@ class _Loader:
         self.path = path
         self.variables = dict(variables)
         self.problems: list[Problem] = []
-        self.lines: dict[tuple[Any, ...], tuple[int, int]] = {}
+        self.lines: dict[DocPath, tuple[int, int]] = {}
         self.keysets: dict[str, KeySet] = {}
         self.approvers: dict[str, Approver] = {}
 
     # locations -------------------------------------------------------------------------
-    def index(self, node: Any, path: tuple[Any, ...] = ()) -> Any:
+    def index(self, node: object, path: DocPath = ()) -> object:
         """Record line/col of every key and item; return plain Python data."""
         if isinstance(node, CommentedMap):
-            out: dict[Any, Any] = {}
+            out: dict[str, object] = {}
             for k in node:
                 try:
                     line, col = node.lc.key(k)
-                    self.lines[(*path, k)] = (line + 1, col + 1)
+                    self.lines[(*path, str(k))] = (line + 1, col + 1)
                 except (KeyError, TypeError, AttributeError):
-                    self.lines[(*path, k)] = self.lines.get(path, (0, 0))
+                    self.lines[(*path, str(k))] = self.lines.get(path, (0, 0))
                 out[str(k)] = self.index(node[k], (*path, str(k)))
             return out
         if isinstance(node, CommentedSeq):
-            items: list[Any] = []
+            items: list[object] = []
             for i, v in enumerate(node):
                 try:
                     line, col = node.lc.item(i)
@@ -104,30 +113,31 @@ class _Loader:
             return str(node)
         return node
 
-    def where(self, path: Sequence[Any]) -> tuple[int, int]:
+    def where(self, path: Sequence[str | int]) -> tuple[int, int]:
         """(line, col) of ``path`` or of its closest recorded parent; (1, 1) for the document."""
         p = tuple(path)
         while p and p not in self.lines:
             p = p[:-1]
         return self.lines.get(p, (1, 1))
 
-    def loc(self, path: Sequence[Any]) -> str:
+    def loc(self, path: Sequence[str | int]) -> str:
         """``file:line:col`` of ``path`` (a rule's ``location``)."""
         line, col = self.where(path)
         return f"{self.path}:{line}:{col}"
 
     @staticmethod
-    def dotted(path: Sequence[Any]) -> str:
+    def dotted(path: Sequence[str | int]) -> str:
         out = ""
         for part in path:
             out += f"[{part}]" if isinstance(part, int) else (("." if out else "") + str(part))
         return out
 
-    def problem(self, path: Sequence[Any], message: str, severity: Severity = "error") -> None:
+    def problem(self, path: Sequence[str | int], message: str, severity: Severity = "error") -> None:
         line, col = self.where(path)
         self.problems.append(Problem(str(self.path), line, col, self.dotted(path), message, severity))
 
-    def model(self, cls: type[BaseModel], data: Any, path: tuple[Any, ...]) -> Any:
+    def model(self, cls: type[M], data: object, path: DocPath) -> M | None:
+        """``data`` validated as ``cls``; None (and a problem per error, at its place) when invalid."""
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -137,7 +147,7 @@ class _Loader:
             return None
 
     # keys ------------------------------------------------------------------------------
-    def key(self, data: Any, path: tuple[Any, ...]) -> KeyRef | None:
+    def key(self, data: object, path: DocPath) -> KeyRef | None:
         m = self.model(KeyModel, data, path)
         if m is None:
             return None
@@ -184,12 +194,12 @@ class _Loader:
             return None
         return KeyRef(fingerprint=pub.fingerprint, file=str(file))
 
-    def key_entries(self, data: Any, path: tuple[Any, ...]) -> list[KeyRef | None]:
+    def key_entries(self, data: object, path: DocPath) -> list[KeyRef | None]:
         """One key-set entry: a key (``key``), or a ``file`` glob (``*``, ``?``, ``[...]``) naming
         every public key file it matches, sorted (e.g. ``{root}/keys/check-runners/*.pub``). A glob
         matching nothing is a warning and an unusable entry: rules needing the set deny."""
         file = data.get("file") if isinstance(data, Mapping) else None
-        if not isinstance(file, str) or not _GLOB_CHARS.search(file.replace("{", "").replace("}", "")):
+        if not isinstance(data, Mapping) or not isinstance(file, str) or not _is_glob(file):
             return [self.key(data, path)]
         if data.get("fingerprint"):
             self.problem((*path, "fingerprint"), "a `file` glob names many keys: pin each key file separately instead")
@@ -214,7 +224,7 @@ class _Loader:
         literal = {k: v for k, v in data.items() if k != "file"}
         return [self.key({**literal, "file": m.replace("{", "{{").replace("}", "}}")}, path) for m in matches]
 
-    def keysets_of(self, names: Sequence[str], path: tuple[Any, ...]) -> tuple[KeySet, ...]:
+    def keysets_of(self, names: Sequence[str], path: DocPath) -> tuple[KeySet, ...]:
         out: list[KeySet] = []
         for i, n in enumerate(names):
             if n in self.keysets:
@@ -227,7 +237,7 @@ class _Loader:
         return tuple(out)
 
     # rules -----------------------------------------------------------------------------
-    def rule(self, data: Any, path: tuple[Any, ...]) -> Rule | None:
+    def rule(self, data: object, path: DocPath) -> Rule | None:
         location = self.loc(path)
         if isinstance(data, list):  # a bare list means all_of
             return self.group(AllOf, data, path, location)
@@ -321,7 +331,7 @@ class _Loader:
             return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow), m.match_vendor)
         raise AssertionError(kind)  # pragma: no cover
 
-    def group(self, cls: type[AllOf] | type[AnyOf], body: Any, path: tuple[Any, ...], location: str) -> Rule | None:
+    def group(self, cls: type[AllOf] | type[AnyOf], body: object, path: DocPath, location: str) -> Rule | None:
         if not isinstance(body, list):
             self.problem(path, f"`{'all_of' if cls is AllOf else 'any_of'}` takes a list of rules")
             return None
@@ -335,7 +345,7 @@ class _Loader:
             return None
         return cls(location, rules=good)
 
-    def freeze(self, m: FreezeModel, p: tuple[Any, ...], location: str) -> Rule | None:
+    def freeze(self, m: FreezeModel, p: DocPath, location: str) -> Rule | None:
         ok = True
         try:
             ZoneInfo(m.timezone)
@@ -389,6 +399,7 @@ class _Loader:
 
     # document --------------------------------------------------------------------------
     def load(self, text: str) -> Policy | None:
+        """The policy in ``text``, or None when it cannot be built; problems go to ``self.problems``."""
         yaml = YAML(typ="rt")
         try:
             raw = yaml.load(text)
@@ -405,6 +416,22 @@ class _Loader:
         top = self.model(PolicyModel, data, ())
         if top is None:
             return None
+        self.signers(top)
+        promoters = self.keysets_of(top.promoters, ("promoters",))
+        stages = [s for name, body in top.stages.items() if (s := self.stage(name, body)) is not None]
+        self.chains(top, stages)
+        if len(stages) != len(top.stages):
+            return None
+        if not top.promoters:
+            self.problem(
+                ("promoters",),
+                "no `promoters:`: promotion records cannot be trusted for history, rollback and resolve",
+                "warning",
+            )
+        return Policy(self.path, tuple(stages), tuple(self.keysets.values()), tuple(self.approvers.values()), promoters)
+
+    def signers(self, top: PolicyModel) -> None:
+        """Key sets (``keys:``) and approvers (``approvers:``), into ``self.keysets``/``self.approvers``."""
         for name, entries in top.keys.items():
             refs = [r for i, e in enumerate(entries) for r in self.key_entries(e, ("keys", name, i))]
             if not entries:
@@ -412,41 +439,42 @@ class _Loader:
             self.keysets[name] = KeySet(name, tuple(r for r in refs if r is not None))
         for name, entry in top.approvers.items():
             file = entry.get("file") if isinstance(entry, Mapping) else None
-            if isinstance(file, str) and _GLOB_CHARS.search(file.replace("{", "").replace("}", "")):
+            if isinstance(file, str) and _is_glob(file):
                 self.problem(("approvers", name, "file"), "an approver is one key: name its file, not a glob")
                 continue
             ref = self.key(entry, ("approvers", name))
             if ref is not None:
                 self.approvers[name] = Approver(name, ref)
-        promoters = self.keysets_of(top.promoters, ("promoters",))
-        stages: list[Stage] = []
-        for name, body in top.stages.items():
-            sp = ("stages", name)
-            if not _STAGE_NAME.match(name) or name == BUILD_STAGE:
-                self.problem(sp, f"stage name {name!r}: lower-case letters, digits, '-' (and not `build`)")
-            sm = self.model(StageModel, body, sp)
-            if sm is None:
-                continue
-            if sm.require is None:
-                self.problem(sp, "missing `require:` (use `unconditional: <why>` to let every digest in)")
-                continue
-            rule = self.rule(sm.require, (*sp, "require"))
-            rollback = None
-            if sm.rollback is not None:
-                rm = self.model(RollbackModel, sm.rollback, (*sp, "rollback"))
-                if rm is not None:
-                    appr = tuple(self.approvers[n] for n in rm.allowed if n in self.approvers)
-                    sets = self.keysets_of(
-                        [n for n in rm.allowed if n not in self.approvers], (*sp, "rollback", "allowed")
-                    )
-                    rollback = RollbackRule(appr, sets, self.loc((*sp, "rollback")))
-            else:
-                self.problem(sp, "no `rollback:` rule: nobody may roll this stage back", "warning")
-            if "{repository}" not in sm.repository and "/" not in sm.repository:
-                self.problem((*sp, "repository"), "a repository path like `prod/{repository}` or `ml/pytorch`")
-            if rule is not None:
-                stages.append(Stage(name, sm.from_, sm.repository, sm.registry, rule, rollback, self.loc(sp)))
-        names = [s.name for s in stages]
+
+    def stage(self, name: str, body: object) -> Stage | None:
+        """One entry of ``stages:``; None when it cannot be built."""
+        sp = ("stages", name)
+        if not _STAGE_NAME.match(name) or name == BUILD_STAGE:
+            self.problem(sp, f"stage name {name!r}: lower-case letters, digits, '-' (and not `build`)")
+        sm = self.model(StageModel, body, sp)
+        if sm is None:
+            return None
+        if sm.require is None:
+            self.problem(sp, "missing `require:` (use `unconditional: <why>` to let every digest in)")
+            return None
+        rule = self.rule(sm.require, (*sp, "require"))
+        rollback = None
+        if sm.rollback is not None:
+            rm = self.model(RollbackModel, sm.rollback, (*sp, "rollback"))
+            if rm is not None:
+                appr = tuple(self.approvers[n] for n in rm.allowed if n in self.approvers)
+                sets = self.keysets_of([n for n in rm.allowed if n not in self.approvers], (*sp, "rollback", "allowed"))
+                rollback = RollbackRule(appr, sets, self.loc((*sp, "rollback")))
+        else:
+            self.problem(sp, "no `rollback:` rule: nobody may roll this stage back", "warning")
+        if "{repository}" not in sm.repository and "/" not in sm.repository:
+            self.problem((*sp, "repository"), "a repository path like `prod/{repository}` or `ml/pytorch`")
+        if rule is None:
+            return None
+        return Stage(name, sm.from_, sm.repository, sm.registry, rule, rollback, self.loc(sp))
+
+    def chains(self, top: PolicyModel, stages: Sequence[Stage]) -> None:
+        """``from:`` chains: unknown or own stage, soak on a stage that takes builds, cycles."""
         sources = {
             n: b.get("from") for n, b in top.stages.items() if isinstance(b, dict) and isinstance(b.get("from"), str)
         }
@@ -459,7 +487,6 @@ class _Loader:
             has_soak = any(isinstance(r, SoakRule) for r in s.require.walk())
             if has_soak and s.source == BUILD_STAGE:
                 self.problem(("stages", s.name, "require"), "soak needs a previous stage (`from:` is build)")
-        # cycles in from-chains
         for n in sources:
             seen = {n}
             cur = sources[n]
@@ -470,15 +497,6 @@ class _Loader:
                 cur = sources[cur]
             if cur == n and sources[n] != n:
                 self.problem(("stages", n, "from"), "stages take images from each other in a cycle")
-        if len(names) != len(top.stages):
-            return None
-        if not top.promoters:
-            self.problem(
-                ("promoters",),
-                "no `promoters:`: promotion records cannot be trusted for history, rollback and resolve",
-                "warning",
-            )
-        return Policy(self.path, tuple(stages), tuple(self.keysets.values()), tuple(self.approvers.values()), promoters)
 
 
 def check_policy(path: Path, variables: Mapping[str, str] | None = None) -> tuple[Policy | None, list[Problem]]:
