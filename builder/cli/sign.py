@@ -92,7 +92,7 @@ def keys() -> None:
 @json_option
 def generate(output_dir: Path | None, no_password: bool) -> None:
     """Write a new key pair; never overwrites existing key files."""
-    from builder.keys import generate_key_pair
+    from builder.signing.keys import generate_key_pair
 
     cfg = app_context().config
     out = output_dir or cfg.key_path.parent
@@ -116,7 +116,7 @@ def generate(output_dir: Path | None, no_password: bool) -> None:
 @json_option
 def import_(source: Path, output_dir: Path | None, no_password: bool) -> None:
     """Import SOURCE: cosign's cosign.key (decrypted with COSIGN_PASSWORD) or a PEM EC key."""
-    from builder.keys import import_key_pair
+    from builder.signing.keys import import_key_pair
 
     cfg = app_context().config
     out = output_dir or cfg.key_path.parent
@@ -270,13 +270,14 @@ def verify(
     digest = ref.digest or client.resolve(ref.repository, ref.ref)
     if keyless_wanted:
         from builder import keyless
+        from builder.signing.keyless import identity as keyless_identity
 
         report = keyless.verify_keyless(
             client,
             ref.repository,
             digest,
             trusted_root=keyless.load_trusted_root(trust_config),
-            identities=keyless.policies_from_options(identities, identity_regexps, issuer, issuer_regexp),
+            identities=keyless_identity.policies_from_options(identities, identity_regexps, issuer, issuer_regexp),
             keys=keys_,
             predicate_types=predicate_types,
             require_signature=not attestations_only,

@@ -142,12 +142,11 @@ def test_signing_hook_with_a_key_writes_verifiable_provenance(
     commit, the secret ids and the source date epoch passed in."""
     import datetime as dt
 
-    from builder.attest import read_attestations
     from builder.build import BuildOptions, signing_hook
-    from builder.keys import generate_key_pair, load_public_keys, load_signer
     from builder.models import Accelerator, BaseImage, BuiltImage, Framework, RenderedImage, Variant
     from builder.registry import RegistryClient
-    from builder.sign import verify_image
+    from builder.signing.keys import generate_key_pair, load_public_keys, load_signer
+    from builder.signing.verify import read_attestations, verify_image
     from tests.integration.test_sign import push_tiny_image
 
     client = RegistryClient(registry_address, insecure=True)

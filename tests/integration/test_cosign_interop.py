@@ -20,8 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from builder import attest, keys, sign
 from builder.registry import RegistryClient
+from builder.signing.attest import attest_image
+from builder.signing.cosign_key import cosign_key_pem
+from builder.signing.keys import load_public_keys
+from builder.signing.sign import sign_image
+from builder.signing.verify import verify_image
 from tests.integration.test_sign import new_signer, public_key, push_tiny_image, run_cli
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "signing"
@@ -51,8 +55,8 @@ def test_cosign_verifies_our_signature_and_attestation(
     repo, digest, ref = image
     signer = new_signer(tmp_path / "k")
     pub = tmp_path / "k" / "builder.pub"
-    sign.sign_image(client, repo, digest, signer, lock_dir=tmp_path)
-    attest.attest_image(client, repo, digest, PTYPE, {"buildDefinition": {"buildType": "x"}}, signer, lock_dir=tmp_path)
+    sign_image(client, repo, digest, signer, lock_dir=tmp_path)
+    attest_image(client, repo, digest, PTYPE, {"buildDefinition": {"buildType": "x"}}, signer, lock_dir=tmp_path)
     v = cosign(cosign_bin, "verify", "--key", str(pub), "--insecure-ignore-tlog", ref)
     assert v.returncode == 0, v.stderr
     payloads = json.loads(v.stdout)
@@ -98,8 +102,8 @@ def test_we_verify_what_cosign_wrote(
         ref,
     )
     assert a.returncode == 0, a.stderr
-    pk = keys.load_public_keys([pub])
-    report = sign.verify_image(client, repo, digest, keys=pk, predicate_types=[PTYPE])
+    pk = load_public_keys([pub])
+    report = verify_image(client, repo, digest, keys=pk, predicate_types=[PTYPE])
     assert report.ok, report.problems
     att = next(i for i in report.items if i.kind == "attestation")
     assert att.statement is not None and att.statement["_type"] == "https://in-toto.io/Statement/v0.1"
@@ -118,17 +122,17 @@ def test_layers_of_both_tools_coexist(
     """We append to what cosign wrote and cosign appends to what we wrote; nobody drops a layer."""
     repo, digest, ref = image
     ours_before = new_signer(tmp_path / "a")
-    sign.sign_image(client, repo, digest, ours_before, lock_dir=tmp_path)
+    sign_image(client, repo, digest, ours_before, lock_dir=tmp_path)
     assert (
         cosign(cosign_bin, "sign", "--key", str(DATA / "cosign.key"), "--tlog-upload=false", "-y", ref).returncode == 0
     )
     ours_after = new_signer(tmp_path / "b")
-    sign.sign_image(client, repo, digest, ours_after, lock_dir=tmp_path)
+    sign_image(client, repo, digest, ours_after, lock_dir=tmp_path)
     for pub in (tmp_path / "a" / "builder.pub", DATA / "cosign.pub", tmp_path / "b" / "builder.pub"):
         v = cosign(cosign_bin, "verify", "--key", str(pub), "--insecure-ignore-tlog", ref)
         assert v.returncode == 0, (pub, v.stderr)
-    everyone = [public_key(ours_before), *keys.load_public_keys([DATA / "cosign.pub"]), public_key(ours_after)]
-    report = sign.verify_image(client, repo, digest, keys=everyone)
+    everyone = [public_key(ours_before), *load_public_keys([DATA / "cosign.pub"]), public_key(ours_after)]
+    report = verify_image(client, repo, digest, keys=everyone)
     assert [i.ok for i in report.items] == [True, True, True]
     assert [i.signer for i in report.items] == [k.fingerprint for k in everyone]
 
@@ -142,7 +146,7 @@ def test_imported_cosign_key_signs_for_cosign(
         ["keys", "import", str(DATA / "cosign.key"), "--output-dir", "k", "--json"], tmp_path, client.registry, **env
     )
     assert imp.returncode == 0, imp.stderr
-    assert json.loads(imp.stdout)["fingerprint"] == keys.load_public_keys([DATA / "cosign.pub"])[0].fingerprint
+    assert json.loads(imp.stdout)["fingerprint"] == load_public_keys([DATA / "cosign.pub"])[0].fingerprint
     signed = run_cli(["sign", f"{repo}@{digest}", "--key", "k/builder.key"], tmp_path, client.registry, **env)
     assert signed.returncode == 0, signed.stderr
     v = cosign(cosign_bin, "verify", "--key", str(DATA / "cosign.pub"), "--insecure-ignore-tlog", ref)
@@ -155,7 +159,7 @@ def test_cosign_uses_a_key_we_wrote_in_its_format(
     repo, digest, ref = image
     signer = new_signer(tmp_path / "k")
     cosign_key = tmp_path / "as-cosign.key"
-    cosign_key.write_bytes(keys.cosign_key_pem(signer.private_key, "their-pw"))
+    cosign_key.write_bytes(cosign_key_pem(signer.private_key, "their-pw"))
     s = cosign(cosign_bin, "sign", "--key", str(cosign_key), "--tlog-upload=false", "-y", ref, password="their-pw")
     assert s.returncode == 0, s.stderr
-    assert sign.verify_image(client, repo, digest, keys=[public_key(signer)]).ok
+    assert verify_image(client, repo, digest, keys=[public_key(signer)]).ok

@@ -16,10 +16,28 @@ from pathlib import Path
 
 import pytest
 
-from builder import keyless
 from builder.predicates import COSIGN_SIGN_V1, SLSA_PROVENANCE_V1
 from builder.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient, fallback_tag, sha256_digest
-from builder.sign import ATT_SUFFIX, SIG_SUFFIX, VerificationReport, signature_tag
+from builder.signing.keyless.bundle import BUNDLE_MEDIA_TYPE, SIGSTORE_BUNDLE_ANNOTATION
+from builder.signing.keyless.identity import (
+    ANY_IDENTITY,
+    GITHUB_ACTIONS_ISSUER,
+    IdentityPolicy,
+    github_workflow_identity,
+    parse_signer,
+)
+from builder.signing.keyless.trust import ambient_identity_token, identity_token, load_trust_config, load_trusted_root
+from builder.signing.keyless.verify import verify_keyless
+from builder.signing.keyless.write import (
+    KeylessWrite,
+    keyless_attest_image,
+    keyless_sign_and_attest_build,
+    keyless_sign_image,
+)
+from builder.signing.keys import generate_key_pair, load_public_keys, load_signer
+from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
+from builder.signing.report import VerificationReport
+from builder.signing.sign import sign_image
 from tests.conftest import require_tool
 from tests.integration.test_sign import push_tiny_image
 from tests.sigstore_instance import SigstoreTestInstance, TrustFiles, write_trust_files
@@ -41,10 +59,10 @@ class Sigstore:
         return self.instance.issuer_url
 
     def workflow_token(self, ref: str = WORKFLOW_REF) -> object:
-        return keyless.identity_token(self.instance.token(job_workflow_ref=ref))
+        return identity_token(self.instance.token(job_workflow_ref=ref))
 
-    def policy(self, identity: str = IDENTITY, issuer: str | None = None) -> keyless.IdentityPolicy:
-        return keyless.IdentityPolicy(identity=identity, issuer=issuer or self.issuer)
+    def policy(self, identity: str = IDENTITY, issuer: str | None = None) -> IdentityPolicy:
+        return IdentityPolicy(identity=identity, issuer=issuer or self.issuer)
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +89,12 @@ def image(registry_address: str, unique_repo: str) -> Image:
 
 
 def _sign_and_attest(sigstore: Sigstore, image: Image, lock_dir: Path, **kw: object) -> None:
-    tc = keyless.load_trust_config(sigstore.trust.trust_config)
+    tc = load_trust_config(sigstore.trust.trust_config)
     token = sigstore.workflow_token()
-    keyless.keyless_sign_image(
+    keyless_sign_image(
         image.client, image.repository, image.digest, identity_token=token, trust_config=tc, lock_dir=lock_dir, **kw
     )
-    keyless.keyless_attest_image(
+    keyless_attest_image(
         image.client,
         image.repository,
         image.digest,
@@ -90,13 +108,13 @@ def _sign_and_attest(sigstore: Sigstore, image: Image, lock_dir: Path, **kw: obj
 
 
 def _verify(
-    sigstore: Sigstore, image: Image, policies: list[keyless.IdentityPolicy], trust: Path | None = None
+    sigstore: Sigstore, image: Image, policies: list[IdentityPolicy], trust: Path | None = None
 ) -> VerificationReport:
-    return keyless.verify_keyless(
+    return verify_keyless(
         image.client,
         image.repository,
         image.digest,
-        trusted_root=keyless.load_trusted_root(trust or sigstore.trust.trusted_root),
+        trusted_root=load_trusted_root(trust or sigstore.trust.trusted_root),
         identities=policies,
         predicate_types=[SLSA_PROVENANCE_V1],
     )
@@ -171,18 +189,18 @@ def test_ambient_github_actions_token(
     (served by the test instance) and the certificate carries the workflow identity and GitHub's issuer."""
     for k, v in sigstore.instance.github_actions_env(WORKFLOW_REF).items():
         monkeypatch.setenv(k, v)
-    token = keyless.ambient_identity_token()
-    tc = keyless.load_trust_config(sigstore.trust.trust_config)
-    w = keyless.keyless_sign_image(
+    token = ambient_identity_token()
+    tc = load_trust_config(sigstore.trust.trust_config)
+    w = keyless_sign_image(
         image.client, image.repository, image.digest, identity_token=token, trust_config=tc, lock_dir=tmp_path
     )
-    assert w.identity == IDENTITY and w.issuer == keyless.GITHUB_ACTIONS_ISSUER
-    gh = keyless.github_workflow_identity("builder-org/builder", "build.yml", "refs/heads/main")
-    report = keyless.verify_keyless(
+    assert w.identity == IDENTITY and w.issuer == GITHUB_ACTIONS_ISSUER
+    gh = github_workflow_identity("builder-org/builder", "build.yml", "refs/heads/main")
+    report = verify_keyless(
         image.client,
         image.repository,
         image.digest,
-        trusted_root=keyless.load_trusted_root(sigstore.trust.trust_config),
+        trusted_root=load_trusted_root(sigstore.trust.trust_config),
         identities=[gh],
     )
     assert report.ok, report.to_json()
@@ -194,7 +212,7 @@ def test_ambient_token_missing_is_a_signing_error(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.delenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", raising=False)
     with pytest.raises(SigningError, match="OIDC"):
-        keyless.ambient_identity_token()
+        ambient_identity_token()
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -281,7 +299,7 @@ def test_fallback_index_lists_bundles_with_artifact_type(sigstore: Sigstore, ima
     assert len(entries) == 4
     assert [e["digest"] for e in entries] == sorted(e["digest"] for e in entries)
     for e in entries:
-        assert e["artifactType"] == keyless.BUNDLE_MEDIA_TYPE and e["mediaType"] == OCI_MANIFEST
+        assert e["artifactType"] == BUNDLE_MEDIA_TYPE and e["mediaType"] == OCI_MANIFEST
         referrer = image.client.get_manifest(image.repository, e["digest"])
         assert referrer.json["subject"]["digest"] == image.digest
         assert referrer.json["config"] == {
@@ -293,7 +311,7 @@ def test_fallback_index_lists_bundles_with_artifact_type(sigstore: Sigstore, ima
     ptypes = sorted(e["annotations"]["dev.sigstore.bundle.predicateType"] for e in entries)
     assert ptypes == sorted([COSIGN_SIGN_V1, COSIGN_SIGN_V1, SLSA_PROVENANCE_V1, SLSA_PROVENANCE_V1])
     # a referrers-aware reader (our client, OCI distribution-spec 1.1 rules: API 404 -> fallback tag)
-    assert {d.digest for d in image.client.referrers(image.repository, image.digest, keyless.BUNDLE_MEDIA_TYPE)} == {
+    assert {d.digest for d in image.client.referrers(image.repository, image.digest, BUNDLE_MEDIA_TYPE)} == {
         e["digest"] for e in entries
     }
 
@@ -313,7 +331,7 @@ def test_oras_discover_reads_the_fallback_index(sigstore: Sigstore, image: Image
             "--format",
             "json",
             "--artifact-type",
-            keyless.BUNDLE_MEDIA_TYPE,
+            BUNDLE_MEDIA_TYPE,
             image.ref,
         ],
         capture_output=True,
@@ -325,7 +343,7 @@ def test_oras_discover_reads_the_fallback_index(sigstore: Sigstore, image: Image
     doc = json.loads(r.stdout)
     found = doc.get("manifests") or doc.get("referrers") or []
     assert len(found) == 2
-    assert {m["artifactType"] for m in found} == {keyless.BUNDLE_MEDIA_TYPE}
+    assert {m["artifactType"] for m in found} == {BUNDLE_MEDIA_TYPE}
     index = image.client.get_manifest(image.repository, fallback_tag(image.digest))
     assert {m["digest"] for m in found} == {e["digest"] for e in index.json["manifests"]}
 
@@ -352,12 +370,12 @@ def test_wrong_identity_or_issuer_refused_with_reasons(sigstore: Sigstore, image
 
 def test_identity_patterns_workflow_on_branch(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
     _sign_and_attest(sigstore, image, tmp_path / "locks")
-    on_branch = keyless.IdentityPolicy(
+    on_branch = IdentityPolicy(
         identity_regexp=r"https://github\.com/builder-org/builder/\.github/workflows/build\.yml@refs/heads/.+",
         issuer=sigstore.issuer,
     )
     assert _verify(sigstore, image, [on_branch]).ok
-    only_tags = keyless.IdentityPolicy(
+    only_tags = IdentityPolicy(
         identity_regexp=r"https://github\.com/builder-org/builder/\.github/workflows/build\.yml@refs/tags/v.*",
         issuer_regexp=r"http://127\.0\.0\.1:\d+/oidc",
     )
@@ -413,12 +431,12 @@ def test_replaced_certificate_annotation_refused(sigstore: Sigstore, image: Imag
     other_image = Image(
         image.client, image.repository + "x", push_tiny_image(image.client, image.repository + "x", "v1", b"other")
     )
-    tc = keyless.load_trust_config(sigstore.trust.trust_config)
-    keyless.keyless_sign_image(
+    tc = load_trust_config(sigstore.trust.trust_config)
+    keyless_sign_image(
         other_image.client,
         other_image.repository,
         other_image.digest,
-        identity_token=keyless.identity_token(sigstore.instance.token(email="a@example.com")),
+        identity_token=identity_token(sigstore.instance.token(email="a@example.com")),
         trust_config=tc,
         lock_dir=other_dir,
         formats=("legacy",),
@@ -559,11 +577,11 @@ def test_concurrent_keyless_writers_keep_every_entry(sigstore: Sigstore, image: 
     (read-modify-write under the file locks, re-read after each write)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    tc = keyless.load_trust_config(sigstore.trust.trust_config)
+    tc = load_trust_config(sigstore.trust.trust_config)
 
-    def one(n: int) -> keyless.KeylessWrite:
-        token = keyless.identity_token(sigstore.instance.token(email=f"signer{n}@example.com"))
-        return keyless.keyless_sign_image(
+    def one(n: int) -> KeylessWrite:
+        token = identity_token(sigstore.instance.token(email=f"signer{n}@example.com"))
+        return keyless_sign_image(
             image.client,
             image.repository,
             image.digest,
@@ -579,11 +597,11 @@ def test_concurrent_keyless_writers_keep_every_entry(sigstore: Sigstore, image: 
     index = image.client.get_manifest(image.repository, fallback_tag(image.digest))
     assert {e["digest"] for e in index.json["manifests"]} == {w.referrer.manifest_digest for w in writes if w.referrer}
     policies = [sigstore.policy(identity=f"signer{n}@example.com") for n in range(4)]
-    report = keyless.verify_keyless(
+    report = verify_keyless(
         image.client,
         image.repository,
         image.digest,
-        trusted_root=keyless.load_trusted_root(sigstore.trust.trusted_root),
+        trusted_root=load_trusted_root(sigstore.trust.trusted_root),
         identities=policies,
     )
     assert report.ok and len(report.items) == 8 and all(i.ok for i in report.items)
@@ -592,8 +610,8 @@ def test_concurrent_keyless_writers_keep_every_entry(sigstore: Sigstore, image: 
 def test_build_step_and_evidence_for_policies(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
     """What the build step and promotion use: sign + provenance in one call; then gather evidence with
     ANY_IDENTITY (crypto still checked against the pinned root) and read (issuer, subject) per item."""
-    tc = keyless.load_trust_config(sigstore.trust.trust_config)
-    sig, att = keyless.keyless_sign_and_attest_build(
+    tc = load_trust_config(sigstore.trust.trust_config)
+    sig, att = keyless_sign_and_attest_build(
         image.client,
         image.repository,
         image.digest,
@@ -603,16 +621,16 @@ def test_build_step_and_evidence_for_policies(sigstore: Sigstore, image: Image, 
         lock_dir=tmp_path,
     )
     assert sig.legacy is not None and att.referrer is not None
-    report = keyless.verify_keyless(
+    report = verify_keyless(
         image.client,
         image.repository,
         image.digest,
-        trusted_root=keyless.load_trusted_root(sigstore.trust.trusted_root),
-        identities=[keyless.ANY_IDENTITY],
+        trusted_root=load_trusted_root(sigstore.trust.trusted_root),
+        identities=[ANY_IDENTITY],
         predicate_types=[SLSA_PROVENANCE_V1],
     )
     assert report.ok
-    assert {keyless.parse_signer(i.signer) for i in report.items} == {(sigstore.issuer, IDENTITY)}
+    assert {parse_signer(i.signer) for i in report.items} == {(sigstore.issuer, IDENTITY)}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -665,8 +683,8 @@ def test_set_path_checks_the_log_entry(sigstore: Sigstore, image: Image, tmp_pat
     """Without this project's full-bundle annotation a layer is checked like cosign does (SET); a forged
     log index breaks the SET, and a payload edit breaks the signature."""
     _sign_and_attest(sigstore, image, tmp_path / "locks", formats=("legacy",))
-    _rewrite_layer(image, SIG_SUFFIX, edit_annotations=lambda a: a.pop(keyless.SIGSTORE_BUNDLE_ANNOTATION))
-    _rewrite_layer(image, ATT_SUFFIX, edit_annotations=lambda a: a.pop(keyless.SIGSTORE_BUNDLE_ANNOTATION))
+    _rewrite_layer(image, SIG_SUFFIX, edit_annotations=lambda a: a.pop(SIGSTORE_BUNDLE_ANNOTATION))
+    _rewrite_layer(image, ATT_SUFFIX, edit_annotations=lambda a: a.pop(SIGSTORE_BUNDLE_ANNOTATION))
     report = _verify(sigstore, image, [sigstore.policy()])
     assert report.ok, report.to_json()
 
@@ -694,23 +712,21 @@ def test_set_path_checks_the_log_entry(sigstore: Sigstore, image: Image, tmp_pat
 
 
 def test_key_pair_and_keyless_signers_on_one_digest(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
-    """A key-pair signature (builder.sign) and keyless material coexist in the same .sig manifest; verify with
+    """A key-pair signature (builder.signing.sign) and keyless material coexist in the same .sig manifest; verify with
     a key and an identity checks both kinds; with only the identity, the key-pair layer is not counted."""
-    from builder import keys, sign
-
-    _, pub, fingerprint = keys.generate_key_pair(tmp_path / "keys", None)
-    signer = keys.load_signer(tmp_path / "keys" / "builder.key", None)
-    sign.sign_image(image.client, image.repository, image.digest, signer, lock_dir=tmp_path / "locks")
+    _, pub, fingerprint = generate_key_pair(tmp_path / "keys", None)
+    signer = load_signer(tmp_path / "keys" / "builder.key", None)
+    sign_image(image.client, image.repository, image.digest, signer, lock_dir=tmp_path / "locks")
     _sign_and_attest(sigstore, image, tmp_path / "locks")
     sig_manifest = image.client.get_manifest(image.repository, signature_tag(image.digest, SIG_SUFFIX))
     assert len(sig_manifest.layers) == 2  # the key-pair layer was kept by the keyless append
-    report = keyless.verify_keyless(
+    report = verify_keyless(
         image.client,
         image.repository,
         image.digest,
-        trusted_root=keyless.load_trusted_root(sigstore.trust.trusted_root),
+        trusted_root=load_trusted_root(sigstore.trust.trusted_root),
         identities=[sigstore.policy()],
-        keys=keys.load_public_keys([pub]),
+        keys=load_public_keys([pub]),
     )
     assert report.ok, report.to_json()
     assert {i.signer for i in report.items if i.kind == "signature"} == {

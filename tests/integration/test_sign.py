@@ -18,8 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from builder import attest, keys, sign
 from builder.registry import OCI_MANIFEST, RegistryClient, sha256_digest
+from builder.signing.attest import attest_image
+from builder.signing.keys import KeyPairSigner, PublicKey, generate_key_pair, load_public_keys, load_signer
+from builder.signing.layer import signature_tag
+from builder.signing.sign import sign_and_attest_build, sign_image
+from builder.signing.verify import read_attestations, verify_image
 
 ROOT = Path(__file__).resolve().parents[2]
 PTYPE = "https://slsa.dev/provenance/v1"
@@ -63,13 +67,13 @@ def push_tiny_image(client: RegistryClient, repository: str, tag: str, content: 
     return client.put_manifest(repository, tag, json.dumps(manifest).encode(), OCI_MANIFEST)
 
 
-def new_signer(directory: Path, password: str = "pw") -> keys.KeyPairSigner:
-    key_path, _, _ = keys.generate_key_pair(directory, password)
-    return keys.load_signer(key_path, password)
+def new_signer(directory: Path, password: str = "pw") -> KeyPairSigner:
+    key_path, _, _ = generate_key_pair(directory, password)
+    return load_signer(key_path, password)
 
 
-def public_key(signer: keys.KeyPairSigner) -> keys.PublicKey:
-    return keys.PublicKey(signer.public_key, "test.pub")
+def public_key(signer: KeyPairSigner) -> PublicKey:
+    return PublicKey(signer.public_key, "test.pub")
 
 
 @pytest.fixture
@@ -85,8 +89,8 @@ def image(client: RegistryClient, unique_repo: str) -> tuple[str, str]:
 def test_sign_attest_verify_round_trip(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
     repo, digest = image
     signer = new_signer(tmp_path / "k")
-    s = sign.sign_image(client, repo, digest, signer, lock_dir=tmp_path / "locks")
-    a = attest.attest_image(
+    s = sign_image(client, repo, digest, signer, lock_dir=tmp_path / "locks")
+    a = attest_image(
         client,
         repo,
         digest,
@@ -95,8 +99,8 @@ def test_sign_attest_verify_round_trip(client: RegistryClient, image: tuple[str,
         signer,
         lock_dir=tmp_path / "locks",
     )
-    assert s.appended and a.appended and s.tag == sign.signature_tag(digest, ".sig")
-    report = sign.verify_image(client, repo, digest, keys=[public_key(signer)], predicate_types=[PTYPE])
+    assert s.appended and a.appended and s.tag == signature_tag(digest, ".sig")
+    report = verify_image(client, repo, digest, keys=[public_key(signer)], predicate_types=[PTYPE])
     assert report.ok, report.problems
     kinds = {(i.kind, i.ok, i.signer, i.predicate_type) for i in report.items}
     assert kinds == {("signature", True, signer.fingerprint, None), ("attestation", True, signer.fingerprint, PTYPE)}
@@ -116,10 +120,10 @@ def test_sign_attest_verify_round_trip(client: RegistryClient, image: tuple[str,
 def test_read_attestations_for_policies(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
     repo, digest = image
     trusted, stranger = new_signer(tmp_path / "a"), new_signer(tmp_path / "b")
-    attest.attest_image(client, repo, digest, PTYPE, {"n": 1}, trusted, lock_dir=tmp_path)
-    attest.attest_image(client, repo, digest, "https://x.example/other/v1", {"n": 2}, trusted, lock_dir=tmp_path)
-    attest.attest_image(client, repo, digest, PTYPE, {"n": 3}, stranger, lock_dir=tmp_path)
-    items = attest.read_attestations(client, repo, digest, keys=[public_key(trusted)])
+    attest_image(client, repo, digest, PTYPE, {"n": 1}, trusted, lock_dir=tmp_path)
+    attest_image(client, repo, digest, "https://x.example/other/v1", {"n": 2}, trusted, lock_dir=tmp_path)
+    attest_image(client, repo, digest, PTYPE, {"n": 3}, stranger, lock_dir=tmp_path)
+    items = read_attestations(client, repo, digest, keys=[public_key(trusted)])
     assert [(i.predicate_type, i.verified) for i in items] == [
         (PTYPE, True),
         ("https://x.example/other/v1", True),
@@ -127,9 +131,9 @@ def test_read_attestations_for_policies(client: RegistryClient, image: tuple[str
     ]
     assert items[0].predicate == {"n": 1} and items[0].signer == trusted.fingerprint
     assert "wrong key" in items[2].reason and items[2].signer == stranger.fingerprint
-    only = attest.read_attestations(client, repo, digest, keys=[public_key(trusted)], predicate_type=PTYPE)
+    only = read_attestations(client, repo, digest, keys=[public_key(trusted)], predicate_type=PTYPE)
     assert len(only) == 2
-    assert attest.read_attestations(client, repo, "sha256:" + "0" * 64, keys=[public_key(trusted)]) == []
+    assert read_attestations(client, repo, "sha256:" + "0" * 64, keys=[public_key(trusted)]) == []
 
 
 def test_append_skips_identical_and_keeps_other_signers(
@@ -137,19 +141,19 @@ def test_append_skips_identical_and_keeps_other_signers(
 ) -> None:
     repo, digest = image
     one, two = new_signer(tmp_path / "1"), new_signer(tmp_path / "2")
-    first = sign.sign_image(client, repo, digest, one, lock_dir=tmp_path)
-    again = sign.sign_image(client, repo, digest, one, lock_dir=tmp_path)
+    first = sign_image(client, repo, digest, one, lock_dir=tmp_path)
+    again = sign_image(client, repo, digest, one, lock_dir=tmp_path)
     assert first.appended and not again.appended and again.layers == 1
-    other = sign.sign_image(client, repo, digest, two, lock_dir=tmp_path)
+    other = sign_image(client, repo, digest, two, lock_dir=tmp_path)
     assert other.appended and other.layers == 2
-    a1 = attest.attest_image(client, repo, digest, PTYPE, {"x": 1}, one, lock_dir=tmp_path)
-    a2 = attest.attest_image(client, repo, digest, PTYPE, {"x": 1}, one, lock_dir=tmp_path)
+    a1 = attest_image(client, repo, digest, PTYPE, {"x": 1}, one, lock_dir=tmp_path)
+    a2 = attest_image(client, repo, digest, PTYPE, {"x": 1}, one, lock_dir=tmp_path)
     assert a1.appended and not a2.appended
-    report = sign.verify_image(client, repo, digest, keys=[public_key(one)])
+    report = verify_image(client, repo, digest, keys=[public_key(one)])
     assert report.ok
     sigs = [i for i in report.items if i.kind == "signature"]
     assert [i.ok for i in sigs] == [True, False] and "wrong key" in sigs[1].reason
-    both = sign.verify_image(client, repo, digest, keys=[public_key(one), public_key(two)])
+    both = verify_image(client, repo, digest, keys=[public_key(one), public_key(two)])
     assert [i.signer for i in both.items if i.kind == "signature"] == [one.fingerprint, two.fingerprint]
 
 
@@ -158,9 +162,9 @@ def test_concurrent_signers_never_drop_layers(client: RegistryClient, image: tup
     signers = [new_signer(tmp_path / str(n)) for n in range(4)]
     errors: list[BaseException] = []
 
-    def run(s: keys.KeyPairSigner) -> None:
+    def run(s: KeyPairSigner) -> None:
         try:
-            sign.sign_image(client, repo, digest, s, lock_dir=tmp_path / "locks")
+            sign_image(client, repo, digest, s, lock_dir=tmp_path / "locks")
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -170,7 +174,7 @@ def test_concurrent_signers_never_drop_layers(client: RegistryClient, image: tup
     for t in threads:
         t.join()
     assert not errors
-    report = sign.verify_image(client, repo, digest, keys=[public_key(s) for s in signers])
+    report = verify_image(client, repo, digest, keys=[public_key(s) for s in signers])
     assert sorted(i.signer or "" for i in report.items) == sorted(s.fingerprint for s in signers)
     assert all(i.ok for i in report.items)
 
@@ -178,17 +182,17 @@ def test_concurrent_signers_never_drop_layers(client: RegistryClient, image: tup
 def test_sign_and_attest_build(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
     repo, digest = image
     signer = new_signer(tmp_path)
-    s, a = sign.sign_and_attest_build(client, repo, digest, signer, {"buildDefinition": {}}, lock_dir=tmp_path)
+    s, a = sign_and_attest_build(client, repo, digest, signer, {"buildDefinition": {}}, lock_dir=tmp_path)
     assert s.appended and a.appended and a.predicate_type == PTYPE
-    assert sign.verify_image(client, repo, digest, keys=[public_key(signer)], predicate_types=[PTYPE]).ok
+    assert verify_image(client, repo, digest, keys=[public_key(signer)], predicate_types=[PTYPE]).ok
 
 
 def test_verify_unsigned_and_unknown_digest(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
     repo, digest = image
     pk = public_key(new_signer(tmp_path))
-    report = sign.verify_image(client, repo, digest, keys=[pk])
+    report = verify_image(client, repo, digest, keys=[pk])
     assert not report.ok and "no signatures found" in report.problems[0]
-    missing = sign.verify_image(client, repo, "sha256:" + "1" * 64, keys=[pk])
+    missing = verify_image(client, repo, "sha256:" + "1" * 64, keys=[pk])
     assert not missing.ok and "no longer resolves" in missing.problems[0]
     from builder.errors import VerificationError
 
@@ -278,8 +282,8 @@ def test_cli_signers_in_parallel_processes_keep_every_layer(
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
-    pubs = keys.load_public_keys([tmp_path / f"k{n}" / "builder.pub" for n in range(3)])
-    report = sign.verify_image(client, repo, digest, keys=pubs)
+    pubs = load_public_keys([tmp_path / f"k{n}" / "builder.pub" for n in range(3)])
+    report = verify_image(client, repo, digest, keys=pubs)
     assert len(report.items) == 3 and all(i.ok for i in report.items)
     assert sorted(i.signer or "" for i in report.items) == sorted(k.fingerprint for k in pubs)
 
@@ -296,9 +300,9 @@ def test_cli_signs_with_a_cosign_key_file_directly(
         COSIGN_PASSWORD="test-password",
     )
     assert out.returncode == 0, out.stderr
-    pubs = keys.load_public_keys([data / "cosign.pub"])
+    pubs = load_public_keys([data / "cosign.pub"])
     assert json.loads(out.stdout)["signer"] == pubs[0].fingerprint
-    assert sign.verify_image(client, repo, digest, keys=pubs).ok
+    assert verify_image(client, repo, digest, keys=pubs).ok
     wrong = run_cli(
         ["sign", f"{repo}@{digest}", "--key", str(data / "cosign.key")], tmp_path, client.registry, COSIGN_PASSWORD="x"
     )
@@ -327,12 +331,12 @@ def test_write_lost_to_another_machine_is_merged_again(
 ) -> None:
     repo, digest = image
     theirs, ours = new_signer(tmp_path / "t"), new_signer(tmp_path / "o")
-    sign.sign_image(client, repo, digest, theirs, lock_dir=tmp_path / "machine-b")
-    foreign = client.get_manifest(repo, sign.signature_tag(digest, ".sig")).raw
+    sign_image(client, repo, digest, theirs, lock_dir=tmp_path / "machine-b")
+    foreign = client.get_manifest(repo, signature_tag(digest, ".sig")).raw
     racing = _RacingClient(client.registry, foreign)
-    result = sign.sign_image(racing, repo, digest, ours, lock_dir=tmp_path / "machine-a")
+    result = sign_image(racing, repo, digest, ours, lock_dir=tmp_path / "machine-a")
     assert racing.raced == 1 and result.appended and result.layers == 2
-    report = sign.verify_image(client, repo, digest, keys=[public_key(theirs), public_key(ours)])
+    report = verify_image(client, repo, digest, keys=[public_key(theirs), public_key(ours)])
     assert [i.signer for i in report.items] == [theirs.fingerprint, ours.fingerprint]
 
 

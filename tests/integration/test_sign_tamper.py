@@ -14,8 +14,13 @@ from typing import Any
 
 import pytest
 
-from builder import attest, keys, sign
 from builder.registry import OCI_MANIFEST, RegistryClient, sha256_digest
+from builder.signing.attest import attest_image
+from builder.signing.keys import KeyPairSigner
+from builder.signing.layer import signature_tag
+from builder.signing.report import VerificationReport
+from builder.signing.sign import sign_image
+from builder.signing.verify import verify_image
 from tests.integration.test_sign import new_signer, public_key, push_tiny_image, run_cli
 
 PTYPE = "https://slsa.dev/provenance/v1"
@@ -27,13 +32,13 @@ def client(registry_address: str) -> RegistryClient:
 
 
 @pytest.fixture
-def signed(client: RegistryClient, unique_repo: str, tmp_path: Path) -> tuple[str, str, keys.KeyPairSigner]:
+def signed(client: RegistryClient, unique_repo: str, tmp_path: Path) -> tuple[str, str, KeyPairSigner]:
     """A tiny image at tag v1, signed and attested (SLSA provenance) by a fresh key."""
     repo = unique_repo
     digest = push_tiny_image(client, repo, "v1")
     signer = new_signer(tmp_path / "k")
-    sign.sign_image(client, repo, digest, signer, lock_dir=tmp_path / "locks")
-    attest.attest_image(client, repo, digest, PTYPE, {"builder": {"id": "test"}}, signer, lock_dir=tmp_path / "locks")
+    sign_image(client, repo, digest, signer, lock_dir=tmp_path / "locks")
+    attest_image(client, repo, digest, PTYPE, {"builder": {"id": "test"}}, signer, lock_dir=tmp_path / "locks")
     return repo, digest, signer
 
 
@@ -58,25 +63,23 @@ def rehashed(desc: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], bytes]:
     return {**desc, "digest": sha256_digest(blob), "size": len(blob)}, blob
 
 
-def verify(
-    client: RegistryClient, repo: str, digest: str, signer: keys.KeyPairSigner, **kw: Any
-) -> sign.VerificationReport:
-    report = sign.verify_image(client, repo, digest, keys=[public_key(signer)], **kw)
+def verify(client: RegistryClient, repo: str, digest: str, signer: KeyPairSigner, **kw: Any) -> VerificationReport:
+    report = verify_image(client, repo, digest, keys=[public_key(signer)], **kw)
     assert not report.ok
     return report
 
 
-def reasons(report: sign.VerificationReport, kind: str) -> str:
+def reasons(report: VerificationReport, kind: str) -> str:
     return " | ".join(i.reason for i in report.items if i.kind == kind)
 
 
-def classes(report: sign.VerificationReport, kind: str) -> set[str]:
+def classes(report: VerificationReport, kind: str) -> set[str]:
     return {i.classification for i in report.items if i.kind == kind}
 
 
-def test_payload_edited(client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner], tmp_path: Path) -> None:
+def test_payload_edited(client: RegistryClient, signed: tuple[str, str, KeyPairSigner], tmp_path: Path) -> None:
     repo, digest, signer = signed
-    tag = sign.signature_tag(digest, ".sig")
+    tag = signature_tag(digest, ".sig")
     rewrite_layer(client, repo, tag, lambda d, b: rehashed(d, b.replace(b'"optional":null', b'"optional":{"x":"y"}')))
     r = verify(client, repo, digest, signer)
     assert "signature does not match the key it names: payload or signature edited" in reasons(r, "signature")
@@ -90,7 +93,7 @@ def test_payload_edited(client: RegistryClient, signed: tuple[str, str, keys.Key
     assert "valid items by: k.pub" in cli.stderr  # the attestation is intact
 
 
-def test_attestation_statement_edited(client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner]) -> None:
+def test_attestation_statement_edited(client: RegistryClient, signed: tuple[str, str, KeyPairSigner]) -> None:
     repo, digest, signer = signed
 
     def edit(d: dict[str, Any], b: bytes) -> tuple[dict[str, Any], bytes]:
@@ -100,7 +103,7 @@ def test_attestation_statement_edited(client: RegistryClient, signed: tuple[str,
         env["payload"] = base64.b64encode(json.dumps(st).encode()).decode()
         return rehashed(d, json.dumps(env).encode())
 
-    rewrite_layer(client, repo, sign.signature_tag(digest, ".att"), edit)
+    rewrite_layer(client, repo, signature_tag(digest, ".att"), edit)
     r = verify(client, repo, digest, signer, predicate_types=[PTYPE])
     assert "signature does not match the key it names: payload or signature edited" in reasons(r, "attestation")
     assert classes(r, "attestation") == {"invalid"}
@@ -108,21 +111,21 @@ def test_attestation_statement_edited(client: RegistryClient, signed: tuple[str,
 
 
 def test_signature_for_another_digest(
-    client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner], tmp_path: Path
+    client: RegistryClient, signed: tuple[str, str, KeyPairSigner], tmp_path: Path
 ) -> None:
     """An attacker copies the .sig/.att of a signed image onto another image's digest."""
     repo, digest, signer = signed
     other = push_tiny_image(client, repo, "v2", b"other content\n")
     for suffix in (".sig", ".att"):
-        raw = client.get_manifest(repo, sign.signature_tag(digest, suffix)).raw
-        client.put_manifest(repo, sign.signature_tag(other, suffix), raw, OCI_MANIFEST)
+        raw = client.get_manifest(repo, signature_tag(digest, suffix)).raw
+        client.put_manifest(repo, signature_tag(other, suffix), raw, OCI_MANIFEST)
     r = verify(client, repo, other, signer, predicate_types=[PTYPE])
     assert f"signature is for another digest ({digest})" in reasons(r, "signature")
     assert f"attestation is for another digest ({digest})" in reasons(r, "attestation")
     assert classes(r, "signature") == classes(r, "attestation") == {"invalid"}
 
 
-def test_wrong_key(client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner], tmp_path: Path) -> None:
+def test_wrong_key(client: RegistryClient, signed: tuple[str, str, KeyPairSigner], tmp_path: Path) -> None:
     repo, digest, signer = signed
     stranger = new_signer(tmp_path / "stranger")
     r = verify(client, repo, digest, stranger, predicate_types=[PTYPE])
@@ -135,7 +138,7 @@ def test_wrong_key(client: RegistryClient, signed: tuple[str, str, keys.KeyPairS
 
 
 def test_image_replaced_under_same_tag(
-    client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner], tmp_path: Path
+    client: RegistryClient, signed: tuple[str, str, KeyPairSigner], tmp_path: Path
 ) -> None:
     repo, digest, signer = signed
     replaced = push_tiny_image(client, repo, "v1", b"replacement\n")
@@ -154,7 +157,7 @@ def test_image_replaced_under_same_tag(
     assert cli.returncode == 18 and "not signed at all" in cli.stderr and "nothing has signed this digest" in cli.stderr
 
 
-def test_wrong_predicate_type(client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner]) -> None:
+def test_wrong_predicate_type(client: RegistryClient, signed: tuple[str, str, KeyPairSigner]) -> None:
     repo, digest, signer = signed
     r = verify(
         client, repo, digest, signer, predicate_types=["https://builder-project.github.io/attestations/device-check/v1"]
@@ -167,7 +170,7 @@ def test_wrong_predicate_type(client: RegistryClient, signed: tuple[str, str, ke
     rewrite_layer(
         client,
         repo,
-        sign.signature_tag(digest, ".att"),
+        signature_tag(digest, ".att"),
         lambda d, b: ({**d, "annotations": {**d["annotations"], "predicateType": "https://evil/v1"}}, None),
     )
     r2 = verify(client, repo, digest, signer, predicate_types=["https://evil/v1"])
@@ -185,14 +188,14 @@ def test_wrong_predicate_type(client: RegistryClient, signed: tuple[str, str, ke
     ],
 )
 def test_stripped_annotation(
-    client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner], suffix: str, annotation: str, expected: str
+    client: RegistryClient, signed: tuple[str, str, KeyPairSigner], suffix: str, annotation: str, expected: str
 ) -> None:
     repo, digest, signer = signed
 
     def strip(d: dict[str, Any], b: bytes) -> tuple[dict[str, Any], None]:
         return {**d, "annotations": {k: v for k, v in d["annotations"].items() if k != annotation}}, None
 
-    rewrite_layer(client, repo, sign.signature_tag(digest, suffix), strip)
+    rewrite_layer(client, repo, signature_tag(digest, suffix), strip)
     kind = "signature" if suffix == ".sig" else "attestation"
     r = verify(client, repo, digest, signer, predicate_types=[PTYPE] if kind == "attestation" else ())
     assert expected in reasons(r, kind)
@@ -200,10 +203,10 @@ def test_stripped_annotation(
 
 
 @pytest.mark.parametrize("suffix", [".sig", ".att"])
-def test_truncated_layer(client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner], suffix: str) -> None:
+def test_truncated_layer(client: RegistryClient, signed: tuple[str, str, KeyPairSigner], suffix: str) -> None:
     repo, digest, signer = signed
     kind = "signature" if suffix == ".sig" else "attestation"
-    tag = sign.signature_tag(digest, suffix)
+    tag = signature_tag(digest, suffix)
     # truncated blob pushed under its own digest, descriptor keeps the original size
     rewrite_layer(client, repo, tag, lambda d, b: ({**d, "digest": sha256_digest(b[:-20])}, b[:-20]))
     r = verify(client, repo, digest, signer, predicate_types=[PTYPE] if kind == "attestation" else ())
@@ -220,11 +223,9 @@ def test_truncated_layer(client: RegistryClient, signed: tuple[str, str, keys.Ke
     assert "is missing from the registry" in reasons(r3, kind) and classes(r3, kind) == {"invalid"}
 
 
-def test_garbage_manifest_layers_do_not_crash(
-    client: RegistryClient, signed: tuple[str, str, keys.KeyPairSigner]
-) -> None:
+def test_garbage_manifest_layers_do_not_crash(client: RegistryClient, signed: tuple[str, str, KeyPairSigner]) -> None:
     repo, digest, signer = signed
-    tag = sign.signature_tag(digest, ".sig")
+    tag = signature_tag(digest, ".sig")
     manifest = client.get_manifest(repo, tag).json
     config = manifest["config"]
     weird = {

@@ -8,8 +8,8 @@ import pytest
 
 from builder.build import BuildOptions, KeylessSetup, signing_hook
 from builder.errors import ConfigError
-from builder.keys import generate_key_pair, load_signer
 from builder.registry import RegistryClient
+from builder.signing.keys import generate_key_pair, load_signer
 
 
 def test_signing_hook_needs_exactly_one_way_to_sign(tmp_path: Path) -> None:

@@ -15,34 +15,45 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 from rich.console import Console
 
-from builder import attest, keys, sign
 from builder.cli.sign import check_result, predicate_label, render_verification, signer_label
 from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
+from builder.signing.attest import prepare_attestation
+from builder.signing.keys import KeyPairSigner, PublicKey
+from builder.signing.layer import (
+    SIGNATURE_ANNOTATION,
+    SIGNER_HINT_ANNOTATION,
+    SIMPLESIGNING_MEDIA_TYPE,
+    SignatureLayer,
+    simple_signing_payload,
+)
+from builder.signing.layer_check import check_attestation_layer, check_signature_layer
+from builder.signing.report import VerificationReport, VerifiedItem, describe_failures
+from builder.signing.verifiers import verifiers_for
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "signing"
+DATA = Path(__file__).resolve().parents[3] / "tests" / "data" / "signing"
 DIGEST = (DATA / "cosign-subject-digest.txt").read_text().strip()
 OTHER = "sha256:" + "ab" * 32
 
 
-def _signer() -> keys.KeyPairSigner:
-    return keys.KeyPairSigner(ec.generate_private_key(ec.SECP256R1()))
+def _signer() -> KeyPairSigner:
+    return KeyPairSigner(ec.generate_private_key(ec.SECP256R1()))
 
 
-def _pub(signer: keys.KeyPairSigner, source: str = "given.pub") -> keys.PublicKey:
-    return keys.PublicKey(signer.public_key, source)
+def _pub(signer: KeyPairSigner, source: str = "given.pub") -> PublicKey:
+    return PublicKey(signer.public_key, source)
 
 
-def _sig_layer(signer: keys.KeyPairSigner, digest: str = DIGEST, hint: str | None = "") -> tuple[dict[str, Any], bytes]:
-    payload = sign.simple_signing_payload("r/x", digest)
-    ann = {sign.SIGNATURE_ANNOTATION: base64.b64encode(signer.sign(payload)).decode()}
+def _sig_layer(signer: KeyPairSigner, digest: str = DIGEST, hint: str | None = "") -> tuple[dict[str, Any], bytes]:
+    payload = simple_signing_payload("r/x", digest)
+    ann = {SIGNATURE_ANNOTATION: base64.b64encode(signer.sign(payload)).decode()}
     if hint is not None:
-        ann[sign.SIGNER_HINT_ANNOTATION] = hint or signer.fingerprint
-    layer = sign.SignatureLayer(sign.SIMPLESIGNING_MEDIA_TYPE, payload, ann)
+        ann[SIGNER_HINT_ANNOTATION] = hint or signer.fingerprint
+    layer = SignatureLayer(SIMPLESIGNING_MEDIA_TYPE, payload, ann)
     return layer.descriptor(), payload
 
 
-def _att_layer(signer: keys.KeyPairSigner, ptype: str, predicate: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-    prepared = attest.prepare_attestation("127.0.0.1:5000", "r/x", DIGEST, ptype, predicate, signer)
+def _att_layer(signer: KeyPairSigner, ptype: str, predicate: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    prepared = prepare_attestation("127.0.0.1:5000", "r/x", DIGEST, ptype, predicate, signer)
     return prepared.layer.descriptor(), prepared.layer.blob
 
 
@@ -52,52 +63,52 @@ def _edited(desc: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], bytes]:
     doc = json.loads(blob)
     doc["critical"]["identity"]["docker-reference"] += "-edited"
     edited = json.dumps(doc, separators=(",", ":")).encode()
-    return {**desc, "digest": sign.SignatureLayer("x", edited, {}).digest, "size": len(edited)}, edited
+    return {**desc, "digest": SignatureLayer("x", edited, {}).digest, "size": len(edited)}, edited
 
 
 def test_own_layer_verifies() -> None:
     mine = _signer()
-    item = sign.check_signature_layer(*_sig_layer(mine), DIGEST, sign.verifiers_for([_pub(mine)]))
+    item = check_signature_layer(*_sig_layer(mine), DIGEST, verifiers_for([_pub(mine)]))
     assert item.classification == "ok" and item.signer == mine.fingerprint and item.reason == ""
 
 
 def test_payload_edited_on_a_layer_naming_a_given_key_is_invalid() -> None:
     mine = _signer()
-    item = sign.check_signature_layer(*_edited(*_sig_layer(mine)), DIGEST, sign.verifiers_for([_pub(mine)]))
+    item = check_signature_layer(*_edited(*_sig_layer(mine)), DIGEST, verifiers_for([_pub(mine)]))
     assert item.classification == "invalid" and not item.untrusted
     assert "signature does not match the key it names: payload or signature edited" in item.reason
     assert item.signer == mine.fingerprint
     # also when several keys are given and the named one is not the first
-    vs = sign.verifiers_for([_pub(_signer()), _pub(mine)])
-    assert sign.check_signature_layer(*_edited(*_sig_layer(mine)), DIGEST, vs).classification == "invalid"
+    vs = verifiers_for([_pub(_signer()), _pub(mine)])
+    assert check_signature_layer(*_edited(*_sig_layer(mine)), DIGEST, vs).classification == "invalid"
     # a signature (not the payload) replaced by garbage DER on our own layer: invalid too
     desc, blob = _sig_layer(mine)
     ann = {
         **desc["annotations"],
-        sign.SIGNATURE_ANNOTATION: base64.b64encode(b"0\x06\x02\x01\x01\x02\x01\x01").decode(),
+        SIGNATURE_ANNOTATION: base64.b64encode(b"0\x06\x02\x01\x01\x02\x01\x01").decode(),
     }
-    item = sign.check_signature_layer({**desc, "annotations": ann}, blob, DIGEST, sign.verifiers_for([_pub(mine)]))
+    item = check_signature_layer({**desc, "annotations": ann}, blob, DIGEST, verifiers_for([_pub(mine)]))
     assert item.classification == "invalid"
 
 
 def test_a_layer_by_a_key_not_given_is_untrusted_with_its_unverified_claim() -> None:
     mine, theirs = _signer(), _signer()
-    vs = sign.verifiers_for([_pub(mine)])
+    vs = verifiers_for([_pub(mine)])
     desc, blob = _sig_layer(theirs)
-    item = sign.check_signature_layer(desc, blob, DIGEST, vs)
+    item = check_signature_layer(desc, blob, DIGEST, vs)
     assert not item.ok and item.untrusted and item.classification == "untrusted"
     assert item.signer == theirs.fingerprint and "wrong key?" in item.reason
     assert f"claims {theirs.fingerprint[:19]} (unverified" in item.reason
     assert item.to_json()["classification"] == "untrusted"
     # the same well-formed layer copied onto another digest is invalid, not merely untrusted
-    item = sign.check_signature_layer(desc, blob, OTHER, vs)
+    item = check_signature_layer(desc, blob, OTHER, vs)
     assert item.classification == "invalid" and "another digest" in item.reason
     # malformed layers by a key not given stay invalid: blob not matching its descriptor, bad payload
-    item = sign.check_signature_layer({**desc, "size": len(blob) + 1}, blob, DIGEST, vs)
+    item = check_signature_layer({**desc, "size": len(blob) + 1}, blob, DIGEST, vs)
     assert item.classification == "invalid" and "truncated" in item.reason
     junk = b'{"critical": {}}'
-    jdesc = {**desc, "digest": sign.SignatureLayer("x", junk, {}).digest, "size": len(junk)}
-    item = sign.check_signature_layer(jdesc, junk, DIGEST, vs)
+    jdesc = {**desc, "digest": SignatureLayer("x", junk, {}).digest, "size": len(junk)}
+    item = check_signature_layer(jdesc, junk, DIGEST, vs)
     assert item.classification == "invalid" and "not a simple-signing document" in item.reason
 
 
@@ -107,39 +118,39 @@ def test_without_that_key_an_edited_layer_by_another_key_reads_as_untrusted() ->
     the edit shows as invalid."""
     mine, theirs = _signer(), _signer()
     edited = _edited(*_sig_layer(theirs))
-    item = sign.check_signature_layer(*edited, DIGEST, sign.verifiers_for([_pub(mine)]))
+    item = check_signature_layer(*edited, DIGEST, verifiers_for([_pub(mine)]))
     assert item.classification == "untrusted" and item.signer == theirs.fingerprint
-    item = sign.check_signature_layer(*edited, DIGEST, sign.verifiers_for([_pub(mine), _pub(theirs)]))
+    item = check_signature_layer(*edited, DIGEST, verifiers_for([_pub(mine), _pub(theirs)]))
     assert item.classification == "invalid" and "payload or signature edited" in item.reason
 
 
 def test_cosign_layer_by_a_key_not_given_is_untrusted_without_a_fingerprint() -> None:
     manifest = json.loads((DATA / "cosign-sig-manifest.json").read_text())
     desc, blob = manifest["layers"][0], (DATA / "cosign-sig-layer.json").read_bytes()
-    assert sign.SIGNER_HINT_ANNOTATION not in desc["annotations"]
-    item = sign.check_signature_layer(desc, blob, DIGEST, sign.verifiers_for([_pub(_signer())]))
+    assert SIGNER_HINT_ANNOTATION not in desc["annotations"]
+    item = check_signature_layer(desc, blob, DIGEST, verifiers_for([_pub(_signer())]))
     assert item.classification == "untrusted" and item.signer is None
     assert "wrong key?" in item.reason and "names no signer" in item.reason
     # a cosign-written layer with its payload edited, by a key not given: also untrusted (cannot be told apart)
-    item = sign.check_signature_layer(*_edited(desc, blob), DIGEST, sign.verifiers_for([_pub(_signer())]))
+    item = check_signature_layer(*_edited(desc, blob), DIGEST, verifiers_for([_pub(_signer())]))
     assert item.classification == "untrusted" and item.signer is None
 
 
 def test_untrusted_attestation_carries_no_statement() -> None:
     mine, theirs = _signer(), _signer()
     desc, blob = _att_layer(theirs, DEVICE_CHECK_V1, {"result": "passed"})
-    item = attest.check_attestation_layer(desc, blob, DIGEST, sign.verifiers_for([_pub(mine)]))
+    item = check_attestation_layer(desc, blob, DIGEST, verifiers_for([_pub(mine)]))
     assert item.classification == "untrusted" and item.signer == theirs.fingerprint
     assert item.predicate_type == DEVICE_CHECK_V1 and item.statement is None and item.predicate is None
-    ok = attest.check_attestation_layer(desc, blob, DIGEST, sign.verifiers_for([_pub(theirs)]))
+    ok = check_attestation_layer(desc, blob, DIGEST, verifiers_for([_pub(theirs)]))
     assert ok.classification == "ok" and ok.predicate == {"result": "passed"}
 
 
-def _report(items: list[sign.VerifiedItem], problems: tuple[str, ...] = ()) -> sign.VerificationReport:
-    return sign.VerificationReport("127.0.0.1:5000/r/x:v1", "r/x", DIGEST, tuple(items), problems)
+def _report(items: list[VerifiedItem], problems: tuple[str, ...] = ()) -> VerificationReport:
+    return VerificationReport("127.0.0.1:5000/r/x:v1", "r/x", DIGEST, tuple(items), problems)
 
 
-def _render(report: sign.VerificationReport, names: dict[str, str]) -> str:
+def _render(report: VerificationReport, names: dict[str, str]) -> str:
     buf = io.StringIO()
     con = Console(file=buf, width=250, force_terminal=False, color_system=None)
     render_verification(con, report, names, header="127.0.0.1:5000/r/x:v1", name="127.0.0.1:5000/r/x")
@@ -147,16 +158,16 @@ def _render(report: sign.VerificationReport, names: dict[str, str]) -> str:
 
 
 def _items(
-    builder_key: keys.KeyPairSigner, runner: keys.KeyPairSigner, stranger: keys.KeyPairSigner, result: str
-) -> list[sign.VerifiedItem]:
-    given = sign.verifiers_for([_pub(builder_key), _pub(runner)])
-    out = [sign.check_signature_layer(*_sig_layer(builder_key), DIGEST, given)]
-    out.append(sign.check_signature_layer(*_sig_layer(stranger), DIGEST, given))
+    builder_key: KeyPairSigner, runner: KeyPairSigner, stranger: KeyPairSigner, result: str
+) -> list[VerifiedItem]:
+    given = verifiers_for([_pub(builder_key), _pub(runner)])
+    out = [check_signature_layer(*_sig_layer(builder_key), DIGEST, given)]
+    out.append(check_signature_layer(*_sig_layer(stranger), DIGEST, given))
     for signer, ptype, pred in (
         (builder_key, SLSA_PROVENANCE_V1, {"runDetails": {"metadata": {"finishedOn": "2026-11-30T17:00:00Z"}}}),
         (runner, DEVICE_CHECK_V1, {"result": result, "timestamp": "2026-11-30T17:05:00Z"}),
     ):
-        out.append(attest.check_attestation_layer(*_att_layer(signer, ptype, pred), DIGEST, given))
+        out.append(check_attestation_layer(*_att_layer(signer, ptype, pred), DIGEST, given))
     return out
 
 
@@ -186,8 +197,8 @@ def test_render_names_key_files_and_fingerprints_and_device_check_results() -> N
 
 def test_render_failure_tells_wrong_key_from_not_signed_from_tampered() -> None:
     mine, theirs = _signer(), _signer()
-    vs = sign.verifiers_for([_pub(mine)])
-    wrong = _report([sign.check_signature_layer(*_sig_layer(theirs), DIGEST, vs)], ("none of the 1 signature(s)",))
+    vs = verifiers_for([_pub(mine)])
+    wrong = _report([check_signature_layer(*_sig_layer(theirs), DIGEST, vs)], ("none of the 1 signature(s)",))
     assert wrong.diagnosis == "wrong-key" and wrong.other_signers == (theirs.fingerprint,)
     text = _render(wrong, {mine.fingerprint: "k/builder.pub"})
     assert "NOT VERIFIED" in text and "wrong key given?" in text and theirs.fingerprint[:19] in text
@@ -195,7 +206,7 @@ def test_render_failure_tells_wrong_key_from_not_signed_from_tampered() -> None:
     assert nothing.diagnosis == "not-signed" and "not signed at all" in _render(nothing, {})
     desc, blob = _sig_layer(mine)
     edited = blob.replace(b"r/x", b"r/y")
-    bad = sign.check_signature_layer({**desc, "size": len(edited)}, edited, DIGEST, vs)
+    bad = check_signature_layer({**desc, "size": len(edited)}, edited, DIGEST, vs)
     tampered = _report([bad], ("none of the 1 signature(s)",))
     assert tampered.diagnosis == "tampered"
     text = _render(tampered, {})
@@ -207,11 +218,11 @@ def test_render_failure_tells_wrong_key_from_not_signed_from_tampered() -> None:
 
 def test_describe_failures() -> None:
     mine, theirs = _signer(), _signer()
-    vs = sign.verifiers_for([_pub(mine)])
-    items = [sign.check_signature_layer(*_sig_layer(theirs), DIGEST, vs)]
-    items.append(sign.check_signature_layer(*_sig_layer(theirs, hint=None), DIGEST, vs))
-    items.append(sign.check_signature_layer(*_sig_layer(theirs), OTHER, vs))
-    text = sign.describe_failures(items)
+    vs = verifiers_for([_pub(mine)])
+    items = [check_signature_layer(*_sig_layer(theirs), DIGEST, vs)]
+    items.append(check_signature_layer(*_sig_layer(theirs, hint=None), DIGEST, vs))
+    items.append(check_signature_layer(*_sig_layer(theirs), OTHER, vs))
+    text = describe_failures(items)
     who = f"claimed: {theirs.fingerprint[:19]}, 1 unnamed key(s)"
     assert text == f"2 by keys or identities not given ({who}), 1 invalid (tampered or broken)"
 

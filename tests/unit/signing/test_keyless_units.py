@@ -15,13 +15,28 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from builder import keyless
 from builder.errors import ConfigError, SigningError
+from builder.signing import dsse
+from builder.signing.dsse import payload_of_pae
+from builder.signing.keyless.identity import (
+    ANY_IDENTITY,
+    GITHUB_ACTIONS_ISSUER,
+    IdentityPolicy,
+    cert_identities,
+    github_workflow_identity,
+    parse_signer,
+    policies_from_options,
+    signer_text,
+)
+from builder.signing.keyless.identity import der_utf8 as decode_der_utf8
+from builder.signing.keyless.set_layer import body_matches
+from builder.signing.keyless.trust import load_trust_config, load_trusted_root
+from builder.signing.keyless.write import check_formats
 from tests.sigstore_instance.ca import Identity, TestCA, der_utf8
 from tests.sigstore_instance.rekor import TestRekor, inclusion_path, leaf_hash, merkle_root
 
 GH = "https://github.com/org/repo/.github/workflows/build.yml@refs/heads/main"
-GH_ISSUER = keyless.GITHUB_ACTIONS_ISSUER
+GH_ISSUER = GITHUB_ACTIONS_ISSUER
 
 
 # ------------------------------------------------------------------------------------------------
@@ -29,7 +44,7 @@ GH_ISSUER = keyless.GITHUB_ACTIONS_ISSUER
 
 
 def test_exact_identity_and_issuer() -> None:
-    p = keyless.IdentityPolicy(identity=GH, issuer=GH_ISSUER).validate()
+    p = IdentityPolicy(identity=GH, issuer=GH_ISSUER).validate()
     assert p.matches([GH], GH_ISSUER)
     assert not p.matches([GH + "x"], GH_ISSUER)
     assert not p.matches([GH], "https://accounts.google.com")
@@ -38,33 +53,33 @@ def test_exact_identity_and_issuer() -> None:
 
 
 def test_regexp_is_a_full_match() -> None:
-    branch = keyless.IdentityPolicy(
+    branch = IdentityPolicy(
         identity_regexp=r"https://github\.com/org/repo/\.github/workflows/build\.yml@refs/heads/.+", issuer=GH_ISSUER
     )
     assert branch.matches([GH], GH_ISSUER)
     assert not branch.matches([GH.replace("refs/heads/main", "refs/tags/v1")], GH_ISSUER)
     # a prefix alone does not match: re.fullmatch, not re.search
-    prefix = keyless.IdentityPolicy(identity_regexp=r"https://github\.com/org/repo", issuer=GH_ISSUER)
+    prefix = IdentityPolicy(identity_regexp=r"https://github\.com/org/repo", issuer=GH_ISSUER)
     assert not prefix.matches([GH], GH_ISSUER)
-    issuer_re = keyless.IdentityPolicy(identity=GH, issuer_regexp=r"https://token\.actions\.githubusercontent\.com")
+    issuer_re = IdentityPolicy(identity=GH, issuer_regexp=r"https://token\.actions\.githubusercontent\.com")
     assert issuer_re.matches([GH], GH_ISSUER)
     assert not issuer_re.matches([GH], GH_ISSUER + ".evil.example")
 
 
 def test_policy_validation_errors() -> None:
     with pytest.raises(ConfigError, match="needs --identity"):
-        keyless.IdentityPolicy(issuer=GH_ISSUER).validate()
+        IdentityPolicy(issuer=GH_ISSUER).validate()
     with pytest.raises(ConfigError, match="has no issuer"):
-        keyless.IdentityPolicy(identity=GH).validate()
+        IdentityPolicy(identity=GH).validate()
     with pytest.raises(ConfigError, match="invalid regular expression"):
-        keyless.IdentityPolicy(identity_regexp="(", issuer=GH_ISSUER).validate()
+        IdentityPolicy(identity_regexp="(", issuer=GH_ISSUER).validate()
 
 
 def test_policies_from_options_and_github_helper() -> None:
-    ps = keyless.policies_from_options([GH], [r".*@refs/tags/.*"], GH_ISSUER, None)
+    ps = policies_from_options([GH], [r".*@refs/tags/.*"], GH_ISSUER, None)
     assert [p.identity for p in ps] == [GH, None]
     assert ps[1].identity_regexp == r".*@refs/tags/.*"
-    gh = keyless.github_workflow_identity("org/repo", "build.yml")
+    gh = github_workflow_identity("org/repo", "build.yml")
     assert gh.identity == GH and gh.issuer == GH_ISSUER
 
 
@@ -83,15 +98,15 @@ def _leaf(ca: TestCA, identity: Identity) -> x509.Certificate:
 
 def test_cert_identities_reads_san_and_issuer_extensions(ca: TestCA) -> None:
     cert = _leaf(ca, Identity(san_email=None, san_uri=GH, issuer=GH_ISSUER))
-    assert keyless.cert_identities(cert) == ([GH], GH_ISSUER)
+    assert cert_identities(cert) == ([GH], GH_ISSUER)
     cert = _leaf(ca, Identity(san_email="dev@example.com", san_uri=None, issuer="https://accounts.google.com"))
-    assert keyless.cert_identities(cert) == (["dev@example.com"], "https://accounts.google.com")
+    assert cert_identities(cert) == (["dev@example.com"], "https://accounts.google.com")
 
 
 def test_der_utf8_long_form() -> None:
     long = "x" * 300
-    assert keyless._der_utf8(der_utf8(long)) == long
-    assert keyless._der_utf8(b"\x04\x01a") is None
+    assert decode_der_utf8(der_utf8(long)) == long
+    assert decode_der_utf8(b"\x04\x01a") is None
 
 
 def test_leaf_chains_to_the_test_root_and_embeds_a_valid_sct(ca: TestCA) -> None:
@@ -225,13 +240,13 @@ def test_rekor_refuses_a_signature_that_does_not_verify() -> None:
 
 def test_trust_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
-        keyless.load_trust_config(tmp_path / "missing.json")
+        load_trust_config(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     with pytest.raises(ConfigError, match="invalid Sigstore trust config"):
-        keyless.load_trust_config(bad)
+        load_trust_config(bad)
     with pytest.raises(ConfigError, match="invalid Sigstore trusted root"):
-        keyless.load_trusted_root(bad)
+        load_trusted_root(bad)
 
 
 def test_rekor_v1_is_pinned(tmp_path: Path) -> None:
@@ -240,40 +255,40 @@ def test_rekor_v1_is_pinned(tmp_path: Path) -> None:
 
     with SigstoreTestInstance() as inst:
         files = write_trust_files(inst, tmp_path)
-        tc = keyless.load_trust_config(files.trust_config)
+        tc = load_trust_config(files.trust_config)
         assert tc.force_tlog_version == 1
         doc = json.loads(files.trust_config.read_text())
     doc["signingConfig"]["rekorTlogUrls"][0]["majorApiVersion"] = 2
     v2 = tmp_path / "v2.json"
     v2.write_text(json.dumps(doc))
     with pytest.raises(SigningError, match="Rekor v1"):
-        keyless.load_trust_config(v2)
+        load_trust_config(v2)
     # both file shapes are accepted as a pinned root for verification
-    assert keyless.load_trusted_root(files.trusted_root)._inner.tlogs
-    assert keyless.load_trusted_root(files.trust_config)._inner.tlogs
+    assert load_trusted_root(files.trusted_root)._inner.tlogs
+    assert load_trusted_root(files.trust_config)._inner.tlogs
 
 
 def test_unknown_output_format_refused() -> None:
     with pytest.raises(ConfigError, match="unknown or empty keyless output formats"):
-        keyless._check_formats(["legacy", "bogus"])
-    assert keyless._check_formats(["bundle"]) == {"bundle"}
+        check_formats(["legacy", "bogus"])
+    assert check_formats(["bundle"]) == {"bundle"}
 
 
 def test_signer_text_round_trips_to_policy_identity() -> None:
-    text = keyless.signer_text([GH, "other@example.com"], GH_ISSUER)
+    text = signer_text([GH, "other@example.com"], GH_ISSUER)
     assert text == f"{GH} (issuer {GH_ISSUER})"
-    assert keyless.parse_signer(text) == (GH_ISSUER, GH)
-    assert keyless.parse_signer("sha256:" + "ab" * 32) is None
-    assert keyless.parse_signer(None) is None
-    assert keyless.ANY_IDENTITY.validate().matches([GH], GH_ISSUER)
+    assert parse_signer(text) == (GH_ISSUER, GH)
+    assert parse_signer("sha256:" + "ab" * 32) is None
+    assert parse_signer(None) is None
+    assert ANY_IDENTITY.validate().matches([GH], GH_ISSUER)
 
 
 def test_payload_of_pae() -> None:
     body = b'{"_type":"https://in-toto.io/Statement/v1"} with spaces 12 '
-    pae = keyless._pae("application/vnd.in-toto+json", body)
-    assert keyless._payload_of_pae(pae) == body
-    assert keyless._payload_of_pae(pae + b"x") is None  # length mismatch
-    assert keyless._payload_of_pae(b"not pae") is None
+    pae = dsse.pae("application/vnd.in-toto+json", body)
+    assert payload_of_pae(pae) == body
+    assert payload_of_pae(pae + b"x") is None  # length mismatch
+    assert payload_of_pae(b"not pae") is None
 
 
 def test_rekor_body_must_describe_the_layer(ca: TestCA) -> None:
@@ -291,12 +306,12 @@ def test_rekor_body_must_describe_the_layer(ca: TestCA) -> None:
             "signature": {"content": base64.b64encode(sig).decode(), "publicKey": {"content": cert_b64}},
         },
     }
-    assert keyless._body_matches(body, data, sig, cert, cert_b64) == ""
-    assert "other content" in keyless._body_matches(body, data + b"!", sig, cert, cert_b64)
-    assert "another signature" in keyless._body_matches(body, data, sig[:-1] + b"\x00", cert, cert_b64)
+    assert body_matches(body, data, sig, cert, cert_b64) == ""
+    assert "other content" in body_matches(body, data + b"!", sig, cert, cert_b64)
+    assert "another signature" in body_matches(body, data, sig[:-1] + b"\x00", cert, cert_b64)
     other = ca.issue(key.public_key(), Identity(san_email="b@example.com", san_uri=None, issuer=GH_ISSUER))
-    assert "another certificate" in keyless._body_matches(body, data, sig, other, cert_b64)
-    pae = keyless._pae("application/vnd.in-toto+json", b"{}")
+    assert "another certificate" in body_matches(body, data, sig, other, cert_b64)
+    pae = dsse.pae("application/vnd.in-toto+json", b"{}")
     dsse_body = {
         "kind": "dsse",
         "spec": {
@@ -304,6 +319,6 @@ def test_rekor_body_must_describe_the_layer(ca: TestCA) -> None:
             "signatures": [{"signature": base64.b64encode(sig).decode(), "verifier": cert_b64}],
         },
     }
-    assert keyless._body_matches(dsse_body, pae, sig, cert, cert_b64) == ""
-    assert "payloadHash" in keyless._body_matches(dsse_body, keyless._pae("t", b"[]"), sig, cert, cert_b64)
-    assert "unsupported Rekor entry kind" in keyless._body_matches({"kind": "intoto"}, data, sig, cert, cert_b64)
+    assert body_matches(dsse_body, pae, sig, cert, cert_b64) == ""
+    assert "payloadHash" in body_matches(dsse_body, dsse.pae("t", b"[]"), sig, cert, cert_b64)
+    assert "unsupported Rekor entry kind" in body_matches({"kind": "intoto"}, data, sig, cert, cert_b64)

@@ -10,56 +10,58 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from builder import keys
 from builder.errors import SigningKeyError
+from builder.signing.cosign_key import cosign_key_pem, decrypt_cosign_key, pem_body, secretbox_open, secretbox_seal
+from builder.signing.keys import generate_key_pair, import_key_pair, load_public_keys, load_signer, public_pem
+from builder.signing.pkcs8 import PBKDF2_ITERATIONS, der_oid
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "signing"
+DATA = Path(__file__).resolve().parents[3] / "tests" / "data" / "signing"
 COSIGN_PASSWORD = "test-password"  # tests/data/signing/README.md
 
 
 def test_generate_writes_encrypted_pkcs8_and_pem_public_key(tmp_path: Path) -> None:
-    key_path, pub_path, fp = keys.generate_key_pair(tmp_path / "k", "pw")
+    key_path, pub_path, fp = generate_key_pair(tmp_path / "k", "pw")
     text = key_path.read_text()
     assert text.startswith("-----BEGIN ENCRYPTED PRIVATE KEY-----")
     assert pub_path.read_text().startswith("-----BEGIN PUBLIC KEY-----")
     assert stat.S_IMODE(os.stat(key_path).st_mode) == 0o600
-    signer = keys.load_signer(key_path, "pw")
-    assert signer.fingerprint == fp == keys.load_public_keys([pub_path])[0].fingerprint
+    signer = load_signer(key_path, "pw")
+    assert signer.fingerprint == fp == load_public_keys([pub_path])[0].fingerprint
     assert fp.startswith("sha256:") and len(fp) == 71
     assert isinstance(signer.private_key.curve, ec.SECP256R1)
 
 
 def test_generate_never_overwrites(tmp_path: Path) -> None:
-    keys.generate_key_pair(tmp_path, "pw")
+    generate_key_pair(tmp_path, "pw")
     before = (tmp_path / "builder.key").read_bytes()
     with pytest.raises(SigningKeyError, match="already exists"):
-        keys.generate_key_pair(tmp_path, "pw")
+        generate_key_pair(tmp_path, "pw")
     assert (tmp_path / "builder.key").read_bytes() == before
 
 
 def test_generate_refuses_to_overwrite_a_lone_public_key(tmp_path: Path) -> None:
     (tmp_path / "builder.pub").write_text("mine")
     with pytest.raises(SigningKeyError, match=r"builder\.pub already exists"):
-        keys.generate_key_pair(tmp_path, "pw")
+        generate_key_pair(tmp_path, "pw")
     assert not (tmp_path / "builder.key").exists()
 
 
 def test_unencrypted_key_and_empty_password(tmp_path: Path) -> None:
-    key_path, _, _ = keys.generate_key_pair(tmp_path / "a", None)
+    key_path, _, _ = generate_key_pair(tmp_path / "a", None)
     assert key_path.read_text().startswith("-----BEGIN PRIVATE KEY-----")
-    keys.load_signer(key_path, None)
+    load_signer(key_path, None)
     with pytest.raises(SigningKeyError, match="empty key password"):
-        keys.generate_key_pair(tmp_path / "b", "")
+        generate_key_pair(tmp_path / "b", "")
 
 
 def test_wrong_or_missing_password(tmp_path: Path) -> None:
-    key_path, _, _ = keys.generate_key_pair(tmp_path, "right")
+    key_path, _, _ = generate_key_pair(tmp_path, "right")
     with pytest.raises(SigningKeyError, match="wrong password"):
-        keys.load_signer(key_path, "wrong")
+        load_signer(key_path, "wrong")
     with pytest.raises(SigningKeyError, match="encrypted and no password"):
-        keys.load_signer(key_path, None)
+        load_signer(key_path, None)
     with pytest.raises(SigningKeyError, match="does not exist"):
-        keys.load_signer(tmp_path / "nope.key", "x")
+        load_signer(tmp_path / "nope.key", "x")
 
 
 def test_non_p256_key_is_refused(tmp_path: Path) -> None:
@@ -69,18 +71,18 @@ def test_non_p256_key_is_refused(tmp_path: Path) -> None:
         k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     with pytest.raises(SigningKeyError, match="not an ECDSA P-256"):
-        keys.load_signer(p, None)
+        load_signer(p, None)
     pub = tmp_path / "p384.pub"
-    pub.write_text(keys.public_pem(k.public_key()))  # type: ignore[arg-type]
+    pub.write_text(public_pem(k.public_key()))  # type: ignore[arg-type]
     with pytest.raises(SigningKeyError, match="not an ECDSA P-256"):
-        keys.load_public_keys([pub])
+        load_public_keys([pub])
     with pytest.raises(SigningKeyError, match="not a PEM public key"):
-        keys.load_public_keys([p])
+        load_public_keys([p])
 
 
 def test_loads_real_cosign_key_and_matches_cosign_pub() -> None:
-    signer = keys.load_signer(DATA / "cosign.key", COSIGN_PASSWORD)
-    pub = keys.load_public_keys([DATA / "cosign.pub"])[0]
+    signer = load_signer(DATA / "cosign.key", COSIGN_PASSWORD)
+    pub = load_public_keys([DATA / "cosign.pub"])[0]
     assert signer.fingerprint == pub.fingerprint
     sig = signer.sign(b"payload")
     assert pub.verify(b"payload", sig)
@@ -89,38 +91,38 @@ def test_loads_real_cosign_key_and_matches_cosign_pub() -> None:
 
 def test_real_cosign_key_wrong_password() -> None:
     with pytest.raises(SigningKeyError, match="wrong password"):
-        keys.load_signer(DATA / "cosign.key", "not-it")
+        load_signer(DATA / "cosign.key", "not-it")
     with pytest.raises(SigningKeyError, match="always encrypted"):
-        keys.load_signer(DATA / "cosign.key", None)
+        load_signer(DATA / "cosign.key", None)
 
 
 def test_import_cosign_key_pair(tmp_path: Path) -> None:
-    key_path, pub_path, fp = keys.import_key_pair(DATA / "cosign.key", tmp_path, COSIGN_PASSWORD, "new-pw")
-    assert fp == keys.load_public_keys([DATA / "cosign.pub"])[0].fingerprint
-    assert keys.load_signer(key_path, "new-pw").fingerprint == fp
-    assert keys.load_public_keys([pub_path])[0].fingerprint == fp
+    key_path, pub_path, fp = import_key_pair(DATA / "cosign.key", tmp_path, COSIGN_PASSWORD, "new-pw")
+    assert fp == load_public_keys([DATA / "cosign.pub"])[0].fingerprint
+    assert load_signer(key_path, "new-pw").fingerprint == fp
+    assert load_public_keys([pub_path])[0].fingerprint == fp
 
 
 def test_cosign_envelope_round_trip_and_tamper() -> None:
     k = ec.generate_private_key(ec.SECP256R1())
-    pem = keys.cosign_key_pem(k, "pw")
+    pem = cosign_key_pem(k, "pw")
     assert pem.startswith(b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n")
-    body = keys._pem_body(pem.decode(), "ENCRYPTED SIGSTORE PRIVATE KEY")
-    der = keys.decrypt_cosign_key(body, "pw")
+    body = pem_body(pem.decode(), "ENCRYPTED SIGSTORE PRIVATE KEY")
+    der = decrypt_cosign_key(body, "pw")
     assert serialization.load_der_private_key(der, None).public_key() == k.public_key()  # type: ignore[comparison-overlap]
 
 
 def test_secretbox_detects_tampering() -> None:
     key, nonce = bytes(range(32)), bytes(range(24))
-    boxed = keys.secretbox_seal(b"hello world" * 20, nonce, key)
-    assert keys.secretbox_open(boxed, nonce, key) == b"hello world" * 20
+    boxed = secretbox_seal(b"hello world" * 20, nonce, key)
+    assert secretbox_open(boxed, nonce, key) == b"hello world" * 20
     flipped = boxed[:20] + bytes([boxed[20] ^ 1]) + boxed[21:]
-    assert keys.secretbox_open(flipped, nonce, key) is None
-    assert keys.secretbox_open(boxed, nonce, bytes(32)) is None
+    assert secretbox_open(flipped, nonce, key) is None
+    assert secretbox_open(boxed, nonce, bytes(32)) is None
     # wrong sizes are refused, not raised (a corrupt envelope reads as "wrong password")
-    assert keys.secretbox_open(boxed, nonce[:16], key) is None
-    assert keys.secretbox_open(boxed[:15], nonce, key) is None
-    assert keys.secretbox_open(boxed, nonce, key[:16]) is None
+    assert secretbox_open(boxed, nonce[:16], key) is None
+    assert secretbox_open(boxed[:15], nonce, key) is None
+    assert secretbox_open(boxed, nonce, key[:16]) is None
 
 
 def test_secretbox_known_answer() -> None:
@@ -138,23 +140,23 @@ def test_secretbox_known_answer() -> None:
         "98dce87b4da7f011ec48c97271d2c20f9b928fe2270d6fb863d51738b48eeee314a7cc8ab932164548e526ae90224368517acfea"
         "bd6bb3732bc0e9da99832b61ca01b6de56244a9e88d5f9b37973f622a43d14a6599b1f654cb45a74e355a5"
     )
-    assert keys.secretbox_seal(message, nonce, key).hex() == expected
-    assert keys.secretbox_open(bytes.fromhex(expected), nonce, key) == message
+    assert secretbox_seal(message, nonce, key).hex() == expected
+    assert secretbox_open(bytes.fromhex(expected), nonce, key) == message
 
 
 def test_builder_key_uses_strong_pbkdf2(tmp_path: Path) -> None:
     import base64
 
-    key_path, _, _ = keys.generate_key_pair(tmp_path, "pw")
+    key_path, _, _ = generate_key_pair(tmp_path, "pw")
     body = key_path.read_text().split("-----")[2]
     der = base64.b64decode("".join(body.split()))
     # PBES2 / PBKDF2 OIDs, 600,000 iterations (0x0927c0), hmacWithSHA256, AES-256-CBC
     for part in (
-        keys._der_oid("1.2.840.113549.1.5.13"),
-        keys._der_oid("1.2.840.113549.1.5.12"),
+        der_oid("1.2.840.113549.1.5.13"),
+        der_oid("1.2.840.113549.1.5.12"),
         bytes.fromhex("02030927c0"),
-        keys._der_oid("1.2.840.113549.2.9"),
-        keys._der_oid("2.16.840.1.101.3.4.1.42"),
+        der_oid("1.2.840.113549.2.9"),
+        der_oid("2.16.840.1.101.3.4.1.42"),
     ):
         assert part in der
-    assert keys.PBKDF2_ITERATIONS == 600_000
+    assert PBKDF2_ITERATIONS == 600_000

@@ -1,0 +1,245 @@
+"""Signing keys: generate, import and load ECDSA P-256 key pairs (cosign-compatible).
+
+Files written by ``generate_key_pair``: ``builder.key`` (PKCS#8 PEM, encrypted with the given
+password: PBES2, PBKDF2-HMAC-SHA256 with 600,000 iterations, AES-256-CBC, ``builder.signing.pkcs8``;
+unencrypted when the password is ``None``) and ``builder.pub`` (PEM SubjectPublicKeyInfo, the form
+``cosign verify --key`` reads). cosign's own encrypted key files are read through
+``builder.signing.cosign_key``.
+
+Key identity (``fingerprint``): ``sha256:<hex>`` of the DER SubjectPublicKeyInfo, stable across
+PEM formatting and across cosign/builder files holding the same key.
+
+Errors: ``SigningKeyError`` (exit 16) for a missing, unreadable, wrongly encrypted or non-P-256
+key, and when a file would be overwritten.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from builder.errors import SigningKeyError
+from builder.signing.cosign_key import COSIGN_PEM_TYPES, decrypt_cosign_key, pem_body
+from builder.signing.pkcs8 import encrypted_pkcs8_pem
+
+PRIVATE_KEY_FILE = "builder.key"
+PUBLIC_KEY_FILE = "builder.pub"
+
+
+def fingerprint_of(public_key: ec.EllipticCurvePublicKey) -> str:
+    """``sha256:<hex>`` of the DER SubjectPublicKeyInfo of ``public_key``."""
+    der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(der).hexdigest()
+
+
+def public_pem(public_key: ec.EllipticCurvePublicKey) -> str:
+    """PEM SubjectPublicKeyInfo text (``-----BEGIN PUBLIC KEY-----``)."""
+    return public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+def short_fingerprint(fingerprint: str) -> str:
+    """``sha256:`` + the first 12 hex digits (as in every reason text); identities unchanged."""
+    return fingerprint[:19] if fingerprint.startswith("sha256:") else fingerprint
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyPairSigner:
+    """A signer holding an ECDSA P-256 private key. ``sign`` returns a DER ECDSA-SHA256 signature.
+
+    ``kind`` is ``"key"`` (keyless signers use ``"keyless"``); ``public_key_pem`` is the PEM
+    SubjectPublicKeyInfo; ``fingerprint`` is ``sha256:<hex of DER SPKI>``.
+    """
+
+    private_key: ec.EllipticCurvePrivateKey = dataclasses.field(repr=False)
+    source: str = ""
+    kind: str = "key"
+
+    @property
+    def public_key(self) -> ec.EllipticCurvePublicKey:
+        return self.private_key.public_key()
+
+    @property
+    def public_key_pem(self) -> str:
+        return public_pem(self.public_key)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.public_key)
+
+    def sign(self, data: bytes) -> bytes:
+        """DER-encoded ECDSA P-256 SHA-256 signature over ``data``."""
+        return self.private_key.sign(data, ec.ECDSA(hashes.SHA256()))
+
+
+@dataclasses.dataclass(frozen=True)
+class PublicKey:
+    """A verification key: ECDSA P-256 public key with its fingerprint and the file it came from."""
+
+    key: ec.EllipticCurvePublicKey = dataclasses.field(repr=False)
+    source: str = ""
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.key)
+
+    def verify(self, data: bytes, signature: bytes) -> bool:
+        """True when ``signature`` (DER ECDSA-SHA256) is valid for ``data``."""
+        try:
+            self.key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+
+# ---------------------------------------------------------------------------------------------
+# generate / import / load
+
+
+def generate_key_pair(output_dir: Path, password: str | None) -> tuple[Path, Path, str]:
+    """Write ``output_dir/builder.key`` and ``builder.pub``; returns (key path, pub path, fingerprint).
+
+    ``password=None`` writes an unencrypted key (the CLI allows this only with ``--no-password``).
+    Raises SigningKeyError when either file exists (keys are never overwritten) or the password
+    is empty.
+    """
+    private_key = ec.generate_private_key(ec.SECP256R1())
+    return write_key_pair(output_dir, private_key, password)
+
+
+def write_key_pair(
+    output_dir: Path, private_key: ec.EllipticCurvePrivateKey, password: str | None
+) -> tuple[Path, Path, str]:
+    """Write ``private_key`` as ``builder.key`` (PKCS#8 PEM) and ``builder.pub``; never overwrites."""
+    if password == "":
+        raise SigningKeyError(
+            "empty key password", hint="set BUILDER_KEY_PASSWORD, or pass --no-password for an unencrypted key"
+        )
+    key_path = output_dir / PRIVATE_KEY_FILE
+    pub_path = output_dir / PUBLIC_KEY_FILE
+    for p in (key_path, pub_path):
+        if p.exists():
+            raise SigningKeyError(
+                f"{p} already exists; keys are never overwritten",
+                hint="choose another --output-dir, or move the existing key pair away first",
+                path=str(p),
+            )
+    if password is not None:
+        pem = encrypted_pkcs8_pem(private_key, password)
+    else:
+        pem = private_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    output_dir.mkdir(parents=True, exist_ok=True)
+    # create exclusively with 0600 so a concurrent writer or an existing file is never clobbered
+    try:
+        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError as exc:
+        raise SigningKeyError(f"{key_path} already exists; keys are never overwritten") from exc
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    try:
+        fd = os.open(pub_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError as exc:
+        raise SigningKeyError(f"{pub_path} already exists; keys are never overwritten") from exc
+    with os.fdopen(fd, "w") as f:
+        f.write(public_pem(private_key.public_key()))
+    return key_path, pub_path, fingerprint_of(private_key.public_key())
+
+
+def import_key_pair(
+    source: Path, output_dir: Path, source_password: str | None, password: str | None
+) -> tuple[Path, Path, str]:
+    """Import a private key (cosign ``cosign.key`` or PKCS#8/SEC1 PEM) into ``output_dir``.
+
+    ``source_password`` decrypts the source (cosign: ``COSIGN_PASSWORD``); ``password`` encrypts
+    the written ``builder.key`` (None: unencrypted). Raises SigningKeyError.
+    """
+    private_key = load_private_key(source, source_password)
+    return write_key_pair(output_dir, private_key, password)
+
+
+def load_signer(path: Path, password: str | None) -> KeyPairSigner:
+    """Load a private key file (builder PKCS#8 PEM, SEC1 PEM, or cosign's encrypted key) as a signer.
+
+    Raises SigningKeyError (missing file, wrong/missing password, not ECDSA P-256).
+    """
+    return KeyPairSigner(load_private_key(path, password), source=str(path))
+
+
+def load_private_key(path: Path, password: str | None) -> ec.EllipticCurvePrivateKey:
+    """The ECDSA P-256 private key in ``path``; see ``load_signer`` for formats and errors."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise SigningKeyError(
+            f"signing key {path} does not exist",
+            hint="generate one with `builder keys generate --output-dir DIR` or pass --key FILE",
+            path=str(path),
+        ) from exc
+    except OSError as exc:
+        raise SigningKeyError(f"signing key {path} cannot be read: {exc.strerror}", path=str(path)) from exc
+    text = data.decode("ascii", errors="replace")
+    for pem_type in COSIGN_PEM_TYPES:
+        if f"-----BEGIN {pem_type}-----" in text:
+            der = decrypt_cosign_key(pem_body(text, pem_type), password, source=str(path))
+            key = serialization.load_der_private_key(der, password=None)
+            return _require_p256(key, path)
+    if "-----BEGIN" not in text:
+        raise SigningKeyError(f"{path} is not a PEM private key", path=str(path))
+    encrypted = "ENCRYPTED" in text.split("-----BEGIN", 1)[1].split("-----", 1)[0] or "Proc-Type: 4,ENCRYPTED" in text
+    if encrypted and not password:
+        raise SigningKeyError(
+            f"signing key {path} is encrypted and no password was given",
+            hint="set BUILDER_KEY_PASSWORD (or COSIGN_PASSWORD for a cosign key)",
+            path=str(path),
+        )
+    try:
+        key = serialization.load_pem_private_key(data, password=password.encode() if encrypted and password else None)
+    except (ValueError, TypeError) as exc:
+        reason = "wrong password or corrupt key" if encrypted else str(exc)
+        raise SigningKeyError(f"cannot load signing key {path}: {reason}", path=str(path)) from exc
+    return _require_p256(key, path)
+
+
+def load_public_keys(paths: list[Path] | tuple[Path, ...]) -> list[PublicKey]:
+    """Load PEM public keys (``-----BEGIN PUBLIC KEY-----``, e.g. ``builder.pub`` or ``cosign.pub``).
+
+    A private key file is accepted too (its public half is used; unencrypted or builder-encrypted
+    keys only need no password if unencrypted). Raises SigningKeyError naming the file.
+    """
+    keys: list[PublicKey] = []
+    for path in paths:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise SigningKeyError(
+                f"public key {path} cannot be read: {exc.strerror}",
+                hint="pass the .pub file written by `builder keys generate` or `cosign generate-key-pair`",
+                path=str(path),
+            ) from exc
+        try:
+            pub = serialization.load_pem_public_key(data)
+        except ValueError as exc:
+            raise SigningKeyError(
+                f"{path} is not a PEM public key", hint="pass the .pub file, not the private key", path=str(path)
+            ) from exc
+        if not isinstance(pub, ec.EllipticCurvePublicKey) or not isinstance(pub.curve, ec.SECP256R1):
+            raise SigningKeyError(f"{path} is not an ECDSA P-256 public key", path=str(path))
+        keys.append(PublicKey(pub, source=str(path)))
+    return keys
+
+
+def _require_p256(key: object, path: Path) -> ec.EllipticCurvePrivateKey:
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
+        raise SigningKeyError(
+            f"{path} is not an ECDSA P-256 private key",
+            hint="cosign-compatible signing needs ECDSA P-256; generate one with `builder keys generate`",
+            path=str(path),
+        )
+    return key

@@ -1,0 +1,333 @@
+"""The cosign signature/attestation layer format and the read-modify-write of its manifests.
+
+Format (cosign ``specs/SIGNATURE_SPEC.md``,
+https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md; checked against real cosign 2.5
+and distribution 2.8.2):
+
+- A signature is one layer of the OCI image manifest tagged ``sha256-<hex>.sig`` in the image's
+  repository. Layer media type ``application/vnd.dev.cosign.simplesigning.v1+json``; the blob is
+  the compact JSON "simple signing" payload; annotation ``dev.cosignproject.cosign/signature`` is
+  the base64 DER ECDSA-P256-SHA256 signature over the blob bytes.
+- Attestations use the same layout under ``sha256-<hex>.att`` with DSSE envelope layers
+  (``builder.signing.dsse``; cosign ``specs/ATTESTATION_SPEC.md``).
+- Writers read-modify-write that manifest (``append_layer``): append a layer, skip an identical
+  one, never drop another signer's layers; under a file lock per registry+repository+tag; re-read
+  after the write to confirm our layer is there.
+
+Errors: ``SigningError`` (17) when a write cannot be confirmed or a manifest is not JSON;
+``NotFoundError`` (8) and other registry errors from ``builder.registry``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from filelock import FileLock, Timeout
+
+from builder.errors import NotFoundError, SigningError
+
+if TYPE_CHECKING:
+    from builder.registry import RegistryClient
+
+SIG_SUFFIX = ".sig"
+ATT_SUFFIX = ".att"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+SIMPLESIGNING_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
+DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
+SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
+CERTIFICATE_ANNOTATION = "dev.sigstore.cosign/certificate"
+CHAIN_ANNOTATION = "dev.sigstore.cosign/chain"
+BUNDLE_ANNOTATION = "dev.sigstore.cosign/bundle"
+PREDICATE_TYPE_ANNOTATION = "predicateType"
+#: Unsigned hint naming the key that made a layer (fingerprint); only used to explain failures.
+SIGNER_HINT_ANNOTATION = "dev.builder-project/signer"
+SIMPLE_SIGNING_TYPE = "cosign container image signature"
+ZERO_TIME = "0001-01-01T00:00:00Z"
+
+
+def decode_base64(text: str) -> bytes | None:
+    """Strict base64 ``text`` -> bytes; None when it is not base64 (never raises)."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def sha256_digest(data: bytes) -> str:
+    """``sha256:<hex>`` of ``data``."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def signature_tag(digest: str, suffix: str) -> str:
+    """``sha256:<hex>`` + ``.sig`` -> ``sha256-<hex>.sig`` (cosign's tag scheme)."""
+    algo, _, hexpart = digest.partition(":")
+    if algo != "sha256" or len(hexpart) != 64:
+        raise ValueError(f"not a sha256 digest: {digest!r}")
+    return f"sha256-{hexpart}{suffix}"
+
+
+def simple_signing_payload(docker_reference: str, digest: str, optional: Mapping[str, str] | None = None) -> bytes:
+    """Compact JSON simple-signing payload exactly as cosign writes it (key order included)."""
+    doc = {
+        "critical": {
+            "identity": {"docker-reference": docker_reference},
+            "image": {"docker-manifest-digest": digest},
+            "type": SIMPLE_SIGNING_TYPE,
+        },
+        "optional": dict(optional) if optional else None,
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+@dataclasses.dataclass(frozen=True)
+class SignatureLayer:
+    """One layer of a ``.sig``/``.att`` manifest: media type, blob bytes, annotations."""
+
+    media_type: str
+    blob: bytes
+    annotations: Mapping[str, str]
+
+    @property
+    def digest(self) -> str:
+        return sha256_digest(self.blob)
+
+    def descriptor(self) -> dict[str, Any]:
+        return {
+            "mediaType": self.media_type,
+            "size": len(self.blob),
+            "digest": self.digest,
+            "annotations": dict(self.annotations),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteResult:
+    """What a signature/attestation write did: the tag and manifest digest written, our layer's
+    digest, whether it was appended (False: an identical/equivalent layer was already there),
+    the number of layers now in the manifest and the signer."""
+
+    repository: str
+    tag: str
+    manifest_digest: str
+    layer_digest: str
+    appended: bool
+    layers: int
+    signer: str
+    predicate_type: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def signature_config(layer_digests: Sequence[str]) -> bytes:
+    """The config blob cosign writes for a signature manifest (diff_ids = layer digests)."""
+    doc = {
+        "architecture": "",
+        "created": ZERO_TIME,
+        "history": [{"created": ZERO_TIME} for _ in layer_digests],
+        "os": "",
+        "rootfs": {"type": "layers", "diff_ids": list(layer_digests)},
+        "config": {},
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def signature_lock_path(lock_dir: Path, registry: str, repository: str, tag: str) -> Path:
+    """The file lock every writer of ``registry/repository:tag`` (a ``.sig``/``.att`` tag) takes in
+    ``lock_dir`` (``append_layer``; ``builder.promote`` when it copies evidence)."""
+    key = hashlib.sha256(f"{registry}/{repository}:{tag}".encode()).hexdigest()[:32]
+    return lock_dir / f"sig-{key}.lock"
+
+
+def append_layer(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    suffix: str,
+    layer: SignatureLayer,
+    *,
+    lock_dir: Path,
+    signer: str = "",
+    equivalent: Callable[[dict[str, Any]], bool] | None = None,
+    lock_timeout: float = 60.0,
+    attempts: int = 3,
+    uploaded: Collection[str] = (),
+) -> WriteResult:
+    """Append ``layer`` to the manifest tagged ``signature_tag(digest, suffix)`` (create it if absent).
+
+    Read-modify-write under a file lock in ``lock_dir`` (one per registry+repository+tag): GET the
+    manifest, skip when a layer with the same digest and annotations exists (or ``equivalent``
+    (existing descriptor) says it already holds the same signed content by the same key), else push the
+    blob and a new config blob, PUT the manifest with every previous layer kept, then GET it again
+    and check our layer is there; when it is not (a writer on another machine, not holding our
+    lock, replaced the manifest), merge and write again, up to ``attempts`` times. Raises
+    SigningError when every attempt lost our layer, registry errors otherwise.
+    ``uploaded``: digests of blobs the caller already put into ``repository`` (e.g. the layer and
+    the config of a one-layer manifest, uploaded before taking the lock): not uploaded again.
+    """
+    tag = signature_tag(digest, suffix)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    # mode: rw-r--r-- as under umask 022, and no per-new-file flock probe of the directory (filelock 4)
+    lock = FileLock(str(signature_lock_path(lock_dir, client.registry, repository, tag)), mode=0o644)
+    try:
+        lock.acquire(timeout=lock_timeout)
+    except Timeout as exc:
+        raise SigningError(
+            f"timed out after {lock_timeout:.0f}s waiting for the lock on {repository}:{tag}",
+            hint=f"another builder process is writing signatures; lock file {lock.lock_file}",
+        ) from exc
+    try:
+        ours = layer.descriptor()
+        for _attempt in range(attempts):
+            existing = _get_manifest(client, repository, tag)
+            layers: list[dict[str, Any]] = list(existing.get("layers", [])) if existing else []
+            for d in layers:
+                identical = d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
+                if identical or (equivalent is not None and equivalent(d)):
+                    return WriteResult(
+                        repository,
+                        tag,
+                        _digest_of_manifest(client, repository, tag),
+                        str(d.get("digest")),
+                        False,
+                        len(layers),
+                        signer,
+                    )
+            layers.append(ours)
+            config = signature_config([str(d["digest"]) for d in layers])
+            todo = [b for b in (layer.blob, config) if sha256_digest(b) not in uploaded]
+            _put_blobs(client, repository, todo)
+            manifest = {
+                "schemaVersion": 2,
+                "mediaType": OCI_MANIFEST,
+                "config": {
+                    "mediaType": OCI_CONFIG,
+                    "size": len(config),
+                    "digest": sha256_digest(config),
+                },
+                "layers": layers,
+            }
+            body = json.dumps(manifest, separators=(",", ":")).encode()
+            manifest_digest = _put_manifest(client, repository, tag, body, OCI_MANIFEST)
+            reread = _get_manifest(client, repository, tag)
+            found = reread is not None and any(
+                d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
+                for d in reread.get("layers", [])
+            )
+            if found:
+                return WriteResult(repository, tag, manifest_digest, ours["digest"], True, len(layers), signer)
+            # another writer (not using our lock: another machine) replaced the manifest: merge again
+        raise SigningError(
+            f"wrote {repository}:{tag} {attempts} times but re-reading it never showed our layer {ours['digest']}",
+            hint="another writer keeps replacing the manifest without the lock (another machine?); "
+            "run signers of one digest in one CI concurrency group, then retry",
+            repository=repository,
+            tag=tag,
+        )
+    finally:
+        lock.release()
+
+
+# ---------------------------------------------------------------------------------------------
+# reading layers
+
+
+def fetch_blob(client: RegistryClient, repository: str, descriptor: Mapping[str, Any]) -> bytes | None:
+    """The bytes of the blob a descriptor names, as served (None when the registry has none).
+    Integrity is checked by ``blob_problem`` so the reason can say what is wrong."""
+    digest = str(descriptor.get("digest", ""))
+    if not digest.startswith("sha256:") or len(digest) != 71:
+        return None
+    try:
+        return _get_blob(client, repository, digest)
+    except NotFoundError:
+        return None
+
+
+def blob_problem(descriptor: Mapping[str, Any], blob: bytes | None) -> str:
+    """Why ``blob`` does not match its descriptor ("" when it does): missing, digest or size."""
+    digest = str(descriptor.get("digest", ""))
+    if not digest.startswith("sha256:") or len(digest) != 71:
+        return f"layer descriptor has no valid sha256 digest ({digest!r})"
+    if blob is None:
+        return f"layer blob {digest} is missing from the registry"
+    actual = sha256_digest(blob)
+    size = descriptor.get("size")
+    if isinstance(size, int) and size != len(blob):
+        return f"truncated layer: the blob is {len(blob)} bytes, the manifest says {size}"
+    if actual != digest:
+        return f"layer blob does not match its digest (got {actual[:19]}, expected {digest[:19]}): truncated or edited"
+    return ""
+
+
+def fetch_layer_blob(
+    client: RegistryClient, repository: str, descriptor: Mapping[str, Any]
+) -> tuple[bytes | None, str]:
+    """The blob a descriptor names, checked against its digest and size; (None, reason) on failure."""
+    blob = fetch_blob(client, repository, descriptor)
+    why = blob_problem(descriptor, blob)
+    return (None, why) if why else (blob, "")
+
+
+def read_layers(client: RegistryClient, repository: str, digest: str, suffix: str) -> tuple[str, list[dict[str, Any]]]:
+    """(tag, layer descriptors) of the ``.sig``/``.att`` manifest for ``digest`` ([] when absent)."""
+    tag = signature_tag(digest, suffix)
+    manifest = _get_manifest(client, repository, tag)
+    if manifest is None:
+        return tag, []
+    layers = manifest.get("layers")
+    return tag, [d for d in layers if isinstance(d, dict)] if isinstance(layers, list) else []
+
+
+# ---------------------------------------------------------------------------------------------
+# registry I/O (thin wrappers over builder.registry.RegistryClient)
+
+
+def _get_manifest(client: RegistryClient, repository: str, reference: str) -> dict[str, Any] | None:
+    """The OCI manifest at ``reference`` parsed, or None when the tag does not exist."""
+    manifest = client.try_get_manifest(repository, reference)
+    if manifest is None:
+        return None
+    try:
+        doc = json.loads(manifest.raw)
+    except ValueError as exc:
+        raise SigningError(f"{client.registry}/{repository}:{reference} is not a JSON manifest") from exc
+    if not isinstance(doc, dict):
+        raise SigningError(f"{client.registry}/{repository}:{reference} is not a JSON manifest")
+    return doc
+
+
+def _digest_of_manifest(client: RegistryClient, repository: str, reference: str) -> str:
+    return client.resolve(repository, reference)
+
+
+def _put_manifest(client: RegistryClient, repository: str, tag: str, body: bytes, media_type: str) -> str:
+    return client.put_manifest(repository, tag, body, media_type)
+
+
+def _get_blob(client: RegistryClient, repository: str, digest: str) -> bytes:
+    """The bytes as served, unchecked (the caller checks digest and size to name what is wrong)."""
+    resp = client.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}")
+    return bytes(resp.content)
+
+
+def _put_blobs(client: RegistryClient, repository: str, blobs: Sequence[bytes]) -> None:
+    """Upload small blobs concurrently (one thread each; the client is thread-safe). No HEAD
+    first: re-uploading a few hundred bytes costs less than a round trip to ask."""
+    if not blobs:
+        return
+    if len(blobs) == 1:
+        client.put_blob(repository, blobs[0])
+        return
+    with ThreadPoolExecutor(max_workers=len(blobs)) as pool:
+        for f in [pool.submit(client.put_blob, repository, b) for b in blobs]:
+            f.result()

@@ -1,0 +1,228 @@
+"""The verdict on one ``.sig`` or ``.att`` layer from its descriptor and blob bytes (pure).
+
+``check_signature_layer``: media type, signature annotation, blob integrity (digest, size),
+signature, simple-signing payload type, signed digest. ``check_attestation_layer``: the same for a
+DSSE envelope (signature over PAE), in-toto statement type, subject digest and predicate type
+(formats: ``builder.signing.layer``, ``builder.signing.dsse``). Never raises for bad content:
+the item's ``reason`` says what is wrong.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from builder.signing.dsse import IN_TOTO_PAYLOAD_TYPE, STATEMENT_TYPES, pae
+from builder.signing.layer import (
+    DSSE_MEDIA_TYPE,
+    PREDICATE_TYPE_ANNOTATION,
+    SIGNATURE_ANNOTATION,
+    SIMPLE_SIGNING_TYPE,
+    SIMPLESIGNING_MEDIA_TYPE,
+    blob_problem,
+    decode_base64,
+)
+from builder.signing.report import VerifiedItem
+from builder.signing.verifiers import LayerVerifier, run_verifiers
+
+
+def check_signature_layer(
+    descriptor: Mapping[str, Any],
+    blob: bytes | None,
+    digest: str,
+    verifiers: Sequence[LayerVerifier],
+    *,
+    tag: str = "",
+) -> VerifiedItem:
+    """Verify one ``.sig`` layer from its descriptor and blob bytes (pure): media type, signature
+    annotation, blob integrity (digest, size), signature, payload type, signed digest == ``digest``.
+    Never raises for bad content: the reason says what is wrong."""
+    layer_digest = str(descriptor.get("digest", ""))
+
+    def fail(reason: str, signer: str | None = None) -> VerifiedItem:
+        return VerifiedItem("signature", False, reason, tag, layer_digest, signer=signer)
+
+    media_type = descriptor.get("mediaType")
+    if media_type != SIMPLESIGNING_MEDIA_TYPE:
+        return fail(f"layer media type {media_type!r} is not {SIMPLESIGNING_MEDIA_TYPE}")
+    annotations = descriptor.get("annotations") or {}
+    if not isinstance(annotations, dict) or SIGNATURE_ANNOTATION not in annotations:
+        return fail(f"annotation {SIGNATURE_ANNOTATION} is missing (stripped): the layer carries no signature")
+    signature = decode_base64(str(annotations[SIGNATURE_ANNOTATION]))
+    if not signature:
+        return fail(f"annotation {SIGNATURE_ANNOTATION} is empty or not base64")
+    why = blob_problem(descriptor, blob)
+    if why or blob is None:
+        return fail(why)
+    check = run_verifiers(verifiers, blob, signature, {str(k): str(v) for k, v in annotations.items()})
+    if not check.ok and not check.untrusted:
+        return fail(check.reason, check.signer)
+    try:
+        payload = json.loads(blob)
+        critical = payload["critical"]
+        signed_digest = critical["image"]["docker-manifest-digest"]
+        payload_type = critical["type"]
+    except (ValueError, KeyError, TypeError):
+        return fail("signed payload is not a simple-signing document", check.signer)
+    if payload_type != SIMPLE_SIGNING_TYPE:
+        return fail(f"signed payload type is {payload_type!r}, not {SIMPLE_SIGNING_TYPE!r}", check.signer)
+    if signed_digest != digest:
+        return fail(f"signature is for another digest ({signed_digest}), not {digest}", check.signer)
+    if not check.ok:  # well-formed, for this digest, by a signer that was not given
+        return VerifiedItem(
+            "signature", False, check.reason, tag, layer_digest, signer=check.signer, time=check.time, untrusted=True
+        )
+    return VerifiedItem("signature", True, "", tag, layer_digest, signer=check.signer, time=check.time)
+
+
+_TIME_KEYS = ("timestamp", "time", "finishedOn", "finishedAt", "approvedAt", "promotedAt", "createdAt", "startedOn")
+
+
+def predicate_time(predicate: Any) -> str | None:
+    """A timestamp the predicate states (RFC 3339 text), if any: top-level ``timestamp``/``time``/
+    ``finishedOn``/``approvedAt``/``promotedAt``/``createdAt``/``startedOn``, SLSA v1
+    ``runDetails.metadata.finishedOn``/``startedOn``, SLSA v0.2 ``metadata.buildFinishedOn``."""
+    if not isinstance(predicate, dict):
+        return None
+    for k in _TIME_KEYS:
+        v = predicate.get(k)
+        if isinstance(v, str) and v:
+            return v
+    run = predicate.get("runDetails")
+    meta = run.get("metadata") if isinstance(run, dict) else predicate.get("metadata")
+    if isinstance(meta, dict):
+        for k in ("finishedOn", "startedOn", "buildFinishedOn", "buildStartedOn"):
+            v = meta.get(k)
+            if isinstance(v, str) and v:
+                return v
+    return None
+
+
+def check_attestation_layer(
+    descriptor: Mapping[str, Any],
+    blob: bytes | None,
+    digest: str,
+    verifiers: Sequence[LayerVerifier],
+    *,
+    tag: str = "",
+) -> VerifiedItem:
+    """Verify one ``.att`` layer from its descriptor and blob bytes (pure): media type,
+    annotations, blob integrity, DSSE envelope and signature (over PAE), statement type, subject
+    digest, predicate type annotation. The signature is checked before the statement is
+    trusted. Never raises for bad content."""
+    layer_digest = str(descriptor.get("digest", ""))
+    raw_annotations = descriptor.get("annotations") or {}
+    annotations = {str(k): str(v) for k, v in raw_annotations.items()} if isinstance(raw_annotations, dict) else {}
+    annotated_type = annotations.get(PREDICATE_TYPE_ANNOTATION)
+
+    def fail(
+        reason: str, signer: str | None = None, statement: Mapping[str, Any] | None = None, ptype: str | None = None
+    ) -> VerifiedItem:
+        return VerifiedItem(
+            "attestation",
+            False,
+            reason,
+            tag,
+            layer_digest,
+            signer=signer,
+            predicate_type=ptype or annotated_type,
+            statement=statement,
+        )
+
+    media_type = descriptor.get("mediaType")
+    if media_type != DSSE_MEDIA_TYPE:
+        return fail(f"layer media type {media_type!r} is not {DSSE_MEDIA_TYPE}")
+    if SIGNATURE_ANNOTATION not in annotations:
+        return fail(f"annotation {SIGNATURE_ANNOTATION} is missing (stripped)")
+    if annotated_type is None:
+        return fail(f"annotation {PREDICATE_TYPE_ANNOTATION} is missing (stripped)")
+    why = blob_problem(descriptor, blob)
+    if why or blob is None:
+        return fail(why)
+    try:
+        env = json.loads(blob)
+        payload_type = env["payloadType"]
+        payload = base64.b64decode(env["payload"], validate=True)
+        sigs = env["signatures"]
+        if not isinstance(payload_type, str) or not isinstance(sigs, list) or not sigs:
+            raise TypeError("no signatures")
+    except (ValueError, KeyError, TypeError) as exc:
+        return fail(f"layer blob is not a DSSE envelope ({type(exc).__name__}): truncated or edited")
+    if payload_type != IN_TOTO_PAYLOAD_TYPE:
+        return fail(f"DSSE payload type is {payload_type!r}, not {IN_TOTO_PAYLOAD_TYPE}")
+    signed = pae(payload_type, payload)
+    check = None
+    for entry in sigs:
+        sig = decode_base64(str(entry.get("sig", ""))) if isinstance(entry, dict) else None
+        if not sig:
+            continue
+        res = run_verifiers(verifiers, signed, sig, annotations)
+        if res.ok:
+            check = res
+            break
+        check = check or res
+    if check is None:
+        return fail("DSSE envelope has no usable signature")
+    if not check.ok and not check.untrusted:
+        return fail(check.reason, check.signer)
+    try:
+        statement = json.loads(payload)
+        if not isinstance(statement, dict):
+            raise TypeError("statement is not an object")
+    except (ValueError, TypeError):
+        return fail("signed payload is not a JSON in-toto statement", check.signer)
+    shown = statement if check.ok else None  # a statement by a signer not given is never handed out
+    stype = statement.get("_type")
+    ptype = statement.get("predicateType")
+    ptype_s = ptype if isinstance(ptype, str) else None
+    if stype not in STATEMENT_TYPES:
+        return fail(f"statement type {stype!r} is not in-toto Statement v1 or v0.1", check.signer, shown, ptype_s)
+    hexpart = digest.partition(":")[2]
+    subjects = statement.get("subject")
+    subject_digests = (
+        [
+            s.get("digest", {}).get("sha256")
+            for s in subjects
+            if isinstance(s, dict) and isinstance(s.get("digest"), dict)
+        ]
+        if isinstance(subjects, list)
+        else []
+    )
+    if hexpart not in subject_digests:
+        other = ", ".join(f"sha256:{d}" for d in subject_digests if isinstance(d, str)) or "none"
+        return fail(f"attestation is for another digest ({other}), not {digest}", check.signer, shown, ptype_s)
+    if ptype_s is None:
+        return fail("statement has no predicateType", check.signer, shown)
+    if annotated_type != ptype_s:
+        return fail(
+            f"predicateType annotation ({annotated_type}) differs from the signed statement's ({ptype_s})",
+            check.signer,
+            shown,
+            ptype_s,
+        )
+    when = check.time or predicate_time(statement.get("predicate"))
+    if not check.ok:  # well-formed, for this digest, by a signer that was not given: no statement (unverified)
+        return VerifiedItem(
+            "attestation",
+            False,
+            check.reason,
+            tag,
+            layer_digest,
+            signer=check.signer,
+            predicate_type=ptype_s,
+            time=check.time,
+            untrusted=True,
+        )
+    return VerifiedItem(
+        "attestation",
+        True,
+        "",
+        tag,
+        layer_digest,
+        signer=check.signer,
+        predicate_type=ptype_s,
+        time=when,
+        statement=statement,
+    )

@@ -1,0 +1,173 @@
+"""Verification results: one ``VerifiedItem`` per signature or attestation, and the ``VerificationReport``.
+
+Classification (cosign semantics, https://docs.sigstore.dev/cosign/verifying/verify/: other
+signers' layers are allowed): ``ok`` (valid, by a given key or identity), ``untrusted`` (well formed,
+by a signer not given: never counted) or ``invalid`` (tampered or broken).
+
+Errors: ``VerificationError`` (18) from ``VerificationReport.raise_for_failure``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from builder.errors import VerificationError
+from builder.signing.keys import short_fingerprint
+from builder.signing.verifiers import IDENTITY_MISMATCH
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifiedItem:
+    """One signature or attestation layer and the verdict on it.
+
+    ``kind``: ``signature`` | ``attestation``; ``ok``; ``reason`` (why it failed, "" when ok);
+    ``signer``: key fingerprint or keyless identity (when known, also for failures that name a
+    key); ``predicate_type`` and ``statement`` (attestations whose envelope could be read);
+    ``time``: RFC 3339 when known (predicate timestamps, keyless integrated time; None for
+    key-pair signatures, which carry no time); ``tag`` and ``layer_digest`` locate the layer;
+    ``untrusted``: not ok, but a well-formed signature (for this digest) by a key or identity that
+    was not given; ``signer`` then is the fingerprint the layer's ``dev.builder-project/signer``
+    annotation claims (unverified: the annotation is not signed; None for cosign-written layers,
+    which name no key) or the keyless identity. Such items never count, and never carry a
+    ``statement`` (unverified content).
+    """
+
+    kind: str
+    ok: bool
+    reason: str
+    tag: str
+    layer_digest: str
+    signer: str | None = None
+    predicate_type: str | None = None
+    time: str | None = None
+    statement: Mapping[str, Any] | None = None
+    untrusted: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.ok and not self.untrusted and IDENTITY_MISMATCH in self.reason:
+            object.__setattr__(self, "untrusted", True)  # keyless items built outside check_*_layer
+
+    @property
+    def verified(self) -> bool:
+        return self.ok
+
+    @property
+    def classification(self) -> str:
+        """``ok`` (valid, by a given key/identity), ``untrusted`` (valid-looking, by a signer not
+        given: allowed, never counted) or ``invalid`` (tampered or broken)."""
+        return "ok" if self.ok else "untrusted" if self.untrusted else "invalid"
+
+    @property
+    def predicate(self) -> Mapping[str, Any] | None:
+        if self.statement is None:
+            return None
+        p = self.statement.get("predicate")
+        return p if isinstance(p, dict) else None
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["statement"] = dict(self.statement) if self.statement is not None else None
+        d["classification"] = self.classification
+        return d
+
+
+@dataclasses.dataclass(frozen=True)
+class VerificationReport:
+    """Result of ``verify_image``: the reference asked for, the digest checked, every item, and
+    ``problems`` (unmet requirements, each a sentence). ``ok`` when there are no problems."""
+
+    reference: str
+    repository: str
+    digest: str
+    items: tuple[VerifiedItem, ...]
+    problems: tuple[str, ...]
+    required_predicate_types: tuple[str, ...] = ()
+    tag: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def other_signers(self) -> tuple[str, ...]:
+        """Fingerprints / identities that ``untrusted`` items (signers not given) claim, in first-seen
+        order: key fingerprints come from the unsigned signer annotation and are unverified;
+        cosign-written layers name none and are not listed."""
+        return tuple(dict.fromkeys(i.signer for i in self.items if i.untrusted and i.signer))
+
+    @property
+    def diagnosis(self) -> str:
+        """Why the report is not ok, in one word: ``""`` (ok), ``reference`` (the digest no longer
+        resolves, or the tag moved), ``tampered`` (an invalid item), ``not-signed`` (nothing
+        found), ``wrong-key`` (only signers that were not given), ``missing`` (otherwise: e.g. a
+        required attestation type is absent)."""
+        if self.ok:
+            return ""
+        if any(p.startswith(("digest ", "image replaced", "tag ", "registry answered")) for p in self.problems):
+            return "reference"
+        if any(i.classification == "invalid" for i in self.items):
+            return "tampered"
+        if not self.items:
+            return "not-signed"
+        if any(i.untrusted for i in self.items) and not any(i.ok for i in self.items):
+            return "wrong-key"
+        return "missing"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference,
+            "repository": self.repository,
+            "digest": self.digest,
+            "tag": self.tag,
+            "ok": self.ok,
+            "problems": list(self.problems),
+            "required_predicate_types": list(self.required_predicate_types),
+            "items": [i.to_json() for i in self.items],
+            "diagnosis": self.diagnosis,
+            "other_signers": list(self.other_signers),
+        }
+
+    def raise_for_failure(self) -> None:
+        """Raise VerificationError (exit 18) naming every problem when ``ok`` is False; the hint
+        follows ``diagnosis`` (wrong key given / not signed / tampered)."""
+        if self.ok:
+            return
+        others = ", ".join(short_fingerprint(s) for s in self.other_signers) or "keys that the layers do not name"
+        hint = {
+            "wrong-key": f"the digest is signed, but only by keys or identities you did not pass (claimed: {others}): "
+            "pass the matching public key (--key) or identity; do not use it until one you trust verifies",
+            "not-signed": "nothing has signed this digest: sign it (`builder sign REF --key KEY`), or check the "
+            "reference (a rebuilt image has a new digest)",
+        }.get(self.diagnosis)
+        raise VerificationError(
+            f"{self.reference} ({self.digest}) did not verify: " + "; ".join(self.problems),
+            hint=hint,
+            items=[i.to_json() for i in self.items],
+            problems=list(self.problems),
+            digest=self.digest,
+            diagnosis=self.diagnosis,
+            other_signers=list(self.other_signers),
+        )
+
+
+#: The same value type as the report items; ``verified`` is an alias of ``ok``.
+VerifiedAttestation = VerifiedItem
+
+
+def describe_failures(items: Sequence[VerifiedItem]) -> str:
+    """One phrase for items that are not ok, so "wrong key given" reads differently from
+    "tampered": ``2 by keys or identities not given (claimed: sha256:ab12..., 1 unnamed key(s)), 1 invalid
+    (tampered or broken)``; the claimed fingerprints are the layers' unsigned signer annotations."""
+    untrusted = [i for i in items if not i.ok and i.untrusted]
+    invalid = [i for i in items if not i.ok and not i.untrusted]
+    parts: list[str] = []
+    if untrusted:
+        named = sorted({short_fingerprint(i.signer) for i in untrusted if i.signer})
+        unnamed = sum(1 for i in untrusted if not i.signer)
+        who = named + ([f"{unnamed} unnamed key(s)"] if unnamed else [])
+        parts.append(f"{len(untrusted)} by keys or identities not given (claimed: {', '.join(who)})")
+    if invalid:
+        parts.append(f"{len(invalid)} invalid (tampered or broken)")
+    return ", ".join(parts) or "none"

@@ -1,0 +1,110 @@
+"""Sign image digests: cosign-compatible simple-signing layers in ``sha256-<hex>.sig``.
+
+Format: ``builder.signing.layer`` (cosign ``specs/SIGNATURE_SPEC.md``,
+https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md).
+
+Errors: ``SigningError`` (17) when a write cannot be confirmed, ``SigningKeyError`` (16) for a
+signer without an ECDSA key, registry errors from ``builder.registry``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder.predicates import SLSA_PROVENANCE_V1
+from builder.signing.attest import attest_image
+from builder.signing.layer import (
+    SIG_SUFFIX,
+    SIGNATURE_ANNOTATION,
+    SIMPLESIGNING_MEDIA_TYPE,
+    SignatureLayer,
+    WriteResult,
+    append_layer,
+    decode_base64,
+    sha256_digest,
+    simple_signing_payload,
+)
+from builder.signing.signer import Signer, layer_annotations, signer_public_key
+
+if TYPE_CHECKING:
+    from builder.registry import RegistryClient
+
+
+def sign_image(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    signer: Signer,
+    *,
+    lock_dir: Path,
+    annotations: Mapping[str, str] | None = None,
+) -> WriteResult:
+    """Sign ``repository@digest``: append a simple-signing layer to ``sha256-<hex>.sig``.
+
+    ``annotations`` go into the payload's ``optional`` (signed, like ``cosign sign -a``).
+    An existing layer with the same payload already signed by this key pair is kept and nothing
+    is written (``appended=False``). Raises SigningError / registry errors.
+    """
+    payload = simple_signing_payload(f"{client.registry}/{repository}", digest, annotations)
+    layer_equivalent = _same_key_signature(signer, payload) if signer.kind == "key" else None
+    signature = signer.sign(payload)
+    layer = SignatureLayer(
+        SIMPLESIGNING_MEDIA_TYPE,
+        payload,
+        {SIGNATURE_ANNOTATION: base64.b64encode(signature).decode(), **layer_annotations(signer, payload, signature)},
+    )
+    return append_layer(
+        client,
+        repository,
+        digest,
+        SIG_SUFFIX,
+        layer,
+        lock_dir=lock_dir,
+        signer=signer.fingerprint,
+        equivalent=layer_equivalent,
+    )
+
+
+def _same_key_signature(signer: Signer, payload: bytes) -> Callable[[dict[str, Any]], bool]:
+    key = signer_public_key(signer)
+    payload_digest = sha256_digest(payload)
+
+    def equivalent(descriptor: dict[str, Any]) -> bool:
+        if descriptor.get("digest") != payload_digest:
+            return False
+        sig = decode_base64(str((descriptor.get("annotations") or {}).get(SIGNATURE_ANNOTATION, "")))
+        return sig is not None and key.verify(payload, sig)
+
+    return equivalent
+
+
+def sign_and_attest_build(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    signer: Signer,
+    provenance: Mapping[str, Any],
+    *,
+    lock_dir: Path,
+    predicate_type: str | None = None,
+) -> tuple[WriteResult, WriteResult]:
+    """What the build step does after a push: sign ``digest`` and attach ``provenance`` (SLSA v1 by
+    default) as an attestation, the two writes concurrently (different tags and locks).
+    Returns (signature write, attestation write). Raises SigningError / registry errors."""
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two tags, two locks: independent writes
+        sig = pool.submit(sign_image, client, repository, digest, signer, lock_dir=lock_dir)
+        att = pool.submit(
+            attest_image,
+            client,
+            repository,
+            digest,
+            predicate_type or SLSA_PROVENANCE_V1,
+            dict(provenance),
+            signer,
+            lock_dir=lock_dir,
+        )
+        return sig.result(), att.result()
