@@ -5,7 +5,8 @@ Credentials are read the way the Docker CLI reads them, through the docker SDK's
 https://github.com/docker/docker-py/blob/main/docker/auth.py): ``credHelpers[host]``, else
 ``credsStore``, else ``auths[host]`` (``auth`` = base64 ``user:password``, ``identitytoken``);
 keys such as ``https://host:port/v1/`` match ``host:port``. A credential helper is run by the
-SDK as ``docker-credential-<name> get`` with the server URL on stdin and answers
+SDK (announced first through :func:`builder.process.announce`, so ``--debug`` echoes it) as
+``docker-credential-<name> get`` with the server URL on stdin and answers
 ``{"ServerURL", "Username", "Secret"}`` (``Username`` ``<token>``: an identity token), per
 https://github.com/docker/docker-credential-helpers#development. Configuration file format:
 https://docs.docker.com/reference/cli/docker/#configuration-files.
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
 
+from builder import process
 from builder.errors import RegistryAuthError, RegistryError
 
 if TYPE_CHECKING:
@@ -76,19 +78,19 @@ class DockerCredentials:
     ``--docker-config`` / ``$DOCKER_CONFIG`` / ``~/.docker``; core code reads no environment) or
     :meth:`anonymous` (explicitly none)."""
 
-    def __init__(self, config: AuthConfig, *, source: str) -> None:
-        """``config``: a ``docker.auth.AuthConfig``; ``source``: what to name in messages."""
-        self._config = config
+    def __init__(self, document: Mapping[str, object], *, source: str) -> None:
+        """``document``: a parsed ``config.json``; ``source``: what to name in messages. The docker
+        SDK (slow to import) reads it on the first lookup, and only when it configures anything."""
+        self._document = dict(document)
         self.source = source
+        self._config: AuthConfig | None = None
         self._cache: dict[str, Credential | None] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     @classmethod
     def anonymous(cls) -> DockerCredentials:
         """No credentials at all: every registry is accessed anonymously."""
-        from docker.auth import AuthConfig
-
-        return cls(AuthConfig({}), source="<anonymous>")
+        return cls({}, source="<anonymous>")
 
     @classmethod
     def from_file(cls, path: Path | None) -> DockerCredentials:
@@ -97,13 +99,12 @@ class DockerCredentials:
 
         ``None`` is accepted only for callers not yet given a path by the composition root, and
         means :meth:`anonymous`; new code passes a path or calls :meth:`anonymous`.
-        Raises RegistryAuthError naming the file when it is unreadable, not a JSON object, or an
-        ``auths`` entry is malformed."""
+        Raises RegistryAuthError naming the file when it is unreadable or not a JSON object."""
         if path is None:
             return cls.anonymous()
         p = path / "config.json" if path.is_dir() else path
         if not p.exists():
-            return cls.from_document({}, source=str(p))
+            return cls({}, source=str(p))
         try:
             data = json.loads(p.read_text())
         except (OSError, ValueError) as exc:
@@ -113,38 +114,41 @@ class DockerCredentials:
             ) from exc
         if not isinstance(data, dict):
             raise RegistryAuthError(f"Docker config {p} is not a JSON object")
-        return cls.from_document(data, source=str(p))
-
-    @classmethod
-    def from_document(cls, document: Mapping[str, object], *, source: str) -> DockerCredentials:
-        """From a parsed ``config.json`` (``source`` names it in messages). Plain ``username`` /
-        ``password`` fields of an ``auths`` entry count, as the Docker CLI reads them
-        (https://github.com/docker/cli/blob/master/cli/config/configfile/file.go, LoadFromReader).
-        Raises RegistryAuthError for a malformed ``auths`` entry."""
-        from docker.auth import AuthConfig, load_config
-
-        doc = dict(document)
-        auths = doc.get("auths")
-        if isinstance(auths, Mapping):
-            doc["auths"] = {str(key): _auth_entry(str(key), entry, source) for key, entry in auths.items()}
-        # an empty document would make the SDK look for ~/.docker itself: never let it
-        config = load_config(config_dict=doc) if any(doc.values()) else AuthConfig({})
-        return cls(config, source=source)
+        return cls(data, source=str(p))
 
     def get(self, registry: str) -> Credential | None:
         """The credential for ``registry`` (``host[:port]``) or None. Raises RegistryAuthError
-        when the configured credential helper is missing, fails, or answers garbage."""
+        for a malformed ``auths`` entry, and when the configured credential helper is missing,
+        fails, or answers garbage."""
         host = normalize_host(registry)
         with self._lock:  # one lookup per host, helpers run one at a time
             if host not in self._cache:
-                self._cache[host] = self._lookup(host)
+                self._cache[host] = self._lookup(host) if any(self._document.values()) else None
             return self._cache[host]
 
     def helper_for(self, registry: str) -> str | None:
         """The credential helper program Docker would run for ``registry``
         (``docker-credential-<name>``), or None when the file's ``auths`` answer."""
-        name = self._config.get_credential_store(_server_url(normalize_host(registry)))
+        if not any(self._document.values()):
+            return None
+        with self._lock:
+            name = self._auth_config().get_credential_store(_server_url(normalize_host(registry)))
         return f"docker-credential-{name}" if name else None
+
+    def _auth_config(self) -> AuthConfig:
+        """The document read by the SDK (once). Plain ``username`` / ``password`` fields of an
+        ``auths`` entry count, as the Docker CLI reads them
+        (https://github.com/docker/cli/blob/master/cli/config/configfile/file.go, LoadFromReader)."""
+        if self._config is None:
+            from docker.auth import AuthConfig, load_config
+
+            doc = dict(self._document)  # load_config pops keys: never hand it ours
+            auths = doc.get("auths")
+            if isinstance(auths, Mapping):
+                doc["auths"] = {str(key): _auth_entry(str(key), entry, self.source) for key, entry in auths.items()}
+            # never an empty document: the SDK would then look for $DOCKER_CONFIG / ~/.docker itself
+            self._config = load_config(config_dict=doc) if any(doc.values()) else AuthConfig({})
+        return self._config
 
     def _lookup(self, host: str) -> Credential | None:
         from docker.auth import resolve_authconfig
@@ -157,8 +161,10 @@ class DockerCredentials:
                 hint=f"install {helper} or remove it from the Docker config",
                 registry=host,
             )
+        if helper is not None:
+            process.announce([helper, "get"])  # the SDK runs it: echoed under --debug all the same
         try:
-            found = resolve_authconfig(self._config, host)  # runs `<helper> get` when one is configured
+            found = resolve_authconfig(self._auth_config(), host)  # runs `<helper> get` when one is configured
         except DockerException as exc:
             raise RegistryAuthError(
                 f"credential helper `{helper} get` failed for {host}: {exc}",

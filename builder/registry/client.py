@@ -16,7 +16,6 @@ digest mismatch or a document that is not JSON).
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import hashlib
 import random
 import re
@@ -47,6 +46,8 @@ if TYPE_CHECKING:
     from requests.adapters import HTTPAdapter
 
 SPOOL_BYTES = 64 * 1024 * 1024  # blobs larger than this are spooled to disk while copied
+#: Answers to cancelling an upload session: cancelled, already gone, or cancelling not supported.
+_CANCEL_UPLOAD_OK = (200, 202, 204, 400, 404, 405, 501)
 
 
 class RegistryClient:
@@ -197,6 +198,7 @@ class RegistryClient:
         return Manifest(raw=raw, media_type=media_type, digest=digest)
 
     def try_get_manifest(self, repository: str, reference: str) -> Manifest | None:
+        """Like :meth:`get_manifest` but None when the tag/digest (or the repository) does not exist."""
         try:
             return self.get_manifest(repository, reference)
         except NotFoundError:
@@ -279,7 +281,8 @@ class RegistryClient:
 
     def mount_blob(self, repository: str, digest: str, from_repository: str) -> bool:
         """Cross-repository mount (same registry): True when mounted (201). When the registry
-        starts an upload instead (202), the session is cancelled and False is returned."""
+        starts an upload instead (202), the session is cancelled and False is returned (a registry
+        that cannot cancel uploads answers 400/405/501 there: the session then expires by itself)."""
         where = f"{repository}@{digest}"
         resp = self.request(
             "POST",
@@ -290,8 +293,9 @@ class RegistryClient:
         )
         if resp.status_code == 201:
             return True
-        with contextlib.suppress(RegistryError):
-            self.request("DELETE", self._location(resp, where), ref=where, ok=(204, 200, 202, 404))
+        loc = resp.headers.get("Location")
+        if loc:
+            self.request("DELETE", urljoin(resp.url, loc), ref=where, ok=_CANCEL_UPLOAD_OK)
         return False
 
     def _location(self, resp: requests.Response, where: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -151,7 +152,10 @@ def test_missing_credential_helper_is_named(tmp_path: Path, helper: HelperFactor
     assert "not installed" in err.value.message and err.value.exit_code == 6
 
 
-def test_cred_helpers_run_the_host_helper_once(tmp_path: Path, helper: HelperFactory) -> None:
+def test_cred_helpers_run_the_host_helper_once(
+    tmp_path: Path, helper: HelperFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="builder.process")
     log = helper("buildertest", {"127.0.0.1:5001": ("helper-user", "helper-secret")})
     p = _config(
         tmp_path,
@@ -169,6 +173,7 @@ def test_cred_helpers_run_the_host_helper_once(tmp_path: Path, helper: HelperFac
     file_cred = creds.get("127.0.0.1:5002")
     assert file_cred is not None and file_cred.username == "file-user"
     assert log.read_text().split() == ["127.0.0.1:5001"]  # only hosts it is configured for
+    assert [r.getMessage() for r in caplog.records] == ["+ docker-credential-buildertest get"]  # --debug echo
 
 
 def test_creds_store_is_asked_before_auths_and_falls_back_to_them(tmp_path: Path, helper: HelperFactory) -> None:
