@@ -3,14 +3,9 @@ credentials from a Docker config file work; without them the error is clear (Reg
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import shutil
-import socket
 import stat
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,61 +13,20 @@ import pytest
 
 from builder.errors import RegistryAuthError
 from builder.registry import Credential, DockerCredentials, RegistryClient, copy_image, sha256_digest
+from tests import registries
 
 USER, PASSWORD = "builder-user", "s3cret-pass"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def auth_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``127.0.0.1:<port>``: a real CNCF distribution registry with htpasswd (bcrypt) auth."""
-    registry_bin = shutil.which("docker-registry") or shutil.which("registry")
-    htpasswd = shutil.which("htpasswd")
-    if registry_bin is None or htpasswd is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("docker-registry and htpasswd are needed (CI=true: must not skip)")
-        pytest.skip("docker-registry / htpasswd (apache2-utils) not installed")
-    d = tmp_path_factory.mktemp("authreg")
-    subprocess.run([htpasswd, "-Bbc", str(d / "htpasswd"), USER, PASSWORD], check=True, capture_output=True)
-    port = _free_port()
-    (d / "config.yml").write_text(
-        "version: 0.1\n"
-        "log:\n  level: warn\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {d / 'data'}\n  delete:\n    enabled: true\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n"
-        f"auth:\n  htpasswd:\n    realm: builder-test\n    path: {d / 'htpasswd'}\n"
-    )
-    log = (d / "registry.log").open("w")
-    proc = subprocess.Popen([registry_bin, "serve", str(d / "config.yml")], stdout=log, stderr=subprocess.STDOUT)
-    address = f"127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"auth registry did not start: {(d / 'registry.log').read_text()}") from None
-                time.sleep(0.1)
-        yield address
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
+    with registries.auth_registry(tmp_path_factory.mktemp("authreg"), "basic", USER, PASSWORD) as reg:
+        yield reg.address
 
 
 def _docker_config(tmp_path: Path, registry: str, user: str, password: str) -> Path:
-    cfg = tmp_path / "docker-config"
-    cfg.mkdir()
-    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
-    (cfg / "config.json").write_text(json.dumps({"auths": {registry: {"auth": auth}}}))
-    return cfg
+    return registries.AuthRegistry(registry, user, password, "basic").docker_config(tmp_path / "docker-config")
 
 
 def test_credentials_from_docker_config_push_and_pull(auth_registry: str, tmp_path: Path, unique_repo: str) -> None:
