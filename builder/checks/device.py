@@ -1,5 +1,5 @@
-"""Device checks: static compatibility (host file or fleet) and in-container checks whose result
-becomes a ``device-check/v1`` attestation (predicate documented in docs/checks.md).
+"""Device checks: in-container checks whose result becomes a ``device-check/v1`` attestation (predicate
+documented in docs/checks.md). Static verdicts (host file or fleet): :mod:`builder.checks.static`.
 
 In-container flow, each step in a fresh container with a timeout (``builder.engine.run_container``):
 
@@ -11,7 +11,8 @@ In-container flow, each step in a fresh container with a timeout (``builder.engi
   that own those nodes on this host; the probe runs rocm-smi, rocminfo and the framework steps.
 * CPU (``mode="cpu"``): the probe imports the framework and runs a small computation.
 
-A failing step is diagnosed (``builder.checks.diagnose``) with the host and image facts as context.
+A failing step is diagnosed (``builder.checks.diagnosis``) with the host and image facts as context
+(``builder.checks.context``).
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ import glob
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder import __version__
-from builder.checks import diagnose as diag
-from builder.checks.hostinfo import HostInfo
+from builder.checks.context import diagnosis_context
+from builder.checks.diagnosis import Diagnosis, diagnose_many
+from builder.checks.host.model import HostInfo
 from builder.checks.image import ImageFacts
+from builder.checks.static import static_check_fleet, static_check_host
 from builder.predicates import DEVICE_CHECK_V1
 
 if TYPE_CHECKING:
@@ -81,7 +84,7 @@ class CheckResult:
     steps: tuple[Step, ...]
     started_at: str
     finished_at: str
-    diagnosis: diag.Diagnosis | None = None
+    diagnosis: Diagnosis | None = None
 
     @property
     def passed(self) -> bool:
@@ -167,83 +170,6 @@ class CheckResult:
 
 
 # --------------------------------------------------------------------------------------------
-# static checks
-# --------------------------------------------------------------------------------------------
-
-
-_ORDER = {"ok": 0, "minor-version-compat": 1, "forward-compat": 2, "blocked": 3}
-
-
-def _worst(verdicts: Sequence[str]) -> str:
-    return max(verdicts, key=lambda v: _ORDER.get(v, 3)) if verdicts else "ok"
-
-
-def static_check_host(image: ImageFacts, host: HostInfo) -> dict[str, Any]:
-    """Compatibility verdict of ``image`` on ``host`` (each GPU; the worst wins), including
-    architecture coverage. Returns ``{"verdict", "gpus": [...], "reasons"}``."""
-    from builder import compat
-
-    rows: list[dict[str, Any]] = []
-    gpu_image = image.accelerator in ("cuda", "rocm")
-    if not host.gpus:
-        if gpu_image:
-            reason = f"the image needs a GPU ({image.accelerator}) and the host has none (vendor {host.vendor})"
-            return {"verdict": "blocked", "reasons": [reason], "gpus": []}
-        return {"verdict": "ok", "reasons": ["CPU image"], "gpus": []}
-    for g in host.gpus:
-        v = compat.check_compat(
-            driver=host.driver_version if host.vendor == "nvidia" else host.rocm_version,
-            gpu=g.name,
-            brand=g.brand if g.brand_source == "nvidia-smi -q" else None,
-            cuda=image.cuda_version if image.accelerator == "cuda" else None,
-            require=image.require_cuda if image.accelerator == "cuda" else None,
-            rocm=image.rocm_version if image.accelerator == "rocm" else None,
-            image_archs=tuple(image.gpu_archs),
-            compute_capability=g.compute_capability or g.gfx_target,
-            driver_cuda_version=host.cuda_version,
-            vendor=host.vendor if host.vendor != "none" else None,
-        )
-        rows.append({"gpu": g.name, "index": g.index, **v.to_json()})
-    verdict = _worst([r["verdict"] for r in rows])
-    reasons = [f"{r['gpu']}: {x}" for r in rows if r["verdict"] == verdict for x in r["reasons"]]
-    return {"verdict": verdict, "reasons": reasons, "gpus": rows}
-
-
-def static_check_fleet(image: ImageFacts, fleet_path: Path) -> dict[str, Any]:
-    """Verdict of ``image`` for every cluster of the fleet file (``builder.compat.check_fleet``) and the
-    fleet's verdict from ``builder.compat.fleets.summarize`` (the one ``builder compat fleet`` uses):
-    ``verdict`` is the WORST over the clusters of the image's vendor (cuda -> nvidia, rocm -> amd; a CPU
-    image: every cluster); clusters of another vendor are listed in ``not_applicable`` and never block;
-    ``blocked`` when an applicable cluster is blocked or none applies. Keys: ``fleet``, ``verdict``,
-    ``header`` (the one-line summary both CLIs print), ``image_vendor``, ``runs_on``, ``blocked_on``,
-    ``not_applicable``, ``reasons``, ``clusters`` (each: cluster, vendor, applies, and its verdict with
-    reasons). Raises ConfigError for an invalid fleet file."""
-    from builder import compat
-    from builder.compat.fleets import image_vendor, summarize
-
-    fleet = compat.load_fleet(fleet_path)
-    results = compat.check_fleet(
-        fleet,
-        cuda=image.cuda_version if image.accelerator == "cuda" else None,
-        require=image.require_cuda if image.accelerator == "cuda" else None,
-        rocm=image.rocm_version if image.accelerator == "rocm" else None,
-        image_archs=tuple(image.gpu_archs),
-    )
-    summary = summarize(((c.name, c.vendor, v.verdict) for c, v in results), image_vendor(image.accelerator))
-    skipped = set(summary.not_applicable)
-    rows = [
-        {"cluster": c.name, "vendor": c.vendor, "applies": c.name not in skipped, **v.to_json()} for c, v in results
-    ]
-    return {
-        "fleet": fleet.name,
-        **summary.to_json(),
-        "header": summary.header(fleet.name),
-        "reasons": list(summary.reasons),
-        "clusters": rows,
-    }
-
-
-# --------------------------------------------------------------------------------------------
 # in-container checks
 # --------------------------------------------------------------------------------------------
 
@@ -326,7 +252,7 @@ def meaningful_lines(text: str) -> list[str]:
     return [ln for ln in lines if not any(p.match(ln.strip()) for p in PULL_NOISE)]
 
 
-def _container_step(name: str, r: ContainerResult) -> Step:
+def container_step(name: str, r: ContainerResult) -> Step:
     """A step from one container run: ``error`` is the meaningful stderr (pull progress left out, the
     last 1500 characters); ``detail`` keeps stdout and the whole stderr (up to ``KEEP_OUTPUT``)."""
     ok = r.exit_code == 0
@@ -342,26 +268,6 @@ def _container_step(name: str, r: ContainerResult) -> Step:
         meaningful = "\n".join(meaningful_lines(r.stderr)) or r.stdout.strip() or f"exit code {r.exit_code}"
         err = meaningful[-1500:]
     return Step(name, ok, r.seconds, detail, err)
-
-
-def _context(image: ImageFacts | None, host: HostInfo) -> diag.Context:
-    g = host.gpus[0] if host.gpus else None
-    arch = None
-    if g is not None and g.compute_capability:
-        arch = "sm_" + g.compute_capability.replace(".", "")
-    elif g is not None:
-        arch = g.gfx_target
-    return diag.Context(
-        vendor=host.vendor,
-        driver_version=host.driver_version,
-        driver_cuda=host.cuda_version,
-        gpu_name=g.name if g else None,
-        gpu_brand=g.brand if g else None,
-        gpu_arch=arch,
-        require_cuda=image.require_cuda if image else None,
-        image_cuda=image.cuda_version if image else None,
-        image_archs=tuple(image.gpu_archs) if image else (),
-    )
 
 
 def run_device_check(
@@ -413,7 +319,7 @@ def run_device_check(
     texts: list[str] = []
     if mode == "nvidia":
         r = runner(image_ref, ["nvidia-smi"], entrypoint="", stdin=None, **common)
-        step = _container_step("container-start+nvidia-smi", r)
+        step = container_step("container-start+nvidia-smi", r)
         steps.append(step)
         if not step.ok:
             texts.append(r.stderr + "\n" + r.stdout)
@@ -432,7 +338,7 @@ def run_device_check(
         except ValueError:
             probe_doc = None
         if probe_doc is None:
-            step = _container_step("probe", r)
+            step = container_step("probe", r)
             steps.append(step)
             texts.append(r.stderr + "\n" + r.stdout)
         else:
@@ -457,7 +363,7 @@ def run_device_check(
     finished = _now()
     diagnosis = None
     if not (steps and all(s.ok for s in steps)):
-        diagnosis = diag.diagnose_many(texts, _context(image, host))
+        diagnosis = diagnose_many(texts, diagnosis_context(host, image))
     return CheckResult(
         image_ref=image_ref,
         image=image,
@@ -492,10 +398,11 @@ __all__ = [
     "Step",
     "amd_group_ids",
     "attest_result",
+    "container_step",
     "describe_run",
     "meaningful_lines",
     "mode_for",
     "run_device_check",
-    "static_check_fleet",
+    "static_check_fleet",  # re-exported: builder.checks.static
     "static_check_host",
 ]

@@ -5,14 +5,13 @@ Thin Click layer over ``builder.checks`` (docs/checks.md, docs/diagnosis.md).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from builder.cli._common import app_context, console, emit, json_option
+from builder.cli._common import app_context, console, docker_config_option, emit, json_option
 
 
 def _e(text: str) -> str:
@@ -39,12 +38,13 @@ def hostinfo(from_file: str | None) -> None:
     builder hostinfo --json > host.json        save this host (for fleets and --host)
     builder hostinfo --from nvidia-smi.txt     parse saved tool output
     """
-    from builder.checks import hostinfo as core
+    from builder.checks.host.probing import probe_host
+    from builder.checks.host.reading import load_hostinfo, parse_text
 
     if from_file == "-":
-        info = core.parse_text(sys.stdin.read(), source="<stdin>")
+        info = parse_text(sys.stdin.read(), source="<stdin>")
     elif from_file:
-        info = core.load_hostinfo(Path(from_file))
+        info = load_hostinfo(Path(from_file))
     else:
         from builder import engine
         from builder.errors import BuilderError
@@ -53,7 +53,7 @@ def hostinfo(from_file: str | None) -> None:
             engine_info: dict[str, Any] | None = engine.info_json()
         except BuilderError:
             engine_info = None
-        info = core.probe_host(engine_info=engine_info)
+        info = probe_host(engine_info=engine_info)
 
     def human() -> None:
         c = console()
@@ -112,45 +112,21 @@ def diagnose(
     Prints diagnosis, at_fault, noticed_by, summary, fix and facts. Exit code 0: the
     diagnosis is the output, even when it is `unknown`.
     """
-    from builder.checks import diagnose as core
-    from builder.checks.hostinfo import load_hostinfo
+    from builder.checks.context import diagnosis_context
+    from builder.checks.diagnosis import diagnose as run_diagnosis
+    from builder.checks.diagnosis import read_input
+    from builder.checks.host.reading import load_hostinfo
 
-    text = sys.stdin.read() if file == "-" else core.read_input(Path(file))  # NotFoundError (exit 8) names it
-    ctx = core.Context()
-    if host_file:
-        h = load_hostinfo(Path(host_file))
-        g = h.gpus[0] if h.gpus else None
-        ctx = core.Context(
-            vendor=h.vendor,
-            driver_version=h.driver_version,
-            driver_cuda=h.cuda_version,
-            gpu_name=g.name if g else None,
-            gpu_brand=g.brand if g else None,
-            gpu_arch=("sm_" + g.compute_capability.replace(".", "")) if g and g.compute_capability else None,
-        )
-    import dataclasses
-
-    overrides = {
-        k: v
-        for k, v in {
-            "require_cuda": require_cuda,
-            "image_cuda": image_cuda,
-            "driver_version": driver,
-            "gpu_brand": brand,
-            "vendor": vendor,
-        }.items()
-        if v is not None
-    }
-    if overrides:
-        ctx = dataclasses.replace(ctx, **overrides)  # type: ignore[arg-type]
-    if ctx.driver_version and not ctx.driver_cuda:
-        try:
-            from builder import compat
-
-            ctx = dataclasses.replace(ctx, driver_cuda=compat.driver_cuda(ctx.driver_version))
-        except Exception:
-            pass
-    result = core.diagnose(text, ctx)
+    text = sys.stdin.read() if file == "-" else read_input(Path(file))  # NotFoundError (exit 8) names it
+    ctx = diagnosis_context(
+        load_hostinfo(Path(host_file)) if host_file else None,
+        require_cuda=require_cuda,
+        image_cuda=image_cuda,
+        driver_version=driver,
+        gpu_brand=brand,
+        vendor=vendor,
+    )
+    result = run_diagnosis(text, ctx)
 
     def human() -> None:
         c = console()
@@ -184,7 +160,12 @@ def _error_lines(error: str, keep: int = 6, width: int = 300) -> list[str]:
 @click.argument("ref")
 @click.option("--static", is_flag=True, help="Compatibility verdict only (nothing runs).")
 @click.option("--host", "host_file", type=click.Path(dir_okay=False), help="With --static: saved host facts.")
-@click.option("--fleet", "fleet_file", type=click.Path(dir_okay=False), help="With --static: a fleet file.")
+@click.option(
+    "--fleet",
+    "fleet_file",
+    metavar="NAME|FILE",
+    help="With --static: a fleet name (fleets/NAME.yaml in the fleets directory) or a fleet file.",
+)
 @click.option("--mode", type=click.Choice(["auto", "nvidia", "amd", "cpu"]), default="auto", show_default=True)
 @click.option("--cdi", is_flag=True, help="Request NVIDIA GPUs as CDI devices (--device nvidia.com/gpu=all).")
 @click.option("--framework", default="auto", show_default=True, help="torch | jax | tensorflow | none | auto.")
@@ -203,6 +184,7 @@ def _error_lines(error: str, keep: int = 6, width: int = 300) -> list[str]:
     default=None,
     help="Attach the device-check/v1 attestation (default: when the key exists).",
 )
+@docker_config_option
 @json_option
 def check(
     ref: str,
@@ -217,6 +199,7 @@ def check(
     platform: str,
     key: str | None,
     attest: bool | None,
+    docker_config: Path | None,
 ) -> None:
     """Check an image on this host (fresh containers, signed result) or --static against a host/fleet.
 
@@ -226,13 +209,13 @@ def check(
     builder check REF                          run the device checks here, attach device-check/v1
     builder check jax0.7-cpu-py3.11-debian12   the variant's latest build
     builder check REF --static --host h.json   verdict for a saved host
-    builder check REF --static --fleet fleets/demo.yaml
+    builder check REF --static --fleet demo            (or --fleet fleets/demo.yaml)
     Exit codes: 20 check failed (diagnosis in the output), 11 static verdict blocked.
     """
     from builder.checks import device, image
     from builder.errors import CheckFailedError, ConfigError, IncompatibleError
     from builder.predicates import DEVICE_CHECK_V1
-    from builder.registry import DockerCredentials, client_for, parse_reference
+    from builder.registry import parse_reference
 
     cfg = app_context().config
     from builder.matrix import looks_like_variant_id
@@ -242,21 +225,22 @@ def check(
 
         ref = variant_reference(load_matrices(matrix_paths(cfg.matrices_dir)), ref, cfg.registry)
     r = parse_reference(ref, cfg.registry)
-    docker_config = Path(os.environ.get("DOCKER_CONFIG", str(Path.home() / ".docker")))
-    client = client_for(r.registry, insecure=cfg.is_insecure, auth=DockerCredentials.from_file(docker_config))
+    client = app_context().app.client(r.registry)  # credentials: --docker-config, $DOCKER_CONFIG, ~/.docker
     digest = client.resolve(r.repository, r.digest or r.ref)
     facts = image.probe_image(client, r.repository, digest, platform=platform)
     pinned = f"{r.registry}/{r.repository}@{digest}"
 
     if static:
         if bool(host_file) == bool(fleet_file):
-            raise ConfigError("--static needs exactly one of --host FILE or --fleet FILE")
-        from builder.checks.hostinfo import load_hostinfo
+            raise ConfigError("--static needs exactly one of --host FILE or --fleet NAME|FILE")
+        from builder.checks.host.reading import load_hostinfo
+        from builder.checks.static import static_check_fleet, static_check_host
+        from builder.compat.fleets import resolve_fleet_path
 
         if host_file:
-            out = device.static_check_host(facts, load_hostinfo(Path(host_file)))
+            out = static_check_host(facts, load_hostinfo(Path(host_file)))
         else:
-            out = device.static_check_fleet(facts, Path(str(fleet_file)))
+            out = static_check_fleet(facts, resolve_fleet_path(str(fleet_file), cfg.fleets_dir))
         payload = {"reference": pinned, "image": facts.to_json(), **out}
 
         def human_static() -> None:
@@ -289,7 +273,7 @@ def check(
         return
 
     from builder import engine
-    from builder.checks.hostinfo import probe_host
+    from builder.checks.host.probing import probe_host
 
     host = probe_host(engine_info=engine.info_json())
     # run exactly the platform manifest that was probed (an index would let the engine choose)

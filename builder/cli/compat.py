@@ -131,7 +131,7 @@ def check(
 
 
 @compat.command("fleet")
-@click.argument("fleet_file", metavar="FLEET")
+@click.argument("fleet_file", metavar="NAME|FILE")
 @click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Only these clusters (repeatable).")
 @_image_options
 @json_option
@@ -148,16 +148,12 @@ def fleet(
     fleets/demo.yaml), and the fleet's verdict: the worst over the clusters of the image's vendor
     (--rocm: AMD clusters; otherwise NVIDIA ones; the others are not-applicable). Exit 11 when that
     verdict is blocked: an applicable cluster is blocked, or no cluster applies (docs/fleets.md)."""
-    from pathlib import Path
-
+    from builder.checks.host.reading import load_host
     from builder.compat.fleets import check_cluster, load_fleet, resolve_fleet_path, summarize
     from builder.errors import IncompatibleError
 
     cuda, require = _image(cuda, require, image_cuda, rocm)
-    path = Path(fleet_file)
-    if not (path.exists() or path.suffix in (".yaml", ".yml")):
-        path = resolve_fleet_path(fleet_file, app_context().config.fleets_dir)
-    f = load_fleet(path)
+    f = load_fleet(resolve_fleet_path(fleet_file, app_context().config.fleets_dir), load_host=load_host)
     wanted = set(clusters) or None
     results = [
         check_cluster(c, cuda=cuda, require=require, rocm=rocm, image_archs=_archs(arch_list))

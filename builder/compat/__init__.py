@@ -11,8 +11,12 @@ Public API (used by matrix, render, checks, policy and resolve):
 - :func:`parse_requirement` / :func:`evaluate` - the ``NVIDIA_REQUIRE_CUDA`` grammar
 - :func:`check_compat` -> :class:`Verdict` - can an image start and run on a host
 - :func:`check_generation` / :func:`arch_row` - driver branches and CUDA releases supporting a GPU architecture
-- :func:`gpu_info` -> :class:`GpuInfo` - compute capability / gfx target, brand, class of a GPU name
+- :func:`gpu_info` -> :class:`GpuInfo` - compute capability / gfx target, brand, class of a GPU name;
+  :func:`brand_from_name`, :func:`normalize_brand`, :func:`product_brand` (one brand vocabulary);
+  :func:`amd_device` (AMD PCI device id -> name, gfx target)
 - fleets: :func:`load_fleet`, :func:`check_fleet` (in :mod:`builder.compat.fleets`, re-exported lazily)
+
+- OS facts: :mod:`builder.compat.distros` (system Python, glibc of each distro release)
 
 Sources of every fact: the header lines of each data file and ``docs/compat.md``.
 """
@@ -34,7 +38,17 @@ from builder.compat.frameworks import (
     variant_problems,
 )
 from builder.compat.generations import GenerationCheck, arch_row, check_generation
-from builder.compat.gpus import GpuInfo, brand_class, brand_from_name, gpu_info, normalize_brand
+from builder.compat.gpus import (
+    PRODUCT_BRANDS,
+    GpuInfo,
+    amd_device,
+    brand_class,
+    brand_from_name,
+    gpu_info,
+    normalize_brand,
+    product_brand,
+    sm_of,
+)
 from builder.compat.requirement import (
     Evaluation,
     Host,
@@ -74,6 +88,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "NO_GPU_KERNELS",
+    "PRODUCT_BRANDS",
     "SEVERITY",
     "WHEEL_ONLY_OS",
     "ArchCoverage",
@@ -86,6 +101,7 @@ __all__ = [
     "RequireInfo",
     "Requirement",
     "Verdict",
+    "amd_device",
     "arch_coverage",
     "arch_row",
     "brand_class",
@@ -108,9 +124,11 @@ __all__ = [
     "parse_cuda",
     "parse_driver",
     "parse_requirement",
+    "product_brand",
     "require_cuda",
     "require_cuda_info",
     "rocm_row",
+    "sm_of",
     "variant_problems",
     "worst",
 ]

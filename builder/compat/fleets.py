@@ -275,11 +275,11 @@ def fleet_from_data(tree: Any, *, path: Path, load_host: HostLoader | None = Non
         for j, rel in enumerate(c.hostinfo):
             file = (path.parent / rel) if not Path(rel).is_absolute() else Path(rel)
             sources.append(str(file))
-            if load_host is None:
-                add(["hostinfo", j], f"{rel}: this command reads no hostinfo files (no host loader was given)")
-                continue
             if not file.exists():
                 add(["hostinfo", j], f"{file} does not exist (paths in hostinfo: are relative to the fleet file)")
+                continue
+            if load_host is None:
+                add(["hostinfo", j], f"{rel}: this command reads no hostinfo files (no host loader was given)")
                 continue
             try:
                 host = load_host(file)

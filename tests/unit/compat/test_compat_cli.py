@@ -12,8 +12,8 @@ import pytest
 
 from builder.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-DATA = Path(__file__).resolve().parent.parent / "data" / "compat"
+ROOT = Path(__file__).resolve().parents[3]
+DATA = Path(__file__).resolve().parents[2] / "data" / "compat"
 
 
 def _real(release: str) -> str:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.checks.device import _container_step, describe_run, meaningful_lines
-from builder.checks.hostinfo import HostInfo
+from builder.checks.device import container_step, describe_run, meaningful_lines
+from builder.checks.host.model import HostInfo
 from builder.checks.image import ImageFacts
 from builder.engine import ContainerResult
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "checks"
+DATA = Path(__file__).resolve().parents[2] / "data" / "checks"
 ENGINE_ERROR = 'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]]'
 
 
@@ -60,14 +60,14 @@ def test_every_pull_progress_shape_is_dropped_but_real_errors_stay() -> None:
 def test_failed_step_error_is_meaningful_and_detail_keeps_everything() -> None:
     stderr = recorded()
     r = ContainerResult(125, "", stderr, 0.4, ("docker", "run", "--gpus", "all", "x"))
-    step = _container_step("container-start+nvidia-smi", r)
+    step = container_step("container-start+nvidia-smi", r)
     assert not step.ok
     assert step.error is not None and step.error.startswith(ENGINE_ERROR)
     assert "Unable to find image" not in step.error and "Pulling" not in step.error
     assert step.detail["stderr"] == stderr  # the whole stderr for --json and the attestation
-    ok = _container_step("x", ContainerResult(0, "fine", "", 0.1, ("docker",)))
+    ok = container_step("x", ContainerResult(0, "fine", "", 0.1, ("docker",)))
     assert ok.ok and ok.error is None
-    only_noise = _container_step("x", ContainerResult(1, "", "Digest: sha256:" + "3" * 64 + "\n", 0.1, ("docker",)))
+    only_noise = container_step("x", ContainerResult(1, "", "Digest: sha256:" + "3" * 64 + "\n", 0.1, ("docker",)))
     assert only_noise.error == "exit code 1"
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from builder.checks.hostinfo import load_hostinfo, parse_text
+from builder.checks.host.reading import load_hostinfo, parse_text
 from builder.errors import HostProbeError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 DATA = ROOT / "tests" / "data"
 
 

@@ -1,5 +1,5 @@
-"""The hostinfo values (stdlib frozen dataclasses, so ``python -m builder.checks.hostinfo`` runs on a
-bare GPU host) and their pydantic validation models (outside JSON) declare the same fields: a field
+"""The host values (stdlib frozen dataclasses, so ``python -m builder.checks.host`` runs on a
+GPU host without the CLI) and their pydantic validation models (outside JSON) declare the same fields: a field
 added to one side only would be dropped silently on a ``--from FILE`` round trip."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import dataclasses
 
 import pytest
 
-from builder.checks import hostinfo as values
-from builder.checks import hostinfo_schema as schema
+from builder.checks.host import model as values
+from builder.checks.host import schema
 
 
 @pytest.mark.parametrize(
     ("value", "model"),
     [
         (values.HostInfo, schema.HostInfoDoc),
-        (values.GpuInfo, schema.GpuDoc),
+        (values.HostGpu, schema.GpuDoc),
         (values.MigDevice, schema.MigDeviceDoc),
         (values.ToolkitInfo, schema.ToolkitDoc),
         (values.CdiSpec, schema.CdiSpecDoc),
@@ -28,6 +28,6 @@ def test_value_and_model_declare_the_same_fields(value: type, model: type) -> No
 
 
 def test_round_trip_keeps_every_field() -> None:
-    gpu = values.GpuInfo(index=0, name="NVIDIA H200", memory_mib=143771, derived=("brand",), fabric_state="Completed")
+    gpu = values.HostGpu(index=0, name="NVIDIA H200", memory_mib=143771, derived=("brand",), fabric_state="Completed")
     host = values.HostInfo(vendor="nvidia", driver_version="570.133.20", gpus=(gpu,), notes=("n",))
     assert values.HostInfo.from_json(host.to_json()) == host

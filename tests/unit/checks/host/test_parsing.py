@@ -1,6 +1,6 @@
 """Host-output parsers on real recorded outputs (tests/data/nvidia-smi*, rocm-smi; sources on line 1).
 
-Every expected value of shared/cases/EXPECTED.md for these files is asserted here.
+Every expected value of these recordings (the facts each source shows) is asserted here.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from builder.checks import hostinfo
-from builder.checks.hostinfo import HostInfo, load_hostinfo, parse_text
+from builder.checks.host.model import HostInfo, clean
+from builder.checks.host.probing import detect_vendor, probe_host
+from builder.checks.host.reading import load_hostinfo, parse_text
 from builder.errors import HostProbeError, NotFoundError
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[3] / "data"
 
 
 def nv(n: str) -> HostInfo:
@@ -261,8 +262,8 @@ def test_docker_info_json() -> None:
 
 def test_unknown_markers() -> None:
     for v in ("N/A", "[N/A]", "Not Found", " Unknown ", "[Not Supported]"):
-        assert hostinfo.clean(v) is None
-    assert hostinfo.clean("535.104.05") == "535.104.05"
+        assert clean(v) is None
+    assert clean("535.104.05") == "535.104.05"
 
 
 def test_live_probe_never_crashes_without_tools(tmp_path: Path) -> None:
@@ -271,7 +272,7 @@ def test_live_probe_never_crashes_without_tools(tmp_path: Path) -> None:
     def missing(argv: object, timeout: float) -> tuple[int, str, str]:
         return 127, "", "command not found"
 
-    h = hostinfo.probe_host(run=missing, root=tmp_path)
+    h = probe_host(run=missing, root=tmp_path)
     assert h.vendor == "none" and h.gpus == ()
 
 
@@ -280,11 +281,11 @@ def test_vendor_from_sysfs(tmp_path: Path) -> None:
     dev.mkdir(parents=True)
     (dev / "class").write_text("0x030200\n")
     (dev / "vendor").write_text("0x1002\n")
-    vendor, evidence = hostinfo.detect_vendor(tmp_path)
+    vendor, evidence = detect_vendor(tmp_path)
     assert vendor == "amd" and evidence
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev/nvidiactl").write_text("")
-    assert hostinfo.detect_vendor(tmp_path)[0] == "nvidia"
+    assert detect_vendor(tmp_path)[0] == "nvidia"
 
 
 def test_xml_layout_including_escaped_copy() -> None:

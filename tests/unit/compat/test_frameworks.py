@@ -15,7 +15,7 @@ from packaging.version import Version
 import builder.compat as compat
 from builder.compat._data import cuda_image_rows, read_table, rocm_rows, wheel_rows
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "compat"
+DATA = Path(__file__).resolve().parents[2] / "data" / "compat"
 
 
 def _source(name: str) -> list[dict[str, str]]:

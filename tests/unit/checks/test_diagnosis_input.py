@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from builder.checks.diagnose import Context, diagnose, read_input
+from builder.checks.diagnosis import Context, diagnose, read_input
 from builder.errors import NotFoundError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "errors"
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from builder.checks.hostinfo import load_hostinfo
+from builder.checks.host.reading import load_hostinfo
 
-H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
+H200 = Path(__file__).resolve().parents[3] / "data" / "h200"
 
 
 @pytest.mark.parametrize("name", ["nvidia-smi.txt", "nvidia-smi-q.txt", "nvidia-smi-query.csv", "hostinfo.json"])

@@ -1,6 +1,6 @@
 """Diagnosis on real error messages (tests/data/errors; source URL on line 1 of each file).
 
-* error-NN.txt: the shared cases, asserted as shared/cases/EXPECTED.md states.
+* error-NN.txt: the reference cases (source URL on line 1).
 * <key>-NN.txt: more real messages of each kind found in public issue threads (other versions,
   compose, Kubernetes events, podman, Slurm/CI logs).
 """
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from builder.checks.diagnose import LAYERS, RULES, Context, diagnose, evaluate_require
+from builder.checks.diagnosis import LAYERS, RULES, Context, diagnose, evaluate_requirement
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "errors"
+DATA = Path(__file__).resolve().parents[2] / "data" / "errors"
 
 
 def d(name: str, ctx: Context | None = None):  # type: ignore[no-untyped-def]
@@ -148,18 +148,34 @@ def test_last_clause_is_explained() -> None:
     assert "last clause" in r.facts["note"]
     assert r.facts["image_cuda"] == "12.8" and r.facts["min_driver"] == "570.26"
     ev = r.facts["require_cuda_evaluation"]
-    assert ev["satisfied"] is False
+    assert ev["satisfied"] is False and ev["undetermined"] is False
     assert any("570.26" in w for w in r.facts["would_satisfy"])
-    assert any("R550" in w for w in r.facts["would_satisfy"])
+    # a GeForce is never exempted: the answer says so instead of offering the R550 window
+    assert any("no exemption applies to brand 'geforce'" in w for w in r.facts["would_satisfy"])
     assert r.facts["compat_verdict"]["verdict"] == "blocked"
     assert r.facts["compat_verdict"]["min_driver"] == "570.26"
 
 
-def test_evaluate_require_exemption() -> None:
-    assert evaluate_require(REQ_128, driver="550.144.03", driver_cuda="12.4", brand="Tesla")["satisfied"] is True
-    assert evaluate_require(REQ_128, driver="550.144.03", driver_cuda="12.4", brand="GeForce")["satisfied"] is False
-    assert evaluate_require(REQ_128, driver="570.26", driver_cuda="12.8", brand="GeForce")["satisfied"] is True
-    assert evaluate_require(REQ_128, driver=None, driver_cuda=None, brand=None)["satisfied"] is None
+def test_requirement_is_evaluated_by_compat() -> None:
+    def ev(**kw: str | None):  # type: ignore[no-untyped-def]
+        result = evaluate_requirement(Context(require_cuda=REQ_128, **kw))
+        assert result is not None
+        return result
+
+    assert ev(driver_version="550.144.03", driver_cuda="12.4", gpu_brand="Tesla").satisfied
+    assert not ev(driver_version="550.144.03", driver_cuda="12.4", gpu_brand="GeForce").satisfied
+    assert ev(driver_version="570.26", driver_cuda="12.8", gpu_brand="GeForce").satisfied
+    # the driver's CUDA comes from compat's table when the message does not say it
+    assert ev(driver_version="570.26", gpu_brand="GeForce").satisfied
+
+
+def test_unknown_brand_is_undetermined_not_a_match_or_a_refusal() -> None:
+    unknown = evaluate_requirement(Context(require_cuda=REQ_128, driver_version="550.144.03", driver_cuda="12.4"))
+    assert unknown is not None
+    assert not unknown.satisfied and unknown.undetermined and unknown.unknown_facts == ("brand",)
+    assert any("brand unknown" in s for s in unknown.satisfy)
+    nothing = evaluate_requirement(Context(require_cuda=REQ_128))
+    assert nothing is not None and nothing.undetermined and set(nothing.unknown_facts) == {"cuda", "brand", "driver"}
 
 
 # --- kind, not sample -------------------------------------------------------------------------

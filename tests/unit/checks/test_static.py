@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builder.checks.device import static_check_host
-from builder.checks.hostinfo import load_hostinfo
+from builder.checks.host.reading import load_hostinfo
 from builder.checks.image import arch_list_from_env, facts_from_config
+from builder.checks.static import static_check_host
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 def real_env() -> dict[str, str]:

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 import builder.compat as compat
+from builder.checks.host.reading import load_host
 from builder.compat.fleets import check_cluster, check_fleet, fleet_from_data, load_fleet
 from builder.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-FLEETS = Path(__file__).resolve().parent.parent / "data" / "compat" / "fleets"
+ROOT = Path(__file__).resolve().parents[3]
+FLEETS = Path(__file__).resolve().parents[2] / "data" / "compat" / "fleets"
 DEMO = ROOT / "fleets" / "demo.yaml"
 
 
@@ -74,7 +75,7 @@ def test_cluster_detail_keeps_each_configuration() -> None:
 
 
 def test_hostinfo_pointers_to_real_tool_output() -> None:
-    fleet = load_fleet(FLEETS / "pointers.yaml")
+    fleet = load_fleet(FLEETS / "pointers.yaml", load_host=load_host)
     h100 = fleet.cluster("h100-azure")
     assert h100 is not None
     assert h100.drivers == ("535.161.08",) and h100.gpus == ("NVIDIA H100 80GB HBM3",)
@@ -108,14 +109,14 @@ def test_invalid_schema_lists_every_problem_with_file_line_and_field() -> None:
     with pytest.raises(ConfigError) as info:
         load_fleet(FLEETS / "bad.yaml")
     problems = info.value.details["problems"]
-    fields = {p["field"] for p in problems}
+    fields = {p["path"] for p in problems}
     assert "clusters[0].drivers[0]" in fields  # 550.135 read as a number
     assert "clusters[1].vendor" in fields
     assert "clusters[3].colour" in fields
     # schema errors in some clusters do not hide the semantic problems of the others
     assert {"clusters[2].gpus[0]", "clusters[2].cuda", "clusters[4].hostinfo[0]"} <= fields
     assert [p["line"] for p in problems] == sorted(p["line"] for p in problems)
-    by_field = {p["field"]: p for p in problems}
+    by_field = {p["path"]: p for p in problems}
     assert by_field["clusters[0].drivers[0]"]["line"] == 5
     assert "quote" in by_field["clusters[0].drivers[0]"]["message"]
     assert by_field["clusters[1].vendor"]["line"] == 7
@@ -128,7 +129,7 @@ def test_semantic_problems_are_all_collected() -> None:
     with pytest.raises(ConfigError) as info:
         load_fleet(FLEETS / "semantic.yaml")
     problems = info.value.details["problems"]
-    text = [(p["field"], p["line"], p["message"]) for p in problems]
+    text = [(p["path"], p["line"], p["message"]) for p in problems]
     fields = [f for f, _, _ in text]
     assert "clusters[0].drivers[0]" in fields  # "R550" is not a driver version
     assert "clusters[1].name" in fields  # duplicate
@@ -152,7 +153,7 @@ def test_not_yaml_and_missing_file(tmp_path: Path) -> None:
         load_fleet(tmp_path / "nope.yaml")
     with pytest.raises(ConfigError) as empty:
         fleet_from_data({"clusters": []}, path=tmp_path / "x.yaml")
-    assert empty.value.details["problems"][0]["field"] == "clusters"
+    assert empty.value.details["problems"][0]["path"] == "clusters"
 
 
 def test_fleet_values_are_frozen() -> None:
@@ -208,7 +209,7 @@ def test_committed_json_schema_is_current_and_validates_with_check_jsonschema() 
 
 def test_real_h200_host_recorded_on_the_lent_machine() -> None:
     """nvidia-smi -q of a real H200 (driver 580.159.04): the tables agree with what the host reports."""
-    fleet = load_fleet(FLEETS / "pointers.yaml")
+    fleet = load_fleet(FLEETS / "pointers.yaml", load_host=load_host)
     h200 = fleet.cluster("h200-lent")
     assert h200 is not None
     (cfg,) = h200.configs
@@ -224,3 +225,25 @@ def test_real_h200_host_recorded_on_the_lent_machine() -> None:
     assert results["h200-lent"].verdict == "ok" and results["h200-lent"].arch_covered is True
     assert results["h100-azure"].verdict == "forward-compat"  # R535 is an exempted branch of 13.0.2
     assert results["workstations"].verdict == "blocked"  # GeForce on R550 vs CUDA 13.0
+
+
+def test_hostinfo_files_need_the_injected_host_loader() -> None:
+    """compat never imports builder.checks: without a loader a hostinfo cluster is a problem, not a guess."""
+    with pytest.raises(ConfigError) as info:
+        load_fleet(FLEETS / "pointers.yaml")
+    problems = info.value.details["problems"]
+    assert {p["path"] for p in problems} >= {"clusters[0].hostinfo[0]", "clusters[4].hostinfo[0]"}
+    assert all("no host loader" in p["message"] for p in problems)
+    assert all(set(p) == {"file", "line", "col", "path", "message", "severity"} for p in problems)
+
+
+def test_fleet_resolver_takes_a_name_or_a_file(tmp_path: Path) -> None:
+    from builder.compat.fleets import resolve_fleet_path
+    from builder.errors import NotFoundError
+
+    assert resolve_fleet_path("demo", ROOT / "fleets") == ROOT / "fleets" / "demo.yaml"
+    assert resolve_fleet_path(str(DEMO), tmp_path) == DEMO
+    with pytest.raises(NotFoundError, match="known: demo"):
+        resolve_fleet_path("nope", ROOT / "fleets")
+    with pytest.raises(NotFoundError, match="does not exist"):
+        resolve_fleet_path("some/dir/nope", ROOT / "fleets")

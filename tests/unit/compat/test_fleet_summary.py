@@ -12,7 +12,7 @@ import pytest
 from builder.cli import main
 from builder.compat.fleets import image_vendor, summarize
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 DEMO = str(ROOT / "fleets" / "demo.yaml")
 ROWS = [
     ("h100-train", "nvidia", "forward-compat"),

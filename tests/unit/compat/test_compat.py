@@ -1,6 +1,6 @@
 """builder.compat: driver table, NVIDIA_REQUIRE_CUDA grammar, verdicts, GPU table.
 
-Data: tests/data/compat/ (copies of shared/cases/compat with their source lines, and real
+Data: tests/data/compat/ (reference tables with their source lines, and real
 NVIDIA_REQUIRE_CUDA values of official images in require-cuda-real.txt).
 """
 
@@ -16,7 +16,7 @@ import builder.compat as compat
 from builder.compat import Host, check_compat, evaluate, parse_requirement
 from builder.errors import ConfigError, NotFoundError
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "compat"
+DATA = Path(__file__).resolve().parents[2] / "data" / "compat"
 
 
 def _real_requirements() -> dict[str, str]:

@@ -1,0 +1,59 @@
+"""The diagnosis context of a host and an image: what :func:`builder.checks.diagnosis.diagnose` knows besides
+the message, built the same way for ``builder diagnose --host`` and for a failed device check."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from builder.checks.diagnosis import Context
+from builder.checks.host.model import HostInfo
+from builder.checks.image import ImageFacts
+from builder.compat.drivers import driver_cuda
+from builder.compat.gpus import sm_of
+
+
+def diagnosis_context(
+    host: HostInfo | None,
+    image: ImageFacts | None = None,
+    *,
+    require_cuda: str | None = None,
+    image_cuda: str | None = None,
+    driver_version: str | None = None,
+    gpu_brand: str | None = None,
+    vendor: str | None = None,
+) -> Context:
+    """Context from the host's first GPU (vendor, driver, the driver's CUDA, GPU name/brand/architecture) and
+    the image (``NVIDIA_REQUIRE_CUDA``, CUDA version, compiled architectures); the keyword arguments (what the
+    user said: ``--require-cuda``, ``--image-cuda``, ``--driver``, ``--brand``, ``--vendor``) win where given.
+    Without a reported CUDA version the
+    driver's is taken from ``builder.compat.driver_cuda`` (NVIDIA). Raises ConfigError for a driver version
+    that is not a version."""
+    g = host.gpus[0] if host is not None and host.gpus else None
+    arch = None
+    if g is not None:
+        arch = sm_of(g.compute_capability) if g.compute_capability else g.gfx_target
+    ctx = Context(
+        vendor=host.vendor if host else None,
+        driver_version=host.driver_version if host else None,
+        driver_cuda=host.cuda_version if host else None,
+        gpu_name=g.name if g else None,
+        gpu_brand=g.brand if g else None,
+        gpu_arch=arch,
+        require_cuda=image.require_cuda if image else None,
+        image_cuda=image.cuda_version if image else None,
+        image_archs=tuple(image.gpu_archs) if image else (),
+    )
+    ctx = dataclasses.replace(
+        ctx,
+        require_cuda=require_cuda or ctx.require_cuda,
+        image_cuda=image_cuda or ctx.image_cuda,
+        driver_version=driver_version or ctx.driver_version,
+        gpu_brand=gpu_brand or ctx.gpu_brand,
+        vendor=vendor or ctx.vendor,
+    )
+    if ctx.driver_version and not ctx.driver_cuda and ctx.vendor in (None, "nvidia"):
+        ctx = dataclasses.replace(ctx, driver_cuda=driver_cuda(ctx.driver_version))
+    return ctx
+
+
+__all__ = ["diagnosis_context"]

@@ -1,0 +1,236 @@
+"""Matching: which failure kind a message shows, which layer noticed it, and the answer with its facts,
+evidence lines and fix (``diagnose(text, context) -> Diagnosis``).
+
+Reads any error output (docker/podman/compose stderr, Kubernetes events, nvidia-smi, PyTorch/TensorFlow/CUDA
+messages, rocminfo, Slurm logs). The answer names the layer that is *wrong* (``at_fault``) and the one that
+*noticed* (``noticed_by``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from builder.checks.diagnosis.facts import min_driver
+from builder.checks.diagnosis.model import Context, Diagnosis, FailureRule
+from builder.checks.diagnosis.rules import RULES, RULES_BY_KEY
+from builder.errors import NotFoundError
+
+_TOOLKIT_NOTICE = re.compile(
+    r"nvidia-container-cli|prestart hook|running hook|error running hook|nvidia-container-runtime", re.I
+)
+_ENGINE_NOTICE = re.compile(
+    r"Error response from daemon|OCI runtime|failed to create shim|Error: setting up CDI|kubelet|"
+    r"failed to create containerd task|^docker:|Error: (crun|runc|OCI)",
+    re.I | re.M,
+)
+_FRAMEWORK_NOTICE = re.compile(r"torch|tensorflow|jax|cupy|Traceback", re.I)
+
+
+def _noticed_by(rule: FailureRule, text: str) -> str:
+    if rule.key in ("container-toolkit-missing", "cdi-device-unresolvable"):
+        return "container-engine"
+    if _TOOLKIT_NOTICE.search(text):
+        return "container-toolkit"
+    if _ENGINE_NOTICE.search(text):
+        return "container-engine"
+    if rule.noticed_by == "image-user-space" and _FRAMEWORK_NOTICE.search(text):
+        return "image-user-space"
+    if re.search(r"nvidia-smi|NVML|NVIDIA-SMI", text) and rule.key in (
+        "driver-not-loaded",
+        "driver-library-mismatch",
+        "device-cgroup-lost",
+    ):
+        return "kernel-driver"
+    return rule.noticed_by
+
+
+def _first_lines(text: str, pattern: re.Pattern[str]) -> list[str]:
+    out = []
+    for line in text.splitlines():
+        if pattern.search(line):
+            out.append(line.strip()[:400])
+            if len(out) >= 3:
+                break
+    if not out:
+        m = pattern.search(text)
+        if m:
+            out.append(text[max(0, m.start() - 80) : m.end() + 80].strip().replace("\n", " ")[:400])
+    return out
+
+
+def _resolve_ambiguity(matches: list[FailureRule], text: str, ctx: Context) -> list[FailureRule]:
+    """Context-dependent choices between kinds that share phrases."""
+    keys = [r.key for r in matches]
+    vendor = (ctx.vendor or "").lower()
+    tool_missing = re.search(r"\b(nvidia-smi|rocm-smi|amd-smi|rocminfo)\b:? (command )?not found", text)
+    if tool_missing:
+        tool = tool_missing.group(1)
+        nvidia_tool = tool == "nvidia-smi"
+        amd_context = vendor == "amd" or re.search(r"/dev/kfd|ROCm|rocm-smi|amdgpu|Instinct|Radeon", text)
+        nvidia_context = vendor == "nvidia" or re.search(r"/dev/nvidia|NVIDIA-SMI|CUDA Version", text)
+        wrong = (nvidia_tool and amd_context) or (not nvidia_tool and nvidia_context)
+        if wrong and "wrong-vendor-tool" in keys:
+            matches = [RULES_BY_KEY["wrong-vendor-tool"]] + [r for r in matches if r.key != "wrong-vendor-tool"]
+        elif "wrong-vendor-tool" in keys and nvidia_tool:
+            matches = [r for r in matches if r.key != "wrong-vendor-tool"] + [RULES_BY_KEY["wrong-vendor-tool"]]
+    # NVIDIA_DRIVER_CAPABILITIES named with a "no driver" symptom: it is the capabilities
+    if "driver-capabilities-missing" in keys and "gpu-not-requested" in keys:
+        caps = ctx.driver_capabilities
+        if re.search(r"NVIDIA_DRIVER_CAPABILITIES", text) or (
+            caps is not None and "compute" not in caps and "all" not in caps
+        ):
+            matches = [RULES_BY_KEY["driver-capabilities-missing"]] + [
+                r for r in matches if r.key != "driver-capabilities-missing"
+            ]
+    if "gpu-not-requested" in keys and ctx.driver_capabilities is not None:
+        caps = ctx.driver_capabilities
+        if (
+            "compute" not in caps
+            and "all" not in caps
+            and re.search(r"libcuda|no NVIDIA driver|Driver was not detected", text)
+        ):
+            matches = [RULES_BY_KEY["driver-capabilities-missing"]] + [
+                r for r in matches if r.key != "driver-capabilities-missing"
+            ]
+    return matches
+
+
+def diagnose(text: str, context: Context | None = None) -> Diagnosis:
+    """Name the failure kind in ``text`` (any tool's output), the layer at fault and the fix.
+
+    Returns key ``unknown`` (quoting the lines it could not place) when nothing matches."""
+    ctx = context or Context()
+    if not text.strip():
+        return _empty()
+    matches = [
+        r for r in RULES if any(p.search(text) for p in r.patterns) and not any(u.search(text) for u in r.unless)
+    ]
+    matches = _resolve_ambiguity(matches, text, ctx)
+    if not matches:
+        return _unknown(text, ctx)
+    rule = matches[0]
+    facts = rule.facts(text, ctx) if rule.facts else {}
+    facts = {k: v for k, v in facts.items() if v is not None}
+    evidence: list[str] = []
+    for p in rule.patterns:
+        if p.search(text):
+            evidence.extend(_first_lines(text, p))
+            break
+    summary = rule.summary
+    fix = rule.fix
+    if rule.key == "driver-too-old-for-image":
+        if facts.get("image_cuda") and facts.get("min_driver"):
+            summary = f"the image needs CUDA {facts['image_cuda']}, which needs a driver >= {facts['min_driver']}" + (
+                f"; the driver supports CUDA {facts['driver_cuda']}" if facts.get("driver_cuda") else ""
+            )
+            fix = (
+                f"on the host: upgrade the driver to >= {facts['min_driver']} (CUDA {facts['image_cuda']}), or run a "
+                "variant built for the CUDA line the driver supports"
+            )
+        else:
+            # the minimum driver depends on the image's CUDA, which this text does not name: say so
+            # instead of pointing at a fact that is not there
+            if facts.get("driver_cuda"):
+                summary = (
+                    f"the driver supports only CUDA {facts['driver_cuda']}, older than the CUDA runtime in the image"
+                )
+            fix = (
+                "on the host: upgrade the driver to one that supports the image's CUDA"
+                + (f" (this driver supports CUDA {facts['driver_cuda']} at most)" if facts.get("driver_cuda") else "")
+                + ", or run an image built for the CUDA the driver supports; "
+                + (
+                    f"the minimum driver for CUDA {facts['image_cuda']} is not in builder's table "
+                    "(builder/compat/data/cuda-driver.csv)"
+                    if facts.get("image_cuda")
+                    else "the minimum driver depends on the image's CUDA version, which this message does not name: "
+                    "pass `--image-cuda X.Y` or `--require-cuda EXPR` (the image's NVIDIA_REQUIRE_CUDA) to name it"
+                )
+                + "; do not set NVIDIA_DISABLE_REQUIRE to hide it"
+            )
+        if facts.get("would_satisfy"):
+            fix += "; would satisfy NVIDIA_REQUIRE_CUDA: " + "; ".join(facts["would_satisfy"])
+    if rule.key == "forward-compat-unsupported" and ctx.image_cuda:
+        drv, _row = min_driver(ctx.image_cuda)
+        if drv:
+            facts["min_driver"] = drv
+            facts["image_cuda"] = ctx.image_cuda
+    if rule.key == "forward-compat-unsupported":
+        named = (
+            f"(>= {facts['min_driver']} for CUDA {facts['image_cuda']})"
+            if facts.get("min_driver") and facts.get("image_cuda")
+            else "(the minimum depends on the image's CUDA version: pass `--image-cuda X.Y` or `--require-cuda EXPR` "
+            "to name it)"
+        )
+        fix = fix.replace("(see min_driver)", named)
+    if rule.key == "gpu-arch-not-in-image" and facts.get("gpu_arch"):
+        summary = f"the framework in the image has no code for {facts['gpu_arch']}" + (
+            f" (compiled for {' '.join(facts['image_archs'])})" if facts.get("image_archs") else ""
+        )
+    return Diagnosis(
+        key=rule.key,
+        at_fault=rule.at_fault,
+        noticed_by=_noticed_by(rule, text),
+        summary=summary,
+        fix=fix,
+        facts=facts,
+        evidence=tuple(dict.fromkeys(evidence)),
+        also_matched=tuple(r.key for r in matches[1:]),
+    )
+
+
+_ERRORISH = re.compile(r"error|fail|denied|not found|cannot|unable|fatal|panic|exception|refused|invalid", re.I)
+
+
+def _unknown(text: str, ctx: Context) -> Diagnosis:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    quoted = [line for line in lines if _ERRORISH.search(line)][:5] or lines[-5:]
+    return Diagnosis(
+        key="unknown",
+        at_fault="unknown",
+        noticed_by="unknown",
+        summary="no known GPU/container failure kind matched; the lines that look like errors are quoted",
+        fix="read the quoted lines; `builder hostinfo` shows the host's driver, toolkit and engine facts",
+        facts={"quoted": quoted},
+        evidence=tuple(quoted),
+    )
+
+
+def _empty() -> Diagnosis:
+    return Diagnosis(
+        key="unknown",
+        at_fault="unknown",
+        noticed_by="unknown",
+        summary="the input was empty: there is no error text to diagnose",
+        fix="pass the failing command's error output: a file, or `-` for standard input "
+        "(`docker run ... 2>&1 | builder diagnose -`); sample messages are in tests/data/errors/",
+        facts={"input": "empty"},
+    )
+
+
+def read_input(path: Path | str) -> str:
+    """The text of ``path`` (undecodable bytes replaced) for ``diagnose``.
+
+    Raises NotFoundError naming the file when it does not exist, is a directory or cannot be
+    read (permissions); its hint names ``builder diagnose -`` (standard input) and the samples."""
+    p = Path(path)
+    hint = "`builder diagnose -` reads the error text from standard input; sample messages are in tests/data/errors/"
+    if not p.exists():
+        raise NotFoundError(f"error file {p} does not exist", hint=hint, path=str(p))
+    if p.is_dir():
+        raise NotFoundError(f"error file {p} is a directory, not a file", hint=hint, path=str(p))
+    try:
+        return p.read_text(errors="replace")
+    except OSError as exc:
+        raise NotFoundError(
+            f"error file {p} cannot be read: {exc.strerror or exc}", hint=hint, path=str(p), errno=exc.errno
+        ) from exc
+
+
+def diagnose_many(texts: Sequence[str], context: Context | None = None) -> Diagnosis:
+    """Diagnose the concatenation of several outputs (stderr of each step)."""
+    return diagnose("\n".join(t for t in texts if t), context)
+
+
+__all__ = ["diagnose", "diagnose_many", "read_input"]

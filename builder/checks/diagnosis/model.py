@@ -1,0 +1,104 @@
+"""The values of a diagnosis: the layers, the CUDA error codes named, what is known besides the message
+(:class:`Context`), a failure kind (:class:`FailureRule`) and the answer (:class:`Diagnosis`).
+
+Layers, bottom to top (docs/diagnosis.md): ``kernel-driver``, ``fabric-manager``, ``container-toolkit``,
+``container-engine``, ``run-options``, ``image-user-space``, ``framework-build``. CUDA runtime error codes:
+https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html (``cudaError``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+LAYERS = (
+    "kernel-driver",
+    "fabric-manager",
+    "container-toolkit",
+    "container-engine",
+    "run-options",
+    "image-user-space",
+    "framework-build",
+)
+
+CUDA_ERRORS = {
+    3: "initialization error",
+    35: "cudaErrorInsufficientDriver",
+    48: "no kernel image is available (legacy code)",
+    100: "cudaErrorNoDevice",
+    209: "cudaErrorNoKernelImageForDevice",
+    802: "cudaErrorSystemNotReady",
+    803: "cudaErrorSystemDriverMismatch",
+    804: "cudaErrorCompatNotSupportedOnDevice",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What is known besides the message (all optional): host vendor, driver version, the
+    newest CUDA the driver supports, GPU name/brand/arch, the image's NVIDIA_REQUIRE_CUDA,
+    CUDA version and compiled GPU architectures, NVIDIA_DRIVER_CAPABILITIES used."""
+
+    vendor: str | None = None
+    driver_version: str | None = None
+    driver_cuda: str | None = None
+    gpu_name: str | None = None
+    gpu_brand: str | None = None
+    gpu_arch: str | None = None  # "sm_90" / "gfx942"
+    require_cuda: str | None = None
+    image_cuda: str | None = None
+    image_archs: tuple[str, ...] = ()
+    driver_capabilities: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnosis:
+    """The answer: ``key`` (failure kind), ``at_fault`` (layer that is wrong), ``noticed_by``
+    (layer that reported it), ``summary``, ``fix`` (names the layer to change), ``facts``,
+    ``evidence`` (the lines matched), ``also_matched`` (other kinds that matched, weaker)."""
+
+    key: str
+    at_fault: str
+    noticed_by: str
+    summary: str
+    fix: str
+    facts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    evidence: tuple[str, ...] = ()
+    also_matched: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "diagnosis": self.key,
+            "at_fault": self.at_fault,
+            "noticed_by": self.noticed_by,
+            "summary": self.summary,
+            "fix": self.fix,
+            "facts": dict(self.facts),
+            "evidence": list(self.evidence),
+            "also_matched": list(self.also_matched),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class FailureRule:
+    """One failure kind: its key, the layer at fault, the layer that usually notices, summary and fix, the
+    patterns that recognise it (``unless``: patterns that rule it out) and its fact extractor."""
+
+    key: str
+    at_fault: str
+    noticed_by: str
+    summary: str
+    fix: str
+    patterns: tuple[re.Pattern[str], ...]
+    facts: Callable[[str, Context], dict[str, Any]] | None = None
+    unless: tuple[re.Pattern[str], ...] = ()
+
+
+def patterns(*texts: str) -> tuple[re.Pattern[str], ...]:
+    """Case-insensitive, multi-line patterns of a rule."""
+    return tuple(re.compile(p, re.I | re.M) for p in texts)
+
+
+__all__ = ["CUDA_ERRORS", "LAYERS", "Context", "Diagnosis", "FailureRule", "patterns"]

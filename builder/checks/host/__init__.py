@@ -1,0 +1,9 @@
+"""Host facts: what GPUs, driver, fabric manager, container toolkit and engine a host has.
+
+Modules: ``model`` (the frozen values), ``schema`` (the saved-JSON schema, pydantic), ``nvidia`` /
+``amd`` / ``dockerinfo`` (tool output parsers), ``accumulator`` (what the parsers share),
+``assemble`` (parsed facts -> HostInfo, with what ``builder.compat`` derives), ``reading`` (saved files,
+format detected), ``probing`` (the live host). ``python -m builder.checks.host`` prints this host's JSON.
+
+Nothing is imported here, so that the live probe runs without the CLI's dependencies.
+"""

@@ -1,0 +1,412 @@
+"""nvidia-smi parsers: the default table (every layout), ``-q``, ``-L``, ``-q -x`` (XML) and
+``--query-gpu=... --format=csv``.
+
+Parsers work on the *kind* of output (``key : value`` trees, ``|``-separated table cells, CSV headers),
+not on one sample's text. Facts (docs/checks.md): "CUDA Version" is the newest CUDA the *driver* supports;
+from branch R610 the header reads ``KMD Version`` / ``CUDA UMD Version``; the banner ``NVIDIA-SMI x`` is
+the tool's version and may differ from the driver's, so the driver field wins (nvidia-smi documentation:
+https://docs.nvidia.com/deploy/nvidia-smi/index.html).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from builder.checks.host.accumulator import (
+    BUS_RE,
+    MEM_RE,
+    Accumulator,
+    GpuAccumulator,
+    normalize_bus_id,
+    read_int,
+    read_mib,
+    read_version,
+    strip_transcript,
+)
+from builder.checks.host.model import MigDevice, clean
+
+_HDR_DRIVER = re.compile(r"\b(?:Driver|KMD)\s+Version\s*:\s*([^\s|]+)", re.I)
+_HDR_CUDA = re.compile(r"\bCUDA\s+(?:UMD\s+)?Version\s*:\s*(\[N/A\]|Not Found|[^\s|]+)", re.I)
+_HDR_SMI = re.compile(r"NVIDIA-SMI\s+(?:version\s*:\s*)?(\d[\w.]*)", re.I)
+_GPU_ROW = re.compile(r"^\s*(\d+)\s+(\S.*?)(?:\s+(On|Off|N/A|WDDM|TCC))?\s*$")
+_MIG_ROW = re.compile(r"^\s*(\d+)\s+(\d+|N/A)\s+(\d+|N/A)\s+(\d+|N/A)\s*$")
+
+
+def parse_nvidia_smi_table(text: str, acc: Accumulator | None = None) -> Accumulator:
+    """Parse nvidia-smi's default output (any layout: legacy 80-column, R5xx 89-column, R580,
+    R610 ``KMD Version``), including the "MIG devices" table. Returns the accumulator."""
+    acc = acc or Accumulator()
+    lines = strip_transcript(text.splitlines())
+    found = False
+    for line in lines:
+        if "NVIDIA-SMI" in line or re.search(r"(Driver|KMD) Version", line):
+            d = _HDR_DRIVER.search(line)
+            c = _HDR_CUDA.search(line)
+            s = _HDR_SMI.search(line)
+            if (d and "|" in line) or (d and "NVIDIA-SMI" in line):
+                acc.set("driver_version", read_version(d.group(1)))
+                found = True
+                if c:
+                    cv = read_version(c.group(1))
+                    acc.set("cuda_version", cv)
+                    if cv is None:
+                        acc.notes.append(f"nvidia-smi reports CUDA Version {c.group(1).strip()!r}: unknown")
+                if s:
+                    acc.set("smi_version", s.group(1))
+    state = None  # "gpu" | "mig" | "proc" | None
+    in_header = False
+    block: GpuAccumulator | None = None
+    last_cells: list[str] = []
+    mig_current: list[Any] | None = None
+    for line in lines:
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if "Bus-Id" in line and stripped.startswith("|"):
+            state, in_header = "gpu", True
+            continue
+        if re.search(r"MIG devices", line):
+            state, in_header = "mig", True
+            continue
+        if re.search(r"\bProcesses\b", line) and stripped.startswith("|"):
+            state, in_header = "proc", True
+            continue
+        if stripped.startswith(("|=", "+=")):
+            in_header = False
+            continue
+        if stripped.startswith("+") or re.match(r"^\|[-+ ]*-{5,}", stripped):
+            # row separator: close the MIG row of MIG devices; keep state
+            if state == "gpu" and block is not None and last_cells:
+                _close_gpu_block(block, last_cells)
+                last_cells = []
+            mig_current = None
+            continue
+        if not stripped.startswith("|") or in_header or state is None:
+            continue
+        cells = [c.strip() for c in stripped.strip("|").split("|")]
+        if state == "gpu":
+            m = _GPU_ROW.match(cells[0]) if cells else None
+            if m and (len(cells) < 2 or BUS_RE.search(cells[1]) or "..." in cells[0] or len(cells) >= 3):
+                if block is not None and last_cells:
+                    _close_gpu_block(block, last_cells)
+                idx = int(m.group(1))
+                bm = BUS_RE.search(cells[1]) if len(cells) > 1 else None
+                bus = bm.group(1) if bm else None
+                block = acc.gpu_for(index=idx, bus=bus)
+                block.set("index", idx)
+                name = m.group(2).strip()
+                if name.endswith("..."):
+                    block.set("name_truncated", True)
+                    name = name[:-3].rstrip()
+                block.set("name", clean(name))
+                acc.vendor_hint.add("nvidia")
+                found = True
+                last_cells = cells
+            elif block is not None:
+                mem = MEM_RE.search(" ".join(cells))
+                if mem:
+                    block.set("memory_mib", int(mem.group(2)))
+                last_cells = cells
+        elif state == "mig":
+            m = _MIG_ROW.match(cells[0]) if cells else None
+            if m:
+                mem = MEM_RE.search(cells[1]) if len(cells) > 1 else None
+                mig_current = [
+                    int(m.group(1)),
+                    read_int(m.group(2)),
+                    read_int(m.group(3)),
+                    read_int(m.group(4)),
+                    int(mem.group(2)) if mem else None,
+                ]
+                gpu = acc.gpu_for(index=int(m.group(1)))
+                gpu.set("index", int(m.group(1)))
+                gpu.set("mig_mode", "Enabled")
+                gpu.mig.append(MigDevice(*mig_current))
+                acc.vendor_hint.add("nvidia")
+                found = True
+    if state == "gpu" and block is not None and last_cells:
+        _close_gpu_block(block, last_cells)
+    if found:
+        acc.sources.append("nvidia-smi")
+    return acc
+
+
+def _close_gpu_block(block: GpuAccumulator, cells: list[str]) -> None:
+    """The last row of a GPU block holds "MIG M." in its last cell (Enabled/Disabled/N/A)."""
+    if not cells:
+        return
+    last = cells[-1].strip()
+    if last in ("Enabled", "Disabled"):
+        block.set("mig_mode", last)
+
+
+KV_RE = re.compile(r"^(\s*)(\S.*?)\s+:\s?(.*)$")
+_Q_GPU = re.compile(r"^\s*GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_Q_GPU_KEYS = {
+    "product name": "name",
+    "product brand": "brand",
+    "product architecture": "architecture",
+    "vbios version": "vbios",
+    "gsp firmware version": "firmware",
+    "gpu uuid": "uuid",
+    "mig mode/current": "mig_mode",
+    "fb memory usage/total": "memory_mib",
+    "pci/bus id": "bus_id",
+    "fabric/state": "fabric_state",
+    "fabric/status": "fabric_status",
+    "gpu virtualization mode/virtualization mode": "virtualization",
+    "minor number": "_minor",
+    "compute capability": "compute_capability",
+    "serial number": "_serial",
+}
+
+
+def parse_nvidia_smi_q(text: str, acc: Accumulator | None = None) -> Accumulator:
+    """Parse ``nvidia-smi -q`` (``key : value`` tree by indentation). Fragments (no ``GPU``
+    header) are attributed to one implicit GPU."""
+    acc = acc or Accumulator()
+    stack: list[tuple[int, str]] = []
+    gpu: GpuAccumulator | None = None
+    found = False
+    for raw in strip_transcript(text.splitlines()):
+        if not raw.strip() or raw.strip().startswith("="):
+            continue
+        gm = _Q_GPU.match(raw)
+        if gm:
+            gpu = acc.gpu_for(bus=gm.group(1))
+            stack = []
+            found = True
+            acc.vendor_hint.add("nvidia")
+            continue
+        indent = len(raw) - len(raw.lstrip(" \t"))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        m = KV_RE.match(raw)
+        if not m:
+            if indent > 0:  # sections are indented; column-0 text is prompts, comments, banners
+                stack.append((indent, raw.strip()))
+            continue
+        key = m.group(2).strip()
+        value = m.group(3)
+        path = "/".join([s for _, s in stack] + [key]).lower()
+        if path in ("driver version", "kmd version"):
+            acc.set("driver_version", read_version(value))
+            found = True
+        elif path in ("cuda version", "cuda umd version"):
+            cv = read_version(value)
+            acc.set("cuda_version", cv)
+            if cv is None and clean(value) is None:
+                acc.notes.append(f"nvidia-smi -q reports CUDA Version {value.strip()!r}: unknown")
+            found = True
+        elif path == "nvidia-smi version":
+            acc.set("smi_version", read_version(value))
+        elif path == "attached gpus":
+            acc.set("_attached", read_int(value))
+        elif path in _Q_GPU_KEYS or key.lower() in ("product name", "vbios version", "gpu uuid"):
+            target = _Q_GPU_KEYS.get(path) or _Q_GPU_KEYS[key.lower()]
+            if gpu is None:
+                gpu = acc.gpu_for(position=0) if acc.gpus else acc.gpu_for()
+                acc.notes.append("nvidia-smi -q fragment without a GPU header: fields attributed to one GPU")
+            v: Any = clean(value)
+            if target == "memory_mib":
+                v = read_mib(value)
+            elif target == "bus_id":
+                v = normalize_bus_id(value)
+            elif target == "_minor":
+                target, v = "index", read_int(value)
+            elif target == "brand" and v is not None:
+                gpu.set("brand_source", "nvidia-smi -q")
+            if not target.startswith("_"):
+                gpu.set(target, v, override=target in ("brand", "name"))
+            found = True
+            acc.vendor_hint.add("nvidia")
+    if found:
+        acc.sources.append("nvidia-smi -q")
+    return acc
+
+
+# --------------------------------------------------------------------------------------------
+# nvidia-smi -L
+# --------------------------------------------------------------------------------------------
+
+_L_GPU = re.compile(r"^\s*GPU (\d+): (.+?) \(UUID: (GPU-[^)\s]+)\)")
+_L_MIG = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[^)\s]+)\)")
+
+
+def parse_nvidia_smi_list(text: str, acc: Accumulator | None = None) -> Accumulator:
+    """Parse ``nvidia-smi -L`` (``GPU 0: NAME (UUID: GPU-...)`` and indented ``MIG`` lines)."""
+    acc = acc or Accumulator()
+    gpu: GpuAccumulator | None = None
+    found = False
+    for line in text.splitlines():
+        m = _L_GPU.match(line)
+        if m:
+            idx = int(m.group(1))
+            gpu = acc.gpu_for(index=idx)
+            gpu.set("index", idx)
+            gpu.set("name", clean(m.group(2)))
+            gpu.set("uuid", m.group(3))
+            found = True
+            continue
+        mm = _L_MIG.match(line)
+        if mm and gpu is not None:
+            gpu.set("mig_mode", "Enabled")
+            gpu.mig.append(MigDevice(int(gpu.fields.get("index") or 0), None, None, int(mm.group(2)), None))
+    if found:
+        acc.vendor_hint.add("nvidia")
+        acc.sources.append("nvidia-smi -L")
+    return acc
+
+
+# --------------------------------------------------------------------------------------------
+# nvidia-smi -q -x (XML)
+# --------------------------------------------------------------------------------------------
+
+_XML_GPU = {
+    "product_name": "name",
+    "product_brand": "brand",
+    "product_architecture": "architecture",
+    "vbios_version": "vbios",
+    "gsp_firmware_version": "firmware",
+    "uuid": "uuid",
+    "minor_number": "index",
+    "mig_mode/current_mig": "mig_mode",
+    "fb_memory_usage/total": "memory_mib",
+    "fabric/state": "fabric_state",
+    "fabric/status": "fabric_status",
+    "gpu_virtualization_mode/virtualization_mode": "virtualization",
+}
+
+
+def parse_nvidia_smi_xml(text: str, acc: Accumulator | None = None) -> Accumulator:
+    """Parse ``nvidia-smi -q -x`` (``<nvidia_smi_log>``); HTML-escaped copies are unescaped."""
+    import html
+    import xml.etree.ElementTree as ET
+
+    acc = acc or Accumulator()
+    start = text.find("<nvidia_smi_log")
+    if start < 0:
+        unescaped = html.unescape(text.replace("&nbsp;", " "))
+        start = unescaped.find("<nvidia_smi_log")
+        if start < 0:
+            return acc
+        text = unescaped
+    end = text.find("</nvidia_smi_log>", start)
+    body = text[start : end + len("</nvidia_smi_log>")] if end > 0 else text[start:]
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:
+        # truncated copies: keep what the regexes can read
+        for tag, key in (("driver_version", "driver_version"), ("cuda_version", "cuda_version")):
+            m = re.search(rf"<{tag}>([^<]*)</{tag}>", body)
+            if m:
+                acc.set(key, read_version(m.group(1)))
+        names = re.findall(r"<product_name>([^<]*)</product_name>", body)
+        for i, n in enumerate(names):
+            g = acc.gpu_for(position=i) if i < len(acc.gpus) else acc.gpu_for()
+            g.set("name", clean(n))
+        brands = re.findall(r"<product_brand>([^<]*)</product_brand>", body)
+        for i, b in enumerate(brands[: len(acc.gpus)]):
+            acc.gpus[i].set("brand", clean(b), override=True)
+            acc.gpus[i].set("brand_source", "nvidia-smi -q")
+        acc.vendor_hint.add("nvidia")
+        acc.sources.append("nvidia-smi -q -x (partial)")
+        return acc
+    acc.set("driver_version", read_version(root.findtext("driver_version")))
+    acc.set("cuda_version", read_version(root.findtext("cuda_version")))
+    for gel in root.findall("gpu"):
+        gpu = acc.gpu_for(bus=gel.get("id"))
+        for path, target in _XML_GPU.items():
+            raw = gel.findtext(path)
+            v: Any = clean(raw)
+            if target == "memory_mib":
+                v = read_mib(raw)
+            elif target == "index":
+                v = read_int(raw)
+            elif target == "brand" and v is not None:
+                gpu.set("brand_source", "nvidia-smi -q")
+            gpu.set(target, v, override=target in ("brand", "name"))
+    acc.vendor_hint.add("nvidia")
+    acc.sources.append("nvidia-smi -q -x")
+    return acc
+
+
+# --------------------------------------------------------------------------------------------
+# nvidia-smi --query-gpu=... --format=csv
+# --------------------------------------------------------------------------------------------
+
+_CSV_FIELDS = {
+    "index": "index",
+    "name": "name",
+    "gpu_name": "name",
+    "driver_version": "_driver",
+    "compute_cap": "compute_capability",
+    "pci.bus_id": "bus_id",
+    "gpu_bus_id": "bus_id",
+    "memory.total": "memory_mib",
+    "vbios_version": "vbios",
+    "uuid": "uuid",
+    "gpu_uuid": "uuid",
+    "mig.mode.current": "mig_mode",
+    "serial": "_serial",
+    "inforom.img": "_inforom",
+    "pci.device_id": "device_id",
+    "gpu_serial": "_serial",
+}
+_CSV_TOKEN = re.compile(r"^[a-z][a-z0-9_.]*(\s*\[[^\]]+\])?$")
+
+
+def parse_nvidia_smi_csv(text: str, acc: Accumulator | None = None) -> Accumulator:
+    """Parse ``nvidia-smi --query-gpu=FIELDS --format=csv`` output (with header; several
+    sections allowed). Rows are matched to GPUs by ``pci.bus_id``, else ``index``, else order.
+    A field nvidia-smi refuses (``Field "x" is not a valid field to query``) is noted."""
+    acc = acc or Accumulator()
+    lines = strip_transcript(text.splitlines())
+    i = 0
+    found = False
+    while i < len(lines):
+        line = lines[i].strip()
+        bad = re.search(r'Field "([^"]+)" is not a valid field to query', line)
+        if bad:
+            acc.notes.append(f"nvidia-smi does not know the query field {bad.group(1)!r} (older driver)")
+            acc.vendor_hint.add("nvidia")
+        tokens = [t.strip() for t in line.split(",")]
+        if tokens and all(_CSV_TOKEN.match(t) for t in tokens) and any(t.split(" [")[0] in _CSV_FIELDS for t in tokens):
+            names = [t.split(" [")[0].strip() for t in tokens]
+            i += 1
+            position = 0
+            while i < len(lines) and lines[i].strip() and len(lines[i].split(",")) == len(names):
+                values = [v.strip() for v in lines[i].split(",")]
+                row = dict(zip(names, values, strict=True))
+                idx = read_int(row.get("index")) if "index" in row else None
+                bus = row.get("pci.bus_id") or row.get("gpu_bus_id")
+                gpu = acc.gpu_for(index=idx, bus=clean(bus), position=position if idx is None and not bus else None)
+                for name, value in row.items():
+                    target = _CSV_FIELDS.get(name)
+                    if target is None:
+                        continue
+                    v: Any = clean(value)
+                    if target == "_driver":
+                        acc.set("driver_version", read_version(value))
+                        continue
+                    if target.startswith("_"):
+                        continue
+                    if target == "index":
+                        v = read_int(value)
+                    elif target == "memory_mib":
+                        v = read_mib(value)
+                    elif target == "bus_id":
+                        v = normalize_bus_id(value)
+                    elif target == "name" and v and v.endswith("..."):
+                        gpu.set("name_truncated", True)
+                    gpu.set(target, v, override=target == "name")
+                position += 1
+                i += 1
+                found = True
+                acc.vendor_hint.add("nvidia")
+            continue
+        i += 1
+    if found:
+        acc.sources.append("nvidia-smi --query-gpu")
+    return acc
