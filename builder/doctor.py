@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from builder.config import Config
 from builder.errors import BuilderError
+
+if TYPE_CHECKING:
+    from builder.registry import RegistryClient
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,10 +41,10 @@ class Report:
                 raise item.error
 
 
-def diagnose_environment(cfg: Config) -> Report:
-    """Probe each dependency; never raises, the report carries the errors."""
+def diagnose_environment(registry: RegistryClient) -> Report:
+    """Probe the engine, buildx, ``registry`` (the configured one, with the invocation's
+    credentials) and cosign; never raises, the report carries the errors."""
     from builder import engine
-    from builder.registry import RegistryClient
 
     items: list[Item] = []
     try:
@@ -55,8 +57,8 @@ def diagnose_environment(cfg: Config) -> Report:
     except BuilderError as exc:
         items.append(Item("buildx", False, exc.message, exc))
     try:
-        RegistryClient(cfg.registry, insecure=cfg.is_insecure(cfg.registry)).ping()
-        items.append(Item("registry", True, f"http(s)://{cfg.registry}/v2/ answers"))
+        registry.ping()
+        items.append(Item("registry", True, f"{registry.base}/v2/ answers"))
     except BuilderError as exc:
         items.append(Item("registry", False, exc.message, exc))
     cosign = shutil.which("cosign")

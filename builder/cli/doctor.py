@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from builder.cli._common import app_context, console, emit, json_option
+from builder.cli._common import app_context, console, docker_config_option, emit, json_option
 
 
 @click.command()
+@docker_config_option
 @json_option
-def doctor() -> None:
+def doctor(docker_config: object) -> None:
     """Check the container engine, buildx, the registry and cosign.
 
     Exits 3 when the engine is unavailable and 5 when the registry is, so scripts can tell them
@@ -17,8 +18,7 @@ def doctor() -> None:
     """
     from builder import doctor as core
 
-    cfg = app_context().config
-    report = core.diagnose_environment(cfg)
+    report = core.diagnose_environment(app_context().app.default_client)
 
     def human() -> None:
         for item in report.items:
