@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from builder.bases import OS_GLIBC
 from builder.models import Variant
 
 LOCK_HEADER = "# builder lock"
@@ -40,8 +41,6 @@ def lock_path(locks_dir: Path, variant: Variant) -> Path:
 
 def python_platform(variant: Variant) -> str:
     """uv's ``--python-platform`` for the variant: ``x86_64-manylinux_2_39`` / ``aarch64-manylinux_2_36``."""
-    from builder.matrix import OS_GLIBC
-
     arch = "aarch64" if variant.platform == "linux/arm64" else "x86_64"
     return f"{arch}-manylinux_{OS_GLIBC.get(variant.os, '2_28')}"
 

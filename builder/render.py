@@ -16,6 +16,9 @@ Base images (design, see docs/templates.md):
 - the content hash covers the base *digest* (not the pull reference), so a new base digest is a new
   content tag while a mirror map or a mirror host name does not change it.
 
+Base images are resolved by :mod:`builder.bases` (``BaseResolution`` stays importable from here as a
+compatibility re-export; import it from builder.bases).
+
 Labels whose values are machine-dependent (content hash, base digest) are not in the Dockerfile
 text; they are in ``RenderedImage.labels`` and the build applies them with ``--label``.
 """
@@ -30,12 +33,18 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from builder.bases import SYSTEM_PYTHON, BaseResolution, is_mirror, split_os, symbolic_name, unpinned_reasons
 from builder.errors import ConfigError, NotFoundError, RenderStaleError, UnpinnedBaseError
 from builder.locks import LockState, read_lock
-from builder.matrix import MIRROR_PREFIX, SYSTEM_PYTHON
 from builder.models import BaseImage, RenderedImage, Variant
+
+if TYPE_CHECKING:
+    import jinja2
+
+#: A template family: (its Dockerfile template, template file -> sha256, context files (path, bytes)).
+_Family = tuple["jinja2.Template", dict[str, str], tuple[tuple[str, bytes], ...]]
 
 LABEL_PREFIX = "io.builder."
 CONTENT_SCHEMA = "builder-content/1"
@@ -47,149 +56,6 @@ USER_UID = 10001
 #: Build secrets the templates read when present (never build args: those stay in the image history).
 SECRET_CA_BUNDLE = "ca_bundle"
 SECRET_NETRC = "netrc"
-
-_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-
-
-# --------------------------------------------------------------------------------------------
-# Base images: committed lock, machine-local mirror record, mirror map
-# --------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class BaseResolution:
-    """What is known about base images on this machine.
-
-    ``upstream``: reference as written in matrices -> digest or None (``bases.lock.json``);
-    ``mirrors``: mirror name (``debian:bookworm``) -> (registry reference, digest)
-    (``<state_dir>/mirror.json``); ``mirror_map``: (upstream prefix, mirror prefix) pairs,
-    longest prefix first, applied to the fully qualified upstream name (``docker.io/nvidia/cuda``).
-    """
-
-    upstream: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
-    mirrors: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
-    mirror_map: tuple[tuple[str, str], ...] = ()
-
-    def resolve(self, reference: str) -> BaseImage:
-        """``reference`` as written in a matrix -> BaseImage (digest None when not pinned)."""
-        if reference.startswith(MIRROR_PREFIX):
-            name = reference[len(MIRROR_PREFIX) :]
-            entry = self.mirrors.get(name)
-            if entry is None:
-                return BaseImage(reference, None, name)
-            ref, mirror_digest = entry
-            return BaseImage(reference, mirror_digest, f"{_strip_digest(ref)}@{mirror_digest}")
-        digest = self.upstream.get(reference)
-        pull = self.map_reference(reference)
-        return BaseImage(reference, digest, f"{pull}@{digest}" if digest else pull)
-
-    def map_reference(self, reference: str) -> str:
-        """Apply the mirror map (air-gapped sites); the reference unchanged when no prefix matches."""
-        if not self.mirror_map:
-            return reference
-        full = normalize_reference(reference)
-        for src, dst in self.mirror_map:
-            if full == src or full.startswith(src.rstrip("/") + "/"):
-                return dst.rstrip("/") + full[len(src.rstrip("/")) :]
-        return reference
-
-
-def _strip_digest(ref: str) -> str:
-    return ref.split("@", 1)[0]
-
-
-def normalize_reference(reference: str) -> str:
-    """Fully qualified name: ``ubuntu:24.04`` -> ``docker.io/library/ubuntu:24.04``,
-    ``nvidia/cuda:12.8.1-...`` -> ``docker.io/nvidia/cuda:12.8.1-...`` (Docker's rules)."""
-    first, _, rest = reference.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return reference
-    if not rest:
-        return f"docker.io/library/{reference}"
-    return f"docker.io/{reference}"
-
-
-def read_bases_lock(path: Path) -> dict[str, str | None]:
-    """``bases.lock.json`` -> {reference: digest or None}. A missing file is an empty lock.
-
-    Format: ``{"version": 1, "bases": {"<reference>": {"digest": "sha256:..." | null, ...}}}``
-    (extra keys per entry are kept by writers and ignored here). Raises ConfigError when invalid.
-    """
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-        entries = data["bases"]
-        out: dict[str, str | None] = {}
-        for ref, entry in entries.items():
-            digest = entry.get("digest") if isinstance(entry, dict) else None
-            if digest is not None and not _DIGEST_RE.match(str(digest)):
-                raise ValueError(f"{ref}: digest {digest!r} is not sha256:<64 hex>")
-            out[str(ref)] = digest
-        return out
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError(
-            f"{path}: not a valid bases lock ({exc})", hint="regenerate it with `builder bases update`"
-        ) from exc
-
-
-def write_bases_lock(path: Path, entries: Mapping[str, Mapping[str, Any]]) -> None:
-    """Write ``bases.lock.json`` deterministically (sorted keys, 2-space indent, final newline).
-    ``entries``: reference -> {"digest": "sha256:..." | None, ...any extra facts}."""
-    doc = {
-        "version": 1,
-        "comment": "Upstream base-image digests; written by `builder bases update`. null = not pinned yet.",
-        "bases": {ref: dict(entries[ref]) for ref in sorted(entries)},
-    }
-    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-
-
-def read_mirror_record(path: Path) -> dict[str, tuple[str, str]]:
-    """``<state_dir>/mirror.json`` (written by scripts/setup) -> {name: (reference, digest)}.
-    Missing file: empty. Raises ConfigError when invalid."""
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-        return {str(k): (str(v["reference"]), str(v["digest"])) for k, v in data.items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError(f"{path}: not a valid mirror record ({exc})", hint="rerun `bash scripts/setup`") from exc
-
-
-def read_mirror_map(path: Path | None) -> tuple[tuple[str, str], ...]:
-    """Mirror map file (JSON, or YAML when named *.yaml/*.yml): ``{"docker.io": "mirror.corp/hub",
-    "docker.io/nvidia": "mirror.corp/nvidia"}`` -> pairs, longest prefix first."""
-    if path is None:
-        return ()
-    if not path.exists():
-        raise ConfigError(f"mirror map {path} does not exist", hint='fix `mirror_map` in builder.toml or set it to ""')
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            from ruamel.yaml import YAML
-
-            data = YAML(typ="safe", pure=True).load(path.read_text())
-        else:
-            data = json.loads(path.read_text())
-        pairs = [(str(k), str(v)) for k, v in dict(data).items()]
-    except Exception as exc:
-        raise ConfigError(
-            f"{path}: not a valid mirror map ({exc})", hint='expected {"docker.io": "mirror/hub"}'
-        ) from exc
-    return tuple(sorted(pairs, key=lambda kv: (-len(kv[0]), kv[0])))
-
-
-def load_bases(bases_lock: Path, mirror_record: Path, mirror_map: Path | None = None) -> BaseResolution:
-    """Everything known about bases on this machine (see ``BaseResolution``)."""
-    return BaseResolution(
-        upstream=read_bases_lock(bases_lock),
-        mirrors=read_mirror_record(mirror_record),
-        mirror_map=read_mirror_map(mirror_map),
-    )
-
-
-def upstream_references(variants: Iterable[Variant]) -> tuple[str, ...]:
-    """The upstream base references the variants use (what ``bases.lock.json`` must pin), sorted."""
-    return tuple(sorted({v.base.reference for v in variants if not v.base.reference.startswith(MIRROR_PREFIX)}))
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,14 +86,14 @@ class Renderer:
             lstrip_blocks=True,
         )
         self._locks: frozenset[str] | None = None
-        self._families: dict[str, tuple[Any, dict[str, str], tuple[tuple[str, bytes], ...]]] = {}
+        self._families: dict[str, _Family] = {}
 
     def _lock_names(self) -> frozenset[str]:
         if self._locks is None:
             self._locks = frozenset(os.listdir(self.locks_dir)) if self.locks_dir.is_dir() else frozenset()
         return self._locks
 
-    def _family(self, family: str) -> tuple[Any, dict[str, str], tuple[tuple[str, bytes], ...]]:
+    def _family(self, family: str) -> _Family:
         if family in self._families:
             return self._families[family]
         fam_dir = self.images_dir / family
@@ -274,7 +140,7 @@ class Renderer:
         if lock.text is not None and variant.packages:
             context.append(("requirements.lock", lock.text.encode()))
         context.sort()
-        unpinned = list(_base_problems(base))
+        unpinned = list(unpinned_reasons(base))
         if lock.status != "locked" and lock.status != "not-needed":
             unpinned.append(lock.reason)
         labels = dict(variables["labels"])
@@ -307,24 +173,13 @@ class Renderer:
         )
 
 
-def _base_problems(base: BaseImage) -> Iterable[str]:
-    if base.digest is not None:
-        return ()
-    if base.reference.startswith(MIRROR_PREFIX):
-        name = base.reference[len(MIRROR_PREFIX) :]
-        return (f"mirror base {name} is not in the machine-local mirror record (run `bash scripts/setup`)",)
-    return (f"base {base.reference} is not pinned: bases.lock.json has no digest (run `builder bases update`)",)
-
-
 def template_variables(variant: Variant, base: BaseImage, lock: LockState) -> dict[str, Any]:
     """The variables every template gets (documented in images/README.md). Plain JSON values."""
-    from builder.matrix import split_os
-
     acc = variant.accelerator
     os_name, os_version = split_os(variant.os)
     system_python = SYSTEM_PYTHON.get(variant.os)
-    if base.reference.startswith(MIRROR_PREFIX):
-        base_default = base.reference[len(MIRROR_PREFIX) :]
+    if is_mirror(base.reference):
+        base_default = symbolic_name(base.reference)
     else:
         base_default = f"{base.reference}@{base.digest}" if base.digest else base.reference
     require_cuda = min_driver = None
@@ -334,7 +189,7 @@ def template_variables(variant: Variant, base: BaseImage, lock: LockState) -> di
         "org.opencontainers.image.title": variant.id,
         "org.opencontainers.image.description": _describe(variant),
         "org.opencontainers.image.version": variant.framework.version if variant.framework.name != "none" else "",
-        "org.opencontainers.image.base.name": _symbolic(base.reference),
+        "org.opencontainers.image.base.name": symbolic_name(base.reference),
         LABEL_PREFIX + "variant": variant.id,
         LABEL_PREFIX + "matrix": variant.matrix,
         LABEL_PREFIX + "family": variant.family,
@@ -373,7 +228,7 @@ def template_variables(variant: Variant, base: BaseImage, lock: LockState) -> di
         "base": {
             "reference": base.reference,
             "pinned": base.digest is not None,
-            "mirror": base.reference.startswith(MIRROR_PREFIX),
+            "mirror": is_mirror(base.reference),
         },
         "base_default": base_default,
         "packages": list(variant.packages),
@@ -397,10 +252,6 @@ def _cuda_facts(cuda_version: str) -> tuple[str, str]:
     from builder import compat
 
     return compat.require_cuda(cuda_version), compat.min_driver(cuda_version)
-
-
-def _symbolic(reference: str) -> str:
-    return reference[len(MIRROR_PREFIX) :] if reference.startswith(MIRROR_PREFIX) else reference
 
 
 _TRAILING_WS = re.compile(r"[ \t]+$", re.MULTILINE)

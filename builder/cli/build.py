@@ -1,4 +1,4 @@
-"""``builder build`` and ``builder bases``: thin Click layer over ``builder.build``.
+"""``builder build`` and ``builder bases``: thin Click layer over ``builder.builds`` and ``builder.bases``.
 
 Docs: docs/build.md. Exit codes: 0 all built or up to date; 14 some variant failed (the summary
 lists each with its log); 3 engine unavailable; 5 registry unavailable; 6 registry refused our
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -35,7 +35,12 @@ from builder.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from builder.builds.plan import BuildOptions, PlannedBuild
+    from builder.builds.run import BuildRun
     from builder.config import Config
+    from builder.models import BuiltImage, RenderedImage
     from builder.registry import RegistryClient
 
 
@@ -123,38 +128,27 @@ def build(
       builder build --changed-since origin/main --shard 1/4 --json
       builder build --select 'jax*' --keyless    in CI: sign with the workflow's OIDC identity
     """
-    from builder import build as core
-    from builder.errors import BuildFailedError, ConfigError, TagConflictError
+    from builder.builds.plan import BuildOptions, build_secrets
+    from builder.builds.run import build_variants, preview, raise_for_failures
+    from builder.errors import ConfigError
+    from builder.selection import Selection
+    from builder.variants import select_renders
 
     app = app_context()
     cfg = app.config
     con = console()
-    rendered: list[Any] = list(core.render_matrices(cfg, matrices))
-    rendered = core.select(rendered, globs)
-    if changed_since:
-        before = core.render_at_ref(cfg, changed_since, matrices)
-        rendered = core.changed_variants(rendered, before)
-    if shard:
-        i, n = core.parse_shard(shard)
-        rendered = core.shard(rendered, i, n)
-    secret_pairs = [] if no_ca_bundle else list(core.default_secrets(ca_bundle or core.DEFAULT_CA_BUNDLE))
-    if ca_bundle and not no_ca_bundle and not ca_bundle.is_file():
-        raise ConfigError(f"--ca-bundle {ca_bundle} does not exist")
-    for s in secrets:
-        parts = dict(p.split("=", 1) for p in s.split(",") if "=" in p)
-        if "id" not in parts or "src" not in parts:
-            raise ConfigError(f"--secret {s!r}: expected id=ID,src=PATH")
-        secret_pairs.append((parts["id"], Path(parts["src"])))
+    rendered = select_renders(cfg, matrices, Selection.from_options(globs, shard, changed_since))
+    secret_pairs = build_secrets(ca_bundle, no_ca_bundle=no_ca_bundle, extra=secrets)
     if source_date_epoch is None:
         source_date_epoch = default_source_date_epoch(cfg)
-    options = core.BuildOptions(
+    options = BuildOptions(
         registry=cfg.registry,
         state_dir=cfg.state_dir,
         workers=workers or cfg.workers,
         builder=buildx_builder,
         platforms=platforms,
         cache=registry_cache,
-        secrets=tuple(secret_pairs),
+        secrets=secret_pairs,
         source_date_epoch=source_date_epoch,
         allow_unpinned=allow_unpinned,
         rebuild=rebuild,
@@ -164,11 +158,7 @@ def build(
     client = client_factory(cfg, creds)(cfg.registry)
 
     if dry_run:
-        core.check_tags(rendered)
-        core.check_pinned(rendered, allow_unpinned=allow_unpinned)
-        plan = core.plan_builds(
-            rendered, core.lookup_content_tags(client, rendered), registry=cfg.registry, rebuild=rebuild
-        )
+        plan = preview(rendered, options, client)
         emit({"plan": [p.to_json() for p in plan]}, lambda: _print_plan(plan))
         return
 
@@ -177,7 +167,7 @@ def build(
     on_built = None
     if sign or keyless_:
         on_built = _signing_hook(
-            cfg, key, client, options, secret_pairs, keyless=keyless_, oidc_token=oidc_token, trust_config=trust_config
+            cfg, key, client, options, keyless=keyless_, oidc_token=oidc_token, trust_config=trust_config
         )
 
     def progress(variant: str, event: str, detail: str) -> None:
@@ -194,22 +184,10 @@ def build(
             "nothing to build (no variant selected)",
         )
         return
-    run = core.build_variants(rendered, options, client=client, on_built=on_built, on_progress=progress)
-    if run.failed:
-        if not app.json_output:
-            _print_summary(run)
-        if all((b.error or "").startswith(TagConflictError.kind + ":") for b in run.failed):
-            raise TagConflictError(
-                "; ".join((b.error or "").split(":", 1)[1].strip() for b in run.failed),
-                failed=[core.built_json(b) for b in run.failed],
-                summary=run.to_json(),
-            )
-        raise BuildFailedError(
-            f"{len(run.failed)} of {len(run.results)} variant(s) failed: "
-            + ", ".join(f"{b.variant_id} (log {b.log_path})" for b in run.failed),
-            failed=[core.built_json(b) for b in run.failed],
-            summary=run.to_json(),
-        )
+    run = build_variants(rendered, options, client=client, on_built=on_built, on_progress=progress)
+    if run.failed and not app.json_output:
+        _print_summary(run)
+    raise_for_failures(run)
     emit(run.to_json(), lambda: _print_summary(run))
 
 
@@ -217,17 +195,17 @@ def _signing_hook(
     cfg: Config,
     key: Path | None,
     client: RegistryClient,
-    options: Any,
-    secrets: Any = None,
+    options: BuildOptions,
     *,
     keyless: bool = False,
     oidc_token: str | None = None,
     trust_config: Path | None = None,
-) -> Any:
-    """``on_built`` hook through ``builder.build.signing_hook``: the CLI reads the key password
+) -> Callable[[BuiltImage, RenderedImage], None]:
+    """``on_built`` hook through ``builder.publish.signing_hook``: the CLI reads the key password
     (``BUILDER_KEY_PASSWORD``, else ``COSIGN_PASSWORD``) or, with ``keyless``, the OIDC token
     (``--oidc-token``/``BUILDER_OIDC_TOKEN``, else the ambient CI token) and the trust config."""
-    from builder.build import KeylessSetup, git_commit, signing_hook
+    from builder.builds.source import git_commit
+    from builder.publish import KeylessSetup, signing_hook
 
     setup = None
     signer = None
@@ -248,11 +226,10 @@ def _signing_hook(
         git_commit=git_commit(cfg.root),
         signer=signer,
         keyless=setup,
-        secret_ids=[s[0] for s in secrets] if secrets is not None else None,
     )
 
 
-def _print_plan(plan: Any) -> None:
+def _print_plan(plan: Sequence[PlannedBuild]) -> None:
     from rich.table import Table
 
     t = Table(title="build plan", show_lines=False)
@@ -263,7 +240,7 @@ def _print_plan(plan: Any) -> None:
     console().print(t)
 
 
-def _print_summary(run: Any) -> None:
+def _print_summary(run: BuildRun) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -304,21 +281,19 @@ def bases() -> None:
 def bases_update(matrices: tuple[Path, ...], check: bool, docker_config: Path | None) -> None:
     """Resolve every upstream base tag of the matrices to a digest and write bases.lock.json,
     showing what changed, including a changed NVIDIA_REQUIRE_CUDA or CUDA_VERSION."""
-    from builder.build import update_bases
+    from builder.bases import update_bases, upstream_references
     from builder.errors import RenderStaleError
-    from builder.matrix import load_matrices, matrix_paths
-    from builder.render import load_bases, upstream_references
+    from builder.selection import Selection
+    from builder.variants import select_variants
 
     cfg = app_context().config
-    bases_res = load_bases(cfg.bases_lock, cfg.mirror_record, cfg.mirror_map)
-    loaded = load_matrices(matrix_paths(cfg.matrices_dir, matrices))
-    refs = upstream_references([v for m in loaded for v in m.variants])
+    chosen = select_variants(cfg, matrices, Selection())
     changes = update_bases(
-        refs,
+        upstream_references(chosen.variants),
         cfg.bases_lock,
         resolve_client=client_factory(cfg, docker_credentials(docker_config)),
         default_registry=cfg.registry,
-        map_reference=bases_res.map_reference,
+        map_reference=chosen.bases.map_reference,
         write=not check,
     )
     changed = [c for c in changes if c.changed]

@@ -51,27 +51,17 @@ def list_(
       builder matrix list --format github --shard 1/4
       builder matrix list --format github --changed-since origin/main
     """
-    from builder import matrix as core
-    from builder import render
+    from builder.matrix import github_matrix, variant_json
+    from builder.selection import Selection
+    from builder.variants import select_variants
 
     cfg = app_context().config
-    bases = render.load_bases(cfg.bases_lock, cfg.mirror_record, cfg.mirror_map)
-    loaded = core.load_matrices(core.matrix_paths(cfg.matrices_dir, matrices), bases=bases)
-    variants = core.select([v for m in loaded for v in m.variants], globs)
-    if changed_since:
-        from builder import build
-
-        now = render.render_all(variants, images_dir=cfg.images_dir, locks_dir=cfg.locks_dir, bases=bases)
-        before = build.render_at_ref(cfg, changed_since, matrices)
-        changed = {r.variant.id for r in build.changed_variants(now, before)}
-        variants = tuple(v for v in variants if v.id in changed)
-    if shard:
-        i, n = core.parse_shard(shard)
-        variants = core.shard(variants, i, n)
+    chosen = select_variants(cfg, matrices, Selection.from_options(globs, shard, changed_since))
+    variants, loaded = chosen.variants, chosen.matrices
     if fmt == "github":
-        sys.stdout.write(json.dumps(core.github_matrix(variants), separators=(",", ":")) + "\n")
+        sys.stdout.write(json.dumps(github_matrix(variants), separators=(",", ":")) + "\n")
         return
-    payload = [core.variant_json(v) for v in variants]
+    payload = [variant_json(v) for v in variants]
     if fmt == "json":
         app_context().json_output = True
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -16,22 +15,6 @@ from builder.cli._common import (
     matrix_option,
     select_option,
 )
-
-if TYPE_CHECKING:
-    from builder.config import Config
-    from builder.models import Variant
-    from builder.render import BaseResolution
-
-
-def _variants(matrices: tuple[Path, ...], globs: tuple[str, ...]) -> tuple[Config, BaseResolution, tuple[Variant, ...]]:
-    from builder import matrix as core
-    from builder import render as rcore
-
-    cfg = app_context().config
-    bases = rcore.load_bases(cfg.bases_lock, cfg.mirror_record, cfg.mirror_map)
-    loaded = core.load_matrices(core.matrix_paths(cfg.matrices_dir, matrices), bases=bases)
-    variants = core.select([v for m in loaded for v in m.variants], globs)
-    return cfg, bases, variants
 
 
 @click.command()
@@ -53,9 +36,11 @@ def render(matrices: tuple[Path, ...], globs: tuple[str, ...], out_dir: str | No
     machine. Renders of variants no longer in a matrix are removed (not with --select).
     """
     from builder import render as rcore
+    from builder.selection import Selection
+    from builder.variants import select_renders
 
-    cfg, bases, variants = _variants(matrices, globs)
-    rendered = rcore.render_all(variants, images_dir=cfg.images_dir, locks_dir=cfg.locks_dir, bases=bases)
+    cfg = app_context().config
+    rendered = select_renders(cfg, matrices, Selection(globs=globs))
     out = Path(out_dir) if out_dir else cfg.render_dir
     prune = not globs
     every = not matrices and not globs
@@ -105,8 +90,11 @@ def lock(matrices: tuple[Path, ...], globs: tuple[str, ...], upgrade: bool, time
     import sys
 
     from builder import locks
+    from builder.selection import Selection
+    from builder.variants import select_variants
 
-    cfg, _bases, variants = _variants(matrices, globs)
+    cfg = app_context().config
+    variants = select_variants(cfg, matrices, Selection(globs=globs)).variants
     uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
     env = dict(os.environ)
     env.setdefault("UV_HTTP_TIMEOUT", "15")

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from builder.build import update_bases
+from builder.bases import read_bases_lock, update_bases
 from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json, sha256_digest
 
 CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -66,9 +66,7 @@ def test_bases_update_reports_new_digest_and_changed_cuda_requirement(
     assert doc["bases"][ref] == {"digest": first, "nvidia_require_cuda": REQUIRE_OLD, "cuda_version": "12.8.1"}
     assert doc["bases"][other]["nvidia_require_cuda"] is None
 
-    # builder.render reads the lock we wrote
-    from builder.render import read_bases_lock
-
+    # the bases lock we wrote reads back
     assert read_bases_lock(lock)[ref] == first
 
     # unchanged: nothing reported as changed

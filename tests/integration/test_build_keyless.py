@@ -142,8 +142,9 @@ def test_signing_hook_with_a_key_writes_verifiable_provenance(
     commit, the secret ids and the source date epoch passed in."""
     import datetime as dt
 
-    from builder.build import BuildOptions, signing_hook
+    from builder.builds.plan import BuildOptions
     from builder.models import Accelerator, BaseImage, BuiltImage, Framework, RenderedImage, Variant
+    from builder.publish import signing_hook
     from builder.registry import RegistryClient
     from builder.signing.keys import generate_key_pair, load_public_keys, load_signer
     from builder.signing.verify import read_attestations, verify_image

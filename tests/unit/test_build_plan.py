@@ -6,22 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from builder.build import (
+from builder.builds.plan import (
     BuildOptions,
     PlannedBuild,
-    build_request,
-    changed_variants,
+    build_secrets,
     check_pinned,
     check_tags,
     content_key,
     default_secrets,
-    materialize,
-    parse_shard,
     plan_builds,
-    select,
-    shard,
 )
-from builder.errors import ConfigError, NotFoundError, UnpinnedBaseError
+from builder.builds.run import BuildRun, build_request, materialize, raise_for_failures
+from builder.errors import BuildFailedError, ConfigError, TagConflictError, UnpinnedBaseError
 from builder.models import Accelerator, BaseImage, BuiltImage, Framework, RenderedImage, Variant
 from builder.predicates import SLSA_PROVENANCE_V1
 from builder.provenance import BUILD_TYPE, provenance_predicate, redact_build_args
@@ -87,27 +83,6 @@ def test_check_tags() -> None:
         check_tags([rendered("sha256-abc")])
 
 
-def test_changed_variants() -> None:
-    now = [rendered("a", "1" * 64), rendered("b", "2" * 64), rendered("c", "3" * 64)]
-    before = [rendered("a", "1" * 64), rendered("b", "9" * 64)]
-    assert [r.variant.id for r in changed_variants(now, before)] == ["b", "c"]
-
-
-def test_shard_and_select() -> None:
-    rs = [rendered(f"v{i}") for i in range(7)]
-    shards = [shard(rs, i, 3) for i in (1, 2, 3)]
-    ids = [r.variant.id for s in shards for r in s]
-    assert sorted(ids) == sorted(r.variant.id for r in rs) and len(set(ids)) == 7
-    assert max(map(len, shards)) - min(map(len, shards)) <= 1
-    assert parse_shard("2/3") == (2, 3)
-    for bad in ("0/3", "4/3", "x"):
-        with pytest.raises(ConfigError):
-            parse_shard(bad)
-    assert [r.variant.id for r in select(rs, ["v1", "v[56]"])] == ["v1", "v5", "v6"]
-    with pytest.raises(NotFoundError, match="nomatch"):
-        select(rs, ["nomatch*"])
-
-
 def test_build_request_and_materialize(tmp_path: Path) -> None:
     r = rendered("a")
     p = PlannedBuild(rendered=r, registry=REG, action="build")
@@ -142,6 +117,31 @@ def test_default_secrets(tmp_path: Path) -> None:
     assert default_secrets(ca) == ()
     ca.write_text("x")
     assert default_secrets(ca) == (("ca_bundle", ca),)
+
+
+def test_build_secrets(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.crt"
+    ca.write_text("x")
+    assert build_secrets(ca, extra=["id=netrc,src=/n"]) == (("ca_bundle", ca), ("netrc", Path("/n")))
+    assert build_secrets(ca, no_ca_bundle=True) == ()
+    with pytest.raises(ConfigError, match="does not exist"):
+        build_secrets(tmp_path / "missing.crt")
+    with pytest.raises(ConfigError, match="id=ID,src=PATH"):
+        build_secrets(None, no_ca_bundle=True, extra=["src=/n"])
+
+
+def test_raise_for_failures_picks_the_exit_code() -> None:
+    ok = BuiltImage("a", f"{REG}/ml/x", "sha256:" + "e" * 64, "a-1", "built")
+    conflict = BuiltImage("b", f"{REG}/ml/x", "", "b-2", "failed", error="tag-conflict: content tag b-2 holds x")
+    broken = BuiltImage("c", f"{REG}/ml/x", "", "c-3", "failed", log_path="/l/c.log", error="engine: boom")
+    raise_for_failures(BuildRun((ok,), (), 1.0))
+    with pytest.raises(TagConflictError) as tag:
+        raise_for_failures(BuildRun((ok, conflict), (), 1.0))
+    assert tag.value.exit_code == 15 and tag.value.message == "content tag b-2 holds x"
+    with pytest.raises(BuildFailedError) as failed:
+        raise_for_failures(BuildRun((ok, conflict, broken), (), 1.0))
+    assert failed.value.exit_code == 14 and "2 of 3 variant(s) failed" in failed.value.message
+    assert [f["variant"] for f in failed.value.details["failed"]] == ["b", "c"]
 
 
 def test_provenance_predicate() -> None:

@@ -1,4 +1,4 @@
-"""Matrix loading, validation with locations, expansion, selection and sharding."""
+"""Matrix loading, validation with locations (builder.yamldoc.Problem), expansion, the list command."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from builder import matrix
 from builder.cli import cli
-from builder.errors import ConfigError, MatrixError, NotFoundError
+from builder.errors import ConfigError, MatrixError
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "matrices"
@@ -89,10 +89,10 @@ def test_matrix_pairing_torch_with_a_line_without_wheels_is_rejected(tmp_path: P
     assert problems and all("no wheels for CUDA 12.9" in p["message"] for p in problems)
     line = next(i for i, t in enumerate(bad.splitlines(), 1) if '"12.9"' in t)
     assert {p["line"] for p in problems} == {line}
-    assert {p["field"] for p in problems} == {"axes.accelerator[0]"}
+    assert {p["path"] for p in problems} == {"axes.accelerator[0]"}
 
 
-def test_bad_matrix_lists_every_problem_with_file_line_and_field() -> None:
+def test_bad_matrix_lists_every_problem_with_file_line_col_and_path() -> None:
     path = DATA / "bad.yaml"
     with pytest.raises(MatrixError) as err:
         matrix.load_matrix(path)
@@ -101,7 +101,7 @@ def test_bad_matrix_lists_every_problem_with_file_line_and_field() -> None:
     marked = {i for i, t in enumerate(path.read_text().splitlines(), 1) if "# BAD" in t}
     assert {p["line"] for p in problems} == marked
     by_line = {p["line"]: p for p in problems}
-    fields = {p["field"] for p in problems}
+    fields = {p["path"] for p in problems}
     assert {
         "repository",
         "colour",
@@ -114,12 +114,17 @@ def test_bad_matrix_lists_every_problem_with_file_line_and_field() -> None:
         "packages.default[1]",
         "base",
     } <= fields
-    cu118 = [p["message"] for p in problems if p["field"] == "axes.accelerator[0]"]
+    cu118 = [p["message"] for p in problems if p["path"] == "axes.accelerator[0]"]
     assert any("torch 2.11 publishes no wheels for CUDA 11.8" in m for m in cu118)
     assert any("no official nvidia/cuda images for ubuntu24.04" in m for m in cu118)
     assert "tpu" in by_line[min(i for i in marked if "tpu" in path.read_text().splitlines()[i - 1])]["message"]
     assert "matrices/bad.yaml:" in err.value.message
     assert err.value.exit_code == 10
+    # the one validation-problem shape (builder.yamldoc.Problem.to_json), with 1-based columns
+    assert all(set(p) == {"file", "line", "col", "path", "message", "severity"} for p in problems)
+    assert all(p["severity"] == "error" and p["col"] >= 1 for p in problems)
+    assert (by_line[5]["col"], by_line[15]["col"], by_line[17]["col"]) == (1, 20, 27)
+    assert f"{path}:15:20: axes.python[1]: python 'three' must be 3.X" in err.value.message
 
 
 def test_unquoted_yaml_versions_are_reported_at_their_own_lines(tmp_path: Path) -> None:
@@ -143,7 +148,7 @@ def test_unquoted_yaml_versions_are_reported_at_their_own_lines(tmp_path: Path) 
     )
     with pytest.raises(MatrixError) as err:
         matrix.load_matrix(p)
-    got = {(x["line"], x["field"], x["message"]) for x in err.value.details["problems"]}
+    got = {(x["line"], x["path"], x["message"]) for x in err.value.details["problems"]}
     assert {
         (8, "axes.python[0]", '3.1 is a YAML number (3.10 lost its trailing zero); quote it: "3.10"'),
         (8, "axes.python[2]", '3 is a YAML number; quote it: "3"'),
@@ -214,7 +219,7 @@ def test_duplicate_cell_from_include_is_reported(tmp_path: Path) -> None:
     with pytest.raises(MatrixError) as err:
         matrix.load_matrix(p)
     (problem,) = err.value.details["problems"]
-    assert problem["line"] == 9 and problem["field"] == "include[0]" and "listed twice" in problem["message"]
+    assert problem["line"] == 9 and problem["path"] == "include[0]" and "listed twice" in problem["message"]
 
 
 def test_debian_cell_needs_the_system_python(tmp_path: Path) -> None:
@@ -233,22 +238,6 @@ def test_same_variant_in_two_matrices_is_rejected(tmp_path: Path) -> None:
     shutil.copy(ROOT / "matrices" / "demo.yaml", b)
     with pytest.raises(MatrixError, match="also produced by"):
         matrix.load_matrices([a, b])
-
-
-def test_select_and_shard() -> None:
-    variants = [v for m in matrix.load_matrices(SHIPPED) for v in m.variants]
-    cuda = matrix.select(variants, ("torch*-cu12*",))
-    assert cuda and all(v.id.startswith("torch") and "-cu12" in v.id for v in cuda)
-    assert matrix.select(variants, ()) == tuple(variants)
-    with pytest.raises(NotFoundError):
-        matrix.select(variants, ("nothing-*",))
-    shards = [matrix.shard(variants, i, 4) for i in range(1, 5)]
-    assert sorted(v.id for s in shards for v in s) == sorted(v.id for v in variants)
-    assert max(map(len, shards)) - min(map(len, shards)) <= 1
-    assert matrix.parse_shard("2/4") == (2, 4)
-    for bad in ("0/4", "5/4", "x", "1/0"):
-        with pytest.raises(ConfigError):
-            matrix.parse_shard(bad)
 
 
 def test_cli_matrix_list_json_and_github_format() -> None:

@@ -1,4 +1,4 @@
-"""Rendering: golden Dockerfiles, determinism, content hash inputs, base resolution, render --check."""
+"""Rendering: golden Dockerfiles, determinism, content hash inputs, base resolution in renders, render --check."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from builder import compat, matrix, render
+from builder import bases, compat, matrix, render
 from builder.errors import RenderStaleError, UnpinnedBaseError
-from builder.models import Variant
+from builder.models import RenderedImage, Variant
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "data" / "golden"
@@ -23,7 +23,7 @@ LOCKS = ROOT / "locks"
 FAKE_CUDA_DIGEST = "sha256:" + "a" * 64
 FAKE_MIRROR_DIGEST = "sha256:" + "b" * 64
 #: Fixed, machine-independent base facts for the golden files.
-BASES = render.BaseResolution(
+BASES = bases.BaseResolution(
     upstream={"nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04": FAKE_CUDA_DIGEST},
     mirrors={"debian:bookworm": ("registry.example:5000/mirror/debian:bookworm", FAKE_MIRROR_DIGEST)},
 )
@@ -37,7 +37,7 @@ def _variants() -> dict[str, Variant]:
 VARIANTS = _variants()
 
 
-def _render(vid: str, bases: render.BaseResolution = BASES, **kw: Path) -> render.RenderedImage:
+def _render(vid: str, bases: bases.BaseResolution = BASES, **kw: Path) -> RenderedImage:
     return render.render_variant(
         VARIANTS[vid], images_dir=kw.get("images_dir", IMAGES), locks_dir=kw.get("locks_dir", LOCKS), bases=bases
     )
@@ -131,11 +131,11 @@ def test_render_is_deterministic_across_processes() -> None:
 def test_content_hash_covers_base_digest_but_not_the_pull_location() -> None:
     vid = "jax0.7-cu128-py3.11-debian12"
     a = _render(vid)
-    other_digest = render.BaseResolution(
+    other_digest = bases.BaseResolution(
         mirrors={"debian:bookworm": ("registry.example:5000/mirror/debian:bookworm", "sha256:" + "c" * 64)}
     )
     b = _render(vid, other_digest)
-    moved = render.BaseResolution(
+    moved = bases.BaseResolution(
         mirrors={"debian:bookworm": ("elsewhere.example/mirror/debian:bookworm", FAKE_MIRROR_DIGEST)}
     )
     c = _render(vid, moved)
@@ -173,7 +173,7 @@ def test_unpinned_base_and_missing_lock_are_refused() -> None:
     demo = _render("jax0.7-cpu-py3.11-debian12")
     assert demo.unpinned == ()
     render.require_pinned(demo)
-    no_mirror = _render("jax0.7-cpu-py3.11-debian12", render.BaseResolution())
+    no_mirror = _render("jax0.7-cpu-py3.11-debian12", bases.BaseResolution())
     assert any("mirror record" in u for u in no_mirror.unpinned)
     assert no_mirror.dockerfile == demo.dockerfile
 
@@ -214,38 +214,6 @@ def test_template_and_context_files_are_part_of_the_hash(tmp_path: Path) -> None
     assert c.content_hash != b.content_hash
     (images / "tiny" / "README.md").write_text("docs only\n")
     assert _render(vid, images_dir=images).content_hash == c.content_hash
-
-
-def test_bases_lock_roundtrip_and_validation(tmp_path: Path) -> None:
-    p = tmp_path / "bases.lock.json"
-    render.write_bases_lock(p, {"ubuntu:24.04": {"digest": None}, "nvidia/cuda:x": {"digest": FAKE_CUDA_DIGEST}})
-    assert render.read_bases_lock(p) == {"nvidia/cuda:x": FAKE_CUDA_DIGEST, "ubuntu:24.04": None}
-    text = p.read_text()
-    render.write_bases_lock(p, {"nvidia/cuda:x": {"digest": FAKE_CUDA_DIGEST}, "ubuntu:24.04": {"digest": None}})
-    assert p.read_text() == text
-    p.write_text(json.dumps({"version": 1, "bases": {"x": {"digest": "md5:1"}}}))
-    from builder.errors import ConfigError
-
-    with pytest.raises(ConfigError):
-        render.read_bases_lock(p)
-
-
-def test_committed_bases_lock_lists_every_upstream_base() -> None:
-    refs = render.upstream_references(VARIANTS.values())
-    assert set(refs) <= set(render.read_bases_lock(ROOT / "bases.lock.json"))
-    assert all(not r.startswith("mirror:") for r in refs)
-
-
-def test_normalize_and_mirror_map(tmp_path: Path) -> None:
-    assert render.normalize_reference("ubuntu:24.04") == "docker.io/library/ubuntu:24.04"
-    assert render.normalize_reference("rocm/dev-ubuntu-24.04:7.2") == "docker.io/rocm/dev-ubuntu-24.04:7.2"
-    assert render.normalize_reference("nvcr.io/nvidia/pytorch:25.01") == "nvcr.io/nvidia/pytorch:25.01"
-    m = tmp_path / "mirrors.json"
-    m.write_text(json.dumps({"docker.io": "hub.corp/dockerhub", "docker.io/nvidia": "hub.corp/nv"}))
-    b = render.BaseResolution(upstream={"ubuntu:24.04": FAKE_CUDA_DIGEST}, mirror_map=render.read_mirror_map(m))
-    assert b.resolve("ubuntu:24.04").pull == f"hub.corp/dockerhub/library/ubuntu:24.04@{FAKE_CUDA_DIGEST}"
-    assert b.map_reference("nvidia/cuda:12.8.1-base-ubuntu24.04") == "hub.corp/nv/cuda:12.8.1-base-ubuntu24.04"
-    assert b.map_reference("quay.io/x/y:1") == "quay.io/x/y:1"
 
 
 def _project_copy(tmp_path: Path) -> Path:
@@ -379,7 +347,7 @@ def test_gpu_archs_declarations_are_validated(tmp_path: Path) -> None:
     p.write_text(text)
     with pytest.raises(MatrixError) as err:
         matrix.load_matrix(p)
-    fields = {x["field"]: x["message"] for x in err.value.details["problems"]}
+    fields = {x["path"]: x["message"] for x in err.value.details["problems"]}
     assert "'none' is not a GPU architecture" in fields["gpu_archs.cuda[1]"]
     assert "a cpu image has no GPU architectures" in fields["gpu_archs.cpu"]
     ok = p.read_text().replace("  cuda: [sm_80, none]\n  cpu: [sm_90]", "  cuda: [sm_80, compute_80]")

@@ -1,4 +1,4 @@
-"""builder.matrix.variant_reference: `builder check VARIANT-ID` resolves through the matrices to the moving
+"""builder.selection.variant_reference: `builder check VARIANT-ID` resolves through the matrices to the moving
 variant tag; an unknown id is a NotFoundError listing close ids."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from builder.errors import NotFoundError
-from builder.matrix import load_matrices, looks_like_variant_id, variant_reference
+from builder.matrix import load_matrices
+from builder.selection import looks_like_variant_id, variant_reference
 
 TINY = Path(__file__).resolve().parent.parent / "data" / "matrices" / "tiny.yaml"
 

@@ -1,0 +1,354 @@
+"""Base images: the OS releases they ship, pinning (``bases.lock.json``), mirrors and the mirror map.
+
+Design (docs/templates.md, docs/air-gapped.md):
+
+- a matrix names each variant's base as written (``nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04``,
+  or ``mirror:debian:bookworm`` for a machine-local mirror);
+- the committed ``bases.lock.json`` pins every upstream reference to a digest
+  (:func:`update_bases` writes it, :func:`read_bases_lock` reads it);
+- ``<state_dir>/mirror.json`` (written by ``scripts/setup``) records the machine-local mirrors
+  (:func:`read_mirror_record`); their digests are never written into committed files;
+- a site's mirror map (``mirror_map`` in builder.toml) rewrites upstream names for air-gapped sites
+  (:func:`read_mirror_map`, :meth:`BaseResolution.map_reference`).
+
+:class:`BaseResolution` brings the three together and turns a reference as written into a
+:class:`~builder.models.BaseImage` (digest, pull reference).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from builder.errors import ConfigError, NotFoundError
+from builder.models import BaseImage, Variant
+
+if TYPE_CHECKING:
+    from builder.registry import RegistryClient
+
+#: Prefix of a machine-local mirror base in matrices: ``mirror:debian:bookworm``.
+MIRROR_PREFIX = "mirror:"
+
+# --------------------------------------------------------------------------------------------
+# OS releases of the base images
+# --------------------------------------------------------------------------------------------
+
+#: An OS release as matrices name it: ``ubuntu24.04``, ``debian12`` (groups ``name``, ``version``).
+OS_RE = re.compile(r"^(?P<name>[a-z]+)(?P<version>\d+(?:\.\d+)?)$")
+#: The Python each OS release ships as ``python3`` (sources: https://packages.ubuntu.com/noble/python3,
+#: https://packages.ubuntu.com/jammy/python3, https://packages.debian.org/bookworm/python3,
+#: https://packages.debian.org/trixie/python3). Other Pythons on Ubuntu come from the deadsnakes PPA
+#: (https://launchpad.net/~deadsnakes/+archive/ubuntu/ppa); Debian images support only their system Python.
+SYSTEM_PYTHON: dict[str, str] = {
+    "ubuntu22.04": "3.10",
+    "ubuntu24.04": "3.12",
+    "debian12": "3.11",
+    "debian13": "3.13",
+}
+#: glibc of each OS release -> the manylinux tag wheels for it may carry (lock resolution target).
+#: Sources: ``libc6`` on https://packages.ubuntu.com/jammy/libc6 (2.35), https://packages.ubuntu.com/noble/libc6
+#: (2.39), https://packages.debian.org/bookworm/libc6 (2.36), https://packages.debian.org/trixie/libc6 (2.41;
+#: uv knows manylinux tags up to 2_40).
+OS_GLIBC: dict[str, str] = {
+    "ubuntu22.04": "2_35",
+    "ubuntu24.04": "2_39",
+    "debian12": "2_36",
+    "debian13": "2_40",
+}
+
+
+def split_os(os: str) -> tuple[str, str]:
+    """``ubuntu24.04`` -> ``("ubuntu", "24.04")``; a name that is not ``<name><version>`` -> ``(os, "")``."""
+    m = OS_RE.match(os)
+    return (m.group("name"), m.group("version")) if m else (os, "")
+
+
+# --------------------------------------------------------------------------------------------
+# Resolution: committed lock, machine-local mirror record, mirror map
+# --------------------------------------------------------------------------------------------
+
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseResolution:
+    """What is known about base images on this machine.
+
+    ``upstream``: reference as written in matrices -> digest or None (``bases.lock.json``);
+    ``mirrors``: mirror name (``debian:bookworm``) -> (registry reference, digest)
+    (``<state_dir>/mirror.json``); ``mirror_map``: (upstream prefix, mirror prefix) pairs,
+    longest prefix first, applied to the fully qualified upstream name (``docker.io/nvidia/cuda``).
+    """
+
+    upstream: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    mirrors: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    mirror_map: tuple[tuple[str, str], ...] = ()
+
+    def resolve(self, reference: str) -> BaseImage:
+        """``reference`` as written in a matrix -> BaseImage (digest None when not pinned)."""
+        if reference.startswith(MIRROR_PREFIX):
+            name = reference[len(MIRROR_PREFIX) :]
+            entry = self.mirrors.get(name)
+            if entry is None:
+                return BaseImage(reference, None, name)
+            ref, mirror_digest = entry
+            return BaseImage(reference, mirror_digest, f"{ref.split('@', 1)[0]}@{mirror_digest}")
+        digest = self.upstream.get(reference)
+        pull = self.map_reference(reference)
+        return BaseImage(reference, digest, f"{pull}@{digest}" if digest else pull)
+
+    def map_reference(self, reference: str) -> str:
+        """Apply the mirror map (air-gapped sites); the reference unchanged when no prefix matches."""
+        if not self.mirror_map:
+            return reference
+        full = normalize_reference(reference)
+        for src, dst in self.mirror_map:
+            if full == src or full.startswith(src.rstrip("/") + "/"):
+                return dst.rstrip("/") + full[len(src.rstrip("/")) :]
+        return reference
+
+
+def is_mirror(reference: str) -> bool:
+    """True for a machine-local mirror base (``mirror:debian:bookworm``)."""
+    return reference.startswith(MIRROR_PREFIX)
+
+
+def symbolic_name(reference: str) -> str:
+    """The name a committed file may show: the upstream name of a mirror base (``debian:bookworm``),
+    else the reference as written."""
+    return reference[len(MIRROR_PREFIX) :] if is_mirror(reference) else reference
+
+
+def unpinned_reasons(base: BaseImage) -> tuple[str, ...]:
+    """Why ``base`` is not reproducible: ``()`` when it has a digest, else one sentence that says what
+    to run (``builder bases update`` for an upstream base, ``scripts/setup`` for a mirror)."""
+    if base.digest is not None:
+        return ()
+    if is_mirror(base.reference):
+        name = symbolic_name(base.reference)
+        return (f"mirror base {name} is not in the machine-local mirror record (run `bash scripts/setup`)",)
+    return (f"base {base.reference} is not pinned: bases.lock.json has no digest (run `builder bases update`)",)
+
+
+def normalize_reference(reference: str) -> str:
+    """Fully qualified name: ``ubuntu:24.04`` -> ``docker.io/library/ubuntu:24.04``,
+    ``nvidia/cuda:12.8.1-...`` -> ``docker.io/nvidia/cuda:12.8.1-...`` (Docker's rules:
+    https://docs.docker.com/reference/cli/docker/image/tag/#description)."""
+    first, _, rest = reference.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return reference
+    if not rest:
+        return f"docker.io/library/{reference}"
+    return f"docker.io/{reference}"
+
+
+def read_bases_lock(path: Path) -> dict[str, str | None]:
+    """``bases.lock.json`` -> {reference: digest or None}. A missing file is an empty lock.
+
+    Format: ``{"version": 1, "bases": {"<reference>": {"digest": "sha256:..." | null, ...}}}``
+    (extra keys per entry are kept by writers and ignored here). Raises ConfigError when invalid.
+    """
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        entries = data["bases"]
+        out: dict[str, str | None] = {}
+        for ref, entry in entries.items():
+            digest = entry.get("digest") if isinstance(entry, dict) else None
+            if digest is not None and not _DIGEST_RE.match(str(digest)):
+                raise ValueError(f"{ref}: digest {digest!r} is not sha256:<64 hex>")
+            out[str(ref)] = digest
+        return out
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(
+            f"{path}: not a valid bases lock ({exc})", hint="regenerate it with `builder bases update`"
+        ) from exc
+
+
+def write_bases_lock(path: Path, entries: Mapping[str, Mapping[str, str | None]]) -> None:
+    """Write ``bases.lock.json`` deterministically (sorted keys, 2-space indent, final newline).
+    ``entries``: reference -> {"digest": "sha256:..." | None, ...extra facts (text or None)}."""
+    doc = {
+        "version": 1,
+        "comment": "Upstream base-image digests; written by `builder bases update`. null = not pinned yet.",
+        "bases": {ref: dict(entries[ref]) for ref in sorted(entries)},
+    }
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def read_mirror_record(path: Path) -> dict[str, tuple[str, str]]:
+    """``<state_dir>/mirror.json`` (written by scripts/setup) -> {name: (reference, digest)}.
+    Missing file: empty. Raises ConfigError when invalid."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        return {str(k): (str(v["reference"]), str(v["digest"])) for k, v in data.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: not a valid mirror record ({exc})", hint="rerun `bash scripts/setup`") from exc
+
+
+def read_mirror_map(path: Path | None) -> tuple[tuple[str, str], ...]:
+    """Mirror map file (JSON, or YAML when named *.yaml/*.yml): ``{"docker.io": "mirror.corp/hub",
+    "docker.io/nvidia": "mirror.corp/nvidia"}`` -> pairs, longest prefix first. ``()`` for None.
+    Raises ConfigError when the file is missing or not such a mapping."""
+    if path is None:
+        return ()
+    if not path.exists():
+        raise ConfigError(f"mirror map {path} does not exist", hint='fix `mirror_map` in builder.toml or set it to ""')
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            data = YAML(typ="safe", pure=True).load(path.read_text())
+        else:
+            data = json.loads(path.read_text())
+        pairs = [(str(k), str(v)) for k, v in dict(data).items()]
+    except (YAMLError, ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"{path}: not a valid mirror map ({exc})", hint='expected {"docker.io": "mirror/hub"}'
+        ) from exc
+    return tuple(sorted(pairs, key=lambda kv: (-len(kv[0]), kv[0])))
+
+
+def load_bases(bases_lock: Path, mirror_record: Path, mirror_map: Path | None = None) -> BaseResolution:
+    """Everything known about bases on this machine (see ``BaseResolution``). Raises ConfigError
+    when one of the files is invalid."""
+    return BaseResolution(
+        upstream=read_bases_lock(bases_lock),
+        mirrors=read_mirror_record(mirror_record),
+        mirror_map=read_mirror_map(mirror_map),
+    )
+
+
+def upstream_references(variants: Iterable[Variant]) -> tuple[str, ...]:
+    """The upstream base references the variants use (what ``bases.lock.json`` must pin), sorted."""
+    return tuple(sorted({v.base.reference for v in variants if not is_mirror(v.base.reference)}))
+
+
+# --------------------------------------------------------------------------------------------
+# Pinning: `builder bases update`
+# --------------------------------------------------------------------------------------------
+
+#: Image config Env facts recorded per base (NVIDIA's CUDA images set both:
+#: https://gitlab.com/nvidia/container-images/cuda/-/blob/master/dist/README.md).
+ENV_FACTS = ("NVIDIA_REQUIRE_CUDA", "CUDA_VERSION")
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseChange:
+    """One base reference after ``bases update``: ``old``/``new`` digests and the image facts
+    (``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION`` from the config's Env) that changed between them."""
+
+    reference: str
+    old_digest: str | None
+    new_digest: str
+    old_facts: Mapping[str, str | None]
+    new_facts: Mapping[str, str | None]
+
+    @property
+    def changed(self) -> bool:
+        return self.old_digest != self.new_digest
+
+    @property
+    def fact_changes(self) -> dict[str, tuple[str | None, str | None]]:
+        """Env fact -> (old, new), only the facts that differ."""
+        return {
+            k: (self.old_facts.get(k), self.new_facts.get(k))
+            for k in ENV_FACTS
+            if self.old_facts.get(k) != self.new_facts.get(k)
+        }
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "reference": self.reference,
+            "old_digest": self.old_digest,
+            "new_digest": self.new_digest,
+            "changed": self.changed,
+            "facts": dict(self.new_facts),
+            "fact_changes": {k: {"old": o, "new": n} for k, (o, n) in self.fact_changes.items()},
+        }
+
+
+def base_facts(client: RegistryClient, repository: str, digest: str) -> dict[str, str | None]:
+    """``NVIDIA_REQUIRE_CUDA`` and ``CUDA_VERSION`` from the image config's Env (None when absent);
+    for an index, the linux/amd64 (else first runnable) platform's config. Raises the registry's
+    errors (NotFoundError when ``digest`` is gone)."""
+    from builder.registry import config_env, image_config
+
+    env = config_env(image_config(client, repository, digest))
+    return {k: env.get(k) for k in ENV_FACTS}
+
+
+def _lock_entries(lock_path: Path) -> dict[str, dict[str, str | None]]:
+    """The entries of an existing lock as written (missing file: empty). ConfigError when invalid."""
+    if not lock_path.exists():
+        return {}
+    try:
+        bases = json.loads(lock_path.read_text()).get("bases") or {}
+        return {str(ref): dict(entry) for ref, entry in dict(bases).items() if isinstance(entry, dict)}
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ConfigError(f"{lock_path}: not a valid bases lock ({exc})") from exc
+
+
+def _facts_or(
+    client: RegistryClient, repository: str, digest: str, recorded: dict[str, str | None]
+) -> dict[str, str | None]:
+    """:func:`base_facts` of ``digest``, or ``recorded`` (the lock's entry) when the registry no longer
+    has that digest (NotFoundError); other registry errors propagate."""
+    try:
+        return base_facts(client, repository, digest)
+    except NotFoundError:
+        return recorded
+
+
+def update_bases(
+    references: Iterable[str],
+    lock_path: Path,
+    *,
+    resolve_client: Callable[[str], RegistryClient],
+    default_registry: str,
+    map_reference: Callable[[str], str] = lambda r: r,
+    write: bool = True,
+) -> list[BaseChange]:
+    """Resolve every upstream base reference (through the mirror map when the site has one) to a
+    digest, read its CUDA facts, compare with the lock (``old`` facts are read from the registry
+    for the old digest when it still resolves, else from the lock entry), and write
+    ``bases.lock.json`` (:func:`write_bases_lock`: ``{"version": 1, "bases": {ref: {"digest",
+    "nvidia_require_cuda", "cuda_version"}}}``). References no longer used are dropped.
+    Raises NotFoundError / RegistryError naming the reference, ConfigError for an invalid lock."""
+    from builder.registry import parse_reference
+
+    old_doc = _lock_entries(lock_path)
+    changes: list[BaseChange] = []
+    entries: dict[str, dict[str, str | None]] = {}
+    for reference in sorted(set(references)):
+        ref = parse_reference(map_reference(reference), default_registry)
+        client = resolve_client(ref.registry)
+        new_digest = client.resolve(ref.repository, ref.ref)
+        new_facts = base_facts(client, ref.repository, new_digest)
+        old_entry = old_doc.get(reference, {})
+        old_digest = old_entry.get("digest")
+        old_facts: dict[str, str | None] = {
+            "NVIDIA_REQUIRE_CUDA": old_entry.get("nvidia_require_cuda"),
+            "CUDA_VERSION": old_entry.get("cuda_version"),
+        }
+        if old_digest and old_digest != new_digest:
+            old_facts = _facts_or(client, ref.repository, old_digest, old_facts)
+        elif old_digest == new_digest:
+            old_facts = new_facts
+        changes.append(BaseChange(reference, old_digest, new_digest, old_facts, new_facts))
+        entries[reference] = {
+            "digest": new_digest,
+            "nvidia_require_cuda": new_facts.get("NVIDIA_REQUIRE_CUDA"),
+            "cuda_version": new_facts.get("CUDA_VERSION"),
+        }
+    if write:
+        write_bases_lock(lock_path, entries)
+    return changes

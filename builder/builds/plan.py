@@ -1,0 +1,197 @@
+"""The build plan (pure): options, tag rules, reproducibility checks and what happens to each variant.
+
+A variant is ``up-to-date`` when its content tag ``<variant-id>-<hash12>`` already exists in the
+registry (:func:`plan_builds` decides from the look-ups :mod:`builder.builds.tags` makes), else it is
+built. Tags follow the OCI distribution spec's tag grammar (at most 128 characters of
+``[A-Za-z0-9_.-]``: https://github.com/opencontainers/distribution-spec/blob/main/spec.md#pulling-manifests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from builder.errors import ConfigError, UnpinnedBaseError
+from builder.models import RenderedImage
+
+#: The host CA bundle (Debian/Ubuntu path) passed as BuildKit secret ``ca_bundle`` when it exists.
+DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+CA_SECRET_ID = "ca_bundle"
+
+
+PENDING_PREFIX = "pending-"
+
+
+CACHE_PREFIX = "buildcache-"
+
+
+MAX_TAG = 128
+
+
+_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+Action = Literal["build", "up-to-date"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOptions:
+    """How to build. ``registry``: host[:port] the repositories are relative to; ``workers``:
+    parallel builds (>= 1); ``builder``: buildx builder name (None: current); ``platforms``:
+    overrides each variant's platform; ``cache``: registry build cache under
+    ``<repo>:buildcache-<variant-id>``; ``secrets``: ``(id, path)`` BuildKit secrets;
+    ``source_date_epoch``: seconds (None: not set); ``rebuild``: build even when the content tag
+    exists (the tag step stays write-once); ``buildx_provenance``: buildx's own attestation
+    manifest (None: buildx default)."""
+
+    registry: str
+    state_dir: Path
+    workers: int = 2
+    builder: str | None = None
+    platforms: tuple[str, ...] = ()
+    cache: bool = False
+    secrets: tuple[tuple[str, Path], ...] = ()
+    source_date_epoch: int | None = None
+    allow_unpinned: bool = False
+    rebuild: bool = False
+    no_cache: bool = False
+    buildx_provenance: bool | None = None
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+
+def default_secrets(ca_bundle: Path | None = DEFAULT_CA_BUNDLE) -> tuple[tuple[str, Path], ...]:
+    """``(("ca_bundle", path),)`` when the CA bundle file exists, else ``()``."""
+    if ca_bundle is not None and ca_bundle.is_file():
+        return ((CA_SECRET_ID, ca_bundle),)
+    return ()
+
+
+def parse_secret(text: str) -> tuple[str, Path]:
+    """``--secret id=ID,src=PATH`` -> ``("ID", Path("PATH"))``. Raises ConfigError when either key is missing."""
+    parts = dict(p.split("=", 1) for p in text.split(",") if "=" in p)
+    if "id" not in parts or "src" not in parts:
+        raise ConfigError(f"--secret {text!r}: expected id=ID,src=PATH")
+    return parts["id"], Path(parts["src"])
+
+
+def build_secrets(
+    ca_bundle: Path | None, *, no_ca_bundle: bool = False, extra: Iterable[str] = ()
+) -> tuple[tuple[str, Path], ...]:
+    """The BuildKit secrets of a build: the CA bundle (``ca_bundle``, default :data:`DEFAULT_CA_BUNDLE`
+    when that file exists; none with ``no_ca_bundle``) and each ``--secret`` text (:func:`parse_secret`).
+    Raises ConfigError when an explicit ``ca_bundle`` does not exist or a secret is malformed."""
+    pairs = [] if no_ca_bundle else list(default_secrets(ca_bundle or DEFAULT_CA_BUNDLE))
+    if ca_bundle and not no_ca_bundle and not ca_bundle.is_file():
+        raise ConfigError(f"--ca-bundle {ca_bundle} does not exist")
+    pairs.extend(parse_secret(s) for s in extra)
+    return tuple(pairs)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedBuild:
+    """What will happen to one variant: ``action`` ``build`` or ``up-to-date`` (then
+    ``existing_digest`` is the content tag's digest)."""
+
+    rendered: RenderedImage
+    registry: str
+    action: Action
+    existing_digest: str | None = None
+
+    @property
+    def variant_id(self) -> str:
+        return self.rendered.variant.id
+
+    @property
+    def repository(self) -> str:
+        return self.rendered.variant.repository
+
+    @property
+    def reference(self) -> str:
+        return f"{self.registry}/{self.repository}"
+
+    @property
+    def content_tag(self) -> str:
+        return self.rendered.content_tag
+
+    @property
+    def variant_tag(self) -> str:
+        return self.rendered.variant.id
+
+    @property
+    def pending_tag(self) -> str:
+        return (PENDING_PREFIX + self.variant_id)[:MAX_TAG]
+
+    @property
+    def cache_tag(self) -> str:
+        return (CACHE_PREFIX + self.variant_id)[:MAX_TAG]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant_id,
+            "reference": self.reference,
+            "content_tag": self.content_tag,
+            "action": self.action,
+            "existing_digest": self.existing_digest,
+        }
+
+
+def check_tags(rendered: Iterable[RenderedImage]) -> None:
+    """Content and variant tags must be valid OCI tags, at most 128 characters, and never start
+    with ``sha256-`` (reserved for signatures and the referrers fallback index). ConfigError."""
+    bad: list[str] = []
+    for r in rendered:
+        for tag in (r.content_tag, r.variant.id):
+            if len(tag) > MAX_TAG or not _TAG_RE.match(tag) or tag.startswith("sha256-"):
+                bad.append(f"{r.variant.id}: tag {tag!r}")
+    if bad:
+        raise ConfigError(
+            "invalid image tags (at most 128 of [A-Za-z0-9_.-], not starting with sha256-): " + "; ".join(bad),
+            hint="shorten the variant id (matrix axes values) so `<variant-id>-<hash12>` fits",
+        )
+
+
+def check_pinned(rendered: Iterable[RenderedImage], *, allow_unpinned: bool = False) -> None:
+    """Refuse variants that are not reproducible (base without digest, missing/stale dependency
+    lock): ``UnpinnedBaseError`` listing every one, unless ``allow_unpinned``."""
+    if allow_unpinned:
+        return
+    problems = [(r.variant.id, reason) for r in rendered for reason in r.unpinned]
+    if problems:
+        listing = "\n".join(f"  {vid}: {reason}" for vid, reason in problems)
+        raise UnpinnedBaseError(
+            f"{len({p[0] for p in problems})} variant(s) are not reproducible:\n{listing}",
+            variants=sorted({p[0] for p in problems}),
+            reasons=[f"{vid}: {reason}" for vid, reason in problems],
+            hint="run `builder bases update` / `builder lock` and commit, or pass --allow-unpinned for a "
+            "throwaway build",
+        )
+
+
+def content_key(repository: str, content_tag: str) -> str:
+    """Key of :func:`lookup_content_tags` results: ``<repository>:<content-tag>``."""
+    return f"{repository}:{content_tag}"
+
+
+def plan_builds(
+    rendered: Sequence[RenderedImage],
+    existing: Mapping[str, str | None],
+    *,
+    registry: str,
+    rebuild: bool = False,
+) -> list[PlannedBuild]:
+    """Pure: decide per variant. ``existing``: :func:`content_key` -> digest or None (from
+    :func:`lookup_content_tags`). Order follows ``rendered``."""
+    out: list[PlannedBuild] = []
+    for r in rendered:
+        digest = existing.get(content_key(r.variant.repository, r.content_tag))
+        action: Action = "up-to-date" if digest and not rebuild else "build"
+        out.append(PlannedBuild(rendered=r, registry=registry, action=action, existing_digest=digest))
+    return out

@@ -1,0 +1,331 @@
+"""Running builds: build the planned variants in parallel, push safely, report each result.
+
+Flow for each variant the plan builds (:mod:`builder.builds.plan`):
+
+1. **Build**: BuildKit through :mod:`builder.engine` with build args, labels, secrets (the host CA
+   bundle as secret ``ca_bundle``), ``SOURCE_DATE_EPOCH``, optional registry cache and a chosen
+   buildx builder; bounded parallelism; one failure does not stop the others; one log file per
+   variant under ``<state_dir>/logs/``.
+2. **Push safely**: buildx pushes to the variant's *pending* tag ``pending-<variant-id>`` (the
+   docker driver cannot push by digest; a pending tag only keeps the pushed manifest referenced).
+   The digest recorded is the one BuildKit reports, checked against the registry; every child
+   manifest and blob of it is verified to exist; only then is the manifest PUT under the content
+   tag, write-once (:func:`builder.builds.tags.publish_content_tag`). Finally the moving variant tag
+   ``<variant-id>`` is pointed at it. A build killed at any point before that leaves no content
+   tag, so a content tag always names a complete image.
+3. **After the push**: the ``on_built`` hook (signing and provenance: :mod:`builder.publish`).
+
+Sources: buildx's metadata file key ``containerimage.digest``
+(https://docs.docker.com/reference/cli/docker/buildx/build/#metadata-file); the docker driver's
+"push-by-digest is currently not implemented for docker driver" (https://github.com/docker/buildx,
+``driver/docker``); BuildKit's ``SOURCE_DATE_EPOCH`` build argument
+(https://docs.docker.com/build/ci/github-actions/reproducible-builds/).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder.builds.plan import BuildOptions, PlannedBuild, check_pinned, check_tags, content_key, plan_builds
+from builder.builds.tags import lookup_content_tags, move_tag, platforms_of, publish_content_tag, resolve_many
+from builder.errors import (
+    BuilderError,
+    BuildFailedError,
+    ConfigError,
+    EngineUnavailableError,
+    RegistryError,
+    RegistryUnavailableError,
+    TagConflictError,
+)
+from builder.models import BuiltImage, RenderedImage
+
+if TYPE_CHECKING:
+    from builder.engine import BuildRequest
+    from builder.registry import RegistryClient
+
+ProgressFn = Callable[[str, str, str], None]  # (variant id, event, detail)
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildRun:
+    """Everything one ``build_variants`` call produced: ``results`` (same order as the plan),
+    ``plan``, and wall-clock ``seconds``."""
+
+    results: tuple[BuiltImage, ...]
+    plan: tuple[PlannedBuild, ...]
+    seconds: float
+
+    @property
+    def failed(self) -> tuple[BuiltImage, ...]:
+        return tuple(r for r in self.results if r.status == "failed")
+
+    def to_json(self) -> dict[str, Any]:
+        counts = {s: sum(1 for r in self.results if r.status == s) for s in ("built", "up-to-date", "failed")}
+        return {
+            "ok": not self.failed,
+            "seconds": round(self.seconds, 3),
+            "counts": counts,
+            "images": [built_json(r) for r in self.results],
+        }
+
+
+def built_json(b: BuiltImage) -> dict[str, Any]:
+    return {
+        "variant": b.variant_id,
+        "status": b.status,
+        "reference": b.reference,
+        "content_tag": b.content_tag,
+        "digest": b.digest or None,
+        "pinned": b.pinned if b.digest else None,
+        "platforms": list(b.platforms),
+        "seconds": round(b.seconds, 3),
+        "log": b.log_path,
+        "error": b.error,
+    }
+
+
+def preview(rendered: Sequence[RenderedImage], options: BuildOptions, client: RegistryClient) -> list[PlannedBuild]:
+    """The plan ``builder build --dry-run`` shows: tags and pinning checked (ConfigError,
+    UnpinnedBaseError unless ``options.allow_unpinned``), every content tag looked up (registry
+    errors propagate), nothing built."""
+    check_tags(rendered)
+    check_pinned(rendered, allow_unpinned=options.allow_unpinned)
+    existing = lookup_content_tags(client, rendered)
+    return plan_builds(rendered, existing, registry=options.registry, rebuild=options.rebuild)
+
+
+def raise_for_failures(run: BuildRun) -> None:
+    """Nothing when every variant was built or up to date; else TagConflictError (exit 15) when every
+    failure was a content tag holding another digest, BuildFailedError (exit 14) otherwise. Both carry
+    ``details['failed']`` (:func:`built_json` of each failure) and ``details['summary']``."""
+    if not run.failed:
+        return
+    failed = [built_json(b) for b in run.failed]
+    if all((b.error or "").startswith(TagConflictError.kind + ":") for b in run.failed):
+        raise TagConflictError(
+            "; ".join((b.error or "").split(":", 1)[1].strip() for b in run.failed),
+            failed=failed,
+            summary=run.to_json(),
+        )
+    raise BuildFailedError(
+        f"{len(run.failed)} of {len(run.results)} variant(s) failed: "
+        + ", ".join(f"{b.variant_id} (log {b.log_path})" for b in run.failed),
+        failed=failed,
+        summary=run.to_json(),
+    )
+
+
+def build_variants(
+    rendered: Sequence[RenderedImage],
+    options: BuildOptions,
+    *,
+    client: RegistryClient,
+    on_built: Callable[[BuiltImage, RenderedImage], None] | None = None,
+    on_progress: ProgressFn | None = None,
+    engine_ping: Callable[[], Any] | None = None,
+) -> BuildRun:
+    """Plan, then build every variant whose content tag is missing (see module docstring).
+
+    ``on_built(built, rendered)`` runs after each successful push (signing hooks here); its
+    failure marks that variant failed. ``on_progress(variant_id, event, detail)`` reports events
+    ``up-to-date``, ``retagged`` (an up-to-date variant's moving tag pointed elsewhere and was
+    moved back), ``building``, ``pushed``, ``built``, ``failed``. Returns a :class:`BuildRun`
+    (failed variants are in it; nothing raises for them). Raises, before building anything:
+    UnpinnedBaseError, ConfigError (bad tags), RegistryUnavailableError/RegistryAuthError (look-ups),
+    EngineUnavailableError (no engine while something must be built). When every build failed
+    for the same infrastructure reason (engine or registry gone), that error is raised.
+    """
+    start = time.monotonic()
+    check_tags(rendered)
+    check_pinned(rendered, allow_unpinned=options.allow_unpinned)
+    # one parallel pass: content tags (what to build) and variant tags (to keep them current)
+    found = resolve_many(client, [(r.variant.repository, t) for r in rendered for t in (r.content_tag, r.variant.id)])
+    existing = {content_key(repo, tag): d for (repo, tag), d in found.items()}
+    plan = plan_builds(rendered, existing, registry=options.registry, rebuild=options.rebuild)
+    progress = on_progress or (lambda _v, _e, _d: None)
+    results: dict[str, BuiltImage] = {}
+    for p in plan:
+        if p.action == "up-to-date":
+            assert p.existing_digest is not None
+            if found.get((p.repository, p.variant_tag)) != p.existing_digest:
+                # e.g. a template change was reverted: the variant tag goes back to this image
+                move_tag(client, p.repository, p.variant_tag, p.existing_digest)
+                progress(p.variant_id, "retagged", f"{p.variant_tag} -> {p.existing_digest}")
+            results[p.variant_id] = BuiltImage(
+                variant_id=p.variant_id,
+                reference=p.reference,
+                digest=p.existing_digest,
+                content_tag=p.content_tag,
+                status="up-to-date",
+                platforms=(p.rendered.variant.platform,),
+            )
+            progress(p.variant_id, "up-to-date", p.existing_digest)
+    todo = [p for p in plan if p.action == "build"]
+    if todo:
+        if engine_ping is None:
+            from builder import engine
+
+            engine_ping = engine.ping
+        engine_ping()  # EngineUnavailableError (exit 3) before any work
+        options.logs_dir.mkdir(parents=True, exist_ok=True)
+        errors: dict[str, BuilderError] = {}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
+            futures = {pool.submit(_build_one, p, options, client, progress, on_built): p for p in todo}
+            for fut in concurrent.futures.as_completed(futures):
+                p = futures[fut]
+                built, err = fut.result()
+                results[p.variant_id] = built
+                if err is not None:
+                    errors[p.variant_id] = err
+        _raise_if_infrastructure_down(errors, len(todo))
+    ordered = tuple(results[p.variant_id] for p in plan)
+    return BuildRun(results=ordered, plan=tuple(plan), seconds=time.monotonic() - start)
+
+
+def _raise_if_infrastructure_down(errors: Mapping[str, BuilderError], attempted: int) -> None:
+    if not errors or len(errors) < attempted:
+        return
+    for kind in (EngineUnavailableError, RegistryUnavailableError):
+        matching = [e for e in errors.values() if isinstance(e, kind)]
+        if len(matching) == len(errors):
+            raise matching[0]
+
+
+class _Log:
+    """A per-variant build log file (thread-safe line writer)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._f = path.open("w", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def __call__(self, line: str) -> None:
+        with self._lock:
+            self._f.write(line if line.endswith("\n") else line + "\n")
+            self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def materialize(rendered: RenderedImage, directory: Path) -> tuple[Path, Path]:
+    """Write the build context (``directory/context``) and the Dockerfile (``directory/Dockerfile``,
+    outside the context so it never lands in it). Returns (context dir, Dockerfile path).
+    Rejects context paths that escape the directory (ConfigError)."""
+    ctx = directory / "context"
+    ctx.mkdir(parents=True, exist_ok=True)
+    root = ctx.resolve()
+    for rel, data in rendered.context:
+        target = (ctx / rel).resolve()
+        if root not in target.parents:
+            raise ConfigError(f"{rendered.variant.id}: context file {rel!r} escapes the build context")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    dockerfile = directory / "Dockerfile"
+    dockerfile.write_text(rendered.dockerfile)
+    return ctx, dockerfile
+
+
+def build_request(p: PlannedBuild, options: BuildOptions, context: Path, dockerfile: Path) -> BuildRequest:
+    """The :class:`builder.engine.BuildRequest` for one planned build (pure)."""
+    from builder.engine import BuildRequest
+
+    args = dict(p.rendered.build_args)
+    if options.source_date_epoch is not None:
+        args["SOURCE_DATE_EPOCH"] = str(options.source_date_epoch)
+    platforms = options.platforms or (p.rendered.variant.platform,)
+    return BuildRequest(
+        context_dir=context,
+        dockerfile=dockerfile,
+        push_ref=f"{p.reference}:{p.pending_tag}",
+        build_args=tuple(sorted(args.items())),
+        labels=p.rendered.labels,
+        secrets=options.secrets,
+        platforms=tuple(platforms),
+        builder=options.builder,
+        cache_ref=f"{p.reference}:{p.cache_tag}" if options.cache else None,
+        provenance=options.buildx_provenance,
+        no_cache=options.no_cache,
+    )
+
+
+def _build_one(
+    p: PlannedBuild,
+    options: BuildOptions,
+    client: RegistryClient,
+    progress: ProgressFn,
+    on_built: Callable[[BuiltImage, RenderedImage], None] | None,
+) -> tuple[BuiltImage, BuilderError | None]:
+    from builder import engine
+    from builder.registry import verify_complete
+
+    t0 = time.monotonic()
+    log_path = options.logs_dir / f"{p.variant_id}.log"
+    log = _Log(log_path)
+    progress(p.variant_id, "building", str(log_path))
+    digest = ""
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"builder-{p.variant_id[:40]}-") as tmp:
+            ctx, dockerfile = materialize(p.rendered, Path(tmp))
+            req = build_request(p, options, ctx, dockerfile)
+            log(f"# variant {p.variant_id}  content tag {p.reference}:{p.content_tag}")
+            log("# " + " ".join(engine.build_command(req)))
+            result = engine.build_and_push(req, log=log, metadata_file=Path(tmp) / "metadata.json")
+        digest = result.digest
+        log(f"# buildx pushed {p.reference}@{digest} (pending tag {p.pending_tag})")
+        progress(p.variant_id, "pushed", digest)
+        registry_digest = client.try_resolve(p.repository, digest)
+        if registry_digest != digest:
+            raise RegistryError(
+                f"BuildKit reported {digest} for {p.reference}, but the registry does not have it",
+                hint="check the registry's logs and the build log",
+            )
+        missing = verify_complete(client, p.repository, digest)
+        if missing:
+            raise RegistryError(
+                f"{p.reference}@{digest} is incomplete in the registry: missing {', '.join(missing[:5])}",
+                hint="rerun the build; the content tag was not written",
+            )
+        written = publish_content_tag(client, p.repository, p.content_tag, digest)
+        recorded = client.resolve(p.repository, p.content_tag)  # the digest the registry returns
+        move_tag(client, p.repository, p.variant_tag, recorded)
+        log(f"# content tag {p.content_tag} -> {recorded} ({'written' if written else 'already there'})")
+        built = BuiltImage(
+            variant_id=p.variant_id,
+            reference=p.reference,
+            digest=recorded,
+            content_tag=p.content_tag,
+            status="built",
+            seconds=time.monotonic() - t0,
+            log_path=str(log_path),
+            platforms=platforms_of(client, p.repository, recorded, tuple(req.platforms)),
+        )
+        if on_built is not None:
+            on_built(built, p.rendered)
+        progress(p.variant_id, "built", recorded)
+        return built, None
+    except BuilderError as exc:
+        log(f"# FAILED: {exc.message}")
+        if exc.hint:
+            log(f"# hint: {exc.hint}")
+        progress(p.variant_id, "failed", exc.message.splitlines()[0] if exc.message else type(exc).__name__)
+        failed = BuiltImage(
+            variant_id=p.variant_id,
+            reference=p.reference,
+            digest=digest if digest and isinstance(exc, TagConflictError) else "",
+            content_tag=p.content_tag,
+            status="failed",
+            seconds=time.monotonic() - t0,
+            log_path=str(log_path),
+            error=f"{exc.kind}: {exc.message}",
+        )
+        return failed, exc
+    finally:
+        log.close()

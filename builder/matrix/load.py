@@ -1,0 +1,204 @@
+"""Loading matrix files: read the YAML with positions, validate, expand, report every problem.
+
+Validation collects *every* problem of a file (schema, YAML numbers where versions belong,
+placeholders, unused rules, impossible cells) as :class:`builder.yamldoc.Problem` values (file,
+1-based line and column, field path such as ``axes.accelerator[0]``, message), then raises one
+``MatrixError`` whose ``details["problems"]`` is ``[Problem.to_json(), ...]``. Reference:
+``docs/matrices.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from builder.bases import BaseResolution
+from builder.errors import ConfigError, MatrixError
+from builder.matrix.expand import expand
+from builder.matrix.validate import FieldPath, check_yaml_numbers, validate_schema
+from builder.models import Variant
+from builder.yamldoc import Problem
+
+
+@dataclasses.dataclass(frozen=True)
+class Matrix:
+    """A loaded, validated matrix. ``name`` is the file stem; ``variants`` sorted by id."""
+
+    name: str
+    path: Path
+    family: str
+    repository: str
+    variants: tuple[Variant, ...]
+
+
+class _Positions:
+    """Maps a field path to the 1-based (line, column) of the YAML node it came from (the deepest
+    node of the path that exists; (1, 0) for the document)."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+
+    def of(self, path: Sequence[str | int]) -> tuple[int, int]:
+        node = self.root
+        best = (1, 0)
+        for part in path:
+            lc = getattr(node, "lc", None)
+            try:
+                if isinstance(node, Mapping) and part in node:
+                    if lc is not None:
+                        line, col = lc.key(part)
+                        best = (line + 1, col + 1)
+                    node = node[part]
+                elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                    if lc is not None:
+                        line, col = lc.item(part)
+                        best = (line + 1, col + 1)
+                    node = node[part]
+                else:
+                    break
+            except (KeyError, IndexError, TypeError, AttributeError):
+                break
+        return best
+
+
+def field_path_text(path: Sequence[str | int]) -> str:
+    """``("axes", "accelerator", 0, "version")`` -> ``axes.accelerator[0].version`` (``""``: the document)."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def read_yaml(path: Path) -> tuple[Any, str]:
+    """(round-trip document with line/column marks, the file's text). Raises ConfigError when the file
+    does not exist, MatrixError (one problem at the error's line) when it is not valid YAML."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        text = path.read_text()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"matrix file {path} does not exist", hint="pass an existing file with --matrix") from exc
+    yaml = YAML(typ="rt", pure=True)
+    try:
+        return yaml.load(text), text
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 0
+        col = mark.column + 1 if mark is not None else 0
+        problem = Problem(str(path), line, col, "", f"not valid YAML: {getattr(exc, 'problem', exc)}")
+        raise MatrixError(
+            f"{path}:{line}: not valid YAML", problems=[problem.to_json()], hint="fix the YAML syntax at that line"
+        ) from exc
+
+
+def _problems_of(path: Path, bases: BaseResolution | None) -> tuple[Matrix | None, list[Problem]]:
+    """Load one file: (the matrix, []) or (None, every problem). ConfigError / MatrixError (not YAML)."""
+    raw, text = read_yaml(path)
+    positions = _Positions(raw)
+    file = str(path)
+    problems: list[Problem] = []
+    index_map: dict[FieldPath, list[int]] = {}
+
+    def original(field_path: Sequence[str | int]) -> FieldPath:
+        """A path into the pruned document -> the same node's path in the file."""
+        out: list[str | int] = []
+        for part in field_path:
+            prefix = tuple(out)
+            if isinstance(part, int) and prefix in index_map and 0 <= part < len(index_map[prefix]):
+                part = index_map[prefix][part]
+            out.append(part)
+        return tuple(out)
+
+    def add(field_path: Sequence[str | int], message: str) -> None:
+        orig = original(field_path)
+        line, col = positions.of(orig)
+        problems.append(Problem(file, line, col, field_path_text(orig), message))
+
+    if not isinstance(raw, Mapping):
+        add((), "a matrix must be a YAML mapping (family, repository, axes, base, ...)")
+        return None, problems
+    skipped = check_yaml_numbers(raw, add, text)
+    spec = validate_schema(raw, add, index_map)
+    if spec is None:
+        return None, problems
+    for section, indices in (("include", skipped.includes), ("exclude", skipped.rules)):
+        kept = index_map.get((section,))
+        if kept is not None:  # schema errors pruned items: raw indices -> indices in spec
+            remapped = {kept.index(i) for i in indices if i in kept}
+            indices.clear()
+            indices.update(remapped)
+    variants = expand(spec, path, add, bases, skipped)
+    if problems:
+        return None, problems
+    return Matrix(name=path.stem, path=path, family=spec.family, repository=spec.repository, variants=variants), []
+
+
+def _raise(prefix: str, problems: Iterable[Problem], *, noun: str = "problem") -> NoReturn:
+    """One MatrixError listing the problems (sorted, each once): ``<prefix>N <noun>s:``, one line each."""
+    unique = sorted(set(problems), key=lambda p: (p.file, p.line, p.col, p.path, p.message))
+    listing = "\n".join(f"  {p}" for p in unique)
+    raise MatrixError(
+        f"{prefix}{len(unique)} {noun}{'s' if len(unique) != 1 else ''}:\n{listing}",
+        problems=[p.to_json() for p in unique],
+    )
+
+
+def load_matrix(path: Path, *, bases: BaseResolution | None = None) -> Matrix:
+    """Load, validate and expand one matrix file.
+
+    ``bases``: when given, each variant's ``base`` is resolved (digest from the committed bases
+    lock or the machine-local mirror record); otherwise ``base.digest`` is None and ``base.pull``
+    is the reference as written. Raises ``MatrixError`` listing every problem with its location,
+    ``ConfigError`` when the file does not exist.
+    """
+    path = Path(path)
+    matrix, problems = _problems_of(path, bases)
+    if matrix is None:
+        _raise(f"{path}: ", problems)
+    return matrix
+
+
+def load_matrices(paths: Iterable[Path], *, bases: BaseResolution | None = None) -> tuple[Matrix, ...]:
+    """Load several matrices; problems of all files are collected into one ``MatrixError``.
+
+    Also rejects a variant id that two matrices both produce. ConfigError for a missing file.
+    """
+    matrices: list[Matrix] = []
+    problems: list[Problem] = []
+    for p in paths:
+        try:
+            matrix, found = _problems_of(Path(p), bases)
+        except MatrixError as exc:  # not YAML: its one problem, as JSON
+            problems.extend(Problem(**item) for item in exc.details.get("problems", []))
+            continue
+        problems.extend(found)
+        if matrix is not None:
+            matrices.append(matrix)
+    seen: dict[str, str] = {}
+    for m in matrices:
+        for v in m.variants:
+            if v.id in seen:
+                problems.append(Problem(str(m.path), 1, 0, "", f"variant id {v.id} is also produced by {seen[v.id]}"))
+            seen[v.id] = str(m.path)
+    if problems:
+        _raise("", problems, noun="matrix problem")
+    return tuple(matrices)
+
+
+def matrix_paths(matrices_dir: Path, given: Sequence[Path] = ()) -> tuple[Path, ...]:
+    """The files given, else every ``*.yaml``/``*.yml`` in ``matrices_dir`` (sorted)."""
+    if given:
+        return tuple(Path(p) for p in given)
+    if not matrices_dir.is_dir():
+        raise ConfigError(
+            f"matrices directory {matrices_dir} does not exist",
+            hint="run builder inside your checkout (the directory with builder.toml) or pass `builder -C DIR`; "
+            "or set matrices_dir in builder.toml",
+        )
+    return tuple(sorted([*matrices_dir.glob("*.yaml"), *matrices_dir.glob("*.yml")]))

@@ -1,0 +1,158 @@
+"""Which variants a command works on, defined once for every command that selects.
+
+- ``--select GLOB`` (repeatable): variants whose id matches any shell glob (:func:`select`);
+- ``--changed-since REF``: variants whose content hash differs from their render at a git ref, or
+  that are new (:func:`changed`; ``builder.variants`` renders the matrices at the ref);
+- ``--shard I/N``: shard ``I`` of ``N`` (1-based), round-robin over the variants **sorted by id**
+  (:func:`parse_shard`, :func:`shard`): shards are disjoint, cover everything, differ in size by at
+  most one, and do not depend on the order the matrices were read in;
+- a target given as a variant id or as an image reference (:func:`looks_like_variant_id`,
+  :func:`variant_reference`).
+
+The steps apply in that order (:func:`apply`): globs, then changed, then shard, so
+``builder matrix list --shard I/N`` and ``builder build --shard I/N`` name the same variants.
+Works on :class:`~builder.models.Variant` and :class:`~builder.models.RenderedImage` alike.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import re
+from collections.abc import Collection, Iterable, Sequence
+from typing import NamedTuple, Protocol, TypeVar
+
+from builder.errors import ConfigError, NotFoundError
+from builder.models import RenderedImage, Variant
+from builder.suggest import close_matches
+
+Item = TypeVar("Item", Variant, RenderedImage)
+
+
+class HasVariants(Protocol):
+    """Anything with variants, e.g. a loaded :class:`builder.matrix.Matrix`."""
+
+    @property
+    def variants(self) -> Sequence[Variant]: ...
+
+
+_SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+class Shard(NamedTuple):
+    """Shard ``number`` (1-based) of ``total``; compares equal to the tuple ``(number, total)``."""
+
+    number: int
+    total: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """What the user asked for: ``globs`` (``--select``; empty: all), ``shard`` (``--shard``; None:
+    all) and ``changed_since`` (``--changed-since``: a git ref; None: no filter)."""
+
+    globs: tuple[str, ...] = ()
+    shard: Shard | None = None
+    changed_since: str | None = None
+
+    @classmethod
+    def from_options(
+        cls, globs: Iterable[str] = (), shard: str | None = None, changed_since: str | None = None
+    ) -> Selection:
+        """From the command-line values (``--shard`` as text). Raises ConfigError for a bad shard."""
+        return cls(tuple(globs), parse_shard(shard) if shard else None, changed_since or None)
+
+
+def variant_of(item: Variant | RenderedImage) -> Variant:
+    """The variant of a Variant or RenderedImage."""
+    return item.variant if isinstance(item, RenderedImage) else item
+
+
+def select(items: Sequence[Item], globs: Sequence[str]) -> list[Item]:
+    """Items whose variant id matches any of the shell globs (``fnmatch``, case-sensitive), in the
+    given order; all when ``globs`` is empty. Raises NotFoundError when a glob matches nothing (a
+    typo must not silently select nothing)."""
+    if not globs:
+        return list(items)
+    for g in globs:
+        if not any(fnmatch.fnmatchcase(variant_of(i).id, g) for i in items):
+            raise NotFoundError(
+                f"--select {g!r} matches no variant", hint="`builder matrix list` shows the variant ids"
+            )
+    return [i for i in items if any(fnmatch.fnmatchcase(variant_of(i).id, g) for g in globs)]
+
+
+def parse_shard(text: str) -> Shard:
+    """``"2/4"`` -> ``Shard(2, 4)`` (spaces around the numbers allowed). Raises ConfigError unless
+    ``1 <= I <= N``."""
+    m = _SHARD_RE.match(text)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise ConfigError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. 1/4")
+    return Shard(int(m.group(1)), int(m.group(2)))
+
+
+def shard(items: Sequence[Item], i: int, n: int) -> list[Item]:
+    """Shard ``i`` of ``n`` (1-based): every ``n``-th item of the items sorted by variant id, starting
+    at the ``i``-th, in id order. Raises ConfigError unless ``1 <= i <= n``."""
+    if n < 1 or not 1 <= i <= n:
+        raise ConfigError(f"--shard {i}/{n}: expected I/N with 1 <= I <= N, e.g. 1/4")
+    ordered = sorted(items, key=lambda it: variant_of(it).id)
+    return ordered[i - 1 :: n]
+
+
+def changed(now: Sequence[RenderedImage], before: Iterable[RenderedImage]) -> list[RenderedImage]:
+    """The renders of ``now`` whose content hash differs from the same variant's in ``before``, or
+    whose variant is not in ``before`` (new), in the given order."""
+    old = {r.variant.id: r.content_hash for r in before}
+    return [r for r in now if old.get(r.variant.id) != r.content_hash]
+
+
+def apply(items: Sequence[Item], selection: Selection, *, changed_ids: Collection[str] | None = None) -> list[Item]:
+    """``selection`` applied in order: globs, then (with ``changed_since``) only the ids in
+    ``changed_ids`` (the caller computes them with :func:`changed`), then the shard. Raises
+    NotFoundError (a glob matches nothing), ValueError when ``changed_since`` is set but
+    ``changed_ids`` is None (a programming error)."""
+    chosen = select(items, selection.globs)
+    if selection.changed_since is not None:
+        if changed_ids is None:
+            raise ValueError("selection.changed_since needs changed_ids")
+        chosen = [i for i in chosen if variant_of(i).id in changed_ids]
+    if selection.shard is not None:
+        chosen = shard(chosen, *selection.shard)
+    return chosen
+
+
+# --------------------------------------------------------------------------------------------
+# targets: a variant id or an image reference
+# --------------------------------------------------------------------------------------------
+
+
+def looks_like_variant_id(text: str) -> bool:
+    """True for a bare variant id (``jax0.7-cpu-py3.11-debian12``): no ``/``, ``:`` or ``@``, which every
+    image reference the CLIs take has (``registry/repo:tag``, ``repo@sha256:...``)."""
+    return bool(text) and not any(c in text for c in "/:@")
+
+
+def variant_reference(matrices: Iterable[HasVariants], variant_id: str, registry: str) -> str:
+    """``<registry>/<repository>:<variant-id>``: the moving variant tag ``builder build`` points at the
+    variant's latest image (docs/build.md). Raises NotFoundError (``details['close_matches']``: up to
+    five close ids, :func:`builder.suggest.close_matches`) when no variant has ``variant_id``."""
+    ids: dict[str, Variant] = {v.id: v for m in matrices for v in m.variants}
+    v = ids.get(variant_id)
+    if v is None:
+        close = close_matches(variant_id, ids, n=5)
+        raise NotFoundError(
+            f"no variant {variant_id!r} in the matrices"
+            + (f"; close matches: {', '.join(close)}" if close else f" ({len(ids)} variants known)"),
+            hint="give a variant id from `builder matrix list`, or an image reference (registry/repo:tag)",
+            variant=variant_id,
+            close_matches=close,
+        )
+    return f"{registry}/{v.repository}:{v.id}"
+
+
+def target_reference(text: str, matrices: Iterable[HasVariants], registry: str) -> str:
+    """A command's target as an image reference: a variant id becomes its moving variant tag
+    (:func:`variant_reference`, NotFoundError when unknown); anything else is returned as given."""
+    return variant_reference(matrices, text, registry) if looks_like_variant_id(text) else text

@@ -1,0 +1,138 @@
+"""The project's variants for a command: load the configured matrices, render them (now or at a
+git ref) and apply a :class:`~builder.selection.Selection`.
+
+Every command that selects variants goes through :func:`select_variants` (variants only: ``matrix
+list``, ``lock``) or :func:`select_renders` (rendered: ``build``, ``render``, ``run``); both apply
+the selection with :func:`builder.selection.apply`, so they choose the same variants. Paths come
+from the :class:`~builder.config.Config` the CLI passes in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from builder.bases import BaseResolution, load_bases
+from builder.errors import ConfigError, MatrixError
+from builder.matrix import Matrix, load_matrices, matrix_paths
+from builder.models import RenderedImage, Variant
+from builder.render import render_all
+from builder.selection import Selection, apply, changed
+
+if TYPE_CHECKING:
+    from builder.config import Config
+
+
+@dataclasses.dataclass(frozen=True)
+class Chosen:
+    """The selected ``variants`` (Selection order: see :func:`builder.selection.apply`), the
+    ``matrices`` they were chosen from and the ``bases`` they were resolved with."""
+
+    matrices: tuple[Matrix, ...]
+    variants: tuple[Variant, ...]
+    bases: BaseResolution
+
+
+def project_bases(cfg: Config) -> BaseResolution:
+    """The bases lock, mirror record and mirror map of ``cfg`` (ConfigError when one is invalid)."""
+    return load_bases(cfg.bases_lock, cfg.mirror_record, cfg.mirror_map)
+
+
+def select_variants(cfg: Config, matrix_files: Sequence[Path], selection: Selection) -> Chosen:
+    """Load the matrices (``matrix_files``, default every matrix of ``cfg``) with the project's bases and
+    apply ``selection``; with ``changed_since`` the glob-selected variants are rendered now and at that
+    ref (:func:`render_at_ref`). Raises MatrixError, ConfigError, NotFoundError (a glob matches nothing)."""
+    bases = project_bases(cfg)
+    matrices = load_matrices(matrix_paths(cfg.matrices_dir, matrix_files), bases=bases)
+    variants = [v for m in matrices for v in m.variants]
+    changed_ids = None
+    if selection.changed_since is not None:
+        by_glob = apply(variants, Selection(globs=selection.globs))
+        now = render_all(by_glob, images_dir=cfg.images_dir, locks_dir=cfg.locks_dir, bases=bases)
+        changed_ids = {r.variant.id for r in changed(now, render_at_ref(cfg, selection.changed_since, matrix_files))}
+    return Chosen(matrices, tuple(apply(variants, selection, changed_ids=changed_ids)), bases)
+
+
+def select_renders(cfg: Config, matrix_files: Sequence[Path], selection: Selection) -> tuple[RenderedImage, ...]:
+    """:func:`select_variants`, rendered (templates, locks and bases of ``cfg``). Raises what
+    ``select_variants`` raises, NotFoundError (no template), ConfigError (template error)."""
+    chosen = select_variants(cfg, matrix_files, Selection(globs=selection.globs))
+    rendered = render_all(chosen.variants, images_dir=cfg.images_dir, locks_dir=cfg.locks_dir, bases=chosen.bases)
+    changed_ids = None
+    if selection.changed_since is not None:
+        before = render_at_ref(cfg, selection.changed_since, matrix_files)
+        changed_ids = {r.variant.id for r in changed(rendered, before)}
+    return tuple(apply(rendered, selection, changed_ids=changed_ids))
+
+
+def render_matrices(
+    cfg: Config, matrix_files: Sequence[Path] = (), *, root: Path | None = None
+) -> tuple[RenderedImage, ...]:
+    """Load the matrices and render every variant with the bases lock, mirror record and locks of
+    ``cfg`` (paths re-rooted at ``root`` when given, e.g. a git ref extracted to a temp dir; the
+    machine-local mirror record always comes from ``cfg.state_dir``)."""
+
+    def at(path: Path) -> Path:
+        if root is None:
+            return path
+        try:
+            return root / path.relative_to(cfg.root)
+        except ValueError:
+            return path
+
+    bases = load_bases(at(cfg.bases_lock), cfg.mirror_record, cfg.mirror_map)
+    files = tuple(at(Path(f).resolve()) for f in matrix_files) if matrix_files else ()
+    paths = matrix_paths(at(cfg.matrices_dir), files)
+    matrices = load_matrices(paths, bases=bases)
+    variants = [v for m in matrices for v in m.variants]
+    return render_all(variants, images_dir=at(cfg.images_dir), locks_dir=at(cfg.locks_dir), bases=bases)
+
+
+def render_at_ref(cfg: Config, ref: str, matrix_files: Sequence[Path] = ()) -> tuple[RenderedImage, ...]:
+    """Render the matrices as they were at git ``ref`` (templates, matrices, locks, bases lock
+    extracted with ``git archive``), with this version of builder. Matrices that did not exist at
+    ``ref`` render nothing. ConfigError when ``ref`` is unknown or this is not a git work tree."""
+
+    def git(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(["git", "-C", str(cfg.root), *args], capture_output=True, check=False)
+
+    check = git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if check.returncode != 0:
+        raise ConfigError(
+            f"--changed-since {ref}: not a commit in the git repository at {cfg.root}",
+            hint="fetch enough history (actions/checkout fetch-depth: 0) or name an existing ref",
+        )
+    rels: list[str] = []
+    for p in (cfg.images_dir, cfg.matrices_dir, cfg.locks_dir, cfg.bases_lock):
+        try:
+            rel = p.relative_to(cfg.root).as_posix()
+        except ValueError:
+            continue
+        if git("cat-file", "-e", f"{ref}:{rel}").returncode == 0:
+            rels.append(rel)
+    if not rels:
+        return ()
+    proc = git("archive", "--format=tar", ref, "--", *rels)
+    if proc.returncode != 0:
+        raise ConfigError(f"--changed-since {ref}: git archive failed: {proc.stderr.decode().strip()}")
+    members = [proc.stdout]
+    with tempfile.TemporaryDirectory(prefix="builder-ref-") as tmp:
+        for blob in members:
+            with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+                tar.extractall(tmp, filter="data")
+        root = Path(tmp)
+        if not (root / cfg.matrices_dir.relative_to(cfg.root)).is_dir():
+            return ()
+        old_files = [f for f in matrix_files if (root / Path(f).resolve().relative_to(cfg.root)).exists()]
+        if matrix_files and not old_files:
+            return ()
+        try:
+            return render_matrices(cfg, old_files, root=root)
+        except MatrixError:
+            return ()  # the old matrices are invalid today: treat every variant as changed
