@@ -14,7 +14,7 @@ import click
 from builder.cli._common import app_context, console, docker_config_option, emit, json_option
 
 
-def _e(text: str) -> str:
+def esc(text: str) -> str:
     """Escape outside text (engine stderr, image labels, tool output) for rich markup: docker's
     ``capabilities: [[gpu]]`` must print as written, not as markup."""
     from rich.markup import escape
@@ -58,8 +58,8 @@ def hostinfo(from_file: str | None) -> None:
     def human() -> None:
         c = console()
         c.print(
-            f"vendor: [bold]{_e(str(info.vendor))}[/]  driver: {_e(info.driver_version or '?')}  CUDA (driver max): "
-            f"{_e(info.cuda_version or '?')}" + (f"  ROCm: {_e(info.rocm_version)}" if info.rocm_version else "")
+            f"vendor: [bold]{esc(str(info.vendor))}[/]  driver: {esc(info.driver_version or '?')}  CUDA (driver max): "
+            f"{esc(info.cuda_version or '?')}" + (f"  ROCm: {esc(info.rocm_version)}" if info.rocm_version else "")
         )
         for g in info.gpus:
             c.print(
@@ -82,9 +82,9 @@ def hostinfo(from_file: str | None) -> None:
                 markup=False,
             )
         if info.diagnosis:
-            c.print(f"[red]diagnosis:[/] {_e(str(info.diagnosis))}: {_e(str(info.diagnosis_detail))}")
+            c.print(f"[red]diagnosis:[/] {esc(str(info.diagnosis))}: {esc(str(info.diagnosis_detail))}")
         for n in info.notes:
-            c.print(f"[dim]note: {_e(n)}[/]")
+            c.print(f"[dim]note: {esc(n)}[/]")
 
     emit(info.to_json(), human)
 
@@ -131,11 +131,11 @@ def diagnose(
     def human() -> None:
         c = console()
         c.print(
-            f"[bold]{_e(result.key)}[/]  at fault: [red]{_e(str(result.at_fault))}[/]  "
-            f"noticed by: {_e(str(result.noticed_by))}"
+            f"[bold]{esc(result.key)}[/]  at fault: [red]{esc(str(result.at_fault))}[/]  "
+            f"noticed by: {esc(str(result.noticed_by))}"
         )
         c.print(result.summary, markup=False)
-        c.print(f"[yellow]fix:[/] {_e(result.fix)}")
+        c.print(f"[yellow]fix:[/] {esc(result.fix)}")
         for k, v in result.facts.items():
             if isinstance(v, list | tuple):  # one quoted line per line, not a Python list
                 c.print(f"  {k}:" + ("" if v else " (none)"), markup=False, highlight=False)
@@ -147,7 +147,7 @@ def diagnose(
     emit(result.to_json(), human)
 
 
-def _error_lines(error: str, keep: int = 6, width: int = 300) -> list[str]:
+def error_lines(error: str, keep: int = 6, width: int = 300) -> list[str]:
     """The lines of a step's error worth showing: docker's pull chatter before the real error
     (``Unable to find image ... locally``, layer progress) dropped, the last ``keep`` lines kept."""
     from builder.checks.device import meaningful_lines  # the engine's pull progress: device.PULL_NOISE
@@ -249,7 +249,7 @@ def check(
                 c.print(pinned, markup=False, highlight=False)
                 c.print(out["header"], markup=False, highlight=False)
             else:
-                c.print(f"{_e(pinned)}: [bold]{_e(str(out['verdict']))}[/]")
+                c.print(f"{esc(pinned)}: [bold]{esc(str(out['verdict']))}[/]")
             for row in out.get("clusters") or out.get("gpus") or []:
                 name = row.get("cluster") or row.get("gpu")
                 if row.get("applies") is False:
@@ -303,18 +303,18 @@ def check(
         c = console()
         for s in result.steps:
             mark = "[green]ok[/]" if s.ok else "[red]FAIL[/]"
-            c.print(f"{mark:>14}  {_e(f'{s.name:<28} {s.seconds:7.2f}s')}")
-            for line in _error_lines(s.error or ""):
+            c.print(f"{mark:>14}  {esc(f'{s.name:<28} {s.seconds:7.2f}s')}")
+            for line in error_lines(s.error or ""):
                 c.print(f"      {line}", markup=False, highlight=False)
         if result.diagnosis:
             d = result.diagnosis
             c.print(
-                f"[red]{_e(d.key)}[/] (at fault: {_e(str(d.at_fault))}; noticed by: {_e(str(d.noticed_by))}): "
-                f"{_e(d.summary)}"
+                f"[red]{esc(d.key)}[/] (at fault: {esc(str(d.at_fault))}; noticed by: {esc(str(d.noticed_by))}): "
+                f"{esc(d.summary)}"
             )
-            c.print(f"[yellow]fix:[/] {_e(d.fix)}")
+            c.print(f"[yellow]fix:[/] {esc(d.fix)}")
         if "attestation" in payload:
-            c.print(f"attached device-check/v1 to {_e(pinned)}")
+            c.print(f"attached device-check/v1 to {esc(pinned)}")
 
     if result.passed or not app_context().json_output:  # --json: one document (the error carries it)
         emit(payload, human)

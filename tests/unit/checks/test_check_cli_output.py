@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from builder.cli.check import _e, _error_lines
+from builder.cli.check import error_lines, esc
 
 # a real `docker run --gpus all` failure on a host without the toolkit, image not yet pulled
 # (docker 26 on the builder CI machine; see tests/integration/test_check.py)
@@ -19,18 +19,18 @@ Run 'docker run --help' for more information
 
 
 def test_error_lines_drop_pull_chatter_and_keep_the_error() -> None:
-    lines = _error_lines(PULLED_THEN_FAILED)
+    lines = error_lines(PULLED_THEN_FAILED)
     assert lines == [
         'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
         "Run 'docker run --help' for more information",
     ]
-    assert _error_lines("") == []
-    assert _error_lines("x" * 500) == ["x" * 300]
+    assert error_lines("") == []
+    assert error_lines("x" * 500) == ["x" * 300]
 
 
 def test_escape_keeps_brackets() -> None:
     from rich.console import Console
 
     con = Console(record=True, width=200)
-    con.print(f"error: {_e('capabilities: [[gpu]]')}")
+    con.print(f"error: {esc('capabilities: [[gpu]]')}")
     assert "capabilities: [[gpu]]" in con.export_text()

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from builder.checks.device import CheckResult, run_device_check
 from builder.checks.host.reading import load_hostinfo
+from builder.engine import ContainerResult
 
 H200 = Path(__file__).resolve().parents[3] / "data" / "h200"
 
@@ -38,36 +39,49 @@ def test_h200_live_probe_json_equals_parse_of_raw() -> None:
     assert live.toolkit is not None and not live.toolkit.present  # no container toolkit on that machine
 
 
-def probe(name: str) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads((H200 / name).read_text())
-    return doc
+def run_recorded(name: str, framework: str = "torch") -> CheckResult:
+    """run_device_check on the H200 host facts with a runner that replays the recorded containers: nvidia-smi
+    as recorded, then the probe's own JSON output (tests/data/h200/<name>)."""
+    host = load_hostinfo(H200 / "hostinfo.json")
+    smi = (H200 / "nvidia-smi.txt").read_text()
+
+    def runner(image: str, argv: list[str], **_: object) -> ContainerResult:
+        if argv == ["nvidia-smi"]:
+            return ContainerResult(0, smi, "", 0.1, ("docker", "run", image, *argv))
+        out = (H200 / name).read_text()
+        code = 0 if json.loads(out)["ok"] else 1
+        return ContainerResult(code, out, "", 1.0, ("docker", "run", image, *argv))
+
+    return run_device_check("reg/x@sha256:0", None, host, mode="nvidia", framework=framework, runner=runner)
 
 
 def test_h200_probe_torch_passes_every_step() -> None:
-    d = probe("probe.json")
-    assert d["schema"] == "builder-probe/1" and d["ok"] is True and d["framework"] == "torch"
-    steps = {s["name"]: s for s in d["steps"]}
-    assert list(steps) == ["python", "nvidia-smi", "framework-import", "devices", "compute", "arch-coverage"]
-    assert steps["devices"]["detail"]["device_count"] == 1
-    assert steps["compute"]["detail"]["results"][0]["device"] == "cuda:0"
-    assert steps["arch-coverage"]["detail"]["devices"] == [{"device": 0, "target": "sm_90", "covered": True}]
-    assert all(s["seconds"] >= 0 for s in d["steps"])
+    r = run_recorded("probe.json")
+    assert r.passed and r.diagnosis is None and r.device_request == "--gpus all"
+    steps = {s.name: s for s in r.steps}
+    assert list(steps) == [
+        "container-start+nvidia-smi",
+        "probe/python",
+        "probe/nvidia-smi",
+        "probe/framework-import",
+        "probe/devices",
+        "probe/compute",
+        "probe/arch-coverage",
+    ]
+    assert steps["probe/devices"].detail["device_count"] == 1
+    assert steps["probe/arch-coverage"].detail["devices"] == [{"device": 0, "target": "sm_90", "covered": True}]
+    assert r.predicate()["result"] == "passed"
+    assert r.predicate()["host"]["gpus"][0]["name"] == "NVIDIA H200"
 
 
 def test_h200_probe_jax_passes() -> None:
-    d = probe("probe-jax.json")
-    assert d["ok"] is True and d["framework"] == "jax"
+    r = run_recorded("probe-jax.json", framework="jax")
+    assert r.passed and any(s.name == "probe/compute" and s.ok for s in r.steps)
 
 
 def test_h200_hidden_gpu_fails_although_nvidia_smi_passes() -> None:
-    d = probe("probe-hidden.json")
-    steps = {s["name"]: s for s in d["steps"]}
-    assert steps["nvidia-smi"]["ok"] is True
-    assert steps["devices"]["ok"] is False and "is_available() is False" in steps["devices"]["error"]
-    assert d["ok"] is False
-
-
-def test_h200_first_run_recorded_the_gcnarch_bug() -> None:
-    d = probe("probe-run1-gcnarch-bug.json")
-    steps = {s["name"]: s for s in d["steps"]}
-    assert steps["arch-coverage"]["detail"]["devices"][0]["target"] == "NVIDIA H200"  # the bug, since fixed
+    r = run_recorded("probe-hidden.json")
+    steps = {s.name: s for s in r.steps}
+    assert steps["container-start+nvidia-smi"].ok and steps["probe/nvidia-smi"].ok
+    assert not steps["probe/devices"].ok and "is_available() is False" in str(steps["probe/devices"].error)
+    assert not r.passed and r.diagnosis is not None and r.predicate()["result"] == "failed"
