@@ -48,8 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from builder.keys import load_signer, write_key_pair
 from builder.ledger import open_ledger
 from builder.policy import load_policy
-from builder.promote import Environment, Target, apply_promotion, plan_promotion, promote_many
-from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json, sha256_digest
+from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, promote_many
+from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json, client_for, sha256_digest
 from builder.sign import sign_image
 
 LAYERS = 4
@@ -127,20 +127,32 @@ def write_policy(path: Path, pub: Path, dest_prefix: str) -> Path:
     return path
 
 
-def environment(policy: Path, state: Path, registry: str, signer_key: Path) -> Environment:
-    return Environment(
+class Clients:
+    """registry host -> one plain-HTTP client each (the loopback registry), kept to count requests."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, RegistryClient] = {}
+
+    def __call__(self, registry: str) -> RegistryClient:
+        return client_for(registry, insecure=lambda r: True, cache=self.cache)
+
+
+def environment(policy: Path, state: Path, registry: str, signer_key: Path) -> PromotionContext:
+    return PromotionContext(
         policy=load_policy(policy),
         registry=registry,
-        insecure=lambda r: True,
+        clients=Clients(),
         lock_dir=state / "locks",
         ledger=open_ledger(state / "ledger.sqlite"),
         signer=load_signer(signer_key, None),
     )
 
 
-def requests_sent(env: Environment) -> int:
-    """HTTP requests the environment's registry clients sent (each run has its own clients)."""
-    return sum(c.requests_sent for c in env._clients.values())
+def requests_sent(ctx: PromotionContext) -> int:
+    """HTTP requests the context's registry clients sent (each run has its own clients)."""
+    clients = ctx.clients
+    assert isinstance(clients, Clients)
+    return sum(c.requests_sent for c in clients.cache.values())
 
 
 def timed(cmd: list[str]) -> float:
@@ -187,7 +199,8 @@ def main() -> None:
         sent.append(requests_sent(env))
         dst = f"{prefix}/{SRC_REPO}"
         assert setup.resolve(dst, f"{variant}-rel") == digest
-        assert applied.copy["copied"] == 0 and applied.copy["mounted"] >= LAYERS + 1, applied.copy
+        assert applied.copy is not None and applied.copy.copied == 0, applied.copy
+        assert applied.copy.mounted >= LAYERS + 1, applied.copy
     ms = statistics.median(ours)
     reqs = statistics.median(sent)
     print(

@@ -1,10 +1,11 @@
 """Promotion commands: ``policy validate``, ``approve``, ``promote``, ``rollback``, ``status``,
-``history``, ``resolve``. Thin: parse, call ``builder.promote`` / ``builder.policy``, ``emit()``.
-Reference: docs/promotion.md and docs/policies.md."""
+``history``, ``resolve``. Options, one call into ``builder.promote`` / ``builder.policy``, ``emit()``.
+Every command that reads a registry takes ``--docker-config`` (credentials as the Docker CLI finds
+them). Reference: docs/promotion.md and docs/policies.md."""
 
 from __future__ import annotations
 
-import re
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,10 @@ import click
 
 from builder.cli._common import (
     app_context,
+    client_factory,
     console,
+    docker_config_option,
+    docker_credentials,
     emit,
     file_option,
     json_option,
@@ -24,9 +28,8 @@ from builder.cli._common import (
 if TYPE_CHECKING:
     from builder.config import Config
     from builder.policy import Policy
-    from builder.promote import Environment, Target
-
-_CONTENT_SUFFIX = re.compile(r"-[0-9a-f]{12}$")
+    from builder.promote import PromotionContext, Target
+    from builder.promote.context import ClientFactory
 
 trust_option = file_option(
     "--trust-root",
@@ -34,166 +37,61 @@ trust_option = file_option(
 )
 
 
-def _variables(cfg: Config) -> dict[str, str]:
-    return {"state_dir": str(cfg.state_dir), "root": str(cfg.root)}
-
-
-def _policy_path(cfg: Config, given: Path | None) -> Path:
-    return given if given is not None else cfg.policies_dir / "default.yaml"
+def _clients(docker_config: Path | None) -> ClientFactory:
+    """registry host -> client with the user's Docker credentials (until builder/app.py owns them)."""
+    return client_factory(app_context().config, docker_credentials(docker_config))
 
 
 def _load_policy(cfg: Config, given: Path | None) -> Policy:
-    from builder.policy import load_policy
+    from builder.promote.context import load_stage_policy
 
-    return load_policy(_policy_path(cfg, given), _variables(cfg))
+    return load_stage_policy(cfg, given)
 
 
-def _env(
-    policy_file: Path | None, key_file: Path | None, *, need_signer: bool, trust_root: Path | None = None
-) -> Environment:
-    from builder.ledger import open_ledger
-    from builder.promote import Environment, compat_fleet_checker
+def promotion_context(
+    policy_file: Path | None,
+    key_file: Path | None,
+    *,
+    need_signer: bool,
+    trust_root: Path | None = None,
+    docker_config: Path | None = None,
+) -> PromotionContext:
+    """The promotion context of this invocation (``--policy``, ``--key``, ``--trust-root``,
+    ``--docker-config``). Close ``.ledger`` when done."""
+    from builder.promote import compat_fleet_checker, open_context
 
-    cfg = app_context().config
-    signer = None
-    if need_signer:
-        from builder.keys import load_signer
-
-        signer = load_signer(key_file or cfg.key_path, cfg.key_password)
-    policy = _load_policy(cfg, policy_file)
-    verifiers: list[Any] = []
-    if any(k.issuer for ks in policy.keysets for k in ks.keys) or any(a.key.issuer for a in policy.approvers):
-        # keyless identities: verify the Sigstore material offline, let the policy judge identities
-        from builder import keyless
-
-        verifiers.append(keyless.KeylessLayerVerifier(keyless.load_trusted_root(trust_root), (keyless.ANY_IDENTITY,)))
-    return Environment(
-        policy=policy,
-        verifiers=verifiers,
-        registry=cfg.registry,
-        insecure=cfg.is_insecure,
-        lock_dir=cfg.state_dir / "locks",
-        ledger=open_ledger(cfg.ledger_path) if need_signer else None,
-        signer=signer,
+    return open_context(
+        app_context().config,
+        _clients(docker_config),
+        policy_file=policy_file,
+        key_file=key_file,
+        need_signer=need_signer,
+        trust_root=trust_root,
         fleet_checker=compat_fleet_checker(),
     )
 
 
-def _variants(cfg: Config) -> dict[str, tuple[str, str]]:
-    """variant id -> (matrix repository, matrix name) from the matrices."""
-    from builder.matrix import load_matrices, matrix_paths
-
-    out: dict[str, tuple[str, str]] = {}
-    for m in load_matrices(matrix_paths(cfg.matrices_dir)):
-        for v in m.variants:
-            out[v.id] = (v.repository, m.name)
-    return out
+_env = promotion_context  # the name builder/cli/run.py imports
 
 
 def _targets(
-    cfg: Config, policy: Policy, names: tuple[str, ...], select: tuple[str, ...], variant_id: str | None
+    ctx: PromotionContext, names: tuple[str, ...], globs: tuple[str, ...], variant_id: str | None
 ) -> list[Target]:
-    """Variant ids, globs (--select) or image references -> targets."""
-    import fnmatch
+    from builder.promote import TargetScope, UnknownVariantError, resolve_targets
+    from builder.promote.targets import matrix_variants
 
-    from builder.errors import NotFoundError
-    from builder.promote import Target
-    from builder.registry import parse_reference
-
-    targets: list[Target] = []
-    known: dict[str, tuple[str, str]] | None = None
-
-    def variants() -> dict[str, tuple[str, str]]:
-        nonlocal known
-        if known is None:
-            known = _variants(cfg)
-        return known
-
-    for pattern in select:
-        hits = sorted(v for v in variants() if fnmatch.fnmatchcase(v, pattern))
-        if not hits:
-            raise NotFoundError(f"--select {pattern!r} matches no variant of the matrices in {cfg.matrices_dir}")
-        targets.extend(Target(v, variants()[v][0], cfg.registry) for v in hits)
-    for name in names:
-        if "/" in name or "@" in name or ":" in name:
-            ref = parse_reference(name, cfg.registry)
-            vid = variant_id or _variant_from_tag(ref.tag, policy) or _variant_from_labels(cfg, ref)
-            if vid is None:
-                raise click.UsageError(f"cannot tell the variant of {name}: pass --variant-id ID")
-            targets.append(
-                Target(vid, ref.repository, ref.registry, tag=ref.tag if not ref.digest else None, digest=ref.digest)
-            )
-            continue
-        if name not in variants():
-            close = [v for v in variants() if name in v][:5]
-            raise NotFoundError(
-                f"variant {name!r} is not in the matrices ({cfg.matrices_dir})",
-                hint=("did you mean: " + ", ".join(close)) if close else "`builder matrix list` shows the variants",
-            )
-        targets.append(Target(name, variants()[name][0], cfg.registry))
-    seen: set[tuple[str, str, str | None, str | None]] = set()
-    unique = []
-    for t in targets:
-        k = (t.variant, t.repository, t.tag, t.digest)
-        if k not in seen:
-            seen.add(k)
-            unique.append(t)
-    return unique
-
-
-def _variant_from_tag(tag: str | None, policy: Policy) -> str | None:
-    if not tag:
-        return None
-    if _CONTENT_SUFFIX.search(tag):
-        return _CONTENT_SUFFIX.sub("", tag)
-    for s in policy.stage_names:
-        if tag.endswith("-" + s):
-            return tag[: -len(s) - 1]
-    return tag
-
-
-def _variant_from_labels(cfg: Config, ref: Any) -> str | None:
-    """The ``io.builder.variant`` label `builder render` writes into every image, if present."""
-    from builder.errors import BuilderError
-    from builder.registry import client_for, image_config
-
-    try:
-        config = image_config(client_for(ref.registry, insecure=cfg.is_insecure), ref.repository, ref.ref)
-    except BuilderError:
-        return None
-    label = ((config.get("config") or {}).get("Labels") or {}).get("io.builder.variant")
-    return str(label) if label else None
-
-
-def _stage_fleet(policy: Policy, stage: str, cluster: str) -> str:
-    """The fleet file for ``resolve --cluster`` without ``--fleet``: the ``file`` of the stage's
-    policy ``fleet`` rule (of several, the first that names ``cluster``). Never a guess: a stage
-    without a fleet rule is a ConfigError asking for ``--fleet FILE``; NotFoundError when no fleet
-    file of the stage names the cluster; NotFoundError for an unknown stage."""
-    from builder.compat.fleets import load_fleet
-    from builder.errors import ConfigError, NotFoundError
-
-    files = policy.fleets(stage)
-    if not files:
-        raise ConfigError(
-            f"--cluster {cluster} needs a fleet file: stage {stage} in {policy.path} has no `fleet` rule "
-            "to take it from",
-            hint="pass --fleet FILE (e.g. --fleet fleets/demo.yaml), or add a `fleet: {file: ...}` rule to the stage",
-        )
-    if len(files) == 1:
-        return files[0]  # builder.promote.resolve names the file when the cluster is not in it
-    for f in files:
-        if load_fleet(Path(f)).cluster(cluster) is not None:
-            return f
-    raise NotFoundError(
-        f"cluster {cluster!r} is in none of the fleet files of stage {stage}: {', '.join(files)}",
-        hint="check the cluster name, or pass --fleet FILE",
+    cfg = app_context().config
+    scope = TargetScope(
+        variants=lambda: matrix_variants(cfg.matrices_dir),
+        matrices_dir=cfg.matrices_dir,
+        registry=cfg.registry,
+        stage_names=ctx.policy.stage_names,
+        clients=ctx.clients,
     )
-
-
-def _one_target(cfg: Config, policy: Policy, variant: str) -> Target:
-    targets = _targets(cfg, policy, (variant,), (), None)
-    return targets[0]
+    try:
+        return resolve_targets(scope, names, globs, variant_id)
+    except UnknownVariantError as exc:
+        raise click.UsageError(str(exc)) from exc
 
 
 # --------------------------------------------------------------------------------------------- policy
@@ -211,6 +109,7 @@ def policy_validate(files: tuple[Path, ...]) -> None:
     """List every problem of the policy files (default: every policies/*.yaml) with its location."""
     from builder.errors import PolicyError
     from builder.policy import check_policy
+    from builder.promote.context import policy_variables
 
     cfg = app_context().config
     paths = list(files) or sorted([*cfg.policies_dir.glob("*.yaml"), *cfg.policies_dir.glob("*.yml")])
@@ -219,7 +118,7 @@ def policy_validate(files: tuple[Path, ...]) -> None:
     results: list[dict[str, Any]] = []
     errors = 0
     for p in paths:
-        pol, problems = check_policy(p, _variables(cfg))
+        pol, problems = check_policy(p, policy_variables(cfg))
         n_err = sum(1 for x in problems if x.severity == "error")
         errors += n_err
         results.append(
@@ -259,6 +158,7 @@ def policy_validate(files: tuple[Path, ...]) -> None:
 @click.option("--comment", default=None, help="Free text kept in the approval.")
 @click.option("--name", default=None, help="Approver name recorded with the key fingerprint.")
 @policy_option
+@docker_config_option
 @json_option
 def approve(
     reference: str,
@@ -268,6 +168,7 @@ def approve(
     comment: str | None,
     name: str | None,
     policy_file: Path | None,
+    docker_config: Path | None,
 ) -> None:
     """Record a signed approval/v1 of REFERENCE's digest for STAGE (valid for that digest and stage only).
 
@@ -278,7 +179,7 @@ def approve(
     from builder.approvals import check_approver
     from builder.errors import SigningKeyError
     from builder.keys import load_signer
-    from builder.registry import client_for, parse_reference
+    from builder.registry import parse_reference
 
     cfg = app_context().config
     pol = _load_policy(cfg, policy_file)
@@ -297,7 +198,7 @@ def approve(
         warnings.append(f"--name {name} ignored: the policy lists this key as {check.name}")
     recorded = check.name or name
     ref = parse_reference(reference, cfg.registry)
-    client = client_for(ref.registry, insecure=cfg.is_insecure)
+    client = _clients(docker_config)(ref.registry)
     digest = ref.digest or client.resolve(ref.repository, ref.ref)
     result = core(
         client,
@@ -345,6 +246,7 @@ def approve(
 @policy_option
 @key_option
 @trust_option
+@docker_config_option
 @json_option
 def promote(
     names: tuple[str, ...],
@@ -358,29 +260,38 @@ def promote(
     policy_file: Path | None,
     key: Path | None,
     trust_root: Path | None,
+    docker_config: Path | None,
 ) -> None:
     """Plan (default) or apply (--confirm) promoting VARIANT(s) or REFERENCE(s) into a stage.
 
     Moves the digest (tag PUT, cross-repository mount or copy of missing blobs), never rebuilds.
     Exit 31 when policy denies any, 32 on a concurrent change.
     """
-    from builder.errors import PolicyDeniedError, PromotionConflictError
-    from builder.promote import _UNSET, promote_many
+    from builder.promote import batch_error, promote_many
+    from builder.promote.model import parse_expect_previous
 
     if not names and not globs:
         raise click.UsageError("name a VARIANT or REFERENCE, or pass --select GLOB")
-    env = _env(policy_file, key, need_signer=confirm, trust_root=trust_root)
-    cfg = app_context().config
-    targets = _targets(cfg, env.policy, names, globs, variant_id)
-    expect: Any = _UNSET if expect_previous is None else (None if expect_previous == "none" else expect_previous)
-    outcomes = promote_many(
-        env, targets, stage, ticket=ticket, confirm=confirm, expect_previous=expect, workers=workers
-    )
-    if env.ledger is not None:
-        env.ledger.close()
-    payload = {"stage": stage, "confirm": confirm, "results": [o.to_json() for o in outcomes]}
+    ctx = promotion_context(policy_file, key, need_signer=confirm, trust_root=trust_root, docker_config=docker_config)
+    try:
+        targets = _targets(ctx, names, globs, variant_id)
+        outcomes = promote_many(
+            ctx,
+            targets,
+            stage,
+            ticket=ticket,
+            confirm=confirm,
+            expect_previous=parse_expect_previous(expect_previous),
+            workers=workers,
+        )
+    finally:
+        if ctx.ledger is not None:
+            ctx.ledger.close()
+    failure = batch_error(ctx, stage, outcomes)
 
     def human() -> None:
+        from builder.errors import PolicyDeniedError
+
         con = console()
         for o in outcomes:
             p = o.plan
@@ -407,33 +318,10 @@ def promote(
         if not confirm and any(o.plan is not None and o.plan.decision.allowed for o in outcomes):
             con.print("[dim]dry run: add --confirm to apply[/]")
 
-    conflicts = [o.error for o in outcomes if isinstance(o.error, PromotionConflictError)]
-    others = [o.error for o in outcomes if o.error is not None and not isinstance(o.error, PolicyDeniedError)]
-    denied = [o for o in outcomes if o.plan is not None and not o.plan.decision.allowed]
-    if conflicts or others or denied:
+    if failure is not None:
         human()
-        if conflicts:
-            c = conflicts[0]
-            raise PromotionConflictError(c.message, results=payload["results"], **c.details)
-        if others:
-            e = others[0]
-            raise type(e)(e.message, hint=e.hint, results=payload["results"])
-        from builder.promote import untrusted_hint
-
-        untrusted = [o.plan for o in denied if o.plan is not None and not o.plan.trusted]
-        raise PolicyDeniedError(
-            f"{len(denied)} of {len(outcomes)} promotion(s) to {stage} denied: "
-            + "; ".join(
-                f"{o.target.variant}: " + "; ".join(f"{r.rule}: {r.reason}" for r in o.plan.decision.failed())
-                for o in denied
-                if o.plan is not None
-            ),
-            hint=untrusted_hint(env, stage, untrusted[0].target.variant, foreign=bool(untrusted[0].untrusted_signers))
-            if untrusted
-            else None,
-            results=payload["results"],
-        )
-    emit(payload, human)
+        raise failure
+    emit({"stage": stage, "confirm": confirm, "results": [o.to_json() for o in outcomes]}, human)
 
 
 # --------------------------------------------------------------------------------------------- rollback
@@ -445,18 +333,26 @@ def promote(
 @policy_option
 @key_option
 @trust_option
+@docker_config_option
 @json_option
-def rollback(stage: str, variant: str, policy_file: Path | None, key: Path | None, trust_root: Path | None) -> None:
+def rollback(
+    stage: str,
+    variant: str,
+    policy_file: Path | None,
+    key: Path | None,
+    trust_root: Path | None,
+    docker_config: Path | None,
+) -> None:
     """Point STAGE back at VARIANT's previous digest (from the registry's promotion records)."""
     from builder.promote import rollback as core
 
-    env = _env(policy_file, key, need_signer=True, trust_root=trust_root)
-    target = _one_target(app_context().config, env.policy, variant)
+    ctx = promotion_context(policy_file, key, need_signer=True, trust_root=trust_root, docker_config=docker_config)
     try:
-        applied = core(env, target, stage)
+        [target] = _targets(ctx, (variant,), (), None)
+        applied = core(ctx, target, stage)
     finally:
-        if env.ledger is not None:
-            env.ledger.close()
+        if ctx.ledger is not None:
+            ctx.ledger.close()
     emit(
         applied.to_json(),
         f"rolled back {variant} in {stage}: {applied.plan.previous} -> "
@@ -482,17 +378,23 @@ def _age(seconds: float | None) -> str:
 @click.option("--stage", "stages", multiple=True, help="Only these stages (repeatable).")
 @policy_option
 @trust_option
+@docker_config_option
 @json_option
-def status(globs: tuple[str, ...], stages: tuple[str, ...], policy_file: Path | None, trust_root: Path | None) -> None:
+def status(
+    globs: tuple[str, ...],
+    stages: tuple[str, ...],
+    policy_file: Path | None,
+    trust_root: Path | None,
+    docker_config: Path | None,
+) -> None:
     """Which digest each stage holds for each variant, since when, and its evidence."""
     from builder.promote import status as core
+    from builder.promote.queries import check_stages
 
-    env = _env(policy_file, None, need_signer=False, trust_root=trust_root)
-    cfg = app_context().config
-    targets = _targets(cfg, env.policy, (), globs or ("*",), None)
-    for s in stages:
-        env.policy.stage(s)
-    rows = core(env, targets, list(stages) or None)
+    ctx = promotion_context(policy_file, None, need_signer=False, trust_root=trust_root, docker_config=docker_config)
+    targets = _targets(ctx, (), globs or ("*",), None)
+    check_stages(ctx, stages)
+    rows = core(ctx, targets, list(stages) or None)
 
     def human() -> None:
         from rich.markup import escape
@@ -535,54 +437,39 @@ def status(globs: tuple[str, ...], stages: tuple[str, ...], policy_file: Path | 
 @click.option("--limit", type=int, default=50, show_default=True)
 @policy_option
 @trust_option
+@docker_config_option
 @json_option
 def history(
-    variant: str, stages: tuple[str, ...], limit: int, policy_file: Path | None, trust_root: Path | None
+    variant: str,
+    stages: tuple[str, ...],
+    limit: int,
+    policy_file: Path | None,
+    trust_root: Path | None,
+    docker_config: Path | None,
 ) -> None:
     """The promotion history of VARIANT per stage, newest first, read from the registry."""
-    from builder.errors import NotFoundError
-    from builder.promote import _promoter_names, pointer_trust, promoter_label, stage_location
-    from builder.promote import history as core
+    from builder.promote import stage_histories
 
-    env = _env(policy_file, None, need_signer=False, trust_root=trust_root)
-    target = _one_target(app_context().config, env.policy, variant)
-    for s in stages:
-        env.policy.stage(s)  # NotFoundError (exit 8) naming the stages the policy defines
-    out: list[dict[str, Any]] = []
-    for s in stages or env.policy.stage_names:
-        try:
-            loc, recs = core(env, target, s, limit=limit)
-        except NotFoundError:
-            out.append({"stage": s, "pointer": None, "records": []})
-            continue
-        entry: dict[str, Any] = {
-            "stage": s,
-            "pointer": str(loc),
-            "records": [{**r.to_json(), "by": promoter_label(env, r)} for r in recs],
-        }
-        if not recs:  # the pointer names a digest no trusted record explains: say why, as status does
-            trust = pointer_trust(env, stage_location(env, target, s), s)
-            entry.update(digest=trust.digest, note=trust.note(_promoter_names(env, s), short=True))
-        else:
-            entry["digest"] = recs[0].digest
-        out.append(entry)
+    ctx = promotion_context(policy_file, None, need_signer=False, trust_root=trust_root, docker_config=docker_config)
+    [target] = _targets(ctx, (variant,), (), None)
+    out = stage_histories(ctx, target, stages, limit=limit)
 
     def human() -> None:
         con = console()
         for h in out:
-            con.print(f"[bold]{h['stage']}[/] {h['pointer'] or '(never promoted)'}")
-            if h.get("note"):
-                con.print(f"  {h['note']}", style="yellow", markup=False)
-            if h["records"]:
+            con.print(f"[bold]{h.stage}[/] {h.pointer or '(never promoted)'}")
+            if h.note:
+                con.print(f"  {h.note}", style="yellow", markup=False)
+            if h.records:
                 con.print(f"  {'time':<27}  {'action':<8} {'digest':<19}  {'previous':<19}  by", style="dim")
-            for r in h["records"]:
+            for r, by in h.records:
                 con.print(
-                    f"  {r['time']:<27}  {r['action']:<8} {r['digest'][:19]}  {(r['previous'] or '-')[:19]:<19}"
-                    f"  {r['by']}" + (f"  ticket {r['ticket']}" if r["ticket"] else ""),
+                    f"  {r.time:<27}  {r.action:<8} {r.digest[:19]}  {(r.previous or '-')[:19]:<19}"
+                    f"  {by}" + (f"  ticket {r.ticket}" if r.ticket else ""),
                     markup=False,
                 )
 
-    emit({"variant": variant, "stages": out}, human)
+    emit({"variant": variant, "stages": [h.to_json() for h in out]}, human)
 
 
 # --------------------------------------------------------------------------------------------- resolve
@@ -602,6 +489,7 @@ def history(
 @click.option("--no-verify", is_flag=True, help="Do not require a trusted promotion record on the digest.")
 @policy_option
 @trust_option
+@docker_config_option
 @json_option
 def resolve(
     variant: str,
@@ -611,17 +499,14 @@ def resolve(
     no_verify: bool,
     policy_file: Path | None,
     trust_root: Path | None,
+    docker_config: Path | None,
 ) -> None:
     """Print VARIANT's validated repo@sha256:... in STAGE on stdout (never an older digest)."""
-    import sys
-
     from builder.promote import resolve as core
 
-    cfg = app_context().config
-    env = _env(policy_file, None, need_signer=False, trust_root=trust_root)
-    target = _one_target(cfg, env.policy, variant)
-    fleet_file = (str(fleet) if fleet else _stage_fleet(env.policy, stage, cluster)) if cluster else None
-    pinned = core(env, target, stage, cluster=cluster, fleet=fleet_file, verify=not no_verify)
+    ctx = promotion_context(policy_file, None, need_signer=False, trust_root=trust_root, docker_config=docker_config)
+    [target] = _targets(ctx, (variant,), (), None)
+    pinned = core(ctx, target, stage, cluster=cluster, fleet=str(fleet) if fleet else None, verify=not no_verify)
     if app_context().json_output:
         emit({"variant": variant, "stage": stage, "cluster": cluster, "reference": pinned})
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from builder.ledger import open_ledger
 from builder.policy import load_policy
 from builder.predicates import DEVICE_CHECK_V1
 from builder.promote import (
-    Environment,
+    PromotionContext,
     Target,
     apply_promotion,
     compat_fleet_checker,
@@ -32,7 +33,7 @@ from builder.promote import (
     rollback,
     status,
 )
-from builder.registry import RegistryClient
+from builder.registry import RegistryClient, client_for
 from tests.integration.test_promote_support import Keys, device_check, make_keys, push_image, write_policy
 
 pytestmark = pytest.mark.integration
@@ -59,13 +60,13 @@ class World:
         state: Path | None = None,
         now: dt.datetime | None = None,
         policy_path: Path | None = None,
-    ) -> Environment:
+    ) -> PromotionContext:
         st = state or self.state
         policy = load_policy(policy_path or self.policy_path, {"state_dir": str(st)})
-        return Environment(
+        return PromotionContext(
             policy=policy,
             registry=self.registry,
-            insecure=lambda r: True,
+            clients=client_factory(),
             lock_dir=st / "locks",
             ledger=open_ledger(st / "ledger.sqlite"),
             signer=self.keys.signer(signer) if signer else None,
@@ -113,6 +114,17 @@ class World:
 
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+def client_factory() -> Callable[[str], RegistryClient]:
+    """registry host -> one plain-HTTP client per registry (the loopback test registries need no
+    credentials; tests/integration/test_promote_cli.py covers an authenticated one)."""
+    cache: dict[str, RegistryClient] = {}
+
+    def make(registry: str) -> RegistryClient:
+        return client_for(registry, insecure=lambda r: True, cache=cache)
+
+    return make
 
 
 @pytest.fixture
@@ -196,7 +208,7 @@ def test_staging_to_prod_needs_approvals_and_gpu_evidence(world: World, cosign_b
     applied = apply_promotion(env, plan)
     prod_repo = f"prod/{world.repo}"
     assert world.client.resolve(prod_repo, f"{VARIANT}-prod") == digest
-    assert applied.copy["mounted"] >= 2  # layer + config mounted, never re-uploaded
+    assert applied.copy is not None and applied.copy.mounted >= 2  # layer + config mounted, never re-uploaded
     assert resolve(env, world.target, "prod") == f"{world.registry}/{prod_repo}@{digest}"
     # the signature travelled with the image: real cosign verifies it in the prod repository
     out = subprocess.run(
@@ -413,7 +425,7 @@ def test_record_signed_before_a_long_lock_wait_is_renewed(world: World) -> None:
     import threading
     import time
 
-    from builder.promote import EARLY_RECORD_MAX_AGE_S, _lock, stage_location
+    from builder.promote import EARLY_RECORD_MAX_AGE_S
 
     d1 = world.build(b"early one")
     env = world.env()
@@ -425,7 +437,7 @@ def test_record_signed_before_a_long_lock_wait_is_renewed(world: World) -> None:
     released: list[dt.datetime] = []
 
     def holder() -> None:
-        with _lock(env, stage_location(env, world.target, "dev")):
+        with env.lock(env.stage_location(world.target, "dev")):
             held.set()
             time.sleep(EARLY_RECORD_MAX_AGE_S + 0.5)
             released.append(dt.datetime.now(dt.UTC))

@@ -11,8 +11,15 @@ from typing import Any
 
 import pytest
 
+from builder.keys import load_signer
 from builder.registry import RegistryClient
-from tests.integration.test_promote_support import make_keys, push_image, write_policy
+from tests.integration.test_promote_support import (
+    docker_config_dir,
+    make_keys,
+    password_registry,
+    push_image,
+    write_policy,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -20,14 +27,16 @@ VARIANT = "jax0.7-cpu-py3.11-debian12"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(project: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+def run(
+    project: Path, *args: str, code: int = 0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         [sys.executable, "-m", "builder", *args],
         cwd=project,
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(project)},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(project), **(env or {})},
     )
     assert proc.returncode == code, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
@@ -39,20 +48,21 @@ def js(proc: subprocess.CompletedProcess[str]) -> Any:
 
 @pytest.fixture
 def project(tmp_path: Path, registry_address: str, unique_repo: str) -> Path:
-    root = tmp_path / "project"
+    return _project(tmp_path / "project", registry_address, unique_repo)
+
+
+def _project(root: Path, registry: str, repo: str) -> Path:
     (root / "matrices").mkdir(parents=True)
     (root / "policies").mkdir()
     state = root / "state"
     keys = make_keys(state)
     write_policy(root / "policies" / "default.yaml", keys)
-    (root / "builder.toml").write_text(
-        f'registry = "{registry_address}"\nstate_dir = "state"\nkey = "{keys.key("build")}"\n'
-    )
+    (root / "builder.toml").write_text(f'registry = "{registry}"\nstate_dir = "state"\nkey = "{keys.key("build")}"\n')
     (root / "matrices" / "tiny.yaml").write_text(
         textwrap.dedent(
             f"""\
             family: jax
-            repository: {unique_repo}
+            repository: {repo}
             axes:
               accelerator: [{{kind: cpu}}]
               framework: {{name: jax, versions: ["0.7"]}}
@@ -271,3 +281,44 @@ def test_approve_warns_when_the_approval_would_never_count(
     # a stage without an approvals rule
     out = js(run(project, "approve", ref, "--stage", "dev", "--key", alice, "--json"))
     assert any("has no approvals rule" in w for w in out["warnings"])
+
+
+def test_promotion_commands_on_a_password_protected_registry(tmp_path: Path, unique_repo: str) -> None:
+    """Credentials only in the Docker config (``$DOCKER_CONFIG`` or ``--docker-config``): promote,
+    rollback, history, status and resolve all reach a registry that answers 401 without them."""
+    from builder.registry import DockerCredentials
+    from builder.sign import sign_image
+
+    with password_registry(tmp_path / "registry") as registry:
+        root = _project(tmp_path / "project", registry, unique_repo)
+        docker_config = docker_config_dir(tmp_path / "docker", registry)
+        client = RegistryClient(registry, insecure=True, auth=DockerCredentials.from_file(docker_config))
+        signer = load_signer(root / "state" / "keys" / "build" / "builder.key", None)
+
+        def build(content: bytes) -> str:
+            digest = push_image(client, unique_repo, VARIANT, content=content)
+            sign_image(client, unique_repo, digest, signer, lock_dir=root / "state" / "locks")
+            return digest
+
+        d1 = build(b"auth one")
+        # without credentials the registry refuses (exit 6), and the hint's --docker-config exists
+        err = js(run(root, "promote", VARIANT, "--to", "dev", "--json", code=6))
+        assert "--docker-config" in err["error"]["hint"]
+        env = {"DOCKER_CONFIG": str(docker_config)}
+        out = js(run(root, "promote", VARIANT, "--to", "dev", "--confirm", "--json", env=env))["results"][0]
+        assert out["applied"] and out["digest"] == d1
+        d2 = build(b"auth two")
+        flag = ("--docker-config", str(docker_config))
+        out = js(run(root, "promote", VARIANT, "--to", "dev", "--confirm", "--json", *flag))["results"][0]
+        assert out["applied"] and out["digest"] == d2 and out["previous"] == d1
+        alice = str(root / "state" / "keys" / "alice" / "builder.key")
+        out = js(run(root, "rollback", "dev", VARIANT, "--key", alice, "--json", *flag))
+        assert out["record"]["digest"] == d1 and out["record"]["previous"] == d2
+        hist = js(run(root, "history", VARIANT, "--stage", "dev", "--json", env=env))["stages"][0]["records"]
+        assert [(h["action"], h["digest"]) for h in hist] == [("rollback", d1), ("promote", d2), ("promote", d1)]
+        dev = next(r for r in js(run(root, "status", "--json", *flag))["rows"] if r["stage"] == "dev")
+        assert dev["digest"] == d1 and dev["action"] == "rollback" and dev["signatures"] == 1
+        out = js(run(root, "resolve", VARIANT, "--stage", "dev", "--json", *flag))
+        assert out["reference"] == f"{registry}/{unique_repo}@{d1}"
+        err = js(run(root, "resolve", VARIANT, "--stage", "dev", "--json", code=6))
+        assert "--docker-config" in err["error"]["hint"]

@@ -82,7 +82,7 @@ def test_prod_in_another_registry_copies_only_missing_blobs(
     applied = apply_promotion(env, plan)
     other = RegistryClient(second_registry, insecure=True)
     assert other.resolve(f"prod/{world.repo}", f"{VARIANT}-prod") == digest
-    assert applied.copy["copied"] >= 2 and applied.copy["mounted"] == 0, applied.copy
+    assert applied.copy is not None and applied.copy.copied >= 2 and applied.copy.mounted == 0, applied.copy
     # evidence travelled byte for byte: real cosign verifies signature and attestation there
     ref = f"{second_registry}/prod/{world.repo}@{digest}"
     for args in (
@@ -98,7 +98,8 @@ def test_prod_in_another_registry_copies_only_missing_blobs(
         assert out.returncode == 0, out.stderr
     # a second promotion of a digest sharing the layer copies only what is missing
     env2 = world.env(policy_path=policy)
-    from builder.promote import Location, _copy
+    from builder.promote import Location
+    from builder.promote.transfer import copy_manifest
     from builder.registry import CopyStats
 
     shared = push_image(
@@ -109,7 +110,7 @@ def test_prod_in_another_registry_copies_only_missing_blobs(
         layers=[world.client.get_blob(world.repo, world.client.get_manifest(world.repo, digest).layers[0].digest)],
     )
     stats = CopyStats()
-    _copy(
+    copy_manifest(
         env2,
         Location(world.registry, world.repo),
         Location(second_registry, f"prod/{world.repo}"),
@@ -165,4 +166,4 @@ def test_multi_platform_index_is_copied_with_its_children(world: World) -> None:
     assert world.client.resolve(dst, f"{VARIANT}-dev") == digest
     assert world.client.get_manifest(dst, image).digest == image  # children are there too
     assert world.client.get_manifest(dst, att).digest == att
-    assert applied.copy["manifests"] >= 3 and applied.copy["copied"] == 0
+    assert applied.copy is not None and applied.copy.manifests >= 3 and applied.copy.copied == 0

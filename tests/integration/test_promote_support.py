@@ -9,14 +9,20 @@ The GPU itself is unreachable here, so a test writes that statement as evidence 
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import dataclasses
 import gzip
 import hashlib
 import io
 import json
+import socket
+import subprocess
 import tarfile
 import textwrap
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +31,8 @@ import pytest
 from builder.registry import OCI_MANIFEST, RegistryClient
 
 pytestmark = pytest.mark.integration
+
+AUTH_USER, AUTH_PASSWORD = "promoter", "pr0mote-s3cret"
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
@@ -192,6 +200,53 @@ def device_check(
         },
         "steps": [{"name": "framework-import", "passed": passed, "seconds": 0.4}],
     }
+
+
+@contextlib.contextmanager
+def password_registry(d: Path) -> Iterator[str]:
+    """``127.0.0.1:<port>``: a real CNCF distribution registry (``docker-registry``, installed by
+    scripts/setup) that answers 401 without the htpasswd (bcrypt) credentials
+    ``AUTH_USER``/``AUTH_PASSWORD``."""
+    from tests.conftest import require_tool
+
+    registry_bin = require_tool("docker-registry", "registry")
+    htpasswd = require_tool("htpasswd")
+    d.mkdir(parents=True, exist_ok=True)
+    subprocess.run([htpasswd, "-Bbc", str(d / "htpasswd"), AUTH_USER, AUTH_PASSWORD], check=True, capture_output=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    (d / "config.yml").write_text(
+        "version: 0.1\nlog:\n  level: warn\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {d / 'data'}\n  delete:\n    enabled: true\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+        f"auth:\n  htpasswd:\n    realm: builder-test\n    path: {d / 'htpasswd'}\n"
+    )
+    with (d / "registry.log").open("w") as log:
+        proc = subprocess.Popen([registry_bin, "serve", str(d / "config.yml")], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                        break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"registry did not start: {(d / 'registry.log').read_text()}") from None
+                    time.sleep(0.1)
+            yield f"127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def docker_config_dir(d: Path, registry: str) -> Path:
+    """A Docker config directory (``config.json`` with an ``auths`` entry) holding the credentials
+    of ``password_registry``, as ``docker login`` writes them."""
+    d.mkdir(parents=True, exist_ok=True)
+    auth = base64.b64encode(f"{AUTH_USER}:{AUTH_PASSWORD}".encode()).decode()
+    (d / "config.json").write_text(json.dumps({"auths": {registry: {"auth": auth}}}))
+    return d
 
 
 def test_push_image_round_trips(registry_address: str, unique_repo: str) -> None:

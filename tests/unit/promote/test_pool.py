@@ -1,14 +1,15 @@
-"""builder.promote's shared worker pool: nested parallel calls never deadlock (a task no worker has
-started runs in the caller), results keep their order, errors wait for the other tasks."""
+"""builder.promote.pool: nested parallel calls never deadlock (a task no worker has started runs in
+the caller), results keep their order, errors wait for the other tasks."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
 import pytest
 
-from builder import promote
+from builder.promote.pool import POOL_WORKERS, Task, map_parallel, parallel, wait_all
 
 
 def test_nested_map_deeper_than_the_pool_does_not_deadlock() -> None:
@@ -16,7 +17,7 @@ def test_nested_map_deeper_than_the_pool_does_not_deadlock() -> None:
         if n == 0:
             time.sleep(0.001)
             return 1
-        return sum(promote._map(level, [n - 1] * 4))
+        return sum(map_parallel(level, [n - 1] * 4))
 
     # 4**4 = 256 leaves, 85 nested calls each waiting on its children: more than the pool's workers
     done: list[int] = []
@@ -24,13 +25,14 @@ def test_nested_map_deeper_than_the_pool_does_not_deadlock() -> None:
     t.start()
     t.join(timeout=30)
     assert done == [256]
-    assert promote.POOL_WORKERS < 85
+    assert POOL_WORKERS < 85
 
 
 def test_map_keeps_order_and_task_runs_inline_when_not_started() -> None:
-    assert promote._map(lambda a, b: a * b, [1, 2, 3], [4, 5, 6]) == [4, 10, 18]
-    assert promote._map(str, []) == []
-    assert promote._Task(sum, [1, 2]).result() == 3
+    assert map_parallel(lambda a: a * 2, [1, 2, 3]) == [2, 4, 6]
+    assert map_parallel(str, []) == []
+    assert parallel([lambda: 1, lambda: "two"]) == [1, "two"]
+    assert Task(functools.partial(sum, [1, 2])).result() == 3
 
 
 def test_error_raised_after_every_task_finished() -> None:
@@ -44,8 +46,8 @@ def test_error_raised_after_every_task_finished() -> None:
         return i
 
     with pytest.raises(ValueError, match="first"):
-        promote._map(job, [0, 1, 2])
-    # started tasks completed before the error left _map (queued ones were cancelled instead)
+        map_parallel(job, [0, 1, 2])
+    # started tasks completed before the error left map_parallel (queued ones were cancelled instead)
     time.sleep(0.01)
     snapshot = list(finished)
     time.sleep(0.1)
@@ -59,5 +61,5 @@ def test_error_raised_after_every_task_finished() -> None:
         return i
 
     with pytest.raises(KeyError):
-        promote._all([promote._Task(late, i) for i in range(3)])
+        wait_all([Task(functools.partial(late, i)) for i in range(3)])
     assert {10, 11} <= set(finished)

@@ -1,0 +1,104 @@
+"""Promotion of digests through stages: plan (dry run), apply, rollback, status, history, resolve.
+
+A promotion is data: a source digest (the variant tag written by the build for a stage that
+takes builds, else the previous stage's pointer) -> a stage pointer tag ``<variant-id>-<stage>``
+in the stage's repository (docs/promotion.md). It moves the digest and never rebuilds: same
+repository - one tag PUT; another repository of the same registry - cross-repo blob mounts then
+manifest PUTs; another registry - only missing blobs are copied. ``.sig``/``.att`` manifests and
+referrers travel byte for byte, and the destination digest is verified equal.
+
+Modules, by concern:
+
+- ``model``: the frozen values (Location, Target, PromotionRecord, Plan, Applied, Outcome, ...)
+- ``context``: ``PromotionContext`` (policy, injected registry clients, locks, ledger, signer)
+- ``pool``: the shared worker pool for parallel registry calls
+- ``evidence``: signatures, attestations and fleet verdicts read for a decision
+- ``records``: ``promotion/v1`` records, trust of stage pointers, the history chain
+- ``referrers``, ``transfer``: copying manifests, blobs, evidence and referrers
+- ``plan``, ``apply``: plan_promotion; apply_promotion, promote_many, rollback
+- ``queries``: status, stage histories, resolve
+- ``fleets``: fleet verdicts through ``builder.compat``
+- ``targets``: variant ids / globs / image references -> targets
+
+The SQLite ledger (``builder.ledger``) is the local audit trail; the registry is the record.
+"""
+
+from __future__ import annotations
+
+from builder.promote.apply import (
+    EARLY_RECORD_MAX_AGE_S,
+    apply_promotion,
+    batch_error,
+    promote_many,
+    rollback,
+)
+from builder.promote.context import LOCK_FILE_MODE, ClientFactory, PromotionContext, open_context
+from builder.promote.evidence import gather_evidence, keyless_identity
+from builder.promote.fleets import ImageNeeds, cluster_reason, compat_fleet_checker, image_requirements
+from builder.promote.model import (
+    UNSET,
+    Applied,
+    CopyCounts,
+    FleetChecker,
+    Location,
+    Outcome,
+    Plan,
+    PointerTrust,
+    PromotionRecord,
+    StageHistory,
+    StatusRow,
+    Target,
+    fmt_time,
+    utcnow,
+)
+from builder.promote.plan import plan_promotion
+from builder.promote.queries import resolve, stage_histories, status
+from builder.promote.records import current_record, history, pointer_trust, read_records
+from builder.promote.targets import TargetScope, UnknownVariantError, resolve_targets
+
+Environment = PromotionContext
+"""Compatibility alias; import ``PromotionContext`` from builder.promote.context."""
+
+__all__ = [
+    "EARLY_RECORD_MAX_AGE_S",
+    "LOCK_FILE_MODE",
+    "UNSET",
+    "Applied",
+    "ClientFactory",
+    "CopyCounts",
+    "Environment",
+    "FleetChecker",
+    "ImageNeeds",
+    "Location",
+    "Outcome",
+    "Plan",
+    "PointerTrust",
+    "PromotionContext",
+    "PromotionRecord",
+    "StageHistory",
+    "StatusRow",
+    "Target",
+    "TargetScope",
+    "UnknownVariantError",
+    "apply_promotion",
+    "batch_error",
+    "cluster_reason",
+    "compat_fleet_checker",
+    "current_record",
+    "fmt_time",
+    "gather_evidence",
+    "history",
+    "image_requirements",
+    "keyless_identity",
+    "open_context",
+    "plan_promotion",
+    "pointer_trust",
+    "promote_many",
+    "read_records",
+    "resolve",
+    "resolve_targets",
+    "rollback",
+    "stage_histories",
+    "status",
+    "utcnow",
+]

@@ -1,0 +1,432 @@
+"""Applying promotions and rollbacks: copy, signed ``promotion/v1`` record, tag move, ledger row.
+
+The distribution protocol has no conditional PUT, so a stage tag moves only under a per-stage
+file lock (``<state_dir>/locks``), after re-reading it (it must still name the digest the plan
+saw), after checking the previous-digest chain (the digest it names must carry a trusted
+``promotion/v1`` record), and it is re-read after the write: any difference raises
+``PromotionConflictError`` naming both digests. The promotion record is written *before* the
+tag moves, so a process killed at any point leaves the tag on the old or the new digest and
+re-running completes the promotion (the ledger row is appended when missing).
+
+Errors: ``PolicyDeniedError`` (31), ``PromotionConflictError`` (32), ``NotFoundError`` (8),
+``SigningKeyError`` (16), ``VerificationError`` (18), registry errors (5-7), ``LedgerError`` (33).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from builder.attest import attest_image, prepare_attestation
+from builder.errors import (
+    BuilderError,
+    NotFoundError,
+    PolicyDeniedError,
+    PromotionConflictError,
+    SigningKeyError,
+    VerificationError,
+)
+from builder.ledger import LedgerRecord
+from builder.policy import Decision, RuleResult
+from builder.predicates import PROMOTION_V1
+from builder.promote.context import PromotionContext
+from builder.promote.model import (
+    UNSET,
+    Applied,
+    CopyCounts,
+    ExpectPrevious,
+    Location,
+    Outcome,
+    Plan,
+    PromotionRecord,
+    Target,
+    Unset,
+    fmt_time,
+)
+from builder.promote.plan import plan_promotion
+from builder.promote.pool import Task, Uploads, parallel
+from builder.promote.records import current_record, pointer_trust, read_records
+from builder.promote.transfer import copy_evidence, copy_manifest
+from builder.registry import CopyStats
+from builder.sign import signature_config
+
+if TYPE_CHECKING:
+    from builder.sign import Signer
+
+EARLY_RECORD_MAX_AGE_S = 2.0
+"""A promotion record signed before taking the stage lock is used only this soon after."""
+
+
+def require_signer(ctx: PromotionContext) -> Signer:
+    """The context's signer. SigningKeyError when there is none."""
+    if ctx.signer is None:
+        raise SigningKeyError(
+            "applying a promotion needs a signing key for its promotion/v1 record",
+            hint="pass --key FILE (default: builder.toml `key`)",
+        )
+    return ctx.signer
+
+
+def _require_promoter(ctx: PromotionContext, signer: Signer) -> None:
+    if not any(s.match(signer.fingerprint, None) for s in ctx.policy.promoters):
+        listed = ", ".join(s.name for s in ctx.policy.promoters) or "none"
+        raise SigningKeyError(
+            f"key {signer.fingerprint[:19]}… is not a promoter in {ctx.policy.path} (promoters: {listed}); "
+            "records it signs would not be trusted by status, history and rollback",
+            hint="sign with a promoter key (--key) or add its public key to the policy's promoter key set",
+        )
+
+
+def ledger_row(rec: PromotionRecord, decision: Decision) -> LedgerRecord:
+    """The audit ledger row of a promotion record (``denied`` when the decision did not allow it)."""
+    who = rec.promoter + (f" {rec.promoter_name}" if rec.promoter_name else "")
+    return LedgerRecord(
+        time=rec.time,
+        action=rec.action if rec.allowed else "denied",
+        variant=rec.variant,
+        stage=rec.stage,
+        from_stage=rec.from_stage,
+        reference=rec.reference,
+        digest=rec.digest,
+        previous=rec.previous,
+        allowed=rec.allowed,
+        decision=json.dumps(decision.to_json(), sort_keys=True),
+        who=who,
+        ticket=rec.ticket,
+        attestation=rec.layer,
+    )
+
+
+def reason_lines(decision: Decision) -> tuple[str, ...]:
+    """Every leaf rule of ``decision`` as ``pass|FAIL <rule>: <reason>`` (kept in the record)."""
+    out: list[str] = []
+
+    def walk(r: RuleResult) -> None:
+        if not r.children:
+            out.append(f"{'pass' if r.passed else 'FAIL'} {r.rule}: {r.reason}")
+        for c in r.children:
+            walk(c)
+
+    for r in decision.reasons:
+        walk(r)
+    return tuple(out)
+
+
+def new_record(
+    ctx: PromotionContext, plan: Plan, signer: Signer, action: str, digest: str, previous: str | None
+) -> PromotionRecord:
+    """The record ``signer`` is about to write for ``plan`` (time: now)."""
+    return PromotionRecord(
+        action=action,
+        variant=plan.target.variant,
+        stage=plan.stage,
+        from_stage=plan.from_stage,
+        reference=str(plan.destination),
+        digest=digest,
+        previous=previous,
+        allowed=plan.decision.allowed,
+        reasons=reason_lines(plan.decision),
+        policy=str(ctx.policy.path),
+        promoter=signer.fingerprint,
+        promoter_name=ctx.name_of(signer.fingerprint),
+        time=fmt_time(ctx.now()),
+        ticket=plan.ticket,
+    )
+
+
+def conflict(loc: Location, expected: str | None, found: str | None, when: str) -> PromotionConflictError:
+    """The error for a pointer that named ``found`` where ``expected`` was required."""
+    return PromotionConflictError(
+        f"{loc} changed {when}: expected {expected or 'no tag'}, found {found or 'no tag'}; nothing was overwritten",
+        expected=expected,
+        found=found,
+        pointer=str(loc),
+    )
+
+
+def _deny(ctx: PromotionContext, plan: Plan, signer: Signer) -> PolicyDeniedError:
+    if plan.digest is not None and ctx.ledger is not None:
+        denied = new_record(ctx, plan, signer, "promote", plan.digest, plan.previous)
+        ctx.ledger.append(ledger_row(denied, plan.decision))
+    failed = plan.decision.failed()
+    return PolicyDeniedError(
+        f"promotion of {plan.target.variant} to {plan.stage} denied: "
+        + "; ".join(f"{r.rule}: {r.reason}" for r in failed),
+        hint=None
+        if plan.trusted
+        else ctx.untrusted_hint(plan.stage, plan.target.variant, foreign=bool(plan.untrusted_signers)),
+        reasons=[r.to_json() for r in failed],
+        decision=plan.decision.to_json(),
+    )
+
+
+def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: ExpectPrevious = UNSET) -> Applied:
+    """Apply an allowed plan: copy, write the signed record, move the tag, re-read, ledger row.
+
+    ``expect_previous``: the digest the stage must still hold (default: what the plan saw; pass
+    the digest from a reviewed plan to turn the apply into a compare-and-swap). A denied plan is
+    recorded in the ledger (``denied``) and raises PolicyDeniedError. PromotionConflictError when
+    the pointer moved, the chain forks (the digest it names has no trusted record) or another
+    writer moved it during the write."""
+    t0 = time.perf_counter()
+    signer = require_signer(ctx)
+    if plan.digest is None or not plan.decision.allowed:
+        raise _deny(ctx, plan, signer)
+    _require_promoter(ctx, signer)
+    digest = plan.digest
+    dst = plan.destination
+    dc = ctx.client(dst.registry)
+    expected = plan.previous if isinstance(expect_previous, Unset) else expect_previous
+    stats = CopyStats()
+    # A new record is written only when the stage still holds `expected` (checked under the lock
+    # below), so it can be signed now and its blobs (the DSSE layer, and the config of a fresh
+    # one-layer .att) uploaded while the lock is taken and the pointer re-read. Blobs are
+    # content-addressed and inert until a manifest names them: if the promotion stops here (a
+    # conflict, an interrupted run's record reused), nothing refers to them.
+    early = new_record(ctx, plan, signer, "promote", digest, expected)
+    prepared = prepare_attestation(dc.registry, dst.repository, digest, PROMOTION_V1, early.predicate(), signer)
+    early_blobs = [prepared.layer.blob, signature_config([prepared.layer.digest])]
+    uploading = (
+        [Task(functools.partial(dc.put_blob, dst.repository, b)) for b in early_blobs] if expected != digest else []
+    )
+    with ctx.lock(dst):
+        current = dc.try_resolve(dst.repository, dst.pointer_tag)
+        # current == digest: an interrupted run of this promotion (tag moved, ledger row missing)
+        # or a concurrent promotion of the same digest: completed below if a record says so
+        if current != digest and current != expected:
+            raise conflict(dst, expected, current, "since the plan was made")
+        # checked again under the lock even when the plan found a trusted record (never trust a plan)
+        if current is not None and current != digest and current_record(ctx, dst, current, plan.stage) is None:
+            raise PromotionConflictError(
+                f"{dst} names {current}, which has no trusted promotion record: the tag was moved outside "
+                "builder or the previous-digest chain forks; refusing to build on it",
+                found=current,
+                pointer=str(dst),
+                hint=ctx.untrusted_hint(plan.stage, plan.target.variant),
+            )
+        if current == digest:
+            return _complete(ctx, plan, t0)
+        src = plan.source
+        manifest = plan.manifest if plan.manifest is not None and plan.manifest.digest == digest else None
+        if manifest is None:
+            manifest = ctx.client(src.registry).get_manifest(src.repository, digest)
+
+        def write_record() -> PromotionRecord:
+            # only a destination that already had the digest can hold a record of an interrupted run
+            pending = _pending_record(ctx, plan, digest, current, signer) if plan.present else None
+            if pending is not None:
+                return pending
+            # a record signed long before the lock was ours (another promotion held it) would carry a
+            # stale time (history orders records by time): sign a fresh one then
+            stale = time.perf_counter() - t0 > EARLY_RECORD_MAX_AGE_S
+            if early.previous != current or not uploading or stale:
+                rec = new_record(ctx, plan, signer, "promote", digest, current)
+                write = attest_image(
+                    dc, dst.repository, digest, PROMOTION_V1, rec.predicate(), signer, lock_dir=ctx.lock_dir
+                )
+                return dataclasses.replace(rec, signer=signer.fingerprint, layer=write.layer_digest)
+            write = attest_image(
+                dc,
+                dst.repository,
+                digest,
+                PROMOTION_V1,
+                early.predicate(),
+                signer,
+                lock_dir=ctx.lock_dir,
+                prepared=prepared,
+                uploaded=Uploads(uploading),  # waited for only when the .att manifest is about to name them
+            )
+            return dataclasses.replace(early, signer=signer.fingerprint, layer=write.layer_digest)
+
+        # the image, its evidence and our record are independent writes: do them at once; the tag
+        # moves only after all three are in the registry
+        evidence_stats = CopyStats()
+        written: list[PromotionRecord] = []
+        jobs: list[Callable[[], None]] = [lambda: written.append(write_record())]
+        if src.name != dst.name:
+            jobs.append(lambda: copy_evidence(ctx, src, dst, digest, evidence_stats, known=plan.evidence_manifests))
+            jobs.append(lambda: copy_manifest(ctx, src, dst, manifest, stats, known_absent=not plan.present))
+        parallel(jobs)
+        rec = written[0]
+        again = dc.try_resolve(dst.repository, dst.pointer_tag)
+        if again != current:
+            raise conflict(dst, current, again, "while the promotion was being written")
+        dc.put_manifest(dst.repository, dst.pointer_tag, manifest.raw, manifest.media_type)
+        after = dc.resolve(dst.repository, dst.pointer_tag)
+        if after != digest:
+            raise conflict(dst, digest, after, "right after our write (another writer without the lock)")
+        seq = ctx.ledger.append(ledger_row(rec, plan.decision)).seq if ctx.ledger is not None else None
+    return Applied(plan, rec, time.perf_counter() - t0, False, CopyCounts.of(stats, evidence_stats), seq)
+
+
+def _pending_record(
+    ctx: PromotionContext, plan: Plan, digest: str, previous: str | None, signer: Signer
+) -> PromotionRecord | None:
+    """A record an interrupted run wrote (same pointer, digest, previous, promoter) but whose tag
+    move did not happen: reuse it instead of writing a second one."""
+    for rec in reversed(read_records(ctx, plan.destination, digest, plan.stage)):
+        if rec.action == "promote" and rec.previous == previous and rec.signer == signer.fingerprint:
+            return rec
+    return None
+
+
+def _complete(ctx: PromotionContext, plan: Plan, t0: float) -> Applied:
+    digest = plan.digest or ""
+    rec = current_record(ctx, plan.destination, digest, plan.stage)
+    if rec is None:
+        raise PromotionConflictError(
+            f"{plan.destination} already names {digest} but no trusted promotion record says so: "
+            "the tag was moved outside builder",
+            found=digest,
+            pointer=str(plan.destination),
+        )
+    seq = None
+    if ctx.ledger is not None and rec.layer and not ctx.ledger.has_attestation(rec.layer):
+        seq = ctx.ledger.append(ledger_row(rec, plan.decision)).seq
+    return Applied(plan, rec, time.perf_counter() - t0, True, CopyCounts(), seq)
+
+
+def rollback(ctx: PromotionContext, target: Target, stage: str) -> Applied:
+    """Point ``stage`` back at the previous digest named by the current trusted promotion record,
+    if the signer may roll the stage back (the stage's ``rollback.allowed``); writes a
+    ``promotion/v1`` record with ``action: rollback`` and a ledger row. Reads the registry only.
+    Raises PolicyDeniedError (not allowed), NotFoundError (nothing to roll back to),
+    VerificationError (no trusted record on what the pointer names), PromotionConflictError
+    (concurrent change)."""
+    t0 = time.perf_counter()
+    signer = require_signer(ctx)
+    st = ctx.policy.stage(stage)
+    if st.rollback is None:
+        raise PolicyDeniedError(
+            f"stage {stage} has no rollback rule in {ctx.policy.path}: nobody may roll it back",
+            hint="add `rollback: {allowed: [...]}` to the stage",
+        )
+    who = st.rollback.allows(signer.fingerprint)
+    if who is None:
+        raise PolicyDeniedError(
+            f"key {signer.fingerprint[:19]}… may not roll back {stage} (allowed: "
+            f"{', '.join([a.name for a in st.rollback.approvers] + [s.name for s in st.rollback.keysets])})",
+            hint=f"roll back with the key of someone the stage's rollback rule allows: `--key FILE` "
+            f"({ctx.policy.path}, stage {stage})",
+            reasons=[{"rule": "rollback", "passed": False, "location": st.rollback.location}],
+        )
+    dst = ctx.stage_location(target, stage)
+    dc = ctx.client(dst.registry)
+    with ctx.lock(dst):
+        current = dc.try_resolve(dst.repository, dst.pointer_tag)
+        if current is None:
+            raise NotFoundError(
+                f"{dst} does not exist: {target.variant} was never promoted to {stage}, nothing to roll back",
+                hint=f"`builder history {target.variant}` shows the stages it is in",
+            )
+        target_digest = _previous_digest(ctx, dst, target, stage, current)
+        decision = Decision(
+            stage, target_digest, True, (RuleResult("rollback", True, f"allowed for {who}", st.rollback.location),)
+        )
+        plan = Plan(target, stage, stage, dst, target_digest, dst, current, decision, None)
+        new = new_record(ctx, plan, signer, "rollback", target_digest, current)
+        write = attest_image(
+            dc, dst.repository, target_digest, PROMOTION_V1, new.predicate(), signer, lock_dir=ctx.lock_dir
+        )
+        new = dataclasses.replace(new, signer=signer.fingerprint, layer=write.layer_digest)
+        again = dc.try_resolve(dst.repository, dst.pointer_tag)
+        if again != current:
+            raise conflict(dst, current, again, "while the rollback was being written")
+        manifest = dc.get_manifest(dst.repository, target_digest)
+        dc.put_manifest(dst.repository, dst.pointer_tag, manifest.raw, manifest.media_type)
+        after = dc.resolve(dst.repository, dst.pointer_tag)
+        if after != target_digest:
+            raise conflict(dst, target_digest, after, "right after our write")
+        seq = ctx.ledger.append(ledger_row(new, decision)).seq if ctx.ledger is not None else None
+    return Applied(plan, new, time.perf_counter() - t0, False, CopyCounts(), seq)
+
+
+def _previous_digest(ctx: PromotionContext, dst: Location, target: Target, stage: str, current: str) -> str:
+    """The digest a rollback of ``dst`` (naming ``current``) returns to, still in the registry."""
+    trust = pointer_trust(ctx, dst, stage, current)
+    rec = trust.record
+    if rec is None:
+        raise VerificationError(
+            trust.note(ctx.promoter_names(stage)) + ": cannot tell its previous digest",
+            found=current,
+            pointer=str(dst),
+            foreign=list(trust.foreign),
+            hint=ctx.untrusted_hint(stage, target.variant, foreign=bool(trust.foreign)),
+        )
+    if rec.previous is None:
+        raise NotFoundError(
+            f"nothing to roll back to: {current} was the first promotion of {target.variant} into {stage} "
+            f"({dst} had no digest before it)",
+            hint=f"to replace it, promote another digest explicitly: `builder promote "
+            f"{dst.name}@sha256:… --to {stage} --confirm` (it must be what the previous stage holds); "
+            f"`builder history {target.variant} --stage {stage}` shows the chain",
+        )
+    if ctx.client(dst.registry).try_resolve(dst.repository, rec.previous) != rec.previous:
+        raise NotFoundError(
+            f"previous digest {rec.previous} is no longer in {dst.name} (deleted from the registry): "
+            "cannot roll back to it",
+            hint=f"promote a digest that still exists explicitly: `builder promote REF@sha256:… --to {stage}`",
+        )
+    return rec.previous
+
+
+def promote_many(
+    ctx: PromotionContext,
+    targets: Sequence[Target],
+    stage: str,
+    *,
+    ticket: str | None = None,
+    confirm: bool = False,
+    expect_previous: ExpectPrevious = UNSET,
+    workers: int = 16,
+) -> list[Outcome]:
+    """Plan (and with ``confirm`` apply) ``stage`` for each target, one decision each, in parallel
+    (``workers`` threads; registry clients are thread-safe). Errors are per target (``Outcome.error``)."""
+
+    def one(t: Target) -> Outcome:
+        plan = None
+        try:
+            plan = plan_promotion(ctx, t, stage, ticket=ticket)
+            if not confirm:
+                return Outcome(t, plan)
+            return Outcome(t, plan, apply_promotion(ctx, plan, expect_previous=expect_previous))
+        except BuilderError as exc:  # one target's failure is its outcome, the batch goes on
+            return Outcome(t, plan, None, exc)
+
+    if len(targets) <= 1 or workers <= 1:
+        return [one(t) for t in targets]
+    with ThreadPoolExecutor(max_workers=min(workers, len(targets))) as pool:
+        return list(pool.map(one, targets))
+
+
+def batch_error(ctx: PromotionContext, stage: str, outcomes: Sequence[Outcome]) -> BuilderError | None:
+    """The one error a batch exits with (None: every target succeeded or would be allowed): a
+    concurrent change (PromotionConflictError, 32) first, then any other error (its own class),
+    then denials (PolicyDeniedError, 31, naming each denied target and its failed rules). Each
+    carries every outcome's JSON under ``results``."""
+    results = [o.to_json() for o in outcomes]
+    conflicts = [o.error for o in outcomes if isinstance(o.error, PromotionConflictError)]
+    if conflicts:
+        return PromotionConflictError(conflicts[0].message, results=results, **conflicts[0].details)
+    others = [o.error for o in outcomes if o.error is not None and not isinstance(o.error, PolicyDeniedError)]
+    if others:
+        return type(others[0])(others[0].message, hint=others[0].hint, results=results)
+    denied = [o.plan for o in outcomes if o.plan is not None and not o.plan.decision.allowed]
+    if not denied:
+        return None
+    untrusted = [p for p in denied if not p.trusted]
+    return PolicyDeniedError(
+        f"{len(denied)} of {len(outcomes)} promotion(s) to {stage} denied: "
+        + "; ".join(
+            f"{p.target.variant}: " + "; ".join(f"{r.rule}: {r.reason}" for r in p.decision.failed()) for p in denied
+        ),
+        hint=ctx.untrusted_hint(stage, untrusted[0].target.variant, foreign=bool(untrusted[0].untrusted_signers))
+        if untrusted
+        else None,
+        results=results,
+    )

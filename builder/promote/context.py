@@ -1,0 +1,224 @@
+"""The promotion context: the policy, registry clients, locks, ledger and signer every promotion
+function takes, passed in by the caller (the core never reads configuration files, environment
+variables or credentials itself).
+
+Registry clients come from an injected ``clients`` callable (registry host -> client) built by
+the composition root with the user's Docker credentials (``--docker-config``, ``$DOCKER_CONFIG``,
+``~/.docker``): the context never creates a client, so it never talks to a registry without the
+credentials the user configured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from filelock import FileLock
+
+from builder.errors import BuilderError, NotFoundError
+from builder.policy import BUILD_STAGE, KeySet, Policy, load_policy
+from builder.promote.model import FleetChecker, Location, PromotionRecord, Target, short_signer, utcnow
+
+if TYPE_CHECKING:
+    from builder.config import Config
+    from builder.keys import PublicKey
+    from builder.ledger import Ledger
+    from builder.registry import RegistryClient
+    from builder.sign import LayerVerifier, Signer
+
+ClientFactory = Callable[[str], "RegistryClient"]
+"""registry host (``host[:port]``) -> a registry client carrying the user's credentials."""
+
+LOCK_FILE_MODE = 0o644
+"""Lock files are created ``rw-r--r--`` (what filelock's default 0o666 gives under the usual umask
+022); an explicit mode without group/other write also spares filelock 4 its per-new-file probe of
+the directory's flock support (a temporary file opened, locked and closed each time)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PromotionContext:
+    """Everything the promotion functions need.
+
+    ``policy``: the loaded policy; ``registry``: the configured default registry (host[:port]);
+    ``clients``: registry host -> client with the user's credentials; ``lock_dir``: file locks
+    (stage pointers, .sig/.att writes); ``ledger``: the audit ledger (None: no local trail);
+    ``signer``: signs promotion records (required to apply); ``fleet_checker``: compatibility
+    verdicts for fleet rules and ``resolve --cluster``; ``verifiers``: extra layer verifiers
+    (keyless); ``now``: the clock; ``lock_timeout``: seconds to wait for a stage lock."""
+
+    policy: Policy
+    registry: str
+    clients: ClientFactory
+    lock_dir: Path
+    ledger: Ledger | None = None
+    signer: Signer | None = None
+    fleet_checker: FleetChecker | None = None
+    verifiers: Sequence[LayerVerifier] = ()
+    now: Callable[[], dt.datetime] = utcnow
+    lock_timeout: float = 60.0
+    _keys: list[PublicKey] = dataclasses.field(default_factory=list, repr=False, compare=False)
+    _keys_loaded: threading.Event = dataclasses.field(default_factory=threading.Event, repr=False, compare=False)
+    _keys_guard: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+    no_referrers_api: set[str] = dataclasses.field(default_factory=set, repr=False, compare=False)
+    """Registries (as given) that answered the referrers API with 404 for this context."""
+
+    def client(self, registry: str) -> RegistryClient:
+        """The client for ``registry`` (host[:port]), from the injected factory."""
+        return self.clients(registry)
+
+    @property
+    def keys(self) -> list[PublicKey]:
+        """Public keys of every key file the policy names (unusable ones are skipped: the rules
+        that need them deny). Loaded once."""
+        if not self._keys_loaded.is_set():
+            with self._keys_guard:
+                if not self._keys_loaded.is_set():
+                    self._keys.extend(_policy_keys(self.policy))
+                    self._keys_loaded.set()
+        return self._keys
+
+    def record_signers(self, stage: str) -> tuple[KeySet, ...]:
+        """Who may sign trusted promotion records of ``stage``: promoters and its rollback list."""
+        sets = list(self.policy.promoters)
+        try:
+            rb = self.policy.stage(stage).rollback
+        except NotFoundError:
+            rb = None
+        if rb is not None:
+            sets.extend(rb.keysets)
+            sets.extend(KeySet(a.name, (a.key,)) for a in rb.approvers)
+        return tuple(sets)
+
+    def promoter_names(self, stage: str) -> list[str]:
+        """The names of the key sets whose records of ``stage`` count, once each."""
+        return list(dict.fromkeys(s.name for s in self.record_signers(stage)))
+
+    def name_of(self, fingerprint: str) -> str | None:
+        """The policy's approver name for a key fingerprint, or None."""
+        for a in self.policy.approvers:
+            if a.key.fingerprint == fingerprint:
+                return a.name
+        return None
+
+    def promoter_label(self, rec: PromotionRecord) -> str:
+        """Who signed ``rec``, for people: the policy's approver name for a known key (checked
+        against the verified signer, never the record's own claim), else the key set it belongs to
+        (``build``), else the short fingerprint."""
+        fp = rec.signer or rec.promoter
+        name = self.name_of(fp)
+        if name:
+            return name
+        sets = [s.name for s in self.policy.keysets if any(k.fingerprint == fp for k in s.keys)]
+        return sets[0] if sets else short_signer(fp)
+
+    def stage_location(self, target: Target, stage: str) -> Location:
+        """Where ``stage`` keeps ``target``: the build's variant tag for ``build``, else the stage's
+        pointer ``<variant-id>-<stage>`` in the stage's repository/registry. NotFoundError for a
+        stage the policy does not define."""
+        if stage == BUILD_STAGE:
+            return Location(target.registry, target.repository, target.variant)
+        st = self.policy.stage(stage)
+        return Location(
+            st.registry or target.registry, st.repository_for(target.repository), st.tag_for(target.variant)
+        )
+
+    def lock(self, loc: Location, kind: str = "stage") -> FileLock:
+        """The file lock of ``loc`` (``<lock_dir>/<kind>-<hash>.lock``): one writer per stage
+        pointer across processes of this machine; Timeout after ``lock_timeout`` seconds."""
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        key = hashlib.sha256(str(loc).encode()).hexdigest()[:32]
+        return FileLock(str(self.lock_dir / f"{kind}-{key}.lock"), timeout=self.lock_timeout, mode=LOCK_FILE_MODE)
+
+    def untrusted_hint(self, stage: str, variant: str = "VARIANT", *, foreign: bool = True) -> str:
+        """What to do about a pointer no trusted promotion record explains (``foreign``: records by
+        other keys exist)."""
+        fix = (
+            f"if those records come from a legitimate promoter (e.g. another checkout sharing the registry), "
+            f"list its public key in a key set named under `promoters` in {self.policy.path}; otherwise "
+            if foreign
+            else "the tag was moved outside builder: "
+        )
+        return (
+            f"{fix}point the tag back at a digest with a trusted record (or delete it) and promote again; "
+            f"`builder history {variant} --stage {stage}` shows the chain"
+        )
+
+
+def _policy_keys(policy: Policy) -> list[PublicKey]:
+    from builder.keys import load_public_keys
+
+    out: list[PublicKey] = []
+    for ref in policy.all_keys():
+        if ref.file:
+            try:
+                out.extend(load_public_keys([Path(ref.file)]))
+            except BuilderError:  # an unusable key file: the rules that name it deny
+                continue
+    return out
+
+
+def policy_path(cfg: Config, given: Path | None) -> Path:
+    """The policy file: ``given``, else ``<policies_dir>/default.yaml``."""
+    return given if given is not None else cfg.policies_dir / "default.yaml"
+
+
+def policy_variables(cfg: Config) -> dict[str, str]:
+    """The ``${...}`` variables a policy file may use: ``state_dir`` and ``root``."""
+    return {"state_dir": str(cfg.state_dir), "root": str(cfg.root)}
+
+
+def load_stage_policy(cfg: Config, given: Path | None) -> Policy:
+    """Load the policy file (``policy_path``). Raises PolicyError."""
+    return load_policy(policy_path(cfg, given), policy_variables(cfg))
+
+
+def policy_verifiers(policy: Policy, trust_root: Path | None) -> tuple[LayerVerifier, ...]:
+    """Extra layer verifiers the policy needs: when it names keyless identities, one that checks the
+    Sigstore material offline against ``trust_root`` (default: the public-good trusted root) and
+    lets the policy judge the identities."""
+    keyless_ids = any(k.issuer for ks in policy.keysets for k in ks.keys) or any(a.key.issuer for a in policy.approvers)
+    if not keyless_ids:
+        return ()
+    from builder import keyless  # sigstore is slow to import: only for policies naming identities
+
+    return (keyless.KeylessLayerVerifier(keyless.load_trusted_root(trust_root), (keyless.ANY_IDENTITY,)),)
+
+
+def open_context(
+    cfg: Config,
+    clients: ClientFactory,
+    *,
+    policy_file: Path | None,
+    key_file: Path | None,
+    need_signer: bool,
+    trust_root: Path | None = None,
+    fleet_checker: FleetChecker | None = None,
+) -> PromotionContext:
+    """The promotion context of a project: its policy (``policy_file`` or the default), the signing
+    key (``key_file`` or ``builder.toml`` ``key``) and the ledger when ``need_signer``, locks under
+    ``<state_dir>/locks``. Raises PolicyError, SigningKeyError, LedgerError. Close
+    ``context.ledger`` when done."""
+    from builder.ledger import open_ledger
+
+    signer = None
+    if need_signer:
+        from builder.keys import load_signer
+
+        signer = load_signer(key_file or cfg.key_path, cfg.key_password)
+    policy = load_stage_policy(cfg, policy_file)
+    verifiers = policy_verifiers(policy, trust_root)
+    return PromotionContext(
+        policy=policy,
+        registry=cfg.registry,
+        clients=clients,
+        lock_dir=cfg.state_dir / "locks",
+        ledger=open_ledger(cfg.ledger_path) if need_signer else None,
+        signer=signer,
+        fleet_checker=fleet_checker,
+        verifiers=verifiers,
+    )

@@ -1,0 +1,207 @@
+"""Evidence for a promotion decision, read from the registry: every ``.sig``/``.att`` layer on a
+digest, verified the way ``builder verify`` does (cosign's tag layout:
+https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md), plus fleet verdicts for the
+fleets the stage's rules name.
+
+Unreadable pieces become ``Evidence.problems`` (the policy's rules then deny); nothing here
+raises for missing evidence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from builder.errors import BuilderError
+from builder.policy import AttestationEvidence, Evidence, FleetEvidence, SignatureEvidence
+from builder.promote.model import Location
+from builder.promote.pool import Task, map_parallel, parallel
+from builder.promote.referrers import INDEX_KEY, lacks_referrers_api
+from builder.registry import fallback_tag
+from builder.sign import ATT_SUFFIX, SIG_SUFFIX, signature_tag, verifiers_for, verify_layer
+
+if TYPE_CHECKING:
+    from builder.promote.context import PromotionContext
+    from builder.registry import Manifest
+    from builder.sign import VerifiedItem
+
+
+def keyless_identity(signer: str | None) -> tuple[str, str] | None:
+    """``(issuer, subject)`` of a keyless signer as ``builder.keyless`` reports it
+    (``"<SAN> (issuer <issuer>)"``); None for key fingerprints."""
+    if not signer or signer.startswith("sha256:"):
+        return None
+    from builder.keyless import parse_signer  # sigstore is slow to import: only for keyless signers
+
+    return parse_signer(signer)
+
+
+def subject_digests(statement: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """``sha256:<hex>`` of every subject of an in-toto statement."""
+    if not statement:
+        return ()
+    out = []
+    for s in statement.get("subject") or []:
+        if isinstance(s, Mapping) and isinstance(s.get("digest"), Mapping):
+            h = s["digest"].get("sha256")
+            if isinstance(h, str):
+                out.append("sha256:" + h)
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlaceRead:
+    """The verified ``.sig``/``.att`` layers of a digest in one repository, problems reading them,
+    and the manifests as read (suffix or ``INDEX_KEY`` -> manifest, None: absent)."""
+
+    items: tuple[VerifiedItem, ...]
+    problems: tuple[str, ...]
+    manifests: Mapping[str, Manifest | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Gathered:
+    """``gather`` 's result: the evidence, for each place whether it holds the digest, and the
+    source's ``.sig``/``.att`` manifests as read (None when the source could not be read), for the
+    copy to reuse."""
+
+    evidence: Evidence
+    present: tuple[bool, ...]
+    source_manifests: Mapping[str, Manifest | None] | None
+
+
+def read_place(
+    ctx: PromotionContext, loc: Location, digest: str, *, check_present: bool, index: bool = False
+) -> PlaceRead | None:
+    """Every ``.sig``/``.att`` layer of ``digest`` in ``loc``'s repository, verified by
+    ``builder.sign``/``builder.attest`` (the same checks as ``verify_image``), manifests and layers
+    fetched in parallel. None when ``check_present`` and the repository does not hold the digest.
+    ``index``: also read the ``sha256-<hex>`` fallback referrers index (under ``INDEX_KEY``) in the
+    same parallel round, when the registry is known to have no referrers API (the copy reuses it).
+    Raises registry errors."""
+    client = ctx.client(loc.registry)
+    if check_present and client.try_resolve(loc.repository, digest) is None:
+        return None  # not copied there yet: no evidence there either
+    verifiers = verifiers_for(ctx.keys, ctx.verifiers)
+    tags = {sfx: signature_tag(digest, sfx) for sfx in (SIG_SUFFIX, ATT_SUFFIX)}
+    if index and lacks_referrers_api(ctx, loc.registry):
+        tags[INDEX_KEY] = fallback_tag(digest)
+    got = dict(
+        zip(tags, map_parallel(lambda t: client.try_get_manifest(loc.repository, t), tags.values()), strict=True)
+    )
+    jobs: list[tuple[dict[str, Any], str]] = []
+    for sfx, m in got.items():
+        if m is None or sfx == INDEX_KEY:
+            continue
+        jobs.extend((d, tags[sfx]) for d in m.json.get("layers") or [] if isinstance(d, dict))
+    items = tuple(map_parallel(lambda j: verify_layer(client, loc.repository, digest, j[0], verifiers, tag=j[1]), jobs))
+    problems = () if verifiers else ("no public key or identity given to verify with",)
+    return PlaceRead(items, problems, got)
+
+
+def gather_evidence(
+    ctx: PromotionContext,
+    digest: str,
+    stage: str,
+    places: Sequence[Location],
+    *,
+    ticket: str | None = None,
+) -> Evidence:
+    """Read and verify every signature and attestation on ``digest`` in each of ``places`` (source
+    first; the same layer seen in two places counts once; places after the first are skipped when
+    they do not hold the digest), plus fleet verdicts for the fleets the stage's rules name.
+    Unreadable pieces become ``Evidence.problems`` (rules then deny)."""
+    return gather(ctx, digest, stage, places, ticket=ticket).evidence
+
+
+def _fleet_rows(
+    ctx: PromotionContext, stage: str, source: Location, digest: str
+) -> tuple[list[FleetEvidence], list[str]]:
+    rows: list[FleetEvidence] = []
+    probs: list[str] = []
+    for fleet in ctx.policy.fleets(stage):
+        if ctx.fleet_checker is None:
+            probs.append(f"no compatibility checker available for fleet {fleet}")
+            continue
+        try:
+            rows.extend(ctx.fleet_checker(ctx.client(source.registry), source.repository, digest, fleet))
+        except BuilderError as exc:
+            probs.append(f"fleet {fleet}: {exc.message}")
+    return rows, probs
+
+
+def gather(
+    ctx: PromotionContext,
+    digest: str,
+    stage: str,
+    places: Sequence[Location],
+    *,
+    ticket: str | None = None,
+    source_known: bool = False,
+) -> Gathered:
+    """``gather_evidence`` plus, for each place, whether it holds the digest, and the source's
+    manifests as read. ``source_known``: the source is known to hold the digest (not re-checked;
+    its fallback referrers index is read too)."""
+
+    def read(i: int, loc: Location) -> PlaceRead | BuilderError | None:
+        try:
+            return read_place(ctx, loc, digest, check_present=i > 0 or not source_known, index=i == 0 and source_known)
+        except BuilderError as exc:  # reported as a problem of this place: rules then deny
+            return exc
+
+    fleet_t = Task(lambda: _fleet_rows(ctx, stage, places[0], digest)) if places and ctx.policy.fleets(stage) else None
+    reports = parallel([functools.partial(read, i, loc) for i, loc in enumerate(places)])
+    fleet_evidence, fleet_problems = fleet_t.result() if fleet_t else ([], [])
+    sigs: list[SignatureEvidence] = []
+    atts: list[AttestationEvidence] = []
+    problems: list[str] = []
+    seen: set[tuple[str, str, str, str]] = set()
+    source_manifests: Mapping[str, Manifest | None] | None = None
+    for i, (loc, report) in enumerate(zip(places, reports, strict=True)):
+        if report is None:
+            if i == 0:  # signatures about a digest the registry no longer holds are not evidence
+                problems.append(f"{digest} does not resolve in {loc.name}")
+            continue
+        if isinstance(report, BuilderError):
+            problems.append(f"{loc.name}: {report.message}")
+            continue
+        if i == 0:
+            problems.extend(report.problems)
+            source_manifests = report.manifests
+        for it in report.items:
+            # signature layers of one payload share the blob digest: tell them apart by signer
+            key = (it.kind, it.layer_digest, it.signer or "", it.reason)
+            if key in seen:
+                continue
+            seen.add(key)
+            if it.kind == "signature":
+                sigs.append(SignatureEvidence(it.signer, it.ok, it.reason, keyless_identity(it.signer), it.untrusted))
+            else:
+                atts.append(_attestation(it))
+    problems.extend(fleet_problems)
+    evidence = Evidence(
+        repository=places[0].name if places else "",
+        digest=digest,
+        stage=stage,
+        signatures=tuple(sigs),
+        attestations=tuple(atts),
+        fleet=tuple(fleet_evidence),
+        ticket=ticket,
+        problems=tuple(problems),
+    )
+    return Gathered(evidence, tuple(r is not None for r in reports), source_manifests)
+
+
+def _attestation(it: VerifiedItem) -> AttestationEvidence:
+    return AttestationEvidence(
+        it.predicate_type or "",
+        dict(it.predicate or {}),
+        it.signer,
+        it.ok,
+        it.reason,
+        keyless_identity(it.signer),
+        subject_digests(it.statement),
+        it.untrusted,
+    )

@@ -1,0 +1,126 @@
+"""Fleet verdicts for promotions: what an image needs (read from its config in the registry) and,
+through ``builder.compat`` (the only owner of GPU, driver and ``NVIDIA_REQUIRE_CUDA`` knowledge),
+whether it runs on each cluster of a fleet file. Used by the policy's ``fleet`` rule and by
+``resolve --cluster``.
+
+Errors: NotFoundError (8) for a missing fleet file or a cluster in none of the stage's fleet
+files; ConfigError (2) when ``--cluster`` has no fleet file to take it from; registry errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder.compat.fleets import check_cluster, load_fleet
+from builder.errors import ConfigError, NotFoundError
+from builder.policy import FleetEvidence, Policy
+from builder.promote.model import FleetChecker
+from builder.registry import config_env, image_config
+
+if TYPE_CHECKING:
+    from builder.registry import RegistryClient
+
+LABEL_CUDA = "io.builder.cuda.version"
+LABEL_ROCM = "io.builder.rocm.version"
+LABEL_ARCHS = "io.builder.gpu-archs"
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageNeeds:
+    """What an image needs from a host: ``cuda`` (major.minor), the ``NVIDIA_REQUIRE_CUDA``
+    expression (``require``), ``rocm`` (version), the GPU targets it was compiled for
+    (``image_archs``: ``sm_80``, ``gfx942``, ...). None/empty: unknown."""
+
+    cuda: str | None = None
+    require: str | None = None
+    rocm: str | None = None
+    image_archs: tuple[str, ...] = ()
+
+    @property
+    def vendor(self) -> str | None:
+        """``nvidia`` / ``amd`` from what the image needs; None when it needs neither."""
+        if self.cuda or self.require:
+            return "nvidia"
+        return "amd" if self.rocm else None
+
+
+def image_requirements(config: Mapping[str, Any]) -> ImageNeeds:
+    """What an image needs from a host, from its config (OCI image config JSON): the labels
+    ``builder render`` writes (``io.builder.cuda.version``, ``io.builder.rocm.version``,
+    ``io.builder.gpu-archs``), with the environment (``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION``,
+    ``ROCM_VERSION``) as fallback."""
+    labels = (config.get("config") or {}).get("Labels") or {}
+    env = config_env(config)
+    cuda = labels.get(LABEL_CUDA) or None
+    if not cuda and env.get("CUDA_VERSION"):
+        cuda = ".".join(env["CUDA_VERSION"].split(".")[:2])
+    rocm = labels.get(LABEL_ROCM) or env.get("ROCM_VERSION") or None
+    archs = tuple(a for a in str(labels.get(LABEL_ARCHS) or "").split(",") if a)
+    return ImageNeeds(cuda, env.get("NVIDIA_REQUIRE_CUDA") or None, rocm, archs)
+
+
+def check_fleet(client: RegistryClient, repository: str, digest: str, fleet: str) -> list[FleetEvidence]:
+    """One verdict per cluster of the fleet file ``fleet`` for the image ``digest`` in
+    ``repository``. Raises NotFoundError for a missing fleet file, registry errors."""
+    loaded = load_fleet(Path(fleet))
+    needs = image_requirements(image_config(client, repository, digest))
+    vendor = needs.vendor
+    out = []
+    for cluster in loaded.clusters:
+        cv = check_cluster(
+            cluster, cuda=needs.cuda, require=needs.require, rocm=needs.rocm, image_archs=needs.image_archs
+        )
+        out.append(
+            FleetEvidence(
+                fleet,
+                cluster.name,
+                cv.verdict.verdict,
+                cluster_reason(cv.verdict.verdict, [(h.label, v.verdict, v.reasons) for h, v in cv.configs])
+                or "; ".join(cv.verdict.reasons),
+                vendor is None or cluster.vendor == vendor,
+            )
+        )
+    return out
+
+
+def compat_fleet_checker() -> FleetChecker:
+    """A FleetChecker backed by ``builder.compat`` (``check_fleet``)."""
+    return check_fleet
+
+
+def cluster_reason(verdict: str, hosts: Sequence[tuple[str, str, Sequence[str]]]) -> str:
+    """One line for a cluster's ``verdict`` from its host configurations ``(label, verdict,
+    reasons)``: each configuration that has this verdict named once (``driver 550.144.03, NVIDIA
+    GeForce RTX 4090 (blocked): reason; reason``), configurations with the same reasons merged,
+    groups separated by `` | ``."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for label, v, reasons in hosts:
+        if v == verdict:
+            groups.setdefault(tuple(dict.fromkeys(reasons)), []).append(label)
+    return " | ".join(f"{' and '.join(labels)} ({verdict}): {'; '.join(rs)}" for rs, labels in groups.items())
+
+
+def stage_fleet_file(policy: Policy, stage: str, cluster: str) -> str:
+    """The fleet file for ``resolve --cluster`` without ``--fleet``: the ``file`` of the stage's
+    policy ``fleet`` rule (of several, the first that names ``cluster``). Never a guess: a stage
+    without a fleet rule is a ConfigError asking for ``--fleet FILE``; NotFoundError when no fleet
+    file of the stage names the cluster; NotFoundError for an unknown stage."""
+    files = policy.fleets(stage)
+    if not files:
+        raise ConfigError(
+            f"--cluster {cluster} needs a fleet file: stage {stage} in {policy.path} has no `fleet` rule "
+            "to take it from",
+            hint="pass --fleet FILE (e.g. --fleet fleets/demo.yaml), or add a `fleet: {file: ...}` rule to the stage",
+        )
+    if len(files) == 1:
+        return files[0]  # resolve names the file when the cluster is not in it
+    for f in files:
+        if load_fleet(Path(f)).cluster(cluster) is not None:
+            return f
+    raise NotFoundError(
+        f"cluster {cluster!r} is in none of the fleet files of stage {stage}: {', '.join(files)}",
+        hint="check the cluster name, or pass --fleet FILE",
+    )

@@ -1,0 +1,395 @@
+"""The promotion's values: where a stage keeps a variant, what is promoted, the ``promotion/v1``
+record, plans, applied promotions, batch outcomes, status rows and history entries.
+
+All frozen; ``to_json()`` gives the ``--json`` document shapes (docs/promotion.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from builder.errors import BuilderError
+from builder.policy import Decision, FleetEvidence, parse_time
+
+if TYPE_CHECKING:
+    from builder.registry import CopyStats, Manifest, RegistryClient
+
+FleetChecker = Callable[["RegistryClient", str, str, str], list[FleetEvidence]]
+"""(client, repository, digest, fleet file) -> one verdict per cluster of the fleet."""
+
+
+class Unset(enum.Enum):
+    """The type of ``UNSET``: an argument not given (distinct from ``None``, which is a value)."""
+
+    UNSET = "unset"
+
+
+UNSET = Unset.UNSET
+
+ExpectPrevious = str | Unset | None
+"""What a stage must still hold for an apply: a digest, ``None`` (empty), or ``UNSET`` (whatever
+the plan saw)."""
+
+
+def parse_expect_previous(text: str | None) -> ExpectPrevious:
+    """``--expect-previous`` text: not given -> ``UNSET``; ``none`` -> ``None`` (the stage must be
+    empty); else the digest itself."""
+    if text is None:
+        return UNSET
+    return None if text == "none" else text
+
+
+def utcnow() -> dt.datetime:
+    """The current time, timezone-aware UTC."""
+    return dt.datetime.now(dt.UTC)
+
+
+def fmt_time(t: dt.datetime) -> str:
+    """RFC 3339 UTC with microseconds (records written in one second stay ordered)."""
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def short_signer(signer: str | None) -> str:
+    """A signer for people: a key fingerprint cut to ``sha256:`` + 12 hex digits and ``…``; a
+    keyless identity as is."""
+    if not signer:
+        return "unknown signer"
+    return signer[:19] + "…" if signer.startswith("sha256:") else signer
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    """``registry/repository[:tag]``."""
+
+    registry: str
+    repository: str
+    tag: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.registry}/{self.repository}"
+
+    def __str__(self) -> str:
+        return self.name + (f":{self.tag}" if self.tag else "")
+
+    def pinned(self, digest: str) -> str:
+        return f"{self.name}@{digest}"
+
+    @property
+    def pointer_tag(self) -> str:
+        """The tag of a stage pointer or variant tag. Raises ValueError for a location without one."""
+        if self.tag is None:
+            raise ValueError(f"{self} names no tag")
+        return self.tag
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What to promote: a variant id and its matrix repository (relative to ``registry``), or an
+    explicit reference (``digest`` pinned, or ``tag`` to resolve) in that repository."""
+
+    variant: str
+    repository: str
+    registry: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @property
+    def explicit(self) -> bool:
+        return self.tag is not None or self.digest is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class PromotionRecord:
+    """What a ``promotion/v1`` predicate says (docs/promotion.md). ``reference``: the stage pointer
+    ``registry/repository:tag``; ``previous``: the digest the stage held before (None: first);
+    ``action``: ``promote`` | ``rollback``; ``time``: RFC 3339. Read back: ``signer`` and
+    ``layer`` (its .att layer digest)."""
+
+    action: str
+    variant: str
+    stage: str
+    from_stage: str
+    reference: str
+    digest: str
+    previous: str | None
+    allowed: bool
+    reasons: tuple[str, ...]
+    policy: str
+    promoter: str
+    promoter_name: str | None
+    time: str
+    ticket: str | None = None
+    signer: str | None = None
+    layer: str | None = None
+
+    @property
+    def when(self) -> dt.datetime:
+        t = parse_time(self.time)
+        return t if t is not None else dt.datetime.min.replace(tzinfo=dt.UTC)
+
+    def predicate(self) -> dict[str, Any]:
+        """The ``promotion/v1`` predicate (JSON object) this record is written as."""
+        return {
+            "action": self.action,
+            "variant": self.variant,
+            "stage": self.stage,
+            "fromStage": self.from_stage,
+            "reference": self.reference,
+            "digest": self.digest,
+            "previous": self.previous,
+            "decision": {"allowed": self.allowed, "reasons": list(self.reasons), "policy": self.policy},
+            "promoter": {"fingerprint": self.promoter, "name": self.promoter_name},
+            "time": self.time,
+            "ticket": self.ticket,
+        }
+
+    @classmethod
+    def from_predicate(
+        cls, p: Mapping[str, Any], *, signer: str | None = None, layer: str | None = None
+    ) -> PromotionRecord | None:
+        """Parse a predicate; None when a required field is missing or mistyped."""
+        decision = p.get("decision") or {}
+        promoter = p.get("promoter") or {}
+        prev = p.get("previous")
+        keys = ("action", "variant", "stage", "fromStage", "reference", "digest", "time")
+        fields = tuple(p.get(k) for k in keys)
+        if not isinstance(decision, Mapping) or not isinstance(promoter, Mapping):
+            return None
+        if not all(isinstance(x, str) for x in fields) or not (prev is None or isinstance(prev, str)):
+            return None
+        name = promoter.get("name")
+        ticket = p.get("ticket")
+        return cls(
+            action=p["action"],
+            variant=p["variant"],
+            stage=p["stage"],
+            from_stage=p["fromStage"],
+            reference=p["reference"],
+            digest=p["digest"],
+            previous=prev,
+            allowed=bool(decision.get("allowed")),
+            reasons=_reason_texts(decision.get("reasons")),
+            policy=str(decision.get("policy") or ""),
+            promoter=str(promoter.get("fingerprint") or ""),
+            promoter_name=name if isinstance(name, str) else None,
+            time=p["time"],
+            ticket=ticket if isinstance(ticket, str) else None,
+            signer=signer,
+            layer=layer,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _reason_texts(value: object) -> tuple[str, ...]:
+    if isinstance(value, (list, tuple)):
+        return tuple(str(r) for r in value)
+    return ()
+
+
+@dataclasses.dataclass(frozen=True)
+class PointerTrust:
+    """What a stage pointer names and whether a trusted record says so. ``digest``: what the tag
+    names (None: no tag); ``record``: the latest trusted ``promotion/v1`` record that put it there;
+    ``foreign``: who signed the other promotion records on it (they do not count)."""
+
+    pointer: Location
+    digest: str | None
+    record: PromotionRecord | None
+    foreign: tuple[str, ...] = ()
+
+    @property
+    def trusted(self) -> bool:
+        """No tag, or a trusted record says the tag names this digest."""
+        return self.digest is None or self.record is not None
+
+    def note(self, promoters: Sequence[str] = (), *, short: bool = False) -> str:
+        """Why the pointer is not trusted (empty when it is): the plan's ``chain`` row, ``resolve``
+        and ``rollback`` name the pointer and the full digest; ``short`` (``status`` and
+        ``history``, which show the pointer already) the short digest."""
+        if self.trusted or self.digest is None:
+            return ""
+        who = f" ({', '.join(promoters)})" if promoters else ""
+        what = f"untrusted: names {self.digest[:19]}…" if short else f"{self.pointer} names {self.digest}"
+        text = f"{what} but no promotion record by a trusted promoter{who} says so: "
+        if self.foreign:
+            return text + "promotion record(s) there are signed by " + "; ".join(self.foreign)
+        return text + "it carries no promotion record for this pointer (moved outside builder?)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A planned promotion: ``digest`` from ``source`` into ``destination`` (the stage pointer),
+    which now holds ``previous``; ``decision`` says whether policy allows it and why."""
+
+    target: Target
+    stage: str
+    from_stage: str
+    source: Location
+    digest: str | None
+    destination: Location
+    previous: str | None
+    decision: Decision
+    ticket: str | None = None
+    present: bool = False  # the destination repository already holds the digest's manifest
+    manifest: Manifest | None = dataclasses.field(default=None, repr=False)  # the source manifest, as stored
+    # the source's .sig/.att manifests as the plan read them (None: absent), reused by the copy
+    evidence_manifests: Mapping[str, Manifest | None] | None = dataclasses.field(default=None, repr=False)
+    # a trusted promotion record says the pointer names `previous` (True when the pointer is empty);
+    # False: moved outside builder or by a promoter this policy does not list (the plan then carries
+    # a failing `chain` row, and `already` is False)
+    trusted: bool = True
+    untrusted_signers: tuple[str, ...] = ()  # who signed the promotion records that do not count
+
+    @property
+    def already(self) -> bool:
+        """The stage already names this digest, and a trusted record says so (applying completes or
+        records nothing new)."""
+        return self.digest is not None and self.previous == self.digest and self.trusted
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.target.variant,
+            "stage": self.stage,
+            "from_stage": self.from_stage,
+            "source": str(self.source),
+            "digest": self.digest,
+            "destination": str(self.destination),
+            "previous": self.previous,
+            "already": self.already,
+            "trusted": self.trusted,
+            "untrusted_signers": list(self.untrusted_signers),
+            "ticket": self.ticket,
+            "allowed": self.decision.allowed,
+            "decision": self.decision.to_json(),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyCounts:
+    """What a promotion's copy did: blobs ``mounted`` (same registry), ``copied`` (``copied_bytes``
+    bytes) or already ``present``; ``manifests`` written."""
+
+    mounted: int = 0
+    copied: int = 0
+    copied_bytes: int = 0
+    present: int = 0
+    manifests: int = 0
+
+    @classmethod
+    def of(cls, *stats: CopyStats) -> CopyCounts:
+        """The sum of registry copy accumulators."""
+        return cls(
+            mounted=sum(s.mounted for s in stats),
+            copied=sum(s.copied for s in stats),
+            copied_bytes=sum(s.copied_bytes for s in stats),
+            present=sum(s.present for s in stats),
+            manifests=sum(s.manifests for s in stats),
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """A promotion or rollback that happened. ``completed``: a re-run finished an interrupted one
+    (the tag already named the digest); ``copy``: what the copy did; ``seconds``: wall time."""
+
+    plan: Plan
+    record: PromotionRecord
+    seconds: float
+    completed: bool = False
+    copy: CopyCounts | None = None
+    ledger_seq: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.plan.to_json(),
+            "applied": True,
+            "completed": self.completed,
+            "record": self.record.to_json(),
+            "seconds": round(self.seconds, 4),
+            "copy": self.copy.to_json() if self.copy is not None else {},
+            "ledger_seq": self.ledger_seq,
+            "pinned": self.plan.destination.pinned(self.record.digest),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One target's result in a batch: a plan (dry run), an applied promotion, or an error."""
+
+    target: Target
+    plan: Plan | None = None
+    applied: Applied | None = None
+    error: BuilderError | None = None
+
+    @property
+    def ok(self) -> bool:
+        if self.error is not None:
+            return False
+        return self.applied is not None or (self.plan is not None and self.plan.decision.allowed)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.applied is not None:
+            return self.applied.to_json()
+        out: dict[str, Any] = self.plan.to_json() if self.plan is not None else {"variant": self.target.variant}
+        out["applied"] = False
+        if self.error is not None:
+            out["error"] = self.error.to_json()
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusRow:
+    """One variant x stage of ``status``: the pointer, the digest it names (None: no tag), since
+    when (``since``, RFC 3339; ``age_seconds``) and by whom (its trusted record), verified
+    signatures and attestation types on the digest; ``note``: why it is untrusted or unreadable."""
+
+    variant: str
+    stage: str
+    pointer: str
+    digest: str | None
+    since: str | None
+    age_seconds: float | None
+    action: str | None
+    promoter: str | None
+    signatures: int = 0
+    attestations: tuple[str, ...] = ()
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class StageHistory:
+    """One stage of ``history``: its pointer (None: never promoted), the trusted records newest
+    first with who signed each (``by``, for people), the digest the pointer names and, when no
+    trusted record explains it, why (``note``)."""
+
+    stage: str
+    pointer: str | None
+    records: tuple[tuple[PromotionRecord, str], ...] = ()
+    digest: str | None = None
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "stage": self.stage,
+            "pointer": self.pointer,
+            "records": [{**r.to_json(), "by": by} for r, by in self.records],
+        }
+        if self.pointer is None:
+            return out
+        out["digest"] = self.digest
+        if not self.records:
+            out["note"] = self.note
+        return out

@@ -1,0 +1,118 @@
+"""Planning a promotion (the dry run): which digest moves from where to which stage pointer, and
+whether policy allows it. Writes nothing.
+
+The decision holds a ``source`` result (the digest exists and, for a stage that takes from
+another stage, is what that stage holds), a failing ``chain`` row when the pointer names a digest
+no trusted promotion record explains, then the stage's policy rules.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from builder.policy import BUILD_STAGE, Decision, RuleResult, evaluate
+from builder.promote.context import PromotionContext
+from builder.promote.evidence import gather
+from builder.promote.model import Location, Plan, PointerTrust, Target
+from builder.promote.pool import Task
+from builder.promote.records import pointer_trust
+
+if TYPE_CHECKING:
+    from builder.registry import Manifest
+
+
+def source_digest(
+    ctx: PromotionContext, target: Target, st_from: str, src: Location
+) -> tuple[str | None, RuleResult, Manifest | None]:
+    """(digest, the ``source`` rule result, the manifest as stored) of what is to be promoted from
+    ``src`` (the previous stage's pointer, or the build's variant tag). Raises registry errors."""
+    client = ctx.client(src.registry)
+    if target.explicit:
+        ref = target.digest or target.tag or ""
+        manifest = client.try_get_manifest(target.repository, ref)
+        given = f"{target.registry}/{target.repository}{'@' if target.digest else ':'}{ref}"
+        if manifest is None:
+            return None, RuleResult("source", False, f"{given} does not exist"), None
+        digest = manifest.digest
+        if st_from == BUILD_STAGE:
+            return digest, RuleResult("source", True, f"{given} is {digest}"), manifest
+        held = client.try_resolve(src.repository, src.pointer_tag)
+        if held != digest:
+            return (
+                digest,
+                RuleResult(
+                    "source",
+                    False,
+                    f"{digest} is not in stage {st_from} ({src} holds {held or 'nothing'}): promote it there first",
+                ),
+                manifest,
+            )
+        return digest, RuleResult("source", True, f"{given} is what {st_from} holds ({src})"), manifest
+    manifest = client.try_get_manifest(src.repository, src.pointer_tag)
+    if manifest is None:
+        what = "no build pushed the variant tag" if st_from == BUILD_STAGE else f"not promoted to {st_from} yet"
+        return None, RuleResult("source", False, f"{src} does not exist: {what}"), None
+    return manifest.digest, RuleResult("source", True, f"{src} -> {manifest.digest}"), manifest
+
+
+def chain_rows(ctx: PromotionContext, stage: str, trust: PointerTrust) -> tuple[RuleResult, ...]:
+    """A failing ``chain`` row when the pointer names a digest no trusted promotion record explains
+    (the promotion could only be refused at apply time: show it in the dry run)."""
+    if trust.trusted:
+        return ()
+    return (RuleResult("chain", False, trust.note(ctx.promoter_names(stage))),)
+
+
+def plan_promotion(ctx: PromotionContext, target: Target, stage: str, *, ticket: str | None = None) -> Plan:
+    """Decide (without writing anything) the promotion of ``target`` into ``stage``.
+
+    Never raises for denied promotions; NotFoundError for an unknown stage; registry errors
+    propagate."""
+    st = ctx.policy.stage(stage)
+    src = ctx.stage_location(target, st.source)
+    dst = ctx.stage_location(target, stage)
+    digest, source_result, manifest = source_digest(ctx, target, st.source, src)
+    same = src.name == dst.name
+    if digest is None:
+        trust = pointer_trust(ctx, dst, stage)
+        decision = Decision(stage, "", False, (source_result, *chain_rows(ctx, stage, trust)))
+        return Plan(
+            target,
+            stage,
+            st.source,
+            src,
+            None,
+            dst,
+            trust.digest,
+            decision,
+            ticket,
+            trusted=trust.trusted,
+            untrusted_signers=trust.foreign,
+        )
+    # the pointer and the records on what it names, read while the evidence is gathered
+    trust_t = Task(lambda: pointer_trust(ctx, dst, stage))
+    try:
+        got = gather(ctx, digest, stage, [src] if same else [src, dst], ticket=ticket, source_known=True)
+    finally:
+        trust = trust_t.result()
+    present = same or got.present[-1]
+    policy_decision = evaluate(ctx.policy, stage, got.evidence, ctx.now())
+    chain = chain_rows(ctx, stage, trust)
+    reasons = (source_result, *chain, *policy_decision.reasons)
+    allowed = source_result.passed and not chain and policy_decision.allowed
+    return Plan(
+        target,
+        stage,
+        st.source,
+        src,
+        digest,
+        dst,
+        trust.digest,
+        Decision(stage, digest, allowed, reasons),
+        ticket,
+        present,
+        manifest,
+        got.source_manifests,
+        trust.trusted,
+        trust.foreign,
+    )

@@ -1,0 +1,146 @@
+"""Read-only questions about stages, answered from the registry alone (so they work on a fresh
+machine): ``status`` (variant x stage), ``stage_histories`` (each stage's record chain) and
+``resolve`` (the validated ``repo@digest`` a stage holds, optionally checked against a cluster).
+
+Errors: NotFoundError (8) for unknown stages, clusters or pointers that do not exist;
+VerificationError (18) for a pointer no trusted record explains; IncompatibleError (11) when
+the digest cannot run on a cluster; ConfigError (2) when ``--cluster`` has no fleet file;
+registry errors (5-7) propagate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from builder.errors import BuilderError, IncompatibleError, NotFoundError, VerificationError
+from builder.promote.context import PromotionContext
+from builder.promote.fleets import stage_fleet_file
+from builder.promote.model import StageHistory, StatusRow, Target
+from builder.promote.records import history, pointer_trust
+from builder.sign import verify_image
+
+
+def check_stages(ctx: PromotionContext, stages: Sequence[str]) -> None:
+    """NotFoundError (exit 8, naming the stages the policy defines) for any unknown stage."""
+    for s in stages:
+        ctx.policy.stage(s)
+
+
+def status(
+    ctx: PromotionContext, targets: Sequence[Target], stages: Sequence[str] | None = None, *, workers: int = 16
+) -> list[StatusRow]:
+    """Variant x stage: the digest each pointer names, since when (its trusted record), who moved
+    it, and the evidence on it (verified signatures, verified attestation types). A pointer that
+    cannot be read becomes a row with a ``note``."""
+    names = list(stages or ctx.policy.stage_names)
+    now = ctx.now()
+
+    def one(pair: tuple[Target, str]) -> StatusRow:
+        t, stage = pair
+        loc = ctx.stage_location(t, stage)
+        client = ctx.client(loc.registry)
+        try:
+            digest = client.try_resolve(loc.repository, loc.pointer_tag)
+            if digest is None:
+                return StatusRow(t.variant, stage, str(loc), None, None, None, None, None)
+            trust = pointer_trust(ctx, loc, stage, digest)
+            rec = trust.record
+            report = verify_image(
+                client, loc.repository, digest, keys=ctx.keys, verifiers=ctx.verifiers, require_signature=False
+            )
+        except BuilderError as exc:  # shown in the row: the other rows are still worth printing
+            return StatusRow(t.variant, stage, str(loc), None, None, None, None, None, note=exc.message)
+        sigs = sum(1 for i in report.items if i.kind == "signature" and i.ok)
+        types = tuple(sorted({i.predicate_type or "" for i in report.items if i.kind == "attestation" and i.ok}))
+        if rec is None:
+            note = trust.note(ctx.promoter_names(stage), short=True)
+            return StatusRow(t.variant, stage, str(loc), digest, None, None, None, None, sigs, types, note=note)
+        age = (now - rec.when).total_seconds()
+        who = ctx.promoter_label(rec)
+        return StatusRow(t.variant, stage, str(loc), digest, rec.time, age, rec.action, who, sigs, types)
+
+    pairs = [(t, s) for t in targets for s in names]
+    if len(pairs) <= 1 or workers <= 1:
+        return [one(p) for p in pairs]
+    with ThreadPoolExecutor(max_workers=min(workers, len(pairs))) as pool:
+        return list(pool.map(one, pairs))
+
+
+def stage_histories(
+    ctx: PromotionContext, target: Target, stages: Sequence[str] = (), *, limit: int = 50
+) -> list[StageHistory]:
+    """For each of ``stages`` (default: every stage of the policy) the pointer's record chain,
+    newest first (``records.history``), each record labelled with who signed it; a pointer no
+    trusted record explains gets a ``note`` saying why, as ``status`` does. NotFoundError for an
+    unknown stage (before any registry read)."""
+    check_stages(ctx, stages)
+    out: list[StageHistory] = []
+    for s in stages or ctx.policy.stage_names:
+        try:
+            loc, recs = history(ctx, target, s, limit=limit)
+        except NotFoundError:
+            out.append(StageHistory(s, None))
+            continue
+        labelled = tuple((r, ctx.promoter_label(r)) for r in recs)
+        if recs:
+            out.append(StageHistory(s, str(loc), labelled, recs[0].digest))
+            continue
+        trust = pointer_trust(ctx, ctx.stage_location(target, s), s)
+        out.append(StageHistory(s, str(loc), (), trust.digest, trust.note(ctx.promoter_names(s), short=True)))
+    return out
+
+
+def resolve(
+    ctx: PromotionContext,
+    target: Target,
+    stage: str,
+    *,
+    cluster: str | None = None,
+    fleet: str | None = None,
+    verify: bool = True,
+) -> str:
+    """``registry/repository@sha256:...`` of the digest ``stage`` holds for ``target`` - never an
+    older one. ``verify``: the digest must carry a trusted promotion record (else
+    VerificationError, exit 18, naming who signed the records that exist). With ``cluster``:
+    IncompatibleError naming the cluster and why when the image cannot run there; NotFoundError
+    for an unknown cluster. ``fleet``: the fleet file naming the cluster (default: the file of the
+    stage's policy ``fleet`` rule, ``fleets.stage_fleet_file``)."""
+    if cluster is not None and fleet is None:
+        fleet = stage_fleet_file(ctx.policy, stage, cluster)
+    loc = ctx.stage_location(target, stage)
+    client = ctx.client(loc.registry)
+    digest = client.try_resolve(loc.repository, loc.pointer_tag)
+    if digest is None:
+        raise NotFoundError(
+            f"{target.variant} is not in stage {stage} ({loc} does not exist)",
+            hint=f"promote it: builder promote {target.variant} --to {stage} --confirm",
+        )
+    if verify:
+        trust = pointer_trust(ctx, loc, stage, digest)
+        if not trust.trusted:
+            raise VerificationError(
+                trust.note(ctx.promoter_names(stage)),
+                found=digest,
+                pointer=str(loc),
+                foreign=list(trust.foreign),
+                hint=ctx.untrusted_hint(stage, target.variant, foreign=bool(trust.foreign))
+                + "; pass --no-verify only if you trust the registry's tag as is",
+            )
+    pinned = loc.pinned(digest)
+    if cluster is None or fleet is None:
+        return pinned
+    if ctx.fleet_checker is None:
+        raise IncompatibleError(f"cannot decide whether {pinned} runs on {cluster}: no compatibility checker")
+    rows = [r for r in ctx.fleet_checker(client, loc.repository, digest, fleet) if r.cluster == cluster]
+    if not rows:
+        raise NotFoundError(f"cluster {cluster!r} is not in fleet {fleet}")
+    bad = [r for r in rows if r.verdict not in ("ok", "minor-version-compat")]
+    if bad:
+        raise IncompatibleError(
+            f"{pinned} ({stage}) cannot run on cluster {cluster}: " + (bad[0].reason or bad[0].verdict),
+            cluster=cluster,
+            digest=digest,
+            verdict=bad[0].verdict,
+        )
+    return pinned

@@ -1,0 +1,62 @@
+"""Referrers of a digest: the OCI referrers API, or the ``sha256-<hex>`` fallback index on
+registries without it (OCI distribution spec 1.1, "Listing Referrers" and the referrers tag
+schema: https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#listing-referrers).
+
+Which registries lack the API is remembered per process (distribution 2.8 answers 404): asked
+once per registry, not once per promotion. Errors: registry errors (exit 5-7) propagate.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from builder.promote.model import UNSET, Location, Unset
+from builder.registry import OCI_INDEX, fallback_tag
+
+if TYPE_CHECKING:
+    from builder.promote.context import PromotionContext
+    from builder.registry import Descriptor, Manifest
+
+INDEX_KEY = "index"
+"""Key of the source's ``sha256-<hex>`` fallback referrers index in ``Plan.evidence_manifests``."""
+
+
+class _NoReferrersApi:
+    """Registry bases (``scheme://host``) that answered the referrers API with 404 in this process."""
+
+    def __init__(self) -> None:
+        self.bases: set[str] = set()
+        self.guard = threading.Lock()
+
+
+_MEMORY = _NoReferrersApi()
+
+
+def lacks_referrers_api(ctx: PromotionContext, registry: str) -> bool:
+    """True when ``registry`` is known (this context or this process) to have no referrers API."""
+    base = ctx.client(registry).base
+    with _MEMORY.guard:
+        return registry in ctx.no_referrers_api or base in _MEMORY.bases
+
+
+def referrers(
+    ctx: PromotionContext, loc: Location, digest: str, known_index: Manifest | Unset | None = UNSET
+) -> list[Descriptor]:
+    """Referrers of ``digest`` in ``loc``'s repository: the OCI referrers API, or the fallback index
+    when the registry has none. ``known_index``: the fallback index as the plan read it (a Manifest,
+    or None: absent)."""
+    client = ctx.client(loc.registry)
+    if not lacks_referrers_api(ctx, loc.registry):
+        resp = client.request(
+            "GET", f"/v2/{loc.repository}/referrers/{digest}", ref=f"{loc.repository}@{digest}", ok=(200, 404)
+        )
+        if resp.status_code == 200 and resp.headers.get("Content-Type", "").split(";")[0].strip() == OCI_INDEX:
+            return client.referrers(loc.repository, digest)
+        with _MEMORY.guard:
+            ctx.no_referrers_api.add(loc.registry)
+            _MEMORY.bases.add(client.base)
+    index = (
+        client.try_get_manifest(loc.repository, fallback_tag(digest)) if isinstance(known_index, Unset) else known_index
+    )
+    return index.manifests if index is not None and index.is_index else []

@@ -1,0 +1,166 @@
+"""Moving a digest and its evidence between repositories and registries, never rebuilding: blobs
+mounted across repositories of one registry (OCI distribution spec "Mounting a blob from another
+repository": https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#mounting-a-blob-from-another-repository)
+or copied only when missing on another registry; manifests PUT by digest, children first (the
+registry verifies each digest); ``.sig``/``.att`` manifests byte for byte (merged layer by layer
+when the destination already has some); referrers copied and the destination's fallback
+referrers index rebuilt.
+
+Errors: registry errors (exit 5-7) propagate; a lock timeout (filelock.Timeout) when another
+writer holds a ``.sig``/``.att`` lock too long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from filelock import FileLock
+
+from builder.promote.context import LOCK_FILE_MODE, PromotionContext
+from builder.promote.model import UNSET, Location, Unset
+from builder.promote.pool import map_parallel, parallel
+from builder.promote.referrers import INDEX_KEY, referrers
+from builder.registry import CopyStats, copy_image
+from builder.sign import ATT_SUFFIX, SIG_SUFFIX, SignatureLayer, append_layer, signature_lock_path, signature_tag
+
+if TYPE_CHECKING:
+    from builder.registry import Descriptor, Manifest
+
+_COUNTERS = ("mounted", "present", "copied", "copied_bytes", "manifests")
+
+
+def add_stats(into: CopyStats, *more: CopyStats) -> None:
+    """Add the counters of ``more`` to ``into``."""
+    for st in more:
+        for name in _COUNTERS:
+            setattr(into, name, getattr(into, name) + getattr(st, name))
+
+
+def copy_manifest(
+    ctx: PromotionContext,
+    src: Location,
+    dst: Location,
+    manifest: Manifest,
+    stats: CopyStats,
+    *,
+    known_absent: bool = False,
+) -> None:
+    """Manifest-level copy of ``manifest`` (and its index children) from ``src`` to ``dst``: every
+    blob mounted (same registry) or copied only when missing (another registry), in parallel;
+    then the manifests PUT by digest, children first. ``known_absent``: ``dst`` is known not to
+    hold the manifest (not re-checked). Counts go into ``stats``."""
+    sc, dc = ctx.client(src.registry), ctx.client(dst.registry)
+    manifests: list[Manifest] = []
+    blobs: dict[str, Descriptor] = {}
+
+    def collect(m: Manifest) -> None:
+        if m.is_index:
+            for child in m.manifests:
+                if dc.try_resolve(dst.repository, child.digest) is None:
+                    collect(sc.get_manifest(src.repository, child.digest))
+        else:
+            for b in m.blobs:
+                blobs.setdefault(b.digest, b)
+        manifests.append(m)
+
+    if not known_absent and dc.try_resolve(dst.repository, manifest.digest) == manifest.digest:
+        return  # a manifest in the registry implies its blobs and children are there
+    collect(manifest)
+    transfer_blobs(ctx, src, dst, list(blobs.values()), stats)
+    for m in manifests:
+        dc.put_manifest(dst.repository, m.digest, m.raw, m.media_type)
+        stats.manifests += 1
+
+
+def transfer_blobs(
+    ctx: PromotionContext, src: Location, dst: Location, blobs: Sequence[Descriptor], stats: CopyStats
+) -> None:
+    """Make ``blobs`` exist in ``dst``, in parallel: one cross-repository mount each within a
+    registry (a mount of a blob already there also answers 201), else copy only missing ones."""
+    sc, dc = ctx.client(src.registry), ctx.client(dst.registry)
+    same = sc.registry == dc.registry and sc.base == dc.base
+
+    def one(desc: Descriptor) -> CopyStats:
+        st = CopyStats()
+        if same and src.repository == dst.repository:
+            st.present += 1
+        elif same and dc.mount_blob(dst.repository, desc.digest, src.repository):
+            st.mounted += 1
+        elif dc.blob_exists(dst.repository, desc.digest):
+            st.present += 1
+        else:
+            st.copied_bytes += dc.copy_blob_from(sc, src.repository, dst.repository, desc)
+            st.copied += 1
+        return st
+
+    if blobs:
+        add_stats(stats, *map_parallel(one, blobs))
+
+
+def copy_evidence(
+    ctx: PromotionContext,
+    src: Location,
+    dst: Location,
+    digest: str,
+    stats: CopyStats,
+    *,
+    known: Mapping[str, Manifest | None] | None = None,
+) -> None:
+    """Copy ``.sig``/``.att`` manifests (byte for byte when the destination has none; otherwise
+    every missing layer is appended under the same lock writers use) and referrers (manifest
+    copied, destination fallback index rebuilt with each referrer's ``artifactType``).
+    ``known``: the source's ``.sig``/``.att`` manifests already read (suffix -> manifest or None)."""
+    sc, dc = ctx.client(src.registry), ctx.client(dst.registry)
+
+    def one_suffix(suffix: str) -> CopyStats:
+        st = CopyStats()
+        tag = signature_tag(digest, suffix)
+        sm = known[suffix] if known is not None and suffix in known else sc.try_get_manifest(src.repository, tag)
+        if sm is None:
+            return st
+        transfer_blobs(ctx, src, dst, sm.blobs, st)
+        ctx.lock_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(
+            str(signature_lock_path(ctx.lock_dir, dc.registry, dst.repository, tag)),
+            timeout=ctx.lock_timeout,
+            mode=LOCK_FILE_MODE,
+        ):
+            dm = dc.try_get_manifest(dst.repository, tag)
+            if dm is None:
+                dc.put_manifest(dst.repository, tag, sm.raw, sm.media_type)
+                st.manifests += 1
+                return st
+        if dm.digest == sm.digest:
+            return st
+        have = {(d.digest, d.annotations) for d in dm.layers}
+        for layer in sm.layers:
+            if (layer.digest, layer.annotations) in have:
+                continue
+            blob = sc.get_blob(src.repository, layer.digest)
+            append_layer(
+                dc,
+                dst.repository,
+                digest,
+                suffix,
+                SignatureLayer(layer.media_type, blob, layer.annotation_map),
+                lock_dir=ctx.lock_dir,
+            )
+            st.manifests += 1
+        return st
+
+    def copy_referrers() -> CopyStats:
+        st = CopyStats()
+        index: Manifest | Unset | None = known[INDEX_KEY] if known is not None and INDEX_KEY in known else UNSET
+        for desc in referrers(ctx, src, digest, index):
+            copy_image(sc, src.repository, desc.digest, dc, dst.repository, stats=st)
+            if desc.artifact_type:
+                dc.add_referrer_to_fallback_index(dst.repository, digest, desc)
+        return st
+
+    jobs: list[Callable[[], CopyStats]] = [
+        lambda: one_suffix(SIG_SUFFIX),
+        lambda: one_suffix(ATT_SUFFIX),
+        copy_referrers,
+    ]
+    add_stats(stats, *parallel(jobs))

@@ -1,0 +1,64 @@
+"""The promotion context: stage locations from the policy, registry clients only from the
+injected factory (never a client with default, empty credentials), per-pointer lock files."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from builder.errors import NotFoundError
+from builder.policy import load_policy
+from builder.promote import PromotionContext, Target
+from builder.registry import RegistryClient
+
+DIGEST = "sha256:" + "c" * 64
+
+
+def _context(tmp_path: Path, asked: list[str]) -> PromotionContext:
+    policy_file = tmp_path / "p.yaml"
+    policy_file.write_text(
+        textwrap.dedent(
+            """\
+            stages:
+              dev: {from: build, require: {unconditional: x}}
+              prod: {from: dev, repository: "prod/{repository}", registry: "registry.example:443",
+                     require: {unconditional: x}}
+            """
+        )
+    )
+
+    def clients(registry: str) -> RegistryClient:
+        asked.append(registry)
+        return RegistryClient(registry, insecure=True)
+
+    return PromotionContext(load_policy(policy_file), "127.0.0.1:5000", clients, tmp_path / "locks")
+
+
+def test_stage_locations(tmp_path: Path) -> None:
+    ctx = _context(tmp_path, [])
+    t = Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000")
+    assert str(ctx.stage_location(t, "build")) == "127.0.0.1:5000/demo/jax:jax0.7-cpu"
+    assert str(ctx.stage_location(t, "dev")) == "127.0.0.1:5000/demo/jax:jax0.7-cpu-dev"
+    prod = ctx.stage_location(t, "prod")
+    assert str(prod) == "registry.example:443/prod/demo/jax:jax0.7-cpu-prod"
+    assert prod.pinned(DIGEST) == f"registry.example:443/prod/demo/jax@{DIGEST}"
+    with pytest.raises(NotFoundError):
+        ctx.stage_location(t, "qa")
+
+
+def test_clients_come_from_the_injected_factory(tmp_path: Path) -> None:
+    asked: list[str] = []
+    ctx = _context(tmp_path, asked)
+    client = ctx.client("registry.example:443")
+    assert asked == ["registry.example:443"] and client.registry == "registry.example:443"
+
+
+def test_one_lock_file_per_pointer(tmp_path: Path) -> None:
+    ctx = _context(tmp_path, [])
+    t = Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000")
+    dev, prod = ctx.stage_location(t, "dev"), ctx.stage_location(t, "prod")
+    assert ctx.lock(dev).lock_file != ctx.lock(prod).lock_file
+    assert ctx.lock(dev).lock_file == ctx.lock(dev).lock_file
+    assert Path(ctx.lock(dev).lock_file).parent == tmp_path / "locks"

@@ -1,0 +1,68 @@
+"""Names on the promotion command line -> targets: variant ids, --select globs and image
+references (variant id from --variant-id or the tag), each once; unknown names say what exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from builder.errors import NotFoundError
+from builder.promote import Target, TargetScope, resolve_targets
+from builder.promote.targets import variant_from_tag
+from builder.registry import RegistryClient
+
+VARIANTS = {"jax0.7-cpu": "demo/jax", "jax0.7-cuda12.8": "demo/jax", "torch2.8-cpu": "demo/torch"}
+
+
+def _no_registry(registry: str) -> RegistryClient:
+    raise AssertionError(f"no registry read expected ({registry})")
+
+
+def _scope(loads: list[int]) -> TargetScope:
+    def variants() -> dict[str, str]:
+        loads.append(1)
+        return VARIANTS
+
+    return TargetScope(variants, Path("matrices"), "127.0.0.1:5000", ("dev", "prod"), _no_registry)
+
+
+def test_ids_globs_and_references_each_once() -> None:
+    loads: list[int] = []
+    got = resolve_targets(
+        _scope(loads),
+        ["torch2.8-cpu", "jax0.7-cpu", "r.example/demo/jax:jax0.7-cpu-dev"],
+        ["jax*"],
+    )
+    assert got == [
+        Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000"),
+        Target("jax0.7-cuda12.8", "demo/jax", "127.0.0.1:5000"),
+        Target("torch2.8-cpu", "demo/torch", "127.0.0.1:5000"),
+        Target("jax0.7-cpu", "demo/jax", "r.example", tag="jax0.7-cpu-dev"),
+    ]
+    assert loads == [1]  # the matrices are read once
+
+
+def test_references_need_no_matrices() -> None:
+    loads: list[int] = []
+    digest = "sha256:" + "d" * 64
+    got = resolve_targets(_scope(loads), [f"127.0.0.1:5000/demo/jax@{digest}"], variant_id="jax0.7-cpu")
+    assert got == [Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000", digest=digest)]
+    assert loads == []
+
+
+def test_unknown_names_say_what_exists() -> None:
+    with pytest.raises(NotFoundError, match=re.escape("variant 'jax0.7' is not in the matrices")) as exc:
+        resolve_targets(_scope([]), ["jax0.7"])
+    assert exc.value.hint == "did you mean: jax0.7-cpu, jax0.7-cuda12.8"
+    with pytest.raises(NotFoundError, match="--select 'tf\\*' matches no variant"):
+        resolve_targets(_scope([]), [], ["tf*"])
+
+
+def test_variant_from_tag() -> None:
+    stages = ("dev", "prod")
+    assert variant_from_tag("jax0.7-cpu-0123456789ab", stages) == "jax0.7-cpu"
+    assert variant_from_tag("jax0.7-cpu-prod", stages) == "jax0.7-cpu"
+    assert variant_from_tag("jax0.7-cpu", stages) == "jax0.7-cpu"
+    assert variant_from_tag(None, stages) is None
