@@ -113,6 +113,32 @@ def test_build_noop_and_only_changed_variant(
     assert _statuses(third) == {A: "up-to-date", B: "built"}
 
 
+def test_matrix_list_and_build_dry_run_choose_the_same_shards(registry_address: str, project: Path) -> None:
+    """Three variants read in an order that is not id order (a.yaml: tiny2-cpu, tiny2-cu128; b.yaml:
+    tiny-cpu): for every I of N, `builder matrix list --shard I/N` and `builder build --shard I/N
+    --dry-run` name the same variants, and the shards of N cover every variant once."""
+    for name in ("tiny.yaml", "tiny2.yaml"):
+        (project / "matrices" / name).unlink()
+    two = MATRIX.format(family="tiny2", repo="test/shards").replace(
+        "    - {kind: cpu}\n", '    - {kind: cpu}\n    - {kind: cuda, version: "12.8"}\n'
+    )
+    (project / "matrices" / "a.yaml").write_text(two)
+    (project / "matrices" / "b.yaml").write_text(MATRIX.format(family="tiny", repo="test/shards"))
+    every = json.loads(builder(project, "matrix", "list", "--json").stdout)
+    assert [v["id"] for v in every] == ["tiny2-cpu-py3.11-debian12", "tiny2-cu128-py3.11-debian12", A]
+    for n in (1, 2, 3):
+        covered: list[str] = []
+        for i in range(1, n + 1):
+            listed = builder(project, "matrix", "list", "--json", "--shard", f"{i}/{n}")
+            assert listed.returncode == 0, listed.stderr[-2000:]
+            planned = builder(project, "build", "--dry-run", "--json", "--shard", f"{i}/{n}")
+            assert planned.returncode == 0, planned.stderr[-2000:]
+            ids = [v["id"] for v in json.loads(listed.stdout)]
+            assert ids == [p["variant"] for p in json.loads(planned.stdout)["plan"]], (i, n)
+            covered += ids
+        assert sorted(covered) == sorted(v["id"] for v in every)
+
+
 def test_engine_unavailable_exits_3(registry_address: str, project: Path) -> None:
     """Nothing is built yet in this repository, so the build needs the engine: exit 3."""
     proc = builder(
