@@ -1,7 +1,7 @@
 """``builder keys``, ``builder sign``, ``builder attest``, ``builder verify``: cosign-format evidence.
 
-Thin Click layer: parse, read the environment (passwords), call one function of
-``builder.keys`` / ``builder.sign`` / ``builder.attest``, print with ``emit``. Docs: docs/signing.md.
+Thin Click layer: options, the environment (passwords), one call into ``builder.signing.operations``,
+``emit``. Docs: docs/signing.md, docs/keyless.md.
 """
 
 from __future__ import annotations
@@ -23,52 +23,35 @@ from builder.cli._common import (
     key_option,
     keyless_options,
 )
+from builder.signing.keys import short_fingerprint
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from builder.config import Config
-    from builder.registry import Reference, RegistryClient
-    from builder.sign import VerificationReport, VerifiedItem
+    from builder.signing.keys import KeyPairSigner
+    from builder.signing.operations import Registries, Target
+    from builder.signing.report import VerificationReport, VerifiedItem
 
 
-def _password(no_password: bool, *, cosign_fallback: bool = False) -> str | None:
-    """The key password from BUILDER_KEY_PASSWORD (or COSIGN_PASSWORD for cosign keys); None
-    means "no password" and is only allowed with --no-password when writing keys."""
-    if no_password:
-        return None
+def _registries(cfg: Config) -> Registries:
+    return client_factory(cfg, docker_credentials(None))
+
+
+def _target(cfg: Config, reference: str) -> Target:
+    from builder.signing.operations import resolve_target
+
+    return resolve_target(reference, default_registry=cfg.registry, registries=_registries(cfg))
+
+
+def _signer(key: Path | None) -> KeyPairSigner:
+    """The signing key (``--key``, else builder.toml ``key``), decrypted with BUILDER_KEY_PASSWORD,
+    or COSIGN_PASSWORD for a cosign key."""
+    from builder.signing.keys import load_signer
+
     cfg = app_context().config
-    pw = cfg.key_password
-    if pw is None and cosign_fallback:
-        pw = os.environ.get("COSIGN_PASSWORD")
-    return pw
-
-
-def _require_password(no_password: bool) -> str | None:
-    from builder.errors import SigningKeyError
-
-    pw = _password(no_password)
-    if pw is None and not no_password:
-        raise SigningKeyError(
-            "no key password: BUILDER_KEY_PASSWORD is not set",
-            hint="export BUILDER_KEY_PASSWORD=... (the key is written encrypted), or pass --no-password "
-            "for an unencrypted key (only for throwaway keys)",
-        )
-    return pw
-
-
-def _client(cfg: Config, registry: str) -> RegistryClient:
-    return client_factory(cfg, docker_credentials(None))(registry)
-
-
-def _resolve(cfg: Config, ref_text: str) -> tuple[Reference, RegistryClient, str]:
-    """Parse REF, and resolve it to the digest to sign/verify (tag -> digest; digest -> HEAD)."""
-    from builder.registry import parse_reference
-
-    ref = parse_reference(ref_text, cfg.registry)
-    client = _client(cfg, ref.registry)
-    digest = client.resolve(ref.repository, ref.digest or ref.ref)
-    return ref, client, digest
+    password = cfg.key_password if cfg.key_password is not None else os.environ.get("COSIGN_PASSWORD")
+    return load_signer(key or cfg.key_path, password)
 
 
 @click.group()
@@ -92,15 +75,16 @@ def keys() -> None:
 @json_option
 def generate(output_dir: Path | None, no_password: bool) -> None:
     """Write a new key pair; never overwrites existing key files."""
-    from builder.signing.keys import generate_key_pair
+    from builder.signing.keys import new_key_password
+    from builder.signing.operations import generate_keys
 
     cfg = app_context().config
-    out = output_dir or cfg.key_path.parent
-    key_path, pub_path, fp = generate_key_pair(out, _require_password(no_password))
+    password = new_key_password(cfg.key_password, unencrypted=no_password)
+    pair = generate_keys(output_dir or cfg.key_path.parent, password)
     emit(
-        {"private_key": str(key_path), "public_key": str(pub_path), "fingerprint": fp, "encrypted": not no_password},
-        f"[green]wrote[/] {key_path} ({'encrypted' if not no_password else '[red]unencrypted[/]'}) and {pub_path}\n"
-        f"  fingerprint {fp}",
+        pair.to_json(),
+        f"[green]wrote[/] {pair.private_key} ({'encrypted' if pair.encrypted else '[red]unencrypted[/]'}) and "
+        f"{pair.public_key}\n  fingerprint {pair.fingerprint}",
     )
 
 
@@ -116,23 +100,17 @@ def generate(output_dir: Path | None, no_password: bool) -> None:
 @json_option
 def import_(source: Path, output_dir: Path | None, no_password: bool) -> None:
     """Import SOURCE: cosign's cosign.key (decrypted with COSIGN_PASSWORD) or a PEM EC key."""
-    from builder.signing.keys import import_key_pair
+    from builder.signing.keys import new_key_password
+    from builder.signing.operations import import_keys
 
     cfg = app_context().config
-    out = output_dir or cfg.key_path.parent
-    source_pw = os.environ.get("COSIGN_PASSWORD", cfg.key_password)
-    key_path, pub_path, fp = import_key_pair(source, out, source_pw, _require_password(no_password))
+    source_password = os.environ.get("COSIGN_PASSWORD", cfg.key_password)
+    password = new_key_password(cfg.key_password, unencrypted=no_password)
+    pair = import_keys(source, output_dir or cfg.key_path.parent, source_password, password)
     emit(
-        {"source": str(source), "private_key": str(key_path), "public_key": str(pub_path), "fingerprint": fp},
-        f"[green]imported[/] {source} -> {key_path}, {pub_path}\n  fingerprint {fp}",
+        pair.to_json(),
+        f"[green]imported[/] {source} -> {pair.private_key}, {pair.public_key}\n  fingerprint {pair.fingerprint}",
     )
-
-
-def _signer(key: Path | None) -> Any:
-    from builder.sign import load_signer
-
-    cfg = app_context().config
-    return load_signer(key or cfg.key_path, _password(False, cosign_fallback=True))
 
 
 @click.command()
@@ -144,19 +122,20 @@ def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | Non
     """Sign the digest REFERENCE resolves to (writes sha256-<hex>.sig, cosign format).
 
     With --keyless also a Sigstore bundle referrer (docs/keyless.md)."""
-    from builder.sign import sign_image
+    from builder.signing.operations import sign_reference
 
     cfg = app_context().config
     if keyless_:
         _keyless_write(reference, oidc_token, trust_config)
         return
     signer = _signer(key)
-    ref, client, digest = _resolve(cfg, reference)
-    result = sign_image(client, ref.repository, digest, signer, lock_dir=cfg.state_dir / "locks")
-    what = "signed" if result.appended else "already signed by this key (nothing written)"
+    result = sign_reference(_target(cfg, reference), signer, lock_dir=cfg.state_dir / "locks")
+    write = result.write
+    what = "signed" if write.appended else "already signed by this key (nothing written)"
     emit(
-        {"reference": reference, "digest": digest, **result.to_json()},
-        f"[green]{what}[/] {ref.name}@{digest}\n  key {signer.fingerprint}\n  {result.tag} ({result.layers} layer(s))",
+        result.to_json(),
+        f"[green]{what}[/] {result.target.name}@{result.target.digest}\n  key {result.signer}\n"
+        f"  {write.tag} ({write.layers} layer(s))",
     )
 
 
@@ -182,30 +161,20 @@ def attest(
     trust_config: Path | None,
 ) -> None:
     """Attach a signed in-toto v1 attestation to the digest REFERENCE resolves to (sha256-<hex>.att)."""
-    import json
-
-    from builder.attest import attest_image
-    from builder.errors import ConfigError
+    from builder.signing.operations import attest_reference, load_predicate
 
     cfg = app_context().config
-    try:
-        body = json.loads(predicate.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--predicate {predicate}: not readable JSON ({exc})") from exc
-    if not isinstance(body, dict):
-        raise ConfigError(f"--predicate {predicate}: the predicate must be a JSON object")
+    body = load_predicate(predicate)
     if keyless_:
         _keyless_write(reference, oidc_token, trust_config, predicate_type, body)
         return
     signer = _signer(key)
-    ref, client, digest = _resolve(cfg, reference)
-    result = attest_image(
-        client, ref.repository, digest, predicate_type, body, signer, lock_dir=cfg.state_dir / "locks"
-    )
-    what = "attested" if result.appended else "already attested (identical statement, nothing written)"
+    result = attest_reference(_target(cfg, reference), predicate_type, body, signer, lock_dir=cfg.state_dir / "locks")
+    what = "attested" if result.write.appended else "already attested (identical statement, nothing written)"
     emit(
-        {"reference": reference, "digest": digest, **result.to_json()},
-        f"[green]{what}[/] {ref.name}@{digest}\n  {predicate_type}\n  key {signer.fingerprint}\n  {result.tag}",
+        result.to_json(),
+        f"[green]{what}[/] {result.target.name}@{result.target.digest}\n  {predicate_type}\n"
+        f"  key {result.signer}\n  {result.write.tag}",
     )
 
 
@@ -251,55 +220,17 @@ def verify(
     then every signature and attestation found; exits 18 when nothing valid meets the
     requirements (a valid signature; each --attestation type).
     """
-    from builder.errors import ConfigError
-    from builder.registry import parse_reference
-    from builder.sign import load_public_keys, verify_image
+    from builder.signing.operations import VerifyRequest, verify_reference
 
     cfg = app_context().config
-    keyless_wanted = bool(identities or identity_regexps)
-    if not key_files and not keyless_wanted:
-        raise ConfigError(
-            "verify needs at least one --key PUBLIC_KEY or --identity/--identity-regexp with --issuer",
-            hint="pass the builder.pub / cosign.pub file, or the keyless signer's identity and issuer",
-        )
-    if attestations_only and not predicate_types:
-        raise ConfigError("--attestations-only needs at least one --attestation TYPE")
-    keys_ = load_public_keys(list(key_files))
-    ref = parse_reference(reference, cfg.registry)
-    client = _client(cfg, ref.registry)
-    digest = ref.digest or client.resolve(ref.repository, ref.ref)
-    if keyless_wanted:
-        from builder import keyless
-        from builder.signing.keyless import identity as keyless_identity
-
-        report = keyless.verify_keyless(
-            client,
-            ref.repository,
-            digest,
-            trusted_root=keyless.load_trusted_root(trust_config),
-            identities=keyless_identity.policies_from_options(identities, identity_regexps, issuer, issuer_regexp),
-            keys=keys_,
-            predicate_types=predicate_types,
-            require_signature=not attestations_only,
-            tag=ref.tag if ref.digest else None,
-            reference=reference,
-        )
-    else:
-        report = verify_image(
-            client,
-            ref.repository,
-            digest,
-            keys=keys_,
-            predicate_types=predicate_types,
-            require_signature=not attestations_only,
-            tag=ref.tag if ref.digest else None,
-            reference=reference,
-        )
-    names = {k.fingerprint: k.source for k in keys_}
-    header = f"{ref.name}:{ref.tag}" if ref.tag else ref.name
+    request = VerifyRequest(
+        key_files, predicate_types, attestations_only, identities, identity_regexps, issuer, issuer_regexp, trust_config
+    )
+    result = verify_reference(reference, request, default_registry=cfg.registry, registries=_registries(cfg))
+    report = result.report
 
     def human() -> None:
-        render_verification(console(), report, names, header=header, name=ref.name)
+        render_verification(console(), report, result.key_names, header=result.header, name=result.target.name)
 
     if not report.ok and app_context().json_output:
         report.raise_for_failure()  # one JSON document: the error, with every item in details
@@ -315,36 +246,29 @@ def _keyless_write(
     predicate: dict[str, Any] | None = None,
 ) -> None:
     """``sign --keyless`` / ``attest --keyless``: token (explicit or ambient), trust config, one core call."""
-    from builder import keyless
+    from builder.signing.keyless.trust import ambient_identity_token, identity_token, load_trust_config
+    from builder.signing.operations import keyless_write_reference
 
     cfg = app_context().config
-    token = keyless.identity_token(oidc_token) if oidc_token else keyless.ambient_identity_token()
-    tc = keyless.load_trust_config(trust_config)
-    ref, client, digest = _resolve(cfg, reference)
-    lock_dir = cfg.state_dir / "locks"
-    if predicate_type is None:
-        result = keyless.keyless_sign_image(
-            client, ref.repository, digest, identity_token=token, trust_config=tc, lock_dir=lock_dir
-        )
-        what = "signed keylessly"
-    else:
-        result = keyless.keyless_attest_image(
-            client,
-            ref.repository,
-            digest,
-            predicate_type=predicate_type,
-            predicate=predicate or {},
-            identity_token=token,
-            trust_config=tc,
-            lock_dir=lock_dir,
-        )
-        what = f"attested keylessly ({predicate_type})"
-    legacy = result.legacy.tag if result.legacy else "-"
-    bundle = result.referrer.manifest_digest if result.referrer else "-"
+    token = identity_token(oidc_token) if oidc_token else ambient_identity_token()
+    tc = load_trust_config(trust_config)
+    result = keyless_write_reference(
+        _target(cfg, reference),
+        token,
+        tc,
+        lock_dir=cfg.state_dir / "locks",
+        predicate_type=predicate_type,
+        predicate=predicate,
+    )
+    write = result.write
+    what = "signed keylessly" if predicate_type is None else f"attested keylessly ({predicate_type})"
+    legacy = write.legacy.tag if write.legacy else "-"
+    bundle = write.referrer.manifest_digest if write.referrer else "-"
     emit(
-        {"reference": reference, "digest": digest, **result.to_json()},
-        f"[green]{what}[/] {ref.name}@{digest}\n  identity {result.identity} (issuer {result.issuer})\n"
-        f"  legacy {legacy}\n  bundle referrer {bundle}\n  Rekor log index {', '.join(map(str, result.log_indexes))}",
+        result.to_json(),
+        f"[green]{what}[/] {result.target.name}@{result.target.digest}\n"
+        f"  identity {write.identity} (issuer {write.issuer})\n"
+        f"  legacy {legacy}\n  bundle referrer {bundle}\n  Rekor log index {', '.join(map(str, write.log_indexes))}",
     )
 
 
@@ -355,11 +279,6 @@ _SHORT_TYPES = {
     "https://slsa.dev/provenance/v1": "slsa provenance",
     "https://slsa.dev/provenance/v0.2": "slsa provenance v0.2",
 }
-
-
-def short_fingerprint(fingerprint: str) -> str:
-    """``sha256:`` + the first 12 hex digits (as in every reason text); identities unchanged."""
-    return fingerprint[:19] if fingerprint.startswith("sha256:") else fingerprint
 
 
 def predicate_label(predicate_type: str | None) -> str:

@@ -101,6 +101,20 @@ class PublicKey:
 # generate / import / load
 
 
+def new_key_password(password: str | None, *, unencrypted: bool) -> str | None:
+    """The password to encrypt a new ``builder.key`` with: None when ``unencrypted`` (``--no-password``),
+    else ``password`` (``BUILDER_KEY_PASSWORD``). Raises SigningKeyError when that is not set."""
+    if unencrypted:
+        return None
+    if password is None:
+        raise SigningKeyError(
+            "no key password: BUILDER_KEY_PASSWORD is not set",
+            hint="export BUILDER_KEY_PASSWORD=... (the key is written encrypted), or pass --no-password "
+            "for an unencrypted key (only for throwaway keys)",
+        )
+    return password
+
+
 def generate_key_pair(output_dir: Path, password: str | None) -> tuple[Path, Path, str]:
     """Write ``output_dir/builder.key`` and ``builder.pub``; returns (key path, pub path, fingerprint).
 

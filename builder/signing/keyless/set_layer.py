@@ -20,7 +20,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding
-from cryptography.x509.verification import Criticality, ExtensionPolicy, PolicyBuilder, Store
+from cryptography.x509.verification import Criticality, ExtensionPolicy, PolicyBuilder, Store, VerificationError
 
 from builder.signing.dsse import payload_of_pae
 from builder.signing.keyless.bundle import (
@@ -155,7 +155,7 @@ def _chain_at(cert: Certificate, trusted_root: TrustedRoot, chain_pem: str, when
     extra = x509.load_pem_x509_certificates(chain_pem.encode()) if chain_pem.strip() else []
     try:
         return list(verifier.verify(cert, extra).chain[1:])
-    except Exception as exc:  # VerificationError, UnsupportedGeneralNameType
+    except (VerificationError, x509.UnsupportedGeneralNameType) as exc:
         raise ValueError(f"no chain to a pinned Fulcio root at {when:%Y-%m-%dT%H:%M:%SZ}: {exc}") from exc
 
 

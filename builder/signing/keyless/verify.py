@@ -80,7 +80,7 @@ def _verify_bundle(
 
     try:
         bundle = Bundle.from_json(bundle_json)
-    except Exception as exc:
+    except (SigstoreError, ValueError, KeyError, TypeError) as exc:  # InvalidBundle, JSON and schema errors
         return _Outcome(False, f"the Sigstore bundle does not parse: {exc}", None, None)
     idents, issuer = cert_identities(bundle.signing_certificate)
     signer = signer_text(idents, issuer)

@@ -1,0 +1,307 @@
+"""What ``builder keys|sign|attest|verify`` do: typed values in, one frozen result out.
+
+Each function takes what the command line collected (reference text, a loaded signer, key files,
+identity patterns, an OIDC token and trust configuration) plus ``registries`` (registry host ->
+``builder.registry.RegistryClient``, with credentials) and returns a frozen dataclass the CLI emits.
+The reference is resolved here (``resolve_target``), and so are the usage errors (which
+combination of options is refused, with which exit code: ``docs/exit-codes.md``).
+
+Keyless work goes through ``builder.signing.keyless``; sigstore-python itself is imported only
+when a keyless function runs.
+
+Errors: ``ConfigError`` (2) for unusable option combinations and predicate files;
+``SigningKeyError`` (16) for key files and passwords; ``SigningError`` (17), ``VerificationError``
+(18, raised by the caller through ``VerificationReport.raise_for_failure``); registry errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder.errors import ConfigError
+from builder.registry import Reference, parse_reference
+from builder.signing.attest import attest_image
+from builder.signing.keyless.identity import policies_from_options
+from builder.signing.keyless.trust import load_trusted_root
+from builder.signing.keyless.verify import verify_keyless
+from builder.signing.keyless.write import KeylessWrite, keyless_attest_image, keyless_sign_image
+from builder.signing.keys import generate_key_pair, import_key_pair, load_public_keys
+from builder.signing.layer import WriteResult
+from builder.signing.report import VerificationReport
+from builder.signing.sign import sign_image
+from builder.signing.signer import Signer
+from builder.signing.verify import verify_image
+
+if TYPE_CHECKING:
+    from sigstore.models import ClientTrustConfig
+    from sigstore.oidc import IdentityToken
+
+    from builder.registry import RegistryClient
+
+#: registry host -> a client for it (with the invocation's credentials).
+Registries = Callable[[str], "RegistryClient"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A reference resolved for signing or verification: the parsed ``reference``, the ``client``
+    of its registry and the manifest ``digest`` (``sha256:<hex>``) it names."""
+
+    text: str
+    reference: Reference
+    client: RegistryClient
+    digest: str
+
+    @property
+    def repository(self) -> str:
+        return self.reference.repository
+
+    @property
+    def name(self) -> str:
+        """``registry/repository``."""
+        return self.reference.name
+
+    @property
+    def pinned_tag(self) -> str | None:
+        """The tag given together with a digest (``name:tag@digest``): verification checks that it
+        still points at the digest. None otherwise."""
+        return self.reference.tag if self.reference.digest else None
+
+
+def resolve_target(text: str, *, default_registry: str, registries: Registries, head_digest: bool = True) -> Target:
+    """Parse ``text`` (``[registry/]repository[:tag][@digest]``) and resolve it to a digest.
+
+    A tag is resolved in the registry; a digest is checked there too (HEAD) unless
+    ``head_digest`` is False (verification checks the digest itself). Raises NotFoundError (8)
+    when the tag or digest does not exist, other registry errors as ``builder.registry`` does."""
+    ref = parse_reference(text, default_registry)
+    client = registries(ref.registry)
+    if ref.digest and not head_digest:
+        return Target(text, ref, client, ref.digest)
+    return Target(text, ref, client, client.resolve(ref.repository, ref.digest or ref.ref))
+
+
+# ---------------------------------------------------------------------------------------------
+# keys
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyPairFiles:
+    """A key pair written by ``builder keys generate|import``: the two files and the fingerprint
+    (``sha256:<hex of DER SPKI>``); ``source`` is the imported file (None for a generated pair)."""
+
+    private_key: Path
+    public_key: Path
+    fingerprint: str
+    encrypted: bool
+    source: Path | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.source is not None:
+            return {
+                "source": str(self.source),
+                "private_key": str(self.private_key),
+                "public_key": str(self.public_key),
+                "fingerprint": self.fingerprint,
+            }
+        return {
+            "private_key": str(self.private_key),
+            "public_key": str(self.public_key),
+            "fingerprint": self.fingerprint,
+            "encrypted": self.encrypted,
+        }
+
+
+def generate_keys(output_dir: Path, password: str | None) -> KeyPairFiles:
+    """``builder keys generate``: a new key pair in ``output_dir`` (``password`` None: unencrypted).
+    Raises SigningKeyError (existing files, empty password)."""
+    key_path, pub_path, fp = generate_key_pair(output_dir, password)
+    return KeyPairFiles(key_path, pub_path, fp, password is not None)
+
+
+def import_keys(source: Path, output_dir: Path, source_password: str | None, password: str | None) -> KeyPairFiles:
+    """``builder keys import``: ``source`` (cosign key or PEM EC key, decrypted with
+    ``source_password``) written into ``output_dir``. Raises SigningKeyError."""
+    key_path, pub_path, fp = import_key_pair(source, output_dir, source_password, password)
+    return KeyPairFiles(key_path, pub_path, fp, password is not None, source)
+
+
+# ---------------------------------------------------------------------------------------------
+# sign / attest
+
+
+@dataclasses.dataclass(frozen=True)
+class Signed:
+    """A key-pair signature or attestation written for ``target``: the ``write`` and the signer's
+    fingerprint (``predicate_type`` set for an attestation)."""
+
+    target: Target
+    signer: str
+    write: WriteResult
+    predicate_type: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reference": self.target.text, "digest": self.target.digest, **self.write.to_json()}
+
+
+@dataclasses.dataclass(frozen=True)
+class KeylessSigned:
+    """A keyless signature or attestation written for ``target`` (``predicate_type`` None: a signature)."""
+
+    target: Target
+    write: KeylessWrite
+    predicate_type: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reference": self.target.text, "digest": self.target.digest, **self.write.to_json()}
+
+
+def load_predicate(path: Path) -> dict[str, Any]:
+    """The predicate in ``path``: a JSON object. Raises ConfigError (2) when the file is not
+    readable JSON or not an object."""
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--predicate {path}: not readable JSON ({exc})") from exc
+    if not isinstance(body, dict):
+        raise ConfigError(f"--predicate {path}: the predicate must be a JSON object")
+    return body
+
+
+def sign_reference(target: Target, signer: Signer, *, lock_dir: Path) -> Signed:
+    """``builder sign REF``: a cosign signature of ``target``'s digest (``builder.signing.sign``)."""
+    write = sign_image(target.client, target.repository, target.digest, signer, lock_dir=lock_dir)
+    return Signed(target, signer.fingerprint, write)
+
+
+def attest_reference(
+    target: Target, predicate_type: str, predicate: Mapping[str, Any], signer: Signer, *, lock_dir: Path
+) -> Signed:
+    """``builder attest REF``: a signed in-toto attestation of ``target``'s digest (``builder.signing.attest``)."""
+    write = attest_image(
+        target.client, target.repository, target.digest, predicate_type, predicate, signer, lock_dir=lock_dir
+    )
+    return Signed(target, signer.fingerprint, write, predicate_type)
+
+
+def keyless_write_reference(
+    target: Target,
+    token: IdentityToken,
+    trust_config: ClientTrustConfig,
+    *,
+    lock_dir: Path,
+    predicate_type: str | None = None,
+    predicate: Mapping[str, Any] | None = None,
+) -> KeylessSigned:
+    """``sign --keyless`` (``predicate_type`` None) or ``attest --keyless``: legacy layers and a
+    Sigstore bundle referrer (``builder.signing.keyless.write``). Raises SigningError / registry errors."""
+    client, repo, digest = target.client, target.repository, target.digest
+    if predicate_type is None:
+        write = keyless_sign_image(
+            client, repo, digest, identity_token=token, trust_config=trust_config, lock_dir=lock_dir
+        )
+    else:
+        write = keyless_attest_image(
+            client,
+            repo,
+            digest,
+            predicate_type=predicate_type,
+            predicate=predicate or {},
+            identity_token=token,
+            trust_config=trust_config,
+            lock_dir=lock_dir,
+        )
+    return KeylessSigned(target, write, predicate_type)
+
+
+# ---------------------------------------------------------------------------------------------
+# verify
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyRequest:
+    """What ``builder verify`` was asked: trusted ``key_files``; required ``predicate_types``;
+    ``attestations_only`` (no signature required); keyless ``identities`` / ``identity_regexps``
+    with ``issuer`` / ``issuer_regexp``; ``trust_config`` (pinned trusted root or client trust
+    config; None: the public-good root, offline copy)."""
+
+    key_files: tuple[Path, ...] = ()
+    predicate_types: tuple[str, ...] = ()
+    attestations_only: bool = False
+    identities: tuple[str, ...] = ()
+    identity_regexps: tuple[str, ...] = ()
+    issuer: str | None = None
+    issuer_regexp: str | None = None
+    trust_config: Path | None = None
+
+    @property
+    def keyless(self) -> bool:
+        return bool(self.identities or self.identity_regexps)
+
+    def check(self) -> None:
+        """Raise ConfigError (2) for a request that cannot be verified: no key and no identity;
+        ``attestations_only`` without a predicate type."""
+        if not self.key_files and not self.keyless:
+            raise ConfigError(
+                "verify needs at least one --key PUBLIC_KEY or --identity/--identity-regexp with --issuer",
+                hint="pass the builder.pub / cosign.pub file, or the keyless signer's identity and issuer",
+            )
+        if self.attestations_only and not self.predicate_types:
+            raise ConfigError("--attestations-only needs at least one --attestation TYPE")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verified:
+    """The outcome of ``builder verify``: the ``target``, the ``report`` and ``key_names``
+    (fingerprint -> key file as given, for display)."""
+
+    target: Target
+    report: VerificationReport
+    key_names: Mapping[str, str]
+
+    @property
+    def header(self) -> str:
+        ref = self.target.reference
+        return f"{ref.name}:{ref.tag}" if ref.tag else ref.name
+
+
+def verify_reference(text: str, request: VerifyRequest, *, default_registry: str, registries: Registries) -> Verified:
+    """``builder verify REF``: every signature and attestation of the digest ``text`` names, with
+    keys (``builder.signing.verify``) or keyless identities (``builder.signing.keyless.verify``).
+    Raises ConfigError (usage, unreadable trust root, bad patterns), SigningKeyError (key files)
+    and registry errors; a failed verification is in the report, not raised."""
+    request.check()
+    keys = load_public_keys(list(request.key_files))
+    target = resolve_target(text, default_registry=default_registry, registries=registries, head_digest=False)
+    require_signature = not request.attestations_only
+    if request.keyless:
+        report = verify_keyless(
+            target.client,
+            target.repository,
+            target.digest,
+            trusted_root=load_trusted_root(request.trust_config),
+            identities=policies_from_options(
+                request.identities, request.identity_regexps, request.issuer, request.issuer_regexp
+            ),
+            keys=keys,
+            predicate_types=request.predicate_types,
+            require_signature=require_signature,
+            tag=target.pinned_tag,
+            reference=text,
+        )
+    else:
+        report = verify_image(
+            target.client,
+            target.repository,
+            target.digest,
+            keys=keys,
+            predicate_types=request.predicate_types,
+            require_signature=require_signature,
+            tag=target.pinned_tag,
+            reference=text,
+        )
+    return Verified(target, report, {k.fingerprint: k.source for k in keys})

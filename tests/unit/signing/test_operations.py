@@ -1,0 +1,59 @@
+"""builder.signing.operations and the key-password rule: the usage errors the CLI used to choose."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder.errors import ConfigError, SigningKeyError
+from builder.signing.dsse import IN_TOTO_PAYLOAD_TYPE, pae, payload_of_pae
+from builder.signing.keys import new_key_password
+from builder.signing.operations import VerifyRequest, generate_keys, load_predicate
+
+
+def test_verify_request_needs_a_key_or_an_identity() -> None:
+    with pytest.raises(ConfigError, match="at least one --key"):
+        VerifyRequest().check()
+    with pytest.raises(ConfigError, match="--attestations-only needs"):
+        VerifyRequest(key_files=(Path("k.pub"),), attestations_only=True).check()
+    VerifyRequest(identities=("me@example.com",), issuer="https://issuer.example").check()
+    assert VerifyRequest(identity_regexps=(".*",)).keyless
+
+
+def test_load_predicate(tmp_path: Path) -> None:
+    good, bad, array = tmp_path / "p.json", tmp_path / "bad.json", tmp_path / "a.json"
+    good.write_text('{"a": 1}')
+    bad.write_text("{")
+    array.write_text("[]")
+    assert load_predicate(good) == {"a": 1}
+    with pytest.raises(ConfigError, match="not readable JSON"):
+        load_predicate(bad)
+    with pytest.raises(ConfigError, match="must be a JSON object"):
+        load_predicate(array)
+
+
+def test_new_key_password() -> None:
+    assert new_key_password(None, unencrypted=True) is None
+    assert new_key_password("pw", unencrypted=True) is None
+    assert new_key_password("pw", unencrypted=False) == "pw"
+    with pytest.raises(SigningKeyError, match="BUILDER_KEY_PASSWORD is not set"):
+        new_key_password(None, unencrypted=False)
+
+
+def test_generate_keys_result(tmp_path: Path) -> None:
+    pair = generate_keys(tmp_path, None)
+    assert pair.to_json() == {
+        "private_key": str(tmp_path / "builder.key"),
+        "public_key": str(tmp_path / "builder.pub"),
+        "fingerprint": pair.fingerprint,
+        "encrypted": False,
+    }
+
+
+def test_one_pae_and_its_inverse() -> None:
+    body = b'{"_type":"x"}'
+    encoded = pae(IN_TOTO_PAYLOAD_TYPE, body)
+    assert encoded == b"DSSEv1 28 application/vnd.in-toto+json 13 " + body
+    assert payload_of_pae(encoded) == body
+    assert payload_of_pae(b"not pae") is None
