@@ -129,7 +129,7 @@ def build_variants(
     client: RegistryClient,
     on_built: Callable[[BuiltImage, RenderedImage], None] | None = None,
     on_progress: ProgressFn | None = None,
-    engine_ping: Callable[[], Any] | None = None,
+    engine_ping: Callable[[], object] | None = None,
 ) -> BuildRun:
     """Plan, then build every variant whose content tag is missing (see module docstring).
 
