@@ -134,7 +134,24 @@ class TokenIssuer:
                     self.send_response(401)
                     self.end_headers()
                     return
-                body = json.dumps({"token": issuer.token(query.get("scope", [])), "expires_in": 300}).encode()
+                self._send({"token": issuer.token(query.get("scope", [])), "expires_in": 300})
+
+            def do_POST(self) -> None:
+                """The OAuth2 password grant BuildKit/containerd try first
+                (https://distribution.github.io/distribution/spec/auth/oauth/)."""
+                length = int(self.headers.get("Content-Length") or 0)
+                form = parse_qs(self.rfile.read(length).decode())
+                issuer.requests.append({"query": form, "auth": "oauth2-" + form.get("grant_type", ["?"])[0]})
+                ok = form.get("grant_type") == ["password"] and form.get("username") == [issuer.user]
+                if not ok or form.get("password") != [password] or form.get("service") != [SERVICE]:
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                scopes = [s for value in form.get("scope", []) for s in value.split(" ") if s]
+                self._send({"access_token": issuer.token(scopes), "expires_in": 300})
+
+            def _send(self, doc: dict[str, Any]) -> None:
+                body = json.dumps(doc).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

@@ -283,6 +283,17 @@ class Authenticator:
             return self._credentials
         return self._credentials.get(self.registry)
 
+    def login_hint(self, extra: str = "") -> str:
+        """What to do about refused credentials: where they came from and how to give others."""
+        if isinstance(self._credentials, DockerCredentials) and self._credentials.source != "<anonymous>":
+            where = f"credentials are read from {self._credentials.source}; "
+        else:
+            where = ""
+        return (
+            f"{where}run `docker login {self.registry}`, or point --docker-config / DOCKER_CONFIG at a Docker "
+            f"config that has credentials for {self.registry}" + (f"; {extra}" if extra else "")
+        )
+
     def header_for(self, key: str) -> str | None:
         """The ``Authorization`` value to send for scope key ``key`` (None: nothing yet)."""
         with self._lock:
@@ -298,8 +309,7 @@ class Authenticator:
             if cred is None or cred.identity_token:
                 raise RegistryAuthError(
                     f"registry {self.registry} requires a user name and password for {where} (HTTP 401, Basic)",
-                    hint=f"run `docker login {self.registry}` or pass a Docker config with credentials "
-                    "(--docker-config / DOCKER_CONFIG)",
+                    hint=self.login_hint(),
                     registry=self.registry,
                     status=401,
                 )
@@ -346,7 +356,7 @@ class Authenticator:
             who = f"user {cred.username!r}" if cred else "anonymous access"
             raise RegistryAuthError(
                 f"token service {realm} refused {who} for {where} (HTTP {resp.status_code})",
-                hint=f"run `docker login {self.registry}`; check the user's rights on the repository",
+                hint=self.login_hint("check the user's rights on the repository"),
                 registry=self.registry,
                 status=resp.status_code,
             )

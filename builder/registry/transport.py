@@ -261,8 +261,7 @@ class Transport:
             who = f"as user {cred.username!r}" if cred else "without credentials"
             return RegistryAuthError(
                 f"registry {self.registry} refused {method} {where} {who}: HTTP {status} {body}".rstrip(),
-                hint=f"log in with `docker login {self.registry}` (or pass --docker-config FILE); "
-                "for 403, ask for push/pull rights on the repository",
+                hint=self.auth.login_hint("for 403, ask for push/pull rights on the repository"),
                 registry=self.registry,
                 status=status,
             )

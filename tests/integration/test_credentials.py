@@ -117,7 +117,7 @@ def test_wrong_password_fails_with_the_auth_code_and_names_the_docker_config(
     cli: Cli, project: Path, registry: AuthRegistry, tmp_path: Path
 ) -> None:
     config = registry.docker_config(tmp_path / "docker", password="wrong")
-    for args in (("status",), ("resolve", VARIANT, "--stage", "dev"), ("bases", "update")):
+    for args in (("promote", VARIANT, "--to", "dev"), ("resolve", VARIANT, "--stage", "dev"), ("history", VARIANT)):
         out = cli(*args, "--json", code=RegistryAuthError.exit_code, env={"DOCKER_CONFIG": str(config)}, cwd=project)
         error = out.json()["error"]
         assert error["kind"] == "registry-auth", error
