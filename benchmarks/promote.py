@@ -45,12 +45,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from builder.keys import load_signer, write_key_pair
 from builder.ledger import open_ledger
 from builder.policy import load_policy
 from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, promote_many
 from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json, client_for, sha256_digest
-from builder.sign import sign_image
+from builder.signing.keys import load_signer, write_key_pair
+from builder.signing.sign import sign_image
 
 LAYERS = 4
 SRC_REPO = "bench/promote-src"

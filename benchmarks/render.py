@@ -91,7 +91,7 @@ def main() -> None:
     t_import = time.perf_counter()
     import jinja2  # noqa: F401  (library imports are start-up cost, reported separately)
 
-    from builder import compat, matrix, render
+    from builder import bases, compat, matrix, render
 
     compat.variant_problems  # noqa: B018  (attribute access: the package is loaded)
     import_s = time.perf_counter() - t_import
@@ -100,7 +100,7 @@ def main() -> None:
         path.write_text(matrix_yaml(pythons, oses, platforms))
         locks_dir = Path(tmp) / "locks"
         locks_dir.mkdir()
-        bases = render.BaseResolution()
+        bases = bases.BaseResolution()
 
         def run() -> tuple[int, float, float]:
             t0 = time.perf_counter()

@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from builder import keys, sign  # noqa: E402
 from builder.registry import RegistryClient  # noqa: E402
+from builder.signing import cosign_key, keys, sign, verify  # noqa: E402
 from tests.integration.test_sign import push_tiny_image  # noqa: E402
 
 PASSWORD = "benchmark-password"
@@ -63,8 +63,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         key_path, _, _ = keys.generate_key_pair(work / "keys", PASSWORD)
-        cosign_key = work / "cosign.key"
-        cosign_key.write_bytes(keys.cosign_key_pem(keys.load_signer(key_path, PASSWORD).private_key, PASSWORD))
+        cosign_file = work / "cosign.key"
+        cosign_file.write_bytes(cosign_key.cosign_key_pem(keys.load_signer(key_path, PASSWORD).private_key, PASSWORD))
         tags = [f"run{n}" for n in range(runs * 2 + 1)]
         digests = {t: push_tiny_image(client, repo, t, f"benchmark {repo} {t}\n".encode()) for t in tags}
         lock_dir = work / "locks"
@@ -91,7 +91,7 @@ def main() -> None:
             ref = f"{args.registry}/{repo}@{digests[tag]}"
             t0 = time.perf_counter()
             proc = subprocess.run(
-                [cosign_bin, "sign", "--key", str(cosign_key), "--tlog-upload=false", "-y", ref],
+                [cosign_bin, "sign", "--key", str(cosign_file), "--tlog-upload=false", "-y", ref],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -125,7 +125,7 @@ def main() -> None:
         # everything written verifies (a benchmark of broken output would mean nothing)
         pub = [keys.PublicKey(warm_signer.public_key, "bench")]
         for tag in tags[: 2 * runs]:
-            report = sign.verify_image(
+            report = verify.verify_image(
                 client, repo, digests[tag], keys=pub, predicate_types=["https://slsa.dev/provenance/v1"]
             )
             if not report.ok:

@@ -8,6 +8,11 @@ environment, owning what every command shares.
   the same for ``sign`` and for ``promote`` (crane's root command and default keychain have the
   same shape: https://github.com/google/go-containerregistry/tree/main/cmd/crane).
 - **Registry clients**: one per registry host, reused by every step of a command.
+- **Signers**: the signing key (``--key``, else ``builder.toml`` ``key``) decrypted with
+  ``BUILDER_KEY_PASSWORD`` (``builder.toml`` ``key_password``), else ``COSIGN_PASSWORD`` as cosign
+  reads it for its own key files.
+- **The promotion context**: the stage policy, its verifiers, the ledger and the fleet checker,
+  over the same clients; closed with the ``App``.
 
 The command line builds the ``App`` (it alone reads ``os.environ`` and options) and hands its
 parts to the core, which never builds credentials or clients itself.
@@ -18,14 +23,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder.config import Config
 
 if TYPE_CHECKING:
+    from builder.pipeline import ProgressFn, RunReport, RunRequest
+    from builder.promote.context import PromotionContext
     from builder.registry import DockerCredentials, RegistryClient
+    from builder.signing.keys import KeyPairSigner
 
 
 def docker_config_path(option: Path | None, environ: Mapping[str, str], home: Path) -> Path:
@@ -45,7 +53,9 @@ class App:
 
     config: Config
     docker_config: Path
+    environ: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
     _clients: dict[str, RegistryClient] = dataclasses.field(default_factory=dict, repr=False)
+    _contexts: list[PromotionContext] = dataclasses.field(default_factory=list, repr=False)
     _guard: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
 
     @functools.cached_property
@@ -71,3 +81,113 @@ class App:
     def default_client(self) -> RegistryClient:
         """The client of the configured registry (``builder.toml`` ``registry``)."""
         return self.client(self.config.registry)
+
+    @property
+    def key_password(self) -> str | None:
+        """The password of encrypted key files: ``BUILDER_KEY_PASSWORD`` (``builder.toml``
+        ``key_password``), else ``COSIGN_PASSWORD``; None: keys are not encrypted."""
+        if self.config.key_password is not None:
+            return self.config.key_password
+        return self.environ.get("COSIGN_PASSWORD")
+
+    @property
+    def cosign_key_password(self) -> str | None:
+        """The password of a cosign key file being imported: ``COSIGN_PASSWORD`` (cosign's own
+        variable), else ``BUILDER_KEY_PASSWORD``."""
+        return self.environ.get("COSIGN_PASSWORD", self.config.key_password)
+
+    def signer(self, key: Path | None = None) -> KeyPairSigner:
+        """The key pair signer of ``key`` (default: ``builder.toml`` ``key``). Raises
+        SigningKeyError (missing file, wrong password)."""
+        from builder.signing.keys import load_signer
+
+        return load_signer(key or self.config.key_path, self.key_password)
+
+    def promotion(
+        self,
+        policy_file: Path | None,
+        key_file: Path | None = None,
+        *,
+        need_signer: bool = False,
+        trust_root: Path | None = None,
+    ) -> PromotionContext:
+        """The promotion context: the stage policy (``policy_file`` or the default), the signing
+        key and the ledger when ``need_signer``, this invocation's registry clients, and the
+        fleet checker. Raises PolicyError, SigningKeyError, LedgerError."""
+        from builder.promote import compat_fleet_checker, open_context
+
+        ctx = open_context(
+            self.config,
+            self.client,
+            policy_file=policy_file,
+            key_file=key_file,
+            key_password=self.key_password,
+            need_signer=need_signer,
+            trust_root=trust_root,
+            fleet_checker=compat_fleet_checker(),
+        )
+        self._contexts.append(ctx)
+        return ctx
+
+    def run_pipeline(
+        self, request: RunRequest, *, on_progress: ProgressFn | None = None, on_key: Callable[[Path, str], None]
+    ) -> RunReport:
+        """``builder run``: the selected variants rendered, then built, signed, checked and
+        promoted (``builder.pipeline.run_pipeline``) with this invocation's clients, keys and
+        promotion context. Keys missing at ``builder.toml`` ``key`` / ``check_key`` are generated
+        first, ``on_key(path, role)`` told of each. Raises what the pipeline raises."""
+        from builder import pipeline
+        from builder.build.plan import BuildOptions, default_secrets
+        from builder.build.source import git_commit
+        from builder.publish import signing_hook
+        from builder.signing.keys import load_public_keys
+        from builder.variants import select_renders
+
+        cfg = self.config
+        rendered = select_renders(cfg, request.matrices, request.selection)
+        check_key = request.check_key or cfg.check_key_path
+        for path, role in ((cfg.key_path, "build"), (check_key, "check-runner")):
+            if pipeline.ensure_key(path, self.key_password):
+                on_key(path, role)
+        options = BuildOptions(
+            registry=cfg.registry,
+            state_dir=cfg.state_dir,
+            workers=request.workers or cfg.workers,
+            secrets=default_secrets(),
+            source_date_epoch=request.source_date_epoch,
+            allow_unpinned=request.allow_unpinned,
+        )
+        client = self.default_client
+        ctx = self.promotion(request.policy_file, cfg.key_path, need_signer=True)
+        check = pipeline.CheckSetup(
+            signer=self.signer(check_key),
+            keys=tuple(load_public_keys([check_key.with_suffix(".pub")])),
+            lock_dir=cfg.state_dir / "locks",
+            fleet=request.fleet,
+            enabled=request.check,
+        )
+        return pipeline.run_pipeline(
+            rendered,
+            options,
+            client=client,
+            env=ctx,
+            check=check,
+            stages=pipeline.stages_to_run(ctx.policy.stage_names, request.to_stage),
+            ticket=request.ticket,
+            on_built=signing_hook(
+                client=client,
+                options=options,
+                lock_dir=cfg.state_dir / "locks",
+                git_commit=git_commit(cfg.root),
+                signer=self.signer(),
+            ),
+            sign_keys=tuple(load_public_keys([cfg.key_path.with_suffix(".pub")])),
+            on_progress=on_progress,
+        )
+
+    def close(self) -> None:
+        """Release what the invocation opened (ledgers)."""
+        for ctx in self._contexts:
+            if ctx.ledger is not None:
+                ctx.ledger.close()
+        self._contexts.clear()

@@ -86,7 +86,10 @@ class RegistryAuthError(BuilderError):
 
     exit_code = 6
     kind = "registry-auth"
-    default_hint = "log in with `docker login REGISTRY` (credentials are read from --docker-config, else $DOCKER_CONFIG, else ~/.docker/config.json)"
+    default_hint = (
+        "log in with `docker login REGISTRY` (credentials are read from --docker-config, "
+        "else $DOCKER_CONFIG, else ~/.docker/config.json)"
+    )
 
 
 class RegistryError(BuilderError):

@@ -26,14 +26,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import BuilderError, CheckFailedError
+from builder.selection import Selection
 
 if TYPE_CHECKING:
-    from builder.build import BuildOptions
-    from builder.keys import PublicKey
+    from builder.build.plan import BuildOptions
     from builder.models import BuiltImage, RenderedImage
-    from builder.promote import Environment
+    from builder.promote.context import PromotionContext
     from builder.registry import RegistryClient
-    from builder.sign import Signer
+    from builder.signing.keys import PublicKey
+    from builder.signing.signer import Signer
 
 #: (variant id, step, detail) progress events: step is build|check|promote|...
 ProgressFn = Callable[[str, str, str], None]
@@ -98,7 +99,7 @@ class VariantRun:
         return ok[-1] if ok else None
 
     def to_json(self) -> dict[str, Any]:
-        from builder.build import built_json
+        from builder.build.run import built_json
 
         return {
             "variant": self.variant_id,
@@ -141,6 +142,27 @@ class CheckSetup:
     enabled: bool = True
 
 
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """What ``builder run`` was asked: ``matrices`` (files; empty: every matrix), ``selection``,
+    ``to_stage`` (None: the policy's first stage), ``ticket``, ``fleet`` (a fleet file for static
+    verdicts), ``policy_file``, ``check_key`` (None: ``builder.toml`` ``check_key``), ``check``
+    (False: skip device checks), ``workers`` (None: ``builder.toml``), ``allow_unpinned``,
+    ``source_date_epoch`` (None: not set)."""
+
+    matrices: tuple[Path, ...] = ()
+    selection: Selection = dataclasses.field(default_factory=Selection)
+    to_stage: str | None = None
+    ticket: str | None = None
+    fleet: Path | None = None
+    policy_file: Path | None = None
+    check_key: Path | None = None
+    check: bool = True
+    workers: int | None = None
+    allow_unpinned: bool = False
+    source_date_epoch: int | None = None
+
+
 def stages_to_run(stage_names: Sequence[str], to_stage: str | None) -> tuple[str, ...]:
     """Stages in policy order up to and including ``to_stage`` (default: the first).
 
@@ -165,6 +187,7 @@ def check_image(
 ) -> CheckOutcome:
     """Device check (reused when already passed and signed by ``setup.signer``) + static verdict."""
     from builder.checks import device, image
+    from builder.checks.static import static_check_fleet
 
     if not setup.enabled:
         return CheckOutcome("skipped")
@@ -173,7 +196,7 @@ def check_image(
     static_verdict: str | None = None
     clusters: tuple[tuple[str, str], ...] = ()
     if setup.fleet is not None:
-        static = device.static_check_fleet(facts, setup.fleet)
+        static = static_check_fleet(facts, setup.fleet)
         static_verdict = str(static.get("verdict"))
         clusters = tuple(
             (str(c.get("cluster")), str(c.get("verdict")) if c.get("applies", True) else "not-applicable")
@@ -200,8 +223,8 @@ def check_image(
 
 def _passed_before(client: RegistryClient, repository: str, digest: str, setup: CheckSetup) -> bool:
     """A verified device-check/v1 with ``result == "passed"`` signed by the check key exists."""
-    from builder.attest import read_attestations
     from builder.predicates import DEVICE_CHECK_V1
+    from builder.signing.verify import read_attestations
 
     assert setup.signer is not None
     items = read_attestations(client, repository, digest, keys=setup.keys, predicate_type=DEVICE_CHECK_V1)
@@ -212,7 +235,7 @@ def _passed_before(client: RegistryClient, repository: str, digest: str, setup: 
 
 
 def promote_through(
-    env: Environment,
+    env: PromotionContext,
     built: BuiltImage,
     repository: str,
     stages: Sequence[str],
@@ -255,7 +278,7 @@ def run_pipeline(
     options: BuildOptions,
     *,
     client: RegistryClient,
-    env: Environment,
+    env: PromotionContext,
     check: CheckSetup,
     stages: Sequence[str],
     ticket: str | None = None,
@@ -268,7 +291,7 @@ def run_pipeline(
     pushed image and attaches its provenance; it also runs for an image that was already there
     but carries no valid signature + provenance by ``sign_keys``. Returns a RunReport; raises
     only for infrastructure errors (engine/registry unavailable, unpinned inputs)."""
-    from builder.build import build_variants
+    from builder.build.run import build_variants
 
     start = time.monotonic()
     progress = on_progress or (lambda _v, _s, _d: None)
@@ -314,7 +337,7 @@ def run_pipeline(
 def signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey]) -> bool:
     """``built`` has a valid signature and SLSA provenance attestation by one of ``keys``."""
     from builder.predicates import SLSA_PROVENANCE_V1
-    from builder.sign import verify_image
+    from builder.signing.verify import verify_image
 
     repository = built.reference.split("/", 1)[1]
     report = verify_image(client, repository, built.digest, keys=keys, predicate_types=(SLSA_PROVENANCE_V1,))
@@ -323,7 +346,7 @@ def signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey])
 
 def _default_host_probe() -> Callable[[], Any]:
     from builder import engine
-    from builder.checks.hostinfo import probe_host
+    from builder.checks.host.probing import probe_host
 
     cache: list[Any] = []
 
@@ -340,7 +363,7 @@ def ensure_key(path: Path, password: str | None) -> bool:
     generate`` writes them) when it does not exist. Returns True when one was generated."""
     if path.exists():
         return False
-    from builder.keys import generate_key_pair
+    from builder.signing.keys import generate_key_pair
 
     if path.name != "builder.key":
         raise BuilderError(f"key path {path} must be named builder.key (as `builder keys generate` writes it)")

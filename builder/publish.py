@@ -1,6 +1,6 @@
 """After a push: sign the image and attach its SLSA provenance, with a key or keylessly.
 
-:func:`signing_hook` makes the ``on_built`` hook of :func:`builder.builds.run.build_variants` (and of
+:func:`signing_hook` makes the ``on_built`` hook of :func:`builder.build.run.build_variants` (and of
 ``builder run``). SLSA provenance v1: https://slsa.dev/spec/v1.0/provenance.
 """
 
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from sigstore.models import ClientTrustConfig
     from sigstore.oidc import IdentityToken
 
-    from builder.builds.plan import BuildOptions
+    from builder.build.plan import BuildOptions
     from builder.registry import RegistryClient
-    from builder.sign import Signer
+    from builder.signing.signer import Signer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,7 @@ def signing_hook(
             "signing needs exactly one of a signing key and a keyless (OIDC) setup",
             hint="pass --key/--sign for a key pair, or --keyless (not both)",
         )
-    from builder.provenance import provenance_predicate
+    from builder.signing.provenance import provenance_predicate
 
     ids = list(secret_ids) if secret_ids is not None else [s[0] for s in options.secrets]
     clock = now or (lambda: dt.datetime.now(dt.UTC))
@@ -79,7 +79,7 @@ def signing_hook(
         )
         repository = built.reference.split("/", 1)[1]  # BuiltImage.reference is registry/repository
         if keyless is not None:
-            from builder.keyless import keyless_sign_and_attest_build
+            from builder.signing.keyless.write import keyless_sign_and_attest_build
 
             keyless_sign_and_attest_build(
                 client,
@@ -91,7 +91,7 @@ def signing_hook(
                 lock_dir=lock_dir,
             )
             return
-        from builder.sign import sign_and_attest_build
+        from builder.signing.sign import sign_and_attest_build
 
         assert signer is not None
         sign_and_attest_build(client, repository, built.digest, signer, predicate, lock_dir=lock_dir)

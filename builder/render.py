@@ -16,8 +16,7 @@ Base images (design, see docs/templates.md):
 - the content hash covers the base *digest* (not the pull reference), so a new base digest is a new
   content tag while a mirror map or a mirror host name does not change it.
 
-Base images are resolved by :mod:`builder.bases` (``BaseResolution`` stays importable from here as a
-compatibility re-export; import it from builder.bases).
+Base images are resolved by :mod:`builder.bases`.
 
 Labels whose values are machine-dependent (content hash, base digest) are not in the Dockerfile
 text; they are in ``RenderedImage.labels`` and the build applies them with ``--label``.

@@ -32,7 +32,6 @@ from builder.checks.context import diagnosis_context
 from builder.checks.diagnosis import Diagnosis, diagnose_many
 from builder.checks.host.model import HostInfo
 from builder.checks.image import ImageFacts
-from builder.checks.static import static_check_fleet, static_check_host
 from builder.predicates import DEVICE_CHECK_V1
 
 if TYPE_CHECKING:
@@ -383,7 +382,7 @@ def attest_result(
 ) -> Any:
     """Attach ``result`` as a signed ``device-check/v1`` attestation to ``repository@digest``
     (helper D's ``attest_image``). Returns its WriteResult; raises SigningError / registry errors."""
-    from builder.attest import attest_image
+    from builder.signing.attest import attest_image
 
     return attest_image(client, repository, digest, DEVICE_CHECK_V1, result.predicate(), signer, lock_dir=lock_dir)
 
@@ -403,6 +402,4 @@ __all__ = [
     "meaningful_lines",
     "mode_for",
     "run_device_check",
-    "static_check_fleet",  # re-exported: builder.checks.static
-    "static_check_host",
 ]

@@ -117,6 +117,7 @@ def cli(ctx: click.Context, json_output: bool, debug: bool, root: str | None) ->
     Exit codes are listed in docs/exit-codes.md.
     """
     ctx.obj = AppContext(json_output=json_output, debug=debug, root_option=root)
+    ctx.call_on_close(ctx.obj.close)
     if debug:
         echo_external_commands()
 

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
     from builder.app import App
     from builder.config import Config
-    from builder.registry import DockerCredentials, RegistryClient
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,8 +52,14 @@ class AppContext:
         if self._app is None:
             from builder.app import App, docker_config_path
 
-            self._app = App(self.config, docker_config_path(self.docker_config, os.environ, Path.home()))
+            path = docker_config_path(self.docker_config, os.environ, Path.home())
+            self._app = App(self.config, path, environ=dict(os.environ))
         return self._app
+
+    def close(self) -> None:
+        """End of the invocation: release what the ``App`` opened."""
+        if self._app is not None:
+            self._app.close()
 
 
 def app_context() -> AppContext:
@@ -185,7 +190,10 @@ select_option = click.option(
     "--select", "globs", multiple=True, metavar="GLOB", help="Only variants whose id matches this glob (repeatable)."
 )
 shard_option = click.option(
-    "--shard", default=None, metavar="I/N", help="Only shard I of N of the variants (1-based, round-robin; CI fan-out)."
+    "--shard",
+    default=None,
+    metavar="I/N",
+    help="Only shard I of N of the variants (1-based, round-robin over the variants sorted by id; CI fan-out).",
 )
 changed_since_option = click.option(
     "--changed-since",
@@ -201,13 +209,12 @@ allow_unpinned_option = click.option(
 )
 policy_option = file_option("--policy", "policy_file", help="Policy file (default: <policies_dir>/default.yaml).")
 key_option = file_option("--key", help="Private signing key (default: builder.toml `key`).")
-def _store_docker_config(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+def _store_docker_config(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
     if value is not None:
         obj = ctx.find_object(AppContext)
         if obj is None:
             ctx.obj = obj = AppContext()
         obj.docker_config = value
-    return value
 
 
 docker_config_option = click.option(
@@ -215,6 +222,7 @@ docker_config_option = click.option(
     type=click.Path(path_type=Path),
     default=None,
     is_eager=True,
+    expose_value=False,
     callback=_store_docker_config,
     help="Docker config file or directory with registry credentials (default: $DOCKER_CONFIG or ~/.docker).",
 )
@@ -239,31 +247,41 @@ keyless_options = option_group(
 )
 
 
-def docker_credentials(docker_config: Path | None) -> DockerCredentials:
-    """Credentials as the Docker CLI finds them: ``--docker-config``, else ``$DOCKER_CONFIG``,
-    else ``~/.docker`` (``config.json`` inside a directory)."""
-    app = app_context()
-    if docker_config is not None:
-        app.docker_config = docker_config
-    return app.app.credentials
+def _resolve_fleet(ctx: click.Context, _param: click.Parameter, value: str | None) -> Path | None:
+    if value is None:
+        return None
+    from builder.compat.fleets import resolve_fleet_path
+
+    obj = ctx.find_object(AppContext) or AppContext()
+    return resolve_fleet_path(value, obj.config.fleets_dir)
+
+
+def fleet_option(help: str, *, param: str = "fleet") -> Callable[[F], F]:
+    """``--fleet NAME|FILE``, the same everywhere: a fleet name (``demo`` ->
+    ``<fleets_dir>/demo.yaml``) or a fleet file, passed to the command as the file's ``Path``
+    (NotFoundError, exit 8, naming the known fleets when neither exists)."""
+    return click.option("--fleet", param, default=None, metavar="NAME|FILE", callback=_resolve_fleet, help=help)
+
+
+def stage_option(help: str, *, multiple: bool = False, required: bool = False) -> Callable[[F], F]:
+    """``--stage STAGE`` (a stage of the policy; repeatable with ``multiple``, passed as ``stages``)."""
+    if multiple:
+        return click.option("--stage", "stages", multiple=True, metavar="STAGE", help=help + " (repeatable)")
+    return click.option("--stage", "stage", required=required, metavar="STAGE", help=help)
+
+
+def platform_option(help: str = "Image platform (os/arch[/variant]).", *, multiple: bool = False) -> Callable[[F], F]:
+    """``--platform OS/ARCH`` (default ``linux/amd64``; repeatable with ``multiple``, passed as
+    ``platforms``, default: the variants' own)."""
+    if multiple:
+        return click.option("--platform", "platforms", multiple=True, metavar="OS/ARCH", help=help + " (repeatable)")
+    return click.option("--platform", default="linux/amd64", show_default=True, metavar="OS/ARCH", help=help)
 
 
 def default_source_date_epoch(cfg: Config) -> int | None:
     """``SOURCE_DATE_EPOCH`` for builds: ``$SOURCE_DATE_EPOCH`` when it is a number, else the
     project's HEAD commit time (None outside git)."""
-    from builder.build import git_commit_time
+    from builder.build.source import git_commit_time
 
     value = os.environ.get("SOURCE_DATE_EPOCH", "")
     return int(value) if value.isdigit() else git_commit_time(cfg.root)
-
-
-def client_factory(cfg: Config, creds: DockerCredentials) -> Callable[[str], RegistryClient]:
-    """registry host -> a ``RegistryClient`` with ``creds`` (one client per registry, reused)."""
-    from builder.registry import client_for
-
-    cache: dict[str, RegistryClient] = {}
-
-    def make(registry: str) -> RegistryClient:
-        return client_for(registry, insecure=cfg.is_insecure, auth=creds, cache=cache)
-
-    return make

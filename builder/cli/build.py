@@ -1,4 +1,4 @@
-"""``builder build`` and ``builder bases``: thin Click layer over ``builder.builds`` and ``builder.bases``.
+"""``builder build`` and ``builder bases``: thin Click layer over ``builder.build`` and ``builder.bases``.
 
 Docs: docs/build.md. Exit codes: 0 all built or up to date; 14 some variant failed (the summary
 lists each with its log); 3 engine unavailable; 5 registry unavailable; 6 registry refused our
@@ -18,17 +18,16 @@ from builder.cli._common import (
     allow_unpinned_option,
     app_context,
     changed_since_option,
-    client_factory,
     console,
     default_source_date_epoch,
     docker_config_option,
-    docker_credentials,
     emit,
     file_option,
     json_option,
     key_option,
     keyless_options,
     matrix_option,
+    platform_option,
     select_option,
     shard_option,
     workers_option,
@@ -37,8 +36,8 @@ from builder.cli._common import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from builder.builds.plan import BuildOptions, PlannedBuild
-    from builder.builds.run import BuildRun
+    from builder.build.plan import BuildOptions, PlannedBuild
+    from builder.build.run import BuildRun
     from builder.config import Config
     from builder.models import BuiltImage, RenderedImage
     from builder.registry import RegistryClient
@@ -57,7 +56,7 @@ if TYPE_CHECKING:
     metavar="NAME",
     help="buildx builder to use (remote, kubernetes, ...); default: the current one.",
 )
-@click.option("--platform", "platforms", multiple=True, help="Override the variants' platform (repeatable).")
+@platform_option("Override the variants' platform", multiple=True)
 @click.option(
     "--registry-cache/--no-registry-cache",
     "registry_cache",
@@ -115,7 +114,6 @@ def build(
     oidc_token: str | None,
     trust_config: Path | None,
     dry_run: bool,
-    docker_config: Path | None,
 ) -> None:
     """Build and push variants under write-once content tags; existing tags are not rebuilt.
 
@@ -128,8 +126,8 @@ def build(
       builder build --changed-since origin/main --shard 1/4 --json
       builder build --select 'jax*' --keyless    in CI: sign with the workflow's OIDC identity
     """
-    from builder.builds.plan import BuildOptions, build_secrets
-    from builder.builds.run import build_variants, preview, raise_for_failures
+    from builder.build.plan import BuildOptions, build_secrets
+    from builder.build.run import build_variants, preview, raise_for_failures
     from builder.errors import ConfigError
     from builder.selection import Selection
     from builder.variants import select_renders
@@ -154,8 +152,7 @@ def build(
         rebuild=rebuild,
         no_cache=no_cache,
     )
-    creds = docker_credentials(docker_config)
-    client = client_factory(cfg, creds)(cfg.registry)
+    client = app_context().app.default_client
 
     if dry_run:
         plan = preview(rendered, options, client)
@@ -204,18 +201,18 @@ def _signing_hook(
     """``on_built`` hook through ``builder.publish.signing_hook``: the CLI reads the key password
     (``BUILDER_KEY_PASSWORD``, else ``COSIGN_PASSWORD``) or, with ``keyless``, the OIDC token
     (``--oidc-token``/``BUILDER_OIDC_TOKEN``, else the ambient CI token) and the trust config."""
-    from builder.builds.source import git_commit
+    from builder.build.source import git_commit
     from builder.publish import KeylessSetup, signing_hook
 
     setup = None
     signer = None
     if keyless:
-        from builder import keyless as kl
+        from builder.signing.keyless import trust as kl
 
         token = kl.identity_token(oidc_token) if oidc_token else kl.ambient_identity_token()
         setup = KeylessSetup(identity_token=token, trust_config=kl.load_trust_config(trust_config))
     else:
-        from builder.sign import load_signer
+        from builder.signing.keys import load_signer
 
         password = cfg.key_password if cfg.key_password is not None else os.environ.get("COSIGN_PASSWORD")
         signer = load_signer(key or cfg.key_path, password)
@@ -278,7 +275,7 @@ def bases() -> None:
 @click.option("--check", is_flag=True, help="Do not write; exit 12 when the lock is out of date.")
 @docker_config_option
 @json_option
-def bases_update(matrices: tuple[Path, ...], check: bool, docker_config: Path | None) -> None:
+def bases_update(matrices: tuple[Path, ...], check: bool) -> None:
     """Resolve every upstream base tag of the matrices to a digest and write bases.lock.json,
     showing what changed, including a changed NVIDIA_REQUIRE_CUDA or CUDA_VERSION."""
     from builder.bases import update_bases, upstream_references
@@ -291,7 +288,7 @@ def bases_update(matrices: tuple[Path, ...], check: bool, docker_config: Path | 
     changes = update_bases(
         upstream_references(chosen.variants),
         cfg.bases_lock,
-        resolve_client=client_factory(cfg, docker_credentials(docker_config)),
+        resolve_client=app_context().app.client,
         default_registry=cfg.registry,
         map_reference=chosen.bases.map_reference,
         write=not check,

@@ -11,7 +11,15 @@ from typing import Any
 
 import click
 
-from builder.cli._common import app_context, console, docker_config_option, emit, json_option
+from builder.cli._common import (
+    app_context,
+    console,
+    docker_config_option,
+    emit,
+    fleet_option,
+    json_option,
+    platform_option,
+)
 
 
 def esc(text: str) -> str:
@@ -160,18 +168,13 @@ def error_lines(error: str, keep: int = 6, width: int = 300) -> list[str]:
 @click.argument("ref")
 @click.option("--static", is_flag=True, help="Compatibility verdict only (nothing runs).")
 @click.option("--host", "host_file", type=click.Path(dir_okay=False), help="With --static: saved host facts.")
-@click.option(
-    "--fleet",
-    "fleet_file",
-    metavar="NAME|FILE",
-    help="With --static: a fleet name (fleets/NAME.yaml in the fleets directory) or a fleet file.",
-)
+@fleet_option("With --static: a fleet name (fleets/NAME.yaml) or a fleet file.", param="fleet_file")
 @click.option("--mode", type=click.Choice(["auto", "nvidia", "amd", "cpu"]), default="auto", show_default=True)
 @click.option("--cdi", is_flag=True, help="Request NVIDIA GPUs as CDI devices (--device nvidia.com/gpu=all).")
 @click.option("--framework", default="auto", show_default=True, help="torch | jax | tensorflow | none | auto.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per check container.")
 @click.option("--shm-size", default="1g", show_default=True)
-@click.option("--platform", default="linux/amd64", show_default=True)
+@platform_option("Platform of the image to check.")
 @click.option(
     "--key",
     type=click.Path(dir_okay=False),
@@ -190,7 +193,7 @@ def check(
     ref: str,
     static: bool,
     host_file: str | None,
-    fleet_file: str | None,
+    fleet_file: Path | None,
     mode: str,
     cdi: bool,
     framework: str,
@@ -199,7 +202,6 @@ def check(
     platform: str,
     key: str | None,
     attest: bool | None,
-    docker_config: Path | None,
 ) -> None:
     """Check an image on this host (fresh containers, signed result) or --static against a host/fleet.
 
@@ -218,10 +220,10 @@ def check(
     from builder.registry import parse_reference
 
     cfg = app_context().config
-    from builder.matrix import looks_like_variant_id
+    from builder.selection import looks_like_variant_id, variant_reference
 
     if looks_like_variant_id(ref):  # a variant id: its moving variant tag in the configured registry
-        from builder.matrix import load_matrices, matrix_paths, variant_reference
+        from builder.matrix import load_matrices, matrix_paths
 
         ref = variant_reference(load_matrices(matrix_paths(cfg.matrices_dir)), ref, cfg.registry)
     r = parse_reference(ref, cfg.registry)
@@ -235,12 +237,12 @@ def check(
             raise ConfigError("--static needs exactly one of --host FILE or --fleet NAME|FILE")
         from builder.checks.host.reading import load_hostinfo
         from builder.checks.static import static_check_fleet, static_check_host
-        from builder.compat.fleets import resolve_fleet_path
 
-        if host_file:
+        if host_file is not None:
             out = static_check_host(facts, load_hostinfo(Path(host_file)))
         else:
-            out = static_check_fleet(facts, resolve_fleet_path(str(fleet_file), cfg.fleets_dir))
+            assert fleet_file is not None  # one of the two, checked above
+            out = static_check_fleet(facts, fleet_file)
         payload = {"reference": pinned, "image": facts.to_json(), **out}
 
         def human_static() -> None:
@@ -289,7 +291,7 @@ def check(
     do_attest = attest if attest is not None else (key is not None or key_path.exists())
     payload = result.to_json()
     if do_attest:
-        from builder.keys import load_signer
+        from builder.signing.keys import load_signer
 
         signer = load_signer(key_path, cfg.key_password)
         written = device.attest_result(result, client, r.repository, digest, signer, lock_dir=cfg.state_dir / "locks")

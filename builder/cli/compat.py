@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from builder.cli._common import app_context, console, emit, json_option, option_group
+from builder.cli._common import app_context, console, emit, json_option, option_group, platform_option
 
 if TYPE_CHECKING:
     from builder.compat.verdict import Verdict
@@ -191,7 +191,7 @@ def fleet(
 
 @compat.command("cuda")
 @click.argument("cuda_version", metavar="X.Y[.Z]")
-@click.option("--platform", default="linux/amd64", show_default=True, help="Image platform (arm64 differs).")
+@platform_option("Image platform (arm64 differs).")
 @json_option
 def cuda_cmd(cuda_version: str, platform: str) -> None:
     """What a CUDA release needs: minimum driver (and the row used), minor-version floor, the

@@ -10,7 +10,7 @@ from builder.cli._common import app_context, console, docker_config_option, emit
 @click.command()
 @docker_config_option
 @json_option
-def doctor(docker_config: object) -> None:
+def doctor() -> None:
     """Check the container engine, buildx, the registry and cosign.
 
     Exits 3 when the engine is unavailable and 5 when the registry is, so scripts can tell them

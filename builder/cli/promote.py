@@ -13,23 +13,22 @@ import click
 
 from builder.cli._common import (
     app_context,
-    client_factory,
     console,
     docker_config_option,
-    docker_credentials,
     emit,
     file_option,
+    fleet_option,
     json_option,
     key_option,
     policy_option,
     select_option,
+    stage_option,
 )
 
 if TYPE_CHECKING:
     from builder.config import Config
     from builder.policy import Policy
     from builder.promote import PromotionContext, Target
-    from builder.promote.context import ClientFactory
 
 trust_option = file_option(
     "--trust-root",
@@ -37,41 +36,10 @@ trust_option = file_option(
 )
 
 
-def _clients(docker_config: Path | None) -> ClientFactory:
-    """registry host -> client with the user's Docker credentials (until builder/app.py owns them)."""
-    return client_factory(app_context().config, docker_credentials(docker_config))
-
-
 def _load_policy(cfg: Config, given: Path | None) -> Policy:
     from builder.promote.context import load_stage_policy
 
     return load_stage_policy(cfg, given)
-
-
-def promotion_context(
-    policy_file: Path | None,
-    key_file: Path | None,
-    *,
-    need_signer: bool,
-    trust_root: Path | None = None,
-    docker_config: Path | None = None,
-) -> PromotionContext:
-    """The promotion context of this invocation (``--policy``, ``--key``, ``--trust-root``,
-    ``--docker-config``). Close ``.ledger`` when done."""
-    from builder.promote import compat_fleet_checker, open_context
-
-    return open_context(
-        app_context().config,
-        _clients(docker_config),
-        policy_file=policy_file,
-        key_file=key_file,
-        need_signer=need_signer,
-        trust_root=trust_root,
-        fleet_checker=compat_fleet_checker(),
-    )
-
-
-_env = promotion_context  # the name builder/cli/run.py imports
 
 
 def _targets(
@@ -152,7 +120,7 @@ def policy_validate(files: tuple[Path, ...]) -> None:
 
 @click.command()
 @click.argument("reference")
-@click.option("--stage", required=True, help="The stage this approval is for (one stage only).")
+@stage_option("The stage this approval is for (one stage only).", required=True)
 @file_option("--key", "key_file", required=True, help="The approver's signing key.")
 @click.option("--ticket", default=None, help="Change ticket the approval refers to.")
 @click.option("--comment", default=None, help="Free text kept in the approval.")
@@ -168,60 +136,36 @@ def approve(
     comment: str | None,
     name: str | None,
     policy_file: Path | None,
-    docker_config: Path | None,
 ) -> None:
     """Record a signed approval/v1 of REFERENCE's digest for STAGE (valid for that digest and stage only).
 
     Warns (stderr; `warnings` in --json) when the policy would never count it: the key is not a
     listed approver of the stage, or the ticket does not match the stage's change_ticket pattern.
     """
-    from builder.approvals import approve as core
-    from builder.approvals import check_approver
-    from builder.errors import SigningKeyError
-    from builder.keys import load_signer
-    from builder.registry import parse_reference
+    from builder.promote.approve import approve_reference
 
-    cfg = app_context().config
-    pol = _load_policy(cfg, policy_file)
-    pol.stage(stage)  # NotFoundError for a stage the policy does not know
-    signer = load_signer(key_file, cfg.key_password)
-    check = check_approver(pol, stage, signer.fingerprint, ticket)
-    claimed = next((a for a in pol.approvers if a.name == name), None) if name else None
-    if claimed is not None and claimed.key.fingerprint != signer.fingerprint:
-        raise SigningKeyError(
-            f"--name {name}: {key_file} ({signer.fingerprint[:19]}…) is not {name}'s key in {pol.path} "
-            f"({(claimed.key.fingerprint or 'unusable')[:19]}…)",
-            hint=f"sign with {name}'s key, or drop --name",
-        )
-    warnings = list(check.warnings)
-    if check.name is not None and name is not None and name != check.name:
-        warnings.append(f"--name {name} ignored: the policy lists this key as {check.name}")
-    recorded = check.name or name
-    ref = parse_reference(reference, cfg.registry)
-    client = _clients(docker_config)(ref.registry)
-    digest = ref.digest or client.resolve(ref.repository, ref.ref)
-    result = core(
-        client,
-        ref.repository,
-        digest,
+    app = app_context().app
+    cfg = app.config
+    outcome = approve_reference(
+        reference,
         stage,
-        signer,
+        app.signer(key_file),
+        policy=_load_policy(cfg, policy_file),
+        clients=app.client,
+        default_registry=cfg.registry,
         lock_dir=cfg.state_dir / "locks",
-        name=recorded,
+        key_label=str(key_file),
+        name=name,
         ticket=ticket,
         comment=comment,
     )
-    # the listed name only when the key is that approver's; else the fingerprint (and the claim)
-    short = signer.fingerprint[:19] + "…"
-    who = check.name or (f"{short} (unlisted key, calls itself {name!r})" if name else f"{short} (unlisted key)")
-
-    for w in warnings:  # on stderr with --json too (stdout stays one JSON document)
+    for w in outcome.warnings:  # on stderr with --json too (stdout stays one JSON document)
         console().print(f"warning: {w}", style="yellow", markup=False)
     emit(
-        {**result.to_json(), "approver": check.name, "warnings": warnings},
+        outcome.to_json(),
         lambda: console().print(
-            f"approved {result.reference} for {stage} as {who}"
-            + ("" if result.write.appended else " (already approved)"),
+            f"approved {outcome.approval.reference} for {stage} as {outcome.who}"
+            + ("" if outcome.approval.write.appended else " (already approved)"),
             markup=False,
         ),
     )
@@ -260,7 +204,6 @@ def promote(
     policy_file: Path | None,
     key: Path | None,
     trust_root: Path | None,
-    docker_config: Path | None,
 ) -> None:
     """Plan (default) or apply (--confirm) promoting VARIANT(s) or REFERENCE(s) into a stage.
 
@@ -272,7 +215,7 @@ def promote(
 
     if not names and not globs:
         raise click.UsageError("name a VARIANT or REFERENCE, or pass --select GLOB")
-    ctx = promotion_context(policy_file, key, need_signer=confirm, trust_root=trust_root, docker_config=docker_config)
+    ctx = app_context().app.promotion(policy_file, key, need_signer=confirm, trust_root=trust_root)
     try:
         targets = _targets(ctx, names, globs, variant_id)
         outcomes = promote_many(
@@ -341,12 +284,11 @@ def rollback(
     policy_file: Path | None,
     key: Path | None,
     trust_root: Path | None,
-    docker_config: Path | None,
 ) -> None:
     """Point STAGE back at VARIANT's previous digest (from the registry's promotion records)."""
     from builder.promote import rollback as core
 
-    ctx = promotion_context(policy_file, key, need_signer=True, trust_root=trust_root, docker_config=docker_config)
+    ctx = app_context().app.promotion(policy_file, key, need_signer=True, trust_root=trust_root)
     try:
         [target] = _targets(ctx, (variant,), (), None)
         applied = core(ctx, target, stage)
@@ -375,7 +317,7 @@ def _age(seconds: float | None) -> str:
 
 @click.command()
 @select_option
-@click.option("--stage", "stages", multiple=True, help="Only these stages (repeatable).")
+@stage_option("Only these stages", multiple=True)
 @policy_option
 @trust_option
 @docker_config_option
@@ -385,13 +327,12 @@ def status(
     stages: tuple[str, ...],
     policy_file: Path | None,
     trust_root: Path | None,
-    docker_config: Path | None,
 ) -> None:
     """Which digest each stage holds for each variant, since when, and its evidence."""
     from builder.promote import status as core
     from builder.promote.queries import check_stages
 
-    ctx = promotion_context(policy_file, None, need_signer=False, trust_root=trust_root, docker_config=docker_config)
+    ctx = app_context().app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)
     targets = _targets(ctx, (), globs or ("*",), None)
     check_stages(ctx, stages)
     rows = core(ctx, targets, list(stages) or None)
@@ -433,7 +374,7 @@ def status(
 
 @click.command()
 @click.argument("variant")
-@click.option("--stage", "stages", multiple=True, help="Only these stages (default: every stage).")
+@stage_option("Only these stages (default: every stage)", multiple=True)
 @click.option("--limit", type=int, default=50, show_default=True)
 @policy_option
 @trust_option
@@ -445,12 +386,11 @@ def history(
     limit: int,
     policy_file: Path | None,
     trust_root: Path | None,
-    docker_config: Path | None,
 ) -> None:
     """The promotion history of VARIANT per stage, newest first, read from the registry."""
     from builder.promote import stage_histories
 
-    ctx = promotion_context(policy_file, None, need_signer=False, trust_root=trust_root, docker_config=docker_config)
+    ctx = app_context().app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)
     [target] = _targets(ctx, (variant,), (), None)
     out = stage_histories(ctx, target, stages, limit=limit)
 
@@ -477,14 +417,11 @@ def history(
 
 @click.command()
 @click.argument("variant")
-@click.option("--stage", required=True, help="The stage whose digest to print.")
+@stage_option("The stage whose digest to print.", required=True)
 @click.option("--cluster", default=None, help="Refuse (exit 11) when the digest cannot run on this cluster.")
-@click.option(
-    "--fleet",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Fleet file naming the cluster (default: the file of the stage's policy `fleet` rule; "
-    "required when the stage has none).",
+@fleet_option(
+    "Fleet naming the cluster (default: the fleet of the stage's policy `fleet` rule; "
+    "required when the stage has none)."
 )
 @click.option("--no-verify", is_flag=True, help="Do not require a trusted promotion record on the digest.")
 @policy_option
@@ -499,12 +436,11 @@ def resolve(
     no_verify: bool,
     policy_file: Path | None,
     trust_root: Path | None,
-    docker_config: Path | None,
 ) -> None:
     """Print VARIANT's validated repo@sha256:... in STAGE on stdout (never an older digest)."""
     from builder.promote import resolve as core
 
-    ctx = promotion_context(policy_file, None, need_signer=False, trust_root=trust_root, docker_config=docker_config)
+    ctx = app_context().app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)
     [target] = _targets(ctx, (variant,), (), None)
     pinned = core(ctx, target, stage, cluster=cluster, fleet=str(fleet) if fleet else None, verify=not no_verify)
     if app_context().json_output:

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from builder.cli._common import (
     allow_unpinned_option,
     app_context,
-    client_factory,
     console,
     default_source_date_epoch,
-    docker_credentials,
+    docker_config_option,
     emit,
     file_option,
+    fleet_option,
     json_option,
     matrix_option,
     policy_option,
@@ -39,11 +39,7 @@ if TYPE_CHECKING:
     help="Promote up to this stage, where policy allows (default: the policy's first stage only).",
 )
 @click.option("--change", "ticket", default=None, help="Change ticket for stages that require one.")
-@file_option(
-    "--fleet",
-    exists=True,
-    help="Also give each image's static verdict for every cluster of this fleet (e.g. fleets/demo.yaml).",
-)
+@fleet_option("Also give each image's static verdict for every cluster of this fleet (e.g. demo).")
 @policy_option
 @file_option(
     "--check-key",
@@ -52,6 +48,7 @@ if TYPE_CHECKING:
 @click.option("--no-check", is_flag=True, help="Skip device checks (stages that require them will deny).")
 @workers_option
 @allow_unpinned_option
+@docker_config_option
 @json_option
 def run(
     matrices: tuple[Path, ...],
@@ -85,40 +82,30 @@ def run(
     """
     from rich.markup import escape
 
-    from builder import build as core
-    from builder import pipeline
-    from builder.cli.promote import _env
     from builder.errors import BuildFailedError
-    from builder.keys import load_public_keys, load_signer
+    from builder.pipeline import RunRequest
+    from builder.selection import Selection
 
     app = app_context()
     cfg = app.config
     con = console()
-    rendered: list[Any] = core.select(list(core.render_matrices(cfg, matrices)), globs)
-    password = cfg.key_password
-    check_key = check_key or cfg.check_key_path
-    for path, role in ((cfg.key_path, "build"), (check_key, "check-runner")):
-        if pipeline.ensure_key(path, password):
-            note = "" if password else " (unencrypted: set BUILDER_KEY_PASSWORD to encrypt keys)"
-            con.print(f"generated the {role} key {path}{note}")
-    options = core.BuildOptions(
-        registry=cfg.registry,
-        state_dir=cfg.state_dir,
-        workers=workers or cfg.workers,
-        secrets=core.default_secrets(),
-        source_date_epoch=default_source_date_epoch(cfg),
-        allow_unpinned=allow_unpinned,
-    )
-    client = client_factory(cfg, docker_credentials(None))(cfg.registry)
-    env = _env(policy_file, cfg.key_path, need_signer=True)
-    stages = pipeline.stages_to_run(env.policy.stage_names, to_stage)
-    check = pipeline.CheckSetup(
-        signer=load_signer(check_key, password),
-        keys=tuple(load_public_keys([check_key.with_suffix(".pub")])),
-        lock_dir=cfg.state_dir / "locks",
+    request = RunRequest(
+        matrices=matrices,
+        selection=Selection(globs=globs),
+        to_stage=to_stage,
+        ticket=ticket,
         fleet=fleet,
-        enabled=not no_check,
+        policy_file=policy_file,
+        check_key=check_key,
+        check=not no_check,
+        workers=workers,
+        allow_unpinned=allow_unpinned,
+        source_date_epoch=default_source_date_epoch(cfg),
     )
+
+    def key_generated(path: Path, role: str) -> None:
+        note = "" if app.app.key_password else " (unencrypted: set BUILDER_KEY_PASSWORD to encrypt keys)"
+        con.print(f"generated the {role} key {path}{note}")
 
     def progress(variant: str, event: str, detail: str) -> None:
         if app.json_output and not event.endswith(("failed", "denied", "error")):
@@ -128,28 +115,8 @@ def run(
             color = "cyan"
         con.print(f"[{color}]{event:>18}[/] {variant}  [dim]{escape(detail)}[/]", highlight=False)
 
-    try:
-        report = pipeline.run_pipeline(
-            rendered,
-            options,
-            client=client,
-            env=env,
-            check=check,
-            stages=stages,
-            ticket=ticket,
-            on_built=core.signing_hook(
-                client=client,
-                options=options,
-                lock_dir=cfg.state_dir / "locks",
-                git_commit=core.git_commit(cfg.root),
-                signer=load_signer(cfg.key_path, password),
-            ),
-            sign_keys=tuple(load_public_keys([cfg.key_path.with_suffix(".pub")])),
-            on_progress=progress,
-        )
-    finally:
-        if env.ledger is not None:
-            env.ledger.close()
+    report = app.app.run_pipeline(request, on_progress=progress, on_key=key_generated)
+    check_key = check_key or cfg.check_key_path
     if report.failed_builds:
         if not app.json_output:
             _summary(report, cfg)

@@ -6,7 +6,6 @@ Thin Click layer: options, the environment (passwords), one call into ``builder.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,9 +14,8 @@ import click
 
 from builder.cli._common import (
     app_context,
-    client_factory,
     console,
-    docker_credentials,
+    docker_config_option,
     emit,
     json_option,
     key_option,
@@ -29,29 +27,14 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from builder.config import Config
-    from builder.signing.keys import KeyPairSigner
-    from builder.signing.operations import Registries, Target
+    from builder.signing.operations import Target
     from builder.signing.report import VerificationReport, VerifiedItem
-
-
-def _registries(cfg: Config) -> Registries:
-    return client_factory(cfg, docker_credentials(None))
 
 
 def _target(cfg: Config, reference: str) -> Target:
     from builder.signing.operations import resolve_target
 
-    return resolve_target(reference, default_registry=cfg.registry, registries=_registries(cfg))
-
-
-def _signer(key: Path | None) -> KeyPairSigner:
-    """The signing key (``--key``, else builder.toml ``key``), decrypted with BUILDER_KEY_PASSWORD,
-    or COSIGN_PASSWORD for a cosign key."""
-    from builder.signing.keys import load_signer
-
-    cfg = app_context().config
-    password = cfg.key_password if cfg.key_password is not None else os.environ.get("COSIGN_PASSWORD")
-    return load_signer(key or cfg.key_path, password)
+    return resolve_target(reference, default_registry=cfg.registry, registries=app_context().app.client)
 
 
 @click.group()
@@ -104,7 +87,7 @@ def import_(source: Path, output_dir: Path | None, no_password: bool) -> None:
     from builder.signing.operations import import_keys
 
     cfg = app_context().config
-    source_password = os.environ.get("COSIGN_PASSWORD", cfg.key_password)
+    source_password = app_context().app.cosign_key_password
     password = new_key_password(cfg.key_password, unencrypted=no_password)
     pair = import_keys(source, output_dir or cfg.key_path.parent, source_password, password)
     emit(
@@ -117,6 +100,7 @@ def import_(source: Path, output_dir: Path | None, no_password: bool) -> None:
 @click.argument("reference")
 @key_option
 @keyless_options
+@docker_config_option
 @json_option
 def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | None, trust_config: Path | None) -> None:
     """Sign the digest REFERENCE resolves to (writes sha256-<hex>.sig, cosign format).
@@ -128,7 +112,7 @@ def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | Non
     if keyless_:
         _keyless_write(reference, oidc_token, trust_config)
         return
-    signer = _signer(key)
+    signer = app_context().app.signer(key)
     result = sign_reference(_target(cfg, reference), signer, lock_dir=cfg.state_dir / "locks")
     write = result.write
     what = "signed" if write.appended else "already signed by this key (nothing written)"
@@ -150,6 +134,7 @@ def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | Non
     help="JSON file holding the predicate (an object).",
 )
 @keyless_options
+@docker_config_option
 @json_option
 def attest(
     reference: str,
@@ -168,7 +153,7 @@ def attest(
     if keyless_:
         _keyless_write(reference, oidc_token, trust_config, predicate_type, body)
         return
-    signer = _signer(key)
+    signer = app_context().app.signer(key)
     result = attest_reference(_target(cfg, reference), predicate_type, body, signer, lock_dir=cfg.state_dir / "locks")
     what = "attested" if result.write.appended else "already attested (identical statement, nothing written)"
     emit(
@@ -201,6 +186,7 @@ def attest(
     default=None,
     help="Keyless: pinned trusted_root.json or client trust config (default: public-good, offline copy).",
 )
+@docker_config_option
 @json_option
 def verify(
     reference: str,
@@ -226,7 +212,7 @@ def verify(
     request = VerifyRequest(
         key_files, predicate_types, attestations_only, identities, identity_regexps, issuer, issuer_regexp, trust_config
     )
-    result = verify_reference(reference, request, default_registry=cfg.registry, registries=_registries(cfg))
+    result = verify_reference(reference, request, default_registry=cfg.registry, registries=app_context().app.client)
     report = result.report
 
     def human() -> None:

@@ -10,24 +10,20 @@ Modules: :mod:`~builder.matrix.schema` (the file schema), :mod:`~builder.matrix.
 (cell rules from :mod:`builder.compat`), :mod:`~builder.matrix.load` (files -> :class:`Matrix`, with
 every problem located), :mod:`~builder.matrix.formats` (JSON shapes). Reference: ``docs/matrices.md``.
 
-The package exports the loading entry points. ``looks_like_variant_id`` and ``variant_reference``
-are compatibility re-exports; import them from builder.selection (the OS and base facts the former
-``builder/matrix.py`` held are in :mod:`builder.bases`).
+The package exports the loading entry points; OS and base-image facts are in :mod:`builder.bases`,
+selecting variants in :mod:`builder.selection`.
 """
 
 from builder.matrix.expand import variant_id
 from builder.matrix.formats import github_matrix, variant_json
 from builder.matrix.load import Matrix, load_matrices, load_matrix, matrix_paths
-from builder.selection import looks_like_variant_id, variant_reference
 
 __all__ = [
     "Matrix",
     "github_matrix",
     "load_matrices",
     "load_matrix",
-    "looks_like_variant_id",
     "matrix_paths",
     "variant_id",
     "variant_json",
-    "variant_reference",
 ]

@@ -23,7 +23,6 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
 from builder.errors import NotFoundError, PolicyError, SigningKeyError
-from builder.keys import load_public_keys
 from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, weekday_index
 from builder.policy.evidence import BUILD_STAGE
 from builder.policy.model import Policy, RollbackRule, Stage
@@ -54,6 +53,7 @@ from builder.policy.schema import (
     TicketModel,
 )
 from builder.policy.signers import Approver, KeyRef, KeySet
+from builder.signing.keys import load_public_keys
 from builder.suggest import did_you_mean
 from builder.yamldoc import Problem, Severity, errors
 

@@ -56,9 +56,6 @@ from builder.promote.queries import resolve, stage_histories, status
 from builder.promote.records import current_record, history, pointer_trust, read_records
 from builder.promote.targets import TargetScope, UnknownVariantError, resolve_targets
 
-Environment = PromotionContext
-"""Compatibility alias; import ``PromotionContext`` from builder.promote.context."""
-
 __all__ = [
     "EARLY_RECORD_MAX_AGE_S",
     "LOCK_FILE_MODE",
@@ -66,7 +63,6 @@ __all__ = [
     "Applied",
     "ClientFactory",
     "CopyCounts",
-    "Environment",
     "FleetChecker",
     "ImageNeeds",
     "Location",

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from builder.attest import attest_image, prepare_attestation
 from builder.errors import (
     BuilderError,
     NotFoundError,
@@ -53,10 +52,11 @@ from builder.promote.pool import Task, Uploads, parallel
 from builder.promote.records import current_record, pointer_trust, read_records
 from builder.promote.transfer import copy_evidence, copy_manifest
 from builder.registry import CopyStats
-from builder.sign import signature_config
+from builder.signing.attest import attest_image, prepare_attestation
+from builder.signing.layer import signature_config
 
 if TYPE_CHECKING:
-    from builder.sign import Signer
+    from builder.signing.signer import Signer
 
 EARLY_RECORD_MAX_AGE_S = 2.0
 """A promotion record signed before taking the stage lock is used only this soon after."""

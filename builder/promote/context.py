@@ -26,10 +26,11 @@ from builder.promote.model import FleetChecker, Location, PromotionRecord, Targe
 
 if TYPE_CHECKING:
     from builder.config import Config
-    from builder.keys import PublicKey
     from builder.ledger import Ledger
     from builder.registry import RegistryClient
-    from builder.sign import LayerVerifier, Signer
+    from builder.signing.keys import PublicKey
+    from builder.signing.signer import Signer
+    from builder.signing.verifiers import LayerVerifier
 
 ClientFactory = Callable[[str], "RegistryClient"]
 """registry host (``host[:port]``) -> a registry client carrying the user's credentials."""
@@ -150,7 +151,7 @@ class PromotionContext:
 
 
 def _policy_keys(policy: Policy) -> list[PublicKey]:
-    from builder.keys import load_public_keys
+    from builder.signing.keys import load_public_keys
 
     out: list[PublicKey] = []
     for ref in policy.all_keys():
@@ -184,9 +185,12 @@ def policy_verifiers(policy: Policy, trust_root: Path | None) -> tuple[LayerVeri
     keyless_ids = any(k.issuer for ks in policy.keysets for k in ks.keys) or any(a.key.issuer for a in policy.approvers)
     if not keyless_ids:
         return ()
-    from builder import keyless  # sigstore is slow to import: only for policies naming identities
+    # sigstore is slow to import: only for policies naming identities
+    from builder.signing.keyless.identity import ANY_IDENTITY
+    from builder.signing.keyless.trust import load_trusted_root
+    from builder.signing.keyless.verify import KeylessLayerVerifier
 
-    return (keyless.KeylessLayerVerifier(keyless.load_trusted_root(trust_root), (keyless.ANY_IDENTITY,)),)
+    return (KeylessLayerVerifier(load_trusted_root(trust_root), (ANY_IDENTITY,)),)
 
 
 def open_context(
@@ -196,20 +200,22 @@ def open_context(
     policy_file: Path | None,
     key_file: Path | None,
     need_signer: bool,
+    key_password: str | None = None,
     trust_root: Path | None = None,
     fleet_checker: FleetChecker | None = None,
 ) -> PromotionContext:
     """The promotion context of a project: its policy (``policy_file`` or the default), the signing
-    key (``key_file`` or ``builder.toml`` ``key``) and the ledger when ``need_signer``, locks under
+    key (``key_file`` or ``builder.toml`` ``key``, decrypted with ``key_password``) and the ledger
+    when ``need_signer``, locks under
     ``<state_dir>/locks``. Raises PolicyError, SigningKeyError, LedgerError. Close
     ``context.ledger`` when done."""
     from builder.ledger import open_ledger
 
     signer = None
     if need_signer:
-        from builder.keys import load_signer
+        from builder.signing.keys import load_signer
 
-        signer = load_signer(key_file or cfg.key_path, cfg.key_password)
+        signer = load_signer(key_file or cfg.key_path, key_password)
     policy = load_stage_policy(cfg, policy_file)
     verifiers = policy_verifiers(policy, trust_root)
     return PromotionContext(

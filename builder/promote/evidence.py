@@ -20,12 +20,14 @@ from builder.promote.model import Location
 from builder.promote.pool import Task, map_parallel, parallel
 from builder.promote.referrers import INDEX_KEY, lacks_referrers_api
 from builder.registry import fallback_tag
-from builder.sign import ATT_SUFFIX, SIG_SUFFIX, signature_tag, verifiers_for, verify_layer
+from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
+from builder.signing.verifiers import verifiers_for
+from builder.signing.verify import verify_layer
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
     from builder.registry import Manifest
-    from builder.sign import VerifiedItem
+    from builder.signing.report import VerifiedItem
 
 
 def keyless_identity(signer: str | None) -> tuple[str, str] | None:
@@ -33,7 +35,7 @@ def keyless_identity(signer: str | None) -> tuple[str, str] | None:
     (``"<SAN> (issuer <issuer>)"``); None for key fingerprints."""
     if not signer or signer.startswith("sha256:"):
         return None
-    from builder.keyless import parse_signer  # sigstore is slow to import: only for keyless signers
+    from builder.signing.keyless.identity import parse_signer
 
     return parse_signer(signer)
 

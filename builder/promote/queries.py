@@ -18,7 +18,7 @@ from builder.promote.context import PromotionContext
 from builder.promote.fleets import stage_fleet_file
 from builder.promote.model import StageHistory, StatusRow, Target
 from builder.promote.records import history, pointer_trust
-from builder.sign import verify_image
+from builder.signing.verify import verify_image
 
 
 def check_stages(ctx: PromotionContext, stages: Sequence[str]) -> None:

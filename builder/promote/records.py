@@ -17,7 +17,9 @@ from builder.promote.context import PromotionContext
 from builder.promote.evidence import keyless_identity
 from builder.promote.model import UNSET, Location, PointerTrust, PromotionRecord, Target, Unset, short_signer
 from builder.promote.pool import map_parallel
-from builder.sign import ATT_SUFFIX, PREDICATE_TYPE_ANNOTATION, signature_tag, verifiers_for, verify_layer
+from builder.signing.layer import ATT_SUFFIX, PREDICATE_TYPE_ANNOTATION, signature_tag
+from builder.signing.verifiers import verifiers_for
+from builder.signing.verify import verify_layer
 
 
 def read_records(ctx: PromotionContext, loc: Location, digest: str, stage: str) -> list[PromotionRecord]:

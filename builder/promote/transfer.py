@@ -22,7 +22,14 @@ from builder.promote.model import UNSET, Location, Unset
 from builder.promote.pool import map_parallel, parallel
 from builder.promote.referrers import INDEX_KEY, referrers
 from builder.registry import CopyStats, copy_image
-from builder.sign import ATT_SUFFIX, SIG_SUFFIX, SignatureLayer, append_layer, signature_lock_path, signature_tag
+from builder.signing.layer import (
+    ATT_SUFFIX,
+    SIG_SUFFIX,
+    SignatureLayer,
+    append_layer,
+    signature_lock_path,
+    signature_tag,
+)
 
 if TYPE_CHECKING:
     from builder.registry import Descriptor, Manifest

@@ -8,7 +8,7 @@ promotion being decided (a replay onto another digest or stage does not count) a
 key belongs to a listed approver (``builder.policy.ApprovalRule``).
 
 Errors: ``SigningError``/registry errors from ``builder.signing.attest.attest_image``. Judging an
-approval against a policy before it is written: ``builder.signing.approval_check``.
+approval against a policy before it is written: ``builder.policy.approvals``.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.builds.plan import BuildOptions
-from builder.builds.run import build_variants
-from builder.builds.tags import publish_content_tag
+from builder.build.plan import BuildOptions
+from builder.build.run import build_variants
+from builder.build.tags import publish_content_tag
 from builder.errors import TagConflictError, UnpinnedBaseError
 from builder.models import Accelerator, BaseImage, Framework, RenderedImage, Variant
 from builder.registry import RegistryClient, platform_names, verify_complete
@@ -171,8 +171,8 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from tests.integration.test_build import make_rendered
-from builder.builds.plan import BuildOptions
-from builder.builds.run import build_variants
+from builder.build.plan import BuildOptions
+from builder.build.run import build_variants
 from builder.registry import RegistryClient
 r = make_rendered("tiny-slow", {repo!r}, {base!r}, {body!r})
 run = build_variants([r], BuildOptions(registry={reg!r}, state_dir=Path({state!r}), source_date_epoch=0),

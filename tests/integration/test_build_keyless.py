@@ -142,7 +142,7 @@ def test_signing_hook_with_a_key_writes_verifiable_provenance(
     commit, the secret ids and the source date epoch passed in."""
     import datetime as dt
 
-    from builder.builds.plan import BuildOptions
+    from builder.build.plan import BuildOptions
     from builder.models import Accelerator, BaseImage, BuiltImage, Framework, RenderedImage, Variant
     from builder.publish import signing_hook
     from builder.registry import RegistryClient

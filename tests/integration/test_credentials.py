@@ -103,8 +103,9 @@ def test_every_registry_command_with_credentials_only_in_docker_config(
     # a second digest in dev, so that rollback has somewhere to go back to
     protected = RegistryClient(registry.address, insecure=True, auth=Credential(registry.user, registry.password))
     second = push_image(protected, unique_repo, None, labels={"io.builder.variant": VARIANT})
-    builder("sign", f"{registry.address}/{unique_repo}@{second}")
-    builder("promote", f"{registry.address}/{unique_repo}@{second}", "--variant-id", VARIANT, "--to", "dev", "--confirm")
+    second_ref = f"{registry.address}/{unique_repo}@{second}"
+    builder("sign", second_ref)
+    builder("promote", second_ref, "--variant-id", VARIANT, "--to", "dev", "--confirm")
     status = builder("status")
     assert second in json.dumps(status)
     assert len(json.dumps(builder("history", VARIANT))) > 2

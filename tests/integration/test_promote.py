@@ -76,7 +76,7 @@ class World:
 
     def build(self, content: bytes, labels: dict[str, str] | None = None, env: list[str] | None = None) -> str:
         """Push a new 'build' of the variant (variant tag) and sign it with the build key."""
-        from builder.sign import sign_image
+        from builder.signing.sign import sign_image
 
         digest = push_image(self.client, self.repo, VARIANT, content=content, labels=labels, env=env)
         sign_image(self.client, self.repo, digest, self.keys.signer("build"), lock_dir=self.state / "locks")
@@ -85,7 +85,7 @@ class World:
     def attest(
         self, key: str, digest: str, predicate_type: str, predicate: dict[str, Any], repo: str | None = None
     ) -> None:
-        from builder.attest import attest_image
+        from builder.signing.attest import attest_image
 
         attest_image(
             self.client,
@@ -98,7 +98,7 @@ class World:
         )
 
     def approve(self, who: str, digest: str, stage: str) -> None:
-        from builder.approvals import approve
+        from builder.signing.approvals import approve
 
         approve(
             self.client,

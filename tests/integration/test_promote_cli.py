@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from builder.keys import load_signer
 from builder.registry import RegistryClient
+from builder.signing.keys import load_signer
 from tests.integration.test_promote_support import (
     docker_config_dir,
     make_keys,
@@ -79,8 +79,8 @@ def _project(root: Path, registry: str, repo: str) -> Path:
 
 
 def _build(project: Path, registry: str, repo: str, content: bytes) -> str:
-    from builder.keys import load_signer
-    from builder.sign import sign_image
+    from builder.signing.keys import load_signer
+    from builder.signing.sign import sign_image
 
     client = RegistryClient(registry, insecure=True)
     digest = push_image(client, repo, VARIANT, content=content)
@@ -148,7 +148,7 @@ def test_promotion_commands(project: Path, registry_address: str, unique_repo: s
     assert dev["digest"] == d1 and dev["action"] == "rollback" and dev["signatures"] == 1
     assert [h["by"] for h in hist] == ["alice", "build", "build"]  # the policy's names, for every action
     human = run(project, "history", VARIANT, "--stage", "dev").stderr
-    from builder.keys import load_signer
+    from builder.signing.keys import load_signer
 
     build_fp = load_signer(keys / "build" / "builder.key", None).fingerprint
     assert "rollback" in human and "previous" in human and build_fp[:19] not in human  # a name, not the key
@@ -287,7 +287,7 @@ def test_promotion_commands_on_a_password_protected_registry(tmp_path: Path, uni
     """Credentials only in the Docker config (``$DOCKER_CONFIG`` or ``--docker-config``): promote,
     rollback, history, status and resolve all reach a registry that answers 401 without them."""
     from builder.registry import DockerCredentials
-    from builder.sign import sign_image
+    from builder.signing.sign import sign_image
 
     with password_registry(tmp_path / "registry") as registry:
         root = _project(tmp_path / "project", registry, unique_repo)

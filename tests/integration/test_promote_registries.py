@@ -150,7 +150,7 @@ def test_multi_platform_index_is_copied_with_its_children(world: World) -> None:
     }
     raw = json.dumps(index, separators=(",", ":")).encode()
     digest = world.client.put_manifest(world.repo, VARIANT, raw, OCI_INDEX)
-    from builder.sign import sign_image
+    from builder.signing.sign import sign_image
 
     sign_image(world.client, world.repo, digest, world.keys.signer("build"), lock_dir=world.state / "locks")
     # promote the index by reference into a stage of another repository

@@ -19,7 +19,7 @@ from builder.errors import PromotionConflictError
 from builder.ledger import open_ledger
 from builder.predicates import APPROVAL_V1, DEVICE_CHECK_V1
 from builder.promote import Target, apply_promotion, history, plan_promotion
-from builder.sign import ATT_SUFFIX, signature_tag
+from builder.signing.layer import ATT_SUFFIX, signature_tag
 from tests.integration.test_promote import VARIANT, World, failed_rules
 from tests.integration.test_promote import world as world
 from tests.integration.test_promote_support import device_check, push_image
@@ -190,7 +190,7 @@ def test_tampered_evidence_denies_with_the_reason(world: World) -> None:
     assert "not a listed check runner" in reason, reason
 
     # a signature by an unlisted key: the build signature is the only one that counts
-    from builder.sign import sign_image
+    from builder.signing.sign import sign_image
 
     d2 = push_image(w.client, w.repo, None, content=b"unsigned by build")
     sign_image(w.client, w.repo, d2, w.keys.signer("mallory"), lock_dir=w.state / "locks")
@@ -235,7 +235,7 @@ def test_tampered_evidence_denies_with_the_reason(world: World) -> None:
 
 
 def _copy_last_att_layer(w: World, src_digest: str, dst_digest: str) -> None:
-    from builder.sign import SignatureLayer, append_layer
+    from builder.signing.layer import SignatureLayer, append_layer
 
     m = json.loads(w.client.get_manifest(w.repo, signature_tag(src_digest, ATT_SUFFIX)).raw)
     layer = m["layers"][-1]

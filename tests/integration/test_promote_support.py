@@ -105,7 +105,7 @@ class Keys:
         return self.root / name / "builder.pub"
 
     def signer(self, name: str) -> Any:
-        from builder.keys import load_signer
+        from builder.signing.keys import load_signer
 
         return load_signer(self.key(name), None)
 
@@ -114,7 +114,7 @@ KEY_NAMES = ("build", "check-runner", "alice", "bob", "carol", "mallory")
 
 
 def make_keys(state_dir: Path) -> Keys:
-    from builder.keys import generate_key_pair
+    from builder.signing.keys import generate_key_pair
 
     root = state_dir / "keys"
     for name in KEY_NAMES:

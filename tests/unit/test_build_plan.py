@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.builds.plan import (
+from builder.build.plan import (
     BuildOptions,
     PlannedBuild,
     build_secrets,
@@ -16,11 +16,11 @@ from builder.builds.plan import (
     default_secrets,
     plan_builds,
 )
-from builder.builds.run import BuildRun, build_request, materialize, raise_for_failures
+from builder.build.run import BuildRun, build_request, materialize, raise_for_failures
 from builder.errors import BuildFailedError, ConfigError, TagConflictError, UnpinnedBaseError
 from builder.models import Accelerator, BaseImage, BuiltImage, Framework, RenderedImage, Variant
 from builder.predicates import SLSA_PROVENANCE_V1
-from builder.provenance import BUILD_TYPE, provenance_predicate, redact_build_args
+from builder.signing.provenance import BUILD_TYPE, provenance_predicate, redact_build_args
 
 REG = "127.0.0.1:5000"
 BASE_DIGEST = "sha256:" + "1" * 64

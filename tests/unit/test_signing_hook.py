@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.build import BuildOptions, KeylessSetup, signing_hook
+from builder.build.plan import BuildOptions
 from builder.errors import ConfigError
+from builder.publish import KeylessSetup, signing_hook
 from builder.registry import RegistryClient
 from builder.signing.keys import generate_key_pair, load_signer
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.keys import generate_key_pair
 from builder.policy import Policy, load_policy
 from builder.predicates import SLSA_PROVENANCE_V1
+from builder.signing.keys import generate_key_pair
 from tests.unit.policy.support import POLICY, Keys, write
 
 

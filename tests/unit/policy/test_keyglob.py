@@ -30,7 +30,7 @@ stages:
 
 
 def _key(dir_: Path, name: str) -> tuple[Path, str]:
-    from builder.keys import generate_key_pair
+    from builder.signing.keys import generate_key_pair
 
     _, pub, fp = generate_key_pair(dir_ / name, None)
     return pub, fp

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from builder.approvals import approval_predicate
 from builder.promote.model import (
     UNSET,
     Location,
@@ -15,6 +14,7 @@ from builder.promote.model import (
     parse_expect_previous,
     short_signer,
 )
+from builder.signing.approvals import approval_predicate
 
 DIGEST = "sha256:" + "c" * 64
 

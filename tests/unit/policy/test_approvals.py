@@ -1,4 +1,4 @@
-"""builder.signing.approval_check: the approver-name check and the warnings of `builder approve`."""
+"""builder.policy.approvals: the approver-name check and the warnings of `builder approve`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from builder.errors import NotFoundError, SigningKeyError
 from builder.policy import Policy, load_policy
-from builder.signing.approval_check import plan_approval
+from builder.policy.approvals import plan_approval
 from builder.signing.keys import generate_key_pair
 
 POLICY = """\

@@ -14,7 +14,8 @@ import dataclasses
 import re
 
 from builder.errors import SigningKeyError
-from builder.policy import ApprovalRule, ChangeTicketRule, Policy
+from builder.policy.model import Policy
+from builder.policy.rules_change import ApprovalRule, ChangeTicketRule
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ import concurrent.futures
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from builder.builds.plan import content_key
+from builder.build.plan import content_key
 from builder.errors import TagConflictError
 from builder.models import RenderedImage
 

@@ -1,7 +1,7 @@
 """The build plan (pure): options, tag rules, reproducibility checks and what happens to each variant.
 
 A variant is ``up-to-date`` when its content tag ``<variant-id>-<hash12>`` already exists in the
-registry (:func:`plan_builds` decides from the look-ups :mod:`builder.builds.tags` makes), else it is
+registry (:func:`plan_builds` decides from the look-ups :mod:`builder.build.tags` makes), else it is
 built. Tags follow the OCI distribution spec's tag grammar (at most 128 characters of
 ``[A-Za-z0-9_.-]``: https://github.com/opencontainers/distribution-spec/blob/main/spec.md#pulling-manifests).
 """

@@ -1,6 +1,6 @@
 """Running builds: build the planned variants in parallel, push safely, report each result.
 
-Flow for each variant the plan builds (:mod:`builder.builds.plan`):
+Flow for each variant the plan builds (:mod:`builder.build.plan`):
 
 1. **Build**: BuildKit through :mod:`builder.engine` with build args, labels, secrets (the host CA
    bundle as secret ``ca_bundle``), ``SOURCE_DATE_EPOCH``, optional registry cache and a chosen
@@ -10,7 +10,7 @@ Flow for each variant the plan builds (:mod:`builder.builds.plan`):
    docker driver cannot push by digest; a pending tag only keeps the pushed manifest referenced).
    The digest recorded is the one BuildKit reports, checked against the registry; every child
    manifest and blob of it is verified to exist; only then is the manifest PUT under the content
-   tag, write-once (:func:`builder.builds.tags.publish_content_tag`). Finally the moving variant tag
+   tag, write-once (:func:`builder.build.tags.publish_content_tag`). Finally the moving variant tag
    ``<variant-id>`` is pointed at it. A build killed at any point before that leaves no content
    tag, so a content tag always names a complete image.
 3. **After the push**: the ``on_built`` hook (signing and provenance: :mod:`builder.publish`).
@@ -33,8 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from builder.builds.plan import BuildOptions, PlannedBuild, check_pinned, check_tags, content_key, plan_builds
-from builder.builds.tags import lookup_content_tags, move_tag, platforms_of, publish_content_tag, resolve_many
+from builder.build.plan import BuildOptions, PlannedBuild, check_pinned, check_tags, content_key, plan_builds
+from builder.build.tags import lookup_content_tags, move_tag, platforms_of, publish_content_tag, resolve_many
 from builder.errors import (
     BuilderError,
     BuildFailedError,

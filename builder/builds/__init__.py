@@ -1,7 +1,0 @@
-"""Builds of rendered variants: the plan (:mod:`~builder.builds.plan`, pure), the registry tag steps
-(:mod:`~builder.builds.tags`: content tags write-once, variant tags moving), execution
-(:mod:`~builder.builds.run`) and facts about the source (:mod:`~builder.builds.source`). What happens
-after a push (signing, provenance) is :mod:`builder.publish`. Docs: docs/build.md.
-
-(The package is not named ``build`` because the repository's ``.gitignore`` ignores ``build/``.)
-"""
