@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from typing_extensions import TypedDict
 
 from builder.errors import BuilderError
 
 if TYPE_CHECKING:
     from builder.registry import RegistryClient
+
+
+class ItemDocument(TypedDict):
+    """One dependency: ``name`` (engine, buildx, registry, cosign), reachable or not, and what was
+    found (version, address) or what is wrong."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+class ReportDocument(TypedDict):
+    """``builder doctor --json``: ``ok`` when every dependency is reachable."""
+
+    ok: bool
+    items: list[ItemDocument]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +46,7 @@ class Report:
     def ok(self) -> bool:
         return all(i.ok for i in self.items)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReportDocument:
         return {
             "ok": self.ok,
             "items": [{"name": i.name, "ok": i.ok, "detail": i.detail} for i in self.items],

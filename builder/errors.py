@@ -13,6 +13,25 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from typing_extensions import TypedDict
+
+
+class ErrorBody(TypedDict):
+    """One failure: ``kind`` (the error class's name in docs/exit-codes.md), ``exit_code``,
+    ``message``, ``hint`` (what to do next; may be empty) and ``details`` (facts of that kind)."""
+
+    kind: str
+    exit_code: int
+    message: str
+    hint: str
+    details: dict[str, Any]
+
+
+class ErrorDocument(TypedDict):
+    """What ``--json`` prints on any failure, usage errors and bugs included."""
+
+    error: ErrorBody
+
 
 class BuilderError(Exception):
     """Base class. ``message``: what went wrong (names the file, field or reference);
@@ -33,7 +52,7 @@ class BuilderError(Exception):
         """Human text: the message, then the hint on its own line."""
         return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ErrorBody:
         return {
             "kind": self.kind,
             "exit_code": self.exit_code,

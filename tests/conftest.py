@@ -8,6 +8,7 @@ FAIL under CI (``CI=true``): integration tests must run in CI, never silently sk
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -165,6 +166,55 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
         result = CliResult(status, out, err)
         if code is not None:
             assert status == code, f"builder {' '.join(args)}: exit {status}, expected {code}\n{out}\n{err}"
+        if "--json" in args and out.strip():
+            check_document(list(args), result.json())
         return result
 
     return run
+
+
+def command_path(args: list[str]) -> str:
+    """The command ``args`` run (``bases update``), past the global options."""
+    from builder.cli import COMMANDS
+
+    words: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-C", "--root"):
+            skip = True
+        elif not arg.startswith("-"):
+            words.append(arg)
+    if not words or words[0] not in COMMANDS:
+        return " ".join(words[:1])
+    module, _, attr = COMMANDS[words[0]][0].partition(":")
+    import importlib
+
+    import click
+
+    cmd = getattr(importlib.import_module(module), attr)
+    if isinstance(cmd, click.Group) and len(words) > 1:
+        return f"{words[0]} {words[1]}"
+    return words[0]
+
+
+def check_document(args: list[str], doc: Any) -> None:
+    """A ``--json`` output matches its declared schema (docs/schemas): the failure document when
+    it is ``{"error": ...}``, else the command's."""
+    import jsonschema
+
+    from builder.cli.documents import DOCUMENTS
+
+    command = command_path(args)
+    if isinstance(doc, dict) and set(doc) == {"error"}:
+        jsonschema.validate(doc, _schema("error"))
+    elif command in DOCUMENTS:
+        jsonschema.validate(doc, _schema(command))
+
+
+@functools.cache
+def _schema(command: str) -> dict[str, Any]:
+    from builder.cli.documents import schema
+
+    return schema(command)
