@@ -23,10 +23,11 @@ import hashlib
 import json
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from builder import process
 from builder.bases import OS_GLIBC
 from builder.models import Variant
 
@@ -149,22 +150,11 @@ def resolve(
     uv: str,
     env: Mapping[str, str] | None = None,
     timeout: float = 300.0,
-    echo: Callable[[list[str]], None] | None = None,
 ) -> str:
     """Run uv and return the full lock text (header + pins with hashes). Raises LockResolveError."""
     cmd = uv_command(variant, uv)
-    if echo is not None:
-        echo(cmd)
     try:
-        proc = subprocess.run(
-            cmd,
-            input="\n".join(variant.packages) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=dict(env) if env is not None else None,
-            check=False,
-        )
+        proc = process.run(cmd, input="\n".join(variant.packages) + "\n", timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
         raise LockResolveError(f"uv timed out after {timeout:.0f} s") from exc
     except FileNotFoundError as exc:
@@ -194,7 +184,6 @@ def lock_variants(
     env: Mapping[str, str] | None = None,
     upgrade: bool = False,
     timeout: float = 300.0,
-    echo: Callable[[list[str]], None] | None = None,
 ) -> tuple[LockResult, ...]:
     """Resolve each variant's lock into ``locks_dir`` (skipping current ones unless ``upgrade``).
 
@@ -220,7 +209,7 @@ def lock_variants(
             continue
         start = time.perf_counter()
         try:
-            text = resolve(v, uv=uv, env=env, timeout=timeout, echo=echo)
+            text = resolve(v, uv=uv, env=env, timeout=timeout)
         except LockResolveError as exc:
             msg = str(exc)
             if "connect" in msg.lower() or "dns" in msg.lower() or "timed out" in msg.lower():

@@ -14,7 +14,7 @@ import subprocess
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import overload
+from typing import Literal, overload
 
 LOG = logging.getLogger("builder.process")
 
@@ -29,7 +29,7 @@ def run(
     argv: Sequence[str],
     *,
     input: str | None = ...,
-    text: bool = True,
+    text: Literal[True] = ...,
     timeout: float | None = ...,
     cwd: Path | None = ...,
     env: Mapping[str, str] | None = ...,
@@ -39,7 +39,7 @@ def run(
     argv: Sequence[str],
     *,
     input: bytes | None = ...,
-    text: bool = False,
+    text: Literal[False],
     timeout: float | None = ...,
     cwd: Path | None = ...,
     env: Mapping[str, str] | None = ...,

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from builder import process
 from builder.bases import BaseResolution, load_bases
 from builder.errors import ConfigError, MatrixError
 from builder.matrix import Matrix, load_matrices, matrix_paths
@@ -100,7 +101,10 @@ def render_at_ref(cfg: Config, ref: str, matrix_files: Sequence[Path] = ()) -> t
     ``ref`` render nothing. ConfigError when ``ref`` is unknown or this is not a git work tree."""
 
     def git(*args: str) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(["git", "-C", str(cfg.root), *args], capture_output=True, check=False)
+        try:
+            return process.run(["git", "-C", str(cfg.root), *args], text=False, timeout=300)
+        except FileNotFoundError as exc:
+            raise ConfigError("--changed-since needs git, which is not installed") from exc
 
     check = git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if check.returncode != 0:

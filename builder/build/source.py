@@ -6,20 +6,26 @@ through: https://docs.docker.com/build/ci/github-actions/reproducible-builds/).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+from builder import process
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """stdout of ``git -C root ARGS`` (stripped), None when git fails or is not installed."""
+    try:
+        proc = process.run(["git", "-C", str(root), *args], timeout=60)
+    except FileNotFoundError:
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def git_commit(root: Path) -> str | None:
-    """``git rev-parse HEAD`` of ``root`` (None outside a git work tree)."""
-    proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
-    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
+    """``git rev-parse HEAD`` of ``root`` (None outside a git work tree or without git)."""
+    return _git(root, "rev-parse", "HEAD") or None
 
 
 def git_commit_time(root: Path) -> int | None:
     """Commit time of HEAD in seconds since the epoch (for ``SOURCE_DATE_EPOCH``), or None."""
-    proc = subprocess.run(
-        ["git", "-C", str(root), "log", "-1", "--format=%ct"], capture_output=True, text=True, check=False
-    )
-    text = proc.stdout.strip()
-    return int(text) if proc.returncode == 0 and text.isdigit() else None
+    text = _git(root, "log", "-1", "--format=%ct") or ""
+    return int(text) if text.isdigit() else None

@@ -127,15 +127,6 @@ def _default(o: Any) -> Any:
     return str(o)
 
 
-def echo_command(argv: list[str]) -> None:
-    """Echo an external command before it runs (house style: every external command is shown)."""
-    import shlex
-
-    from rich.markup import escape
-
-    console().print(f"[dim]+ {escape(shlex.join(argv))}[/]")
-
-
 class _EchoHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         from rich.markup import escape

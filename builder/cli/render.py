@@ -9,7 +9,6 @@ import click
 from builder.cli._common import (
     app_context,
     console,
-    echo_command,
     emit,
     json_option,
     matrix_option,
@@ -99,7 +98,7 @@ def lock(matrices: tuple[Path, ...], globs: tuple[str, ...], upgrade: bool, time
     env = dict(os.environ)
     env.setdefault("UV_HTTP_TIMEOUT", "15")
     results = locks.lock_variants(
-        variants, cfg.locks_dir, uv=uv, env=env, upgrade=upgrade, timeout=timeout, echo=echo_command
+        variants, cfg.locks_dir, uv=uv, env=env, upgrade=upgrade, timeout=timeout
     )
     payload = [
         {"id": r.variant_id, "status": r.status, "path": r.path, "seconds": round(r.seconds, 2), "error": r.error}
