@@ -118,8 +118,7 @@ def cli(ctx: click.Context, json_output: bool, debug: bool, root: str | None) ->
     """
     ctx.obj = AppContext(json_output=json_output, debug=debug, root_option=root)
     ctx.call_on_close(ctx.obj.close)
-    if debug:
-        echo_external_commands()
+    echo_external_commands(debug)
 
 
 def main(argv: list[str] | None = None) -> None:

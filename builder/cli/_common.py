@@ -134,12 +134,15 @@ class _EchoHandler(logging.Handler):
         console().print(f"[dim]{escape(record.getMessage())}[/]")
 
 
-def echo_external_commands() -> None:
-    """``--debug``: print each external command (``builder.process`` log) on stderr before it runs."""
+def echo_external_commands(enabled: bool) -> None:
+    """``--debug``: print each external command (``builder.process`` log) on stderr before it
+    runs; without it, nothing (also when several invocations share one process)."""
     log = logging.getLogger("builder.process")
-    if not any(isinstance(h, _EchoHandler) for h in log.handlers):
+    for handler in [h for h in log.handlers if isinstance(h, _EchoHandler)]:
+        log.removeHandler(handler)
+    if enabled:
         log.addHandler(_EchoHandler())
-    log.setLevel(logging.DEBUG)
+    log.setLevel(logging.DEBUG if enabled else logging.NOTSET)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""Options defined once behave the same in every command that takes them (issue: `--fleet`
+took a name in one command and only a file in another)."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from builder.cli import COMMANDS, cli
+from tests.conftest import ROOT, Cli
+
+#: each command that takes --fleet, with the other arguments it needs to get as far as parsing
+FLEET_COMMANDS = {
+    "check": ["127.0.0.1:5000/demo/jax:tag", "--static"],
+    "resolve": ["jax0.7-cpu-py3.11-debian12", "--stage", "dev"],
+    "run": [],
+}
+
+
+def _commands_with(option: str) -> set[str]:
+    ctx = click.Context(cli)
+    found = set()
+    for name in COMMANDS:
+        cmd = cli.get_command(ctx, name)
+        subs = cmd.commands.values() if isinstance(cmd, click.Group) else [cmd]
+        for sub in subs:
+            if any(option in p.opts for p in sub.params):
+                found.add(name if sub is cmd else f"{name} {sub.name}")
+    return found
+
+
+def test_the_fleet_table_covers_every_command_with_fleet() -> None:
+    assert _commands_with("--fleet") == set(FLEET_COMMANDS)
+
+
+@pytest.mark.parametrize("command", sorted(FLEET_COMMANDS))
+def test_fleet_takes_a_name_and_names_the_known_fleets_when_wrong(cli: Cli, command: str) -> None:
+    out = cli(command, *FLEET_COMMANDS[command], "--fleet", "nosuch", "--json", code=8, cwd=ROOT)
+    error = out.json()["error"]
+    assert "no fleet named 'nosuch'" in error["message"] and "demo" in error["message"], error
+
+
+@pytest.mark.parametrize("command", sorted(FLEET_COMMANDS))
+def test_fleet_resolves_a_name_to_the_file_in_the_fleets_directory(command: str) -> None:
+    from builder.cli._common import AppContext
+
+    name, *sub = command.split()
+    ctx = click.Context(cli, obj=AppContext(root_option=str(ROOT)))
+    cmd = cli.get_command(ctx, name)
+    assert cmd is not None
+    fleet = next(p for p in cmd.params if "--fleet" in p.opts)
+    with click.Context(cmd, parent=ctx, obj=ctx.obj) as sub_ctx:
+        assert fleet.process_value(sub_ctx, "demo") == ROOT / "fleets" / "demo.yaml"
+
+
+def test_every_registry_command_takes_docker_config() -> None:
+    registry_commands = {
+        "sign", "verify", "attest", "approve", "check", "build", "promote", "rollback", "status",
+        "history", "resolve", "run", "bases update", "doctor",
+    }  # fmt: skip
+    assert registry_commands <= _commands_with("--docker-config")
