@@ -171,7 +171,8 @@ def push_bundle_referrer(
     """Push ``bundle`` as an OCI 1.1 referrer of ``subject`` (a ``builder.registry.Descriptor`` of the
     image manifest) and, when the registry has no referrers API, add it to the ``sha256-<hex>`` fallback
     index (entry ``artifactType`` = the bundle media type) under a file lock in ``lock_dir``.
-    Layout as cosign 2.5 ``--new-bundle-format`` writes it (signing-formats.md)."""
+    Layout as cosign 2.5 ``--new-bundle-format`` writes it (cosign ``specs/BUNDLE_SPEC.md``,
+    https://github.com/sigstore/cosign/blob/main/specs/BUNDLE_SPEC.md)."""
 
     blob = bundle.to_json().encode()
     bundle_digest = _put_blob(client, repository, blob)

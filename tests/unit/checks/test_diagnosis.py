@@ -22,7 +22,7 @@ def d(name: str, ctx: Context | None = None):  # type: ignore[no-untyped-def]
     return diagnose((DATA / name).read_text(), ctx)
 
 
-# --- EXPECTED.md ------------------------------------------------------------------------------
+# --- tests/data/errors/error-NN.txt: the layer at fault (docs/diagnosis.md) ------------------
 
 
 def test_01_toolkit_missing() -> None:

@@ -206,7 +206,7 @@ def test_evaluate_operators_and_arch() -> None:
     assert not unknown.satisfied and unknown.terms[0].unknown == ("brand=tesla",)
 
 
-# ----------------------------------------------------------------------- the decisions of EXPECTED.md
+# -------------------------------------------------------------------- the decisions of docs/compat.md
 
 
 def test_expected_geforce_4090_on_r550_vs_1281_is_blocked_needs_570_26() -> None:

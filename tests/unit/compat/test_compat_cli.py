@@ -1,4 +1,4 @@
-"""``builder compat check`` / ``builder compat fleet``: the EXPECTED.md decisions through the real CLI entry
+"""``builder compat check`` / ``builder compat fleet``: the docs/compat.md decisions through the real CLI entry
 point (in process through ``builder.cli.main``, and once as a subprocess of the installed script)."""
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def test_hostinfo_pointers_to_real_tool_output() -> None:
     assert a100 is not None and len(a100.configs) == 1  # two identical GPUs: one configuration
 
     results = {c.name: v for c, v in check_fleet(fleet, cuda="12.4")}
-    assert results["h100-azure"].verdict == "minor-version-compat"  # EXPECTED.md: 535.161.08 + H100 + 12.4 app
+    assert results["h100-azure"].verdict == "minor-version-compat"  # docs/compat.md: 535.161.08 + H100 + 12.4 app
     assert results["workstations"].verdict == "ok"  # 550.40.07 reports CUDA 12.4
     assert results["a100-r580"].verdict == "ok"
     assert results["mi300x-rocm64"].verdict == "blocked"  # a CUDA application on an AMD cluster

@@ -37,7 +37,7 @@ def test_every_data_file_starts_with_its_source() -> None:
             assert first.startswith(("# Source: http", "# Source: recorded on this project's")), f
 
 
-# --- EXPECTED.md: nvidia-smi default table ------------------------------------------------------
+# --- nvidia-smi default table (tests/data/nvidia-smi/, source on each file's first line) ---------
 
 
 @pytest.mark.parametrize(
