@@ -12,7 +12,10 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 MAX_MODULE_LINES = 1000
-OUTSIDE_PATH = re.compile(r"(?:\.\./|/work/)?\bshared/(?:docs|cases)/|/work/shared|DEVELOPERS\.md")
+# Spelled in pieces so that this file, which must name what it forbids, does not match itself.
+OUTSIDE_PATH = re.compile(
+    r"(?:\.\./|/work/)?\b" + "shared" + r"/(?:docs|cases)/|/work/" + "shared|" + "DEVELOPERS" + r"\.md"
+)
 
 
 def _modules() -> list[Path]:
@@ -66,6 +69,8 @@ def test_project_files_cite_no_path_outside_the_repository() -> None:
 
 
 def test_the_outside_path_pattern_matches_the_kinds_it_must() -> None:
-    assert OUTSIDE_PATH.search("see ../shared/docs/signing-formats.md")
-    assert OUTSIDE_PATH.search("copied from shared/cases/compat/x.csv")
-    assert not OUTSIDE_PATH.search("SIF=/shared/images/pytorch.sif")  # a cluster's path in an example
+    shared = "shared"
+    assert OUTSIDE_PATH.search(f"see ../{shared}/docs/signing-formats.md")
+    assert OUTSIDE_PATH.search(f"copied from {shared}/cases/compat/x.csv")
+    assert OUTSIDE_PATH.search(f"/work/{shared}/anything") and OUTSIDE_PATH.search("DEVELOPERS" + ".md")
+    assert not OUTSIDE_PATH.search(f"SIF=/{shared}/images/pytorch.sif")  # a cluster's path in an example
