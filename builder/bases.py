@@ -37,36 +37,6 @@ MIRROR_PREFIX = "mirror:"
 # OS releases of the base images
 # --------------------------------------------------------------------------------------------
 
-#: An OS release as matrices name it: ``ubuntu24.04``, ``debian12`` (groups ``name``, ``version``).
-OS_RE = re.compile(r"^(?P<name>[a-z]+)(?P<version>\d+(?:\.\d+)?)$")
-#: The Python each OS release ships as ``python3`` (sources: https://packages.ubuntu.com/noble/python3,
-#: https://packages.ubuntu.com/jammy/python3, https://packages.debian.org/bookworm/python3,
-#: https://packages.debian.org/trixie/python3). Other Pythons on Ubuntu come from the deadsnakes PPA
-#: (https://launchpad.net/~deadsnakes/+archive/ubuntu/ppa); Debian images support only their system Python.
-SYSTEM_PYTHON: dict[str, str] = {
-    "ubuntu22.04": "3.10",
-    "ubuntu24.04": "3.12",
-    "debian12": "3.11",
-    "debian13": "3.13",
-}
-#: glibc of each OS release -> the manylinux tag wheels for it may carry (lock resolution target).
-#: Sources: ``libc6`` on https://packages.ubuntu.com/jammy/libc6 (2.35), https://packages.ubuntu.com/noble/libc6
-#: (2.39), https://packages.debian.org/bookworm/libc6 (2.36), https://packages.debian.org/trixie/libc6 (2.41;
-#: uv knows manylinux tags up to 2_40).
-OS_GLIBC: dict[str, str] = {
-    "ubuntu22.04": "2_35",
-    "ubuntu24.04": "2_39",
-    "debian12": "2_36",
-    "debian13": "2_40",
-}
-
-
-def split_os(os: str) -> tuple[str, str]:
-    """``ubuntu24.04`` -> ``("ubuntu", "24.04")``; a name that is not ``<name><version>`` -> ``(os, "")``."""
-    m = OS_RE.match(os)
-    return (m.group("name"), m.group("version")) if m else (os, "")
-
-
 # --------------------------------------------------------------------------------------------
 # Resolution: committed lock, machine-local mirror record, mirror map
 # --------------------------------------------------------------------------------------------

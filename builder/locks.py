@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from builder import process
-from builder.bases import OS_GLIBC
+from builder.compat.distros import OS_GLIBC
 from builder.models import Variant
 
 LOCK_HEADER = "# builder lock"

@@ -34,7 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from builder.bases import SYSTEM_PYTHON, BaseResolution, is_mirror, split_os, symbolic_name, unpinned_reasons
+from builder.bases import BaseResolution, is_mirror, symbolic_name, unpinned_reasons
+from builder.compat.distros import SYSTEM_PYTHON, split_os
 from builder.errors import ConfigError, NotFoundError, RenderStaleError, UnpinnedBaseError
 from builder.locks import LockState, read_lock
 from builder.models import BaseImage, RenderedImage, Variant

@@ -13,6 +13,11 @@ The one owner of distro facts (``ubuntu24.04``, ``debian12`` ...); matrices, bas
 
 from __future__ import annotations
 
+import re
+
+#: An OS release as matrices name it: ``ubuntu24.04``, ``debian12`` (groups ``name``, ``version``).
+OS_RE = re.compile(r"^(?P<name>[a-z]+)(?P<version>\d+(?:\.\d+)?)$")
+
 SYSTEM_PYTHON: dict[str, str] = {
     "ubuntu22.04": "3.10",
     "ubuntu24.04": "3.12",
@@ -28,9 +33,15 @@ OS_GLIBC: dict[str, str] = {
 }
 
 
+def split_os(os: str) -> tuple[str, str]:
+    """``ubuntu24.04`` -> ``("ubuntu", "24.04")``; a name that is not ``<name><version>`` -> ``(os, "")``."""
+    m = OS_RE.match(os)
+    return (m.group("name"), m.group("version")) if m else (os, "")
+
+
 def manylinux_tag(os_release: str, *, default: str = "2_28") -> str:
     """``"ubuntu24.04"`` -> ``"2_39"``: the glibc tag of an OS release, ``default`` when not listed."""
     return OS_GLIBC.get(os_release, default)
 
 
-__all__ = ["OS_GLIBC", "SYSTEM_PYTHON", "manylinux_tag"]
+__all__ = ["OS_GLIBC", "OS_RE", "SYSTEM_PYTHON", "manylinux_tag", "split_os"]

@@ -10,7 +10,7 @@ import functools
 from collections.abc import Sequence
 
 from builder import compat
-from builder.bases import SYSTEM_PYTHON
+from builder.compat.distros import SYSTEM_PYTHON
 from builder.compat.frameworks import NO_GPU_KERNELS
 from builder.matrix.validate import ARCH_RE
 from builder.models import Accelerator
@@ -36,7 +36,7 @@ def cell_problems(
 
 
 def os_python_problem(os: str, python: str) -> str | None:
-    """Debian images support only the OS's own Python (:data:`builder.bases.SYSTEM_PYTHON`): the reason
+    """Debian images support only the OS's own Python (:data:`builder.compat.distros.SYSTEM_PYTHON`): the reason
     a Debian cell with another Python cannot be built, else None."""
     system = SYSTEM_PYTHON.get(os)
     if os.startswith("debian") and system is not None and system != python:

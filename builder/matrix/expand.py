@@ -16,7 +16,8 @@ from typing import TypeVar
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from builder.bases import OS_RE, BaseResolution, split_os
+from builder.bases import BaseResolution
+from builder.compat.distros import OS_RE, split_os
 from builder.matrix.compatibility import arch_build_args, cell_problems, gpu_archs, os_python_problem
 from builder.matrix.schema import PLATFORMS, AcceleratorSpec, ExcludeRule, IncludeSpec, MatrixSpec, RuleValue
 from builder.matrix.validate import FieldPath, Report, Skipped, check_axes

@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from builder.bases import MIRROR_PREFIX, OS_RE
+from builder.bases import MIRROR_PREFIX
+from builder.compat.distros import OS_RE
 from builder.matrix.schema import PLATFORMS, MatrixSpec
 
 #: A field path in a matrix document: mapping keys and list indices (``("axes", "python", 1)``).

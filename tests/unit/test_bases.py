@@ -66,12 +66,6 @@ def test_mirror_bases_resolve_through_the_machine_local_record() -> None:
     assert bases.symbolic_name("mirror:debian:bookworm") == "debian:bookworm"
 
 
-def test_os_facts() -> None:
-    assert bases.split_os("ubuntu24.04") == ("ubuntu", "24.04")
-    assert bases.split_os("weird") == ("weird", "")
-    assert set(bases.SYSTEM_PYTHON) == set(bases.OS_GLIBC)
-
-
 def test_bad_mirror_map_is_a_config_error(tmp_path: Path) -> None:
     m = tmp_path / "mirrors.yaml"
     m.write_text("[not, a, mapping")
