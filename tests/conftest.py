@@ -147,7 +147,7 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
     """Run ``builder ARGS...`` in-process (``builder.cli.main``) and return a ``CliResult``;
     asserts the exit status is ``code`` (``None``: any). ``env`` is set for this test only;
     ``cwd`` is where the command runs (the project root is found from it)."""
-    from builder.cli import main
+    from builder.cli import console, main
 
     def run(
         *args: str, code: int | None = 0, env: dict[str, str] | None = None, cwd: Path | None = None
@@ -157,6 +157,7 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
         if cwd is not None:
             monkeypatch.chdir(cwd)
         capsys.readouterr()
+        console.cache_clear()  # a fresh console per invocation, as a new process has (width from COLUMNS)
         try:
             main(list(args))
             status = 0

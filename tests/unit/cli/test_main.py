@@ -1,32 +1,24 @@
-"""The CLI skeleton: help, version, lazy imports, error mapping, exit-code documentation."""
+"""The CLI skeleton (builder.cli): help, version, lazy imports, error mapping, exit-code documentation."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from click.testing import CliRunner
-
 from builder import __version__, errors
-from builder.cli import COMMANDS, cli, main
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_version() -> None:
-    result = CliRunner().invoke(cli, ["--version"])
-    assert result.exit_code == 0
-    assert result.output.strip() == f"builder, version {__version__}"
+from builder.cli import COMMANDS, cli
+from tests.conftest import ROOT, Cli
 
 
-def test_help_lists_every_available_command_with_one_line() -> None:
-    result = CliRunner().invoke(cli, ["--help"])
-    assert result.exit_code == 0
-    listed = re.findall(r"^  (\w[\w-]*)\s{2,}(.+)$", result.output.split("Commands:")[1], re.M)
+def test_version(cli: Cli) -> None:
+    assert cli("--version").stdout.strip() == f"builder, version {__version__}"
+
+
+def test_help_lists_every_available_command_with_one_line(cli: Cli) -> None:
+    out = cli("--help").stdout
+    listed = re.findall(r"^  (\w[\w-]*)\s{2,}(.+)$", out.split("Commands:")[1], re.M)
     names = [n for n, _ in listed]
     assert "doctor" in names
     for name, summary in listed:
@@ -43,7 +35,8 @@ def test_every_registered_command_imports_and_is_a_click_command() -> None:
 
 
 def test_help_imports_no_heavy_module() -> None:
-    """`builder --help` must not import the engine client, HTTP stack, sigstore or rich."""
+    """`builder --help` must not import the engine client, HTTP stack, sigstore or rich (a fresh
+    interpreter: what this test process already imported does not count)."""
     code = (
         "import sys\n"
         "from builder.cli import main\n"
@@ -56,12 +49,8 @@ def test_help_imports_no_heavy_module() -> None:
     assert "HEAVY=\n" in proc.stderr or proc.stderr.strip().endswith("HEAVY="), proc.stderr
 
 
-def test_unknown_command_is_usage_error_exit_2() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "builder", "no-such-command"], capture_output=True, text=True, cwd=ROOT
-    )
-    assert proc.returncode == 2
-    assert "No such command" in proc.stderr
+def test_unknown_command_is_usage_error_exit_2(cli: Cli) -> None:
+    assert "No such command" in cli("no-such-command", code=2, cwd=ROOT).stderr
 
 
 def test_exit_codes_unique_and_documented() -> None:
@@ -77,14 +66,8 @@ def test_exit_codes_unique_and_documented() -> None:
     assert rows.get("0") and rows.get("1") and rows.get("2")
 
 
-def test_builder_error_is_mapped_to_its_exit_code_and_json(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("BUILDER_WORKERS", "zero")
-    with pytest.raises(SystemExit) as info:
-        main(["--json", "doctor"])
-    assert info.value.code == errors.ConfigError.exit_code
-    doc = json.loads(capsys.readouterr().out)
+def test_builder_error_is_mapped_to_its_exit_code_and_json(cli: Cli) -> None:
+    doc = cli("--json", "doctor", code=errors.ConfigError.exit_code, env={"BUILDER_WORKERS": "zero"}).json()
     assert doc["error"]["kind"] == "config"
     assert "BUILDER_WORKERS" in doc["error"]["message"]
 
@@ -96,17 +79,11 @@ def test_errors_carry_hints() -> None:
         assert "hint:" in exc.diagnostics()
 
 
-def test_json_usage_error_is_one_json_document() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "builder", "--json", "no-such-command"], capture_output=True, text=True, cwd=ROOT
-    )
-    assert proc.returncode == 2
-    doc = json.loads(proc.stdout)
+def test_json_usage_error_is_one_json_document(cli: Cli) -> None:
+    doc = cli("--json", "no-such-command", code=2, cwd=ROOT).json()
     assert doc["error"]["kind"] == "usage" and "no-such-command" in doc["error"]["message"]
 
 
-def test_outside_a_checkout_warns_where_it_looked(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "builder", "matrix", "list"], capture_output=True, text=True, cwd=tmp_path
-    )
-    assert "matrices directory" in proc.stderr and "-C DIR" in proc.stderr and proc.returncode == 2
+def test_outside_a_checkout_warns_where_it_looked(cli: Cli, tmp_path: Path) -> None:
+    err = cli("matrix", "list", code=2, cwd=tmp_path).stderr
+    assert "matrices directory" in err and "-C DIR" in err
