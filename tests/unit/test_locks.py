@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import shutil
 import sys
 import zipfile
 from pathlib import Path
@@ -15,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from builder import locks, matrix
+from tests.conftest import ROOT, Cli
 
-ROOT = Path(__file__).resolve().parents[2]
 UV = str(Path(sys.executable).with_name("uv"))
 VARIANTS = {
     v.id: v
@@ -155,24 +156,18 @@ def test_unreachable_index_is_reported_once_and_keeps_going(tmp_path: Path) -> N
     assert not list(tmp_path.glob("*.txt"))
 
 
-def test_cli_lock_reports_current_locks_without_resolving(tmp_path: Path) -> None:
-    import json
-    import shutil
-    import subprocess
-
+def test_cli_lock_reports_current_locks_without_resolving(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     proj = tmp_path / "proj"
     (proj / "matrices").mkdir(parents=True)
     shutil.copy(ROOT / "tests" / "data" / "matrices" / "tiny.yaml", proj / "matrices" / "tiny.yaml")
     shutil.copytree(ROOT / "locks", proj / "locks")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDER_")}
-    env["UV_OFFLINE"] = "1"  # nothing may be fetched: both locks are current or not needed
-    res = subprocess.run(
-        [str(Path(sys.executable).with_name("builder")), "-C", str(proj), "lock", "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    assert res.returncode == 0, res.stderr
-    out = {r["id"]: r["status"] for r in json.loads(res.stdout)}
-    assert out == {"tiny-cpu-py3.11-debian12": "up-to-date", "tiny-cu128-py3.11-debian12": "not-needed"}
+    for name in [k for k in os.environ if k.startswith("BUILDER_")]:
+        monkeypatch.delenv(name)
+    # nothing may be fetched: both locks are current or not needed
+    out = cli("-C", str(proj), "lock", "--json", env={"UV_OFFLINE": "1"}).json()
+    assert {r["id"]: r["status"] for r in out} == {
+        "tiny-cpu-py3.11-debian12": "up-to-date",
+        "tiny-cu128-py3.11-debian12": "not-needed",
+    }

@@ -21,12 +21,14 @@ from builder.selection import (
     select,
     shard,
     target_reference,
+    variant_reference,
 )
 from builder.suggest import close_matches, did_you_mean
 from builder.variants import select_renders, select_variants
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "matrices").glob("*.yaml"))
+TINY = ROOT / "tests" / "data" / "matrices" / "tiny.yaml"
 
 
 def _variant(vid: str) -> Variant:
@@ -92,7 +94,7 @@ def test_changed_and_apply_order() -> None:
 
 
 def test_targets_and_did_you_mean() -> None:
-    ms = matrix.load_matrices([ROOT / "tests" / "data" / "matrices" / "tiny.yaml"])
+    ms = matrix.load_matrices([TINY])
     assert target_reference("tiny-cpu-py3.11-debian12", ms, "r:5000") == "r:5000/test/tiny:tiny-cpu-py3.11-debian12"
     assert target_reference("r:5000/x/y:1", ms, "r:5000") == "r:5000/x/y:1"
     assert looks_like_variant_id("tiny") and not looks_like_variant_id("x@sha256:1")
@@ -124,3 +126,35 @@ def test_matrix_list_and_build_core_paths_choose_the_same_shards() -> None:
     assert [v.id for v in select_variants(cfg, (), sel).variants] == [
         r.variant.id for r in select_renders(cfg, (), sel)
     ]
+
+
+def test_variant_id_resolves_to_its_moving_tag() -> None:
+    """`builder check VARIANT-ID` checks <registry>/<repository>:<variant-id>, the tag a build moves."""
+    ms = matrix.load_matrices([TINY])
+    ref = variant_reference(ms, "tiny-cu128-py3.11-debian12", "127.0.0.1:5000")
+    assert ref == "127.0.0.1:5000/test/tiny:tiny-cu128-py3.11-debian12"
+
+
+def test_unknown_variant_lists_close_matches() -> None:
+    ms = matrix.load_matrices([TINY])
+    with pytest.raises(NotFoundError) as info:
+        variant_reference(ms, "tiny-cu126-py3.11-debian12", "r")
+    assert "tiny-cu128-py3.11-debian12" in info.value.message
+    assert info.value.details["close_matches"][0] == "tiny-cu128-py3.11-debian12"
+    assert info.value.exit_code == 8
+    with pytest.raises(NotFoundError, match="2 variants known"):
+        variant_reference(ms, "torch", "r")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("jax0.7-cpu-py3.11-debian12", True),
+        ("demo/jax:jax0.7-cpu-py3.11-debian12", False),
+        ("127.0.0.1:5000/demo/jax", False),
+        ("repo@sha256:abc", False),
+        ("", False),
+    ],
+)
+def test_looks_like_variant_id(text: str, expected: bool) -> None:
+    assert looks_like_variant_id(text) is expected
