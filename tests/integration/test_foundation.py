@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from builder.registry import RegistryClient
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT, Cli
 
 
 def test_build_from_mirrored_base_push_and_read_digest_back(
@@ -35,38 +31,23 @@ def test_build_from_mirrored_base_push_and_read_digest_back(
     assert resolved.startswith("sha256:") and len(resolved) == 71
 
 
-def _builder(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "builder", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, **env},
-        timeout=60,
-    )
-
-
-def test_doctor_passes_on_this_machine(docker_engine: str, registry_address: str) -> None:
-    proc = _builder("doctor", "--json", env={"BUILDER_REGISTRY": registry_address})
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+def test_doctor_passes_on_this_machine(cli: Cli, docker_engine: str, registry_address: str) -> None:
+    report = cli("doctor", "--json", env={"BUILDER_REGISTRY": registry_address}, cwd=ROOT).json()
     assert report["ok"] is True
     assert {i["name"] for i in report["items"]} == {"engine", "buildx", "registry", "cosign"}
 
 
-def test_engine_unavailable_exit_code_and_hint(registry_address: str) -> None:
+def test_engine_unavailable_exit_code_and_hint(cli: Cli, registry_address: str) -> None:
     """A daemon that does not answer: exit 3 and a hint saying how to start it."""
-    proc = _builder("doctor", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
-    assert proc.returncode == 3, proc.stderr
-    assert "Docker daemon is not reachable" in proc.stderr
-    assert "scripts/setup" in proc.stderr
+    err = cli("doctor", code=3, env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"}, cwd=ROOT).stderr
+    assert "Docker daemon is not reachable" in err
+    assert "scripts/setup" in err
 
 
-def test_registry_unreachable_exit_code_and_hint(docker_engine: str) -> None:
+def test_registry_unreachable_exit_code_and_hint(cli: Cli, docker_engine: str) -> None:
     """Nothing listens on 127.0.0.1:9 (discard port): exit 5, message names the registry."""
-    proc = _builder("doctor", "--json", env={"BUILDER_REGISTRY": "127.0.0.1:9"})
-    assert proc.returncode == 5, proc.stderr
-    assert "127.0.0.1:9" in proc.stderr
-    doc = json.loads(proc.stdout)  # exactly one JSON document
+    res = cli("doctor", "--json", code=5, env={"BUILDER_REGISTRY": "127.0.0.1:9"}, cwd=ROOT)
+    assert "127.0.0.1:9" in res.stderr
+    doc = res.json()  # exactly one JSON document
     assert doc["error"]["kind"] == "registry-unavailable"
     assert doc["error"]["details"]["report"]["ok"] is False

@@ -7,17 +7,14 @@ so earlier runs and other tests cannot interfere.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT, Cli
 
 
 @pytest.fixture
@@ -33,22 +30,16 @@ def run_env(tmp_path: Path, registry_address: str, mirror_base: str) -> dict[str
     state = tmp_path / "state"
     state.mkdir()
     shutil.copy(ROOT / ".builder" / "mirror.json", state / "mirror.json")
-    return {**os.environ, "BUILDER_STATE_DIR": str(state), "BUILDER_REGISTRY": registry_address}
-
-
-def builder(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "builder", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900
-    )
+    return {"BUILDER_STATE_DIR": str(state), "BUILDER_REGISTRY": registry_address}
 
 
 def test_run_builds_signs_checks_and_promotes(
-    docker_engine: str, cosign_bin: str, tiny_matrix: Path, run_env: dict[str, str]
+    cli: Cli, docker_engine: str, cosign_bin: str, tiny_matrix: Path, run_env: dict[str, str]
 ) -> None:
     fleet = str(ROOT / "fleets" / "demo.yaml")
-    first = builder(run_env, "run", "--json", "--matrix", str(tiny_matrix), "--to", "prod", "--fleet", fleet)
-    assert first.returncode == 0, first.stderr[-3000:]
-    report = json.loads(first.stdout)
+    report = cli(
+        "run", "--json", "--matrix", str(tiny_matrix), "--to", "prod", "--fleet", fleet, env=run_env, cwd=ROOT
+    ).json()
     by_id = {v["variant"]: v for v in report["variants"]}
     cpu, cuda = by_id["tiny-cpu-py3.11-debian12"], by_id["tiny-cu128-py3.11-debian12"]
 
@@ -90,10 +81,8 @@ def test_run_builds_signs_checks_and_promotes(
 
     # nothing changed: a no-op (nothing rebuilt, the passing check reused, stages left as they are)
     t0 = time.monotonic()
-    again = builder(run_env, "run", "--json", "--matrix", str(tiny_matrix), "--to", "staging")
+    report2 = cli("run", "--json", "--matrix", str(tiny_matrix), "--to", "staging", env=run_env, cwd=ROOT).json()
     elapsed = time.monotonic() - t0
-    assert again.returncode == 0, again.stderr[-3000:]
-    report2 = json.loads(again.stdout)
     for v in report2["variants"]:
         assert v["build"]["status"] == "up-to-date"
         assert v["build"]["digest"] == by_id[v["variant"]]["build"]["digest"]
@@ -103,7 +92,8 @@ def test_run_builds_signs_checks_and_promotes(
     assert elapsed < 60, f"no-op run took {elapsed:.1f} s"
 
 
-def test_run_unknown_stage_is_a_clear_error(tiny_matrix: Path, run_env: dict[str, str], docker_engine: str) -> None:
-    proc = builder(run_env, "run", "--matrix", str(tiny_matrix), "--to", "production")
-    assert proc.returncode == 8, proc.stderr
-    assert "production" in proc.stderr and "staging" in proc.stderr
+def test_run_unknown_stage_is_a_clear_error(
+    cli: Cli, tiny_matrix: Path, run_env: dict[str, str], docker_engine: str
+) -> None:
+    err = cli("run", "--matrix", str(tiny_matrix), "--to", "production", code=8, env=run_env, cwd=ROOT).stderr
+    assert "production" in err and "staging" in err
