@@ -10,19 +10,17 @@ Real engine, registry and images (the module-scoped fixture of test_check.py).
 
 from __future__ import annotations
 
-import json
+import os
 import subprocess
 import time
 import uuid
 
 import pytest
 
-from tests.conftest import require_tool
-from tests.integration.test_check import _no_toolkit, builder, images
+from tests.conftest import ROOT, Cli, require_tool
+from tests.integration.test_check import _no_toolkit, images
 
-pytestmark = pytest.mark.integration
-
-__all__ = ["images"]
+__all__ = ["images"]  # the module-scoped fixture (real images built and pushed for this module)
 
 ENGINE_ERROR = 'could not select device driver "" with capabilities: [[gpu]]'
 
@@ -50,15 +48,14 @@ def _fresh_copy(src: str) -> str:
     return dst
 
 
-def test_gpus_all_after_a_pull_fails_fast_with_the_engine_error(images: dict[str, str]) -> None:
+def test_gpus_all_after_a_pull_fails_fast_with_the_engine_error(cli: Cli, images: dict[str, str]) -> None:
     _no_toolkit()
     ref = _fresh_copy(images["cuda"])
     start = time.monotonic()
-    res = builder("check", ref, "--no-attest", "--json", "--timeout", "600")
+    res = cli("check", ref, "--no-attest", "--json", "--timeout", "600", code=20, cwd=ROOT)
     took = time.monotonic() - start
-    assert res.returncode == 20, res.stdout + res.stderr
     assert took < 60, f"a check the engine refuses at creation took {took:.0f} s"
-    d = json.loads(res.stdout)["error"]["details"]
+    d = res.json()["error"]["details"]
     step = d["result"]["steps"][0]
     assert len(d["result"]["steps"]) == 1  # the probe container is not started after the GPU request failed
     assert ENGINE_ERROR in step["error"], step["error"]
@@ -67,11 +64,10 @@ def test_gpus_all_after_a_pull_fails_fast_with_the_engine_error(images: dict[str
     assert d["diagnosis"] == "container-toolkit-missing"
 
 
-def test_human_output_describes_the_run_and_shows_the_error(images: dict[str, str]) -> None:
+def test_human_output_describes_the_run_and_shows_the_error(cli: Cli, images: dict[str, str]) -> None:
     _no_toolkit()
     ref = _fresh_copy(images["cuda"])
-    res = builder("check", ref, "--no-attest", env={"COLUMNS": "400"})
-    assert res.returncode == 20, res.stderr
+    res = cli("check", ref, "--no-attest", code=20, env={"COLUMNS": "400"}, cwd=ROOT)
     lines = res.stderr.splitlines()
     first = lines[0]
     assert first.startswith("running device checks (mode nvidia, GPUs requested with --gpus all) in fresh containers")
@@ -81,16 +77,13 @@ def test_human_output_describes_the_run_and_shows_the_error(images: dict[str, st
     assert "Unable to find image" not in res.stderr and "Pulling from" not in res.stderr
 
 
-def test_amd_request_without_devices_fails_fast(images: dict[str, str]) -> None:
-    import os
-
+def test_amd_request_without_devices_fails_fast(cli: Cli, images: dict[str, str]) -> None:
     if os.path.exists("/dev/kfd"):
         pytest.skip("this machine has /dev/kfd")
     start = time.monotonic()
-    res = builder("check", images["cpu"], "--mode", "amd", "--no-attest", "--json", "--timeout", "600")
-    assert res.returncode == 20, res.stdout + res.stderr
+    res = cli("check", images["cpu"], "--mode", "amd", "--no-attest", "--json", "--timeout", "600", code=20, cwd=ROOT)
     assert time.monotonic() - start < 60
-    details = json.loads(res.stdout)["error"]["details"]
+    details = res.json()["error"]["details"]
     step = details["result"]["steps"][0]
     assert "/dev/kfd" in step["error"] and step["detail"]["exit_code"] != 0
     assert (details["diagnosis"], details["at_fault"]) == ("gpu-device-node-missing", "kernel-driver")
