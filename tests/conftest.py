@@ -79,6 +79,7 @@ def cosign_bin() -> str:
 @pytest.fixture(scope="session")
 def mirror_base(registry_address: str) -> str:
     """``registry/mirror/debian:bookworm@sha256:...``: the mirrored Debian base (scripts/setup)."""
+    from builder.errors import BuilderError
     from builder.registry import RegistryClient
 
     record = ROOT / ".builder" / "mirror.json"
@@ -87,7 +88,7 @@ def mirror_base(registry_address: str) -> str:
         return f"{entry['reference']}@{entry['digest']}"
     try:
         digest = RegistryClient(registry_address, insecure=True).resolve("mirror/debian", "bookworm")
-    except Exception:
+    except BuilderError:
         _unavailable("the mirrored Debian base (mirror/debian:bookworm)")
         raise
     return f"{registry_address}/mirror/debian:bookworm@{digest}"
