@@ -9,7 +9,7 @@
 #   nvidia-smi-query.csv    nvidia-smi --query-gpu=... --format=csv
 #   misc.txt                topo -m, -L, --version, fabric manager, /dev/nvidia*, /proc/driver/nvidia/version,
 #                           toolkit, CDI, kernel, python/torch versions
-#   hostinfo.json           python -m builder.checks.hostinfo (the live probe of this repository)
+#   hostinfo.json           python -m builder.checks.host (the live probe of this repository)
 #   probe.json              builder/checks/probe.py --mode nvidia (torch: devices, compute, arch coverage)
 #   probe-hidden.json       the same with CUDA_VISIBLE_DEVICES="" (the probe must FAIL: no GPU visible)
 #   probe-jax.json          the probe with --framework jax
@@ -63,7 +63,7 @@ section "PCI display devices (sysfs)" >>"$M"; rec "$M" sh -c 'for d in /sys/bus/
 section "uname -a" >>"$M"; rec "$M" uname -a
 section "python / torch" >>"$M"; rec "$M" "$PY" -c 'import sys, torch; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "arch_list", torch.cuda.get_arch_list())'
 
-rec "$OUT/hostinfo.json" "$PY" -m builder.checks.hostinfo
+rec "$OUT/hostinfo.json" "$PY" -m builder.checks.host
 rec "$OUT/probe.json" "$PY" builder/checks/probe.py --mode nvidia --framework torch
 rec "$OUT/probe-hidden.json" env CUDA_VISIBLE_DEVICES= "$PY" builder/checks/probe.py --mode nvidia --framework torch
 rec "$OUT/probe-jax.json" "$PY" builder/checks/probe.py --mode nvidia --framework jax
