@@ -20,11 +20,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from builder.errors import ConfigError, NotFoundError
+from typing_extensions import TypedDict
+
+from builder.errors import ConfigError, NotFoundError, RenderStaleError
 from builder.models import BaseImage, Variant
 
 if TYPE_CHECKING:
@@ -211,6 +213,36 @@ def upstream_references(variants: Iterable[Variant]) -> tuple[str, ...]:
 ENV_FACTS = ("NVIDIA_REQUIRE_CUDA", "CUDA_VERSION")
 
 
+class FactChangeDocument(TypedDict):
+    """An image fact before and after (None: not set)."""
+
+    old: str | None
+    new: str | None
+
+
+class BaseChangeDocument(TypedDict):
+    """One upstream base of ``builder bases update --json``: the ``reference`` as written in the
+    matrices, the digest the lock held (``old_digest``; None: not pinned) and the one it resolves
+    to now, ``changed``, the image's ``facts`` now (``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION``; None:
+    not set) and the facts that changed (name -> old and new)."""
+
+    reference: str
+    old_digest: str | None
+    new_digest: str
+    changed: bool
+    facts: dict[str, str | None]
+    fact_changes: dict[str, FactChangeDocument]
+
+
+class BasesUpdateDocument(TypedDict):
+    """``builder bases update --json``: the ``lock`` file, whether it was ``written`` (False with
+    ``--check``) and every upstream base, sorted by reference."""
+
+    lock: str
+    written: bool
+    bases: list[BaseChangeDocument]
+
+
 @dataclasses.dataclass(frozen=True)
 class BaseChange:
     """One base reference after ``bases update``: ``old``/``new`` digests and the image facts
@@ -235,7 +267,7 @@ class BaseChange:
             if self.old_facts.get(k) != self.new_facts.get(k)
         }
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> BaseChangeDocument:
         return {
             "reference": self.reference,
             "old_digest": self.old_digest,
@@ -322,3 +354,61 @@ def update_bases(
     if write:
         write_bases_lock(lock_path, entries)
     return changes
+
+
+@dataclasses.dataclass(frozen=True)
+class BasesUpdate:
+    """What ``builder bases update`` did: the ``lock`` file, whether it was ``written`` (False:
+    ``--check``) and every upstream base's :class:`BaseChange`."""
+
+    lock: Path
+    written: bool
+    changes: tuple[BaseChange, ...]
+
+    @property
+    def changed(self) -> tuple[BaseChange, ...]:
+        """The bases whose digest is not the one the lock held."""
+        return tuple(c for c in self.changes if c.changed)
+
+    @property
+    def stale(self) -> bool:
+        """Checked (not written) and out of date."""
+        return not self.written and bool(self.changed)
+
+    def to_json(self) -> BasesUpdateDocument:
+        return {"lock": str(self.lock), "written": self.written, "bases": [c.to_json() for c in self.changes]}
+
+    def raise_if_stale(self) -> None:
+        """RenderStaleError (12) naming each changed base (``details['bases']``) when the lock was
+        checked and is out of date; nothing otherwise."""
+        if self.stale:
+            raise RenderStaleError(
+                f"{self.lock} is out of date for {len(self.changed)} base(s): "
+                + ", ".join(c.reference for c in self.changed),
+                hint="run `builder bases update` and commit bases.lock.json",
+                bases=[c.to_json() for c in self.changed],
+            )
+
+
+def pin_bases(
+    variants: Sequence[Variant],
+    resolution: BaseResolution,
+    lock_path: Path,
+    *,
+    resolve_client: Callable[[str], RegistryClient],
+    default_registry: str,
+    check: bool = False,
+) -> BasesUpdate:
+    """``builder bases update``: every upstream base of ``variants`` resolved through the site's
+    mirror map (``resolution``) and compared with ``lock_path``, which is written unless
+    ``check``. Raises what :func:`update_bases` raises; a stale lock is in the result
+    (:meth:`BasesUpdate.raise_if_stale`)."""
+    changes = update_bases(
+        upstream_references(variants),
+        lock_path,
+        resolve_client=resolve_client,
+        default_registry=default_registry,
+        map_reference=resolution.map_reference,
+        write=not check,
+    )
+    return BasesUpdate(lock_path, not check, tuple(changes))

@@ -23,8 +23,11 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from typing_extensions import TypedDict
+
+from builder.build.run import BuiltImageDocument, built_json
 from builder.errors import BuilderError, CheckFailedError
 from builder.selection import Selection
 
@@ -40,11 +43,68 @@ if TYPE_CHECKING:
 ProgressFn = Callable[[str, str, str], None]
 
 
+CheckStatus = Literal["passed", "failed", "reused", "skipped"]
+StageStatus = Literal["promoted", "already", "denied", "error"]
+
+
+class StaticDocument(TypedDict):
+    """The static verdict against a fleet: the worst ``verdict`` over its clusters and each
+    cluster's (``not-applicable`` for a cluster the image is not meant for)."""
+
+    verdict: str
+    clusters: dict[str, str]
+
+
+class CheckOutcomeDocument(TypedDict):
+    """A variant's device check in ``builder run --json``: ``status``, the diagnosis of a failure
+    (``diagnosis`` key, who is ``at_fault``, ``summary``, ``fix``; None when passed), wall time in
+    ``seconds`` and the ``static`` verdict (None without ``--fleet``)."""
+
+    status: CheckStatus
+    diagnosis: str | None
+    at_fault: str | None
+    summary: str | None
+    fix: str | None
+    seconds: float
+    static: StaticDocument | None
+
+
+class StageOutcomeDocument(TypedDict):
+    """One stage for one variant: ``status``, the failed rules or the error (``reasons``) and the
+    ``destination`` the stage holds (``registry/repository@sha256:...``; None unless promoted
+    or already there)."""
+
+    stage: str
+    status: StageStatus
+    reasons: list[str]
+    destination: str | None
+
+
+class VariantRunDocument(TypedDict):
+    """One variant of ``builder run --json``: its ``build``, ``check`` (None when the build
+    failed), the stages tried in order and the last stage that holds it (``reached``)."""
+
+    variant: str
+    build: BuiltImageDocument
+    check: CheckOutcomeDocument | None
+    stages: list[StageOutcomeDocument]
+    reached: str | None
+
+
+class RunDocument(TypedDict):
+    """``builder run --json``: ``ok`` when every build succeeded (denials are reported, not
+    failures), wall time in ``seconds`` and every variant."""
+
+    ok: bool
+    seconds: float
+    variants: list[VariantRunDocument]
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckOutcome:
     """``status``: passed | failed | reused (a passing signed result already attached) | skipped."""
 
-    status: str
+    status: CheckStatus
     diagnosis: str | None = None
     at_fault: str | None = None
     summary: str | None = None
@@ -53,7 +113,7 @@ class CheckOutcome:
     static_verdict: str | None = None  # worst verdict over the fleet's clusters
     static_clusters: tuple[tuple[str, str], ...] = ()  # (cluster, verdict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CheckOutcomeDocument:
         return {
             "status": self.status,
             "diagnosis": self.diagnosis,
@@ -72,11 +132,11 @@ class StageOutcome:
     """One stage for one variant: ``status`` promoted | already | denied | error."""
 
     stage: str
-    status: str
+    status: StageStatus
     reasons: tuple[str, ...] = ()
     destination: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> StageOutcomeDocument:
         return {
             "stage": self.stage,
             "status": self.status,
@@ -98,9 +158,7 @@ class VariantRun:
         ok = [s.stage for s in self.stages if s.status in ("promoted", "already")]
         return ok[-1] if ok else None
 
-    def to_json(self) -> dict[str, Any]:
-        from builder.build.run import built_json
-
+    def to_json(self) -> VariantRunDocument:
         return {
             "variant": self.variant_id,
             "build": built_json(self.built),
@@ -119,7 +177,7 @@ class RunReport:
     def failed_builds(self) -> tuple[VariantRun, ...]:
         return tuple(v for v in self.variants if v.built.status == "failed")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RunDocument:
         return {
             "ok": not self.failed_builds,
             "seconds": round(self.seconds, 3),

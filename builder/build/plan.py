@@ -12,7 +12,9 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
+
+from typing_extensions import TypedDict
 
 from builder.errors import ConfigError, UnpinnedBaseError
 from builder.models import RenderedImage
@@ -95,6 +97,24 @@ def build_secrets(
     return tuple(pairs)
 
 
+class PlannedBuildDocument(TypedDict):
+    """One variant of ``builder build --dry-run --json``: its ``reference``
+    (``registry/repository``), write-once ``content_tag``, the ``action`` and, when up to date,
+    the digest the content tag already names."""
+
+    variant: str
+    reference: str
+    content_tag: str
+    action: Action
+    existing_digest: str | None
+
+
+class BuildPlanDocument(TypedDict):
+    """``builder build --dry-run --json``: what would happen to each selected variant."""
+
+    plan: list[PlannedBuildDocument]
+
+
 @dataclasses.dataclass(frozen=True)
 class PlannedBuild:
     """What will happen to one variant: ``action`` ``build`` or ``up-to-date`` (then
@@ -133,7 +153,7 @@ class PlannedBuild:
     def cache_tag(self) -> str:
         return (CACHE_PREFIX + self.variant_id)[:MAX_TAG]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> PlannedBuildDocument:
         return {
             "variant": self.variant_id,
             "reference": self.reference,

@@ -31,9 +31,19 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
-from builder.build.plan import BuildOptions, PlannedBuild, check_pinned, check_tags, content_key, plan_builds
+from typing_extensions import TypedDict
+
+from builder.build.plan import (
+    BuildOptions,
+    BuildPlanDocument,
+    PlannedBuild,
+    check_pinned,
+    check_tags,
+    content_key,
+    plan_builds,
+)
 from builder.build.tags import lookup_content_tags, move_tag, platforms_of, publish_content_tag, resolve_many
 from builder.errors import (
     BuilderError,
@@ -53,6 +63,42 @@ if TYPE_CHECKING:
 ProgressFn = Callable[[str, str, str], None]  # (variant id, event, detail)
 
 
+class BuiltImageDocument(TypedDict):
+    """One variant's build in ``--json``: ``status``, the ``reference`` (``registry/repository``)
+    and ``content_tag``, the ``digest`` and ``pinned`` reference (None when it failed), its
+    ``platforms``, wall time in ``seconds``, the build ``log`` file (None: not built) and the
+    ``error`` (None unless it failed)."""
+
+    variant: str
+    status: Literal["built", "up-to-date", "failed"]
+    reference: str
+    content_tag: str
+    digest: str | None
+    pinned: str | None
+    platforms: list[str]
+    seconds: float
+    log: str | None
+    error: str | None
+
+
+#: How many variants ended in each status.
+BuildCountsDocument = TypedDict("BuildCountsDocument", {"built": int, "up-to-date": int, "failed": int})
+
+
+class BuildRunDocument(TypedDict):
+    """``builder build --json``: ``ok`` when no variant failed, wall time in ``seconds``, the
+    ``counts`` per status and every image in plan order."""
+
+    ok: bool
+    seconds: float
+    counts: BuildCountsDocument
+    images: list[BuiltImageDocument]
+
+
+BuildDocument = BuildRunDocument | BuildPlanDocument
+"""``builder build --json``: the run, or with ``--dry-run`` the plan."""
+
+
 @dataclasses.dataclass(frozen=True)
 class BuildRun:
     """Everything one ``build_variants`` call produced: ``results`` (same order as the plan),
@@ -66,17 +112,20 @@ class BuildRun:
     def failed(self) -> tuple[BuiltImage, ...]:
         return tuple(r for r in self.results if r.status == "failed")
 
-    def to_json(self) -> dict[str, Any]:
-        counts = {s: sum(1 for r in self.results if r.status == s) for s in ("built", "up-to-date", "failed")}
+    def to_json(self) -> BuildRunDocument:
+        def count(status: str) -> int:
+            return sum(1 for r in self.results if r.status == status)
+
         return {
             "ok": not self.failed,
             "seconds": round(self.seconds, 3),
-            "counts": counts,
+            "counts": {"built": count("built"), "up-to-date": count("up-to-date"), "failed": count("failed")},
             "images": [built_json(r) for r in self.results],
         }
 
 
-def built_json(b: BuiltImage) -> dict[str, Any]:
+def built_json(b: BuiltImage) -> BuiltImageDocument:
+    """One build result as its ``--json`` document."""
     return {
         "variant": b.variant_id,
         "status": b.status,

@@ -19,6 +19,21 @@ from typing import Any
 #: command -> "module:TypedDict" of the document it prints with ``--json``
 DOCUMENTS: dict[str, str] = {
     "doctor": "builder.doctor:ReportDocument",
+    "keys generate": "builder.signing.operations:KeysGenerateDocument",
+    "keys import": "builder.signing.operations:KeysImportDocument",
+    "sign": "builder.signing.operations:SignDocument",
+    "attest": "builder.signing.operations:SignDocument",
+    "verify": "builder.signing.report:VerifyDocument",
+    "policy validate": "builder.policy.validation:PolicyValidateDocument",
+    "approve": "builder.promote.approve:ApproveDocument",
+    "promote": "builder.promote.model:PromoteDocument",
+    "rollback": "builder.promote.model:AppliedDocument",
+    "status": "builder.promote.model:StatusDocument",
+    "history": "builder.promote.model:HistoryDocument",
+    "resolve": "builder.promote.model:ResolveDocument",
+    "build": "builder.build.run:BuildDocument",
+    "bases update": "builder.bases:BasesUpdateDocument",
+    "run": "builder.pipeline:RunDocument",
 }
 
 #: the document of every failure (usage errors and bugs included)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -26,9 +26,8 @@ from builder.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from builder.config import Config
-    from builder.policy import Policy
-    from builder.promote import PromotionContext, Target
+    from builder.promote import Batch, StatusReport, VariantHistory
+    from builder.promote.model import ExpectPrevious
 
 trust_option = file_option(
     "--trust-root",
@@ -36,30 +35,10 @@ trust_option = file_option(
 )
 
 
-def _load_policy(cfg: Config, given: Path | None) -> Policy:
-    from builder.promote.context import load_stage_policy
+def _expect_previous(_ctx: click.Context, _param: click.Parameter, value: str | None) -> ExpectPrevious:
+    from builder.promote.model import parse_expect_previous
 
-    return load_stage_policy(cfg, given)
-
-
-def _targets(
-    ctx: PromotionContext, names: tuple[str, ...], globs: tuple[str, ...], variant_id: str | None
-) -> list[Target]:
-    from builder.promote import TargetScope, UnknownVariantError, resolve_targets
-    from builder.promote.targets import matrix_variants
-
-    cfg = app_context().config
-    scope = TargetScope(
-        variants=lambda: matrix_variants(cfg.matrices_dir),
-        matrices_dir=cfg.matrices_dir,
-        registry=cfg.registry,
-        stage_names=ctx.policy.stage_names,
-        clients=ctx.clients,
-    )
-    try:
-        return resolve_targets(scope, names, globs, variant_id)
-    except UnknownVariantError as exc:
-        raise click.UsageError(str(exc)) from exc
+    return parse_expect_previous(value)
 
 
 # --------------------------------------------------------------------------------------------- policy
@@ -75,44 +54,26 @@ def policy() -> None:
 @json_option
 def policy_validate(files: tuple[Path, ...]) -> None:
     """List every problem of the policy files (default: every policies/*.yaml) with its location."""
-    from builder.errors import PolicyError
-    from builder.policy import check_policy
-    from builder.promote.context import policy_variables
+    from builder.promote.context import validate_stage_policies
 
-    cfg = app_context().config
-    paths = list(files) or sorted([*cfg.policies_dir.glob("*.yaml"), *cfg.policies_dir.glob("*.yml")])
-    if not paths:
-        raise PolicyError(f"no policy files in {cfg.policies_dir}", hint="write policies/default.yaml")
-    results: list[dict[str, Any]] = []
-    errors = 0
-    for p in paths:
-        pol, problems = check_policy(p, policy_variables(cfg))
-        n_err = sum(1 for x in problems if x.severity == "error")
-        errors += n_err
-        results.append(
-            {
-                "file": str(p),
-                "valid": pol is not None and n_err == 0,
-                "stages": list(pol.stage_names) if pol else [],
-                "problems": [
-                    {"location": x.location, "path": x.path, "message": x.message, "severity": x.severity}
-                    for x in problems
-                ],
-            }
-        )
+    result = validate_stage_policies(app_context().config, files)
 
     def human() -> None:
-        for r in results:
-            mark = "[green]valid[/]" if r["valid"] else "[red]invalid[/]"
-            console().print(f"{mark} {r['file']}" + (f" (stages: {' -> '.join(r['stages'])})" if r["stages"] else ""))
-            for x in r["problems"]:
-                color = "yellow" if x["severity"] == "warning" else "red"
-                console().print(f"  [{color}]{x['severity']}[/] {x['location']}: {x['path']}: {x['message']}")
+        from rich.markup import escape
 
-    if errors:
+        con = console()
+        for f in result.files:
+            mark = "[green]valid[/]" if f.valid else "[red]invalid[/]"
+            stages = f" (stages: {' -> '.join(f.stages)})" if f.stages else ""
+            con.print(f"{mark} {escape(str(f.file))}{escape(stages)}")
+            for p in f.problems:
+                color = "yellow" if p.severity == "warning" else "red"
+                con.print(f"  [{color}]{p.severity}[/] {escape(str(p))}")
+
+    if result.errors:
         human()
-        raise PolicyError(f"{errors} problem(s) in {len(paths)} policy file(s)", files=results)
-    emit({"files": results}, human)
+    result.raise_for_problems()
+    emit(result.to_json(), human)
 
 
 # --------------------------------------------------------------------------------------------- approve
@@ -145,15 +106,11 @@ def approve(
     from builder.promote.approve import approve_reference
 
     app = app_context().app
-    cfg = app.config
     outcome = approve_reference(
+        app.promotion(policy_file),
         reference,
         stage,
         app.signer(key_file),
-        policy=_load_policy(cfg, policy_file),
-        clients=app.client,
-        default_registry=cfg.registry,
-        lock_dir=cfg.state_dir / "locks",
         key_label=str(key_file),
         name=name,
         ticket=ticket,
@@ -184,6 +141,7 @@ def approve(
 @click.option(
     "--expect-previous",
     default=None,
+    callback=_expect_previous,
     help="Digest the stage must still hold (compare-and-swap with a reviewed plan); 'none' = empty.",
 )
 @click.option("--workers", type=int, default=16, show_default=True, help="Variants promoted in parallel.")
@@ -199,7 +157,7 @@ def promote(
     confirm: bool,
     globs: tuple[str, ...],
     variant_id: str | None,
-    expect_previous: str | None,
+    expect_previous: ExpectPrevious,
     workers: int,
     policy_file: Path | None,
     key: Path | None,
@@ -210,61 +168,51 @@ def promote(
     Moves the digest (tag PUT, cross-repository mount or copy of missing blobs), never rebuilds.
     Exit 31 when policy denies any, 32 on a concurrent change.
     """
-    from builder.promote import batch_error, promote_many
-    from builder.promote.model import parse_expect_previous
+    from builder.promote import promote_names
 
-    if not names and not globs:
-        raise click.UsageError("name a VARIANT or REFERENCE, or pass --select GLOB")
     ctx = app_context().app.promotion(policy_file, key, need_signer=confirm, trust_root=trust_root)
-    try:
-        targets = _targets(ctx, names, globs, variant_id)
-        outcomes = promote_many(
-            ctx,
-            targets,
-            stage,
-            ticket=ticket,
-            confirm=confirm,
-            expect_previous=parse_expect_previous(expect_previous),
-            workers=workers,
+    batch = promote_names(
+        ctx,
+        names,
+        globs,
+        stage=stage,
+        variant_id=variant_id,
+        ticket=ticket,
+        confirm=confirm,
+        expect_previous=expect_previous,
+        workers=workers,
+    )
+    if batch.failure is not None:
+        _print_batch(batch)
+    batch.raise_for_failure()
+    emit(batch.to_json(), lambda: _print_batch(batch))
+
+
+def _print_batch(batch: Batch) -> None:
+    from builder.errors import PolicyDeniedError
+
+    con = console()
+    for o in batch.outcomes:
+        p = o.plan
+        if p is None:
+            con.print(f"[red]error[/] {o.target.variant}: {o.error.message if o.error else ''}")
+            continue
+        color = "green" if o.ok else "red"
+        con.print(
+            f"[{color}]{o.verb}[/] {p.target.variant}: {p.source} ({p.digest or '-'}) -> {p.destination}"
+            f" (now {p.previous or 'empty'})"
         )
-    finally:
-        if ctx.ledger is not None:
-            ctx.ledger.close()
-    failure = batch_error(ctx, stage, outcomes)
-
-    def human() -> None:
-        from builder.errors import PolicyDeniedError
-
-        con = console()
-        for o in outcomes:
-            p = o.plan
-            if p is None:
-                con.print(f"[red]error[/] {o.target.variant}: {o.error.message if o.error else ''}")
-                continue
-            verb = "promoted" if o.applied else ("would promote" if p.decision.allowed else "denied")
-            color = "green" if o.ok else "red"
-            con.print(
-                f"[{color}]{verb}[/] {p.target.variant}: {p.source} ({p.digest or '-'}) -> {p.destination}"
-                f" (now {p.previous or 'empty'})"
-            )
-            for r in p.decision.reasons:
-                for line in r.lines(1):
-                    con.print(line, markup=False)
-            if o.applied is not None:
-                a = o.applied
-                extra = " (completed an interrupted promotion)" if a.completed else ""
-                con.print(
-                    f"  applied in {a.seconds * 1000:.0f} ms{extra}: {a.plan.destination.pinned(a.record.digest)}"
-                )
-            elif o.error is not None and not isinstance(o.error, PolicyDeniedError):
-                con.print(f"  [red]{o.error.kind}[/]: {o.error.message}")
-        if not confirm and any(o.plan is not None and o.plan.decision.allowed for o in outcomes):
-            con.print("[dim]dry run: add --confirm to apply[/]")
-
-    if failure is not None:
-        human()
-        raise failure
-    emit({"stage": stage, "confirm": confirm, "results": [o.to_json() for o in outcomes]}, human)
+        for r in p.decision.reasons:
+            for line in r.lines(1):
+                con.print(line, markup=False)
+        if o.applied is not None:
+            a = o.applied
+            extra = " (completed an interrupted promotion)" if a.completed else ""
+            con.print(f"  applied in {a.seconds * 1000:.0f} ms{extra}: {a.plan.destination.pinned(a.record.digest)}")
+        elif o.error is not None and not isinstance(o.error, PolicyDeniedError):
+            con.print(f"  [red]{o.error.kind}[/]: {o.error.message}")
+    if batch.would_apply:
+        con.print("[dim]dry run: add --confirm to apply[/]")
 
 
 # --------------------------------------------------------------------------------------------- rollback
@@ -286,15 +234,10 @@ def rollback(
     trust_root: Path | None,
 ) -> None:
     """Point STAGE back at VARIANT's previous digest (from the registry's promotion records)."""
-    from builder.promote import rollback as core
+    from builder.promote import rollback_variant
 
     ctx = app_context().app.promotion(policy_file, key, need_signer=True, trust_root=trust_root)
-    try:
-        [target] = _targets(ctx, (variant,), (), None)
-        applied = core(ctx, target, stage)
-    finally:
-        if ctx.ledger is not None:
-            ctx.ledger.close()
+    applied = rollback_variant(ctx, variant, stage)
     emit(
         applied.to_json(),
         f"rolled back {variant} in {stage}: {applied.plan.previous} -> "
@@ -303,16 +246,6 @@ def rollback(
 
 
 # --------------------------------------------------------------------------------------------- status
-
-
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= n:
-            return f"{s // n}{unit}"
-    return f"{s}s"
 
 
 @click.command()
@@ -329,44 +262,37 @@ def status(
     trust_root: Path | None,
 ) -> None:
     """Which digest each stage holds for each variant, since when, and its evidence."""
-    from builder.promote import status as core
-    from builder.promote.queries import check_stages
+    from builder.promote import status_report
 
     ctx = app_context().app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)
-    targets = _targets(ctx, (), globs or ("*",), None)
-    check_stages(ctx, stages)
-    rows = core(ctx, targets, list(stages) or None)
+    report = status_report(ctx, globs, stages)
+    emit(report.to_json(), lambda: _print_status(report))
 
-    def human() -> None:
-        from rich.markup import escape
-        from rich.table import Table
 
-        table = Table(show_lines=False)
-        for col in ("variant", "stage", "digest", "age", "by", "sigs", "attestations"):
-            table.add_column(col)
-        held = {r.variant for r in rows if r.digest}
-        hidden = {r.variant for r in rows} - held
-        for r in rows:
-            if r.variant in hidden and not globs:
-                continue
-            short = [t.rsplit("/", 2)[-2] if "/" in t else t for t in r.attestations]
-            table.add_row(
-                r.variant,
-                r.stage,
-                (r.digest or "-")[:19],
-                _age(r.age_seconds),
-                r.promoter or "-",
-                str(r.signatures),
-                "; ".join(x for x in (", ".join(short), f"[yellow]{escape(r.note)}[/]" if r.note else "") if x),
-            )
-        console().print(table)
-        if hidden and not globs:
-            console().print(
-                f"[dim]{len(hidden)} variant(s) of the matrices are in no stage yet (listed with --select '*' "
-                "or --json)[/]"
-            )
+def _print_status(report: StatusReport) -> None:
+    from rich.markup import escape
+    from rich.table import Table
 
-    emit({"rows": [r.to_json() for r in rows]}, human)
+    table = Table(show_lines=False)
+    for col in ("variant", "stage", "digest", "age", "by", "sigs", "attestations"):
+        table.add_column(col)
+    for r in report.shown:
+        note = f"[yellow]{escape(r.note)}[/]" if r.note else ""
+        table.add_row(
+            r.variant,
+            r.stage,
+            (r.digest or "-")[:19],
+            r.age,
+            r.promoter or "-",
+            str(r.signatures),
+            "; ".join(x for x in (", ".join(r.attestation_names), note) if x),
+        )
+    console().print(table)
+    if report.unpromoted and not report.selected:
+        console().print(
+            f"[dim]{len(report.unpromoted)} variant(s) of the matrices are in no stage yet (listed with --select '*' "
+            "or --json)[/]"
+        )
 
 
 # --------------------------------------------------------------------------------------------- history
@@ -388,28 +314,27 @@ def history(
     trust_root: Path | None,
 ) -> None:
     """The promotion history of VARIANT per stage, newest first, read from the registry."""
-    from builder.promote import stage_histories
+    from builder.promote import variant_history
 
     ctx = app_context().app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)
-    [target] = _targets(ctx, (variant,), (), None)
-    out = stage_histories(ctx, target, stages, limit=limit)
+    result = variant_history(ctx, variant, stages, limit=limit)
+    emit(result.to_json(), lambda: _print_history(result))
 
-    def human() -> None:
-        con = console()
-        for h in out:
-            con.print(f"[bold]{h.stage}[/] {h.pointer or '(never promoted)'}")
-            if h.note:
-                con.print(f"  {h.note}", style="yellow", markup=False)
-            if h.records:
-                con.print(f"  {'time':<27}  {'action':<8} {'digest':<19}  {'previous':<19}  by", style="dim")
-            for r, by in h.records:
-                con.print(
-                    f"  {r.time:<27}  {r.action:<8} {r.digest[:19]}  {(r.previous or '-')[:19]:<19}"
-                    f"  {by}" + (f"  ticket {r.ticket}" if r.ticket else ""),
-                    markup=False,
-                )
 
-    emit({"variant": variant, "stages": [h.to_json() for h in out]}, human)
+def _print_history(result: VariantHistory) -> None:
+    con = console()
+    for h in result.stages:
+        con.print(f"[bold]{h.stage}[/] {h.pointer or '(never promoted)'}")
+        if h.note:
+            con.print(f"  {h.note}", style="yellow", markup=False)
+        if h.records:
+            con.print(f"  {'time':<27}  {'action':<8} {'digest':<19}  {'previous':<19}  by", style="dim")
+        for r, by in h.records:
+            con.print(
+                f"  {r.time:<27}  {r.action:<8} {r.digest[:19]}  {(r.previous or '-')[:19]:<19}"
+                f"  {by}" + (f"  ticket {r.ticket}" if r.ticket else ""),
+                markup=False,
+            )
 
 
 # --------------------------------------------------------------------------------------------- resolve
@@ -438,12 +363,11 @@ def resolve(
     trust_root: Path | None,
 ) -> None:
     """Print VARIANT's validated repo@sha256:... in STAGE on stdout (never an older digest)."""
-    from builder.promote import resolve as core
+    from builder.promote import resolve_variant
 
     ctx = app_context().app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)
-    [target] = _targets(ctx, (variant,), (), None)
-    pinned = core(ctx, target, stage, cluster=cluster, fleet=str(fleet) if fleet else None, verify=not no_verify)
+    resolved = resolve_variant(ctx, variant, stage, cluster=cluster, fleet=fleet, verify=not no_verify)
     if app_context().json_output:
-        emit({"variant": variant, "stage": stage, "cluster": cluster, "reference": pinned})
+        emit(resolved.to_json())
     else:
-        sys.stdout.write(pinned + "\n")
+        sys.stdout.write(resolved.reference + "\n")

@@ -4,7 +4,31 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Any
+from typing import NotRequired
+
+from typing_extensions import TypedDict
+
+
+class RuleResultDocument(TypedDict):
+    """One rule's result in ``--json``: ``rule`` (kind and summary), ``passed``, ``reason`` (for
+    people), ``location`` (``file:line:col`` in the policy file, may be empty); ``notes``: evidence
+    that did not count and why; ``children``: a group's rules."""
+
+    rule: str
+    passed: bool
+    reason: str
+    location: str
+    notes: NotRequired[list[str]]
+    children: NotRequired[list[RuleResultDocument]]
+
+
+class DecisionDocument(TypedDict):
+    """A policy decision for promoting ``digest`` (``sha256:<hex>``) into ``stage``."""
+
+    stage: str
+    digest: str
+    allowed: bool
+    reasons: list[RuleResultDocument]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,9 +45,9 @@ class RuleResult:
     children: tuple[RuleResult, ...] = ()
     notes: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RuleResultDocument:
         """``{"rule", "passed", "reason", "location"}`` plus ``notes`` and ``children`` when present."""
-        out: dict[str, Any] = {
+        out: RuleResultDocument = {
             "rule": self.rule,
             "passed": self.passed,
             "reason": self.reason,
@@ -69,7 +93,7 @@ class Decision:
             walk(r)
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DecisionDocument:
         """``{"stage", "digest", "allowed", "reasons": [RuleResult.to_json(), ...]}``."""
         return {
             "stage": self.stage,

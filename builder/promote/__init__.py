@@ -16,9 +16,12 @@ Modules, by concern:
 - ``records``: ``promotion/v1`` records, trust of stage pointers, the history chain
 - ``referrers``, ``transfer``: copying manifests, blobs, evidence and referrers
 - ``plan``, ``apply``: plan_promotion; apply_promotion, promote_many, rollback
-- ``queries``: status, stage histories, resolve
+- ``queries``: status, stage histories, resolve (and the commands' ``status_report``,
+  ``variant_history``, ``resolve_variant``)
+- ``batch``: ``builder promote`` / ``builder rollback`` from names (``promote_names``, ``rollback_variant``)
+- ``approve``: ``builder approve`` (judged against the policy, then written)
 - ``fleets``: fleet verdicts through ``builder.compat``
-- ``targets``: variant ids / globs / image references -> targets
+- ``targets``: variant ids / globs / image references -> targets (``builder.selection``'s concepts)
 
 The SQLite ledger (``builder.ledger``) is the local audit trail; the registry is the record.
 """
@@ -32,6 +35,7 @@ from builder.promote.apply import (
     promote_many,
     rollback,
 )
+from builder.promote.batch import Batch, promote_names, rollback_variant
 from builder.promote.context import LOCK_FILE_MODE, ClientFactory, PromotionContext, open_context
 from builder.promote.evidence import gather_evidence, keyless_identity
 from builder.promote.fleets import ImageNeeds, cluster_reason, compat_fleet_checker, image_requirements
@@ -52,15 +56,26 @@ from builder.promote.model import (
     utcnow,
 )
 from builder.promote.plan import plan_promotion
-from builder.promote.queries import resolve, stage_histories, status
+from builder.promote.queries import (
+    Resolved,
+    StatusReport,
+    VariantHistory,
+    resolve,
+    resolve_variant,
+    stage_histories,
+    status,
+    status_report,
+    variant_history,
+)
 from builder.promote.records import current_record, history, pointer_trust, read_records
-from builder.promote.targets import TargetScope, UnknownVariantError, resolve_targets
+from builder.promote.targets import TargetScope, UnknownVariantError, resolve_targets, scope_of
 
 __all__ = [
     "EARLY_RECORD_MAX_AGE_S",
     "LOCK_FILE_MODE",
     "UNSET",
     "Applied",
+    "Batch",
     "ClientFactory",
     "CopyCounts",
     "FleetChecker",
@@ -71,11 +86,14 @@ __all__ = [
     "PointerTrust",
     "PromotionContext",
     "PromotionRecord",
+    "Resolved",
     "StageHistory",
+    "StatusReport",
     "StatusRow",
     "Target",
     "TargetScope",
     "UnknownVariantError",
+    "VariantHistory",
     "apply_promotion",
     "batch_error",
     "cluster_reason",
@@ -90,11 +108,17 @@ __all__ = [
     "plan_promotion",
     "pointer_trust",
     "promote_many",
+    "promote_names",
     "read_records",
     "resolve",
     "resolve_targets",
+    "resolve_variant",
     "rollback",
+    "rollback_variant",
+    "scope_of",
     "stage_histories",
     "status",
+    "status_report",
     "utcnow",
+    "variant_history",
 ]

@@ -9,18 +9,24 @@ approver; RegistryError / RegistryAuthError from the registry.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from builder.policy.approvals import plan_approval
 from builder.registry import parse_reference
-from builder.signing.approvals import Approval, approve
+from builder.signing.approvals import Approval, ApprovalDocument, approve
 
 if TYPE_CHECKING:
-    from builder.policy import Policy
-    from builder.registry import RegistryClient
+    from builder.promote.context import PromotionContext
     from builder.signing.signer import Signer
+
+
+class ApproveDocument(ApprovalDocument):
+    """``builder approve --json``: the approval written, the policy's name for the key
+    (``approver``; None: the key is not a listed approver of the stage) and the ``warnings``
+    (why the policy would never count it; empty when it would)."""
+
+    approver: str | None
+    warnings: list[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,30 +39,28 @@ class ApprovalOutcome:
     warnings: tuple[str, ...]
     who: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ApproveDocument:
         return {**self.approval.to_json(), "approver": self.listed_name, "warnings": list(self.warnings)}
 
 
 def approve_reference(
+    ctx: PromotionContext,
     reference: str,
     stage: str,
     signer: Signer,
     *,
-    policy: Policy,
-    clients: Callable[[str], RegistryClient],
-    default_registry: str,
-    lock_dir: Path,
     key_label: str,
     name: str | None = None,
     ticket: str | None = None,
     comment: str | None = None,
 ) -> ApprovalOutcome:
-    """Judge, then attach the approval of ``reference``'s digest for ``stage`` signed by
-    ``signer`` (its key file shown as ``key_label``). The policy's name for the key is recorded
-    when it has one, else ``name``."""
-    plan = plan_approval(policy, stage, signer.fingerprint, key_label=key_label, name=name, ticket=ticket)
-    ref = parse_reference(reference, default_registry)
-    client = clients(ref.registry)
+    """Judge against ``ctx.policy``, then attach the approval of ``reference``'s digest for
+    ``stage`` signed by ``signer`` (its key file shown as ``key_label``), through the context's
+    registry clients and locks. The policy's name for the key is recorded when it has one, else
+    ``name``."""
+    plan = plan_approval(ctx.policy, stage, signer.fingerprint, key_label=key_label, name=name, ticket=ticket)
+    ref = parse_reference(reference, ctx.registry)
+    client = ctx.client(ref.registry)
     digest = ref.digest or client.resolve(ref.repository, ref.ref)
     written = approve(
         client,
@@ -64,7 +68,7 @@ def approve_reference(
         digest,
         stage,
         signer,
-        lock_dir=lock_dir,
+        lock_dir=ctx.lock_dir,
         name=plan.recorded_name,
         ticket=ticket,
         comment=comment,

@@ -22,6 +22,7 @@ from filelock import FileLock
 
 from builder.errors import BuilderError, NotFoundError
 from builder.policy import BUILD_STAGE, KeySet, Policy, load_policy
+from builder.policy.validation import PolicyValidation, policy_files, validate_policies
 from builder.promote.model import FleetChecker, Location, PromotionRecord, Target, short_signer, utcnow
 
 if TYPE_CHECKING:
@@ -46,6 +47,8 @@ class PromotionContext:
     """Everything the promotion functions need.
 
     ``policy``: the loaded policy; ``registry``: the configured default registry (host[:port]);
+    ``matrices_dir``: where variant ids named on the command line are looked up (None: only image
+    references can be named);
     ``clients``: registry host -> client with the user's credentials; ``lock_dir``: file locks
     (stage pointers, .sig/.att writes); ``ledger``: the audit ledger (None: no local trail);
     ``signer``: signs promotion records (required to apply); ``fleet_checker``: compatibility
@@ -60,6 +63,7 @@ class PromotionContext:
     signer: Signer | None = None
     fleet_checker: FleetChecker | None = None
     verifiers: Sequence[LayerVerifier] = ()
+    matrices_dir: Path | None = None
     now: Callable[[], dt.datetime] = utcnow
     lock_timeout: float = 60.0
     _keys: list[PublicKey] = dataclasses.field(default_factory=list, repr=False, compare=False)
@@ -178,6 +182,13 @@ def load_stage_policy(cfg: Config, given: Path | None) -> Policy:
     return load_policy(policy_path(cfg, given), policy_variables(cfg))
 
 
+def validate_stage_policies(cfg: Config, files: Sequence[Path] = ()) -> PolicyValidation:
+    """``builder policy validate``: ``files`` (default: every policy file of ``<policies_dir>``)
+    checked with the project's variables (``policy_variables``). Raises PolicyError (30) when
+    there is no policy file, NotFoundError (8) for a missing one; problems are in the result."""
+    return validate_policies(list(files) or policy_files(cfg.policies_dir), policy_variables(cfg))
+
+
 def policy_verifiers(policy: Policy, trust_root: Path | None) -> tuple[LayerVerifier, ...]:
     """Extra layer verifiers the policy needs: when it names keyless identities, one that checks the
     Sigstore material offline against ``trust_root`` (default: the public-good trusted root) and
@@ -227,4 +238,5 @@ def open_context(
         signer=signer,
         fleet_checker=fleet_checker,
         verifiers=verifiers,
+        matrices_dir=cfg.matrices_dir,
     )

@@ -10,10 +10,13 @@ import dataclasses
 import datetime as dt
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, NotRequired
 
-from builder.errors import BuilderError
+from typing_extensions import TypedDict
+
+from builder.errors import BuilderError, ErrorBody
 from builder.policy import Decision, FleetEvidence, parse_time
+from builder.policy.results import DecisionDocument
 
 if TYPE_CHECKING:
     from builder.registry import CopyStats, Manifest, RegistryClient
@@ -51,6 +54,17 @@ def utcnow() -> dt.datetime:
 def fmt_time(t: dt.datetime) -> str:
     """RFC 3339 UTC with microseconds (records written in one second stay ordered)."""
     return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def short_age(seconds: float | None) -> str:
+    """``seconds`` in the largest whole unit: ``3d``, ``5h``, ``12m``, ``40s``; ``-`` for None."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n:
+            return f"{s // n}{unit}"
+    return f"{s}s"
 
 
 def short_signer(signer: str | None) -> str:
@@ -101,6 +115,32 @@ class Target:
     @property
     def explicit(self) -> bool:
         return self.tag is not None or self.digest is not None
+
+
+class PromotionRecordDocument(TypedDict):
+    """A ``promotion/v1`` record in ``--json`` (:class:`PromotionRecord`'s fields): ``action``
+    (``promote`` | ``rollback`` as written; read back as the record says), ``reference`` (the
+    stage pointer), ``digest`` and ``previous`` (``sha256:<hex>``; None: the stage was empty),
+    ``reasons`` (``pass|FAIL rule: reason`` lines), ``policy`` (the policy file), ``promoter``
+    (fingerprint) and ``promoter_name``, ``time`` (RFC 3339 UTC), ``signer`` (the verified signer)
+    and ``layer`` (the ``.att`` layer digest) when read back."""
+
+    action: str
+    variant: str
+    stage: str
+    from_stage: str
+    reference: str
+    digest: str
+    previous: str | None
+    allowed: bool
+    reasons: list[str]
+    policy: str
+    promoter: str
+    promoter_name: str | None
+    time: str
+    ticket: str | None
+    signer: str | None
+    layer: str | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,8 +223,25 @@ class PromotionRecord:
             layer=layer,
         )
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_json(self) -> PromotionRecordDocument:
+        return {
+            "action": self.action,
+            "variant": self.variant,
+            "stage": self.stage,
+            "from_stage": self.from_stage,
+            "reference": self.reference,
+            "digest": self.digest,
+            "previous": self.previous,
+            "allowed": self.allowed,
+            "reasons": list(self.reasons),
+            "policy": self.policy,
+            "promoter": self.promoter,
+            "promoter_name": self.promoter_name,
+            "time": self.time,
+            "ticket": self.ticket,
+            "signer": self.signer,
+            "layer": self.layer,
+        }
 
 
 def _reason_texts(value: object) -> tuple[str, ...]:
@@ -223,6 +280,28 @@ class PointerTrust:
         return text + "it carries no promotion record for this pointer (moved outside builder?)"
 
 
+class PlanDocument(TypedDict):
+    """A planned promotion in ``--json``: ``digest`` (None: the source holds nothing) from
+    ``source`` into ``destination`` (the stage pointer, ``registry/repository:tag``), which now
+    holds ``previous``; ``already``: the stage names the digest with a trusted record; ``trusted``
+    and ``untrusted_signers``: whether a trusted record explains the pointer, and who signed the
+    records that do not count; ``allowed`` and the policy's ``decision``."""
+
+    variant: str
+    stage: str
+    from_stage: str
+    source: str
+    digest: str | None
+    destination: str
+    previous: str | None
+    already: bool
+    trusted: bool
+    untrusted_signers: list[str]
+    ticket: str | None
+    allowed: bool
+    decision: DecisionDocument
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """A planned promotion: ``digest`` from ``source`` into ``destination`` (the stage pointer),
@@ -253,7 +332,7 @@ class Plan:
         records nothing new)."""
         return self.digest is not None and self.previous == self.digest and self.trusted
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> PlanDocument:
         return {
             "variant": self.target.variant,
             "stage": self.stage,
@@ -269,6 +348,65 @@ class Plan:
             "allowed": self.decision.allowed,
             "decision": self.decision.to_json(),
         }
+
+
+class CopyCountsDocument(TypedDict):
+    """What a promotion's copy did: blobs ``mounted``, ``copied`` (``copied_bytes`` bytes) or
+    already ``present``, and ``manifests`` written (all zero when nothing had to move)."""
+
+    mounted: int
+    copied: int
+    copied_bytes: int
+    present: int
+    manifests: int
+
+
+class AppliedDocument(PlanDocument):
+    """``builder rollback --json``, and a promotion ``--confirm`` applied: the plan, the signed
+    ``record`` written, ``completed`` (a re-run finished an interrupted promotion), wall time in
+    ``seconds``, the ``copy`` counts, the audit ledger's sequence number (None: no ledger) and the
+    ``pinned`` reference ``registry/repository@sha256:...`` the stage now holds."""
+
+    applied: Literal[True]
+    completed: bool
+    record: PromotionRecordDocument
+    seconds: float
+    copy: CopyCountsDocument
+    ledger_seq: int | None
+    pinned: str
+
+
+class PlannedDocument(PlanDocument):
+    """A target planned and not applied (a dry run: ``allowed`` says whether it would be)."""
+
+    applied: Literal[False]
+
+
+class PlanFailedDocument(PlannedDocument):
+    """A target planned whose apply failed or was denied (``error``: as every ``--json`` error body)."""
+
+    error: ErrorBody
+
+
+class FailedDocument(TypedDict):
+    """A target that failed before it could be planned."""
+
+    variant: str
+    applied: Literal[False]
+    error: ErrorBody
+
+
+OutcomeDocument = AppliedDocument | PlannedDocument | PlanFailedDocument | FailedDocument
+"""One target of ``builder promote --json`` (``results``)."""
+
+
+class PromoteDocument(TypedDict):
+    """``builder promote --json``: the ``stage``, whether it was applied (``confirm``) and one
+    result per target, in the order named."""
+
+    stage: str
+    confirm: bool
+    results: list[OutcomeDocument]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,8 +431,14 @@ class CopyCounts:
             manifests=sum(s.manifests for s in stats),
         )
 
-    def to_json(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
+    def to_json(self) -> CopyCountsDocument:
+        return {
+            "mounted": self.mounted,
+            "copied": self.copied,
+            "copied_bytes": self.copied_bytes,
+            "present": self.present,
+            "manifests": self.manifests,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,14 +453,14 @@ class Applied:
     copy: CopyCounts | None = None
     ledger_seq: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> AppliedDocument:
         return {
             **self.plan.to_json(),
             "applied": True,
             "completed": self.completed,
             "record": self.record.to_json(),
             "seconds": round(self.seconds, 4),
-            "copy": self.copy.to_json() if self.copy is not None else {},
+            "copy": (self.copy or CopyCounts()).to_json(),
             "ledger_seq": self.ledger_seq,
             "pinned": self.plan.destination.pinned(self.record.digest),
         }
@@ -337,14 +481,51 @@ class Outcome:
             return False
         return self.applied is not None or (self.plan is not None and self.plan.decision.allowed)
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def verb(self) -> str:
+        """What happened, for people: ``promoted``, ``would promote`` (an allowed dry run),
+        ``denied`` or ``error`` (no plan)."""
+        if self.plan is None:
+            return "error"
+        if self.applied is not None:
+            return "promoted"
+        return "would promote" if self.plan.decision.allowed else "denied"
+
+    def to_json(self) -> OutcomeDocument:
         if self.applied is not None:
             return self.applied.to_json()
-        out: dict[str, Any] = self.plan.to_json() if self.plan is not None else {"variant": self.target.variant}
-        out["applied"] = False
+        if self.plan is None:
+            if self.error is None:
+                raise ValueError(f"the outcome of {self.target.variant} has neither a plan nor an error")
+            return {"variant": self.target.variant, "applied": False, "error": self.error.to_json()}
         if self.error is not None:
-            out["error"] = self.error.to_json()
-        return out
+            return {**self.plan.to_json(), "applied": False, "error": self.error.to_json()}
+        return {**self.plan.to_json(), "applied": False}
+
+
+class StatusRowDocument(TypedDict):
+    """One variant x stage of ``builder status --json``: the stage ``pointer``, the ``digest`` it
+    names (None: no tag, or unreadable), ``since`` (RFC 3339) and ``age_seconds``, the record's
+    ``action`` and ``promoter``, verified ``signatures`` and attestation types, and ``note`` (why
+    the pointer is untrusted or unreadable; empty otherwise)."""
+
+    variant: str
+    stage: str
+    pointer: str
+    digest: str | None
+    since: str | None
+    age_seconds: float | None
+    action: str | None
+    promoter: str | None
+    signatures: int
+    attestations: list[str]
+    note: str
+
+
+class StatusDocument(TypedDict):
+    """``builder status --json``: every variant x stage, variants in order, stages in policy order."""
+
+    rows: list[StatusRowDocument]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -365,8 +546,67 @@ class StatusRow:
     attestations: tuple[str, ...] = ()
     note: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    @property
+    def age(self) -> str:
+        """How long the pointer has named its digest, in the largest whole unit (``3d``, ``5h``,
+        ``12m``, ``40s``); ``-`` when unknown."""
+        return short_age(self.age_seconds)
+
+    @property
+    def attestation_names(self) -> tuple[str, ...]:
+        """The attestation types without their URI prefix and version (``.../device-check/v1`` ->
+        ``device-check``; a type without ``/`` as is)."""
+        return tuple(t.rsplit("/", 2)[-2] if "/" in t else t for t in self.attestations)
+
+    def to_json(self) -> StatusRowDocument:
+        return {
+            "variant": self.variant,
+            "stage": self.stage,
+            "pointer": self.pointer,
+            "digest": self.digest,
+            "since": self.since,
+            "age_seconds": self.age_seconds,
+            "action": self.action,
+            "promoter": self.promoter,
+            "signatures": self.signatures,
+            "attestations": list(self.attestations),
+            "note": self.note,
+        }
+
+
+class HistoryRecordDocument(PromotionRecordDocument):
+    """A trusted record of ``history``, with who signed it for people (``by``)."""
+
+    by: str
+
+
+class StageHistoryDocument(TypedDict):
+    """One stage of ``builder history --json``: its ``pointer`` (None: never promoted) and trusted
+    records newest first; for a pointer that exists, the ``digest`` it names and, when no trusted
+    record explains it, why (``note``)."""
+
+    stage: str
+    pointer: str | None
+    records: list[HistoryRecordDocument]
+    digest: NotRequired[str | None]
+    note: NotRequired[str | None]
+
+
+class HistoryDocument(TypedDict):
+    """``builder history --json``: the ``variant`` and each stage asked for, in policy order."""
+
+    variant: str
+    stages: list[StageHistoryDocument]
+
+
+class ResolveDocument(TypedDict):
+    """``builder resolve --json``: the validated ``reference`` (``registry/repository@sha256:...``)
+    ``stage`` holds for ``variant``, and the ``cluster`` it was checked against (None: none)."""
+
+    variant: str
+    stage: str
+    cluster: str | None
+    reference: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -381,8 +621,8 @@ class StageHistory:
     digest: str | None = None
     note: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> StageHistoryDocument:
+        out: StageHistoryDocument = {
             "stage": self.stage,
             "pointer": self.pointer,
             "records": [{**r.to_json(), "by": by} for r, by in self.records],

@@ -10,14 +10,24 @@ registry errors (5-7) propagate.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from builder.errors import BuilderError, IncompatibleError, NotFoundError, VerificationError
 from builder.promote.context import PromotionContext
 from builder.promote.fleets import stage_fleet_file
-from builder.promote.model import StageHistory, StatusRow, Target
+from builder.promote.model import (
+    HistoryDocument,
+    ResolveDocument,
+    StageHistory,
+    StatusDocument,
+    StatusRow,
+    Target,
+)
 from builder.promote.records import history, pointer_trust
+from builder.promote.targets import resolve_targets, scope_of
 from builder.signing.verify import verify_image
 
 
@@ -144,3 +154,92 @@ def resolve(
             verdict=bad[0].verdict,
         )
     return pinned
+
+
+# ---------------------------------------------------------------------------------------------
+# The commands: names as the user gave them -> one result each
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusReport:
+    """``builder status``: every row (variant x stage); ``selected``: the variants were chosen
+    with ``--select`` (else every variant of the matrices, and those in no stage are summed up
+    instead of listed)."""
+
+    rows: tuple[StatusRow, ...]
+    selected: bool = False
+
+    @property
+    def unpromoted(self) -> tuple[str, ...]:
+        """Variants no stage holds, in order."""
+        held = {r.variant for r in self.rows if r.digest}
+        return tuple(dict.fromkeys(r.variant for r in self.rows if r.variant not in held))
+
+    @property
+    def shown(self) -> tuple[StatusRow, ...]:
+        """The rows for people: all of them with ``--select``, else those of variants some stage holds."""
+        if self.selected:
+            return self.rows
+        hidden = set(self.unpromoted)
+        return tuple(r for r in self.rows if r.variant not in hidden)
+
+    def to_json(self) -> StatusDocument:
+        return {"rows": [r.to_json() for r in self.rows]}
+
+
+def status_report(ctx: PromotionContext, globs: Sequence[str] = (), stages: Sequence[str] = ()) -> StatusReport:
+    """``builder status``: the variants ``globs`` select (default: all) x ``stages`` (default:
+    every stage). NotFoundError (8) for a glob that selects nothing or an unknown stage."""
+    targets = resolve_targets(scope_of(ctx), (), globs or ("*",))
+    check_stages(ctx, stages)
+    return StatusReport(tuple(status(ctx, targets, list(stages) or None)), selected=bool(globs))
+
+
+@dataclasses.dataclass(frozen=True)
+class VariantHistory:
+    """``builder history``: the ``variant`` as named and each stage's history."""
+
+    variant: str
+    stages: tuple[StageHistory, ...]
+
+    def to_json(self) -> HistoryDocument:
+        return {"variant": self.variant, "stages": [h.to_json() for h in self.stages]}
+
+
+def variant_history(
+    ctx: PromotionContext, variant: str, stages: Sequence[str] = (), *, limit: int = 50
+) -> VariantHistory:
+    """``builder history VARIANT``: :func:`stage_histories` of the variant id or reference
+    ``variant``, at most ``limit`` records per stage. NotFoundError for unknown names or stages."""
+    [target] = resolve_targets(scope_of(ctx), (variant,))
+    return VariantHistory(variant, tuple(stage_histories(ctx, target, stages, limit=limit)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """``builder resolve``: the validated ``reference`` (``registry/repository@sha256:...``)
+    ``stage`` holds for ``variant``, checked against ``cluster`` when one was given."""
+
+    variant: str
+    stage: str
+    cluster: str | None
+    reference: str
+
+    def to_json(self) -> ResolveDocument:
+        return {"variant": self.variant, "stage": self.stage, "cluster": self.cluster, "reference": self.reference}
+
+
+def resolve_variant(
+    ctx: PromotionContext,
+    variant: str,
+    stage: str,
+    *,
+    cluster: str | None = None,
+    fleet: Path | None = None,
+    verify: bool = True,
+) -> Resolved:
+    """``builder resolve VARIANT --stage STAGE``: :func:`resolve` of the variant id or reference
+    ``variant`` (``fleet``: the fleet file naming ``cluster``). Raises what :func:`resolve` raises."""
+    [target] = resolve_targets(scope_of(ctx), (variant,))
+    pinned = resolve(ctx, target, stage, cluster=cluster, fleet=str(fleet) if fleet else None, verify=verify)
+    return Resolved(variant, stage, cluster, pinned)

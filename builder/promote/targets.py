@@ -3,23 +3,29 @@ over them, or image references (``registry/repository:tag`` or ``@sha256:...``) 
 comes from ``--variant-id``, the tag (a content tag ``<id>-<12 hex>`` or a stage pointer
 ``<id>-<stage>``) or the image's ``io.builder.variant`` label.
 
-Errors: NotFoundError (8) for a glob or variant id the matrices do not have;
-``UnknownVariantError`` (a ValueError: the CLI turns it into a usage error, exit 2) when the
-variant of a reference cannot be told; registry errors other than a missing image propagate.
+The concepts are :mod:`builder.selection`'s, defined once for every command: ``--select`` globs
+(:func:`builder.selection.select`), variant id or reference (:func:`builder.selection.looks_like_variant_id`)
+and a variant id's moving tag with its did-you-mean (:func:`builder.selection.variant_reference`,
+:mod:`builder.suggest`).
+
+Errors: NotFoundError (8) for a glob or variant id the matrices do not have (naming close ids);
+``UnknownVariantError`` (a ConfigError, exit 2) when the variant of a reference cannot be told;
+registry errors other than a missing image propagate.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from builder.errors import NotFoundError, RegistryError
-from builder.promote.context import ClientFactory
+from builder.errors import ConfigError, NotFoundError, RegistryError
+from builder.models import Variant
+from builder.promote.context import ClientFactory, PromotionContext
 from builder.promote.model import Target
 from builder.registry import Reference, image_config, parse_reference
+from builder.selection import looks_like_variant_id, select, variant_reference
 
 CONTENT_SUFFIX = re.compile(r"-[0-9a-f]{12}$")
 """The content-hash suffix of a build's write-once tag."""
@@ -27,33 +33,48 @@ CONTENT_SUFFIX = re.compile(r"-[0-9a-f]{12}$")
 VARIANT_LABEL = "io.builder.variant"
 
 
-class UnknownVariantError(ValueError):
-    """The variant id of an image reference cannot be told: pass ``--variant-id``."""
+class UnknownVariantError(ConfigError):
+    """The variant id of an image reference cannot be told: pass ``--variant-id`` (exit 2)."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"cannot tell the variant of {name}: pass --variant-id ID")
+        super().__init__(
+            f"cannot tell the variant of {name}: pass --variant-id ID",
+            hint="the tag names no variant and the image has no io.builder.variant label",
+            reference=name,
+        )
         self.name = name
 
 
 @dataclasses.dataclass(frozen=True)
 class TargetScope:
-    """Where names are looked up: ``variants`` (called at most once, when a name needs it) maps
-    each variant id of the matrices to its repository; ``matrices_dir`` is named in errors;
-    ``registry`` is the default registry; ``stage_names`` the policy's stages (pointer tags);
-    ``clients`` reads image labels."""
+    """Where names are looked up: ``variants`` (called at most once, when a name needs it) gives
+    every variant of the matrices; ``registry`` is the default registry; ``stage_names`` the
+    policy's stages (pointer tags); ``clients`` reads image labels."""
 
-    variants: Callable[[], Mapping[str, str]]
-    matrices_dir: Path
+    variants: Callable[[], Sequence[Variant]]
     registry: str
     stage_names: Sequence[str]
     clients: ClientFactory
 
 
-def matrix_variants(matrices_dir: Path) -> dict[str, str]:
-    """variant id -> its matrix repository, for every matrix in ``matrices_dir``. Raises MatrixError."""
+def matrix_variants(matrices_dir: Path | None) -> list[Variant]:
+    """Every variant of every matrix in ``matrices_dir`` (None: none). Raises MatrixError."""
+    if matrices_dir is None:
+        return []
     from builder.matrix import load_matrices, matrix_paths  # only when a name needs the matrices
 
-    return {v.id: v.repository for m in load_matrices(matrix_paths(matrices_dir)) for v in m.variants}
+    return [v for m in load_matrices(matrix_paths(matrices_dir)) for v in m.variants]
+
+
+def scope_of(ctx: PromotionContext) -> TargetScope:
+    """The scope of a promotion context: the variants of its ``matrices_dir``, its default
+    registry, the policy's stages and its clients."""
+    return TargetScope(
+        variants=lambda: matrix_variants(ctx.matrices_dir),
+        registry=ctx.registry,
+        stage_names=ctx.policy.stage_names,
+        clients=ctx.clients,
+    )
 
 
 def variant_from_tag(tag: str | None, stage_names: Sequence[str]) -> str | None:
@@ -83,32 +104,39 @@ def variant_from_labels(clients: ClientFactory, ref: Reference) -> str | None:
 def resolve_targets(
     scope: TargetScope, names: Sequence[str], globs: Sequence[str] = (), variant_id: str | None = None
 ) -> list[Target]:
-    """Variant ids, globs or image references -> targets, each once, globs first, in order."""
-    targets: list[Target] = []
-    cache: list[Mapping[str, str]] = []
+    """Variant ids, globs or image references -> targets, each once, in order: the variants the
+    globs select (sorted by id), then each name. NotFoundError for a glob that matches nothing or
+    an unknown variant id (with close matches); UnknownVariantError for a reference whose variant
+    cannot be told."""
+    cache: list[Sequence[Variant]] = []
 
-    def variants() -> Mapping[str, str]:
+    def variants() -> Sequence[Variant]:
         if not cache:
             cache.append(scope.variants())
         return cache[0]
 
-    for pattern in globs:
-        hits = sorted(v for v in variants() if fnmatch.fnmatchcase(v, pattern))
-        if not hits:
-            raise NotFoundError(f"--select {pattern!r} matches no variant of the matrices in {scope.matrices_dir}")
-        targets.extend(Target(v, variants()[v], scope.registry) for v in hits)
+    targets: list[Target] = []
+    if globs:
+        chosen = sorted(select(list(variants()), list(globs)), key=lambda v: v.id)
+        targets.extend(Target(v.id, v.repository, scope.registry) for v in chosen)
     for name in names:
-        if "/" in name or "@" in name or ":" in name:
+        if looks_like_variant_id(name):
+            targets.append(_variant_target(scope, variants(), name))
+        else:
             targets.append(_reference_target(scope, name, variant_id))
-            continue
-        if name not in variants():
-            close = [v for v in variants() if name in v][:5]
-            raise NotFoundError(
-                f"variant {name!r} is not in the matrices ({scope.matrices_dir})",
-                hint=("did you mean: " + ", ".join(close)) if close else "`builder matrix list` shows the variants",
-            )
-        targets.append(Target(name, variants()[name], scope.registry))
     return list(dict.fromkeys(targets))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Matrices:
+    variants: Sequence[Variant]
+
+
+def _variant_target(scope: TargetScope, variants: Sequence[Variant], name: str) -> Target:
+    """A variant id's target: the repository of its moving variant tag (``variant_reference``,
+    NotFoundError naming close ids when the matrices have no such variant)."""
+    ref = parse_reference(variant_reference([_Matrices(variants)], name, scope.registry), scope.registry)
+    return Target(name, ref.repository, ref.registry)
 
 
 def _reference_target(scope: TargetScope, name: str, variant_id: str | None) -> Target:

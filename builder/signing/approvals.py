@@ -16,15 +16,44 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from typing_extensions import TypedDict
 
 from builder.predicates import APPROVAL_V1
 from builder.signing.attest import attest_image
-from builder.signing.layer import WriteResult
+from builder.signing.layer import WriteResult, WriteResultDocument
 
 if TYPE_CHECKING:
     from builder.registry import RegistryClient
     from builder.signing.signer import Signer
+
+
+class ApproverDocument(TypedDict):
+    """Who approves: the signing key's ``fingerprint`` and the recorded ``name`` (None: none)."""
+
+    fingerprint: str
+    name: str | None
+
+
+class ApprovalPredicate(TypedDict):
+    """The ``approval/v1`` predicate (see the module docstring); ``time``: RFC 3339 UTC."""
+
+    approver: ApproverDocument
+    stage: str
+    digest: str
+    ticket: str | None
+    comment: str | None
+    time: str
+
+
+class ApprovalDocument(TypedDict):
+    """An approval written: the ``reference`` approved (``registry/repository@sha256:...``), its
+    ``predicate`` and the attestation ``write``."""
+
+    reference: str
+    predicate: ApprovalPredicate
+    write: WriteResultDocument
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,10 +61,10 @@ class Approval:
     """What was written: the reference approved, the predicate and the attestation write."""
 
     reference: str
-    predicate: dict[str, Any]
+    predicate: ApprovalPredicate
     write: WriteResult
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ApprovalDocument:
         return {"reference": self.reference, "predicate": self.predicate, "write": self.write.to_json()}
 
 
@@ -48,7 +77,7 @@ def approval_predicate(
     ticket: str | None = None,
     comment: str | None = None,
     now: dt.datetime,
-) -> dict[str, Any]:
+) -> ApprovalPredicate:
     """The ``approval/v1`` predicate for ``digest`` and ``stage`` (see module docstring)."""
     return {
         "approver": {"fingerprint": fingerprint, "name": name},

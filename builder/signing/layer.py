@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
+from typing_extensions import TypedDict
 
 from builder.errors import NotFoundError, SigningError
 
@@ -109,6 +110,23 @@ class SignatureLayer:
         }
 
 
+class WriteResultDocument(TypedDict):
+    """A signature or attestation write in ``--json``: the ``repository`` and the ``tag``
+    (``sha256-<hex>.sig``/``.att``) written, the manifest's and our layer's digests, ``appended``
+    (False: an equivalent layer was already there), the number of ``layers`` now in the manifest,
+    the ``signer`` (key fingerprint or keyless identity) and, for an attestation, its
+    ``predicate_type`` (None for a signature)."""
+
+    repository: str
+    tag: str
+    manifest_digest: str
+    layer_digest: str
+    appended: bool
+    layers: int
+    signer: str
+    predicate_type: str | None
+
+
 @dataclasses.dataclass(frozen=True)
 class WriteResult:
     """What a signature/attestation write did: the tag and manifest digest written, our layer's
@@ -124,8 +142,17 @@ class WriteResult:
     signer: str
     predicate_type: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_json(self) -> WriteResultDocument:
+        return {
+            "repository": self.repository,
+            "tag": self.tag,
+            "manifest_digest": self.manifest_digest,
+            "layer_digest": self.layer_digest,
+            "appended": self.appended,
+            "layers": self.layers,
+            "signer": self.signer,
+            "predicate_type": self.predicate_type,
+        }
 
 
 def signature_config(layer_digests: Sequence[str]) -> bytes:

@@ -22,15 +22,22 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import TypedDict
+
 from builder.errors import ConfigError
 from builder.registry import Reference, parse_reference
 from builder.signing.attest import attest_image
 from builder.signing.keyless.identity import policies_from_options
 from builder.signing.keyless.trust import load_trusted_root
 from builder.signing.keyless.verify import verify_keyless
-from builder.signing.keyless.write import KeylessWrite, keyless_attest_image, keyless_sign_image
+from builder.signing.keyless.write import (
+    KeylessWrite,
+    KeylessWriteDocument,
+    keyless_attest_image,
+    keyless_sign_image,
+)
 from builder.signing.keys import generate_key_pair, import_key_pair, load_public_keys
-from builder.signing.layer import WriteResult
+from builder.signing.layer import WriteResult, WriteResultDocument
 from builder.signing.report import VerificationReport
 from builder.signing.sign import sign_image
 from builder.signing.signer import Signer
@@ -89,6 +96,26 @@ def resolve_target(text: str, *, default_registry: str, registries: Registries, 
 # keys
 
 
+class KeysGenerateDocument(TypedDict):
+    """``builder keys generate --json``: the files written, the key's ``fingerprint``
+    (``sha256:<hex of DER SPKI>``) and whether the private key is ``encrypted``."""
+
+    private_key: str
+    public_key: str
+    fingerprint: str
+    encrypted: bool
+
+
+class KeysImportDocument(TypedDict):
+    """``builder keys import --json``: the ``source`` file imported, the files written and the
+    key's ``fingerprint``."""
+
+    source: str
+    private_key: str
+    public_key: str
+    fingerprint: str
+
+
 @dataclasses.dataclass(frozen=True)
 class KeyPairFiles:
     """A key pair written by ``builder keys generate|import``: the two files and the fingerprint
@@ -100,7 +127,7 @@ class KeyPairFiles:
     encrypted: bool
     source: Path | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> KeysGenerateDocument | KeysImportDocument:
         if self.source is not None:
             return {
                 "source": str(self.source),
@@ -134,6 +161,26 @@ def import_keys(source: Path, output_dir: Path, source_password: str | None, pas
 # sign / attest
 
 
+class SignedDocument(WriteResultDocument):
+    """``builder sign|attest --json`` with a key: the ``reference`` as given, the ``digest`` it
+    resolved to and the write."""
+
+    reference: str
+    digest: str
+
+
+class KeylessSignedDocument(KeylessWriteDocument):
+    """``builder sign|attest --keyless --json``: the ``reference`` as given, the ``digest`` it
+    resolved to and what the keyless write made."""
+
+    reference: str
+    digest: str
+
+
+SignDocument = SignedDocument | KeylessSignedDocument
+"""``builder sign --json`` and ``builder attest --json`` (with a key, or keyless)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Signed:
     """A key-pair signature or attestation written for ``target``: the ``write`` and the signer's
@@ -144,7 +191,7 @@ class Signed:
     write: WriteResult
     predicate_type: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SignedDocument:
         return {"reference": self.target.text, "digest": self.target.digest, **self.write.to_json()}
 
 
@@ -156,7 +203,7 @@ class KeylessSigned:
     write: KeylessWrite
     predicate_type: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> KeylessSignedDocument:
         return {"reference": self.target.text, "digest": self.target.digest, **self.write.to_json()}
 
 

@@ -11,11 +11,54 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
+
+from typing_extensions import TypedDict
 
 from builder.errors import VerificationError
 from builder.signing.keys import short_fingerprint
 from builder.signing.verifiers import IDENTITY_MISMATCH
+
+Kind = Literal["signature", "attestation"]
+Classification = Literal["ok", "untrusted", "invalid"]
+Diagnosis = Literal["", "reference", "tampered", "not-signed", "wrong-key", "missing"]
+
+
+class VerifiedItemDocument(TypedDict):
+    """One signature or attestation in ``--json`` (:class:`VerifiedItem`): ``statement`` is the
+    in-toto statement as signed (free-form: its predicate is whatever the attester wrote; None
+    when unread or untrusted), ``classification`` the verdict."""
+
+    kind: Kind
+    ok: bool
+    reason: str
+    tag: str
+    layer_digest: str
+    signer: str | None
+    predicate_type: str | None
+    time: str | None
+    statement: dict[str, Any] | None
+    untrusted: bool
+    classification: Classification
+
+
+class VerifyDocument(TypedDict):
+    """``builder verify --json`` (on success; a failed verification prints the error document with
+    the same facts under ``details``): the ``reference`` as given, its ``repository``, the
+    ``digest`` checked and the ``tag`` given with it, ``ok``, the unmet requirements
+    (``problems``), the predicate types required, every item, the one-word ``diagnosis``
+    (empty when ok) and the signers not given that items claim (``other_signers``)."""
+
+    reference: str
+    repository: str
+    digest: str
+    tag: str | None
+    ok: bool
+    problems: list[str]
+    required_predicate_types: list[str]
+    items: list[VerifiedItemDocument]
+    diagnosis: Diagnosis
+    other_signers: list[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +77,7 @@ class VerifiedItem:
     ``statement`` (unverified content).
     """
 
-    kind: str
+    kind: Kind
     ok: bool
     reason: str
     tag: str
@@ -54,7 +97,7 @@ class VerifiedItem:
         return self.ok
 
     @property
-    def classification(self) -> str:
+    def classification(self) -> Classification:
         """``ok`` (valid, by a given key/identity), ``untrusted`` (valid-looking, by a signer not
         given: allowed, never counted) or ``invalid`` (tampered or broken)."""
         return "ok" if self.ok else "untrusted" if self.untrusted else "invalid"
@@ -66,11 +109,20 @@ class VerifiedItem:
         p = self.statement.get("predicate")
         return p if isinstance(p, dict) else None
 
-    def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["statement"] = dict(self.statement) if self.statement is not None else None
-        d["classification"] = self.classification
-        return d
+    def to_json(self) -> VerifiedItemDocument:
+        return {
+            "kind": self.kind,
+            "ok": self.ok,
+            "reason": self.reason,
+            "tag": self.tag,
+            "layer_digest": self.layer_digest,
+            "signer": self.signer,
+            "predicate_type": self.predicate_type,
+            "time": self.time,
+            "statement": dict(self.statement) if self.statement is not None else None,
+            "untrusted": self.untrusted,
+            "classification": self.classification,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +150,7 @@ class VerificationReport:
         return tuple(dict.fromkeys(i.signer for i in self.items if i.untrusted and i.signer))
 
     @property
-    def diagnosis(self) -> str:
+    def diagnosis(self) -> Diagnosis:
         """Why the report is not ok, in one word: ``""`` (ok), ``reference`` (the digest no longer
         resolves, or the tag moved), ``tampered`` (an invalid item), ``not-signed`` (nothing
         found), ``wrong-key`` (only signers that were not given), ``missing`` (otherwise: e.g. a
@@ -115,7 +167,7 @@ class VerificationReport:
             return "wrong-key"
         return "missing"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> VerifyDocument:
         return {
             "reference": self.reference,
             "repository": self.repository,

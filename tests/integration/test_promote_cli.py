@@ -182,8 +182,9 @@ def test_policy_validate_lists_problems(project: Path) -> None:
     bad.write_text("stages:\n  dev:\n    from: nowhere\n    require:\n      all_of: []\n")
     err = js(run(project, "policy", "validate", str(bad), "--json", code=30))
     problems = err["error"]["details"]["files"][0]["problems"]
-    where = {(p["path"], p["location"].rsplit(":", 2)[-2]) for p in problems if p["severity"] == "error"}
-    assert ("stages.dev.from", "3") in where and ("stages.dev.require.all_of", "5") in where
+    where = {(p["path"], p["line"]) for p in problems if p["severity"] == "error"}
+    assert ("stages.dev.from", 3) in where and ("stages.dev.require.all_of", 5) in where
+    assert all(p["file"] == str(bad) for p in problems)
 
 
 def test_resolve_takes_the_fleet_from_the_stage_rule(project: Path, registry_address: str, unique_repo: str) -> None:

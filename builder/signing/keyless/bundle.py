@@ -30,6 +30,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.serialization import Encoding
 from filelock import FileLock
+from typing_extensions import TypedDict
 
 from builder.errors import SigningError
 from builder.registry import Descriptor, fallback_tag
@@ -56,6 +57,20 @@ CREATED_ANNOTATION = "org.opencontainers.image.created"
 SIGSTORE_BUNDLE_ANNOTATION = "dev.builder-project/sigstore-bundle"
 
 
+class ReferrerWriteDocument(TypedDict):
+    """A Sigstore bundle referrer in ``--json``: the ``repository``, the ``subject`` digest, the
+    referrer's ``manifest_digest``, the ``bundle_digest``, its ``predicate_type`` and the
+    referrers fallback index written (``fallback_index``; None when the registry has the OCI
+    referrers API: https://github.com/opencontainers/distribution-spec/blob/main/spec.md#listing-referrers)."""
+
+    repository: str
+    subject: str
+    manifest_digest: str
+    bundle_digest: str
+    predicate_type: str
+    fallback_index: str | None
+
+
 @dataclasses.dataclass(frozen=True)
 class ReferrerWrite:
     """A Sigstore bundle pushed as a referrer: its manifest digest, the bundle blob digest, the
@@ -68,8 +83,15 @@ class ReferrerWrite:
     predicate_type: str
     fallback_index: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_json(self) -> ReferrerWriteDocument:
+        return {
+            "repository": self.repository,
+            "subject": self.subject,
+            "manifest_digest": self.manifest_digest,
+            "bundle_digest": self.bundle_digest,
+            "predicate_type": self.predicate_type,
+            "fallback_index": self.fallback_index,
+        }
 
 
 def bundle_doc(bundle: Bundle) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from builder.signing.layer import (
     fetch_layer_blob,
     read_layers,
 )
-from builder.signing.report import VerificationReport, VerifiedItem
+from builder.signing.report import Kind, VerificationReport, VerifiedItem
 from builder.signing.verifiers import LayerCheck, verifiers_for
 from builder.signing.verify import confirm_digest, unmet_requirements, verify_layer
 
@@ -206,7 +206,7 @@ def _verify_referrer(
 
     where = f"{fallback_tag(digest)} -> {desc.digest[:19]}"
     ptype = desc.annotation_map.get(BUNDLE_PREDICATE_ANNOTATION)
-    kind = "signature" if ptype == COSIGN_SIGN_V1 else "attestation"
+    kind: Kind = "signature" if ptype == COSIGN_SIGN_V1 else "attestation"
 
     def fail(reason: str, signer: str | None = None, when: str | None = None) -> VerifiedItem:
         pt = None if kind == "signature" else ptype
@@ -241,7 +241,7 @@ def _verify_referrer(
         return fail(f"the signed statement is for another digest, not {digest}", out.signer, out.time)
     if ptype and stmt_ptype != ptype:
         return fail(f"annotation says predicate type {ptype}, the signed statement says {stmt_ptype}", out.signer)
-    kind = "signature" if stmt_ptype == COSIGN_SIGN_V1 else "attestation"
+    kind = "signature" if stmt_ptype == COSIGN_SIGN_V1 else "attestation"  # what the signed statement says
     return VerifiedItem(
         kind,
         True,

@@ -27,10 +27,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import TypedDict
+
 from builder.errors import ConfigError, SigningError
 from builder.predicates import COSIGN_SIGN_V1, SLSA_PROVENANCE_V1
 from builder.signing.keyless.bundle import (
     ReferrerWrite,
+    ReferrerWriteDocument,
     bundle_doc,
     cert_annotations,
     log_index,
@@ -49,6 +52,7 @@ from builder.signing.layer import (
     SIMPLESIGNING_MEDIA_TYPE,
     SignatureLayer,
     WriteResult,
+    WriteResultDocument,
     append_layer,
     simple_signing_payload,
 )
@@ -62,6 +66,18 @@ if TYPE_CHECKING:
 FORMATS = ("legacy", "bundle")
 
 
+class KeylessWriteDocument(TypedDict):
+    """A keyless signature or attestation in ``--json``: the ``legacy`` cosign layer write and the
+    bundle ``referrer`` (None for a format not written), the certificate's ``identity`` and OIDC
+    ``issuer``, and the Rekor ``log_indexes`` of the entries made."""
+
+    legacy: WriteResultDocument | None
+    referrer: ReferrerWriteDocument | None
+    identity: str
+    issuer: str | None
+    log_indexes: list[int]
+
+
 @dataclasses.dataclass(frozen=True)
 class KeylessWrite:
     """What one keyless sign/attest wrote: the legacy layer write, the bundle referrer, the signer's
@@ -73,7 +89,7 @@ class KeylessWrite:
     issuer: str | None
     log_indexes: tuple[int, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> KeylessWriteDocument:
         return {
             "legacy": self.legacy.to_json() if self.legacy else None,
             "referrer": self.referrer.to_json() if self.referrer else None,

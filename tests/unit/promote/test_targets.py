@@ -4,16 +4,36 @@ references (variant id from --variant-id or the tag), each once; unknown names s
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-from builder.errors import NotFoundError
-from builder.promote import Target, TargetScope, resolve_targets
+from builder.errors import ConfigError, NotFoundError
+from builder.models import Accelerator, BaseImage, Framework, Variant
+from builder.promote import Target, TargetScope, UnknownVariantError, resolve_targets
 from builder.promote.targets import variant_from_tag
 from builder.registry import RegistryClient
 
-VARIANTS = {"jax0.7-cpu": "demo/jax", "jax0.7-cuda12.8": "demo/jax", "torch2.8-cpu": "demo/torch"}
+
+def _variant(vid: str, repository: str) -> Variant:
+    return Variant(
+        id=vid,
+        matrix="m",
+        family="f",
+        repository=repository,
+        accelerator=Accelerator("cpu"),
+        framework=Framework("none", "0"),
+        python="3.11",
+        os="debian12",
+        platform="linux/amd64",
+        base=BaseImage("debian:12", None, "debian:12"),
+    )
+
+
+VARIANTS = [
+    _variant("torch2.8-cpu", "demo/torch"),
+    _variant("jax0.7-cuda12.8", "demo/jax"),
+    _variant("jax0.7-cpu", "demo/jax"),
+]
 
 
 def _no_registry(registry: str) -> RegistryClient:
@@ -21,11 +41,11 @@ def _no_registry(registry: str) -> RegistryClient:
 
 
 def _scope(loads: list[int]) -> TargetScope:
-    def variants() -> dict[str, str]:
+    def variants() -> list[Variant]:
         loads.append(1)
         return VARIANTS
 
-    return TargetScope(variants, Path("matrices"), "127.0.0.1:5000", ("dev", "prod"), _no_registry)
+    return TargetScope(variants, "127.0.0.1:5000", ("dev", "prod"), _no_registry)
 
 
 def test_ids_globs_and_references_each_once() -> None:
@@ -53,11 +73,23 @@ def test_references_need_no_matrices() -> None:
 
 
 def test_unknown_names_say_what_exists() -> None:
-    with pytest.raises(NotFoundError, match=re.escape("variant 'jax0.7' is not in the matrices")) as exc:
-        resolve_targets(_scope([]), ["jax0.7"])
-    assert exc.value.hint == "did you mean: jax0.7-cpu, jax0.7-cuda12.8"
+    """The did-you-mean of every command that takes a variant id (builder.selection.variant_reference)."""
+    with pytest.raises(NotFoundError, match=re.escape("no variant 'jax0.7-cp' in the matrices")) as exc:
+        resolve_targets(_scope([]), ["jax0.7-cp"])
+    assert exc.value.details["close_matches"][0] == "jax0.7-cpu"
     with pytest.raises(NotFoundError, match="--select 'tf\\*' matches no variant"):
         resolve_targets(_scope([]), [], ["tf*"])
+
+
+def test_a_reference_whose_variant_cannot_be_told_is_a_usage_error() -> None:
+    def no_image(registry: str) -> RegistryClient:
+        raise NotFoundError(f"no image in {registry}")
+
+    scope = TargetScope(lambda: VARIANTS, "127.0.0.1:5000", ("dev",), no_image)
+    digest = "sha256:" + "d" * 64
+    with pytest.raises(UnknownVariantError, match="pass --variant-id") as exc:
+        resolve_targets(scope, [f"127.0.0.1:5000/demo/jax@{digest}"])
+    assert isinstance(exc.value, ConfigError) and exc.value.exit_code == 2
 
 
 def test_variant_from_tag() -> None:

@@ -1,0 +1,133 @@
+"""``builder policy validate``: every problem of the policy files, with its location.
+
+Each file is loaded with :func:`builder.policy.loader.check_policy`, which collects every problem
+(:class:`builder.yamldoc.Problem`, the one shape of validation problems of matrices, policies and
+fleets) instead of stopping at the first. Pure apart from reading the files.
+
+Errors: ``PolicyError`` (30) when there is no policy file to validate, or (from
+:meth:`PolicyValidation.raise_for_problems`) when a file has problems of severity ``error``
+(``details['files']``: each file's :class:`PolicyFileDocument`); ``NotFoundError`` (8) for a
+named file that does not exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import cast
+
+from typing_extensions import TypedDict
+
+from builder.errors import PolicyError
+from builder.policy.loader import check_policy
+from builder.policy.model import Policy
+from builder.yamldoc import Problem, Severity
+
+
+class ProblemDocument(TypedDict):
+    """One validation problem as :meth:`builder.yamldoc.Problem.to_json` writes it: the ``file``
+    as named, 1-based ``line`` and ``col`` (0: unknown), the dotted field ``path`` (empty: the
+    whole document), the ``message`` and its ``severity``."""
+
+    file: str
+    line: int
+    col: int
+    path: str
+    message: str
+    severity: Severity
+
+
+class PolicyFileDocument(TypedDict):
+    """One policy file: ``valid`` when it loads with no error, its ``stages`` in order (empty when
+    it does not load) and every problem, warnings included."""
+
+    file: str
+    valid: bool
+    stages: list[str]
+    problems: list[ProblemDocument]
+
+
+class PolicyValidateDocument(TypedDict):
+    """``builder policy validate --json``: one entry per file, in the order validated."""
+
+    files: list[PolicyFileDocument]
+
+
+def problem_document(problem: Problem) -> ProblemDocument:
+    """``problem.to_json()`` as its declared document."""
+    return cast(ProblemDocument, problem.to_json())
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyFileCheck:
+    """One file's result: the loaded ``policy`` (None when it has errors) and every problem."""
+
+    file: Path
+    policy: Policy | None
+    problems: tuple[Problem, ...]
+
+    @property
+    def errors(self) -> int:
+        """How many problems have severity ``error``."""
+        return sum(1 for p in self.problems if p.severity == "error")
+
+    @property
+    def valid(self) -> bool:
+        return self.policy is not None and self.errors == 0
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return tuple(self.policy.stage_names) if self.policy is not None else ()
+
+    def to_json(self) -> PolicyFileDocument:
+        return {
+            "file": str(self.file),
+            "valid": self.valid,
+            "stages": list(self.stages),
+            "problems": [problem_document(p) for p in self.problems],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyValidation:
+    """Every file validated, in order."""
+
+    files: tuple[PolicyFileCheck, ...]
+
+    @property
+    def errors(self) -> int:
+        """Problems of severity ``error`` over all files."""
+        return sum(f.errors for f in self.files)
+
+    def to_json(self) -> PolicyValidateDocument:
+        return {"files": [f.to_json() for f in self.files]}
+
+    def raise_for_problems(self) -> None:
+        """PolicyError (30) naming how many errors in how many files, with every file's document
+        under ``details['files']``; nothing when no file has an error (warnings do not fail)."""
+        if self.errors:
+            raise PolicyError(
+                f"{self.errors} problem(s) in {len(self.files)} policy file(s)",
+                files=[f.to_json() for f in self.files],
+            )
+
+
+def policy_files(policies_dir: Path) -> list[Path]:
+    """The ``*.yaml`` / ``*.yml`` files of ``policies_dir``, sorted. Raises PolicyError (30) when
+    there is none."""
+    paths = sorted([*policies_dir.glob("*.yaml"), *policies_dir.glob("*.yml")])
+    if not paths:
+        raise PolicyError(f"no policy files in {policies_dir}", hint="write policies/default.yaml")
+    return paths
+
+
+def validate_policies(files: Sequence[Path], variables: Mapping[str, str]) -> PolicyValidation:
+    """Check each of ``files`` (``variables``: values for ``${name}`` in key and fleet paths).
+    Never raises for problems inside a file (they are in the result); NotFoundError (8) for a
+    file that does not exist, PolicyError (30) for one that cannot be read."""
+    checked = []
+    for path in files:
+        policy, problems = check_policy(path, variables)
+        checked.append(PolicyFileCheck(path, policy, tuple(problems)))
+    return PolicyValidation(tuple(checked))
