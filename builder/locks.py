@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from typing_extensions import TypedDict
+
 from builder import process
 from builder.compat.distros import OS_GLIBC
 from builder.models import Variant
@@ -165,15 +167,51 @@ def resolve(
     return header(variant) + proc.stdout
 
 
+def find_uv() -> str:
+    """The ``uv`` to run: the one on ``PATH``, else the one next to this Python (a virtual environment's)."""
+    import shutil
+    import sys
+
+    return shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+
+
+#: what ``builder lock`` did for one variant
+LockOutcome = Literal["written", "up-to-date", "not-needed", "unresolved"]
+
+
+class LockResultDocument(TypedDict):
+    """One variant in ``builder lock --json``: its id, what was done (``status``), the lock file, the
+    seconds uv took (2 decimals) and, for ``unresolved``, uv's error."""
+
+    id: str
+    status: LockOutcome
+    path: str
+    seconds: float
+    error: str | None
+
+
+#: ``builder lock --json``: one entry per selected variant
+LockDocument = list[LockResultDocument]
+
+
 @dataclasses.dataclass(frozen=True)
 class LockResult:
     """Outcome for one variant: ``written`` | ``up-to-date`` | ``not-needed`` | ``unresolved``."""
 
     variant_id: str
-    status: Literal["written", "up-to-date", "not-needed", "unresolved"]
+    status: LockOutcome
     path: str
     seconds: float = 0.0
     error: str | None = None
+
+    def to_json(self) -> LockResultDocument:
+        return {
+            "id": self.variant_id,
+            "status": self.status,
+            "path": self.path,
+            "seconds": round(self.seconds, 2),
+            "error": self.error,
+        }
 
 
 def lock_variants(

@@ -34,6 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import TypedDict
+
 from builder.bases import BaseResolution, is_mirror, symbolic_name, unpinned_reasons
 from builder.compat.distros import SYSTEM_PYTHON, split_os
 from builder.errors import ConfigError, NotFoundError, RenderStaleError, UnpinnedBaseError
@@ -318,6 +320,35 @@ def _existing(out_dir: Path, matrices: Iterable[str]) -> dict[str, str]:
     return found
 
 
+class RenderReportDocument(TypedDict):
+    """What a render found, paths relative to ``out_dir`` (``<matrix>/<variant>/Dockerfile``): ``changed``,
+    ``added``, ``removed`` (renders of variants no longer in a matrix), the number ``unchanged``, and
+    ``stale`` (any of the three)."""
+
+    out_dir: str
+    changed: list[str]
+    added: list[str]
+    removed: list[str]
+    unchanged: int
+    stale: bool
+
+
+class RenderedVariantDocument(TypedDict):
+    """A rendered variant: its id, content tag (``<variant-id>-<hash12>``), content hash (sha256 hex) and
+    why it is not buildable yet (``unpinned``: unpinned base, missing or stale lock; empty: buildable)."""
+
+    id: str
+    content_tag: str
+    content_hash: str
+    unpinned: list[str]
+
+
+class RenderDocument(RenderReportDocument):
+    """``builder render --json``: the report and every variant rendered."""
+
+    variants: list[RenderedVariantDocument]
+
+
 @dataclasses.dataclass(frozen=True)
 class RenderReport:
     """What ``write_renders``/``check_renders`` found: relative paths written/changed/removed."""
@@ -332,7 +363,7 @@ class RenderReport:
     def stale(self) -> bool:
         return bool(self.changed or self.added or self.removed)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RenderReportDocument:
         return {
             "out_dir": str(self.out_dir),
             "changed": list(self.changed),
@@ -340,6 +371,34 @@ class RenderReport:
             "removed": list(self.removed),
             "unchanged": self.unchanged,
             "stale": self.stale,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderOutcome:
+    """``builder render``: the renders written (or, with ``checked``, compared: then current) and the report."""
+
+    report: RenderReport
+    rendered: tuple[RenderedImage, ...]
+    checked: bool = False
+
+    @property
+    def unbuildable(self) -> int:
+        """How many variants are not buildable yet (unpinned base or missing lock)."""
+        return sum(1 for r in self.rendered if r.unpinned)
+
+    def to_json(self) -> RenderDocument:
+        return {
+            **self.report.to_json(),
+            "variants": [
+                {
+                    "id": r.variant.id,
+                    "content_tag": r.content_tag,
+                    "content_hash": r.content_hash,
+                    "unpinned": list(r.unpinned),
+                }
+                for r in self.rendered
+            ],
         }
 
 

@@ -14,20 +14,22 @@ import io
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder import process
 from builder.bases import BaseResolution, load_bases
 from builder.errors import ConfigError, MatrixError
-from builder.matrix import Matrix, load_matrices, matrix_paths
+from builder.locks import LockResult, find_uv, lock_variants
+from builder.matrix import Matrix, github_matrix, load_matrices, matrix_paths, variant_json
 from builder.models import RenderedImage, Variant
-from builder.render import render_all
+from builder.render import RenderOutcome, check_renders, render_all, write_renders
 from builder.selection import Selection, apply, changed
 
 if TYPE_CHECKING:
     from builder.config import Config
+    from builder.matrix.formats import GithubMatrixDocument, MatrixListDocument
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,10 +41,25 @@ class Chosen:
     variants: tuple[Variant, ...]
     bases: BaseResolution
 
+    def to_json(self) -> MatrixListDocument:
+        """``builder matrix list --json``: each variant's :func:`builder.matrix.variant_json`."""
+        return [variant_json(v) for v in self.variants]
+
+    def github_matrix(self) -> GithubMatrixDocument:
+        """``builder matrix list --format github``: :func:`builder.matrix.github_matrix` of the variants."""
+        return github_matrix(self.variants)
+
 
 def project_bases(cfg: Config) -> BaseResolution:
     """The bases lock, mirror record and mirror map of ``cfg`` (ConfigError when one is invalid)."""
     return load_bases(cfg.bases_lock, cfg.mirror_record, cfg.mirror_map)
+
+
+def project_matrices(cfg: Config) -> tuple[Matrix, ...]:
+    """Every matrix of ``cfg`` (``matrices_dir``), loaded without resolving base images: enough for variant
+    ids and repositories (a variant id's image reference, :func:`builder.selection.variant_reference`).
+    Raises MatrixError, NotFoundError (no matrices)."""
+    return tuple(load_matrices(matrix_paths(cfg.matrices_dir)))
 
 
 def select_variants(cfg: Config, matrix_files: Sequence[Path], selection: Selection) -> Chosen:
@@ -70,6 +87,49 @@ def select_renders(cfg: Config, matrix_files: Sequence[Path], selection: Selecti
         before = render_at_ref(cfg, selection.changed_since, matrix_files)
         changed_ids = {r.variant.id for r in changed(rendered, before)}
     return tuple(apply(rendered, selection, changed_ids=changed_ids))
+
+
+def lock_project(
+    cfg: Config,
+    matrix_files: Sequence[Path] = (),
+    globs: Sequence[str] = (),
+    *,
+    environ: Mapping[str, str],
+    upgrade: bool = False,
+    timeout: float = 300.0,
+) -> tuple[LockResult, ...]:
+    """``builder lock``: each selected variant's Python packages resolved by uv (:func:`builder.locks.find_uv`)
+    into ``cfg.locks_dir`` (:func:`builder.locks.lock_variants`; current locks kept unless ``upgrade``;
+    ``timeout``: seconds per resolution). uv runs with ``environ`` plus ``UV_HTTP_TIMEOUT=15`` unless it is
+    set. Raises what :func:`select_variants` raises; an unresolvable variant is reported ``unresolved``."""
+    variants = select_variants(cfg, matrix_files, Selection(globs=tuple(globs))).variants
+    env = {"UV_HTTP_TIMEOUT": "15", **environ}
+    return lock_variants(variants, cfg.locks_dir, uv=find_uv(), env=env, upgrade=upgrade, timeout=timeout)
+
+
+def render_project(
+    cfg: Config,
+    matrix_files: Sequence[Path] = (),
+    globs: Sequence[str] = (),
+    *,
+    out_dir: Path | None = None,
+    check: bool = False,
+) -> RenderOutcome:
+    """``builder render``: the selected variants (``matrix_files``, default every matrix; ``globs``) rendered
+    into ``out_dir`` (default ``cfg.render_dir``) as ``<matrix>/<variant-id>/Dockerfile``, or with ``check``
+    compared with the committed renders. Without globs the renders of variants no longer in those matrices
+    are removed (and, with every matrix rendered, those of matrices that no longer exist). Raises what
+    :func:`select_renders` raises, RenderStaleError (``check``: the committed renders differ; the diff in
+    its details)."""
+    rendered = select_renders(cfg, matrix_files, Selection(globs=tuple(globs)))
+    out = out_dir or cfg.render_dir
+    prune = not globs
+    every = not matrix_files and not globs
+    if check:
+        report = check_renders(out, rendered, prune=prune, every_matrix=every)
+    else:
+        report = write_renders(out, rendered, prune=prune, every_matrix=every)
+    return RenderOutcome(report, rendered, checked=check)
 
 
 def render_matrices(

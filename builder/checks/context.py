@@ -4,8 +4,9 @@ the message, built the same way for ``builder diagnose --host`` and for a failed
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
-from builder.checks.diagnosis import Context
+from builder.checks.diagnosis import Context, Diagnosis, diagnose, read_input
 from builder.checks.host.model import HostInfo
 from builder.checks.image import ImageFacts
 from builder.compat.drivers import driver_cuda
@@ -56,4 +57,32 @@ def diagnosis_context(
     return ctx
 
 
-__all__ = ["diagnosis_context"]
+def diagnose_message(
+    message: str | Path,
+    *,
+    host: Path | None = None,
+    require_cuda: str | None = None,
+    image_cuda: str | None = None,
+    driver_version: str | None = None,
+    gpu_brand: str | None = None,
+    vendor: str | None = None,
+) -> Diagnosis:
+    """``builder diagnose``: the diagnosis of ``message`` (the error text, or a file holding it) in the
+    context of the saved ``host`` facts and what the user said (see :func:`diagnosis_context`). Never
+    fails for an unknown message (``unknown``); raises NotFoundError (a file that cannot be read),
+    HostProbeError (host facts not recognisable) and ConfigError (a driver that is not a version)."""
+    from builder.checks.host.reading import load_hostinfo  # pydantic: only for saved host facts
+
+    text = read_input(message) if isinstance(message, Path) else message
+    ctx = diagnosis_context(
+        load_hostinfo(host) if host is not None else None,
+        require_cuda=require_cuda,
+        image_cuda=image_cuda,
+        driver_version=driver_version,
+        gpu_brand=gpu_brand,
+        vendor=vendor,
+    )
+    return diagnose(text, ctx)
+
+
+__all__ = ["diagnose_message", "diagnosis_context"]

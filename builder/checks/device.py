@@ -25,17 +25,22 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+
+from typing_extensions import TypedDict
 
 from builder import __version__
 from builder.checks.context import diagnosis_context
-from builder.checks.diagnosis import Diagnosis, diagnose_many
-from builder.checks.host.model import HostInfo
+from builder.checks.diagnosis import Diagnosis, DiagnosisDocument, diagnose_many
+from builder.checks.host.model import HostInfo, Vendor
 from builder.checks.image import ImageFacts
 from builder.predicates import DEVICE_CHECK_V1
 
 if TYPE_CHECKING:
     from builder.engine import ContainerResult
+    from builder.registry import RegistryClient
+    from builder.signing.layer import WriteResult
+    from builder.signing.signer import Signer
 
 PROBE_PATH = Path(__file__).with_name("probe.py")
 
@@ -49,6 +54,119 @@ PYTHON_SHIM = (
 
 DEFAULT_SHM = "1g"
 
+#: how the GPUs are requested: ``nvidia`` (``--gpus all`` or CDI), ``amd`` (/dev/kfd, /dev/dri), ``cpu`` (none)
+Mode = Literal["nvidia", "amd", "cpu"]
+
+
+# --------------------------------------------------------------------------------------------
+# the device-check/v1 predicate (docs/checks.md) and the --json document
+# --------------------------------------------------------------------------------------------
+
+
+class StepDocument(TypedDict):
+    """One step: ``name`` (``container-start+nvidia-smi``, ``probe/<step>``), ``ok``, wall time in
+    ``seconds``, ``detail`` (free-form: the step's own facts, e.g. the container's ``command``,
+    ``exit_code``, ``stdout``, ``stderr``) and the ``error`` shown for a failed step."""
+
+    name: str
+    ok: bool
+    seconds: float
+    detail: dict[str, Any]
+    error: str | None
+
+
+class CheckerDocument(TypedDict):
+    tool: str
+    version: str
+
+
+class CheckedImageDocument(TypedDict):
+    """The image checked: the reference run and what the image says it needs (null: not known)."""
+
+    reference: str
+    digest: str | None
+    platform_digest: str | None
+    platform: str | None
+    accelerator: str | None
+    cuda_version: str | None
+    rocm_version: str | None
+    require_cuda: str | None
+    framework: str | None
+    framework_version: str | None
+    gpu_archs: list[str]
+    variant: str | None
+
+
+class CheckedGpuDocument(TypedDict):
+    name: str | None
+    brand: str | None
+    compute_capability: str | None
+    gfx_target: str | None
+    memory_mib: int | None
+    bus_id: str | None
+    vbios: str | None
+    firmware: str | None
+    mig_mode: str | None
+
+
+class CheckedToolkitDocument(TypedDict):
+    present: bool
+    nvidia_ctk_version: str | None
+    runtime_hook: str | None
+    cdi_specs: list[str]
+
+
+class CheckedEngineDocument(TypedDict):
+    name: str
+    version: str | None
+    default_runtime: str | None
+    oci_runtime: str | None
+    runtimes: list[str]
+    cgroup_driver: str | None
+
+
+class CheckedHostDocument(TypedDict):
+    """The host the check ran on (a summary of ``builder hostinfo``)."""
+
+    vendor: Vendor
+    driver_version: str | None
+    cuda_version: str | None
+    rocm_version: str | None
+    gpus: list[CheckedGpuDocument]
+    fabric_manager: str | None
+    toolkit: CheckedToolkitDocument | None
+    engine: CheckedEngineDocument | None
+
+
+class RunDocument(TypedDict):
+    """How the containers ran: the mode, the device request, ``--shm-size``, start and end (UTC, ISO 8601)."""
+
+    mode: Mode
+    device_request: str
+    shm_size: str | None
+    started_at: str
+    finished_at: str
+
+
+class DeviceCheckPredicate(TypedDict):
+    """The ``device-check/v1`` predicate (docs/checks.md): who checked, the result, the image, the host,
+    how it ran, every step and, for a failure, the diagnosis."""
+
+    checker: CheckerDocument
+    result: Literal["passed", "failed"]
+    image: CheckedImageDocument
+    host: CheckedHostDocument
+    run: RunDocument
+    steps: list[StepDocument]
+    diagnosis: DiagnosisDocument | None
+
+
+class DeviceCheckDocument(DeviceCheckPredicate):
+    """A finished device check as ``--json`` prints it: the predicate, its type and ``passed``."""
+
+    predicate_type: str
+    passed: bool
+
 
 @dataclasses.dataclass(frozen=True)
 class Step:
@@ -60,7 +178,7 @@ class Step:
     detail: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> StepDocument:
         return {
             "name": self.name,
             "ok": self.ok,
@@ -77,7 +195,7 @@ class CheckResult:
     image_ref: str
     image: ImageFacts | None
     host: HostInfo
-    mode: str
+    mode: Mode
     device_request: str
     shm_size: str | None
     steps: tuple[Step, ...]
@@ -89,7 +207,7 @@ class CheckResult:
     def passed(self) -> bool:
         return bool(self.steps) and all(s.ok for s in self.steps)
 
-    def predicate(self) -> dict[str, Any]:
+    def predicate(self) -> DeviceCheckPredicate:
         """The ``device-check/v1`` predicate (fields: docs/checks.md)."""
         h = self.host
         img = self.image
@@ -164,7 +282,7 @@ class CheckResult:
             "diagnosis": self.diagnosis.to_json() if self.diagnosis else None,
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DeviceCheckDocument:
         return {"predicate_type": DEVICE_CHECK_V1, "passed": self.passed, **self.predicate()}
 
 
@@ -175,18 +293,22 @@ class CheckResult:
 Runner = Callable[..., "ContainerResult"]
 
 
-def mode_for(image: ImageFacts | None, host: HostInfo, requested: str = "auto") -> str:
+def mode_for(image: ImageFacts | None, host: HostInfo, requested: Mode | Literal["auto"] = "auto") -> Mode:
     """nvidia | amd | cpu: the requested mode, else from the image's accelerator (cuda -> nvidia,
     rocm -> amd), else cpu."""
     if requested != "auto":
         return requested
-    if image is not None:
-        return {"cuda": "nvidia", "rocm": "amd"}.get(image.accelerator, "cpu")
-    return {"nvidia": "nvidia", "amd": "amd"}.get(host.vendor, "cpu")
+    modes: dict[str, Mode] = {"cuda": "nvidia", "rocm": "amd", "nvidia": "nvidia", "amd": "amd"}
+    return modes.get(image.accelerator if image is not None else host.vendor, "cpu")
 
 
 def describe_run(
-    image: ImageFacts | None, host: HostInfo, run_ref: str, *, mode: str = "auto", cdi: bool = False
+    image: ImageFacts | None,
+    host: HostInfo,
+    run_ref: str,
+    *,
+    mode: Mode | Literal["auto"] = "auto",
+    cdi: bool = False,
 ) -> str:
     """One honest line saying what ``run_device_check`` is about to run (not a command to paste: each
     step's exact ``docker run`` argv is in its ``detail.command``), e.g. ``running device checks (mode
@@ -274,7 +396,7 @@ def run_device_check(
     image: ImageFacts | None,
     host: HostInfo,
     *,
-    mode: str = "auto",
+    mode: Mode | Literal["auto"] = "auto",
     cdi: bool = False,
     framework: str = "auto",
     timeout: float = 600.0,
@@ -288,20 +410,20 @@ def run_device_check(
         from builder.engine import run_container
 
         runner = run_container
-    mode = mode_for(image, host, mode)
+    run_mode = mode_for(image, host, mode)
     started = _now()
     steps: list[Step] = []
     gpus: str | None = None
     devices: list[str] = []
     group_add: tuple[str, ...] = ()
-    if mode == "nvidia":
+    if run_mode == "nvidia":
         if cdi:
             devices = ["nvidia.com/gpu=all"]
             request = "cdi:nvidia.com/gpu=all"
         else:
             gpus = "all"
             request = "--gpus all"
-    elif mode == "amd":
+    elif run_mode == "amd":
         devices = ["/dev/kfd", "/dev/dri"]
         group_add = amd_group_ids()
         request = "--device /dev/kfd --device /dev/dri" + "".join(f" --group-add {g}" for g in group_add)
@@ -316,7 +438,7 @@ def run_device_check(
         "user": user,
     }
     texts: list[str] = []
-    if mode == "nvidia":
+    if run_mode == "nvidia":
         r = runner(image_ref, ["nvidia-smi"], entrypoint="", stdin=None, **common)
         step = container_step("container-start+nvidia-smi", r)
         steps.append(step)
@@ -325,7 +447,7 @@ def run_device_check(
     if all(s.ok for s in steps):
         r = runner(
             image_ref,
-            ["-c", PYTHON_SHIM, "sh", "--mode", mode, "--framework", framework],
+            ["-c", PYTHON_SHIM, "sh", "--mode", run_mode, "--framework", framework],
             entrypoint="sh",
             stdin=PROBE_PATH.read_bytes(),
             **common,
@@ -367,7 +489,7 @@ def run_device_check(
         image_ref=image_ref,
         image=image,
         host=host,
-        mode=mode,
+        mode=run_mode,
         device_request=request,
         shm_size=shm_size,
         steps=tuple(steps),
@@ -378,10 +500,11 @@ def run_device_check(
 
 
 def attest_result(
-    result: CheckResult, client: Any, repository: str, digest: str, signer: Any, *, lock_dir: Path
-) -> Any:
+    result: CheckResult, client: RegistryClient, repository: str, digest: str, signer: Signer, *, lock_dir: Path
+) -> WriteResult:
     """Attach ``result`` as a signed ``device-check/v1`` attestation to ``repository@digest``
-    (helper D's ``attest_image``). Returns its WriteResult; raises SigningError / registry errors."""
+    (:func:`builder.signing.attest.attest_image`). Returns its WriteResult; raises SigningError /
+    registry errors."""
     from builder.signing.attest import attest_image
 
     return attest_image(client, repository, digest, DEVICE_CHECK_V1, result.predicate(), signer, lock_dir=lock_dir)
@@ -394,7 +517,11 @@ __all__ = [
     "PULL_NOISE",
     "PYTHON_SHIM",
     "CheckResult",
+    "DeviceCheckDocument",
+    "DeviceCheckPredicate",
+    "Mode",
     "Step",
+    "StepDocument",
     "amd_group_ids",
     "attest_result",
     "container_step",

@@ -16,12 +16,38 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import TypedDict
+
 from builder.errors import NotFoundError, RegistryError
 
 if TYPE_CHECKING:
     from builder.registry import RegistryClient
 
 LABEL_PREFIX = "io.builder."
+
+
+class ImageFactsDocument(TypedDict):
+    """What an image needs (:class:`ImageFacts`) as JSON; ``labels`` and ``env`` are the image config's
+    own, ``sources`` says where each fact came from (``label`` | ``env`` | ``derived``)."""
+
+    repository: str
+    digest: str
+    platform_digest: str
+    platform: str | None
+    accelerator: str
+    cuda_version: str | None
+    rocm_version: str | None
+    require_cuda: str | None
+    framework: str | None
+    framework_version: str | None
+    gpu_archs: list[str]
+    min_driver: str | None
+    variant: str | None
+    user: str | None
+    entrypoint: list[str]
+    labels: dict[str, str]
+    env: dict[str, str]
+    sources: dict[str, str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,11 +76,27 @@ class ImageFacts:
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["gpu_archs"] = list(self.gpu_archs)
-        d["entrypoint"] = list(self.entrypoint)
-        return d
+    def to_json(self) -> ImageFactsDocument:
+        return {
+            "repository": self.repository,
+            "digest": self.digest,
+            "platform_digest": self.platform_digest,
+            "platform": self.platform,
+            "accelerator": self.accelerator,
+            "cuda_version": self.cuda_version,
+            "rocm_version": self.rocm_version,
+            "require_cuda": self.require_cuda,
+            "framework": self.framework,
+            "framework_version": self.framework_version,
+            "gpu_archs": list(self.gpu_archs),
+            "min_driver": self.min_driver,
+            "variant": self.variant,
+            "user": self.user,
+            "entrypoint": list(self.entrypoint),
+            "labels": dict(self.labels),
+            "env": dict(self.env),
+            "sources": dict(self.sources),
+        }
 
 
 def arch_list_from_env(value: str) -> tuple[str, ...]:
@@ -177,4 +219,4 @@ def probe_image(
     )
 
 
-__all__ = ["LABEL_PREFIX", "ImageFacts", "arch_list_from_env", "facts_from_config", "probe_image"]
+__all__ = ["LABEL_PREFIX", "ImageFacts", "ImageFactsDocument", "arch_list_from_env", "facts_from_config", "probe_image"]

@@ -1,84 +1,141 @@
 """Static compatibility verdicts of an image (nothing runs): on a saved host, or on every cluster of a fleet.
-Both ask ``builder.compat`` (``check_compat`` per GPU; ``check_fleet`` and ``summarize`` per fleet), so they
-agree with ``builder compat check`` / ``builder compat fleet``.
+Both ask ``builder.compat`` (``check_compat`` per GPU; ``check_fleet_image`` per fleet), so they agree with
+``builder compat check`` / ``builder compat fleet``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any
+
+from typing_extensions import TypedDict
 
 from builder import compat
-from builder.checks.host.model import HostInfo
+from builder.checks.host.model import HostGpu, HostInfo
 from builder.checks.host.reading import load_host
 from builder.checks.image import ImageFacts
-from builder.compat.fleets import HostLoader, image_vendor, load_fleet, summarize
+from builder.compat import ImageSpec, Verdict, VerdictDocument
+from builder.compat.fleet_verdicts import FleetCheck, FleetCheckDocument, check_fleet_image, image_vendor
+from builder.compat.fleets import HostLoader, load_fleet
+from builder.compat.verdict import VerdictName
 
 
-def _worst(verdicts: list[str]) -> str:
-    return max(verdicts, key=lambda v: compat.SEVERITY.get(v, compat.SEVERITY["blocked"])) if verdicts else "ok"
+def image_spec(image: ImageFacts) -> ImageSpec:
+    """The compatibility question's image side from the image's facts: its CUDA line and
+    ``NVIDIA_REQUIRE_CUDA`` for a CUDA image, its ROCm release for a ROCm image, its compiled
+    architectures."""
+    cuda = image.accelerator == "cuda"
+    return ImageSpec(
+        cuda=image.cuda_version if cuda else None,
+        require=image.require_cuda if cuda else None,
+        rocm=image.rocm_version if image.accelerator == "rocm" else None,
+        archs=tuple(image.gpu_archs),
+    )
 
 
-def static_check_host(image: ImageFacts, host: HostInfo) -> dict[str, Any]:
-    """Compatibility verdict of ``image`` on ``host`` (each GPU; the worst wins), including
-    architecture coverage. Returns ``{"verdict", "gpus": [...], "reasons"}``."""
-    rows: list[dict[str, Any]] = []
+class GpuVerdictDocument(VerdictDocument):
+    """The verdict on one GPU of the host; ``index``: the GPU's index on the host."""
+
+    index: int | None
+
+
+class HostCheckDocument(TypedDict):
+    """The verdict of an image on a saved host: the worst over its GPUs (``reasons`` from the GPUs with
+    that verdict, prefixed with the GPU's name) and each GPU's."""
+
+    verdict: VerdictName
+    reasons: list[str]
+    gpus: list[GpuVerdictDocument]
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuVerdict:
+    """:func:`builder.compat.check_compat` on one GPU of a host."""
+
+    gpu: HostGpu
+    verdict: Verdict
+
+    def to_json(self) -> GpuVerdictDocument:
+        return {**self.verdict.to_json(), "index": self.gpu.index}
+
+
+@dataclasses.dataclass(frozen=True)
+class HostCheck:
+    """The verdict of an image on a host: ``verdict`` (the worst GPU's; without GPUs ``ok`` for a CPU image
+    and ``blocked`` for a GPU image), ``reasons`` and each GPU's :class:`GpuVerdict`."""
+
+    verdict: VerdictName
+    reasons: tuple[str, ...]
+    gpus: tuple[GpuVerdict, ...] = ()
+
+    @property
+    def blocked(self) -> bool:
+        return self.verdict == "blocked"
+
+    def to_json(self) -> HostCheckDocument:
+        return {"verdict": self.verdict, "reasons": list(self.reasons), "gpus": [g.to_json() for g in self.gpus]}
+
+
+def host_verdict(image: ImageFacts, host: HostInfo) -> HostCheck:
+    """Compatibility verdict of ``image`` on ``host`` (each GPU; the worst wins), including architecture
+    coverage. Raises ConfigError for versions that do not parse."""
     gpu_image = image.accelerator in ("cuda", "rocm")
     if not host.gpus:
         if gpu_image:
             reason = f"the image needs a GPU ({image.accelerator}) and the host has none (vendor {host.vendor})"
-            return {"verdict": "blocked", "reasons": [reason], "gpus": []}
-        return {"verdict": "ok", "reasons": ["CPU image"], "gpus": []}
-    for g in host.gpus:
-        v = compat.check_compat(
-            driver=host.driver_version if host.vendor == "nvidia" else host.rocm_version,
-            gpu=g.name,
-            brand=g.brand if g.brand_source == "nvidia-smi -q" else None,
-            cuda=image.cuda_version if image.accelerator == "cuda" else None,
-            require=image.require_cuda if image.accelerator == "cuda" else None,
-            rocm=image.rocm_version if image.accelerator == "rocm" else None,
-            image_archs=tuple(image.gpu_archs),
-            compute_capability=g.compute_capability or g.gfx_target,
-            driver_cuda_version=host.cuda_version,
-            vendor=host.vendor if host.vendor != "none" else None,
+            return HostCheck("blocked", (reason,))
+        return HostCheck("ok", ("CPU image",))
+    spec = image_spec(image)
+    rows = tuple(
+        GpuVerdict(
+            g,
+            compat.check_compat(
+                driver=host.driver_version if host.vendor == "nvidia" else host.rocm_version,
+                gpu=g.name,
+                brand=g.brand if g.brand_source == "nvidia-smi -q" else None,
+                cuda=spec.cuda,
+                require=spec.require,
+                rocm=spec.rocm,
+                image_archs=spec.archs,
+                compute_capability=g.compute_capability or g.gfx_target,
+                driver_cuda_version=host.cuda_version,
+                vendor=host.vendor if host.vendor != "none" else None,
+            ),
         )
-        rows.append({"gpu": g.name, "index": g.index, **v.to_json()})
-    verdict = _worst([r["verdict"] for r in rows])
-    reasons = [f"{r['gpu']}: {x}" for r in rows if r["verdict"] == verdict for x in r["reasons"]]
-    return {"verdict": verdict, "reasons": reasons, "gpus": rows}
-
-
-def static_check_fleet(image: ImageFacts, fleet_path: Path, *, load_host: HostLoader = load_host) -> dict[str, Any]:
-    """Verdict of ``image`` for every cluster of the fleet file (``builder.compat.check_fleet``) and the
-    fleet's verdict from ``builder.compat.fleets.summarize`` (the one ``builder compat fleet`` uses):
-    ``verdict`` is the WORST over the clusters of the image's vendor (cuda -> nvidia, rocm -> amd; a CPU
-    image: every cluster); clusters of another vendor are listed in ``not_applicable`` and never block;
-    ``blocked`` when an applicable cluster is blocked or none applies. Keys: ``fleet``, ``verdict``,
-    ``header`` (the one-line summary both CLIs print), ``image_vendor``, ``runs_on``, ``blocked_on``,
-    ``not_applicable``, ``reasons``, ``clusters`` (each: cluster, vendor, applies, and its verdict with
-    reasons). ``load_host`` reads the clusters' ``hostinfo:`` files (default:
-    ``builder.checks.host.reading.load_host``).
-    Raises ConfigError for an invalid fleet file."""
-    fleet = load_fleet(fleet_path, load_host=load_host)
-    results = compat.check_fleet(
-        fleet,
-        cuda=image.cuda_version if image.accelerator == "cuda" else None,
-        require=image.require_cuda if image.accelerator == "cuda" else None,
-        rocm=image.rocm_version if image.accelerator == "rocm" else None,
-        image_archs=tuple(image.gpu_archs),
+        for g in host.gpus
     )
-    summary = summarize(((c.name, c.vendor, v.verdict) for c, v in results), image_vendor(image.accelerator))
-    skipped = set(summary.not_applicable)
-    rows = [
-        {"cluster": c.name, "vendor": c.vendor, "applies": c.name not in skipped, **v.to_json()} for c, v in results
-    ]
-    return {
-        "fleet": fleet.name,
-        **summary.to_json(),
-        "header": summary.header(fleet.name),
-        "reasons": list(summary.reasons),
-        "clusters": rows,
-    }
+    worst = compat.worst([r.verdict for r in rows])
+    assert worst is not None  # the host has GPUs
+    reasons = tuple(
+        f"{r.verdict.gpu}: {x}" for r in rows if r.verdict.verdict == worst.verdict for x in r.verdict.reasons
+    )
+    return HostCheck(worst.verdict, reasons, rows)
 
 
-__all__ = ["static_check_fleet", "static_check_host"]
+def fleet_verdict(image: ImageFacts, fleet_path: Path, *, load_host: HostLoader = load_host) -> FleetCheck:
+    """Verdict of ``image`` for every cluster of the fleet file and the fleet's verdict
+    (:func:`builder.compat.fleets.check_fleet_image`, the one ``builder compat fleet`` uses): the WORST over
+    the clusters of the image's vendor (cuda -> nvidia, rocm -> amd; a CPU image: every cluster); clusters of
+    another vendor do not apply and never block; ``blocked`` when an applicable cluster is blocked or none
+    applies. ``load_host`` reads the clusters' ``hostinfo:`` files (default:
+    :func:`builder.checks.host.reading.load_host`). Raises ConfigError for an invalid fleet file."""
+    fleet = load_fleet(fleet_path, load_host=load_host)
+    return check_fleet_image(fleet, image_spec(image), image_vendor=image_vendor(image.accelerator))
+
+
+def static_check_fleet(image: ImageFacts, fleet_path: Path, *, load_host: HostLoader = load_host) -> FleetCheckDocument:
+    """:func:`fleet_verdict` as its JSON document (read by ``builder.pipeline``; new code reads the
+    :class:`~builder.compat.fleet_verdicts.FleetCheck` itself)."""
+    return fleet_verdict(image, fleet_path, load_host=load_host).to_json()
+
+
+__all__ = [
+    "GpuVerdict",
+    "GpuVerdictDocument",
+    "HostCheck",
+    "HostCheckDocument",
+    "fleet_verdict",
+    "host_verdict",
+    "image_spec",
+    "static_check_fleet",
+]

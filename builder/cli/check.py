@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 import click
 
@@ -20,6 +20,10 @@ from builder.cli._common import (
     json_option,
     platform_option,
 )
+
+if TYPE_CHECKING:
+    from builder.checks.run import DeviceCheck, StaticCheck
+    from builder.compat import Verdict
 
 
 def esc(text: str) -> str:
@@ -46,22 +50,12 @@ def hostinfo(from_file: str | None) -> None:
     builder hostinfo --json > host.json        save this host (for fleets and --host)
     builder hostinfo --from nvidia-smi.txt     parse saved tool output
     """
-    from builder.checks.host.probing import probe_host
-    from builder.checks.host.reading import load_hostinfo, parse_text
+    from builder.checks.host.gather import host_facts
 
-    if from_file == "-":
-        info = parse_text(sys.stdin.read(), source="<stdin>")
-    elif from_file:
-        info = load_hostinfo(Path(from_file))
-    else:
-        from builder import engine
-        from builder.errors import BuilderError
-
-        try:
-            engine_info: dict[str, Any] | None = engine.info_json()
-        except BuilderError:
-            engine_info = None
-        info = probe_host(engine_info=engine_info)
+    info = host_facts(
+        Path(from_file) if from_file and from_file != "-" else None,
+        text=sys.stdin.read() if from_file == "-" else None,
+    )
 
     def human() -> None:
         c = console()
@@ -120,21 +114,17 @@ def diagnose(
     Prints diagnosis, at_fault, noticed_by, summary, fix and facts. Exit code 0: the
     diagnosis is the output, even when it is `unknown`.
     """
-    from builder.checks.context import diagnosis_context
-    from builder.checks.diagnosis import diagnose as run_diagnosis
-    from builder.checks.diagnosis import read_input
-    from builder.checks.host.reading import load_hostinfo
+    from builder.checks.context import diagnose_message
 
-    text = sys.stdin.read() if file == "-" else read_input(Path(file))  # NotFoundError (exit 8) names it
-    ctx = diagnosis_context(
-        load_hostinfo(Path(host_file)) if host_file else None,
+    result = diagnose_message(
+        sys.stdin.read() if file == "-" else Path(file),  # NotFoundError (exit 8) names a missing file
+        host=Path(host_file) if host_file else None,
         require_cuda=require_cuda,
         image_cuda=image_cuda,
         driver_version=driver,
         gpu_brand=brand,
         vendor=vendor,
     )
-    result = run_diagnosis(text, ctx)
 
     def human() -> None:
         c = console()
@@ -194,7 +184,7 @@ def check(
     static: bool,
     host_file: str | None,
     fleet_file: Path | None,
-    mode: str,
+    mode: Literal["auto", "nvidia", "amd", "cpu"],
     cdi: bool,
     framework: str,
     timeout: float,
@@ -214,120 +204,84 @@ def check(
     builder check REF --static --fleet demo            (or --fleet fleets/demo.yaml)
     Exit codes: 20 check failed (diagnosis in the output), 11 static verdict blocked.
     """
-    from builder.checks import device, image
-    from builder.errors import CheckFailedError, ConfigError, IncompatibleError
-    from builder.predicates import DEVICE_CHECK_V1
-    from builder.registry import parse_reference
+    from builder.checks.run import CheckRequest, DeviceCheck, check_reference
+    from builder.variants import project_matrices
 
-    cfg = app_context().config
-    from builder.selection import looks_like_variant_id, variant_reference
-
-    if looks_like_variant_id(ref):  # a variant id: its moving variant tag in the configured registry
-        from builder.matrix import load_matrices, matrix_paths
-
-        ref = variant_reference(load_matrices(matrix_paths(cfg.matrices_dir)), ref, cfg.registry)
-    r = parse_reference(ref, cfg.registry)
-    client = app_context().app.client(r.registry)  # credentials: --docker-config, $DOCKER_CONFIG, ~/.docker
-    digest = client.resolve(r.repository, r.digest or r.ref)
-    facts = image.probe_image(client, r.repository, digest, platform=platform)
-    pinned = f"{r.registry}/{r.repository}@{digest}"
-
-    if static:
-        if bool(host_file) == bool(fleet_file):
-            raise ConfigError("--static needs exactly one of --host FILE or --fleet NAME|FILE")
-        from builder.checks.host.reading import load_hostinfo
-        from builder.checks.static import static_check_fleet, static_check_host
-
-        if host_file is not None:
-            out = static_check_host(facts, load_hostinfo(Path(host_file)))
-        else:
-            assert fleet_file is not None  # one of the two, checked above
-            out = static_check_fleet(facts, fleet_file)
-        payload = {"reference": pinned, "image": facts.to_json(), **out}
-
-        def human_static() -> None:
-            c = console()
-            if "header" in out:  # --fleet: the same summary line as `builder compat fleet`
-                c.print(pinned, markup=False, highlight=False)
-                c.print(out["header"], markup=False, highlight=False)
-            else:
-                c.print(f"{esc(pinned)}: [bold]{esc(str(out['verdict']))}[/]")
-            for row in out.get("clusters") or out.get("gpus") or []:
-                name = row.get("cluster") or row.get("gpu")
-                if row.get("applies") is False:
-                    c.print(f"  {name}: not-applicable ({row.get('vendor')})", markup=False)
-                    continue
-                c.print(
-                    f"  {name}: {row['verdict']}  min driver {row.get('min_driver') or '-'}  "
-                    f"arch covered {row.get('arch_covered')}",
-                    markup=False,
-                )
-                for reason in row.get("reasons") or []:
-                    c.print(f"    - {reason}", markup=False)
-
-        blocked = out["verdict"] == "blocked"
-        if not blocked or not app_context().json_output:  # --json: one document (the error carries it)
-            emit(payload, human_static)
-        if blocked:
-            raise IncompatibleError(
-                f"{pinned} is blocked: " + "; ".join(out.get("reasons") or ["see clusters"])[:800], verdict=out
-            )
-        return
-
-    from builder import engine
-    from builder.checks.host.probing import probe_host
-
-    host = probe_host(engine_info=engine.info_json())
-    # run exactly the platform manifest that was probed (an index would let the engine choose)
-    run_ref = f"{r.registry}/{r.repository}@{facts.platform_digest}"
-    # what runs, described (not a pseudo-command): the exact docker command of each step is in --json
-    # (steps[].detail.command)
-    line = device.describe_run(facts, host, run_ref, mode=mode, cdi=cdi)
-    console().print(line, markup=False, highlight=False, style="dim", soft_wrap=True)
-    result = device.run_device_check(
-        run_ref, facts, host, mode=mode, cdi=cdi, framework=framework, timeout=timeout, shm_size=shm_size
+    app = app_context().app
+    cfg = app.config
+    request = CheckRequest(
+        ref,
+        static=static,
+        host_file=Path(host_file) if host_file else None,
+        fleet_file=fleet_file,
+        mode=mode,
+        cdi=cdi,
+        framework=framework,
+        timeout=timeout,
+        shm_size=shm_size,
+        platform=platform,
+        key=Path(key) if key else None,
+        attest=attest,
     )
-    key_path = Path(key) if key else cfg.check_key_path
-    do_attest = attest if attest is not None else (key is not None or key_path.exists())
-    payload = result.to_json()
-    if do_attest:
-        from builder.signing.keys import load_signer
+    outcome = check_reference(
+        request,
+        registries=app.client,  # credentials: --docker-config, $DOCKER_CONFIG, ~/.docker
+        default_registry=cfg.registry,
+        matrices=lambda: project_matrices(cfg),
+        signer=app.signer,
+        default_key=cfg.check_key_path,
+        lock_dir=cfg.state_dir / "locks",
+        # what runs, described (not a pseudo-command): each step's exact docker command is in --json
+        # (steps[].detail.command)
+        on_run=lambda line: console().print(line, markup=False, highlight=False, style="dim", soft_wrap=True),
+    )
+    human = (lambda: _print_device(outcome)) if isinstance(outcome, DeviceCheck) else (lambda: _print_static(outcome))
+    failure = outcome.failure()
+    if failure is None or not app_context().json_output:  # --json: one document (the error carries it)
+        emit(outcome.to_json(), human)
+    if failure is not None:
+        raise failure
 
-        signer = load_signer(key_path, cfg.key_password)
-        written = device.attest_result(result, client, r.repository, digest, signer, lock_dir=cfg.state_dir / "locks")
-        payload["attestation"] = {
-            "predicate_type": DEVICE_CHECK_V1,
-            "key": str(key_path),
-            "written": getattr(written, "appended", True),
-        }
 
-    def human() -> None:
-        c = console()
-        for s in result.steps:
-            mark = "[green]ok[/]" if s.ok else "[red]FAIL[/]"
-            c.print(f"{mark:>14}  {esc(f'{s.name:<28} {s.seconds:7.2f}s')}")
-            for line in error_lines(s.error or ""):
-                c.print(f"      {line}", markup=False, highlight=False)
-        if result.diagnosis:
-            d = result.diagnosis
-            c.print(
-                f"[red]{esc(d.key)}[/] (at fault: {esc(str(d.at_fault))}; noticed by: {esc(str(d.noticed_by))}): "
-                f"{esc(d.summary)}"
-            )
-            c.print(f"[yellow]fix:[/] {esc(d.fix)}")
-        if "attestation" in payload:
-            c.print(f"attached device-check/v1 to {esc(pinned)}")
+def _print_static(outcome: StaticCheck) -> None:
+    from builder.compat.fleet_verdicts import FleetCheck
 
-    if result.passed or not app_context().json_output:  # --json: one document (the error carries it)
-        emit(payload, human)
-    if not result.passed:
-        d = result.diagnosis
-        raise CheckFailedError(
-            f"device check of {pinned} failed: "
-            + (f"{d.key} (at fault: {d.at_fault}): {d.summary}" if d else "see the failed steps"),
-            hint=d.fix if d else None,
-            diagnosis=d.key if d else None,
-            at_fault=d.at_fault if d else None,
-            noticed_by=d.noticed_by if d else None,
-            result=payload,
+    c = console()
+    v = outcome.verdict
+    rows: list[tuple[str | None, Verdict, bool, str]]
+    if isinstance(v, FleetCheck):  # --fleet: the same summary line as `builder compat fleet`
+        c.print(outcome.reference, markup=False, highlight=False)
+        c.print(v.header, markup=False, highlight=False)
+        rows = [(cl.name, cv.verdict, v.applies(cl.name), cl.vendor) for cl, cv in v.clusters]
+    else:
+        c.print(f"{esc(outcome.reference)}: [bold]{esc(v.verdict)}[/]")
+        rows = [(g.verdict.gpu, g.verdict, True, g.verdict.vendor) for g in v.gpus]
+    for name, verdict, applies, vendor in rows:
+        if not applies:
+            c.print(f"  {name}: not-applicable ({vendor})", markup=False)
+            continue
+        c.print(
+            f"  {name}: {verdict.verdict}  min driver {verdict.min_driver or '-'}  arch covered {verdict.arch_covered}",
+            markup=False,
         )
+        for reason in verdict.reasons:
+            c.print(f"    - {reason}", markup=False)
+
+
+def _print_device(outcome: DeviceCheck) -> None:
+    c = console()
+    result = outcome.result
+    for s in result.steps:
+        mark = "[green]ok[/]" if s.ok else "[red]FAIL[/]"
+        c.print(f"{mark:>14}  {esc(f'{s.name:<28} {s.seconds:7.2f}s')}")
+        for line in error_lines(s.error or ""):
+            c.print(f"      {line}", markup=False, highlight=False)
+    if result.diagnosis:
+        d = result.diagnosis
+        c.print(
+            f"[red]{esc(d.key)}[/] (at fault: {esc(str(d.at_fault))}; noticed by: {esc(str(d.noticed_by))}): "
+            f"{esc(d.summary)}"
+        )
+        c.print(f"[yellow]fix:[/] {esc(d.fix)}")
+    if outcome.attestation is not None:
+        c.print(f"attached device-check/v1 to {esc(outcome.reference)}")

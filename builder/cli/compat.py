@@ -6,14 +6,15 @@ Exit 0 for ok / minor-version-compat / forward-compat, 11 (IncompatibleError) wh
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from builder.cli._common import app_context, console, emit, json_option, option_group, platform_option
 
 if TYPE_CHECKING:
-    from builder.compat.verdict import Verdict
+    from builder.compat import ImageSpec, Verdict
+    from builder.errors import IncompatibleError
 
 _COLOURS = {"ok": "green", "minor-version-compat": "yellow", "forward-compat": "yellow", "blocked": "red"}
 
@@ -21,12 +22,6 @@ _COLOURS = {"ok": "green", "minor-version-compat": "yellow", "forward-compat": "
 @click.group()
 def compat() -> None:
     """Compatibility knowledge: CUDA line -> minimum driver, NVIDIA_REQUIRE_CUDA, architectures."""
-
-
-def _archs(value: str | None) -> tuple[str, ...]:
-    if not value:
-        return ()
-    return tuple(a.strip() for a in value.replace(";", ",").replace(" ", ",").split(",") if a.strip())
 
 
 _image_options = option_group(
@@ -47,18 +42,16 @@ _image_options = option_group(
 
 
 def _image(
-    cuda: str | None, require: str | None, image_cuda: str | None, rocm: str | None
-) -> tuple[str | None, str | None]:
-    given = [x for x in (cuda, require, image_cuda, rocm) if x]
-    if not given:
+    cuda: str | None, require: str | None, image_cuda: str | None, rocm: str | None, arch_list: str | None
+) -> ImageSpec:
+    """The image options as one ``ImageSpec`` (usage error, exit 2, when none or two requirements are given)."""
+    from builder.compat import ImageSpec
+
+    if not (cuda or require or image_cuda or rocm):
         raise click.UsageError("give the image: --cuda X.Y, --require EXPR, --image-cuda X.Y.Z or --rocm X.Y")
     if require and image_cuda:
         raise click.UsageError("--require and --image-cuda both give the requirement: use one")
-    if image_cuda:
-        from builder.compat import require_cuda
-
-        require = require_cuda(image_cuda)
-    return cuda, require
+    return ImageSpec(cuda, require, image_cuda, rocm, ImageSpec.parse_archs(arch_list))
 
 
 def _print_verdict(v: Verdict, title: str) -> None:
@@ -102,32 +95,29 @@ def check(
       builder compat check --driver 550.144.03 --gpu "NVIDIA GeForce RTX 4090" --image-cuda 12.8.1
       builder compat check --driver 535.161.08 --gpu "NVIDIA H100 80GB HBM3" --cuda 12.4 --json
     """
-    from builder.compat import check_compat
-    from builder.errors import IncompatibleError
+    from builder.compat import check_image
 
-    cuda, require = _image(cuda, require, image_cuda, rocm)
-    v = check_compat(
+    v = check_image(
+        _image(cuda, require, image_cuda, rocm, arch_list),
         driver=driver,
         gpu=gpu,
         brand=brand,
-        cuda=cuda,
-        require=require,
-        image_archs=_archs(arch_list),
         compute_capability=compute_capability,
         driver_cuda_version=driver_cuda,
-        rocm=rocm,
         vendor=vendor,
     )
-    payload = v.to_json()
-    emit(payload, lambda: _print_verdict(v, f"driver {driver or '?'}, {gpu or 'GPU ?'}"))
-    if v.verdict == "blocked":
-        if app_context().json_output:
-            raise click.exceptions.Exit(IncompatibleError.exit_code)
-        raise IncompatibleError(
-            "the image cannot start or run on this host"
-            + (f": needs driver >= {v.min_driver}" if v.min_driver else ""),
-            verdict=payload,
-        )
+    emit(v.to_json(), lambda: _print_verdict(v, f"driver {driver or '?'}, {gpu or 'GPU ?'}"))
+    _exit_when_blocked(v.incompatibility())
+
+
+def _exit_when_blocked(error: IncompatibleError | None) -> None:
+    """Blocked: exit 11. With --json the verdict document already printed is the output (no error document);
+    otherwise the error's message and hint."""
+    if error is None:
+        return
+    if app_context().json_output:
+        raise click.exceptions.Exit(error.exit_code)
+    raise error
 
 
 @compat.command("fleet")
@@ -149,44 +139,26 @@ def fleet(
     (--rocm: AMD clusters; otherwise NVIDIA ones; the others are not-applicable). Exit 11 when that
     verdict is blocked: an applicable cluster is blocked, or no cluster applies (docs/fleets.md)."""
     from builder.checks.host.reading import load_host
-    from builder.compat.fleets import check_cluster, load_fleet, resolve_fleet_path, summarize
-    from builder.errors import IncompatibleError
+    from builder.compat.fleets import check_fleet_file
 
-    cuda, require = _image(cuda, require, image_cuda, rocm)
-    f = load_fleet(resolve_fleet_path(fleet_file, app_context().config.fleets_dir), load_host=load_host)
-    wanted = set(clusters) or None
-    results = [
-        check_cluster(c, cuda=cuda, require=require, rocm=rocm, image_archs=_archs(arch_list))
-        for c in f.clusters
-        if wanted is None or c.name in wanted
-    ]
-    vendors = {c.name: c.vendor for c in f.clusters}
-    summary = summarize(
-        ((r.cluster, vendors[r.cluster], r.verdict.verdict) for r in results), "amd" if rocm else "nvidia"
+    result = check_fleet_file(
+        fleet_file,
+        _image(cuda, require, image_cuda, rocm, arch_list),
+        fleets_dir=app_context().config.fleets_dir,
+        load_host=load_host,
+        clusters=clusters,
     )
-    skipped = set(summary.not_applicable)
-    payload = {
-        "fleet": f.name,
-        "path": f.path,
-        **summary.to_json(),
-        "clusters": [{**r.to_json(), "applies": r.cluster not in skipped} for r in results],
-    }
 
     def human() -> None:
-        console().print(summary.header(f.name), markup=False, highlight=False)
-        for r in results:
-            if r.cluster in skipped:
-                console().print(f"cluster {r.cluster}: not-applicable ({vendors[r.cluster]})", markup=False)
+        console().print(result.header, markup=False, highlight=False)
+        for c, cv in result.clusters:
+            if not result.applies(c.name):
+                console().print(f"cluster {c.name}: not-applicable ({c.vendor})", markup=False)
                 continue
-            _print_verdict(r.verdict, f"cluster {r.cluster}")
+            _print_verdict(cv.verdict, f"cluster {c.name}")
 
-    emit(payload, human)
-    if summary.blocked:
-        if app_context().json_output:
-            raise click.exceptions.Exit(IncompatibleError.exit_code)
-        raise IncompatibleError(
-            f"fleet {f.name} is blocked: " + "; ".join(summary.reasons), clusters=list(summary.blocked_on)
-        )
+    emit(result.to_json(), human)
+    _exit_when_blocked(result.incompatibility())
 
 
 @compat.command("cuda")
@@ -196,36 +168,23 @@ def fleet(
 def cuda_cmd(cuda_version: str, platform: str) -> None:
     """What a CUDA release needs: minimum driver (and the row used), minor-version floor, the
     NVIDIA_REQUIRE_CUDA of its official image, forward-compatibility branches, image OSes."""
-    from builder import compat
+    from builder.compat.releases import cuda_release
 
-    row = compat.min_driver_row(cuda_version)
-    info = compat.require_cuda_info(cuda_version, platform=platform)
-    fc = [f"R{b}" for b in compat.forward_compat_branches(cuda_version)]
-    oses = list(compat.cuda_image_os(cuda_version))
-    payload: dict[str, Any] = {
-        "cuda": cuda_version,
-        "min_driver": row.min_driver,
-        "min_driver_row": row.source,
-        "branch": row.branch,
-        "minor_version_floor": compat.minor_floor(cuda_version),
-        "forward_compat_branches": fc,
-        "official_image_os": oses,
-        "require_cuda": info.expr,
-        "require_cuda_image_release": info.image_release,
-        "require_cuda_constructed": info.constructed,
-        "require_cuda_note": info.note,
-    }
+    r = cuda_release(cuda_version, platform=platform)
+    info = r.requirement
 
     def human() -> None:
         con = console()
-        con.print(f"[bold]CUDA {cuda_version}[/]: minimum driver {row.min_driver} ({row.source}), branch {row.branch}")
-        con.print(f"  minor-version floor: {payload['minor_version_floor'] or 'none'}")
-        con.print(f"  forward-compatibility branches: {', '.join(fc) or 'unknown'}")
-        con.print(f"  official images for: {', '.join(oses) or 'none recorded'}")
+        con.print(f"[bold]CUDA {r.cuda}[/]: minimum driver {r.min_driver} ({r.min_driver_row}), branch {r.branch}")
+        con.print(f"  minor-version floor: {r.minor_version_floor or 'none'}")
+        con.print(
+            f"  forward-compatibility branches: {', '.join(f'R{b}' for b in r.forward_compat_branches) or 'unknown'}"
+        )
+        con.print(f"  official images for: {', '.join(r.official_image_os) or 'none recorded'}")
         con.print(f"  NVIDIA_REQUIRE_CUDA ({info.note}):", markup=False)
         con.print(f"    {info.expr}", markup=False, soft_wrap=True)
 
-    emit(payload, human)
+    emit(r.to_json(), human)
 
 
 @compat.command("wheels")
@@ -234,38 +193,14 @@ def cuda_cmd(cuda_version: str, platform: str) -> None:
 @json_option
 def wheels_cmd(framework: str, version: str) -> None:
     """Wheel lines (CUDA/ROCm/CPU), Pythons, platforms and compiled architectures of a framework release."""
-    from builder.compat import compiled_archs
-    from builder.compat.frameworks import wheel_rows_for
-    from builder.errors import NotFoundError
+    from builder.compat.releases import wheel_lines
 
-    rows = wheel_rows_for(framework, version)
-    if not rows:
-        raise NotFoundError(
-            f"no wheel data for {framework} {version} in builder/compat/data/framework-wheels.csv",
-            hint="add the release's rows (docs/compat.md, 'Extending the data')",
-        )
-    payload: list[dict[str, Any]] = [
-        {
-            "kind": r.kind,
-            "accel": r.accel or None,
-            "accel_versions": str(r.accel_versions),
-            "wheel": r.wheel,
-            "status": r.status,
-            "python": str(r.python),
-            "platforms": list(r.platforms),
-            "archs": list(compiled_archs(framework, version, r.kind, r.accel or None)),
-            "provenance": r.provenance,
-        }
-        for r in rows
-    ]
+    lines = wheel_lines(framework, version)
 
     def human() -> None:
         con = console()
-        for p in payload:
-            line = f"{p['kind']:<5} {p['accel'] or '':<6} {p['wheel']:<22} {p['status']:<12} python {p['python']}"
-            con.print(line, markup=False)
-            con.print(
-                f"      platforms: {' '.join(p['platforms'])}; archs: {' '.join(p['archs']) or '-'}", markup=False
-            )
+        for w in lines:
+            con.print(f"{w.kind:<5} {w.accel or '':<6} {w.wheel:<22} {w.status:<12} python {w.python}", markup=False)
+            con.print(f"      platforms: {' '.join(w.platforms)}; archs: {' '.join(w.archs) or '-'}", markup=False)
 
-    emit(payload, human)
+    emit([w.to_json() for w in lines], human)

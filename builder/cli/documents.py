@@ -19,6 +19,16 @@ from typing import Any
 #: command -> "module:TypedDict" of the document it prints with ``--json``
 DOCUMENTS: dict[str, str] = {
     "doctor": "builder.doctor:ReportDocument",
+    "matrix list": "builder.matrix.formats:MatrixListDocument",
+    "compat check": "builder.compat.verdict:VerdictDocument",
+    "compat fleet": "builder.compat.fleet_verdicts:FleetCheckDocument",
+    "compat cuda": "builder.compat.releases:CudaReleaseDocument",
+    "compat wheels": "builder.compat.releases:WheelsDocument",
+    "render": "builder.render:RenderDocument",
+    "lock": "builder.locks:LockDocument",
+    "hostinfo": "builder.checks.host.model:HostInfoDocument",
+    "check": "builder.checks.run:CheckDocument",
+    "diagnose": "builder.checks.diagnosis.model:DiagnosisDocument",
     "keys generate": "builder.signing.operations:KeysGenerateDocument",
     "keys import": "builder.signing.operations:KeysImportDocument",
     "sign": "builder.signing.operations:SignDocument",

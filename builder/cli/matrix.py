@@ -51,17 +51,14 @@ def list_(
       builder matrix list --format github --shard 1/4
       builder matrix list --format github --changed-since origin/main
     """
-    from builder.matrix import github_matrix, variant_json
     from builder.selection import Selection
     from builder.variants import select_variants
 
-    cfg = app_context().config
-    chosen = select_variants(cfg, matrices, Selection.from_options(globs, shard, changed_since))
+    chosen = select_variants(app_context().config, matrices, Selection.from_options(globs, shard, changed_since))
     variants, loaded = chosen.variants, chosen.matrices
     if fmt == "github":
-        sys.stdout.write(json.dumps(github_matrix(variants), separators=(",", ":")) + "\n")
+        sys.stdout.write(json.dumps(chosen.github_matrix(), separators=(",", ":")) + "\n")
         return
-    payload = [variant_json(v) for v in variants]
     if fmt == "json":
         app_context().json_output = True
 
@@ -79,4 +76,4 @@ def list_(
         console().print(table)
         console().print(f"{len(variants)} variants from {len(loaded)} matrices")
 
-    emit(payload, human)
+    emit(chosen.to_json(), human)

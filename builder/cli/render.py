@@ -34,43 +34,25 @@ def render(matrices: tuple[Path, ...], globs: tuple[str, ...], out_dir: str | No
     Committed renders hold no machine-local digest, so `--check` gives the same answer on any
     machine. Renders of variants no longer in a matrix are removed (not with --select).
     """
-    from builder import render as rcore
-    from builder.selection import Selection
-    from builder.variants import select_renders
+    from builder.variants import render_project
 
-    cfg = app_context().config
-    rendered = select_renders(cfg, matrices, Selection(globs=globs))
-    out = Path(out_dir) if out_dir else cfg.render_dir
-    prune = not globs
-    every = not matrices and not globs
-    if check:
-        report = rcore.check_renders(out, rendered, prune=prune, every_matrix=every)
-    else:
-        report = rcore.write_renders(out, rendered, prune=prune, every_matrix=every)
-    payload = {
-        **report.to_json(),
-        "variants": [
-            {
-                "id": r.variant.id,
-                "content_tag": r.content_tag,
-                "content_hash": r.content_hash,
-                "unpinned": list(r.unpinned),
-            }
-            for r in rendered
-        ],
-    }
+    outcome = render_project(
+        app_context().config, matrices, globs, out_dir=Path(out_dir) if out_dir else None, check=check
+    )
+    report = outcome.report
 
     def human() -> None:
         verb = "checked" if check else "rendered"
         console().print(
-            f"{verb} {len(rendered)} variants into {out}: {len(report.changed)} changed, "
+            f"{verb} {len(outcome.rendered)} variants into {report.out_dir}: {len(report.changed)} changed, "
             f"{len(report.added)} added, {len(report.removed)} removed, {report.unchanged} unchanged"
         )
-        unpinned = sum(1 for r in rendered if r.unpinned)
-        if unpinned:
-            console().print(f"[yellow]{unpinned} variants are not buildable yet (unpinned base or missing lock)[/]")
+        if outcome.unbuildable:
+            console().print(
+                f"[yellow]{outcome.unbuildable} variants are not buildable yet (unpinned base or missing lock)[/]"
+            )
 
-    emit(payload, human)
+    emit(outcome.to_json(), human)
 
 
 @click.command()
@@ -85,25 +67,10 @@ def lock(matrices: tuple[Path, ...], globs: tuple[str, ...], upgrade: bool, time
     (builds refuse them until a lock is committed).
     """
     import os
-    import shutil
-    import sys
 
-    from builder import locks
-    from builder.selection import Selection
-    from builder.variants import select_variants
+    from builder.variants import lock_project
 
-    cfg = app_context().config
-    variants = select_variants(cfg, matrices, Selection(globs=globs)).variants
-    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
-    env = dict(os.environ)
-    env.setdefault("UV_HTTP_TIMEOUT", "15")
-    results = locks.lock_variants(
-        variants, cfg.locks_dir, uv=uv, env=env, upgrade=upgrade, timeout=timeout
-    )
-    payload = [
-        {"id": r.variant_id, "status": r.status, "path": r.path, "seconds": round(r.seconds, 2), "error": r.error}
-        for r in results
-    ]
+    results = lock_project(app_context().config, matrices, globs, environ=os.environ, upgrade=upgrade, timeout=timeout)
 
     def human() -> None:
         colors = {"written": "green", "up-to-date": "green", "not-needed": "dim", "unresolved": "yellow"}
@@ -115,4 +82,4 @@ def lock(matrices: tuple[Path, ...], globs: tuple[str, ...], upgrade: bool, time
                 line += f"  [dim]{escape(r.error.splitlines()[-1][:100])}[/]"
             console().print(line, highlight=False)
 
-    emit(payload, human)
+    emit([r.to_json() for r in results], human)

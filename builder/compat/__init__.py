@@ -9,12 +9,16 @@ Public API (used by matrix, render, checks, policy and resolve):
 - :func:`min_driver` / :func:`min_driver_row` - minimum Linux driver of a CUDA line, and the row used
 - :func:`require_cuda` / :func:`require_cuda_info` - ``NVIDIA_REQUIRE_CUDA`` of an official image
 - :func:`parse_requirement` / :func:`evaluate` - the ``NVIDIA_REQUIRE_CUDA`` grammar
-- :func:`check_compat` -> :class:`Verdict` - can an image start and run on a host
+- :func:`check_compat` -> :class:`Verdict` - can an image start and run on a host (:func:`check_image`:
+  the same for an :class:`ImageSpec`, the image as a user states it)
+- :func:`builder.compat.releases.cuda_release` / :func:`~builder.compat.releases.wheel_lines` - what a CUDA
+  release needs, what a framework release ships
 - :func:`check_generation` / :func:`arch_row` - driver branches and CUDA releases supporting a GPU architecture
 - :func:`gpu_info` -> :class:`GpuInfo` - compute capability / gfx target, brand, class of a GPU name;
   :func:`brand_from_name`, :func:`normalize_brand`, :func:`product_brand` (one brand vocabulary);
   :func:`amd_device` (AMD PCI device id -> name, gfx target)
-- fleets: :func:`load_fleet`, :func:`check_fleet` (in :mod:`builder.compat.fleets`, re-exported lazily)
+- fleets: :func:`load_fleet`, :func:`check_fleet` (in :mod:`builder.compat.fleets`, re-exported lazily);
+  :func:`~builder.compat.fleets.check_fleet_file` -> :class:`~builder.compat.fleet_verdicts.FleetCheck`
 
 - OS facts: :mod:`builder.compat.distros` (system Python, glibc of each distro release)
 
@@ -60,7 +64,7 @@ from builder.compat.requirement import (
     require_cuda,
     require_cuda_info,
 )
-from builder.compat.verdict import SEVERITY, Verdict, check_compat, worst
+from builder.compat.verdict import SEVERITY, ImageSpec, Verdict, VerdictDocument, check_compat, check_image, worst
 
 if TYPE_CHECKING:
     from builder.compat.fleets import Cluster, Fleet, check_fleet, load_fleet
@@ -98,9 +102,11 @@ __all__ = [
     "GenerationCheck",
     "GpuInfo",
     "Host",
+    "ImageSpec",
     "RequireInfo",
     "Requirement",
     "Verdict",
+    "VerdictDocument",
     "amd_device",
     "arch_coverage",
     "arch_row",
@@ -109,6 +115,7 @@ __all__ = [
     "check_compat",
     "check_fleet",
     "check_generation",
+    "check_image",
     "compiled_archs",
     "cuda_image_os",
     "driver_cuda",

@@ -6,12 +6,42 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Literal
 
 from packaging.version import Version
+from typing_extensions import TypedDict
 
 from builder.compat.fleet_model import Cluster, Fleet, HostConfig
-from builder.compat.verdict import SEVERITY, Verdict, check_compat
+from builder.compat.verdict import SEVERITY, ImageSpec, Verdict, VerdictDocument, VerdictName, check_compat
+from builder.errors import IncompatibleError
+
+#: the GPU vendor an image is built for (``none``: a CPU image, every cluster applies)
+ImageVendor = Literal["nvidia", "amd", "none"]
+
+
+class HostConfigDocument(TypedDict):
+    """One (driver, GPU) combination of a cluster; ``source``: ``inline`` or the ``hostinfo:`` file."""
+
+    driver: str | None
+    gpu: str | None
+    brand: str | None
+    driver_cuda: str | None
+    compute_capability: str | None
+    source: str
+
+
+class HostVerdictDocument(VerdictDocument):
+    """The verdict of one host configuration of a cluster."""
+
+    host: HostConfigDocument
+
+
+class ClusterVerdictDocument(VerdictDocument):
+    """A cluster's verdict (the worst of its configurations, reasons prefixed with the configuration)
+    and each configuration's."""
+
+    cluster: str
+    hosts: list[HostVerdictDocument]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,12 +52,23 @@ class ClusterVerdict:
     verdict: Verdict
     configs: tuple[tuple[HostConfig, Verdict], ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ClusterVerdictDocument:
         return {
             "cluster": self.cluster,
             **self.verdict.to_json(),
-            "hosts": [{"host": dataclasses.asdict(h), **v.to_json()} for h, v in self.configs],
+            "hosts": [{"host": _host_json(h), **v.to_json()} for h, v in self.configs],
         }
+
+
+def _host_json(h: HostConfig) -> HostConfigDocument:
+    return {
+        "driver": h.driver,
+        "gpu": h.gpu,
+        "brand": h.brand,
+        "driver_cuda": h.driver_cuda,
+        "compute_capability": h.compute_capability,
+        "source": h.source,
+    }
 
 
 def check_cluster(
@@ -96,11 +137,21 @@ def check_fleet(
 NOT_APPLICABLE = "not-applicable"
 
 
-def image_vendor(accelerator: str | None) -> Literal["nvidia", "amd", "none"]:
+def image_vendor(accelerator: str | None) -> ImageVendor:
     """The GPU vendor an image is built for, from its accelerator kind (the ``io.builder.accelerator``
     label / ``Accelerator.kind``): ``cuda`` -> ``nvidia``, ``rocm`` -> ``amd``, anything else (``cpu``,
     unknown) -> ``none`` (a CPU image applies to every cluster)."""
     return "nvidia" if accelerator == "cuda" else "amd" if accelerator == "rocm" else "none"
+
+
+class FleetSummaryDocument(TypedDict):
+    """The fleet verdict (:class:`FleetSummary`): the worst over the applicable clusters."""
+
+    verdict: VerdictName
+    image_vendor: ImageVendor
+    runs_on: list[str]
+    blocked_on: list[str]
+    not_applicable: list[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,12 +168,12 @@ class FleetSummary:
     ``clusters``: ``(cluster, verdict)`` in file order, ``not-applicable`` for the skipped ones.
     ``blocked`` is what the CLIs turn into exit 11 (IncompatibleError)."""
 
-    verdict: str
+    verdict: VerdictName
     runs_on: tuple[str, ...]
     blocked_on: tuple[str, ...]
     not_applicable: tuple[str, ...]
     clusters: tuple[tuple[str, str], ...]
-    image_vendor: str
+    image_vendor: ImageVendor
 
     @property
     def blocked(self) -> bool:
@@ -148,7 +199,7 @@ class FleetSummary:
             text += f"  not applicable ({self.image_vendor} image): {', '.join(self.not_applicable)}"
         return text
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> FleetSummaryDocument:
         return {
             "verdict": self.verdict,
             "image_vendor": self.image_vendor,
@@ -158,13 +209,13 @@ class FleetSummary:
         }
 
 
-def summarize(results: Iterable[tuple[str, str, str]], image_vendor: str | None) -> FleetSummary:
+def summarize(results: Iterable[tuple[str, str, VerdictName]], image_vendor: ImageVendor | None) -> FleetSummary:
     """The fleet verdict (see :class:`FleetSummary`) of ``results``: ``(cluster name, cluster vendor,
     cluster verdict)`` in file order (e.g. from :func:`check_fleet`: ``(c.name, c.vendor, v.verdict)``).
     ``image_vendor``: ``nvidia`` | ``amd`` | ``none``/None (CPU image: every cluster applies)."""
-    vendor = image_vendor or "none"
+    vendor: ImageVendor = image_vendor or "none"
     rows: list[tuple[str, str]] = []
-    applicable: list[tuple[str, str]] = []
+    applicable: list[tuple[str, VerdictName]] = []
     skipped: list[str] = []
     for name, cluster_vendor, verdict in results:
         if vendor != "none" and cluster_vendor != vendor:
@@ -173,10 +224,9 @@ def summarize(results: Iterable[tuple[str, str, str]], image_vendor: str | None)
         else:
             applicable.append((name, verdict))
             rows.append((name, verdict))
+    overall: VerdictName = "blocked"
     if applicable:
         overall = max((v for _, v in applicable), key=lambda v: SEVERITY.get(v, SEVERITY["blocked"]))
-    else:
-        overall = "blocked"
     return FleetSummary(
         verdict=overall,
         runs_on=tuple(n for n, v in applicable if v != "blocked"),
@@ -187,12 +237,99 @@ def summarize(results: Iterable[tuple[str, str, str]], image_vendor: str | None)
     )
 
 
+# --------------------------------------------------------------------------------- fleet check
+
+
+class ClusterRowDocument(ClusterVerdictDocument):
+    """A cluster of a fleet check: its verdict, and whether it ``applies`` (its vendor is the image's;
+    a cluster that does not apply never blocks)."""
+
+    applies: bool
+
+
+class FleetCheckDocument(FleetSummaryDocument):
+    """An image checked against a fleet (``builder compat fleet --json``, ``builder check --static
+    --fleet``): the fleet's name and file, its verdict, the one-line ``header`` both commands print,
+    ``reasons`` (empty when every applicable cluster runs it) and every cluster checked, in file order."""
+
+    fleet: str
+    path: str
+    header: str
+    reasons: list[str]
+    clusters: list[ClusterRowDocument]
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetCheck:
+    """An image checked against the clusters of a fleet: each cluster's :class:`ClusterVerdict` (in file
+    order) and the fleet's :class:`FleetSummary`."""
+
+    fleet: str
+    path: str
+    clusters: tuple[tuple[Cluster, ClusterVerdict], ...]
+    summary: FleetSummary
+
+    def applies(self, cluster: str) -> bool:
+        """The cluster has the image's vendor (or the image is a CPU image)."""
+        return cluster not in self.summary.not_applicable
+
+    @property
+    def header(self) -> str:
+        """The one-line summary (``fleet demo: blocked  runs on: ...``; plain text)."""
+        return self.summary.header(self.fleet)
+
+    def to_json(self) -> FleetCheckDocument:
+        return {
+            "fleet": self.fleet,
+            "path": self.path,
+            **self.summary.to_json(),
+            "header": self.header,
+            "reasons": list(self.summary.reasons),
+            "clusters": [{**cv.to_json(), "applies": self.applies(c.name)} for c, cv in self.clusters],
+        }
+
+    def incompatibility(self) -> IncompatibleError | None:
+        """The error ``builder compat fleet`` exits with (11) when the fleet's verdict is blocked, else None."""
+        if not self.summary.blocked:
+            return None
+        return IncompatibleError(
+            f"fleet {self.fleet} is blocked: " + "; ".join(self.summary.reasons),
+            clusters=list(self.summary.blocked_on),
+        )
+
+
+def check_fleet_image(
+    fleet: Fleet, image: ImageSpec, *, image_vendor: ImageVendor, clusters: Iterable[str] = ()
+) -> FleetCheck:
+    """:func:`check_cluster` for every cluster of ``fleet`` (only those named in ``clusters``, when any) and
+    the fleet verdict (:func:`summarize`) for an image built for ``image_vendor``. Raises ConfigError for
+    unparsable versions, NotFoundError for an unknown ``image.image_cuda`` release."""
+    wanted = set(clusters)
+    require = image.requirement
+    rows = tuple(
+        (c, check_cluster(c, cuda=image.cuda, require=require, rocm=image.rocm, image_archs=image.archs))
+        for c in fleet.clusters
+        if not wanted or c.name in wanted
+    )
+    summary = summarize(((c.name, c.vendor, cv.verdict.verdict) for c, cv in rows), image_vendor)
+    return FleetCheck(fleet.name, fleet.path, rows, summary)
+
+
 __all__ = [
     "NOT_APPLICABLE",
+    "ClusterRowDocument",
     "ClusterVerdict",
+    "ClusterVerdictDocument",
+    "FleetCheck",
+    "FleetCheckDocument",
     "FleetSummary",
+    "FleetSummaryDocument",
+    "HostConfigDocument",
+    "HostVerdictDocument",
+    "ImageVendor",
     "check_cluster",
     "check_fleet",
+    "check_fleet_image",
     "image_vendor",
     "summarize",
 ]

@@ -48,13 +48,17 @@ from builder.compat.fleet_model import Cluster, Fleet, GpuFacts, HostConfig, Hos
 from builder.compat.fleet_verdicts import (
     NOT_APPLICABLE,
     ClusterVerdict,
+    FleetCheck,
     FleetSummary,
+    ImageVendor,
     check_cluster,
     check_fleet,
+    check_fleet_image,
     image_vendor,
     summarize,
 )
 from builder.compat.gpus import gpu_info, normalize_brand
+from builder.compat.verdict import ImageSpec
 from builder.errors import BuilderError, ConfigError, NotFoundError
 from builder.yamldoc import Problem
 
@@ -181,6 +185,24 @@ def resolve_fleet_path(name_or_path: str, fleets_dir: Path) -> Path:
         f"no fleet named {name_or_path!r} in {fleets_dir} (known: {', '.join(known) or 'none'})",
         hint="name a file in the fleets directory (builder.toml `fleets_dir`) or pass a path",
     )
+
+
+def check_fleet_file(
+    fleet: str | Path,
+    image: ImageSpec,
+    *,
+    fleets_dir: Path,
+    load_host: HostLoader,
+    image_vendor: ImageVendor | None = None,
+    clusters: Sequence[str] = (),
+) -> FleetCheck:
+    """``builder compat fleet``: the fleet ``fleet`` (a NAME in ``fleets_dir`` or a FILE, as
+    :func:`resolve_fleet_path` reads it) loaded with ``load_host`` and checked against ``image``
+    (:func:`check_fleet_image`; ``image_vendor`` default: the image's, ``amd`` for ROCm, else ``nvidia``).
+    Raises NotFoundError (no such fleet), ConfigError (invalid fleet file or versions)."""
+    path = fleet if isinstance(fleet, Path) else resolve_fleet_path(fleet, fleets_dir)
+    loaded = load_fleet(path, load_host=load_host)
+    return check_fleet_image(loaded, image, image_vendor=image_vendor or image.vendor, clusters=clusters)
 
 
 def load_fleets(fleets_dir: Path, *, load_host: HostLoader | None = None) -> tuple[Fleet, ...]:
@@ -373,6 +395,7 @@ __all__ = [
     "Cluster",
     "ClusterVerdict",
     "Fleet",
+    "FleetCheck",
     "FleetSummary",
     "GpuFacts",
     "HostConfig",
@@ -380,6 +403,8 @@ __all__ = [
     "HostLoader",
     "check_cluster",
     "check_fleet",
+    "check_fleet_file",
+    "check_fleet_image",
     "fleet_from_data",
     "fleet_json_schema",
     "image_vendor",

@@ -30,6 +30,7 @@ import dataclasses
 from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
+from typing_extensions import TypedDict
 
 from builder.compat._data import major_minor, rocm_rows
 from builder.compat.drivers import (
@@ -42,12 +43,40 @@ from builder.compat.drivers import (
 from builder.compat.frameworks import arch_coverage, rocm_row
 from builder.compat.generations import check_generation
 from builder.compat.gpus import GpuClass, brand_class, brand_from_name, gpu_info, normalize_brand, sm_of
-from builder.compat.requirement import Host, evaluate, forward_compat_branches, parse_requirement
-from builder.errors import NotFoundError
+from builder.compat.requirement import Host, evaluate, forward_compat_branches, parse_requirement, require_cuda
+from builder.errors import IncompatibleError, NotFoundError
 
 VerdictName = Literal["ok", "minor-version-compat", "forward-compat", "blocked"]
+#: the GPU vendor of a host as :func:`check_compat` understood it
+HostVendor = Literal["nvidia", "amd"]
+#: where the brand of a verdict came from: the host's tool (``nvidia-smi -q``), the GPU name, or nowhere
+BrandSource = Literal["host", "gpu-name", "unknown"]
 #: worst last: used to combine verdicts (a fleet's worst cluster, a cluster's worst host).
 SEVERITY: dict[str, int] = {"ok": 0, "minor-version-compat": 1, "forward-compat": 2, "blocked": 3}
+
+
+class VerdictDocument(TypedDict):
+    """A :class:`Verdict` as JSON (``builder compat check --json``; each cluster, host and GPU row of the
+    fleet and static verdicts extends it)."""
+
+    verdict: VerdictName
+    min_driver: str | None
+    reasons: list[str]
+    arch_covered: bool | None
+    vendor: HostVendor
+    driver: str | None
+    driver_cuda: str | None
+    image_cuda: str | None
+    image_rocm: str | None
+    gpu: str | None
+    gpu_model: str | None
+    gpu_class: GpuClass
+    brand: str | None
+    brand_source: BrandSource
+    target: str | None
+    matched_term: str | None
+    needs_cuda_compat: bool
+    min_driver_row: str | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,16 +92,16 @@ class Verdict:
     min_driver: str | None
     reasons: tuple[str, ...]
     arch_covered: bool | None = None
-    vendor: str = "nvidia"
+    vendor: HostVendor = "nvidia"
     driver: str | None = None
     driver_cuda: str | None = None
     image_cuda: str | None = None
     image_rocm: str | None = None
     gpu: str | None = None
     gpu_model: str | None = None
-    gpu_class: str = "unknown"
+    gpu_class: GpuClass = "unknown"
     brand: str | None = None
-    brand_source: str = "unknown"  # "host" | "gpu-name" | "unknown"
+    brand_source: BrandSource = "unknown"
     target: str | None = None  # compute capability or gfx target
     matched_term: str | None = None
     needs_cuda_compat: bool = False
@@ -83,10 +112,98 @@ class Verdict:
         """True unless blocked (the exit-code rule of ``builder compat check``)."""
         return self.verdict != "blocked"
 
-    def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["reasons"] = list(self.reasons)
-        return d
+    def to_json(self) -> VerdictDocument:
+        return {
+            "verdict": self.verdict,
+            "min_driver": self.min_driver,
+            "reasons": list(self.reasons),
+            "arch_covered": self.arch_covered,
+            "vendor": self.vendor,
+            "driver": self.driver,
+            "driver_cuda": self.driver_cuda,
+            "image_cuda": self.image_cuda,
+            "image_rocm": self.image_rocm,
+            "gpu": self.gpu,
+            "gpu_model": self.gpu_model,
+            "gpu_class": self.gpu_class,
+            "brand": self.brand,
+            "brand_source": self.brand_source,
+            "target": self.target,
+            "matched_term": self.matched_term,
+            "needs_cuda_compat": self.needs_cuda_compat,
+            "min_driver_row": self.min_driver_row,
+        }
+
+    def incompatibility(self) -> IncompatibleError | None:
+        """The error ``builder compat check`` exits with (11) when the verdict is ``blocked``, else None."""
+        if self.ok:
+            return None
+        return IncompatibleError(
+            "the image cannot start or run on this host"
+            + (f": needs driver >= {self.min_driver}" if self.min_driver else ""),
+            verdict=self.to_json(),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageSpec:
+    """The image side of a compatibility question as a user states it: ``cuda`` (the CUDA line its
+    application is built with, no hook requirement), ``require`` (its ``NVIDIA_REQUIRE_CUDA``, checked
+    by the container hook), ``image_cuda`` (a release of the official ``nvidia/cuda`` images: their
+    ``NVIDIA_REQUIRE_CUDA`` is used), ``rocm`` (the ROCm release of a ROCm image) and ``archs`` (the
+    compiled architectures: ``sm_80``, ``compute_90``, ``gfx942``). Nothing given: a CPU image."""
+
+    cuda: str | None = None
+    require: str | None = None
+    image_cuda: str | None = None
+    rocm: str | None = None
+    archs: tuple[str, ...] = ()
+
+    @staticmethod
+    def parse_archs(text: str | None) -> tuple[str, ...]:
+        """``"sm_80,sm_90;compute_90"`` / ``"gfx90a gfx942"`` -> the architectures (commas, semicolons or
+        spaces separate them; empty -> ``()``)."""
+        if not text:
+            return ()
+        return tuple(a.strip() for a in text.replace(";", ",").replace(" ", ",").split(",") if a.strip())
+
+    @property
+    def requirement(self) -> str | None:
+        """The ``NVIDIA_REQUIRE_CUDA`` the hook checks: ``require``, else that of the official image of
+        ``image_cuda`` (:func:`builder.compat.require_cuda`; NotFoundError for an unknown release)."""
+        return self.require or (require_cuda(self.image_cuda) if self.image_cuda else None)
+
+    @property
+    def vendor(self) -> HostVendor:
+        """The GPU vendor the image needs: ``amd`` for a ROCm image, else ``nvidia``."""
+        return "amd" if self.rocm else "nvidia"
+
+
+def check_image(
+    image: ImageSpec,
+    *,
+    driver: str | None,
+    gpu: str | None,
+    brand: str | None,
+    compute_capability: str | None = None,
+    driver_cuda_version: str | None = None,
+    vendor: str | None = None,
+) -> Verdict:
+    """:func:`check_compat` for an :class:`ImageSpec` (``builder compat check``): the host arguments are
+    those of :func:`check_compat`. Raises ConfigError (unparsable versions or expression), NotFoundError
+    (``image_cuda`` not a known release)."""
+    return check_compat(
+        driver=driver,
+        gpu=gpu,
+        brand=brand,
+        cuda=image.cuda,
+        require=image.requirement,
+        image_archs=image.archs,
+        compute_capability=compute_capability,
+        driver_cuda_version=driver_cuda_version,
+        rocm=image.rocm,
+        vendor=vendor,
+    )
 
 
 def worst(verdicts: list[Verdict]) -> Verdict | None:
@@ -123,9 +240,10 @@ def check_compat(
     driver, gpu = _known(driver), _known(gpu)  # brand placeholders: normalize_brand
     driver_cuda_version, compute_capability = _known(driver_cuda_version), _known(compute_capability)
     info = gpu_info(gpu) if gpu else None
-    host_vendor = (
+    given_vendor = (
         vendor or (info.vendor if info else None) or ("amd" if rocm and not (cuda or require) else "nvidia")
     ).lower()
+    host_vendor: HostVendor = "amd" if given_vendor == "amd" else "nvidia"
     target = compute_capability or (info.target if info else None)
     arch = arch_coverage(target, tuple(image_archs)) if image_archs else None
     common: dict[str, Any] = {
@@ -455,4 +573,16 @@ def _check_amd(
     return _finish("ok", None, reasons, arch, base)
 
 
-__all__ = ["SEVERITY", "Verdict", "VerdictName", "check_compat", "sm_of", "worst"]
+__all__ = [
+    "SEVERITY",
+    "BrandSource",
+    "HostVendor",
+    "ImageSpec",
+    "Verdict",
+    "VerdictDocument",
+    "VerdictName",
+    "check_compat",
+    "check_image",
+    "sm_of",
+    "worst",
+]

@@ -3,12 +3,86 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Literal
 
-from builder.models import Variant
+from typing_extensions import TypedDict
+
+from builder.models import AcceleratorKind, Variant
 
 
-def variant_json(v: Variant) -> dict[str, Any]:
+class AcceleratorDocument(TypedDict):
+    """What a variant is built for: ``kind`` and its CUDA / ROCm line (null for cpu)."""
+
+    kind: AcceleratorKind
+    version: str | None
+
+
+class FrameworkDocument(TypedDict):
+    name: str
+    version: str
+
+
+class BaseDocument(TypedDict):
+    """The base image as the matrix names it, its digest when pinned (null: unpinned) and the reference the
+    Dockerfile pulls."""
+
+    reference: str
+    digest: str | None
+    pull: str
+
+
+class VariantDocument(TypedDict):
+    """One variant (matrix cell): its id, matrix, template family, repository (relative to the registry),
+    accelerator, framework, Python, OS, platform, base image, top-level packages, package index (null:
+    PyPI), compiled GPU architectures and build arguments."""
+
+    id: str
+    matrix: str
+    family: str
+    repository: str
+    accelerator: AcceleratorDocument
+    framework: FrameworkDocument
+    python: str
+    os: str
+    platform: str
+    base: BaseDocument
+    packages: list[str]
+    index_url: str | None
+    gpu_archs: list[str]
+    build_args: dict[str, str]
+
+
+#: ``builder matrix list --json``: the selected variants, in selection order
+MatrixListDocument = list[VariantDocument]
+
+
+class GithubAcceleratorDocument(TypedDict):
+    """As :class:`AcceleratorDocument`, the version ``""`` for cpu (workflow expressions compare strings)."""
+
+    kind: AcceleratorKind
+    version: str
+
+
+class GithubEntryDocument(TypedDict):
+    id: str
+    matrix: str
+    repository: str
+    accelerator: GithubAcceleratorDocument
+    framework: FrameworkDocument
+    python: str
+    os: str
+    platform: str
+    runner_arch: Literal["x64", "arm64"]
+
+
+class GithubMatrixDocument(TypedDict):
+    """``builder matrix list --format github``: a GitHub Actions ``strategy.matrix`` value
+    (https://docs.github.com/en/actions/using-jobs/using-a-matrix-for-your-jobs)."""
+
+    include: list[GithubEntryDocument]
+
+
+def variant_json(v: Variant) -> VariantDocument:
     """The ``builder matrix list --json`` object of one variant."""
     return {
         "id": v.id,
@@ -28,7 +102,7 @@ def variant_json(v: Variant) -> dict[str, Any]:
     }
 
 
-def github_matrix(variants: Sequence[Variant]) -> dict[str, Any]:
+def github_matrix(variants: Sequence[Variant]) -> GithubMatrixDocument:
     """A GitHub Actions ``strategy.matrix`` value: ``{"include": [{...}, ...]}``; each entry has
     ``id``, ``matrix``, ``repository``, ``accelerator`` {``kind``, ``version``}, ``framework``
     {``name``, ``version``}, ``python``, ``os``, ``platform`` and ``runner_arch`` (``x64`` |
@@ -49,3 +123,15 @@ def github_matrix(variants: Sequence[Variant]) -> dict[str, Any]:
             for v in variants
         ]
     }
+
+
+__all__ = [
+    "AcceleratorDocument",
+    "BaseDocument",
+    "FrameworkDocument",
+    "GithubMatrixDocument",
+    "MatrixListDocument",
+    "VariantDocument",
+    "github_matrix",
+    "variant_json",
+]

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from builder.checks.diagnosis.facts import evaluate_requirement, min_driver
 from builder.checks.diagnosis.matching import diagnose, diagnose_many, read_input
-from builder.checks.diagnosis.model import CUDA_ERRORS, LAYERS, Context, Diagnosis, FailureRule
+from builder.checks.diagnosis.model import (
+    CUDA_ERRORS,
+    LAYERS,
+    Context,
+    Diagnosis,
+    DiagnosisDocument,
+    FailureRule,
+    Layer,
+    LayerOrUnknown,
+)
 from builder.checks.diagnosis.rules import RULES, RULES_BY_KEY
 
 __all__ = [
@@ -19,7 +28,10 @@ __all__ = [
     "RULES_BY_KEY",
     "Context",
     "Diagnosis",
+    "DiagnosisDocument",
     "FailureRule",
+    "Layer",
+    "LayerOrUnknown",
     "diagnose",
     "diagnose_many",
     "evaluate_requirement",

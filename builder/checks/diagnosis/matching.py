@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from builder.checks.diagnosis.facts import min_driver
-from builder.checks.diagnosis.model import Context, Diagnosis, FailureRule
+from builder.checks.diagnosis.model import Context, Diagnosis, FailureRule, Layer
 from builder.checks.diagnosis.rules import RULES, RULES_BY_KEY
 from builder.errors import NotFoundError
 
@@ -28,7 +28,7 @@ _ENGINE_NOTICE = re.compile(
 _FRAMEWORK_NOTICE = re.compile(r"torch|tensorflow|jax|cupy|Traceback", re.I)
 
 
-def _noticed_by(rule: FailureRule, text: str) -> str:
+def _noticed_by(rule: FailureRule, text: str) -> Layer:
     if rule.key in ("container-toolkit-missing", "cdi-device-unresolvable"):
         return "container-engine"
     if _TOOLKIT_NOTICE.search(text):

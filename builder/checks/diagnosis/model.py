@@ -11,9 +11,24 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
-LAYERS = (
+from typing_extensions import TypedDict
+
+#: a layer of the GPU container stack, bottom to top
+Layer = Literal[
+    "kernel-driver",
+    "fabric-manager",
+    "container-toolkit",
+    "container-engine",
+    "run-options",
+    "image-user-space",
+    "framework-build",
+]
+#: the layer a diagnosis names (``unknown``: no failure kind matched)
+LayerOrUnknown = Literal[Layer, "unknown"]
+
+LAYERS: tuple[Layer, ...] = (
     "kernel-driver",
     "fabric-manager",
     "container-toolkit",
@@ -53,6 +68,22 @@ class Context:
     driver_capabilities: str | None = None
 
 
+class DiagnosisDocument(TypedDict):
+    """``builder diagnose --json`` (and the ``diagnosis`` of a failed device check): the failure kind
+    (``diagnosis``: ``unknown`` when none matched), the layer at fault and the one that noticed, summary,
+    fix, ``facts`` (what the message and the context say; free-form: versions, GPU names, quoted lines),
+    ``evidence`` (the lines matched) and ``also_matched`` (weaker kinds)."""
+
+    diagnosis: str
+    at_fault: LayerOrUnknown
+    noticed_by: LayerOrUnknown
+    summary: str
+    fix: str
+    facts: dict[str, Any]
+    evidence: list[str]
+    also_matched: list[str]
+
+
 @dataclasses.dataclass(frozen=True)
 class Diagnosis:
     """The answer: ``key`` (failure kind), ``at_fault`` (layer that is wrong), ``noticed_by``
@@ -60,15 +91,15 @@ class Diagnosis:
     ``evidence`` (the lines matched), ``also_matched`` (other kinds that matched, weaker)."""
 
     key: str
-    at_fault: str
-    noticed_by: str
+    at_fault: LayerOrUnknown
+    noticed_by: LayerOrUnknown
     summary: str
     fix: str
     facts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     evidence: tuple[str, ...] = ()
     also_matched: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DiagnosisDocument:
         return {
             "diagnosis": self.key,
             "at_fault": self.at_fault,
@@ -87,8 +118,8 @@ class FailureRule:
     patterns that recognise it (``unless``: patterns that rule it out) and its fact extractor."""
 
     key: str
-    at_fault: str
-    noticed_by: str
+    at_fault: Layer
+    noticed_by: Layer
     summary: str
     fix: str
     patterns: tuple[re.Pattern[str], ...]
@@ -101,4 +132,14 @@ def patterns(*texts: str) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p, re.I | re.M) for p in texts)
 
 
-__all__ = ["CUDA_ERRORS", "LAYERS", "Context", "Diagnosis", "FailureRule", "patterns"]
+__all__ = [
+    "CUDA_ERRORS",
+    "LAYERS",
+    "Context",
+    "Diagnosis",
+    "DiagnosisDocument",
+    "FailureRule",
+    "Layer",
+    "LayerOrUnknown",
+    "patterns",
+]

@@ -3,7 +3,8 @@
 Modules: ``model`` (the frozen values), ``schema`` (the saved-JSON schema, pydantic), ``nvidia`` /
 ``amd`` / ``dockerinfo`` (tool output parsers), ``accumulator`` (what the parsers share),
 ``assemble`` (parsed facts -> HostInfo, with what ``builder.compat`` derives), ``reading`` (saved files,
-format detected), ``probing`` (the live host). ``python -m builder.checks.host`` prints this host's JSON.
+format detected), ``probing`` (the live host), ``gather`` (saved output or the live host with its engine:
+what the commands call). ``python -m builder.checks.host`` prints this host's JSON.
 
 Nothing is imported here, so that the live probe runs without the CLI's dependencies.
 """

@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from typing_extensions import TypedDict
+
 from builder.errors import HostProbeError
 
 Vendor = Literal["nvidia", "amd", "none"]
@@ -41,6 +43,108 @@ UNKNOWN_VALUES = frozenset(
 SCHEMA = "builder/hostinfo/v1"
 
 
+# ------------------------------------------------------------------------------ the saved document
+
+
+class MigDeviceDocument(TypedDict):
+    """One MIG device (:class:`MigDevice`)."""
+
+    gpu: int
+    gi: int | None
+    ci: int | None
+    mig_dev: int | None
+    memory_mib: int | None
+
+
+class HostGpuDocument(TypedDict):
+    """One GPU (:class:`HostGpu`); unknown values are null."""
+
+    index: int | None
+    name: str | None
+    name_truncated: bool
+    brand: str | None
+    brand_source: str | None
+    architecture: str | None
+    memory_mib: int | None
+    compute_capability: str | None
+    gfx_target: str | None
+    bus_id: str | None
+    uuid: str | None
+    vbios: str | None
+    firmware: str | None
+    mig_mode: str | None
+    mig_devices: list[MigDeviceDocument]
+    partition: str | None
+    partition_index: int | None
+    device_id: str | None
+    fabric_state: str | None
+    fabric_status: str | None
+    virtualization: str | None
+    derived: list[str]
+
+
+class CdiSpecDocument(TypedDict):
+    """One CDI spec file (:class:`CdiSpec`)."""
+
+    path: str
+    kind: str | None
+    devices: list[str]
+    cdi_version: str | None
+
+
+class ToolkitDocument(TypedDict):
+    """The NVIDIA Container Toolkit pieces (:class:`ToolkitInfo`); ``present``: any of them found."""
+
+    nvidia_ctk: str | None
+    nvidia_ctk_version: str | None
+    runtime_hook: str | None
+    container_cli_version: str | None
+    runtime: str | None
+    cdi_specs: list[CdiSpecDocument]
+    present: bool
+
+
+class EngineDocument(TypedDict):
+    """The container engine (:class:`EngineInfo`); ``oci_runtime_kind``: runc, runsc, kata, crun, ..."""
+
+    name: str
+    version: str | None
+    default_runtime: str | None
+    runtimes: list[str]
+    cgroup_driver: str | None
+    cgroup_version: str | None
+    cdi_spec_dirs: list[str]
+    os: str | None
+    kernel: str | None
+    oci_runtime_kind: str | None
+
+
+class HostInfoDocument(TypedDict):
+    """``builder hostinfo --json`` (schema ``builder/hostinfo/v1``, docs/checks.md): the host's vendor,
+    driver, the newest CUDA the driver supports, GPUs, fabric manager, container toolkit and engine, the
+    failure recognised in the probed output (``diagnosis``), which tools were read (``sources``) and notes.
+    ``gpu_count`` and ``mig_enabled`` are derived (ignored when read back)."""
+
+    vendor: Vendor
+    driver_version: str | None
+    cuda_version: str | None
+    smi_version: str | None
+    rocm_version: str | None
+    gpus: list[HostGpuDocument]
+    physical_gpu_count: int | None
+    partition_mode: str | None
+    fabric_manager: str | None
+    toolkit: ToolkitDocument | None
+    engine: EngineDocument | None
+    diagnosis: str | None
+    diagnosis_detail: str | None
+    sources: list[str]
+    notes: list[str]
+    schema: Literal["builder/hostinfo/v1"]
+    gpu_count: int
+    mig_enabled: bool
+
+
 def clean(value: str | None) -> str | None:
     """Strip a tool value; unknown markers (``N/A``, ``[N/A]``, ``Not Found`` ...) become None."""
     if value is None:
@@ -61,6 +165,9 @@ class MigDevice:
     ci: int | None
     mig_dev: int | None
     memory_mib: int | None
+
+    def to_json(self) -> MigDeviceDocument:
+        return {"gpu": self.gpu, "gi": self.gi, "ci": self.ci, "mig_dev": self.mig_dev, "memory_mib": self.memory_mib}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +205,32 @@ class HostGpu:
     virtualization: str | None = None
     derived: tuple[str, ...] = ()
 
+    def to_json(self) -> HostGpuDocument:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "name_truncated": self.name_truncated,
+            "brand": self.brand,
+            "brand_source": self.brand_source,
+            "architecture": self.architecture,
+            "memory_mib": self.memory_mib,
+            "compute_capability": self.compute_capability,
+            "gfx_target": self.gfx_target,
+            "bus_id": self.bus_id,
+            "uuid": self.uuid,
+            "vbios": self.vbios,
+            "firmware": self.firmware,
+            "mig_mode": self.mig_mode,
+            "mig_devices": [m.to_json() for m in self.mig_devices],
+            "partition": self.partition,
+            "partition_index": self.partition_index,
+            "device_id": self.device_id,
+            "fabric_state": self.fabric_state,
+            "fabric_status": self.fabric_status,
+            "virtualization": self.virtualization,
+            "derived": list(self.derived),
+        }
+
 
 @dataclasses.dataclass(frozen=True)
 class CdiSpec:
@@ -107,6 +240,9 @@ class CdiSpec:
     kind: str | None
     devices: tuple[str, ...] = ()
     cdi_version: str | None = None
+
+    def to_json(self) -> CdiSpecDocument:
+        return {"path": self.path, "kind": self.kind, "devices": list(self.devices), "cdi_version": self.cdi_version}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +259,17 @@ class ToolkitInfo:
     @property
     def present(self) -> bool:
         return bool(self.nvidia_ctk or self.runtime_hook or self.runtime)
+
+    def to_json(self) -> ToolkitDocument:
+        return {
+            "nvidia_ctk": self.nvidia_ctk,
+            "nvidia_ctk_version": self.nvidia_ctk_version,
+            "runtime_hook": self.runtime_hook,
+            "container_cli_version": self.container_cli_version,
+            "runtime": self.runtime,
+            "cdi_specs": [c.to_json() for c in self.cdi_specs],
+            "present": self.present,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +294,20 @@ class EngineInfo:
             if kind in rt:
                 return kind
         return rt or None
+
+    def to_json(self) -> EngineDocument:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "default_runtime": self.default_runtime,
+            "runtimes": list(self.runtimes),
+            "cgroup_driver": self.cgroup_driver,
+            "cgroup_version": self.cgroup_version,
+            "cdi_spec_dirs": list(self.cdi_spec_dirs),
+            "os": self.os,
+            "kernel": self.kernel,
+            "oci_runtime_kind": self.oci_runtime_kind,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,17 +341,28 @@ class HostInfo:
     def mig_enabled(self) -> bool:
         return any((g.mig_mode or "").lower() == "enabled" or g.mig_devices for g in self.gpus)
 
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict (``schema`` = builder/hostinfo/v1); ``from_json`` reads it back."""
-        d = dataclasses.asdict(self)
-        d["schema"] = SCHEMA
-        d["gpu_count"] = len(self.gpus)
-        d["mig_enabled"] = self.mig_enabled
-        if self.engine is not None:
-            d["engine"]["oci_runtime_kind"] = self.engine.oci_runtime_kind
-        if self.toolkit is not None:
-            d["toolkit"]["present"] = self.toolkit.present
-        return d
+    def to_json(self) -> HostInfoDocument:
+        """The saved document (``schema`` = builder/hostinfo/v1); ``from_json`` reads it back."""
+        return {
+            "vendor": self.vendor,
+            "driver_version": self.driver_version,
+            "cuda_version": self.cuda_version,
+            "smi_version": self.smi_version,
+            "rocm_version": self.rocm_version,
+            "gpus": [g.to_json() for g in self.gpus],
+            "physical_gpu_count": self.physical_gpu_count,
+            "partition_mode": self.partition_mode,
+            "fabric_manager": self.fabric_manager,
+            "toolkit": self.toolkit.to_json() if self.toolkit is not None else None,
+            "engine": self.engine.to_json() if self.engine is not None else None,
+            "diagnosis": self.diagnosis,
+            "diagnosis_detail": self.diagnosis_detail,
+            "sources": list(self.sources),
+            "notes": list(self.notes),
+            "schema": "builder/hostinfo/v1",
+            "gpu_count": len(self.gpus),
+            "mig_enabled": self.mig_enabled,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> HostInfo:

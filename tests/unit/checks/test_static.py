@@ -10,7 +10,7 @@ from pathlib import Path
 
 from builder.checks.host.reading import load_hostinfo
 from builder.checks.image import arch_list_from_env, facts_from_config
-from builder.checks.static import static_check_host
+from builder.checks.static import fleet_verdict, host_verdict
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -69,15 +69,16 @@ def test_cpu_image() -> None:
 def test_static_verdict_h200_and_arch_coverage() -> None:
     host = load_hostinfo(DATA / "h200" / "nvidia-smi-q.txt")
     f = facts_from_config(config(real_env()), repository="r", digest="d", platform_digest="d", platform=None)
-    assert static_check_host(f, host)["verdict"] == "ok"
+    assert host_verdict(f, host).verdict == "ok"
     labels = {
         "io.builder.accelerator": "cuda",
         "io.builder.cuda.version": "12.8",
         "io.builder.gpu-archs": "sm_100,sm_120",
     }
     f2 = facts_from_config(config(real_env(), labels), repository="r", digest="d", platform_digest="d", platform=None)
-    out = static_check_host(f2, host)
-    assert out["gpus"][0]["arch_covered"] is False  # sm_90 not compiled
+    out = host_verdict(f2, host)
+    assert out.gpus[0].verdict.arch_covered is False  # sm_90 not compiled
+    assert out.to_json()["gpus"][0]["index"] == out.gpus[0].gpu.index
 
 
 def test_static_verdict_consumer_blocked_and_cpu_host() -> None:
@@ -88,7 +89,35 @@ def test_static_verdict_consumer_blocked_and_cpu_host() -> None:
         platform_digest="d",
         platform=None,
     )
-    out = static_check_host(f, load_hostinfo(DATA / "nvidia-smi" / "nvidia-smi-04.txt"))
-    assert out["verdict"] == "blocked" and out["gpus"][0]["min_driver"] == "570.26"
+    out = host_verdict(f, load_hostinfo(DATA / "nvidia-smi" / "nvidia-smi-04.txt"))
+    assert out.blocked and out.gpus[0].verdict.min_driver == "570.26"
+    assert all(r.startswith(f"{out.gpus[0].verdict.gpu}: ") for r in out.reasons)
     none = load_hostinfo(DATA / "nvidia-smi" / "nvidia-smi-11.txt")
-    assert static_check_host(f, none)["verdict"] == "blocked"
+    assert host_verdict(f, none).to_json() == {
+        "verdict": "blocked",
+        "reasons": [f"the image needs a GPU (cuda) and the host has none (vendor {none.vendor})"],
+        "gpus": [],
+    }
+
+
+def test_fleet_verdict_applies_the_image_vendor(tmp_path: Path) -> None:
+    """A CUDA image against a fleet with an AMD cluster: that cluster does not apply and never blocks; the
+    document is the one `builder compat fleet` prints."""
+    fleet = tmp_path / "mixed.yaml"
+    fleet.write_text(
+        "clusters:\n"
+        "  - {name: a100, vendor: nvidia, gpus: ['NVIDIA A100-SXM4-80GB'], drivers: ['580.65.06']}\n"
+        "  - {name: mi300x, vendor: amd, gpus: ['AMD Instinct MI300X'], rocm: ['6.3']}\n"
+    )
+    f = facts_from_config(
+        config({"NVIDIA_REQUIRE_CUDA": "cuda>=12.8", "CUDA_VERSION": "12.8.1"}),
+        repository="r",
+        digest="d",
+        platform_digest="d",
+        platform=None,
+    )
+    check = fleet_verdict(f, fleet)
+    assert check.summary.verdict == "ok" and check.summary.not_applicable == ("mi300x",)
+    doc = check.to_json()
+    assert doc["fleet"] == "mixed" and doc["header"].startswith("fleet mixed: ok")
+    assert [(c["cluster"], c["applies"]) for c in doc["clusters"]] == [("a100", True), ("mi300x", False)]

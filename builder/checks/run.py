@@ -1,0 +1,276 @@
+"""``builder check``: one image reference (or variant id) checked, statically or on this host's devices.
+
+:func:`check_reference` resolves the target to a digest, reads what the image needs
+(:mod:`builder.checks.image`) and then either judges it against a saved host or a fleet
+(:mod:`builder.checks.static`, nothing runs) or runs the device checks here
+(:mod:`builder.checks.device`) and attaches the signed ``device-check/v1`` result. The registry
+clients, the signer and the project's matrices come from the caller (the composition root).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, NotRequired
+
+from typing_extensions import TypedDict
+
+from builder.checks.device import DeviceCheckDocument, Mode, describe_run, run_device_check
+from builder.checks.host.gather import live_host
+from builder.checks.host.reading import load_hostinfo
+from builder.checks.image import ImageFacts, ImageFactsDocument, probe_image
+from builder.checks.static import HostCheck, HostCheckDocument, fleet_verdict, host_verdict
+from builder.compat.fleet_verdicts import FleetCheck, FleetCheckDocument
+from builder.errors import CheckFailedError, ConfigError, IncompatibleError
+from builder.predicates import DEVICE_CHECK_V1
+from builder.registry import parse_reference
+from builder.selection import HasVariants, looks_like_variant_id, variant_reference
+
+if TYPE_CHECKING:
+    from builder.checks.device import CheckResult
+    from builder.checks.host.model import HostInfo
+    from builder.registry import RegistryClient
+    from builder.signing.signer import Signer
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckRequest:
+    """What ``builder check`` was asked. ``reference``: an image reference or a variant id (its moving tag
+    ``<registry>/<repository>:<variant-id>``). ``static``: a verdict only, against the saved ``host_file``
+    or the ``fleet_file`` (exactly one). Otherwise the device checks run here: ``mode``, ``cdi`` (GPUs as
+    CDI devices), ``framework``, ``timeout`` (seconds per container), ``shm_size``; ``key``: the
+    check-runner key that signs the result (None: the project's), ``attest`` (None: when the key exists).
+    ``platform``: the image platform checked."""
+
+    reference: str
+    static: bool = False
+    host_file: Path | None = None
+    fleet_file: Path | None = None
+    mode: Mode | Literal["auto"] = "auto"
+    cdi: bool = False
+    framework: str = "auto"
+    timeout: float = 600.0
+    shm_size: str | None = "1g"
+    platform: str = "linux/amd64"
+    key: Path | None = None
+    attest: bool | None = None
+
+    def validate(self) -> None:
+        """Raise ConfigError (2) for a static check without exactly one of a host and a fleet."""
+        if self.static and (self.host_file is None) == (self.fleet_file is None):
+            raise ConfigError("--static needs exactly one of --host FILE or --fleet NAME|FILE")
+
+
+# ------------------------------------------------------------------------------------- the answers
+
+
+class StaticHostDocument(HostCheckDocument):
+    """``builder check REF --static --host FILE --json``: the pinned reference, the image's facts and the
+    verdict on the host."""
+
+    reference: str
+    image: ImageFactsDocument
+
+
+class StaticFleetDocument(FleetCheckDocument):
+    """``builder check REF --static --fleet NAME --json``: the pinned reference, the image's facts and the
+    fleet verdict (the document of ``builder compat fleet``)."""
+
+    reference: str
+    image: ImageFactsDocument
+
+
+class AttestationDocument(TypedDict):
+    """The ``device-check/v1`` attestation attached: its predicate type, the key that signed it and
+    whether it was ``written`` (False: an equivalent one was already attached)."""
+
+    predicate_type: str
+    key: str
+    written: bool
+
+
+class DeviceRunDocument(DeviceCheckDocument):
+    """``builder check REF --json``: the device check (the ``device-check/v1`` predicate with ``passed``)
+    and, when it was attached, the attestation."""
+
+    attestation: NotRequired[AttestationDocument]
+
+
+#: ``builder check --json``: a static verdict (host or fleet) or a device check
+CheckDocument = StaticHostDocument | StaticFleetDocument | DeviceRunDocument
+
+
+@dataclasses.dataclass(frozen=True)
+class StaticCheck:
+    """A static verdict of ``reference`` (``registry/repository@digest``): on a host or on a fleet."""
+
+    reference: str
+    image: ImageFacts
+    verdict: HostCheck | FleetCheck
+
+    @property
+    def blocked(self) -> bool:
+        return self.verdict.summary.blocked if isinstance(self.verdict, FleetCheck) else self.verdict.blocked
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        v = self.verdict
+        return v.summary.reasons if isinstance(v, FleetCheck) else v.reasons
+
+    def to_json(self) -> StaticHostDocument | StaticFleetDocument:
+        if isinstance(self.verdict, FleetCheck):
+            return {"reference": self.reference, "image": self.image.to_json(), **self.verdict.to_json()}
+        return {"reference": self.reference, "image": self.image.to_json(), **self.verdict.to_json()}
+
+    def failure(self) -> IncompatibleError | None:
+        """The error ``builder check --static`` exits with (11) when the verdict is blocked, else None."""
+        if not self.blocked:
+            return None
+        reasons = "; ".join(self.reasons or ("see clusters",))
+        return IncompatibleError(f"{self.reference} is blocked: " + reasons[:800], verdict=self.verdict.to_json())
+
+
+@dataclasses.dataclass(frozen=True)
+class Attestation:
+    """The ``device-check/v1`` attestation attached to the checked digest (``written``: False when an
+    equivalent one signed by the same key was already there)."""
+
+    key: Path
+    written: bool
+    predicate_type: str = DEVICE_CHECK_V1
+
+    def to_json(self) -> AttestationDocument:
+        return {"predicate_type": self.predicate_type, "key": str(self.key), "written": self.written}
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceCheck:
+    """The device checks of ``reference`` (``registry/repository@digest``) run on this host, and the
+    attestation of the result when one was attached."""
+
+    reference: str
+    image: ImageFacts
+    result: CheckResult
+    attestation: Attestation | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.result.passed
+
+    def to_json(self) -> DeviceRunDocument:
+        r = self.result.to_json()
+        doc: DeviceRunDocument = {
+            "predicate_type": r["predicate_type"],
+            "passed": r["passed"],
+            "checker": r["checker"],
+            "result": r["result"],
+            "image": r["image"],
+            "host": r["host"],
+            "run": r["run"],
+            "steps": r["steps"],
+            "diagnosis": r["diagnosis"],
+        }
+        if self.attestation is not None:
+            doc["attestation"] = self.attestation.to_json()
+        return doc
+
+    def failure(self) -> CheckFailedError | None:
+        """The error ``builder check`` exits with (20) when a step failed, carrying the diagnosis; else None."""
+        if self.passed:
+            return None
+        d = self.result.diagnosis
+        return CheckFailedError(
+            f"device check of {self.reference} failed: "
+            + (f"{d.key} (at fault: {d.at_fault}): {d.summary}" if d else "see the failed steps"),
+            hint=d.fix if d else None,
+            diagnosis=d.key if d else None,
+            at_fault=d.at_fault if d else None,
+            noticed_by=d.noticed_by if d else None,
+            result=self.to_json(),
+        )
+
+
+# ------------------------------------------------------------------------------------ the check
+
+
+def check_reference(
+    request: CheckRequest,
+    *,
+    registries: Callable[[str], RegistryClient],
+    default_registry: str,
+    matrices: Callable[[], Iterable[HasVariants]],
+    signer: Callable[[Path], Signer],
+    default_key: Path,
+    lock_dir: Path,
+    host: Callable[[], HostInfo] = live_host,
+    on_run: Callable[[str], None] | None = None,
+) -> StaticCheck | DeviceCheck:
+    """Check ``request.reference`` (see :class:`CheckRequest`).
+
+    A variant id becomes its moving tag in ``default_registry`` (``matrices()`` loads the project's
+    matrices, only then); the reference is resolved to a digest with the client ``registries(host)``
+    gives, and the image's facts are read for ``request.platform``. Static: the verdict on the host file
+    or the fleet (nothing runs). Otherwise ``host()`` describes this host (default: the live probe with
+    the engine), ``on_run`` is told what is about to run (one line, :func:`describe_run`), the checks
+    run in fresh containers from the probed platform manifest, and the result is attested with
+    ``signer(key)`` (``request.key`` or ``default_key``; locks under ``lock_dir``) when asked, or by
+    default when the key file exists.
+
+    Never raises for a blocked verdict or a failed check (the answer's ``failure()`` is the error).
+    Raises ConfigError (a static request without one host or fleet), NotFoundError (unknown variant,
+    tag or digest; missing host or fleet file), registry errors, EngineUnavailableError, SigningError /
+    SigningKeyError when attesting."""
+    request.validate()
+    ref = request.reference
+    if looks_like_variant_id(ref):
+        ref = variant_reference(matrices(), ref, default_registry)
+    r = parse_reference(ref, default_registry)
+    client = registries(r.registry)
+    digest = client.resolve(r.repository, r.digest or r.ref)
+    facts = probe_image(client, r.repository, digest, platform=request.platform)
+    pinned = f"{r.registry}/{r.repository}@{digest}"
+    if request.static:
+        if request.host_file is not None:
+            return StaticCheck(pinned, facts, host_verdict(facts, load_hostinfo(request.host_file)))
+        assert request.fleet_file is not None  # validate(): exactly one
+        return StaticCheck(pinned, facts, fleet_verdict(facts, request.fleet_file))
+
+    this_host = host()
+    # run exactly the platform manifest that was probed (an index would let the engine choose)
+    run_ref = f"{r.registry}/{r.repository}@{facts.platform_digest}"
+    if on_run is not None:
+        on_run(describe_run(facts, this_host, run_ref, mode=request.mode, cdi=request.cdi))
+    result = run_device_check(
+        run_ref,
+        facts,
+        this_host,
+        mode=request.mode,
+        cdi=request.cdi,
+        framework=request.framework,
+        timeout=request.timeout,
+        shm_size=request.shm_size,
+    )
+    key = request.key or default_key
+    attest = request.attest if request.attest is not None else (request.key is not None or key.exists())
+    attestation = None
+    if attest:
+        from builder.checks.device import attest_result
+
+        written = attest_result(result, client, r.repository, digest, signer(key), lock_dir=lock_dir)
+        attestation = Attestation(key, written.appended)
+    return DeviceCheck(pinned, facts, result, attestation)
+
+
+__all__ = [
+    "Attestation",
+    "AttestationDocument",
+    "CheckDocument",
+    "CheckRequest",
+    "DeviceCheck",
+    "DeviceRunDocument",
+    "StaticCheck",
+    "StaticFleetDocument",
+    "StaticHostDocument",
+    "check_reference",
+]
