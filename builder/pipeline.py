@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from typing_extensions import TypedDict
 
 from builder.build.run import BuiltImageDocument, built_json
-from builder.errors import BuilderError, CheckFailedError
+from builder.errors import BuilderError, BuildFailedError, CheckFailedError
 from builder.selection import Selection
 
 if TYPE_CHECKING:
@@ -136,6 +136,12 @@ class StageOutcome:
     reasons: tuple[str, ...] = ()
     destination: str | None = None
 
+    @property
+    def short_reasons(self) -> tuple[str, ...]:
+        """Each reason's first clause, at most ``SHORT_REASON`` characters (for tables; ``--json``
+        has the full text)."""
+        return tuple(short_reason(r) for r in self.reasons)
+
     def to_json(self) -> StageOutcomeDocument:
         return {
             "stage": self.stage,
@@ -151,6 +157,11 @@ class VariantRun:
     built: BuiltImage
     check: CheckOutcome | None
     stages: tuple[StageOutcome, ...]
+
+    @property
+    def blocked(self) -> tuple[StageOutcome, ...]:
+        """The stages that denied it or failed (at most one: promotion stops there)."""
+        return tuple(s for s in self.stages if s.status in ("denied", "error"))
 
     @property
     def reached(self) -> str | None:
@@ -176,6 +187,18 @@ class RunReport:
     @property
     def failed_builds(self) -> tuple[VariantRun, ...]:
         return tuple(v for v in self.variants if v.built.status == "failed")
+
+    def raise_for_failures(self) -> None:
+        """BuildFailedError (14) naming each variant that failed to build and its log, with the
+        whole report under ``details['summary']``; nothing when every build succeeded (denials
+        are reported, not errors)."""
+        failed = self.failed_builds
+        if failed:
+            raise BuildFailedError(
+                f"{len(failed)} of {len(self.variants)} variant(s) failed to build: "
+                + ", ".join(f"{v.variant_id} (log {v.built.log_path})" for v in failed),
+                summary=self.to_json(),
+            )
 
     def to_json(self) -> RunDocument:
         return {
@@ -219,6 +242,15 @@ class RunRequest:
     workers: int | None = None
     allow_unpinned: bool = False
     source_date_epoch: int | None = None
+
+
+SHORT_REASON = 110
+
+
+def short_reason(reason: str, limit: int = SHORT_REASON) -> str:
+    """The first clause of a rule's reason (up to ``"; "``), cut to ``limit`` characters with ``…``."""
+    text = reason.split("; ")[0]
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def stages_to_run(stage_names: Sequence[str], to_stage: str | None) -> tuple[str, ...]:

@@ -1,7 +1,12 @@
-"""After a push: sign the image and attach its SLSA provenance, with a key or keylessly.
+"""After a push: sign the image and attach its SLSA provenance, with a key or keylessly; and
+``builder build`` as one call (:func:`build_images`: plan or build, then sign what was pushed).
 
 :func:`signing_hook` makes the ``on_built`` hook of :func:`builder.build.run.build_variants` (and of
 ``builder run``). SLSA provenance v1: https://slsa.dev/spec/v1.0/provenance.
+
+Errors: ConfigError (2) for ``--keyless`` with ``--key``; SigningKeyError (16), SigningError (17)
+for keys and tokens; what :func:`builder.build.run.build_variants` raises; a run with failed
+variants is returned (:func:`builder.build.run.raise_for_failures` raises its error).
 """
 
 from __future__ import annotations
@@ -12,26 +17,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from builder.build.run import BuildPreview, BuildRun, ProgressFn, build_variants, preview
+from builder.build.source import git_commit as source_commit
 from builder.errors import ConfigError
 from builder.models import BuiltImage, RenderedImage
+from builder.signing.keyless.trust import KeylessSetup, keyless_setup
 
 if TYPE_CHECKING:
-    from sigstore.models import ClientTrustConfig
-    from sigstore.oidc import IdentityToken
-
     from builder.build.plan import BuildOptions
     from builder.registry import RegistryClient
     from builder.signing.signer import Signer
-
-
-@dataclasses.dataclass(frozen=True)
-class KeylessSetup:
-    """What a keyless build signature needs: the OIDC identity token (explicit, or the ambient CI token
-    found by ``builder.keyless.ambient_identity_token``; the CLI decides) and the Sigstore client trust
-    config (``builder.keyless.load_trust_config``: public-good or a private instance)."""
-
-    identity_token: IdentityToken
-    trust_config: ClientTrustConfig
 
 
 def signing_hook(
@@ -47,11 +42,12 @@ def signing_hook(
     now: Callable[[], dt.datetime] | None = None,
 ) -> Callable[[BuiltImage, RenderedImage], None]:
     """The ``on_built`` hook of :func:`build_variants`: after each push, build the SLSA provenance v1
-    predicate (``builder.provenance.provenance_predicate``: ``git_commit``, ``options.builder``,
+    predicate (``builder.signing.provenance.provenance_predicate``: ``git_commit``, ``options.builder``,
     ``secret_ids`` (default: the ids of ``options.secrets``), ``options.source_date_epoch``, finish time
     ``now()`` (default: UTC now)) and sign the digest and attach the provenance, either with ``signer``
-    (``builder.sign.sign_and_attest_build``: ``.sig``/``.att`` layers) or keylessly with ``keyless``
-    (``builder.keyless.keyless_sign_and_attest_build``: legacy layers and Sigstore bundle referrers).
+    (``builder.signing.sign.sign_and_attest_build``: ``.sig``/``.att`` layers) or keylessly with ``keyless``
+    (``builder.signing.keyless.write.keyless_sign_and_attest_build``: legacy layers and Sigstore bundle
+    referrers).
     ``lock_dir``: file locks for concurrent writers of the same signature tags (``<state_dir>/locks``).
 
     Exactly one of ``signer`` and ``keyless``; otherwise ConfigError. The hook raises SigningError and
@@ -97,3 +93,62 @@ def signing_hook(
         sign_and_attest_build(client, repository, built.digest, signer, predicate, lock_dir=lock_dir)
 
     return hook
+
+
+@dataclasses.dataclass(frozen=True)
+class SigningRequest:
+    """How ``builder build`` signs what it pushes: not at all, with a key (``sign``; ``key``
+    None: ``builder.toml`` ``key``) or keylessly (``keyless``: ``oidc_token``, else the ambient CI
+    token, and the Sigstore ``trust_config``; None: public-good)."""
+
+    sign: bool = False
+    key: Path | None = None
+    keyless: bool = False
+    oidc_token: str | None = None
+    trust_config: Path | None = None
+
+    def resolve(self, signer_of: Callable[[Path | None], Signer]) -> Signer | KeylessSetup | None:
+        """The signer (``signer_of(key)``), the keyless setup, or None when not signing. Raises
+        ConfigError (2) for ``--keyless`` with ``--key``, SigningKeyError / SigningError for an
+        unusable key or token."""
+        if self.keyless and self.key is not None:
+            raise ConfigError("--keyless and --key exclude each other", hint="drop --key to sign keylessly")
+        if self.keyless:
+            return keyless_setup(self.oidc_token, self.trust_config)
+        if self.sign:
+            return signer_of(self.key)
+        return None
+
+
+def build_images(
+    rendered: Sequence[RenderedImage],
+    options: BuildOptions,
+    *,
+    client: RegistryClient,
+    signing: SigningRequest,
+    signer_of: Callable[[Path | None], Signer],
+    source_root: Path,
+    dry_run: bool = False,
+    on_progress: ProgressFn | None = None,
+) -> BuildRun | BuildPreview:
+    """``builder build``: with ``dry_run`` the plan (:func:`builder.build.run.preview`, nothing
+    built); else every variant of ``rendered`` built and pushed (:func:`build_variants`) and, per
+    ``signing`` (keys through ``signer_of``), each pushed digest signed with its SLSA provenance
+    (the git commit of ``source_root``). Nothing selected: an empty run. Failed variants are in
+    the run; raises before building what ``build_variants`` and :meth:`SigningRequest.resolve` raise."""
+    if dry_run:
+        return BuildPreview(tuple(preview(rendered, options, client)))
+    chosen = signing.resolve(signer_of)
+    if not rendered:
+        return BuildRun((), (), 0.0)
+    on_built = None
+    if chosen is not None:
+        on_built = signing_hook(
+            client=client,
+            options=options,
+            lock_dir=options.state_dir / "locks",
+            git_commit=source_commit(source_root),
+            signer=chosen if not isinstance(chosen, KeylessSetup) else None,
+            keyless=chosen if isinstance(chosen, KeylessSetup) else None,
+        )
+    return build_variants(rendered, options, client=client, on_built=on_built, on_progress=on_progress)

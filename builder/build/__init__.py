@@ -1,7 +1,6 @@
 """Builds of rendered variants: the plan (:mod:`~builder.build.plan`, pure), the registry tag steps
 (:mod:`~builder.build.tags`: content tags write-once, variant tags moving), execution
 (:mod:`~builder.build.run`) and facts about the source (:mod:`~builder.build.source`). What happens
-after a push (signing, provenance) is :mod:`builder.publish`. Docs: docs/build.md.
-
-(The package is not named ``build`` because the repository's ``.gitignore`` ignores ``build/``.)
+after a push (signing, provenance) is :mod:`builder.publish`, which also runs ``builder build``
+as one call (:func:`builder.publish.build_images`). Docs: docs/build.md.
 """

@@ -140,6 +140,26 @@ def built_json(b: BuiltImage) -> BuiltImageDocument:
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class BuildPreview:
+    """What ``builder build --dry-run`` would do: one planned build per selected variant."""
+
+    plan: tuple[PlannedBuild, ...]
+
+    def to_json(self) -> BuildPlanDocument:
+        return {"plan": [p.to_json() for p in self.plan]}
+
+
+def log_tail(built: BuiltImage, lines: int = 8) -> list[str]:
+    """The last ``lines`` lines of ``built``'s build log (``[]`` when it has none or it is gone)."""
+    if not built.log_path:
+        return []
+    try:
+        return Path(built.log_path).read_text(errors="replace").splitlines()[-lines:]
+    except FileNotFoundError:
+        return []
+
+
 def preview(rendered: Sequence[RenderedImage], options: BuildOptions, client: RegistryClient) -> list[PlannedBuild]:
     """The plan ``builder build --dry-run`` shows: tags and pinning checked (ConfigError,
     UnpinnedBaseError unless ``options.allow_unpinned``), every content tag looked up (registry

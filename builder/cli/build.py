@@ -8,7 +8,6 @@ digest.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,13 +33,11 @@ from builder.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
-    from builder.build.plan import BuildOptions, PlannedBuild
+    from builder.bases import BasesUpdate
+    from builder.build.plan import PlannedBuild
     from builder.build.run import BuildRun
-    from builder.config import Config
-    from builder.models import BuiltImage, RenderedImage
-    from builder.registry import RegistryClient
 
 
 @click.command()
@@ -127,18 +124,16 @@ def build(
       builder build --select 'jax*' --keyless    in CI: sign with the workflow's OIDC identity
     """
     from builder.build.plan import BuildOptions, build_secrets
-    from builder.build.run import build_variants, preview, raise_for_failures
-    from builder.errors import ConfigError
+    from builder.build.run import BuildPreview, raise_for_failures
+    from builder.publish import SigningRequest, build_images
     from builder.selection import Selection
     from builder.variants import select_renders
 
-    app = app_context()
+    ctx = app_context()
+    app = ctx.app
     cfg = app.config
     con = console()
     rendered = select_renders(cfg, matrices, Selection.from_options(globs, shard, changed_since))
-    secret_pairs = build_secrets(ca_bundle, no_ca_bundle=no_ca_bundle, extra=secrets)
-    if source_date_epoch is None:
-        source_date_epoch = default_source_date_epoch(cfg)
     options = BuildOptions(
         registry=cfg.registry,
         state_dir=cfg.state_dir,
@@ -146,84 +141,42 @@ def build(
         builder=buildx_builder,
         platforms=platforms,
         cache=registry_cache,
-        secrets=secret_pairs,
-        source_date_epoch=source_date_epoch,
+        secrets=build_secrets(ca_bundle, no_ca_bundle=no_ca_bundle, extra=secrets),
+        source_date_epoch=source_date_epoch if source_date_epoch is not None else default_source_date_epoch(cfg),
         allow_unpinned=allow_unpinned,
         rebuild=rebuild,
         no_cache=no_cache,
     )
-    client = app_context().app.default_client
-
-    if dry_run:
-        plan = preview(rendered, options, client)
-        emit({"plan": [p.to_json() for p in plan]}, lambda: _print_plan(plan))
-        return
-
-    if keyless_ and key is not None:
-        raise ConfigError("--keyless and --key exclude each other", hint="drop --key to sign keylessly")
-    on_built = None
-    if sign or keyless_:
-        on_built = _signing_hook(
-            cfg, key, client, options, keyless=keyless_, oidc_token=oidc_token, trust_config=trust_config
-        )
+    signing = SigningRequest(sign=sign, key=key, keyless=keyless_, oidc_token=oidc_token, trust_config=trust_config)
 
     def progress(variant: str, event: str, detail: str) -> None:
         from rich.markup import escape
 
-        if app.json_output and event not in ("failed",):
+        if ctx.json_output and event not in ("failed",):
             return
         style = {"built": "green", "up-to-date": "dim", "failed": "red", "building": "cyan", "pushed": "blue"}
         con.print(f"[{style.get(event, 'white')}]{event:>10}[/] {variant}  [dim]{escape(detail)}[/]", highlight=False)
 
-    if not rendered:
-        emit(
-            {"ok": True, "seconds": 0.0, "counts": {"built": 0, "up-to-date": 0, "failed": 0}, "images": []},
-            "nothing to build (no variant selected)",
-        )
-        return
-    run = build_variants(rendered, options, client=client, on_built=on_built, on_progress=progress)
-    if run.failed and not app.json_output:
-        _print_summary(run)
-    raise_for_failures(run)
-    emit(run.to_json(), lambda: _print_summary(run))
-
-
-def _signing_hook(
-    cfg: Config,
-    key: Path | None,
-    client: RegistryClient,
-    options: BuildOptions,
-    *,
-    keyless: bool = False,
-    oidc_token: str | None = None,
-    trust_config: Path | None = None,
-) -> Callable[[BuiltImage, RenderedImage], None]:
-    """``on_built`` hook through ``builder.publish.signing_hook``: the CLI reads the key password
-    (``BUILDER_KEY_PASSWORD``, else ``COSIGN_PASSWORD``) or, with ``keyless``, the OIDC token
-    (``--oidc-token``/``BUILDER_OIDC_TOKEN``, else the ambient CI token) and the trust config."""
-    from builder.build.source import git_commit
-    from builder.publish import KeylessSetup, signing_hook
-
-    setup = None
-    signer = None
-    if keyless:
-        from builder.signing.keyless import trust as kl
-
-        token = kl.identity_token(oidc_token) if oidc_token else kl.ambient_identity_token()
-        setup = KeylessSetup(identity_token=token, trust_config=kl.load_trust_config(trust_config))
-    else:
-        from builder.signing.keys import load_signer
-
-        password = cfg.key_password if cfg.key_password is not None else os.environ.get("COSIGN_PASSWORD")
-        signer = load_signer(key or cfg.key_path, password)
-    return signing_hook(
-        client=client,
-        options=options,
-        lock_dir=cfg.state_dir / "locks",
-        git_commit=git_commit(cfg.root),
-        signer=signer,
-        keyless=setup,
+    result = build_images(
+        rendered,
+        options,
+        client=app.default_client,
+        signing=signing,
+        signer_of=app.signer,
+        source_root=cfg.root,
+        dry_run=dry_run,
+        on_progress=progress,
     )
+    if isinstance(result, BuildPreview):
+        emit(result.to_json(), lambda: _print_plan(result.plan))
+        return
+    if not result.results:
+        emit(result.to_json(), "nothing to build (no variant selected)")
+        return
+    if result.failed and not ctx.json_output:
+        _print_summary(result)
+    raise_for_failures(result)
+    emit(result.to_json(), lambda: _print_summary(result))
 
 
 def _print_plan(plan: Sequence[PlannedBuild]) -> None:
@@ -238,8 +191,11 @@ def _print_plan(plan: Sequence[PlannedBuild]) -> None:
 
 
 def _print_summary(run: BuildRun) -> None:
+    from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
+
+    from builder.build.run import log_tail
 
     t = Table(title=f"build summary ({run.seconds:.1f} s)")
     for col in ("variant", "status", "digest", "time", "log"):
@@ -258,10 +214,8 @@ def _print_summary(run: BuildRun) -> None:
         if b.status != "failed":
             continue
         console().print(f"[red]{b.variant_id}[/]: {b.error}", highlight=False, markup=False)
-        if b.log_path and Path(b.log_path).is_file():
-            from rich.markup import escape
-
-            tail = Path(b.log_path).read_text(errors="replace").splitlines()[-8:]
+        tail = log_tail(b)
+        if tail:
             console().print("\n".join(f"  [dim]|[/] {escape(line)}" for line in tail), highlight=False)
 
 
@@ -278,43 +232,37 @@ def bases() -> None:
 def bases_update(matrices: tuple[Path, ...], check: bool) -> None:
     """Resolve every upstream base tag of the matrices to a digest and write bases.lock.json,
     showing what changed, including a changed NVIDIA_REQUIRE_CUDA or CUDA_VERSION."""
-    from builder.bases import update_bases, upstream_references
-    from builder.errors import RenderStaleError
+    from builder.bases import pin_bases
     from builder.selection import Selection
     from builder.variants import select_variants
 
-    cfg = app_context().config
+    app = app_context().app
+    cfg = app.config
     chosen = select_variants(cfg, matrices, Selection())
-    changes = update_bases(
-        upstream_references(chosen.variants),
+    update = pin_bases(
+        chosen.variants,
+        chosen.bases,
         cfg.bases_lock,
-        resolve_client=app_context().app.client,
+        resolve_client=app.client,
         default_registry=cfg.registry,
-        map_reference=chosen.bases.map_reference,
-        write=not check,
+        check=check,
     )
-    changed = [c for c in changes if c.changed]
-    payload = {"lock": str(cfg.bases_lock), "written": not check, "bases": [c.to_json() for c in changes]}
+    if update.stale:
+        _print_bases(update)
+    update.raise_if_stale()
+    emit(update.to_json(), lambda: _print_bases(update))
 
-    def human() -> None:
-        con = console()
-        if not changes:
-            con.print("no upstream base images in the matrices")
-        for c in changes:
-            if not c.changed:
-                con.print(f"[dim]unchanged[/] {c.reference} {c.new_digest[:19]}")
-                continue
-            old = c.old_digest[:19] if c.old_digest else "(not pinned)"
-            con.print(f"[yellow]changed[/]   {c.reference}: {old} -> {c.new_digest[:19]}")
-            for k, (o, n) in c.fact_changes.items():
-                con.print(f"          [bold red]{k}[/] {o!r} -> {n!r}")
-        con.print(f"{'checked' if check else 'wrote'} {cfg.bases_lock}")
 
-    if check and changed:
-        human()
-        raise RenderStaleError(
-            f"{cfg.bases_lock} is out of date for {len(changed)} base(s): " + ", ".join(c.reference for c in changed),
-            hint="run `builder bases update` and commit bases.lock.json",
-            bases=[c.to_json() for c in changed],
-        )
-    emit(payload, human)
+def _print_bases(update: BasesUpdate) -> None:
+    con = console()
+    if not update.changes:
+        con.print("no upstream base images in the matrices")
+    for c in update.changes:
+        if not c.changed:
+            con.print(f"[dim]unchanged[/] {c.reference} {c.new_digest[:19]}")
+            continue
+        old = c.old_digest[:19] if c.old_digest else "(not pinned)"
+        con.print(f"[yellow]changed[/]   {c.reference}: {old} -> {c.new_digest[:19]}")
+        for k, (o, n) in c.fact_changes.items():
+            con.print(f"          [bold red]{k}[/] {o!r} -> {n!r}")
+    con.print(f"{'wrote' if update.written else 'checked'} {update.lock}")

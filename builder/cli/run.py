@@ -82,7 +82,6 @@ def run(
     """
     from rich.markup import escape
 
-    from builder.errors import BuildFailedError
     from builder.pipeline import RunRequest
     from builder.selection import Selection
 
@@ -116,23 +115,10 @@ def run(
         con.print(f"[{color}]{event:>18}[/] {variant}  [dim]{escape(detail)}[/]", highlight=False)
 
     report = app.app.run_pipeline(request, on_progress=progress, on_key=key_generated)
-    check_key = check_key or cfg.check_key_path
-    if report.failed_builds:
-        if not app.json_output:
-            _summary(report, cfg)
-        failed = report.failed_builds
-        raise BuildFailedError(
-            f"{len(failed)} of {len(report.variants)} variant(s) failed to build: "
-            + ", ".join(f"{v.variant_id} (log {v.built.log_path})" for v in failed),
-            summary=report.to_json(),
-        )
-    emit(report.to_json(), lambda: _summary(report, cfg, check_key))
-
-
-def _short(reason: str, limit: int = 110) -> str:
-    """First clause of a rule's reason, shortened for the table (--json has the full text)."""
-    text = reason.split("; ")[0]
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if report.failed_builds and not app.json_output:
+        _summary(report, cfg)
+    report.raise_for_failures()
+    emit(report.to_json(), lambda: _summary(report, cfg, check_key or cfg.check_key_path))
 
 
 def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> None:
@@ -162,8 +148,7 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
         static = "-"
         if c is not None and c.static_verdict:
             static = c.static_verdict + "".join(f"\n{name}: {verdict}" for name, verdict in c.static_clusters)
-        denied = [s for s in v.stages if s.status in ("denied", "error")]
-        policy = "\n".join(f"{d.stage} {d.status}:\n" + "\n".join(f"- {_short(r)}" for r in d.reasons) for d in denied)
+        policy = "\n".join(f"{d.stage} {d.status}:\n" + "\n".join(f"- {r}" for r in d.short_reasons) for d in v.blocked)
         t.add_row(
             v.variant_id,
             (v.built.digest or "")[:19],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -22,19 +22,21 @@ from builder.cli._common import (
     keyless_options,
 )
 from builder.signing.keys import short_fingerprint
+from builder.signing.report import check_result, predicate_label, signer_label
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from builder.config import Config
-    from builder.signing.operations import Target
+    from builder.signing.operations import KeylessSigned, Place
     from builder.signing.report import VerificationReport, VerifiedItem
 
 
-def _target(cfg: Config, reference: str) -> Target:
-    from builder.signing.operations import resolve_target
+def _place() -> Place:
+    """Where this invocation writes evidence: its registry clients, default registry and locks."""
+    from builder.signing.operations import Place
 
-    return resolve_target(reference, default_registry=cfg.registry, registries=app_context().app.client)
+    app = app_context().app
+    return Place(app.client, app.config.registry, app.config.state_dir / "locks")
 
 
 @click.group()
@@ -58,12 +60,10 @@ def keys() -> None:
 @json_option
 def generate(output_dir: Path | None, no_password: bool) -> None:
     """Write a new key pair; never overwrites existing key files."""
-    from builder.signing.keys import new_key_password
     from builder.signing.operations import generate_keys
 
     cfg = app_context().config
-    password = new_key_password(cfg.key_password, unencrypted=no_password)
-    pair = generate_keys(output_dir or cfg.key_path.parent, password)
+    pair = generate_keys(output_dir or cfg.key_path.parent, cfg.key_password, unencrypted=no_password)
     emit(
         pair.to_json(),
         f"[green]wrote[/] {pair.private_key} ({'encrypted' if pair.encrypted else '[red]unencrypted[/]'}) and "
@@ -83,13 +83,11 @@ def generate(output_dir: Path | None, no_password: bool) -> None:
 @json_option
 def import_(source: Path, output_dir: Path | None, no_password: bool) -> None:
     """Import SOURCE: cosign's cosign.key (decrypted with COSIGN_PASSWORD) or a PEM EC key."""
-    from builder.signing.keys import new_key_password
     from builder.signing.operations import import_keys
 
-    cfg = app_context().config
-    source_password = app_context().app.cosign_key_password
-    password = new_key_password(cfg.key_password, unencrypted=no_password)
-    pair = import_keys(source, output_dir or cfg.key_path.parent, source_password, password)
+    app = app_context().app
+    out = output_dir or app.config.key_path.parent
+    pair = import_keys(source, out, app.cosign_key_password, app.config.key_password, unencrypted=no_password)
     emit(
         pair.to_json(),
         f"[green]imported[/] {source} -> {pair.private_key}, {pair.public_key}\n  fingerprint {pair.fingerprint}",
@@ -106,14 +104,13 @@ def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | Non
     """Sign the digest REFERENCE resolves to (writes sha256-<hex>.sig, cosign format).
 
     With --keyless also a Sigstore bundle referrer (docs/keyless.md)."""
-    from builder.signing.operations import sign_reference
+    from builder.signing.keyless.trust import keyless_setup
+    from builder.signing.operations import keyless_write_reference, sign_reference
 
-    cfg = app_context().config
     if keyless_:
-        _keyless_write(reference, oidc_token, trust_config)
+        _emit_keyless(keyless_write_reference(reference, keyless_setup(oidc_token, trust_config), _place()))
         return
-    signer = app_context().app.signer(key)
-    result = sign_reference(_target(cfg, reference), signer, lock_dir=cfg.state_dir / "locks")
+    result = sign_reference(reference, app_context().app.signer(key), _place())
     write = result.write
     what = "signed" if write.appended else "already signed by this key (nothing written)"
     emit(
@@ -146,15 +143,16 @@ def attest(
     trust_config: Path | None,
 ) -> None:
     """Attach a signed in-toto v1 attestation to the digest REFERENCE resolves to (sha256-<hex>.att)."""
-    from builder.signing.operations import attest_reference, load_predicate
+    from builder.signing.keyless.trust import keyless_setup
+    from builder.signing.operations import attest_reference, keyless_write_reference
 
-    cfg = app_context().config
-    body = load_predicate(predicate)
     if keyless_:
-        _keyless_write(reference, oidc_token, trust_config, predicate_type, body)
+        setup = keyless_setup(oidc_token, trust_config)
+        _emit_keyless(
+            keyless_write_reference(reference, setup, _place(), predicate_type=predicate_type, predicate_file=predicate)
+        )
         return
-    signer = app_context().app.signer(key)
-    result = attest_reference(_target(cfg, reference), predicate_type, body, signer, lock_dir=cfg.state_dir / "locks")
+    result = attest_reference(reference, predicate_type, predicate, app_context().app.signer(key), _place())
     what = "attested" if result.write.appended else "already attested (identical statement, nothing written)"
     emit(
         result.to_json(),
@@ -208,11 +206,11 @@ def verify(
     """
     from builder.signing.operations import VerifyRequest, verify_reference
 
-    cfg = app_context().config
+    app = app_context().app
     request = VerifyRequest(
         key_files, predicate_types, attestations_only, identities, identity_regexps, issuer, issuer_regexp, trust_config
     )
-    result = verify_reference(reference, request, default_registry=cfg.registry, registries=app_context().app.client)
+    result = verify_reference(reference, request, default_registry=app.config.registry, registries=app.client)
     report = result.report
 
     def human() -> None:
@@ -224,30 +222,11 @@ def verify(
     report.raise_for_failure()
 
 
-def _keyless_write(
-    reference: str,
-    oidc_token: str | None,
-    trust_config: Path | None,
-    predicate_type: str | None = None,
-    predicate: dict[str, Any] | None = None,
-) -> None:
-    """``sign --keyless`` / ``attest --keyless``: token (explicit or ambient), trust config, one core call."""
-    from builder.signing.keyless.trust import ambient_identity_token, identity_token, load_trust_config
-    from builder.signing.operations import keyless_write_reference
-
-    cfg = app_context().config
-    token = identity_token(oidc_token) if oidc_token else ambient_identity_token()
-    tc = load_trust_config(trust_config)
-    result = keyless_write_reference(
-        _target(cfg, reference),
-        token,
-        tc,
-        lock_dir=cfg.state_dir / "locks",
-        predicate_type=predicate_type,
-        predicate=predicate,
-    )
+def _emit_keyless(result: KeylessSigned) -> None:
+    """``sign --keyless`` / ``attest --keyless`` output."""
     write = result.write
-    what = "signed keylessly" if predicate_type is None else f"attested keylessly ({predicate_type})"
+    pt = result.predicate_type
+    what = "signed keylessly" if pt is None else f"attested keylessly ({pt})"
     legacy = write.legacy.tag if write.legacy else "-"
     bundle = write.referrer.manifest_digest if write.referrer else "-"
     emit(
@@ -259,52 +238,8 @@ def _keyless_write(
 
 
 # ---------------------------------------------------------------------------------------------
-# `builder verify` human output (pure: a report in, text on a rich Console out)
-
-_SHORT_TYPES = {
-    "https://slsa.dev/provenance/v1": "slsa provenance",
-    "https://slsa.dev/provenance/v0.2": "slsa provenance v0.2",
-}
-
-
-def predicate_label(predicate_type: str | None) -> str:
-    """A short name for the predicate types this project knows (``slsa provenance``,
-    ``device-check``, ``approval``, ``promotion``; builder.predicates), else the URI itself."""
-    from builder.predicates import PREFIX
-
-    if not predicate_type:
-        return "-"
-    if predicate_type in _SHORT_TYPES:
-        return _SHORT_TYPES[predicate_type]
-    if predicate_type.startswith(PREFIX):
-        return predicate_type[len(PREFIX) :].removesuffix("/v1")
-    return predicate_type
-
-
-def check_result(predicate: Mapping[str, Any] | None) -> str | None:
-    """The ``result`` a device-check predicate states: ``passed``/``failed``/... (a mapping's
-    ``status``/``outcome``; a boolean ``passed``), ``unknown`` when it states none (docs/checks.md)."""
-    if predicate is None:
-        return None
-    raw = predicate.get("result")
-    if isinstance(raw, Mapping):
-        raw = raw.get("status", raw.get("outcome"))
-    if isinstance(raw, str) and raw:
-        return raw
-    passed = predicate.get("passed")
-    if isinstance(passed, bool):
-        return "passed" if passed else "failed"
-    return "unknown"
-
-
-def signer_label(signer: str | None, names: Mapping[str, str]) -> str:
-    """``KEYFILE (sha256:<12 hex>)`` for a given key, the short fingerprint alone for another key,
-    the identity for keyless signers, ``-`` when unknown."""
-    if not signer:
-        return "-"
-    if names.get(signer):
-        return f"{names[signer]} ({short_fingerprint(signer)})"
-    return short_fingerprint(signer)
+# `builder verify` human output (pure: a report in, text on a rich Console out; the labels are
+# builder.signing.report's)
 
 
 def _what(item: VerifiedItem) -> str:

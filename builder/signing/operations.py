@@ -28,7 +28,7 @@ from builder.errors import ConfigError
 from builder.registry import Reference, parse_reference
 from builder.signing.attest import attest_image
 from builder.signing.keyless.identity import policies_from_options
-from builder.signing.keyless.trust import load_trusted_root
+from builder.signing.keyless.trust import KeylessSetup, load_trusted_root
 from builder.signing.keyless.verify import verify_keyless
 from builder.signing.keyless.write import (
     KeylessWrite,
@@ -36,7 +36,7 @@ from builder.signing.keyless.write import (
     keyless_attest_image,
     keyless_sign_image,
 )
-from builder.signing.keys import generate_key_pair, import_key_pair, load_public_keys
+from builder.signing.keys import generate_key_pair, import_key_pair, load_public_keys, new_key_password
 from builder.signing.layer import WriteResult, WriteResultDocument
 from builder.signing.report import VerificationReport
 from builder.signing.sign import sign_image
@@ -44,9 +44,6 @@ from builder.signing.signer import Signer
 from builder.signing.verify import verify_image
 
 if TYPE_CHECKING:
-    from sigstore.models import ClientTrustConfig
-    from sigstore.oidc import IdentityToken
-
     from builder.registry import RegistryClient
 
 #: registry host -> a client for it (with the invocation's credentials).
@@ -143,16 +140,27 @@ class KeyPairFiles:
         }
 
 
-def generate_keys(output_dir: Path, password: str | None) -> KeyPairFiles:
-    """``builder keys generate``: a new key pair in ``output_dir`` (``password`` None: unencrypted).
-    Raises SigningKeyError (existing files, empty password)."""
+def generate_keys(output_dir: Path, key_password: str | None, *, unencrypted: bool = False) -> KeyPairFiles:
+    """``builder keys generate``: a new key pair in ``output_dir``, encrypted with ``key_password``
+    (``BUILDER_KEY_PASSWORD``) unless ``unencrypted`` (``--no-password``). Raises SigningKeyError
+    (no password, existing files, empty password)."""
+    password = new_key_password(key_password, unencrypted=unencrypted)
     key_path, pub_path, fp = generate_key_pair(output_dir, password)
     return KeyPairFiles(key_path, pub_path, fp, password is not None)
 
 
-def import_keys(source: Path, output_dir: Path, source_password: str | None, password: str | None) -> KeyPairFiles:
+def import_keys(
+    source: Path,
+    output_dir: Path,
+    source_password: str | None,
+    key_password: str | None,
+    *,
+    unencrypted: bool = False,
+) -> KeyPairFiles:
     """``builder keys import``: ``source`` (cosign key or PEM EC key, decrypted with
-    ``source_password``) written into ``output_dir``. Raises SigningKeyError."""
+    ``source_password``) written into ``output_dir``, encrypted with ``key_password`` unless
+    ``unencrypted``. Raises SigningKeyError."""
+    password = new_key_password(key_password, unencrypted=unencrypted)
     key_path, pub_path, fp = import_key_pair(source, output_dir, source_password, password)
     return KeyPairFiles(key_path, pub_path, fp, password is not None, source)
 
@@ -219,33 +227,56 @@ def load_predicate(path: Path) -> dict[str, Any]:
     return body
 
 
-def sign_reference(target: Target, signer: Signer, *, lock_dir: Path) -> Signed:
-    """``builder sign REF``: a cosign signature of ``target``'s digest (``builder.signing.sign``)."""
-    write = sign_image(target.client, target.repository, target.digest, signer, lock_dir=lock_dir)
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """Where evidence is written: ``registries`` (host -> client with the invocation's
+    credentials), the ``default_registry`` of references without a host, and ``lock_dir`` (file
+    locks of concurrent writers of the same ``.sig``/``.att`` tags)."""
+
+    registries: Registries
+    default_registry: str
+    lock_dir: Path
+
+    def target(self, reference: str) -> Target:
+        """:func:`resolve_target` of ``reference`` here."""
+        return resolve_target(reference, default_registry=self.default_registry, registries=self.registries)
+
+
+def sign_reference(reference: str, signer: Signer, place: Place) -> Signed:
+    """``builder sign REF``: a cosign signature of the digest ``reference`` names
+    (``builder.signing.sign``). Raises NotFoundError (8) for a missing image, SigningError, registry errors."""
+    target = place.target(reference)
+    write = sign_image(target.client, target.repository, target.digest, signer, lock_dir=place.lock_dir)
     return Signed(target, signer.fingerprint, write)
 
 
-def attest_reference(
-    target: Target, predicate_type: str, predicate: Mapping[str, Any], signer: Signer, *, lock_dir: Path
-) -> Signed:
-    """``builder attest REF``: a signed in-toto attestation of ``target``'s digest (``builder.signing.attest``)."""
+def attest_reference(reference: str, predicate_type: str, predicate_file: Path, signer: Signer, place: Place) -> Signed:
+    """``builder attest REF``: a signed in-toto attestation of the digest ``reference`` names with
+    the predicate in ``predicate_file`` (:func:`load_predicate`; ``builder.signing.attest``).
+    Raises ConfigError (2) for an unusable predicate file, then as :func:`sign_reference`."""
+    predicate = load_predicate(predicate_file)
+    target = place.target(reference)
     write = attest_image(
-        target.client, target.repository, target.digest, predicate_type, predicate, signer, lock_dir=lock_dir
+        target.client, target.repository, target.digest, predicate_type, predicate, signer, lock_dir=place.lock_dir
     )
     return Signed(target, signer.fingerprint, write, predicate_type)
 
 
 def keyless_write_reference(
-    target: Target,
-    token: IdentityToken,
-    trust_config: ClientTrustConfig,
+    reference: str,
+    setup: KeylessSetup,
+    place: Place,
     *,
-    lock_dir: Path,
     predicate_type: str | None = None,
-    predicate: Mapping[str, Any] | None = None,
+    predicate_file: Path | None = None,
 ) -> KeylessSigned:
-    """``sign --keyless`` (``predicate_type`` None) or ``attest --keyless``: legacy layers and a
-    Sigstore bundle referrer (``builder.signing.keyless.write``). Raises SigningError / registry errors."""
+    """``sign --keyless`` (``predicate_type`` None) or ``attest --keyless`` (the predicate in
+    ``predicate_file``): legacy layers and a Sigstore bundle referrer for the digest ``reference``
+    names, with ``setup``'s identity token and trust config (``builder.signing.keyless.write``).
+    Raises ConfigError (predicate file), SigningError, registry errors."""
+    predicate = load_predicate(predicate_file) if predicate_file is not None else {}
+    target = place.target(reference)
+    token, trust_config, lock_dir = setup.identity_token, setup.trust_config, place.lock_dir
     client, repo, digest = target.client, target.repository, target.digest
     if predicate_type is None:
         write = keyless_sign_image(
@@ -257,7 +288,7 @@ def keyless_write_reference(
             repo,
             digest,
             predicate_type=predicate_type,
-            predicate=predicate or {},
+            predicate=predicate,
             identity_token=token,
             trust_config=trust_config,
             lock_dir=lock_dir,

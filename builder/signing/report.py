@@ -223,3 +223,55 @@ def describe_failures(items: Sequence[VerifiedItem]) -> str:
     if invalid:
         parts.append(f"{len(invalid)} invalid (tampered or broken)")
     return ", ".join(parts) or "none"
+
+
+# ---------------------------------------------------------------------------------------------
+# Labels for people (``builder verify``'s table and summary)
+
+_SHORT_TYPES = {
+    "https://slsa.dev/provenance/v1": "slsa provenance",
+    "https://slsa.dev/provenance/v0.2": "slsa provenance v0.2",
+}
+
+
+def predicate_label(predicate_type: str | None) -> str:
+    """A short name for the predicate types this project knows (``slsa provenance``,
+    ``device-check``, ``approval``, ``promotion``; :mod:`builder.predicates`), else the URI
+    itself; ``-`` for none."""
+    from builder.predicates import PREFIX
+
+    if not predicate_type:
+        return "-"
+    if predicate_type in _SHORT_TYPES:
+        return _SHORT_TYPES[predicate_type]
+    if predicate_type.startswith(PREFIX):
+        return predicate_type[len(PREFIX) :].removesuffix("/v1")
+    return predicate_type
+
+
+def check_result(predicate: Mapping[str, Any] | None) -> str | None:
+    """The ``result`` a device-check predicate states: ``passed``/``failed``/... (a mapping's
+    ``status``/``outcome``; a boolean ``passed``), ``unknown`` when it states none, None for no
+    predicate (docs/checks.md)."""
+    if predicate is None:
+        return None
+    raw = predicate.get("result")
+    if isinstance(raw, Mapping):
+        raw = raw.get("status", raw.get("outcome"))
+    if isinstance(raw, str) and raw:
+        return raw
+    passed = predicate.get("passed")
+    if isinstance(passed, bool):
+        return "passed" if passed else "failed"
+    return "unknown"
+
+
+def signer_label(signer: str | None, names: Mapping[str, str]) -> str:
+    """``KEYFILE (sha256:<12 hex>)`` for a key given on the command line (``names``: fingerprint
+    -> key file), the short fingerprint alone for another key, the identity for keyless
+    signers, ``-`` when unknown."""
+    if not signer:
+        return "-"
+    if names.get(signer):
+        return f"{names[signer]} ({short_fingerprint(signer)})"
+    return short_fingerprint(signer)

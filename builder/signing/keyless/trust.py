@@ -10,6 +10,7 @@ unusable token or signing config.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -103,3 +104,21 @@ def ambient_identity_token() -> IdentityToken:
             hint="in GitHub Actions grant `permissions: id-token: write`; elsewhere pass --oidc-token",
         )
     return identity_token(raw)
+
+
+@dataclasses.dataclass(frozen=True)
+class KeylessSetup:
+    """What a keyless signature needs: the OIDC ``identity_token`` (explicit, or the ambient CI
+    token) and the Sigstore client ``trust_config`` (public-good or a private instance)."""
+
+    identity_token: IdentityToken
+    trust_config: ClientTrustConfig
+
+
+def keyless_setup(oidc_token: str | None, trust_config: Path | None) -> KeylessSetup:
+    """``--keyless``: the token ``oidc_token`` (``--oidc-token`` / ``BUILDER_OIDC_TOKEN``, read
+    by the command line) or, when None, the ambient CI token (:func:`ambient_identity_token`),
+    and :func:`load_trust_config` of ``trust_config`` (None: public-good). Raises SigningError
+    (no usable token), ConfigError (unusable trust config)."""
+    token = identity_token(oidc_token) if oidc_token else ambient_identity_token()
+    return KeylessSetup(token, load_trust_config(trust_config))

@@ -15,7 +15,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 from rich.console import Console
 
-from builder.cli.sign import check_result, predicate_label, render_verification, signer_label
+from builder.cli.sign import render_verification
 from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
 from builder.signing.attest import prepare_attestation
 from builder.signing.keys import KeyPairSigner, PublicKey
@@ -27,7 +27,14 @@ from builder.signing.layer import (
     simple_signing_payload,
 )
 from builder.signing.layer_check import check_attestation_layer, check_signature_layer
-from builder.signing.report import VerificationReport, VerifiedItem, describe_failures
+from builder.signing.report import (
+    VerificationReport,
+    VerifiedItem,
+    check_result,
+    describe_failures,
+    predicate_label,
+    signer_label,
+)
 from builder.signing.verifiers import verifiers_for
 
 DATA = Path(__file__).resolve().parents[3] / "tests" / "data" / "signing"

@@ -42,13 +42,20 @@ def test_new_key_password() -> None:
 
 
 def test_generate_keys_result(tmp_path: Path) -> None:
-    pair = generate_keys(tmp_path, None)
+    pair = generate_keys(tmp_path, None, unencrypted=True)
     assert pair.to_json() == {
         "private_key": str(tmp_path / "builder.key"),
         "public_key": str(tmp_path / "builder.pub"),
         "fingerprint": pair.fingerprint,
         "encrypted": False,
     }
+
+
+def test_generate_keys_needs_a_password_unless_unencrypted(tmp_path: Path) -> None:
+    with pytest.raises(SigningKeyError, match="BUILDER_KEY_PASSWORD is not set"):
+        generate_keys(tmp_path, None)
+    assert not (tmp_path / "builder.key").exists()
+    assert generate_keys(tmp_path, "pw").encrypted
 
 
 def test_one_pae_and_its_inverse() -> None:
