@@ -11,10 +11,8 @@ really fails as cdi-device-unresolvable (real docker stderr, diagnosed).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,18 +20,17 @@ from pathlib import Path
 import pytest
 
 from builder.predicates import DEVICE_CHECK_V1
+from tests.conftest import ROOT, Cli
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 
 
-def builder(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    e = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "builder", *args], capture_output=True, text=True, cwd=ROOT, env=e, timeout=timeout
-    )
+@pytest.fixture(autouse=True)
+def at_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands run in the repository (its builder.toml; ``fleets/demo.yaml`` relative to it)."""
+    monkeypatch.chdir(ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -85,13 +82,13 @@ def test_image_probe_reads_labels_and_env_from_registry(images: dict[str, str], 
         assert facts.platform_digest != facts.digest
 
 
-def test_cpu_check_passes_and_attaches_device_check(images: dict[str, str], tmp_path: Path, cosign_bin: str) -> None:
+def test_cpu_check_passes_and_attaches_device_check(
+    images: dict[str, str], tmp_path: Path, cosign_bin: str, cli: Cli
+) -> None:
     env = {"BUILDER_KEY_PASSWORD": "check-test"}
-    gen = builder("keys", "generate", "--output-dir", str(tmp_path / "k"), env=env)
-    assert gen.returncode == 0, gen.stderr
-    res = builder("check", images["cpu"], "--key", str(tmp_path / "k" / "builder.key"), "--json", env=env)
-    assert res.returncode == 0, res.stderr
-    doc = json.loads(res.stdout)
+    cli("keys", "generate", "--output-dir", str(tmp_path / "k"), env=env)
+    res = cli("check", images["cpu"], "--key", str(tmp_path / "k" / "builder.key"), "--json", env=env)
+    doc = res.json()
     assert doc["passed"] is True and doc["result"] == "passed" and doc["run"]["mode"] == "cpu"
     names = [s["name"] for s in doc["steps"]]
     assert names == ["probe/python", "probe/framework-import", "probe/compute"]
@@ -99,6 +96,7 @@ def test_cpu_check_passes_and_attaches_device_check(images: dict[str, str], tmp_
     assert doc["image"]["digest"].startswith("sha256:")
     assert doc["host"]["engine"]["version"] and doc["host"]["engine"]["oci_runtime"] == "runc"
     assert doc["attestation"]["predicate_type"] == DEVICE_CHECK_V1
+    assert doc["attestation"]["key"] == str(tmp_path / "k" / "builder.key")
     # an independent verifier accepts it
     cv = subprocess.run(
         [
@@ -125,7 +123,7 @@ def test_cpu_check_passes_and_attaches_device_check(images: dict[str, str], tmp_
     assert statement["predicate"]["result"] == "passed"
     assert statement["subject"][0]["digest"]["sha256"] == doc["image"]["digest"].split(":", 1)[1]
     # and so does builder verify
-    ver = builder(
+    cli(
         "verify",
         images["cpu"],
         "--key",
@@ -135,19 +133,25 @@ def test_cpu_check_passes_and_attaches_device_check(images: dict[str, str], tmp_
         DEVICE_CHECK_V1,
         "--json",
     )
-    assert ver.returncode == 0, ver.stdout + ver.stderr
+    # the human output says what ran and what was attached
+    human = cli("check", images["cpu"], "--key", str(tmp_path / "k" / "builder.key"), env=env)
+    assert "running device checks (mode cpu, no devices requested)" in human.stderr
+    assert "probe/compute" in human.stderr and "attached device-check/v1 to " in human.stderr
 
 
-def _no_toolkit() -> None:
+def require_no_toolkit() -> None:
+    """Skip on a machine with the NVIDIA Container Toolkit: the GPU failure paths need a host without it."""
     if shutil.which("nvidia-container-runtime-hook") or shutil.which("nvidia-ctk"):
         pytest.skip("this machine has the NVIDIA Container Toolkit: the failure paths cannot be reproduced")
 
 
-def test_gpus_all_really_fails_as_toolkit_missing(images: dict[str, str]) -> None:
-    _no_toolkit()
-    res = builder("check", images["cuda"], "--no-attest", "--json")
-    assert res.returncode == 20, res.stdout + res.stderr  # CheckFailedError
-    err = json.loads(res.stdout)["error"]
+_no_toolkit = require_no_toolkit  # the name test_check_human.py and test_check_failfast.py still import
+
+
+def test_gpus_all_really_fails_as_toolkit_missing(images: dict[str, str], cli: Cli) -> None:
+    require_no_toolkit()
+    res = cli("check", images["cuda"], "--no-attest", "--json", code=20)  # CheckFailedError
+    err = res.json()["error"]
     assert err["kind"] == "check-failed"
     d = err["details"]
     assert (d["diagnosis"], d["at_fault"], d["noticed_by"]) == (
@@ -161,11 +165,9 @@ def test_gpus_all_really_fails_as_toolkit_missing(images: dict[str, str]) -> Non
     assert "--gpus" in step["detail"]["command"]
 
 
-def test_cdi_request_really_fails_as_unresolvable(images: dict[str, str]) -> None:
-    _no_toolkit()
-    res = builder("check", images["cuda"], "--cdi", "--no-attest", "--json")
-    assert res.returncode == 20, res.stdout + res.stderr
-    d = json.loads(res.stdout)["error"]["details"]
+def test_cdi_request_really_fails_as_unresolvable(images: dict[str, str], cli: Cli) -> None:
+    require_no_toolkit()
+    d = cli("check", images["cuda"], "--cdi", "--no-attest", "--json", code=20).json()["error"]["details"]
     step = d["result"]["steps"][0]
     if "unresolvable CDI devices" not in step["detail"]["stderr"]:
         pytest.fail("CDI is not enabled in this engine (features.cdi): " + step["detail"]["stderr"][-300:])
@@ -173,28 +175,35 @@ def test_cdi_request_really_fails_as_unresolvable(images: dict[str, str]) -> Non
     assert d["result"]["run"]["device_request"] == "cdi:nvidia.com/gpu=all"
 
 
-def test_static_fleet_verdicts(images: dict[str, str]) -> None:
-    res = builder("check", images["cuda"], "--static", "--fleet", "fleets/demo.yaml", "--json")
+def test_static_fleet_verdicts(images: dict[str, str], cli: Cli) -> None:
     # the fleet verdict is the worst over the NVIDIA clusters (docs/fleets.md): ws-4090 blocks -> exit 11
-    assert res.returncode == 11, res.stderr
-    doc = json.loads(res.stdout)["error"]["details"]["verdict"]
+    res = cli("check", images["cuda"], "--static", "--fleet", "fleets/demo.yaml", "--json", code=11)
+    doc = res.json()["error"]["details"]["verdict"]
     verdicts = {c["cluster"]: c["verdict"] for c in doc["clusters"]}
     assert verdicts["a100-inference"] == "ok"
     assert verdicts["h100-train"] == "forward-compat"  # R550 exemption, data-center brand
     assert verdicts["ws-4090"] == "blocked"  # no exemption for GeForce
     assert "a100-inference" in doc["runs_on"] and "ws-4090" in doc["blocked_on"]
     assert doc["verdict"] == "blocked" and doc["not_applicable"] == ["mi300x"]  # a CUDA image on AMD: n/a
+    # --fleet NAME is the same fleet; the human output leads with the summary line `compat fleet` prints
+    human = cli("check", images["cuda"], "--static", "--fleet", "demo", code=11)
+    assert doc["header"] in human.stderr and "mi300x: not-applicable (amd)" in human.stderr
+    assert "is blocked: cannot run on cluster(s):" in " ".join(human.stderr.split())  # (the console wraps)
 
 
-def test_static_host_blocked_exit_code(images: dict[str, str]) -> None:
-    res = builder(
-        "check", images["cuda"], "--static", "--host", str(DATA / "nvidia-smi" / "nvidia-smi-04.txt"), "--json"
-    )
-    assert res.returncode == 11, res.stdout + res.stderr
-    err = json.loads(res.stdout)["error"]
+def test_static_host_blocked_exit_code(images: dict[str, str], cli: Cli) -> None:
+    blocked = DATA / "nvidia-smi" / "nvidia-smi-04.txt"
+    err = cli("check", images["cuda"], "--static", "--host", str(blocked), "--json", code=11).json()["error"]
     assert err["details"]["verdict"]["verdict"] == "blocked"
-    ok = builder("check", images["cuda"], "--static", "--host", str(DATA / "h200" / "nvidia-smi-q.txt"), "--json")
-    assert ok.returncode == 0 and json.loads(ok.stdout)["verdict"] == "ok"
+    ok = cli("check", images["cuda"], "--static", "--host", str(DATA / "h200" / "nvidia-smi-q.txt"), "--json").json()
+    assert ok["verdict"] == "ok" and ok["reference"].startswith(images["repo"] + "@sha256:")
+    assert ok["image"]["cuda_version"] == "12.8" and ok["gpus"][0]["index"] is not None
+
+
+def test_static_needs_one_host_or_fleet(images: dict[str, str], cli: Cli) -> None:
+    for extra in ([], ["--host", str(DATA / "h200" / "nvidia-smi-q.txt"), "--fleet", "demo"]):
+        res = cli("check", images["cuda"], "--static", *extra, code=2)
+        assert "--static needs exactly one of --host FILE or --fleet NAME|FILE" in res.stderr
 
 
 def test_each_check_container_has_a_timeout(images: dict[str, str]) -> None:
@@ -209,19 +218,16 @@ def test_each_check_container_has_a_timeout(images: dict[str, str]) -> None:
     assert left.stdout.strip() == ""  # removed
 
 
-def test_hostinfo_live_here() -> None:
-    res = builder("hostinfo", "--json")
-    assert res.returncode == 0, res.stderr
-    doc = json.loads(res.stdout)
+def test_hostinfo_live_here(cli: Cli) -> None:
+    doc = cli("hostinfo", "--json").json()
     assert doc["vendor"] in ("none", "nvidia", "amd")
     assert doc["engine"]["version"]
     if doc["vendor"] == "none":
         assert doc["gpus"] == [] and doc["diagnosis"] is None
 
 
-def test_hostinfo_from_shared_cases() -> None:
-    res = builder("hostinfo", "--from", str(DATA / "nvidia-smi" / "nvidia-smi-11.txt"), "--json")
-    assert res.returncode == 0 and json.loads(res.stdout)["diagnosis"] == "driver-not-loaded"
-    res = builder("diagnose", str(DATA / "errors" / "error-04.txt"), "--json")
-    doc = json.loads(res.stdout)
+def test_hostinfo_from_shared_cases(cli: Cli) -> None:
+    res = cli("hostinfo", "--from", str(DATA / "nvidia-smi" / "nvidia-smi-11.txt"), "--json")
+    assert res.json()["diagnosis"] == "driver-not-loaded"
+    doc = cli("diagnose", str(DATA / "errors" / "error-04.txt"), "--json").json()
     assert doc["diagnosis"] == "driver-too-old-for-image" and doc["facts"]["min_driver"] == "450.36.06"

@@ -6,7 +6,6 @@ trusted runner checked; the policy requires `predicate.result == "passed"`.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -14,14 +13,13 @@ from pathlib import Path
 import pytest
 
 from builder.predicates import DEVICE_CHECK_V1
-from tests.conftest import require_tool
-from tests.integration.test_check import _no_toolkit, builder, images
+from tests.conftest import ROOT, Cli, require_tool
+from tests.integration.test_check import images, require_no_toolkit
 
 pytestmark = pytest.mark.integration
 
 __all__ = ["images"]
 
-ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "docs" / "examples" / "device-check-passed.cue"
 ENV = {"BUILDER_KEY_PASSWORD": "policy-test"}
 
@@ -58,17 +56,18 @@ def _jq_any_passed(cosign_bin: str, pub: Path, ref: str) -> int:
     return subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, timeout=120).returncode
 
 
-def test_cue_policy_accepts_passed_and_rejects_failed(images: dict[str, str], tmp_path: Path, cosign_bin: str) -> None:
-    _no_toolkit()
-    assert builder("keys", "generate", "--output-dir", str(tmp_path / "k"), env=ENV).returncode == 0
+def test_cue_policy_accepts_passed_and_rejects_failed(
+    images: dict[str, str], tmp_path: Path, cosign_bin: str, cli: Cli
+) -> None:
+    require_no_toolkit()
+    cli("keys", "generate", "--output-dir", str(tmp_path / "k"), env=ENV)
     key, pub = tmp_path / "k" / "builder.key", tmp_path / "k" / "builder.pub"
 
-    passed = builder("check", images["cpu"], "--key", str(key), "--json", env=ENV)
-    assert passed.returncode == 0, passed.stderr
-    assert json.loads(passed.stdout)["result"] == "passed"
-    failed = builder("check", images["cuda"], "--key", str(key), "--json", env=ENV)
-    assert failed.returncode == 20, failed.stdout + failed.stderr  # container-toolkit-missing, attested as failed
-    assert json.loads(failed.stdout)["error"]["details"]["result"]["result"] == "failed"
+    passed = cli("check", images["cpu"], "--key", str(key), "--json", env=ENV)
+    assert passed.json()["result"] == "passed"
+    failed = cli("check", images["cuda"], "--key", str(key), "--json", env=ENV, code=20)
+    # container-toolkit-missing, attested as failed
+    assert failed.json()["error"]["details"]["result"]["result"] == "failed"
 
     # without a policy cosign accepts both: the signature proves who checked, not what they found
     assert _verify(cosign_bin, pub, images["cpu"]).returncode == 0
@@ -87,8 +86,7 @@ def test_cue_policy_accepts_passed_and_rejects_failed(images: dict[str, str], tm
     # the jq form (any passed) still accepts it
     if os.path.exists("/dev/kfd"):
         return
-    amd = builder("check", images["cpu"], "--mode", "amd", "--key", str(key), "--json", env=ENV)
-    assert amd.returncode == 20, amd.stdout + amd.stderr
+    cli("check", images["cpu"], "--mode", "amd", "--key", str(key), "--json", env=ENV, code=20)
     every = _verify(cosign_bin, pub, images["cpu"], "--policy", str(POLICY))
     assert every.returncode != 0 and "conflicting values" in every.stderr, every.stderr
     assert _jq_any_passed(cosign_bin, pub, images["cpu"]) == 0

@@ -8,17 +8,14 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from builder import matrix
-from builder.cli import cli
 from builder.errors import ConfigError, MatrixError
+from tests.conftest import ROOT, Cli
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "matrices"
 SHIPPED = sorted((ROOT / "matrices").glob("*.yaml"))
 
@@ -240,23 +237,21 @@ def test_same_variant_in_two_matrices_is_rejected(tmp_path: Path) -> None:
         matrix.load_matrices([a, b])
 
 
-def test_cli_matrix_list_json_and_github_format() -> None:
-    runner = CliRunner()
-    res = runner.invoke(cli, ["-C", str(ROOT), "matrix", "list", "--json", "--select", "jax0.7-*-debian12"])
-    assert res.exit_code == 0, res.output
-    items = json.loads(res.stdout)
+def test_cli_matrix_list_json_and_github_format(cli: Cli) -> None:
+    items = cli("-C", str(ROOT), "matrix", "list", "--json", "--select", "jax0.7-*-debian12").json()
     assert [i["id"] for i in items] == ["jax0.7-cpu-py3.11-debian12", "jax0.7-cu128-py3.11-debian12"]
     for i in items:
         assert {"id", "accelerator", "framework", "python", "os", "platform", "base"} <= set(i)
         assert i["framework"] == {"name": "jax", "version": "0.7"}
         assert i["base"]["reference"] == "mirror:debian:bookworm"
     assert items[1]["accelerator"] == {"kind": "cuda", "version": "12.8"}
-    res = runner.invoke(cli, ["-C", str(ROOT), "matrix", "list", "--format", "github", "--shard", "1/2"])
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout)
-    res2 = runner.invoke(cli, ["-C", str(ROOT), "matrix", "list", "--format", "github", "--shard", "2/2"])
-    doc2 = json.loads(res2.stdout)
-    total = len(json.loads(runner.invoke(cli, ["-C", str(ROOT), "matrix", "list", "--json"]).stdout))
+    doc = cli("-C", str(ROOT), "matrix", "list", "--format", "github", "--shard", "1/2").json()
+    doc2 = cli("-C", str(ROOT), "matrix", "list", "--format", "github", "--shard", "2/2").json()
+    total = len(cli("-C", str(ROOT), "matrix", "list", "--json").json())
+    assert (
+        cli("-C", str(ROOT), "matrix", "list", "--format", "json").json()
+        == cli("-C", str(ROOT), "matrix", "list", "--json").json()
+    )
     assert len(doc["include"]) + len(doc2["include"]) == total
     for row in doc["include"]:
         assert {"id", "matrix", "accelerator", "framework", "python", "os", "platform", "runner_arch"} <= set(row)
@@ -264,7 +259,7 @@ def test_cli_matrix_list_json_and_github_format() -> None:
         assert row["runner_arch"] == ("arm64" if row["platform"] == "linux/arm64" else "x64")
 
 
-def test_cli_matrix_list_changed_since_a_git_ref(tmp_path: Path) -> None:
+def test_cli_matrix_list_changed_since_a_git_ref(tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--changed-since REF` (what the images workflow uses): only variants whose content hash moved."""
     proj = tmp_path / "proj"
     proj.mkdir()
@@ -290,18 +285,12 @@ def test_cli_matrix_list_changed_since_a_git_ref(tmp_path: Path) -> None:
     git("init", "-q")
     git("add", ".")
     git("commit", "-q", "-m", "base")
-    builder_bin = str(Path(sys.executable).with_name("builder"))
+    for name in [k for k in os.environ if k.startswith("BUILDER_")]:
+        monkeypatch.delenv(name)
 
     def changed() -> list[str]:
-        res = subprocess.run(
-            [builder_bin, "-C", str(proj), "matrix", "list", "--format", "github", "--changed-since", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-            env={k: v for k, v in os.environ.items() if not k.startswith("BUILDER_")},
-        )
-        assert res.returncode == 0, res.stderr
-        return sorted(row["id"] for row in json.loads(res.stdout)["include"])
+        res = cli("-C", str(proj), "matrix", "list", "--format", "github", "--changed-since", "HEAD")
+        return sorted(row["id"] for row in res.json()["include"])
 
     assert changed() == []
     tpl = proj / "images" / "tensorflow" / "Dockerfile.j2"
@@ -311,16 +300,9 @@ def test_cli_matrix_list_changed_since_a_git_ref(tmp_path: Path) -> None:
     assert len(ids) == len(matrix.load_matrix(proj / "matrices" / "tensorflow.yaml").variants)
 
 
-def test_cli_reports_matrix_errors_with_exit_code_10() -> None:
-    builder_bin = Path(sys.executable).with_name("builder")
-    res = subprocess.run(
-        [str(builder_bin), "-C", str(ROOT), "--json", "matrix", "list", "--matrix", str(DATA / "bad.yaml")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert res.returncode == 10, res.stderr
-    doc = json.loads(res.stdout)
+def test_cli_reports_matrix_errors_with_exit_code_10(cli: Cli) -> None:
+    res = cli("-C", str(ROOT), "--json", "matrix", "list", "--matrix", str(DATA / "bad.yaml"), code=10)
+    doc = res.json()
     assert doc["error"]["kind"] == "matrix-invalid" and len(doc["error"]["details"]["problems"]) >= 10
 
 

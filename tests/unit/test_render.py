@@ -9,14 +9,15 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
 from builder import bases, compat, matrix, render
 from builder.errors import RenderStaleError, UnpinnedBaseError
 from builder.models import RenderedImage, Variant
+from tests.conftest import ROOT, Cli, CliResult
 
-ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "data" / "golden"
 IMAGES = ROOT / "images"
 LOCKS = ROOT / "locks"
@@ -226,64 +227,66 @@ def _project_copy(tmp_path: Path) -> Path:
     return proj
 
 
-def _builder(proj: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDER_")}
-    env["BUILDER_STATE_DIR"] = str(proj / ".state-that-does-not-exist")  # no mirror record: any machine
-    return subprocess.run(
-        [str(Path(sys.executable).with_name("builder")), "-C", str(proj), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
+class InProject(Protocol):
+    def __call__(self, proj: Path, *args: str, code: int | None = 0) -> CliResult: ...
 
 
-def test_committed_renders_are_current_on_any_machine(tmp_path: Path) -> None:
+@pytest.fixture
+def builder(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> InProject:
+    """``builder -C PROJ ARGS`` in-process, as on any machine: no ``BUILDER_*`` settings of this one and no
+    mirror record (a state directory that does not exist)."""
+    for name in [k for k in os.environ if k.startswith("BUILDER_")]:
+        monkeypatch.delenv(name)
+
+    def run(proj: Path, *args: str, code: int | None = 0) -> CliResult:
+        monkeypatch.setenv("BUILDER_STATE_DIR", str(proj / ".state-that-does-not-exist"))
+        return cli("-C", str(proj), *args, code=code)
+
+    return run
+
+
+def test_committed_renders_are_current_on_any_machine(tmp_path: Path, builder: InProject) -> None:
     """What CI runs: `builder render --check` on the committed tree (no mirror record here)."""
-    res = _builder(_project_copy(tmp_path), "render", "--check")
-    assert res.returncode == 0, res.stderr
+    doc = builder(_project_copy(tmp_path), "render", "--check", "--json").json()
+    assert not doc["stale"] and doc["unchanged"] == len(doc["variants"]) > 0
 
 
-def test_render_check_fails_after_a_template_edit_and_passes_after_rerendering(tmp_path: Path) -> None:
+def test_render_check_fails_after_a_template_edit_and_passes_after_rerendering(
+    tmp_path: Path, builder: InProject
+) -> None:
     proj = _project_copy(tmp_path)
     tpl = proj / "images" / "jax" / "Dockerfile.j2"
     tpl.write_text(tpl.read_text().replace('print("jax", v)', 'print("jax version", v)'))
-    res = _builder(proj, "--json", "render", "--check")
-    assert res.returncode == 12, res.stderr
-    err = json.loads(res.stdout)["error"]
+    err = builder(proj, "--json", "render", "--check", code=12).json()["error"]
     assert err["kind"] == "render-stale"
     diff = err["details"]["diff"]
     assert '-RUN python -c \'import jax, sys; v = jax.__version__; print("jax", v)' in diff
     assert '+RUN python -c \'import jax, sys; v = jax.__version__; print("jax version", v)' in diff
     assert "jax/jax0.7-cpu-py3.11-ubuntu24.04/Dockerfile" in " ".join(err["details"]["stale"])
     assert all("/jax" in s or s.startswith("demo/") for s in err["details"]["stale"])
-    res = _builder(proj, "render")
-    assert res.returncode == 0, res.stderr
-    res = _builder(proj, "render", "--check")
-    assert res.returncode == 0, res.stderr
+    doc = builder(proj, "render", "--json").json()
+    assert doc["changed"] == sorted(err["details"]["stale"]) and not doc["added"] and not doc["removed"]
+    builder(proj, "render", "--check")
 
 
-def test_render_check_notices_removed_and_orphaned_variants(tmp_path: Path) -> None:
+def test_render_check_notices_removed_and_orphaned_variants(tmp_path: Path, builder: InProject) -> None:
     proj = _project_copy(tmp_path)
     orphan = proj / "rendered" / "jax" / "jax0.1-cpu-py3.11-ubuntu24.04" / "Dockerfile"
     orphan.parent.mkdir()
     orphan.write_text("FROM scratch\n")
-    res = _builder(proj, "--json", "render", "--check")
-    assert res.returncode == 12
-    assert json.loads(res.stdout)["error"]["details"]["stale"] == ["jax/jax0.1-cpu-py3.11-ubuntu24.04/Dockerfile"]
-    assert _builder(proj, "render").returncode == 0
+    res = builder(proj, "--json", "render", "--check", code=12)
+    assert res.json()["error"]["details"]["stale"] == ["jax/jax0.1-cpu-py3.11-ubuntu24.04/Dockerfile"]
+    builder(proj, "render")
     assert not orphan.exists()
-    assert _builder(proj, "render", "--check").returncode == 0
+    builder(proj, "render", "--check")
     # a whole matrix removed: its renders are stale too (when every matrix is rendered)
     (proj / "matrices" / "tensorflow.yaml").unlink()
-    res = _builder(proj, "--json", "render", "--check")
-    assert res.returncode == 12
-    stale = json.loads(res.stdout)["error"]["details"]["stale"]
+    stale = builder(proj, "--json", "render", "--check", code=12).json()["error"]["details"]["stale"]
     assert stale and all(s.startswith("tensorflow/") for s in stale)
-    assert _builder(proj, "render", "--matrix", str(proj / "matrices" / "jax.yaml"), "--check").returncode == 0
-    assert _builder(proj, "render").returncode == 0
+    builder(proj, "render", "--matrix", str(proj / "matrices" / "jax.yaml"), "--check")
+    builder(proj, "render")
     assert not (proj / "rendered" / "tensorflow").exists()
-    assert _builder(proj, "render", "--check").returncode == 0
+    builder(proj, "render", "--check")
 
 
 def test_check_renders_api_raises_with_a_unified_diff(tmp_path: Path) -> None:

@@ -5,44 +5,39 @@ says what to pass when it is not."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import io
 from pathlib import Path
 
 import pytest
 
 from builder.checks.diagnosis import Context, diagnose, read_input
 from builder.errors import NotFoundError
+from tests.conftest import ROOT, Cli
 
-ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "errors"
 
 
-def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "builder", *args], capture_output=True, text=True, cwd=ROOT, input=stdin, timeout=120
-    )
+def stdin(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """What `builder diagnose -` reads."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
 
 
-def test_missing_file_is_not_found_exit_8(tmp_path: Path) -> None:
+def test_missing_file_is_not_found_exit_8(tmp_path: Path, cli: Cli) -> None:
     missing = tmp_path / "error.txt"
-    res = cli("diagnose", str(missing))
-    assert res.returncode == 8, res.stderr
+    res = cli("diagnose", str(missing), code=8)
     assert "Traceback" not in res.stderr
     assert str(missing) in res.stderr and "does not exist" in res.stderr
     assert "builder diagnose -" in res.stderr and "tests/data/errors" in res.stderr
-    doc = json.loads(cli("diagnose", str(missing), "--json").stdout)["error"]
+    doc = cli("diagnose", str(missing), "--json", code=8).json()["error"]
     assert doc["kind"] == "not-found" and doc["exit_code"] == 8 and doc["details"]["path"] == str(missing)
 
 
-def test_directory_is_not_found_exit_8(tmp_path: Path) -> None:
-    res = cli("diagnose", str(tmp_path))
-    assert res.returncode == 8, res.stderr
+def test_directory_is_not_found_exit_8(tmp_path: Path, cli: Cli) -> None:
+    res = cli("diagnose", str(tmp_path), code=8)
     assert "is a directory" in res.stderr and str(tmp_path) in res.stderr and "Traceback" not in res.stderr
 
 
-def test_unreadable_file_is_not_found() -> None:
+def test_unreadable_file_is_not_found(cli: Cli) -> None:
     # /proc/sys/vm/compact_memory is write-only: reading it fails with EACCES even for root
     p = Path("/proc/sys/vm/compact_memory")
     if not p.exists():
@@ -50,27 +45,26 @@ def test_unreadable_file_is_not_found() -> None:
     with pytest.raises(NotFoundError) as exc:
         read_input(p)
     assert "cannot be read" in exc.value.message and str(p) in exc.value.message
-    res = cli("diagnose", str(p))
-    assert res.returncode == 8 and "Traceback" not in res.stderr, res.stderr
+    res = cli("diagnose", str(p), code=8)
+    assert "Traceback" not in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("text", ["", "\n  \n"])
-def test_empty_input_says_so(text: str) -> None:
+def test_empty_input_says_so(text: str, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     r = diagnose(text)
     assert r.key == "unknown"
     assert "the input was empty" in r.summary
     assert "[]" not in r.summary + r.fix
-    res = cli("diagnose", "-", stdin=text)
-    assert res.returncode == 0  # documented: the diagnosis is the output
+    stdin(monkeypatch, text)
+    res = cli("diagnose", "-")  # exit 0, documented: the diagnosis is the output
     assert "the input was empty" in res.stderr + res.stdout
     assert "[]" not in res.stderr + res.stdout
 
 
-def test_unknown_quotes_lines_not_a_python_list(tmp_path: Path) -> None:
+def test_unknown_quotes_lines_not_a_python_list(tmp_path: Path, cli: Cli) -> None:
     p = tmp_path / "e.txt"
     p.write_text("something odd happened\nfatal: the frobnicator failed\n")
     res = cli("diagnose", str(p))
-    assert res.returncode == 0
     out = res.stderr + res.stdout
     assert "    fatal: the frobnicator failed" in out and "['" not in out
 
@@ -89,13 +83,14 @@ def test_driver_too_old_without_image_cuda_says_what_to_pass() -> None:
     assert "--image-cuda X.Y" in r.fix and "--require-cuda" in r.fix and "11.4" in r.fix
 
 
-def test_driver_too_old_with_image_cuda_names_the_minimum() -> None:
+def test_driver_too_old_with_image_cuda_names_the_minimum(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     r = diagnose(TORCH_TOO_OLD, Context(image_cuda="12.4"))
     assert r.facts["min_driver"] == "550.54.14"
     assert ">= 550.54.14" in r.fix and "min_driver" not in r.fix
-    res = cli("diagnose", "-", "--image-cuda", "12.4", "--json", stdin=TORCH_TOO_OLD)
-    doc = json.loads(res.stdout)
+    stdin(monkeypatch, TORCH_TOO_OLD)
+    doc = cli("diagnose", "-", "--image-cuda", "12.4", "--json").json()
     assert doc["facts"]["min_driver"] == "550.54.14" and "550.54.14" in doc["fix"]
+    assert (doc["diagnosis"], doc["at_fault"]) == (r.key, r.at_fault)
 
 
 def test_driver_too_old_with_require_cuda_names_the_minimum() -> None:

@@ -3,24 +3,17 @@ naming the file and the field, never an AttributeError; valid documents still lo
 
 from __future__ import annotations
 
+import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from builder.checks.host.reading import load_hostinfo, parse_text
 from builder.errors import HostProbeError
+from tests.conftest import ROOT, Cli
 
-ROOT = Path(__file__).resolve().parents[4]
 DATA = ROOT / "tests" / "data"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "builder", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
-    )
 
 
 @pytest.mark.parametrize(
@@ -36,28 +29,38 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
         ('{"vendor": "nvidia", "engine": "docker"}', "engine"),
     ],
 )
-def test_invalid_documents_name_file_and_field(tmp_path: Path, doc: str, field: str) -> None:
+def test_invalid_documents_name_file_and_field(tmp_path: Path, doc: str, field: str, cli: Cli) -> None:
     p = tmp_path / "bad.json"
     p.write_text(doc)
     with pytest.raises(HostProbeError) as exc:
         load_hostinfo(p)
     assert str(p) in exc.value.message
     assert field in exc.value.message
-    res = cli("hostinfo", "--from", str(p), "--json")
-    assert res.returncode == 21, res.stdout + res.stderr
+    res = cli("hostinfo", "--from", str(p), "--json", code=21)
     assert "Traceback" not in res.stderr
-    err = json.loads(res.stdout)["error"]
+    err = res.json()["error"]
     assert err["kind"] == "host-probe" and str(p) in err["message"]
     assert any(pr["field"].startswith(field) for pr in err["details"]["problems"]), err
 
 
-def test_broken_json_and_unrecognised_text_exit_21(tmp_path: Path) -> None:
+def test_broken_json_and_unrecognised_text_exit_21(tmp_path: Path, cli: Cli) -> None:
     for text in ('{"vendor": "nvidia",', "hello, this is not tool output\n", "[1, 2]\n"):
         p = tmp_path / "x.txt"
         p.write_text(text)
-        res = cli("hostinfo", "--from", str(p))
-        assert res.returncode == 21, (text, res.stderr)
+        res = cli("hostinfo", "--from", str(p), code=21)
         assert str(p) in res.stderr and "Traceback" not in res.stderr
+
+
+def test_saved_output_prints_the_hostinfo_document(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--from FILE` and `--from -` (standard input) print the same document, schema-checked by the fixture."""
+    q = DATA / "h200" / "nvidia-smi-q.txt"
+    doc = cli("hostinfo", "--from", str(q), "--json").json()
+    assert doc["schema"] == "builder/hostinfo/v1" and doc["gpus"][0]["name"] == "NVIDIA H200"
+    assert doc["gpu_count"] == len(doc["gpus"]) and doc == load_hostinfo(q).to_json()
+    monkeypatch.setattr("sys.stdin", io.StringIO(q.read_text()))
+    assert cli("hostinfo", "--from", "-", "--json").json()["gpus"] == doc["gpus"]
+    human = cli("hostinfo", "--from", str(q))
+    assert "NVIDIA H200" in human.stderr and human.stdout == ""
 
 
 def test_valid_documents_still_load() -> None:
