@@ -57,7 +57,9 @@ def test_wrong_password_fails_clearly(auth_registry: str, tmp_path: Path, unique
     assert f"as user {USER!r}" in err.value.message and "401" in err.value.message
 
 
-def test_credential_helper_is_run(auth_registry: str, tmp_path: Path, unique_repo: str) -> None:
+def test_credential_helper_is_run(
+    auth_registry: str, tmp_path: Path, unique_repo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``credHelpers`` runs ``docker-credential-<name> get`` (a real executable on PATH)."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -70,16 +72,12 @@ def test_credential_helper_is_run(auth_registry: str, tmp_path: Path, unique_rep
     helper.chmod(helper.stat().st_mode | stat.S_IEXEC)
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"credHelpers": {auth_registry: "buildertest"}}))
-    old_path = os.environ["PATH"]
-    os.environ["PATH"] = f"{bindir}:{old_path}"
-    try:
-        creds = DockerCredentials.from_file(cfg)
-        cred = creds.get(auth_registry)
-        assert cred is not None and cred.username == USER
-        assert creds.get("127.0.0.1:1") is None  # helper only configured for the auth registry
-        RegistryClient(auth_registry, insecure=True, auth=creds).put_blob(unique_repo, b"via helper")
-    finally:
-        os.environ["PATH"] = old_path
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    creds = DockerCredentials.from_file(cfg)
+    cred = creds.get(auth_registry)
+    assert cred is not None and cred.username == USER
+    assert creds.get("127.0.0.1:1") is None  # helper only configured for the auth registry
+    RegistryClient(auth_registry, insecure=True, auth=creds).put_blob(unique_repo, b"via helper")
 
 
 def test_copy_from_open_to_authenticated_registry(
