@@ -40,7 +40,7 @@ from builder.compat.drivers import (
     parse_cuda,
     parse_driver,
 )
-from builder.compat.frameworks import arch_coverage, rocm_row
+from builder.compat.frameworks import ArchCoverage, arch_coverage, rocm_row
 from builder.compat.generations import check_generation
 from builder.compat.gpus import GpuClass, brand_class, brand_from_name, gpu_info, normalize_brand, sm_of
 from builder.compat.requirement import Host, evaluate, forward_compat_branches, parse_requirement, require_cuda
@@ -331,7 +331,7 @@ def _check_nvidia(
     info_class: GpuClass | None,
     info_brand: str | None,
     driver_cuda_version: str | None,
-    arch: Any,
+    arch: ArchCoverage | None,
     common: dict[str, Any],
 ) -> Verdict:
     reasons: list[str] = []
@@ -482,7 +482,7 @@ def _forward_compat(
     image_cuda: str | None,
     need: str | None,
     reasons: list[str],
-    arch: Any,
+    arch: ArchCoverage | None,
     base: dict[str, Any],
 ) -> Verdict:
     base = {**base, "needs_cuda_compat": True}
@@ -512,7 +512,9 @@ def _forward_compat(
     return _finish("blocked", need, reasons, arch, {**base, "needs_cuda_compat": False})
 
 
-def _finish(verdict: VerdictName, need: str | None, reasons: list[str], arch: Any, base: dict[str, Any]) -> Verdict:
+def _finish(
+    verdict: VerdictName, need: str | None, reasons: list[str], arch: ArchCoverage | None, base: dict[str, Any]
+) -> Verdict:
     if arch is not None:
         reasons.append(("architecture: " if arch.covered is not False else "architecture not covered: ") + arch.detail)
         if arch.covered is False:
@@ -526,7 +528,7 @@ def _check_amd(
     rocm: str | None,
     cuda: str | None,
     info_class: GpuClass,
-    arch: Any,
+    arch: ArchCoverage | None,
     common: dict[str, Any],
 ) -> Verdict:
     reasons: list[str] = []
