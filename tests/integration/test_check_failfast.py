@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from tests.conftest import ROOT, Cli, require_tool
-from tests.integration.test_check import _no_toolkit, images
+from tests.integration.test_check import images, require_no_toolkit
 
 __all__ = ["images"]  # the module-scoped fixture (real images built and pushed for this module)
 
@@ -49,7 +49,7 @@ def _fresh_copy(src: str) -> str:
 
 
 def test_gpus_all_after_a_pull_fails_fast_with_the_engine_error(cli: Cli, images: dict[str, str]) -> None:
-    _no_toolkit()
+    require_no_toolkit()
     ref = _fresh_copy(images["cuda"])
     start = time.monotonic()
     res = cli("check", ref, "--no-attest", "--json", "--timeout", "600", code=20, cwd=ROOT)
@@ -65,7 +65,7 @@ def test_gpus_all_after_a_pull_fails_fast_with_the_engine_error(cli: Cli, images
 
 
 def test_human_output_describes_the_run_and_shows_the_error(cli: Cli, images: dict[str, str]) -> None:
-    _no_toolkit()
+    require_no_toolkit()
     ref = _fresh_copy(images["cuda"])
     res = cli("check", ref, "--no-attest", code=20, env={"COLUMNS": "400"}, cwd=ROOT)
     lines = res.stderr.splitlines()

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from builder.registry import RegistryClient
 from tests.conftest import ROOT, Cli
-from tests.integration.test_check import _no_toolkit, images
+from tests.integration.test_check import images, require_no_toolkit
 from tests.integration.test_sign import push_tiny_image
 
 __all__ = ["images"]  # the module-scoped fixture (real images built and pushed for this module)
 
 
 def test_failed_gpus_all_check_prints_engine_stderr_verbatim(cli: Cli, images: dict[str, str]) -> None:
-    _no_toolkit()
+    require_no_toolkit()
     out = cli("check", images["cuda"], "--no-attest", code=20, env={"COLUMNS": "400"}, cwd=ROOT).stderr
     assert "could not select device driver" in out, out  # the real engine error, in the step line
     assert "capabilities: [[gpu]]" in out, out[-3000:]
