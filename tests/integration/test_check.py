@@ -145,9 +145,6 @@ def require_no_toolkit() -> None:
         pytest.skip("this machine has the NVIDIA Container Toolkit: the failure paths cannot be reproduced")
 
 
-_no_toolkit = require_no_toolkit  # the name test_check_human.py and test_check_failfast.py still import
-
-
 def test_gpus_all_really_fails_as_toolkit_missing(images: dict[str, str], cli: Cli) -> None:
     require_no_toolkit()
     res = cli("check", images["cuda"], "--no-attest", "--json", code=20)  # CheckFailedError
