@@ -9,6 +9,7 @@ from pathlib import Path
 
 from builder.bases import read_bases_lock, update_bases
 from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json, sha256_digest
+from tests.conftest import Cli, CliResult
 
 CONFIG = "application/vnd.oci.image.config.v1+json"
 LAYER = "application/vnd.oci.image.layer.v1.tar"
@@ -89,13 +90,11 @@ def test_bases_update_reports_new_digest_and_changed_cuda_requirement(
     assert c.to_json()["fact_changes"]["NVIDIA_REQUIRE_CUDA"] == {"old": REQUIRE_OLD, "new": REQUIRE_NEW}
 
 
-def test_bases_update_cli_prints_changed_requirement(registry_address: str, unique_repo: str, tmp_path: Path) -> None:
+def test_bases_update_cli_prints_changed_requirement(
+    cli: Cli, registry_address: str, unique_repo: str, tmp_path: Path
+) -> None:
     """`builder bases update` on a project whose matrix names an upstream base (relative to the
     configured registry): writes the lock, then reports the re-published tag's new requirement."""
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
     client = RegistryClient(registry_address, insecure=True)
     repo, tag = f"{unique_repo}/cuda", "12.8.1-base-ubuntu24.04"
     push_base(client, repo, tag, ["CUDA_VERSION=12.8.1", f"NVIDIA_REQUIRE_CUDA={REQUIRE_OLD}"])
@@ -110,25 +109,18 @@ def test_bases_update_cli_prints_changed_requirement(registry_address: str, uniq
     )
     (tmp_path / "builder.toml").write_text(f'registry = "{registry_address}"\nstate_dir = "state"\n')
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "builder", "-C", str(tmp_path), "bases", "update", *args],
-            capture_output=True,
-            text=True,
-            cwd=root,
-            timeout=120,
-        )
+    def run(*args: str, code: int = 0) -> CliResult:
+        return cli("-C", str(tmp_path), "bases", "update", *args, code=code)
 
     first = run("--json")
-    assert first.returncode == 0, first.stderr
-    assert json.loads(first.stdout)["bases"][0]["changed"] is True
+    assert first.json()["bases"][0]["changed"] is True and first.json()["written"] is True
     assert json.loads((tmp_path / "bases.lock.json").read_text())["bases"][f"{repo}:{tag}"]["cuda_version"] == "12.8.1"
     push_base(client, repo, tag, ["CUDA_VERSION=12.8.1", f"NVIDIA_REQUIRE_CUDA={REQUIRE_NEW}"])
-    check = run("--check")
-    assert check.returncode == 12, check.stderr  # lock out of date, nothing written
+    check = run("--check", code=12)  # lock out of date, nothing written
     assert "NVIDIA_REQUIRE_CUDA" in check.stderr and REQUIRE_NEW[:20] in check.stderr
+    err = run("--check", "--json", code=12).json()["error"]
+    assert err["kind"] == "render-stale" and err["details"]["bases"][0]["changed"] is True
     second = run()
-    assert second.returncode == 0, second.stderr
     assert "changed" in second.stderr and "NVIDIA_REQUIRE_CUDA" in second.stderr
     entry = json.loads((tmp_path / "bases.lock.json").read_text())["bases"][f"{repo}:{tag}"]
     assert entry["nvidia_require_cuda"] == REQUIRE_NEW

@@ -5,17 +5,18 @@ variant rebuilt (also found by --changed-since), exit codes for a missing engine
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from builder.registry import RegistryClient, verify_complete
+from tests.conftest import Cli, CliResult
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,20 +67,34 @@ def project(tmp_path: Path, unique_repo: str, registry_address: str, mirror_base
     yield p
 
 
-def builder(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "builder", "-C", str(project), *args],
-        capture_output=True,
-        text=True,
-        cwd=project,
-        env={**os.environ, **(env or {})},
-        timeout=900,
-    )
+@dataclasses.dataclass
+class BuilderCli:
+    """``builder -C PROJECT ARGS`` in-process (the ``cli`` fixture), whatever the exit code; ``env``
+    holds for that call only (a later call without it sees the test's own environment again)."""
+
+    cli: Cli
+    monkeypatch: pytest.MonkeyPatch
+    original: dict[str, str | None] = dataclasses.field(default_factory=dict)
+
+    def __call__(self, project: Path, *args: str, env: dict[str, str] | None = None) -> CliResult:
+        for name, value in self.original.items():
+            if value is None:
+                self.monkeypatch.delenv(name, raising=False)
+            else:
+                self.monkeypatch.setenv(name, value)
+        for name in env or {}:
+            self.original.setdefault(name, os.environ.get(name))
+        return self.cli("-C", str(project), *args, code=None, env=env, cwd=project)
 
 
-def _statuses(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads(proc.stdout)
+@pytest.fixture
+def builder(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> BuilderCli:
+    return BuilderCli(cli, monkeypatch)
+
+
+def _statuses(result: CliResult) -> dict[str, str]:
+    assert result.code == 0, result.stderr[-3000:]
+    doc = result.json()
     return {i["variant"]: i["status"] for i in doc["images"]}
 
 
@@ -87,7 +102,7 @@ A, B = "tiny-cpu-py3.11-debian12", "tiny2-cpu-py3.11-debian12"
 
 
 def test_build_noop_and_only_changed_variant(
-    docker_engine: str, registry_address: str, unique_repo: str, project: Path
+    builder: BuilderCli, docker_engine: str, registry_address: str, unique_repo: str, project: Path
 ) -> None:
     first = builder(project, "build", "--json")
     assert _statuses(first) == {A: "built", B: "built"}
@@ -107,13 +122,15 @@ def test_build_noop_and_only_changed_variant(
     template = project / "images" / "tiny2" / "Dockerfile.j2"
     template.write_text(template.read_text() + 'LABEL io.builder.test.changed="yes"\n')
     plan = builder(project, "build", "--dry-run", "--json", "--changed-since", "HEAD")
-    assert plan.returncode == 0, plan.stderr
+    assert plan.code == 0, plan.stderr
     assert [(p["variant"], p["action"]) for p in json.loads(plan.stdout)["plan"]] == [(B, "build")]
     third = builder(project, "build", "--json")
     assert _statuses(third) == {A: "up-to-date", B: "built"}
 
 
-def test_matrix_list_and_build_dry_run_choose_the_same_shards(registry_address: str, project: Path) -> None:
+def test_matrix_list_and_build_dry_run_choose_the_same_shards(
+    builder: BuilderCli, registry_address: str, project: Path
+) -> None:
     """Three variants read in an order that is not id order (a.yaml: tiny2-cpu, tiny2-cu128; b.yaml:
     tiny-cpu): for every I of N, `builder matrix list --shard I/N` and `builder build --shard I/N
     --dry-run` name the same variants, and the shards of N cover every variant once."""
@@ -130,16 +147,16 @@ def test_matrix_list_and_build_dry_run_choose_the_same_shards(registry_address: 
         covered: list[str] = []
         for i in range(1, n + 1):
             listed = builder(project, "matrix", "list", "--json", "--shard", f"{i}/{n}")
-            assert listed.returncode == 0, listed.stderr[-2000:]
+            assert listed.code == 0, listed.stderr[-2000:]
             planned = builder(project, "build", "--dry-run", "--json", "--shard", f"{i}/{n}")
-            assert planned.returncode == 0, planned.stderr[-2000:]
+            assert planned.code == 0, planned.stderr[-2000:]
             ids = [v["id"] for v in json.loads(listed.stdout)]
             assert ids == [p["variant"] for p in json.loads(planned.stdout)["plan"]], (i, n)
             covered += ids
         assert sorted(covered) == sorted(v["id"] for v in every)
 
 
-def test_engine_unavailable_exits_3(registry_address: str, project: Path) -> None:
+def test_engine_unavailable_exits_3(builder: BuilderCli, registry_address: str, project: Path) -> None:
     """Nothing is built yet in this repository, so the build needs the engine: exit 3."""
     proc = builder(
         project,
@@ -147,18 +164,20 @@ def test_engine_unavailable_exits_3(registry_address: str, project: Path) -> Non
         "--json",
         env={"DOCKER_HOST": "unix:///nonexistent.sock"},
     )
-    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert proc.code == 3, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["error"]["kind"] == "engine-unavailable"
 
 
-def test_registry_unreachable_exits_5(project: Path) -> None:
+def test_registry_unreachable_exits_5(builder: BuilderCli, project: Path) -> None:
     proc = builder(project, "build", "--json", env={"BUILDER_REGISTRY": "127.0.0.1:9"})
-    assert proc.returncode == 5, proc.stderr[-2000:]
+    assert proc.code == 5, proc.stderr[-2000:]
     err = json.loads(proc.stdout)["error"]
     assert err["kind"] == "registry-unavailable" and "127.0.0.1:9" in err["message"]
 
 
-def test_content_tag_collision_exits_15(docker_engine: str, registry_address: str, project: Path) -> None:
+def test_content_tag_collision_exits_15(
+    builder: BuilderCli, docker_engine: str, registry_address: str, project: Path
+) -> None:
     """A rebuild that yields another digest for an existing content tag is refused (exit 15) and
     the tag keeps its digest."""
     (project / "images" / "tiny2" / "Dockerfile.j2").write_text(
@@ -168,7 +187,7 @@ def test_content_tag_collision_exits_15(docker_engine: str, registry_address: st
     assert _statuses(first) == {B: "built"}
     item = json.loads(first.stdout)["images"][0]
     again = builder(project, "build", "--json", "--select", "tiny2*", "--rebuild", "--no-cache")
-    assert again.returncode == 15, again.stderr[-2000:]
+    assert again.code == 15, again.stderr[-2000:]
     err = json.loads(again.stdout)["error"]
     assert err["kind"] == "tag-conflict" and item["digest"] in err["message"]
     client = RegistryClient(registry_address, insecure=True)
@@ -176,7 +195,7 @@ def test_content_tag_collision_exits_15(docker_engine: str, registry_address: st
 
 
 def test_build_sign_attaches_verifiable_provenance(
-    docker_engine: str, registry_address: str, cosign_bin: str, project: Path
+    builder: BuilderCli, docker_engine: str, registry_address: str, cosign_bin: str, project: Path
 ) -> None:
     """`builder build --sign` signs each pushed digest and attaches its SLSA provenance; `builder
     verify` and real cosign (the independent judge) accept both."""
@@ -185,14 +204,14 @@ def test_build_sign_attaches_verifiable_provenance(
     )
     env = {"BUILDER_KEY_PASSWORD": "pw-for-test", "COSIGN_PASSWORD": "pw-for-test"}
     keys = builder(project, "keys", "generate", "--json", env=env)
-    assert keys.returncode == 0, keys.stderr
+    assert keys.code == 0, keys.stderr
     pub = json.loads(keys.stdout)["public_key"]
     built = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
     assert _statuses(built) == {B: "built"}
     item = json.loads(built.stdout)["images"][0]
     ref = item["pinned"]
     verify = builder(project, "verify", ref, "--key", pub, "--attestation", "https://slsa.dev/provenance/v1", "--json")
-    assert verify.returncode == 0, verify.stderr[-2000:]
+    assert verify.code == 0, verify.stderr[-2000:]
     cosign = subprocess.run(
         [
             cosign_bin,
@@ -220,7 +239,9 @@ def test_build_sign_attaches_verifiable_provenance(
     assert statement["subject"][0]["digest"]["sha256"] == item["digest"].split(":", 1)[1]
 
 
-def test_tiny_matrix_variants_build_then_noop(docker_engine: str, registry_address: str, tmp_path: Path) -> None:
+def test_tiny_matrix_variants_build_then_noop(
+    builder: BuilderCli, docker_engine: str, registry_address: str, tmp_path: Path
+) -> None:
     """The two variants of tests/data/matrices/tiny.yaml (Debian + Python, one with a locked
     package installed with the CA bundle secret) build and push (or already exist: content tags
     are shared by every run), then a run from an empty state directory builds nothing."""

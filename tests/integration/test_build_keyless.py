@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import pytest
 
 from builder.predicates import SLSA_PROVENANCE_V1
+from tests.conftest import Cli, CliResult
 from tests.sigstore_instance import SigstoreTestInstance, TrustFiles, write_trust_files
 from tests.sigstore_instance.server import GITHUB_ISSUER
 
@@ -43,21 +42,35 @@ def tiny_matrix(tmp_path: Path, unique_repo: str) -> Path:
 
 
 @pytest.fixture
-def env(tmp_path: Path, registry_address: str, mirror_base: str) -> dict[str, str]:
+def env(tmp_path: Path, registry_address: str, mirror_base: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The variables of a build outside CI (no ambient OIDC token in the environment): a fresh
+    state directory (with the mirror record) and the local registry."""
     state = tmp_path / "state"
     state.mkdir()
     shutil.copy(ROOT / ".builder" / "mirror.json", state / "mirror.json")
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("ACTIONS_ID_TOKEN", "GITHUB_", "BUILDER_OIDC"))}
-    return {**clean, "BUILDER_STATE_DIR": str(state), "BUILDER_REGISTRY": registry_address}
+    for name in list(os.environ):
+        if name.startswith(("ACTIONS_ID_TOKEN", "GITHUB_", "BUILDER_OIDC")):
+            monkeypatch.delenv(name)
+    return {"BUILDER_STATE_DIR": str(state), "BUILDER_REGISTRY": registry_address}
 
 
-def builder(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "builder", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900
-    )
+class Builder(Protocol):
+    def __call__(self, env: dict[str, str], *args: str) -> CliResult: ...
 
 
-def _verify(env: dict[str, str], trust: TrustFiles, issuer: str, ref: str, identity: str = IDENTITY) -> Any:
+@pytest.fixture
+def builder(cli: Cli) -> Builder:
+    """``builder ARGS`` in-process (the ``cli`` fixture) in the repository, ``env`` set, any exit code."""
+
+    def run(env: dict[str, str], *args: str) -> CliResult:
+        return cli(*args, code=None, env=env, cwd=ROOT)
+
+    return run
+
+
+def _verify(
+    builder: Builder, env: dict[str, str], trust: TrustFiles, issuer: str, ref: str, identity: str = IDENTITY
+) -> CliResult:
     return builder(
         env,
         "--json",
@@ -75,6 +88,7 @@ def _verify(env: dict[str, str], trust: TrustFiles, issuer: str, ref: str, ident
 
 
 def test_build_keyless_signs_and_verify_accepts(
+    builder: Builder,
     docker_engine: str,
     tiny_matrix: Path,
     env: dict[str, str],
@@ -99,37 +113,43 @@ def test_build_keyless_signs_and_verify_accepts(
         "--trust-config",
         tc,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.code == 0, proc.stderr[-3000:]
     (img,) = json.loads(proc.stdout)["images"]
     assert img["status"] == "built"
     ref = f"{img['reference']}@{img['digest']}"
-    ok = _verify(env, trust, inst.issuer_url, ref)
-    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    ok = _verify(builder, env, trust, inst.issuer_url, ref)
+    assert ok.code == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
     report = json.loads(ok.stdout)
     assert report["ok"] is True
     # another identity is refused (exit 18): the check can fail
-    bad = _verify(env, trust, inst.issuer_url, ref, identity="https://github.com/someone/else/.github/x.yml@refs/x")
-    assert bad.returncode == 18, bad.stdout[-2000:] + bad.stderr[-2000:]
+    bad = _verify(
+        builder, env, trust, inst.issuer_url, ref, identity="https://github.com/someone/else/.github/x.yml@refs/x"
+    )
+    assert bad.code == 18, bad.stdout[-2000:] + bad.stderr[-2000:]
 
     # 2. no token given: the ambient GitHub Actions OIDC token (what images.yml runs; GitHub's issuer)
     gha = {**env, **inst.github_actions_env(WORKFLOW_REF)}
     proc2 = builder(
         gha, "--json", "build", "--matrix", str(tiny_matrix), "--select", "tiny-cpu*", "--keyless", "--trust-config", tc
     )
-    assert proc2.returncode == 0, proc2.stderr[-3000:]
+    assert proc2.code == 0, proc2.stderr[-3000:]
     (img2,) = json.loads(proc2.stdout)["images"]
     assert img2["status"] == "built"
-    ok2 = _verify(env, trust, GITHUB_ISSUER, f"{img2['reference']}@{img2['digest']}")
-    assert ok2.returncode == 0, ok2.stdout[-2000:] + ok2.stderr[-2000:]
+    ok2 = _verify(builder, env, trust, GITHUB_ISSUER, f"{img2['reference']}@{img2['digest']}")
+    assert ok2.code == 0, ok2.stdout[-2000:] + ok2.stderr[-2000:]
 
 
 def test_build_keyless_without_any_token_is_a_signing_error(
-    docker_engine: str, tiny_matrix: Path, env: dict[str, str], sigstore: tuple[SigstoreTestInstance, TrustFiles]
+    builder: Builder,
+    docker_engine: str,
+    tiny_matrix: Path,
+    env: dict[str, str],
+    sigstore: tuple[SigstoreTestInstance, TrustFiles],
 ) -> None:
     """Outside CI with no --oidc-token: a clear error before anything is built."""
     _, trust = sigstore
     proc = builder(env, "build", "--matrix", str(tiny_matrix), "--keyless", "--trust-config", str(trust.trust_config))
-    assert proc.returncode != 0
+    assert proc.code != 0
     assert "OIDC" in proc.stderr and "--oidc-token" in proc.stderr, proc.stderr[-2000:]
     assert "building" not in proc.stdout
 

@@ -26,11 +26,18 @@ from builder.signing.cosign_key import cosign_key_pem
 from builder.signing.keys import load_public_keys
 from builder.signing.sign import sign_image
 from builder.signing.verify import verify_image
-from tests.integration.test_sign import new_signer, public_key, push_tiny_image, run_cli
+from tests.conftest import Cli
+from tests.integration.test_sign import SignCli, new_signer, public_key, push_tiny_image
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "signing"
 COSIGN_PASSWORD = "test-password"  # tests/data/signing/README.md
 PTYPE = "https://slsa.dev/provenance/v1"
+
+
+@pytest.fixture
+def run_cli(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> SignCli:
+    """``builder ARGS`` in-process (``tests.integration.test_sign.SignCli``)."""
+    return SignCli(cli, monkeypatch)
 
 
 def cosign(cosign_bin: str, *args: str, password: str = COSIGN_PASSWORD) -> subprocess.CompletedProcess[str]:
@@ -80,7 +87,7 @@ def test_cosign_verifies_our_signature_and_attestation(
 
 
 def test_we_verify_what_cosign_wrote(
-    cosign_bin: str, client: RegistryClient, image: tuple[str, str, str], tmp_path: Path
+    run_cli: SignCli, cosign_bin: str, client: RegistryClient, image: tuple[str, str, str], tmp_path: Path
 ) -> None:
     repo, digest, ref = image
     key, pub = DATA / "cosign.key", DATA / "cosign.pub"
@@ -112,7 +119,7 @@ def test_we_verify_what_cosign_wrote(
     cli = run_cli(
         ["verify", f"{repo}@{digest}", "--key", str(pub), "--attestation", PTYPE, "--json"], tmp_path, client.registry
     )
-    assert cli.returncode == 0, cli.stderr
+    assert cli.code == 0, cli.stderr
     assert json.loads(cli.stdout)["ok"] is True
 
 
@@ -138,17 +145,17 @@ def test_layers_of_both_tools_coexist(
 
 
 def test_imported_cosign_key_signs_for_cosign(
-    cosign_bin: str, client: RegistryClient, image: tuple[str, str, str], tmp_path: Path
+    run_cli: SignCli, cosign_bin: str, client: RegistryClient, image: tuple[str, str, str], tmp_path: Path
 ) -> None:
     repo, digest, ref = image
     env = {"COSIGN_PASSWORD": COSIGN_PASSWORD, "BUILDER_KEY_PASSWORD": "imported-pw"}
     imp = run_cli(
         ["keys", "import", str(DATA / "cosign.key"), "--output-dir", "k", "--json"], tmp_path, client.registry, **env
     )
-    assert imp.returncode == 0, imp.stderr
+    assert imp.code == 0, imp.stderr
     assert json.loads(imp.stdout)["fingerprint"] == load_public_keys([DATA / "cosign.pub"])[0].fingerprint
     signed = run_cli(["sign", f"{repo}@{digest}", "--key", "k/builder.key"], tmp_path, client.registry, **env)
-    assert signed.returncode == 0, signed.stderr
+    assert signed.code == 0, signed.stderr
     v = cosign(cosign_bin, "verify", "--key", str(DATA / "cosign.pub"), "--insecure-ignore-tlog", ref)
     assert v.returncode == 0, v.stderr
 

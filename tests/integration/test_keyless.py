@@ -38,8 +38,8 @@ from builder.signing.keys import generate_key_pair, load_public_keys, load_signe
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
 from builder.signing.report import VerificationReport
 from builder.signing.sign import sign_image
-from tests.conftest import require_tool
-from tests.integration.test_sign import push_tiny_image
+from tests.conftest import Cli, require_tool
+from tests.integration.test_sign import SignCli, push_tiny_image
 from tests.sigstore_instance import SigstoreTestInstance, TrustFiles, write_trust_files
 
 pytestmark = pytest.mark.integration
@@ -507,9 +507,10 @@ def test_tampered_bundle_referrer_refused(sigstore: Sigstore, image: Image, tmp_
 # the CLI
 
 
-def test_cli_keyless_sign_attest_verify(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
-    from tests.integration.test_sign import run_cli
-
+def test_cli_keyless_sign_attest_verify(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, sigstore: Sigstore, image: Image, tmp_path: Path
+) -> None:
+    run_cli = SignCli(cli, monkeypatch)
     token = sigstore.instance.token(job_workflow_ref=WORKFLOW_REF)
     predicate = tmp_path / "provenance.json"
     predicate.write_text(json.dumps(PREDICATE))
@@ -518,7 +519,7 @@ def test_cli_keyless_sign_attest_verify(sigstore: Sigstore, image: Image, tmp_pa
     r = run_cli(
         ["--json", "sign", image.ref, "--keyless", "--trust-config", tc], tmp_path, registry, BUILDER_OIDC_TOKEN=token
     )
-    assert r.returncode == 0, r.stderr
+    assert r.code == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["identity"] == IDENTITY and out["legacy"]["appended"] and out["referrer"]["fallback_index"]
     r = run_cli(
@@ -538,7 +539,7 @@ def test_cli_keyless_sign_attest_verify(sigstore: Sigstore, image: Image, tmp_pa
         tmp_path,
         registry,
     )
-    assert r.returncode == 0, r.stderr
+    assert r.code == 0, r.stderr
     assert "attested keylessly" in r.stderr
     verify = [
         "verify",
@@ -551,7 +552,7 @@ def test_cli_keyless_sign_attest_verify(sigstore: Sigstore, image: Image, tmp_pa
         SLSA_PROVENANCE_V1,
     ]
     r = run_cli(["--json", *verify, "--identity", IDENTITY], tmp_path, registry)
-    assert r.returncode == 0, r.stderr
+    assert r.code == 0, r.stderr
     report = json.loads(r.stdout)
     assert report["ok"] and len(report["items"]) == 4
     r = run_cli(
@@ -559,9 +560,9 @@ def test_cli_keyless_sign_attest_verify(sigstore: Sigstore, image: Image, tmp_pa
         tmp_path,
         registry,
     )
-    assert r.returncode == 0 and "VERIFIED" in r.stderr, r.stderr
+    assert r.code == 0 and "VERIFIED" in r.stderr, r.stderr
     r = run_cli(["--json", *verify, "--identity", IDENTITY + "-other"], tmp_path, registry)
-    assert r.returncode == 18
+    assert r.code == 18
     err = json.loads(r.stdout)["error"]
     reasons = [i["reason"] for i in err["details"]["items"]]
     assert reasons and all("which no allowed identity matches" in x for x in reasons)
@@ -569,7 +570,7 @@ def test_cli_keyless_sign_attest_verify(sigstore: Sigstore, image: Image, tmp_pa
     assert any(IDENTITY in s for s in err["details"]["other_signers"])
     assert {i["classification"] for i in err["details"]["items"]} == {"untrusted"}
     r = run_cli([*verify, "--identity", IDENTITY + "-other"], tmp_path, registry)
-    assert r.returncode == 18 and "wrong key given?" in r.stderr and "INVALID" not in r.stderr, r.stderr
+    assert r.code == 18 and "wrong key given?" in r.stderr and "INVALID" not in r.stderr, r.stderr
 
 
 def test_concurrent_keyless_writers_keep_every_entry(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:

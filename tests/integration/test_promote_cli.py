@@ -1,18 +1,19 @@
-"""The promotion commands end to end as a user runs them (``python -m builder``), exit codes included."""
+"""The promotion commands end to end as a user runs them (``builder ...`` in-process through the
+``cli`` fixture), exit codes included; every ``--json`` output is checked against its schema."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
 from builder.registry import RegistryClient
 from builder.signing.keys import load_signer
+from tests.conftest import Cli, CliResult
 from tests.integration.test_promote_support import (
     docker_config_dir,
     make_keys,
@@ -27,23 +28,27 @@ VARIANT = "jax0.7-cpu-py3.11-debian12"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(
-    project: Path, *args: str, code: int = 0, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "builder", *args],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(project), **(env or {})},
-    )
-    assert proc.returncode == code, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc
+class Run(Protocol):
+    def __call__(self, project: Path, *args: str, code: int = 0, env: dict[str, str] | None = None) -> CliResult: ...
 
 
-def js(proc: subprocess.CompletedProcess[str]) -> Any:
-    return json.loads(proc.stdout)
+@pytest.fixture
+def run(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Run:
+    """``builder ARGS`` in ``project`` as a user whose environment names only ``HOME`` (the
+    project) and ``env``: no ``DOCKER_CONFIG``, ``BUILDER_*`` or ``COSIGN_PASSWORD`` from the
+    test's own environment or an earlier call."""
+
+    def go(project: Path, *args: str, code: int = 0, env: dict[str, str] | None = None) -> CliResult:
+        for name in list(os.environ):
+            if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
+                monkeypatch.delenv(name)
+        return cli(*args, code=code, env={"HOME": str(project), **(env or {})}, cwd=project)
+
+    return go
+
+
+def js(result: CliResult) -> Any:
+    return result.json()
 
 
 @pytest.fixture
@@ -89,7 +94,7 @@ def _build(project: Path, registry: str, repo: str, content: bytes) -> str:
     return digest
 
 
-def test_promotion_commands(project: Path, registry_address: str, unique_repo: str) -> None:
+def test_promotion_commands(run: Run, project: Path, registry_address: str, unique_repo: str) -> None:
     keys = project / "state" / "keys"
     out = js(run(project, "policy", "validate", "--json"))
     assert out["files"][0]["valid"] and out["files"][0]["stages"] == ["dev", "staging", "prod"]
@@ -177,7 +182,7 @@ def test_promotion_commands(project: Path, registry_address: str, unique_repo: s
     assert plan["results"][0]["variant"] == VARIANT and plan["results"][0]["digest"] == d3
 
 
-def test_policy_validate_lists_problems(project: Path) -> None:
+def test_policy_validate_lists_problems(run: Run, project: Path) -> None:
     bad = project / "policies" / "bad.yaml"
     bad.write_text("stages:\n  dev:\n    from: nowhere\n    require:\n      all_of: []\n")
     err = js(run(project, "policy", "validate", str(bad), "--json", code=30))
@@ -187,7 +192,9 @@ def test_policy_validate_lists_problems(project: Path) -> None:
     assert all(p["file"] == str(bad) for p in problems)
 
 
-def test_resolve_takes_the_fleet_from_the_stage_rule(project: Path, registry_address: str, unique_repo: str) -> None:
+def test_resolve_takes_the_fleet_from_the_stage_rule(
+    run: Run, project: Path, registry_address: str, unique_repo: str
+) -> None:
     """A stage whose policy has a `fleet` rule: resolve --cluster uses that rule's file (no --fleet)."""
     keys = project / "state" / "keys"
     (project / "fleets").mkdir()
@@ -217,7 +224,9 @@ def test_resolve_takes_the_fleet_from_the_stage_rule(project: Path, registry_add
     assert "edge.yaml" in err["error"]["message"]  # the rule's file, named
 
 
-def test_untrusted_pointer_is_shown_in_the_dry_run(project: Path, registry_address: str, unique_repo: str) -> None:
+def test_untrusted_pointer_is_shown_in_the_dry_run(
+    run: Run, project: Path, registry_address: str, unique_repo: str
+) -> None:
     """A stage tag moved outside builder: the dry run fails on the chain (never "add --confirm"),
     history says why as status does, resolve exits 18 (verification), not 32 (retry)."""
     from tests.integration.test_promote_support import push_image as push
@@ -244,7 +253,9 @@ def test_untrusted_pointer_is_shown_in_the_dry_run(project: Path, registry_addre
     assert "cannot tell its previous digest" in err["error"]["message"]
 
 
-def test_rollback_of_a_first_promotion_says_what_to_do(project: Path, registry_address: str, unique_repo: str) -> None:
+def test_rollback_of_a_first_promotion_says_what_to_do(
+    run: Run, project: Path, registry_address: str, unique_repo: str
+) -> None:
     alice = str(project / "state" / "keys" / "alice" / "builder.key")
     err = js(run(project, "rollback", "dev", VARIANT, "--key", alice, "--json", code=8))
     assert "never promoted to dev" in err["error"]["message"] and "builder history" in err["error"]["hint"]
@@ -257,7 +268,7 @@ def test_rollback_of_a_first_promotion_says_what_to_do(project: Path, registry_a
 
 
 def test_approve_warns_when_the_approval_would_never_count(
-    project: Path, registry_address: str, unique_repo: str
+    run: Run, project: Path, registry_address: str, unique_repo: str
 ) -> None:
     keys = project / "state" / "keys"
     d1 = _build(project, registry_address, unique_repo, b"approve me")
@@ -284,7 +295,7 @@ def test_approve_warns_when_the_approval_would_never_count(
     assert any("has no approvals rule" in w for w in out["warnings"])
 
 
-def test_promotion_commands_on_a_password_protected_registry(tmp_path: Path, unique_repo: str) -> None:
+def test_promotion_commands_on_a_password_protected_registry(run: Run, tmp_path: Path, unique_repo: str) -> None:
     """Credentials only in the Docker config (``$DOCKER_CONFIG`` or ``--docker-config``): promote,
     rollback, history, status and resolve all reach a registry that answers 401 without them."""
     from builder.registry import DockerCredentials

@@ -6,6 +6,7 @@ Images are tiny real OCI images (one gzip layer, a config) pushed with the regis
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -24,6 +25,7 @@ from builder.signing.keys import KeyPairSigner, PublicKey, generate_key_pair, lo
 from builder.signing.layer import signature_tag
 from builder.signing.sign import sign_and_attest_build, sign_image
 from builder.signing.verify import read_attestations, verify_image
+from tests.conftest import Cli, CliResult
 
 ROOT = Path(__file__).resolve().parents[2]
 PTYPE = "https://slsa.dev/provenance/v1"
@@ -205,35 +207,43 @@ def test_verify_unsigned_and_unknown_digest(client: RegistryClient, image: tuple
 # the command line
 
 
-def run_cli(args: list[str], cwd: Path, registry: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full_env = {
-        **os.environ,
-        "BUILDER_REGISTRY": registry,
-        "BUILDER_STATE_DIR": str(cwd / "state"),
-        "COLUMNS": "200",
-        **env,
-    }
-    for name in ("COSIGN_PASSWORD", "BUILDER_KEY_PASSWORD"):
-        if name not in env:
-            full_env.pop(name, None)
-    return subprocess.run(
-        [sys.executable, "-m", "builder", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120
-    )
+@dataclasses.dataclass(frozen=True)
+class SignCli:
+    """``builder ARGS`` in-process (the ``cli`` fixture) in ``cwd`` against ``registry``, state in
+    ``cwd/state``; key passwords only from ``env`` (never from the test's environment or an earlier
+    call). Returns the ``CliResult`` whatever the exit code."""
+
+    cli: Cli
+    monkeypatch: pytest.MonkeyPatch
+
+    def __call__(self, args: list[str], cwd: Path, registry: str, **env: str) -> CliResult:
+        for name in ("COSIGN_PASSWORD", "BUILDER_KEY_PASSWORD", "BUILDER_OIDC_TOKEN"):
+            if name not in env:
+                self.monkeypatch.delenv(name, raising=False)
+        base = {"BUILDER_REGISTRY": registry, "BUILDER_STATE_DIR": str(cwd / "state")}
+        return self.cli(*args, code=None, env={**base, **env}, cwd=cwd)
 
 
-def test_cli_keys_sign_attest_verify(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
+@pytest.fixture
+def run_cli(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> SignCli:
+    return SignCli(cli, monkeypatch)
+
+
+def test_cli_keys_sign_attest_verify(
+    run_cli: SignCli, client: RegistryClient, image: tuple[str, str], tmp_path: Path
+) -> None:
     repo, digest = image
     reg = client.registry
     pw = {"BUILDER_KEY_PASSWORD": "cli-pw"}
     gen = run_cli(["keys", "generate", "--output-dir", "k", "--json"], tmp_path, reg, **pw)
-    assert gen.returncode == 0, gen.stderr
+    assert gen.code == 0, gen.stderr
     fp = json.loads(gen.stdout)["fingerprint"]
-    assert run_cli(["keys", "generate", "--output-dir", "k"], tmp_path, reg, **pw).returncode == 16
+    assert run_cli(["keys", "generate", "--output-dir", "k"], tmp_path, reg, **pw).code == 16
     nopw = run_cli(["keys", "generate", "--output-dir", "k2"], tmp_path, reg)
-    assert nopw.returncode == 16 and "BUILDER_KEY_PASSWORD" in nopw.stderr
+    assert nopw.code == 16 and "BUILDER_KEY_PASSWORD" in nopw.stderr
     (tmp_path / "pred.json").write_text(json.dumps({"timestamp": "2026-11-30T18:00:00Z"}))
     signed = run_cli(["sign", f"{reg}/{repo}:v1", "--key", "k/builder.key", "--json"], tmp_path, reg, **pw)
-    assert signed.returncode == 0, signed.stderr
+    assert signed.code == 0, signed.stderr
     assert json.loads(signed.stdout)["digest"] == digest
     att = run_cli(
         ["attest", f"{repo}:v1", "--key", "k/builder.key", "--predicate-type", PTYPE, "--predicate", "pred.json"],
@@ -241,9 +251,9 @@ def test_cli_keys_sign_attest_verify(client: RegistryClient, image: tuple[str, s
         reg,
         **pw,
     )
-    assert att.returncode == 0, att.stderr
+    assert att.code == 0, att.stderr
     ok = run_cli(["verify", f"{repo}:v1", "--key", "k/builder.pub", "--attestation", PTYPE], tmp_path, reg)
-    assert ok.returncode == 0, ok.stderr
+    assert ok.code == 0, ok.stderr
     assert "VERIFIED" in ok.stderr and fp[:19] in ok.stderr and "2026-11-30T18:00:00Z" in ok.stderr
     js = run_cli(["verify", f"{repo}@{digest}", "--key", "k/builder.pub", "--json"], tmp_path, reg)
     doc = json.loads(js.stdout)
@@ -251,22 +261,22 @@ def test_cli_keys_sign_attest_verify(client: RegistryClient, image: tuple[str, s
     # a key that did not sign: exit 18, one JSON document with every item and why
     run_cli(["keys", "generate", "--output-dir", "other", "--no-password"], tmp_path, reg)
     bad = run_cli(["verify", f"{repo}:v1", "--key", "other/builder.pub", "--json"], tmp_path, reg)
-    assert bad.returncode == 18
+    assert bad.code == 18
     err = json.loads(bad.stdout)["error"]
     assert err["kind"] == "verification-failed" and "wrong key" in err["details"]["items"][0]["reason"]
     human = run_cli(["verify", f"{repo}:v1", "--key", "other/builder.pub"], tmp_path, reg)
-    assert human.returncode == 18 and "NOT VERIFIED" in human.stderr and "wrong key" in human.stderr
+    assert human.code == 18 and "NOT VERIFIED" in human.stderr and "wrong key" in human.stderr
 
 
 def test_cli_signers_in_parallel_processes_keep_every_layer(
-    client: RegistryClient, image: tuple[str, str], tmp_path: Path
+    run_cli: SignCli, client: RegistryClient, image: tuple[str, str], tmp_path: Path
 ) -> None:
     """Three `builder sign` processes with three keys at once: the file lock serializes the
     read-modify-write, so the .sig ends with three layers (no lost update)."""
     repo, digest = image
     reg = client.registry
     for n in range(3):
-        assert run_cli(["keys", "generate", "--output-dir", f"k{n}", "--no-password"], tmp_path, reg).returncode == 0
+        assert run_cli(["keys", "generate", "--output-dir", f"k{n}", "--no-password"], tmp_path, reg).code == 0
     env = {**os.environ, "BUILDER_REGISTRY": reg, "BUILDER_STATE_DIR": str(tmp_path / "state")}
     env.pop("BUILDER_KEY_PASSWORD", None)
     procs = [
@@ -289,7 +299,7 @@ def test_cli_signers_in_parallel_processes_keep_every_layer(
 
 
 def test_cli_signs_with_a_cosign_key_file_directly(
-    client: RegistryClient, image: tuple[str, str], tmp_path: Path
+    run_cli: SignCli, client: RegistryClient, image: tuple[str, str], tmp_path: Path
 ) -> None:
     repo, digest = image
     data = ROOT / "tests" / "data" / "signing"
@@ -299,14 +309,14 @@ def test_cli_signs_with_a_cosign_key_file_directly(
         client.registry,
         COSIGN_PASSWORD="test-password",
     )
-    assert out.returncode == 0, out.stderr
+    assert out.code == 0, out.stderr
     pubs = load_public_keys([data / "cosign.pub"])
     assert json.loads(out.stdout)["signer"] == pubs[0].fingerprint
     assert verify_image(client, repo, digest, keys=pubs).ok
     wrong = run_cli(
         ["sign", f"{repo}@{digest}", "--key", str(data / "cosign.key")], tmp_path, client.registry, COSIGN_PASSWORD="x"
     )
-    assert wrong.returncode == 16 and "wrong password" in wrong.stderr
+    assert wrong.code == 16 and "wrong password" in wrong.stderr
 
 
 class _RacingClient(RegistryClient):
@@ -340,7 +350,9 @@ def test_write_lost_to_another_machine_is_merged_again(
     assert [i.signer for i in report.items] == [theirs.fingerprint, ours.fingerprint]
 
 
-def test_cli_verify_output_tells_signers_apart(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
+def test_cli_verify_output_tells_signers_apart(
+    run_cli: SignCli, client: RegistryClient, image: tuple[str, str], tmp_path: Path
+) -> None:
     """Two keys both named builder.pub (release + check runner), two strangers' keys on the same digest
     (a shared registry), a signed device check that failed: what `builder verify` shows."""
     repo, digest = image
@@ -350,7 +362,7 @@ def test_cli_verify_output_tells_signers_apart(client: RegistryClient, image: tu
     fps = {}
     for d in dirs:
         gen = run_cli(["keys", "generate", "--output-dir", d, "--no-password", "--json"], tmp_path, reg)
-        assert gen.returncode == 0, gen.stderr
+        assert gen.code == 0, gen.stderr
         fps[d] = json.loads(gen.stdout)["fingerprint"]
     (tmp_path / "prov.json").write_text(
         json.dumps({"runDetails": {"metadata": {"finishedOn": "2026-11-30T17:00:00Z"}}})
@@ -369,11 +381,11 @@ def test_cli_verify_output_tells_signers_apart(client: RegistryClient, image: tu
             ["attest", ref, "--key", f"{d}/builder.key", "--predicate-type", PTYPE, "--predicate", "prov.json"]
         )
     for w in writes:
-        assert run_cli(w, tmp_path, reg).returncode == 0
+        assert run_cli(w, tmp_path, reg).code == 0
     both = ["--key", ".builder/keys/builder.pub", "--key", ".builder/keys/check-runner/builder.pub"]
     ok = run_cli(["verify", ref, *both, "--attestation", PTYPE, "--attestation", device], tmp_path, reg)
     out = ok.stderr
-    assert ok.returncode == 0, out
+    assert ok.code == 0, out
     assert "FAIL " not in out and "INVALID" not in out and out.count("untrusted") == 4
     assert f".builder/keys/builder.pub ({fps['.builder/keys'][:19]})" in out
     assert f".builder/keys/check-runner/builder.pub ({fps['.builder/keys/check-runner'][:19]})" in out
@@ -383,15 +395,15 @@ def test_cli_verify_output_tells_signers_apart(client: RegistryClient, image: tu
     assert f"also present: 4 item(s) by keys you did not pass (claimed: {s1}, {s2})" in out
     # one key: the check runner's items are by a key not given; still verified (a signature and provenance)
     one = run_cli(["verify", ref, "--key", ".builder/keys/builder.pub", "--attestation", PTYPE], tmp_path, reg)
-    assert one.returncode == 0 and "5 item(s) by keys you did not pass" in one.stderr, one.stderr
+    assert one.code == 0 and "5 item(s) by keys you did not pass" in one.stderr, one.stderr
     assert fps[".builder/keys/check-runner"][:19] in one.stderr
     # requiring the device check with only the release key: exit 18, it names who did sign it
     need = run_cli(["verify", ref, "--key", ".builder/keys/builder.pub", "--attestation", device], tmp_path, reg)
-    assert need.returncode == 18 and f"no valid attestation of type {device}" in need.stderr
+    assert need.code == 18 and f"no valid attestation of type {device}" in need.stderr
     assert f"{device} (by a signer not given)" in need.stderr
     # a wrong key: exit 18, "wrong key given?", and the fingerprints that did sign (not "do not use this digest")
     wrong = run_cli(["verify", ref, "--key", "wrong/builder.pub"], tmp_path, reg)
-    assert wrong.returncode == 18 and "wrong key given?" in wrong.stderr, wrong.stderr
+    assert wrong.code == 18 and "wrong key given?" in wrong.stderr, wrong.stderr
     assert f"you passed: wrong/builder.pub ({fps['wrong'][:19]})" in wrong.stderr
     assert all(fps[d][:19] in wrong.stderr for d in dirs[:4]) and "do not use this digest" not in wrong.stderr
     js = run_cli(["verify", ref, "--key", "wrong/builder.pub", "--json"], tmp_path, reg)

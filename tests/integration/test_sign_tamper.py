@@ -21,9 +21,16 @@ from builder.signing.layer import signature_tag
 from builder.signing.report import VerificationReport
 from builder.signing.sign import sign_image
 from builder.signing.verify import verify_image
-from tests.integration.test_sign import new_signer, public_key, push_tiny_image, run_cli
+from tests.conftest import Cli
+from tests.integration.test_sign import SignCli, new_signer, public_key, push_tiny_image
 
 PTYPE = "https://slsa.dev/provenance/v1"
+
+
+@pytest.fixture
+def run_cli(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> SignCli:
+    """``builder ARGS`` in-process (``tests.integration.test_sign.SignCli``)."""
+    return SignCli(cli, monkeypatch)
 
 
 @pytest.fixture
@@ -77,7 +84,9 @@ def classes(report: VerificationReport, kind: str) -> set[str]:
     return {i.classification for i in report.items if i.kind == kind}
 
 
-def test_payload_edited(client: RegistryClient, signed: tuple[str, str, KeyPairSigner], tmp_path: Path) -> None:
+def test_payload_edited(
+    run_cli: SignCli, client: RegistryClient, signed: tuple[str, str, KeyPairSigner], tmp_path: Path
+) -> None:
     repo, digest, signer = signed
     tag = signature_tag(digest, ".sig")
     rewrite_layer(client, repo, tag, lambda d, b: rehashed(d, b.replace(b'"optional":null', b'"optional":{"x":"y"}')))
@@ -88,7 +97,7 @@ def test_payload_edited(client: RegistryClient, signed: tuple[str, str, KeyPairS
     assert "1 invalid (tampered or broken)" in r.problems[0]
     (tmp_path / "k.pub").write_text(signer.public_key_pem)
     cli = run_cli(["verify", f"{repo}:v1", "--key", "k.pub"], tmp_path, client.registry)
-    assert cli.returncode == 18 and "INVALID" in cli.stderr and "#1 invalid: signature does not match" in cli.stderr
+    assert cli.code == 18 and "INVALID" in cli.stderr and "#1 invalid: signature does not match" in cli.stderr
     assert "tampered or broken item(s) present: do not use this digest" in cli.stderr
     assert "valid items by: k.pub" in cli.stderr  # the attestation is intact
 
@@ -138,7 +147,7 @@ def test_wrong_key(client: RegistryClient, signed: tuple[str, str, KeyPairSigner
 
 
 def test_image_replaced_under_same_tag(
-    client: RegistryClient, signed: tuple[str, str, KeyPairSigner], tmp_path: Path
+    run_cli: SignCli, client: RegistryClient, signed: tuple[str, str, KeyPairSigner], tmp_path: Path
 ) -> None:
     repo, digest, signer = signed
     replaced = push_tiny_image(client, repo, "v1", b"replacement\n")
@@ -151,10 +160,10 @@ def test_image_replaced_under_same_tag(
     assert r.diagnosis == "reference" and r2.diagnosis == "not-signed"
     (tmp_path / "k.pub").write_text(signer.public_key_pem)
     cli = run_cli(["verify", f"{repo}:v1@{digest}", "--key", "k.pub"], tmp_path, client.registry)
-    assert cli.returncode == 18 and "image replaced under the same tag" in cli.stderr
+    assert cli.code == 18 and "image replaced under the same tag" in cli.stderr
     assert "the reference itself did not check out" in cli.stderr
     cli = run_cli(["verify", f"{repo}:v1", "--key", "k.pub"], tmp_path, client.registry)
-    assert cli.returncode == 18 and "not signed at all" in cli.stderr and "nothing has signed this digest" in cli.stderr
+    assert cli.code == 18 and "not signed at all" in cli.stderr and "nothing has signed this digest" in cli.stderr
 
 
 def test_wrong_predicate_type(client: RegistryClient, signed: tuple[str, str, KeyPairSigner]) -> None:
