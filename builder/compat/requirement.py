@@ -31,6 +31,7 @@ import re
 from typing import Literal
 
 from packaging.version import InvalidVersion, Version
+from typing_extensions import TypedDict
 
 from builder.compat._data import CudaImageRow, cuda_image_rows, major_minor
 from builder.compat.drivers import min_driver, parse_cuda, parse_driver
@@ -148,12 +149,41 @@ class Host:
     arch: str | None = None
 
 
+class TermResultDocument(TypedDict):
+    """One term of the expression: satisfied or not, the constraints that failed and those unknown."""
+
+    term: str
+    satisfied: bool
+    failed: list[str]
+    unknown: list[str]
+
+
+class EvaluationDocument(TypedDict):
+    """An :class:`Evaluation` as JSON (the ``require_cuda_evaluation`` fact of a diagnosis)."""
+
+    satisfied: bool
+    undetermined: bool
+    unknown_facts: list[str]
+    matched: str | None
+    min_driver: str | None
+    satisfy: list[str]
+    terms: list[TermResultDocument]
+
+
 @dataclasses.dataclass(frozen=True)
 class TermResult:
     term: str
     satisfied: bool
     failed: tuple[str, ...]  # constraints that failed ("cuda>=12.8 (host 12.4)")
     unknown: tuple[str, ...]  # constraints whose host value is unknown
+
+    def to_json(self) -> TermResultDocument:
+        return {
+            "term": self.term,
+            "satisfied": self.satisfied,
+            "failed": list(self.failed),
+            "unknown": list(self.unknown),
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,8 +224,7 @@ class Evaluation:
                         keys.append(key.group(1).lower())
         return tuple(keys)
 
-    def to_json(self) -> dict[str, object]:
-        """``{"satisfied", "undetermined", "unknown_facts", "matched", "min_driver", "satisfy", "terms"}``."""
+    def to_json(self) -> EvaluationDocument:
         return {
             "satisfied": self.satisfied,
             "undetermined": self.undetermined,
@@ -203,7 +232,7 @@ class Evaluation:
             "matched": self.matched,
             "min_driver": self.min_driver,
             "satisfy": list(self.satisfy),
-            "terms": [dataclasses.asdict(t) for t in self.terms],
+            "terms": [t.to_json() for t in self.terms],
         }
 
 
@@ -419,11 +448,13 @@ __all__ = [
     "KEYS",
     "Constraint",
     "Evaluation",
+    "EvaluationDocument",
     "Host",
     "RequireInfo",
     "Requirement",
     "Term",
     "TermResult",
+    "TermResultDocument",
     "evaluate",
     "exempt_brands",
     "forward_compat_branches",

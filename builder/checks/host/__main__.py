@@ -1,8 +1,9 @@
 """``python -m builder.checks.host [FILE]``: print hostinfo JSON of this host (the live probe) or of a saved
 FILE, for machines without the builder CLI (a GPU runner with a checkout of this repository).
 
-The live probe needs the standard library and ``packaging`` (``builder.compat``); reading a FILE also
-needs ``pydantic`` (the saved-JSON schema), imported only then.
+The live probe needs the standard library, ``packaging`` (``builder.compat``) and ``typing_extensions``
+(the declared JSON documents); reading a FILE also needs ``pydantic`` (the saved-JSON schema), imported only
+then.
 """
 
 from __future__ import annotations
