@@ -9,7 +9,9 @@ Modules: ``schema`` (the YAML shape), ``loader`` (load + validate, every problem
 location), ``model`` (``Policy``, ``Stage``), ``signers`` (keys, key sets, approvers), ``rules``
 (the ``Rule`` base and groups), ``rules_evidence`` / ``rules_change`` (the rule kinds),
 ``evidence`` (what a decision looks at), ``results`` (``RuleResult``, ``Decision``),
-``evaluation`` (``evaluate``), ``durations`` (durations, times, weekdays).
+``evaluation`` (``evaluate``), ``durations`` (durations, times, weekdays), ``validation``
+(``builder policy validate``: every problem of every file), ``approvals`` (judging an approval
+before it is written).
 
 Errors: ``PolicyError`` (exit 30) with ``details['problems']`` listing every problem
 (``builder.yamldoc.Problem.to_json()``); ``NotFoundError`` for an unknown stage or a missing file.

@@ -29,7 +29,7 @@ class SignatureEvidence:
 
 @dataclasses.dataclass(frozen=True)
 class AttestationEvidence:
-    """One in-toto attestation found on the digest (already DSSE-verified by ``builder.attest``).
+    """One in-toto attestation found on the digest (already DSSE-verified by ``builder.signing.verify``).
 
     ``predicate`` is the decoded predicate (a JSON object); ``subject_digests`` the statement's
     subject digests (``sha256:<hex>``); ``signer``/``identity``/``verified``/``reason``/``untrusted``

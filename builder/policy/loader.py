@@ -3,7 +3,7 @@ problem with its location (``builder.yamldoc.Problem``) instead of stopping at t
 
 ``check_policy(path)`` returns the policy (None when invalid) and every problem, for
 ``builder policy validate``; ``load_policy(path)`` raises ``PolicyError`` (exit 30) listing them.
-Key files named in the policy are read here (``builder.keys``); a missing one is a warning and
+Key files named in the policy are read here (``builder.signing.keys``); a missing one is a warning and
 the rules that need it deny. Reference: ``docs/policies.md``.
 """
 

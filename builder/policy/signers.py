@@ -1,7 +1,7 @@
 """Who a policy trusts: key references (a key fingerprint or a keyless identity), named key sets
 and approvers, and how evidence's signer is matched against them and shown to people.
 
-A signer is ``sha256:<hex>`` (the key's fingerprint, ``builder.keys``) or, for keyless Sigstore
+A signer is ``sha256:<hex>`` (the key's fingerprint, ``builder.signing.keys``) or, for keyless Sigstore
 signatures, an ``(issuer, subject)`` identity (https://docs.sigstore.dev/certificate_authority/oidc-in-fulcio/).
 """
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 def keyless_identity(signer: str | None) -> tuple[str, str] | None:
-    """``(issuer, subject)`` of a keyless signer as ``builder.keyless`` reports it
+    """``(issuer, subject)`` of a keyless signer as ``builder.signing.keyless`` reports it
     (``"<SAN> (issuer <issuer>)"``); None for key fingerprints."""
     if not signer or signer.startswith("sha256:"):
         return None
@@ -78,7 +78,7 @@ def read_place(
     ctx: PromotionContext, loc: Location, digest: str, *, check_present: bool, index: bool = False
 ) -> PlaceRead | None:
     """Every ``.sig``/``.att`` layer of ``digest`` in ``loc``'s repository, verified by
-    ``builder.sign``/``builder.attest`` (the same checks as ``verify_image``), manifests and layers
+    ``builder.signing.sign``/``builder.signing.attest`` (the same checks as ``verify_image``), manifests and layers
     fetched in parallel. None when ``check_present`` and the repository does not hold the digest.
     ``index``: also read the ``sha256-<hex>`` fallback referrers index (under ``INDEX_KEY``) in the
     same parallel round, when the registry is known to have no referrers API (the copy reuses it).

@@ -117,6 +117,39 @@ class Target:
         return self.tag is not None or self.digest is not None
 
 
+class PromotionDecision(TypedDict):
+    """The decision a ``promotion/v1`` record carries: ``allowed``, each leaf rule as
+    ``pass|FAIL rule: reason`` and the ``policy`` file."""
+
+    allowed: bool
+    reasons: list[str]
+    policy: str
+
+
+class Promoter(TypedDict):
+    """Who wrote a ``promotion/v1`` record: the key ``fingerprint`` and the policy's ``name`` for it."""
+
+    fingerprint: str
+    name: str | None
+
+
+class PromotionPredicate(TypedDict):
+    """The ``promotion/v1`` predicate (docs/promotion.md): times RFC 3339 UTC, digests
+    ``sha256:<hex>``, ``previous`` None for a stage's first promotion."""
+
+    action: str
+    variant: str
+    stage: str
+    fromStage: str  # the predicate's own (camelCase) field name
+    reference: str
+    digest: str
+    previous: str | None
+    decision: PromotionDecision
+    promoter: Promoter
+    time: str
+    ticket: str | None
+
+
 class PromotionRecordDocument(TypedDict):
     """A ``promotion/v1`` record in ``--json`` (:class:`PromotionRecord`'s fields): ``action``
     (``promote`` | ``rollback`` as written; read back as the record says), ``reference`` (the
@@ -172,7 +205,7 @@ class PromotionRecord:
         t = parse_time(self.time)
         return t if t is not None else dt.datetime.min.replace(tzinfo=dt.UTC)
 
-    def predicate(self) -> dict[str, Any]:
+    def predicate(self) -> PromotionPredicate:
         """The ``promotion/v1`` predicate (JSON object) this record is written as."""
         return {
             "action": self.action,

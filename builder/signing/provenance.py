@@ -1,4 +1,4 @@
-"""SLSA provenance v1 predicate for one built image (signed and attached by ``builder.sign``).
+"""SLSA provenance v1 predicate for one built image (signed and attached by ``builder.signing.sign``).
 
 Shape (https://slsa.dev/spec/v1.0/provenance)::
 

@@ -19,7 +19,7 @@ from builder.signing.layer import SIGNER_HINT_ANNOTATION
 
 @runtime_checkable
 class Signer(Protocol):
-    """What signs: key pairs (``builder.keys.KeyPairSigner``) and keyless signers.
+    """What signs: key pairs (``builder.signing.keys.KeyPairSigner``) and keyless signers.
 
     ``kind``: ``"key"`` or ``"keyless"``; ``fingerprint``: ``sha256:<hex of DER SPKI>`` (key) or
     an identity string (keyless); ``sign(data)``: DER ECDSA signature over ``data``.

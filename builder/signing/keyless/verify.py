@@ -102,7 +102,7 @@ def _verify_bundle(
 
 @dataclasses.dataclass(frozen=True)
 class KeylessLayerVerifier:
-    """A ``builder.sign.LayerVerifier`` for keyless legacy layers (those with a certificate annotation).
+    """A ``builder.signing.verifiers.LayerVerifier`` for keyless legacy layers (those with a certificate annotation).
 
     It verifies the layer's full Sigstore bundle (``dev.builder-project/sigstore-bundle``) with
     sigstore-python's Verifier against ``trusted_root`` and ``policies``, and checks that the bundle is the

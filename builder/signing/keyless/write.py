@@ -196,7 +196,7 @@ def keyless_sign_and_attest_build(
     lock_dir: Path,
     predicate_type: str | None = None,
 ) -> tuple[KeylessWrite, KeylessWrite]:
-    """The build step's keyless counterpart of ``builder.sign.sign_and_attest_build``: sign ``digest`` and
+    """The build step's keyless counterpart of ``builder.signing.sign.sign_and_attest_build``: sign ``digest`` and
     attach ``provenance`` (SLSA provenance v1 by default) in one signer session (one Fulcio certificate,
     three Rekor entries). Returns (signature write, attestation write)."""
 
