@@ -170,7 +170,7 @@ class App:
             rendered,
             options,
             client=client,
-            env=ctx,
+            promotion=ctx,
             check=check,
             stages=pipeline.stages_to_run(ctx.policy.stage_names, request.to_stage),
             ticket=request.ticket,

@@ -277,7 +277,7 @@ def check_image(
 ) -> CheckOutcome:
     """Device check (reused when already passed and signed by ``setup.signer``) + static verdict."""
     from builder.checks import device, image
-    from builder.checks.static import static_check_fleet
+    from builder.checks.static import fleet_verdict
 
     if not setup.enabled:
         return CheckOutcome("skipped")
@@ -286,12 +286,9 @@ def check_image(
     static_verdict: str | None = None
     clusters: tuple[tuple[str, str], ...] = ()
     if setup.fleet is not None:
-        static = static_check_fleet(facts, setup.fleet)
-        static_verdict = str(static.get("verdict"))
-        clusters = tuple(
-            (str(c.get("cluster")), str(c.get("verdict")) if c.get("applies", True) else "not-applicable")
-            for c in static.get("clusters") or []
-        )
+        summary = fleet_verdict(facts, setup.fleet).summary
+        static_verdict = summary.verdict
+        clusters = tuple(summary.clusters)
     if setup.signer is not None and _passed_before(client, repository, built.digest, setup):
         return CheckOutcome("reused", static_verdict=static_verdict, static_clusters=clusters)
     start = time.monotonic()
@@ -325,7 +322,7 @@ def _passed_before(client: RegistryClient, repository: str, digest: str, setup: 
 
 
 def promote_through(
-    env: PromotionContext,
+    promotion: PromotionContext,
     built: BuiltImage,
     repository: str,
     stages: Sequence[str],
@@ -335,10 +332,10 @@ def promote_through(
     """Promote ``built`` into ``stages`` in order; stop at the first denial or error."""
     from builder.promote import Target, promote_many
 
-    target = Target(built.variant_id, repository, env.registry)
+    target = Target(built.variant_id, repository, promotion.registry)
     out: list[StageOutcome] = []
     for stage in stages:
-        [o] = promote_many(env, [target], stage, ticket=ticket, confirm=False)
+        [o] = promote_many(promotion, [target], stage, ticket=ticket, confirm=False)
         plan = o.plan
         if plan is not None and plan.digest != built.digest and plan.from_stage == "build":
             out.append(StageOutcome(stage, "error", (f"the build tag names {plan.digest}, not {built.digest}",)))
@@ -347,7 +344,7 @@ def promote_through(
             out.append(StageOutcome(stage, "already", destination=plan.destination.pinned(plan.digest or "")))
             continue
         if o.error is None and plan is not None and plan.decision.allowed:
-            [o] = promote_many(env, [target], stage, ticket=ticket, confirm=True)
+            [o] = promote_many(promotion, [target], stage, ticket=ticket, confirm=True)
         if o.error is None and o.applied is not None:
             dest = o.applied.plan.destination.pinned(o.applied.record.digest)
             out.append(StageOutcome(stage, "promoted", destination=dest))
@@ -368,7 +365,7 @@ def run_pipeline(
     options: BuildOptions,
     *,
     client: RegistryClient,
-    env: PromotionContext,
+    promotion: PromotionContext,
     check: CheckSetup,
     stages: Sequence[str],
     ticket: str | None = None,
@@ -417,7 +414,7 @@ def run_pipeline(
             outcome = CheckOutcome("failed", diagnosis="unknown", summary=exc.message)
         progress(built.variant_id, f"check:{outcome.status}", outcome.diagnosis or "")
         repository = by_id[built.variant_id].variant.repository
-        stage_results = promote_through(env, built, repository, stages, ticket=ticket)
+        stage_results = promote_through(promotion, built, repository, stages, ticket=ticket)
         for s in stage_results:
             progress(built.variant_id, f"promote:{s.status}", s.stage)
         results.append(VariantRun(built.variant_id, built, outcome, stage_results))

@@ -11,7 +11,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from typing_extensions import TypedDict
+
 Severity = Literal["error", "warning"]
+
+
+class ProblemDocument(TypedDict):
+    """One validation problem in JSON (every ``--json`` document that reports problems): the
+    ``file`` as named, 1-based ``line`` and ``col`` (0: unknown), the dotted field ``path``
+    (empty: the whole document), the ``message`` and its ``severity``."""
+
+    file: str
+    line: int
+    col: int
+    path: str
+    message: str
+    severity: Severity
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +52,7 @@ class Problem:
             return self.file
         return f"{self.file}:{self.line}:{self.col}" if self.col else f"{self.file}:{self.line}"
 
-    def to_json(self) -> dict[str, str | int]:
+    def to_json(self) -> ProblemDocument:
         """The one JSON shape of a problem (``docs/schemas/problem.json``)."""
         return {
             "file": self.file,

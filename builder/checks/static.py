@@ -15,7 +15,7 @@ from builder.checks.host.model import HostGpu, HostInfo
 from builder.checks.host.reading import load_host
 from builder.checks.image import ImageFacts
 from builder.compat import ImageSpec, Verdict, VerdictDocument
-from builder.compat.fleet_verdicts import FleetCheck, FleetCheckDocument, check_fleet_image, image_vendor
+from builder.compat.fleet_verdicts import FleetCheck, check_fleet_image, image_vendor
 from builder.compat.fleets import HostLoader, load_fleet
 from builder.compat.verdict import VerdictName
 
@@ -123,12 +123,6 @@ def fleet_verdict(image: ImageFacts, fleet_path: Path, *, load_host: HostLoader 
     return check_fleet_image(fleet, image_spec(image), image_vendor=image_vendor(image.accelerator))
 
 
-def static_check_fleet(image: ImageFacts, fleet_path: Path, *, load_host: HostLoader = load_host) -> FleetCheckDocument:
-    """:func:`fleet_verdict` as its JSON document (read by ``builder.pipeline``; new code reads the
-    :class:`~builder.compat.fleet_verdicts.FleetCheck` itself)."""
-    return fleet_verdict(image, fleet_path, load_host=load_host).to_json()
-
-
 __all__ = [
     "GpuVerdict",
     "GpuVerdictDocument",
@@ -137,5 +131,4 @@ __all__ = [
     "fleet_verdict",
     "host_verdict",
     "image_spec",
-    "static_check_fleet",
 ]

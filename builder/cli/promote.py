@@ -68,7 +68,7 @@ def policy_validate(files: tuple[Path, ...]) -> None:
             con.print(f"{mark} {escape(str(f.file))}{escape(stages)}")
             for p in f.problems:
                 color = "yellow" if p.severity == "warning" else "red"
-                con.print(f"  [{color}]{p.severity}[/] {escape(str(p))}")
+                con.print(f"  [{color}]{escape(str(p))}[/]")
 
     if result.errors:
         human()

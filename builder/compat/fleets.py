@@ -31,7 +31,7 @@ and raises one ConfigError with ``details['problems']`` (each ``Problem.to_json(
 dataclasses; pydantic only reads the YAML.
 
 ``hostinfo:`` files are read by a *host loader* the caller passes (``load_fleet(path, load_host=...)``;
-the CLI passes ``builder.checks.host.load_host``): compat knows what a host description must say
+the CLI passes ``builder.checks.host.reading.load_host``): compat knows what a host description must say
 (:class:`HostFacts`), not how ``nvidia-smi`` output looks, so it never imports ``builder.checks``.
 """
 

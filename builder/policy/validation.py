@@ -15,27 +15,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import cast
 
 from typing_extensions import TypedDict
 
 from builder.errors import PolicyError
 from builder.policy.loader import check_policy
 from builder.policy.model import Policy
-from builder.yamldoc import Problem, Severity
-
-
-class ProblemDocument(TypedDict):
-    """One validation problem as :meth:`builder.yamldoc.Problem.to_json` writes it: the ``file``
-    as named, 1-based ``line`` and ``col`` (0: unknown), the dotted field ``path`` (empty: the
-    whole document), the ``message`` and its ``severity``."""
-
-    file: str
-    line: int
-    col: int
-    path: str
-    message: str
-    severity: Severity
+from builder.yamldoc import Problem, ProblemDocument
 
 
 class PolicyFileDocument(TypedDict):
@@ -52,11 +38,6 @@ class PolicyValidateDocument(TypedDict):
     """``builder policy validate --json``: one entry per file, in the order validated."""
 
     files: list[PolicyFileDocument]
-
-
-def problem_document(problem: Problem) -> ProblemDocument:
-    """``problem.to_json()`` as its declared document."""
-    return cast(ProblemDocument, problem.to_json())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +66,7 @@ class PolicyFileCheck:
             "file": str(self.file),
             "valid": self.valid,
             "stages": list(self.stages),
-            "problems": [problem_document(p) for p in self.problems],
+            "problems": [p.to_json() for p in self.problems],
         }
 
 
