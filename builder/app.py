@@ -23,13 +23,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from builder.config import Config
-
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from builder.config import Config
     from builder.pipeline import ProgressFn, RunReport, RunRequest
     from builder.promote.context import PromotionContext
     from builder.registry import DockerCredentials, RegistryClient

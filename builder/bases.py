@@ -20,8 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
@@ -30,6 +28,9 @@ from builder.errors import ConfigError, NotFoundError, RenderStaleError
 from builder.models import BaseImage, Variant
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from pathlib import Path
+
     from builder.registry import RegistryClient
 
 #: Prefix of a machine-local mirror base in matrices: ``mirror:debian:bookworm``.

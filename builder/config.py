@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder.errors import ConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 CONFIG_FILE = "builder.toml"
 ENV_PREFIX = "BUILDER_"

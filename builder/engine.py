@@ -15,12 +15,14 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder import process
 from builder.errors import EngineCommandError, EngineUnavailableError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from pathlib import Path
 
 #: stderr fragments that mean "no daemon at the other end" (Docker CLI 20.10 .. 28).
 _UNREACHABLE = (

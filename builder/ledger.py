@@ -26,11 +26,13 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder.errors import LedgerError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 SCHEMA_VERSION = 1
 

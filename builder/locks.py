@@ -23,15 +23,18 @@ import hashlib
 import json
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import TypedDict
 
 from builder import process
 from builder.compat.distros import OS_GLIBC
-from builder.models import Variant
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from builder.models import Variant
 
 LOCK_HEADER = "# builder lock"
 LockStatus = Literal["locked", "missing", "stale", "not-needed"]

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import TypedDict
@@ -32,6 +31,8 @@ from builder.errors import BuilderError, BuildFailedError, CheckFailedError
 from builder.selection import Selection
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from builder.build.plan import BuildOptions
     from builder.models import BuiltImage, RenderedImage
     from builder.promote.context import PromotionContext
@@ -249,7 +250,7 @@ SHORT_REASON = 110
 
 def short_reason(reason: str, limit: int = SHORT_REASON) -> str:
     """The first clause of a rule's reason (up to ``"; "``), cut to ``limit`` characters with ``…``."""
-    text = reason.split("; ")[0]
+    text = reason.split("; ", maxsplit=1)[0]
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

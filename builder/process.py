@@ -12,9 +12,11 @@ import logging
 import shlex
 import subprocess
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from pathlib import Path
 
 LOG = logging.getLogger("builder.process")
 

@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder.build.run import BuildPreview, BuildRun, ProgressFn, build_variants, preview
 from builder.build.source import git_commit as source_commit
 from builder.errors import ConfigError
-from builder.models import BuiltImage, RenderedImage
 from builder.signing.keyless.trust import KeylessSetup, keyless_setup
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
     from builder.build.plan import BuildOptions
+    from builder.models import BuiltImage, RenderedImage
     from builder.registry import RegistryClient
     from builder.signing.signer import Signer
 

@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +42,8 @@ from builder.locks import LockState, read_lock
 from builder.models import BaseImage, RenderedImage, Variant
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
     import jinja2
 
 #: A template family: (its Dockerfile template, template file -> sha256, context files (path, bytes)).

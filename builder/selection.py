@@ -20,12 +20,14 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import re
-from collections.abc import Collection, Iterable, Sequence
-from typing import NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from builder.errors import ConfigError, NotFoundError
 from builder.models import RenderedImage, Variant
 from builder.suggest import close_matches
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable, Sequence
 
 Item = TypeVar("Item", Variant, RenderedImage)
 

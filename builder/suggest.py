@@ -7,7 +7,10 @@ candidates scored by ``SequenceMatcher.ratio()`` at or above ``cutoff``, best fi
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 #: Default similarity threshold (difflib's own default).
 CUTOFF = 0.6

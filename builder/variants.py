@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import subprocess
 import tarfile
 import tempfile
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,13 +21,16 @@ from builder.bases import BaseResolution, load_bases
 from builder.errors import ConfigError, MatrixError
 from builder.locks import LockResult, find_uv, lock_variants
 from builder.matrix import Matrix, github_matrix, load_matrices, matrix_paths, variant_json
-from builder.models import RenderedImage, Variant
 from builder.render import RenderOutcome, check_renders, render_all, write_renders
 from builder.selection import Selection, apply, changed
 
 if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Mapping, Sequence
+
     from builder.config import Config
     from builder.matrix.formats import GithubMatrixDocument, MatrixListDocument
+    from builder.models import RenderedImage, Variant
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,12 +26,14 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 SERVICE, ISSUER = "builder-test-registry", "builder-test-issuer"
 

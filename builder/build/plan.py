@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import TypedDict
 
 from builder.errors import ConfigError, UnpinnedBaseError
-from builder.models import RenderedImage
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from builder.models import RenderedImage
 
 #: The host CA bundle (Debian/Ubuntu path) passed as BuildKit secret ``ca_bundle`` when it exists.
 DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")

@@ -6,9 +6,12 @@ through: https://docs.docker.com/build/ci/github-actions/reproducible-builds/).
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder import process
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _git(root: Path, *args: str) -> str | None:

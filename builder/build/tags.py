@@ -7,14 +7,15 @@ write, so two builds racing for one content tag never overwrite each other (docs
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from builder.build.plan import content_key
 from builder.errors import TagConflictError
-from builder.models import RenderedImage
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from builder.models import RenderedImage
     from builder.registry import RegistryClient
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.checks.diagnosis import Context, Diagnosis, diagnose, read_input
-from builder.checks.host.model import HostInfo
-from builder.checks.image import ImageFacts
 from builder.compat.drivers import driver_cuda
 from builder.compat.gpus import sm_of
+
+if TYPE_CHECKING:
+    from builder.checks.host.model import HostInfo
+    from builder.checks.image import ImageFacts
 
 
 def diagnosis_context(

@@ -33,10 +33,10 @@ from builder import __version__
 from builder.checks.context import diagnosis_context
 from builder.checks.diagnosis import Diagnosis, DiagnosisDocument, diagnose_many
 from builder.checks.host.model import HostInfo, Vendor
-from builder.checks.image import ImageFacts
 from builder.predicates import DEVICE_CHECK_V1
 
 if TYPE_CHECKING:
+    from builder.checks.image import ImageFacts
     from builder.engine import ContainerResult
     from builder.registry import RegistryClient
     from builder.signing.layer import WriteResult

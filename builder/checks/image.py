@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
@@ -21,6 +20,8 @@ from typing_extensions import TypedDict
 from builder.errors import NotFoundError, RegistryError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from builder.registry import RegistryClient
 
 LABEL_PREFIX = "io.builder."

@@ -32,8 +32,10 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 SCHEMA = "builder-probe/1"
 TAIL = 4000

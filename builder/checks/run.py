@@ -10,8 +10,6 @@ clients, the signer and the project's matrices come from the caller (the composi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NotRequired
 
 from typing_extensions import TypedDict
@@ -28,6 +26,9 @@ from builder.registry import parse_reference
 from builder.selection import HasVariants, looks_like_variant_id, variant_reference
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from pathlib import Path
+
     from builder.checks.device import CheckResult
     from builder.checks.host.model import HostInfo
     from builder.registry import RegistryClient

@@ -6,18 +6,22 @@ Both ask ``builder.compat`` (``check_compat`` per GPU; ``check_fleet_image`` per
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
 
 from builder import compat
-from builder.checks.host.model import HostGpu, HostInfo
 from builder.checks.host.reading import load_host
-from builder.checks.image import ImageFacts
 from builder.compat import ImageSpec, Verdict, VerdictDocument
 from builder.compat.fleet_verdicts import FleetCheck, check_fleet_image, image_vendor
 from builder.compat.fleets import HostLoader, load_fleet
 from builder.compat.verdict import VerdictName
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.checks.host.model import HostGpu, HostInfo
+    from builder.checks.image import ImageFacts
 
 
 def image_spec(image: ImageFacts) -> ImageSpec:

@@ -8,7 +8,6 @@ digest.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -34,6 +33,7 @@ from builder.cli._common import (
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     from builder.bases import BasesUpdate
     from builder.build.plan import PlannedBuild

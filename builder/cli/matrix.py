@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +18,9 @@ from builder.cli._common import (
     select_option,
     shard_option,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @click.group()

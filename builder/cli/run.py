@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -24,6 +23,8 @@ from builder.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from builder.config import Config
     from builder.pipeline import RunReport
 

@@ -6,7 +6,6 @@ Thin Click layer: options, the environment (passwords), one call into ``builder.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,8 @@ from builder.signing.keys import short_fingerprint
 from builder.signing.report import check_result, predicate_label, signer_label
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from rich.console import Console
 
     from builder.signing.operations import KeylessSigned, Place

@@ -5,15 +5,18 @@ and the one fleet summary every command prints (:class:`FleetSummary`, docs/flee
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from packaging.version import Version
 from typing_extensions import TypedDict
 
-from builder.compat.fleet_model import Cluster, Fleet, HostConfig
 from builder.compat.verdict import SEVERITY, ImageSpec, Verdict, VerdictDocument, VerdictName, check_compat
 from builder.errors import IncompatibleError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from builder.compat.fleet_model import Cluster, Fleet, HostConfig
 
 #: the GPU vendor an image is built for (``none``: a CPU image, every cluster applies)
 ImageVendor = Literal["nvidia", "amd", "none"]

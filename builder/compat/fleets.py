@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
@@ -58,9 +58,11 @@ from builder.compat.fleet_verdicts import (
     summarize,
 )
 from builder.compat.gpus import gpu_info, normalize_brand
-from builder.compat.verdict import ImageSpec
 from builder.errors import BuilderError, ConfigError, NotFoundError
 from builder.yamldoc import Problem
+
+if TYPE_CHECKING:
+    from builder.compat.verdict import ImageSpec
 
 # ------------------------------------------------------------------------------------ input schema
 

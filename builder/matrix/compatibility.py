@@ -7,13 +7,17 @@ matrix asks each question once.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from builder import compat
 from builder.compat.distros import SYSTEM_PYTHON
 from builder.compat.frameworks import NO_GPU_KERNELS
 from builder.matrix.validate import ARCH_RE
-from builder.models import Accelerator
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from builder.models import Accelerator
 
 
 @functools.lru_cache(maxsize=4096)

@@ -9,19 +9,22 @@ checked against the compatibility rules (:mod:`builder.matrix.compatibility`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from builder.bases import BaseResolution
 from builder.compat.distros import OS_RE, split_os
 from builder.matrix.compatibility import arch_build_args, cell_problems, gpu_archs, os_python_problem
 from builder.matrix.schema import PLATFORMS, AcceleratorSpec, ExcludeRule, IncludeSpec, MatrixSpec, RuleValue
 from builder.matrix.validate import FieldPath, Report, Skipped, check_axes
 from builder.models import Accelerator, BaseImage, Framework, Variant
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from builder.bases import BaseResolution
 
 T = TypeVar("T")
 
@@ -45,7 +48,7 @@ def format_values(
         "os_name": os_name,
         "os_version": os_version,
         "platform": platform,
-        "arch": platform.split("/")[-1],
+        "arch": platform.rsplit("/", maxsplit=1)[-1],
     }
 
 
@@ -59,7 +62,7 @@ def variant_id(
     head = family if framework == "none" else f"{framework}{framework_version}"
     vid = f"{head}-{accel.tag}-py{python}-{os}"
     if platform != "linux/amd64":
-        vid += "-" + platform.split("/")[-1]
+        vid += "-" + platform.rsplit("/", maxsplit=1)[-1]
     return vid
 
 

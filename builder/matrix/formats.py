@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import TypedDict
 
 from builder.models import AcceleratorKind, Variant
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class AcceleratorDocument(TypedDict):

@@ -12,14 +12,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from builder.bases import BaseResolution
 from builder.errors import ConfigError, MatrixError
 from builder.matrix.expand import expand
 from builder.matrix.validate import FieldPath, check_yaml_numbers, validate_schema
-from builder.models import Variant
 from builder.yamldoc import Problem
+
+if TYPE_CHECKING:
+    from builder.bases import BaseResolution
+    from builder.models import Variant
 
 
 @dataclasses.dataclass(frozen=True)

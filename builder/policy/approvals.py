@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import TYPE_CHECKING
 
 from builder.errors import SigningKeyError
-from builder.policy.model import Policy
 from builder.policy.rules_change import ApprovalRule, ChangeTicketRule
+
+if TYPE_CHECKING:
+    from builder.policy.model import Policy
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,11 +8,15 @@ sign what). Fail closed: missing, unreadable or unverifiable evidence denies, an
 
 from __future__ import annotations
 
-import datetime as dt
+from typing import TYPE_CHECKING
 
 from builder.policy.evidence import Context, Evidence
-from builder.policy.model import Policy
 from builder.policy.results import Decision, RuleResult
+
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from builder.policy.model import Policy
 
 _ODD_EVIDENCE = (LookupError, TypeError, ValueError, AttributeError)
 """What a rule raises on evidence of an unexpected shape (e.g. a list where a predicate has an

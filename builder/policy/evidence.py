@@ -5,9 +5,11 @@ context of one decision. Frozen values only; nothing here reads a registry or ju
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import datetime as dt
+    from collections.abc import Iterator, Mapping
 
 BUILD_STAGE = "build"
 """The pseudo-stage ``from: build``: the variant tag written by ``builder build``."""

@@ -6,12 +6,16 @@ sets, approvers and promoters. Built by ``builder.policy.loader``; read by evalu
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.errors import NotFoundError
-from builder.policy.rules import Rule
 from builder.policy.rules_evidence import FleetRule
-from builder.policy.signers import Approver, KeyRef, KeySet
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.policy.rules import Rule
+    from builder.policy.signers import Approver, KeyRef, KeySet
 
 
 @dataclasses.dataclass(frozen=True)

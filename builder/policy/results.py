@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from typing import NotRequired
+from typing import TYPE_CHECKING, NotRequired
 
 from typing_extensions import TypedDict
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 class RuleResultDocument(TypedDict):

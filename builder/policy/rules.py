@@ -8,11 +8,15 @@ device check, fleet) and ``rules_change`` (approvals, change ticket, freeze, soa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
-from builder.policy.evidence import AttestationEvidence, Context
 from builder.policy.results import RuleResult
 from builder.policy.signers import KeySet, sets_match, sets_names, signer_text
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+
+    from builder.policy.evidence import AttestationEvidence, Context
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,14 +10,17 @@ import dataclasses
 import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from builder.policy.durations import format_duration, parse_time
 from builder.policy.evidence import BUILD_STAGE, Context
-from builder.policy.results import RuleResult
 from builder.policy.rules import Rule, evidence_problems
 from builder.policy.signers import Approver, KeySet, sets_match, signer_text
 from builder.predicates import APPROVAL_V1, PROMOTION_V1
+
+if TYPE_CHECKING:
+    from builder.policy.results import RuleResult
 
 
 @dataclasses.dataclass(frozen=True)

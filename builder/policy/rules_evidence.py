@@ -12,13 +12,15 @@ import dataclasses
 import fnmatch
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from builder.policy.evidence import Context
-from builder.policy.results import RuleResult
 from builder.policy.rules import Notes, Rule, evidence_problems, signed_by
 from builder.policy.signers import KeySet, key_problems, sets_match, sets_names, signer_text
 from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
+
+if TYPE_CHECKING:
+    from builder.policy.evidence import Context
+    from builder.policy.results import RuleResult
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,15 +13,19 @@ named file that does not exist.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
 
 from builder.errors import PolicyError
 from builder.policy.loader import check_policy
-from builder.policy.model import Policy
 from builder.yamldoc import Problem, ProblemDocument
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
+
+    from builder.policy.model import Policy
 
 
 class PolicyFileDocument(TypedDict):

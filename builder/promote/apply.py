@@ -18,7 +18,6 @@ import dataclasses
 import functools
 import json
 import time
-from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -33,7 +32,6 @@ from builder.errors import (
 from builder.ledger import LedgerRecord
 from builder.policy import Decision, RuleResult
 from builder.predicates import PROMOTION_V1
-from builder.promote.context import PromotionContext
 from builder.promote.model import (
     UNSET,
     Applied,
@@ -56,6 +54,9 @@ from builder.signing.attest import attest_image, prepare_attestation
 from builder.signing.layer import signature_config
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from builder.promote.context import PromotionContext
     from builder.signing.signer import Signer
 
 EARLY_RECORD_MAX_AGE_S = 2.0

@@ -10,13 +10,17 @@ failure (:func:`builder.promote.apply.batch_error`) is in :class:`Batch`, raised
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from builder.errors import BuilderError, ConfigError
 from builder.promote.apply import batch_error, promote_many, rollback
-from builder.promote.context import PromotionContext
 from builder.promote.model import UNSET, Applied, ExpectPrevious, Outcome, PromoteDocument
 from builder.promote.targets import resolve_targets, scope_of
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from builder.promote.context import PromotionContext
 
 
 @dataclasses.dataclass(frozen=True)

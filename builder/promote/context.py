@@ -11,7 +11,6 @@ credentials the user configured.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import hashlib
 import threading
 from collections.abc import Callable, Sequence
@@ -26,6 +25,8 @@ from builder.policy.validation import PolicyValidation, policy_files, validate_p
 from builder.promote.model import FleetChecker, Location, PromotionRecord, Target, short_signer, utcnow
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     from builder.config import Config
     from builder.ledger import Ledger
     from builder.registry import RegistryClient

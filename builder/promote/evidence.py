@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from builder.errors import BuilderError
 from builder.policy import AttestationEvidence, Evidence, FleetEvidence, SignatureEvidence
-from builder.promote.model import Location
 from builder.promote.pool import Task, map_parallel, parallel
 from builder.promote.referrers import INDEX_KEY, lacks_referrers_api
 from builder.registry import fallback_tag
@@ -26,6 +25,7 @@ from builder.signing.verify import verify_layer
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
+    from builder.promote.model import Location
     from builder.registry import Manifest
     from builder.signing.report import VerifiedItem
 

@@ -10,17 +10,18 @@ files; ConfigError (2) when ``--cluster`` has no fleet file to take it from; reg
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.compat.fleets import check_cluster, load_fleet
 from builder.errors import ConfigError, NotFoundError
 from builder.policy import FleetEvidence, Policy
-from builder.promote.model import FleetChecker
 from builder.registry import config_env, image_config
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from builder.promote.model import FleetChecker
     from builder.registry import RegistryClient
 
 LABEL_CUDA = "io.builder.cuda.version"

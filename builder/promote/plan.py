@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from builder.policy import BUILD_STAGE, Decision, RuleResult, evaluate
-from builder.promote.context import PromotionContext
 from builder.promote.evidence import gather
 from builder.promote.model import Location, Plan, PointerTrust, Target
 from builder.promote.pool import Task
 from builder.promote.records import pointer_trust
 
 if TYPE_CHECKING:
+    from builder.promote.context import PromotionContext
     from builder.registry import Manifest
 
 

@@ -11,12 +11,10 @@ registry errors (5-7) propagate.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.errors import BuilderError, IncompatibleError, NotFoundError, VerificationError
-from builder.promote.context import PromotionContext
 from builder.promote.fleets import stage_fleet_file
 from builder.promote.model import (
     HistoryDocument,
@@ -29,6 +27,12 @@ from builder.promote.model import (
 from builder.promote.records import history, pointer_trust
 from builder.promote.targets import resolve_targets, scope_of
 from builder.signing.verify import verify_image
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from builder.promote.context import PromotionContext
 
 
 def check_stages(ctx: PromotionContext, stages: Sequence[str]) -> None:

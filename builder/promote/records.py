@@ -9,17 +9,21 @@ Reads only the registry, so every query works on a fresh machine. Errors: regist
 
 from __future__ import annotations
 
-import datetime as dt
+from typing import TYPE_CHECKING
 
 from builder.errors import NotFoundError
 from builder.predicates import PROMOTION_V1
-from builder.promote.context import PromotionContext
 from builder.promote.evidence import keyless_identity
 from builder.promote.model import UNSET, Location, PointerTrust, PromotionRecord, Target, Unset, short_signer
 from builder.promote.pool import map_parallel
 from builder.signing.layer import ATT_SUFFIX, PREDICATE_TYPE_ANNOTATION, signature_tag
 from builder.signing.verifiers import verifiers_for
 from builder.signing.verify import verify_layer
+
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from builder.promote.context import PromotionContext
 
 
 def read_records(ctx: PromotionContext, loc: Location, digest: str, stage: str) -> list[PromotionRecord]:

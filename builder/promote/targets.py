@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.errors import ConfigError, NotFoundError, RegistryError
-from builder.models import Variant
-from builder.promote.context import ClientFactory, PromotionContext
 from builder.promote.model import Target
 from builder.registry import Reference, image_config, parse_reference
 from builder.selection import looks_like_variant_id, select, variant_reference
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
+    from builder.models import Variant
+    from builder.promote.context import ClientFactory, PromotionContext
 
 CONTENT_SUFFIX = re.compile(r"-[0-9a-f]{12}$")
 """The content-hash suffix of a build's write-once tag."""

@@ -12,7 +12,6 @@ writer holds a ``.sig``/``.att`` lock too long.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from filelock import FileLock
@@ -32,6 +31,8 @@ from builder.signing.layer import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
     from builder.registry import Descriptor, Manifest
 
 _COUNTERS = ("mounted", "present", "copied", "copied_bytes", "manifests")

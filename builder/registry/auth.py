@@ -30,7 +30,6 @@ import re
 import shutil
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
 
@@ -38,6 +37,8 @@ from builder import process
 from builder.errors import RegistryAuthError, RegistryError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import requests
     from docker.auth import AuthConfig
 

@@ -22,8 +22,6 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlencode, urljoin
 
@@ -42,6 +40,9 @@ from builder.registry.reference import fallback_tag, join_reference, sha256_dige
 from builder.registry.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, Transport
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
     import requests
     from requests.adapters import HTTPAdapter
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder.errors import RegistryError
-from builder.registry.client import RegistryClient
 from builder.registry.manifest import Descriptor, Manifest, parse_json_object, runnable_platforms
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Mapping
+
+    from builder.registry.client import RegistryClient
 
 
 @dataclasses.dataclass

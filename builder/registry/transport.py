@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
-from builder.registry.auth import Authenticator, TokenRequest
 
 if TYPE_CHECKING:
     import requests
     from requests.adapters import HTTPAdapter
+
+    from builder.registry.auth import Authenticator, TokenRequest
 
 DEFAULT_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
 DEFAULT_RETRIES = 4  # extra attempts after the first one on 429/5xx/connection reset

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
@@ -25,6 +24,8 @@ from builder.signing.attest import attest_image
 from builder.signing.layer import WriteResult, WriteResultDocument
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from builder.registry import RegistryClient
     from builder.signing.signer import Signer
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-from collections.abc import Callable, Collection, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.signing.dsse import IN_TOTO_PAYLOAD_TYPE, dsse_envelope, make_statement, pae
@@ -34,6 +32,9 @@ from builder.signing.layer import (
 from builder.signing.signer import Signer, layer_annotations, signer_public_key
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping
+    from pathlib import Path
+
     from builder.registry import RegistryClient
 
 

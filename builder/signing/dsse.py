@@ -21,10 +21,12 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder.predicates import STATEMENT_V01, STATEMENT_V1
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPES = (STATEMENT_V1, STATEMENT_V01)

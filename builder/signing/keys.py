@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -27,6 +27,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from builder.errors import SigningKeyError
 from builder.signing.cosign_key import COSIGN_PEM_TYPES, decrypt_cosign_key, pem_body
 from builder.signing.pkcs8 import encrypted_pkcs8_pem
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PRIVATE_KEY_FILE = "builder.key"
 PUBLIC_KEY_FILE = "builder.pub"

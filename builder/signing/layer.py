@@ -25,9 +25,7 @@ import binascii
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
@@ -36,6 +34,9 @@ from typing_extensions import TypedDict
 from builder.errors import NotFoundError, SigningError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping, Sequence
+    from pathlib import Path
+
     from builder.registry import RegistryClient
 
 SIG_SUFFIX = ".sig"

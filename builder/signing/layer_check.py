@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder.signing.dsse import IN_TOTO_PAYLOAD_TYPE, STATEMENT_TYPES, pae
 from builder.signing.layer import (
@@ -26,6 +25,9 @@ from builder.signing.layer import (
 )
 from builder.signing.report import VerifiedItem
 from builder.signing.verifiers import LayerVerifier, run_verifiers
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 
 def check_signature_layer(

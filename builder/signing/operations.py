@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
@@ -38,13 +37,15 @@ from builder.signing.keyless.write import (
 )
 from builder.signing.keys import generate_key_pair, import_key_pair, load_public_keys, new_key_password
 from builder.signing.layer import WriteResult, WriteResultDocument
-from builder.signing.report import VerificationReport
 from builder.signing.sign import sign_image
-from builder.signing.signer import Signer
 from builder.signing.verify import verify_image
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from builder.registry import RegistryClient
+    from builder.signing.report import VerificationReport
+    from builder.signing.signer import Signer
 
 #: registry host -> a client for it (with the invocation's credentials).
 Registries = Callable[[str], "RegistryClient"]

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import base64
 import os
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives import hashes, padding, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 #: PBKDF2-HMAC-SHA256 iterations for builder.key (OWASP Password Storage Cheat Sheet, 2023: 600,000).
 PBKDF2_ITERATIONS = 600_000

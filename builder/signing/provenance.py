@@ -22,10 +22,12 @@ import datetime as dt
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder import __version__
-from builder.models import BuiltImage, RenderedImage
+
+if TYPE_CHECKING:
+    from builder.models import BuiltImage, RenderedImage
 
 #: buildType URI this project owns (documented in docs/build.md).
 BUILD_TYPE = "https://builder-project.github.io/buildtypes/buildkit/v1"

@@ -10,9 +10,7 @@ signer without an ECDSA key, registry errors from ``builder.registry``.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.predicates import SLSA_PROVENANCE_V1
@@ -31,6 +29,9 @@ from builder.signing.layer import (
 from builder.signing.signer import Signer, layer_annotations, signer_public_key
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+
     from builder.registry import RegistryClient
 
 

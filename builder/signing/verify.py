@@ -10,18 +10,19 @@ Never raises for bad content; registry errors (unreachable, auth; ``builder.regi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import NotFoundError
-from builder.signing.keys import PublicKey
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, fetch_blob, read_layers
 from builder.signing.layer_check import check_attestation_layer, check_signature_layer
 from builder.signing.report import VerificationReport, VerifiedAttestation, VerifiedItem, describe_failures
 from builder.signing.verifiers import LayerVerifier, verifiers_for
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from builder.registry import RegistryClient
+    from builder.signing.keys import PublicKey
 
 
 def verify_layer(

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.bases import read_bases_lock, update_bases
 from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json, sha256_digest
-from tests.conftest import Cli, CliResult
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import Cli, CliResult
 
 CONFIG = "application/vnd.oci.image.config.v1+json"
 LAYER = "application/vnd.oci.image.layer.v1.tar"

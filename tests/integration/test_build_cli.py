@@ -10,13 +10,17 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.registry import RegistryClient, verify_complete
-from tests.conftest import Cli, CliResult
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tests.conftest import Cli, CliResult
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,16 +9,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
 from builder.predicates import SLSA_PROVENANCE_V1
-from tests.conftest import Cli, CliResult
 from tests.sigstore_instance import SigstoreTestInstance, TrustFiles, write_trust_files
 from tests.sigstore_instance.server import GITHUB_ISSUER
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tests.conftest import Cli, CliResult
 
 pytestmark = pytest.mark.integration
 

@@ -14,13 +14,16 @@ import json
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.predicates import DEVICE_CHECK_V1
 from tests.conftest import ROOT, Cli
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.integration
 

@@ -4,12 +4,15 @@ eat docker's ``capabilities: [[gpu]]`` (it printed ``capabilities: []`` before t
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.registry import RegistryClient
 from tests.conftest import ROOT, Cli
 from tests.integration.test_check import images, require_no_toolkit
 from tests.integration.test_sign import push_tiny_image
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["images"]  # the module-scoped fixture (real images built and pushed for this module)
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.predicates import DEVICE_CHECK_V1
 from tests.conftest import ROOT, Cli, require_tool
 from tests.integration.test_check import images, require_no_toolkit
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.integration
 

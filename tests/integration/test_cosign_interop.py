@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -26,8 +27,10 @@ from builder.signing.cosign_key import cosign_key_pem
 from builder.signing.keys import load_public_keys
 from builder.signing.sign import sign_image
 from builder.signing.verify import verify_image
-from tests.conftest import Cli
 from tests.integration.test_sign import SignCli, new_signer, public_key, push_tiny_image
+
+if TYPE_CHECKING:
+    from tests.conftest import Cli
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "signing"
 COSIGN_PASSWORD = "test-password"  # tests/data/signing/README.md

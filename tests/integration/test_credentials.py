@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import textwrap
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,6 +17,10 @@ from builder.registry import Credential, RegistryClient, copy_image
 from tests.conftest import ROOT, Cli
 from tests.integration.test_promote_support import make_keys, push_image, write_policy
 from tests.registries import AuthRegistry, auth_registry
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 VARIANT = "tiny-cpu-py3.11-debian12"
 MATRIX = """\

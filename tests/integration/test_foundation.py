@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.registry import RegistryClient
 from tests.conftest import ROOT, Cli
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_build_from_mirrored_base_push_and_read_digest_back(

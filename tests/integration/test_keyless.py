@@ -10,9 +10,8 @@ import base64
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -36,11 +35,16 @@ from builder.signing.keyless.write import (
 )
 from builder.signing.keys import generate_key_pair, load_public_keys, load_signer
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
-from builder.signing.report import VerificationReport
 from builder.signing.sign import sign_image
 from tests.conftest import Cli, require_tool
 from tests.integration.test_sign import SignCli, push_tiny_image
 from tests.sigstore_instance import SigstoreTestInstance, TrustFiles, write_trust_files
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from builder.signing.report import VerificationReport
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -35,6 +34,9 @@ from builder.promote import (
 )
 from builder.registry import RegistryClient, client_for
 from tests.integration.test_promote_support import Keys, device_check, make_keys, push_image, write_policy
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 pytestmark = pytest.mark.integration
 

@@ -7,13 +7,12 @@ import json
 import os
 import textwrap
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
 from builder.registry import RegistryClient
 from builder.signing.keys import load_signer
-from tests.conftest import Cli, CliResult
 from tests.integration.test_promote_support import (
     docker_config_dir,
     make_keys,
@@ -21,6 +20,9 @@ from tests.integration.test_promote_support import (
     push_image,
     write_policy,
 )
+
+if TYPE_CHECKING:
+    from tests.conftest import Cli, CliResult
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,7 @@ import json
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -21,6 +20,10 @@ from tests.conftest import require_tool
 from tests.integration.test_promote import VARIANT, World, _to_staging
 from tests.integration.test_promote import world as world
 from tests.integration.test_promote_support import device_check, push_image, write_policy
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.integration
 

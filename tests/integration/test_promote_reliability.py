@@ -10,8 +10,7 @@ import os
 import random
 import signal
 import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,6 +22,9 @@ from builder.signing.layer import ATT_SUFFIX, signature_tag
 from tests.integration.test_promote import VARIANT, World, failed_rules
 from tests.integration.test_promote import world as world
 from tests.integration.test_promote_support import device_check, push_image
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.integration
 

@@ -22,13 +22,15 @@ import tarfile
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from builder.registry import OCI_MANIFEST, RegistryClient
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.integration
 

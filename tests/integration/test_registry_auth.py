@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.errors import RegistryAuthError
 from builder.registry import Credential, DockerCredentials, RegistryClient, copy_image, sha256_digest
 from tests import registries
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 USER, PASSWORD = "builder-user", "s3cret-pass"
 

@@ -32,7 +32,7 @@ def test_no_proxy_bypasses_it(registry_address: str, monkeypatch: pytest.MonkeyP
     for name in ("no_proxy", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", _refused_proxy())
-    monkeypatch.setenv("NO_PROXY", registry_address.split(":")[0])
+    monkeypatch.setenv("NO_PROXY", registry_address.split(":", maxsplit=1)[0])
     client = RegistryClient(registry_address, insecure=True, retries=0)
     client.ping()
     # resolved once per host: a later change of the environment is not looked up per request

@@ -7,13 +7,15 @@ import http.server
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from builder.errors import RegistryError
 from builder.registry import RegistryClient
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 class Flaky:

@@ -4,13 +4,16 @@ registry and the client are the real things under test)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.errors import RegistryAuthError
 from builder.registry import Credential, RegistryClient, copy_image, sha256_digest
 from tests.registries import TokenIssuer, auth_registry
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 USER, PASSWORD = "token-user", "token-pass"
 

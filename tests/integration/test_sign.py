@@ -16,6 +16,7 @@ import sys
 import tarfile
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,7 +26,9 @@ from builder.signing.keys import KeyPairSigner, PublicKey, generate_key_pair, lo
 from builder.signing.layer import signature_tag
 from builder.signing.sign import sign_and_attest_build, sign_image
 from builder.signing.verify import read_attestations, verify_image
-from tests.conftest import Cli, CliResult
+
+if TYPE_CHECKING:
+    from tests.conftest import Cli, CliResult
 
 ROOT = Path(__file__).resolve().parents[2]
 PTYPE = "https://slsa.dev/provenance/v1"

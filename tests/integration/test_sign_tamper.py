@@ -8,21 +8,24 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from builder.registry import OCI_MANIFEST, RegistryClient, sha256_digest
 from builder.signing.attest import attest_image
-from builder.signing.keys import KeyPairSigner
 from builder.signing.layer import signature_tag
-from builder.signing.report import VerificationReport
 from builder.signing.sign import sign_image
 from builder.signing.verify import verify_image
-from tests.conftest import Cli
 from tests.integration.test_sign import SignCli, new_signer, public_key, push_tiny_image
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from builder.signing.keys import KeyPairSigner
+    from builder.signing.report import VerificationReport
+    from tests.conftest import Cli
 
 PTYPE = "https://slsa.dev/provenance/v1"
 

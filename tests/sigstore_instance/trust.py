@@ -16,13 +16,16 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives import serialization
 
 from tests.sigstore_instance.ca import key_id, spki_der
-from tests.sigstore_instance.server import SigstoreTestInstance
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.sigstore_instance.server import SigstoreTestInstance
 
 OPERATOR = "builder-test"
 

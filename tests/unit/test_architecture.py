@@ -7,9 +7,12 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.conftest import ROOT
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MAX_MODULE_LINES = 1000
 # Spelled in pieces so that this file, which must name what it forbids, does not match itself.

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.errors import LedgerError
 from builder.ledger import GENESIS, LedgerRecord, open_ledger
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def rec(n: int, action: str = "promote") -> LedgerRecord:

@@ -8,13 +8,16 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from builder import matrix
 from builder.errors import ConfigError, MatrixError
 from tests.conftest import ROOT, Cli
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DATA = ROOT / "tests" / "data" / "matrices"
 SHIPPED = sorted((ROOT / "matrices").glob("*.yaml"))

@@ -8,15 +8,18 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
 from builder import bases, compat, matrix, render
 from builder.errors import RenderStaleError, UnpinnedBaseError
-from builder.models import RenderedImage, Variant
 from tests.conftest import ROOT, Cli, CliResult
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.models import RenderedImage, Variant
 
 GOLDEN = ROOT / "tests" / "data" / "golden"
 IMAGES = ROOT / "images"

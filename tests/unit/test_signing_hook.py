@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -11,6 +11,9 @@ from builder.errors import ConfigError
 from builder.publish import KeylessSetup, signing_hook
 from builder.registry import RegistryClient
 from builder.signing.keys import generate_key_pair, load_signer
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_signing_hook_needs_exactly_one_way_to_sign(tmp_path: Path) -> None:

@@ -9,13 +9,16 @@ messages, rocminfo, Slurm logs). The answer names the layer that is *wrong* (``a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.checks.diagnosis.facts import min_driver
 from builder.checks.diagnosis.model import Context, Diagnosis, FailureRule, Layer
 from builder.checks.diagnosis.rules import RULES, RULES_BY_KEY
 from builder.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 _TOOLKIT_NOTICE = re.compile(
     r"nvidia-container-cli|prestart hook|running hook|error running hook|nvidia-container-runtime", re.I

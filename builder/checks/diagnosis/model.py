@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import TypedDict
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 #: a layer of the GPU container stack, bottom to top
 Layer = Literal[

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from builder.checks.host.probing import probe_host
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:

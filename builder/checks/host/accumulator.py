@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder.checks.host.model import MigDevice, clean
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 BUS_RE = re.compile(r"\b([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\b")
 MEM_RE = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB", re.I)

@@ -12,13 +12,15 @@ device id gets ``compat.amd_device``'s name and gfx target. Each derived field i
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder import compat
 from builder.checks.diagnosis import diagnose
-from builder.checks.host.accumulator import Accumulator, GpuAccumulator
 from builder.checks.host.model import EngineInfo, HostGpu, HostInfo, Vendor
 from builder.checks.host.nvidia import KV_RE
+
+if TYPE_CHECKING:
+    from builder.checks.host.accumulator import Accumulator, GpuAccumulator
 
 _GPU_FIELDS = {f.name for f in dataclasses.fields(HostGpu)}
 

@@ -3,11 +3,15 @@ standard input), or the live host with the engine's ``docker info``."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from builder.checks.host.model import HostInfo
 from builder.checks.host.probing import probe_host
 from builder.errors import BuilderError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.checks.host.model import HostInfo
 
 
 def live_host(*, engine_required: bool = True) -> HostInfo:

@@ -9,12 +9,14 @@ docs/checks.md); unknown values are None, never an error.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import TypedDict
 
 from builder.errors import HostProbeError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 Vendor = Literal["nvidia", "amd", "none"]
 

@@ -9,12 +9,12 @@ import dataclasses
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.checks.host.accumulator import Accumulator
 from builder.checks.host.amd import parse_rocm
 from builder.checks.host.assemble import assemble
 from builder.checks.host.dockerinfo import engine_from_docker_info, parse_docker_info_text
-from builder.checks.host.model import HostInfo
 from builder.checks.host.nvidia import (
     parse_nvidia_smi_csv,
     parse_nvidia_smi_list,
@@ -24,6 +24,9 @@ from builder.checks.host.nvidia import (
 )
 from builder.checks.host.schema import hostinfo_from_json
 from builder.errors import HostProbeError, NotFoundError
+
+if TYPE_CHECKING:
+    from builder.checks.host.model import HostInfo
 
 
 def parse_text(text: str, *, source: str = "hostinfo JSON") -> HostInfo:

@@ -22,8 +22,6 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
@@ -42,6 +40,9 @@ from builder.signing.layer import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
     from cryptography.x509 import Certificate
     from sigstore.models import Bundle, ClientTrustConfig, TrustedRoot
 

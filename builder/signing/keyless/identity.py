@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cryptography import x509
@@ -18,6 +17,8 @@ from cryptography import x509
 from builder.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from cryptography.x509 import Certificate
 
 #: OIDC issuer of GitHub Actions ID tokens.

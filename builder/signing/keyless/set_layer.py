@@ -11,7 +11,6 @@ import base64
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import rfc8785
@@ -40,6 +39,8 @@ from builder.signing.layer import (
 from builder.signing.verifiers import LayerCheck
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from cryptography.x509 import Certificate
     from sigstore.models import TrustedRoot
 

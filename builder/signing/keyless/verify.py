@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
@@ -54,6 +53,8 @@ from builder.signing.verifiers import LayerCheck, verifiers_for
 from builder.signing.verify import confirm_digest, unmet_requirements, verify_layer
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from sigstore.models import TrustedRoot
 
     from builder.registry import RegistryClient

@@ -23,8 +23,6 @@ output formats; registry errors from ``builder.registry``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
@@ -58,6 +56,9 @@ from builder.signing.layer import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
+
     from sigstore.models import Bundle, ClientTrustConfig
     from sigstore.oidc import IdentityToken
 

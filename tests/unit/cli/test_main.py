@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder import __version__, errors
 from builder.cli import COMMANDS, cli
 from tests.conftest import ROOT, Cli
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_version(cli: Cli) -> None:

@@ -44,7 +44,7 @@ def test_fleet_takes_a_name_and_names_the_known_fleets_when_wrong(cli: Cli, comm
 def test_fleet_resolves_a_name_to_the_file_in_the_fleets_directory(command: str) -> None:
     from builder.cli._common import AppContext
 
-    name = command.split()[0]
+    name = command.split(maxsplit=1)[0]
     ctx = click.Context(cli, obj=AppContext(root_option=str(ROOT)))
     cmd = cli.get_command(ctx, name)
     assert cmd is not None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import builder.compat as compat
+from builder import compat
 from builder.compat import Host, check_compat, evaluate, parse_requirement
 from builder.errors import ConfigError, NotFoundError
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import builder.compat as compat
+from builder import compat
 from builder.checks.host.reading import load_host
 from builder.compat.fleets import check_cluster, check_fleet, fleet_from_data, load_fleet
 from builder.errors import ConfigError

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-import builder.compat as compat
+from builder import compat
 from builder.compat._data import cuda_image_rows, read_table, rocm_rows, wheel_rows
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "compat"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -10,6 +10,9 @@ from builder.policy import Policy, load_policy
 from builder.predicates import SLSA_PROVENANCE_V1
 from builder.signing.keys import generate_key_pair
 from tests.unit.policy.support import POLICY, Keys, write
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @pytest.fixture(scope="package")

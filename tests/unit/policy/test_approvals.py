@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -10,6 +10,9 @@ from builder.errors import NotFoundError, SigningKeyError
 from builder.policy import Policy, load_policy
 from builder.policy.approvals import plan_approval
 from builder.signing.keys import generate_key_pair
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 POLICY = """\
 version: 1

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import shutil
 import textwrap
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder.policy import check_policy, evaluate
 from builder.predicates import DEVICE_CHECK_V1
 from tests.unit.policy.support import NOW, ROOT, att, dc, ev
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 POLICY = """\
 version: 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,6 +25,9 @@ from tests.unit.policy.support import (
     reasons,
     write,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_approvals_count_distinct_listed_approvers_for_this_digest_and_stage(policy: Policy, keys: Keys) -> None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder.policy import (
     DeviceCheckFacts,
@@ -26,6 +25,9 @@ from tests.unit.policy.support import (
     reasons,
     write,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_gpu_models_and_driver_branches(policy: Policy, keys: Keys) -> None:

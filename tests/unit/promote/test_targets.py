@@ -4,6 +4,7 @@ references (variant id from --variant-id or the tag), each once; unknown names s
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -11,7 +12,9 @@ from builder.errors import ConfigError, NotFoundError
 from builder.models import Accelerator, BaseImage, Framework, Variant
 from builder.promote import Target, TargetScope, UnknownVariantError, resolve_targets
 from builder.promote.targets import variant_from_tag
-from builder.registry import RegistryClient
+
+if TYPE_CHECKING:
+    from builder.registry import RegistryClient
 
 
 def _variant(vid: str, repository: str) -> Variant:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import rfc8785
-from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.verification import PolicyBuilder, Store
@@ -34,6 +33,11 @@ from builder.signing.keyless.trust import load_trust_config, load_trusted_root
 from builder.signing.keyless.write import check_formats
 from tests.sigstore_instance.ca import Identity, TestCA, der_utf8
 from tests.sigstore_instance.rekor import TestRekor, inclusion_path, leaf_hash, merkle_root
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from cryptography import x509
 
 GH = "https://github.com/org/repo/.github/workflows/build.yml@refs/heads/main"
 GH_ISSUER = GITHUB_ACTIONS_ISSUER

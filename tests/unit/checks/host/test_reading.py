@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.checks.host.reading import load_hostinfo, parse_text
 from builder.errors import HostProbeError
 from tests.conftest import ROOT, Cli
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DATA = ROOT / "tests" / "data"
 
