@@ -1,0 +1,39 @@
+"""builder.app: the composition root resolves credentials once, Docker's way, and every client
+of an invocation carries them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+from builder.app import App, docker_config_path
+from builder.config import Config
+
+
+def test_docker_config_lookup_order(tmp_path: Path) -> None:
+    option, env_dir = tmp_path / "opt", tmp_path / "env"
+    assert docker_config_path(option, {"DOCKER_CONFIG": str(env_dir)}, tmp_path) == option
+    assert docker_config_path(None, {"DOCKER_CONFIG": str(env_dir)}, tmp_path) == env_dir
+    assert docker_config_path(None, {"DOCKER_CONFIG": ""}, tmp_path) == tmp_path / ".docker"
+    assert docker_config_path(None, {}, tmp_path) == tmp_path / ".docker"
+
+
+def test_every_client_of_an_invocation_carries_the_credentials(tmp_path: Path) -> None:
+    auth = base64.b64encode(b"alice:s3cret").decode()
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {"registry.example:5000": {"auth": auth}}}))
+    app = App(Config(root=tmp_path), tmp_path)
+    client = app.client("registry.example:5000")
+    assert app.client("registry.example:5000") is client  # one per host
+    cred = client.credential()
+    assert cred is not None and (cred.username, cred.password) == ("alice", "s3cret")
+    assert app.client("other.example").credential() is None
+    assert app.credentials is app.credentials  # read once
+
+
+def test_key_password_precedence(tmp_path: Path) -> None:
+    env = {"COSIGN_PASSWORD": "from-cosign"}
+    assert App(Config(root=tmp_path, key_password="from-builder"), tmp_path, env).key_password == "from-builder"
+    assert App(Config(root=tmp_path), tmp_path, env).key_password == "from-cosign"
+    assert App(Config(root=tmp_path), tmp_path, {}).key_password is None
+    assert App(Config(root=tmp_path, key_password="b"), tmp_path, env).cosign_key_password == "from-cosign"
