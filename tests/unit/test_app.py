@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.app import App, docker_config_path
 from builder.config import Config
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_docker_config_lookup_order(tmp_path: Path) -> None:
