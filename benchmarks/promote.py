@@ -42,6 +42,7 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -51,6 +52,9 @@ from builder.promote import PromotionContext, Target, apply_promotion, plan_prom
 from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json, client_for, sha256_digest
 from builder.signing.keys import load_signer, write_key_pair
 from builder.signing.sign import sign_image
+
+if TYPE_CHECKING:
+    from builder.signing.signer import Signer
 
 LAYERS = 4
 SRC_REPO = "bench/promote-src"
@@ -134,7 +138,7 @@ class Clients:
         self.cache: dict[str, RegistryClient] = {}
 
     def __call__(self, registry: str) -> RegistryClient:
-        return client_for(registry, insecure=lambda r: True, cache=self.cache)
+        return client_for(registry, insecure=lambda _registry: True, cache=self.cache)
 
 
 def environment(policy: Path, state: Path, registry: str, signer_key: Path) -> PromotionContext:
@@ -159,6 +163,104 @@ def timed(cmd: list[str]) -> float:
     t = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True)
     return (time.perf_counter() - t) * 1000
+
+
+def measure_builder(
+    setup: RegistryClient, work: Path, state: Path, key: Path, pub: Path, variant: str, digest: str, runs: int
+) -> tuple[float, float]:
+    """Median ms of plan + apply over ``runs`` promotions, each into a new repository, and the median
+    registry requests each sent (``setup``: the client that pushed the source)."""
+    registry = setup.registry
+    ours: list[float] = []
+    sent: list[int] = []
+    for _ in range(runs):
+        prefix = f"bench/promote-{uuid.uuid4().hex[:10]}"
+        env = environment(write_policy(work / "policy.yaml", pub, prefix), state, registry, key)
+        target = Target(variant, SRC_REPO, registry)
+        t = time.perf_counter()
+        plan = plan_promotion(env, target, "rel")
+        applied = apply_promotion(env, plan)
+        ours.append((time.perf_counter() - t) * 1000)
+        sent.append(requests_sent(env))
+        dst = f"{prefix}/{SRC_REPO}"
+        assert setup.resolve(dst, f"{variant}-rel") == digest
+        assert applied.copy is not None and applied.copy.copied == 0, applied.copy
+        assert applied.copy.mounted >= LAYERS + 1, applied.copy
+    ms = statistics.median(ours)
+    reqs = statistics.median(sent)
+    print(
+        f"builder promote (plan + apply, {LAYERS + 1} mounts): median {ms:.1f} ms {[round(x, 1) for x in ours]}, "
+        f"{reqs:.0f} registry requests"
+    )
+    return ms, reqs
+
+
+def measure_skopeo(skopeo: str, setup: RegistryClient, registry: str, digest: str, runs: int) -> float:
+    """Median ms of ``skopeo copy --preserve-digests`` into a new repository over ``runs`` copies."""
+    theirs: list[float] = []
+    for _ in range(runs):
+        dst = f"bench/skopeo-{uuid.uuid4().hex[:10]}"
+        theirs.append(
+            timed(
+                [
+                    skopeo,
+                    "copy",
+                    "--quiet",
+                    "--src-tls-verify=false",
+                    "--dest-tls-verify=false",
+                    "--preserve-digests",
+                    f"docker://{registry}/{SRC_REPO}@{digest}",
+                    f"docker://{registry}/{dst}:c",
+                ]
+            )
+        )
+        assert setup.resolve(dst, "c") == digest
+    skopeo_ms = statistics.median(theirs)
+    print(f"skopeo copy: median {skopeo_ms:.1f} ms {[round(x, 1) for x in theirs]}")
+    return skopeo_ms
+
+
+def measure_docker(docker: str, registry: str, digest: str) -> float:
+    """ms of ``docker pull && docker tag && docker push`` into a new repository (local image removed
+    before and after)."""
+    src_ref = f"{registry}/{SRC_REPO}@{digest}"
+    dst_ref = f"{registry}/bench/docker-{uuid.uuid4().hex[:10]}:c"
+    subprocess.run([docker, "image", "rm", "-f", src_ref], capture_output=True)
+    try:
+        docker_ms = timed([docker, "pull", "-q", src_ref])
+        docker_ms += timed([docker, "tag", src_ref, dst_ref])
+        docker_ms += timed([docker, "push", "-q", dst_ref])
+    finally:
+        subprocess.run([docker, "image", "rm", "-f", dst_ref, src_ref], capture_output=True)
+    print(f"docker pull && tag && push: {docker_ms:.1f} ms")
+    return docker_ms
+
+
+def measure_batch(
+    setup: RegistryClient, work: Path, state: Path, key: Path, pub: Path, signer: Signer, batch: int
+) -> float:
+    """Seconds of one ``promote_many`` (16 threads) of ``batch`` small signed variants."""
+    registry = setup.registry
+    targets = []
+    t0 = time.perf_counter()
+    for i in range(batch):
+        v = f"p-small-{i:03d}"
+        d = setup.try_resolve(SRC_REPO, v) or push_image(setup, SRC_REPO, v, [tar_of("v.txt", v.encode())])
+        sign_image(setup, SRC_REPO, d, signer, lock_dir=state / "locks")
+        targets.append(Target(v, SRC_REPO, registry))
+    print(f"{batch} small variants ready in {time.perf_counter() - t0:.1f} s")
+    prefix = f"bench/batch-{uuid.uuid4().hex[:10]}"
+    env = environment(write_policy(work / "policy.yaml", pub, prefix), state, registry, key)
+    t = time.perf_counter()
+    outcomes = promote_many(env, targets, "rel", confirm=True, workers=16)
+    batch_s = time.perf_counter() - t
+    failed = [o for o in outcomes if not o.ok]
+    assert not failed, failed[0].to_json()
+    print(
+        f"promote_many of {batch} variants (16 threads): {batch_s:.2f} s, "
+        f"{requests_sent(env) / batch:.1f} registry requests each"
+    )
+    return batch_s
 
 
 def main() -> None:
@@ -186,85 +288,16 @@ def main() -> None:
     sign_image(setup, SRC_REPO, digest, signer, lock_dir=state / "locks")
     print(f"source {registry}/{SRC_REPO}:{variant} = {digest} ({size} MiB, ready in {time.perf_counter() - t0:.1f} s)")
 
-    ours: list[float] = []
-    sent: list[int] = []
-    for _ in range(runs):
-        prefix = f"bench/promote-{uuid.uuid4().hex[:10]}"
-        env = environment(write_policy(work / "policy.yaml", pub, prefix), state, registry, key)
-        target = Target(variant, SRC_REPO, registry)
-        t = time.perf_counter()
-        plan = plan_promotion(env, target, "rel")
-        applied = apply_promotion(env, plan)
-        ours.append((time.perf_counter() - t) * 1000)
-        sent.append(requests_sent(env))
-        dst = f"{prefix}/{SRC_REPO}"
-        assert setup.resolve(dst, f"{variant}-rel") == digest
-        assert applied.copy is not None and applied.copy.copied == 0, applied.copy
-        assert applied.copy.mounted >= LAYERS + 1, applied.copy
-    ms = statistics.median(ours)
-    reqs = statistics.median(sent)
-    print(
-        f"builder promote (plan + apply, {LAYERS + 1} mounts): median {ms:.1f} ms {[round(x, 1) for x in ours]}, "
-        f"{reqs:.0f} registry requests"
-    )
-
+    ms, reqs = measure_builder(setup, work, state, key, pub, variant, digest, runs)
     skopeo = shutil.which("skopeo")
     docker = shutil.which("docker")
     if skopeo is None or docker is None:
         print("skopeo and docker are needed for the reference figures", file=sys.stderr)
         sys.exit(2)
-    theirs: list[float] = []
-    for _ in range(max(1, runs // 2)):
-        dst = f"bench/skopeo-{uuid.uuid4().hex[:10]}"
-        theirs.append(
-            timed(
-                [
-                    skopeo,
-                    "copy",
-                    "--quiet",
-                    "--src-tls-verify=false",
-                    "--dest-tls-verify=false",
-                    "--preserve-digests",
-                    f"docker://{registry}/{SRC_REPO}@{digest}",
-                    f"docker://{registry}/{dst}:c",
-                ]
-            )
-        )
-        assert setup.resolve(dst, "c") == digest
-    skopeo_ms = statistics.median(theirs)
-    print(f"skopeo copy: median {skopeo_ms:.1f} ms {[round(x, 1) for x in theirs]}")
-
-    src_ref = f"{registry}/{SRC_REPO}@{digest}"
-    dst_ref = f"{registry}/bench/docker-{uuid.uuid4().hex[:10]}:c"
-    subprocess.run([docker, "image", "rm", "-f", src_ref], capture_output=True)
-    try:
-        docker_ms = timed([docker, "pull", "-q", src_ref])
-        docker_ms += timed([docker, "tag", src_ref, dst_ref])
-        docker_ms += timed([docker, "push", "-q", dst_ref])
-    finally:
-        subprocess.run([docker, "image", "rm", "-f", dst_ref, src_ref], capture_output=True)
-    print(f"docker pull && tag && push: {docker_ms:.1f} ms")
-
+    skopeo_ms = measure_skopeo(skopeo, setup, registry, digest, max(1, runs // 2))
+    docker_ms = measure_docker(docker, registry, digest)
     # a batch of small variants, each its own signed image
-    targets = []
-    t0 = time.perf_counter()
-    for i in range(args.batch):
-        v = f"p-small-{i:03d}"
-        d = setup.try_resolve(SRC_REPO, v) or push_image(setup, SRC_REPO, v, [tar_of("v.txt", v.encode())])
-        sign_image(setup, SRC_REPO, d, signer, lock_dir=state / "locks")
-        targets.append(Target(v, SRC_REPO, registry))
-    print(f"{args.batch} small variants ready in {time.perf_counter() - t0:.1f} s")
-    prefix = f"bench/batch-{uuid.uuid4().hex[:10]}"
-    env = environment(write_policy(work / "policy.yaml", pub, prefix), state, registry, key)
-    t = time.perf_counter()
-    outcomes = promote_many(env, targets, "rel", confirm=True, workers=16)
-    batch_s = time.perf_counter() - t
-    failed = [o for o in outcomes if not o.ok]
-    assert not failed, failed[0].to_json()
-    print(
-        f"promote_many of {args.batch} variants (16 threads): {batch_s:.2f} s, "
-        f"{requests_sent(env) / args.batch:.1f} registry requests each"
-    )
+    batch_s = measure_batch(setup, work, state, key, pub, signer, args.batch)
     shutil.rmtree(work, ignore_errors=True)
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)")
