@@ -149,7 +149,7 @@ def step_nvidia_smi(probe: Probe) -> dict[str, Any]:
     return detail
 
 
-def step_rocm_smi(probe: Probe) -> dict[str, Any]:
+def step_rocm_smi() -> dict[str, Any]:
     r = run(["rocm-smi", "--showproductname"])
     if r["exit_code"] == 127:
         r = run(["amd-smi", "list"])
@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     if mode == "nvidia":
         probe.step("nvidia-smi", lambda: step_nvidia_smi(probe))
     elif mode == "amd":
-        probe.step("rocm-smi", lambda: step_rocm_smi(probe))
+        probe.step("rocm-smi", step_rocm_smi)
         probe.step("rocminfo", lambda: step_rocminfo(probe))
     imp = probe.step("framework-import", lambda: step_import(probe))
     if imp["ok"] and probe.fw_name:

@@ -199,7 +199,7 @@ def facts_arch(text: str, ctx: Context) -> dict[str, Any]:
     return facts
 
 
-def facts_mismatch(text: str, ctx: Context) -> dict[str, Any]:
+def facts_mismatch(text: str, _ctx: Context) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     m = re.search(r"NVML library version:\s*([\d.]+)", text)
     if m:
@@ -210,7 +210,7 @@ def facts_mismatch(text: str, ctx: Context) -> dict[str, Any]:
     return facts
 
 
-def facts_perm(text: str, ctx: Context) -> dict[str, Any]:
+def facts_perm(text: str, _ctx: Context) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     m = re.search(r"(/dev/(?:kfd|dri/\w+|nvidia\w*))", text)
     if m:
@@ -221,7 +221,7 @@ def facts_perm(text: str, ctx: Context) -> dict[str, Any]:
     return facts
 
 
-def facts_cdi(text: str, ctx: Context) -> dict[str, Any]:
+def facts_cdi(text: str, _ctx: Context) -> dict[str, Any]:
     m = re.search(r"unresolvable CDI devices?\s*:?\s*([\w./-]+=[\w:.,-]+)", text, re.I)
     return {"cdi_device": m.group(1)} if m else {}
 

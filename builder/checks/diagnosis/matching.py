@@ -112,7 +112,7 @@ def diagnose(text: str, context: Context | None = None) -> Diagnosis:
     ]
     matches = _resolve_ambiguity(matches, text, ctx)
     if not matches:
-        return _unknown(text, ctx)
+        return _unknown(text)
     rule = matches[0]
     facts = rule.facts(text, ctx) if rule.facts else {}
     facts = {k: v for k, v in facts.items() if v is not None}
@@ -186,7 +186,7 @@ def diagnose(text: str, context: Context | None = None) -> Diagnosis:
 _ERRORISH = re.compile(r"error|fail|denied|not found|cannot|unable|fatal|panic|exception|refused|invalid", re.I)
 
 
-def _unknown(text: str, ctx: Context) -> Diagnosis:
+def _unknown(text: str) -> Diagnosis:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     quoted = [line for line in lines if _ERRORISH.search(line)][:5] or lines[-5:]
     return Diagnosis(

@@ -83,7 +83,7 @@ class GpuAccumulator:
     fields: dict[str, Any] = dataclasses.field(default_factory=dict)
     mig: list[MigDevice] = dataclasses.field(default_factory=list)
 
-    def set(self, key: str, value: Any, *, override: bool = False) -> None:
+    def set(self, key: str, value: object, *, override: bool = False) -> None:
         if value is None:
             return
         if override or self.fields.get(key) is None:
@@ -101,7 +101,7 @@ class Accumulator:
     notes: list[str] = dataclasses.field(default_factory=list)
     engine: dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def set(self, key: str, value: Any, *, override: bool = False) -> None:
+    def set(self, key: str, value: object, *, override: bool = False) -> None:
         if value is None:
             return
         if override or self.top.get(key) is None:

@@ -52,6 +52,17 @@ def parse_rocm(text: str, acc: Accumulator | None = None) -> Accumulator:
     the partition layout), ``amd-smi version``/``static`` and ``rocminfo`` agents."""
     acc = acc or Accumulator()
     lines = strip_transcript(text.splitlines())
+    # every reader runs (each may add facts); ``found`` when any of them read something
+    found = False
+    for reader in (_read_key_lines, _read_csv, _read_concise, _read_rocminfo, _read_amdsmi_static):
+        found = reader(lines, acc) or found
+    if found:
+        acc.sources.append("rocm-smi/amd-smi")
+    return acc
+
+
+def _read_key_lines(lines: list[str], acc: Accumulator) -> bool:
+    """Version lines and ``GPU[n] : key: value`` lines (rocm-smi, amd-smi version)."""
     found = False
     for line in lines:
         if re.search(r"ROCm System Management Interface|rocm-smi|AMDSMI|amd-smi|rocminfo|ROCk module", line):
@@ -79,7 +90,12 @@ def parse_rocm(text: str, acc: Accumulator | None = None) -> Accumulator:
             found = True
             if key == "driver version":
                 acc.set("driver_version", clean(value))
-    # CSV (rocm-smi --csv): header "device,...", rows "card0,..." / "cardsystem,..."
+    return found
+
+
+def _read_csv(lines: list[str], acc: Accumulator) -> bool:
+    """rocm-smi --csv: header "device,...", rows "card0,..." / "cardsystem,..."."""
+    found = False
     header: list[str] | None = None
     for line in lines:
         s = line.strip()
@@ -105,7 +121,12 @@ def parse_rocm(text: str, acc: Accumulator | None = None) -> Accumulator:
             found = True
         elif header and not s:
             header = None
-    # Concise tables
+    return found
+
+
+def _read_concise(lines: list[str], acc: Accumulator) -> bool:
+    """rocm-smi "Concise Info" tables, including the partition layout and device id columns."""
+    found = False
     cols: list[str] | None = None
     for line in lines:
         s = line.strip()
@@ -133,7 +154,12 @@ def parse_rocm(text: str, acc: Accumulator | None = None) -> Accumulator:
             gpu.set("device_id", dm.group(1).lower())
         acc.vendor_hint.add("amd")
         found = True
-    # rocminfo agents
+    return found
+
+
+def _read_rocminfo(lines: list[str], acc: Accumulator) -> bool:
+    """rocminfo GPU agents (``Name: gfx...``, ``Marketing Name``), matched to GPUs by position."""
+    found = False
     for block in re.split(r"\*{5,}", "\n".join(lines)):
         if re.search(r"Device Type:\s*GPU", block):
             name = re.search(r"^\s*Name:\s*(gfx\w+)", block, re.M)
@@ -147,7 +173,12 @@ def parse_rocm(text: str, acc: Accumulator | None = None) -> Accumulator:
                     gpu.set("name", clean(market.group(1)))
                 acc.vendor_hint.add("amd")
                 found = True
-    # amd-smi static blocks
+    return found
+
+
+def _read_amdsmi_static(lines: list[str], acc: Accumulator) -> bool:
+    """amd-smi static blocks (``GPU: n`` then ``KEY: value`` lines)."""
+    found = False
     for block in re.split(r"(?m)^GPU:\s*", "\n".join(lines))[1:]:
         im = re.match(r"(\d+)", block)
         if not im:
@@ -167,9 +198,7 @@ def parse_rocm(text: str, acc: Accumulator | None = None) -> Accumulator:
                 gpu.set(target, normalize_bus_id(km.group(1)) if target == "bus_id" else clean(km.group(1)))
         acc.vendor_hint.add("amd")
         found = True
-    if found:
-        acc.sources.append("rocm-smi/amd-smi")
-    return acc
+    return found
 
 
 def _rocm_set(gpu: GpuAccumulator, key: str, value: str) -> None:

@@ -10,8 +10,8 @@ https://docs.nvidia.com/deploy/nvidia-smi/index.html).
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any
 
 from builder.checks.host.accumulator import (
     BUS_RE,
@@ -38,6 +38,19 @@ def parse_nvidia_smi_table(text: str, acc: Accumulator | None = None) -> Accumul
     R610 ``KMD Version``), including the "MIG devices" table. Returns the accumulator."""
     acc = acc or Accumulator()
     lines = strip_transcript(text.splitlines())
+    found = _read_table_header(lines, acc)
+    walk = _TableWalk(acc)
+    for line in lines:
+        walk.line(line)
+    walk.close_block()
+    if found or walk.found:
+        acc.sources.append("nvidia-smi")
+    return acc
+
+
+def _read_table_header(lines: list[str], acc: Accumulator) -> bool:
+    """The banner line(s): driver (``Driver``/``KMD Version``), CUDA (``CUDA``/``CUDA UMD Version``), the
+    tool's version. True when a driver version was read."""
     found = False
     for line in lines:
         if "NVIDIA-SMI" in line or re.search(r"(Driver|KMD) Version", line):
@@ -54,82 +67,100 @@ def parse_nvidia_smi_table(text: str, acc: Accumulator | None = None) -> Accumul
                         acc.notes.append(f"nvidia-smi reports CUDA Version {c.group(1).strip()!r}: unknown")
                 if s:
                     acc.set("smi_version", s.group(1))
-    state = None  # "gpu" | "mig" | "proc" | None
-    in_header = False
+    return found
+
+
+def _table_section(line: str, stripped: str) -> str | None:
+    """The table a header line opens: "gpu", "mig" or "proc"; None for any other line."""
+    if "Bus-Id" in line and stripped.startswith("|"):
+        return "gpu"
+    if re.search(r"MIG devices", line):
+        return "mig"
+    if re.search(r"\bProcesses\b", line) and stripped.startswith("|"):
+        return "proc"
+    return None
+
+
+@dataclasses.dataclass
+class _TableWalk:
+    """One pass over nvidia-smi's ``|``-bordered tables: the current table (``state``: "gpu" | "mig" |
+    "proc" | None), whether its header is being read, the GPU block being read and its last row's cells."""
+
+    acc: Accumulator
+    state: str | None = None
+    in_header: bool = False
     block: GpuAccumulator | None = None
-    last_cells: list[str] = []
-    mig_current: list[Any] | None = None
-    for line in lines:
+    last_cells: list[str] = dataclasses.field(default_factory=list)
+    found: bool = False
+
+    def line(self, line: str) -> None:
         stripped = line.strip()
         if not stripped:
-            continue
-        if "Bus-Id" in line and stripped.startswith("|"):
-            state, in_header = "gpu", True
-            continue
-        if re.search(r"MIG devices", line):
-            state, in_header = "mig", True
-            continue
-        if re.search(r"\bProcesses\b", line) and stripped.startswith("|"):
-            state, in_header = "proc", True
-            continue
+            return
+        section = _table_section(line, stripped)
+        if section is not None:
+            self.state, self.in_header = section, True
+            return
         if stripped.startswith(("|=", "+=")):
-            in_header = False
-            continue
+            self.in_header = False
+            return
         if stripped.startswith("+") or re.match(r"^\|[-+ ]*-{5,}", stripped):
-            # row separator: close the MIG row of MIG devices; keep state
-            if state == "gpu" and block is not None and last_cells:
-                _close_gpu_block(block, last_cells)
-                last_cells = []
-            mig_current = None
-            continue
-        if not stripped.startswith("|") or in_header or state is None:
-            continue
+            # row separator: the GPU block's last row is complete; keep state
+            self.close_block()
+            return
+        if not stripped.startswith("|") or self.in_header or self.state is None:
+            return
         cells = [c.strip() for c in stripped.strip("|").split("|")]
-        if state == "gpu":
-            m = _GPU_ROW.match(cells[0]) if cells else None
-            if m and (len(cells) < 2 or BUS_RE.search(cells[1]) or "..." in cells[0] or len(cells) >= 3):
-                if block is not None and last_cells:
-                    _close_gpu_block(block, last_cells)
-                idx = int(m.group(1))
-                bm = BUS_RE.search(cells[1]) if len(cells) > 1 else None
-                bus = bm.group(1) if bm else None
-                block = acc.gpu_for(index=idx, bus=bus)
-                block.set("index", idx)
-                name = m.group(2).strip()
-                if name.endswith("..."):
-                    block.set("name_truncated", True)
-                    name = name[:-3].rstrip()
-                block.set("name", clean(name))
-                acc.vendor_hint.add("nvidia")
-                found = True
-                last_cells = cells
-            elif block is not None:
-                mem = MEM_RE.search(" ".join(cells))
-                if mem:
-                    block.set("memory_mib", int(mem.group(2)))
-                last_cells = cells
-        elif state == "mig":
-            m = _MIG_ROW.match(cells[0]) if cells else None
-            if m:
-                mem = MEM_RE.search(cells[1]) if len(cells) > 1 else None
-                mig_current = [
-                    int(m.group(1)),
-                    read_int(m.group(2)),
-                    read_int(m.group(3)),
-                    read_int(m.group(4)),
-                    int(mem.group(2)) if mem else None,
-                ]
-                gpu = acc.gpu_for(index=int(m.group(1)))
-                gpu.set("index", int(m.group(1)))
-                gpu.set("mig_mode", "Enabled")
-                gpu.mig.append(MigDevice(*mig_current))
-                acc.vendor_hint.add("nvidia")
-                found = True
-    if state == "gpu" and block is not None and last_cells:
-        _close_gpu_block(block, last_cells)
-    if found:
-        acc.sources.append("nvidia-smi")
-    return acc
+        if self.state == "gpu":
+            self._gpu_row(cells)
+        elif self.state == "mig":
+            self._mig_row(cells)
+
+    def close_block(self) -> None:
+        """Read "MIG M." from the GPU block's last row (once)."""
+        if self.state == "gpu" and self.block is not None and self.last_cells:
+            _close_gpu_block(self.block, self.last_cells)
+            self.last_cells = []
+
+    def _gpu_row(self, cells: list[str]) -> None:
+        m = _GPU_ROW.match(cells[0]) if cells else None
+        if m and (len(cells) < 2 or BUS_RE.search(cells[1]) or "..." in cells[0] or len(cells) >= 3):
+            self.close_block()
+            idx = int(m.group(1))
+            bm = BUS_RE.search(cells[1]) if len(cells) > 1 else None
+            bus = bm.group(1) if bm else None
+            block = self.acc.gpu_for(index=idx, bus=bus)
+            block.set("index", idx)
+            name = m.group(2).strip()
+            if name.endswith("..."):
+                block.set("name_truncated", True)
+                name = name[:-3].rstrip()
+            block.set("name", clean(name))
+            self.acc.vendor_hint.add("nvidia")
+            self.found = True
+            self.block = block
+            self.last_cells = cells
+        elif self.block is not None:
+            mem = MEM_RE.search(" ".join(cells))
+            if mem:
+                self.block.set("memory_mib", int(mem.group(2)))
+            self.last_cells = cells
+
+    def _mig_row(self, cells: list[str]) -> None:
+        m = _MIG_ROW.match(cells[0]) if cells else None
+        if not m:
+            return
+        mem = MEM_RE.search(cells[1]) if len(cells) > 1 else None
+        index = int(m.group(1))
+        device = MigDevice(
+            index, read_int(m.group(2)), read_int(m.group(3)), read_int(m.group(4)), int(mem.group(2)) if mem else None
+        )
+        gpu = self.acc.gpu_for(index=index)
+        gpu.set("index", index)
+        gpu.set("mig_mode", "Enabled")
+        gpu.mig.append(device)
+        self.acc.vendor_hint.add("nvidia")
+        self.found = True
 
 
 def _close_gpu_block(block: GpuAccumulator, cells: list[str]) -> None:
@@ -162,6 +193,45 @@ _Q_GPU_KEYS = {
 }
 
 
+_Q_HOST_PATHS = frozenset(
+    {"driver version", "kmd version", "cuda version", "cuda umd version", "nvidia-smi version", "attached gpus"}
+)
+
+
+def _q_host_field(acc: Accumulator, path: str, value: str) -> bool:
+    """One host-level ``-q`` field (a path in ``_Q_HOST_PATHS``); True for the driver and CUDA versions
+    (they mark the text as ``nvidia-smi -q`` output)."""
+    if path in ("driver version", "kmd version"):
+        acc.set("driver_version", read_version(value))
+        return True
+    if path in ("cuda version", "cuda umd version"):
+        cv = read_version(value)
+        acc.set("cuda_version", cv)
+        if cv is None and clean(value) is None:
+            acc.notes.append(f"nvidia-smi -q reports CUDA Version {value.strip()!r}: unknown")
+        return True
+    if path == "nvidia-smi version":
+        acc.set("smi_version", read_version(value))
+    else:  # attached gpus
+        acc.set("_attached", read_int(value))
+    return False
+
+
+def _q_gpu_field(gpu: GpuAccumulator, target: str, value: str) -> None:
+    """One GPU field of ``-q`` (``target`` from ``_Q_GPU_KEYS``); brand and name override other sources."""
+    v: object = clean(value)
+    if target == "memory_mib":
+        v = read_mib(value)
+    elif target == "bus_id":
+        v = normalize_bus_id(value)
+    elif target == "_minor":
+        target, v = "index", read_int(value)
+    elif target == "brand" and v is not None:
+        gpu.set("brand_source", "nvidia-smi -q")
+    if not target.startswith("_"):
+        gpu.set(target, v, override=target in ("brand", "name"))
+
+
 def parse_nvidia_smi_q(text: str, acc: Accumulator | None = None) -> Accumulator:
     """Parse ``nvidia-smi -q`` (``key : value`` tree by indentation). Fragments (no ``GPU``
     header) are attributed to one implicit GPU."""
@@ -190,35 +260,14 @@ def parse_nvidia_smi_q(text: str, acc: Accumulator | None = None) -> Accumulator
         key = m.group(2).strip()
         value = m.group(3)
         path = "/".join([s for _, s in stack] + [key]).lower()
-        if path in ("driver version", "kmd version"):
-            acc.set("driver_version", read_version(value))
-            found = True
-        elif path in ("cuda version", "cuda umd version"):
-            cv = read_version(value)
-            acc.set("cuda_version", cv)
-            if cv is None and clean(value) is None:
-                acc.notes.append(f"nvidia-smi -q reports CUDA Version {value.strip()!r}: unknown")
-            found = True
-        elif path == "nvidia-smi version":
-            acc.set("smi_version", read_version(value))
-        elif path == "attached gpus":
-            acc.set("_attached", read_int(value))
+        if path in _Q_HOST_PATHS:
+            found = _q_host_field(acc, path, value) or found
         elif path in _Q_GPU_KEYS or key.lower() in ("product name", "vbios version", "gpu uuid"):
             target = _Q_GPU_KEYS.get(path) or _Q_GPU_KEYS[key.lower()]
             if gpu is None:
                 gpu = acc.gpu_for(position=0) if acc.gpus else acc.gpu_for()
                 acc.notes.append("nvidia-smi -q fragment without a GPU header: fields attributed to one GPU")
-            v: Any = clean(value)
-            if target == "memory_mib":
-                v = read_mib(value)
-            elif target == "bus_id":
-                v = normalize_bus_id(value)
-            elif target == "_minor":
-                target, v = "index", read_int(value)
-            elif target == "brand" and v is not None:
-                gpu.set("brand_source", "nvidia-smi -q")
-            if not target.startswith("_"):
-                gpu.set(target, v, override=target in ("brand", "name"))
+            _q_gpu_field(gpu, target, value)
             found = True
             acc.vendor_hint.add("nvidia")
     if found:
@@ -319,7 +368,7 @@ def parse_nvidia_smi_xml(text: str, acc: Accumulator | None = None) -> Accumulat
         gpu = acc.gpu_for(bus=gel.get("id"))
         for path, target in _XML_GPU.items():
             raw = gel.findtext(path)
-            v: Any = clean(raw)
+            v: object = clean(raw)
             if target == "memory_mib":
                 v = read_mib(raw)
             elif target == "index":
@@ -386,7 +435,7 @@ def parse_nvidia_smi_csv(text: str, acc: Accumulator | None = None) -> Accumulat
                     target = _CSV_FIELDS.get(name)
                     if target is None:
                         continue
-                    v: Any = clean(value)
+                    v: object = clean(value)
                     if target == "_driver":
                         acc.set("driver_version", read_version(value))
                         continue
@@ -398,7 +447,7 @@ def parse_nvidia_smi_csv(text: str, acc: Accumulator | None = None) -> Accumulat
                         v = read_mib(value)
                     elif target == "bus_id":
                         v = normalize_bus_id(value)
-                    elif target == "name" and v and v.endswith("..."):
+                    elif target == "name" and isinstance(v, str) and v.endswith("..."):
                         gpu.set("name_truncated", True)
                     gpu.set(target, v, override=target == "name")
                 position += 1

@@ -140,6 +140,68 @@ def probe_fabric_manager(run: Runner = run_command) -> str | None:
     return state
 
 
+def _probe_nvidia(run: Runner, root: Path, acc: Accumulator, raw: list[str], *, device_seen: bool) -> None:
+    """nvidia-smi (``--query-gpu`` CSV, ``-q``, the default table), ``/proc/driver/nvidia/version`` and the
+    fabric manager into ``acc``; the output of failed tools is appended to ``raw`` for the diagnosis.
+    ``device_seen``: :func:`detect_vendor` found NVIDIA evidence (a missing nvidia-smi is then noted)."""
+    code, out, err = run(["nvidia-smi", f"--query-gpu={QUERY_FIELDS}", "--format=csv"], 30)
+    if code == 0:
+        parse_nvidia_smi_csv(out, acc)
+    else:
+        raw.append(out + err)
+        # older drivers refuse compute_cap: retry without it
+        code, out, err = run(
+            ["nvidia-smi", f"--query-gpu={QUERY_FIELDS.replace(',compute_cap', '')}", "--format=csv"], 30
+        )
+        if code == 0:
+            parse_nvidia_smi_csv(out, acc)
+    code, out, err = run(["nvidia-smi", "-q"], 30)
+    if code == 0:
+        parse_nvidia_smi_q(out, acc)
+    else:
+        raw.append(out + err)
+    code, out, err = run(["nvidia-smi"], 30)
+    if code == 0:
+        parse_nvidia_smi_table(out, acc)
+    elif code != 127:
+        raw.append(out + err)
+    if code == 127 and device_seen:
+        acc.notes.append("nvidia-smi is not installed although an NVIDIA device is present")
+    proc = root / "proc/driver/nvidia/version"
+    if proc.exists():
+        try:
+            m = re.search(r"Kernel Module(?: for \w+)?\s+(\d[\d.]+)", proc.read_text())
+        except OSError as exc:
+            acc.notes.append(f"{proc} unreadable ({exc.strerror or exc})")
+            m = None
+        if m:
+            acc.set("driver_version", m.group(1))
+            acc.sources.append("/proc/driver/nvidia/version")
+    acc.set("fabric_manager", probe_fabric_manager(run))
+
+
+def _probe_amd(run: Runner, root: Path, acc: Accumulator, raw: list[str]) -> None:
+    """amd-smi, rocm-smi, rocminfo and ``/sys/module/amdgpu/version`` into ``acc``; the output of failed
+    tools is appended to ``raw`` for the diagnosis."""
+    for argv in (
+        ["amd-smi", "version"],
+        ["rocm-smi", "--showproductname", "--showdriverversion"],
+        ["rocm-smi", "-i", "--showbus"],
+        ["rocminfo"],
+    ):
+        code, out, err = run(argv, 30)
+        if code == 0:
+            parse_rocm(out, acc)
+        elif code != 127:
+            raw.append(out + err)
+    amd_ver = root / "sys/module/amdgpu/version"
+    if amd_ver.exists():
+        try:
+            acc.set("driver_version", amd_ver.read_text().strip() or None)
+        except OSError as exc:
+            acc.notes.append(f"{amd_ver} unreadable ({exc.strerror or exc})")
+
+
 def probe_host(
     *,
     run: Runner = run_command,
@@ -155,60 +217,11 @@ def probe_host(
     acc = Accumulator()
     raw: list[str] = []
     if vendor == "nvidia" or shutil.which("nvidia-smi"):
-        code, out, err = run(["nvidia-smi", f"--query-gpu={QUERY_FIELDS}", "--format=csv"], 30)
-        if code == 0:
-            parse_nvidia_smi_csv(out, acc)
-        else:
-            raw.append(out + err)
-            # older drivers refuse compute_cap: retry without it
-            code, out, err = run(
-                ["nvidia-smi", f"--query-gpu={QUERY_FIELDS.replace(',compute_cap', '')}", "--format=csv"], 30
-            )
-            if code == 0:
-                parse_nvidia_smi_csv(out, acc)
-        code, out, err = run(["nvidia-smi", "-q"], 30)
-        if code == 0:
-            parse_nvidia_smi_q(out, acc)
-        else:
-            raw.append(out + err)
-        code, out, err = run(["nvidia-smi"], 30)
-        if code == 0:
-            parse_nvidia_smi_table(out, acc)
-        elif code != 127:
-            raw.append(out + err)
-        if code == 127 and vendor == "nvidia":
-            acc.notes.append("nvidia-smi is not installed although an NVIDIA device is present")
-        proc = root / "proc/driver/nvidia/version"
-        if proc.exists():
-            try:
-                m = re.search(r"Kernel Module(?: for \w+)?\s+(\d[\d.]+)", proc.read_text())
-            except OSError as exc:
-                acc.notes.append(f"{proc} unreadable ({exc.strerror or exc})")
-                m = None
-            if m:
-                acc.set("driver_version", m.group(1))
-                acc.sources.append("/proc/driver/nvidia/version")
-        acc.set("fabric_manager", probe_fabric_manager(run))
+        _probe_nvidia(run, root, acc, raw, device_seen=vendor == "nvidia")
         if vendor == "none" and (acc.gpus or raw):
             vendor = "nvidia"
     if vendor == "amd" or shutil.which("rocm-smi") or shutil.which("amd-smi"):
-        for argv in (
-            ["amd-smi", "version"],
-            ["rocm-smi", "--showproductname", "--showdriverversion"],
-            ["rocm-smi", "-i", "--showbus"],
-            ["rocminfo"],
-        ):
-            code, out, err = run(argv, 30)
-            if code == 0:
-                parse_rocm(out, acc)
-            elif code != 127:
-                raw.append(out + err)
-        amd_ver = root / "sys/module/amdgpu/version"
-        if amd_ver.exists():
-            try:
-                acc.set("driver_version", amd_ver.read_text().strip() or None)
-            except OSError as exc:
-                acc.notes.append(f"{amd_ver} unreadable ({exc.strerror or exc})")
+        _probe_amd(run, root, acc, raw)
     acc.notes.extend(f"vendor evidence: {e}" for e in evidence)
     info = assemble(acc, text_for_diagnosis="\n".join(raw) if raw else None, vendor=vendor)
     toolkit = probe_toolkit(run, cdi_dirs=(root / "etc/cdi", root / "var/run/cdi"))

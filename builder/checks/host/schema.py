@@ -111,7 +111,7 @@ def _where(loc: tuple[int | str, ...]) -> str:
     return out or "(document)"
 
 
-def validate(data: Any, *, source: str = "hostinfo JSON") -> dict[str, Any]:
+def validate(data: object, *, source: str = "hostinfo JSON") -> dict[str, Any]:
     """``data`` checked against the hostinfo shape; returns it as plain JSON (unknown keys dropped,
     defaults filled). Raises HostProbeError naming ``source`` and every bad field
     (``details['problems']``: ``[{"field", "problem"}]``)."""
@@ -138,7 +138,7 @@ def validate(data: Any, *, source: str = "hostinfo JSON") -> dict[str, Any]:
     return doc.model_dump()
 
 
-def hostinfo_from_json(data: Any, *, source: str = "hostinfo JSON") -> HostInfo:
+def hostinfo_from_json(data: object, *, source: str = "hostinfo JSON") -> HostInfo:
     """Host facts from outside JSON: :func:`validate`, then :meth:`HostInfo.from_json`. Raises HostProbeError
     naming ``source`` and every bad field."""
     return HostInfo.from_json(validate(data, source=source))
