@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import glob
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -37,7 +37,6 @@ from builder.policy.rules_evidence import (
 )
 from builder.policy.schema import (
     RULE_KINDS,
-    RULE_MODELS,
     ApprovalsModel,
     AttestationModel,
     DeviceCheckModel,
@@ -60,6 +59,8 @@ from builder.yamldoc import Problem, Severity, errors
 M = TypeVar("M", bound=BaseModel)
 DocPath = tuple[str | int, ...]
 """Where a value is in the document: mapping keys and list indexes (``("stages", "dev", "require")``)."""
+RuleBuilder = Callable[[object, DocPath, str], Rule | None]
+"""Builds one kind of rule from its body, its path and its location (``file:line:col``)."""
 
 _STAGE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 _GLOB_CHARS = re.compile(r"[*?\[]")  # a key `file` with one of these is a glob (key sets only)
@@ -148,22 +149,13 @@ class _Loader:
 
     # keys ------------------------------------------------------------------------------
     def key(self, data: object, path: DocPath) -> KeyRef | None:
+        """A key (``file``, optionally pinned by ``fingerprint``) or a keyless identity; None (and a
+        problem) when invalid; a key file that cannot be read is a warning and an unusable key."""
         m = self.model(KeyModel, data, path)
         if m is None:
             return None
         if m.issuer:
-            if m.file or m.fingerprint:
-                self.problem(path, "a keyless identity (`issuer` + `subject`) takes no `file`/`fingerprint`")
-                return None
-            if not m.subject:
-                self.problem(path, "a keyless identity needs `subject` (a regular expression)")
-                return None
-            try:
-                re.compile(m.subject)
-            except re.error as exc:
-                self.problem((*path, "subject"), f"not a regular expression: {exc}")
-                return None
-            return KeyRef(issuer=m.issuer, subject=m.subject)
+            return self.keyless_key(m, m.issuer, path)
         if not m.file:
             why = "a fingerprint alone cannot verify a signature" if m.fingerprint else "no key given"
             self.problem(
@@ -171,9 +163,28 @@ class _Loader:
                 f"{why}: give the public key `file` (and `fingerprint` to pin it), or `issuer` + `subject` for keyless",
             )
             return None
-        assert m.file is not None
+        return self.file_key(m.file, m.fingerprint, path)
+
+    def keyless_key(self, m: KeyModel, issuer: str, path: DocPath) -> KeyRef | None:
+        """A keyless identity: ``issuer`` and a ``subject`` regular expression, nothing else."""
+        if m.file or m.fingerprint:
+            self.problem(path, "a keyless identity (`issuer` + `subject`) takes no `file`/`fingerprint`")
+            return None
+        if not m.subject:
+            self.problem(path, "a keyless identity needs `subject` (a regular expression)")
+            return None
         try:
-            text = m.file.format(**self.variables)
+            re.compile(m.subject)
+        except re.error as exc:
+            self.problem((*path, "subject"), f"not a regular expression: {exc}")
+            return None
+        return KeyRef(issuer=issuer, subject=m.subject)
+
+    def file_key(self, name: str, fingerprint: str | None, path: DocPath) -> KeyRef | None:
+        """The public key file ``name`` (``{variables}`` expanded, relative to the policy file),
+        checked against the pinned ``fingerprint`` when given."""
+        try:
+            text = name.format(**self.variables)
         except (KeyError, IndexError) as exc:
             self.problem((*path, "file"), f"unknown variable {exc} (known: {', '.join(sorted(self.variables))})")
             return None
@@ -186,10 +197,10 @@ class _Loader:
             why = "file not found" if not file.exists() else exc.message
             self.problem((*path, "file"), f"{file}: {why}; rules that need this key will deny", "warning")
             return KeyRef(file=str(file), problem=f"{file}: {why}")
-        if m.fingerprint and m.fingerprint != pub.fingerprint:
+        if fingerprint and fingerprint != pub.fingerprint:
             self.problem(
                 (*path, "fingerprint"),
-                f"{file} has fingerprint {pub.fingerprint}, not the pinned {m.fingerprint}: wrong or replaced key file",
+                f"{file} has fingerprint {pub.fingerprint}, not the pinned {fingerprint}: wrong or replaced key file",
             )
             return None
         return KeyRef(fingerprint=pub.fingerprint, file=str(file))
@@ -238,9 +249,23 @@ class _Loader:
 
     # rules -----------------------------------------------------------------------------
     def rule(self, data: object, path: DocPath) -> Rule | None:
-        location = self.loc(path)
+        """The rule in ``data``: a mapping with one key (the rule's kind), or a bare list meaning
+        ``all_of``; None (and problems at their places) when it cannot be built."""
         if isinstance(data, list):  # a bare list means all_of
-            return self.group(AllOf, data, path, location)
+            return self.group(AllOf, data, path, self.loc(path))
+        if not isinstance(data, dict) or len(data) != 1:
+            self.rule_shape(data, path)
+            return None
+        ((kind, body),) = data.items()
+        p = (*path, kind)
+        build = self.rule_builders.get(kind)
+        if build is None:
+            self.problem(p, _unknown_rule(str(kind)))
+            return None
+        return build(body, p, self.loc(p))
+
+    def rule_shape(self, data: object, path: DocPath) -> None:
+        """Problems of a rule that is not a mapping with exactly one key."""
         if isinstance(data, dict) and len(data) > 1:
             names = ", ".join(str(k) for k in data)
             empty = [k for k, v in data.items() if k in ("all_of", "any_of") and v in ([], None)]
@@ -253,83 +278,113 @@ class _Loader:
             for k in data:
                 if k not in RULE_KINDS:
                     self.problem((*path, k), _unknown_rule(str(k)))
+            return
+        self.problem(path, f"a rule is a mapping with exactly one key, one of: {', '.join(RULE_KINDS)}")
+
+    @property
+    def rule_builders(self) -> dict[str, RuleBuilder]:
+        """Rule kind (``RULE_KINDS``) -> the method building it from its body, path and location."""
+        return {
+            "all_of": lambda body, p, location: self.group(AllOf, body, p, location),
+            "any_of": lambda body, p, location: self.group(AnyOf, body, p, location),
+            "unconditional": self.unconditional,
+            "signature": self.signature,
+            "attestation": self.attestation,
+            "provenance": self.provenance,
+            "device_check": self.device_check,
+            "approvals": self.approvals,
+            "change_ticket": self.change_ticket,
+            "freeze": self.freeze,
+            "soak": self.soak,
+            "fleet": self.fleet,
+        }
+
+    def unconditional(self, body: object, p: DocPath, location: str) -> Rule | None:
+        if not isinstance(body, str) or not body.strip():
+            self.problem(p, "`unconditional` takes the reason as text (why every digest may enter)")
             return None
-        if not isinstance(data, dict) or len(data) != 1:
-            self.problem(path, f"a rule is a mapping with exactly one key, one of: {', '.join(RULE_KINDS)}")
-            return None
-        ((kind, body),) = data.items()
-        p = (*path, kind)
-        location = self.loc(p)
-        if kind == "all_of":
-            return self.group(AllOf, body, p, location)
-        if kind == "any_of":
-            return self.group(AnyOf, body, p, location)
-        if kind == "unconditional":
-            if not isinstance(body, str) or not body.strip():
-                self.problem(p, "`unconditional` takes the reason as text (why every digest may enter)")
-                return None
-            return Unconditional(location, why=body)
-        cls = RULE_MODELS.get(kind)
-        if cls is None:
-            self.problem(p, _unknown_rule(str(kind)))
-            return None
-        m = self.model(cls, body, p)
+        return Unconditional(location, why=body)
+
+    def signature(self, body: object, p: DocPath, location: str) -> Rule | None:
+        m = self.model(SignatureModel, body, p)
+        return None if m is None else SignatureRule(location, self.keysets_of(m.signers, (*p, "signers")), m.count)
+
+    def attestation(self, body: object, p: DocPath, location: str) -> Rule | None:
+        m = self.model(AttestationModel, body, p)
         if m is None:
             return None
-        if isinstance(m, SignatureModel):
-            return SignatureRule(location, self.keysets_of(m.signers, (*p, "signers")), m.count)
-        if isinstance(m, AttestationModel):
-            return AttestationRule(
-                location, m.type, self.keysets_of(m.signers, (*p, "signers")), tuple(sorted(m.where.items()))
+        return AttestationRule(
+            location, m.type, self.keysets_of(m.signers, (*p, "signers")), tuple(sorted(m.where.items()))
+        )
+
+    def provenance(self, body: object, p: DocPath, location: str) -> Rule | None:
+        m = self.model(ProvenanceModel, body, p)
+        if m is None:
+            return None
+        return ProvenanceRule(location, self.keysets_of(m.signers, (*p, "signers")), m.source, m.builder_id)
+
+    def device_check(self, body: object, p: DocPath, location: str) -> Rule | None:
+        m = self.model(DeviceCheckModel, body, p)
+        if m is None:
+            return None
+        return DeviceCheckRule(
+            location,
+            self.keysets_of(m.signers, (*p, "signers")),
+            tuple(m.vendors),
+            tuple(m.gpu_models),
+            tuple(m.driver_branches),
+        )
+
+    def approvals(self, body: object, p: DocPath, location: str) -> Rule | None:
+        m = self.model(ApprovalsModel, body, p)
+        if m is None:
+            return None
+        approvers: list[Approver] = []
+        for i, n in enumerate(m.approvers):
+            if n in self.approvers:
+                approvers.append(self.approvers[n])
+            else:
+                self.problem((*p, "approvers", i), f"unknown approver {n!r} (define it under `approvers:`)")
+        if len(set(m.approvers)) < m.count:
+            self.problem(
+                (*p, "count"),
+                f"needs {m.count} distinct approvers but lists only {len(set(m.approvers))}: it could never pass",
             )
-        if isinstance(m, ProvenanceModel):
-            return ProvenanceRule(location, self.keysets_of(m.signers, (*p, "signers")), m.source, m.builder_id)
-        if isinstance(m, DeviceCheckModel):
-            return DeviceCheckRule(
-                location,
-                self.keysets_of(m.signers, (*p, "signers")),
-                tuple(m.vendors),
-                tuple(m.gpu_models),
-                tuple(m.driver_branches),
-            )
-        if isinstance(m, ApprovalsModel):
-            approvers: list[Approver] = []
-            for i, n in enumerate(m.approvers):
-                if n in self.approvers:
-                    approvers.append(self.approvers[n])
-                else:
-                    self.problem((*p, "approvers", i), f"unknown approver {n!r} (define it under `approvers:`)")
-            if len(set(m.approvers)) < m.count:
-                self.problem(
-                    (*p, "count"),
-                    f"needs {m.count} distinct approvers but lists only {len(set(m.approvers))}: it could never pass",
-                )
-            return ApprovalRule(location, m.count, tuple(approvers), m.same_ticket)
-        if isinstance(m, TicketModel):
-            try:
-                re.compile(m.pattern)
-            except re.error as exc:
-                self.problem((*p, "pattern"), f"not a regular expression: {exc}")
-                return None
-            return ChangeTicketRule(location, m.pattern)
-        if isinstance(m, FreezeModel):
-            return self.freeze(m, p, location)
-        if isinstance(m, SoakModel):
-            try:
-                minimum = parse_duration(m.min)
-            except ValueError as exc:
-                self.problem((*p, "min"), str(exc))
-                return None
-            return SoakRule(location, minimum, self.keysets_of(m.signers, (*p, "signers")))
-        if isinstance(m, FleetModel):
-            text = m.file.format(**self.variables) if "{" in m.file else m.file
-            fleet = Path(text)
-            if not fleet.is_absolute():
-                fleet = (self.path.parent / fleet).resolve()
-            if not fleet.exists():
-                self.problem((*p, "file"), f"fleet file {fleet} does not exist")
-            return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow), m.match_vendor)
-        raise AssertionError(kind)  # pragma: no cover
+        return ApprovalRule(location, m.count, tuple(approvers), m.same_ticket)
+
+    def change_ticket(self, body: object, p: DocPath, location: str) -> Rule | None:
+        m = self.model(TicketModel, body, p)
+        if m is None:
+            return None
+        try:
+            re.compile(m.pattern)
+        except re.error as exc:
+            self.problem((*p, "pattern"), f"not a regular expression: {exc}")
+            return None
+        return ChangeTicketRule(location, m.pattern)
+
+    def soak(self, body: object, p: DocPath, location: str) -> Rule | None:
+        m = self.model(SoakModel, body, p)
+        if m is None:
+            return None
+        try:
+            minimum = parse_duration(m.min)
+        except ValueError as exc:
+            self.problem((*p, "min"), str(exc))
+            return None
+        return SoakRule(location, minimum, self.keysets_of(m.signers, (*p, "signers")))
+
+    def fleet(self, body: object, p: DocPath, location: str) -> Rule | None:
+        m = self.model(FleetModel, body, p)
+        if m is None:
+            return None
+        text = m.file.format(**self.variables) if "{" in m.file else m.file
+        fleet = Path(text)
+        if not fleet.is_absolute():
+            fleet = (self.path.parent / fleet).resolve()
+        if not fleet.exists():
+            self.problem((*p, "file"), f"fleet file {fleet} does not exist")
+        return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow), m.match_vendor)
 
     def group(self, cls: type[AllOf] | type[AnyOf], body: object, path: DocPath, location: str) -> Rule | None:
         if not isinstance(body, list):
@@ -345,7 +400,10 @@ class _Loader:
             return None
         return cls(location, rules=good)
 
-    def freeze(self, m: FreezeModel, p: DocPath, location: str) -> Rule | None:
+    def freeze(self, body: object, p: DocPath, location: str) -> Rule | None:
+        m = self.model(FreezeModel, body, p)
+        if m is None:
+            return None
         ok = True
         try:
             ZoneInfo(m.timezone)
@@ -487,15 +545,15 @@ class _Loader:
             has_soak = any(isinstance(r, SoakRule) for r in s.require.walk())
             if has_soak and s.source == BUILD_STAGE:
                 self.problem(("stages", s.name, "require"), "soak needs a previous stage (`from:` is build)")
-        for n in sources:
+        for n, src in sources.items():
             seen = {n}
-            cur = sources[n]
+            cur = src
             while cur in sources and cur != n:
                 if cur in seen:
                     break
                 seen.add(cur)
                 cur = sources[cur]
-            if cur == n and sources[n] != n:
+            if cur == n and src != n:
                 self.problem(("stages", n, "from"), "stages take images from each other in a cycle")
 
 

@@ -102,7 +102,7 @@ class Unconditional(Rule):
     why: str = ""
     kind: str = dataclasses.field(default="unconditional", init=False)
 
-    def evaluate(self, ctx: Context) -> RuleResult:
+    def evaluate(self, _ctx: Context) -> RuleResult:
         return self.result(True, self.why or "unconditional")
 
 

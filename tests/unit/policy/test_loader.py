@@ -8,6 +8,7 @@ import pytest
 
 from builder.errors import NotFoundError, PolicyError
 from builder.policy import (
+    RULE_KINDS,
     check_policy,
     load_policy,
 )
@@ -87,6 +88,20 @@ def test_every_problem_is_listed_with_its_location(tmp_path: Path, keys: Keys) -
         load_policy(path)
     assert len(err.value.details["problems"]) == len(problems)
     assert "all_of" in err.value.message
+
+
+@pytest.mark.parametrize("kind", RULE_KINDS)
+def test_every_rule_kind_has_a_builder(tmp_path: Path, kind: str) -> None:
+    """Each name in RULE_KINDS reaches its own builder: a wrong body is a problem of that rule, never
+    `unknown rule`."""
+    text = f"""\
+    stages:
+      dev: {{from: build, require: {{{kind}: 42}}}}
+    """
+    policy, problems = check_policy(write(tmp_path, text))
+    assert policy is None
+    mine = [p for p in problems if p.path.startswith(f"stages.dev.require.{kind}")]
+    assert mine and not any("unknown rule" in p.message for p in problems), problems
 
 
 def test_yaml_syntax_error_has_location(tmp_path: Path) -> None:
