@@ -199,7 +199,7 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
         current = dc.try_resolve(dst.repository, dst.pointer_tag)
         # current == digest: an interrupted run of this promotion (tag moved, ledger row missing)
         # or a concurrent promotion of the same digest: completed below if a record says so
-        if current != digest and current != expected:
+        if current not in (digest, expected):
             raise conflict(dst, expected, current, "since the plan was made")
         # checked again under the lock even when the plan found a trusted record (never trust a plan)
         if current is not None and current != digest and current_record(ctx, dst, current, plan.stage) is None:
