@@ -13,6 +13,7 @@ import json
 import sys
 
 import click
+from typing_extensions import override
 
 from builder import __version__
 from builder.cli._common import AppContext, console, echo_external_commands, json_option
@@ -59,9 +60,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 class LazyGroup(click.Group):
     """A group whose sub-commands are imported only when invoked."""
 
+    @override
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name in COMMANDS if _available(name)]
 
+    @override
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS or not _available(cmd_name):
             return None
@@ -72,6 +75,7 @@ class LazyGroup(click.Group):
             raise TypeError(f"{target} is not a click command")
         return cmd
 
+    @override
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):

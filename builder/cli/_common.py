@@ -105,7 +105,7 @@ def console() -> Console:
     return con
 
 
-def emit(payload: Any, human: Callable[[], None] | str | None = None) -> None:
+def emit(payload: object, human: Callable[[], None] | str | None = None) -> None:
     """Print the command's result: JSON on stdout with ``--json``; else ``human`` on stderr."""
     app = app_context()
     if app.json_output:
@@ -117,7 +117,8 @@ def emit(payload: Any, human: Callable[[], None] | str | None = None) -> None:
         console().print(human)
 
 
-def _default(o: Any) -> Any:
+def _default(o: object) -> object:
+    """JSON for what ``json`` cannot write: dataclasses as objects, paths as strings, sets and tuples as lists."""
     if dataclasses.is_dataclass(o) and not isinstance(o, type):
         return dataclasses.asdict(o)
     if isinstance(o, Path):
@@ -161,15 +162,15 @@ def option_group(*options: Callable[[F], F]) -> Callable[[F], F]:
     return decorate
 
 
-def file_option(*param_decls: str, help: str, exists: bool = False, **attrs: Any) -> Callable[[F], F]:
+def file_option(*param_decls: str, help: str, exists: bool = False, required: bool = False) -> Callable[[F], F]:
     """An option naming one file, passed as a ``Path`` (``None`` when not given); with ``exists``
-    Click refuses a missing file (usage error, exit 2)."""
+    Click refuses a missing file, with ``required`` a missing option (usage error, exit 2)."""
     return click.option(
         *param_decls,
         type=click.Path(dir_okay=False, exists=exists, path_type=Path),
         default=None,
+        required=required,
         help=help,
-        **attrs,
     )
 
 

@@ -80,7 +80,8 @@ def schema(command: str) -> dict[str, Any]:
     }
 
 
-def _close_objects(node: Any) -> None:
+def _close_objects(node: object) -> None:
+    """Set ``additionalProperties: false`` on every object schema in ``node`` (in place) that does not say."""
     if isinstance(node, dict):
         if node.get("type") == "object" and "properties" in node:
             node.setdefault("additionalProperties", False)
