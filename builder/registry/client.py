@@ -22,7 +22,7 @@ import re
 import tempfile
 import threading
 import time
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Unpack
 from urllib.parse import urlencode, urljoin
 
 from builder.errors import NotFoundError, RegistryError
@@ -40,11 +40,13 @@ from builder.registry.reference import fallback_tag, join_reference, sha256_dige
 from builder.registry.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, Transport
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from pathlib import Path
 
     import requests
     from requests.adapters import HTTPAdapter
+
+    from builder.registry.transport import RequestOptions
 
 SPOOL_BYTES = 64 * 1024 * 1024  # blobs larger than this are spooled to disk while copied
 #: Answers to cancelling an upload session: cancelled, already gone, or cancelling not supported.
@@ -121,10 +123,11 @@ class RegistryClient:
         ref: str = "",
         ok: tuple[int, ...] = (200,),
         scopes: tuple[str, ...] = (),
-        **kw: Any,
+        headers: Mapping[str, str] | None = None,
+        **kw: Unpack[RequestOptions],
     ) -> requests.Response:
         """One HTTP request (see :meth:`Transport.request`); raises the builder error for the status."""
-        return self.transport.request(method, path, ref=ref, ok=ok, scopes=scopes, **kw)
+        return self.transport.request(method, path, ref=ref, ok=ok, scopes=scopes, headers=headers, **kw)
 
     def credential(self) -> Credential | None:
         """The credential used for this registry (None: anonymous)."""

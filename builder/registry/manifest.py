@@ -215,6 +215,6 @@ def parse_json_object(raw: bytes, where: str) -> dict[str, Any]:
     return data
 
 
-def canonical_json(data: Any) -> bytes:
+def canonical_json(data: object) -> bytes:
     """Compact, key-sorted JSON bytes (what this project writes for manifests and indexes)."""
     return json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()

@@ -21,20 +21,37 @@ import random
 import re
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import requests
-    from requests.adapters import HTTPAdapter
+    from requests.adapters import HTTPAdapter, _HostParams, _PoolKwargs  # the stubs' names for the pool key
+    from requests.models import PreparedRequest
 
     from builder.registry.auth import Authenticator, TokenRequest
 
 DEFAULT_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
 DEFAULT_RETRIES = 4  # extra attempts after the first one on 429/5xx/connection reset
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class RequestOptions(TypedDict, total=False):
+    """What :meth:`Transport.request` passes on to ``requests.Session.request`` (same names and
+    meanings: https://requests.readthedocs.io/en/latest/api/#requests.Session.request); ``timeout``,
+    ``proxies``, ``verify`` and ``auth`` default to this transport's settings for the host."""
+
+    data: bytes | IO[bytes]
+    stream: bool
+    timeout: float | tuple[float, float]
+    proxies: dict[str, str]
+    verify: bool | str
+    auth: tuple[str, str]
+
 
 _REPO_PATH_RE = re.compile(r"^/v2/(.+?)/(?:manifests|blobs|tags|referrers)/")
 
@@ -149,12 +166,13 @@ class Transport:
         ref: str = "",
         ok: tuple[int, ...] = (200,),
         scopes: tuple[str, ...] = (),
-        **kw: Any,
+        headers: Mapping[str, str] | None = None,
+        **kw: Unpack[RequestOptions],
     ) -> requests.Response:
         """One HTTP request to ``/v2/...`` (or an absolute upload URL); raises the builder error
         for the status. Answers auth challenges once, retries 429/5xx/connection resets.
         ``scopes``: extra token scopes (e.g. ``repository:other:pull`` for a mount); ``ref``
-        names the request in messages; ``kw`` goes to ``requests.Session.request``."""
+        names the request in messages; ``headers`` and ``kw`` go to ``requests.Session.request``."""
         import requests
 
         url = self.url(path)
@@ -163,16 +181,16 @@ class Transport:
         env = self.env_settings(url)
         kw.setdefault("proxies", env.proxy_map)
         kw.setdefault("verify", env.verify)
-        headers = dict(kw.pop("headers", None) or {})
+        sent = dict(headers or {})
         key = self._scope_key(url, scopes)
         authed_once = False
         attempt = 0
         while True:
             auth_header = self.auth.header_for(key)
             if auth_header:
-                headers["Authorization"] = auth_header
+                sent["Authorization"] = auth_header
                 kw.pop("auth", None)
-            elif env.netrc is not None and "Authorization" not in headers:
+            elif env.netrc is not None and "Authorization" not in sent:
                 kw["auth"] = env.netrc  # as trust_env would: netrc only when nothing else authenticates
             data = kw.get("data")
             if data is not None and hasattr(data, "seek"):
@@ -180,7 +198,7 @@ class Transport:
             with self._lock:
                 self.requests_sent += 1
             try:
-                resp = self.session.request(method, url, headers=headers, **kw)
+                resp = self.session.request(method, url, headers=sent, **kw)
             except (requests.ConnectionError, requests.Timeout) as exc:
                 if attempt < self.retries and is_transient(exc):
                     attempt += 1
@@ -302,7 +320,9 @@ def _new_adapter() -> HTTPAdapter:
     from requests.adapters import HTTPAdapter
 
     class _Adapter(HTTPAdapter):
-        def build_connection_pool_key_attributes(self, request: Any, verify: Any, cert: Any = None) -> Any:
+        def build_connection_pool_key_attributes(
+            self, request: PreparedRequest, verify: bool | str, cert: str | tuple[str, str] | None = None
+        ) -> tuple[_HostParams, _PoolKwargs]:
             # plain HTTP checks no certificate: skip requests' per-request stat() of a
             # CA-bundle path (REQUESTS_CA_BUNDLE); an https URL (e.g. a redirect) keeps it
             if isinstance(verify, str) and str(request.url).startswith("http://"):
