@@ -27,7 +27,7 @@ Sources of every fact: the header lines of each data file and ``docs/compat.md``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from builder.compat.drivers import driver_cuda, min_driver, min_driver_row, minor_floor, parse_cuda, parse_driver
 from builder.compat.frameworks import (
@@ -67,7 +67,16 @@ from builder.compat.requirement import (
 from builder.compat.verdict import SEVERITY, ImageSpec, Verdict, VerdictDocument, check_compat, check_image, worst
 
 if TYPE_CHECKING:
-    from builder.compat.fleets import Cluster, Fleet, check_fleet, load_fleet
+    from builder.compat.fleets import (
+        Cluster,
+        ClusterVerdict,
+        Fleet,
+        check_cluster,
+        check_fleet,
+        load_fleet,
+        load_fleets,
+        resolve_fleet_path,
+    )
 
 _LAZY = {
     "Cluster",
@@ -81,8 +90,10 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    # fleets imports pydantic and ruamel.yaml: loaded only when used
+def __getattr__(name: str) -> object:
+    """The fleet names (``_LAZY``) from :mod:`builder.compat.fleets`, imported on first use (it imports
+    pydantic and ruamel.yaml); type checkers see them through the ``TYPE_CHECKING`` import above.
+    Raises AttributeError for any other name."""
     if name in _LAZY:
         from builder.compat import fleets
 
@@ -97,6 +108,7 @@ __all__ = [
     "WHEEL_ONLY_OS",
     "ArchCoverage",
     "Cluster",
+    "ClusterVerdict",
     "Evaluation",
     "Fleet",
     "GenerationCheck",
@@ -112,6 +124,7 @@ __all__ = [
     "arch_row",
     "brand_class",
     "brand_from_name",
+    "check_cluster",
     "check_compat",
     "check_fleet",
     "check_generation",
@@ -124,6 +137,7 @@ __all__ = [
     "forward_compat_branches",
     "gpu_info",
     "load_fleet",
+    "load_fleets",
     "min_driver",
     "min_driver_row",
     "minor_floor",
@@ -134,6 +148,7 @@ __all__ = [
     "product_brand",
     "require_cuda",
     "require_cuda_info",
+    "resolve_fleet_path",
     "rocm_row",
     "sm_of",
     "variant_problems",

@@ -312,17 +312,15 @@ def normalize_os_list(text: str) -> tuple[str, ...]:
     "rhel9.5", "rhel9.4", "debian12")``: the distro's id and major(.minor for Ubuntu) version, patch dropped."""
     out: list[str] = []
     for group in text.split(";"):
-        group = group.strip()
-        m = re.match(r"([A-Za-z][A-Za-z ]*?)\s+(\d.*)$", group)
+        m = re.match(r"([A-Za-z][A-Za-z ]*?)\s+(\d.*)$", group.strip())
         if not m:
             continue
         distro = _DISTRO.get(m.group(1).strip().lower(), m.group(1).strip().lower().replace(" ", ""))
-        for v in m.group(2).split(","):
-            v = v.strip()
+        for listed in m.group(2).split(","):
+            version = listed.strip()
             if distro == "ubuntu":
-                parts = v.split(".")
-                v = ".".join(parts[:2])
-            name = f"{distro}{v}"
+                version = ".".join(version.split(".")[:2])
+            name = f"{distro}{version}"
             if name not in out:
                 out.append(name)
     return tuple(out)

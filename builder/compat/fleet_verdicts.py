@@ -221,7 +221,7 @@ def summarize(results: Iterable[tuple[str, str, VerdictName]], image_vendor: Ima
     applicable: list[tuple[str, VerdictName]] = []
     skipped: list[str] = []
     for name, cluster_vendor, verdict in results:
-        if vendor != "none" and cluster_vendor != vendor:
+        if vendor not in ("none", cluster_vendor):
             skipped.append(name)
             rows.append((name, NOT_APPLICABLE))
         else:

@@ -37,7 +37,9 @@ the CLI passes ``builder.checks.host.reading.load_host``): compat knows what a h
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -107,24 +109,37 @@ def fleet_json_schema() -> dict[str, Any]:
 # -------------------------------------------------------------------------------------- loading
 
 
-def _line_of(node: Any, loc: Sequence[Any]) -> int | None:
-    """1-based line of ``loc`` inside a ruamel round-trip tree (None when unknown)."""
+_MISSING = object()
+
+
+def _child(node: object, part: int | str) -> object:
+    """``node[part]`` for a mapping key or an in-range list index; ``_MISSING`` otherwise."""
+    if isinstance(part, str) and isinstance(node, Mapping):
+        return node.get(part, _MISSING)
+    if isinstance(part, int) and isinstance(node, list) and 0 <= part < len(node):
+        return node[part]
+    return _MISSING
+
+
+def _line_of(node: object, loc: Sequence[int | str]) -> int | None:
+    """1-based line of ``loc`` inside a ruamel round-trip tree (None when unknown; plain dicts have no lines)."""
     line: int | None = None
     cur = node
     for part in loc:
-        lc = getattr(cur, "lc", None)
-        try:
-            if lc is not None and isinstance(part, str) and part in cur:
-                line = lc.key(part)[0] + 1
-            elif lc is not None and isinstance(part, int) and 0 <= part < len(cur):
-                line = lc.item(part)[0] + 1
-            cur = cur[part]
-        except (KeyError, IndexError, TypeError, AttributeError):
+        child = _child(cur, part)
+        if child is _MISSING:
             break
+        lc = getattr(cur, "lc", None)  # ruamel's line/column record of a CommentedMap / CommentedSeq
+        if lc is not None:
+            try:
+                line = (lc.key(part) if isinstance(part, str) else lc.item(part))[0] + 1
+            except (KeyError, IndexError, TypeError, AttributeError):
+                break
+        cur = child
     return line
 
 
-def _loc_text(loc: Sequence[Any]) -> str:
+def _loc_text(loc: Sequence[int | str]) -> str:
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
@@ -215,12 +230,21 @@ def load_fleets(fleets_dir: Path, *, load_host: HostLoader | None = None) -> tup
     return tuple(load_fleet(f, load_host=load_host) for f in files)
 
 
-def fleet_from_data(tree: Any, *, path: Path, load_host: HostLoader | None = None) -> Fleet:
-    """Validate an already-parsed fleet document (a ruamel tree gives line numbers; plain dicts work too).
-    ``load_host``: see :func:`load_fleet`. Raises ConfigError listing every problem."""
-    problems: list[Problem] = []
+@dataclasses.dataclass
+class _Problems:
+    """The problems found in one fleet file, each located in its tree (a line when the tree is ruamel's)."""
 
-    def schema_errors(exc: ValidationError, prefix: list[Any]) -> None:
+    path: Path
+    tree: object
+    items: list[Problem] = dataclasses.field(default_factory=list)
+
+    def add(self, base: Sequence[int | str], field: Sequence[int | str], message: str) -> None:
+        """A problem at ``base`` + ``field`` (e.g. ``["clusters", 0]`` + ``["drivers", 1]``)."""
+        loc = [*base, *field]
+        self.items.append(_problem(self.path, _line_of(self.tree, loc), _loc_text(loc), message))
+
+    def schema_errors(self, exc: ValidationError, prefix: Sequence[int | str]) -> None:
+        """One problem per pydantic error of ``exc``, located under ``prefix``."""
         for err in exc.errors():
             loc = [*prefix, *err["loc"]]
             # pydantic adds the union member / type name to loc for Optional fields: keep real keys only
@@ -228,119 +252,150 @@ def fleet_from_data(tree: Any, *, path: Path, load_host: HostLoader | None = Non
             msg = err["msg"]
             if err["type"] in ("string_type",) and isinstance(err.get("input"), (int, float)):
                 msg = f"{msg}: got {err['input']!r}; quote versions (YAML reads 550.135 as a number)"
-            problems.append(_problem(path, _line_of(tree, loc), _loc_text(loc), msg))
+            self.add(loc, (), msg)
 
-    def fail() -> ConfigError:
+    def error(self) -> ConfigError:
+        """The ConfigError listing every problem (``details['problems']``: each ``Problem.to_json()``)."""
         return ConfigError(
-            f"fleet file {path} is invalid ({len(problems)} problem(s)):\n{_format(problems)}",
+            f"fleet file {self.path} is invalid ({len(self.items)} problem(s)):\n{_format(self.items)}",
             hint="fix each listed field; see docs/fleets.md for the schema",
-            problems=[p.to_json() for p in problems],
+            problems=[p.to_json() for p in self.items],
         )
 
+
+#: reports a problem at a field of one cluster (``["drivers", 1]``) and its message
+_AddProblem = Callable[[Sequence[int | str], str], None]
+
+
+def fleet_from_data(tree: object, *, path: Path, load_host: HostLoader | None = None) -> Fleet:
+    """Validate an already-parsed fleet document (a ruamel tree gives line numbers; plain dicts work too).
+    ``load_host``: see :func:`load_fleet`. Raises ConfigError listing every problem."""
+    problems = _Problems(path, tree)
     try:
         model = _FleetIn.model_validate(_plain(tree))
     except ValidationError as exc:
-        schema_errors(exc, [])
-        raise fail() from None
+        problems.schema_errors(exc, [])
+        raise problems.error() from None
     # clusters one by one, so that a schema error in one does not hide the problems of the others
     valid: list[tuple[int, _ClusterIn]] = []
     for i, raw in enumerate(model.clusters):
         try:
             valid.append((i, _ClusterIn.model_validate(raw)))
         except ValidationError as exc:
-            schema_errors(exc, ["clusters", i])
+            problems.schema_errors(exc, ["clusters", i])
 
     clusters: list[Cluster] = []
     seen: set[str] = set()
     for i, c in valid:
-        base = ["clusters", i]
-
-        def add(field: Sequence[Any], message: str, base: list[Any] = base) -> None:
-            loc = [*base, *field]
-            problems.append(_problem(path, _line_of(tree, loc), _loc_text(loc), message))
-
+        add: _AddProblem = functools.partial(problems.add, ["clusters", i])
         if c.name in seen:
             add(["name"], f"duplicate cluster name {c.name!r}")
         seen.add(c.name)
-        if not c.gpus and not c.hostinfo:
-            add(["gpus"], "a cluster needs gpus (with drivers) or hostinfo files")
-        if c.vendor == "nvidia" and c.gpus and not c.drivers and not c.hostinfo:
-            add(["drivers"], "an NVIDIA cluster needs its driver versions (nvidia-smi 'Driver Version')")
-        if c.vendor == "amd" and c.cuda:
-            add(["cuda"], "cuda is for NVIDIA clusters (AMD: rocm)")
-        if c.vendor == "nvidia" and c.rocm:
-            add(["rocm"], "rocm is for AMD clusters")
-        for j, d in enumerate(c.drivers):
-            try:
-                parse_driver(d)
-            except BuilderError:
-                add(["drivers", j], f"{d!r} is not a driver version")
-        notes: list[str] = []
-        for j, g in enumerate(c.gpus):
-            info = gpu_info(g)
-            if info is None:
-                notes.append(f"GPU {g!r} is not in builder/compat/data/gpus.csv (class and architecture unknown)")
-            elif info.vendor != c.vendor:
-                add(["gpus", j], f"{g!r} is an {info.vendor} GPU but the cluster's vendor is {c.vendor}")
-        configs: list[HostConfig] = []
-        # NVIDIA: driver x GPU. AMD: the ROCm release of the amdgpu driver x GPU (``drivers`` stays informational:
-        # amdgpu versions such as 6.10.5 are not ROCm releases)
-        check_drivers: list[str | None] = [*c.drivers] if c.vendor == "nvidia" else [*c.rocm] or [None]
-        for drv in check_drivers:
-            for g in c.gpus:
-                configs.append(
-                    HostConfig(
-                        driver=drv, gpu=g, brand=c.brand, driver_cuda=c.cuda, compute_capability=c.compute_capability
-                    )
-                )
-        sources: list[str] = []
-        gpus = list(c.gpus)
-        drivers = list(c.drivers)
-        for j, rel in enumerate(c.hostinfo):
-            file = (path.parent / rel) if not Path(rel).is_absolute() else Path(rel)
-            sources.append(str(file))
-            if not file.exists():
-                add(["hostinfo", j], f"{file} does not exist (paths in hostinfo: are relative to the fleet file)")
-                continue
-            if load_host is None:
-                add(["hostinfo", j], f"{rel}: this command reads no hostinfo files (no host loader was given)")
-                continue
-            try:
-                host = load_host(file)
-            except BuilderError as exc:
-                add(["hostinfo", j], exc.message)
-                continue
-            found = _host_configs(host, c, rel)
-            if isinstance(found, str):
-                add(["hostinfo", j], found)
-                continue
-            configs.extend(found)
-            gpus.extend(h.gpu for h in found if h.gpu and h.gpu not in gpus)
-            driver = found[0].driver if found else None
-            if driver and c.vendor == "nvidia" and driver not in drivers:
-                drivers.append(driver)
-        clusters.append(
-            Cluster(
-                name=c.name,
-                vendor=c.vendor,
-                gpus=tuple(gpus),
-                drivers=tuple(drivers),
-                brand=normalize_brand(c.brand) if c.brand else None,
-                cuda=c.cuda,
-                rocm=tuple(c.rocm),
-                nodes=c.nodes,
-                configs=tuple(configs),
-                sources=tuple(sources),
-                notes=tuple(notes),
-            )
-        )
-    if problems:
-        problems.sort(key=lambda p: (p.line, p.path))
-        raise fail()
+        notes = _cluster_problems(c, add)
+        clusters.append(_cluster(c, notes, _read_hostinfo(c, path, load_host, add)))
+    if problems.items:
+        problems.items.sort(key=lambda p: (p.line, p.path))
+        raise problems.error()
     return Fleet(name=model.name or path.stem, path=str(path), clusters=tuple(clusters), description=model.description)
 
 
-def _plain(node: Any) -> Any:
+def _cluster_problems(c: _ClusterIn, add: _AddProblem) -> list[str]:
+    """Report what is missing or contradictory in ``c``'s inline fields; returns the notes (GPUs not in
+    the table: class and architecture unknown, not an error)."""
+    if not c.gpus and not c.hostinfo:
+        add(["gpus"], "a cluster needs gpus (with drivers) or hostinfo files")
+    if c.vendor == "nvidia" and c.gpus and not c.drivers and not c.hostinfo:
+        add(["drivers"], "an NVIDIA cluster needs its driver versions (nvidia-smi 'Driver Version')")
+    if c.vendor == "amd" and c.cuda:
+        add(["cuda"], "cuda is for NVIDIA clusters (AMD: rocm)")
+    if c.vendor == "nvidia" and c.rocm:
+        add(["rocm"], "rocm is for AMD clusters")
+    for j, d in enumerate(c.drivers):
+        try:
+            parse_driver(d)
+        except BuilderError:
+            add(["drivers", j], f"{d!r} is not a driver version")
+    notes: list[str] = []
+    for j, g in enumerate(c.gpus):
+        info = gpu_info(g)
+        if info is None:
+            notes.append(f"GPU {g!r} is not in builder/compat/data/gpus.csv (class and architecture unknown)")
+        elif info.vendor != c.vendor:
+            add(["gpus", j], f"{g!r} is an {info.vendor} GPU but the cluster's vendor is {c.vendor}")
+    return notes
+
+
+@dataclasses.dataclass(frozen=True)
+class _SavedHosts:
+    """What a cluster's ``hostinfo:`` files gave: the configurations of each usable host (file order) and
+    every file named (``sources``, usable or not)."""
+
+    hosts: tuple[list[HostConfig], ...]
+    sources: tuple[str, ...]
+
+
+def _read_hostinfo(c: _ClusterIn, path: Path, load_host: HostLoader | None, add: _AddProblem) -> _SavedHosts:
+    """Load ``c``'s ``hostinfo:`` files (relative to the fleet file ``path``) with ``load_host``; a missing
+    or unusable file is reported through ``add``."""
+    hosts: list[list[HostConfig]] = []
+    sources: list[str] = []
+    for j, rel in enumerate(c.hostinfo):
+        file = (path.parent / rel) if not Path(rel).is_absolute() else Path(rel)
+        sources.append(str(file))
+        if not file.exists():
+            add(["hostinfo", j], f"{file} does not exist (paths in hostinfo: are relative to the fleet file)")
+            continue
+        if load_host is None:
+            add(["hostinfo", j], f"{rel}: this command reads no hostinfo files (no host loader was given)")
+            continue
+        try:
+            host = load_host(file)
+        except BuilderError as exc:
+            add(["hostinfo", j], exc.message)
+            continue
+        found = _host_configs(host, c, rel)
+        if isinstance(found, str):
+            add(["hostinfo", j], found)
+            continue
+        hosts.append(found)
+    return _SavedHosts(tuple(hosts), tuple(sources))
+
+
+def _cluster(c: _ClusterIn, notes: list[str], saved: _SavedHosts) -> Cluster:
+    """The cluster value: the configurations to check (inline driver x GPU, then each saved host's), its GPU
+    models and driver versions (inline, then new ones from the saved hosts)."""
+    # NVIDIA: driver x GPU. AMD: the ROCm release of the amdgpu driver x GPU (``drivers`` stays informational:
+    # amdgpu versions such as 6.10.5 are not ROCm releases)
+    check_drivers: list[str | None] = [*c.drivers] if c.vendor == "nvidia" else [*c.rocm] or [None]
+    configs = [
+        HostConfig(driver=drv, gpu=g, brand=c.brand, driver_cuda=c.cuda, compute_capability=c.compute_capability)
+        for drv in check_drivers
+        for g in c.gpus
+    ]
+    gpus = list(c.gpus)
+    drivers = list(c.drivers)
+    for found in saved.hosts:
+        configs.extend(found)
+        gpus.extend(h.gpu for h in found if h.gpu and h.gpu not in gpus)
+        driver = found[0].driver if found else None
+        if driver and c.vendor == "nvidia" and driver not in drivers:
+            drivers.append(driver)
+    return Cluster(
+        name=c.name,
+        vendor=c.vendor,
+        gpus=tuple(gpus),
+        drivers=tuple(drivers),
+        brand=normalize_brand(c.brand) if c.brand else None,
+        cuda=c.cuda,
+        rocm=tuple(c.rocm),
+        nodes=c.nodes,
+        configs=tuple(configs),
+        sources=saved.sources,
+        notes=tuple(notes),
+    )
+
+
+def _plain(node: object) -> object:
     """ruamel round-trip tree -> plain dict/list/scalars (keeps ints/floats as numbers)."""
     if isinstance(node, Mapping):
         return {str(k): _plain(v) for k, v in node.items()}
