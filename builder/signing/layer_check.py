@@ -10,6 +10,7 @@ the item's ``reason`` says what is wrong.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ from builder.signing.verifiers import LayerVerifier, run_verifiers
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+    from builder.signing.verifiers import LayerCheck
 
 
 def check_signature_layer(
@@ -61,17 +64,9 @@ def check_signature_layer(
     check = run_verifiers(verifiers, blob, signature, {str(k): str(v) for k, v in annotations.items()})
     if not check.ok and not check.untrusted:
         return fail(check.reason, check.signer)
-    try:
-        payload = json.loads(blob)
-        critical = payload["critical"]
-        signed_digest = critical["image"]["docker-manifest-digest"]
-        payload_type = critical["type"]
-    except (ValueError, KeyError, TypeError):
-        return fail("signed payload is not a simple-signing document", check.signer)
-    if payload_type != SIMPLE_SIGNING_TYPE:
-        return fail(f"signed payload type is {payload_type!r}, not {SIMPLE_SIGNING_TYPE!r}", check.signer)
-    if signed_digest != digest:
-        return fail(f"signature is for another digest ({signed_digest}), not {digest}", check.signer)
+    why = simple_signing_problem(blob, digest)
+    if why:
+        return fail(why, check.signer)
     if not check.ok:  # well-formed, for this digest, by a signer that was not given
         return VerifiedItem(
             "signature", False, check.reason, tag, layer_digest, signer=check.signer, time=check.time, untrusted=True
@@ -79,10 +74,27 @@ def check_signature_layer(
     return VerifiedItem("signature", True, "", tag, layer_digest, signer=check.signer, time=check.time)
 
 
+def simple_signing_problem(payload: bytes, digest: str) -> str:
+    """Why the signed ``payload`` is not a simple-signing document for ``digest`` ("" when it is):
+    not the format, another payload type, another digest
+    (https://github.com/containers/image/blob/main/docs/containers-signature.5.md)."""
+    try:
+        critical = json.loads(payload)["critical"]
+        signed_digest = critical["image"]["docker-manifest-digest"]
+        payload_type = critical["type"]
+    except (ValueError, KeyError, TypeError):
+        return "signed payload is not a simple-signing document"
+    if payload_type != SIMPLE_SIGNING_TYPE:
+        return f"signed payload type is {payload_type!r}, not {SIMPLE_SIGNING_TYPE!r}"
+    if signed_digest != digest:
+        return f"signature is for another digest ({signed_digest}), not {digest}"
+    return ""
+
+
 _TIME_KEYS = ("timestamp", "time", "finishedOn", "finishedAt", "approvedAt", "promotedAt", "createdAt", "startedOn")
 
 
-def predicate_time(predicate: Any) -> str | None:
+def predicate_time(predicate: object) -> str | None:
     """A timestamp the predicate states (RFC 3339 text), if any: top-level ``timestamp``/``time``/
     ``finishedOn``/``approvedAt``/``promotedAt``/``createdAt``/``startedOn``, SLSA v1
     ``runDetails.metadata.finishedOn``/``startedOn``, SLSA v0.2 ``metadata.buildFinishedOn``."""
@@ -133,77 +145,29 @@ def check_attestation_layer(
             statement=statement,
         )
 
-    media_type = descriptor.get("mediaType")
-    if media_type != DSSE_MEDIA_TYPE:
-        return fail(f"layer media type {media_type!r} is not {DSSE_MEDIA_TYPE}")
-    if SIGNATURE_ANNOTATION not in annotations:
-        return fail(f"annotation {SIGNATURE_ANNOTATION} is missing (stripped)")
-    if annotated_type is None:
-        return fail(f"annotation {PREDICATE_TYPE_ANNOTATION} is missing (stripped)")
-    why = blob_problem(descriptor, blob)
+    why = _attestation_layer_problem(descriptor, blob, annotations)
     if why or blob is None:
         return fail(why)
-    try:
-        env = json.loads(blob)
-        payload_type = env["payloadType"]
-        payload = base64.b64decode(env["payload"], validate=True)
-        sigs = env["signatures"]
-        if not isinstance(payload_type, str) or not isinstance(sigs, list) or not sigs:
-            raise TypeError("no signatures")
-    except (ValueError, KeyError, TypeError) as exc:
-        return fail(f"layer blob is not a DSSE envelope ({type(exc).__name__}): truncated or edited")
-    if payload_type != IN_TOTO_PAYLOAD_TYPE:
-        return fail(f"DSSE payload type is {payload_type!r}, not {IN_TOTO_PAYLOAD_TYPE}")
-    signed = pae(payload_type, payload)
-    check = None
-    for entry in sigs:
-        sig = decode_base64(str(entry.get("sig", ""))) if isinstance(entry, dict) else None
-        if not sig:
-            continue
-        res = run_verifiers(verifiers, signed, sig, annotations)
-        if res.ok:
-            check = res
-            break
-        check = check or res
+    envelope = _in_toto_envelope(blob)
+    if isinstance(envelope, str):
+        return fail(envelope)
+    check = _envelope_check(envelope, verifiers, annotations)
     if check is None:
         return fail("DSSE envelope has no usable signature")
     if not check.ok and not check.untrusted:
         return fail(check.reason, check.signer)
     try:
-        statement = json.loads(payload)
+        statement = json.loads(envelope.payload)
         if not isinstance(statement, dict):
             raise TypeError("statement is not an object")
     except (ValueError, TypeError):
         return fail("signed payload is not a JSON in-toto statement", check.signer)
     shown = statement if check.ok else None  # a statement by a signer not given is never handed out
-    stype = statement.get("_type")
     ptype = statement.get("predicateType")
     ptype_s = ptype if isinstance(ptype, str) else None
-    if stype not in STATEMENT_TYPES:
-        return fail(f"statement type {stype!r} is not in-toto Statement v1 or v0.1", check.signer, shown, ptype_s)
-    hexpart = digest.partition(":")[2]
-    subjects = statement.get("subject")
-    subject_digests = (
-        [
-            s.get("digest", {}).get("sha256")
-            for s in subjects
-            if isinstance(s, dict) and isinstance(s.get("digest"), dict)
-        ]
-        if isinstance(subjects, list)
-        else []
-    )
-    if hexpart not in subject_digests:
-        other = ", ".join(f"sha256:{d}" for d in subject_digests if isinstance(d, str)) or "none"
-        return fail(f"attestation is for another digest ({other}), not {digest}", check.signer, shown, ptype_s)
-    if ptype_s is None:
-        return fail("statement has no predicateType", check.signer, shown)
-    if annotated_type != ptype_s:
-        return fail(
-            f"predicateType annotation ({annotated_type}) differs from the signed statement's ({ptype_s})",
-            check.signer,
-            shown,
-            ptype_s,
-        )
+    why = _statement_problem(statement, digest, annotated_type)
+    if why:
+        return fail(why, check.signer, shown, ptype_s)
     when = check.time or predicate_time(statement.get("predicate"))
     if not check.ok:  # well-formed, for this digest, by a signer that was not given: no statement (unverified)
         return VerifiedItem(
@@ -228,3 +192,89 @@ def check_attestation_layer(
         time=when,
         statement=statement,
     )
+
+
+def _attestation_layer_problem(
+    descriptor: Mapping[str, Any], blob: bytes | None, annotations: Mapping[str, str]
+) -> str:
+    """Why an ``.att`` layer is not one ("" when it is): media type, the signature and predicate
+    type annotations, blob integrity."""
+    media_type = descriptor.get("mediaType")
+    if media_type != DSSE_MEDIA_TYPE:
+        return f"layer media type {media_type!r} is not {DSSE_MEDIA_TYPE}"
+    if SIGNATURE_ANNOTATION not in annotations:
+        return f"annotation {SIGNATURE_ANNOTATION} is missing (stripped)"
+    if PREDICATE_TYPE_ANNOTATION not in annotations:
+        return f"annotation {PREDICATE_TYPE_ANNOTATION} is missing (stripped)"
+    return blob_problem(descriptor, blob)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Envelope:
+    """A DSSE envelope of an in-toto statement: its payload bytes and its signature entries."""
+
+    payload_type: str
+    payload: bytes
+    signatures: list[object]
+
+
+def _in_toto_envelope(blob: bytes) -> _Envelope | str:
+    """The DSSE envelope in ``blob``, or why it is not one carrying an in-toto statement
+    (https://github.com/secure-systems-lab/dsse/blob/master/envelope.md)."""
+    try:
+        env = json.loads(blob)
+        payload_type = env["payloadType"]
+        payload = base64.b64decode(env["payload"], validate=True)
+        sigs = env["signatures"]
+        if not isinstance(payload_type, str) or not isinstance(sigs, list) or not sigs:
+            raise TypeError("no signatures")
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"layer blob is not a DSSE envelope ({type(exc).__name__}): truncated or edited"
+    if payload_type != IN_TOTO_PAYLOAD_TYPE:
+        return f"DSSE payload type is {payload_type!r}, not {IN_TOTO_PAYLOAD_TYPE}"
+    return _Envelope(payload_type, payload, sigs)
+
+
+def _envelope_check(
+    envelope: _Envelope, verifiers: Sequence[LayerVerifier], annotations: Mapping[str, str]
+) -> LayerCheck | None:
+    """The first signature of ``envelope`` that verifies (over PAE), else the first usable one's
+    failure; None when no entry holds a signature."""
+    signed = pae(envelope.payload_type, envelope.payload)
+    check = None
+    for entry in envelope.signatures:
+        sig = decode_base64(str(entry.get("sig", ""))) if isinstance(entry, dict) else None
+        if not sig:
+            continue
+        res = run_verifiers(verifiers, signed, sig, annotations)
+        if res.ok:
+            return res
+        check = check or res
+    return check
+
+
+def _statement_problem(statement: Mapping[str, object], digest: str, annotated_type: str | None) -> str:
+    """Why a signed in-toto ``statement`` does not attest ``digest`` with the annotated predicate
+    type ("" when it does): statement type, subject digests, ``predicateType``."""
+    stype = statement.get("_type")
+    if stype not in STATEMENT_TYPES:
+        return f"statement type {stype!r} is not in-toto Statement v1 or v0.1"
+    subjects = statement.get("subject")
+    subject_digests = (
+        [
+            s.get("digest", {}).get("sha256")
+            for s in subjects
+            if isinstance(s, dict) and isinstance(s.get("digest"), dict)
+        ]
+        if isinstance(subjects, list)
+        else []
+    )
+    if digest.partition(":")[2] not in subject_digests:
+        other = ", ".join(f"sha256:{d}" for d in subject_digests if isinstance(d, str)) or "none"
+        return f"attestation is for another digest ({other}), not {digest}"
+    ptype = statement.get("predicateType")
+    if not isinstance(ptype, str):
+        return "statement has no predicateType"
+    if annotated_type != ptype:
+        return f"predicateType annotation ({annotated_type}) differs from the signed statement's ({ptype})"
+    return ""
