@@ -149,8 +149,15 @@ def _variant_problems(
     py = _python_version(python)
     if py is None:
         problems.append(f"python {python!r} is not a version like 3.12")
+    problems += _accelerator_problems(kind, accel_version, av, os)
+    problems += _wheel_problems(framework, framework_version, kind, accel_version, av, python, py, platform)
+    return tuple(problems)
 
-    # the accelerator line itself, and OS support
+
+def _accelerator_problems(kind: str, accel_version: str | None, av: Version | None, os: str) -> list[str]:
+    """The CUDA line / ROCm release itself (known at all) and its OS support (``cuda-images.csv``,
+    ``rocm.csv``); ``av``: ``accel_version`` read as a version (None: unreadable, nothing to check)."""
+    problems: list[str] = []
     if kind == "cuda" and av is not None:
         line = major_minor(av)
         if not any(r.cuda == line for r in cuda_driver_rows()):
@@ -172,28 +179,40 @@ def _variant_problems(
             problems.append(f"ROCm {accel_version} is not in builder/compat/data/rocm.csv (known: {known})")
         elif os not in rrow.os:
             problems.append(f"ROCm {rrow.rocm} does not support {os} (supported: {', '.join(rrow.os)})")
+    return problems
 
+
+def _wheel_problems(
+    framework: str,
+    framework_version: str,
+    kind: str,
+    accel_version: str | None,
+    av: Version | None,
+    python: str,
+    py: Version | None,
+    platform: str,
+) -> list[str]:
+    """The framework release publishes wheels for the accelerator line, Python (``py``: ``python`` read as a
+    version) and platform (``framework-wheels.csv``); ``[]`` for framework ``none``."""
     if framework in ("none", "", None):
-        return tuple(problems)
+        return []
     if framework not in FRAMEWORKS:
-        problems.append(f"framework {framework!r} is not one of {', '.join((*FRAMEWORKS, 'none'))}")
-        return tuple(problems)
+        return [f"framework {framework!r} is not one of {', '.join((*FRAMEWORKS, 'none'))}"]
     rows = wheel_rows_for(framework, framework_version)
     if not rows:
         if _v(framework_version) is None:
-            problems.append(f"{framework} version {framework_version!r} is not a version")
-        else:
-            problems.append(
-                f"no wheel data for {framework} {framework_version} in builder/compat/data/framework-wheels.csv "
-                "(add the release's rows)"
-            )
-        return tuple(problems)
+            return [f"{framework} version {framework_version!r} is not a version"]
+        return [
+            f"no wheel data for {framework} {framework_version} in builder/compat/data/framework-wheels.csv "
+            "(add the release's rows)"
+        ]
     label = "CPU" if kind == "cpu" else f"{'CUDA' if kind == 'cuda' else 'ROCm'} {accel_version}"
     row = find_wheel(framework, framework_version, kind, accel_version) if (av is not None or kind == "cpu") else None
     if row is None:
         if kind == "cpu" or av is not None:
-            problems.append(f"{framework} {framework_version} publishes no wheels for {label} (wheels: {_lines(rows)})")
-        return tuple(problems)
+            return [f"{framework} {framework_version} publishes no wheels for {label} (wheels: {_lines(rows)})"]
+        return []
+    problems: list[str] = []
     if py is not None and not row.python.contains(py, prereleases=True):
         problems.append(
             f"{framework} {framework_version} ({row.wheel}) has no wheels for Python {python} (supported: {row.python})"
@@ -203,7 +222,7 @@ def _variant_problems(
             f"{framework} {framework_version} ({row.wheel}) has no wheels for {platform} "
             f"(platforms: {', '.join(row.platforms)})"
         )
-    return tuple(problems)
+    return problems
 
 
 @functools.lru_cache(maxsize=4096)
@@ -275,16 +294,23 @@ def arch_coverage(target: str | None, archs: tuple[str, ...]) -> ArchCoverage:
         if t in (a.lower() for a in archs):
             return ArchCoverage(True, "exact", f"{t} is in the image's list ({listed})")
         return ArchCoverage(False, "missing", f"{t} is not in the image's gfx list ({listed}): hipErrorNoBinaryForGpu")
-    digits = t.removeprefix("sm_").replace(".", "")
+    return _sm_coverage(target, archs)
+
+
+def _sm_coverage(target: str, archs: tuple[str, ...]) -> ArchCoverage:
+    """:func:`arch_coverage` for an NVIDIA compute capability ``target`` (``"8.9"`` / ``"sm_89"``): an exact
+    cubin, a lower-minor cubin of the same major, or PTX of a capability at most the GPU's."""
+    listed = ", ".join(archs)
+    digits = target.strip().lower().removeprefix("sm_").replace(".", "")
     if not digits.isdigit() or len(digits) < 2:
         return ArchCoverage(None, "unknown", f"cannot read compute capability {target!r}")
     major, minor = int(digits[:-1]), int(digits[-1])
     sm = f"sm_{major}{minor}"
     binaries: list[tuple[int, int]] = []
     ptx: list[tuple[int, int]] = []
-    for a in archs:
-        a = a.lower().rstrip("af")  # sm_90a / sm_100f are arch-specific: treat as their base
-        mm = re.fullmatch(r"(sm|compute)_(\d+)", a)
+    for listed_arch in archs:
+        base = listed_arch.lower().rstrip("af")  # sm_90a / sm_100f are arch-specific: treat as their base
+        mm = re.fullmatch(r"(sm|compute)_(\d+)", base)
         if not mm:
             continue
         d = mm.group(2)

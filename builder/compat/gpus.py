@@ -108,6 +108,15 @@ def normalize_brand(brand: str | None) -> str | None:
     return _BRAND_ALIASES.get(key, key)
 
 
+#: product words of NVIDIA GPU names, in the order they are tried: (word, brand, brand when "RTX" is named too)
+_NAME_BRANDS = (
+    ("geforce", "geforce", "geforce"),
+    ("titan", "titan", "titanrtx"),
+    ("quadro", "quadro", "quadrortx"),
+    ("tesla", "tesla", "tesla"),
+)
+
+
 def brand_from_name(name: str) -> str | None:
     """Fallback brand from a GPU name (nvidia-smi "Name"): None when it cannot be told (AMD, empty)."""
     n = name.strip().lower()
@@ -115,14 +124,9 @@ def brand_from_name(name: str) -> str | None:
         return None
     if n.startswith("grid ") or " grid " in f" {n} ":
         return "grid"
-    if "geforce" in n:
-        return "geforce"
-    if "titan" in n:
-        return "titanrtx" if "rtx" in n else "titan"
-    if "quadro" in n:
-        return "quadrortx" if "rtx" in n else "quadro"
-    if "tesla" in n:
-        return "tesla"
+    for word, brand, rtx_brand in _NAME_BRANDS:
+        if word in n:
+            return rtx_brand if "rtx" in n else brand
     info = gpu_info(name)
     if info is not None and info.brand:
         return info.brand

@@ -27,7 +27,7 @@ CUDA line); ``reasons`` say why, naming the rule and the table row.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import InvalidVersion, Version
 from typing_extensions import TypedDict
@@ -45,6 +45,9 @@ from builder.compat.generations import check_generation
 from builder.compat.gpus import GpuClass, brand_class, brand_from_name, gpu_info, normalize_brand, sm_of
 from builder.compat.requirement import Host, evaluate, forward_compat_branches, parse_requirement, require_cuda
 from builder.errors import IncompatibleError, NotFoundError
+
+if TYPE_CHECKING:
+    from builder.compat.requirement import Evaluation, Requirement
 
 VerdictName = Literal["ok", "minor-version-compat", "forward-compat", "blocked"]
 #: the GPU vendor of a host as :func:`check_compat` understood it
@@ -339,7 +342,7 @@ def _check_nvidia(
     image_cuda = major_minor(parse_cuda(cuda)) if cuda else (req.cuda if req else None)
 
     host_brand = normalize_brand(brand)
-    brand_source = "host" if host_brand else "unknown"
+    brand_source: BrandSource = "host" if host_brand else "unknown"
     if host_brand is None and gpu:
         host_brand = brand_from_name(gpu) or info_brand
         brand_source = "gpu-name" if host_brand else "unknown"
@@ -376,98 +379,160 @@ def _check_nvidia(
     host_cuda = major_minor(parse_cuda(driver_cuda_version)) if driver_cuda_version else driver_cuda(driver)
     base["driver_cuda"] = host_cuda
     src = "reported" if driver_cuda_version else "per cuda-driver.csv"
-    host_txt = f"driver {driver} supports CUDA {host_cuda or 'unknown'} ({src})"
-
+    case = _NvidiaCase(
+        driver=d,
+        host_cuda=host_cuda,
+        host_txt=f"driver {driver} supports CUDA {host_cuda or 'unknown'} ({src})",
+        host_brand=host_brand,
+        gclass=gclass,
+        image_cuda=image_cuda,
+        need=need,
+        need_row=need_row,
+        reasons=reasons,
+        arch=arch,
+        base=base,
+    )
     if req is not None:
         ev = evaluate(req, Host(driver=driver, cuda=host_cuda, brand=host_brand, arch=common.get("target")))
         base["matched_term"] = ev.matched
-        if ev.empty:
-            reasons.append("NVIDIA_REQUIRE_CUDA is empty: the hook checks nothing")
-        elif ev.satisfied and not ev.matched_exemption:
-            reasons.append(f"{host_txt}; NVIDIA_REQUIRE_CUDA term {ev.matched!r} is satisfied")
-            if image_cuda is None or host_cuda is None or Version(host_cuda) >= Version(image_cuda):
-                return _finish("ok", need, reasons, arch, base)
-            reasons.append(
-                f"the image starts, but its application is built with CUDA {image_cuda}, newer than its "
-                f"NVIDIA_REQUIRE_CUDA (cuda>={req.cuda}) says"
-            )
-            # fall through: the application's CUDA against the driver
-        elif ev.satisfied:
-            reasons.append(
-                f"{host_txt} < CUDA {image_cuda}: the image starts only through the exemption term {ev.matched!r} "
-                f"(driver branch R{d.major} is listed for forward compatibility)"
-            )
-            return _forward_compat(gclass, host_brand, d, image_cuda, need, reasons, arch, base)
-        else:
-            needed = f">= {need}" if need else "a newer driver"
-            reasons.append(
-                f"{host_txt} < CUDA {image_cuda}: NVIDIA_REQUIRE_CUDA is not satisfied; needs driver {needed}"
-                + (f" ({need_row})" if need_row else "")
-            )
-            brands = sorted({b for b, _ in req.exemptions()})
-            branches = sorted({n for _, n in req.exemptions()})
-            if brands:
-                if host_brand is None and d.major in branches:
-                    reasons.append(
-                        f"cannot tell whether an exemption applies: brand unknown and branch R{d.major} is exempted "
-                        f"for brands {', '.join(brands)}; pass nvidia-smi -q 'Product Brand' (--brand)"
-                    )
-                elif host_brand is not None and host_brand not in brands:
-                    reasons.append(
-                        f"no exemption applies: brand {host_brand!r} is not exempted (exempted brands: "
-                        f"{', '.join(brands)}; branches: {', '.join(f'R{b}' for b in branches)})"
-                    )
-                elif d.major not in branches:
-                    reasons.append(
-                        f"no exemption applies: branch R{d.major} is not exempted "
-                        f"(branches: {', '.join(f'R{b}' for b in branches)})"
-                    )
-            if ev.last_failed:
-                reasons.append(
-                    f"nvidia-container-cli would report only the last clause it evaluated ('unsatisfied condition: "
-                    f"{ev.last_failed}'), which is not the fix"
-                )
-            if image_cuda and _minor_ok(d, image_cuda):
-                reasons.append(
-                    "the application itself could run through minor-version compatibility, but the hook refuses "
-                    "the image (setting NVIDIA_DISABLE_REQUIRE=true would skip the check: never silently)"
-                )
-            return _finish("blocked", need, reasons, arch, base)
+        verdict = _requirement_verdict(case, req, ev)
+        if verdict is not None:
+            return verdict
+    # no hook requirement (or the image starts): the application's CUDA against the driver
+    return _driver_verdict(case)
 
-    # no hook requirement: the application's CUDA against the driver
+
+@dataclasses.dataclass(frozen=True)
+class _NvidiaCase:
+    """One image on one NVIDIA host with a known driver: ``driver`` (parsed), ``host_cuda`` (the newest CUDA it
+    supports) and ``host_txt`` (the sentence saying so), the host's brand and GPU class, the image's CUDA
+    line with its minimum driver (``need``) and table row; ``reasons`` collects in order, ``base`` holds the
+    :class:`Verdict` fields decided so far."""
+
+    driver: Version
+    host_cuda: str | None
+    host_txt: str
+    host_brand: str | None
+    gclass: GpuClass
+    image_cuda: str | None
+    need: str | None
+    need_row: str | None
+    reasons: list[str]
+    arch: ArchCoverage | None
+    base: dict[str, Any]
+
+    def finish(self, verdict: VerdictName) -> Verdict:
+        return _finish(verdict, self.need, self.reasons, self.arch, self.base)
+
+    def forward_compat(self) -> Verdict:
+        return _forward_compat(
+            self.gclass, self.host_brand, self.driver, self.image_cuda, self.need, self.reasons, self.arch, self.base
+        )
+
+
+def _requirement_verdict(case: _NvidiaCase, req: Requirement, ev: Evaluation) -> Verdict | None:
+    """The verdict the hook's ``NVIDIA_REQUIRE_CUDA`` evaluation ``ev`` decides; None when the image starts
+    and its application's CUDA must still be checked against the driver (or the requirement is empty)."""
+    reasons, image_cuda, host_cuda = case.reasons, case.image_cuda, case.host_cuda
+    if ev.empty:
+        reasons.append("NVIDIA_REQUIRE_CUDA is empty: the hook checks nothing")
+        return None
+    if ev.satisfied and not ev.matched_exemption:
+        reasons.append(f"{case.host_txt}; NVIDIA_REQUIRE_CUDA term {ev.matched!r} is satisfied")
+        if image_cuda is None or host_cuda is None or Version(host_cuda) >= Version(image_cuda):
+            return case.finish("ok")
+        reasons.append(
+            f"the image starts, but its application is built with CUDA {image_cuda}, newer than its "
+            f"NVIDIA_REQUIRE_CUDA (cuda>={req.cuda}) says"
+        )
+        return None
+    if ev.satisfied:
+        reasons.append(
+            f"{case.host_txt} < CUDA {image_cuda}: the image starts only through the exemption term {ev.matched!r} "
+            f"(driver branch R{case.driver.major} is listed for forward compatibility)"
+        )
+        return case.forward_compat()
+    return _requirement_refused(case, req, ev)
+
+
+def _requirement_refused(case: _NvidiaCase, req: Requirement, ev: Evaluation) -> Verdict:
+    """Blocked: the hook refuses the image. The reasons say what driver is needed, why no exemption applies
+    (or that it cannot be told), the clause the hook will name, and whether minor-version compatibility would
+    have run the application."""
+    reasons, need, d, host_brand = case.reasons, case.need, case.driver, case.host_brand
+    needed = f">= {need}" if need else "a newer driver"
+    reasons.append(
+        f"{case.host_txt} < CUDA {case.image_cuda}: NVIDIA_REQUIRE_CUDA is not satisfied; needs driver {needed}"
+        + (f" ({case.need_row})" if case.need_row else "")
+    )
+    brands = sorted({b for b, _ in req.exemptions()})
+    branches = sorted({n for _, n in req.exemptions()})
+    if brands:
+        if host_brand is None and d.major in branches:
+            reasons.append(
+                f"cannot tell whether an exemption applies: brand unknown and branch R{d.major} is exempted "
+                f"for brands {', '.join(brands)}; pass nvidia-smi -q 'Product Brand' (--brand)"
+            )
+        elif host_brand is not None and host_brand not in brands:
+            reasons.append(
+                f"no exemption applies: brand {host_brand!r} is not exempted (exempted brands: "
+                f"{', '.join(brands)}; branches: {', '.join(f'R{b}' for b in branches)})"
+            )
+        elif d.major not in branches:
+            reasons.append(
+                f"no exemption applies: branch R{d.major} is not exempted "
+                f"(branches: {', '.join(f'R{b}' for b in branches)})"
+            )
+    if ev.last_failed:
+        reasons.append(
+            f"nvidia-container-cli would report only the last clause it evaluated ('unsatisfied condition: "
+            f"{ev.last_failed}'), which is not the fix"
+        )
+    if case.image_cuda and _minor_ok(d, case.image_cuda):
+        reasons.append(
+            "the application itself could run through minor-version compatibility, but the hook refuses "
+            "the image (setting NVIDIA_DISABLE_REQUIRE=true would skip the check: never silently)"
+        )
+    return case.finish("blocked")
+
+
+def _driver_verdict(case: _NvidiaCase) -> Verdict:
+    """The application's CUDA against the driver: full support, minor-version compatibility, forward
+    compatibility (listed branches), else blocked."""
+    reasons, image_cuda, host_cuda, need, d = case.reasons, case.image_cuda, case.host_cuda, case.need, case.driver
     if image_cuda is None:
-        return _finish("ok", need, reasons, arch, base)
+        return case.finish("ok")
     ic = Version(image_cuda)
     if host_cuda is not None and Version(host_cuda) >= ic:
-        reasons.append(f"{host_txt} >= CUDA {image_cuda}")
-        return _finish("ok", need, reasons, arch, base)
+        reasons.append(f"{case.host_txt} >= CUDA {image_cuda}")
+        return case.finish("ok")
     floor = minor_floor(image_cuda)
     if _minor_ok(d, image_cuda):
         reasons.append(
-            f"{host_txt} < CUDA {image_cuda}: runs through minor-version compatibility (CUDA {ic.major}.x needs "
+            f"{case.host_txt} < CUDA {image_cuda}: runs through minor-version compatibility (CUDA {ic.major}.x needs "
             f">= {floor}); features and PTX that need a newer driver are missing; a container with "
             f"NVIDIA_REQUIRE_CUDA=cuda>={image_cuda} would not start"
         )
-        return _finish("minor-version-compat", need, reasons, arch, base)
+        return case.finish("minor-version-compat")
     if floor:
         reasons.append(
-            f"{host_txt} < CUDA {image_cuda}: CUDA {ic.major}.x needs driver >= {floor} even through "
+            f"{case.host_txt} < CUDA {image_cuda}: CUDA {ic.major}.x needs driver >= {floor} even through "
             f"minor-version compatibility; full support needs >= {need}"
         )
     else:
-        reasons.append(f"{host_txt} < CUDA {image_cuda}; needs driver >= {need} (no minor-version compatibility)")
+        reasons.append(f"{case.host_txt} < CUDA {image_cuda}; needs driver >= {need} (no minor-version compatibility)")
     fc = forward_compat_branches(image_cuda)
     if d.major in fc:
         reasons.append(
             f"driver branch R{d.major} is listed for forward compatibility of CUDA {image_cuda} "
             f"(branches: {', '.join(f'R{b}' for b in fc)})"
         )
-        return _forward_compat(gclass, host_brand, d, image_cuda, need, reasons, arch, base)
+        return case.forward_compat()
     if fc:
         reasons.append(
             f"no forward compatibility either: branch R{d.major} is not among {', '.join(f'R{b}' for b in fc)}"
         )
-    return _finish("blocked", need, reasons, arch, base)
+    return case.finish("blocked")
 
 
 def _minor_ok(d: Version, image_cuda: str) -> bool:
