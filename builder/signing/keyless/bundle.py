@@ -184,23 +184,28 @@ def log_index(bundle: Bundle) -> int:
 def push_bundle_referrer(
     client: RegistryClient,
     repository: str,
-    subject: Any,
+    subject: Descriptor,
     bundle: Bundle,
     *,
     predicate_type: str,
     lock_dir: Path,
     created: dt.datetime | None = None,
 ) -> ReferrerWrite:
-    """Push ``bundle`` as an OCI 1.1 referrer of ``subject`` (a ``builder.registry.Descriptor`` of the
-    image manifest) and, when the registry has no referrers API, add it to the ``sha256-<hex>`` fallback
-    index (entry ``artifactType`` = the bundle media type) under a file lock in ``lock_dir``.
-    Layout as cosign 2.5 ``--new-bundle-format`` writes it (cosign ``specs/BUNDLE_SPEC.md``,
+    """Push ``bundle`` as an OCI 1.1 referrer of ``subject`` (the image manifest's descriptor) and,
+    when the registry has no referrers API, add it to the ``sha256-<hex>`` fallback index (entry
+    ``artifactType`` = the bundle media type) under a file lock in ``lock_dir``. Layout as cosign 2.5
+    ``--new-bundle-format`` writes it (cosign ``specs/BUNDLE_SPEC.md``,
     https://github.com/sigstore/cosign/blob/main/specs/BUNDLE_SPEC.md)."""
 
     blob = bundle.to_json().encode()
     bundle_digest = _put_blob(client, repository, blob)
     config_digest = _put_blob(client, repository, EMPTY_CONFIG)
     when = (created or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    annotations = {
+        BUNDLE_CONTENT_ANNOTATION: "dsse-envelope",
+        BUNDLE_PREDICATE_ANNOTATION: predicate_type,
+        CREATED_ANNOTATION: when,
+    }
     manifest = {
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
@@ -208,11 +213,7 @@ def push_bundle_referrer(
         "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": config_digest, "size": len(EMPTY_CONFIG)},
         "layers": [{"mediaType": BUNDLE_MEDIA_TYPE, "digest": bundle_digest, "size": len(blob)}],
         "subject": {"mediaType": subject.media_type, "digest": subject.digest, "size": subject.size},
-        "annotations": {
-            BUNDLE_CONTENT_ANNOTATION: "dsse-envelope",
-            BUNDLE_PREDICATE_ANNOTATION: predicate_type,
-            CREATED_ANNOTATION: when,
-        },
+        "annotations": annotations,
     }
     raw = json.dumps(manifest, separators=(",", ":")).encode()
     digest = "sha256:" + hashlib.sha256(raw).hexdigest()
@@ -231,7 +232,7 @@ def push_bundle_referrer(
             digest=digest,
             size=len(raw),
             artifact_type=BUNDLE_MEDIA_TYPE,
-            annotations=tuple(sorted(manifest["annotations"].items())),  # type: ignore[attr-defined]
+            annotations=tuple(sorted(annotations.items())),
         )
         tag = fallback_tag(subject.digest)
         lock_dir.mkdir(parents=True, exist_ok=True)

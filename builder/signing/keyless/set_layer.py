@@ -8,6 +8,7 @@ made with sigstore-python's trust-root keyrings and SCT code. Never raises for b
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -60,10 +61,6 @@ def verify_set_layer(
     ``data`` (simple-signing payload, or DSSE PAE) by the certificate's key; and the Rekor body's agreement
     with the layer (``hashedrekord``: digest, signature, certificate; ``dsse``: payload hash, signature,
     verifier). There is no inclusion proof in this format, so none is checked (as cosign)."""
-    from sigstore._internal.sct import verify_sct
-    from sigstore._internal.trust import KeyringPurpose
-    from sigstore._utils import KeyID
-    from sigstore.errors import Error as SigstoreError
 
     def fail(reason: str, signer: str | None = None, when: str | None = None) -> LayerCheck:
         return LayerCheck(False, signer=signer, reason=reason, time=when)
@@ -78,62 +75,115 @@ def verify_set_layer(
     if not legacy:
         return fail(f"keyless layer without {BUNDLE_ANNOTATION}: no transparency-log evidence", signer)
     try:
-        doc = json.loads(legacy)
-        set_sig = base64.b64decode(doc["SignedEntryTimestamp"])
-        p = doc["Payload"]
-        body_b64, integrated, log_id, log_index = (
-            str(p["body"]),
-            int(p["integratedTime"]),
-            str(p["logID"]),
-            int(p["logIndex"]),
-        )
-        body = json.loads(base64.b64decode(body_b64))
+        entry = _log_entry(legacy)
     except (ValueError, KeyError, TypeError) as exc:
         return fail(f"annotation {BUNDLE_ANNOTATION} does not parse ({exc})", signer)
-    when_dt = dt.datetime.fromtimestamp(integrated, dt.UTC)
-    when = rfc3339(integrated)
+    when = rfc3339(entry.integrated_time)
+    when_dt = dt.datetime.fromtimestamp(entry.integrated_time, dt.UTC)
+    problem = (
+        _set_problem(entry, trusted_root)
+        or _certificate_problem(cert, trusted_root, annotations.get(CHAIN_ANNOTATION, ""), when_dt, policies)
+        or _signature_problem(cert, data, signature)
+        or body_matches(entry.body, data, signature, cert)
+    )
+    if problem:
+        return fail(problem, signer, when)
+    return LayerCheck(True, signer=signer, time=when)
+
+
+@dataclasses.dataclass(frozen=True)
+class _LogEntry:
+    """The Rekor entry in cosign's ``bundle`` annotation: the fields its signed entry timestamp
+    covers (``body`` base64, ``integratedTime`` Unix seconds, ``logID`` hex, ``logIndex``), the
+    SET itself and the decoded entry body."""
+
+    body_b64: str
+    integrated_time: int
+    log_id: str
+    log_index: int
+    set_signature: bytes
+    body: Mapping[str, Any]
+
+
+def _log_entry(annotation: str) -> _LogEntry:
+    """Parse cosign's ``bundle`` annotation (``{"SignedEntryTimestamp", "Payload": {...}}``).
+    Raises ValueError, KeyError or TypeError when it does not have that shape."""
+    doc = json.loads(annotation)
+    set_signature = base64.b64decode(doc["SignedEntryTimestamp"])
+    p = doc["Payload"]
+    body_b64, integrated, log_id, log_index = (
+        str(p["body"]),
+        int(p["integratedTime"]),
+        str(p["logID"]),
+        int(p["logIndex"]),
+    )
+    body = json.loads(base64.b64decode(body_b64))
+    if not isinstance(body, dict):
+        raise TypeError("the entry body is not a JSON object")
+    return _LogEntry(body_b64, integrated, log_id, log_index, set_signature, body)
+
+
+def _set_problem(entry: _LogEntry, trusted_root: TrustedRoot) -> str:
+    """Why the signed entry timestamp does not verify with the pinned Rekor keys ("" when it does):
+    an ECDSA signature over the RFC 8785 JSON of ``{body, integratedTime, logID, logIndex}``."""
+    from sigstore._internal.trust import KeyringPurpose
+    from sigstore._utils import KeyID
+    from sigstore.errors import Error as SigstoreError
+
     set_payload: dict[str, str | int] = {
-        "body": body_b64,
-        "integratedTime": integrated,
-        "logID": log_id,
-        "logIndex": log_index,
+        "body": entry.body_b64,
+        "integratedTime": entry.integrated_time,
+        "logID": entry.log_id,
+        "logIndex": entry.log_index,
     }
     try:
         trusted_root.rekor_keyring(KeyringPurpose.VERIFY).verify(
-            key_id=KeyID(bytes.fromhex(log_id)), signature=set_sig, data=rfc8785.dumps(set_payload)
+            key_id=KeyID(bytes.fromhex(entry.log_id)), signature=entry.set_signature, data=rfc8785.dumps(set_payload)
         )
     except (SigstoreError, ValueError) as exc:
-        return fail(f"the signed entry timestamp does not verify with the pinned Rekor keys: {exc}", signer, when)
+        return f"the signed entry timestamp does not verify with the pinned Rekor keys: {exc}"
+    return ""
+
+
+def _certificate_problem(
+    cert: Certificate, trusted_root: TrustedRoot, chain_pem: str, when: dt.datetime, policies: Sequence[IdentityPolicy]
+) -> str:
+    """Why ``cert`` is not trusted for this signature ("" when it is): chain to a pinned Fulcio root
+    at ``when``, embedded SCT against the pinned CT keys, key usage and code-signing EKU, the
+    identity ``policies``."""
+    from sigstore._internal.sct import verify_sct
+    from sigstore._internal.trust import KeyringPurpose
+    from sigstore.errors import Error as SigstoreError
+
     try:
-        chain = _chain_at(cert, trusted_root, annotations.get(CHAIN_ANNOTATION, ""), when_dt)
+        chain = _chain_at(cert, trusted_root, chain_pem, when)
         verify_sct(cert, chain, trusted_root.ct_keyring(KeyringPurpose.VERIFY))
     except (SigstoreError, ValueError) as exc:
-        return fail(f"certificate not trusted: {exc}", signer, when)
+        return f"certificate not trusted: {exc}"
     try:
         ku = cert.extensions.get_extension_for_class(x509.KeyUsage).value
         eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     except x509.ExtensionNotFound as exc:
-        return fail(f"certificate lacks {exc.oid.dotted_string}", signer, when)
+        return f"certificate lacks {exc.oid.dotted_string}"
     if not ku.digital_signature or x509.oid.ExtendedKeyUsageOID.CODE_SIGNING not in eku:
-        return fail("certificate is not for code signing", signer, when)
+        return "certificate is not for code signing"
     try:
         CertificatePolicy(policies).verify(cert)
     except SigstoreError as exc:
-        return fail(str(exc), signer, when)
+        return str(exc)
+    return ""
+
+
+def _signature_problem(cert: Certificate, data: bytes, signature: bytes) -> str:
+    """Why ``signature`` over ``data`` does not verify with the certificate's ECDSA key ("" when it does)."""
     key = cert.public_key()
     if not isinstance(key, ec.EllipticCurvePublicKey):
-        return fail("only ECDSA certificates are supported", signer, when)
+        return "only ECDSA certificates are supported"
     try:
         key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
     except InvalidSignature:
-        return fail(
-            "the signature does not verify with the certificate's key: content edited after signing", signer, when
-        )
-    cert_b64 = base64.b64encode(cert.public_bytes(Encoding.PEM)).decode()
-    problem = body_matches(body, data, signature, cert, cert_b64)
-    if problem:
-        return fail(problem, signer, when)
-    return LayerCheck(True, signer=signer, time=when)
+        return "the signature does not verify with the certificate's key: content edited after signing"
+    return ""
 
 
 def _chain_at(cert: Certificate, trusted_root: TrustedRoot, chain_pem: str, when: dt.datetime) -> list[Certificate]:
@@ -160,7 +210,7 @@ def _chain_at(cert: Certificate, trusted_root: TrustedRoot, chain_pem: str, when
         raise ValueError(f"no chain to a pinned Fulcio root at {when:%Y-%m-%dT%H:%M:%SZ}: {exc}") from exc
 
 
-def body_matches(body: Mapping[str, Any], data: bytes, signature: bytes, cert: Certificate, cert_b64: str) -> str:
+def body_matches(body: Mapping[str, Any], data: bytes, signature: bytes, cert: Certificate) -> str:
     """'' when the Rekor entry body describes this layer (cosign's bundle checks), else the reason."""
 
     def same_cert(b64pem: str) -> bool:

@@ -195,6 +195,27 @@ def _referrer_items(
     ]
 
 
+def _referrer_bundle(
+    client: RegistryClient, repository: str, digest: str, desc: Descriptor
+) -> tuple[bytes | None, str]:
+    """The bundle blob of the referrer ``desc`` of ``digest`` and "", or None and why not: its
+    manifest missing or not matching its digest, another subject, not exactly one bundle layer,
+    the blob missing or not matching its descriptor."""
+    try:
+        manifest = client.get_manifest(repository, desc.digest)
+    except NotFoundError:
+        return None, f"referrer manifest {desc.digest} listed in the index is missing"
+    if manifest.digest != desc.digest:
+        return None, "referrer manifest does not match its digest"
+    subject = manifest.subject
+    if subject is None or subject.digest != digest:
+        return None, f"referrer's subject is {subject.digest if subject else 'missing'}, not {digest}"
+    layers = [d for d in manifest.layers if d.media_type == BUNDLE_MEDIA_TYPE]
+    if len(layers) != 1:
+        return None, f"expected one {BUNDLE_MEDIA_TYPE} layer, found {len(layers)}"
+    return fetch_layer_blob(client, repository, layers[0].to_json())
+
+
 def _verify_referrer(
     client: RegistryClient,
     repository: str,
@@ -213,19 +234,7 @@ def _verify_referrer(
         pt = None if kind == "signature" else ptype
         return VerifiedItem(kind, False, reason, where, desc.digest, signer=signer, predicate_type=pt, time=when)
 
-    try:
-        manifest = client.get_manifest(repository, desc.digest)
-    except NotFoundError:
-        return fail(f"referrer manifest {desc.digest} listed in the index is missing")
-    if manifest.digest != desc.digest:
-        return fail("referrer manifest does not match its digest")
-    subject = manifest.subject
-    if subject is None or subject.digest != digest:
-        return fail(f"referrer's subject is {subject.digest if subject else 'missing'}, not {digest}")
-    layers = [d for d in manifest.layers if d.media_type == BUNDLE_MEDIA_TYPE]
-    if len(layers) != 1:
-        return fail(f"expected one {BUNDLE_MEDIA_TYPE} layer, found {len(layers)}")
-    blob, why = fetch_layer_blob(client, repository, layers[0].to_json())
+    blob, why = _referrer_bundle(client, repository, digest, desc)
     if blob is None:
         return fail(why)
     out = _verify_bundle(blob.decode(errors="replace"), trusted_root, policies, artifact=None)

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
 
+    from sigstore.dsse import Statement
     from sigstore.models import Bundle, ClientTrustConfig
     from sigstore.oidc import IdentityToken
 
@@ -100,7 +101,7 @@ class KeylessWrite:
         }
 
 
-def _statement(subject_name: str, digest: str, predicate_type: str, predicate: Mapping[str, Any]) -> Any:
+def _statement(subject_name: str, digest: str, predicate_type: str, predicate: Mapping[str, Any]) -> Statement:
     from sigstore import dsse
 
     alg, _, hexpart = digest.partition(":")
