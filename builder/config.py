@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, SupportsInt, cast
 
 from builder.errors import ConfigError
 
@@ -76,7 +76,9 @@ _PATH_FIELDS = {f.name for f in dataclasses.fields(Config) if f.name != "root" a
 _SECRET_FIELDS = {"key_password"}
 
 
-def _coerce(name: str, value: Any, source: str) -> Any:
+def _coerce(name: str, value: object, source: str) -> Path | tuple[str, ...] | int | str | None:
+    """``value`` (from TOML or an environment variable) as field ``name`` of :class:`Config` takes it. Raises
+    ConfigError naming ``source``, the key and the value when it does not fit."""
     field_type = str({f.name: f.type for f in dataclasses.fields(Config)}[name])
     try:
         if name in _PATH_FIELDS:
@@ -90,7 +92,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
                 raise TypeError("expected a list of strings")
             return tuple(value)
         if field_type == "int":
-            n = int(value)
+            n = int(cast("str | SupportsInt", value))  # int() refuses other types: TypeError, reported below
             if n < 1:
                 raise ValueError("must be >= 1")
             return n

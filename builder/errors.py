@@ -40,11 +40,12 @@ class BuilderError(Exception):
     exit_code: ClassVar[int] = 1
     kind: ClassVar[str] = "error"
 
-    def __init__(self, message: str, *, hint: str | None = None, **details: Any) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, **details: object) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint or self.default_hint
-        self.details = details
+        # free-form JSON facts of the failure kind (the ``details`` object of ErrorDocument)
+        self.details: dict[str, Any] = details
 
     default_hint: ClassVar[str] = ""
 
@@ -209,6 +210,12 @@ class CheckFailedError(BuilderError):
     exit_code = 20
     kind = "check-failed"
     default_hint = "follow the `fix` of the diagnosis; `builder diagnose` explains a saved error"
+
+    @property
+    def diagnosis(self) -> str | None:
+        """The key of the diagnosis (``details['diagnosis']``); None when no known failure kind matched."""
+        key = self.details.get("diagnosis")
+        return key if isinstance(key, str) else None
 
 
 class HostProbeError(BuilderError):

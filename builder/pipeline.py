@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import TypedDict
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.build.plan import BuildOptions
+    from builder.checks.host.model import HostInfo
     from builder.models import BuiltImage, RenderedImage
     from builder.promote.context import PromotionContext
     from builder.registry import RegistryClient
@@ -274,7 +275,7 @@ def check_image(
     client: RegistryClient,
     setup: CheckSetup,
     *,
-    host_probe: Callable[[], Any],
+    host_probe: Callable[[], HostInfo],
 ) -> CheckOutcome:
     """Device check (reused when already passed and signed by ``setup.signer``) + static verdict."""
     from builder.checks import device, image
@@ -373,7 +374,7 @@ def run_pipeline(
     on_built: Callable[[BuiltImage, RenderedImage], None] | None = None,
     sign_keys: Sequence[PublicKey] = (),
     on_progress: ProgressFn | None = None,
-    host_probe: Callable[[], Any] | None = None,
+    host_probe: Callable[[], HostInfo] | None = None,
 ) -> RunReport:
     """Build, check and promote ``rendered`` (see the module docstring). ``on_built`` signs a
     pushed image and attaches its provenance; it also runs for an image that was already there
@@ -394,13 +395,8 @@ def run_pipeline(
         host_probe = _default_host_probe()
     by_id = {r.variant.id: r for r in rendered}
     results: list[VariantRun] = []
-    for built in run.results:
-        if built.status == "up-to-date" and on_built is not None and not signed(client, built, sign_keys):
-            progress(built.variant_id, "sign", "signing an image built earlier without signature/provenance")
-            try:
-                on_built(built, by_id[built.variant_id])
-            except BuilderError as exc:
-                built = dataclasses.replace(built, status="failed", error=f"signing failed: {exc.message}")
+    for result in run.results:
+        built = _signed_earlier(result, client, on_built, by_id, sign_keys, progress)
         if built.status == "failed":
             results.append(VariantRun(built.variant_id, built, None, ()))
             continue
@@ -408,7 +404,7 @@ def run_pipeline(
         try:
             outcome = check_image(built, client, check, host_probe=host_probe)
         except CheckFailedError as exc:
-            outcome = CheckOutcome("failed", diagnosis=exc.details.get("diagnosis"), summary=exc.message)
+            outcome = CheckOutcome("failed", diagnosis=exc.diagnosis, summary=exc.message)
         except BuilderError as exc:
             if exc.exit_code in (3, 5):  # engine / registry gone: stop everything
                 raise
@@ -422,6 +418,27 @@ def run_pipeline(
     return RunReport(tuple(results), time.monotonic() - start)
 
 
+def _signed_earlier(
+    built: BuiltImage,
+    client: RegistryClient,
+    on_built: Callable[[BuiltImage, RenderedImage], None] | None,
+    rendered: Mapping[str, RenderedImage],
+    sign_keys: Sequence[PublicKey],
+    progress: ProgressFn,
+) -> BuiltImage:
+    """``built``, after ``on_built`` signed it when it was built earlier (``up-to-date``) without a valid
+    signature + provenance by ``sign_keys``; status ``failed`` when that signing fails. ``rendered``: the
+    rendered images by variant id."""
+    if built.status != "up-to-date" or on_built is None or signed(client, built, sign_keys):
+        return built
+    progress(built.variant_id, "sign", "signing an image built earlier without signature/provenance")
+    try:
+        on_built(built, rendered[built.variant_id])
+    except BuilderError as exc:
+        return dataclasses.replace(built, status="failed", error=f"signing failed: {exc.message}")
+    return built
+
+
 def signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey]) -> bool:
     """``built`` has a valid signature and SLSA provenance attestation by one of ``keys``."""
     from builder.predicates import SLSA_PROVENANCE_V1
@@ -432,13 +449,14 @@ def signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey])
     return report.ok
 
 
-def _default_host_probe() -> Callable[[], Any]:
+def _default_host_probe() -> Callable[[], HostInfo]:
+    """This host's facts (``probe_host`` with the engine's ``docker info``), probed on the first call only."""
     from builder import engine
     from builder.checks.host.probing import probe_host
 
-    cache: list[Any] = []
+    cache: list[HostInfo] = []
 
-    def probe() -> Any:
+    def probe() -> HostInfo:
         if not cache:
             cache.append(probe_host(engine_info=engine.info_json()))
         return cache[0]
