@@ -24,7 +24,7 @@ from builder.signing.keys import short_fingerprint
 from builder.signing.report import check_result, predicate_label, signer_label
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from rich.console import Console
 
@@ -277,36 +277,47 @@ def render_verification(
     ``NOT VERIFIED`` with the unmet requirements and who did sign. ``names``: fingerprint -> key file
     as given on the command line."""
     from rich.markup import escape
-    from rich.table import Table
 
-    from builder.predicates import DEVICE_CHECK_V1
-
-    items = report.items
     con.print(f"[bold]{escape(header)}[/]")
     gone = any(p.startswith("digest ") and "no longer resolves" in p for p in report.problems)
     resolves = "does not resolve" if gone else "resolves"
     con.print(f"  digest {report.digest} ({resolves})")
-    if items:
-        table = Table(header_style="bold")
-        for col in ("#", "status", "kind", "predicate", "signer", "when"):
-            table.add_column(col, overflow="fold")
-        style = {"ok": "[green]ok[/]", "untrusted": "[yellow]untrusted[/]", "invalid": "[bold red]INVALID[/]"}
-        for n, item in enumerate(items, 1):
-            who = escape(signer_label(item.signer, names))
-            if item.untrusted:
-                if item.signer and item.signer.startswith("sha256:"):  # the layer's unsigned signer annotation
-                    who = f"claims {who} [dim](unverified; not given)[/]"
-                else:
-                    who = (who if item.signer else "key not named in the layer") + " [dim](not given)[/]"
-            table.add_row(str(n), style[item.classification], item.kind, _what(item), who, item.time or "-")
-        con.print(table)
-        for n, item in enumerate(items, 1):
-            if item.classification == "invalid":
-                con.print(f"  [red]#{n} invalid:[/] {escape(item.reason)}")
+    _render_items(con, report.items, names)
+    if report.ok:
+        _render_verified(con, report, names, name)
     else:
+        _render_not_verified(con, report, names, name)
+
+
+def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[str, str]) -> None:
+    """The table of items (one row each) and the reasons of the invalid ones."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    if not items:
         con.print("  no signatures or attestations found")
-    ok_sigs = [i for i in items if i.ok and i.kind == "signature"]
-    ok_atts = [i for i in items if i.ok and i.kind == "attestation"]
+        return
+    table = Table(header_style="bold")
+    for col in ("#", "status", "kind", "predicate", "signer", "when"):
+        table.add_column(col, overflow="fold")
+    style = {"ok": "[green]ok[/]", "untrusted": "[yellow]untrusted[/]", "invalid": "[bold red]INVALID[/]"}
+    for n, item in enumerate(items, 1):
+        who = escape(signer_label(item.signer, names))
+        if item.untrusted:
+            if item.signer and item.signer.startswith("sha256:"):  # the layer's unsigned signer annotation
+                who = f"claims {who} [dim](unverified; not given)[/]"
+            else:
+                who = (who if item.signer else "key not named in the layer") + " [dim](not given)[/]"
+        table.add_row(str(n), style[item.classification], item.kind, _what(item), who, item.time or "-")
+    con.print(table)
+    for n, item in enumerate(items, 1):
+        if item.classification == "invalid":
+            con.print(f"  [red]#{n} invalid:[/] {escape(item.reason)}")
+
+
+def _also_present(report: VerificationReport) -> list[str]:
+    """The items that did not count: by signers not given (with their claimed keys), invalid ones."""
+    items = report.items
     untrusted = [i for i in items if i.untrusted]
     invalid = [n for n, i in enumerate(items, 1) if i.classification == "invalid"]
     others = [short_fingerprint(s) for s in report.other_signers]
@@ -319,30 +330,48 @@ def render_verification(
         also.append(f"{len(untrusted)} item(s) by {kinds} you did not pass (claimed: {', '.join(others)})")
     if invalid:
         also.append(f"{len(invalid)} invalid item(s) not needed ({', '.join(f'#{n}' for n in invalid)})")
-    if report.ok:
-        sig_by = sorted({_summary_name(i, names) for i in ok_sigs})
+    return also
+
+
+def _render_verified(con: Console, report: VerificationReport, names: Mapping[str, str], name: str) -> None:
+    """``VERIFIED NAME@DIGEST: signature by ...``, the attestations, what else is present, and a
+    note on validly signed device checks that did not pass."""
+    from rich.markup import escape
+
+    from builder.predicates import DEVICE_CHECK_V1
+
+    ok_sigs = [i for i in report.items if i.ok and i.kind == "signature"]
+    ok_atts = [i for i in report.items if i.ok and i.kind == "attestation"]
+    also = _also_present(report)
+    sig_by = sorted({_summary_name(i, names) for i in ok_sigs})
+    con.print(
+        f"[bold green]VERIFIED[/] {escape(name)}@{report.digest}: "
+        + (f"signature by {escape(', '.join(sig_by))}" if sig_by else "no signature required")
+    )
+    if ok_atts:
+        atts: list[str] = []
+        for i in ok_atts:
+            text = escape(predicate_label(i.predicate_type))
+            if i.predicate_type == DEVICE_CHECK_V1:
+                result = check_result(i.predicate)
+                text += " passed" if result == "passed" else f" [bold red]{escape(str(result).upper())}[/]"
+            atts.append(f"{text} ({escape(_summary_name(i, names))})")
+        con.print("  attestations: " + ", ".join(dict.fromkeys(atts)))
+    if also:
+        con.print("  also present: " + escape("; ".join(also)))
+    failed = [i for i in ok_atts if i.predicate_type == DEVICE_CHECK_V1 and check_result(i.predicate) != "passed"]
+    if failed:
         con.print(
-            f"[bold green]VERIFIED[/] {escape(name)}@{report.digest}: "
-            + (f"signature by {escape(', '.join(sig_by))}" if sig_by else "no signature required")
+            f"  [bold red]note:[/] {len(failed)} validly signed device check(s) record a result other than "
+            "passed: the signature proves who ran the check, not that it passed"
         )
-        if ok_atts:
-            atts: list[str] = []
-            for i in ok_atts:
-                text = escape(predicate_label(i.predicate_type))
-                if i.predicate_type == DEVICE_CHECK_V1:
-                    result = check_result(i.predicate)
-                    text += " passed" if result == "passed" else f" [bold red]{escape(str(result).upper())}[/]"
-                atts.append(f"{text} ({escape(_summary_name(i, names))})")
-            con.print("  attestations: " + ", ".join(dict.fromkeys(atts)))
-        if also:
-            con.print("  also present: " + escape("; ".join(also)))
-        failed = [i for i in ok_atts if i.predicate_type == DEVICE_CHECK_V1 and check_result(i.predicate) != "passed"]
-        if failed:
-            con.print(
-                f"  [bold red]note:[/] {len(failed)} validly signed device check(s) record a result other than "
-                "passed: the signature proves who ran the check, not that it passed"
-            )
-        return
+
+
+def _render_not_verified(con: Console, report: VerificationReport, names: Mapping[str, str], name: str) -> None:
+    """``NOT VERIFIED NAME@DIGEST``, the unmet requirements, the diagnosis, the keys given, who did
+    sign validly and what else is present."""
+    from rich.markup import escape
+
     con.print(f"[bold red]NOT VERIFIED[/] {escape(name)}@{report.digest}")
     for p in report.problems:
         con.print(f"  - {escape(p)}")
@@ -357,8 +386,9 @@ def render_verification(
     if names:
         given = ", ".join(signer_label(fp, names) for fp in names)
         con.print(f"  you passed: {escape(given)}")
-    if ok_sigs or ok_atts:
-        valid = sorted({_summary_name(i, names) for i in ok_sigs + ok_atts})
+    valid = sorted({_summary_name(i, names) for i in report.items if i.ok})  # signatures and attestations
+    if valid:
         con.print(f"  valid items by: {escape(', '.join(valid))}")
+    also = _also_present(report)
     if also:
         con.print("  present: " + escape("; ".join(also)))
