@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from builder.errors import ConfigError, MatrixError
 from builder.matrix.expand import expand
@@ -39,7 +39,7 @@ class _Positions:
     """Maps a field path to the 1-based (line, column) of the YAML node it came from (the deepest
     node of the path that exists; (1, 0) for the document)."""
 
-    def __init__(self, root: Any) -> None:
+    def __init__(self, root: object) -> None:
         self.root = root
 
     def of(self, path: Sequence[str | int]) -> tuple[int, int]:
@@ -76,7 +76,7 @@ def field_path_text(path: Sequence[str | int]) -> str:
     return out
 
 
-def read_yaml(path: Path) -> tuple[Any, str]:
+def read_yaml(path: Path) -> tuple[object, str]:
     """(round-trip document with line/column marks, the file's text). Raises ConfigError when the file
     does not exist, MatrixError (one problem at the error's line) when it is not valid YAML."""
     from ruamel.yaml import YAML
@@ -111,10 +111,8 @@ def _problems_of(path: Path, bases: BaseResolution | None) -> tuple[Matrix | Non
         """A path into the pruned document -> the same node's path in the file."""
         out: list[str | int] = []
         for part in field_path:
-            prefix = tuple(out)
-            if isinstance(part, int) and prefix in index_map and 0 <= part < len(index_map[prefix]):
-                part = index_map[prefix][part]
-            out.append(part)
+            kept = index_map.get(tuple(out))
+            out.append(kept[part] if isinstance(part, int) and kept is not None and 0 <= part < len(kept) else part)
         return tuple(out)
 
     def add(field_path: Sequence[str | int], message: str) -> None:

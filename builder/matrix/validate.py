@@ -12,13 +12,16 @@ import dataclasses
 import re
 import string
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from builder.bases import MIRROR_PREFIX
 from builder.compat.distros import OS_RE
-from builder.matrix.schema import PLATFORMS, MatrixSpec
+from builder.matrix.schema import PLATFORMS, Axes, MatrixSpec
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 #: A field path in a matrix document: mapping keys and list indices (``("axes", "python", 1)``).
 FieldPath = tuple[str | int, ...]
@@ -61,8 +64,36 @@ PLACEHOLDERS = (
 def check_axes(spec: MatrixSpec, add: Report) -> set[str]:
     """Check the axes and sections; return the invalid axis values (``accelerator:<i>``,
     ``python:<v>``, ``os:<v>``, ``platform:<v>``, ``framework:<v>``) so no cell is built from them."""
-    bad: set[str] = set()
     ax = spec.axes
+    bad = _check_axis_values(ax, add)
+    _check_dupes(add, ("axes", "python"), ax.python)
+    _check_dupes(add, ("axes", "os"), ax.os)
+    _check_dupes(add, ("axes", "platform"), ax.platform)
+    _check_dupes(add, ("axes", "framework", "versions"), ax.framework.versions)
+    _check_dupes(add, ("axes", "accelerator"), [f"{a.kind}{a.version or ''}" for a in ax.accelerator])
+    kinds = {a.kind for a in ax.accelerator} | {inc.accelerator.kind for inc in spec.include}
+    for kind in sorted(kinds):
+        if kind not in spec.base and "default" not in spec.base:
+            add(("base",), f"no base image for accelerator kind {kind!r} (add `{kind}:` or `default:`)")
+    _check_gpu_archs(spec, add)
+    for section in ("packages", "index_url", "base", "gpu_archs"):
+        for key in getattr(spec, section):
+            if key not in ("cuda", "rocm", "cpu", "default"):
+                add((section, key), f"unknown key {key!r}: use an accelerator kind (cuda, rocm, cpu) or default")
+    _check_placeholders(spec, add)
+    for key, value in spec.base.items():
+        if value.startswith(MIRROR_PREFIX) and not value[len(MIRROR_PREFIX) :]:
+            add(("base", key), "mirror: needs a name, e.g. mirror:debian:bookworm")
+    for name in spec.build_args:
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            add(("build_args", name), f"build argument name {name!r} is not a valid identifier")
+    return bad
+
+
+def _check_axis_values(ax: Axes, add: Report) -> set[str]:
+    """Each axis value on its own (accelerator versions, releases, ``3.X`` pythons, OS names, platforms);
+    returns the invalid ones as :func:`check_axes` names them."""
+    bad: set[str] = set()
     for i, acc in enumerate(ax.accelerator):
         where: tuple[str | int, ...] = ("axes", "accelerator", i)
         if acc.kind == "cpu":
@@ -92,15 +123,11 @@ def check_axes(spec: MatrixSpec, add: Report) -> set[str]:
         if plat not in PLATFORMS:
             add(("axes", "platform", i), f"platform {plat!r} is not one of {', '.join(PLATFORMS)}")
             bad.add(f"platform:{plat}")
-    _check_dupes(add, ("axes", "python"), ax.python)
-    _check_dupes(add, ("axes", "os"), ax.os)
-    _check_dupes(add, ("axes", "platform"), ax.platform)
-    _check_dupes(add, ("axes", "framework", "versions"), ax.framework.versions)
-    _check_dupes(add, ("axes", "accelerator"), [f"{a.kind}{a.version or ''}" for a in ax.accelerator])
-    kinds = {a.kind for a in ax.accelerator} | {inc.accelerator.kind for inc in spec.include}
-    for kind in sorted(kinds):
-        if kind not in spec.base and "default" not in spec.base:
-            add(("base",), f"no base image for accelerator kind {kind!r} (add `{kind}:` or `default:`)")
+    return bad
+
+
+def _check_gpu_archs(spec: MatrixSpec, add: Report) -> None:
+    """``gpu_archs``: architecture names (``sm_80``, ``compute_90``, ``gfx942``), none for ``cpu``."""
     for key, archs in spec.gpu_archs.items():
         for j, a in enumerate(archs):
             if not ARCH_RE.match(a):
@@ -110,10 +137,10 @@ def check_axes(spec: MatrixSpec, add: Report) -> set[str]:
                 )
         if key == "cpu" and archs:
             add(("gpu_archs", key), "a cpu image has no GPU architectures (remove the key or write [])")
-    for section in ("packages", "index_url", "base", "gpu_archs"):
-        for key in getattr(spec, section):
-            if key not in ("cuda", "rocm", "cpu", "default"):
-                add((section, key), f"unknown key {key!r}: use an accelerator kind (cuda, rocm, cpu) or default")
+
+
+def _check_placeholders(spec: MatrixSpec, add: Report) -> None:
+    """Every ``{placeholder}`` in ``packages``, ``index_url`` and ``base`` is one of :data:`PLACEHOLDERS`."""
     for section in ("packages", "index_url", "base"):
         mapping: dict[str, str | list[str]] = getattr(spec, section)
         for key, value in mapping.items():
@@ -123,13 +150,6 @@ def check_axes(spec: MatrixSpec, add: Report) -> set[str]:
                 for name in _placeholders(text):
                     if name not in PLACEHOLDERS:
                         add(loc, f"unknown placeholder {{{name}}} (known: {', '.join(PLACEHOLDERS)})")
-    for key, value in spec.base.items():
-        if value.startswith(MIRROR_PREFIX) and not value[len(MIRROR_PREFIX) :]:
-            add(("base", key), "mirror: needs a name, e.g. mirror:debian:bookworm")
-    for name in spec.build_args:
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
-            add(("build_args", name), f"build argument name {name!r} is not a valid identifier")
-    return bad
 
 
 def _check_dupes(add: Report, where: tuple[str | int, ...], values: Sequence[str]) -> None:
@@ -154,7 +174,8 @@ _FRIENDLY = {
 }
 
 
-def _plain(node: Any) -> Any:
+def _plain(node: object) -> object:
+    """A ruamel round-trip tree as plain dicts and lists (scalars as they are), which the pruning edits."""
     if isinstance(node, Mapping):
         return {k: _plain(v) for k, v in node.items()}
     if isinstance(node, list):
@@ -162,18 +183,40 @@ def _plain(node: Any) -> Any:
     return node
 
 
+@dataclasses.dataclass
+class _Pruning:
+    """What to cut from a document so that the rest validates: list items per list path (``removals``), keys
+    (``deletions``; ``("__dummy__", key)`` replaces a top-level string by a placeholder); ``fatal`` when a
+    required top-level field is missing (nothing else can be checked)."""
+
+    removals: dict[FieldPath, set[int]] = dataclasses.field(default_factory=dict)
+    deletions: list[FieldPath] = dataclasses.field(default_factory=list)
+    fatal: bool = False
+
+
 def validate_schema(raw: Mapping[str, Any], add: Report, index_map: dict[FieldPath, list[int]]) -> MatrixSpec | None:
     """Schema-validate; report every schema error, then drop the offending list items / keys and
     validate again so the semantic checks still run on the rest (all problems in one pass).
     ``index_map`` records, per pruned list, which original indices remain (for locations)."""
-    data = _plain(raw)
+    data = {k: _plain(v) for k, v in raw.items()}
     try:
         return MatrixSpec.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
-    removals: dict[tuple[str | int, ...], set[int]] = {}
-    deletions: list[tuple[str | int, ...]] = []
-    fatal = False
+    pruning = _report_schema_errors(errors, add)
+    if pruning.fatal:
+        return None
+    _prune(data, pruning, index_map)
+    try:
+        return MatrixSpec.model_validate(data)
+    except ValidationError:
+        return None  # what is left still does not validate: the problems above say why
+
+
+def _report_schema_errors(errors: list[ErrorDetails], add: Report) -> _Pruning:
+    """Report each pydantic error at its field (friendlier messages for names, the value given); returns
+    what to cut so the rest validates."""
+    pruning = _Pruning()
     for err in errors:
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("str", "list[str]")))
         last = loc[-1] if loc else ""
@@ -190,25 +233,29 @@ def validate_schema(raw: Mapping[str, Any], add: Report, index_map: dict[FieldPa
         ints = [i for i, part in enumerate(loc) if isinstance(part, int)]
         if ints:
             k = ints[-1]
-            removals.setdefault(loc[:k], set()).add(int(loc[k]))
+            pruning.removals.setdefault(loc[:k], set()).add(int(loc[k]))
         elif err["type"] == "missing" and len(loc) <= 2:
-            fatal = True
+            pruning.fatal = True
         elif loc and loc[0] in ("family", "repository") and len(loc) == 1:
-            deletions.append(("__dummy__", loc[0]))
+            pruning.deletions.append(("__dummy__", loc[0]))
         elif loc:
-            deletions.append(loc)
-    if fatal:
-        return None
-    for where in deletions:
+            pruning.deletions.append(loc)
+    return pruning
+
+
+def _prune(data: dict[str, object], pruning: _Pruning, index_map: dict[FieldPath, list[int]]) -> None:
+    """Cut ``pruning``'s keys and list items from ``data`` (in place), deepest lists first; ``index_map``
+    records which original indices each pruned list keeps."""
+    for where in pruning.deletions:
         if where[0] == "__dummy__":
             data[str(where[1])] = "invalid"
             continue
-        parent: Any = data
+        parent: Any = data  # plain dicts and lists (``_plain``) along a path pydantic reported
         for part in where[:-1]:
             parent = parent[part] if isinstance(parent, dict) else parent[int(part)]
         if isinstance(parent, dict):
             parent.pop(where[-1], None)
-    for list_path in sorted(removals, key=len, reverse=True):
+    for list_path in sorted(pruning.removals, key=len, reverse=True):
         node: Any = data
         try:
             for part in list_path:
@@ -217,13 +264,9 @@ def validate_schema(raw: Mapping[str, Any], add: Report, index_map: dict[FieldPa
             continue
         if not isinstance(node, list):
             continue
-        keep = [i for i in range(len(node)) if i not in removals[list_path]]
+        keep = [i for i in range(len(node)) if i not in pruning.removals[list_path]]
         node[:] = [node[i] for i in keep]
         index_map[list_path] = keep
-    try:
-        return MatrixSpec.model_validate(data)
-    except ValidationError:
-        return None  # what is left still does not validate: the problems above say why
 
 
 def _number_message(value: float | int, written: str | None) -> str:
@@ -240,63 +283,90 @@ def check_yaml_numbers(raw: object, add: Report, text: str) -> Skipped:
     out = Skipped()
     if not isinstance(raw, Mapping):
         return out
-    lines = text.splitlines()
-
-    def check(node: Any, key: str | int, where: FieldPath) -> bool:
-        try:
-            value = node[key]
-        except (KeyError, IndexError, TypeError):
-            return False
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False
-        add(where, _number_message(value, _written(node, key, lines)))
-        return True
-
+    numbers = _Numbers(add, text.splitlines())
     axes = raw.get("axes")
     if isinstance(axes, Mapping):
+        out.bad |= numbers.in_axes(axes)
+    for section in ("include", "exclude"):
+        items = raw.get(section)
+        if isinstance(items, list):
+            (out.includes if section == "include" else out.rules).update(numbers.in_cells(section, items))
+    return out
+
+
+def _scalar(node: object, key: str | int) -> object:
+    """``node[key]`` of a mapping or (index) a list; None when it is not there."""
+    if isinstance(node, Mapping):
+        return node.get(key)
+    if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+        return node[key]
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Numbers:
+    """Finds version fields YAML read as numbers and reports each (``add``) with its text in the file."""
+
+    add: Report
+    lines: list[str]
+
+    def at(self, node: object, key: str | int, where: FieldPath) -> bool:
+        """Report ``node[key]`` at ``where`` when it is a number; True when it was reported."""
+        value = _scalar(node, key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        self.add(where, _number_message(value, _written(node, key, self.lines)))
+        return True
+
+    def in_axes(self, axes: Mapping[str, object]) -> set[str]:
+        """The python, accelerator and framework axes; returns the axis values to skip (``python:3.1``,
+        ``accelerator:<i>``, ``framework:2.1``)."""
+        bad: set[str] = set()
         pys = axes.get("python")
         if isinstance(pys, list):
             for i, v in enumerate(pys):
-                if check(pys, i, ("axes", "python", i)):
-                    out.bad.add(f"python:{v}")
+                if self.at(pys, i, ("axes", "python", i)):
+                    bad.add(f"python:{v}")
         accs = axes.get("accelerator")
         if isinstance(accs, list):
             for i, acc in enumerate(accs):
                 if isinstance(acc, Mapping):
                     for f in ("version", "image_version"):
-                        if check(acc, f, ("axes", "accelerator", i, f)):
-                            out.bad.add(f"accelerator:{i}")
+                        if self.at(acc, f, ("axes", "accelerator", i, f)):
+                            bad.add(f"accelerator:{i}")
         fw = axes.get("framework")
         versions = fw.get("versions") if isinstance(fw, Mapping) else None
         if isinstance(versions, list):
             for i, v in enumerate(versions):
-                if check(versions, i, ("axes", "framework", "versions", i)):
-                    out.bad.add(f"framework:{v}")
-    for section, fields in (("include", ("framework", "python")), ("exclude", ("framework", "python"))):
-        items = raw.get(section)
-        if not isinstance(items, list):
-            continue
+                if self.at(versions, i, ("axes", "framework", "versions", i)):
+                    bad.add(f"framework:{v}")
+        return bad
+
+    def in_cells(self, section: str, items: list[object]) -> set[int]:
+        """The framework / python (and, for ``include``, accelerator versions) of each cell or rule of
+        ``section``; returns the indices of those with a number."""
+        hits: set[int] = set()
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
                 continue
             hit = False
-            for f in fields:
+            for f in ("framework", "python"):
                 value = item.get(f)
                 if isinstance(value, list):
                     for j in range(len(value)):
-                        hit = check(value, j, (section, i, f, j)) or hit
+                        hit = self.at(value, j, (section, i, f, j)) or hit
                 else:
-                    hit = check(item, f, (section, i, f)) or hit
+                    hit = self.at(item, f, (section, i, f)) or hit
             acc = item.get("accelerator")
             if section == "include" and isinstance(acc, Mapping):
                 for f in ("version", "image_version"):
-                    hit = check(acc, f, (section, i, "accelerator", f)) or hit
+                    hit = self.at(acc, f, (section, i, "accelerator", f)) or hit
             if hit:
-                (out.includes if section == "include" else out.rules).add(i)
-    return out
+                hits.add(i)
+        return hits
 
 
-def _written(node: Any, key: str | int, lines: list[str]) -> str | None:
+def _written(node: object, key: str | int, lines: list[str]) -> str | None:
     """The scalar's text at its position in the file (``3.10``), None when unknown."""
     lc = getattr(node, "lc", None)
     if lc is None or not lines:
