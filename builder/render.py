@@ -38,7 +38,7 @@ from typing_extensions import TypedDict
 from builder.bases import BaseResolution, is_mirror, symbolic_name, unpinned_reasons
 from builder.compat.distros import SYSTEM_PYTHON, split_os
 from builder.errors import ConfigError, NotFoundError, RenderStaleError, UnpinnedBaseError
-from builder.locks import LockState, read_lock
+from builder.locks import read_lock
 from builder.models import BaseImage, RenderedImage, Variant
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ class Renderer:
         template, template_hashes, family_context = self._family(variant.family)
         base = self.bases.resolve(variant.base.reference)
         lock = read_lock(variant, self.locks_dir, existing=self._lock_names())
-        variables = template_variables(variant, base, lock)
+        variables = template_variables(variant, base)
         try:
             dockerfile = _tidy(template.render(**variables))
         except jinja2.TemplateError as exc:
@@ -144,7 +144,7 @@ class Renderer:
             context.append(("requirements.lock", lock.text.encode()))
         context.sort()
         unpinned = list(unpinned_reasons(base))
-        if lock.status != "locked" and lock.status != "not-needed":
+        if lock.status not in {"locked", "not-needed"}:
             unpinned.append(lock.reason)
         labels = dict(variables["labels"])
         hash_doc = {
@@ -176,7 +176,7 @@ class Renderer:
         )
 
 
-def template_variables(variant: Variant, base: BaseImage, lock: LockState) -> dict[str, Any]:
+def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
     """The variables every template gets (documented in images/README.md). Plain JSON values."""
     acc = variant.accelerator
     os_name, os_version = split_os(variant.os)
