@@ -204,6 +204,8 @@ allow_unpinned_option = click.option(
 )
 policy_option = file_option("--policy", "policy_file", help="Policy file (default: <policies_dir>/default.yaml).")
 key_option = file_option("--key", help="Private signing key (default: builder.toml `key`).")
+
+
 def _store_docker_config(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
     if value is not None:
         obj = ctx.find_object(AppContext)
