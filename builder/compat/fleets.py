@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -61,7 +61,7 @@ from builder.compat.fleet_verdicts import (
 )
 from builder.compat.gpus import gpu_info, normalize_brand
 from builder.errors import BuilderError, ConfigError, NotFoundError
-from builder.yamldoc import Problem
+from builder.yamldoc import Document, InvalidYaml, Problem, parse, plain
 
 if TYPE_CHECKING:
     from builder.compat.verdict import ImageSpec
@@ -109,47 +109,6 @@ def fleet_json_schema() -> dict[str, Any]:
 # -------------------------------------------------------------------------------------- loading
 
 
-_MISSING = object()
-
-
-def _child(node: object, part: int | str) -> object:
-    """``node[part]`` for a mapping key or an in-range list index; ``_MISSING`` otherwise."""
-    if isinstance(part, str) and isinstance(node, Mapping):
-        return node.get(part, _MISSING)
-    if isinstance(part, int) and isinstance(node, list) and 0 <= part < len(node):
-        return node[part]
-    return _MISSING
-
-
-def _line_of(node: object, loc: Sequence[int | str]) -> int | None:
-    """1-based line of ``loc`` inside a ruamel round-trip tree (None when unknown; plain dicts have no lines)."""
-    line: int | None = None
-    cur = node
-    for part in loc:
-        child = _child(cur, part)
-        if child is _MISSING:
-            break
-        lc = getattr(cur, "lc", None)  # ruamel's line/column record of a CommentedMap / CommentedSeq
-        if lc is not None:
-            try:
-                line = (lc.key(part) if isinstance(part, str) else lc.item(part))[0] + 1
-            except (KeyError, IndexError, TypeError, AttributeError):
-                break
-        cur = child
-    return line
-
-
-def _loc_text(loc: Sequence[int | str]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(file)"
-
-
-def _problem(path: Path, line: int | None, field: str, message: str) -> Problem:
-    return Problem(file=str(path), line=line or 0, col=0, path=field, message=message)
-
-
 def _format(problems: list[Problem]) -> str:
     return "\n".join(f"  {p}" for p in problems)
 
@@ -165,22 +124,17 @@ def load_fleet(path: Path, *, load_host: HostLoader | None = None) -> Fleet:
         raise ConfigError(
             f"cannot read fleet file {path}: {exc.strerror or exc}",
             hint="pass an existing fleets/*.yaml file",
-            problems=[_problem(path, None, "(file)", str(exc)).to_json()],
+            problems=[Problem(str(path), 0, 0, "", str(exc)).to_json()],
         ) from None
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     try:
-        tree = YAML(typ="rt").load(text)
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
+        doc = parse(text, str(path))
+    except InvalidYaml as exc:
         raise ConfigError(
-            f"fleet file {path} is not valid YAML: {exc}",
+            f"fleet file {path} is not valid YAML: {exc.problem.message}",
             hint="fix the YAML syntax at the line shown",
-            problems=[_problem(path, line, "(file)", f"invalid YAML: {getattr(exc, 'problem', exc)}").to_json()],
+            problems=[exc.problem.to_json()],
         ) from None
-    return fleet_from_data(tree, path=path, load_host=load_host)
+    return fleet_from_data(doc.root, path=path, load_host=load_host)
 
 
 def resolve_fleet_path(name_or_path: str, fleets_dir: Path) -> Path:
@@ -235,13 +189,12 @@ class _Problems:
     """The problems found in one fleet file, each located in its tree (a line when the tree is ruamel's)."""
 
     path: Path
-    tree: object
+    doc: Document
     items: list[Problem] = dataclasses.field(default_factory=list)
 
     def add(self, base: Sequence[int | str], field: Sequence[int | str], message: str) -> None:
         """A problem at ``base`` + ``field`` (e.g. ``["clusters", 0]`` + ``["drivers", 1]``)."""
-        loc = [*base, *field]
-        self.items.append(_problem(self.path, _line_of(self.tree, loc), _loc_text(loc), message))
+        self.items.append(self.doc.problem([*base, *field], message, default=(0, 0)))
 
     def schema_errors(self, exc: ValidationError, prefix: Sequence[int | str]) -> None:
         """One problem per pydantic error of ``exc``, located under ``prefix``."""
@@ -270,9 +223,9 @@ _AddProblem = Callable[[Sequence[int | str], str], None]
 def fleet_from_data(tree: object, *, path: Path, load_host: HostLoader | None = None) -> Fleet:
     """Validate an already-parsed fleet document (a ruamel tree gives line numbers; plain dicts work too).
     ``load_host``: see :func:`load_fleet`. Raises ConfigError listing every problem."""
-    problems = _Problems(path, tree)
+    problems = _Problems(path, Document(str(path), tree))
     try:
-        model = _FleetIn.model_validate(_plain(tree))
+        model = _FleetIn.model_validate(plain(tree))
     except ValidationError as exc:
         problems.schema_errors(exc, [])
         raise problems.error() from None
@@ -393,23 +346,6 @@ def _cluster(c: _ClusterIn, notes: list[str], saved: _SavedHosts) -> Cluster:
         sources=saved.sources,
         notes=tuple(notes),
     )
-
-
-def _plain(node: object) -> object:
-    """ruamel round-trip tree -> plain dict/list/scalars (keeps ints/floats as numbers)."""
-    if isinstance(node, Mapping):
-        return {str(k): _plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    if isinstance(node, bool) or node is None:
-        return node
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    if isinstance(node, str):
-        return str(node)
-    return node
 
 
 def _host_configs(host: HostFacts, c: _ClusterIn, rel: str) -> list[HostConfig] | str:

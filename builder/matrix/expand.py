@@ -17,8 +17,9 @@ from packaging.version import InvalidVersion, Version
 from builder.compat.distros import OS_RE, split_os
 from builder.matrix.compatibility import arch_build_args, cell_problems, gpu_archs, os_python_problem
 from builder.matrix.schema import PLATFORMS, AcceleratorSpec, ExcludeRule, IncludeSpec, MatrixSpec, RuleValue
-from builder.matrix.validate import FieldPath, Report, Skipped, check_axes
+from builder.matrix.validate import Report, Skipped, check_axes
 from builder.models import Accelerator, BaseImage, Framework, Variant
+from builder.yamldoc import FieldPath
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

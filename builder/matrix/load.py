@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 from builder.errors import ConfigError, MatrixError
 from builder.matrix.expand import expand
-from builder.matrix.validate import FieldPath, check_yaml_numbers, validate_schema
-from builder.yamldoc import Problem
+from builder.matrix.validate import check_yaml_numbers, validate_schema
+from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, parse
 
 if TYPE_CHECKING:
     from builder.bases import BaseResolution
@@ -35,75 +35,27 @@ class Matrix:
     variants: tuple[Variant, ...]
 
 
-class _Positions:
-    """Maps a field path to the 1-based (line, column) of the YAML node it came from (the deepest
-    node of the path that exists; (1, 0) for the document)."""
-
-    def __init__(self, root: object) -> None:
-        self.root = root
-
-    def of(self, path: Sequence[str | int]) -> tuple[int, int]:
-        node = self.root
-        best = (1, 0)
-        for part in path:
-            lc = getattr(node, "lc", None)
-            try:
-                if isinstance(node, Mapping) and part in node:
-                    if lc is not None:
-                        line, col = lc.key(part)
-                        best = (line + 1, col + 1)
-                    node = node[part]
-                elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-                    if lc is not None:
-                        line, col = lc.item(part)
-                        best = (line + 1, col + 1)
-                    node = node[part]
-                else:
-                    break
-            except (KeyError, IndexError, TypeError, AttributeError):
-                break
-        return best
-
-
-def field_path_text(path: Sequence[str | int]) -> str:
-    """``("axes", "accelerator", 0, "version")`` -> ``axes.accelerator[0].version`` (``""``: the document)."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
-def read_yaml(path: Path) -> tuple[object, str]:
-    """(round-trip document with line/column marks, the file's text). Raises ConfigError when the file
+def read_yaml(path: Path) -> tuple[Document, str]:
+    """(the document with line/column marks, the file's text). Raises ConfigError when the file
     does not exist, MatrixError (one problem at the error's line) when it is not valid YAML."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     try:
         text = path.read_text()
     except FileNotFoundError as exc:
         raise ConfigError(f"matrix file {path} does not exist", hint="pass an existing file with --matrix") from exc
-    yaml = YAML(typ="rt", pure=True)
     try:
-        return yaml.load(text), text
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 0
-        col = mark.column + 1 if mark is not None else 0
-        problem = Problem(str(path), line, col, "", f"not valid YAML: {getattr(exc, 'problem', exc)}")
+        return parse(text, str(path)), text
+    except InvalidYaml as exc:
         raise MatrixError(
-            f"{path}:{line}: not valid YAML", problems=[problem.to_json()], hint="fix the YAML syntax at that line"
+            f"{path}:{exc.problem.line}: not valid YAML",
+            problems=[exc.problem.to_json()],
+            hint="fix the YAML syntax at that line",
         ) from exc
 
 
 def _problems_of(path: Path, bases: BaseResolution | None) -> tuple[Matrix | None, list[Problem]]:
     """Load one file: (the matrix, []) or (None, every problem). ConfigError / MatrixError (not YAML)."""
-    raw, text = read_yaml(path)
-    positions = _Positions(raw)
-    file = str(path)
+    doc, text = read_yaml(path)
+    raw = doc.root
     problems: list[Problem] = []
     index_map: dict[FieldPath, list[int]] = {}
 
@@ -116,9 +68,7 @@ def _problems_of(path: Path, bases: BaseResolution | None) -> tuple[Matrix | Non
         return tuple(out)
 
     def add(field_path: Sequence[str | int], message: str) -> None:
-        orig = original(field_path)
-        line, col = positions.of(orig)
-        problems.append(Problem(file, line, col, field_path_text(orig), message))
+        problems.append(doc.problem(original(field_path), message))
 
     if not isinstance(raw, Mapping):
         add((), "a matrix must be a YAML mapping (family, repository, axes, base, ...)")

@@ -19,12 +19,11 @@ from pydantic import ValidationError
 from builder.bases import MIRROR_PREFIX
 from builder.compat.distros import OS_RE
 from builder.matrix.schema import PLATFORMS, Axes, MatrixSpec
+from builder.yamldoc import FieldPath, plain
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
-#: A field path in a matrix document: mapping keys and list indices (``("axes", "python", 1)``).
-FieldPath = tuple[str | int, ...]
 #: Records one problem: (field path, message).
 Report = Callable[[Sequence[str | int], str], None]
 
@@ -174,15 +173,6 @@ _FRIENDLY = {
 }
 
 
-def _plain(node: object) -> object:
-    """A ruamel round-trip tree as plain dicts and lists (scalars as they are), which the pruning edits."""
-    if isinstance(node, Mapping):
-        return {k: _plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    return node
-
-
 @dataclasses.dataclass
 class _Pruning:
     """What to cut from a document so that the rest validates: list items per list path (``removals``), keys
@@ -198,7 +188,7 @@ def validate_schema(raw: Mapping[str, Any], add: Report, index_map: dict[FieldPa
     """Schema-validate; report every schema error, then drop the offending list items / keys and
     validate again so the semantic checks still run on the rest (all problems in one pass).
     ``index_map`` records, per pruned list, which original indices remain (for locations)."""
-    data = {k: _plain(v) for k, v in raw.items()}
+    data = {str(k): plain(v) for k, v in raw.items()}
     try:
         return MatrixSpec.model_validate(data)
     except ValidationError as exc:
@@ -250,7 +240,7 @@ def _prune(data: dict[str, object], pruning: _Pruning, index_map: dict[FieldPath
         if where[0] == "__dummy__":
             data[str(where[1])] = "invalid"
             continue
-        parent: Any = data  # plain dicts and lists (``_plain``) along a path pydantic reported
+        parent: Any = data  # plain dicts and lists (``yamldoc.plain``) along a path pydantic reported
         for part in where[:-1]:
             parent = parent[part] if isinstance(parent, dict) else parent[int(part)]
         if isinstance(parent, dict):

@@ -18,9 +18,6 @@ from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import YAMLError
 
 from builder.errors import NotFoundError, PolicyError, SigningKeyError
 from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, weekday_index
@@ -54,12 +51,11 @@ from builder.policy.schema import (
 from builder.policy.signers import Approver, KeyRef, KeySet
 from builder.signing.keys import load_public_keys
 from builder.suggest import did_you_mean
-from builder.yamldoc import Problem, Severity, errors
+from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, Severity, errors, parse
 
 M = TypeVar("M", bound=BaseModel)
-DocPath = tuple[str | int, ...]
 """Where a value is in the document: mapping keys and list indexes (``("stages", "dev", "require")``)."""
-RuleBuilder = Callable[[object, DocPath, str], Rule | None]
+RuleBuilder = Callable[[object, FieldPath, str], Rule | None]
 """Builds one kind of rule from its body, its path and its location (``file:line:col``)."""
 
 _STAGE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
@@ -83,61 +79,24 @@ class _Loader:
         self.path = path
         self.variables = dict(variables)
         self.problems: list[Problem] = []
-        self.lines: dict[DocPath, tuple[int, int]] = {}
+        self.doc = Document(str(path), None)
         self.keysets: dict[str, KeySet] = {}
         self.approvers: dict[str, Approver] = {}
 
     # locations -------------------------------------------------------------------------
-    def index(self, node: object, path: DocPath = ()) -> object:
-        """Record line/col of every key and item; return plain Python data."""
-        if isinstance(node, CommentedMap):
-            out: dict[str, object] = {}
-            for k in node:
-                try:
-                    line, col = node.lc.key(k)
-                    self.lines[(*path, str(k))] = (line + 1, col + 1)
-                except (KeyError, TypeError, AttributeError):
-                    self.lines[(*path, str(k))] = self.lines.get(path, (0, 0))
-                out[str(k)] = self.index(node[k], (*path, str(k)))
-            return out
-        if isinstance(node, CommentedSeq):
-            items: list[object] = []
-            for i, v in enumerate(node):
-                try:
-                    line, col = node.lc.item(i)
-                    self.lines[(*path, i)] = (line + 1, col + 1)
-                except (KeyError, TypeError, AttributeError, IndexError):
-                    self.lines[(*path, i)] = self.lines.get(path, (0, 0))
-                items.append(self.index(v, (*path, i)))
-            return items
-        if isinstance(node, str):
-            return str(node)
-        return node
-
     def where(self, path: Sequence[str | int]) -> tuple[int, int]:
-        """(line, col) of ``path`` or of its closest recorded parent; (1, 1) for the document."""
-        p = tuple(path)
-        while p and p not in self.lines:
-            p = p[:-1]
-        return self.lines.get(p, (1, 1))
+        """(line, col) of ``path`` or of its closest parent in the file; (1, 1) for the document."""
+        return self.doc.position(path, (1, 1))
 
     def loc(self, path: Sequence[str | int]) -> str:
         """``file:line:col`` of ``path`` (a rule's ``location``)."""
         line, col = self.where(path)
         return f"{self.path}:{line}:{col}"
 
-    @staticmethod
-    def dotted(path: Sequence[str | int]) -> str:
-        out = ""
-        for part in path:
-            out += f"[{part}]" if isinstance(part, int) else (("." if out else "") + str(part))
-        return out
-
     def problem(self, path: Sequence[str | int], message: str, severity: Severity = "error") -> None:
-        line, col = self.where(path)
-        self.problems.append(Problem(str(self.path), line, col, self.dotted(path), message, severity))
+        self.problems.append(self.doc.problem(path, message, severity, default=(1, 1)))
 
-    def model(self, cls: type[M], data: object, path: DocPath) -> M | None:
+    def model(self, cls: type[M], data: object, path: FieldPath) -> M | None:
         """``data`` validated as ``cls``; None (and a problem per error, at its place) when invalid."""
         try:
             return cls.model_validate(data)
@@ -148,7 +107,7 @@ class _Loader:
             return None
 
     # keys ------------------------------------------------------------------------------
-    def key(self, data: object, path: DocPath) -> KeyRef | None:
+    def key(self, data: object, path: FieldPath) -> KeyRef | None:
         """A key (``file``, optionally pinned by ``fingerprint``) or a keyless identity; None (and a
         problem) when invalid; a key file that cannot be read is a warning and an unusable key."""
         m = self.model(KeyModel, data, path)
@@ -165,7 +124,7 @@ class _Loader:
             return None
         return self.file_key(m.file, m.fingerprint, path)
 
-    def keyless_key(self, m: KeyModel, issuer: str, path: DocPath) -> KeyRef | None:
+    def keyless_key(self, m: KeyModel, issuer: str, path: FieldPath) -> KeyRef | None:
         """A keyless identity: ``issuer`` and a ``subject`` regular expression, nothing else."""
         if m.file or m.fingerprint:
             self.problem(path, "a keyless identity (`issuer` + `subject`) takes no `file`/`fingerprint`")
@@ -180,7 +139,7 @@ class _Loader:
             return None
         return KeyRef(issuer=issuer, subject=m.subject)
 
-    def file_key(self, name: str, fingerprint: str | None, path: DocPath) -> KeyRef | None:
+    def file_key(self, name: str, fingerprint: str | None, path: FieldPath) -> KeyRef | None:
         """The public key file ``name`` (``{variables}`` expanded, relative to the policy file),
         checked against the pinned ``fingerprint`` when given."""
         try:
@@ -205,7 +164,7 @@ class _Loader:
             return None
         return KeyRef(fingerprint=pub.fingerprint, file=str(file))
 
-    def key_entries(self, data: object, path: DocPath) -> list[KeyRef | None]:
+    def key_entries(self, data: object, path: FieldPath) -> list[KeyRef | None]:
         """One key-set entry: a key (``key``), or a ``file`` glob (``*``, ``?``, ``[...]``) naming
         every public key file it matches, sorted (e.g. ``{root}/keys/check-runners/*.pub``). A glob
         matching nothing is a warning and an unusable entry: rules needing the set deny."""
@@ -235,7 +194,7 @@ class _Loader:
         literal = {k: v for k, v in data.items() if k != "file"}
         return [self.key({**literal, "file": m.replace("{", "{{").replace("}", "}}")}, path) for m in matches]
 
-    def keysets_of(self, names: Sequence[str], path: DocPath) -> tuple[KeySet, ...]:
+    def keysets_of(self, names: Sequence[str], path: FieldPath) -> tuple[KeySet, ...]:
         out: list[KeySet] = []
         for i, n in enumerate(names):
             if n in self.keysets:
@@ -248,7 +207,7 @@ class _Loader:
         return tuple(out)
 
     # rules -----------------------------------------------------------------------------
-    def rule(self, data: object, path: DocPath) -> Rule | None:
+    def rule(self, data: object, path: FieldPath) -> Rule | None:
         """The rule in ``data``: a mapping with one key (the rule's kind), or a bare list meaning
         ``all_of``; None (and problems at their places) when it cannot be built."""
         if isinstance(data, list):  # a bare list means all_of
@@ -264,7 +223,7 @@ class _Loader:
             return None
         return build(body, p, self.loc(p))
 
-    def rule_shape(self, data: object, path: DocPath) -> None:
+    def rule_shape(self, data: object, path: FieldPath) -> None:
         """Problems of a rule that is not a mapping with exactly one key."""
         if isinstance(data, dict) and len(data) > 1:
             names = ", ".join(str(k) for k in data)
@@ -299,17 +258,17 @@ class _Loader:
             "fleet": self.fleet,
         }
 
-    def unconditional(self, body: object, p: DocPath, location: str) -> Rule | None:
+    def unconditional(self, body: object, p: FieldPath, location: str) -> Rule | None:
         if not isinstance(body, str) or not body.strip():
             self.problem(p, "`unconditional` takes the reason as text (why every digest may enter)")
             return None
         return Unconditional(location, why=body)
 
-    def signature(self, body: object, p: DocPath, location: str) -> Rule | None:
+    def signature(self, body: object, p: FieldPath, location: str) -> Rule | None:
         m = self.model(SignatureModel, body, p)
         return None if m is None else SignatureRule(location, self.keysets_of(m.signers, (*p, "signers")), m.count)
 
-    def attestation(self, body: object, p: DocPath, location: str) -> Rule | None:
+    def attestation(self, body: object, p: FieldPath, location: str) -> Rule | None:
         m = self.model(AttestationModel, body, p)
         if m is None:
             return None
@@ -317,13 +276,13 @@ class _Loader:
             location, m.type, self.keysets_of(m.signers, (*p, "signers")), tuple(sorted(m.where.items()))
         )
 
-    def provenance(self, body: object, p: DocPath, location: str) -> Rule | None:
+    def provenance(self, body: object, p: FieldPath, location: str) -> Rule | None:
         m = self.model(ProvenanceModel, body, p)
         if m is None:
             return None
         return ProvenanceRule(location, self.keysets_of(m.signers, (*p, "signers")), m.source, m.builder_id)
 
-    def device_check(self, body: object, p: DocPath, location: str) -> Rule | None:
+    def device_check(self, body: object, p: FieldPath, location: str) -> Rule | None:
         m = self.model(DeviceCheckModel, body, p)
         if m is None:
             return None
@@ -335,7 +294,7 @@ class _Loader:
             tuple(m.driver_branches),
         )
 
-    def approvals(self, body: object, p: DocPath, location: str) -> Rule | None:
+    def approvals(self, body: object, p: FieldPath, location: str) -> Rule | None:
         m = self.model(ApprovalsModel, body, p)
         if m is None:
             return None
@@ -352,7 +311,7 @@ class _Loader:
             )
         return ApprovalRule(location, m.count, tuple(approvers), m.same_ticket)
 
-    def change_ticket(self, body: object, p: DocPath, location: str) -> Rule | None:
+    def change_ticket(self, body: object, p: FieldPath, location: str) -> Rule | None:
         m = self.model(TicketModel, body, p)
         if m is None:
             return None
@@ -363,7 +322,7 @@ class _Loader:
             return None
         return ChangeTicketRule(location, m.pattern)
 
-    def soak(self, body: object, p: DocPath, location: str) -> Rule | None:
+    def soak(self, body: object, p: FieldPath, location: str) -> Rule | None:
         m = self.model(SoakModel, body, p)
         if m is None:
             return None
@@ -374,7 +333,7 @@ class _Loader:
             return None
         return SoakRule(location, minimum, self.keysets_of(m.signers, (*p, "signers")))
 
-    def fleet(self, body: object, p: DocPath, location: str) -> Rule | None:
+    def fleet(self, body: object, p: FieldPath, location: str) -> Rule | None:
         m = self.model(FleetModel, body, p)
         if m is None:
             return None
@@ -386,7 +345,7 @@ class _Loader:
             self.problem((*p, "file"), f"fleet file {fleet} does not exist")
         return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow), m.match_vendor)
 
-    def group(self, cls: type[AllOf] | type[AnyOf], body: object, path: DocPath, location: str) -> Rule | None:
+    def group(self, cls: type[AllOf] | type[AnyOf], body: object, path: FieldPath, location: str) -> Rule | None:
         if not isinstance(body, list):
             self.problem(path, f"`{'all_of' if cls is AllOf else 'any_of'}` takes a list of rules")
             return None
@@ -400,7 +359,7 @@ class _Loader:
             return None
         return cls(location, rules=good)
 
-    def freeze(self, body: object, p: DocPath, location: str) -> Rule | None:
+    def freeze(self, body: object, p: FieldPath, location: str) -> Rule | None:
         m = self.model(FreezeModel, body, p)
         if m is None:
             return None
@@ -458,16 +417,12 @@ class _Loader:
     # document --------------------------------------------------------------------------
     def load(self, text: str) -> Policy | None:
         """The policy in ``text``, or None when it cannot be built; problems go to ``self.problems``."""
-        yaml = YAML(typ="rt")
         try:
-            raw = yaml.load(text)
-        except YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
-            message = f"not valid YAML: {getattr(exc, 'problem', exc)}"
-            self.problems.append(Problem(str(self.path), line, col, "", message))
+            self.doc = parse(text, str(self.path))
+        except InvalidYaml as exc:
+            self.problems.append(exc.problem)
             return None
-        data = self.index(raw)
+        data = self.doc.plain()
         if not isinstance(data, dict):
             self.problem((), "a policy is a mapping with `stages:`")
             return None
