@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import json
 import os
 import shutil
@@ -141,7 +142,12 @@ class CliResult:
 
 class Cli(Protocol):
     def __call__(
-        self, *args: str, code: int | None = 0, env: dict[str, str] | None = None, cwd: Path | None = None
+        self,
+        *args: str,
+        code: int | None = 0,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        stdin: str | None = None,
     ) -> CliResult: ...
 
 
@@ -149,16 +155,21 @@ class Cli(Protocol):
 def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
     """Run ``builder ARGS...`` in-process (``builder.cli.main``) and return a ``CliResult``;
     asserts the exit status is ``code`` (``None``: any). ``env`` is set for this test only;
-    ``cwd`` is where the command runs (the project root is found from it)."""
+    ``cwd`` is where the command runs (the project root is found from it); ``stdin`` its input."""
     from builder.cli import console, main
 
     def run(
-        *args: str, code: int | None = 0, env: dict[str, str] | None = None, cwd: Path | None = None
+        *args: str,
+        code: int | None = 0,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        stdin: str | None = None,
     ) -> CliResult:
         for key, value in (env or {}).items():
             monkeypatch.setenv(key, value)
         if cwd is not None:
             monkeypatch.chdir(cwd)
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin or ""))
         capsys.readouterr()
         console.cache_clear()  # a fresh console per invocation, as a new process has (width from COLUMNS)
         try:

@@ -160,7 +160,7 @@ class TokenIssuer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *args: Any) -> None:
+            def log_message(self, *_args: object) -> None:
                 return
 
         server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)

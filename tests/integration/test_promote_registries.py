@@ -17,9 +17,11 @@ from builder.predicates import DEVICE_CHECK_V1
 from builder.promote import Target, apply_promotion, plan_promotion
 from builder.registry import OCI_INDEX, RegistryClient
 from tests.conftest import require_tool
+from tests.integration import test_promote
 from tests.integration.test_promote import VARIANT, World, _to_staging
-from tests.integration.test_promote import world as world
 from tests.integration.test_promote_support import device_check, push_image, write_policy
+
+world = test_promote.world  # the shared fixture of the promotion tests
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

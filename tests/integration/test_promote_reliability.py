@@ -19,9 +19,11 @@ from builder.ledger import open_ledger
 from builder.predicates import APPROVAL_V1, DEVICE_CHECK_V1
 from builder.promote import Target, apply_promotion, history, plan_promotion
 from builder.signing.layer import ATT_SUFFIX, signature_tag
+from tests.integration import test_promote
 from tests.integration.test_promote import VARIANT, World, failed_rules
-from tests.integration.test_promote import world as world
 from tests.integration.test_promote_support import device_check, push_image
+
+world = test_promote.world  # the shared fixture of the promotion tests
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -278,7 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             raise _HTTPError(400, f"request body is not JSON: {exc}") from exc
 
-    def _dispatch(self, method: str) -> None:
+    def _dispatch(self, method: str) -> None:  # noqa: PLR0912 - one branch per Fulcio/Rekor/OIDC endpoint
         inst = self.instance
         url = urlsplit(self.path)
         path = url.path.rstrip("/")

@@ -7,18 +7,21 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from click.testing import CliRunner
 
-from builder.checks.diagnosis import LAYERS, RULES, Context, diagnose, evaluate_requirement
+from builder.checks.diagnosis import LAYERS, RULES, Context, Diagnosis, diagnose, evaluate_requirement
+
+if TYPE_CHECKING:
+    from builder.compat import Evaluation
+    from tests.conftest import Cli
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "errors"
 
 
-def d(name: str, ctx: Context | None = None):  # type: ignore[no-untyped-def]
+def d(name: str, ctx: Context | None = None) -> Diagnosis:
     return diagnose((DATA / name).read_text(), ctx)
 
 
@@ -157,7 +160,7 @@ def test_last_clause_is_explained() -> None:
 
 
 def test_requirement_is_evaluated_by_compat() -> None:
-    def ev(**kw: str | None):  # type: ignore[no-untyped-def]
+    def ev(**kw: str | None) -> Evaluation:
         result = evaluate_requirement(Context(require_cuda=REQ_128, **kw))
         assert result is not None
         return result
@@ -223,17 +226,12 @@ def test_unknown_quotes_what_it_could_not_place() -> None:
 # --- CLI -------------------------------------------------------------------------------------
 
 
-def test_cli_diagnose_json_file_and_stdin() -> None:
-    from builder.cli.check import diagnose as cmd
-
-    runner = CliRunner()
-    res = runner.invoke(cmd, [str(DATA / "error-02.txt"), "--json"])
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout)
+def test_cli_diagnose_json_file_and_stdin(cli: Cli) -> None:
+    doc = cli("diagnose", str(DATA / "error-02.txt"), "--json").json()
     assert set(doc) >= {"diagnosis", "at_fault", "noticed_by", "summary", "fix", "facts"}
     assert doc["diagnosis"] == "driver-too-old-for-image" and doc["facts"]["min_driver"] == "570.26"
-    res = runner.invoke(cmd, ["-", "--json"], input=(DATA / "error-12.txt").read_text())
-    assert json.loads(res.stdout)["diagnosis"] == "no-gpu-visible"
+    res = cli("diagnose", "-", "--json", stdin=(DATA / "error-12.txt").read_text())
+    assert res.json()["diagnosis"] == "no-gpu-visible"
 
 
 @pytest.mark.parametrize(
