@@ -169,7 +169,8 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
             monkeypatch.setenv(key, value)
         if cwd is not None:
             monkeypatch.chdir(cwd)
-        monkeypatch.setattr("sys.stdin", io.StringIO(stdin or ""))
+        if stdin is not None:
+            monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
         capsys.readouterr()
         console.cache_clear()  # a fresh console per invocation, as a new process has (width from COLUMNS)
         try:

@@ -5,7 +5,6 @@ says what to pass when it is not."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
@@ -15,11 +14,6 @@ from builder.errors import NotFoundError
 from tests.conftest import ROOT, Cli
 
 DATA = ROOT / "tests" / "data" / "errors"
-
-
-def stdin(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
-    """What `builder diagnose -` reads."""
-    monkeypatch.setattr("sys.stdin", io.StringIO(text))
 
 
 def test_missing_file_is_not_found_exit_8(tmp_path: Path, cli: Cli) -> None:
@@ -50,13 +44,12 @@ def test_unreadable_file_is_not_found(cli: Cli) -> None:
 
 
 @pytest.mark.parametrize("text", ["", "\n  \n"])
-def test_empty_input_says_so(text: str, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_empty_input_says_so(text: str, cli: Cli) -> None:
     r = diagnose(text)
     assert r.key == "unknown"
     assert "the input was empty" in r.summary
     assert "[]" not in r.summary + r.fix
-    stdin(monkeypatch, text)
-    res = cli("diagnose", "-")  # exit 0, documented: the diagnosis is the output
+    res = cli("diagnose", "-", stdin=text)  # exit 0, documented: the diagnosis is the output
     assert "the input was empty" in res.stderr + res.stdout
     assert "[]" not in res.stderr + res.stdout
 
@@ -83,12 +76,11 @@ def test_driver_too_old_without_image_cuda_says_what_to_pass() -> None:
     assert "--image-cuda X.Y" in r.fix and "--require-cuda" in r.fix and "11.4" in r.fix
 
 
-def test_driver_too_old_with_image_cuda_names_the_minimum(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_driver_too_old_with_image_cuda_names_the_minimum(cli: Cli) -> None:
     r = diagnose(TORCH_TOO_OLD, Context(image_cuda="12.4"))
     assert r.facts["min_driver"] == "550.54.14"
     assert ">= 550.54.14" in r.fix and "min_driver" not in r.fix
-    stdin(monkeypatch, TORCH_TOO_OLD)
-    doc = cli("diagnose", "-", "--image-cuda", "12.4", "--json").json()
+    doc = cli("diagnose", "-", "--image-cuda", "12.4", "--json", stdin=TORCH_TOO_OLD).json()
     assert doc["facts"]["min_driver"] == "550.54.14" and "550.54.14" in doc["fix"]
     assert (doc["diagnosis"], doc["at_fault"]) == (r.key, r.at_fault)
 

@@ -3,7 +3,6 @@ naming the file and the field, never an AttributeError; valid documents still lo
 
 from __future__ import annotations
 
-import io
 import json
 from typing import TYPE_CHECKING
 
@@ -54,14 +53,13 @@ def test_broken_json_and_unrecognised_text_exit_21(tmp_path: Path, cli: Cli) -> 
         assert str(p) in res.stderr and "Traceback" not in res.stderr
 
 
-def test_saved_output_prints_the_hostinfo_document(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_saved_output_prints_the_hostinfo_document(cli: Cli) -> None:
     """`--from FILE` and `--from -` (standard input) print the same document, schema-checked by the fixture."""
     q = DATA / "h200" / "nvidia-smi-q.txt"
     doc = cli("hostinfo", "--from", str(q), "--json").json()
     assert doc["schema"] == "builder/hostinfo/v1" and doc["gpus"][0]["name"] == "NVIDIA H200"
     assert doc["gpu_count"] == len(doc["gpus"]) and doc == load_hostinfo(q).to_json()
-    monkeypatch.setattr("sys.stdin", io.StringIO(q.read_text()))
-    assert cli("hostinfo", "--from", "-", "--json").json()["gpus"] == doc["gpus"]
+    assert cli("hostinfo", "--from", "-", "--json", stdin=q.read_text()).json()["gpus"] == doc["gpus"]
     human = cli("hostinfo", "--from", str(q))
     assert "NVIDIA H200" in human.stderr and human.stdout == ""
 
