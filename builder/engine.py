@@ -230,7 +230,8 @@ def run_container(
     """``docker run --rm -i [--gpus G] [--device D]... IMAGE ARGV...`` in a fresh, named container.
 
     ``devices`` are passed to ``--device`` (``/dev/kfd``, or CDI names ``nvidia.com/gpu=all``).
-    On timeout the container is removed (``docker rm -f``) and ``exit_code`` is 124.
+    On timeout the container is removed (``docker rm -f``) and ``exit_code`` is 124; when the
+    run is interrupted (``process.Interrupted``) it is removed too before the exception goes on.
     A container that fails is a *result*, not an exception; EngineUnavailableError is raised only
     when the daemon cannot be reached at all."""
     name = f"builder-check-{uuid.uuid4().hex[:12]}"
@@ -258,10 +259,14 @@ def run_container(
     except FileNotFoundError as exc:
         raise EngineUnavailableError(_NO_CLI, hint=_NO_CLI_HINT) from exc
     except subprocess.TimeoutExpired as exc:
-        process.run([*docker_command(), "rm", "-f", name], timeout=60)
+        process.cleanup([*docker_command(), "rm", "-f", name])
         out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else ""
         err = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else ""
         return ContainerResult(124, out, err + f"\nbuilder: timed out after {timeout:.0f} s", timeout, tuple(cmd), True)
+    except process.Interrupted:
+        # the docker client is gone, the container may not be (its PID 1 can ignore SIGTERM)
+        process.cleanup([*docker_command(), "rm", "-f", name])
+        raise
     seconds = time.monotonic() - start
     stdout = proc.stdout.decode("utf-8", "replace")
     stderr = proc.stderr.decode("utf-8", "replace")

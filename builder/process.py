@@ -4,21 +4,117 @@ goes through this module, so each one is logged before it runs (house style of c
 
 The core never prints: each command is logged on the ``builder.process`` logger at DEBUG level
 as ``+ argv`` (shell-quoted); the command line decides whether and where that is shown.
+
+Interruption: every live child is kept in a registry. :func:`interrupt` (called by the command
+line's SIGINT/SIGTERM/SIGHUP handler) marks the process interrupted and sends SIGTERM to each
+child's process group (children start in their own session, so a ``docker buildx build`` plugin
+process under the ``docker`` client is reached too); the thread waiting for that child then
+raises :class:`Interrupted`, and no new child starts (except :func:`cleanup` commands such as
+``docker rm -f``), so thread-pool workers stop instead of starting more work.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shlex
+import signal
 import subprocess
+import threading
 from collections import deque
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from pathlib import Path
 
 LOG = logging.getLogger("builder.process")
+
+#: seconds a child gets after SIGTERM before SIGKILL
+GRACE = 10.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped by signal ``signum`` (SIGINT, SIGTERM or SIGHUP). A KeyboardInterrupt
+    (a BaseException), so ``except Exception`` never swallows it and every ``with``/``finally``
+    unwinds. ``exit_code`` is ``128 + signum`` (130, 143, 129: the shell's convention,
+    https://tldp.org/LDP/abs/html/exitcodes.html); ``left`` collects what was not done (one
+    line per unit of work, e.g. ``"2 of 5 variants not built"``) as the exception unwinds."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.exit_code = 128 + signum
+        self.left: list[str] = []
+
+
+class _Children:
+    """The live children (Popen objects) and the interruption state, shared by all threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.live: set[subprocess.Popen[str] | subprocess.Popen[bytes]] = set()
+        self.signum: int | None = None
+
+    def add(self, proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+        with self.lock:
+            self.live.add(proc)
+            signum = self.signum
+        if signum is not None:  # started while the handler ran: stop it as well
+            _signal_group(proc, signal.SIGTERM)
+
+    def discard(self, proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+        with self.lock:
+            self.live.discard(proc)
+
+
+_CHILDREN = _Children()
+
+
+def interrupt(signum: int) -> None:
+    """Mark the process interrupted by ``signum`` and send SIGTERM to every live child's process
+    group (returns at once; the threads waiting for those children reap them and raise
+    :class:`Interrupted`). Safe to call from a signal handler and more than once."""
+    with _CHILDREN.lock:
+        if _CHILDREN.signum is None:
+            _CHILDREN.signum = signum
+        live = list(_CHILDREN.live)
+    for proc in live:
+        _signal_group(proc, signal.SIGTERM)
+
+
+def interrupted() -> int | None:
+    """The signal number the process was interrupted by, or None."""
+    return _CHILDREN.signum
+
+
+def reset_interrupt() -> None:
+    """Forget an interruption (the in-process CLI runs several commands in one process)."""
+    with _CHILDREN.lock:
+        _CHILDREN.signum = None
+
+
+def live_children() -> int:
+    """How many children are running now."""
+    with _CHILDREN.lock:
+        return len(_CHILDREN.live)
+
+
+def _refuse_when_interrupted() -> None:
+    signum = _CHILDREN.signum
+    if signum is not None:
+        raise Interrupted(signum)
+
+
+def _signal_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes], sig: int) -> None:
+    """Send ``sig`` to the child's process group (its own session, see ``_popen``)."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        LOG.debug("child %d already gone", proc.pid)
 
 
 def announce(argv: Sequence[str]) -> None:
@@ -58,20 +154,70 @@ def run(
     """Run ``argv`` to completion with stdout and stderr captured; never raises on a non-zero
     exit (the caller classifies it).
 
-    Raises ``FileNotFoundError`` when the program is not installed and
-    ``subprocess.TimeoutExpired`` after ``timeout`` seconds (the child is killed)."""
+    Raises ``FileNotFoundError`` when the program is not installed,
+    ``subprocess.TimeoutExpired`` after ``timeout`` seconds (the child is killed) and
+    :class:`Interrupted` when the process is (or gets) interrupted: the child is terminated
+    first."""
+    _refuse_when_interrupted()
+    return _run(argv, input=input, text=text, timeout=timeout, cwd=cwd, env=env)
+
+
+def cleanup(argv: Sequence[str], *, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """Run a clean-up command (``docker rm -f NAME``) even while interrupted: the one kind of
+    child started after :func:`interrupt`. Never raises on a non-zero exit; raises
+    ``FileNotFoundError`` and ``subprocess.TimeoutExpired`` like :func:`run`."""
+    return _run(argv, input=None, text=True, timeout=timeout, cwd=None, env=None, cleaning=True)
+
+
+def _run(
+    argv: Sequence[str],
+    *,
+    input: str | bytes | None,
+    text: bool,
+    timeout: float | None,
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    cleaning: bool = False,
+) -> subprocess.CompletedProcess[Any]:
     argv = [str(a) for a in argv]
     announce(argv)
-    return subprocess.run(
+    child = subprocess.Popen(
         argv,
-        input=input,
-        capture_output=True,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=text,
-        timeout=timeout,
         cwd=cwd,
         env=dict(env) if env is not None else None,
-        check=False,
+        start_new_session=True,  # its own process group: interrupt() reaches grandchildren
     )
+    with _tracked(child, track=not cleaning) as proc:
+        try:
+            stdout, stderr = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            raise subprocess.TimeoutExpired(argv, timeout or 0.0, output=stdout, stderr=stderr) from None
+        except BaseException:
+            terminate(proc)
+            raise
+        if not cleaning:
+            _refuse_when_interrupted()
+        return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+@contextlib.contextmanager
+def _tracked(proc: subprocess.Popen[Any], *, track: bool = True) -> Iterator[subprocess.Popen[Any]]:
+    """``with proc`` (pipes closed, child reaped on exit), registered as a live child while it
+    runs unless ``track`` is false."""
+    if track:
+        _CHILDREN.add(proc)
+    try:
+        with proc:
+            yield proc
+    finally:
+        if track:
+            _CHILDREN.discard(proc)
 
 
 def stream(
@@ -86,12 +232,14 @@ def stream(
     to ``on_line`` as it arrives; memory stays bounded however long the output.
 
     Returns ``(exit status, the last `keep` lines)``. Raises ``FileNotFoundError`` when the
-    program is not installed. If the caller is interrupted (KeyboardInterrupt, SystemExit from a
-    signal handler), the child is terminated before the exception propagates: no orphaned work."""
+    program is not installed. If the caller is interrupted (:class:`Interrupted`, raised here
+    too when :func:`interrupt` stopped this child), the child is terminated before the exception
+    propagates: no orphaned work."""
+    _refuse_when_interrupted()
     argv = [str(a) for a in argv]
     announce(argv)
     tail: deque[str] = deque(maxlen=keep)
-    with subprocess.Popen(
+    child = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -100,26 +248,41 @@ def stream(
         errors="replace",
         cwd=cwd,
         env=dict(env) if env is not None else None,
-    ) as proc:
+        start_new_session=True,
+    )
+    with _tracked(child) as proc:
         try:
             assert proc.stdout is not None
             for raw in proc.stdout:
                 line = raw.rstrip("\n")
                 tail.append(line)
                 on_line(line)
-            return proc.wait(), tuple(tail)
+            code = _wait(proc)
         except BaseException:
             terminate(proc)
             raise
+        _refuse_when_interrupted()
+        return code, tuple(tail)
 
 
-def terminate(proc: subprocess.Popen[str], grace: float = 10.0) -> None:
-    """Stop a child: SIGTERM, then SIGKILL after ``grace`` seconds."""
+def _wait(proc: subprocess.Popen[Any]) -> int:
+    """Wait for a child whose output has ended; once interrupted, SIGKILL it after ``GRACE``."""
+    if _CHILDREN.signum is None:
+        return proc.wait()
+    try:
+        return proc.wait(timeout=GRACE)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+        return proc.wait()
+
+
+def terminate(proc: subprocess.Popen[Any], grace: float = GRACE) -> None:
+    """Stop a child and its process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
     if proc.poll() is not None:
         return
-    proc.terminate()
+    _signal_group(proc, signal.SIGTERM)
     try:
         proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        _signal_group(proc, signal.SIGKILL)
         proc.wait()
