@@ -41,6 +41,7 @@ DOCUMENTS: dict[str, str] = {
     "status": "builder.promote.model:StatusDocument",
     "history": "builder.promote.model:HistoryDocument",
     "resolve": "builder.promote.model:ResolveDocument",
+    "gc": "builder.promote.gc:GcDocument",
     "build": "builder.build.run:BuildDocument",
     "bases update": "builder.bases:BasesUpdateDocument",
     "run": "builder.pipeline:RunDocument",

@@ -28,7 +28,7 @@ from builder.policy.evidence import (
     SignatureEvidence,
 )
 from builder.policy.loader import check_policy, load_policy
-from builder.policy.model import Policy, RollbackRule, Stage
+from builder.policy.model import Policy, Retention, RollbackRule, Stage
 from builder.policy.results import Decision, RuleResult
 from builder.policy.rules import AllOf, AnyOf, Rule, Unconditional
 from builder.policy.rules_change import (
@@ -75,6 +75,7 @@ __all__ = [
     "KeySet",
     "Policy",
     "ProvenanceRule",
+    "Retention",
     "RollbackRule",
     "Rule",
     "RuleResult",

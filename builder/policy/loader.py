@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from builder.errors import NotFoundError, PolicyError, SigningKeyError
 from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, weekday_index
 from builder.policy.evidence import BUILD_STAGE
-from builder.policy.model import Policy, RollbackRule, Stage
+from builder.policy.model import Policy, Retention, RollbackRule, Stage
 from builder.policy.rules import AllOf, AnyOf, Rule, Unconditional
 from builder.policy.rules_change import ApprovalRule, ChangeTicketRule, FreezeRule, FreezeWindow, SoakRule
 from builder.policy.rules_evidence import (
@@ -42,6 +42,7 @@ from builder.policy.schema import (
     KeyModel,
     PolicyModel,
     ProvenanceModel,
+    RetentionModel,
     RollbackModel,
     SignatureModel,
     SoakModel,
@@ -441,7 +442,37 @@ class _Loader:
                 "no `promoters:`: promotion records cannot be trusted for history, rollback and resolve",
                 "warning",
             )
-        return Policy(self.path, tuple(stages), tuple(self.keysets.values()), tuple(self.approvers.values()), promoters)
+        retention = self.retention(top.retention)
+        if retention is None:
+            return None
+        return Policy(
+            self.path,
+            tuple(stages),
+            tuple(self.keysets.values()),
+            tuple(self.approvers.values()),
+            promoters,
+            retention,
+        )
+
+    def retention(self, body: object) -> Retention | None:
+        """``retention:`` (defaults when absent); None (with the problems recorded) when invalid."""
+        if body is None:
+            return Retention()
+        m = self.model(RetentionModel, body, ("retention",))
+        if m is None:
+            return None
+        default = Retention()
+        ages = {"content_tags": default.content_tags, "pending_tags": default.pending_tags}
+        ok = True
+        for name, value in (("content_tags", m.content_tags), ("pending_tags", m.pending_tags)):
+            if value is None:
+                continue
+            try:
+                ages[name] = parse_duration(value)
+            except ValueError as exc:
+                self.problem(("retention", name), str(exc))
+                ok = False
+        return Retention(ages["content_tags"], ages["pending_tags"]) if ok else None
 
     def signers(self, top: PolicyModel) -> None:
         """Key sets (``keys:``) and approvers (``approvers:``), into ``self.keysets``/``self.approvers``."""

@@ -6,6 +6,7 @@ sets, approvers and promoters. Built by ``builder.policy.loader``; read by evalu
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from typing import TYPE_CHECKING
 
 from builder.errors import NotFoundError
@@ -61,16 +62,35 @@ class Stage:
         return f"{variant_id}-{self.name}"
 
 
+DEFAULT_CONTENT_RETENTION = dt.timedelta(days=30)
+"""``retention.content_tags`` when the policy does not say: content tags younger than this are kept."""
+DEFAULT_PENDING_RETENTION = dt.timedelta(hours=1)
+"""``retention.pending_tags`` when the policy does not say: a build may still be pushing younger ones."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Retention:
+    """``retention:`` of a policy, for ``builder gc`` (docs/promotion.md, Retention):
+    ``content_tags``: minimum age of a content tag in no stage or history before it may be
+    deleted; ``pending_tags``: minimum age of a ``pending-*`` tag (a younger one may belong to a
+    running build). Ages are read from the image config's ``created`` time."""
+
+    content_tags: dt.timedelta = DEFAULT_CONTENT_RETENTION
+    pending_tags: dt.timedelta = DEFAULT_PENDING_RETENTION
+
+
 @dataclasses.dataclass(frozen=True)
 class Policy:
     """One policy file: ``path`` as loaded, ``stages`` in file order, ``keysets``, ``approvers``
-    and ``promoters`` (the key sets whose promotion records are trusted)."""
+    and ``promoters`` (the key sets whose promotion records are trusted); ``retention``: what
+    ``builder gc`` keeps (defaults when the file has no ``retention:``)."""
 
     path: Path
     stages: tuple[Stage, ...]
     keysets: tuple[KeySet, ...]
     approvers: tuple[Approver, ...]
     promoters: tuple[KeySet, ...]
+    retention: Retention = Retention()
 
     def stage(self, name: str) -> Stage:
         """The stage called ``name``; raises NotFoundError (hint: the known stages) otherwise."""

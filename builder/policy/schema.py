@@ -131,9 +131,18 @@ class StageModel(StrictModel):
     rollback: Any = None
 
 
+class RetentionModel(StrictModel):
+    """``retention:`` (``builder gc``): minimum ages (``30d``, ``1h``, seconds) of ``content_tags``
+    in no stage and of ``pending_tags`` before they may be deleted; absent fields take the defaults
+    of ``builder.policy.model.Retention``."""
+
+    content_tags: str | int | None = None
+    pending_tags: str | int | None = None
+
+
 class PolicyModel(StrictModel):
-    """The document: ``version: 1``, key sets, approvers, promoters and at least one stage (raw
-    entries, each checked by the loader)."""
+    """The document: ``version: 1``, key sets, approvers, promoters, at least one stage (raw
+    entries, each checked by the loader) and an optional ``retention:`` (raw, checked by the loader)."""
 
     version: Literal[1] = 1
     description: str = ""
@@ -141,6 +150,7 @@ class PolicyModel(StrictModel):
     approvers: dict[str, Any] = Field(default_factory=dict)
     promoters: list[str] = Field(default_factory=list)
     stages: dict[str, Any] = Field(min_length=1)
+    retention: Any = None
 
 
 RULE_MODELS: dict[str, type[StrictModel]] = {

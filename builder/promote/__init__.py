@@ -21,6 +21,7 @@ Modules, by concern:
 - ``batch``: ``builder promote`` / ``builder rollback`` from names (``promote_names``, ``rollback_variant``)
 - ``approve``: ``builder approve`` (judged against the policy, then written)
 - ``fleets``: fleet verdicts through ``builder.compat``
+- ``gc``: ``builder gc`` (retention: old pending and content tags no stage or history needs)
 - ``targets``: variant ids / globs / image references -> targets (``builder.selection``'s concepts)
 
 The SQLite ledger (``builder.ledger``) is the local audit trail; the registry is the record.

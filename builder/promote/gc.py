@@ -1,0 +1,401 @@
+"""``builder gc``: retention of a project's build repositories, read from the registry alone.
+
+What may go (docs/promotion.md, Retention):
+
+- ``pending-<variant-id>`` tags (what an interrupted build left) older than the policy's
+  ``retention.pending_tags`` (default 1 h: a younger one may belong to a build still pushing);
+- content tags ``<variant-id>-<hash12>`` older than ``retention.content_tags`` (default 30 d)
+  whose digest no stage holds, no stage's history names (each trusted record's ``digest`` and
+  ``previous``, so every rollback target) and no kept tag names;
+- with each deleted digest, its evidence tags ``sha256-<hex>.sig`` / ``.att`` and the referrers
+  fallback index ``sha256-<hex>``.
+
+Only tags of the matrices' variants (``--select`` narrows them) are candidates; every other tag
+(variant tags, stage pointers, tags builder does not know) is kept, and so is every digest it
+names. The OCI distribution API (https://distribution.github.io/distribution/spec/api/, "Deleting
+an Image"; https://github.com/opencontainers/distribution-spec/blob/main/spec.md#deleting-manifests)
+deletes manifests by digest, which removes every tag naming them: a manifest is deleted only when
+all its tags go, so a candidate whose digest a kept tag also names stays (reported).
+
+The age of a tag is its image config's ``created`` time (an index: its first runnable
+platform's); an image without one is never deleted. Bytes reclaimable: the sizes of the unique
+blobs (configs and layers) of the deleted manifests that no kept manifest of the same
+repository references; the registry frees them when its garbage collector runs
+(``registry garbage-collect``), and only when no other repository links them.
+
+Errors: registry errors (5-7) propagate; a registry that refuses deletes (405, no
+``storage.delete.enabled``) raises RegistryError; NotFoundError (8) for a glob selecting nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING, Literal
+
+from typing_extensions import TypedDict
+
+from builder.errors import NotFoundError, RegistryError
+from builder.policy.durations import format_duration, parse_time
+from builder.promote.pool import map_parallel
+from builder.promote.records import history
+from builder.promote.targets import CONTENT_SUFFIX, resolve_targets, scope_of
+from builder.registry import image_config
+
+if TYPE_CHECKING:
+    import datetime as dt
+    from collections.abc import Sequence
+
+    from builder.promote.context import PromotionContext
+    from builder.promote.model import Target
+    from builder.registry import RegistryClient
+
+PENDING_PREFIX = "pending-"
+"""The prefix of a build's pending tag (``builder.build.plan.PENDING_PREFIX``)."""
+
+EVIDENCE_TAG = re.compile(r"^sha256-([0-9a-f]{64})(\.sig|\.att)?$")
+"""``sha256-<hex>`` (referrers fallback index), ``.sig`` (signatures), ``.att`` (attestations)."""
+
+Kind = Literal["pending", "content", "evidence"]
+
+
+class GcTagDocument(TypedDict):
+    """One candidate tag: ``kind``, ``digest``, image ``created`` (RFC 3339 or null), ``age_s``
+    (seconds or null), ``delete`` (deleted, or would be in a dry run) and why (``reason``)."""
+
+    tag: str
+    kind: str
+    digest: str
+    created: str | None
+    age_s: float | None
+    delete: bool
+    reason: str
+
+
+class GcRepositoryDocument(TypedDict):
+    """One repository: its candidate ``tags``, the manifest digests deleted (or that would be),
+    and ``reclaimable_bytes`` (unique blobs only they reference)."""
+
+    repository: str
+    tags: list[GcTagDocument]
+    manifests: list[str]
+    reclaimable_bytes: int
+
+
+class GcDocument(TypedDict):
+    """``builder gc --json``: ``confirm`` (false: a dry run, nothing deleted), the retention
+    applied (seconds), each repository and the totals."""
+
+    confirm: bool
+    content_retention_s: float
+    pending_retention_s: float
+    repositories: list[GcRepositoryDocument]
+    deleted_tags: int
+    deleted_manifests: int
+    reclaimable_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GcTag:
+    """A candidate tag: ``kind`` (pending, content or evidence of a deleted digest), the
+    ``digest`` it names, its image's ``created`` time and age in seconds (None: unknown),
+    ``delete``: it goes (with ``--confirm``), and ``reason`` (why it goes or stays)."""
+
+    tag: str
+    kind: Kind
+    digest: str
+    created: str | None
+    age_s: float | None
+    delete: bool
+    reason: str
+
+    def to_json(self) -> GcTagDocument:
+        return {
+            "tag": self.tag,
+            "kind": self.kind,
+            "digest": self.digest,
+            "created": self.created,
+            "age_s": self.age_s,
+            "delete": self.delete,
+            "reason": self.reason,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class GcRepository:
+    """One repository (``registry/repository``): its candidate ``tags``, the manifest digests
+    deleted (or to delete), and ``reclaimable_bytes``."""
+
+    repository: str
+    tags: tuple[GcTag, ...]
+    manifests: tuple[str, ...]
+    reclaimable_bytes: int
+
+    @property
+    def deleted(self) -> tuple[GcTag, ...]:
+        return tuple(t for t in self.tags if t.delete)
+
+    def to_json(self) -> GcRepositoryDocument:
+        return {
+            "repository": self.repository,
+            "tags": [t.to_json() for t in self.tags],
+            "manifests": list(self.manifests),
+            "reclaimable_bytes": self.reclaimable_bytes,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class GcReport:
+    """``builder gc``: ``confirm`` (False: dry run), the ``retention`` applied and each repository."""
+
+    confirm: bool
+    content_retention: dt.timedelta
+    pending_retention: dt.timedelta
+    repositories: tuple[GcRepository, ...]
+
+    @property
+    def deleted_tags(self) -> int:
+        return sum(len(r.deleted) for r in self.repositories)
+
+    @property
+    def deleted_manifests(self) -> int:
+        return sum(len(r.manifests) for r in self.repositories)
+
+    @property
+    def reclaimable_bytes(self) -> int:
+        return sum(r.reclaimable_bytes for r in self.repositories)
+
+    def to_json(self) -> GcDocument:
+        return {
+            "confirm": self.confirm,
+            "content_retention_s": self.content_retention.total_seconds(),
+            "pending_retention_s": self.pending_retention.total_seconds(),
+            "repositories": [r.to_json() for r in self.repositories],
+            "deleted_tags": self.deleted_tags,
+            "deleted_manifests": self.deleted_manifests,
+            "reclaimable_bytes": self.reclaimable_bytes,
+        }
+
+
+def collect_garbage(ctx: PromotionContext, globs: Sequence[str] = (), *, confirm: bool = False) -> GcReport:
+    """``builder gc``: the variants ``globs`` select (default: all) are the candidates; every
+    variant of the matrices protects what its stages and their histories name. With ``confirm``
+    the manifests are deleted (each tag re-read first: one that moved since is kept), else
+    nothing is written. Raises NotFoundError (8) for a glob selecting nothing, registry errors."""
+    scope = scope_of(ctx)
+    everyone = resolve_targets(scope, (), ("*",))
+    chosen = {t.variant for t in resolve_targets(scope, (), globs)} if globs else {t.variant for t in everyone}
+    protected = _protected_digests(ctx, everyone)
+    retention = ctx.policy.retention
+    now = ctx.now()
+    repos: dict[tuple[str, str], list[str]] = {}
+    for t in everyone:
+        repos.setdefault((t.registry, t.repository), []).append(t.variant)
+    out = []
+    for (registry, repository), variants in sorted(repos.items()):
+        sweep = _Sweep(
+            ctx.client(registry),
+            repository,
+            frozenset(v for v in variants if v in chosen),
+            protected,
+            (retention.content_tags, retention.pending_tags),
+            now,
+        )
+        out.append(sweep.run(confirm=confirm))
+    return GcReport(confirm, retention.content_tags, retention.pending_tags, tuple(out))
+
+
+def _protected_digests(ctx: PromotionContext, targets: Sequence[Target]) -> frozenset[str]:
+    """Every digest a stage holds for ``targets`` and every ``digest``/``previous`` of the trusted
+    records in its history (rollback targets): in any repository, never deleted anywhere."""
+
+    def one(pair: tuple[Target, str]) -> set[str]:
+        t, stage = pair
+        loc = ctx.stage_location(t, stage)
+        found: set[str] = set()
+        pointer = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
+        if pointer is None:
+            return found
+        found.add(pointer)
+        try:
+            _, records = history(ctx, t, stage, limit=1000)
+        except NotFoundError:  # the pointer went away since: what it named is already protected
+            return found
+        for r in records:
+            found.add(r.digest)
+            if r.previous:
+                found.add(r.previous)
+        return found
+
+    pairs = [(t, s) for t in targets for s in ctx.policy.stage_names]
+    return frozenset(d for part in map_parallel(one, pairs) for d in part)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Candidate:
+    tag: str
+    kind: Kind
+    digest: str
+
+
+class _Sweep:
+    """One repository: classify its tags, decide, then (with ``confirm``) delete."""
+
+    def __init__(
+        self,
+        client: RegistryClient,
+        repository: str,
+        variants: frozenset[str],
+        protected: frozenset[str],
+        retention: tuple[dt.timedelta, dt.timedelta],
+        now: dt.datetime,
+    ) -> None:
+        self.client = client
+        self.repository = repository
+        self.variants = variants
+        self.protected = protected
+        self.content_retention, self.pending_retention = retention
+        self.now = now
+
+    def kind_of(self, tag: str) -> Kind | None:
+        """pending or content for a candidate tag of a chosen variant, None for a tag to keep."""
+        if tag.startswith(PENDING_PREFIX) and tag[len(PENDING_PREFIX) :] in self.variants:
+            return "pending"
+        if CONTENT_SUFFIX.search(tag) and CONTENT_SUFFIX.sub("", tag) in self.variants:
+            return "content"
+        return None
+
+    def run(self, *, confirm: bool) -> GcRepository:
+        tags = self.client.list_tags(self.repository)
+        evidence = [t for t in tags if EVIDENCE_TAG.match(t)]
+        others = [t for t in tags if not EVIDENCE_TAG.match(t)]
+        digests = self.resolve_all(others)
+        kept_tags = {t: d for t, d in digests.items() if d is not None and self.kind_of(t) is None}
+        kept_digests = set(kept_tags.values())
+        candidates = [
+            _Candidate(t, kind, d)
+            for t, d in digests.items()
+            if d is not None and (kind := self.kind_of(t)) is not None
+        ]
+        judged = map_parallel(lambda c: self.judge(c, kept_tags), candidates)
+        # a manifest goes only when every tag naming it goes
+        going = {c.digest for c, g in zip(candidates, judged, strict=True) if g.delete}
+        staying = {c.digest for c, g in zip(candidates, judged, strict=True) if not g.delete}
+        stays_under = {c.digest: c.tag for c, g in zip(candidates, judged, strict=True) if not g.delete}
+        for i, (c, g) in enumerate(zip(candidates, judged, strict=True)):
+            if g.delete and c.digest in staying:
+                other = stays_under[c.digest]
+                judged[i] = dataclasses.replace(
+                    g, delete=False, reason=f"its digest is also under {other}, which stays (manifest kept)"
+                )
+        going -= staying
+        kept_digests |= staying
+        ev_tags = [t for t in evidence if _subject_of(t) in going]
+        ev_digests = self.resolve_all(ev_tags)
+        evidence_items = [
+            GcTag(t, "evidence", d, None, None, True, f"evidence of deleted {_subject_of(t)[:19]}")
+            for t, d in ev_digests.items()
+            if d is not None
+        ]
+        kept_evidence = self.resolve_all([t for t in evidence if t not in ev_digests])
+        kept_digests |= {d for d in kept_evidence.values() if d is not None}
+        manifests = sorted(going) + sorted({i.digest for i in evidence_items} - kept_digests)
+        reclaimable = self.reclaimable(manifests, kept_digests)
+        items = tuple(sorted([*judged, *evidence_items], key=lambda g: (g.kind, g.tag)))
+        if confirm:
+            self.delete(candidates, judged, ev_digests, manifests)
+        return GcRepository(f"{self.client.registry}/{self.repository}", items, tuple(manifests), reclaimable)
+
+    def resolve_all(self, tags: Sequence[str]) -> dict[str, str | None]:
+        """tag -> the digest it names now (None: gone), read in parallel."""
+        found = map_parallel(lambda t: self.client.try_resolve(self.repository, t), tags)
+        return dict(zip(tags, found, strict=True))
+
+    def judge(self, c: _Candidate, kept_tags: dict[str, str]) -> GcTag:
+        created, age = self.age(c.digest)
+        retention = self.pending_retention if c.kind == "pending" else self.content_retention
+
+        def item(delete: bool, reason: str) -> GcTag:
+            return GcTag(c.tag, c.kind, c.digest, created, age, delete, reason)
+
+        if c.digest in self.protected:
+            return item(False, "a stage or its history (a rollback target) names this digest")
+        if c.digest in kept_tags.values():
+            other = next(t for t, d in kept_tags.items() if d == c.digest)
+            return item(False, f"its digest is also under {other}, which stays (manifest kept)")
+        if age is None:
+            return item(False, "age unknown (the image config has no created time)")
+        if age < retention.total_seconds():
+            return item(False, f"younger than the retention ({format_duration(retention)})")
+        what = "left by an interrupted build" if c.kind == "pending" else "in no stage or history"
+        return item(True, f"{what}, older than {format_duration(retention)}")
+
+    def age(self, digest: str) -> tuple[str | None, float | None]:
+        """The image config's ``created`` time and the age in seconds (None, None: unknown)."""
+        created = image_config(self.client, self.repository, digest).get("created")
+        when = parse_time(created)
+        if when is None:
+            return None, None
+        return when.isoformat().replace("+00:00", "Z"), (self.now - when).total_seconds()
+
+    def blobs(self, digest: str) -> dict[str, int]:
+        """Blob digest -> size of everything ``digest`` references (an index: its children's too)."""
+        m = self.client.try_get_manifest(self.repository, digest)
+        if m is None:
+            return {}
+        out = {b.digest: b.size for b in m.blobs}
+        for child in m.manifests if m.is_index else []:
+            out.update(self.blobs(child.digest))
+        return out
+
+    def reclaimable(self, manifests: Sequence[str], kept: set[str]) -> int:
+        if not manifests:
+            return 0
+        gone: dict[str, int] = {}
+        for part in map_parallel(self.blobs, manifests):
+            gone.update(part)
+        still: set[str] = set()
+        for part in map_parallel(self.blobs, sorted(kept)):
+            still.update(part)
+        return sum(size for b, size in gone.items() if b not in still)
+
+    def delete(
+        self,
+        candidates: Sequence[_Candidate],
+        judged: Sequence[GcTag],
+        evidence: dict[str, str | None],
+        manifests: Sequence[str],
+    ) -> None:
+        """Delete ``manifests``: subjects first (each of its tags re-read: one that moved since
+        keeps its new manifest), then their evidence. Raises RegistryError on a refused delete."""
+        moved = {
+            c.digest
+            for c, g in zip(candidates, judged, strict=True)
+            if g.delete and self.client.try_resolve(self.repository, c.tag) != c.digest
+        }
+        subjects = [d for d in manifests if d not in set(evidence.values())]
+        for d in subjects:
+            if d not in moved:
+                self.delete_one(d)
+        for tag, ev in evidence.items():
+            if ev is not None and ev in manifests and _subject_of(tag) not in moved:
+                self.delete_one(ev)
+
+    def delete_one(self, digest: str) -> None:
+        try:
+            self.client.delete_manifest(self.repository, digest)
+        except NotFoundError:  # deleted by a concurrent gc, or already gone with an index
+            return
+        except RegistryError as exc:
+            raise RegistryError(
+                f"{self.client.registry}/{self.repository}@{digest} could not be deleted: {exc.message}",
+                hint="the registry must allow deletes (distribution: storage.delete.enabled: true, "
+                "REGISTRY_STORAGE_DELETE_ENABLED=true); scripts/setup configures the local one",
+                registry=self.client.registry,
+            ) from exc
+
+
+def _subject_of(evidence_tag: str) -> str:
+    """``sha256-<hex>[.sig|.att]`` -> ``sha256:<hex>``."""
+    m = EVIDENCE_TAG.match(evidence_tag)
+    return f"sha256:{m.group(1)}" if m else ""

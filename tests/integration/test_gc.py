@@ -1,0 +1,189 @@
+"""``builder gc`` end to end on a real registry (deletes enabled), in-process through the ``cli``
+fixture: a project whose variant was promoted twice into dev (so dev holds one digest and its
+history the other), plus an unpromoted old content tag (signed), a young one, one without a
+created time, one also under a tag builder does not know, and an interrupted build's pending tag.
+A dry run deletes nothing and lists exactly what would go; ``--confirm`` deletes exactly that
+(with the signature tag of the deleted digest), and afterwards verify, resolve and rollback of
+the stage still work."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import json
+import os
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from builder.registry import OCI_MANIFEST, RegistryClient
+from builder.signing.keys import load_signer
+from builder.signing.sign import sign_image
+from tests.integration.test_promote_cli import VARIANT, _project
+from tests.integration.test_promote_support import OCI_CONFIG, OCI_LAYER_GZIP, tar_layer
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import Cli, CliResult
+
+pytestmark = pytest.mark.integration
+
+OLD = "2020-01-01T00:00:00Z"
+
+
+def push_dated(client: RegistryClient, repo: str, tags: list[str], *, created: str | None, layers: list[bytes]) -> str:
+    """A small OCI image whose config says ``created`` (None: no created field), under ``tags``."""
+    diff_ids = []
+    descs = []
+    for blob in layers:
+        descs.append({"mediaType": OCI_LAYER_GZIP, "digest": client.put_blob(repo, blob), "size": len(blob)})
+        diff_ids.append("sha256:" + hashlib.sha256(gzip.decompress(blob)).hexdigest())
+    config: dict[str, Any] = {
+        "architecture": "amd64",
+        "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }
+    if created is not None:
+        config["created"] = created
+    cfg = json.dumps(config, separators=(",", ":")).encode()
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, "digest": client.put_blob(repo, cfg), "size": len(cfg)},
+        "layers": descs,
+    }
+    raw = json.dumps(manifest, separators=(",", ":")).encode()
+    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+    for tag in tags:
+        client.put_manifest(repo, tag, raw, OCI_MANIFEST)
+    return digest
+
+
+def layer() -> bytes:
+    return tar_layer({"f": uuid.uuid4().bytes})
+
+
+def blobs(client: RegistryClient, repo: str, ref: str) -> dict[str, int]:
+    m = client.get_manifest(repo, ref)
+    return {b.digest: b.size for b in m.blobs}
+
+
+def reclaimable(client: RegistryClient, repo: str, kept: set[str], gone: tuple[str, ...], shared: bytes) -> int:
+    """Sizes of the blobs of the ``gone`` manifests that no ``kept`` tag's manifest references;
+    the ``shared`` layer is in both (so it must not count)."""
+    kept_blobs: dict[str, int] = {}
+    for tag in sorted(kept):
+        kept_blobs.update(blobs(client, repo, tag))
+    gone_blobs: dict[str, int] = {}
+    for ref in gone:
+        gone_blobs.update(blobs(client, repo, ref))
+    shared_digest = "sha256:" + hashlib.sha256(shared).hexdigest()
+    assert shared_digest in gone_blobs and shared_digest in kept_blobs
+    return sum(size for b, size in gone_blobs.items() if b not in kept_blobs)
+
+
+def test_gc_deletes_only_what_no_stage_needs(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, registry_address: str, unique_repo: str
+) -> None:
+    project = _project(tmp_path / "project", registry_address, unique_repo)
+    keys = project / "state" / "keys"
+
+    def run(*args: str, code: int = 0) -> CliResult:
+        for name in list(os.environ):
+            if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
+                monkeypatch.delenv(name)
+        return cli(*args, code=code, env={"HOME": str(project)}, cwd=project)
+
+    client = RegistryClient(registry_address, insecure=True)
+    signer = load_signer(keys / "build" / "builder.key", None)
+    repo = unique_repo
+
+    def build(
+        suffix: str, *, created: str | None = OLD, extra: tuple[str, ...] = (), shared: bytes | None = None
+    ) -> str:
+        layers = [layer()] + ([shared] if shared else [])
+        digest = push_dated(client, repo, [f"{VARIANT}-{suffix * 12}", *extra], created=created, layers=layers)
+        sign_image(client, repo, digest, signer, lock_dir=project / "state" / "locks")
+        return digest
+
+    d1 = build("a", extra=(VARIANT,))
+    run("promote", VARIANT, "--to", "dev", "--confirm")
+    d2 = build("b", extra=(VARIANT,))
+    run("promote", VARIANT, "--to", "dev", "--confirm")  # dev: d2, its history: d1 (the rollback target)
+    shared = layer()
+    d3 = build("c", shared=shared)  # old, in no stage: goes, with its signature
+    d4 = build("d", created=dt.datetime.now(dt.UTC).isoformat(), shared=shared)  # young: stays
+    d5 = build("e", created=None)  # age unknown: stays
+    d6 = build("f", extra=("keep-me",))  # also under a tag builder does not know: stays
+    pending = push_dated(client, repo, [f"pending-{VARIANT}"], created=OLD, layers=[layer()])
+    gone_tags = {f"{VARIANT}-{'c' * 12}", f"pending-{VARIANT}", f"sha256-{d3[7:]}.sig"}
+    before = set(client.list_tags(repo))
+    assert gone_tags <= before
+
+    # expected bytes: the unique blobs of d3, its signature and the pending image, nothing shared
+    expected_bytes = reclaimable(client, repo, before - gone_tags, (d3, f"sha256-{d3[7:]}.sig", pending), shared)
+    assert expected_bytes > 0
+
+    dry = run("gc", "--json").json()
+    assert dry["confirm"] is False and dry["content_retention_s"] == 30 * 86400 and dry["pending_retention_s"] == 3600
+    [report] = dry["repositories"]
+    assert report["repository"] == f"{registry_address}/{repo}"
+    going = {t["tag"] for t in report["tags"] if t["delete"]}
+    assert going == gone_tags
+    reasons = {t["tag"]: t["reason"] for t in report["tags"] if not t["delete"]}
+    assert "stage or its history" in reasons[f"{VARIANT}-{'a' * 12}"]  # d1: only the history names it
+    assert "stage or its history" in reasons[f"{VARIANT}-{'b' * 12}"]
+    assert "younger than the retention (30d)" in reasons[f"{VARIANT}-{'d' * 12}"]
+    assert "age unknown" in reasons[f"{VARIANT}-{'e' * 12}"]
+    assert "also under keep-me" in reasons[f"{VARIANT}-{'f' * 12}"]
+    assert set(report["manifests"]) == {d3, pending, client.resolve(repo, f"sha256-{d3[7:]}.sig")}
+    assert report["reclaimable_bytes"] == expected_bytes == dry["reclaimable_bytes"]
+    assert set(client.list_tags(repo)) == before  # a dry run deletes nothing
+    human = run("gc").stderr + run("gc").stdout
+    assert "would delete" in human and f"pending-{VARIANT}" in human and "--confirm" in human
+
+    done = run("gc", "--confirm", "--json").json()
+    assert done["confirm"] is True and done["deleted_tags"] == 3 and done["deleted_manifests"] == 3
+    assert set(client.list_tags(repo)) == before - gone_tags
+    for d in (d3, pending):
+        assert client.try_get_manifest(repo, d) is None
+    for d in (d1, d2, d4, d5, d6):
+        assert client.try_get_manifest(repo, d) is not None
+    assert run("gc", "--json").json()["deleted_tags"] == 0  # nothing left to collect
+
+    # every stage that holds something still verifies, resolves and rolls back
+    pub = str(keys / "build" / "builder.pub")
+    run("verify", f"{registry_address}/{repo}:{VARIANT}-dev", "--key", pub)
+    assert run("resolve", VARIANT, "--stage", "dev").stdout.strip() == f"{registry_address}/{repo}@{d2}"
+    run("rollback", "dev", VARIANT, "--key", str(keys / "alice" / "builder.key"))
+    assert run("resolve", VARIANT, "--stage", "dev").stdout.strip() == f"{registry_address}/{repo}@{d1}"
+    run("verify", f"{registry_address}/{repo}@{d1}", "--key", pub)
+
+
+def test_policy_retention_is_validated_and_applied(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, registry_address: str, unique_repo: str
+) -> None:
+    project = _project(tmp_path / "project", registry_address, unique_repo)
+    policy = project / "policies" / "default.yaml"
+    text = policy.read_text()
+    for name in list(os.environ):
+        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
+            monkeypatch.delenv(name)
+    env = {"HOME": str(project)}
+    policy.write_text(text + "retention:\n  content_tags: soon\n")
+    err = cli("policy", "validate", "--json", code=30, env=env, cwd=project).json()
+    problems = err["error"]["details"]["files"][0]["problems"]
+    assert any(p["path"] == "retention.content_tags" and "not a duration" in p["message"] for p in problems)
+
+    policy.write_text(text + "retention:\n  content_tags: 1d\n  pending_tags: 10m\n")
+    client = RegistryClient(registry_address, insecure=True)
+    hours_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)).isoformat()
+    push_dated(client, unique_repo, [f"pending-{VARIANT}"], created=hours_ago, layers=[layer()])
+    push_dated(client, unique_repo, [f"{VARIANT}-{'a' * 12}"], created=hours_ago, layers=[layer()])
+    out = cli("gc", "--json", env=env, cwd=project).json()
+    assert out["content_retention_s"] == 86400 and out["pending_retention_s"] == 600
+    decided = {t["tag"]: t["delete"] for t in out["repositories"][0]["tags"]}
+    assert decided == {f"pending-{VARIANT}": True, f"{VARIANT}-{'a' * 12}": False}
