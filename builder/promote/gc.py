@@ -40,7 +40,7 @@ from builder.policy.durations import format_duration, parse_time
 from builder.promote.pool import map_parallel
 from builder.promote.records import history
 from builder.promote.targets import CONTENT_SUFFIX, resolve_targets, scope_of
-from builder.registry import image_config
+from builder.registry import OCI_EMPTY, OCI_MANIFEST, canonical_json, image_config
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -61,7 +61,8 @@ Kind = Literal["pending", "content", "evidence"]
 
 class GcTagDocument(TypedDict):
     """One candidate tag: ``kind``, ``digest``, image ``created`` (RFC 3339 or null), ``age_s``
-    (seconds or null), ``delete`` (deleted, or would be in a dry run) and why (``reason``)."""
+    (seconds or null), ``delete`` (deleted, or would be in a dry run), ``manifest_kept`` (only the
+    tag goes: another tag, a stage or a history still names the digest) and why (``reason``)."""
 
     tag: str
     kind: str
@@ -69,6 +70,7 @@ class GcTagDocument(TypedDict):
     created: str | None
     age_s: float | None
     delete: bool
+    manifest_kept: bool
     reason: str
 
 
@@ -99,7 +101,8 @@ class GcDocument(TypedDict):
 class GcTag:
     """A candidate tag: ``kind`` (pending, content or evidence of a deleted digest), the
     ``digest`` it names, its image's ``created`` time and age in seconds (None: unknown),
-    ``delete``: it goes (with ``--confirm``), and ``reason`` (why it goes or stays)."""
+    ``delete``: it goes (with ``--confirm``), ``manifest_kept``: only the tag goes (a pending tag
+    whose digest something else needs), and ``reason`` (why it goes or stays)."""
 
     tag: str
     kind: Kind
@@ -108,6 +111,7 @@ class GcTag:
     age_s: float | None
     delete: bool
     reason: str
+    manifest_kept: bool = False
 
     def to_json(self) -> GcTagDocument:
         return {
@@ -117,6 +121,7 @@ class GcTag:
             "created": self.created,
             "age_s": self.age_s,
             "delete": self.delete,
+            "manifest_kept": self.manifest_kept,
             "reason": self.reason,
         }
 
@@ -279,14 +284,19 @@ class _Sweep:
         ]
         judged = map_parallel(lambda c: self.judge(c, kept_tags), candidates)
         # a manifest goes only when every tag naming it goes
-        going = {c.digest for c, g in zip(candidates, judged, strict=True) if g.delete}
-        staying = {c.digest for c, g in zip(candidates, judged, strict=True) if not g.delete}
-        stays_under = {c.digest: c.tag for c, g in zip(candidates, judged, strict=True) if not g.delete}
-        for i, (c, g) in enumerate(zip(candidates, judged, strict=True)):
-            if g.delete and c.digest in staying:
+        pairs = list(zip(candidates, judged, strict=True))
+        going = {c.digest for c, g in pairs if g.delete and not g.manifest_kept}
+        stays_under = {c.digest: c.tag for c, g in pairs if not g.delete or g.manifest_kept}
+        staying = set(stays_under)
+        for i, (c, g) in enumerate(pairs):
+            if g.delete and not g.manifest_kept and c.digest in staying:
                 other = stays_under[c.digest]
-                judged[i] = dataclasses.replace(
-                    g, delete=False, reason=f"its digest is also under {other}, which stays (manifest kept)"
+                judged[i] = (
+                    dataclasses.replace(g, manifest_kept=True, reason=f"tag only: its digest stays under {other}")
+                    if c.kind == "pending"
+                    else dataclasses.replace(
+                        g, delete=False, reason=f"its digest is also under {other}, which stays (manifest kept)"
+                    )
                 )
         going -= staying
         kept_digests |= staying
@@ -318,15 +328,20 @@ class _Sweep:
         def item(delete: bool, reason: str) -> GcTag:
             return GcTag(c.tag, c.kind, c.digest, created, age, delete, reason)
 
+        needed = ""
         if c.digest in self.protected:
-            return item(False, "a stage or its history (a rollback target) names this digest")
-        if c.digest in kept_tags.values():
+            needed = "a stage or its history (a rollback target) names this digest"
+        elif c.digest in kept_tags.values():
             other = next(t for t, d in kept_tags.items() if d == c.digest)
-            return item(False, f"its digest is also under {other}, which stays (manifest kept)")
+            needed = f"its digest is also under {other}, which stays (manifest kept)"
+        if needed and c.kind == "content":
+            return item(False, needed)
         if age is None:
             return item(False, "age unknown (the image config has no created time)")
         if age < retention.total_seconds():
             return item(False, f"younger than the retention ({format_duration(retention)})")
+        if needed:  # an old pending tag of a build that finished: the tag goes, the manifest stays
+            return dataclasses.replace(item(True, f"tag only: {needed}"), manifest_kept=True)
         what = "left by an interrupted build" if c.kind == "pending" else "in no stage or history"
         return item(True, f"{what}, older than {format_duration(retention)}")
 
@@ -373,6 +388,9 @@ class _Sweep:
             for c, g in zip(candidates, judged, strict=True)
             if g.delete and self.client.try_resolve(self.repository, c.tag) != c.digest
         }
+        for c, g in zip(candidates, judged, strict=True):
+            if g.manifest_kept and g.delete and self.client.try_resolve(self.repository, c.tag) == c.digest:
+                self.untag(c.tag)
         subjects = [d for d in manifests if d not in set(evidence.values())]
         for d in subjects:
             if d not in moved:
@@ -380,6 +398,23 @@ class _Sweep:
         for tag, ev in evidence.items():
             if ev is not None and ev in manifests and _subject_of(tag) not in moved:
                 self.delete_one(ev)
+
+    def untag(self, tag: str) -> None:
+        """Remove ``tag`` alone (the distribution API deletes manifests, not tags): point it at a
+        placeholder manifest made for it (an empty OCI config, annotated with the tag), then delete
+        that placeholder by digest, as regclient's ``regctl tag delete`` does
+        (https://github.com/regclient/regclient/blob/main/docs/regctl.md). The manifest the tag
+        named is untouched."""
+        empty = self.client.put_blob(self.repository, b"{}")
+        placeholder = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_EMPTY, "digest": empty, "size": 2},
+            "layers": [{"mediaType": OCI_EMPTY, "digest": empty, "size": 2}],
+            "annotations": {"io.builder.gc.untag": tag, "org.opencontainers.image.created": self.now.isoformat()},
+        }
+        digest = self.client.put_manifest(self.repository, tag, canonical_json(placeholder), OCI_MANIFEST)
+        self.delete_one(digest)
 
     def delete_one(self, digest: str) -> None:
         try:

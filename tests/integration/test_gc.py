@@ -181,9 +181,18 @@ def test_policy_retention_is_validated_and_applied(
     policy.write_text(text + "retention:\n  content_tags: 1d\n  pending_tags: 10m\n")
     client = RegistryClient(registry_address, insecure=True)
     hours_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)).isoformat()
-    push_dated(client, unique_repo, [f"pending-{VARIANT}"], created=hours_ago, layers=[layer()])
-    push_dated(client, unique_repo, [f"{VARIANT}-{'a' * 12}"], created=hours_ago, layers=[layer()])
+    # a finished build: its pending tag names the content tag's digest
+    content, pending = f"{VARIANT}-{'a' * 12}", f"pending-{VARIANT}"
+    digest = push_dated(client, unique_repo, [pending, content], created=hours_ago, layers=[layer()])
     out = cli("gc", "--json", env=env, cwd=project).json()
     assert out["content_retention_s"] == 86400 and out["pending_retention_s"] == 600
-    decided = {t["tag"]: t["delete"] for t in out["repositories"][0]["tags"]}
-    assert decided == {f"pending-{VARIANT}": True, f"{VARIANT}-{'a' * 12}": False}
+    decided = {t["tag"]: (t["delete"], t["manifest_kept"]) for t in out["repositories"][0]["tags"]}
+    assert decided == {pending: (True, True), content: (False, False)}  # 2 h: older than 10m, younger than 1d
+    assert out["deleted_manifests"] == 0 and out["reclaimable_bytes"] == 0
+
+    # --confirm removes the pending tag alone: the content tag and its manifest stay
+    done = cli("gc", "--confirm", "--json", env=env, cwd=project).json()
+    assert done["deleted_tags"] == 1 and done["deleted_manifests"] == 0
+    assert set(client.list_tags(unique_repo)) == {content}
+    assert client.resolve(unique_repo, content) == digest
+    cli("gc", "--select", "nothing-like-this*", code=8, env=env, cwd=project)
