@@ -66,17 +66,26 @@ def list_(
         app_context().json_output = True
 
     def human() -> None:
-        from rich.table import Table
+        from rich.markup import escape
 
-        table = Table(box=None, pad_edge=False)
-        for col in ("variant", "accelerator", "framework", "python", "os", "platform", "base"):
-            table.add_column(col, no_wrap=col in ("variant", "base"))
+        from builder.cli.tables import Column, fitted_table
+
+        columns = [
+            Column("variant", whole=True),
+            Column("accelerator", 2),  # the id names accelerator, framework, python and os: they go first
+            Column("framework", 2),
+            Column("python", 3),
+            Column("os", 3),
+            Column("platform", 1),
+            Column("base", 1, whole=True),
+        ]
+        rows = []
         for v in variants:
             acc = v.accelerator.kind + (f" {v.accelerator.version}" if v.accelerator.version else "")
-            base = v.base.reference + ("" if v.base.digest else " [yellow](unpinned)[/]")
+            base = escape(v.base.reference) + ("" if v.base.digest else " [yellow](unpinned)[/]")
             fw = f"{v.framework.name} {v.framework.version}"
-            table.add_row(v.id, acc, fw, v.python, v.os, v.platform, base)
-        console().print(table)
+            rows.append([escape(v.id), escape(acc), escape(fw), v.python, escape(v.os), v.platform, base])
+        console().print(fitted_table(columns, rows, console().width, boxed=False))
         console().print(f"{len(variants)} variants from {len(loaded)} matrices")
 
     emit(chosen.to_json(), human)

@@ -1,0 +1,142 @@
+"""Terminal tables that never cut or wrap an id.
+
+``fitted_table(columns, rows, width)`` decides, for one terminal width (in character cells), which
+columns stay in the table: every ``whole`` column (variant ids, digests, references) is kept at
+its full width, never wrapped and never cut with "…"; the other columns are kept in priority order
+while they fit (each needs at least ``min(natural width, FLEX_MIN)`` cells); the columns that do
+not fit are moved to a second, dimmed line under the row's first cell (``name: value · ...``),
+so nothing is lost. A ``whole`` column that does not fit either is moved, to a line of its own
+(folded only where it is longer than the first column: give ids a priority that keeps them).
+
+Rich's table geometry (https://rich.readthedocs.io/en/stable/tables.html): each column has
+``padding=(0, 1)``; a boxed table draws one border cell between columns and one at each edge; a
+table with ``box=None`` and ``pad_edge=False`` has only the two padding cells between columns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from rich.table import Table
+
+#: the fewest cells a wrappable column is given before it is moved to the second line
+FLEX_MIN = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One column: its ``header``; ``priority`` (0: kept first; higher numbers are moved to the
+    second line first; the first column of a table is always kept); ``whole``: an id, digest or
+    reference, never wrapped or cut."""
+
+    header: str
+    priority: int = 0
+    whole: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """What ``plan_columns`` decided: ``kept`` and ``moved`` column indexes (table order) and the
+    ``first`` column's width in cells (wider than its values when a moved whole value needs it)."""
+
+    kept: tuple[int, ...]
+    moved: tuple[int, ...]
+    first: int
+
+
+def plain_width(cell: str) -> int:
+    """The widest line of ``cell`` in character cells, rich markup removed."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    return max((cell_len(line) for line in Text.from_markup(cell).plain.splitlines()), default=0)
+
+
+def overhead(columns: int, *, boxed: bool) -> int:
+    """Cells a table of ``columns`` columns uses besides its cell contents."""
+    if columns == 0:
+        return 0
+    return 3 * columns + 1 if boxed else 2 * (columns - 1)
+
+
+def plan_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int, *, boxed: bool) -> Layout:
+    """Which columns fit in ``width`` cells: the first column always; then the others by
+    ``priority`` (ties in table order), each at its natural width if ``whole`` else at
+    ``min(natural, FLEX_MIN)``; what does not fit is moved."""
+    natural = [max([plain_width(c.header)] + [plain_width(r[i]) for r in rows]) for i, c in enumerate(columns)]
+
+    def need(i: int) -> int:
+        return natural[i] if columns[i].whole else min(natural[i], FLEX_MIN)
+
+    def moved_line(i: int) -> int:  # a moved whole value, on its own line under the first cell
+        return plain_width(columns[i].header) + 2 + max((plain_width(r[i]) for r in rows), default=0)
+
+    first = need(0)
+    while True:  # widen the first column until every moved whole value fits on its line
+        kept, used = [0], first
+        for i in sorted(range(1, len(columns)), key=lambda i: (columns[i].priority, i)):
+            if used + need(i) + overhead(len(kept) + 1, boxed=boxed) <= width:
+                kept.append(i)
+                used += need(i)
+        moved = tuple(i for i in range(len(columns)) if i not in kept)
+        wanted = max([first] + [moved_line(i) for i in moved if columns[i].whole])
+        wanted = min(wanted, width - overhead(1, boxed=boxed))
+        if wanted <= first:
+            return Layout(tuple(sorted(kept)), moved, first)
+        first = wanted
+
+
+def fitted_table(
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    *,
+    title: str | None = None,
+    show_lines: bool = False,
+    boxed: bool = True,
+) -> Table:
+    """A rich ``Table`` of ``rows`` (cells are rich markup) laid out for ``width`` cells by
+    ``plan_columns``, with ``title``, lines between rows or not, a box or none (``boxed=False``:
+    no borders, no edge padding)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    layout = plan_columns(columns, rows, width, boxed=boxed)
+    options: dict[str, Any] = {} if boxed else {"box": None, "pad_edge": False}
+    table = Table(title=title, show_lines=show_lines, **options)
+    for i in layout.kept:
+        c = columns[i]
+        natural = max([plain_width(c.header)] + [plain_width(r[i]) for r in rows])
+        if i == 0:
+            table.add_column(c.header, no_wrap=c.whole, overflow="ignore" if c.whole else "fold", width=layout.first)
+        elif c.whole:
+            table.add_column(c.header, no_wrap=True, overflow="ignore", width=natural)
+        else:
+            table.add_column(c.header, overflow="fold")
+    for row in rows:
+        cells: list[Any] = []
+        for i in layout.kept:
+            text = Text.from_markup(row[i])
+            if columns[i].whole:
+                text.no_wrap, text.overflow = True, "ignore"
+            cells.append(text)
+        moved = [i for i in layout.moved if Text.from_markup(row[i]).plain.strip()]
+        short = " · ".join(
+            f"{columns[i].header}: {row[i].replace(chr(10), '; ')}" for i in moved if not columns[i].whole
+        )
+        lines = [short] if short else []
+        lines += [f"{columns[i].header}: {row[i]}" for i in moved if columns[i].whole]  # one line each
+        if lines:
+            second = Text.from_markup("[dim]" + "\n".join(lines) + "[/]")
+            second.no_wrap, second.overflow = False, "fold"
+            cells[0] = Group(cells[0], second)
+        table.add_row(*cells)
+    return table
+
+
+__all__ = ["FLEX_MIN", "Column", "Layout", "fitted_table", "overhead", "plain_width", "plan_columns"]

@@ -1,0 +1,73 @@
+"""Terminal behaviour of the command line: the console's colour and width, the help width, and
+which third-party log lines and warnings reach the user.
+
+Colour follows https://no-color.org/ (``NO_COLOR`` set and not empty: no colour and no other
+ANSI styling, whatever else is set) and the ``FORCE_COLOR`` convention
+(https://force-color.org/: set and not empty: styled output even when stderr is not a terminal);
+otherwise styling only when stderr is a terminal. Width: ``COLUMNS`` when set (as rich and
+``shutil.get_terminal_size`` read it), else the terminal's, else ``LOG_WIDTH`` for logs and pipes.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from rich.console import Console
+
+#: width of human output written to a file or pipe (CI logs) when ``COLUMNS`` is not set
+LOG_WIDTH = 160
+#: the widest ``--help`` text, in character cells, however wide the terminal (readability)
+HELP_MAX_WIDTH = 120
+
+
+def _set(environ: Mapping[str, str], name: str) -> bool:
+    return environ.get(name, "") != ""
+
+
+def make_console(environ: Mapping[str, str]) -> Console:
+    """The rich console for human output on stderr, configured from ``environ`` (see the module)."""
+    from rich.console import Console
+
+    no_color = _set(environ, "NO_COLOR")
+    force = _set(environ, "FORCE_COLOR") and not no_color
+    con = Console(
+        stderr=True,
+        highlight=False,
+        soft_wrap=False,
+        force_terminal=True if force else None,
+        no_color=no_color,
+        color_system=None if no_color else "auto",
+        _environ=environ,
+    )
+    if not con.is_terminal and not environ.get("COLUMNS", "").isdigit():
+        con.width = LOG_WIDTH
+    return con
+
+
+class _DropHandler(logging.Handler):
+    """Swallows records: installed on the root logger so Python's last-resort handler does not
+    print third-party warnings (sigstore's "TUF repository is loaded in offline mode", urllib3's
+    retries) on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        del record
+
+
+def quiet_third_parties(debug: bool) -> None:
+    """Without ``debug``: third-party log records and Python warnings are not shown; with it,
+    Python's defaults (warnings and last-resort WARNING lines on stderr). Idempotent: several
+    invocations may share one process (the tests)."""
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _DropHandler)]:
+        root.removeHandler(handler)
+    if not debug:
+        root.addHandler(_DropHandler())
+        warnings.filterwarnings("ignore")
+
+
+__all__ = ["HELP_MAX_WIDTH", "LOG_WIDTH", "make_console", "quiet_third_parties"]

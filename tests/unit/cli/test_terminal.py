@@ -1,0 +1,106 @@
+"""Terminal behaviour: tables that keep ids whole at 80 and 120 columns, help wrapped to the
+terminal, colour only where wanted, third-party log lines silenced, shell completion."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from builder.cli.tables import Column, fitted_table, plan_columns
+from tests.conftest import ROOT, Cli
+
+LONG_IDS = [
+    "torch2.11-cu128-py3.12-ubuntu24.04-linux-amd64-cudnn9",
+    "jax0.7-cu128-py3.12-ubuntu24.04",
+    "tensorflow2.20-rocm6.4-py3.12-ubuntu24.04",
+]
+DIGEST = "sha256:0123456789ab"
+
+
+def _lines_holding(text: str, needle: str) -> list[str]:
+    return [line for line in text.splitlines() if needle in line]
+
+
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_matrix_list_keeps_every_variant_id_whole(cli: Cli, columns: str) -> None:
+    ids = [v["id"] for v in cli("matrix", "list", "--json", cwd=ROOT).json()]
+    err = cli("matrix", "list", cwd=ROOT, env={"COLUMNS": columns}).stderr
+    assert ids
+    assert "…" not in err
+    assert all(_lines_holding(err, i) for i in ids), [i for i in ids if not _lines_holding(err, i)]
+    assert max(len(line) for line in err.splitlines()) <= int(columns)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_status_like_table_keeps_ids_and_digests_whole_and_moves_the_rest(width: int) -> None:
+    columns = [
+        Column("variant", whole=True),
+        Column("stage"),
+        Column("digest", whole=True),
+        Column("age", 1),
+        Column("by", 2),
+        Column("sigs", 2),
+        Column("attestations", 3),
+    ]
+    rows = [[i, "staging", DIGEST, "3 d", "ci@example.com", "2", "slsa-provenance, device-check"] for i in LONG_IDS]
+    out = io.StringIO()
+    Console(file=out, width=width).print(fitted_table(columns, rows, width))
+    text = out.getvalue()
+    assert "…" not in text
+    for i in LONG_IDS:
+        assert len(_lines_holding(text, i)) == 1
+    assert len(_lines_holding(text, DIGEST)) == len(LONG_IDS)
+    assert all(len(line) <= width for line in text.splitlines())
+    assert "ci@example.com" in text  # moved or kept, never lost
+
+
+def test_plan_moves_lowest_priority_first_and_keeps_all_when_wide() -> None:
+    columns = [Column("variant", whole=True), Column("a", 1), Column("b", 2)]
+    rows = [["x" * 40, "y" * 20, "z" * 20]]
+    assert plan_columns(columns, rows, 200, boxed=True).moved == ()
+    assert plan_columns(columns, rows, 60, boxed=True).moved == (2,)
+    assert plan_columns(columns, rows, 45, boxed=True).moved == (1, 2)
+
+
+def test_help_is_wrapped_to_the_terminal_and_capped(cli: Cli) -> None:
+    narrow = cli("--help", env={"COLUMNS": "80"}).stdout
+    wide = cli("--help", env={"COLUMNS": "200"}).stdout
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert 80 < max(len(line) for line in wide.splitlines()) <= 120
+
+
+def test_colour_only_when_forced_and_never_with_no_color(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    assert "\x1b[" not in cli("matrix", "list", cwd=ROOT).stderr  # stderr is not a terminal here
+    assert "\x1b[" in cli("matrix", "list", cwd=ROOT, env={"FORCE_COLOR": "1"}).stderr
+    assert "\x1b[" not in cli("matrix", "list", cwd=ROOT, env={"FORCE_COLOR": "1", "NO_COLOR": "1"}).stderr
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_third_party_warnings_silenced_unless_debug(debug: bool) -> None:
+    # a fresh interpreter: pytest's own log capture would hide Python's last-resort handler
+    program = (
+        "import logging, warnings\n"
+        "from builder.cli.terminal import quiet_third_parties\n"
+        f"quiet_third_parties(debug={debug})\n"
+        "logging.getLogger('sigstore._internal.tuf').warning('TUF repository is loaded in offline mode')\n"
+        "warnings.warn('a third-party deprecation', DeprecationWarning, stacklevel=1)\n"
+    )
+    err = subprocess.run(
+        [sys.executable, "-W", "default", "-c", program], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stderr
+    assert ("offline mode" in err) is debug
+    assert ("a third-party deprecation" in err) is debug
+
+
+def test_bash_completion_script_and_command_names(cli: Cli) -> None:
+    script = cli(env={"_BUILDER_COMPLETE": "bash_source"}).stdout
+    assert "_builder_completion" in script
+    assert "complete -o nosort -F _builder_completion builder" in script
+    env = {"_BUILDER_COMPLETE": "bash_complete", "COMP_WORDS": "builder sta", "COMP_CWORD": "1"}
+    assert cli(env=env).stdout.splitlines() == ["plain,status"]
