@@ -111,3 +111,16 @@ class BuiltImage:
     @property
     def pinned(self) -> str:
         return f"{self.reference}@{self.digest}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SummaryRow:
+    """One line of a command's result summary (a CI step summary table): the ``variant`` id (or
+    the reference checked), its ``digest`` (``sha256:<hex>``; empty when none is known), the
+    ``status`` word the command uses (``built``, ``up-to-date``, ``failed``, ``promoted``,
+    ``denied``, ``passed``, ...) and the ``stage`` (empty when the command works on no stage)."""
+
+    variant: str
+    digest: str
+    status: str
+    stage: str = ""

@@ -28,6 +28,7 @@ from typing_extensions import TypedDict
 
 from builder.build.run import BuiltImageDocument, built_json
 from builder.errors import BuilderError, BuildFailedError, CheckFailedError
+from builder.models import SummaryRow
 from builder.selection import Selection
 
 if TYPE_CHECKING:
@@ -189,6 +190,19 @@ class RunReport:
     @property
     def failed_builds(self) -> tuple[VariantRun, ...]:
         return tuple(v for v in self.variants if v.built.status == "failed")
+
+    def summary_rows(self) -> tuple[SummaryRow, ...]:
+        """One row per variant: its digest (empty when the build failed), the build status, then
+        the check's and a blocking stage's (``built, check passed, denied at prod``), and the last
+        stage that holds the digest (empty: none)."""
+        rows = []
+        for v in self.variants:
+            status: list[str] = [v.built.status]
+            if v.check is not None:
+                status.append(f"check {v.check.status}")
+            status.extend(f"{s.status} at {s.stage}" for s in v.blocked)
+            rows.append(SummaryRow(v.variant_id, v.built.digest or "", ", ".join(status), v.reached or ""))
+        return tuple(rows)
 
     def raise_for_failures(self) -> None:
         """BuildFailedError (14) naming each variant that failed to build and its log, with the

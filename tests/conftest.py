@@ -165,6 +165,8 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
         cwd: Path | None = None,
         stdin: str | None = None,
     ) -> CliResult:
+        for key in ("GITHUB_ACTIONS", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):  # tests that run in CI
+            monkeypatch.delenv(key, raising=False)  # write to no runner file unless `env` names one
         for key, value in (env or {}).items():
             monkeypatch.setenv(key, value)
         if cwd is not None:

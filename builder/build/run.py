@@ -54,7 +54,7 @@ from builder.errors import (
     RegistryUnavailableError,
     TagConflictError,
 )
-from builder.models import BuiltImage, RenderedImage
+from builder.models import BuiltImage, RenderedImage, SummaryRow
 
 if TYPE_CHECKING:
     from builder.engine import BuildRequest
@@ -112,6 +112,10 @@ class BuildRun:
     def failed(self) -> tuple[BuiltImage, ...]:
         return tuple(r for r in self.results if r.status == "failed")
 
+    def summary_rows(self) -> tuple[SummaryRow, ...]:
+        """One row per image: variant, digest (empty when it failed) and status."""
+        return tuple(SummaryRow(r.variant_id, r.digest or "", r.status) for r in self.results)
+
     def to_json(self) -> BuildRunDocument:
         def count(status: str) -> int:
             return sum(1 for r in self.results if r.status == status)
@@ -148,6 +152,11 @@ class BuildPreview:
 
     def to_json(self) -> BuildPlanDocument:
         return {"plan": [p.to_json() for p in self.plan]}
+
+    def summary_rows(self) -> tuple[SummaryRow, ...]:
+        """One row per planned build: variant, the digest its content tag already names (empty:
+        none) and the action (``build`` or ``up-to-date``)."""
+        return tuple(SummaryRow(p.variant_id, p.existing_digest or "", p.action) for p in self.plan)
 
 
 def log_tail(built: BuiltImage, lines: int = 8) -> list[str]:

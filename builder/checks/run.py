@@ -21,6 +21,7 @@ from builder.checks.image import ImageFacts, ImageFactsDocument, probe_image
 from builder.checks.static import HostCheck, HostCheckDocument, fleet_verdict, host_verdict
 from builder.compat.fleet_verdicts import FleetCheck, FleetCheckDocument
 from builder.errors import CheckFailedError, ConfigError, IncompatibleError
+from builder.models import SummaryRow
 from builder.predicates import DEVICE_CHECK_V1
 from builder.registry import parse_reference
 from builder.selection import HasVariants, looks_like_variant_id, variant_reference
@@ -119,6 +120,11 @@ class StaticCheck:
         v = self.verdict
         return v.summary.reasons if isinstance(v, FleetCheck) else v.reasons
 
+    def summary_rows(self) -> tuple[SummaryRow, ...]:
+        """One row: the image (reference without its digest), its digest, ``blocked`` or ``compatible``."""
+        status = "blocked" if self.blocked else "compatible"
+        return (SummaryRow(self.reference.split("@", 1)[0], self.image.digest, f"static {status}"),)
+
     def to_json(self) -> StaticHostDocument | StaticFleetDocument:
         if isinstance(self.verdict, FleetCheck):
             return {"reference": self.reference, "image": self.image.to_json(), **self.verdict.to_json()}
@@ -158,6 +164,11 @@ class DeviceCheck:
     @property
     def passed(self) -> bool:
         return self.result.passed
+
+    def summary_rows(self) -> tuple[SummaryRow, ...]:
+        """One row: the image (reference without its digest), its digest, ``passed`` or ``failed``."""
+        status = "passed" if self.passed else "failed"
+        return (SummaryRow(self.reference.split("@", 1)[0], self.image.digest, f"check {status}"),)
 
     def to_json(self) -> DeviceRunDocument:
         r = self.result.to_json()

@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         if _json_mode(app, args):
             _print_json_error("usage", exc.exit_code, exc.format_message(), "see `builder COMMAND --help`")
+        _annotate("usage", exc.format_message())
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         console().print("[red]aborted[/]")
@@ -196,6 +197,14 @@ def _report(exc: BuilderError, app: AppContext | None, args: list[str]) -> None:
     con.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, markup=True)
     if exc.hint:
         con.print(f"  [yellow]hint:[/] {escape(exc.hint)}", highlight=False)
+    _annotate(exc.kind, exc.message, exc.details)
+
+
+def _annotate(kind: str, message: str, details: dict[str, object] | None = None) -> None:
+    """GitHub Actions (``GITHUB_ACTIONS=true``): the failure and each located problem as ``::error``."""
+    from builder.cli.github import report_failure
+
+    report_failure(kind, message, details)
 
 
 __all__ = ["COMMANDS", "AppContext", "cli", "json_option", "main"]

@@ -105,16 +105,22 @@ def console() -> Console:
     return con
 
 
-def emit(payload: object, human: Callable[[], None] | str | None = None) -> None:
-    """Print the command's result: JSON on stdout with ``--json``; else ``human`` on stderr."""
+def emit(payload: object, human: Callable[[], None] | str | None = None, *, report: object = None) -> None:
+    """Print the command's result: JSON on stdout with ``--json``; else ``human`` on stderr.
+
+    ``report``: the typed result, for GitHub Actions (``builder.cli.github.report_result``: step
+    outputs and summary when ``GITHUB_ACTIONS=true``)."""
     app = app_context()
     if app.json_output:
         sys.stdout.write(json.dumps(payload, indent=2, default=_default) + "\n")
-        return
-    if callable(human):
+    elif callable(human):
         human()
     elif human is not None:
         console().print(human)
+    if report is not None:
+        from builder.cli.github import report_result
+
+        report_result(report)
 
 
 def _default(o: object) -> object:

@@ -168,15 +168,19 @@ def build(
         on_progress=progress,
     )
     if isinstance(result, BuildPreview):
-        emit(result.to_json(), lambda: _print_plan(result.plan))
+        emit(result.to_json(), lambda: _print_plan(result.plan), report=result)
         return
     if not result.results:
         emit(result.to_json(), "nothing to build (no variant selected)")
         return
     if result.failed and not ctx.json_output:
         _print_summary(result)
+    if result.failed:  # the step summary lists the failures too (the error below ends the command)
+        from builder.cli.github import report_result
+
+        report_result(result)
     raise_for_failures(result)
-    emit(result.to_json(), lambda: _print_summary(result))
+    emit(result.to_json(), lambda: _print_summary(result), report=result)
 
 
 def _print_plan(plan: Sequence[PlannedBuild]) -> None:

@@ -238,7 +238,11 @@ def check(
     human = (lambda: _print_device(outcome)) if isinstance(outcome, DeviceCheck) else (lambda: _print_static(outcome))
     failure = outcome.failure()
     if failure is None or not app_context().json_output:  # --json: one document (the error carries it)
-        emit(outcome.to_json(), human)
+        emit(outcome.to_json(), human, report=outcome)
+    else:
+        from builder.cli.github import report_result
+
+        report_result(outcome)
     if failure is not None:
         raise failure
 

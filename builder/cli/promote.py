@@ -184,8 +184,11 @@ def promote(
     )
     if batch.failure is not None:
         _print_batch(batch)
+        from builder.cli.github import report_result  # the step summary lists the failures too
+
+        report_result(batch)
     batch.raise_for_failure()
-    emit(batch.to_json(), lambda: _print_batch(batch))
+    emit(batch.to_json(), lambda: _print_batch(batch), report=batch)
 
 
 def _print_batch(batch: Batch) -> None:
@@ -368,6 +371,9 @@ def resolve(
     ctx = app_context().app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)
     resolved = resolve_variant(ctx, variant, stage, cluster=cluster, fleet=fleet, verify=not no_verify)
     if app_context().json_output:
-        emit(resolved.to_json())
+        emit(resolved.to_json(), report=resolved)
     else:
         sys.stdout.write(resolved.reference + "\n")
+        from builder.cli.github import report_result
+
+        report_result(resolved)

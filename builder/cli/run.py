@@ -118,8 +118,12 @@ def run(
     report = app.app.run_pipeline(request, on_progress=progress, on_key=key_generated)
     if report.failed_builds and not app.json_output:
         _summary(report, cfg)
+    if report.failed_builds:  # the step summary lists the failures too (the error below ends the command)
+        from builder.cli.github import report_result
+
+        report_result(report)
     report.raise_for_failures()
-    emit(report.to_json(), lambda: _summary(report, cfg, check_key or cfg.check_key_path))
+    emit(report.to_json(), lambda: _summary(report, cfg, check_key or cfg.check_key_path), report=report)
 
 
 def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> None:

@@ -13,6 +13,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from builder.errors import BuilderError, ConfigError
+from builder.models import SummaryRow
 from builder.promote.apply import batch_error, promote_many, rollback
 from builder.promote.model import UNSET, Applied, ExpectPrevious, Outcome, PromoteDocument
 from builder.promote.targets import resolve_targets, scope_of
@@ -41,6 +42,17 @@ class Batch:
 
     def to_json(self) -> PromoteDocument:
         return {"stage": self.stage, "confirm": self.confirm, "results": [o.to_json() for o in self.outcomes]}
+
+    def summary_rows(self) -> tuple[SummaryRow, ...]:
+        """One row per target: variant, the digest promoted or planned (empty: none was found),
+        what happened (``promoted``, ``would promote``, ``denied``, ``error``) and the stage."""
+
+        def digest(o: Outcome) -> str:
+            if o.applied is not None:
+                return o.applied.record.digest
+            return (o.plan.digest if o.plan is not None else o.target.digest) or ""
+
+        return tuple(SummaryRow(o.target.variant, digest(o), o.verb, self.stage) for o in self.outcomes)
 
     def raise_for_failure(self) -> None:
         """Raise ``failure`` (PromotionConflictError 32, PolicyDeniedError 31, or the first other

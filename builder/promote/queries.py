@@ -232,6 +232,10 @@ class Resolved:
     def to_json(self) -> ResolveDocument:
         return {"variant": self.variant, "stage": self.stage, "cluster": self.cluster, "reference": self.reference}
 
+    def outputs(self) -> dict[str, str]:
+        """Named values for a CI step: ``reference`` (``registry/repository@sha256:...``)."""
+        return {"reference": self.reference}
+
 
 def resolve_variant(
     ctx: PromotionContext,
