@@ -190,7 +190,7 @@ def collect_garbage(ctx: PromotionContext, globs: Sequence[str] = (), *, confirm
     scope = scope_of(ctx)
     everyone = resolve_targets(scope, (), ("*",))
     chosen = {t.variant for t in resolve_targets(scope, (), globs)} if globs else {t.variant for t in everyone}
-    protected = _protected_digests(ctx, everyone)
+    protected = _protection(ctx, everyone)
     retention = ctx.policy.retention
     now = ctx.now()
     repos: dict[tuple[str, str], list[str]] = {}
@@ -210,35 +210,59 @@ def collect_garbage(ctx: PromotionContext, globs: Sequence[str] = (), *, confirm
     return GcReport(confirm, retention.content_tags, retention.pending_tags, tuple(out))
 
 
-def _protected_digests(ctx: PromotionContext, targets: Sequence[Target]) -> frozenset[str]:
+HISTORY_LIMIT = 1000
+"""Records read per stage pointer for the protected set; a longer chain leaves the variant unsure."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Protection:
+    """``digests`` never deleted; ``unsure``: variant -> why its history could not be read in full
+    (a pointer no trusted record explains, a chain that breaks before its first promotion): such
+    a variant's manifests are all kept, since a rollback target may be unknown."""
+
+    digests: frozenset[str]
+    unsure: dict[str, str]
+
+
+def _protection(ctx: PromotionContext, targets: Sequence[Target]) -> _Protection:
     """Every digest a stage holds for ``targets`` and every ``digest``/``previous`` of the trusted
     records in its history (rollback targets): in any repository, never deleted anywhere."""
 
-    def one(pair: tuple[Target, str]) -> set[str]:
+    def one(pair: tuple[Target, str]) -> tuple[set[str], str | None]:
         t, stage = pair
         loc = ctx.stage_location(t, stage)
         found: set[str] = set()
         pointer = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
         if pointer is None:
-            return found
+            return found, None
         found.add(pointer)
         try:
-            _, records = history(ctx, t, stage, limit=1000)
+            _, records = history(ctx, t, stage, limit=HISTORY_LIMIT)
         except NotFoundError:  # the pointer went away since: what it named is already protected
-            return found
+            return found, None
         for r in records:
             found.add(r.digest)
             if r.previous:
                 found.add(r.previous)
-        return found
+        if not records:
+            return found, f"no trusted promotion record explains {loc}"
+        if records[-1].previous is not None:
+            return found, f"the history of {loc} breaks before its first promotion"
+        return found, None
 
     pairs = [(t, s) for t in targets for s in ctx.policy.stage_names]
-    return frozenset(d for part in map_parallel(one, pairs) for d in part)
+    results = map_parallel(one, pairs)
+    unsure: dict[str, str] = {}
+    for (t, _), (_, why) in zip(pairs, results, strict=True):
+        if why is not None:
+            unsure.setdefault(t.variant, why)
+    return _Protection(frozenset(d for found, _ in results for d in found), unsure)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Candidate:
     tag: str
+    variant: str
     kind: Kind
     digest: str
 
@@ -251,7 +275,7 @@ class _Sweep:
         client: RegistryClient,
         repository: str,
         variants: frozenset[str],
-        protected: frozenset[str],
+        protected: _Protection,
         retention: tuple[dt.timedelta, dt.timedelta],
         now: dt.datetime,
     ) -> None:
@@ -262,12 +286,12 @@ class _Sweep:
         self.content_retention, self.pending_retention = retention
         self.now = now
 
-    def kind_of(self, tag: str) -> Kind | None:
-        """pending or content for a candidate tag of a chosen variant, None for a tag to keep."""
+    def kind_of(self, tag: str) -> tuple[Kind, str] | None:
+        """(pending or content, the variant) for a candidate tag of a chosen variant, None for a tag to keep."""
         if tag.startswith(PENDING_PREFIX) and tag[len(PENDING_PREFIX) :] in self.variants:
-            return "pending"
+            return "pending", tag[len(PENDING_PREFIX) :]
         if CONTENT_SUFFIX.search(tag) and CONTENT_SUFFIX.sub("", tag) in self.variants:
-            return "content"
+            return "content", CONTENT_SUFFIX.sub("", tag)
         return None
 
     def run(self, *, confirm: bool) -> GcRepository:
@@ -278,7 +302,7 @@ class _Sweep:
         kept_tags = {t: d for t, d in digests.items() if d is not None and self.kind_of(t) is None}
         kept_digests = set(kept_tags.values())
         candidates = [
-            _Candidate(t, kind, d)
+            _Candidate(t, kind[1], kind[0], d)
             for t, d in digests.items()
             if d is not None and (kind := self.kind_of(t)) is not None
         ]
@@ -329,8 +353,10 @@ class _Sweep:
             return GcTag(c.tag, c.kind, c.digest, created, age, delete, reason)
 
         needed = ""
-        if c.digest in self.protected:
+        if c.digest in self.protected.digests:
             needed = "a stage or its history (a rollback target) names this digest"
+        elif c.variant in self.protected.unsure:
+            needed = f"a rollback target may be unknown: {self.protected.unsure[c.variant]}"
         elif c.digest in kept_tags.values():
             other = next(t for t, d in kept_tags.items() if d == c.digest)
             needed = f"its digest is also under {other}, which stays (manifest kept)"

@@ -196,3 +196,28 @@ def test_policy_retention_is_validated_and_applied(
     assert set(client.list_tags(unique_repo)) == {content}
     assert client.resolve(unique_repo, content) == digest
     cli("gc", "--select", "nothing-like-this*", code=8, env=env, cwd=project)
+
+
+def test_a_pointer_no_trusted_record_explains_keeps_every_manifest_of_its_variant(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, registry_address: str, unique_repo: str
+) -> None:
+    """dev's pointer was moved outside builder: its rollback target is unknown, so no manifest of
+    the variant goes (an old pending tag still loses its tag, never its manifest)."""
+    project = _project(tmp_path / "project", registry_address, unique_repo)
+    for name in list(os.environ):
+        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
+            monkeypatch.delenv(name)
+    env = {"HOME": str(project)}
+    client = RegistryClient(registry_address, insecure=True)
+    push_dated(client, unique_repo, [f"{VARIANT}-dev"], created=OLD, layers=[layer()])
+    old = push_dated(client, unique_repo, [f"{VARIANT}-{'a' * 12}"], created=OLD, layers=[layer()])
+    pending = push_dated(client, unique_repo, [f"pending-{VARIANT}"], created=OLD, layers=[layer()])
+    out = cli("gc", "--confirm", "--json", env=env, cwd=project).json()
+    tags = {t["tag"]: t for t in out["repositories"][0]["tags"]}
+    assert not tags[f"{VARIANT}-{'a' * 12}"]["delete"]
+    assert "no trusted promotion record explains" in tags[f"{VARIANT}-{'a' * 12}"]["reason"]
+    assert tags[f"pending-{VARIANT}"]["delete"] and tags[f"pending-{VARIANT}"]["manifest_kept"]
+    assert out["deleted_manifests"] == 0
+    assert client.try_get_manifest(unique_repo, old) is not None
+    assert client.try_get_manifest(unique_repo, pending) is not None
+    assert f"pending-{VARIANT}" not in client.list_tags(unique_repo)
