@@ -94,15 +94,11 @@ def json_option(f: F) -> F:
 
 @functools.cache
 def console() -> Console:
-    """The rich console for human output (stderr)."""
-    import shutil
+    """The rich console for human output (stderr): colour and width from the environment
+    (``NO_COLOR``, ``FORCE_COLOR``, ``COLUMNS``; see ``builder.cli.terminal``)."""
+    from builder.cli.terminal import make_console
 
-    from rich.console import Console
-
-    con = Console(stderr=True, highlight=False, soft_wrap=False)
-    if not con.is_terminal:  # CI logs and pipes: wide enough for digests and tables
-        con.width = max(shutil.get_terminal_size((160, 24)).columns, 160)
-    return con
+    return make_console(os.environ)
 
 
 def emit(payload: object, human: Callable[[], None] | str | None = None, *, report: object = None) -> None:
@@ -168,12 +164,36 @@ def option_group(*options: Callable[[F], F]) -> Callable[[F], F]:
     return decorate
 
 
+class ExistingFile(click.Path):
+    """A file that must exist, passed as a ``Path``: a missing one is NotFoundError (exit 8, as
+    for every named input file, docs/exit-codes.md) naming the option, raised while the command
+    line is parsed (before any work); a directory is a usage error (exit 2)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(
+        self, value: str | os.PathLike[str], param: click.Parameter | None, ctx: click.Context | None
+    ) -> str | bytes | os.PathLike[str]:
+        from builder.errors import NotFoundError
+
+        if not os.path.lexists(value):
+            name = param.get_error_hint(ctx) if param is not None and ctx is not None else "file"
+            raise NotFoundError(
+                f"{value} does not exist (given as {name})",
+                hint="check the path (a relative one is read from the current directory)",
+                path=str(value),
+            )
+        return super().convert(value, param, ctx)
+
+
 def file_option(*param_decls: str, help: str, exists: bool = False, required: bool = False) -> Callable[[F], F]:
     """An option naming one file, passed as a ``Path`` (``None`` when not given); with ``exists``
-    Click refuses a missing file, with ``required`` a missing option (usage error, exit 2)."""
+    a missing file is NotFoundError (exit 8, :class:`ExistingFile`), with ``required`` a missing
+    option a usage error (exit 2)."""
     return click.option(
         *param_decls,
-        type=click.Path(dir_okay=False, exists=exists, path_type=Path),
+        type=ExistingFile() if exists else click.Path(dir_okay=False, path_type=Path),
         default=None,
         required=required,
         help=help,
@@ -184,7 +204,7 @@ matrix_option = click.option(
     "--matrix",
     "matrices",
     multiple=True,
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=ExistingFile(),
     help="Matrix file (repeatable; default: every *.yaml/*.yml in builder.toml `matrices_dir`).",
 )
 select_option = click.option(
@@ -208,7 +228,9 @@ workers_option = click.option(
 allow_unpinned_option = click.option(
     "--allow-unpinned", is_flag=True, help="Build variants whose base or lock is not pinned (throwaway)."
 )
-policy_option = file_option("--policy", "policy_file", help="Policy file (default: <policies_dir>/default.yaml).")
+policy_option = file_option(
+    "--policy", "policy_file", exists=True, help="Policy file (default: <policies_dir>/default.yaml)."
+)
 key_option = file_option("--key", help="Private signing key (default: builder.toml `key`).")
 
 
@@ -253,16 +275,20 @@ keyless_options = option_group(
 def _resolve_fleet(ctx: click.Context, _param: click.Parameter, value: str | None) -> Path | None:
     if value is None:
         return None
-    from builder.compat.fleets import resolve_fleet_path
+    from builder.checks.host.reading import load_host
+    from builder.compat.fleets import load_fleet, resolve_fleet_path
 
     obj = ctx.find_object(AppContext) or AppContext()
-    return resolve_fleet_path(value, obj.config.fleets_dir)
+    path = resolve_fleet_path(value, obj.config.fleets_dir)
+    load_fleet(path, load_host=load_host)  # an invalid fleet: ConfigError (exit 2) before any work
+    return path
 
 
 def fleet_option(help: str, *, param: str = "fleet") -> Callable[[F], F]:
     """``--fleet NAME|FILE``, the same everywhere: a fleet name (``demo`` ->
     ``<fleets_dir>/demo.yaml``) or a fleet file, passed to the command as the file's ``Path``
-    (NotFoundError, exit 8, naming the known fleets when neither exists)."""
+    (NotFoundError, exit 8, naming the known fleets when neither exists; ConfigError, exit 2,
+    listing every problem of an invalid fleet file - both before the command does anything)."""
     return click.option("--fleet", param, default=None, metavar="NAME|FILE", callback=_resolve_fleet, help=help)
 
 

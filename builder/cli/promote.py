@@ -26,6 +26,7 @@ from builder.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from builder.errors import ErrorBody
     from builder.promote import Batch, StatusReport, VariantHistory
     from builder.promote.model import ExpectPrevious
 
@@ -270,27 +271,51 @@ def status(
     ctx = app_context().app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)
     report = status_report(ctx, globs, stages)
     emit(report.to_json(), lambda: _print_status(report))
+    _exit_for_unread(report.error, "row(s)", sum(1 for r in report.rows if r.error))
+
+
+def _exit_for_unread(error: ErrorBody | None, what: str, count: int) -> None:
+    """After every row was printed: exit with the first unread row's code (``error``), saying how
+    many could not be read (with --json the document already printed says it, row by row)."""
+    if error is None:
+        return
+    if not app_context().json_output:
+        console().print(f"[bold red]error:[/] {count} {what} could not be read (first: exit {error['exit_code']})")
+    raise click.exceptions.Exit(error["exit_code"])
 
 
 def _print_status(report: StatusReport) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
-    table = Table(show_lines=False)
-    for col in ("variant", "stage", "digest", "age", "by", "sigs", "attestations"):
-        table.add_column(col)
-    for r in report.shown:
-        note = f"[yellow]{escape(r.note)}[/]" if r.note else ""
-        table.add_row(
-            r.variant,
-            r.stage,
+    from builder.cli.tables import Column, fitted_table
+
+    columns = [
+        Column("variant", whole=True),
+        Column("stage", 0),
+        Column("digest", 0, whole=True),
+        Column("age", 1),
+        Column("by", 2),
+        Column("sigs", 2),
+        Column("attestations", 3),
+    ]
+    rows = [
+        [
+            escape(r.variant),
+            escape(r.stage),
             (r.digest or "-")[:19],
-            r.age,
-            r.promoter or "-",
+            escape(r.age),
+            escape(r.promoter or "-"),
             str(r.signatures),
-            "; ".join(x for x in (", ".join(r.attestation_names), note) if x),
-        )
-    console().print(table)
+            "; ".join(x for x in (escape(", ".join(r.attestation_names)), note) if x),
+        ]
+        for r in report.shown
+        for note in [
+            f"[red]error: {escape(r.error['message'])}[/]"
+            if r.error
+            else (f"[yellow]{escape(r.note)}[/]" if r.note else "")
+        ]
+    ]
+    console().print(fitted_table(columns, rows, console().width, show_lines=False))
     if report.unpromoted and not report.selected:
         console().print(
             f"[dim]{len(report.unpromoted)} variant(s) of the matrices are in no stage yet (listed with --select '*' "
@@ -322,12 +347,15 @@ def history(
     ctx = app_context().app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)
     result = variant_history(ctx, variant, stages, limit=limit)
     emit(result.to_json(), lambda: _print_history(result))
+    _exit_for_unread(result.error, "stage(s)", sum(1 for h in result.stages if h.error))
 
 
 def _print_history(result: VariantHistory) -> None:
     con = console()
     for h in result.stages:
         con.print(f"[bold]{h.stage}[/] {h.pointer or '(never promoted)'}")
+        if h.error:
+            con.print(f"  error: {h.error['message']}", style="red", markup=False)
         if h.note:
             con.print(f"  {h.note}", style="yellow", markup=False)
         if h.records:

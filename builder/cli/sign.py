@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from builder.cli._common import (
+    ExistingFile,
     app_context,
     console,
     docker_config_option,
@@ -73,7 +74,7 @@ def generate(output_dir: Path | None, no_password: bool) -> None:
 
 
 @keys.command("import")
-@click.argument("source", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.argument("source", type=ExistingFile())
 @click.option(
     "--output-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -127,7 +128,7 @@ def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | Non
 @click.option("--predicate-type", "predicate_type", required=True, help="Predicate type URI.")
 @click.option(
     "--predicate",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=ExistingFile(),
     required=True,
     help="JSON file holding the predicate (an object).",
 )
@@ -181,7 +182,7 @@ def attest(
 @click.option("--issuer-regexp", default=None, help="Keyless: required OIDC issuer pattern (full match).")
 @click.option(
     "--trust-config",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=ExistingFile(),
     default=None,
     help="Keyless: pinned trusted_root.json or client trust config (default: public-good, offline copy).",
 )

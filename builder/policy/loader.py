@@ -19,7 +19,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ValidationError
 
-from builder.errors import NotFoundError, PolicyError, SigningKeyError
+from builder.compat.fleets import load_fleet
+from builder.errors import ConfigError, NotFoundError, PolicyError, SigningKeyError
 from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, weekday_index
 from builder.policy.evidence import BUILD_STAGE
 from builder.policy.model import Policy, Retention, RollbackRule, Stage
@@ -344,7 +345,24 @@ class _Loader:
             fleet = (self.path.parent / fleet).resolve()
         if not fleet.exists():
             self.problem((*p, "file"), f"fleet file {fleet} does not exist")
+        else:
+            self.fleet_problems(fleet, (*p, "file"))
         return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow), m.match_vendor)
+
+    def fleet_problems(self, fleet: Path, p: FieldPath) -> None:
+        """An invalid fleet file is a problem of the rule naming it (at ``p``), quoting the fleet's
+        own problems with their locations. Promotion reads the file without host loader
+        (``builder.promote.fleets.check_fleet``), so ``hostinfo:`` clusters are problems here too."""
+        try:
+            load_fleet(fleet)
+        except ConfigError as exc:
+            found = exc.details.get("problems")
+            where = (
+                [f"{q['file']}:{q['line']}: {q['message']}" for q in found if isinstance(q, dict)]
+                if isinstance(found, list)
+                else []
+            )
+            self.problem(p, f"fleet file {fleet} is invalid: " + ("; ".join(where) or exc.message))
 
     def group(self, cls: type[AllOf] | type[AnyOf], body: object, path: FieldPath, location: str) -> Rule | None:
         if not isinstance(body, list):

@@ -539,8 +539,9 @@ class Outcome:
 class StatusRowDocument(TypedDict):
     """One variant x stage of ``builder status --json``: the stage ``pointer``, the ``digest`` it
     names (None: no tag, or unreadable), ``since`` (RFC 3339) and ``age_seconds``, the record's
-    ``action`` and ``promoter``, verified ``signatures`` and attestation types, and ``note`` (why
-    the pointer is untrusted or unreadable; empty otherwise)."""
+    ``action`` and ``promoter``, verified ``signatures`` and attestation types, ``note`` (why
+    the pointer is untrusted; empty otherwise) and ``error`` (None, or why the row could not be
+    read, as every ``--json`` error body: the command then exits with the first row's code)."""
 
     variant: str
     stage: str
@@ -553,6 +554,7 @@ class StatusRowDocument(TypedDict):
     signatures: int
     attestations: list[str]
     note: str
+    error: ErrorBody | None
 
 
 class StatusDocument(TypedDict):
@@ -565,7 +567,8 @@ class StatusDocument(TypedDict):
 class StatusRow:
     """One variant x stage of ``status``: the pointer, the digest it names (None: no tag), since
     when (``since``, RFC 3339; ``age_seconds``) and by whom (its trusted record), verified
-    signatures and attestation types on the digest; ``note``: why it is untrusted or unreadable."""
+    signatures and attestation types on the digest; ``note``: why it is untrusted; ``error``: why
+    it could not be read (None: it was)."""
 
     variant: str
     stage: str
@@ -578,6 +581,7 @@ class StatusRow:
     signatures: int = 0
     attestations: tuple[str, ...] = ()
     note: str = ""
+    error: ErrorBody | None = None
 
     @property
     def age(self) -> str:
@@ -604,6 +608,7 @@ class StatusRow:
             "signatures": self.signatures,
             "attestations": list(self.attestations),
             "note": self.note,
+            "error": self.error,
         }
 
 
@@ -616,13 +621,15 @@ class HistoryRecordDocument(PromotionRecordDocument):
 class StageHistoryDocument(TypedDict):
     """One stage of ``builder history --json``: its ``pointer`` (None: never promoted) and trusted
     records newest first; for a pointer that exists, the ``digest`` it names and, when no trusted
-    record explains it, why (``note``)."""
+    record explains it, why (``note``); ``error``: why the stage could not be read (as every
+    ``--json`` error body; the command then exits with the first stage's code)."""
 
     stage: str
     pointer: str | None
     records: list[HistoryRecordDocument]
     digest: NotRequired[str | None]
     note: NotRequired[str | None]
+    error: NotRequired[ErrorBody]
 
 
 class HistoryDocument(TypedDict):
@@ -646,13 +653,14 @@ class ResolveDocument(TypedDict):
 class StageHistory:
     """One stage of ``history``: its pointer (None: never promoted), the trusted records newest
     first with who signed each (``by``, for people), the digest the pointer names and, when no
-    trusted record explains it, why (``note``)."""
+    trusted record explains it, why (``note``); ``error``: why it could not be read (None: it was)."""
 
     stage: str
     pointer: str | None
     records: tuple[tuple[PromotionRecord, str], ...] = ()
     digest: str | None = None
     note: str | None = None
+    error: ErrorBody | None = None
 
     def to_json(self) -> StageHistoryDocument:
         out: StageHistoryDocument = {
@@ -660,6 +668,9 @@ class StageHistory:
             "pointer": self.pointer,
             "records": [{**r.to_json(), "by": by} for r, by in self.records],
         }
+        if self.error is not None:
+            out["error"] = self.error
+            return out
         if self.pointer is None:
             return out
         out["digest"] = self.digest

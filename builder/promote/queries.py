@@ -5,7 +5,9 @@ machine): ``status`` (variant x stage), ``stage_histories`` (each stage's record
 Errors: NotFoundError (8) for unknown stages, clusters or pointers that do not exist;
 VerificationError (18) for a pointer no trusted record explains; IncompatibleError (11) when
 the digest cannot run on a cluster; ConfigError (2) when ``--cluster`` has no fleet file;
-registry errors (5-7) propagate.
+registry errors (5-7) propagate. ``status`` and ``history`` read every row (stage) they can: a
+row that cannot be read carries its ``error`` and the command exits with the first row's code
+after printing every row; an unreachable registry (RegistryUnavailableError, 5) stops them at once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from builder.errors import BuilderError, IncompatibleError, NotFoundError, VerificationError
+from builder.errors import (
+    BuilderError,
+    ErrorBody,
+    IncompatibleError,
+    NotFoundError,
+    RegistryUnavailableError,
+    VerificationError,
+)
 from builder.promote.fleets import stage_fleet_file
 from builder.promote.model import (
     HistoryDocument,
@@ -46,7 +55,8 @@ def status(
 ) -> list[StatusRow]:
     """Variant x stage: the digest each pointer names, since when (its trusted record), who moved
     it, and the evidence on it (verified signatures, verified attestation types). A pointer that
-    cannot be read becomes a row with a ``note``."""
+    cannot be read becomes a row with its ``error`` (the other rows are still read); an
+    unreachable registry raises RegistryUnavailableError (exit 5)."""
     names = list(stages or ctx.policy.stage_names)
     now = ctx.now()
 
@@ -63,8 +73,10 @@ def status(
             report = verify_image(
                 client, loc.repository, digest, keys=ctx.keys, verifiers=ctx.verifiers, require_signature=False
             )
-        except BuilderError as exc:  # shown in the row: the other rows are still worth printing
-            return StatusRow(t.variant, stage, str(loc), None, None, None, None, None, note=exc.message)
+        except RegistryUnavailableError:  # no row can be read: one error, not a table of them
+            raise
+        except BuilderError as exc:  # shown in the row (the other rows are still worth printing), then exit non-zero
+            return StatusRow(t.variant, stage, str(loc), None, None, None, None, None, error=exc.to_json())
         sigs = sum(1 for i in report.items if i.kind == "signature" and i.ok)
         types = tuple(sorted({i.predicate_type or "" for i in report.items if i.kind == "attestation" and i.ok}))
         if rec is None:
@@ -87,22 +99,34 @@ def stage_histories(
     """For each of ``stages`` (default: every stage of the policy) the pointer's record chain,
     newest first (``records.history``), each record labelled with who signed it; a pointer no
     trusted record explains gets a ``note`` saying why, as ``status`` does. NotFoundError for an
-    unknown stage (before any registry read)."""
+    unknown stage (before any registry read); a stage that cannot be read gets its ``error`` (the
+    other stages are still read); RegistryUnavailableError (5) when the registry cannot be reached."""
     check_stages(ctx, stages)
     out: list[StageHistory] = []
     for s in stages or ctx.policy.stage_names:
+        loc = ctx.stage_location(target, s)
         try:
-            loc, recs = history(ctx, target, s, limit=limit)
-        except NotFoundError:
-            out.append(StageHistory(s, None))
+            if ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag) is None:
+                out.append(StageHistory(s, None))  # never promoted (not an error)
+                continue
+            _, recs = history(ctx, target, s, limit=limit)
+            labelled = tuple((r, ctx.promoter_label(r)) for r in recs)
+            if recs:
+                out.append(StageHistory(s, str(loc), labelled, recs[0].digest))
+                continue
+            trust = pointer_trust(ctx, loc, s)
+        except RegistryUnavailableError:
+            raise
+        except BuilderError as exc:  # shown for this stage, then exit non-zero
+            out.append(StageHistory(s, str(loc), error=exc.to_json()))
             continue
-        labelled = tuple((r, ctx.promoter_label(r)) for r in recs)
-        if recs:
-            out.append(StageHistory(s, str(loc), labelled, recs[0].digest))
-            continue
-        trust = pointer_trust(ctx, ctx.stage_location(target, s), s)
         out.append(StageHistory(s, str(loc), (), trust.digest, trust.note(ctx.promoter_names(s), short=True)))
     return out
+
+
+def first_error(errors: Sequence[ErrorBody | None]) -> ErrorBody | None:
+    """The first of ``errors`` that is not None (the one whose exit code a command exits with)."""
+    return next((e for e in errors if e is not None), None)
 
 
 def resolve(
@@ -174,9 +198,14 @@ class StatusReport:
     selected: bool = False
 
     @property
+    def error(self) -> ErrorBody | None:
+        """The first row's error (its ``exit_code`` is the command's); None when every row was read."""
+        return first_error([r.error for r in self.rows])
+
+    @property
     def unpromoted(self) -> tuple[str, ...]:
-        """Variants no stage holds, in order."""
-        held = {r.variant for r in self.rows if r.digest}
+        """Variants no stage holds (and whose rows were all read), in order."""
+        held = {r.variant for r in self.rows if r.digest or r.error}
         return tuple(dict.fromkeys(r.variant for r in self.rows if r.variant not in held))
 
     @property
@@ -205,6 +234,11 @@ class VariantHistory:
 
     variant: str
     stages: tuple[StageHistory, ...]
+
+    @property
+    def error(self) -> ErrorBody | None:
+        """The first stage's error (its ``exit_code`` is the command's); None when every stage was read."""
+        return first_error([h.error for h in self.stages])
 
     def to_json(self) -> HistoryDocument:
         return {"variant": self.variant, "stages": [h.to_json() for h in self.stages]}

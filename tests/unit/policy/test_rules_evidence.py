@@ -46,7 +46,9 @@ def test_gpu_models_and_driver_branches(policy: Policy, keys: Keys) -> None:
 
 def test_fleet_rule(tmp_path: Path, keys: Keys) -> None:
     fleet = tmp_path / "fleet.yaml"
-    fleet.write_text("clusters: {}\n")
+    fleet.write_text(  # the policy loader validates the fleet file the rule names
+        'clusters:\n  - {name: a100-east, vendor: nvidia, gpus: ["NVIDIA A100-SXM4-80GB"], drivers: ["535.161.08"]}\n'
+    )
     text = f"""\
     stages:
       prod:
