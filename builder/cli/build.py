@@ -184,36 +184,41 @@ def build(
 
 
 def _print_plan(plan: Sequence[PlannedBuild]) -> None:
-    from rich.table import Table
+    from rich.markup import escape
 
-    t = Table(title="build plan", show_lines=False)
-    for col in ("variant", "action", "content tag", "existing digest"):
-        t.add_column(col)
-    for p in plan:
-        t.add_row(p.variant_id, p.action, p.content_tag, (p.existing_digest or "")[:19])
-    console().print(t)
+    from builder.cli.tables import Column, fitted_table
+
+    columns = [Column("variant", whole=True), Column("action"), Column("content tag", 1, whole=True)]
+    columns.append(Column("existing digest", 1, whole=True))
+    rows = [[escape(p.variant_id), p.action, escape(p.content_tag), (p.existing_digest or "")[:19]] for p in plan]
+    console().print(fitted_table(columns, rows, console().width, title="build plan", show_lines=False))
 
 
 def _print_summary(run: BuildRun) -> None:
     from rich.markup import escape
-    from rich.table import Table
-    from rich.text import Text
 
     from builder.build.run import log_tail
+    from builder.cli.tables import Column, fitted_table
 
-    t = Table(title=f"build summary ({run.seconds:.1f} s)")
-    for col in ("variant", "status", "digest", "time", "log"):
-        t.add_column(col, overflow="fold")
+    columns = [
+        Column("variant", whole=True),
+        Column("status"),
+        Column("digest", 0, whole=True),
+        Column("time", 1),
+        Column("log", 2, whole=True),
+    ]
     colors = {"built": "green", "up-to-date": "dim", "failed": "red"}
-    for b in run.results:
-        t.add_row(
-            b.variant_id,
+    rows = [
+        [
+            escape(b.variant_id),
             f"[{colors[b.status]}]{b.status}[/]",
-            b.digest[:19] if b.digest else Text((b.error or "")[:80]),  # Text: no markup in engine errors
+            b.digest[:19] if b.digest else escape((b.error or "")[:80]),  # no markup in engine errors
             f"{b.seconds:.1f}s" if b.status != "up-to-date" else "",
-            b.log_path or "",
-        )
-    console().print(t)
+            escape(str(b.log_path or "")),
+        ]
+        for b in run.results
+    ]
+    console().print(fitted_table(columns, rows, console().width, title=f"build summary ({run.seconds:.1f} s)"))
     for b in run.results:
         if b.status != "failed":
             continue

@@ -128,19 +128,21 @@ def run(
 
 def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
+    from builder.cli.tables import Column, fitted_table
     from builder.predicates import DEVICE_CHECK_V1
 
     con = console()
-    t = Table(title=f"builder run ({report.seconds:.1f} s)", show_lines=True, expand=True)
-    t.add_column("variant", overflow="fold", min_width=28, ratio=2)
-    t.add_column("digest", no_wrap=True, width=19)
-    t.add_column("build", no_wrap=True, width=10)
-    t.add_column("check", overflow="fold", ratio=2)
-    t.add_column("static (fleet)", overflow="fold", ratio=2)
-    t.add_column("stage", no_wrap=True, width=7)
-    t.add_column("policy", overflow="fold", ratio=5)
+    columns = [
+        Column("variant", whole=True),
+        Column("digest", 0, whole=True),
+        Column("build", 1),
+        Column("check", 2),
+        Column("static (fleet)", 4),
+        Column("stage", 1),
+        Column("policy", 3),
+    ]
+    rows: list[list[str]] = []
     for v in report.variants:
         c = v.check
         check = "-"
@@ -154,16 +156,18 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
         if c is not None and c.static_verdict:
             static = c.static_verdict + "".join(f"\n{name}: {verdict}" for name, verdict in c.static_clusters)
         policy = "\n".join(f"{d.stage} {d.status}:\n" + "\n".join(f"- {r}" for r in d.short_reasons) for d in v.blocked)
-        t.add_row(
-            v.variant_id,
-            (v.built.digest or "")[:19],
-            v.built.status,
-            check,
-            escape(static),
-            v.reached or "-",
-            escape(policy) or "[green]allowed[/]",
+        rows.append(
+            [
+                escape(v.variant_id),
+                (v.built.digest or "")[:19],
+                v.built.status,
+                check,
+                escape(static),
+                v.reached or "-",
+                escape(policy) or "[green]allowed[/]",
+            ]
         )
-    con.print(t)
+    con.print(fitted_table(columns, rows, con.width, title=f"builder run ({report.seconds:.1f} s)", show_lines=True))
     ok = [v for v in report.variants if v.built.digest]
     if not ok:
         return
