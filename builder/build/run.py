@@ -155,8 +155,11 @@ class BuildPreview:
 
     def summary_rows(self) -> tuple[SummaryRow, ...]:
         """One row per planned build: variant, the digest its content tag already names (empty:
-        none) and the action (``build`` or ``up-to-date``)."""
-        return tuple(SummaryRow(p.variant_id, p.existing_digest or "", p.action) for p in self.plan)
+        none) and what would happen (``would build`` or ``up-to-date``)."""
+        return tuple(
+            SummaryRow(p.variant_id, p.existing_digest or "", "would build" if p.action == "build" else p.action)
+            for p in self.plan
+        )
 
 
 def log_tail(built: BuiltImage, lines: int = 8) -> list[str]:

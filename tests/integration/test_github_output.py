@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.integration.test_promote_cli import VARIANT, _build, _project
 
 if TYPE_CHECKING:
@@ -48,3 +50,31 @@ def test_promote_and_resolve_write_their_outputs(
 
     err = _run(cli, project, "resolve", VARIANT, "--stage", "prod", code=8, env=env).stderr
     assert "::error title=not-found::" in err
+
+
+def test_a_build_plan_writes_its_summary(
+    cli: Cli, tmp_path: Path, registry_address: str, mirror_base: str, unique_repo: str
+) -> None:
+    """``build --dry-run`` on the tiny matrix: nothing built, so ``digests`` is ``{}`` and each
+    variant's row says it would be built."""
+    assert mirror_base
+    state = tmp_path / "state"
+    state.mkdir()
+    shutil.copy(ROOT / ".builder" / "mirror.json", state / "mirror.json")
+    matrix = tmp_path / "tiny.yaml"
+    matrix.write_text((ROOT / "tests/data/matrices/tiny.yaml").read_text().replace("test/tiny", unique_repo))
+    output, summary = tmp_path / "output", tmp_path / "summary.md"
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_OUTPUT": str(output),
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "BUILDER_STATE_DIR": str(state),
+        "BUILDER_REGISTRY": registry_address,
+    }
+    ids = [v["id"] for v in cli("matrix", "list", "--matrix", str(matrix), "--json", cwd=ROOT).json()]
+    cli("build", "--dry-run", "--matrix", str(matrix), cwd=ROOT, env=env)
+    assert output.read_text() == "digests={}\n"
+    lines = summary.read_text().splitlines()
+    assert lines[0] == "### builder build" and len(ids) == 2
+    for variant in ids:
+        assert f"| `{variant}` | - | would build | - |" in lines
