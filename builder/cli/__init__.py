@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 
 import click
@@ -17,6 +18,7 @@ from typing_extensions import override
 
 from builder import __version__
 from builder.cli._common import AppContext, console, echo_external_commands, json_option
+from builder.cli.terminal import HELP_MAX_WIDTH, quiet_third_parties
 from builder.errors import BuilderError
 
 #: name -> (module:attribute, one-line help). Keep alphabetical within a section.
@@ -92,7 +94,8 @@ def _available(name: str) -> bool:
 
 @click.group(
     cls=LazyGroup,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110, "terminal_width": 110},
+    # help wrapped to the terminal (COLUMNS or its real width), at most HELP_MAX_WIDTH cells
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": HELP_MAX_WIDTH},
 )
 @click.version_option(__version__, "--version", prog_name="builder")
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document on stdout (for CI).")
@@ -124,6 +127,11 @@ def cli(ctx: click.Context, json_output: bool, debug: bool, root: str | None) ->
     ctx.obj = AppContext(json_output=json_output, debug=debug, root_option=root)
     ctx.call_on_close(ctx.obj.close)
     echo_external_commands(debug)
+    quiet_third_parties(debug)
+
+
+#: the environment variable of Click's shell completion (``_BUILDER_COMPLETE=bash_source builder``)
+COMPLETE_VAR = "_BUILDER_COMPLETE"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,6 +140,8 @@ def main(argv: list[str] | None = None) -> None:
     With ``--json`` every failure, usage errors and bugs included, prints one JSON document
     ``{"error": {...}}`` on stdout; human messages always go to stderr."""
     args = sys.argv[1:] if argv is None else argv
+    if os.environ.get(COMPLETE_VAR):  # shell completion (docs/commands.md): Click answers and exits
+        cli.main(list(args), prog_name="builder", complete_var=COMPLETE_VAR)
     app: AppContext | None = None
     try:
         with cli.make_context("builder", list(args)) as ctx:
@@ -156,8 +166,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         # the reader went away (`builder ... | head`): stop quietly, as Unix tools do
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
     except Exception as exc:  # a bug: traceback always, and still one JSON document with --json
