@@ -26,15 +26,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import TypedDict
 
+from builder import process
 from builder.build.plan import (
     BuildOptions,
     BuildPlanDocument,
@@ -62,15 +64,27 @@ if TYPE_CHECKING:
 
 ProgressFn = Callable[[str, str, str], None]  # (variant id, event, detail)
 
+#: a BuildKit plain-progress step header: ``#5 [builder 2/4] RUN pip install ...``
+#: (https://docs.docker.com/reference/cli/docker/buildx/build/#progress)
+_STEP = re.compile(r"^#\d+ \[[^\]]+\] \S")
+
+
+def buildkit_step(line: str) -> str | None:
+    """The step ``line`` starts (``#N [stage] step``, at most 160 characters), or None when it is
+    output, timing or anything else."""
+    line = line.rstrip()
+    return line[:160] if _STEP.match(line) else None
+
 
 class BuiltImageDocument(TypedDict):
-    """One variant's build in ``--json``: ``status``, the ``reference`` (``registry/repository``)
+    """One variant's build in ``--json``: ``status`` (``signed``: built earlier without a valid
+    signature and provenance by the key, signed by this run), the ``reference`` (``registry/repository``)
     and ``content_tag``, the ``digest`` and ``pinned`` reference (None when it failed), its
     ``platforms``, wall time in ``seconds``, the build ``log`` file (None: not built) and the
     ``error`` (None unless it failed)."""
 
     variant: str
-    status: Literal["built", "up-to-date", "failed"]
+    status: Literal["built", "up-to-date", "signed", "failed"]
     reference: str
     content_tag: str
     digest: str | None
@@ -82,7 +96,7 @@ class BuiltImageDocument(TypedDict):
 
 
 #: How many variants ended in each status.
-BuildCountsDocument = TypedDict("BuildCountsDocument", {"built": int, "up-to-date": int, "failed": int})
+BuildCountsDocument = TypedDict("BuildCountsDocument", {"built": int, "up-to-date": int, "signed": int, "failed": int})
 
 
 class BuildRunDocument(TypedDict):
@@ -123,7 +137,12 @@ class BuildRun:
         return {
             "ok": not self.failed,
             "seconds": round(self.seconds, 3),
-            "counts": {"built": count("built"), "up-to-date": count("up-to-date"), "failed": count("failed")},
+            "counts": {
+                "built": count("built"),
+                "up-to-date": count("up-to-date"),
+                "signed": count("signed"),
+                "failed": count("failed"),
+            },
             "images": [built_json(r) for r in self.results],
         }
 
@@ -217,7 +236,8 @@ def build_variants(
     ``on_built(built, rendered)`` runs after each successful push (signing hooks here); its
     failure marks that variant failed. ``on_progress(variant_id, event, detail)`` reports events
     ``up-to-date``, ``retagged`` (an up-to-date variant's moving tag pointed elsewhere and was
-    moved back), ``building``, ``pushed``, ``built``, ``failed``. Returns a :class:`BuildRun`
+    moved back), ``building``, ``step`` (detail: the BuildKit step started, ``#N [stage] step``),
+    ``pushed``, ``built``, ``failed``. Returns a :class:`BuildRun`
     (failed variants are in it; nothing raises for them). Raises, before building anything:
     UnpinnedBaseError, ConfigError (bad tags), RegistryUnavailableError/RegistryAuthError (look-ups),
     EngineUnavailableError (no engine while something must be built). When every build failed
@@ -257,17 +277,32 @@ def build_variants(
         engine_ping()  # EngineUnavailableError (exit 3) before any work
         options.logs_dir.mkdir(parents=True, exist_ok=True)
         errors: dict[str, BuilderError] = {}
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
-            futures = {pool.submit(_build_one, p, options, client, progress, on_built): p for p in todo}
-            for fut in concurrent.futures.as_completed(futures):
-                p = futures[fut]
-                built, err = fut.result()
-                results[p.variant_id] = built
-                if err is not None:
-                    errors[p.variant_id] = err
+        futures: dict[concurrent.futures.Future[tuple[BuiltImage, BuilderError | None]], PlannedBuild] = {}
+        try:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
+                futures.update({pool.submit(_build_one, p, options, client, progress, on_built): p for p in todo})
+                try:
+                    for fut in concurrent.futures.as_completed(futures):
+                        p = futures[fut]
+                        built, err = fut.result()
+                        results[p.variant_id] = built
+                        if err is not None:
+                            errors[p.variant_id] = err
+                except process.Interrupted:
+                    for f in futures:  # queued builds never start; running ones lost their child
+                        f.cancel()
+                    raise
+        except process.Interrupted as exc:
+            exc.left.append(f"{len(todo) - _pushed(futures)} of {len(todo)} variants not built")
+            raise
         _raise_if_infrastructure_down(errors, len(todo))
     ordered = tuple(results[p.variant_id] for p in plan)
     return BuildRun(results=ordered, plan=tuple(plan), seconds=time.monotonic() - start)
+
+
+def _pushed(futures: Iterable[concurrent.futures.Future[tuple[BuiltImage, BuilderError | None]]]) -> int:
+    """How many of the finished ``_build_one`` calls built and pushed their variant."""
+    return sum(1 for f in futures if f.done() and not f.cancelled() and f.exception() is None and f.result()[1] is None)
 
 
 def _raise_if_infrastructure_down(errors: Mapping[str, BuilderError], attempted: int) -> None:
@@ -277,6 +312,18 @@ def _raise_if_infrastructure_down(errors: Mapping[str, BuilderError], attempted:
         matching = [e for e in errors.values() if isinstance(e, kind)]
         if len(matching) == len(errors):
             raise matching[0]
+
+
+def _with_steps(log: Callable[[str], None], variant: str, progress: ProgressFn) -> Callable[[str], None]:
+    """``log`` that also reports each BuildKit step it sees as ``progress(variant, "step", step)``."""
+
+    def write(line: str) -> None:
+        log(line)
+        step = buildkit_step(line)
+        if step is not None:
+            progress(variant, "step", step)
+
+    return write
 
 
 class _Log:
@@ -358,7 +405,9 @@ def _build_one(
             req = build_request(p, options, ctx, dockerfile)
             log(f"# variant {p.variant_id}  content tag {p.reference}:{p.content_tag}")
             log("# " + " ".join(engine.build_command(req)))
-            result = engine.build_and_push(req, log=log, metadata_file=Path(tmp) / "metadata.json")
+            result = engine.build_and_push(
+                req, log=_with_steps(log, p.variant_id, progress), metadata_file=Path(tmp) / "metadata.json"
+            )
         digest = result.digest
         log(f"# buildx pushed {p.reference}@{digest} (pending tag {p.pending_tag})")
         progress(p.variant_id, "pushed", digest)

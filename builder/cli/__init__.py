@@ -11,12 +11,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
+import threading
 
 import click
 from typing_extensions import override
 
-from builder import __version__
+from builder import __version__, process
 from builder.cli._common import AppContext, console, echo_external_commands, json_option
 from builder.cli.terminal import HELP_MAX_WIDTH, quiet_third_parties
 from builder.errors import BuilderError
@@ -143,6 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     if os.environ.get(COMPLETE_VAR):  # shell completion (docs/commands.md): Click answers and exits
         cli.main(list(args), prog_name="builder", complete_var=COMPLETE_VAR)
     app: AppContext | None = None
+    previous = _install_signal_handlers()
     try:
         with cli.make_context("builder", list(args)) as ctx:
             app = ctx.obj
@@ -155,15 +158,19 @@ def main(argv: list[str] | None = None) -> None:
             _print_json_error("usage", exc.exit_code, exc.format_message(), "see `builder COMMAND --help`")
         _annotate("usage", exc.format_message())
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort:  # Click turns an interrupt during a prompt into Abort
+        signum = process.interrupted()
+        if signum is not None:
+            _report_interrupt(process.Interrupted(signum), app, args)
         console().print("[red]aborted[/]")
-        sys.exit(130)
+        sys.exit(128 + (signum or signal.SIGINT))
     except BuilderError as exc:
         _report(exc, app, args)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        console().print("[red]interrupted[/]")
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        interrupt = exc if isinstance(exc, process.Interrupted) else process.Interrupted(signal.SIGINT)
+        _report_interrupt(interrupt, app, args)
+        sys.exit(interrupt.exit_code)
     except BrokenPipeError:
         # the reader went away (`builder ... | head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -180,6 +187,49 @@ def main(argv: list[str] | None = None) -> None:
                 "this is a bug in builder: report it with the traceback",
             )
         sys.exit(1)
+    finally:
+        _restore_signal_handlers(previous)
+
+
+#: the signals that stop builder the way Ctrl-C does: children stopped, locks released (every
+#: lock is held in a ``with``), what was left reported, exit 128 + signal number
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _on_stop_signal(signum: int, _frame: object) -> None:
+    """Stop every child, then unwind the main thread with ``Interrupted`` (once: a second signal
+    while unwinding only re-sends SIGTERM to the children, so clean-up is not cut short)."""
+    first = process.interrupted() is None
+    process.interrupt(signum)
+    if first:
+        raise process.Interrupted(signum)
+
+
+def _install_signal_handlers() -> dict[int, object]:
+    """Install ``_on_stop_signal`` for STOP_SIGNALS (main thread only; Python allows no other);
+    return the previous handlers for ``_restore_signal_handlers``."""
+    process.reset_interrupt()
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {int(sig): signal.signal(sig, _on_stop_signal) for sig in STOP_SIGNALS}
+
+
+def _restore_signal_handlers(previous: dict[int, object]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)  # type: ignore[arg-type]  # what signal.signal returned
+
+
+def _report_interrupt(exc: process.Interrupted, app: AppContext | None, args: list[str]) -> None:
+    """``interrupted by SIGTERM: 2 of 5 variants not built`` on stderr (and the JSON error)."""
+    name = signal.Signals(exc.signum).name
+    message = f"interrupted by {name}" + (": " + "; ".join(exc.left) if exc.left else "")
+    if _json_mode(app, args):
+        _print_json_error(
+            "interrupted", exc.exit_code, message, "rerun the same command: work already done is kept and skipped"
+        )
+    from rich.markup import escape
+
+    console().print(f"[red]{escape(message)}[/]", highlight=False)
 
 
 def _json_mode(app: AppContext | None, args: list[str]) -> bool:

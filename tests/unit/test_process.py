@@ -1,0 +1,130 @@
+"""builder.process under interruption, with real child processes (a shell that starts a
+grandchild): interrupt() stops the whole process group of every live child, the thread waiting
+for it raises Interrupted, no new child starts except clean-up commands, and main() maps the
+signal to 128 + its number with a message naming it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder import process
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> Iterator[None]:
+    process.reset_interrupt()
+    yield
+    process.reset_interrupt()
+
+
+def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # collected for the test's assertions
+            errors.append(exc)
+
+    t = threading.Thread(target=go)
+    t.start()
+    return t, errors
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("kind", ["run", "stream"])
+def test_interrupt_stops_child_and_grandchild(kind: str, tmp_path: Path) -> None:
+    """The child (sh) and its grandchild (sleep, not exec'd) both stop; the waiting thread raises."""
+    pidfile = tmp_path / "pids"
+    script = f"sleep 600 & echo $$ $! > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; wait"
+    argv = ["sh", "-c", script]
+    if kind == "run":
+        t, errors = _in_thread(lambda: process.run(argv))
+    else:
+        t, errors = _in_thread(lambda: process.stream(argv, on_line=lambda _line: None))
+    while not pidfile.exists() and t.is_alive():
+        t.join(0.05)
+    shell, sleeper = (int(p) for p in pidfile.read_text().split())
+    assert process.live_children() == 1
+    process.interrupt(signal.SIGTERM)
+    t.join()
+    assert len(errors) == 1 and isinstance(errors[0], process.Interrupted), errors
+    assert errors[0].exit_code == 143
+    assert not _alive(shell) and not _alive(sleeper)
+    assert process.live_children() == 0
+
+
+def test_no_new_child_after_interrupt_but_cleanup_runs() -> None:
+    process.interrupt(signal.SIGHUP)
+    with pytest.raises(process.Interrupted) as err:
+        process.run(["true"])
+    assert err.value.exit_code == 129 and err.value.signum == signal.SIGHUP
+    with pytest.raises(process.Interrupted):
+        process.stream(["true"], on_line=lambda _line: None)
+    assert process.cleanup(["sh", "-c", "echo cleaned"]).stdout == "cleaned\n"
+
+
+def test_timeout_still_kills_and_reports() -> None:
+    with pytest.raises(subprocess.TimeoutExpired) as err:
+        process.run(["sh", "-c", "echo partial; exec sleep 600"], timeout=0.5)
+    assert err.value.stdout == "partial\n"
+    assert process.live_children() == 0
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
+def test_main_exits_128_plus_signal_with_a_message(sig: signal.Signals, code: int, tmp_path: Path) -> None:
+    """builder's main() in its own process, running a command whose work is a child that waits
+    (registered like any command in COMMANDS), gets the signal: exit 128 + signal, a message."""
+    ready = tmp_path / "ready"
+    (tmp_path / "waitcmd.py").write_text(
+        "import pathlib\n"
+        "import click\n"
+        "from builder import process\n"
+        "@click.command('wait-child')\n"
+        "def wait_child():\n"
+        f"    pathlib.Path({str(ready)!r}).write_text('x')\n"
+        "    process.run(['sleep', '600'])\n"
+    )
+    driver = (
+        "from builder.cli import COMMANDS, main\n"
+        "COMMANDS['wait-child'] = ('waitcmd:wait_child', 'a child that waits')\n"
+        "main(['wait-child'])\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    while not ready.exists() and proc.poll() is None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, out + err
+    assert f"interrupted by {sig.name}" in err
