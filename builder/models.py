@@ -102,7 +102,7 @@ class BuiltImage:
     reference: str
     digest: str
     content_tag: str
-    status: Literal["built", "up-to-date", "failed"]
+    status: Literal["built", "up-to-date", "signed", "failed"]  # signed: built earlier, signed by this run
     seconds: float = 0.0
     log_path: str | None = None
     platforms: tuple[str, ...] = ()

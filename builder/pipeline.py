@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import TypedDict
@@ -29,6 +29,7 @@ from typing_extensions import TypedDict
 from builder.build.run import BuiltImageDocument, built_json
 from builder.errors import BuilderError, BuildFailedError, CheckFailedError
 from builder.models import SummaryRow
+from builder.publish import sign_earlier
 from builder.selection import Selection
 
 if TYPE_CHECKING:
@@ -410,7 +411,7 @@ def run_pipeline(
     by_id = {r.variant.id: r for r in rendered}
     results: list[VariantRun] = []
     for result in run.results:
-        built = _signed_earlier(result, client, on_built, by_id, sign_keys, progress)
+        built = sign_earlier(result, client, on_built, by_id, sign_keys, progress)
         if built.status == "failed":
             results.append(VariantRun(built.variant_id, built, None, ()))
             continue
@@ -430,37 +431,6 @@ def run_pipeline(
             progress(built.variant_id, f"promote:{s.status}", s.stage)
         results.append(VariantRun(built.variant_id, built, outcome, stage_results))
     return RunReport(tuple(results), time.monotonic() - start)
-
-
-def _signed_earlier(
-    built: BuiltImage,
-    client: RegistryClient,
-    on_built: Callable[[BuiltImage, RenderedImage], None] | None,
-    rendered: Mapping[str, RenderedImage],
-    sign_keys: Sequence[PublicKey],
-    progress: ProgressFn,
-) -> BuiltImage:
-    """``built``, after ``on_built`` signed it when it was built earlier (``up-to-date``) without a valid
-    signature + provenance by ``sign_keys``; status ``failed`` when that signing fails. ``rendered``: the
-    rendered images by variant id."""
-    if built.status != "up-to-date" or on_built is None or signed(client, built, sign_keys):
-        return built
-    progress(built.variant_id, "sign", "signing an image built earlier without signature/provenance")
-    try:
-        on_built(built, rendered[built.variant_id])
-    except BuilderError as exc:
-        return dataclasses.replace(built, status="failed", error=f"signing failed: {exc.message}")
-    return built
-
-
-def signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey]) -> bool:
-    """``built`` has a valid signature and SLSA provenance attestation by one of ``keys``."""
-    from builder.predicates import SLSA_PROVENANCE_V1
-    from builder.signing.verify import verify_image
-
-    repository = built.reference.split("/", 1)[1]
-    report = verify_image(client, repository, built.digest, keys=keys, predicate_types=(SLSA_PROVENANCE_V1,))
-    return report.ok
 
 
 def _default_host_probe() -> Callable[[], HostInfo]:

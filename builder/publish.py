@@ -1,5 +1,7 @@
 """After a push: sign the image and attach its SLSA provenance, with a key or keylessly; and
-``builder build`` as one call (:func:`build_images`: plan or build, then sign what was pushed).
+``builder build`` as one call (:func:`build_images`: plan or build, then sign what was pushed and
+what was built earlier but carries no valid signature and provenance by the key, as ``builder run``
+does: :func:`sign_earlier`).
 
 :func:`signing_hook` makes the ``on_built`` hook of :func:`builder.build.run.build_variants` (and of
 ``builder run``). SLSA provenance v1: https://slsa.dev/spec/v1.0/provenance.
@@ -17,16 +19,17 @@ from typing import TYPE_CHECKING
 
 from builder.build.run import BuildPreview, BuildRun, ProgressFn, build_variants, preview
 from builder.build.source import git_commit as source_commit
-from builder.errors import ConfigError
+from builder.errors import BuilderError, ConfigError
 from builder.signing.keyless.trust import KeylessSetup, keyless_setup
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
 
     from builder.build.plan import BuildOptions
     from builder.models import BuiltImage, RenderedImage
     from builder.registry import RegistryClient
+    from builder.signing.keys import PublicKey
     from builder.signing.signer import Signer
 
 
@@ -96,6 +99,53 @@ def signing_hook(
     return hook
 
 
+def is_signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey]) -> bool:
+    """``built`` has a valid signature and SLSA provenance v1 attestation by one of ``keys``
+    (``builder.signing.verify.verify_image``). Raises registry errors."""
+    from builder.predicates import SLSA_PROVENANCE_V1
+    from builder.signing.verify import verify_image
+
+    repository = built.reference.split("/", 1)[1]
+    report = verify_image(client, repository, built.digest, keys=keys, predicate_types=(SLSA_PROVENANCE_V1,))
+    return report.ok
+
+
+def sign_earlier(
+    built: BuiltImage,
+    client: RegistryClient,
+    on_built: Callable[[BuiltImage, RenderedImage], None] | None,
+    rendered: Mapping[str, RenderedImage],
+    keys: Sequence[PublicKey],
+    progress: ProgressFn,
+) -> BuiltImage:
+    """``built`` as is, unless it was built earlier (``up-to-date``) without a valid signature and
+    provenance by ``keys``: then ``on_built`` signs it and its status becomes ``signed`` (``failed``
+    with the reason when that signing fails). ``rendered``: the rendered images by variant id;
+    ``progress(variant, event, detail)`` hears ``sign`` before and ``signed`` after."""
+    if built.status != "up-to-date" or on_built is None or is_signed(client, built, keys):
+        return built
+    progress(built.variant_id, "sign", "signing an image built earlier without signature/provenance")
+    try:
+        on_built(built, rendered[built.variant_id])
+    except BuilderError as exc:
+        return dataclasses.replace(built, status="failed", error=f"signing failed: {exc.message}")
+    progress(built.variant_id, "signed", built.digest)
+    return dataclasses.replace(built, status="signed")
+
+
+def signer_public_key(signer: Signer) -> PublicKey:
+    """The verification key of a key-pair ``signer`` (its PEM public half)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from builder.signing.keys import PublicKey
+
+    key = serialization.load_pem_public_key(signer.public_key_pem.encode())
+    if not isinstance(key, ec.EllipticCurvePublicKey):
+        raise ConfigError(f"signing key {getattr(signer, 'source', '')} is not an ECDSA key")
+    return PublicKey(key, source=getattr(signer, "source", ""))
+
+
 @dataclasses.dataclass(frozen=True)
 class SigningRequest:
     """How ``builder build`` signs what it pushes: not at all, with a key (``sign``; ``key``
@@ -135,8 +185,11 @@ def build_images(
     """``builder build``: with ``dry_run`` the plan (:func:`builder.build.run.preview`, nothing
     built); else every variant of ``rendered`` built and pushed (:func:`build_variants`) and, per
     ``signing`` (keys through ``signer_of``), each pushed digest signed with its SLSA provenance
-    (the git commit of ``source_root``). Nothing selected: an empty run. Failed variants are in
-    the run; raises before building what ``build_variants`` and :meth:`SigningRequest.resolve` raise."""
+    (the git commit of ``source_root``); with a key, a digest built earlier that carries no valid
+    signature and provenance by it is signed too (status ``signed``, :func:`sign_earlier`; keyless
+    signing leaves earlier digests as they are). Nothing selected: an empty run. Failed variants
+    are in the run; raises before building what ``build_variants`` and
+    :meth:`SigningRequest.resolve` raise, registry errors while checking earlier signatures."""
     if dry_run:
         return BuildPreview(tuple(preview(rendered, options, client)))
     chosen = signing.resolve(signer_of)
@@ -152,4 +205,11 @@ def build_images(
             signer=chosen if not isinstance(chosen, KeylessSetup) else None,
             keyless=chosen if isinstance(chosen, KeylessSetup) else None,
         )
-    return build_variants(rendered, options, client=client, on_built=on_built, on_progress=on_progress)
+    run = build_variants(rendered, options, client=client, on_built=on_built, on_progress=on_progress)
+    if chosen is None or isinstance(chosen, KeylessSetup):
+        return run
+    keys = (signer_public_key(chosen),)
+    by_id = {r.variant.id: r for r in rendered}
+    progress = on_progress or (lambda _v, _e, _d: None)
+    results = tuple(sign_earlier(b, client, on_built, by_id, keys, progress) for b in run.results)
+    return dataclasses.replace(run, results=results)

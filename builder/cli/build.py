@@ -30,6 +30,7 @@ from builder.cli._common import (
     shard_option,
     workers_option,
 )
+from builder.cli.progress import BuildSteps, progress_option
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from builder.bases import BasesUpdate
     from builder.build.plan import PlannedBuild
     from builder.build.run import BuildRun
+    from builder.cli.progress import Mode
 
 
 @click.command()
@@ -87,6 +89,7 @@ if TYPE_CHECKING:
 @key_option
 @keyless_options
 @click.option("--dry-run", is_flag=True, help="Show the plan (what would be built) and stop.")
+@progress_option
 @docker_config_option
 @json_option
 def build(
@@ -111,6 +114,7 @@ def build(
     oidc_token: str | None,
     trust_config: Path | None,
     dry_run: bool,
+    progress_mode: Mode,
 ) -> None:
     """Build and push variants under write-once content tags; existing tags are not rebuilt.
 
@@ -149,24 +153,34 @@ def build(
     )
     signing = SigningRequest(sign=sign, key=key, keyless=keyless_, oidc_token=oidc_token, trust_config=trust_config)
 
+    steps = BuildSteps("quiet" if ctx.json_output or dry_run else progress_mode, con)
+
     def progress(variant: str, event: str, detail: str) -> None:
         from rich.markup import escape
 
-        if ctx.json_output and event not in ("failed",):
+        if not steps.event(variant, event, detail) or (ctx.json_output and event not in ("failed",)):
             return
-        style = {"built": "green", "up-to-date": "dim", "failed": "red", "building": "cyan", "pushed": "blue"}
+        style = {
+            "built": "green",
+            "up-to-date": "dim",
+            "signed": "green",
+            "failed": "red",
+            "building": "cyan",
+            "pushed": "blue",
+        }
         con.print(f"[{style.get(event, 'white')}]{event:>10}[/] {variant}  [dim]{escape(detail)}[/]", highlight=False)
 
-    result = build_images(
-        rendered,
-        options,
-        client=app.default_client,
-        signing=signing,
-        signer_of=app.signer,
-        source_root=cfg.root,
-        dry_run=dry_run,
-        on_progress=progress,
-    )
+    with steps:
+        result = build_images(
+            rendered,
+            options,
+            client=app.default_client,
+            signing=signing,
+            signer_of=app.signer,
+            source_root=cfg.root,
+            dry_run=dry_run,
+            on_progress=progress,
+        )
     if isinstance(result, BuildPreview):
         emit(result.to_json(), lambda: _print_plan(result.plan), report=result)
         return
@@ -207,18 +221,20 @@ def _print_summary(run: BuildRun) -> None:
         Column("time", 1),
         Column("log", 2, whole=True),
     ]
-    colors = {"built": "green", "up-to-date": "dim", "failed": "red"}
+    colors = {"built": "green", "up-to-date": "dim", "signed": "green", "failed": "red"}
     rows = [
         [
             escape(b.variant_id),
             f"[{colors[b.status]}]{b.status}[/]",
             b.digest[:19] if b.digest else escape((b.error or "")[:80]),  # no markup in engine errors
-            f"{b.seconds:.1f}s" if b.status != "up-to-date" else "",
+            f"{b.seconds:.1f}s" if b.status in ("built", "failed") else "",
             escape(str(b.log_path or "")),
         ]
         for b in run.results
     ]
-    console().print(fitted_table(columns, rows, console().width, title=f"build summary ({run.seconds:.1f} s)"))
+    counts = ", ".join(f"{n} {status}" for status, n in run.to_json()["counts"].items() if n)
+    title = f"build summary ({counts}; {run.seconds:.1f} s)"
+    console().print(fitted_table(columns, rows, console().width, title=title))
     for b in run.results:
         if b.status != "failed":
             continue

@@ -267,3 +267,32 @@ def test_tiny_matrix_variants_build_then_noop(
     client = RegistryClient(registry_address, insecure=True)
     for item in json.loads(again.stdout)["images"]:
         assert verify_complete(client, "test/tiny", item["digest"]) == []
+
+
+def test_build_sign_signs_an_image_built_earlier_unsigned(
+    builder: BuilderCli, docker_engine: str, registry_address: str, project: Path
+) -> None:
+    """`builder build --sign` on a digest that exists unsigned signs it (as `builder run` does) and
+    says so: status ``signed``, counted in the JSON document and the summary; once signed it is
+    ``up-to-date``."""
+    (project / "images" / "tiny2" / "Dockerfile.j2").write_text(
+        "ARG BASE_IMAGE={{ base_default }}\nFROM ${BASE_IMAGE}\nRUN echo signed-later-{{ variant.id }} > /v\n"
+    )
+    env = {"BUILDER_KEY_PASSWORD": "pw-for-test"}
+    keys = builder(project, "keys", "generate", "--json", env=env)
+    assert keys.code == 0, keys.stderr
+    pub = json.loads(keys.stdout)["public_key"]
+    unsigned = builder(project, "build", "--json", "--select", "tiny2*", "--no-sign", env=env)
+    assert _statuses(unsigned) == {B: "built"}
+    ref = json.loads(unsigned.stdout)["images"][0]["pinned"]
+    provenance = ("--attestation", "https://slsa.dev/provenance/v1")
+    assert builder(project, "verify", ref, "--key", pub, *provenance).code == 18
+
+    signed = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
+    assert _statuses(signed) == {B: "signed"}
+    assert json.loads(signed.stdout)["counts"] == {"built": 0, "up-to-date": 0, "signed": 1, "failed": 0}
+    verify = builder(project, "verify", ref, "--key", pub, *provenance, "--json")
+    assert verify.code == 0, verify.stderr[-2000:]
+
+    again = builder(project, "build", "--select", "tiny2*", "--sign", env={**env, "COLUMNS": "200"})
+    assert again.code == 0 and "1 up-to-date" in again.stderr and "signed" not in again.stderr.replace("unsigned", "")
