@@ -21,10 +21,12 @@ from builder.cli._common import (
     select_option,
     workers_option,
 )
+from builder.cli.progress import BuildSteps, progress_option
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from builder.cli.progress import Mode
     from builder.config import Config
     from builder.pipeline import RunReport
 
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 @click.option("--no-check", is_flag=True, help="Skip device checks (stages that require them will deny).")
 @workers_option
 @allow_unpinned_option
+@progress_option
 @docker_config_option
 @json_option
 def run(
@@ -62,6 +65,7 @@ def run(
     no_check: bool,
     workers: int | None,
     allow_unpinned: bool,
+    progress_mode: Mode,
 ) -> None:
     """Render, build, sign, check and promote: the whole pipeline for the selected variants.
 
@@ -107,7 +111,11 @@ def run(
         note = "" if app.app.key_password else " (unencrypted: set BUILDER_KEY_PASSWORD to encrypt keys)"
         con.print(f"generated the {role} key {path}{note}")
 
+    steps = BuildSteps("quiet" if app.json_output else progress_mode, con)
+
     def progress(variant: str, event: str, detail: str) -> None:
+        if event.startswith("build:") and not steps.event(variant, event, detail):
+            return
         if app.json_output and not event.endswith(("failed", "denied", "error")):
             return
         color = "red" if event.endswith(("failed", "denied", "error")) else "green"
@@ -115,7 +123,8 @@ def run(
             color = "cyan"
         con.print(f"[{color}]{event:>18}[/] {variant}  [dim]{escape(detail)}[/]", highlight=False)
 
-    report = app.app.run_pipeline(request, on_progress=progress, on_key=key_generated)
+    with steps:
+        report = app.app.run_pipeline(request, on_progress=progress, on_key=key_generated)
     if report.failed_builds and not app.json_output:
         _summary(report, cfg)
     if report.failed_builds:  # the step summary lists the failures too (the error below ends the command)
