@@ -72,8 +72,14 @@ class App:
 
         with self._guard:
             if registry not in self._clients:
+                cfg = self.config
                 self._clients[registry] = client_for(
-                    registry, insecure=self.config.is_insecure, auth=self.credentials
+                    registry,
+                    insecure=cfg.is_insecure,
+                    auth=self.credentials,
+                    retries=cfg.registry_retries,
+                    backoff=cfg.registry_backoff_ms / 1000,
+                    max_delay=cfg.registry_max_delay_ms / 1000,
                 )
             return self._clients[registry]
 

@@ -42,6 +42,9 @@ class Config:
     check_key: Path | None = None  # default: <state_dir>/keys/check-runner/builder.key
     key_password: str | None = None
     workers: int = 2
+    registry_retries: int = 4  # extra attempts of a registry request on 429/5xx/connection reset
+    registry_backoff_ms: int = 250  # wait before the first retry; doubled for each next one
+    registry_max_delay_ms: int = 30_000  # longest wait between attempts (Retry-After capped)
 
     @property
     def ledger_path(self) -> Path:
@@ -74,6 +77,7 @@ class Config:
 
 _PATH_FIELDS = {f.name for f in dataclasses.fields(Config) if f.name != "root" and "Path" in str(f.type)}
 _SECRET_FIELDS = {"key_password"}
+_ZERO_ALLOWED = {"registry_retries", "registry_backoff_ms", "registry_max_delay_ms"}  # other ints must be >= 1
 
 
 def _coerce(name: str, value: object, source: str) -> Path | tuple[str, ...] | int | str | None:
@@ -93,8 +97,8 @@ def _coerce(name: str, value: object, source: str) -> Path | tuple[str, ...] | i
             return tuple(value)
         if field_type == "int":
             n = int(cast("str | SupportsInt", value))  # int() refuses other types: TypeError, reported below
-            if n < 1:
-                raise ValueError("must be >= 1")
+            if n < (0 if name in _ZERO_ALLOWED else 1):
+                raise ValueError("must be >= 0" if name in _ZERO_ALLOWED else "must be >= 1")
             return n
         if not isinstance(value, str):
             raise TypeError("expected a string")

@@ -15,12 +15,14 @@ Errors: ``PolicyDeniedError`` (31), ``PromotionConflictError`` (32), ``NotFoundE
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from builder import process
 from builder.errors import (
     BuilderError,
     NotFoundError,
@@ -49,7 +51,7 @@ from builder.promote.plan import plan_promotion
 from builder.promote.pool import Task, Uploads, parallel
 from builder.promote.records import current_record, pointer_trust, read_records
 from builder.promote.transfer import copy_evidence, copy_manifest
-from builder.registry import CopyStats
+from builder.registry import CopyStats, put_manifest_repairing
 from builder.signing.attest import attest_image, prepare_attestation
 from builder.signing.layer import signature_config
 
@@ -158,11 +160,28 @@ def _deny(ctx: PromotionContext, plan: Plan, signer: Signer) -> PolicyDeniedErro
     return PolicyDeniedError(
         f"promotion of {plan.target.variant} to {plan.stage} denied: "
         + "; ".join(f"{r.rule}: {r.reason}" for r in failed),
-        hint=None
+        hint=soak_hint(ctx, [plan.decision])
         if plan.trusted
         else ctx.untrusted_hint(plan.stage, plan.target.variant, foreign=bool(plan.untrusted_signers)),
         reasons=[r.to_json() for r in failed],
         decision=plan.decision.to_json(),
+    )
+
+
+def soak_hint(ctx: PromotionContext, decisions: Sequence[Decision]) -> str | None:
+    """The hint for denials where only time is missing (every failed rule a ``soak``,
+    ``Decision.allowed_at``): when the promotion will be allowed; None otherwise (the default
+    hint: provide the missing evidence)."""
+    from builder.policy.durations import format_duration
+
+    times = [d.allowed_at() for d in decisions]
+    if not times or any(t is None for t in times):
+        return None
+    when = max(t for t in times if t is not None)
+    left = format_duration(max(when - ctx.now(), dt.timedelta(0)))
+    return (
+        f"only soak time is left: allowed from {when:%Y-%m-%dT%H:%M:%SZ} (in {left}); "
+        "retry the same promotion then (no other evidence is missing)"
     )
 
 
@@ -257,7 +276,10 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
         again = dc.try_resolve(dst.repository, dst.pointer_tag)
         if again != current:
             raise conflict(dst, current, again, "while the promotion was being written")
-        dc.put_manifest(dst.repository, dst.pointer_tag, manifest.raw, manifest.media_type)
+        # MANIFEST_BLOB_UNKNOWN here (a mount that did not stick) is repaired from the source
+        put_manifest_repairing(
+            ctx.client(src.registry), src.repository, dc, dst.repository, dst.pointer_tag, manifest, stats
+        )
         after = dc.resolve(dst.repository, dst.pointer_tag)
         if after != digest:
             raise conflict(dst, digest, after, "right after our write (another writer without the lock)")
@@ -387,7 +409,9 @@ def promote_many(
     workers: int = 16,
 ) -> list[Outcome]:
     """Plan (and with ``confirm`` apply) ``stage`` for each target, one decision each, in parallel
-    (``workers`` threads; registry clients are thread-safe). Errors are per target (``Outcome.error``)."""
+    (``workers`` threads; registry clients are thread-safe). Errors are per target (``Outcome.error``).
+    Interrupted (a signal): queued targets never start, running ones finish (each stage pointer
+    is old or new), and the exception's ``left`` says how many were not promoted."""
 
     def one(t: Target) -> Outcome:
         plan = None
@@ -399,10 +423,27 @@ def promote_many(
         except BuilderError as exc:  # one target's failure is its outcome, the batch goes on
             return Outcome(t, plan, None, exc)
 
-    if len(targets) <= 1 or workers <= 1:
-        return [one(t) for t in targets]
-    with ThreadPoolExecutor(max_workers=min(workers, len(targets))) as pool:
-        return list(pool.map(one, targets))
+    done: list[Outcome] = []
+    try:
+        if len(targets) <= 1 or workers <= 1:
+            for t in targets:
+                done.append(one(t))
+            return done
+        with ThreadPoolExecutor(max_workers=min(workers, len(targets))) as pool:
+            futures = [pool.submit(one, t) for t in targets]
+            try:
+                return [f.result() for f in futures]
+            except process.Interrupted:
+                for f in futures:
+                    f.cancel()
+                raise
+            finally:  # runs after every future settled or was cancelled (shutdown waits below)
+                pool.shutdown(wait=True)
+                done.extend(f.result() for f in futures if f.done() and not f.cancelled() and f.exception() is None)
+    except process.Interrupted as exc:
+        finished = sum(1 for o in done if o.error is None and (o.applied is not None or not confirm))
+        exc.left.append(f"{len(targets) - finished} of {len(targets)} {'promotions' if confirm else 'plans'} not done")
+        raise
 
 
 def batch_error(ctx: PromotionContext, stage: str, outcomes: Sequence[Outcome]) -> BuilderError | None:
@@ -428,6 +469,6 @@ def batch_error(ctx: PromotionContext, stage: str, outcomes: Sequence[Outcome]) 
         ),
         hint=ctx.untrusted_hint(stage, untrusted[0].target.variant, foreign=bool(untrusted[0].untrusted_signers))
         if untrusted
-        else None,
+        else soak_hint(ctx, [p.decision for p in denied]),
         results=results,
     )

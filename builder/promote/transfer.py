@@ -20,7 +20,7 @@ from builder.promote.context import LOCK_FILE_MODE, PromotionContext
 from builder.promote.model import UNSET, Location, Unset
 from builder.promote.pool import map_parallel, parallel
 from builder.promote.referrers import INDEX_KEY, referrers
-from builder.registry import CopyStats, copy_image
+from builder.registry import CopyStats, copy_image, put_manifest_repairing
 from builder.signing.layer import (
     ATT_SUFFIX,
     SIG_SUFFIX,
@@ -76,8 +76,8 @@ def copy_manifest(
         return  # a manifest in the registry implies its blobs and children are there
     collect(manifest)
     transfer_blobs(ctx, src, dst, list(blobs.values()), stats)
-    for m in manifests:
-        dc.put_manifest(dst.repository, m.digest, m.raw, m.media_type)
+    for m in manifests:  # a blob a mount did not keep is copied again (MANIFEST_BLOB_UNKNOWN)
+        put_manifest_repairing(sc, src.repository, dc, dst.repository, m.digest, m, stats)
         stats.manifests += 1
 
 

@@ -27,6 +27,7 @@ from builder.registry.copy import (
     copy_image,
     image_blobs,
     image_config,
+    put_manifest_repairing,
     verify_complete,
 )
 from builder.registry.manifest import (
@@ -84,6 +85,7 @@ __all__ = [
     "parse_reference",
     "parse_www_authenticate",
     "platform_names",
+    "put_manifest_repairing",
     "runnable_platforms",
     "sha256_digest",
     "verify_complete",

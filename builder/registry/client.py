@@ -25,7 +25,7 @@ import time
 from typing import IO, TYPE_CHECKING, Any, Unpack
 from urllib.parse import urlencode, urljoin
 
-from builder.errors import NotFoundError, RegistryError
+from builder.errors import NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
 from builder.registry.auth import Authenticator, Credential, DockerCredentials
 from builder.registry.manifest import (
     ACCEPT,
@@ -37,7 +37,14 @@ from builder.registry.manifest import (
     parse_json_object,
 )
 from builder.registry.reference import fallback_tag, join_reference, sha256_digest
-from builder.registry.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, Transport
+from builder.registry.transport import (
+    DEFAULT_BACKOFF,
+    DEFAULT_MAX_DELAY,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    RETRY_STATUSES,
+    Transport,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -49,6 +56,8 @@ if TYPE_CHECKING:
     from builder.registry.transport import RequestOptions
 
 SPOOL_BYTES = 64 * 1024 * 1024  # blobs larger than this are spooled to disk while copied
+#: Upload sessions one :meth:`RegistryClient.put_blob` may start (each PUT retried by the transport).
+UPLOAD_SESSIONS = 3
 #: Answers to cancelling an upload session: cancelled, already gone, or cancelling not supported.
 _CANCEL_UPLOAD_OK = (200, 202, 204, 400, 404, 405, 501)
 
@@ -60,7 +69,8 @@ class RegistryClient:
     ``auth``: credentials (a :class:`DockerCredentials` or a fixed :class:`Credential`; None:
     anonymous); Basic and Bearer challenges are answered when the registry sends them.
     ``timeout``: (connect, read) seconds. ``retries``: extra attempts on 429/5xx/connection
-    reset with exponential backoff starting at ``backoff`` seconds.
+    reset with exponential backoff starting at ``backoff`` seconds, no wait (``Retry-After``
+    included) longer than ``max_delay`` seconds (:class:`builder.registry.transport.Transport`).
     """
 
     def __init__(
@@ -71,7 +81,8 @@ class RegistryClient:
         auth: DockerCredentials | Credential | None = None,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         retries: int = DEFAULT_RETRIES,
-        backoff: float = 0.25,
+        backoff: float = DEFAULT_BACKOFF,
+        max_delay: float = DEFAULT_MAX_DELAY,
     ) -> None:
         self.registry = registry
         self.transport = Transport(
@@ -81,6 +92,7 @@ class RegistryClient:
             timeout=timeout,
             retries=retries,
             backoff=backoff,
+            max_delay=max_delay,
         )
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -269,19 +281,33 @@ class RegistryClient:
                 raise ValueError("put_blob: pass digest= with a file object")
             digest = sha256_digest(data)
         where = f"{repository}@{digest}"
-        resp = self.request("POST", f"/v2/{repository}/blobs/uploads/", ref=where, ok=(202,))
-        location = self._location(resp, where)
-        sep = "&" if "?" in location else "?"
         length = len(data) if isinstance(data, bytes) else _file_size(data)
-        self.request(
-            "PUT",
-            f"{location}{sep}{urlencode({'digest': digest})}",
-            ref=where,
-            ok=(201, 204),
-            data=data,
-            headers={"Content-Type": "application/octet-stream", "Content-Length": str(length)},
-        )
-        return digest
+        session = 0
+        while True:
+            session += 1
+            resp = self.request("POST", f"/v2/{repository}/blobs/uploads/", ref=where, ok=(202,))
+            location = self._location(resp, where)
+            sep = "&" if "?" in location else "?"
+            try:
+                self.request(
+                    "PUT",
+                    f"{location}{sep}{urlencode({'digest': digest})}",
+                    ref=where,
+                    ok=(201, 204),
+                    data=data,
+                    headers={"Content-Type": "application/octet-stream", "Content-Length": str(length)},
+                )
+            except (NotFoundError, RegistryError, RegistryUnavailableError) as exc:
+                if not _upload_may_recover(exc):
+                    raise
+                # the answer may have been lost after the registry stored the blob (a retried PUT
+                # then finds its session gone: 404 BLOB_UPLOAD_UNKNOWN): ask the registry
+                if self.blob_exists(repository, digest):
+                    return digest
+                if session >= UPLOAD_SESSIONS:
+                    raise
+                continue  # the session is spent or unknown: start a new one and send the bytes again
+            return digest
 
     def mount_blob(self, repository: str, digest: str, from_repository: str) -> bool:
         """Cross-repository mount (same registry): True when mounted (201). When the registry
@@ -448,12 +474,18 @@ def client_for(
     insecure: Callable[[str], bool],
     auth: DockerCredentials | Credential | None = None,
     cache: dict[str, RegistryClient] | None = None,
+    retries: int = DEFAULT_RETRIES,
+    backoff: float = DEFAULT_BACKOFF,
+    max_delay: float = DEFAULT_MAX_DELAY,
 ) -> RegistryClient:
     """A client for ``registry`` (``insecure`` usually ``Config.is_insecure``), cached in ``cache``
-    (registry host -> client) so one client per host is shared."""
+    (registry host -> client) so one client per host is shared. ``retries``, ``backoff`` and
+    ``max_delay`` as in :class:`RegistryClient`."""
     if cache is not None and registry in cache:
         return cache[registry]
-    c = RegistryClient(registry, insecure=insecure(registry), auth=auth)
+    c = RegistryClient(
+        registry, insecure=insecure(registry), auth=auth, retries=retries, backoff=backoff, max_delay=max_delay
+    )
     if cache is not None:
         cache[registry] = c
     return c
@@ -479,6 +511,17 @@ def next_link(header: str | None, current_url: str) -> str | None:
         return None
     m = _LINK_RE.search(header)
     return urljoin(current_url, m.group(1)) if m else None
+
+
+def _upload_may_recover(exc: Exception) -> bool:
+    """A failed upload PUT worth a HEAD of the blob and a new session: the session is unknown
+    (404, e.g. a retry after a lost answer), the registry stayed unreachable or kept answering
+    429/5xx. Refusals (401/403) and other 4xx (a digest mismatch) are final."""
+    if isinstance(exc, RegistryAuthError):
+        return False
+    if isinstance(exc, (NotFoundError, RegistryUnavailableError)):
+        return True
+    return isinstance(exc, RegistryError) and exc.details.get("status") in RETRY_STATUSES
 
 
 def _file_size(f: IO[bytes]) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import RegistryError
@@ -131,10 +132,56 @@ def _copy_manifest(
             copy_blobs(src, src_repo, dst, dst_repo, m.blobs, stats)
     if present and tag is None:
         return
-    got = dst.put_manifest(dst_repo, tag or digest, m.raw, m.media_type)
+    got = put_manifest_repairing(src, src_repo, dst, dst_repo, tag or digest, m, stats)
     stats.manifests += 1
     if got != digest:  # pragma: no cover - put_manifest already verifies
         raise RegistryError(f"copied manifest {dst.registry}/{dst_repo}@{got} != {digest}")
+
+
+#: Re-PUTs of a manifest the registry refused with MANIFEST_BLOB_UNKNOWN after its blobs were sent.
+BLOB_REPAIRS = 4
+
+
+def blob_unknown(exc: RegistryError) -> bool:
+    """The registry refused a manifest PUT because a blob it names is missing (HTTP 400
+    ``MANIFEST_BLOB_UNKNOWN`` / ``BLOB_UNKNOWN``; distribution-spec v1.1 error codes:
+    https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#error-codes)."""
+    return exc.details.get("status") == 400 and "BLOB_UNKNOWN" in exc.message
+
+
+def put_manifest_repairing(
+    src: RegistryClient,
+    src_repo: str,
+    dst: RegistryClient,
+    dst_repo: str,
+    reference: str,
+    manifest: Manifest,
+    stats: CopyStats | None = None,
+    *,
+    repairs: int = BLOB_REPAIRS,
+) -> str:
+    """PUT ``manifest`` into ``dst/dst_repo`` under ``reference``; when the registry answers
+    MANIFEST_BLOB_UNKNOWN (a cross-repository mount that reported success but did not stick, a
+    blob removed meanwhile, or a blob link being rewritten by a concurrent mount: distribution's
+    filesystem driver truncates a link file before writing it again), every blob of ``manifest``
+    missing there (HEAD) is copied again by streaming it from ``src`` (never a mount: that is
+    what failed), then, after the client's retry backoff, the PUT is repeated, at most
+    ``repairs`` times. Returns the digest; raises the registry's RegistryError when the blobs
+    still do not stick."""
+    stats = stats if stats is not None else CopyStats()
+    attempt = 0
+    while True:
+        try:
+            return dst.put_manifest(dst_repo, reference, manifest.raw, manifest.media_type)
+        except RegistryError as exc:
+            if not blob_unknown(exc) or attempt >= repairs:
+                raise
+        attempt += 1
+        for desc in manifest.blobs:
+            if not dst.blob_exists(dst_repo, desc.digest):
+                stats.copied_bytes += dst.copy_blob_from(src, src_repo, dst_repo, desc)
+                stats.copied += 1
+        time.sleep(dst.transport.delay(attempt, None))
 
 
 def image_blobs(client: RegistryClient, repository: str, digest: str) -> Iterator[tuple[Manifest, Descriptor]]:

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
 DEFAULT_RETRIES = 4  # extra attempts after the first one on 429/5xx/connection reset
+DEFAULT_BACKOFF = 0.25  # seconds before the first retry; doubled for each next one (plus up to 25 % jitter)
+DEFAULT_MAX_DELAY = 30.0  # seconds: the longest wait between attempts (a longer Retry-After is capped)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
@@ -76,7 +78,8 @@ class Transport:
     ``insecure`` (only for loopback or explicitly insecure registries). Thread-safe.
 
     ``timeout``: (connect, read) seconds; ``retries``: extra attempts on 429/5xx/connection
-    reset with exponential backoff starting at ``backoff`` seconds."""
+    reset with exponential backoff starting at ``backoff`` seconds (doubling, plus up to 25 %
+    jitter), a ``Retry-After`` honoured; no wait is longer than ``max_delay`` seconds."""
 
     def __init__(
         self,
@@ -86,7 +89,8 @@ class Transport:
         insecure: bool = False,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         retries: int = DEFAULT_RETRIES,
-        backoff: float = 0.25,
+        backoff: float = DEFAULT_BACKOFF,
+        max_delay: float = DEFAULT_MAX_DELAY,
     ) -> None:
         self.registry = registry
         self.auth = auth
@@ -96,6 +100,7 @@ class Transport:
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self.max_delay = max_delay
         self._local = threading.local()
         self._lock = threading.Lock()
         self._adapter: HTTPAdapter | None = None
@@ -249,11 +254,18 @@ class Transport:
         repo = m.group(1) if m else ""
         return " ".join((repo, *extra_scopes))
 
+    def delay(self, attempt: int, retry_after: str | None) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based): ``backoff * 2**(attempt-1)``
+        plus up to 25 % random jitter (so parallel clients spread out), at least a
+        ``Retry-After`` given in seconds (RFC 9110 section 10.2.3; an HTTP date is not used), at
+        most ``max_delay``."""
+        delay = self.backoff * (2.0 ** (attempt - 1)) * (1 + random.random() / 4)
+        if retry_after and retry_after.strip().isdigit():
+            delay = max(delay, float(retry_after))
+        return min(delay, self.max_delay)
+
     def _sleep(self, attempt: int, retry_after: str | None) -> None:
-        delay = self.backoff * (2 ** (attempt - 1)) * (1 + random.random() / 4)
-        if retry_after and retry_after.isdigit():
-            delay = max(delay, min(float(retry_after), 30.0))
-        time.sleep(min(delay, 30.0))
+        time.sleep(self.delay(attempt, retry_after))
 
     def _unavailable(self, exc: Exception, method: str, where: str, attempt: int) -> RegistryUnavailableError:
         import requests
