@@ -107,15 +107,19 @@ def fitted_table(
     from rich.text import Text
 
     layout = plan_columns(columns, rows, width, boxed=boxed)
+    natural = [max([plain_width(c.header)] + [plain_width(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    first = layout.first
+    if layout.moved:  # the first cell holds the moved columns: give it what the others leave
+        others = sum(natural[i] for i in layout.kept[1:])
+        first = max(first, width - overhead(len(layout.kept), boxed=boxed) - others)
     options: dict[str, Any] = {} if boxed else {"box": None, "pad_edge": False}
     table = Table(title=title, show_lines=show_lines, **options)
     for i in layout.kept:
         c = columns[i]
-        natural = max([plain_width(c.header)] + [plain_width(r[i]) for r in rows])
         if i == 0:
-            table.add_column(c.header, no_wrap=c.whole, overflow="ignore" if c.whole else "fold", width=layout.first)
+            table.add_column(c.header, no_wrap=c.whole, overflow="ignore" if c.whole else "fold", width=first)
         elif c.whole:
-            table.add_column(c.header, no_wrap=True, overflow="ignore", width=natural)
+            table.add_column(c.header, no_wrap=True, overflow="ignore", width=natural[i])
         else:
             table.add_column(c.header, overflow="fold")
     for row in rows:
