@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -450,6 +451,7 @@ def test_signal_during_promote(
     out, err = b.proc.communicate(timeout=PATIENCE)
     assert b.proc.returncode == expected, f"exit {b.proc.returncode}\n{out[-2000:]}\n{err[-3000:]}"
     assert f"interrupted by {sig.name}" in err, err[-3000:]
+    assert re.search(rf"[0-{len(digests)}] of {len(digests)} promotions not done", err), err[-3000:]
     assert _alive(b.seen) == {}
     # every stage pointer is the old one (none: `resolve` exits 8) or the new digest (exit 0)
     promoted = 0
