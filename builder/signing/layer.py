@@ -207,13 +207,13 @@ def append_layer(
     # mode: rw-r--r-- as under umask 022, and no per-new-file flock probe of the directory (filelock 4)
     lock = FileLock(str(signature_lock_path(lock_dir, client.registry, repository, tag)), mode=0o644)
     try:
-        lock.acquire(timeout=lock_timeout)
+        held = lock.acquire(timeout=lock_timeout)
     except Timeout as exc:
         raise SigningError(
             f"timed out after {lock_timeout:.0f}s waiting for the lock on {repository}:{tag}",
             hint=f"another builder process is writing signatures; lock file {lock.lock_file}",
         ) from exc
-    try:
+    with held:  # released however the body ends (an error, an interrupt unwinding the stack)
         ours = layer.descriptor()
         for _attempt in range(attempts):
             existing = _get_manifest(client, repository, tag)
@@ -261,8 +261,6 @@ def append_layer(
             repository=repository,
             tag=tag,
         )
-    finally:
-        lock.release()
 
 
 # ---------------------------------------------------------------------------------------------
