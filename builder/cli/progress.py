@@ -61,12 +61,14 @@ class BuildSteps:
     def __enter__(self) -> BuildSteps:
         if self.mode == "tty":
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.table import Column
 
             self._live = Progress(
                 SpinnerColumn(),
-                TextColumn("{task.fields[variant]}", style="cyan"),
+                # ids never cut; steps are plain text (``[stage 2/4]`` is no markup), cut to fit in _show
+                TextColumn("{task.fields[variant]}", style="cyan", markup=False, table_column=Column(no_wrap=True)),
                 TimeElapsedColumn(),
-                TextColumn("{task.description}", style="dim"),
+                TextColumn("{task.description}", style="dim", markup=False, table_column=Column(no_wrap=True)),
                 console=self._console,
                 transient=True,
             )
@@ -90,7 +92,7 @@ class BuildSteps:
         event = event.removeprefix("build:")
         with self._lock:
             if event == "step":
-                self._steps[variant] = detail
+                self._steps[variant] = " ".join(detail.split())  # `RUN set -eux;     export` on one line
             elif event == "building":
                 self._steps[variant] = "starting"
             elif event in DONE:
@@ -112,10 +114,14 @@ class BuildSteps:
             return
         task = self._tasks.get(variant)
         if variant in self._steps:
+            longest = max([len(variant)] + [len(v) for v in self._tasks])
+            room = max(20, self._console.width - longest - 16)  # spinner, elapsed time, padding
+            step = self._steps[variant]
+            step = step if len(step) <= room else step[: room - 1] + "…"
             if task is None:
-                self._tasks[variant] = live.add_task(self._steps[variant], total=None, variant=variant)
+                self._tasks[variant] = live.add_task(step, total=None, variant=variant)
             else:
-                live.update(task, description=self._steps[variant])
+                live.update(task, description=step)
         elif task is not None and event in DONE:
             live.remove_task(self._tasks.pop(variant))
 
