@@ -293,14 +293,21 @@ def render_verification(
 def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[str, str]) -> None:
     """The table of items (one row each) and the reasons of the invalid ones."""
     from rich.markup import escape
-    from rich.table import Table
+
+    from builder.cli.tables import Column, fitted_table
 
     if not items:
         con.print("  no signatures or attestations found")
         return
-    table = Table(header_style="bold")
-    for col in ("#", "status", "kind", "predicate", "signer", "when"):
-        table.add_column(col, overflow="fold")
+    columns = [
+        Column("#", whole=True),
+        Column("status"),
+        Column("kind", 1),
+        Column("predicate"),
+        Column("signer", whole=True),
+        Column("when", 2, whole=True),
+    ]
+    rows: list[list[str]] = []
     style = {"ok": "[green]ok[/]", "untrusted": "[yellow]untrusted[/]", "invalid": "[bold red]INVALID[/]"}
     for n, item in enumerate(items, 1):
         who = escape(signer_label(item.signer, names))
@@ -309,8 +316,8 @@ def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[st
                 who = f"claims {who} [dim](unverified; not given)[/]"
             else:
                 who = (who if item.signer else "key not named in the layer") + " [dim](not given)[/]"
-        table.add_row(str(n), style[item.classification], item.kind, _what(item), who, item.time or "-")
-    con.print(table)
+        rows.append([str(n), style[item.classification], item.kind, _what(item), who, escape(item.time or "-")])
+    con.print(fitted_table(columns, rows, con.width))
     for n, item in enumerate(items, 1):
         if item.classification == "invalid":
             con.print(f"  [red]#{n} invalid:[/] {escape(item.reason)}")
