@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from builder.errors import SigningKeyError
 from builder.policy.rules_change import ApprovalRule, ChangeTicketRule
+from builder.signing.keys import short_fingerprint
 
 if TYPE_CHECKING:
     from builder.policy.model import Policy
@@ -38,7 +39,7 @@ def check_approver(policy: Policy, stage: str, fingerprint: str, ticket: str | N
     NotFoundError for an unknown stage."""
     rules = list(policy.stage(stage).require.walk())
     name = next((a.name for a in policy.approvers if a.key.fingerprint == fingerprint), None)
-    who = name or f"key {fingerprint[:19]}…"
+    who = name or f"key {short_fingerprint(fingerprint)}"
     warnings: list[str] = []
     approvals = [r for r in rules if isinstance(r, ApprovalRule)]
     if not approvals:
@@ -88,13 +89,13 @@ def plan_approval(
     claimed = next((a for a in policy.approvers if a.name == name), None) if name else None
     if claimed is not None and claimed.key.fingerprint != fingerprint:
         raise SigningKeyError(
-            f"--name {name}: {key_label} ({fingerprint[:19]}…) is not {name}'s key in {policy.path} "
-            f"({(claimed.key.fingerprint or 'unusable')[:19]}…)",
+            f"--name {name}: {key_label} ({short_fingerprint(fingerprint)}) is not {name}'s key in {policy.path} "
+            f"({short_fingerprint(claimed.key.fingerprint or 'unusable')})",
             hint=f"sign with {name}'s key, or drop --name",
         )
     warnings = list(check.warnings)
     if check.name is not None and name is not None and name != check.name:
         warnings.append(f"--name {name} ignored: the policy lists this key as {check.name}")
-    short = fingerprint[:19] + "…"
+    short = short_fingerprint(fingerprint)
     who = check.name or (f"{short} (unlisted key, calls itself {name!r})" if name else f"{short} (unlisted key)")
     return ApprovalPlan(check.name or name, check.name, tuple(warnings), who)

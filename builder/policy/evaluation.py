@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from builder.policy.evidence import Context, Evidence
 from builder.policy.results import Decision, RuleResult
+from builder.policy.signers import key_names
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -32,7 +33,8 @@ def evaluate(policy: Policy, stage: str, evidence: Evidence, now: dt.datetime) -
     st = policy.stage(stage)
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
-    ctx = Context(stage=stage, from_stage=st.source, now=now, evidence=evidence)
+    names = key_names(policy.keysets, policy.approvers)
+    ctx = Context(stage=stage, from_stage=st.source, now=now, evidence=evidence, names=names)
     try:
         top = st.require.evaluate(ctx)
     except _ODD_EVIDENCE as exc:  # a rule failing on odd evidence must deny, not allow

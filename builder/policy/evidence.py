@@ -90,9 +90,12 @@ class Evidence:
 @dataclasses.dataclass(frozen=True)
 class Context:
     """What rules see: the stage, the stage it takes digests from (``BUILD_STAGE`` for builds),
-    the time of the decision (aware datetime) and the evidence."""
+    the time of the decision (aware datetime), the evidence, and ``names``: key fingerprint ->
+    the name the policy gives it (approver or key set; ``builder.policy.signers.key_names``),
+    for the reasons people read."""
 
     stage: str
     from_stage: str
     now: dt.datetime
     evidence: Evidence
+    names: Mapping[str, str] = dataclasses.field(default_factory=dict)

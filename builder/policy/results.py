@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, NotRequired
 from typing_extensions import TypedDict
 
 if TYPE_CHECKING:
+    import datetime as dt
     from collections.abc import Iterator
 
 
@@ -38,7 +39,8 @@ class RuleResult:
     """One rule's outcome. ``rule``: its kind and summary (``signature by build``); ``reason``: why
     it passed or failed, for people; ``location``: ``file:line:col`` of the rule in its policy file;
     ``children``: the results of a group's rules; ``notes``: every piece of evidence that did not
-    count and why (JSON only)."""
+    count and why (JSON only); ``allowed_at``: for a rule that fails only because time has not
+    passed yet (``soak``), the moment (UTC) from which it passes."""
 
     rule: str
     passed: bool
@@ -46,6 +48,7 @@ class RuleResult:
     location: str = ""
     children: tuple[RuleResult, ...] = ()
     notes: tuple[str, ...] = ()
+    allowed_at: dt.datetime | None = None
 
     def to_json(self) -> RuleResultDocument:
         """``{"rule", "passed", "reason", "location"}`` plus ``notes`` and ``children`` when present."""
@@ -94,6 +97,16 @@ class Decision:
         for r in self.reasons:
             walk(r)
         return out
+
+    def allowed_at(self) -> dt.datetime | None:
+        """When only time is missing (every failed rule is one that passes later, ``soak``): the
+        moment (UTC) from which all of them pass; None when the promotion is allowed or some
+        failed rule needs more than time (evidence, approvals, a ticket)."""
+        failed = self.failed()
+        times = [r.allowed_at for r in failed]
+        if not failed or any(t is None for t in times):
+            return None
+        return max(t for t in times if t is not None)
 
     def to_json(self) -> DecisionDocument:
         """``{"stage", "digest", "allowed", "reasons": [RuleResult.to_json(), ...]}``."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from builder.policy.results import RuleResult
 from builder.policy.signers import KeySet, sets_match, sets_names, signer_text
+from builder.signing.keys import short_fingerprint
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -136,7 +137,7 @@ class Notes:
         out = list(dict.fromkeys([*self.own, *self.other]))
         n = len(self.foreign)
         if n:
-            keys = [k.fingerprint[:19] + "…" for s in self.signers for k in s.keys if k.fingerprint]
+            keys = [short_fingerprint(k.fingerprint) for s in self.signers for k in s.keys if k.fingerprint]
             keys += [f"{k.issuer} {k.subject}" for s in self.signers for k in s.keys if k.issuer]
             given = f"{sets_names(self.signers)}: {', '.join(keys) or 'no usable key'}"
             if out:
@@ -163,7 +164,7 @@ def signed_by(
     for a in ctx.evidence.attestations:
         if a.predicate_type != predicate_type:
             continue
-        who = signer_text(a.signer, a.identity)
+        who = signer_text(a.signer, a.identity, ctx.names)
         if not a.verified and a.untrusted:
             notes.add_foreign(f"{what} by {who} does not verify ({a.reason or 'unverifiable'})")
         elif not a.verified:

@@ -42,7 +42,7 @@ class ApprovalRule(Rule):
         for a in ev.attestations:
             if a.predicate_type != APPROVAL_V1:
                 continue
-            who = signer_text(a.signer, a.identity)
+            who = signer_text(a.signer, a.identity, ctx.names)
             if not a.verified:
                 notes.append(f"approval by {who} does not verify ({a.reason or 'unverifiable'})")
                 continue
@@ -201,7 +201,9 @@ class SoakRule(Rule):
                 notes.append(f"promotion record does not verify ({a.reason or 'unverifiable'})")
                 continue
             if not sets_match(self.signers, a.signer, a.identity):
-                notes.append(f"promotion record signed by {signer_text(a.signer, a.identity)}, not a listed promoter")
+                notes.append(
+                    f"promotion record signed by {signer_text(a.signer, a.identity, ctx.names)}, not a listed promoter"
+                )
                 continue
             if p.get("action", "promote") != "promote" or p.get("decision", {}).get("allowed") is False:
                 continue
@@ -215,12 +217,13 @@ class SoakRule(Rule):
         age = ctx.now - since
         if age < self.minimum:
             left = self.minimum - age
-            return self.result(
+            waiting = self.result(
                 False,
                 f"in {ctx.from_stage} since {since:%Y-%m-%dT%H:%M:%SZ} ({format_duration(age)}); "
                 f"{format_duration(left)} to go",
                 summary,
             )
+            return dataclasses.replace(waiting, allowed_at=since + self.minimum)
         return self.result(
             True, f"in {ctx.from_stage} since {since:%Y-%m-%dT%H:%M:%SZ} ({format_duration(age)})", summary
         )

@@ -36,7 +36,7 @@ class SignatureRule(Rule):
         good: set[str] = set()
         notes = Notes(self.signers, "signature")
         for s in ctx.evidence.signatures:
-            who = signer_text(s.signer, s.identity)
+            who = signer_text(s.signer, s.identity, ctx.names)
             if not s.verified and s.untrusted:
                 notes.add_foreign(f"signature by {who} does not verify ({s.reason or 'unverifiable'})")
             elif not s.verified:

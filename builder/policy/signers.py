@@ -11,8 +11,10 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING
 
+from builder.signing.keys import short_fingerprint
+
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +41,7 @@ class KeyRef:
     def describe(self) -> str:
         """The key for people: file and short fingerprint, the keyless identity, or why it is unusable."""
         if self.fingerprint:
-            return f"{self.file or 'key'} ({self.fingerprint[:19]}…)"
+            return f"{self.file or 'key'} ({short_fingerprint(self.fingerprint)})"
         if self.issuer:
             return f"keyless {self.issuer} / {self.subject}"
         return f"{self.file} (unusable: {self.problem})"
@@ -79,11 +81,30 @@ def sets_names(sets: Sequence[KeySet]) -> str:
     return ", ".join(s.name for s in sets)
 
 
-def signer_text(signer: str | None, identity: tuple[str, str] | None) -> str:
-    """A signer for people: ``subject (issuer)`` for keyless, a short fingerprint for a key."""
+def signer_text(signer: str | None, identity: tuple[str, str] | None, names: Mapping[str, str] | None = None) -> str:
+    """A signer for people: ``subject (issuer)`` for keyless; for a key its name from the policy
+    (``names``: fingerprint -> approver or key set name, :func:`key_names`) and short fingerprint
+    (``check-runner (SHA256:748c…)``), the short fingerprint alone for a key the policy does not name."""
     if identity is not None:
         return f"{identity[1]} ({identity[0]})"
-    return signer[:19] + "…" if signer else "unknown signer"
+    if not signer:
+        return "unknown signer"
+    name = (names or {}).get(signer)
+    return f"{name} ({short_fingerprint(signer)})" if name else short_fingerprint(signer)
+
+
+def key_names(sets: Sequence[KeySet], approvers: Sequence[Approver] = ()) -> dict[str, str]:
+    """Fingerprint -> the name people know a key by: the approver's name, else the first key set
+    (``keys:`` of the policy) that lists it."""
+    names: dict[str, str] = {}
+    for a in approvers:
+        if a.key.fingerprint:
+            names.setdefault(a.key.fingerprint, a.name)
+    for s in sets:
+        for k in s.keys:
+            if k.fingerprint:
+                names.setdefault(k.fingerprint, s.name)
+    return names
 
 
 def key_problems(sets: Sequence[KeySet]) -> str:

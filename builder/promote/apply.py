@@ -46,6 +46,7 @@ from builder.promote.model import (
     Target,
     Unset,
     fmt_time,
+    short_signer,
 )
 from builder.promote.plan import plan_promotion
 from builder.promote.pool import Task, Uploads, parallel
@@ -79,7 +80,7 @@ def _require_promoter(ctx: PromotionContext, signer: Signer) -> None:
     if not any(s.match(signer.fingerprint, None) for s in ctx.policy.promoters):
         listed = ", ".join(s.name for s in ctx.policy.promoters) or "none"
         raise SigningKeyError(
-            f"key {signer.fingerprint[:19]}… is not a promoter in {ctx.policy.path} (promoters: {listed}); "
+            f"key {short_signer(signer.fingerprint)} is not a promoter in {ctx.policy.path} (promoters: {listed}); "
             "records it signs would not be trusted by status, history and rollback",
             hint="sign with a promoter key (--key) or add its public key to the policy's promoter key set",
         )
@@ -332,7 +333,7 @@ def rollback(ctx: PromotionContext, target: Target, stage: str) -> Applied:
     who = st.rollback.allows(signer.fingerprint)
     if who is None:
         raise PolicyDeniedError(
-            f"key {signer.fingerprint[:19]}… may not roll back {stage} (allowed: "
+            f"key {short_signer(signer.fingerprint)} may not roll back {stage} (allowed: "
             f"{', '.join([a.name for a in st.rollback.approvers] + [s.name for s in st.rollback.keysets])})",
             hint=f"roll back with the key of someone the stage's rollback rule allows: `--key FILE` "
             f"({ctx.policy.path}, stage {stage})",

@@ -68,11 +68,13 @@ def short_age(seconds: float | None) -> str:
 
 
 def short_signer(signer: str | None) -> str:
-    """A signer for people: a key fingerprint cut to ``sha256:`` + 12 hex digits and ``…``; a
-    keyless identity as is."""
+    """A signer for people: a key fingerprint as ``SHA256:`` + 12 hex digits and ``…``
+    (``builder.signing.keys.short_fingerprint``); a keyless identity as is."""
+    from builder.signing.keys import short_fingerprint
+
     if not signer:
         return "unknown signer"
-    return signer[:19] + "…" if signer.startswith("sha256:") else signer
+    return short_fingerprint(signer)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,10 +58,10 @@ def read_records_and_foreign(
         ident = keyless_identity(it.signer)
         if not it.ok:
             if it.untrusted:
-                claim = f"{it.signer[:19]}… (claimed, unverified)" if it.signer else "an unnamed key"
+                claim = f"{short_signer(it.signer)} (claimed, unverified)" if it.signer else "an unnamed key"
                 foreign.append(f"{claim}, a key this policy does not list")
             else:
-                foreign.append(f"{(it.signer or 'unknown')[:19]}… (does not verify: {it.reason})")
+                foreign.append(f"{short_signer(it.signer)} (does not verify: {it.reason})")
             continue
         rec = (
             PromotionRecord.from_predicate(it.predicate, signer=it.signer, layer=it.layer_digest)

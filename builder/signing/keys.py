@@ -47,8 +47,10 @@ def public_pem(public_key: ec.EllipticCurvePublicKey) -> str:
 
 
 def short_fingerprint(fingerprint: str) -> str:
-    """``sha256:`` + the first 12 hex digits (as in every reason text); identities unchanged."""
-    return fingerprint[:19] if fingerprint.startswith("sha256:") else fingerprint
+    """A key fingerprint for people: ``SHA256:`` + its first 12 hex digits + ``…`` (upper case,
+    as OpenSSH writes key fingerprints, so that it never reads like an image digest
+    ``sha256:...``); anything else (a keyless identity) unchanged."""
+    return f"SHA256:{fingerprint[7:19]}…" if fingerprint.startswith("sha256:") else fingerprint
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,6 +33,7 @@ from builder.promote import (
     status,
 )
 from builder.registry import RegistryClient, client_for
+from builder.signing.keys import short_fingerprint
 from tests.integration.test_promote_support import Keys, device_check, make_keys, push_image, write_policy
 
 if TYPE_CHECKING:
@@ -359,10 +360,10 @@ def test_pointer_moved_by_an_unlisted_promoter(world: World, tmp_path: Path) -> 
     assert not mine.already and not mine.trusted and not mine.decision.allowed
     chain = next(r for r in mine.decision.failed() if r.rule == "chain")
     fp = world.keys.signer("mallory").fingerprint
-    assert fp[:19] in chain.reason and "does not list" in chain.reason
-    assert mine.to_json()["trusted"] is False and fp[:19] in mine.to_json()["untrusted_signers"][0]
+    assert short_fingerprint(fp) in chain.reason and "does not list" in chain.reason
+    assert mine.to_json()["trusted"] is False and short_fingerprint(fp) in mine.to_json()["untrusted_signers"][0]
     row = status(env, [world.target], ["dev"])[0]
-    assert row.digest == d2 and fp[:19] in row.note
+    assert row.digest == d2 and short_fingerprint(fp) in row.note
     with pytest.raises(VerificationError) as err:
         resolve(env, world.target, "dev")
     assert err.value.exit_code == 18 and "promoters" in err.value.hint

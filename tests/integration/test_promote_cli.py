@@ -158,7 +158,7 @@ def test_promotion_commands(run: Run, project: Path, registry_address: str, uniq
     from builder.signing.keys import load_signer
 
     build_fp = load_signer(keys / "build" / "builder.key", None).fingerprint
-    assert "rollback" in human and "previous" in human and build_fp[:19] not in human  # a name, not the key
+    assert "rollback" in human and "previous" in human and build_fp[7:19] not in human  # a name, not the key
     assert "by" in human and " alice" in human and " build" in human
     dev_row = next(r for r in js(run(project, "status", "--json"))["rows"] if r["stage"] == "dev")
     assert dev_row["promoter"] == "alice"

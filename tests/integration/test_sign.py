@@ -22,7 +22,14 @@ import pytest
 
 from builder.registry import OCI_MANIFEST, RegistryClient, sha256_digest
 from builder.signing.attest import attest_image
-from builder.signing.keys import KeyPairSigner, PublicKey, generate_key_pair, load_public_keys, load_signer
+from builder.signing.keys import (
+    KeyPairSigner,
+    PublicKey,
+    generate_key_pair,
+    load_public_keys,
+    load_signer,
+    short_fingerprint,
+)
 from builder.signing.layer import signature_tag
 from builder.signing.sign import sign_and_attest_build, sign_image
 from builder.signing.verify import read_attestations, verify_image
@@ -257,7 +264,7 @@ def test_cli_keys_sign_attest_verify(
     assert att.code == 0, att.stderr
     ok = run_cli(["verify", f"{repo}:v1", "--key", "k/builder.pub", "--attestation", PTYPE], tmp_path, reg)
     assert ok.code == 0, ok.stderr
-    assert "VERIFIED" in ok.stderr and fp[:19] in ok.stderr and "2026-11-30T18:00:00Z" in ok.stderr
+    assert "VERIFIED" in ok.stderr and short_fingerprint(fp) in ok.stderr and "2026-11-30T18:00:00Z" in ok.stderr
     js = run_cli(["verify", f"{repo}@{digest}", "--key", "k/builder.pub", "--json"], tmp_path, reg)
     doc = json.loads(js.stdout)
     assert doc["ok"] and doc["digest"] == digest and {i["kind"] for i in doc["items"]} == {"signature", "attestation"}
@@ -390,16 +397,16 @@ def test_cli_verify_output_tells_signers_apart(
     out = ok.stderr
     assert ok.code == 0, out
     assert "FAIL " not in out and "INVALID" not in out and out.count("untrusted") == 4
-    assert f".builder/keys/builder.pub ({fps['.builder/keys'][:19]})" in out
-    assert f".builder/keys/check-runner/builder.pub ({fps['.builder/keys/check-runner'][:19]})" in out
+    assert f".builder/keys/builder.pub ({short_fingerprint(fps['.builder/keys'])})" in out
+    assert f".builder/keys/check-runner/builder.pub ({short_fingerprint(fps['.builder/keys/check-runner'])})" in out
     assert "device-check: FAILED" in out and "device-check FAILED (.builder/keys/check-runner/builder.pub)" in out
     assert f"VERIFIED {reg}/{repo}@{digest}: signature by .builder/keys/builder.pub" in out
-    s1, s2 = fps["stranger1"][:19], fps["stranger2"][:19]
+    s1, s2 = short_fingerprint(fps["stranger1"]), short_fingerprint(fps["stranger2"])
     assert f"also present: 4 item(s) by keys you did not pass (claimed: {s1}, {s2})" in out
     # one key: the check runner's items are by a key not given; still verified (a signature and provenance)
     one = run_cli(["verify", ref, "--key", ".builder/keys/builder.pub", "--attestation", PTYPE], tmp_path, reg)
     assert one.code == 0 and "5 item(s) by keys you did not pass" in one.stderr, one.stderr
-    assert fps[".builder/keys/check-runner"][:19] in one.stderr
+    assert short_fingerprint(fps[".builder/keys/check-runner"]) in one.stderr
     # requiring the device check with only the release key: exit 18, it names who did sign it
     need = run_cli(["verify", ref, "--key", ".builder/keys/builder.pub", "--attestation", device], tmp_path, reg)
     assert need.code == 18 and f"no valid attestation of type {device}" in need.stderr
@@ -407,8 +414,11 @@ def test_cli_verify_output_tells_signers_apart(
     # a wrong key: exit 18, "wrong key given?", and the fingerprints that did sign (not "do not use this digest")
     wrong = run_cli(["verify", ref, "--key", "wrong/builder.pub"], tmp_path, reg)
     assert wrong.code == 18 and "wrong key given?" in wrong.stderr, wrong.stderr
-    assert f"you passed: wrong/builder.pub ({fps['wrong'][:19]})" in wrong.stderr
-    assert all(fps[d][:19] in wrong.stderr for d in dirs[:4]) and "do not use this digest" not in wrong.stderr
+    assert f"you passed: wrong/builder.pub ({short_fingerprint(fps['wrong'])})" in wrong.stderr
+    assert (
+        all(short_fingerprint(fps[d]) in wrong.stderr for d in dirs[:4])
+        and "do not use this digest" not in wrong.stderr
+    )
     js = run_cli(["verify", ref, "--key", "wrong/builder.pub", "--json"], tmp_path, reg)
     err = json.loads(js.stdout)["error"]
     assert err["details"]["diagnosis"] == "wrong-key"

@@ -14,6 +14,7 @@ import pytest
 
 from builder.registry import OCI_MANIFEST, RegistryClient, sha256_digest
 from builder.signing.attest import attest_image
+from builder.signing.keys import short_fingerprint
 from builder.signing.layer import signature_tag
 from builder.signing.sign import sign_image
 from builder.signing.verify import verify_image
@@ -141,8 +142,10 @@ def test_wrong_key(client: RegistryClient, signed: tuple[str, str, KeyPairSigner
     repo, digest, signer = signed
     stranger = new_signer(tmp_path / "stranger")
     r = verify(client, repo, digest, stranger, predicate_types=[PTYPE])
-    assert f"wrong key? none of the given keys ({stranger.fingerprint[:19]}) verifies" in reasons(r, "signature")
-    assert f"the layer claims {signer.fingerprint[:19]} (unverified" in reasons(r, "signature")
+    assert f"wrong key? none of the given keys ({short_fingerprint(stranger.fingerprint)}) verifies" in reasons(
+        r, "signature"
+    )
+    assert f"the layer claims {short_fingerprint(signer.fingerprint)} (unverified" in reasons(r, "signature")
     assert "wrong key?" in reasons(r, "attestation")
     # not tampering: well-formed items by a key that was not given, shown with the signer they claim
     assert classes(r, "signature") == classes(r, "attestation") == {"untrusted"}

@@ -9,7 +9,7 @@ import pytest
 from builder.errors import NotFoundError, SigningKeyError
 from builder.policy import Policy, load_policy
 from builder.policy.approvals import plan_approval
-from builder.signing.keys import generate_key_pair
+from builder.signing.keys import generate_key_pair, short_fingerprint
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -66,7 +66,7 @@ def test_unlisted_key_and_bad_ticket_warn(policy: Policy, fingerprints: dict[str
     fp = fingerprints["mallory"][1]
     plan = plan_approval(policy, "prod", fp, key_label="m.key", name="mal", ticket="T-1")
     assert plan.listed_name is None and plan.recorded_name == "mal"
-    assert plan.who == f"{fp[:19]}… (unlisted key, calls itself 'mal')"
+    assert plan.who == f"{short_fingerprint(fp)} (unlisted key, calls itself 'mal')"
     assert any("not a listed approver" in w for w in plan.warnings)
     assert any("does not match stage prod's change_ticket pattern" in w for w in plan.warnings)
 

@@ -12,6 +12,7 @@ from builder.policy import (
     evaluate,
 )
 from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
+from builder.signing.keys import short_fingerprint
 from tests.unit.policy.support import (
     NOW,
     Keys,
@@ -58,21 +59,22 @@ def test_denial_reasons_put_the_rules_own_keys_first(policy: Policy, keys: Keys)
     )
     d = evaluate(policy, "staging", evidence, NOW)
     reason = reasons(d)["device_check"]
-    own = f"device check by {runner[:19]}… on none did not pass"
+    own = f"device check by runners ({short_fingerprint(runner)}) on none did not pass"  # named by the policy
     assert reason.startswith(own), reason
     assert reason.count("not a listed check runner") == 1  # the same line once
     assert reason.index("not a listed check runner") > reason.index(own)
     assert reason.endswith("+3 device check(s) by keys this policy does not list")
-    assert alice[:19] not in reason  # approver keys are not listed for a check-runner rule
+    assert alice[7:19] not in reason  # approver keys are not listed for a check-runner rule
     notes = next(r for r in d.failed() if r.rule.startswith("device_check")).to_json()["notes"]
     assert sum(foreign_reason in n for n in notes) == 3 and own in notes  # every fact in --json
     # only foreign evidence: the count names the rule's own key set, not every key of the policy
     only = reasons(evaluate(policy, "staging", ev(*foreign, stage="staging"), NOW))
     assert only["device_check"].startswith("3 device check(s) by keys this policy does not list (none of runners: ")
-    assert runner[:19] in only["device_check"] and alice[:19] not in only["device_check"]
+    assert short_fingerprint(runner) in only["device_check"] and alice[7:19] not in only["device_check"]
     # signatures: the same treatment
     sigs = (SignatureEvidence(None, False, foreign_reason, None, True), SignatureEvidence(alice, True))
     r = reasons(evaluate(policy, "staging", ev(by_build, sigs=sigs, stage="staging"), NOW))["signature"]
     assert r.endswith(
-        "signature by " + alice[:19] + "… is not from a listed key; +1 signature(s) by keys this policy does not list"
+        f"signature by alice ({short_fingerprint(alice)}) is not from a listed key; "
+        "+1 signature(s) by keys this policy does not list"
     )

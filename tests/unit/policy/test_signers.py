@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from builder.policy import KeyRef, KeySet
 from builder.policy.signers import key_problems, signer_text
+from builder.signing.keys import short_fingerprint
 
 GHA = "https://token.actions.githubusercontent.com"
 FP = "sha256:" + "c" * 64
@@ -24,7 +25,7 @@ def test_key_set_problems_and_texts() -> None:
     assert broken.match(FP, None)
     assert key_problems([broken]) == "; key set `runners`: r.pub: file not found"
     assert key_problems([KeySet("ok", (KeyRef(fingerprint=FP),))]) == ""
-    assert signer_text(FP, None) == FP[:19] + "…"
+    assert signer_text(FP, None) == short_fingerprint(FP) == "SHA256:" + FP[7:19] + "…"
     assert signer_text(None, (GHA, "repo:acme/images")) == f"repo:acme/images ({GHA})"
     assert signer_text(None, None) == "unknown signer"
 

@@ -64,7 +64,7 @@ def test_untrusted_pointer_note_names_the_pointer_or_the_short_digest() -> None:
     foreign = PointerTrust(loc, DIGEST, None, ("sha256:abc… (key set ci, not a promoter of dev)",))
     assert foreign.note(short=True).startswith(f"untrusted: names {DIGEST[:19]}…")
     assert foreign.note().endswith("signed by sha256:abc… (key set ci, not a promoter of dev)")
-    assert short_signer("sha256:" + "a" * 64) == "sha256:" + "a" * 12 + "…"
+    assert short_signer("sha256:" + "a" * 64) == "SHA256:" + "a" * 12 + "…"
     assert short_signer(None) == "unknown signer"
 
 

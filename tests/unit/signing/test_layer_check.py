@@ -18,7 +18,7 @@ from rich.console import Console
 from builder.cli.sign import render_verification
 from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
 from builder.signing.attest import prepare_attestation
-from builder.signing.keys import KeyPairSigner, PublicKey
+from builder.signing.keys import KeyPairSigner, PublicKey, short_fingerprint
 from builder.signing.layer import (
     SIGNATURE_ANNOTATION,
     SIGNER_HINT_ANNOTATION,
@@ -105,7 +105,7 @@ def test_a_layer_by_a_key_not_given_is_untrusted_with_its_unverified_claim() -> 
     item = check_signature_layer(desc, blob, DIGEST, vs)
     assert not item.ok and item.untrusted and item.classification == "untrusted"
     assert item.signer == theirs.fingerprint and "wrong key?" in item.reason
-    assert f"claims {theirs.fingerprint[:19]} (unverified" in item.reason
+    assert f"claims {short_fingerprint(theirs.fingerprint)} (unverified" in item.reason
     assert item.to_json()["classification"] == "untrusted"
     # the same well-formed layer copied onto another digest is invalid, not merely untrusted
     item = check_signature_layer(desc, blob, OTHER, vs)
@@ -187,17 +187,19 @@ def test_render_names_key_files_and_fingerprints_and_device_check_results() -> N
     items = _items(builder_key, runner, stranger, "failed")
     assert [i.classification for i in items] == ["ok", "untrusted", "ok", "ok"]
     text = _render(_report(items), names)
-    assert f".builder/keys/builder.pub ({builder_key.fingerprint[:19]})" in text
-    assert f".builder/keys/check-runner/builder.pub ({runner.fingerprint[:19]})" in text
+    assert f".builder/keys/builder.pub ({short_fingerprint(builder_key.fingerprint)})" in text
+    assert f".builder/keys/check-runner/builder.pub ({short_fingerprint(runner.fingerprint)})" in text
     assert (
         "untrusted" in text
-        and f"claims {stranger.fingerprint[:19]} (unverified; not given)" in text
+        and f"claims {short_fingerprint(stranger.fingerprint)} (unverified; not given)" in text
         and "INVALID" not in text
     )
     assert "device-check: FAILED" in text and "validly signed device check(s) record a result other" in text
     assert f"VERIFIED 127.0.0.1:5000/r/x@{DIGEST}: signature by .builder/keys/builder.pub" in text
     assert "attestations: slsa provenance (.builder/keys/builder.pub), device-check FAILED" in text
-    assert f"also present: 1 item(s) by keys you did not pass (claimed: {stranger.fingerprint[:19]})" in text
+    assert (
+        f"also present: 1 item(s) by keys you did not pass (claimed: {short_fingerprint(stranger.fingerprint)})" in text
+    )
     passed = _render(_report(_items(builder_key, runner, stranger, "passed")), names)
     assert "device-check: passed" in passed and "FAILED" not in passed and "note:" not in passed
 
@@ -208,7 +210,7 @@ def test_render_failure_tells_wrong_key_from_not_signed_from_tampered() -> None:
     wrong = _report([check_signature_layer(*_sig_layer(theirs), DIGEST, vs)], ("none of the 1 signature(s)",))
     assert wrong.diagnosis == "wrong-key" and wrong.other_signers == (theirs.fingerprint,)
     text = _render(wrong, {mine.fingerprint: "k/builder.pub"})
-    assert "NOT VERIFIED" in text and "wrong key given?" in text and theirs.fingerprint[:19] in text
+    assert "NOT VERIFIED" in text and "wrong key given?" in text and short_fingerprint(theirs.fingerprint) in text
     nothing = _report([], ("no signatures found",))
     assert nothing.diagnosis == "not-signed" and "not signed at all" in _render(nothing, {})
     desc, blob = _sig_layer(mine)
@@ -230,7 +232,7 @@ def test_describe_failures() -> None:
     items.append(check_signature_layer(*_sig_layer(theirs, hint=None), DIGEST, vs))
     items.append(check_signature_layer(*_sig_layer(theirs), OTHER, vs))
     text = describe_failures(items)
-    who = f"claimed: {theirs.fingerprint[:19]}, 1 unnamed key(s)"
+    who = f"claimed: {short_fingerprint(theirs.fingerprint)}, 1 unnamed key(s)"
     assert text == f"2 by keys or identities not given ({who}), 1 invalid (tampered or broken)"
 
 
@@ -240,5 +242,5 @@ def test_labels() -> None:
     assert predicate_label("https://example.com/t/v1") == "https://example.com/t/v1"
     assert check_result({"result": {"status": "failed"}}) == "failed"
     assert check_result({"passed": True}) == "passed" and check_result({}) == "unknown"
-    assert signer_label("sha256:" + "a" * 64, {}) == "sha256:aaaaaaaaaaaa"
+    assert signer_label("sha256:" + "a" * 64, {}) == "SHA256:aaaaaaaaaaaa…"
     assert signer_label("dev@example.com", {}) == "dev@example.com" and signer_label(None, {}) == "-"
