@@ -286,7 +286,7 @@ def _containers(name: str, *flags: str) -> list[str]:
 
 @pytest.mark.parametrize(("sig", "expected"), SIGNALS)
 def test_signal_during_check(sig: signal.Signals, expected: int, sleeper: str) -> None:
-    b = Builder("check", sleeper, "--mode", "cpu", "--no-attest", "--timeout", "900", cwd=ROOT)
+    b = Builder("check", sleeper, "--mode", "cpu", "--no-attest", "--timeout", "900", "--json", cwd=ROOT)
     names: list[str] = []
 
     def container_running() -> bool:
@@ -302,6 +302,8 @@ def test_signal_during_check(sig: signal.Signals, expected: int, sleeper: str) -
     code, out, err = b.interrupt(sig)
     _assert_stopped(b, code, out, err, sig, expected)
     assert _containers(names[0], "-a") == [], f"{names[0]} left behind"
+    error = json.loads(out)["error"]  # --json: one error document on stdout
+    assert (error["kind"], error["exit_code"]) == ("interrupted", expected)
 
 
 # --------------------------------------------------------------------------------------------
