@@ -159,8 +159,8 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
             check = {"passed": "[green]passed[/]", "reused": "[green]passed (earlier)[/]"}.get(
                 c.status, f"[red]{c.status}[/]" if c.status == "failed" else c.status
             )
-            if c.diagnosis:
-                check += f"\n{c.diagnosis} (at fault: {c.at_fault})"
+            if c.diagnosis:  # no "at fault" when no layer was named (never a Python None)
+                check += f"\n{escape(c.diagnosis)}" + (f" (at fault: {escape(c.at_fault)})" if c.at_fault else "")
         static = "-"
         if c is not None and c.static_verdict:
             static = c.static_verdict + "".join(f"\n{name}: {verdict}" for name, verdict in c.static_clusters)

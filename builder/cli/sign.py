@@ -117,7 +117,7 @@ def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | Non
     what = "signed" if write.appended else "already signed by this key (nothing written)"
     emit(
         result.to_json(),
-        f"[green]{what}[/] {result.target.name}@{result.target.digest}\n  key {result.signer}\n"
+        f"[green]{what}[/] {result.target.name}@{result.target.digest}\n  key {short_fingerprint(result.signer)}\n"
         f"  {write.tag} ({write.layers} layer(s))",
     )
 
@@ -159,7 +159,7 @@ def attest(
     emit(
         result.to_json(),
         f"[green]{what}[/] {result.target.name}@{result.target.digest}\n  {predicate_type}\n"
-        f"  key {result.signer}\n  {result.write.tag}",
+        f"  key {short_fingerprint(result.signer)}\n  {result.write.tag}",
     )
 
 

@@ -77,7 +77,7 @@ def test_a_denial_where_only_soak_time_is_left_says_when(
     assert re.search(r"only soak time is left: allowed from \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(in 5h59m", error["hint"])
     assert "missing evidence" not in error["hint"]
     human = _in(cli, project, "promote", VARIANT, "--to", "staging", code=31).stderr
-    assert "only soak time is left" in human and "missing evidence" not in human
+    assert "only soak time is left" in human and "missing evidence" not in human and "None" not in human
 
     # soak and a missing device check: more than time is missing, the usual hint
     error = _in(cli, project, "promote", VARIANT, "--to", "qa", "--confirm", "--json", code=31).json()["error"]

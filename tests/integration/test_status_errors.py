@@ -75,6 +75,7 @@ def test_rows_that_cannot_be_read_carry_their_error_and_set_the_exit_code(
         assert rows["prod"]["error"]["kind"] == "registry-auth" and protected in rows["prod"]["pointer"]
         human = _in(cli, project, "status", code=RegistryAuthError.exit_code).stderr
         assert digest[:19] in human and "1 row(s) could not be read" in human
+        assert "None" not in human  # no Python None in human output
 
         hist = _in(cli, project, "history", VARIANT, "--json", code=RegistryAuthError.exit_code).json()
         stages = {h["stage"]: h for h in hist["stages"]}
@@ -82,4 +83,4 @@ def test_rows_that_cannot_be_read_carry_their_error_and_set_the_exit_code(
         assert stages["staging"]["pointer"] is None and "error" not in stages["staging"]
         assert stages["prod"]["error"]["exit_code"] == RegistryAuthError.exit_code
         human = _in(cli, project, "history", VARIANT, code=RegistryAuthError.exit_code).stderr
-        assert "1 stage(s) could not be read" in human and "(never promoted)" in human
+        assert "1 stage(s) could not be read" in human and "(never promoted)" in human and "None" not in human
