@@ -125,7 +125,7 @@ def build(
       builder build                              everything that changed
       builder build --select 'jax*' --workers 4
       builder build --changed-since origin/main --shard 1/4 --json
-      builder build --select 'jax*' --keyless    in CI: sign with the workflow's OIDC identity
+      builder build --select 'jax*' --keyless    in CI: sign keylessly (OIDC)
     """
     from builder.build.plan import BuildOptions, build_secrets
     from builder.build.run import BuildPreview, raise_for_failures

@@ -47,7 +47,7 @@ def hostinfo(from_file: str | None) -> None:
     """Probe this host's GPUs, driver, fabric manager, container toolkit, CDI and engine.
 
     \b
-    builder hostinfo --json > host.json        save this host (for fleets and --host)
+    builder hostinfo --json > host.json        save this host (fleets, --host)
     builder hostinfo --from nvidia-smi.txt     parse saved tool output
     """
     from builder.checks.host.gather import host_facts
@@ -198,11 +198,11 @@ def check(
     REF is an image reference or a variant id (its moving tag <registry>/<repository>:<variant-id>).
 
     \b
-    builder check REF                          run the device checks here, attach device-check/v1
+    builder check REF                          device checks here, signed result
     builder check jax0.7-cpu-py3.11-debian12   the variant's latest build
     builder check REF --static --host h.json   verdict for a saved host
-    builder check REF --static --fleet demo            (or --fleet fleets/demo.yaml)
-    Exit codes: 20 check failed (diagnosis in the output), 11 static verdict blocked.
+    builder check REF --static --fleet demo    a fleet (or fleets/demo.yaml)
+    Exit codes: 20 check failed (diagnosis shown), 11 static verdict blocked.
     """
     from builder.checks.run import CheckRequest, DeviceCheck, check_reference
     from builder.variants import project_matrices

@@ -92,8 +92,10 @@ def check(
 
     \b
     Examples:
-      builder compat check --driver 550.144.03 --gpu "NVIDIA GeForce RTX 4090" --image-cuda 12.8.1
-      builder compat check --driver 535.161.08 --gpu "NVIDIA H100 80GB HBM3" --cuda 12.4 --json
+      builder compat check --driver 550.144.03 --gpu "NVIDIA GeForce RTX 4090" \\
+          --image-cuda 12.8.1
+      builder compat check --driver 535.161.08 --gpu "NVIDIA H100 80GB HBM3" \\
+          --cuda 12.4 --json
     """
     from builder.compat import check_image
 

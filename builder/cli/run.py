@@ -70,18 +70,21 @@ def run(
     """Render, build, sign, check and promote: the whole pipeline for the selected variants.
 
     \b
-    1. build and push what changed (content tags are write-once; nothing else is rebuilt),
-       sign each digest and attach its SLSA provenance (key generated on first use);
-    2. run the device checks on this host in fresh containers and attach the signed
-       device-check/v1 result (a passing result already attached is reused);
-    3. promote into the policy's first stage, and on into later stages up to --to where
-       policy allows; a denial shows each failed rule.
+    1. build and push what changed (content tags are write-once; nothing else
+       is rebuilt), sign each digest and attach its SLSA provenance (key
+       generated on first use);
+    2. run the device checks on this host in fresh containers and attach the
+       signed device-check/v1 result (a passing result already attached is
+       reused);
+    3. promote into the policy's first stage, and on into later stages up to
+       --to where policy allows; a denial shows each failed rule.
     Re-running with nothing changed does registry look-ups only.
 
     \b
     Examples:
       builder run --matrix matrices/demo.yaml --to prod --fleet fleets/demo.yaml
       builder run --matrix matrices/demo.yaml --to staging --json
+
     Exit codes: 0 done (denials are reported, not errors); 14 a build failed; 13 unpinned base or lock;
     8 unknown stage; 3/5 engine/registry down.
     """

@@ -45,7 +45,6 @@ def _place() -> Place:
 def keys() -> None:
     """Generate or import an ECDSA P-256 key pair (cosign-compatible).
 
-    \b
     The private key is written encrypted with BUILDER_KEY_PASSWORD (PKCS#8 PEM);
     the public key (builder.pub) is what `builder verify --key` and `cosign verify --key` read.
     """
@@ -201,7 +200,6 @@ def verify(
 ) -> None:
     """Verify the signatures and attestations of REFERENCE (tag, digest, or tag@digest).
 
-    \b
     Checks that the digest still resolves (and that a tag given with a digest still points at it),
     then every signature and attestation found; exits 18 when nothing valid meets the
     requirements (a valid signature; each --attestation type).

@@ -104,3 +104,24 @@ def test_bash_completion_script_and_command_names(cli: Cli) -> None:
     assert "complete -o nosort -F _builder_completion builder" in script
     env = {"_BUILDER_COMPLETE": "bash_complete", "COMP_WORDS": "builder sta", "COMP_CWORD": "1"}
     assert cli(env=env).stdout.splitlines() == ["plain,status"]
+
+
+def _command_paths() -> list[tuple[str, ...]]:
+    import click
+
+    from builder.cli import cli as root
+
+    ctx = click.Context(root)
+    paths: list[tuple[str, ...]] = []
+    for name in root.list_commands(ctx):
+        command = root.get_command(ctx, name)
+        paths.append((name,))
+        if isinstance(command, click.Group):
+            paths += [(name, sub) for sub in command.list_commands(ctx)]
+    return paths
+
+
+@pytest.mark.parametrize("path", _command_paths(), ids=" ".join)
+def test_every_help_fits_80_columns(cli: Cli, path: tuple[str, ...]) -> None:
+    text = cli(*path, "--help", env={"COLUMNS": "80"}, cwd=ROOT).stdout
+    assert [line for line in text.splitlines() if len(line) > 80] == []
