@@ -55,10 +55,12 @@ def status(
 ) -> list[StatusRow]:
     """Variant x stage: the digest each pointer names, since when (its trusted record), who moved
     it, and the evidence on it (verified signatures, verified attestation types). A pointer that
-    cannot be read becomes a row with its ``error`` (the other rows are still read); an
-    unreachable registry raises RegistryUnavailableError (exit 5)."""
+    cannot be read becomes a row with its ``error`` (the other rows are still read); when no row
+    can be read, the first row's error is raised instead (one error, not a table of them); an
+    unreachable registry raises RegistryUnavailableError (exit 5) at once."""
     names = list(stages or ctx.policy.stage_names)
     now = ctx.now()
+    errors: dict[tuple[str, str], BuilderError] = {}
 
     def one(pair: tuple[Target, str]) -> StatusRow:
         t, stage = pair
@@ -76,6 +78,7 @@ def status(
         except RegistryUnavailableError:  # no row can be read: one error, not a table of them
             raise
         except BuilderError as exc:  # shown in the row (the other rows are still worth printing), then exit non-zero
+            errors[(t.variant, stage)] = exc
             return StatusRow(t.variant, stage, str(loc), None, None, None, None, None, error=exc.to_json())
         sigs = sum(1 for i in report.items if i.kind == "signature" and i.ok)
         types = tuple(sorted({i.predicate_type or "" for i in report.items if i.kind == "attestation" and i.ok}))
@@ -88,9 +91,13 @@ def status(
 
     pairs = [(t, s) for t in targets for s in names]
     if len(pairs) <= 1 or workers <= 1:
-        return [one(p) for p in pairs]
-    with ThreadPoolExecutor(max_workers=min(workers, len(pairs))) as pool:
-        return list(pool.map(one, pairs))
+        rows = [one(p) for p in pairs]
+    else:
+        with ThreadPoolExecutor(max_workers=min(workers, len(pairs))) as pool:
+            rows = list(pool.map(one, pairs))
+    if rows and len(errors) == len(rows):
+        raise errors[(rows[0].variant, rows[0].stage)]
+    return rows
 
 
 def stage_histories(
@@ -100,9 +107,11 @@ def stage_histories(
     newest first (``records.history``), each record labelled with who signed it; a pointer no
     trusted record explains gets a ``note`` saying why, as ``status`` does. NotFoundError for an
     unknown stage (before any registry read); a stage that cannot be read gets its ``error`` (the
-    other stages are still read); RegistryUnavailableError (5) when the registry cannot be reached."""
+    other stages are still read; when none can be read, the first stage's error is raised);
+    RegistryUnavailableError (5) when the registry cannot be reached."""
     check_stages(ctx, stages)
     out: list[StageHistory] = []
+    errors: list[BuilderError] = []
     for s in stages or ctx.policy.stage_names:
         loc = ctx.stage_location(target, s)
         try:
@@ -118,9 +127,12 @@ def stage_histories(
         except RegistryUnavailableError:
             raise
         except BuilderError as exc:  # shown for this stage, then exit non-zero
+            errors.append(exc)
             out.append(StageHistory(s, str(loc), error=exc.to_json()))
             continue
         out.append(StageHistory(s, str(loc), (), trust.digest, trust.note(ctx.promoter_names(s), short=True)))
+    if out and len(errors) == len(out):
+        raise errors[0]
     return out
 
 

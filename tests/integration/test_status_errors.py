@@ -84,3 +84,13 @@ def test_rows_that_cannot_be_read_carry_their_error_and_set_the_exit_code(
         assert stages["prod"]["error"]["exit_code"] == RegistryAuthError.exit_code
         human = _in(cli, project, "history", VARIANT, code=RegistryAuthError.exit_code).stderr
         assert "1 stage(s) could not be read" in human and "(never promoted)" in human and "None" not in human
+
+
+def test_when_no_row_can_be_read_the_first_error_is_the_document(cli: Cli, run: object, tmp_path: Path) -> None:
+    """Every stage in a registry that refuses this user: one error document (not a table of
+    errors), the registry's auth code."""
+    with password_registry(tmp_path / "auth") as protected:
+        project = _project(tmp_path / "project", protected, "demo/locked")
+        for args in (("status",), ("history", VARIANT)):
+            doc = _in(cli, project, *args, "--json", code=RegistryAuthError.exit_code).json()
+            assert set(doc) == {"error"} and doc["error"]["kind"] == "registry-auth", doc
