@@ -12,13 +12,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from builder import process
-from builder.errors import EngineCommandError, EngineUnavailableError
+from builder.errors import (
+    BuilderError,
+    EngineCommandError,
+    EngineUnavailableError,
+    RegistryAuthError,
+    RegistryError,
+    RegistryUnavailableError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +40,20 @@ _UNREACHABLE = (
     "connection refused",
     "no such file or directory",  # unix socket missing
 )
+
+#: BuildKit/containerd lines of a failed registry request during a push or a cache export
+#: ("failed to push REF: failed to do request: Head \"http://HOST/v2/...\": dial tcp ...",
+#: "unexpected status from PUT request to http://HOST/v2/...: 500 Internal Server Error").
+_REGISTRY_LINE = re.compile(
+    r"(failed to push|unexpected status from|failed to do request|failed to authorize|"
+    r"failed to fetch (?:anonymous|oauth) token|error writing (?:layer|manifest) blob|failed commit on ref)",
+    re.IGNORECASE,
+)
+_REGISTRY_HOST = re.compile(r"https?://([^/\s\"]+)/v2/|failed to push ([^/\s]+)/")
+_HTTP_STATUS = re.compile(r"\b([1-5]\d\d) [A-Z][A-Za-z ]+$|status(?: code)?:? ([1-5]\d\d)\b")
+#: connection-level failures of a registry request (retried; exit 5 when they persist)
+_REGISTRY_DOWN = ("connection refused", "connection reset", "broken pipe", "i/o timeout", ": eof", "no route to host")
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 _NO_CLI = "the `docker` command-line client is not installed"
 _NO_CLI_HINT = "run `bash scripts/setup`, or install the Docker CLI"
@@ -58,12 +80,64 @@ def docker(*args: str, timeout: float = 60.0, input: str | None = None) -> str:
     return proc.stdout
 
 
+def registry_failure(command: list[str], output: str) -> BuilderError | None:
+    """The registry error in a failed push's output (BuildKit talks to the registry itself), or
+    None when the output names no registry request. ``RegistryUnavailableError`` (exit 5) for a
+    refused/reset/dropped connection, ``RegistryAuthError`` (6) for 401/403, ``RegistryError``
+    (7) for another HTTP status. ``details['transient']`` is True for 429/5xx and dropped
+    connections (worth pushing again), ``details['status']`` the HTTP status when one was given.
+    Message formats: containerd's remotes/docker pusher and fetcher
+    (https://github.com/containerd/containerd/blob/main/core/remotes/docker/pusher.go)."""
+    lines = [ln.strip() for ln in output.splitlines() if _REGISTRY_LINE.search(ln)]
+    if not lines:
+        return None
+    line = next((ln for ln in reversed(lines) if ln.startswith("ERROR")), lines[-1])
+    host_match = _REGISTRY_HOST.search(line)
+    registry = next((g for g in host_match.groups() if g), "") if host_match else ""
+    status_match = _HTTP_STATUS.search(line)
+    status = int(next(g for g in status_match.groups() if g)) if status_match else None
+    where = f"registry {registry}" if registry else "the registry"
+    text = line.removeprefix("ERROR: ")
+    if status in (401, 403):
+        return RegistryAuthError(
+            f"{where} refused the push: {text}",
+            hint="run docker login for the registry (BuildKit pushes with the Docker CLI's credentials)",
+            registry=registry,
+            status=status,
+            command=command,
+        )
+    if status is not None:
+        return RegistryError(
+            f"{where} answered HTTP {status} during the push: {text}",
+            registry=registry,
+            status=status,
+            transient=status in TRANSIENT_STATUSES,
+            command=command,
+        )
+    low = line.lower()
+    if any(s in low for s in _REGISTRY_DOWN):
+        return RegistryUnavailableError(
+            f"{where} is not reachable during the push (the Docker daemon is): {text}",
+            hint="check that the registry is running and reachable from the Docker daemon",
+            registry=registry,
+            transient=True,
+            command=command,
+        )
+    return RegistryError(f"{where} failed the push: {text}", registry=registry, transient=False, command=command)
+
+
 def engine_error(
     command: list[str], code: int, stdout: str, stderr: str
 ) -> EngineCommandError | EngineUnavailableError:
-    """Classify a failed engine command."""
+    """Classify a failed engine command: EngineUnavailableError when the daemon did not answer
+    (its socket: "Cannot connect to the Docker daemon", "error during connect"), not when a
+    registry the daemon talked to did (see :func:`registry_failure`); EngineCommandError otherwise."""
     low = stderr.lower()
-    if any(s in low for s in _UNREACHABLE) and ("daemon" in low or "docker.sock" in low or "connect" in low):
+    if (
+        _REGISTRY_LINE.search(stderr) is None
+        and any(s in low for s in _UNREACHABLE)
+        and ("daemon" in low or "docker.sock" in low or "connect" in low)
+    ):
         return EngineUnavailableError(
             f"the Docker daemon is not reachable: {stderr.strip().splitlines()[-1] if stderr.strip() else 'no answer'}",
             command=command,
@@ -161,7 +235,9 @@ def build_and_push(req: BuildRequest, *, log: Callable[[str], None], metadata_fi
     """Run the build, streaming every log line to ``log``; push to ``req.push_ref``.
 
     Returns the pushed digest from buildx's metadata file. Raises EngineUnavailableError (no
-    daemon: exit 3) or EngineCommandError (the build failed: exit 4, output tail in the message)."""
+    daemon: exit 3), EngineCommandError (the build failed: exit 4, output tail in the message),
+    or, when the build ran and its push (or cache export) failed, the registry's error from
+    :func:`registry_failure` (exit 5/6/7; ``details['transient']`` tells a retryable one)."""
     cmd = build_command(req)
     cmd[-1:-1] = ["--metadata-file", str(metadata_file)]
     try:
@@ -170,6 +246,9 @@ def build_and_push(req: BuildRequest, *, log: Callable[[str], None], metadata_fi
         raise EngineUnavailableError(_NO_CLI, hint=_NO_CLI_HINT) from exc
     if code != 0:
         output = "\n".join(tail)
+        registry = registry_failure(cmd, output)
+        if registry is not None:  # the build ran; its push failed: the registry's error, not the engine's
+            raise registry
         err = engine_error(cmd, code, "", output)
         if isinstance(err, EngineUnavailableError):
             raise err

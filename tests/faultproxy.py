@@ -73,15 +73,15 @@ class FaultProxy:
     """The proxy in front of ``upstream`` (``host:port``); ``address`` is its own ``host:port``.
     Use as a context manager (or :meth:`start` / :meth:`stop`)."""
 
-    def __init__(self, upstream: str, *, seed: int = 14) -> None:
+    def __init__(self, upstream: str, *, seed: int = 14, host: str = "127.0.0.1", port: int = 0) -> None:
         self.upstream = upstream
         self.faults: list[Fault] = []
         self.seen: list[Seen] = []
         self._lock = threading.Lock()
         self._random = random.Random(seed)
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = http.server.ThreadingHTTPServer((host, port), self._handler())
         self._server.daemon_threads = True
-        self.address = f"127.0.0.1:{self._server.server_address[1]}"
+        self.address = f"{host}:{self._server.server_address[1]}"
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> FaultProxy:
@@ -145,6 +145,10 @@ class FaultProxy:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # a TLS hello is answered with an HTTP status line (not HTTP/0.9's bare body), so a
+            # client that tries TLS first (BuildKit) sees "server gave HTTP response to HTTPS
+            # client" and falls back to plain HTTP, as with the registry itself
+            default_request_version = "HTTP/1.0"
 
             def handle_one(self) -> None:
                 fault = proxy._pick(self.command, self.path)

@@ -52,7 +52,8 @@ class BuildOptions:
     ``<repo>:buildcache-<variant-id>``; ``secrets``: ``(id, path)`` BuildKit secrets;
     ``source_date_epoch``: seconds (None: not set); ``rebuild``: build even when the content tag
     exists (the tag step stays write-once); ``buildx_provenance``: buildx's own attestation
-    manifest (None: buildx default)."""
+    manifest (None: buildx default); ``push_attempts``: builds run for one variant when its push
+    fails with a transient registry error (429/5xx, a dropped connection; >= 1)."""
 
     registry: str
     state_dir: Path
@@ -66,6 +67,7 @@ class BuildOptions:
     rebuild: bool = False
     no_cache: bool = False
     buildx_provenance: bool | None = None
+    push_attempts: int = 3
 
     @property
     def logs_dir(self) -> Path:

@@ -13,6 +13,10 @@ Flow for each variant the plan builds (:mod:`builder.build.plan`):
    tag, write-once (:func:`builder.build.tags.publish_content_tag`). Finally the moving variant tag
    ``<variant-id>`` is pointed at it. A build killed at any point before that leaves no content
    tag, so a content tag always names a complete image.
+   When buildx's push fails with a transient registry error (429/5xx or a dropped connection:
+   :func:`builder.engine.registry_failure`), the build is run again with the same cache (its
+   layers are cached, so it only pushes again), ``BuildOptions.push_attempts`` times in all,
+   waiting the registry client's backoff between runs; then the checks above as always.
 3. **After the push**: the ``on_built`` hook (signing and provenance: :mod:`builder.publish`).
 
 Sources: buildx's metadata file key ``containerimage.digest``
@@ -59,7 +63,7 @@ from builder.errors import (
 from builder.models import BuiltImage, RenderedImage, SummaryRow
 
 if TYPE_CHECKING:
-    from builder.engine import BuildRequest
+    from builder.engine import BuildRequest, BuildResult
     from builder.registry import RegistryClient
 
 ProgressFn = Callable[[str, str, str], None]  # (variant id, event, detail)
@@ -384,6 +388,31 @@ def build_request(p: PlannedBuild, options: BuildOptions, context: Path, dockerf
     )
 
 
+def _build_and_push(
+    req: BuildRequest,
+    *,
+    log: Callable[[str], None],
+    metadata_file: Path,
+    attempts: int,
+    wait: Callable[[int], float],
+) -> BuildResult:
+    """:func:`builder.engine.build_and_push`, run again (at most ``attempts`` runs in all, after
+    ``wait(n)`` seconds before run n+1) while the push fails with a transient registry error
+    (``details['transient']``); any other error, or the last one, is raised."""
+    from builder import engine
+
+    attempt = 1
+    while True:
+        try:
+            return engine.build_and_push(req, log=log, metadata_file=metadata_file)
+        except (RegistryError, RegistryUnavailableError) as exc:
+            if not exc.details.get("transient") or attempt >= attempts:
+                raise
+            log(f"# push failed ({exc.message.splitlines()[0]}); pushing again, run {attempt + 1} of {attempts}")
+            time.sleep(wait(attempt))
+            attempt += 1
+
+
 def _build_one(
     p: PlannedBuild,
     options: BuildOptions,
@@ -405,8 +434,12 @@ def _build_one(
             req = build_request(p, options, ctx, dockerfile)
             log(f"# variant {p.variant_id}  content tag {p.reference}:{p.content_tag}")
             log("# " + " ".join(engine.build_command(req)))
-            result = engine.build_and_push(
-                req, log=_with_steps(log, p.variant_id, progress), metadata_file=Path(tmp) / "metadata.json"
+            result = _build_and_push(
+                req,
+                log=_with_steps(log, p.variant_id, progress),
+                metadata_file=Path(tmp) / "metadata.json",
+                attempts=options.push_attempts,
+                wait=lambda attempt: client.transport.delay(attempt, None),
             )
         digest = result.digest
         log(f"# buildx pushed {p.reference}@{digest} (pending tag {p.pending_tag})")

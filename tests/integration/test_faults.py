@@ -15,10 +15,13 @@ from __future__ import annotations
 import os
 import textwrap
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from builder.build.plan import BuildOptions
+from builder.build.run import build_variants
 from builder.errors import RegistryError, RegistryUnavailableError
 from builder.registry import CopyStats, RegistryClient, copy_image, verify_complete
 from builder.registry.auth import Authenticator
@@ -28,8 +31,8 @@ from tests.integration.test_promote_support import make_keys, push_image, tar_la
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from pathlib import Path
 
+    from builder.models import RenderedImage
     from tests.conftest import Cli, CliResult
 
 pytestmark = pytest.mark.integration
@@ -297,3 +300,68 @@ def test_sign_completes_through_each_fault(
         cwd=project,
     )
     assert verified.code == 0
+
+
+# -- the build's push (BuildKit pushes itself, through the proxy) -----------------------------
+
+
+def _rendered(repo: str, mirror_base: str) -> RenderedImage:
+    from tests.integration.test_build import make_rendered
+
+    return make_rendered(
+        "tiny-faults", repo, mirror_base, f"COPY hello.txt /hello.txt\nRUN echo {uuid.uuid4().hex} > /which"
+    )
+
+
+def test_build_pushes_again_after_a_transient_push_failure(
+    docker_engine: str, mirror_base: str, proxy: FaultProxy, unique_repo: str, tmp_path: Path, registry_address: str
+) -> None:
+    rendered = _rendered(unique_repo, mirror_base)
+    # the pending tag's manifest PUT answers 503 four times: BuildKit (0.2x) sends it once and
+    # retries it three times itself, so its push fails; builder runs the build again, which pushes
+    proxy.add(Fault("status", status=503, method="PUT", path="/manifests/pending-", count=4))
+    options = BuildOptions(registry=proxy.address, state_dir=tmp_path / "s", source_date_epoch=0, push_attempts=3)
+    run = build_variants([rendered], options, client=faulty_client(proxy))
+    built = run.results[0]
+    assert built.status == "built", built.error
+    log = Path(built.log_path or "").read_text()
+    assert proxy.injected("status") == 4
+    assert "pushing again, run 2 of 3" in log and "HTTP 503" in log
+    assert verify_complete(RegistryClient(registry_address, insecure=True), unique_repo, built.digest) == []
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind", "text"),
+    [
+        (
+            Fault("status", status=503, method="HEAD", path="/blobs/"),
+            RegistryError,
+            "answered HTTP 503 during the push",
+        ),
+        (Fault("drop", method="HEAD", path="/blobs/"), RegistryUnavailableError, "not reachable during the push"),
+    ],
+)
+def test_a_push_failing_beyond_its_attempts_is_the_registrys_error(
+    fault: Fault,
+    kind: type[RegistryError | RegistryUnavailableError],
+    text: str,
+    docker_engine: str,
+    mirror_base: str,
+    proxy: FaultProxy,
+    unique_repo: str,
+    tmp_path: Path,
+) -> None:
+    rendered = _rendered(unique_repo, mirror_base)
+    proxy.add(fault)
+    options = BuildOptions(registry=proxy.address, state_dir=tmp_path / "s", source_date_epoch=0, push_attempts=2)
+    try:
+        run = build_variants([rendered], options, client=faulty_client(proxy))
+    except RegistryUnavailableError as exc:  # every variant failed for the registry: raised as such
+        assert kind is RegistryUnavailableError and text in exc.message
+        assert "Docker daemon is not reachable" not in exc.message
+        return
+    built = run.results[0]
+    assert built.status == "failed" and (built.error or "").startswith(f"{kind.kind}: ")
+    assert text in (built.error or "") and proxy.address in (built.error or "")
+    assert "Docker daemon is not reachable" not in (built.error or "")
+    assert "pushing again, run 2 of 2" in Path(built.log_path or "").read_text()
