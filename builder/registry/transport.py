@@ -172,12 +172,16 @@ class Transport:
         ok: tuple[int, ...] = (200,),
         scopes: tuple[str, ...] = (),
         headers: Mapping[str, str] | None = None,
+        ok_after_loss: tuple[int, ...] = (),
         **kw: Unpack[RequestOptions],
     ) -> requests.Response:
         """One HTTP request to ``/v2/...`` (or an absolute upload URL); raises the builder error
         for the status. Answers auth challenges once, retries 429/5xx/connection resets.
         ``scopes``: extra token scopes (e.g. ``repository:other:pull`` for a mount); ``ref``
-        names the request in messages; ``headers`` and ``kw`` go to ``requests.Session.request``."""
+        names the request in messages; ``ok_after_loss``: statuses that also count as success
+        when an earlier attempt's connection dropped before its answer (the registry may have
+        acted on it: a repeated DELETE then finds nothing, 404); ``headers`` and ``kw`` go to
+        ``requests.Session.request``."""
         import requests
 
         url = self.url(path)
@@ -190,6 +194,7 @@ class Transport:
         key = self._scope_key(url, scopes)
         authed_once = False
         attempt = 0
+        lost = False  # an attempt's connection dropped before its answer
         while True:
             auth_header = self.auth.header_for(key)
             if auth_header:
@@ -207,6 +212,7 @@ class Transport:
             except (requests.ConnectionError, requests.Timeout) as exc:
                 if attempt < self.retries and is_transient(exc):
                     attempt += 1
+                    lost = True
                     self._sleep(attempt, None)
                     continue
                 raise self._unavailable(exc, method, where, attempt) from exc
@@ -221,7 +227,7 @@ class Transport:
                 self._sleep(attempt, resp.headers.get("Retry-After"))
                 continue
             break
-        if resp.status_code in ok:
+        if resp.status_code in ok or (lost and resp.status_code in ok_after_loss):
             return resp
         raise self._error_for(resp, method, where)
 

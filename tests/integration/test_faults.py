@@ -22,7 +22,7 @@ import pytest
 
 from builder.build.plan import BuildOptions
 from builder.build.run import build_variants
-from builder.errors import RegistryError, RegistryUnavailableError
+from builder.errors import NotFoundError, RegistryError, RegistryUnavailableError
 from builder.registry import CopyStats, RegistryClient, copy_image, verify_complete
 from builder.registry.auth import Authenticator
 from builder.registry.transport import Transport
@@ -365,3 +365,20 @@ def test_a_push_failing_beyond_its_attempts_is_the_registrys_error(
     assert text in (built.error or "") and proxy.address in (built.error or "")
     assert "Docker daemon is not reachable" not in (built.error or "")
     assert "pushing again, run 2 of 2" in Path(built.log_path or "").read_text()
+
+
+def test_a_lost_delete_answer_is_success_not_not_found(
+    proxy: FaultProxy, registry_address: str, unique_repo: str
+) -> None:
+    direct = RegistryClient(registry_address, insecure=True)
+    digest = push_image(direct, unique_repo, "gone", content=b"to delete")
+    client = faulty_client(proxy)
+    proxy.add(Fault("lose", method="DELETE", count=1))
+    client.delete_manifest(unique_repo, digest)  # deleted upstream; the retry's 404 is success
+    assert [(s.method, s.outcome, s.status) for s in proxy.seen] == [
+        ("DELETE", "lose", 202),
+        ("DELETE", "forwarded", 404),
+    ]
+    assert direct.try_resolve(unique_repo, digest) is None
+    with pytest.raises(NotFoundError):  # without a lost answer, a 404 is still "not found"
+        client.delete_manifest(unique_repo, digest)
