@@ -419,7 +419,14 @@ def run_pipeline(
         try:
             outcome = check_image(built, client, check, host_probe=host_probe)
         except CheckFailedError as exc:
-            outcome = CheckOutcome("failed", diagnosis=exc.diagnosis, summary=exc.message)
+            at_fault = exc.details.get("at_fault")
+            outcome = CheckOutcome(
+                "failed",
+                diagnosis=exc.diagnosis,
+                at_fault=at_fault if isinstance(at_fault, str) else None,
+                summary=exc.message,
+                fix=exc.hint or None,
+            )
         except BuilderError as exc:
             if exc.exit_code in (3, 5):  # engine / registry gone: stop everything
                 raise
