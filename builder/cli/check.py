@@ -264,8 +264,9 @@ def _print_static(outcome: StaticCheck) -> None:
         if not applies:
             c.print(f"  {name}: not-applicable ({vendor})", markup=False)
             continue
+        covered = {True: "yes", False: "no", None: "unknown"}[verdict.arch_covered]  # never a Python None
         c.print(
-            f"  {name}: {verdict.verdict}  min driver {verdict.min_driver or '-'}  arch covered {verdict.arch_covered}",
+            f"  {name}: {verdict.verdict}  min driver {verdict.min_driver or '-'}  arch covered {covered}",
             markup=False,
         )
         for reason in verdict.reasons:

@@ -200,6 +200,12 @@ def test_static_host_blocked_exit_code(images: dict[str, str], cli: Cli) -> None
     assert ok["image"]["cuda_version"] == "12.8" and ok["gpus"][0]["index"] is not None
 
 
+def test_static_fleet_human_output_has_no_python_none(images: dict[str, str], cli: Cli) -> None:
+    """A CPU image's architecture coverage is unknown: said in words, never as ``None``."""
+    err = cli("check", images["cpu"], "--static", "--fleet", "demo", env={"COLUMNS": "200"}).stderr
+    assert "arch covered unknown" in err and "None" not in err
+
+
 def test_static_needs_one_host_or_fleet(images: dict[str, str], cli: Cli) -> None:
     for extra in ([], ["--host", str(DATA / "h200" / "nvidia-smi-q.txt"), "--fleet", "demo"]):
         res = cli("check", images["cuda"], "--static", *extra, code=2)
