@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.integration
 
-VARIANTS = 40  # images sharing one layer
+VARIANTS = 100  # images sharing one layer (the issue: promote 100 variants through faults)
 RETRIES = 8
 BACKOFF_MS = 10
 MAX_DELAY_MS = 200
