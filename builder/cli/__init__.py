@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{type(exc).__name__}: {exc}",
                 "this is a bug in builder: report it with the traceback",
             )
+        _annotate("unexpected", f"{type(exc).__name__}: {exc}")
         sys.exit(1)
     finally:
         _restore_signal_handlers(previous)
@@ -230,6 +231,7 @@ def _report_interrupt(exc: process.Interrupted, app: AppContext | None, args: li
     from rich.markup import escape
 
     console().print(f"[red]{escape(message)}[/]", highlight=False)
+    _annotate("interrupted", message)
 
 
 def _json_mode(app: AppContext | None, args: list[str]) -> bool:

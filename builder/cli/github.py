@@ -165,8 +165,17 @@ def _cell(text: str) -> str:
 
 
 def _append(path: Path, text: str) -> None:
-    with path.open("a", encoding="utf-8") as f:
-        f.write(text)
+    """Append to a runner file; ConfigError (exit 2) naming it when it cannot be written."""
+    from builder.errors import ConfigError
+
+    try:
+        with path.open("a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the GitHub Actions file {path}: {exc.strerror or exc}",
+            hint="GITHUB_OUTPUT and GITHUB_STEP_SUMMARY must name writable files (the runner sets them)",
+        ) from exc
 
 
 # --------------------------------------------------------------------------------------------- hooks
@@ -175,7 +184,7 @@ def _append(path: Path, text: str) -> None:
 def report_result(result: object, title: str | None = None, environ: Mapping[str, str] | None = None) -> None:
     """``emit``'s hook: write ``result``'s outputs and summary table for this step (nothing outside
     GitHub Actions). ``result`` describes itself through :class:`Summarised` / :class:`WithOutputs`;
-    ``title``: the summary's heading (default: the command, ``builder build``). Raises OSError
+    ``title``: the summary's heading (default: the command, ``builder build``). Raises ConfigError
     when a runner file cannot be written."""
     gh = detect(os.environ if environ is None else environ)
     if gh is None:

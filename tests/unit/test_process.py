@@ -114,7 +114,11 @@ def test_main_exits_128_plus_signal_with_a_message(sig: signal.Signals, code: in
     proc = subprocess.Popen(
         [sys.executable, "-c", driver],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)]),
+            "GITHUB_ACTIONS": "true",  # the interruption is annotated for GitHub too
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -128,3 +132,4 @@ def test_main_exits_128_plus_signal_with_a_message(sig: signal.Signals, code: in
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == code, out + err
     assert f"interrupted by {sig.name}" in err
+    assert f"::error title=interrupted::interrupted by {sig.name}" in err

@@ -7,6 +7,8 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+import pytest
+
 from builder.build.run import BuildRun
 from builder.cli.github import (
     escape_data,
@@ -177,3 +179,12 @@ def test_fleet_problems_are_annotated(cli: Cli, tmp_path: Path) -> None:
     assert commands[0] == f"::error file={fleet},line=2,col=5,title=config::" + escape_data(
         "clusters[0].gpus: a cluster needs gpus (with drivers) or hostinfo files"
     ), result.stderr
+
+
+def test_an_unwritable_runner_file_is_a_clear_error(tmp_path: Path) -> None:
+    from builder.errors import ConfigError
+
+    env = {**_github(tmp_path), "GITHUB_OUTPUT": str(tmp_path / "missing-dir" / "output")}
+    ref = f"127.0.0.1:5000/test/tiny@{DIGEST}"
+    with pytest.raises(ConfigError, match="cannot write the GitHub Actions file"):
+        report_result(Resolved("jax-a", "prod", None, ref), "builder resolve", env)
