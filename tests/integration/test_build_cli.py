@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from builder.registry import RegistryClient, verify_complete
+from tests.projects import cpu_matrix
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -23,21 +24,6 @@ if TYPE_CHECKING:
     from tests.conftest import Cli, CliResult
 
 ROOT = Path(__file__).resolve().parents[2]
-
-MATRIX = """\
-family: {family}
-repository: {repo}
-axes:
-  accelerator:
-    - {{kind: cpu}}
-  framework:
-    name: none
-    versions: ["0"]
-  python: ["3.11"]
-  os: [debian12]
-base:
-  default: "mirror:debian:bookworm"
-"""
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -58,8 +44,8 @@ def project(tmp_path: Path, unique_repo: str, registry_address: str, mirror_base
     shutil.copytree(ROOT / "images" / "_common", p / "images" / "_common")
     shutil.copytree(ROOT / "images" / "tiny", p / "images" / "tiny")
     shutil.copytree(ROOT / "images" / "tiny", p / "images" / "tiny2")
-    (p / "matrices" / "tiny.yaml").write_text(MATRIX.format(family="tiny", repo=unique_repo))
-    (p / "matrices" / "tiny2.yaml").write_text(MATRIX.format(family="tiny2", repo=unique_repo))
+    (p / "matrices" / "tiny.yaml").write_text(cpu_matrix("tiny", unique_repo))
+    (p / "matrices" / "tiny2.yaml").write_text(cpu_matrix("tiny2", unique_repo))
     (p / "builder.toml").write_text(f'registry = "{registry_address}"\nstate_dir = "state"\n')
     (p / ".gitignore").write_text("state/\n")
     state = p / "state"
@@ -140,11 +126,11 @@ def test_matrix_list_and_build_dry_run_choose_the_same_shards(
     --dry-run` name the same variants, and the shards of N cover every variant once."""
     for name in ("tiny.yaml", "tiny2.yaml"):
         (project / "matrices" / name).unlink()
-    two = MATRIX.format(family="tiny2", repo="test/shards").replace(
+    two = cpu_matrix("tiny2", "test/shards").replace(
         "    - {kind: cpu}\n", '    - {kind: cpu}\n    - {kind: cuda, version: "12.8"}\n'
     )
     (project / "matrices" / "a.yaml").write_text(two)
-    (project / "matrices" / "b.yaml").write_text(MATRIX.format(family="tiny", repo="test/shards"))
+    (project / "matrices" / "b.yaml").write_text(cpu_matrix("tiny", "test/shards"))
     every = json.loads(builder(project, "matrix", "list", "--json").stdout)
     assert [v["id"] for v in every] == ["tiny2-cpu-py3.11-debian12", "tiny2-cu128-py3.11-debian12", A]
     for n in (1, 2, 3):

@@ -16,6 +16,7 @@ from builder.errors import RegistryAuthError
 from builder.registry import Credential, RegistryClient, copy_image
 from tests.conftest import ROOT, Cli
 from tests.integration.test_promote_support import make_keys, push_image, write_policy
+from tests.projects import cpu_matrix
 from tests.registries import AuthRegistry, auth_registry
 
 if TYPE_CHECKING:
@@ -23,20 +24,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 VARIANT = "tiny-cpu-py3.11-debian12"
-MATRIX = """\
-family: tiny
-repository: {repo}
-axes:
-  accelerator:
-    - {{kind: cpu}}
-  framework:
-    name: none
-    versions: ["0"]
-  python: ["3.11"]
-  os: [debian12]
-base:
-  default: "mirror:debian:bookworm"
-"""
 
 
 @pytest.fixture(params=["basic", "token"])
@@ -55,7 +42,7 @@ def project(tmp_path: Path, registry: AuthRegistry, registry_address: str, mirro
     (root / "images").mkdir()
     shutil.copytree(ROOT / "images" / "_common", root / "images" / "_common")
     shutil.copytree(ROOT / "images" / "tiny", root / "images" / "tiny")
-    (root / "matrices" / "tiny.yaml").write_text(MATRIX.format(repo=unique_repo))
+    (root / "matrices" / "tiny.yaml").write_text(cpu_matrix("tiny", unique_repo))
     keys = make_keys(root / "state")
     write_policy(root / "policies" / "default.yaml", keys)
     (root / "builder.toml").write_text(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.conftest import ROOT
+from tests.projects import cpu_matrix
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -158,20 +159,6 @@ def _assert_stopped(b: Builder, code: int, out: str, err: str, sig: signal.Signa
 # build
 # --------------------------------------------------------------------------------------------
 
-MATRIX = """\
-family: {family}
-repository: {repo}
-axes:
-  accelerator:
-    - {{kind: cpu}}
-  framework:
-    name: none
-    versions: ["0"]
-  python: ["3.11"]
-  os: [debian12]
-base:
-  default: "mirror:debian:bookworm"
-"""
 
 #: a family whose last step sleeps (``marker`` makes the step new, so BuildKit really runs it)
 TEMPLATE = """\
@@ -196,7 +183,7 @@ def slow_project(tmp_path: Path, unique_repo: str, registry_address: str, mirror
     for family in ("slow", "slow2"):
         (p / "images" / family).mkdir()
         (p / "images" / family / "Dockerfile.j2").write_text(TEMPLATE.format(marker=marker))
-        (p / "matrices" / f"{family}.yaml").write_text(MATRIX.format(family=family, repo=unique_repo))
+        (p / "matrices" / f"{family}.yaml").write_text(cpu_matrix(family, unique_repo))
     (p / "builder.toml").write_text(f'registry = "{registry_address}"\nstate_dir = "state"\n')
     (p / "marker").write_text(marker)
     state = p / "state"

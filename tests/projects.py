@@ -1,0 +1,25 @@
+"""Throwaway projects for tests that run builder end to end: matrix text of one CPU variant
+without packages (fast to build FROM the mirrored Debian base)."""
+
+from __future__ import annotations
+
+#: a matrix of one variant ``<family>-cpu-py3.11-debian12`` (format with ``family`` and ``repo``)
+CPU_MATRIX = """\
+family: {family}
+repository: {repo}
+axes:
+  accelerator:
+    - {{kind: cpu}}
+  framework:
+    name: none
+    versions: ["0"]
+  python: ["3.11"]
+  os: [debian12]
+base:
+  default: "mirror:debian:bookworm"
+"""
+
+
+def cpu_matrix(family: str, repo: str) -> str:
+    """The text of :data:`CPU_MATRIX` for ``family`` in repository ``repo``."""
+    return CPU_MATRIX.format(family=family, repo=repo)
