@@ -94,15 +94,11 @@ class DockerCredentials:
         return cls({}, source="<anonymous>")
 
     @classmethod
-    def from_file(cls, path: Path | None) -> DockerCredentials:
-        """Load ``path``: a ``config.json``, or a directory holding one. A missing file has no
-        credentials (as for Docker: nobody logged in yet).
-
-        ``None`` is accepted only for callers not yet given a path by the composition root, and
-        means :meth:`anonymous`; new code passes a path or calls :meth:`anonymous`.
+    def from_file(cls, path: Path) -> DockerCredentials:
+        """Load ``path``: a ``config.json``, or a directory holding one (the composition root,
+        builder/app.py, resolves it; anonymous access is :meth:`anonymous`, never a default). A
+        missing file has no credentials (as for Docker: nobody logged in yet).
         Raises RegistryAuthError naming the file when it is unreadable or not a JSON object."""
-        if path is None:
-            return cls.anonymous()
         p = path / "config.json" if path.is_dir() else path
         if not p.exists():
             return cls({}, source=str(p))

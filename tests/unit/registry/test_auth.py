@@ -127,7 +127,6 @@ def test_anonymous_and_legacy_none(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     )
     assert DockerCredentials.anonymous().get("r.example") is None
     assert DockerCredentials.anonymous().source == "<anonymous>"
-    assert DockerCredentials.from_file(None).get("r.example") is None  # kept for callers not yet moved
 
 
 def test_docker_config_bad_auth_names_file(tmp_path: Path) -> None:
