@@ -130,6 +130,25 @@ def apply(items: Sequence[Item], selection: Selection, *, changed_ids: Collectio
 # --------------------------------------------------------------------------------------------
 
 
+#: The one grammar of a variant id, wherever it comes from (matrix, ``--variant-id``, an image's
+#: ``io.builder.variant`` label): it becomes part of tags (``<id>-<stage>``, ``<id>-<hash12>``,
+#: at most 128 characters: https://github.com/opencontainers/distribution-spec/blob/main/spec.md#pulling-manifests),
+#: so it is a tag component that cannot start a signature tag and leaves room for the suffixes.
+VARIANT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,95}$")
+
+
+def check_variant_id(text: str, source: str) -> str:
+    """``text`` when it is a valid variant id; ConfigError (exit 2) naming ``source`` (``--variant-id``,
+    ``the io.builder.variant label of REF``) otherwise, so that untrusted data never chooses where a
+    tag is written (``../`` or ``/`` would reach another repository's path)."""
+    if VARIANT_ID_RE.match(text) and not text.startswith("sha256-"):
+        return text
+    raise ConfigError(
+        f"{source}: {text!r} is not a variant id (lowercase letters, digits, '.', '_', '-'; at most 96)",
+        hint="variant ids come from the matrices (`builder matrix list`); pass the right one with --variant-id",
+    )
+
+
 def looks_like_variant_id(text: str) -> bool:
     """True for a bare variant id (``jax0.7-cpu-py3.11-debian12``): no ``/``, ``:`` or ``@``, which every
     image reference the CLIs take has (``registry/repo:tag``, ``repo@sha256:...``)."""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from builder.errors import ConfigError, NotFoundError, RegistryError
 from builder.promote.model import Target
 from builder.registry import Reference, image_config, parse_reference
-from builder.selection import looks_like_variant_id, select, variant_reference
+from builder.selection import check_variant_id, looks_like_variant_id, select, variant_reference
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -145,7 +145,13 @@ def _variant_target(scope: TargetScope, variants: Sequence[Variant], name: str) 
 
 def _reference_target(scope: TargetScope, name: str, variant_id: str | None) -> Target:
     ref = parse_reference(name, scope.registry)
-    vid = variant_id or variant_from_tag(ref.tag, scope.stage_names) or variant_from_labels(scope.clients, ref)
+    if variant_id is not None:
+        vid: str | None = check_variant_id(variant_id, "--variant-id")
+    else:
+        vid = variant_from_tag(ref.tag, scope.stage_names)
+        if vid is None:
+            label = variant_from_labels(scope.clients, ref)
+            vid = check_variant_id(label, f"the {VARIANT_LABEL} label of {name}") if label is not None else None
     if vid is None:
         raise UnknownVariantError(name)
     return Target(vid, ref.repository, ref.registry, tag=ref.tag if not ref.digest else None, digest=ref.digest)

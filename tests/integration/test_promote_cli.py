@@ -336,3 +336,20 @@ def test_promotion_commands_on_a_password_protected_registry(run: Run, tmp_path:
         assert out["reference"] == f"{registry}/{unique_repo}@{d1}"
         err = js(run(root, "resolve", VARIANT, "--stage", "dev", "--json", code=6))
         assert "--docker-config" in err["error"]["hint"]
+
+
+@pytest.mark.parametrize("claimed", ["../../other/evil", "evil/../x", "Evil Tag", "sha256-" + "0" * 64])
+def test_an_image_label_cannot_choose_where_a_tag_is_written(
+    run: Run, project: Path, registry_address: str, unique_repo: str, claimed: str
+) -> None:
+    """The io.builder.variant label is the image's own claim: a crafted one is refused before any
+    write, whether it comes from the label or from --variant-id (one grammar for variant ids)."""
+    client = RegistryClient(registry_address, insecure=True)
+    digest = push_image(client, unique_repo, "crafted", labels={"io.builder.variant": claimed})
+    ref = f"{registry_address}/{unique_repo}@{digest}"
+    before = set(client.list_tags(unique_repo))
+    err = js(run(project, "promote", ref, "--to", "dev", "--confirm", "--json", code=2))["error"]
+    assert "io.builder.variant label" in err["message"] and "is not a variant id" in err["message"], err
+    err = js(run(project, "promote", ref, "--variant-id", claimed, "--to", "dev", "--confirm", "--json", code=2))
+    assert "--variant-id" in err["error"]["message"]
+    assert set(client.list_tags(unique_repo)) == before  # nothing written
