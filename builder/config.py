@@ -119,7 +119,7 @@ def load_config(root: Path, environ: Mapping[str, str]) -> Config:
     if path.exists():
         try:
             data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
         for key, value in data.items():
             if key not in known - _SECRET_FIELDS:

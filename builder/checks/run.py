@@ -61,7 +61,10 @@ class CheckRequest:
     def validate(self) -> None:
         """Raise ConfigError (2) for a static check without exactly one of a host and a fleet."""
         if self.static and (self.host_file is None) == (self.fleet_file is None):
-            raise ConfigError("--static needs exactly one of --host FILE or --fleet NAME|FILE")
+            raise ConfigError(
+                "--static needs exactly one of --host FILE or --fleet NAME|FILE",
+                hint="e.g. `builder check REF --static --fleet demo`, or --host with `builder hostinfo --json` output",
+            )
 
 
 # ------------------------------------------------------------------------------------- the answers

@@ -172,9 +172,10 @@ def main(argv: list[str] | None = None) -> None:
         _report_interrupt(interrupt, app, args)
         sys.exit(interrupt.exit_code)
     except BrokenPipeError:
-        # the reader went away (`builder ... | head`): stop quietly, as Unix tools do
+        # the reader went away (`builder ... | head`): stop quietly with 128 + SIGPIPE, as a
+        # shell reports a Unix tool stopped by a closed pipe
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+        sys.exit(128 + signal.SIGPIPE)
     except Exception as exc:  # a bug: traceback always, and still one JSON document with --json
         import traceback
 

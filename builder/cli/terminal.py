@@ -4,8 +4,9 @@ which third-party log lines and warnings reach the user.
 Colour follows https://no-color.org/ (``NO_COLOR`` set and not empty: no colour and no other
 ANSI styling, whatever else is set) and the ``FORCE_COLOR`` convention
 (https://force-color.org/: set and not empty: styled output even when stderr is not a terminal);
-otherwise styling only when stderr is a terminal. Width: ``COLUMNS`` when set (as rich and
-``shutil.get_terminal_size`` read it), else the terminal's, else ``LOG_WIDTH`` for logs and pipes.
+otherwise styling only when stderr is a terminal. Width (of tables): ``COLUMNS`` when set (as rich
+and ``shutil.get_terminal_size`` read it), else the terminal's, else ``LOG_WIDTH`` for logs and
+pipes. Lines of text are not folded by builder: a reference or digest stays one token to copy.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ def make_console(environ: Mapping[str, str]) -> Console:
     con = Console(
         stderr=True,
         highlight=False,
-        soft_wrap=False,
+        # lines of text are written whole (the terminal folds them), so a reference or digest is
+        # never split into pieces that cannot be copied; tables still fit the width
+        soft_wrap=True,
         force_terminal=True if force else None,
         no_color=no_color,
         color_system=None if no_color else "auto",

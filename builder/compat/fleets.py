@@ -120,9 +120,10 @@ def load_fleet(path: Path, *, load_host: HostLoader | None = None) -> Fleet:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc})"
         raise ConfigError(
-            f"cannot read fleet file {path}: {exc.strerror or exc}",
+            f"cannot read fleet file {path}: {why or exc}",
             hint="pass an existing fleets/*.yaml file",
             problems=[Problem(str(path), 0, 0, "", str(exc)).to_json()],
         ) from None

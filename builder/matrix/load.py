@@ -42,6 +42,10 @@ def read_yaml(path: Path) -> tuple[Document, str]:
         text = path.read_text()
     except FileNotFoundError as exc:
         raise ConfigError(f"matrix file {path} does not exist", hint="pass an existing file with --matrix") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"matrix file {path} cannot be read as UTF-8 text: {exc}", hint="a matrix is a UTF-8 YAML file"
+        ) from exc
     try:
         return parse(text, str(path)), text
     except InvalidYaml as exc:

@@ -576,6 +576,8 @@ def check_policy(path: Path, variables: Mapping[str, str] | None = None) -> tupl
         ) from exc
     except OSError as exc:
         raise PolicyError(f"policy file {path} cannot be read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"policy file {path} is not UTF-8 text: {exc}", hint="a policy is a UTF-8 YAML file") from exc
     loader = _Loader(path, variables or {})
     policy = loader.load(text)
     return (policy if not errors(loader.problems) else None), loader.problems
