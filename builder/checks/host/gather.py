@@ -33,10 +33,10 @@ def host_facts(source: Path | None = None, *, text: str | None = None) -> HostIn
     """``builder hostinfo``: the facts of saved output ``text`` (standard input: raw tool output or hostinfo
     JSON), else of the saved file ``source``, else of this host (:func:`live_host`, the engine optional).
     Raises NotFoundError (no such file) and HostProbeError (nothing recognisable, an invalid document)."""
-    from builder.checks.host.reading import load_hostinfo, parse_text  # pydantic: only for saved output
+    from builder.checks.host.reading import load_hostinfo, parse_saved  # pydantic: only for saved output
 
     if text is not None:
-        return parse_text(text, source="<stdin>")
+        return parse_saved(text, "<stdin>")
     if source is not None:
         return load_hostinfo(source)
     return live_host(engine_required=False)

@@ -80,13 +80,20 @@ def load_hostinfo(path: Path | str) -> HostInfo:
         text = p.read_text(errors="replace")
     except OSError as exc:
         raise HostProbeError(f"cannot read {p}: {exc}") from exc
-    info = parse_text(text, source=str(p))
+    return parse_saved(text, str(p))
+
+
+def parse_saved(text: str, source: str) -> HostInfo:
+    """Saved output from a file or standard input (``source`` names it): :func:`parse_text`, and
+    HostProbeError when nothing in it is recognisable (empty input, an ``ssh host nvidia-smi`` that
+    failed): never a host with no GPU made up from junk."""
+    info = parse_text(text, source=source)
     if not info.sources and info.diagnosis is None and not text.lstrip().startswith("{"):
         raise HostProbeError(
-            f"{p}: no nvidia-smi, rocm-smi, amd-smi, rocminfo or docker info output recognised",
+            f"{source}: no nvidia-smi, rocm-smi, amd-smi, rocminfo or docker info output recognised",
             hint="save the tool output itself (nvidia-smi, nvidia-smi -q, --query-gpu=... --format=csv, rocm-smi) "
             "or `builder hostinfo --json`",
-            path=str(p),
+            path=source,
         )
     return info
 
@@ -96,4 +103,4 @@ def load_host(path: Path) -> HostInfo:
     return load_hostinfo(path)
 
 
-__all__ = ["load_host", "load_hostinfo", "parse_text"]
+__all__ = ["load_host", "load_hostinfo", "parse_saved", "parse_text"]

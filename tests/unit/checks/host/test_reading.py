@@ -71,3 +71,10 @@ def test_valid_documents_still_load() -> None:
     assert live.gpus[0].name == "NVIDIA H200"
     assert parse_text(json.dumps(live.to_json())) == live
     assert parse_text('{"vendor": "none"}').gpus == ()
+
+
+@pytest.mark.parametrize("junk", ["garbage\n", "", "   \n"])
+def test_junk_on_standard_input_is_refused_as_from_a_file(cli: Cli, junk: str) -> None:
+    """A failed `ssh host nvidia-smi | builder hostinfo --from -` must not become a host without GPUs."""
+    out = cli("hostinfo", "--from", "-", "--json", stdin=junk, code=21)
+    assert "no nvidia-smi, rocm-smi" in out.json()["error"]["message"]
