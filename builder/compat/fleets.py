@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -131,7 +131,7 @@ def load_fleet(path: Path, *, load_host: HostLoader | None = None) -> Fleet:
         doc = parse(text, str(path))
     except InvalidYaml as exc:
         raise ConfigError(
-            f"fleet file {path} is not valid YAML: {exc.problem.message}",
+            f"fleet file {exc.problem.location}: {exc.problem.message}",
             hint="fix the YAML syntax at the line shown",
             problems=[exc.problem.to_json()],
         ) from None
@@ -225,6 +225,9 @@ def fleet_from_data(tree: object, *, path: Path, load_host: HostLoader | None = 
     """Validate an already-parsed fleet document (a ruamel tree gives line numbers; plain dicts work too).
     ``load_host``: see :func:`load_fleet`. Raises ConfigError listing every problem."""
     problems = _Problems(path, Document(str(path), tree))
+    if not isinstance(tree, Mapping):
+        problems.add((), (), "a fleet file is a mapping with `clusters:` (docs/fleets.md)")
+        raise problems.error()
     try:
         model = _FleetIn.model_validate(plain(tree))
     except ValidationError as exc:

@@ -195,6 +195,8 @@ def check_image(
     """:func:`check_compat` for an :class:`ImageSpec` (``builder compat check``): the host arguments are
     those of :func:`check_compat`. Raises ConfigError (unparsable versions or expression), NotFoundError
     (``image_cuda`` not a known release)."""
+    if image.cuda is not None:
+        min_driver_row(image.cuda)  # NotFoundError for a CUDA release no table knows: no verdict from guesses
     return check_compat(
         driver=driver,
         gpu=gpu,

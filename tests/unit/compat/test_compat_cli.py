@@ -206,3 +206,10 @@ def test_fleet_by_name(cli: Cli) -> None:
     assert code == 0 and json.loads(out)["fleet"] == "demo"
     code, _, err = run(cli, "-C", str(ROOT), "compat", "fleet", "prod", "--cuda", "12.8")
     assert code == 8 and "demo" in err
+
+
+def test_an_unknown_cuda_release_gets_no_verdict(cli: Cli) -> None:
+    """A CUDA line no table knows is an error (as `compat cuda` says), not a verdict made of guesses."""
+    out = cli("compat", "check", "--driver", "580.65.06", "--gpu", "NVIDIA H100", "--cuda", "99.9", "--json", code=8)
+    assert "CUDA 99.9 is not in" in out.json()["error"]["message"]
+    assert "None" not in out.stderr

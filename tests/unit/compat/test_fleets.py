@@ -247,3 +247,21 @@ def test_fleet_resolver_takes_a_name_or_a_file(tmp_path: Path) -> None:
         resolve_fleet_path("nope", ROOT / "fleets")
     with pytest.raises(NotFoundError, match="does not exist"):
         resolve_fleet_path("some/dir/nope", ROOT / "fleets")
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "", "just text\n"])
+def test_a_fleet_that_is_not_a_mapping_says_so(tmp_path: Path, text: str) -> None:
+    f = tmp_path / "fleet.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_fleet(f)
+    assert "a fleet file is a mapping with `clusters:`" in err.value.message
+    assert "_FleetIn" not in err.value.message
+
+
+def test_a_yaml_syntax_error_is_named_once_with_its_place(tmp_path: Path) -> None:
+    f = tmp_path / "fleet.yaml"
+    f.write_text("clusters: [a\n")
+    with pytest.raises(ConfigError) as err:
+        load_fleet(f)
+    assert err.value.message.count("not valid YAML") == 1 and f"{f}:2:" in err.value.message
