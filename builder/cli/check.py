@@ -243,6 +243,14 @@ def check(
         from builder.cli.github import report_result
 
         report_result(outcome)
+    if isinstance(outcome, DeviceCheck) and outcome.attestation is None and attest is not False:
+        unsigned = Path(key) if key else cfg.check_key_path  # stderr, also with --json
+        console().print(
+            f"not signed: no check-runner key at {unsigned}; the result is no evidence for a policy "
+            f"(create one: `builder keys generate --output-dir {unsigned.parent}`, or pass --key)",
+            style="yellow",
+            markup=False,
+        )
     if failure is not None:
         raise failure
 

@@ -237,3 +237,12 @@ def test_hostinfo_from_shared_cases(cli: Cli) -> None:
     assert res.json()["diagnosis"] == "driver-not-loaded"
     doc = cli("diagnose", str(DATA / "errors" / "error-04.txt"), "--json").json()
     assert doc["diagnosis"] == "driver-too-old-for-image" and doc["facts"]["min_driver"] == "450.36.06"
+
+
+def test_a_check_without_a_check_runner_key_says_it_is_not_signed(
+    images: dict[str, str], cli: Cli, tmp_path: Path
+) -> None:
+    """No key at the default place: the check still runs, and stderr says its result is no evidence."""
+    res = cli("check", images["cpu"], "--json", env={"BUILDER_STATE_DIR": str(tmp_path / "state")})
+    assert "attestation" not in res.json()
+    assert "not signed: no check-runner key at" in res.stderr and "builder keys generate" in res.stderr
