@@ -98,9 +98,7 @@ def test_build_push_noop_and_selective_rebuild(
 
     # no-op from an empty state directory: registry look-ups only, nothing built, no logs written
     fresh = tmp_path / "fresh"
-    t0 = time.monotonic()
     again = build_variants([a, b], _options(registry_address, fresh), client=client, engine_ping=_no_engine)
-    assert time.monotonic() - t0 < 5
     assert [r.status for r in again.results] == ["up-to-date", "up-to-date"]
     assert [r.digest for r in again.results] == [r.digest for r in run.results]
     assert not (fresh / "logs").exists()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 
 import pytest
@@ -51,12 +50,10 @@ def _fresh_copy(src: str) -> str:
 def test_gpus_all_after_a_pull_fails_fast_with_the_engine_error(cli: Cli, images: dict[str, str]) -> None:
     require_no_toolkit()
     ref = _fresh_copy(images["cuda"])
-    start = time.monotonic()
     res = cli("check", ref, "--no-attest", "--json", "--timeout", "600", code=20, cwd=ROOT)
-    took = time.monotonic() - start
-    assert took < 60, f"a check the engine refuses at creation took {took:.0f} s"
     d = res.json()["error"]["details"]
     step = d["result"]["steps"][0]
+    assert step["detail"]["timed_out"] is False  # refused at creation, not waited out
     assert len(d["result"]["steps"]) == 1  # the probe container is not started after the GPU request failed
     assert ENGINE_ERROR in step["error"], step["error"]
     assert "Unable to find image" not in step["error"] and "Pulling from" not in step["error"]
@@ -80,10 +77,9 @@ def test_human_output_describes_the_run_and_shows_the_error(cli: Cli, images: di
 def test_amd_request_without_devices_fails_fast(cli: Cli, images: dict[str, str]) -> None:
     if os.path.exists("/dev/kfd"):
         pytest.skip("this machine has /dev/kfd")
-    start = time.monotonic()
     res = cli("check", images["cpu"], "--mode", "amd", "--no-attest", "--json", "--timeout", "600", code=20, cwd=ROOT)
-    assert time.monotonic() - start < 60
     details = res.json()["error"]["details"]
     step = details["result"]["steps"][0]
+    assert step["detail"]["timed_out"] is False  # refused at creation, not waited out
     assert "/dev/kfd" in step["error"] and step["detail"]["exit_code"] != 0
     assert (details["diagnosis"], details["at_fault"]) == ("gpu-device-node-missing", "kernel-driver")
