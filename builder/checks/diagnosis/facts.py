@@ -10,12 +10,15 @@ nvidia-container-cli names only the *last* clause of ``NVIDIA_REQUIRE_CUDA`` it 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder import compat
 from builder.checks.diagnosis.model import CUDA_ERRORS, Context
 from builder.compat.generations import capability
 from builder.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 def _cuda_error(text: str) -> int | None:
@@ -199,31 +202,28 @@ def facts_arch(text: str, ctx: Context) -> dict[str, Any]:
     return facts
 
 
+def _captured(text: str, patterns: Mapping[str, str]) -> dict[str, Any]:
+    """``{fact: first group}`` for each pattern that matches ``text``."""
+    found = {name: re.search(pattern, text) for name, pattern in patterns.items()}
+    return {name: m.group(1) for name, m in found.items() if m}
+
+
 def facts_mismatch(text: str, _ctx: Context) -> dict[str, Any]:
-    facts: dict[str, Any] = {}
-    m = re.search(r"NVML library version:\s*([\d.]+)", text)
-    if m:
-        facts["user_space_version"] = m.group(1)
-    m = re.search(r"kernel module has version ([\d.]+)", text)
-    if m:
-        facts["kernel_module_version"] = m.group(1)
-    return facts
+    return _captured(
+        text,
+        {
+            "user_space_version": r"NVML library version:\s*([\d.]+)",
+            "kernel_module_version": r"kernel module has version ([\d.]+)",
+        },
+    )
 
 
 def facts_perm(text: str, _ctx: Context) -> dict[str, Any]:
-    facts: dict[str, Any] = {}
-    m = re.search(r"(/dev/(?:kfd|dri/\w+|nvidia\w*))", text)
-    if m:
-        facts["device"] = m.group(1)
-    g = re.search(r'member of "?(\w+)"? group', text)
-    if g:
-        facts["group_hint"] = g.group(1)
-    return facts
+    return _captured(text, {"device": r"(/dev/(?:kfd|dri/\w+|nvidia\w*))", "group_hint": r'member of "?(\w+)"? group'})
 
 
 def facts_cdi(text: str, _ctx: Context) -> dict[str, Any]:
-    m = re.search(r"unresolvable CDI devices?\s*:?\s*([\w./-]+=[\w:.,-]+)", text, re.I)
-    return {"cdi_device": m.group(1)} if m else {}
+    return _captured(text, {"cdi_device": r"(?i)unresolvable CDI devices?\s*:?\s*([\w./-]+=[\w:.,-]+)"})
 
 
 def facts_tool(text: str, ctx: Context) -> dict[str, Any]:
