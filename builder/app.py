@@ -65,14 +65,32 @@ class App:
 
         return DockerCredentials.from_file(self.docker_config)
 
+    def endpoint(self, registry: str) -> str:
+        """Where ``registry``'s API answers: its ``registry_endpoints`` entry (builder.toml /
+        ``BUILDER_REGISTRY_ENDPOINTS``), else ``registry-1.docker.io`` for Docker Hub
+        (``docker.io`` and its aliases), else ``registry`` itself."""
+        from builder.registry.reference import DOCKER_HUB, DOCKER_HUB_ENDPOINT, canonical_registry
+
+        name = canonical_registry(registry)
+        for key, host in self.config.endpoint_overrides().items():
+            if canonical_registry(key) == name:
+                return host
+        return DOCKER_HUB_ENDPOINT if name == DOCKER_HUB else registry
+
     def client(self, registry: str) -> RegistryClient:
         """The client for ``registry`` (``host[:port]``) with this invocation's credentials;
-        one per host, shared by threads."""
+        one per host, shared by threads. It talks to :meth:`endpoint` (Docker Hub: its real API
+        host) and looks credentials up under ``registry`` (Docker Hub's
+        ``https://index.docker.io/v1/`` entry, as ``docker login`` writes it)."""
         from builder.registry import client_for
+        from builder.registry.reference import DOCKER_HUB, canonical_registry
 
+        if canonical_registry(registry) == DOCKER_HUB:
+            registry = DOCKER_HUB
         with self._guard:
             if registry not in self._clients:
                 cfg = self.config
+                endpoint = self.endpoint(registry)
                 self._clients[registry] = client_for(
                     registry,
                     insecure=cfg.is_insecure,
@@ -80,6 +98,7 @@ class App:
                     retries=cfg.registry_retries,
                     backoff=cfg.registry_backoff_ms / 1000,
                     max_delay=cfg.registry_max_delay_ms / 1000,
+                    endpoint=endpoint if endpoint != registry else None,
                 )
             return self._clients[registry]
 

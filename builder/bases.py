@@ -75,14 +75,19 @@ class BaseResolution:
         return BaseImage(reference, digest, f"{pull}@{digest}" if digest else pull)
 
     def map_reference(self, reference: str) -> str:
-        """Apply the mirror map (air-gapped sites); the reference unchanged when no prefix matches."""
-        if not self.mirror_map:
-            return reference
-        full = normalize_reference(reference)
+        """The fully qualified name to pull ``reference`` from: short names on Docker Hub
+        (:func:`builder.registry.reference.qualify`: ``ubuntu:24.04`` ->
+        ``docker.io/library/ubuntu:24.04``), then the mirror map's longest matching prefix
+        rewritten (air-gapped sites, ``{"docker.io": "mirror.corp/hub"}``)."""
+        from builder.registry.reference import canonical_reference, canonical_registry, qualify
+
+        full = qualify(reference)
         for src, dst in self.mirror_map:
-            if full == src or full.startswith(src.rstrip("/") + "/"):
-                return dst.rstrip("/") + full[len(src.rstrip("/")) :]
-        return reference
+            key = src.rstrip("/")
+            source = canonical_reference(key) if "/" in key else canonical_registry(key)
+            if full == source or full.startswith(source + "/"):
+                return dst.rstrip("/") + full[len(source) :]
+        return full
 
 
 def is_mirror(reference: str) -> bool:
@@ -105,18 +110,6 @@ def unpinned_reasons(base: BaseImage) -> tuple[str, ...]:
         name = symbolic_name(base.reference)
         return (f"mirror base {name} is not in the machine-local mirror record (run `bash scripts/setup`)",)
     return (f"base {base.reference} is not pinned: bases.lock.json has no digest (run `builder bases update`)",)
-
-
-def normalize_reference(reference: str) -> str:
-    """Fully qualified name: ``ubuntu:24.04`` -> ``docker.io/library/ubuntu:24.04``,
-    ``nvidia/cuda:12.8.1-...`` -> ``docker.io/nvidia/cuda:12.8.1-...`` (Docker's rules:
-    https://docs.docker.com/reference/cli/docker/image/tag/#description)."""
-    first, _, rest = reference.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return reference
-    if not rest:
-        return f"docker.io/library/{reference}"
-    return f"docker.io/{reference}"
 
 
 def read_bases_lock(path: Path) -> dict[str, str | None]:
@@ -209,9 +202,19 @@ def upstream_references(variants: Iterable[Variant]) -> tuple[str, ...]:
 # Pinning: `builder bases update`
 # --------------------------------------------------------------------------------------------
 
-#: Image config Env facts recorded per base (NVIDIA's CUDA images set both:
-#: https://gitlab.com/nvidia/container-images/cuda/-/blob/master/dist/README.md).
-ENV_FACTS = ("NVIDIA_REQUIRE_CUDA", "CUDA_VERSION")
+#: Image config Env facts recorded per base: the driver requirement and CUDA release every NVIDIA
+#: CUDA image sets (``base`` flavour), the NCCL release of ``runtime`` and the cuDNN release of
+#: ``cudnn`` images (https://gitlab.com/nvidia/container-images/cuda/-/tree/master/dist, e.g.
+#: dist/12.8.1/ubuntu2404/base|runtime|runtime/cudnn/Dockerfile). A re-pushed tag that raises
+#: ``NVIDIA_REQUIRE_CUDA`` is how hosts broke when NVIDIA re-published the cuda 11.8 tags in
+#: November 2023 ("unsatisfied condition: cuda>=11.8",
+#: https://github.com/NVIDIA/nvidia-container-toolkit/issues/152).
+ENV_FACTS = ("NVIDIA_REQUIRE_CUDA", "CUDA_VERSION", "NV_CUDNN_VERSION", "NCCL_VERSION")
+
+
+def lock_key(fact: str) -> str:
+    """The key of an Env fact in a ``bases.lock.json`` entry: its name in lower case."""
+    return fact.lower()
 
 
 class FactChangeDocument(TypedDict):
@@ -224,10 +227,12 @@ class FactChangeDocument(TypedDict):
 class BaseChangeDocument(TypedDict):
     """One upstream base of ``builder bases update --json``: the ``reference`` as written in the
     matrices, the digest the lock held (``old_digest``; None: not pinned) and the one it resolves
-    to now, ``changed``, the image's ``facts`` now (``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION``; None:
-    not set) and the facts that changed (name -> old and new)."""
+    to now, ``changed``, the image's ``facts`` now (:data:`ENV_FACTS`; None: not set) and the
+    facts that changed (name -> old and new). ``pulled_from``: the fully qualified name that was
+    resolved (Docker Hub for short names, rewritten by the mirror map)."""
 
     reference: str
+    pulled_from: str
     old_digest: str | None
     new_digest: str
     changed: bool
@@ -254,6 +259,7 @@ class BaseChange:
     new_digest: str
     old_facts: Mapping[str, str | None]
     new_facts: Mapping[str, str | None]
+    pulled_from: str = ""
 
     @property
     def changed(self) -> bool:
@@ -271,6 +277,7 @@ class BaseChange:
     def to_json(self) -> BaseChangeDocument:
         return {
             "reference": self.reference,
+            "pulled_from": self.pulled_from or self.reference,
             "old_digest": self.old_digest,
             "new_digest": self.new_digest,
             "changed": self.changed,
@@ -280,7 +287,7 @@ class BaseChange:
 
 
 def base_facts(client: RegistryClient, repository: str, digest: str) -> dict[str, str | None]:
-    """``NVIDIA_REQUIRE_CUDA`` and ``CUDA_VERSION`` from the image config's Env (None when absent);
+    """:data:`ENV_FACTS` from the image config's Env (None when absent);
     for an index, the linux/amd64 (else first runnable) platform's config. Raises the registry's
     errors (NotFoundError when ``digest`` is gone)."""
     from builder.registry import config_env, image_config
@@ -316,42 +323,42 @@ def update_bases(
     lock_path: Path,
     *,
     resolve_client: Callable[[str], RegistryClient],
-    default_registry: str,
-    map_reference: Callable[[str], str] = lambda r: r,
+    map_reference: Callable[[str], str] | None = None,
     write: bool = True,
 ) -> list[BaseChange]:
-    """Resolve every upstream base reference (through the mirror map when the site has one) to a
-    digest, read its CUDA facts, compare with the lock (``old`` facts are read from the registry
-    for the old digest when it still resolves, else from the lock entry), and write
-    ``bases.lock.json`` (:func:`write_bases_lock`: ``{"version": 1, "bases": {ref: {"digest",
-    "nvidia_require_cuda", "cuda_version"}}}``). References no longer used are dropped.
-    Raises NotFoundError / RegistryError naming the reference, ConfigError for an invalid lock."""
+    """Resolve every upstream base reference to a digest where it is pulled from
+    (``map_reference``, default :meth:`BaseResolution.map_reference` without a mirror map: short
+    names on Docker Hub, ``docker.io`` reached through ``resolve_client("docker.io")``), read its
+    :data:`ENV_FACTS`, compare with the lock (``old`` facts are read from the registry for the old
+    digest when it still resolves, else from the lock entry), and write ``bases.lock.json``
+    (:func:`write_bases_lock`: ``{"version": 1, "bases": {ref: {"digest", "pulled_from",
+    "nvidia_require_cuda", "cuda_version", "nv_cudnn_version", "nccl_version"}}}``). References no
+    longer used are dropped. Raises NotFoundError / RegistryError naming the reference,
+    ConfigError for an invalid lock."""
     from builder.registry import parse_reference
+    from builder.registry.reference import DOCKER_HUB
+
+    map_reference = map_reference or BaseResolution().map_reference
 
     old_doc = _lock_entries(lock_path)
     changes: list[BaseChange] = []
     entries: dict[str, dict[str, str | None]] = {}
     for reference in sorted(set(references)):
-        ref = parse_reference(map_reference(reference), default_registry)
+        pulled_from = map_reference(reference)
+        ref = parse_reference(pulled_from, DOCKER_HUB)
         client = resolve_client(ref.registry)
         new_digest = client.resolve(ref.repository, ref.ref)
         new_facts = base_facts(client, ref.repository, new_digest)
         old_entry = old_doc.get(reference, {})
         old_digest = old_entry.get("digest")
-        old_facts: dict[str, str | None] = {
-            "NVIDIA_REQUIRE_CUDA": old_entry.get("nvidia_require_cuda"),
-            "CUDA_VERSION": old_entry.get("cuda_version"),
-        }
+        old_facts: dict[str, str | None] = {k: old_entry.get(lock_key(k)) for k in ENV_FACTS}
         if old_digest and old_digest != new_digest:
             old_facts = _facts_or(client, ref.repository, old_digest, old_facts)
         elif old_digest == new_digest:
             old_facts = new_facts
-        changes.append(BaseChange(reference, old_digest, new_digest, old_facts, new_facts))
-        entries[reference] = {
-            "digest": new_digest,
-            "nvidia_require_cuda": new_facts.get("NVIDIA_REQUIRE_CUDA"),
-            "cuda_version": new_facts.get("CUDA_VERSION"),
-        }
+        changes.append(BaseChange(reference, old_digest, new_digest, old_facts, new_facts, pulled_from))
+        entries[reference] = {"digest": new_digest, "pulled_from": pulled_from}
+        entries[reference].update({lock_key(k): new_facts.get(k) for k in ENV_FACTS})
     if write:
         write_bases_lock(lock_path, entries)
     return changes
@@ -397,7 +404,6 @@ def pin_bases(
     lock_path: Path,
     *,
     resolve_client: Callable[[str], RegistryClient],
-    default_registry: str,
     check: bool = False,
 ) -> BasesUpdate:
     """``builder bases update``: every upstream base of ``variants`` resolved through the site's
@@ -408,7 +414,6 @@ def pin_bases(
         upstream_references(variants),
         lock_path,
         resolve_client=resolve_client,
-        default_registry=default_registry,
         map_reference=resolution.map_reference,
         write=not check,
     )

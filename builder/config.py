@@ -8,6 +8,7 @@ Reference for every key: ``docs/configuration.md``.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, SupportsInt, cast
@@ -42,6 +43,8 @@ class Config:
     check_key: Path | None = None  # default: <state_dir>/keys/check-runner/builder.key
     key_password: str | None = None
     workers: int = 2
+    repository_prefix: str = ""  # every repository of this checkout lives under it (docs/configuration.md)
+    registry_endpoints: tuple[str, ...] = ()  # "NAME=HOST[:PORT]": where registry NAME's API answers
     registry_retries: int = 4  # extra attempts of a registry request on 429/5xx/connection reset
     registry_backoff_ms: int = 250  # wait before the first retry; doubled for each next one
     registry_max_delay_ms: int = 30_000  # longest wait between attempts (Retry-After capped)
@@ -67,6 +70,15 @@ class Config:
     @property
     def logs_dir(self) -> Path:
         return self.state_dir / "logs"
+
+    def repository(self, repository: str) -> str:
+        """The registry repository of a matrix or stage repository: under ``repository_prefix``
+        (:func:`repository_path`, the one naming function)."""
+        return repository_path(self.repository_prefix, repository)
+
+    def endpoint_overrides(self) -> dict[str, str]:
+        """``registry_endpoints`` as registry name -> ``host[:port]`` (validated at load)."""
+        return {k.strip(): v.strip() for k, _, v in (e.partition("=") for e in self.registry_endpoints)}
 
     def is_insecure(self, registry: str) -> bool:
         """Plain HTTP only for loopback or explicitly listed registries."""
@@ -136,6 +148,7 @@ def load_config(root: Path, environ: Mapping[str, str]) -> Config:
         p = values.get(key)
         if isinstance(p, Path) and not p.is_absolute():
             values[key] = root / p
+    _check_values(values, str(path))
     cfg = Config(root=root, **values)
     # defaults that are relative paths
     fixed = {
@@ -144,6 +157,52 @@ def load_config(root: Path, environ: Mapping[str, str]) -> Config:
         if isinstance(getattr(cfg, k), Path) and not getattr(cfg, k).is_absolute()
     }
     return dataclasses.replace(cfg, **fixed) if fixed else cfg
+
+
+def _check_values(values: dict[str, Any], source: str) -> None:
+    """Keys whose text has a grammar: ``repository_prefix`` (a repository path; stored without
+    leading or trailing ``/``) and each ``registry_endpoints`` entry (``NAME=HOST[:PORT]``).
+    ConfigError naming ``source`` and the key."""
+    prefix = values.get("repository_prefix")
+    if isinstance(prefix, str):
+        try:
+            values["repository_prefix"] = check_repository_prefix(prefix)
+        except ConfigError as exc:
+            raise ConfigError(f"{source} (or BUILDER_REPOSITORY_PREFIX): {exc}", hint=exc.hint) from exc
+    for entry in values.get("registry_endpoints", ()):
+        key, sep, host = entry.partition("=")
+        if not sep or not key.strip() or not host.strip() or "/" in host:
+            raise ConfigError(
+                f"{source} (or BUILDER_REGISTRY_ENDPOINTS): registry_endpoints entry {entry!r} is not NAME=HOST[:PORT]",
+                hint='e.g. registry_endpoints = ["docker.io=mirror.example:5000"]',
+            )
+
+
+#: One repository path component (OCI distribution spec, "Pulling manifests": ``<name>``
+#: https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pulling-manifests).
+_COMPONENT_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
+
+
+def repository_path(prefix: str, repository: str) -> str:
+    """The registry repository of a project repository under the checkout's ``repository_prefix``:
+    ``("team-a", "ml/jax")`` -> ``team-a/ml/jax``; ``""`` leaves it unchanged. The one place
+    repositories are named (build, stage pointers, status, resolve, gc); two checkouts with
+    different prefixes never share a repository on one registry."""
+    prefix = prefix.strip("/")
+    return f"{prefix}/{repository}" if prefix else repository
+
+
+def check_repository_prefix(prefix: str) -> str:
+    """``prefix`` without leading/trailing ``/`` when it is a repository path (components of
+    lowercase letters and digits separated by ``.``, ``_``, ``__`` or ``-``, joined by ``/``),
+    else ConfigError naming it. ``""`` (no prefix) is valid."""
+    text = prefix.strip("/")
+    if text and not all(_COMPONENT_RE.match(c) for c in text.split("/")):
+        raise ConfigError(
+            f"repository_prefix {prefix!r} is not a repository path",
+            hint="use lowercase components such as `team-a` or `acme/images` (GHCR: the GitHub owner/repository)",
+        )
+    return text
 
 
 def find_root(start: Path) -> Path:

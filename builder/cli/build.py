@@ -269,7 +269,6 @@ def bases_update(matrices: tuple[Path, ...], check: bool) -> None:
         chosen.bases,
         cfg.bases_lock,
         resolve_client=app.client,
-        default_registry=cfg.registry,
         check=check,
     )
     if update.stale:
@@ -282,12 +281,18 @@ def _print_bases(update: BasesUpdate) -> None:
     con = console()
     if not update.changes:
         con.print("no upstream base images in the matrices")
+    from rich.markup import escape
+
     for c in update.changes:
         if not c.changed:
-            con.print(f"[dim]unchanged[/] {c.reference} {c.new_digest[:19]}")
+            con.print(f"[dim]unchanged[/] {escape(c.reference)} {c.new_digest[:19]}", highlight=False)
             continue
         old = c.old_digest[:19] if c.old_digest else "(not pinned)"
-        con.print(f"[yellow]changed[/]   {c.reference}: {old} -> {c.new_digest[:19]}")
+        con.print(f"[yellow]changed[/]   {escape(c.reference)}", highlight=False)
+        if c.pulled_from and c.pulled_from != c.reference:
+            con.print(f"  from {escape(c.pulled_from)}", highlight=False, soft_wrap=True)
+        con.print(f"  digest {old} -> {c.new_digest[:19]}", highlight=False)
         for k, (o, n) in c.fact_changes.items():
-            con.print(f"          [bold red]{k}[/] {o!r} -> {n!r}")
-    con.print(f"{'wrote' if update.written else 'checked'} {update.lock}")
+            con.print(f"  [bold red]{k}[/]", highlight=False)
+            con.print(f"    - {escape(str(o))}\n    + {escape(str(n))}", highlight=False, soft_wrap=True)
+    con.print(f"{'wrote' if update.written else 'checked'} {escape(str(update.lock))}", highlight=False)

@@ -65,6 +65,10 @@ _CANCEL_UPLOAD_OK = (200, 202, 204, 400, 404, 405, 501)
 class RegistryClient:
     """Client for one registry host (``host[:port]``). Thread-safe for concurrent requests.
 
+    ``credential_name``: the registry name credentials are looked up under when the host is
+    another name's endpoint (``docker.io`` served at ``registry-1.docker.io`` or at a stand-in);
+    None: ``registry`` itself.
+
     ``insecure=True`` uses plain HTTP (only for loopback or explicitly insecure registries).
     ``auth``: credentials (a :class:`DockerCredentials` or a fixed :class:`Credential`; None:
     anonymous); Basic and Bearer challenges are answered when the registry sends them.
@@ -83,11 +87,12 @@ class RegistryClient:
         retries: int = DEFAULT_RETRIES,
         backoff: float = DEFAULT_BACKOFF,
         max_delay: float = DEFAULT_MAX_DELAY,
+        credential_name: str | None = None,
     ) -> None:
         self.registry = registry
         self.transport = Transport(
             registry,
-            Authenticator(registry, auth),
+            Authenticator(credential_name or registry, auth),
             insecure=insecure,
             timeout=timeout,
             retries=retries,
@@ -483,14 +488,24 @@ def client_for(
     retries: int = DEFAULT_RETRIES,
     backoff: float = DEFAULT_BACKOFF,
     max_delay: float = DEFAULT_MAX_DELAY,
+    endpoint: str | None = None,
 ) -> RegistryClient:
     """A client for ``registry`` (``insecure`` usually ``Config.is_insecure``), cached in ``cache``
     (registry host -> client) so one client per host is shared. ``retries``, ``backoff`` and
-    ``max_delay`` as in :class:`RegistryClient`."""
+    ``max_delay`` as in :class:`RegistryClient`. ``endpoint``: the ``host[:port]`` that serves
+    ``registry``'s API when it is another (Docker Hub: ``registry-1.docker.io``); credentials are
+    still looked up under ``registry``."""
     if cache is not None and registry in cache:
         return cache[registry]
+    host = endpoint or registry
     c = RegistryClient(
-        registry, insecure=insecure(registry), auth=auth, retries=retries, backoff=backoff, max_delay=max_delay
+        host,
+        insecure=insecure(host),
+        auth=auth,
+        retries=retries,
+        backoff=backoff,
+        max_delay=max_delay,
+        credential_name=registry if host != registry else None,
     )
     if cache is not None:
         cache[registry] = c

@@ -7,6 +7,11 @@ component has ``.`` or ``:`` or is ``localhost``; tags of at most 128 word chara
 and ``-``, not starting with ``.`` or ``-``), OCI
 distribution-spec v1.1 (the referrers fallback tag ``<alg>-<ref>``,
 https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#referrers-tag-schema).
+Docker Hub (https://docs.docker.com/docker-hub/image-library/mirror/ and the Docker CLI's
+``reference.ParseNormalizedNamed``): a name without a registry is on ``docker.io``, an official
+image's repository gets ``library/``; ``index.docker.io`` and ``registry-1.docker.io`` are other
+names of ``docker.io``, whose registry API is served at ``registry-1.docker.io`` with tokens from
+``auth.docker.io`` (https://distribution.github.io/distribution/spec/auth/token/).
 Errors: ``ConfigError`` (exit 2) naming the reference.
 """
 
@@ -23,6 +28,52 @@ _SHA256_RE = re.compile(r"^sha256:[a-f0-9]{64}$")
 _TAG_RE = re.compile(r"^[\w][\w.-]{0,127}$")
 _COMPONENT_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 _HOST_RE = re.compile(r"^(?:\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::[0-9]+)?$")
+
+
+#: Docker Hub's canonical registry name (what references and identities use).
+DOCKER_HUB = "docker.io"
+#: Where Docker Hub's registry API answers (``https://registry-1.docker.io/v2/``).
+DOCKER_HUB_ENDPOINT = "registry-1.docker.io"
+#: Other names of Docker Hub, normalised to :data:`DOCKER_HUB`.
+DOCKER_HUB_ALIASES = frozenset({"index.docker.io", "registry-1.docker.io"})
+
+
+def canonical_registry(host: str) -> str:
+    """One spelling per registry, for identities and comparisons: lower case; Docker Hub's
+    aliases -> ``docker.io``; ``localhost[:port]`` -> ``127.0.0.1[:port]`` (both name this
+    machine's loopback registry). ``127.0.0.1:5000`` and ``localhost:5000`` compare equal."""
+    h = host.strip().lower()
+    if h in DOCKER_HUB_ALIASES:
+        return DOCKER_HUB
+    if h == "localhost" or h.startswith("localhost:"):
+        return "127.0.0.1" + h[len("localhost") :]
+    return h
+
+
+def canonical_reference(reference: str) -> str:
+    """``reference`` with its registry in :func:`canonical_registry` spelling (the rest as is), for
+    comparing identities written by different spellings of one registry. Text without a registry
+    part is returned unchanged."""
+    first, sep, rest = reference.partition("/")
+    if not sep:
+        return reference
+    return f"{canonical_registry(first)}/{rest}"
+
+
+def qualify(reference: str) -> str:
+    """A base-image name as the Docker CLI reads it, fully qualified: ``ubuntu:24.04`` ->
+    ``docker.io/library/ubuntu:24.04``, ``nvidia/cuda:12.8.1-...`` -> ``docker.io/nvidia/cuda:...``,
+    ``index.docker.io/ubuntu`` -> ``docker.io/library/ubuntu``; a name with a registry part (it has
+    ``.`` or ``:`` or is ``localhost``) keeps it
+    (https://docs.docker.com/reference/cli/docker/image/tag/#description)."""
+    first, _, rest = reference.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        if canonical_registry(first) != DOCKER_HUB:
+            return reference
+        return qualify(rest)
+    if not rest:
+        return f"{DOCKER_HUB}/library/{reference}"
+    return f"{DOCKER_HUB}/{reference}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +126,9 @@ def parse_reference(ref: str, default_registry: str) -> Reference:
 
     The first path component is a registry when it contains ``.`` or ``:`` or is ``localhost``
     (the Docker CLI's rule); otherwise the name is relative and resolves against
-    ``default_registry`` (the configured registry, not Docker Hub). ``docker.io/name`` becomes
-    ``docker.io/library/name`` as Docker does. Raises ConfigError naming the reference.
+    ``default_registry`` (the configured registry, not Docker Hub). Docker Hub's aliases become
+    ``docker.io`` and ``docker.io/name`` becomes ``docker.io/library/name`` as Docker does.
+    Raises ConfigError naming the reference.
     """
     text = ref.strip()
 
@@ -108,7 +160,9 @@ def parse_reference(ref: str, default_registry: str) -> Reference:
     else:
         registry = default_registry
         repo_parts = parts
-    if registry in ("docker.io", "index.docker.io") and len(repo_parts) == 1:
+    if canonical_registry(registry) == DOCKER_HUB:
+        registry = DOCKER_HUB
+    if registry == DOCKER_HUB and len(repo_parts) == 1:
         repo_parts = ["library", *repo_parts]
     for comp in repo_parts:
         if not _COMPONENT_RE.match(comp):

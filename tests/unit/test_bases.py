@@ -10,6 +10,7 @@ import pytest
 from builder import bases, matrix
 from builder.errors import ConfigError
 from builder.models import BaseImage
+from builder.registry.reference import qualify
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_CUDA_DIGEST = "sha256:" + "a" * 64
@@ -41,15 +42,23 @@ def test_committed_bases_lock_lists_every_upstream_base() -> None:
 
 
 def test_normalize_and_mirror_map(tmp_path: Path) -> None:
-    assert bases.normalize_reference("ubuntu:24.04") == "docker.io/library/ubuntu:24.04"
-    assert bases.normalize_reference("rocm/dev-ubuntu-24.04:7.2") == "docker.io/rocm/dev-ubuntu-24.04:7.2"
-    assert bases.normalize_reference("nvcr.io/nvidia/pytorch:25.01") == "nvcr.io/nvidia/pytorch:25.01"
+    assert qualify("ubuntu:24.04") == "docker.io/library/ubuntu:24.04"
+    assert qualify("rocm/dev-ubuntu-24.04:7.2") == "docker.io/rocm/dev-ubuntu-24.04:7.2"
+    assert qualify("nvcr.io/nvidia/pytorch:25.01") == "nvcr.io/nvidia/pytorch:25.01"
+    assert qualify("index.docker.io/ubuntu:24.04") == "docker.io/library/ubuntu:24.04"
+    assert qualify("registry-1.docker.io/nvidia/cuda:12") == "docker.io/nvidia/cuda:12"
+    assert qualify("localhost:5000/x/y:1") == "localhost:5000/x/y:1"
+    # without a mirror map a short name is pulled from Docker Hub, never the configured registry
+    assert bases.BaseResolution().map_reference("ubuntu:24.04") == "docker.io/library/ubuntu:24.04"
     m = tmp_path / "mirrors.json"
     m.write_text(json.dumps({"docker.io": "hub.corp/dockerhub", "docker.io/nvidia": "hub.corp/nv"}))
     b = bases.BaseResolution(upstream={"ubuntu:24.04": FAKE_CUDA_DIGEST}, mirror_map=bases.read_mirror_map(m))
     assert b.resolve("ubuntu:24.04").pull == f"hub.corp/dockerhub/library/ubuntu:24.04@{FAKE_CUDA_DIGEST}"
     assert b.map_reference("nvidia/cuda:12.8.1-base-ubuntu24.04") == "hub.corp/nv/cuda:12.8.1-base-ubuntu24.04"
     assert b.map_reference("quay.io/x/y:1") == "quay.io/x/y:1"
+    # a map keyed by one of Docker Hub's aliases applies to docker.io names
+    alias = bases.BaseResolution(mirror_map=(("index.docker.io", "hub.corp/h"),))
+    assert alias.map_reference("ubuntu:24.04") == "hub.corp/h/library/ubuntu:24.04"
 
 
 def test_mirror_bases_resolve_through_the_machine_local_record() -> None:

@@ -53,3 +53,23 @@ def test_repository_config_loads() -> None:
     root = Path(__file__).resolve().parents[2]
     cfg = load_config(root, {})
     assert cfg.root == root
+
+
+def test_repository_prefix_names_every_repository(tmp_path: Path) -> None:
+    (tmp_path / "builder.toml").write_text('repository_prefix = "/team-a/"\n')
+    cfg = load_config(tmp_path, {})
+    assert cfg.repository_prefix == "team-a" and cfg.repository("ml/jax") == "team-a/ml/jax"
+    env = load_config(tmp_path, {"BUILDER_REPOSITORY_PREFIX": "acme/images"})
+    assert env.repository("prod/ml/jax") == "acme/images/prod/ml/jax"
+    assert load_config(tmp_path, {"BUILDER_REPOSITORY_PREFIX": ""}).repository("ml/jax") == "ml/jax"
+    # ghcr.io names are lowercase: an owner with capitals is refused, naming the setting
+    with pytest.raises(ConfigError, match="repository_prefix 'Acme/Images'") as err:
+        load_config(tmp_path, {"BUILDER_REPOSITORY_PREFIX": "Acme/Images"})
+    assert "BUILDER_REPOSITORY_PREFIX" in err.value.message and "lowercase" in err.value.hint
+
+
+def test_registry_endpoints(tmp_path: Path) -> None:
+    (tmp_path / "builder.toml").write_text('registry_endpoints = ["docker.io=127.0.0.1:5001"]\n')
+    assert load_config(tmp_path, {}).endpoint_overrides() == {"docker.io": "127.0.0.1:5001"}
+    with pytest.raises(ConfigError, match="not NAME=HOST"):
+        load_config(tmp_path, {"BUILDER_REGISTRY_ENDPOINTS": "docker.io"})
