@@ -1,0 +1,123 @@
+"""Topology (nvidia-smi topo -m, rocm-smi --showtopo) and nccl-tests parsers on real recorded outputs
+(tests/data/topology, tests/data/nccl-tests: each file's first line names its public source)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder.checks.nccl_tests import parse_nccl_tests
+from builder.checks.topology import parse_nvidia_topo, parse_rocm_topo, probe_topology
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def _read(kind: str, name: str) -> str:
+    text = (DATA / kind / name).read_text()
+    assert text.startswith("# Source: "), "every recording names its public source"
+    return text
+
+
+def test_nvswitch_8_gpu_every_pair_on_18_nvlinks() -> None:
+    t = parse_nvidia_topo(_read("topology", "nvidia-smi-topo-01-h100-nvswitch.txt"))
+    assert t.fabric == "nvlink-all"
+    assert [g.index for g in t.gpus] == list(range(8))
+    assert len(t.links) == 28 and {x.links for x in t.links} == {18}
+    assert t.gpus[0].cpu_affinity == "0-47,96-143" and t.gpus[7].cpu_affinity == "48-95,144-191"
+    assert t.numa_nodes == ("0", "1") and t.gpus[3].gpu_numa_id is None
+    assert not t.notes
+
+
+def test_pcie_only_8_gpu_nic_columns_and_rows_are_not_gpu_links() -> None:
+    t = parse_nvidia_topo(_read("topology", "nvidia-smi-topo-02-4090-pcie.txt"))
+    assert t.fabric == "pcie"
+    assert len(t.gpus) == 8 and {x.code for x in t.links} == {"SYS"}
+    assert t.gpus[6].numa_affinity == "1" and t.gpus[6].cpu_affinity == "56-111,168-223"
+
+
+def test_mixed_numa_placement_links_by_pair() -> None:
+    t = parse_nvidia_topo(_read("topology", "nvidia-smi-topo-03-mixed-pcie-numa.txt"))
+    assert t.fabric == "pcie"
+    link = t.link(2, 1)
+    assert link is not None and link.code == "PHB"
+    assert t.link(0, 4).code == "SYS"  # type: ignore[union-attr]
+    assert t.link(1, 3).code == "NODE"  # type: ignore[union-attr]
+    assert t.gpus[0].numa_affinity == "1" and t.gpus[1].numa_affinity == "0"
+
+
+def test_4_gpu_nvlink_with_nics_and_scattered_numa() -> None:
+    t = parse_nvidia_topo(_read("topology", "nvidia-smi-topo-06-h100x4-nv6-nics.txt"))
+    assert t.fabric == "nvlink-all" and {x.links for x in t.links} == {6}
+    assert t.numa_nodes == ("3", "1", "7", "5")
+    assert t.gpus[2].cpu_affinity == "7,15,23,31"
+
+
+def test_old_driver_and_tab_separated_without_numa_column() -> None:
+    t = parse_nvidia_topo(_read("topology", "nvidia-smi-topo-07-pcie-switches-tabs.txt"))
+    assert len(t.gpus) == 8 and t.gpus[4].cpu_affinity == "14-27" and t.gpus[4].numa_affinity is None
+    assert t.link(0, 1).code == "PIX" and t.link(0, 2).code == "PXB"  # type: ignore[union-attr]
+    cut = parse_nvidia_topo(_read("topology", "nvidia-smi-topo-04-pcie-switches-old-driver.txt"))
+    assert len(cut.gpus) == 5 and any("no row" in n for n in cut.notes)
+
+
+def test_h200_recording_with_ansi_header_is_one_gpu() -> None:
+    t = parse_nvidia_topo(_read("topology", "nvidia-smi-topo-05-h200-single.txt"))
+    assert t.fabric == "single" and t.gpus[0].cpu_affinity == "0-15" and t.gpus[0].numa_affinity == "0"
+
+
+def test_rocm_showtopo_weights_hops_and_link_types() -> None:
+    t = parse_rocm_topo(_read("topology", "rocm-smi-showtopo-01-pcie-4gpu.txt"))
+    assert t.fabric == "pcie" and len(t.links) == 6
+    assert {(x.weight, x.hops, x.code) for x in t.links} == {(52, 3, "PCIE")}
+    numa = parse_rocm_topo(_read("topology", "rocm-smi-showtoponuma-02-8gpu.txt"))
+    assert numa.fabric == "unknown" and numa.numa_nodes == ("0", "1") and numa.notes
+
+
+def test_junk_is_notes_not_a_crash() -> None:
+    t = parse_nvidia_topo("Failed to initialize NVML: Driver/library version mismatch\n")
+    assert t.fabric == "none" and t.notes
+    assert parse_nccl_tests("segfault\n").notes == ("no result rows",)
+
+
+def test_probe_topology_runs_the_vendor_tool_and_reports_failure() -> None:
+    seen: list[list[str]] = []
+
+    def run(argv: object) -> tuple[int, str]:
+        seen.append(list(argv))  # type: ignore[call-overload]
+        return 9, ""
+
+    t = probe_topology("nvidia", run=run)
+    assert seen == [["nvidia-smi", "topo", "-m"]] and t.notes == ("nvidia-smi topo -m exited with 9",)
+    assert probe_topology("none", run=run).fabric == "none" and len(seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "rows", "avg", "peak", "in_place"),
+    [
+        ("all-reduce-01-4090-pcie-tree.txt", 1, None, 0.0, None),
+        ("all-reduce-02-2gpu-tail.txt", 1, 8.62002, 25.86, 25.88),
+        ("all-reduce-03-p5-mpirun-prefix.txt", 3, None, 0.0, 0.0),
+        ("all-reduce-04-rows-no-summary.txt", 10, None, 0.18, 0.0),
+    ],
+)
+def test_nccl_tests_tables(name: str, rows: int, avg: float | None, peak: float, in_place: float | None) -> None:
+    r = parse_nccl_tests(_read("nccl-tests", name))
+    assert len(r.rows) == rows and r.avg_busbw_gbps == avg and r.peak_busbw_gbps == peak
+    assert r.rows[0].in_place_busbw_gbps == in_place and r.ok
+
+
+def test_nccl_tests_row_fields_and_interleaved_log_lines() -> None:
+    r = parse_nccl_tests(_read("nccl-tests", "all-reduce-02-2gpu-tail.txt"))
+    row = r.rows[0]
+    assert (row.size_bytes, row.count, row.type, row.redop) == (134217728, 33554432, "float", "sum")
+    assert (row.time_us, row.algbw_gbps, row.busbw_gbps, row.wrong) == (5190.8, 25.86, 25.86, 0)
+    assert r.out_of_bounds == 0
+
+
+def test_nccl_tests_old_header_without_root_and_wrong_values() -> None:
+    head = _read("nccl-tests", "all-reduce-05-old-format-no-root.txt")
+    assert parse_nccl_tests(head).rows == ()
+    # the old layout (no root column): a row as that header lays it out, with 3 wrong values
+    r = parse_nccl_tests(head + "  1310720000  327680000     float     sum   51234.5   25.58   25.58      3\n")
+    assert len(r.rows) == 1 and r.rows[0].busbw_gbps == 25.58 and r.rows[0].wrong == 3 and not r.ok
