@@ -116,8 +116,15 @@ def _row(tokens: list[str], has_root: bool) -> NcclRow | None:
     wrong = int(nums[3]) if len(nums) > 3 and nums[3].isdigit() else None
     in_place = float(nums[6]) if len(nums) > 6 and _NUM.match(nums[6]) else None
     return NcclRow(
-        int(tokens[0]), int(tokens[1]), tokens[2], tokens[3], float(nums[0]), float(nums[1]), float(nums[2]),
-        wrong, in_place,
+        int(tokens[0]),
+        int(tokens[1]),
+        tokens[2],
+        tokens[3],
+        float(nums[0]),
+        float(nums[1]),
+        float(nums[2]),
+        wrong,
+        in_place,
     )
 
 

@@ -137,8 +137,10 @@ class Topology:
             n = sum(1 for link in self.links if link.kind == kind)
             if n:
                 pairs = len(self.gpus) * (len(self.gpus) - 1) // 2
-                return "nvlink-all" if kind == "nvlink" and n == pairs else (
-                    "nvlink-partial" if kind == "nvlink" else ("xgmi-all" if n == pairs else "xgmi-partial")
+                return (
+                    "nvlink-all"
+                    if kind == "nvlink" and n == pairs
+                    else ("nvlink-partial" if kind == "nvlink" else ("xgmi-all" if n == pairs else "xgmi-partial"))
                 )
         return "pcie"
 
@@ -216,7 +218,7 @@ def parse_nvidia_topo(text: str) -> Topology:
     if header is None:
         notes.append("no topology matrix header (GPU0 ...) found")
     seen = {g.index for g in gpus}
-    for a, b in list(links):
+    for _a, b in list(links):
         if b not in seen:
             notes.append(f"GPU{b} is a column but has no row (output cut?)")
             break
@@ -261,7 +263,9 @@ def parse_rocm_topo(text: str) -> Topology:
                 if other != row:
                     cells.setdefault((min(row, other), max(row, other)), {})[section] = value
     indices = sorted({i for pair in cells for i in pair} | set(numa))
-    gpus = tuple(TopoGpu(i, None, numa.get(i, {}).get("Affinity") or numa.get(i, {}).get("Node"), None) for i in indices)
+    gpus = tuple(
+        TopoGpu(i, None, numa.get(i, {}).get("Affinity") or numa.get(i, {}).get("Node"), None) for i in indices
+    )
     links = []
     for (a, b), v in sorted(cells.items()):
         code = v.get("Link Type", "?")
@@ -274,9 +278,7 @@ def parse_rocm_topo(text: str) -> Topology:
     return Topology("rocm-smi --showtopo", gpus, tuple(links), tuple(notes))
 
 
-def probe_topology(
-    vendor: str, run: Callable[[Sequence[str]], tuple[int, str]] | None = None
-) -> Topology:
+def probe_topology(vendor: str, run: Callable[[Sequence[str]], tuple[int, str]] | None = None) -> Topology:
     """This host's topology: ``nvidia-smi topo -m`` (vendor ``nvidia``) or ``rocm-smi --showtopo``
     (``amd``); ``Topology()`` with a note when the tool is missing or fails; ``Topology()`` for a host
     without GPUs. ``run`` (tests) returns (exit code, stdout); default: :func:`builder.process.run`."""
