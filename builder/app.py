@@ -181,6 +181,7 @@ class App:
             secrets=default_secrets(),
             source_date_epoch=request.source_date_epoch,
             allow_unpinned=request.allow_unpinned,
+            repository_prefix=cfg.repository_prefix,
         )
         client = self.default_client
         ctx = self.promotion(request.policy_file, cfg.key_path, need_signer=True)

@@ -395,8 +395,12 @@ def run_pipeline(
     pushed image and attaches its provenance; it also runs for an image that was already there
     but carries no valid signature + provenance by ``sign_keys``. Returns a RunReport; raises
     only for infrastructure errors (engine/registry unavailable, unpinned inputs)."""
+    from builder.build.plan import split_pinned, unpinned_error
     from builder.build.run import build_variants
 
+    error = unpinned_error(split_pinned(rendered, allow_unpinned=options.allow_unpinned)[1])
+    if error is not None:  # a run promotes what it builds: nothing starts while a variant is unpinned
+        raise error
     start = time.monotonic()
     progress = on_progress or (lambda _v, _s, _d: None)
     run = build_variants(
@@ -432,7 +436,7 @@ def run_pipeline(
                 raise
             outcome = CheckOutcome("failed", diagnosis="unknown", summary=exc.message)
         progress(built.variant_id, f"check:{outcome.status}", outcome.diagnosis or "")
-        repository = by_id[built.variant_id].variant.repository
+        repository = options.repository(by_id[built.variant_id])
         stage_results = promote_through(promotion, built, repository, stages, ticket=ticket)
         for s in stage_results:
             progress(built.variant_id, f"promote:{s.status}", s.stage)

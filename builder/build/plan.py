@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import TypedDict
 
+from builder.config import repository_path
 from builder.errors import ConfigError, UnpinnedBaseError
 
 if TYPE_CHECKING:
@@ -41,7 +42,9 @@ MAX_TAG = 128
 _TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
-Action = Literal["build", "up-to-date"]
+#: What happens to a variant: built, already in the registry, or left out because its base or
+#: dependency lock is not pinned (listed, never built; ``--allow-unpinned`` builds it anyway).
+Action = Literal["build", "up-to-date", "unpinned"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +56,8 @@ class BuildOptions:
     ``source_date_epoch``: seconds (None: not set); ``rebuild``: build even when the content tag
     exists (the tag step stays write-once); ``buildx_provenance``: buildx's own attestation
     manifest (None: buildx default); ``push_attempts``: builds run for one variant when its push
-    fails with a transient registry error (429/5xx, a dropped connection; >= 1)."""
+    fails with a transient registry error (429/5xx, a dropped connection; >= 1);
+    ``repository_prefix``: builder.toml ``repository_prefix``, the repositories are under it."""
 
     registry: str
     state_dir: Path
@@ -68,6 +72,11 @@ class BuildOptions:
     no_cache: bool = False
     buildx_provenance: bool | None = None
     push_attempts: int = 3
+    repository_prefix: str = ""
+
+    def repository(self, rendered: RenderedImage) -> str:
+        """The registry repository ``rendered`` is pushed to (under ``repository_prefix``)."""
+        return repository_path(self.repository_prefix, rendered.variant.repository)
 
     @property
     def logs_dir(self) -> Path:
@@ -104,31 +113,38 @@ def build_secrets(
 
 class PlannedBuildDocument(TypedDict):
     """One variant of ``builder build --dry-run --json``: its ``reference``
-    (``registry/repository``), write-once ``content_tag``, the ``action`` and, when up to date,
-    the digest the content tag already names."""
+    (``registry/repository``), write-once ``content_tag``, the ``action``, when up to date the
+    digest the content tag already names, and for ``unpinned`` why (one sentence per base or
+    lock, saying what to run)."""
 
     variant: str
     reference: str
     content_tag: str
     action: Action
     existing_digest: str | None
+    unpinned: list[str]
 
 
 class BuildPlanDocument(TypedDict):
-    """``builder build --dry-run --json``: what would happen to each selected variant."""
+    """``builder build --dry-run --json``: what would happen to each selected variant, and the
+    ids of the variants left out as ``unpinned``."""
 
     plan: list[PlannedBuildDocument]
+    unpinned: list[str]
 
 
 @dataclasses.dataclass(frozen=True)
 class PlannedBuild:
-    """What will happen to one variant: ``action`` ``build`` or ``up-to-date`` (then
-    ``existing_digest`` is the content tag's digest)."""
+    """What will happen to one variant: ``action`` ``build``, ``up-to-date`` (then
+    ``existing_digest`` is the content tag's digest) or ``unpinned`` (not built: the render's
+    ``unpinned`` reasons say why). ``repository_prefix``: the checkout's
+    (:func:`builder.config.repository_path`)."""
 
     rendered: RenderedImage
     registry: str
     action: Action
     existing_digest: str | None = None
+    repository_prefix: str = ""
 
     @property
     def variant_id(self) -> str:
@@ -136,7 +152,8 @@ class PlannedBuild:
 
     @property
     def repository(self) -> str:
-        return self.rendered.variant.repository
+        """The registry repository: the matrix repository under the checkout's prefix."""
+        return repository_path(self.repository_prefix, self.rendered.variant.repository)
 
     @property
     def reference(self) -> str:
@@ -165,6 +182,7 @@ class PlannedBuild:
             "content_tag": self.content_tag,
             "action": self.action,
             "existing_digest": self.existing_digest,
+            "unpinned": list(self.rendered.unpinned) if self.action == "unpinned" else [],
         }
 
 
@@ -183,21 +201,34 @@ def check_tags(rendered: Iterable[RenderedImage]) -> None:
         )
 
 
-def check_pinned(rendered: Iterable[RenderedImage], *, allow_unpinned: bool = False) -> None:
-    """Refuse variants that are not reproducible (base without digest, missing/stale dependency
-    lock): ``UnpinnedBaseError`` listing every one, unless ``allow_unpinned``."""
-    if allow_unpinned:
-        return
+def unpinned_error(rendered: Iterable[RenderedImage], *, built: int = 0, **details: object) -> UnpinnedBaseError | None:
+    """The error for variants that are not reproducible (base without digest, missing/stale
+    dependency lock): an ``UnpinnedBaseError`` (exit 13) listing every one with its reasons
+    (``details['variants']``, ``details['reasons']``, plus ``details``), or None when all are
+    pinned. ``built``: how many pinned variants were built or up to date first (said in the
+    message)."""
     problems = [(r.variant.id, reason) for r in rendered for reason in r.unpinned]
-    if problems:
-        listing = "\n".join(f"  {vid}: {reason}" for vid, reason in problems)
-        raise UnpinnedBaseError(
-            f"{len({p[0] for p in problems})} variant(s) are not reproducible:\n{listing}",
-            variants=sorted({p[0] for p in problems}),
-            reasons=[f"{vid}: {reason}" for vid, reason in problems],
-            hint="run `builder bases update` / `builder lock` and commit, or pass --allow-unpinned for a "
-            "throwaway build",
-        )
+    if not problems:
+        return None
+    listing = "\n".join(f"  {vid}: {reason}" for vid, reason in problems)
+    done = f" ({built} pinned variant(s) were built or up to date)" if built else ""
+    return UnpinnedBaseError(
+        f"{len({p[0] for p in problems})} variant(s) are not reproducible and were not built{done}:\n{listing}",
+        variants=sorted({p[0] for p in problems}),
+        reasons=[f"{vid}: {reason}" for vid, reason in problems],
+        hint="run `builder bases update` / `builder lock` and commit, or pass --allow-unpinned for a throwaway build",
+        **details,
+    )
+
+
+def split_pinned(
+    rendered: Sequence[RenderedImage], *, allow_unpinned: bool = False
+) -> tuple[list[RenderedImage], list[RenderedImage]]:
+    """``(to build, left out)``: the variants whose base and lock are pinned (all of them with
+    ``allow_unpinned``) and those that are not, each in ``rendered``'s order."""
+    if allow_unpinned:
+        return list(rendered), []
+    return [r for r in rendered if not r.unpinned], [r for r in rendered if r.unpinned]
 
 
 def content_key(repository: str, content_tag: str) -> str:
@@ -211,12 +242,17 @@ def plan_builds(
     *,
     registry: str,
     rebuild: bool = False,
+    allow_unpinned: bool = False,
+    repository_prefix: str = "",
 ) -> list[PlannedBuild]:
-    """Pure: decide per variant. ``existing``: :func:`content_key` -> digest or None (from
-    :func:`lookup_content_tags`). Order follows ``rendered``."""
+    """Pure: decide per variant. ``existing``: :func:`content_key` (of the prefixed repository)
+    -> digest or None (from :func:`lookup_content_tags`). A variant that is not pinned is
+    ``unpinned`` unless ``allow_unpinned``. Order follows ``rendered``."""
     out: list[PlannedBuild] = []
     for r in rendered:
-        digest = existing.get(content_key(r.variant.repository, r.content_tag))
+        digest = existing.get(content_key(repository_path(repository_prefix, r.variant.repository), r.content_tag))
         action: Action = "up-to-date" if digest and not rebuild else "build"
-        out.append(PlannedBuild(rendered=r, registry=registry, action=action, existing_digest=digest))
+        if r.unpinned and not allow_unpinned:
+            action = "unpinned"
+        out.append(PlannedBuild(r, registry, action, digest, repository_prefix))
     return out

@@ -45,10 +45,11 @@ from builder.build.plan import (
     BuildOptions,
     BuildPlanDocument,
     PlannedBuild,
-    check_pinned,
     check_tags,
     content_key,
     plan_builds,
+    split_pinned,
+    unpinned_error,
 )
 from builder.build.tags import lookup_content_tags, move_tag, platforms_of, publish_content_tag, resolve_many
 from builder.errors import (
@@ -103,14 +104,23 @@ class BuiltImageDocument(TypedDict):
 BuildCountsDocument = TypedDict("BuildCountsDocument", {"built": int, "up-to-date": int, "signed": int, "failed": int})
 
 
+class UnpinnedVariantDocument(TypedDict):
+    """A variant ``builder build`` left out: its id and why it is not pinned (what to run)."""
+
+    variant: str
+    reasons: list[str]
+
+
 class BuildRunDocument(TypedDict):
-    """``builder build --json``: ``ok`` when no variant failed, wall time in ``seconds``, the
-    ``counts`` per status and every image in plan order."""
+    """``builder build --json``: ``ok`` when no variant failed and none was left out, wall time in
+    ``seconds``, the ``counts`` per status, every image in plan order and the variants left out
+    because their base or dependency lock is not pinned (``unpinned``; exit 13)."""
 
     ok: bool
     seconds: float
     counts: BuildCountsDocument
     images: list[BuiltImageDocument]
+    unpinned: list[UnpinnedVariantDocument]
 
 
 BuildDocument = BuildRunDocument | BuildPlanDocument
@@ -120,11 +130,13 @@ BuildDocument = BuildRunDocument | BuildPlanDocument
 @dataclasses.dataclass(frozen=True)
 class BuildRun:
     """Everything one ``build_variants`` call produced: ``results`` (same order as the plan),
-    ``plan``, and wall-clock ``seconds``."""
+    ``plan``, wall-clock ``seconds`` and the variants left out because they are not pinned
+    (``unpinned``; :func:`raise_for_failures` lists them with exit 13)."""
 
     results: tuple[BuiltImage, ...]
     plan: tuple[PlannedBuild, ...]
     seconds: float
+    unpinned: tuple[RenderedImage, ...] = ()
 
     @property
     def failed(self) -> tuple[BuiltImage, ...]:
@@ -139,7 +151,7 @@ class BuildRun:
             return sum(1 for r in self.results if r.status == status)
 
         return {
-            "ok": not self.failed,
+            "ok": not self.failed and not self.unpinned,
             "seconds": round(self.seconds, 3),
             "counts": {
                 "built": count("built"),
@@ -148,6 +160,7 @@ class BuildRun:
                 "failed": count("failed"),
             },
             "images": [built_json(r) for r in self.results],
+            "unpinned": [{"variant": r.variant.id, "reasons": list(r.unpinned)} for r in self.unpinned],
         }
 
 
@@ -174,11 +187,14 @@ class BuildPreview:
     plan: tuple[PlannedBuild, ...]
 
     def to_json(self) -> BuildPlanDocument:
-        return {"plan": [p.to_json() for p in self.plan]}
+        return {
+            "plan": [p.to_json() for p in self.plan],
+            "unpinned": [p.variant_id for p in self.plan if p.action == "unpinned"],
+        }
 
     def summary_rows(self) -> tuple[SummaryRow, ...]:
         """One row per planned build: variant, the digest its content tag already names (empty:
-        none) and what would happen (``would build`` or ``up-to-date``)."""
+        none) and what would happen (``would build``, ``up-to-date`` or ``unpinned``)."""
         return tuple(
             SummaryRow(p.variant_id, p.existing_digest or "", "would build" if p.action == "build" else p.action)
             for p in self.plan
@@ -196,20 +212,31 @@ def log_tail(built: BuiltImage, lines: int = 8) -> list[str]:
 
 
 def preview(rendered: Sequence[RenderedImage], options: BuildOptions, client: RegistryClient) -> list[PlannedBuild]:
-    """The plan ``builder build --dry-run`` shows: tags and pinning checked (ConfigError,
-    UnpinnedBaseError unless ``options.allow_unpinned``), every content tag looked up (registry
-    errors propagate), nothing built."""
+    """The plan ``builder build --dry-run`` shows: tags checked (ConfigError), every content tag
+    looked up (registry errors propagate), variants that are not pinned listed as ``unpinned``
+    (unless ``options.allow_unpinned``), nothing built."""
     check_tags(rendered)
-    check_pinned(rendered, allow_unpinned=options.allow_unpinned)
-    existing = lookup_content_tags(client, rendered)
-    return plan_builds(rendered, existing, registry=options.registry, rebuild=options.rebuild)
+    existing = lookup_content_tags(client, rendered, repository=options.repository)
+    return plan_builds(
+        rendered,
+        existing,
+        registry=options.registry,
+        rebuild=options.rebuild,
+        allow_unpinned=options.allow_unpinned,
+        repository_prefix=options.repository_prefix,
+    )
 
 
 def raise_for_failures(run: BuildRun) -> None:
     """Nothing when every variant was built or up to date; else TagConflictError (exit 15) when every
     failure was a content tag holding another digest, BuildFailedError (exit 14) otherwise. Both carry
-    ``details['failed']`` (:func:`built_json` of each failure) and ``details['summary']``."""
+    ``details['failed']`` (:func:`built_json` of each failure) and ``details['summary']``. With no
+    failure but variants left out as not pinned: UnpinnedBaseError (exit 13) listing them, with
+    ``details['summary']``."""
     if not run.failed:
+        error = unpinned_error(run.unpinned, built=len(run.results), summary=run.to_json())
+        if error is not None:
+            raise error
         return
     failed = [built_json(b) for b in run.failed]
     if all((b.error or "").startswith(TagConflictError.kind + ":") for b in run.failed):
@@ -249,11 +276,19 @@ def build_variants(
     """
     start = time.monotonic()
     check_tags(rendered)
-    check_pinned(rendered, allow_unpinned=options.allow_unpinned)
+    rendered, left_out = split_pinned(rendered, allow_unpinned=options.allow_unpinned)
     # one parallel pass: content tags (what to build) and variant tags (to keep them current)
-    found = resolve_many(client, [(r.variant.repository, t) for r in rendered for t in (r.content_tag, r.variant.id)])
+    pairs = [(options.repository(r), t) for r in rendered for t in (r.content_tag, r.variant.id)]
+    found = resolve_many(client, pairs)
     existing = {content_key(repo, tag): d for (repo, tag), d in found.items()}
-    plan = plan_builds(rendered, existing, registry=options.registry, rebuild=options.rebuild)
+    plan = plan_builds(
+        rendered,
+        existing,
+        registry=options.registry,
+        rebuild=options.rebuild,
+        allow_unpinned=True,
+        repository_prefix=options.repository_prefix,
+    )
     progress = on_progress or (lambda _v, _e, _d: None)
     results: dict[str, BuiltImage] = {}
     for p in plan:
@@ -301,7 +336,7 @@ def build_variants(
             raise
         _raise_if_infrastructure_down(errors, len(todo))
     ordered = tuple(results[p.variant_id] for p in plan)
-    return BuildRun(results=ordered, plan=tuple(plan), seconds=time.monotonic() - start)
+    return BuildRun(results=ordered, plan=tuple(plan), seconds=time.monotonic() - start, unpinned=tuple(left_out))
 
 
 def _pushed(futures: Iterable[concurrent.futures.Future[tuple[BuiltImage, BuilderError | None]]]) -> int:

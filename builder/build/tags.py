@@ -13,7 +13,7 @@ from builder.build.plan import content_key
 from builder.errors import TagConflictError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from builder.models import RenderedImage
     from builder.registry import RegistryClient
@@ -33,11 +33,18 @@ def resolve_many(
 
 
 def lookup_content_tags(
-    client: RegistryClient, rendered: Sequence[RenderedImage], *, workers: int = 16
+    client: RegistryClient,
+    rendered: Sequence[RenderedImage],
+    *,
+    workers: int = 16,
+    repository: Callable[[RenderedImage], str] | None = None,
 ) -> dict[str, str | None]:
-    """HEAD every content tag (in parallel): :func:`content_key` -> digest or None.
-    Raises RegistryUnavailableError / RegistryAuthError (the first one met)."""
-    found = resolve_many(client, ((r.variant.repository, r.content_tag) for r in rendered), workers=workers)
+    """HEAD every content tag (in parallel): :func:`content_key` -> digest or None. ``repository``:
+    the registry repository of a render (:meth:`BuildOptions.repository`, under the checkout's
+    prefix; default the matrix repository). Raises RegistryUnavailableError / RegistryAuthError
+    (the first one met)."""
+    name = repository or (lambda r: r.variant.repository)
+    found = resolve_many(client, ((name(r), r.content_tag) for r in rendered), workers=workers)
     return {content_key(repo, tag): d for (repo, tag), d in found.items()}
 
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from builder.build.plan import PlannedBuild
     from builder.build.run import BuildRun
     from builder.cli.progress import Mode
+    from builder.models import RenderedImage
 
 
 @click.command()
@@ -148,6 +149,7 @@ def build(
         secrets=build_secrets(ca_bundle, no_ca_bundle=no_ca_bundle, extra=secrets),
         source_date_epoch=source_date_epoch if source_date_epoch is not None else default_source_date_epoch(cfg),
         allow_unpinned=allow_unpinned,
+        repository_prefix=cfg.repository_prefix,
         rebuild=rebuild,
         no_cache=no_cache,
     )
@@ -187,14 +189,21 @@ def build(
     if not result.results:
         emit(result.to_json(), "nothing to build (no variant selected)")
         return
-    if result.failed and not ctx.json_output:
+    if (result.failed or result.unpinned) and not ctx.json_output:
         _print_summary(result)
-    if result.failed:  # the step summary lists the failures too (the error below ends the command)
+    if result.failed or result.unpinned:  # the step summary lists them too (the error below ends the command)
         from builder.cli.github import report_result
 
         report_result(result)
     raise_for_failures(result)
     emit(result.to_json(), lambda: _print_summary(result), report=result)
+
+
+def escape_text(text: str) -> str:
+    """``text`` with Rich markup escaped (ids and reasons are printed as they are)."""
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def _print_plan(plan: Sequence[PlannedBuild]) -> None:
@@ -204,8 +213,39 @@ def _print_plan(plan: Sequence[PlannedBuild]) -> None:
 
     columns = [Column("variant", whole=True), Column("action"), Column("content tag", 1, whole=True)]
     columns.append(Column("existing digest", 1, whole=True))
-    rows = [[escape(p.variant_id), p.action, escape(p.content_tag), (p.existing_digest or "")[:19]] for p in plan]
+    action = {"unpinned": "[yellow]unpinned[/]"}
+    rows = [
+        [escape(p.variant_id), action.get(p.action, p.action), escape(p.content_tag), (p.existing_digest or "")[:19]]
+        for p in plan
+    ]
     console().print(fitted_table(columns, rows, console().width, title="build plan", show_lines=False))
+    _print_unpinned([p.rendered for p in plan if p.action == "unpinned"], len(plan))
+
+
+def _print_unpinned(left_out: Sequence[RenderedImage], selected: int) -> None:
+    """The variants a build leaves out because they are not pinned, each with what to run."""
+    if not left_out:
+        return
+    con = console()
+    con.print(
+        f"[yellow]{len(left_out)} of {selected} variant(s) not pinned[/] (not built; exit 13 "
+        "after the others are built):",
+        highlight=False,
+    )
+    import textwrap
+
+    for r in left_out:
+        con.print(f"  {escape_text(r.variant.id)}", highlight=False, soft_wrap=True)  # an id is never cut
+        for reason in r.unpinned:
+            text = textwrap.fill(
+                reason,
+                width=max(40, con.width - 1),
+                initial_indent="    ",
+                subsequent_indent="      ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+            con.print(escape_text(text), highlight=False, soft_wrap=True)
 
 
 def _print_summary(run: BuildRun) -> None:
@@ -242,6 +282,7 @@ def _print_summary(run: BuildRun) -> None:
         tail = log_tail(b)
         if tail:
             console().print("\n".join(f"  [dim]|[/] {escape(line)}" for line in tail), highlight=False)
+    _print_unpinned(run.unpinned, len(run.results) + len(run.unpinned))
 
 
 @click.group()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from builder.build.plan import BuildOptions
-from builder.build.run import build_variants
+from builder.build.run import build_variants, raise_for_failures
 from builder.build.tags import publish_content_tag
 from builder.errors import TagConflictError, UnpinnedBaseError
 from builder.models import Accelerator, BaseImage, Framework, RenderedImage, Variant
@@ -156,12 +156,20 @@ def test_content_tag_collision_with_other_digest_is_refused(
     assert publish_content_tag(client, unique_repo, r.content_tag, original) is False  # same digest: fine
 
 
-def test_unpinned_inputs_are_refused(registry_address: str, mirror_base: str, unique_repo: str, tmp_path: Path) -> None:
+def test_unpinned_inputs_are_left_out_and_listed(
+    registry_address: str, mirror_base: str, unique_repo: str, tmp_path: Path
+) -> None:
+    """An unpinned variant is never built: nothing else to build means no engine is needed, and the
+    run lists it (exit 13 with the run's summary)."""
     r = make_rendered("tiny-u", unique_repo, mirror_base, "RUN true", unpinned=("base x is not pinned",))
     client = RegistryClient(registry_address, insecure=True)
+    run = build_variants([r], _options(registry_address, tmp_path), client=client, engine_ping=_no_engine)
+    assert run.results == () and [u.variant.id for u in run.unpinned] == ["tiny-u"]
+    assert client.try_resolve(unique_repo, r.content_tag) is None
     with pytest.raises(UnpinnedBaseError) as err:
-        build_variants([r], _options(registry_address, tmp_path), client=client, engine_ping=_no_engine)
+        raise_for_failures(run)
     assert "tiny-u: base x is not pinned" in err.value.message
+    assert err.value.details["summary"]["unpinned"] == [{"variant": "tiny-u", "reasons": ["base x is not pinned"]}]
 
 
 KILL_SCRIPT = """

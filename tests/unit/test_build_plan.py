@@ -10,14 +10,15 @@ from builder.build.plan import (
     BuildOptions,
     PlannedBuild,
     build_secrets,
-    check_pinned,
     check_tags,
     content_key,
     default_secrets,
     plan_builds,
+    split_pinned,
+    unpinned_error,
 )
 from builder.build.run import BuildRun, build_request, materialize, raise_for_failures
-from builder.errors import BuildFailedError, ConfigError, TagConflictError, UnpinnedBaseError
+from builder.errors import BuildFailedError, ConfigError, TagConflictError
 from builder.models import Accelerator, BaseImage, BuiltImage, Framework, RenderedImage, Variant
 from builder.predicates import SLSA_PROVENANCE_V1
 from builder.signing.provenance import BUILD_TYPE, provenance_predicate, redact_build_args
@@ -65,14 +66,30 @@ def test_plan_skips_existing_content_tags() -> None:
     assert [p.action for p in rebuilt] == ["build", "build"]
 
 
-def test_check_pinned_lists_every_problem() -> None:
+def test_unpinned_variants_are_listed_not_refused() -> None:
     rs = [rendered("a", unpinned=("base nvidia/cuda:x is not pinned",)), rendered("b", unpinned=("lock missing",))]
-    with pytest.raises(UnpinnedBaseError) as err:
-        check_pinned(rs)
-    assert "a: base nvidia/cuda:x is not pinned" in err.value.message and "b: lock missing" in err.value.message
-    assert err.value.details["variants"] == ["a", "b"]
-    check_pinned(rs, allow_unpinned=True)
-    check_pinned([rendered("c")])
+    err = unpinned_error(rs, built=3)
+    assert err is not None and err.exit_code == 13
+    assert "a: base nvidia/cuda:x is not pinned" in err.message and "b: lock missing" in err.message
+    assert "3 pinned variant(s) were built" in err.message
+    assert err.details["variants"] == ["a", "b"]
+    assert unpinned_error([rendered("c")]) is None
+    mixed = [rendered("c"), *rs]
+    assert [[r.variant.id for r in part] for part in split_pinned(mixed)] == [["c"], ["a", "b"]]
+    assert split_pinned(mixed, allow_unpinned=True) == (mixed, [])
+    plan = plan_builds(mixed, {}, registry=REG)
+    assert [p.action for p in plan] == ["build", "unpinned", "unpinned"]
+    assert plan[1].to_json()["unpinned"] == ["base nvidia/cuda:x is not pinned"] and plan[0].to_json()["unpinned"] == []
+    assert [p.action for p in plan_builds(mixed, {}, registry=REG, allow_unpinned=True)] == ["build"] * 3
+
+
+def test_repository_prefix_names_the_pushed_repository() -> None:
+    r = rendered("a")
+    existing = {content_key("team-a/ml/x", r.content_tag): "sha256:" + "f" * 64}
+    (p,) = plan_builds([r], existing, registry=REG, repository_prefix="team-a")
+    assert p.repository == "team-a/ml/x" and p.reference == f"{REG}/team-a/ml/x" and p.action == "up-to-date"
+    (other,) = plan_builds([r], existing, registry=REG)  # another checkout's repository is not ours
+    assert other.repository == "ml/x" and other.action == "build"
 
 
 def test_check_tags() -> None:
