@@ -50,6 +50,7 @@ from builder.compat.gpus import (
     brand_from_name,
     gpu_info,
     normalize_brand,
+    normalize_gfx,
     product_brand,
     sm_of,
 )
@@ -142,6 +143,7 @@ __all__ = [
     "min_driver_row",
     "minor_floor",
     "normalize_brand",
+    "normalize_gfx",
     "parse_cuda",
     "parse_driver",
     "parse_requirement",

@@ -96,6 +96,52 @@ def amd_device(device_id: str | None) -> AmdDeviceRow | None:
     return next((r for r in amd_device_rows() if r.device_id == wanted), None)
 
 
+_GFX_RE = re.compile(r"(?:amdgcn-amd-amdhsa--)?gfx(\d{2,6})([0-9a-f]?)(?::[\w+-]+)*", re.I)
+
+
+def normalize_gfx(value: str | int | None) -> str | None:
+    """An AMD GPU's LLVM processor name (``"gfx90a"``, ``"gfx942"``, ``"gfx1100"``) from the forms tools print.
+
+    Accepted: the LLVM name itself (``gfx90a``, ``gfx1201``), with an ISA prefix or feature suffix
+    (``amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-``); the decimal concatenation some rocm-smi / amd-smi
+    versions print (``gfx9010`` = major 9, minor 0, stepping 10 -> ``gfx90a``; stepping is a hex digit in
+    LLVM names, https://llvm.org/docs/AMDGPUUsage.html#processors; the ``gfx9010`` form for an MI250X is
+    shown in https://github.com/ROCm/rocm_smi_lib/issues/159); and KFD's ``gfx_target_version`` number
+    (``90010`` = 10000*major + 100*minor + stepping, as in /sys/class/kfd/kfd/topology/nodes/N/properties;
+    https://github.com/ROCm/ROCR-Runtime). Returns None for None, ``N/A``, generic ISA names
+    (``gfx11-generic``) and anything that is not one of these forms; never raises."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return _gfx_from_parts(value // 10000, (value // 100) % 100, value % 100)
+    text = value.strip().lower()
+    if re.fullmatch(r"\d{5,6}", text):
+        n = int(text)
+        return _gfx_from_parts(n // 10000, (n // 100) % 100, n % 100)
+    m = _GFX_RE.fullmatch(text)
+    if not m or "generic" in text:
+        return None
+    digits, letter = m.group(1), m.group(2)
+    if letter:  # already the LLVM form: gfx90a, gfx90c
+        return f"gfx{digits}{letter}"
+    # a major of 1 or 2 digits (gfx6 .. gfx12), one minor digit, a stepping of 1 digit or a decimal 10..15
+    for major_len in (2, 1):
+        major, rest = digits[:major_len], digits[major_len:]
+        if not 6 <= int(major) <= 15 or major.startswith("0"):
+            continue
+        if len(rest) == 2:
+            return _gfx_from_parts(int(major), int(rest[0]), int(rest[1]))
+        if len(rest) == 3 and 10 <= int(rest[1:]) <= 15:
+            return _gfx_from_parts(int(major), int(rest[0]), int(rest[1:]))
+    return None
+
+
+def _gfx_from_parts(major: int, minor: int, stepping: int) -> str | None:
+    if not (6 <= major <= 15 and 0 <= minor <= 15 and 0 <= stepping <= 15):
+        return None
+    return f"gfx{major}{minor:x}{stepping:x}"
+
+
 def normalize_brand(brand: str | None) -> str | None:
     """``"NVIDIA RTX"`` -> ``"nvidiartx"``, ``"GeForce"`` -> ``"geforce"``, ``"Tesla"`` -> ``"tesla"``,
     ``"Unknown"`` -> ``"unknown"`` (a brand NVML reports); ``None``/``""``/``N/A``/``[N/A]``/``Not Found`` -> None."""

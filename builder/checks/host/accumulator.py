@@ -68,12 +68,20 @@ def strip_transcript(lines: Iterable[str]) -> list[str]:
     return [line[m.end() :] if (m := _TRANSCRIPT_PREFIX.match(line)) else line for line in raw]
 
 
+_VERSION = re.compile(r"\d+(?:\.\d+)*(?:[-+~._][0-9A-Za-z]+)*")
+
+
 def read_version(v: str | None) -> str | None:
-    """A version as a tool prints it (``550.144.03``), None when unknown or not starting with a digit."""
+    """A version as a tool prints it (``550.144.03``, ``6.10.5``, the kernel release ``4.18.0-348.el8.x86_64``
+    some rocm-smi versions print as the driver's); None when unknown or not a version: a value that does not
+    start with a digit or carries other text (``Linuxver``, amd-smi's cut-off kernel banner
+    ``Linuxversion6.8.0-79-generic(buildd@...)``, https://github.com/ROCm/k8s-device-plugin/issues/157) is never
+    a driver version."""
     c = clean(v)
-    if c is None or not re.match(r"^\d", c):
+    if c is None:
         return None
-    return c.rstrip(".,")
+    c = c.rstrip(".,")
+    return c if _VERSION.fullmatch(c) else None
 
 
 @dataclasses.dataclass

@@ -8,14 +8,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from builder import compat
 from builder.checks.host.accumulator import (
+    BUS_RE,
     Accumulator,
     GpuAccumulator,
     normalize_bus_id,
     read_mib,
+    read_version,
     strip_transcript,
 )
-from builder.checks.host.model import clean
+from builder.checks.host.model import UNKNOWN_VALUES, clean
 
 _ROCM_LINE = re.compile(r"GPU\[(\d+)\]\s*:\s*([^:]+?)\s*:\s*(.*)$")
 _ROCM_KEYS = {
@@ -54,7 +57,7 @@ def parse_rocm(text: str, acc: Accumulator | None = None) -> Accumulator:
     lines = strip_transcript(text.splitlines())
     # every reader runs (each may add facts); ``found`` when any of them read something
     found = False
-    for reader in (_read_key_lines, _read_csv, _read_concise, _read_rocminfo, _read_amdsmi_static):
+    for reader in (_read_key_lines, _read_csv, _read_concise, _read_rocminfo, _read_amdsmi_static, _read_amdsmi_table):
         found = reader(lines, acc) or found
     if found:
         acc.sources.append("rocm-smi/amd-smi")
@@ -69,14 +72,14 @@ def _read_key_lines(lines: list[str], acc: Accumulator) -> bool:
             acc.vendor_hint.add("amd")
         m = re.search(r"^\s*Driver version:\s*(\S+)", line, re.I)
         if m:
-            acc.set("driver_version", clean(m.group(1)))
+            acc.set("driver_version", read_version(m.group(1)))
             found = True
         m = re.search(r"ROCm version:\s*([^|\s]+)", line)
         if m:
             acc.set("rocm_version", clean(m.group(1)))
         m = re.search(r"amdgpu version:\s*([^|\s]+)", line)
         if m:
-            acc.set("driver_version", clean(m.group(1)))
+            _driver(acc, m.group(1), "amd-smi amdgpu version")
             found = True
         lm = _ROCM_LINE.search(line)
         if lm:
@@ -89,7 +92,7 @@ def _read_key_lines(lines: list[str], acc: Accumulator) -> bool:
             acc.vendor_hint.add("amd")
             found = True
             if key == "driver version":
-                acc.set("driver_version", clean(value))
+                acc.set("driver_version", read_version(value))
     return found
 
 
@@ -109,7 +112,7 @@ def _read_csv(lines: list[str], acc: Accumulator) -> bool:
             row = dict(zip(header, values[: len(header)], strict=True))
             if row["device"] == "cardsystem":
                 if "driver version" in row:
-                    acc.set("driver_version", clean(row["driver version"]))
+                    acc.set("driver_version", read_version(row["driver version"]))
                     found = True
                 continue
             idx = int(row["device"][4:])
@@ -143,6 +146,11 @@ def _read_concise(lines: list[str], acc: Accumulator) -> bool:
         if not m:
             continue
         idx = int(m.group(1))
+        if all(c.lower() in UNKNOWN_VALUES or c in ("0%", "0.0%") for c in s.split()[1:]):
+            # rocm-smi walks every DRM card: a row with no readable value is a non-AMD GPU (an integrated
+            # Intel GPU; https://github.com/ROCm/ROC-smi/issues/40)
+            acc.notes.append(f"rocm-smi row {idx} has no readable values: a non-AMD DRM device, not counted")
+            continue
         gpu = acc.gpu_for(index=idx)
         gpu.set("index", idx)
         pm = re.search(r"\b(NPS\d|N/A),\s*(SPX|DPX|TPX|QPX|CPX|N/A),\s*(\d+)\b", s)
@@ -195,7 +203,18 @@ def _read_amdsmi_static(lines: list[str], acc: Accumulator) -> bool:
         ):
             km = re.search(rf"^\s*{key}:\s*(.+)$", block, re.M)
             if km:
-                gpu.set(target, normalize_bus_id(km.group(1)) if target == "bus_id" else clean(km.group(1)))
+                raw = km.group(1)
+                value = (
+                    normalize_bus_id(raw)
+                    if target == "bus_id"
+                    else compat.normalize_gfx(raw)
+                    if target == "gfx_target"
+                    else clean(raw)
+                )
+                gpu.set(target, value.lower() if target == "device_id" and value else value)
+        dm = re.search(r"^\s*DRIVER:\s*\n\s*NAME:\s*amdgpu\s*\n\s*VERSION:\s*(\S+)", block, re.M)
+        if dm:
+            _driver(acc, dm.group(1), "amd-smi static DRIVER VERSION")
         acc.vendor_hint.add("amd")
         found = True
     return found
@@ -209,6 +228,16 @@ def _rocm_set(gpu: GpuAccumulator, key: str, value: str) -> None:
     if target == "_series":
         gpu.set("name", _amd_name(value))
         gpu.set("_series", v)
+        # rocm-smi 4.x prints the PCI device id as the "series" ("0x738c"): use it when it is a listed id
+        if v and re.fullmatch(r"0x[0-9a-fA-F]{4}", v) and compat.amd_device(v):
+            gpu.set("device_id", v.lower())
+        return
+    if target == "_model":
+        # rocm-smi 6 prints the PCI device id as the "model", older versions the subsystem id
+        if v and re.fullmatch(r"0x[0-9a-fA-F]{4}", v) and compat.amd_device(v):
+            gpu.set("device_id", v.lower())
+        elif v and not re.fullmatch(r"0x[0-9a-fA-F]+", v):
+            gpu.set("name", v if v.startswith("AMD") else f"AMD {v}", override=False)
         return
     if target.startswith("_"):
         gpu.set(target, v)
@@ -219,4 +248,61 @@ def _rocm_set(gpu: GpuAccumulator, key: str, value: str) -> None:
         v = read_mib(value)
     elif target == "device_id" and v:
         v = v.lower()
+    elif target == "gfx_target":
+        v = compat.normalize_gfx(value)
     gpu.set(target, v)
+
+
+def _driver(acc: Accumulator, raw: str, where: str) -> None:
+    """The amdgpu driver version, or a note when the tool printed something that is not a version."""
+    version = read_version(raw)
+    if version:
+        acc.set("driver_version", version)
+    elif clean(raw):
+        acc.notes.append(f"{where} {raw[:40]!r} is not a version (ignored)")
+
+
+_TABLE_ROW1 = re.compile(r"^\|\s*(" + BUS_RE.pattern[3:-3] + r")\s+(.*?)\s*\|")
+_TABLE_ROW2 = re.compile(r"^\|\s*(\d+)\s+(\d+|N/A)\s+(\d+|N/A)\s+(\S+)\s*\|.*?(\d+|N/A)/(\d+)\s*MB\s*\|")
+
+
+def _read_amdsmi_table(lines: list[str], acc: Accumulator) -> bool:
+    """The ``amd-smi`` default table (amd-smi 26+, ROCm 7): per GPU a row ``| BDF  GPU-Name | ...`` and a row
+    ``| GPU HIP-ID OAM-ID Partition-Mode | ... used/total MB |``; the header's ``amdgpu version`` and
+    ``ROCm version`` are read by :func:`_read_key_lines`."""
+    found = False
+    in_table = False
+    pending: GpuAccumulator | None = None
+    for line in lines:
+        s = line.strip()
+        if re.search(r"\bBDF\s+GPU-Name\b", s):
+            in_table = True
+            continue
+        if not in_table:
+            continue
+        if s.startswith("| Processes:"):
+            break
+        m1 = _TABLE_ROW1.match(s)
+        if m1:
+            bus = normalize_bus_id(m1.group(1))
+            pending = acc.gpu_for(bus=bus)
+            name = clean(m1.group(2))
+            if name and name.startswith("..."):
+                pending.set("name_truncated", True)
+                name = name.lstrip(".")
+            if name and re.fullmatch(r"0x[0-9a-fA-F]{4}", name):
+                pending.set("device_id", name.lower())
+            elif name:
+                pending.set("name", name)
+            acc.vendor_hint.add("amd")
+            found = True
+            continue
+        m2 = _TABLE_ROW2.match(s)
+        if m2 and pending is not None:
+            pending.set("index", int(m2.group(1)))
+            mode = clean(m2.group(4))
+            if mode:
+                pending.set("partition", mode.split("/")[0])
+            pending.set("memory_mib", read_mib(m2.group(6) + " MB"))
+            pending = None
+    return found

@@ -55,9 +55,14 @@ def _derive_nvidia(f: dict[str, Any], derived: list[str]) -> None:
 
 
 def _derive_amd(f: dict[str, Any], derived: list[str]) -> None:
-    """Name and gfx target of an AMD GPU from its PCI device id, where the tools did not say."""
+    """Name and gfx target of an AMD GPU from its PCI device id (else the gfx target from its name), where the
+    tools did not say."""
     row = compat.amd_device(f.get("device_id"))
     if row is None:
+        info = compat.gpu_info(f["name"]) if f.get("name") and f.get("gfx_target") is None else None
+        if info is not None and info.vendor == "amd" and info.gfx_target:
+            f["gfx_target"] = info.gfx_target
+            derived.append("gfx_target")
         return
     if f.get("name") is None:
         f["name"] = row.name

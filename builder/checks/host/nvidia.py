@@ -406,10 +406,92 @@ _CSV_FIELDS = {
 _CSV_TOKEN = re.compile(r"^[a-z][a-z0-9_.]*(\s*\[[^\]]+\])?$")
 
 
+_QUERY_CMD = re.compile(r"--query-gpu[= ]([\w.,]+).*--format[= ]csv,([\w,]*noheader[\w,]*)")
+_GPU_NAME_VALUE = re.compile(r"^(?:NVIDIA|Tesla|Quadro|GeForce|TITAN|GRID|RTX)\b", re.I)
+_UUID_VALUE = re.compile(r"^GPU-[0-9a-f-]{8,}$", re.I)
+_DRIVER_VALUE = re.compile(r"^\d{3}\.\d{2,3}(?:\.\d{2})?$")
+
+
+def _csv_row(acc: Accumulator, names: list[str], values: list[str], position: int) -> None:
+    """One CSV row of ``--query-gpu`` (field ``names`` -> ``values``) into the GPU it describes."""
+    row = dict(zip(names, values, strict=True))
+    idx = read_int(row.get("index")) if "index" in row else None
+    bus = row.get("pci.bus_id") or row.get("gpu_bus_id")
+    gpu = acc.gpu_for(index=idx, bus=clean(bus), position=position if idx is None and not bus else None)
+    for name, value in row.items():
+        target = _CSV_FIELDS.get(name)
+        if target is None:
+            continue
+        v: object = clean(value)
+        if target == "_driver":
+            acc.set("driver_version", read_version(value))
+            continue
+        if target.startswith("_"):
+            continue
+        if target == "index":
+            v = read_int(value)
+        elif target == "memory_mib":
+            v = read_mib(value)
+        elif target == "bus_id":
+            v = normalize_bus_id(value)
+        elif target == "name" and isinstance(v, str) and v.endswith("..."):
+            gpu.set("name_truncated", True)
+        gpu.set(target, v, override=target == "name")
+
+
+def _read_noheader(lines: list[str], acc: Accumulator) -> bool:
+    """``--format=csv,noheader[,nounits]`` rows: the field names come from the command line when the
+    transcript shows it (``nvidia-smi --query-gpu=a,b --format=csv,noheader``); without it, a row is read
+    only by the shape of its values (a GPU name, a ``GPU-`` UUID, a PCI bus id, a driver version), never guessed
+    from bare numbers."""
+    found = False
+    i = 0
+    while i < len(lines):
+        cmd = _QUERY_CMD.search(lines[i])
+        if cmd:
+            names = [n.strip() for n in cmd.group(1).split(",") if n.strip()]
+            i += 1
+            position = 0
+            while i < len(lines) and lines[i].strip() and len(lines[i].split(",")) == len(names):
+                _csv_row(acc, names, [v.strip() for v in lines[i].split(",")], position)
+                position += 1
+                i += 1
+                found = True
+            continue
+        i += 1
+    if found:
+        return True
+    position = 0
+    for line in lines:
+        s = line.strip()
+        if s.startswith(("|", "+", "#", "$")) or ", " not in s:
+            continue
+        values = [clean(v) for v in s.split(",")]
+        shapes: dict[str, str] = {}
+        for v in values:
+            if v is None:
+                continue
+            if _UUID_VALUE.match(v):
+                shapes["uuid"] = v
+            elif BUS_RE.fullmatch(v):
+                shapes["pci.bus_id"] = v
+            elif _DRIVER_VALUE.match(v):
+                shapes["driver_version"] = v
+            elif _GPU_NAME_VALUE.match(v) and "name" not in shapes:
+                shapes["name"] = v
+        if not ({"name", "uuid"} & shapes.keys()):
+            continue
+        _csv_row(acc, list(shapes), list(shapes.values()), position)
+        position += 1
+        found = True
+    return found
+
+
 def parse_nvidia_smi_csv(text: str, acc: Accumulator | None = None) -> Accumulator:
-    """Parse ``nvidia-smi --query-gpu=FIELDS --format=csv`` output (with header; several
-    sections allowed). Rows are matched to GPUs by ``pci.bus_id``, else ``index``, else order.
-    A field nvidia-smi refuses (``Field "x" is not a valid field to query``) is noted."""
+    """Parse ``nvidia-smi --query-gpu=FIELDS --format=csv`` output (with header, or ``noheader``/``nounits``:
+    :func:`_read_noheader`; several sections allowed). Rows are matched to GPUs by ``pci.bus_id``, else
+    ``index``, else order. A field nvidia-smi refuses (``Field "x" is not a valid field to query``) is noted.
+    Units: ``memory.total`` in MiB with or without the `` MiB`` suffix (nvidia-smi ``--help-query-gpu``)."""
     acc = acc or Accumulator()
     lines = strip_transcript(text.splitlines())
     i = 0
@@ -426,36 +508,16 @@ def parse_nvidia_smi_csv(text: str, acc: Accumulator | None = None) -> Accumulat
             i += 1
             position = 0
             while i < len(lines) and lines[i].strip() and len(lines[i].split(",")) == len(names):
-                values = [v.strip() for v in lines[i].split(",")]
-                row = dict(zip(names, values, strict=True))
-                idx = read_int(row.get("index")) if "index" in row else None
-                bus = row.get("pci.bus_id") or row.get("gpu_bus_id")
-                gpu = acc.gpu_for(index=idx, bus=clean(bus), position=position if idx is None and not bus else None)
-                for name, value in row.items():
-                    target = _CSV_FIELDS.get(name)
-                    if target is None:
-                        continue
-                    v: object = clean(value)
-                    if target == "_driver":
-                        acc.set("driver_version", read_version(value))
-                        continue
-                    if target.startswith("_"):
-                        continue
-                    if target == "index":
-                        v = read_int(value)
-                    elif target == "memory_mib":
-                        v = read_mib(value)
-                    elif target == "bus_id":
-                        v = normalize_bus_id(value)
-                    elif target == "name" and isinstance(v, str) and v.endswith("..."):
-                        gpu.set("name_truncated", True)
-                    gpu.set(target, v, override=target == "name")
+                _csv_row(acc, names, [v.strip() for v in lines[i].split(",")], position)
                 position += 1
                 i += 1
                 found = True
                 acc.vendor_hint.add("nvidia")
             continue
         i += 1
+    if not found and _read_noheader(lines, acc):
+        found = True
+        acc.vendor_hint.add("nvidia")
     if found:
         acc.sources.append("nvidia-smi --query-gpu")
     return acc

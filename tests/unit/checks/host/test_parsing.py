@@ -177,7 +177,10 @@ def test_rocm_csv_driver_and_products() -> None:
 def test_rocm_hex_series_uses_device_table_only_when_known() -> None:
     h = rocm("02")
     assert h.vendor == "amd" and len(h.gpus) == 1
-    assert h.gpus[0].name is None  # "0x738c" is not a name
+    # rocm-smi 4.0 prints the PCI device id as "Card series": "0x738c" is not a name, but a listed device id
+    g = h.gpus[0]
+    assert (g.device_id, g.name, g.gfx_target) == ("0x738c", "AMD Instinct MI100", "gfx908")
+    assert {"name", "gfx_target"} <= set(g.derived)
 
 
 def test_rocm_concise_with_log_prefix() -> None:
