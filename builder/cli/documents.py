@@ -37,7 +37,7 @@ DOCUMENTS: dict[str, str] = {
     "policy validate": "builder.policy.validation:PolicyValidateDocument",
     "approve": "builder.promote.approve:ApproveDocument",
     "promote": "builder.promote.model:PromoteDocument",
-    "rollback": "builder.promote.model:AppliedDocument",
+    "rollback": "builder.promote.model:RollbackDocument",
     "status": "builder.promote.model:StatusDocument",
     "history": "builder.promote.model:HistoryDocument",
     "resolve": "builder.promote.model:ResolveDocument",

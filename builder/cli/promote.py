@@ -225,6 +225,16 @@ def _print_batch(batch: Batch) -> None:
 @click.command()
 @click.argument("stage")
 @click.argument("variant")
+@click.option(
+    "--to",
+    "to",
+    default=None,
+    metavar="DIGEST",
+    help="Digest of the stage's history to return to (default: what the current digest replaced "
+    "when it was promoted; `builder history` lists them).",
+)
+@click.option("--ticket", default=None, help="Change ticket recorded with the rollback.")
+@click.option("--confirm", is_flag=True, help="Apply. Without it only the plan is shown (dry run).")
 @policy_option
 @key_option
 @trust_option
@@ -233,20 +243,25 @@ def _print_batch(batch: Batch) -> None:
 def rollback(
     stage: str,
     variant: str,
+    to: str | None,
+    ticket: str | None,
+    confirm: bool,
     policy_file: Path | None,
     key: Path | None,
     trust_root: Path | None,
 ) -> None:
-    """Point STAGE back at VARIANT's previous digest (from the registry's promotion records)."""
+    """Plan (default) or apply (--confirm) pointing STAGE back at a digest it held for VARIANT.
+
+    The target is read from the registry's signed promotion records; the rollback is itself a
+    signed record. --key must be allowed by the stage's `rollback.allowed`. Exit 31 when not
+    allowed, 8 when there is nothing to roll back to, 18 for an untrusted pointer, 32 on a
+    concurrent change.
+    """
     from builder.promote import rollback_variant
 
     ctx = app_context().app.promotion(policy_file, key, need_signer=True, trust_root=trust_root)
-    applied = rollback_variant(ctx, variant, stage)
-    emit(
-        applied.to_json(),
-        f"rolled back {variant} in {stage}: {applied.plan.previous} -> "
-        f"{applied.plan.destination.pinned(applied.record.digest)}",
-    )
+    result = rollback_variant(ctx, variant, stage, to=to, ticket=ticket, confirm=confirm)
+    emit(result.to_json(), lambda: console().print(result.text(), markup=False))
 
 
 # --------------------------------------------------------------------------------------------- status
@@ -366,6 +381,8 @@ def _print_history(result: VariantHistory) -> None:
                 f"  {by}" + (f"  ticket {r.ticket}" if r.ticket else ""),
                 markup=False,
             )
+        if h.gap:
+            con.print(f"  gap: {h.gap}", style="yellow", markup=False)
 
 
 # --------------------------------------------------------------------------------------------- resolve

@@ -15,7 +15,8 @@ Modules, by concern:
 - ``evidence``: signatures, attestations and fleet verdicts read for a decision
 - ``records``: ``promotion/v1`` records, trust of stage pointers, the history chain
 - ``referrers``, ``transfer``: copying manifests, blobs, evidence and referrers
-- ``plan``, ``apply``: plan_promotion; apply_promotion, promote_many, rollback
+- ``plan``, ``apply``: plan_promotion; apply_promotion, promote_many
+- ``rollback``: plan_rollback (the dry run), apply_rollback, rollback (``--to DIGEST``)
 - ``queries``: status, stage histories, resolve (and the commands' ``status_report``,
   ``variant_history``, ``resolve_variant``)
 - ``batch``: ``builder promote`` / ``builder rollback`` from names (``promote_names``, ``rollback_variant``)
@@ -34,9 +35,8 @@ from builder.promote.apply import (
     apply_promotion,
     batch_error,
     promote_many,
-    rollback,
 )
-from builder.promote.batch import Batch, promote_names, rollback_variant
+from builder.promote.batch import Batch, RollbackResult, promote_names, rollback_variant
 from builder.promote.context import LOCK_FILE_MODE, ClientFactory, PromotionContext, open_context
 from builder.promote.evidence import gather_evidence, keyless_identity
 from builder.promote.fleets import ImageNeeds, cluster_reason, compat_fleet_checker, image_requirements
@@ -68,7 +68,17 @@ from builder.promote.queries import (
     status_report,
     variant_history,
 )
-from builder.promote.records import current_record, history, pointer_trust, read_records
+from builder.promote.records import (
+    Chain,
+    RecordsOn,
+    chain,
+    current_record,
+    history,
+    pointer_trust,
+    read_records,
+    records_on,
+)
+from builder.promote.rollback import apply_rollback, plan_rollback, rollback
 from builder.promote.targets import TargetScope, UnknownVariantError, resolve_targets, scope_of
 
 __all__ = [
@@ -77,6 +87,7 @@ __all__ = [
     "UNSET",
     "Applied",
     "Batch",
+    "Chain",
     "ClientFactory",
     "CopyCounts",
     "FleetChecker",
@@ -87,7 +98,9 @@ __all__ = [
     "PointerTrust",
     "PromotionContext",
     "PromotionRecord",
+    "RecordsOn",
     "Resolved",
+    "RollbackResult",
     "StageHistory",
     "StatusReport",
     "StatusRow",
@@ -96,7 +109,9 @@ __all__ = [
     "UnknownVariantError",
     "VariantHistory",
     "apply_promotion",
+    "apply_rollback",
     "batch_error",
+    "chain",
     "cluster_reason",
     "compat_fleet_checker",
     "current_record",
@@ -107,10 +122,12 @@ __all__ = [
     "keyless_identity",
     "open_context",
     "plan_promotion",
+    "plan_rollback",
     "pointer_trust",
     "promote_many",
     "promote_names",
     "read_records",
+    "records_on",
     "resolve",
     "resolve_targets",
     "resolve_variant",

@@ -9,7 +9,7 @@ tag moves, so a process killed at any point leaves the tag on the old or the new
 re-running completes the promotion (the ledger row is appended when missing).
 
 Errors: ``PolicyDeniedError`` (31), ``PromotionConflictError`` (32), ``NotFoundError`` (8),
-``SigningKeyError`` (16), ``VerificationError`` (18), registry errors (5-7), ``LedgerError`` (33).
+``SigningKeyError`` (16), registry errors (5-7), ``LedgerError`` (33). Rollbacks: ``rollback.py``.
 """
 
 from __future__ import annotations
@@ -25,14 +25,11 @@ from typing import TYPE_CHECKING
 from builder import process
 from builder.errors import (
     BuilderError,
-    NotFoundError,
     PolicyDeniedError,
     PromotionConflictError,
     SigningKeyError,
-    VerificationError,
 )
 from builder.ledger import LedgerRecord
-from builder.policy import Decision, RuleResult
 from builder.predicates import PROMOTION_V1
 from builder.promote.model import (
     UNSET,
@@ -50,7 +47,7 @@ from builder.promote.model import (
 )
 from builder.promote.plan import plan_promotion
 from builder.promote.pool import Task, Uploads, parallel
-from builder.promote.records import current_record, pointer_trust, read_records
+from builder.promote.records import pointer_trust, records_on
 from builder.promote.transfer import copy_evidence, copy_manifest
 from builder.registry import CopyStats, put_manifest_repairing
 from builder.signing.attest import attest_image, prepare_attestation
@@ -59,6 +56,7 @@ from builder.signing.layer import signature_config
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from builder.policy import Decision, RuleResult
     from builder.promote.context import PromotionContext
     from builder.signing.signer import Signer
 
@@ -219,17 +217,24 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
         current = dc.try_resolve(dst.repository, dst.pointer_tag)
         # current == digest: an interrupted run of this promotion (tag moved, ledger row missing)
         # or a concurrent promotion of the same digest: completed below if a record says so
-        if current not in (digest, expected):
+        # an explicit --expect-previous is a compare-and-swap even when the stage already holds the digest
+        allowed_now = (expected,) if not isinstance(expect_previous, Unset) else (digest, expected)
+        if current not in allowed_now:
             raise conflict(dst, expected, current, "since the plan was made")
-        # checked again under the lock even when the plan found a trusted record (never trust a plan)
-        if current is not None and current != digest and current_record(ctx, dst, current, plan.stage) is None:
-            raise PromotionConflictError(
-                f"{dst} names {current}, which has no trusted promotion record: the tag was moved outside "
-                "builder or the previous-digest chain forks; refusing to build on it",
-                found=current,
-                pointer=str(dst),
-                hint=ctx.untrusted_hint(plan.stage, plan.target.variant),
-            )
+        # checked again under the lock even when the plan found a trusted record (never trust a plan):
+        # the digest it names must carry the newest record of the stage's chain
+        if current is not None and current != digest:
+            trust = pointer_trust(ctx, dst, plan.stage, current)
+            if not trust.trusted:
+                raise PromotionConflictError(
+                    f"{dst} names {current}, which has no trusted promotion record, or a newer record moved the "
+                    "stage away from it: the tag was moved outside builder or the previous-digest chain forks; "
+                    "refusing to build on it"
+                    + (f" ({trust.note(ctx.promoter_names(plan.stage))})" if trust.superseded else ""),
+                    found=current,
+                    pointer=str(dst),
+                    hint=ctx.untrusted_hint(plan.stage, plan.target.variant),
+                )
         if current == digest:
             return _complete(ctx, plan, t0)
         src = plan.source
@@ -238,11 +243,9 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
             manifest = ctx.client(src.registry).get_manifest(src.repository, digest)
 
         def write_record() -> PromotionRecord:
-            # only a destination that already had the digest can hold a record of an interrupted run
-            pending = _pending_record(ctx, plan, digest, current, signer) if plan.present else None
-            if pending is not None:
-                return pending
-            # a record signed long before the lock was ours (another promotion held it) would carry a
+            # never reuse a record an interrupted run left (its time is when that run signed it, not
+            # when the digest entered the stage: soak and age count from the record): sign anew.
+            # A record signed long before the lock was ours (another promotion held it) would carry a
             # stale time (history orders records by time): sign a fresh one then
             stale = time.perf_counter() - t0 > EARLY_RECORD_MAX_AGE_S
             if early.previous != current or not uploading or stale:
@@ -284,119 +287,50 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
         after = dc.resolve(dst.repository, dst.pointer_tag)
         if after != digest:
             raise conflict(dst, digest, after, "right after our write (another writer without the lock)")
+        mark_replaced(ctx, dst, rec, signer)
         seq = ctx.ledger.append(ledger_row(rec, plan.decision)).seq if ctx.ledger is not None else None
     return Applied(plan, rec, time.perf_counter() - t0, False, CopyCounts.of(stats, evidence_stats), seq)
 
 
-def _pending_record(
-    ctx: PromotionContext, plan: Plan, digest: str, previous: str | None, signer: Signer
-) -> PromotionRecord | None:
-    """A record an interrupted run wrote (same pointer, digest, previous, promoter) but whose tag
-    move did not happen: reuse it instead of writing a second one."""
-    for rec in reversed(read_records(ctx, plan.destination, digest, plan.stage)):
-        if rec.action == "promote" and rec.previous == previous and rec.signer == signer.fingerprint:
-            return rec
-    return None
+def mark_replaced(ctx: PromotionContext, dst: Location, rec: PromotionRecord, signer: Signer) -> None:
+    """After the tag moved from ``rec.previous`` to ``rec.digest``: write the successor record (the
+    same predicate, signed on the replaced digest) so that a later re-tag back to the replaced
+    digest is seen as such (``records.pointer_trust``). Written after the move, so a failed tag
+    write never marks the digest the stage still holds; a run killed in between leaves it to the
+    re-run (``_complete``). Nothing when the stage was empty or the record is already there."""
+    if rec.previous is None:
+        return
+    on = records_on(ctx, dst, rec.previous, rec.stage)
+    if any(s.digest == rec.digest and s.time == rec.time for s in on.successors):
+        return
+    attest_image(
+        ctx.client(dst.registry),
+        dst.repository,
+        rec.previous,
+        PROMOTION_V1,
+        rec.predicate(),
+        signer,
+        lock_dir=ctx.lock_dir,
+    )
 
 
 def _complete(ctx: PromotionContext, plan: Plan, t0: float) -> Applied:
     digest = plan.digest or ""
-    rec = current_record(ctx, plan.destination, digest, plan.stage)
-    if rec is None:
+    trust = pointer_trust(ctx, plan.destination, plan.stage, digest)
+    rec = trust.record
+    if rec is None or not trust.trusted:
         raise PromotionConflictError(
-            f"{plan.destination} already names {digest} but no trusted promotion record says so: "
-            "the tag was moved outside builder",
+            f"{plan.destination} already names {digest} but no trusted promotion record says so "
+            "(or a newer record moved the stage away from it): the tag was moved outside builder",
             found=digest,
             pointer=str(plan.destination),
         )
+    if ctx.signer is not None:
+        mark_replaced(ctx, plan.destination, rec, ctx.signer)  # a run killed after its tag move
     seq = None
     if ctx.ledger is not None and rec.layer and not ctx.ledger.has_attestation(rec.layer):
         seq = ctx.ledger.append(ledger_row(rec, plan.decision)).seq
     return Applied(plan, rec, time.perf_counter() - t0, True, CopyCounts(), seq)
-
-
-def rollback(ctx: PromotionContext, target: Target, stage: str) -> Applied:
-    """Point ``stage`` back at the previous digest named by the current trusted promotion record,
-    if the signer may roll the stage back (the stage's ``rollback.allowed``); writes a
-    ``promotion/v1`` record with ``action: rollback`` and a ledger row. Reads the registry only.
-    Raises PolicyDeniedError (not allowed), NotFoundError (nothing to roll back to),
-    VerificationError (no trusted record on what the pointer names), PromotionConflictError
-    (concurrent change)."""
-    t0 = time.perf_counter()
-    signer = require_signer(ctx)
-    st = ctx.policy.stage(stage)
-    if st.rollback is None:
-        raise PolicyDeniedError(
-            f"stage {stage} has no rollback rule in {ctx.policy.path}: nobody may roll it back",
-            hint="add `rollback: {allowed: [...]}` to the stage",
-        )
-    who = st.rollback.allows(signer.fingerprint)
-    if who is None:
-        raise PolicyDeniedError(
-            f"key {short_signer(signer.fingerprint)} may not roll back {stage} (allowed: "
-            f"{', '.join([a.name for a in st.rollback.approvers] + [s.name for s in st.rollback.keysets])})",
-            hint=f"roll back with the key of someone the stage's rollback rule allows: `--key FILE` "
-            f"({ctx.policy.path}, stage {stage})",
-            reasons=[{"rule": "rollback", "passed": False, "location": st.rollback.location}],
-        )
-    dst = ctx.stage_location(target, stage)
-    dc = ctx.client(dst.registry)
-    with ctx.lock(dst):
-        current = dc.try_resolve(dst.repository, dst.pointer_tag)
-        if current is None:
-            raise NotFoundError(
-                f"{dst} does not exist: {target.variant} was never promoted to {stage}, nothing to roll back",
-                hint=f"`builder history {target.variant}` shows the stages it is in",
-            )
-        target_digest = _previous_digest(ctx, dst, target, stage, current)
-        decision = Decision(
-            stage, target_digest, True, (RuleResult("rollback", True, f"allowed for {who}", st.rollback.location),)
-        )
-        plan = Plan(target, stage, stage, dst, target_digest, dst, current, decision, None)
-        new = new_record(ctx, plan, signer, "rollback", target_digest, current)
-        write = attest_image(
-            dc, dst.repository, target_digest, PROMOTION_V1, new.predicate(), signer, lock_dir=ctx.lock_dir
-        )
-        new = dataclasses.replace(new, signer=signer.fingerprint, layer=write.layer_digest)
-        again = dc.try_resolve(dst.repository, dst.pointer_tag)
-        if again != current:
-            raise conflict(dst, current, again, "while the rollback was being written")
-        manifest = dc.get_manifest(dst.repository, target_digest)
-        dc.put_manifest(dst.repository, dst.pointer_tag, manifest.raw, manifest.media_type)
-        after = dc.resolve(dst.repository, dst.pointer_tag)
-        if after != target_digest:
-            raise conflict(dst, target_digest, after, "right after our write")
-        seq = ctx.ledger.append(ledger_row(new, decision)).seq if ctx.ledger is not None else None
-    return Applied(plan, new, time.perf_counter() - t0, False, CopyCounts(), seq)
-
-
-def _previous_digest(ctx: PromotionContext, dst: Location, target: Target, stage: str, current: str) -> str:
-    """The digest a rollback of ``dst`` (naming ``current``) returns to, still in the registry."""
-    trust = pointer_trust(ctx, dst, stage, current)
-    rec = trust.record
-    if rec is None:
-        raise VerificationError(
-            trust.note(ctx.promoter_names(stage)) + ": cannot tell its previous digest",
-            found=current,
-            pointer=str(dst),
-            foreign=list(trust.foreign),
-            hint=ctx.untrusted_hint(stage, target.variant, foreign=bool(trust.foreign)),
-        )
-    if rec.previous is None:
-        raise NotFoundError(
-            f"nothing to roll back to: {current} was the first promotion of {target.variant} into {stage} "
-            f"({dst} had no digest before it)",
-            hint=f"to replace it, promote another digest explicitly: `builder promote "
-            f"{dst.name}@sha256:… --to {stage} --confirm` (it must be what the previous stage holds); "
-            f"`builder history {target.variant} --stage {stage}` shows the chain",
-        )
-    if ctx.client(dst.registry).try_resolve(dst.repository, rec.previous) != rec.previous:
-        raise NotFoundError(
-            f"previous digest {rec.previous} is no longer in {dst.name} (deleted from the registry): "
-            "cannot roll back to it",
-            hint=f"promote a digest that still exists explicitly: `builder promote REF@sha256:… --to {stage}`",
-        )
-    return rec.previous
 
 
 def promote_many(

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from builder.errors import BuilderError, ConfigError
 from builder.models import SummaryRow
-from builder.promote.apply import batch_error, promote_many, rollback
-from builder.promote.model import UNSET, Applied, ExpectPrevious, Outcome, PromoteDocument
+from builder.promote.apply import batch_error, promote_many
+from builder.promote.model import UNSET, Applied, ExpectPrevious, Outcome, Plan, PromoteDocument, RollbackDocument
+from builder.promote.rollback import apply_rollback, plan_rollback
 from builder.promote.targets import resolve_targets, scope_of
 
 if TYPE_CHECKING:
@@ -87,8 +88,43 @@ def promote_names(
     return Batch(stage, confirm, tuple(outcomes), batch_error(ctx, stage, outcomes))
 
 
-def rollback_variant(ctx: PromotionContext, variant: str, stage: str) -> Applied:
-    """``builder rollback STAGE VARIANT``: point ``stage`` back at the previous digest of
-    ``variant`` (a variant id or image reference). Raises what ``rollback`` raises."""
+@dataclasses.dataclass(frozen=True)
+class RollbackResult:
+    """One ``builder rollback``: the ``plan`` (``previous``: the digest the stage holds, ``digest``:
+    the one it returns to) and, with ``--confirm``, what was ``applied`` (None: a dry run)."""
+
+    plan: Plan
+    applied: Applied | None = None
+
+    def to_json(self) -> RollbackDocument:
+        if self.applied is not None:
+            return self.applied.to_json()
+        return {**self.plan.to_json(), "applied": False}
+
+    def text(self) -> str:
+        """The result for people (one line, plus the dry-run note)."""
+        p = self.plan
+        to = p.destination.pinned(p.digest or "")
+        if self.applied is None:
+            return (
+                f"would roll back {p.target.variant} in {p.stage}: {p.previous} -> {to}\n"
+                "dry run: add --confirm to apply"
+            )
+        return f"rolled back {p.target.variant} in {p.stage}: {p.previous} -> {to}"
+
+
+def rollback_variant(
+    ctx: PromotionContext,
+    variant: str,
+    stage: str,
+    *,
+    to: str | None = None,
+    ticket: str | None = None,
+    confirm: bool = False,
+) -> RollbackResult:
+    """``builder rollback STAGE VARIANT [--to DIGEST]``: plan (and with ``confirm`` apply) pointing
+    ``stage`` back at a digest of its history for ``variant`` (a variant id or image reference).
+    Raises what ``plan_rollback`` / ``apply_rollback`` raise."""
     [target] = resolve_targets(scope_of(ctx), (variant,))
-    return rollback(ctx, target, stage)
+    plan = plan_rollback(ctx, target, stage, to=to, ticket=ticket)
+    return RollbackResult(plan, apply_rollback(ctx, plan) if confirm else None)

@@ -295,11 +295,15 @@ class PointerTrust:
     digest: str | None
     record: PromotionRecord | None
     foreign: tuple[str, ...] = ()
+    # a trusted record newer than ``record`` that moved the pointer away from ``digest`` (the
+    # digest was replaced there later and no signed rollback returned it): a re-tag back
+    superseded: PromotionRecord | None = None
 
     @property
     def trusted(self) -> bool:
-        """No tag, or a trusted record says the tag names this digest."""
-        return self.digest is None or self.record is not None
+        """No tag, or a trusted record says the tag names this digest and no newer record moved
+        the stage away from it (monotonic: the pointer's record is the newest of the chain)."""
+        return self.digest is None or (self.record is not None and self.superseded is None)
 
     def note(self, promoters: Sequence[str] = (), *, short: bool = False) -> str:
         """Why the pointer is not trusted (empty when it is): the plan's ``chain`` row, ``resolve``
@@ -309,6 +313,14 @@ class PointerTrust:
             return ""
         who = f" ({', '.join(promoters)})" if promoters else ""
         what = f"untrusted: names {self.digest[:19]}…" if short else f"{self.pointer} names {self.digest}"
+        if self.record is not None and self.superseded is not None:
+            later = self.superseded
+            return (
+                f"{what}, which a newer record moved the stage away from ({later.action} to "
+                f"{later.digest[:19]}… at {later.time}): no signed rollback record returns it, the tag "
+                f"was moved back outside builder (chain: {self.digest[:19]}… {self.record.time} -> "
+                f"{later.digest[:19]}… {later.time} -> pointer back on {self.digest[:19]}…)"
+            )
         text = f"{what} but no promotion record by a trusted promoter{who} says so: "
         if self.foreign:
             return text + "promotion record(s) there are signed by " + "; ".join(self.foreign)
@@ -433,6 +445,10 @@ class FailedDocument(TypedDict):
 
 OutcomeDocument = AppliedDocument | PlannedDocument | PlanFailedDocument | FailedDocument
 """One target of ``builder promote --json`` (``results``)."""
+
+
+RollbackDocument = AppliedDocument | PlannedDocument
+"""``builder rollback --json``: the rollback applied (``--confirm``) or only planned (dry run)."""
 
 
 class PromoteDocument(TypedDict):
@@ -623,14 +639,16 @@ class HistoryRecordDocument(PromotionRecordDocument):
 class StageHistoryDocument(TypedDict):
     """One stage of ``builder history --json``: its ``pointer`` (None: never promoted) and trusted
     records newest first; for a pointer that exists, the ``digest`` it names and, when no trusted
-    record explains it, why (``note``); ``error``: why the stage could not be read (as every
-    ``--json`` error body; the command then exits with the first stage's code)."""
+    record explains it (or a newer record moved the stage away from it), why (``note``); ``gap``:
+    where the chain breaks before the first promotion; ``error``: why the stage could not be read
+    (as every ``--json`` error body; the command then exits with the first stage's code)."""
 
     stage: str
     pointer: str | None
     records: list[HistoryRecordDocument]
     digest: NotRequired[str | None]
     note: NotRequired[str | None]
+    gap: NotRequired[str | None]
     error: NotRequired[ErrorBody]
 
 
@@ -663,6 +681,7 @@ class StageHistory:
     digest: str | None = None
     note: str | None = None
     error: ErrorBody | None = None
+    gap: str | None = None  # where the chain breaks before the first promotion (None: it does not)
 
     def to_json(self) -> StageHistoryDocument:
         out: StageHistoryDocument = {
@@ -676,6 +695,8 @@ class StageHistory:
         if self.pointer is None:
             return out
         out["digest"] = self.digest
-        if not self.records:
+        if not self.records or self.note:
             out["note"] = self.note
+        if self.gap:
+            out["gap"] = self.gap
         return out

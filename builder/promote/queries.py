@@ -33,7 +33,7 @@ from builder.promote.model import (
     StatusRow,
     Target,
 )
-from builder.promote.records import history, pointer_trust
+from builder.promote.records import chain, pointer_trust
 from builder.promote.targets import resolve_targets, scope_of
 from builder.signing.verify import verify_image
 
@@ -82,7 +82,7 @@ def status(
             return StatusRow(t.variant, stage, str(loc), None, None, None, None, None, error=exc.to_json())
         sigs = sum(1 for i in report.items if i.kind == "signature" and i.ok)
         types = tuple(sorted({i.predicate_type or "" for i in report.items if i.kind == "attestation" and i.ok}))
-        if rec is None:
+        if rec is None or not trust.trusted:
             note = trust.note(ctx.promoter_names(stage), short=True)
             return StatusRow(t.variant, stage, str(loc), digest, None, None, None, None, sigs, types, note=note)
         age = (now - rec.when).total_seconds()
@@ -104,8 +104,10 @@ def stage_histories(
     ctx: PromotionContext, target: Target, stages: Sequence[str] = (), *, limit: int = 50
 ) -> list[StageHistory]:
     """For each of ``stages`` (default: every stage of the policy) the pointer's record chain,
-    newest first (``records.history``), each record labelled with who signed it; a pointer no
-    trusted record explains gets a ``note`` saying why, as ``status`` does. NotFoundError for an
+    newest first (``records.chain``: every cycle, each move its own record), each record labelled
+    with who signed it; a pointer no trusted record explains, or one moved back to a digest a newer
+    record replaced, gets a ``note`` saying why, as ``status`` does; a chain that breaks before the
+    first promotion gets a ``gap`` naming the digest where it breaks. NotFoundError for an
     unknown stage (before any registry read); a stage that cannot be read gets its ``error`` (the
     other stages are still read; when none can be read, the first stage's error is raised);
     RegistryUnavailableError (5) when the registry cannot be reached."""
@@ -118,12 +120,20 @@ def stage_histories(
             if ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag) is None:
                 out.append(StageHistory(s, None))  # never promoted (not an error)
                 continue
-            _, recs = history(ctx, target, s, limit=limit)
+            found = chain(ctx, target, s, limit=limit)
+            trust = pointer_trust(ctx, loc, s)
+            recs = found.records
             labelled = tuple((r, ctx.promoter_label(r)) for r in recs)
             if recs:
-                out.append(StageHistory(s, str(loc), labelled, recs[0].digest))
+                note = trust.note(ctx.promoter_names(s), short=True) or None
+                gap = (
+                    f"the chain breaks at {found.gap[:19]}…: no trusted record put it into {s} before "
+                    f"{recs[-1].time} (records missing or signed by keys this policy does not list)"
+                    if found.gap
+                    else None
+                )
+                out.append(StageHistory(s, str(loc), labelled, recs[0].digest, note, gap=gap))
                 continue
-            trust = pointer_trust(ctx, loc, s)
         except RegistryUnavailableError:
             raise
         except BuilderError as exc:  # shown for this stage, then exit non-zero

@@ -9,6 +9,7 @@ Reads only the registry, so every query works on a fresh machine. Errors: regist
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from builder.errors import NotFoundError
@@ -26,19 +27,31 @@ if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
 
 
+@dataclasses.dataclass(frozen=True)
+class RecordsOn:
+    """The ``promotion/v1`` layers on one digest for one stage pointer. ``records``: trusted
+    records that put the digest into the pointer, oldest first; ``successors``: trusted records of
+    the moves that later replaced the digest there (written on the replaced digest after each tag
+    move, same predicate: ``previous`` is this digest, ``digest`` the one that replaced it), oldest
+    first; ``foreign``: who signed the layers that do not count (text, deduplicated)."""
+
+    records: tuple[PromotionRecord, ...]
+    successors: tuple[PromotionRecord, ...] = ()
+    foreign: tuple[str, ...] = ()
+
+
 def read_records(ctx: PromotionContext, loc: Location, digest: str, stage: str) -> list[PromotionRecord]:
     """Trusted ``promotion/v1`` records on ``digest`` in ``loc``'s repository for ``loc`` (the
     stage pointer): verified, signed by a promoter (or a listed roll-backer), naming this digest
     and pointer. Oldest first."""
-    return read_records_and_foreign(ctx, loc, digest, stage)[0]
+    return list(records_on(ctx, loc, digest, stage).records)
 
 
-def read_records_and_foreign(
-    ctx: PromotionContext, loc: Location, digest: str, stage: str
-) -> tuple[list[PromotionRecord], tuple[str, ...]]:
-    """``read_records`` plus, for every other ``promotion/v1`` layer on the digest, who signed it
-    (as text: ``sha256:…`` with the key set it belongs to, or what the layer claims), deduplicated:
-    the records that do not count, for the note on an untrusted pointer."""
+def records_on(ctx: PromotionContext, loc: Location, digest: str, stage: str) -> RecordsOn:
+    """Every ``promotion/v1`` layer on ``digest`` for the pointer ``loc``, sorted into the records
+    that put it there, the successor records of the moves that replaced it, and, for every other
+    layer, who signed it (as text: ``sha256:…`` with the key set it belongs to, or what the layer
+    claims): the records that do not count, for the note on an untrusted pointer."""
     signers = ctx.record_signers(stage)
     client = ctx.client(loc.registry)
     tag = signature_tag(digest, ATT_SUFFIX)
@@ -53,6 +66,7 @@ def read_records_and_foreign(
     verifiers = verifiers_for(ctx.keys, ctx.verifiers)
     items = map_parallel(lambda d: verify_layer(client, loc.repository, digest, d, verifiers, tag=tag), layers)
     out: list[PromotionRecord] = []
+    successors: list[PromotionRecord] = []
     foreign: list[str] = []
     for it in items:
         ident = keyless_identity(it.signer)
@@ -68,7 +82,10 @@ def read_records_and_foreign(
             if it.predicate
             else None
         )
-        if rec is None or rec.stage != stage or rec.digest != digest or rec.reference != str(loc):
+        if rec is None or rec.stage != stage or rec.reference != str(loc):
+            continue
+        successor = rec.digest != digest and rec.previous == digest
+        if rec.digest != digest and not successor:
             continue
         if not any(s.match(it.signer, ident) for s in signers):
             sets = [s.name for s in ctx.policy.keysets if s.match(it.signer, ident)]
@@ -76,19 +93,25 @@ def read_records_and_foreign(
             where = f"key set {', '.join(sets)}" if sets else (f"approver {named}" if named else "listed")
             foreign.append(f"{short_signer(it.signer)} ({where}, not a promoter of {stage})")
             continue
-        out.append(rec)
+        (successors if successor else out).append(rec)
     out.sort(key=lambda r: r.when)
-    return out, tuple(dict.fromkeys(foreign))
+    successors.sort(key=lambda r: r.when)
+    return RecordsOn(tuple(out), tuple(successors), tuple(dict.fromkeys(foreign)))
 
 
 def pointer_trust(ctx: PromotionContext, loc: Location, stage: str, digest: str | Unset | None = UNSET) -> PointerTrust:
-    """Read the pointer ``loc`` (unless ``digest``, what it names, is given) and its records."""
+    """Read the pointer ``loc`` (unless ``digest``, what it names, is given) and its records.
+    The pointer is trusted only when the newest trusted record about its digest is one that put
+    the digest there: a successor record newer than that (the stage moved on, and no signed
+    rollback came back) makes it a re-tag back (``PointerTrust.superseded``)."""
     if isinstance(digest, Unset):
         digest = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
     if digest is None:
         return PointerTrust(loc, None, None)
-    recs, foreign = read_records_and_foreign(ctx, loc, digest, stage)
-    return PointerTrust(loc, digest, recs[-1] if recs else None, foreign)
+    on = records_on(ctx, loc, digest, stage)
+    rec = on.records[-1] if on.records else None
+    later = [s for s in on.successors if rec is not None and s.when > rec.when]
+    return PointerTrust(loc, digest, rec, on.foreign, later[-1] if later else None)
 
 
 def current_record(
@@ -99,9 +122,19 @@ def current_record(
     return recs[-1] if recs else None
 
 
-def history(
-    ctx: PromotionContext, target: Target, stage: str, *, limit: int = 100
-) -> tuple[Location, list[PromotionRecord]]:
+@dataclasses.dataclass(frozen=True)
+class Chain:
+    """A stage pointer's chain of trusted records, newest first (cycles appear as they happened:
+    every promotion and rollback has its own record). ``gap``: the digest where the chain breaks
+    (a record's ``previous`` with no trusted record older than it; None: the chain reaches the
+    first promotion, or ``limit`` records were read)."""
+
+    pointer: Location
+    records: tuple[PromotionRecord, ...]
+    gap: str | None = None
+
+
+def chain(ctx: PromotionContext, target: Target, stage: str, *, limit: int = 100) -> Chain:
     """The stage pointer's chain of records, newest first, read from the registry alone: the record
     on the digest the tag names, then the record on its ``previous`` digest older than it, ...
     Raises NotFoundError when the stage holds no digest for the variant."""
@@ -115,7 +148,16 @@ def history(
     while cur is not None and len(out) < limit:
         rec = current_record(ctx, loc, cur, stage, before=before)
         if rec is None:
-            break
+            return Chain(loc, tuple(out), cur if out else None)
         out.append(rec)
         before, cur = rec.when, rec.previous
-    return loc, out
+    return Chain(loc, tuple(out))
+
+
+def history(
+    ctx: PromotionContext, target: Target, stage: str, *, limit: int = 100
+) -> tuple[Location, list[PromotionRecord]]:
+    """``chain`` as (pointer, records newest first). Raises NotFoundError when the stage holds no
+    digest for the variant."""
+    c = chain(ctx, target, stage, limit=limit)
+    return c.pointer, list(c.records)

@@ -100,7 +100,7 @@ def test_every_registry_command_with_credentials_only_in_docker_config(
     assert second in json.dumps(status)
     assert len(json.dumps(builder("history", VARIANT))) > 2
     assert builder("resolve", VARIANT, "--stage", "dev")
-    builder("rollback", "dev", VARIANT)
+    builder("rollback", "dev", VARIANT, "--confirm")
     assert _digest_of(built) in json.dumps(builder("resolve", VARIANT, "--stage", "dev"))
 
 

@@ -158,7 +158,7 @@ def test_gc_deletes_only_what_no_stage_needs(
     pub = str(keys / "build" / "builder.pub")
     run("verify", f"{registry_address}/{repo}:{VARIANT}-dev", "--key", pub)
     assert run("resolve", VARIANT, "--stage", "dev").stdout.strip() == f"{registry_address}/{repo}@{d2}"
-    run("rollback", "dev", VARIANT, "--key", str(keys / "alice" / "builder.key"))
+    run("rollback", "dev", VARIANT, "--key", str(keys / "alice" / "builder.key"), "--confirm")
     assert run("resolve", VARIANT, "--stage", "dev").stdout.strip() == f"{registry_address}/{repo}@{d1}"
     run("verify", f"{registry_address}/{repo}@{d1}", "--key", pub)
 

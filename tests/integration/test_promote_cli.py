@@ -146,8 +146,13 @@ def test_promotion_commands(run: Run, project: Path, registry_address: str, uniq
     d2 = _build(project, registry_address, unique_repo, b"cli two")
     run(project, "promote", VARIANT, "--to", "dev", "--confirm", "--expect-previous", d1)
     run(project, "rollback", "dev", VARIANT, "--key", str(keys / "mallory" / "builder.key"), code=31)
-    out = js(run(project, "rollback", "dev", VARIANT, "--key", str(keys / "alice" / "builder.key"), "--json"))
-    assert out["record"]["digest"] == d1 and out["record"]["previous"] == d2
+    alice_key = str(keys / "alice" / "builder.key")
+    dry = js(run(project, "rollback", "dev", VARIANT, "--key", alice_key, "--json"))  # dry run by default
+    assert dry["applied"] is False and (dry["digest"], dry["previous"]) == (d1, d2)
+    assert run(project, "resolve", VARIANT, "--stage", "dev").stdout.strip().endswith("@" + d2)
+    assert "add --confirm" in run(project, "rollback", "dev", VARIANT, "--key", alice_key).stderr
+    out = js(run(project, "rollback", "dev", VARIANT, "--key", alice_key, "--confirm", "--ticket", "CHG-9", "--json"))
+    assert out["record"]["digest"] == d1 and out["record"]["previous"] == d2 and out["record"]["ticket"] == "CHG-9"
     hist = js(run(project, "history", VARIANT, "--stage", "dev", "--json"))["stages"][0]["records"]
     assert [(h["action"], h["digest"]) for h in hist] == [("rollback", d1), ("promote", d2), ("promote", d1)]
     rows = js(run(project, "status", "--json"))["rows"]
@@ -252,7 +257,7 @@ def test_untrusted_pointer_is_shown_in_the_dry_run(
     assert err["error"]["kind"] == "verification-failed" and "--no-verify" in err["error"]["hint"]
     alice = str(project / "state" / "keys" / "alice" / "builder.key")
     err = js(run(project, "rollback", "dev", VARIANT, "--key", alice, "--json", code=18))
-    assert "cannot tell its previous digest" in err["error"]["message"]
+    assert "cannot tell where to roll back to" in err["error"]["message"]
 
 
 def test_rollback_of_a_first_promotion_says_what_to_do(
@@ -326,7 +331,7 @@ def test_promotion_commands_on_a_password_protected_registry(run: Run, tmp_path:
         out = js(run(root, "promote", VARIANT, "--to", "dev", "--confirm", "--json", *flag))["results"][0]
         assert out["applied"] and out["digest"] == d2 and out["previous"] == d1
         alice = str(root / "state" / "keys" / "alice" / "builder.key")
-        out = js(run(root, "rollback", "dev", VARIANT, "--key", alice, "--json", *flag))
+        out = js(run(root, "rollback", "dev", VARIANT, "--key", alice, "--confirm", "--json", *flag))
         assert out["record"]["digest"] == d1 and out["record"]["previous"] == d2
         hist = js(run(root, "history", VARIANT, "--stage", "dev", "--json", env=env))["stages"][0]["records"]
         assert [(h["action"], h["digest"]) for h in hist] == [("rollback", d1), ("promote", d2), ("promote", d1)]

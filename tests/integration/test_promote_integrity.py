@@ -1,0 +1,220 @@
+"""Promotion integrity (#20), each case written as the attack with the refusal or detection it
+must produce, on the real registry: a stage tag pushed back by hand (rollback by re-tagging), a
+re-run after a failed tag write (soak bypass), rollback as a planned signed operation (never a
+toggle, ``--to DIGEST``), re-promotion after a rollback writes its own record, the history shows
+every cycle and every gap, ``--expect-previous`` is a compare-and-swap even when the stage already
+holds the digest."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.errors import (
+    ConfigError,
+    NotFoundError,
+    PolicyDeniedError,
+    PromotionConflictError,
+    RegistryError,
+    VerificationError,
+)
+from builder.predicates import DEVICE_CHECK_V1
+from builder.promote import (
+    Target,
+    apply_promotion,
+    apply_rollback,
+    chain,
+    plan_promotion,
+    plan_rollback,
+    resolve,
+    rollback,
+    stage_histories,
+    status,
+)
+from builder.registry import RegistryClient
+from tests.faultproxy import Fault, FaultProxy
+from tests.integration import test_promote
+from tests.integration.test_promote import VARIANT, World, failed_rules
+from tests.integration.test_promote_support import device_check, make_keys, write_policy
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+world = test_promote.world  # the shared fixture of the promotion tests
+
+pytestmark = pytest.mark.integration
+
+
+def _retag(w: World, stage: str, digest: str, repo: str | None = None) -> None:
+    """What anyone with push rights can do: PUT the stage tag back onto an older digest."""
+    r = repo or w.repo
+    m = w.client.get_manifest(r, digest)
+    w.client.put_manifest(r, f"{VARIANT}-{stage}", m.raw, m.media_type)
+
+
+def _dev(w: World, content: bytes) -> str:
+    d = w.build(content)
+    env = w.env()
+    apply_promotion(env, plan_promotion(env, w.target, "dev"))
+    return d
+
+
+def test_retag_back_to_an_older_recorded_digest_is_refused_everywhere(world: World) -> None:
+    d1 = _dev(world, b"integrity one")
+    d2 = _dev(world, b"integrity two")
+    env = world.env()
+    assert resolve(env, world.target, "dev").endswith("@" + d2)
+    _retag(world, "dev", d1)  # the attack: d1 carries a valid record from its own promotion
+    with pytest.raises(VerificationError) as err:
+        resolve(env, world.target, "dev")
+    assert err.value.exit_code == 18
+    assert "newer record moved the stage away" in err.value.message and d2[:19] in err.value.message
+    row = status(env, [world.target], ["dev"])[0]
+    assert row.digest == d1 and row.action is None and "moved back outside builder" in (row.note or "")
+    [hist] = stage_histories(env, world.target, ["dev"])
+    assert hist.note and "newer record moved the stage away" in hist.note
+    assert hist.to_json()["note"] == hist.note
+    # the next promotion refuses to build on it (dry run already), and a forged plan under the lock
+    world.build(b"integrity three")
+    plan = plan_promotion(env, world.target, "dev")
+    assert not plan.trusted and "chain" in failed_rules(plan)
+    forged = dataclasses.replace(plan, trusted=True, decision=dataclasses.replace(plan.decision, allowed=True))
+    with pytest.raises(PromotionConflictError, match="newer record moved the stage away"):
+        apply_promotion(env, forged)
+    assert world.client.resolve(world.repo, f"{VARIANT}-dev") == d1  # nothing was overwritten
+    # a rollback cannot start from it either
+    with pytest.raises(VerificationError):
+        plan_rollback(world.env(signer="alice"), world.target, "dev")
+    # putting the tag back where the chain says restores trust
+    _retag(world, "dev", d2)
+    assert resolve(env, world.target, "dev").endswith("@" + d2)
+
+
+def test_rollback_is_planned_signed_never_a_toggle_and_retag_forward_is_refused(world: World) -> None:
+    d1 = _dev(world, b"rb one")
+    d2 = _dev(world, b"rb two")
+    d3 = _dev(world, b"rb three")
+    alice = world.env(signer="alice")
+    with pytest.raises(PolicyDeniedError, match="may not roll back"):
+        plan_rollback(world.env(signer="mallory"), world.target, "dev")
+    # the dry run writes nothing
+    plan = plan_rollback(alice, world.target, "dev")
+    assert (plan.previous, plan.digest) == (d3, d2)
+    assert world.client.resolve(world.repo, f"{VARIANT}-dev") == d3
+    # --to: only a digest of the stage's history, and a real digest
+    with pytest.raises(ConfigError, match="not a digest"):
+        plan_rollback(alice, world.target, "dev", to="latest")
+    stranger = "sha256:" + "ab" * 32
+    with pytest.raises(NotFoundError, match="never in dev"):
+        plan_rollback(alice, world.target, "dev", to=stranger)
+    applied = rollback(alice, world.target, "dev", to=d1, ticket="CHG-4711")
+    assert applied.record.action == "rollback" and applied.record.ticket == "CHG-4711"
+    assert (applied.record.digest, applied.record.previous) == (d1, d3)
+    assert resolve(alice, world.target, "dev").endswith("@" + d1)
+    # a second rollback goes further back than what d1 replaced when promoted: nothing (first promotion)
+    with pytest.raises(NotFoundError, match="nothing to roll back to"):
+        plan_rollback(alice, world.target, "dev")
+    # the rolled-back digest cannot be brought back by re-tagging: the rollback's record supersedes it
+    _retag(world, "dev", d3)
+    with pytest.raises(VerificationError, match="rollback to"):
+        resolve(alice, world.target, "dev")
+    _retag(world, "dev", d1)
+    # a planned rollback whose pointer moved meanwhile is a conflict
+    stale = plan_rollback(alice, world.target, "dev", to=d2)
+    env = world.env()
+    apply_promotion(env, plan_promotion(env, world.target, "dev"))  # the variant tag names d3 again
+    with pytest.raises(PromotionConflictError):
+        apply_rollback(alice, stale)
+    # history: every cycle, each move its own record (the re-promotion of d3 wrote a new one)
+    found = chain(env, world.target, "dev")
+    assert [(r.action, r.digest) for r in found.records] == [
+        ("promote", d3),
+        ("rollback", d1),
+        ("promote", d3),
+        ("promote", d2),
+        ("promote", d1),
+    ]
+    assert found.gap is None
+    assert len({r.time for r in found.records}) == 5
+
+
+def test_rerun_after_a_failed_tag_write_signs_a_fresh_record_so_soak_counts_from_it(
+    registry_address: str, unique_repo: str, tmp_path: Path
+) -> None:
+    """The attack: staging's tag write fails (500) after its record is written; the re-run a
+    minute later must not reuse that record's time, else a 60 s soak would be met 2 s after the
+    digest really entered staging."""
+    state = tmp_path / "state"
+    state.mkdir()
+    keys = make_keys(state)
+    soak = "        - soak: {min: 60s, signers: [promoters]}\n"
+    policy = write_policy(tmp_path / "policy.yaml", keys, soak=soak)
+    with FaultProxy(registry_address) as proxy:
+        host = proxy.address
+        w = World(
+            host,
+            unique_repo,
+            RegistryClient(host, insecure=True),
+            keys,
+            policy,
+            state,
+            Target(VARIANT, unique_repo, host),
+        )
+        digest = w.build(b"soak")
+        t0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+        env = w.env(now=t0)
+        apply_promotion(env, plan_promotion(env, w.target, "dev"))
+        w.attest("check-runner", digest, DEVICE_CHECK_V1, device_check("none", digest=digest))
+        proxy.add(Fault("status", 500, method="PUT", path=rf"/manifests/{VARIANT}-staging$"))
+        env = w.env(now=t0 + dt.timedelta(minutes=5))
+        with pytest.raises(RegistryError):
+            apply_promotion(env, plan_promotion(env, w.target, "staging"))
+        assert w.client.try_resolve(unique_repo, f"{VARIANT}-staging") is None
+        proxy.clear()
+        entered = t0 + dt.timedelta(minutes=10)
+        env = w.env(now=entered)
+        applied = apply_promotion(env, plan_promotion(env, w.target, "staging"))
+        assert applied.record.when == entered  # a fresh record, not the failed run's
+        for who in ("alice", "bob"):
+            w.approve(who, digest, "prod")
+        w.attest(
+            "check-runner",
+            digest,
+            DEVICE_CHECK_V1,
+            device_check("nvidia", gpus=("NVIDIA H200",), driver="580.65.06", digest=digest),
+        )
+        soon = plan_promotion(w.env(now=entered + dt.timedelta(seconds=2)), w.target, "prod", ticket="CHG-1234")
+        assert set(failed_rules(soon)) == {"soak"}, soon.decision.failed()
+        later = plan_promotion(w.env(now=entered + dt.timedelta(seconds=61)), w.target, "prod", ticket="CHG-1234")
+        assert later.decision.allowed, later.decision.failed()
+
+
+def test_expect_previous_is_checked_even_when_the_stage_already_holds_the_digest(world: World) -> None:
+    d1 = _dev(world, b"cas one")
+    env = world.env()
+    plan = plan_promotion(env, world.target, "dev")
+    assert plan.already
+    with pytest.raises(PromotionConflictError):
+        apply_promotion(env, plan, expect_previous="sha256:" + "cd" * 32)
+    assert apply_promotion(env, plan, expect_previous=d1).completed
+
+
+def test_history_shows_a_gap_where_the_chain_breaks(world: World, tmp_path: Path) -> None:
+    """d1 was promoted by a key another checkout's policy lists and ours does not; our promotion
+    of d2 on top is trusted, and history says the chain breaks at d1 instead of stopping silently."""
+    other = tmp_path / "other.yaml"
+    text = world.policy_path.read_text()
+    build_entry = f"promoters:\n    - file: {world.keys.pub('build')}\n"
+    other.write_text(text.replace(build_entry, f"{build_entry}    - file: {world.keys.pub('mallory')}\n"))
+    d1 = world.build(b"gap one")
+    theirs = world.env(signer="mallory", policy_path=other)
+    apply_promotion(theirs, plan_promotion(theirs, world.target, "dev"))
+    world.build(b"gap two")
+    ours_under_theirs = world.env(policy_path=other)
+    apply_promotion(ours_under_theirs, plan_promotion(ours_under_theirs, world.target, "dev"))
+    [hist] = stage_histories(world.env(), world.target, ["dev"])
+    assert len(hist.records) == 1 and hist.gap and d1[:19] in hist.gap
+    assert hist.to_json()["gap"] == hist.gap
