@@ -95,6 +95,38 @@ def import_(source: Path, output_dir: Path | None, no_password: bool) -> None:
     )
 
 
+@keys.command("export")
+@key_option
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory for cosign.key and cosign.pub (never overwritten).",
+)
+@json_option
+def export(key: Path | None, output_dir: Path) -> None:
+    """Write the signing key as cosign's cosign.key (+ cosign.pub) so cosign signs with it.
+
+    The key (default: builder.toml `key`) is decrypted with BUILDER_KEY_PASSWORD; cosign.key is
+    encrypted with COSIGN_PASSWORD, which `cosign sign --key cosign.key` reads too.
+
+    \b
+    Example:
+      COSIGN_PASSWORD=... builder keys export --output-dir out
+      COSIGN_PASSWORD=... cosign sign --key out/cosign.key --tlog-upload=false REF
+    """
+    from builder.signing.operations import export_keys
+
+    app = app_context().app
+    source = key or app.config.key_path
+    pair = export_keys(source, output_dir, app.key_password, app.environ.get("COSIGN_PASSWORD"))
+    emit(
+        pair.to_json(),
+        f"[green]exported[/] {source} -> {pair.private_key} (cosign format), {pair.public_key}\n"
+        f"  fingerprint {pair.fingerprint}",
+    )
+
+
 @click.command()
 @click.argument("reference")
 @key_option
@@ -131,6 +163,13 @@ def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | Non
     required=True,
     help="JSON file holding the predicate (an object).",
 )
+@click.option(
+    "--bundle/--no-bundle",
+    default=False,
+    show_default=True,
+    help="Key pair: also write the attestation as a Sigstore bundle referrer (cosign 3's format, read by "
+    "`cosign verify-attestation --new-bundle-format`); the legacy .att tag is always written.",
+)
 @keyless_options
 @docker_config_option
 @json_option
@@ -139,11 +178,15 @@ def attest(
     key: Path | None,
     predicate_type: str,
     predicate: Path,
+    bundle: bool,
     keyless_: bool,
     oidc_token: str | None,
     trust_config: Path | None,
 ) -> None:
-    """Attach a signed in-toto v1 attestation to the digest REFERENCE resolves to (sha256-<hex>.att)."""
+    """Attach a signed in-toto v1 attestation to the digest REFERENCE resolves to.
+
+    Writes the legacy sha256-<hex>.att tag (cosign 2, Kyverno, policy-controller) and, with
+    --bundle, the same statement as a Sigstore bundle referrer (cosign 3). Keyless writes both."""
     from builder.signing.keyless.trust import keyless_setup
     from builder.signing.operations import attest_reference, keyless_write_reference
 
@@ -153,12 +196,15 @@ def attest(
             keyless_write_reference(reference, setup, _place(), predicate_type=predicate_type, predicate_file=predicate)
         )
         return
-    result = attest_reference(reference, predicate_type, predicate, app_context().app.signer(key), _place())
+    signer = app_context().app.signer(key)
+    result = attest_reference(reference, predicate_type, predicate, signer, _place(), bundle=bundle)
     what = "attested" if result.write.appended else "already attested (identical statement, nothing written)"
+    ref = result.referrer
     emit(
         result.to_json(),
         f"[green]{what}[/] {result.target.name}@{result.target.digest}\n  {predicate_type}\n"
-        f"  key {short_fingerprint(result.signer)}\n  {result.write.tag}",
+        f"  key {short_fingerprint(result.signer)}\n  {result.write.tag}"
+        + (f"\n  bundle referrer {ref.manifest_digest}" if ref else ""),
     )
 
 

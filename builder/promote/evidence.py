@@ -1,5 +1,6 @@
 """Evidence for a promotion decision, read from the registry: every ``.sig``/``.att`` layer on a
-digest, verified the way ``builder verify`` does (cosign's tag layout:
+digest and every key-pair Sigstore bundle referrer (``builder.signing.bundles``), verified the way
+``builder verify`` does (cosign's tag layout:
 https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md), plus fleet verdicts for the
 fleets the stage's rules name.
 
@@ -16,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from builder.errors import BuilderError
 from builder.policy import AttestationEvidence, Evidence, FleetEvidence, SignatureEvidence
+from builder.promote.model import UNSET
 from builder.promote.pool import Task, map_parallel, parallel
-from builder.promote.referrers import INDEX_KEY, lacks_referrers_api
+from builder.promote.referrers import INDEX_KEY, lacks_referrers_api, referrers
 from builder.registry import fallback_tag
+from builder.signing.bundles import key_bundle_items
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
 from builder.signing.verifiers import verifiers_for
 from builder.signing.verify import verify_layer
@@ -99,6 +102,11 @@ def read_place(
             continue
         jobs.extend((d, tags[sfx]) for d in m.json.get("layers") or [] if isinstance(d, dict))
     items = tuple(map_parallel(lambda j: verify_layer(client, loc.repository, digest, j[0], verifiers, tag=j[1]), jobs))
+    # Sigstore bundle referrers made with a key pair (cosign 3's format): counted like .att layers
+    listed = referrers(ctx, loc, digest, got.get(INDEX_KEY, UNSET))
+    items += tuple(
+        key_bundle_items(client, loc.repository, digest, verifiers, descriptors=listed, report_keyless=False)
+    )
     problems = () if verifiers else ("no public key or identity given to verify with",)
     return PlaceRead(items, problems, got)
 

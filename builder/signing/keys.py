@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from builder.errors import SigningKeyError
-from builder.signing.cosign_key import COSIGN_PEM_TYPES, decrypt_cosign_key, pem_body
+from builder.signing.cosign_key import COSIGN_PEM_TYPES, cosign_key_pem, decrypt_cosign_key, pem_body
 from builder.signing.pkcs8 import encrypted_pkcs8_pem
 
 if TYPE_CHECKING:
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 PRIVATE_KEY_FILE = "builder.key"
 PUBLIC_KEY_FILE = "builder.pub"
+COSIGN_KEY_FILE = "cosign.key"
+COSIGN_PUB_FILE = "cosign.pub"
 
 
 def fingerprint_of(public_key: ec.EllipticCurvePublicKey) -> str:
@@ -169,6 +171,43 @@ def write_key_pair(
     with os.fdopen(fd, "w") as f:
         f.write(public_pem(private_key.public_key()))
     return key_path, pub_path, fingerprint_of(private_key.public_key())
+
+
+def export_cosign_key_pair(
+    source: Path, output_dir: Path, source_password: str | None, password: str | None
+) -> tuple[Path, Path, str]:
+    """Write the key pair of ``source`` (a builder or cosign private key, decrypted with
+    ``source_password``) as ``output_dir/cosign.key`` (cosign's ``ENCRYPTED SIGSTORE PRIVATE KEY``,
+    scrypt + NaCl secretbox, ``builder.signing.cosign_key``; encrypted with ``password``, what cosign
+    reads from ``COSIGN_PASSWORD``) and ``cosign.pub``, so ``cosign sign --key cosign.key`` signs with
+    the same key (same fingerprint). Returns (key path, pub path, fingerprint). Raises
+    SigningKeyError: no or empty password (cosign's key format is always encrypted), a file that
+    exists (never overwritten), and as ``load_private_key``."""
+    if not password:
+        raise SigningKeyError(
+            "no password for the exported cosign key: COSIGN_PASSWORD is not set",
+            hint="export COSIGN_PASSWORD=... (cosign reads the same variable when it signs with the key)",
+        )
+    private_key = load_private_key(source, source_password)
+    key_path, pub_path = output_dir / COSIGN_KEY_FILE, output_dir / COSIGN_PUB_FILE
+    output_dir.mkdir(parents=True, exist_ok=True)
+    _write_new(key_path, cosign_key_pem(private_key, password), 0o600)
+    _write_new(pub_path, public_pem(private_key.public_key()).encode(), 0o644)
+    return key_path, pub_path, fingerprint_of(private_key.public_key())
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Create ``path`` exclusively with ``mode`` and write ``data``; SigningKeyError when it exists."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except FileExistsError as exc:
+        raise SigningKeyError(
+            f"{path} already exists; keys are never overwritten",
+            hint="choose another --output-dir, or move the existing file away first",
+            path=str(path),
+        ) from exc
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
 
 
 def import_key_pair(

@@ -25,7 +25,8 @@ from typing_extensions import TypedDict
 
 from builder.errors import ConfigError
 from builder.registry import Reference, parse_reference
-from builder.signing.attest import attest_image
+from builder.signing.attest import attest_image, prepare_attestation
+from builder.signing.bundles import ReferrerWrite, ReferrerWriteDocument, attest_bundle
 from builder.signing.keyless.identity import policies_from_options
 from builder.signing.keyless.trust import KeylessSetup, load_trusted_root
 from builder.signing.keyless.verify import verify_keyless
@@ -35,7 +36,13 @@ from builder.signing.keyless.write import (
     keyless_attest_image,
     keyless_sign_image,
 )
-from builder.signing.keys import generate_key_pair, import_key_pair, load_public_keys, new_key_password
+from builder.signing.keys import (
+    export_cosign_key_pair,
+    generate_key_pair,
+    import_key_pair,
+    load_public_keys,
+    new_key_password,
+)
 from builder.signing.layer import WriteResult, WriteResultDocument
 from builder.signing.sign import sign_image
 from builder.signing.verify import verify_image
@@ -114,6 +121,17 @@ class KeysImportDocument(TypedDict):
     fingerprint: str
 
 
+class KeysExportDocument(TypedDict):
+    """``builder keys export --json``: the private key file exported (``source``), the cosign key
+    files written (``private_key``: ``cosign.key``, ``public_key``: ``cosign.pub``) and the key's
+    ``fingerprint`` (the same as the source's)."""
+
+    source: str
+    private_key: str
+    public_key: str
+    fingerprint: str
+
+
 @dataclasses.dataclass(frozen=True)
 class KeyPairFiles:
     """A key pair written by ``builder keys generate|import``: the two files and the fingerprint
@@ -150,6 +168,15 @@ def generate_keys(output_dir: Path, key_password: str | None, *, unencrypted: bo
     return KeyPairFiles(key_path, pub_path, fp, password is not None)
 
 
+def export_keys(source: Path, output_dir: Path, source_password: str | None, password: str | None) -> KeyPairFiles:
+    """``builder keys export``: the key pair of ``source`` (``builder.key`` or another private key,
+    decrypted with ``source_password``) written as cosign's ``cosign.key``/``cosign.pub`` in
+    ``output_dir``, encrypted with ``password`` (``COSIGN_PASSWORD``), for ``cosign sign --key``.
+    Raises SigningKeyError (no password, existing files, unreadable source)."""
+    key_path, pub_path, fp = export_cosign_key_pair(source, output_dir, source_password, password)
+    return KeyPairFiles(key_path, pub_path, fp, True, source)
+
+
 def import_keys(
     source: Path,
     output_dir: Path,
@@ -172,10 +199,12 @@ def import_keys(
 
 class SignedDocument(WriteResultDocument):
     """``builder sign|attest --json`` with a key: the ``reference`` as given, the ``digest`` it
-    resolved to and the write."""
+    resolved to, the legacy write and, for ``attest --bundle``, the Sigstore bundle referrer written
+    (``referrer``; None otherwise)."""
 
     reference: str
     digest: str
+    referrer: ReferrerWriteDocument | None
 
 
 class KeylessSignedDocument(KeylessWriteDocument):
@@ -199,9 +228,15 @@ class Signed:
     signer: str
     write: WriteResult
     predicate_type: str | None = None
+    referrer: ReferrerWrite | None = None
 
     def to_json(self) -> SignedDocument:
-        return {"reference": self.target.text, "digest": self.target.digest, **self.write.to_json()}
+        return {
+            "reference": self.target.text,
+            "digest": self.target.digest,
+            **self.write.to_json(),
+            "referrer": self.referrer.to_json() if self.referrer else None,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,16 +286,28 @@ def sign_reference(reference: str, signer: Signer, place: Place) -> Signed:
     return Signed(target, signer.fingerprint, write)
 
 
-def attest_reference(reference: str, predicate_type: str, predicate_file: Path, signer: Signer, place: Place) -> Signed:
+def attest_reference(
+    reference: str, predicate_type: str, predicate_file: Path, signer: Signer, place: Place, *, bundle: bool = False
+) -> Signed:
     """``builder attest REF``: a signed in-toto attestation of the digest ``reference`` names with
-    the predicate in ``predicate_file`` (:func:`load_predicate`; ``builder.signing.attest``).
-    Raises ConfigError (2) for an unusable predicate file, then as :func:`sign_reference`."""
+    the predicate in ``predicate_file`` (:func:`load_predicate`; ``builder.signing.attest``), in the
+    legacy ``.att`` tag and, with ``bundle``, the same statement as a Sigstore bundle referrer
+    (``builder.signing.bundles.attest_bundle``: cosign 3's format). Raises ConfigError (2) for an
+    unusable predicate file, then as :func:`sign_reference`."""
     predicate = load_predicate(predicate_file)
     target = place.target(reference)
+    client, repo, digest = target.client, target.repository, target.digest
+    prepared = prepare_attestation(client.registry, repo, digest, predicate_type, predicate, signer)
     write = attest_image(
-        target.client, target.repository, target.digest, predicate_type, predicate, signer, lock_dir=place.lock_dir
+        client, repo, digest, predicate_type, predicate, signer, lock_dir=place.lock_dir, prepared=prepared
     )
-    return Signed(target, signer.fingerprint, write, predicate_type)
+    referrer = None
+    if bundle:
+        lock_dir, statement = place.lock_dir, prepared.statement
+        referrer = attest_bundle(
+            client, repo, digest, predicate_type, predicate, signer, lock_dir=lock_dir, statement=statement
+        )
+    return Signed(target, signer.fingerprint, write, predicate_type, referrer)
 
 
 def keyless_write_reference(

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from builder.predicates import SLSA_PROVENANCE_V1
+from builder.registry import runnable_platforms
 from builder.signing.attest import attest_image
 from builder.signing.layer import (
     SIG_SUFFIX,
@@ -44,12 +45,46 @@ def sign_image(
     lock_dir: Path,
     annotations: Mapping[str, str] | None = None,
 ) -> WriteResult:
-    """Sign ``repository@digest``: append a simple-signing layer to ``sha256-<hex>.sig``.
+    """Sign ``repository@digest``: append a simple-signing layer to ``sha256-<hex>.sig``; when the
+    digest is an image index, each runnable platform manifest of it is signed too (same identity,
+    concurrently; buildx attestation manifests skipped), because containers/image (skopeo, podman,
+    CRI-O) verifies the signature of the platform manifest it pulls, not only the index's
+    (https://github.com/containers/image/blob/main/docs/containers-policy.json.5.md).
 
-    ``annotations`` go into the payload's ``optional`` (signed, like ``cosign sign -a``).
-    An existing layer with the same payload already signed by this key pair is kept and nothing
-    is written (``appended=False``). Raises SigningError / registry errors.
+    The payload's identity (``critical.identity.docker-reference``) is ``<registry>/<repository>``
+    as cosign writes it. ``annotations`` go into the payload's ``optional`` (signed, like
+    ``cosign sign -a``). An existing layer with the same payload already signed by this key pair
+    is kept and nothing is written (``appended=False``). Returns the write of ``digest`` itself
+    (the index). Raises SigningError / registry errors.
     """
+    children = platform_manifests(client, repository, digest)
+    if children:
+        with ThreadPoolExecutor(max_workers=min(4, len(children) + 1)) as pool:
+            top = pool.submit(_sign_one, client, repository, digest, signer, lock_dir, annotations)
+            for f in [pool.submit(_sign_one, client, repository, c, signer, lock_dir, annotations) for c in children]:
+                f.result()
+            return top.result()
+    return _sign_one(client, repository, digest, signer, lock_dir, annotations)
+
+
+def platform_manifests(client: RegistryClient, repository: str, digest: str) -> list[str]:
+    """Digests of the runnable platform manifests of ``repository@digest`` when it is an index
+    (``builder.registry.runnable_platforms``: buildx attestation manifests skipped); [] for an image
+    manifest or when the digest is not there. Raises registry errors."""
+    manifest = client.try_get_manifest(repository, digest)
+    if manifest is None or not manifest.is_index:
+        return []
+    return [d.digest for d in runnable_platforms(manifest)]
+
+
+def _sign_one(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    signer: Signer,
+    lock_dir: Path,
+    annotations: Mapping[str, str] | None,
+) -> WriteResult:
     payload = simple_signing_payload(f"{client.registry}/{repository}", digest, annotations)
     layer_equivalent = _same_key_signature(signer, payload) if signer.kind == "key" else None
     signature = signer.sign(payload)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import NotFoundError
+from builder.signing.bundles import key_bundle_items
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, fetch_blob, read_layers
 from builder.signing.layer_check import check_attestation_layer, check_signature_layer
 from builder.signing.report import VerificationReport, VerifiedAttestation, VerifiedItem, describe_failures
@@ -77,7 +78,9 @@ def verify_image(
     tag: str | None = None,
     reference: str | None = None,
 ) -> VerificationReport:
-    """Verify every signature (``.sig``) and attestation (``.att``) of ``repository@digest``.
+    """Verify every signature (``.sig``) and attestation (``.att``) of ``repository@digest``, and
+    every Sigstore bundle referrer made with a key pair (cosign 3's default format;
+    ``builder.signing.bundles``).
 
     ``keys``: trusted public keys (cosign ``--key``); ``verifiers``: more LayerVerifiers
     (keyless). Requirements: the digest resolves (and ``tag``, when given, still points at it);
@@ -98,8 +101,13 @@ def verify_image(
     att_tag, att_layers = read_layers(client, repository, digest, ATT_SUFFIX)
     for d in att_layers:
         items.append(verify_layer(client, repository, digest, d, vs, tag=att_tag))
+    items.extend(key_bundle_items(client, repository, digest, vs))
     problems += unmet_requirements(
-        items, digest, require_signature, predicate_types, looked_in=f"tag {sig_tag} does not exist"
+        items,
+        digest,
+        require_signature,
+        predicate_types,
+        looked_in=f"tag {sig_tag} does not exist and no Sigstore bundle referrer signs it",
     )
     return VerificationReport(ref, repository, digest, tuple(items), tuple(problems), tuple(predicate_types), tag)
 
@@ -142,17 +150,19 @@ def read_attestations(
     verifiers: Sequence[LayerVerifier] = (),
     predicate_type: str | None = None,
 ) -> list[VerifiedAttestation]:
-    """Every attestation of ``repository@digest`` with its verdict, in manifest order.
+    """Every attestation of ``repository@digest`` with its verdict: the ``.att`` layers in manifest
+    order, then the key-pair Sigstore bundle referrers (``builder.signing.bundles``).
 
     Each item: ``statement`` (parsed, when the envelope could be read), ``predicate_type``,
     ``predicate``, ``signer`` (key fingerprint / identity), ``verified`` (= ``ok``), ``reason``,
     ``time``. ``predicate_type`` filters (by the signed type, or the annotation when unreadable).
-    Policies must use only items with ``verified`` True (fail closed). [] when no ``.att`` exists.
+    Policies must use only items with ``verified`` True (fail closed). [] when there are none.
     Registry errors propagate.
     """
     vs = verifiers_for(keys, verifiers)
     tag, layers = read_layers(client, repository, digest, ATT_SUFFIX)
     out = [verify_layer(client, repository, digest, d, vs, tag=tag) for d in layers]
+    out += [i for i in key_bundle_items(client, repository, digest, vs) if i.kind == "attestation"]
     if predicate_type is not None:
         out = [i for i in out if i.predicate_type == predicate_type]
     return out

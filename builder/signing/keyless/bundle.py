@@ -18,7 +18,6 @@ Errors: ``SigningError`` (17) for bundles without the expected transparency-log 
 from __future__ import annotations
 
 import base64
-import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -27,16 +26,19 @@ from typing import TYPE_CHECKING, Any
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.serialization import Encoding
-from filelock import FileLock
-from typing_extensions import TypedDict
 
 from builder.errors import SigningError
-from builder.registry import Descriptor, fallback_tag
+from builder.signing.bundles import (
+    BUNDLE_MEDIA_TYPE,
+    BUNDLE_PREDICATE_ANNOTATION,
+    ReferrerWrite,
+    ReferrerWriteDocument,
+    push_referrer,
+)
 from builder.signing.layer import (
     BUNDLE_ANNOTATION,
     CERTIFICATE_ANNOTATION,
     CHAIN_ANNOTATION,
-    OCI_MANIFEST,
 )
 
 if TYPE_CHECKING:
@@ -46,53 +48,18 @@ if TYPE_CHECKING:
     from cryptography.x509 import Certificate
     from sigstore.models import Bundle, ClientTrustConfig, TrustedRoot
 
-    from builder.registry import RegistryClient
+    from builder.registry import Descriptor, RegistryClient
 
-BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
-EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
-EMPTY_CONFIG = b"{}"
-BUNDLE_CONTENT_ANNOTATION = "dev.sigstore.bundle.content"
-BUNDLE_PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
-CREATED_ANNOTATION = "org.opencontainers.image.created"
 #: The full Sigstore bundle of a legacy layer (this project's addition; cosign ignores it).
 SIGSTORE_BUNDLE_ANNOTATION = "dev.builder-project/sigstore-bundle"
-
-
-class ReferrerWriteDocument(TypedDict):
-    """A Sigstore bundle referrer in ``--json``: the ``repository``, the ``subject`` digest, the
-    referrer's ``manifest_digest``, the ``bundle_digest``, its ``predicate_type`` and the
-    referrers fallback index written (``fallback_index``; None when the registry has the OCI
-    referrers API: https://github.com/opencontainers/distribution-spec/blob/main/spec.md#listing-referrers)."""
-
-    repository: str
-    subject: str
-    manifest_digest: str
-    bundle_digest: str
-    predicate_type: str
-    fallback_index: str | None
-
-
-@dataclasses.dataclass(frozen=True)
-class ReferrerWrite:
-    """A Sigstore bundle pushed as a referrer: its manifest digest, the bundle blob digest, the
-    predicate type, and the fallback index digest (None when the registry has the referrers API)."""
-
-    repository: str
-    subject: str
-    manifest_digest: str
-    bundle_digest: str
-    predicate_type: str
-    fallback_index: str | None
-
-    def to_json(self) -> ReferrerWriteDocument:
-        return {
-            "repository": self.repository,
-            "subject": self.subject,
-            "manifest_digest": self.manifest_digest,
-            "bundle_digest": self.bundle_digest,
-            "predicate_type": self.predicate_type,
-            "fallback_index": self.fallback_index,
-        }
+__all__ = [  # the referrer format is shared with the key-pair path (builder.signing.bundles)
+    "BUNDLE_MEDIA_TYPE",
+    "BUNDLE_PREDICATE_ANNOTATION",
+    "SIGSTORE_BUNDLE_ANNOTATION",
+    "ReferrerWrite",
+    "ReferrerWriteDocument",
+    "push_bundle_referrer",
+]
 
 
 def bundle_doc(bundle: Bundle) -> dict[str, Any]:
@@ -191,62 +158,19 @@ def push_bundle_referrer(
     lock_dir: Path,
     created: dt.datetime | None = None,
 ) -> ReferrerWrite:
-    """Push ``bundle`` as an OCI 1.1 referrer of ``subject`` (the image manifest's descriptor) and,
-    when the registry has no referrers API, add it to the ``sha256-<hex>`` fallback index (entry
-    ``artifactType`` = the bundle media type) under a file lock in ``lock_dir``. Layout as cosign 2.5
-    ``--new-bundle-format`` writes it (cosign ``specs/BUNDLE_SPEC.md``,
+    """Push ``bundle`` as an OCI 1.1 referrer of ``subject`` (the image manifest's descriptor), with
+    the fallback index when the registry has no referrers API (``builder.signing.bundles.push_referrer``:
+    the layout cosign 2.5 ``--new-bundle-format`` writes, cosign ``specs/BUNDLE_SPEC.md``,
     https://github.com/sigstore/cosign/blob/main/specs/BUNDLE_SPEC.md)."""
-
-    blob = bundle.to_json().encode()
-    bundle_digest = _put_blob(client, repository, blob)
-    config_digest = _put_blob(client, repository, EMPTY_CONFIG)
-    when = (created or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    annotations = {
-        BUNDLE_CONTENT_ANNOTATION: "dsse-envelope",
-        BUNDLE_PREDICATE_ANNOTATION: predicate_type,
-        CREATED_ANNOTATION: when,
-    }
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "artifactType": BUNDLE_MEDIA_TYPE,
-        "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": config_digest, "size": len(EMPTY_CONFIG)},
-        "layers": [{"mediaType": BUNDLE_MEDIA_TYPE, "digest": bundle_digest, "size": len(blob)}],
-        "subject": {"mediaType": subject.media_type, "digest": subject.digest, "size": subject.size},
-        "annotations": annotations,
-    }
-    raw = json.dumps(manifest, separators=(",", ":")).encode()
-    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
-    resp = client.request(
-        "PUT",
-        f"/v2/{repository}/manifests/{digest}",
-        ref=f"{repository}@{digest}",
-        ok=(201, 200),
-        data=raw,
-        headers={"Content-Type": OCI_MANIFEST},
+    return push_referrer(
+        client,
+        repository,
+        subject,
+        bundle.to_json().encode(),
+        predicate_type=predicate_type,
+        lock_dir=lock_dir,
+        created=created,
     )
-    index_digest: str | None = None
-    if not resp.headers.get("OCI-Subject"):
-        descriptor = Descriptor(
-            media_type=OCI_MANIFEST,
-            digest=digest,
-            size=len(raw),
-            artifact_type=BUNDLE_MEDIA_TYPE,
-            annotations=tuple(sorted(annotations.items())),
-        )
-        tag = fallback_tag(subject.digest)
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        key = hashlib.sha256(f"{client.registry}/{repository}:{tag}".encode()).hexdigest()[:32]
-        with FileLock(str(lock_dir / f"referrers-{key}.lock"), timeout=60):
-            index_digest = client.add_referrer_to_fallback_index(repository, subject.digest, descriptor)
-    return ReferrerWrite(repository, subject.digest, digest, bundle_digest, predicate_type, index_digest)
-
-
-def _put_blob(client: RegistryClient, repository: str, data: bytes) -> str:
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    if client.blob_exists(repository, digest):
-        return digest
-    return client.put_blob(repository, data, digest)
 
 
 # ---------------------------------------------------------------------------------------------

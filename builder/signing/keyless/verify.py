@@ -20,13 +20,18 @@ from typing import TYPE_CHECKING, Any
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from builder.errors import NotFoundError
 from builder.predicates import COSIGN_SIGN_V1
 from builder.registry import Descriptor, fallback_tag
+from builder.signing.bundles import (
+    EMPTY_MEDIA_TYPE,
+    ReferrerBundle,
+    bundle_referrers,
+    check_key_bundle,
+    is_key_bundle,
+    referrer_bundle,
+)
 from builder.signing.dsse import envelope_holds, pae
 from builder.signing.keyless.bundle import (
-    BUNDLE_MEDIA_TYPE,
-    BUNDLE_PREDICATE_ANNOTATION,
     SIGSTORE_BUNDLE_ANNOTATION,
     bundle_doc,
     rfc3339,
@@ -45,11 +50,10 @@ from builder.signing.layer import (
     CERTIFICATE_ANNOTATION,
     SIG_SUFFIX,
     SIGNATURE_ANNOTATION,
-    fetch_layer_blob,
     read_layers,
 )
 from builder.signing.report import Kind, VerificationReport, VerifiedItem
-from builder.signing.verifiers import LayerCheck, verifiers_for
+from builder.signing.verifiers import LayerCheck, LayerVerifier, verifiers_for
 from builder.signing.verify import confirm_digest, unmet_requirements, verify_layer
 
 if TYPE_CHECKING:
@@ -187,56 +191,51 @@ def _referrer_items(
     digest: str,
     trusted_root: TrustedRoot,
     policies: Sequence[IdentityPolicy],
+    key_verifiers: Sequence[LayerVerifier],
 ) -> list[VerifiedItem]:
-    """Verify every Sigstore bundle referrer of ``digest`` (referrers API or fallback index)."""
-    return [
-        _verify_referrer(client, repository, digest, desc, trusted_root, policies)
-        for desc in client.referrers(repository, digest, BUNDLE_MEDIA_TYPE)
-    ]
-
-
-def _referrer_bundle(
-    client: RegistryClient, repository: str, digest: str, desc: Descriptor
-) -> tuple[bytes | None, str]:
-    """The bundle blob of the referrer ``desc`` of ``digest`` and "", or None and why not: its
-    manifest missing or not matching its digest, another subject, not exactly one bundle layer,
-    the blob missing or not matching its descriptor."""
-    try:
-        manifest = client.get_manifest(repository, desc.digest)
-    except NotFoundError:
-        return None, f"referrer manifest {desc.digest} listed in the index is missing"
-    if manifest.digest != desc.digest:
-        return None, "referrer manifest does not match its digest"
-    subject = manifest.subject
-    if subject is None or subject.digest != digest:
-        return None, f"referrer's subject is {subject.digest if subject else 'missing'}, not {digest}"
-    layers = [d for d in manifest.layers if d.media_type == BUNDLE_MEDIA_TYPE]
-    if len(layers) != 1:
-        return None, f"expected one {BUNDLE_MEDIA_TYPE} layer, found {len(layers)}"
-    return fetch_layer_blob(client, repository, layers[0].to_json())
+    """Verify every Sigstore bundle referrer of ``digest`` (referrers API or fallback index):
+    keyless bundles here, key-pair bundles with ``key_verifiers`` (``builder.signing.bundles``;
+    skipped when there are none)."""
+    out: list[VerifiedItem] = []
+    for desc in bundle_referrers(client, repository, digest):
+        read = referrer_bundle(client, repository, digest, desc)
+        if read.blob is None and desc.artifact_type == EMPTY_MEDIA_TYPE and read.why.startswith("expected one"):
+            continue  # an empty-config artifact that is not a bundle
+        if read.blob is not None and is_key_bundle(read.blob):
+            if key_verifiers:
+                where = f"{fallback_tag(digest)} -> {desc.digest[:19]}"
+                ptype = read.predicate_type
+                out.append(
+                    check_key_bundle(
+                        read.blob, digest, key_verifiers, where=where, referrer_digest=desc.digest, annotated_type=ptype
+                    )
+                )
+            continue
+        out.append(_verify_referrer(digest, desc, read, trusted_root, policies))
+    return out
 
 
 def _verify_referrer(
-    client: RegistryClient,
-    repository: str,
     digest: str,
     desc: Descriptor,
+    read: ReferrerBundle,
     trusted_root: TrustedRoot,
     policies: Sequence[IdentityPolicy],
 ) -> VerifiedItem:
-    """One bundle referrer: manifest, subject, bundle blob, Sigstore verification, statement subject."""
+    """One keyless bundle referrer as read (manifest, subject, bundle blob checked by
+    ``builder.signing.bundles.referrer_bundle``): Sigstore verification, statement subject."""
 
     where = f"{fallback_tag(digest)} -> {desc.digest[:19]}"
-    ptype = desc.annotation_map.get(BUNDLE_PREDICATE_ANNOTATION)
+    ptype = read.predicate_type
     kind: Kind = "signature" if ptype == COSIGN_SIGN_V1 else "attestation"
 
     def fail(reason: str, signer: str | None = None, when: str | None = None) -> VerifiedItem:
         pt = None if kind == "signature" else ptype
         return VerifiedItem(kind, False, reason, where, desc.digest, signer=signer, predicate_type=pt, time=when)
 
-    blob, why = _referrer_bundle(client, repository, digest, desc)
+    blob = read.blob
     if blob is None:
-        return fail(why)
+        return fail(read.why)
     out = _verify_bundle(blob.decode(errors="replace"), trusted_root, policies, artifact=None)
     if not out.ok or out.payload is None:
         return fail(out.reason or "the bundle has no DSSE payload", out.signer, out.time)
@@ -306,7 +305,8 @@ def verify_keyless(
     for d in att_layers:
         if wanted(d):
             items.append(verify_layer(client, repository, digest, d, verifiers, tag=att_tag))
-    items.extend(_referrer_items(client, repository, digest, trusted_root, policies))
+    key_verifiers = verifiers_for(keys)
+    items.extend(_referrer_items(client, repository, digest, trusted_root, policies, key_verifiers))
     problems += unmet_requirements(
         items, digest, require_signature, predicate_types, looked_in="legacy tag or bundle referrer"
     )
