@@ -89,12 +89,23 @@ def plan_promotion(ctx: PromotionContext, target: Target, stage: str, *, ticket:
             trusted=trust.trusted,
             untrusted_signers=trust.foreign,
         )
-    # the pointer and the records on what it names, read while the evidence is gathered
+    # the pointer and the records on what it names, read while the evidence is gathered; a source
+    # stage's pointer must itself be trusted (the rule resolve applies), or a tag pushed onto the
+    # previous stage by hand would choose what enters this one
     trust_t = Task(lambda: pointer_trust(ctx, dst, stage))
+    src_t = Task(lambda: pointer_trust(ctx, src, st.source, digest)) if st.source != BUILD_STAGE else None
     try:
         got = gather(ctx, digest, stage, [src] if same else [src, dst], ticket=ticket, source_known=True)
     finally:
         trust = trust_t.result()
+        src_trust = src_t.result() if src_t is not None else None
+    if src_trust is not None and not src_trust.trusted and source_result.passed:
+        source_result = RuleResult(
+            "source",
+            False,
+            f"{st.source} is not trusted: {src_trust.note(ctx.promoter_names(st.source))}; "
+            f"`builder resolve {target.variant} --stage {st.source}` refuses it too",
+        )
     present = same or got.present[-1]
     policy_decision = evaluate(ctx.policy, stage, got.evidence, ctx.now())
     chain = chain_rows(ctx, stage, trust)

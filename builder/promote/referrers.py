@@ -18,6 +18,19 @@ if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
     from builder.registry import Descriptor, Manifest
 
+KNOWN_REFERRER_TYPES = (
+    "application/vnd.dev.sigstore.bundle.v0.3+json",
+    "application/vnd.in-toto+json",
+    "application/spdx+json",
+    "application/vnd.cyclonedx+json",
+)
+"""Artifact types of the referrers a promotion copies (the evidence builder and its verifiers read):
+Sigstore bundles (https://github.com/sigstore/cosign/blob/main/specs/BUNDLE_SPEC.md), in-toto
+envelopes (https://github.com/in-toto/attestation/blob/main/spec/v1/envelope.md), SPDX and
+CycloneDX SBOMs (https://www.iana.org/assignments/media-types/application/spdx+json,
+https://www.iana.org/assignments/media-types/application/vnd.cyclonedx+json). Any other type is
+not copied: a referrers listing is data anyone with push rights can write."""
+
 INDEX_KEY = "index"
 """Key of the source's ``sha256-<hex>`` fallback referrers index in ``Plan.evidence_manifests``."""
 
@@ -60,3 +73,16 @@ def referrers(
         client.try_get_manifest(loc.repository, fallback_tag(digest)) if isinstance(known_index, Unset) else known_index
     )
     return index.manifests if index is not None and index.is_index else []
+
+
+def copyable(manifest: Manifest, digest: str) -> str | None:
+    """Why the referrer ``manifest`` listed for ``digest`` must not be copied (None: it may be):
+    its ``subject`` must be ``digest`` (a fallback index is a tag anyone can push, so it can list
+    foreign manifests) and its artifact type one of ``KNOWN_REFERRER_TYPES``."""
+    subject = manifest.json.get("subject")
+    if not isinstance(subject, dict) or subject.get("digest") != digest:
+        named = subject.get("digest") if isinstance(subject, dict) else None
+        return f"{manifest.digest}: its subject is {named or 'missing'}, not {digest}"
+    if manifest.artifact_type not in KNOWN_REFERRER_TYPES:
+        return f"{manifest.digest}: artifact type {manifest.artifact_type or 'none'} is not one builder copies"
+    return None

@@ -19,7 +19,7 @@ from filelock import FileLock
 from builder.promote.context import LOCK_FILE_MODE, PromotionContext
 from builder.promote.model import UNSET, Location, Unset
 from builder.promote.pool import map_parallel, parallel
-from builder.promote.referrers import INDEX_KEY, referrers
+from builder.promote.referrers import INDEX_KEY, copyable, referrers
 from builder.registry import CopyStats, copy_image, put_manifest_repairing
 from builder.signing.layer import (
     ATT_SUFFIX,
@@ -161,6 +161,9 @@ def copy_evidence(
         st = CopyStats()
         index: Manifest | Unset | None = known[INDEX_KEY] if known is not None and INDEX_KEY in known else UNSET
         for desc in referrers(ctx, src, digest, index):
+            listed = sc.try_get_manifest(src.repository, desc.digest)
+            if listed is None or copyable(listed, digest) is not None:
+                continue  # only referrers whose subject is the digest and whose type builder knows
             copy_image(sc, src.repository, desc.digest, dc, dst.repository, stats=st)
             if desc.artifact_type:
                 dc.add_referrer_to_fallback_index(dst.repository, digest, desc)

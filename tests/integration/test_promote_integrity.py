@@ -218,3 +218,83 @@ def test_history_shows_a_gap_where_the_chain_breaks(world: World, tmp_path: Path
     [hist] = stage_histories(world.env(), world.target, ["dev"])
     assert len(hist.records) == 1 and hist.gap and d1[:19] in hist.gap
     assert hist.to_json()["gap"] == hist.gap
+
+
+def _referrer(w: World, subject: str, listed_under: str, artifact_type: str, payload: bytes) -> str:
+    """Push a referrer manifest naming ``subject`` and list it in ``listed_under``'s fallback index
+    (a tag anyone with push rights can write)."""
+    from builder.registry import OCI_MANIFEST, canonical_json, sha256_digest
+
+    empty = "application/vnd.oci.empty.v1+json"
+    w.client.put_blob(w.repo, b"{}")
+    w.client.put_blob(w.repo, payload)
+    subj = w.client.get_manifest(w.repo, subject)
+    raw = canonical_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": artifact_type,
+            "config": {"mediaType": empty, "digest": sha256_digest(b"{}"), "size": 2},
+            "layers": [{"mediaType": artifact_type, "digest": sha256_digest(payload), "size": len(payload)}],
+            "subject": {"mediaType": subj.media_type, "digest": subject, "size": subj.size},
+        }
+    )
+    digest = w.client.put_manifest(w.repo, sha256_digest(raw), raw, OCI_MANIFEST)
+    desc = w.client.get_manifest(w.repo, digest).descriptor(with_artifact_type=True)
+    w.client.add_referrer_to_fallback_index(w.repo, listed_under, desc)
+    return digest
+
+
+def _ready_for_prod(w: World, digest: str) -> None:
+    for who in ("alice", "bob"):
+        w.approve(who, digest, "prod")
+    w.attest(
+        "check-runner",
+        digest,
+        DEVICE_CHECK_V1,
+        device_check("nvidia", gpus=("NVIDIA H200",), driver="580.65.06", digest=digest),
+    )
+
+
+def test_only_referrers_of_the_digest_with_a_known_type_are_copied(world: World) -> None:
+    """The attack: the source's fallback referrers index (a plain tag) lists a manifest whose
+    subject is another image, and one of a type builder does not know; only the real bundle
+    referrer of the promoted digest reaches prod."""
+    from builder.registry import fallback_tag
+
+    digest = test_promote._to_staging(world, b"referrers")
+    other = world.build(b"someone else's image")
+    bundle = "application/vnd.dev.sigstore.bundle.v0.3+json"
+    ours = _referrer(world, digest, digest, bundle, b'{"ours":1}')
+    foreign = _referrer(world, other, digest, bundle, b'{"foreign":1}')  # subject: another digest
+    unknown = _referrer(world, digest, digest, "application/x-anything", b'{"unknown":1}')
+    _ready_for_prod(world, digest)
+    env = world.env()
+    applied = apply_promotion(env, plan_promotion(env, world.target, "prod", ticket="CHG-1234"))
+    assert applied.record.digest == digest
+    prod = f"prod/{world.repo}"
+    index = world.client.get_manifest(prod, fallback_tag(digest))
+    assert [m.digest for m in index.manifests] == [ours]
+    assert world.client.try_get_manifest(prod, foreign) is None
+    assert world.client.try_get_manifest(prod, unknown) is None
+
+
+def test_an_untrusted_source_stage_cannot_feed_the_next(world: World) -> None:
+    """The attack: staging's tag pushed by hand onto a digest never promoted there; prod must
+    refuse to take it (the same rule as resolve), even with every other piece of evidence."""
+    good = test_promote._to_staging(world, b"trusted source")
+    rogue = world.build(b"pushed by hand")
+    world.attest("check-runner", rogue, DEVICE_CHECK_V1, device_check("none", digest=rogue))
+    _retag(world, "staging", rogue)
+    _ready_for_prod(world, rogue)
+    env = world.env()
+    plan = plan_promotion(env, world.target, "prod", ticket="CHG-1234")
+    assert plan.digest == rogue and not plan.decision.allowed
+    reason = failed_rules(plan)["source"]
+    assert "staging is not trusted" in reason and "no promotion record" in reason
+    with pytest.raises(PolicyDeniedError, match="source"):
+        apply_promotion(env, plan)
+    assert world.client.try_resolve(f"prod/{world.repo}", f"{VARIANT}-prod") is None
+    _retag(world, "staging", good)
+    _ready_for_prod(world, good)
+    assert plan_promotion(env, world.target, "prod", ticket="CHG-1234").decision.allowed
