@@ -1,5 +1,10 @@
-"""Manifest-level copy of a 512 MiB image to another repository of the same registry, against
-``skopeo copy`` of the same image run by this script.
+"""Two measurements of image copies, each against its peers run by this script.
+
+``--cross`` (the streamed copy between two registries, issue 19 item 1): see
+:mod:`benchmarks.registry_stream` (``registry_stream.py``), which this mode runs.
+
+Default (same registry): manifest-level copy of a 512 MiB image to another repository of the
+same registry, against ``skopeo copy`` of the same image run by this script.
 
 Target: under 100 ms on loopback. ``ms`` is ``builder.registry.copy_image`` with a fresh client
 (new connections): HEAD the destination, GET the manifest, HEAD+mount each blob (cross-repository
@@ -83,7 +88,17 @@ def main() -> None:
     parser.add_argument("--size-mib", type=int, default=512)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="16 MiB, 2 runs (CI keeps the script working)")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--cross", action="store_true", help="streamed copy between two registries vs oras/skopeo/crane/curl"
+    )
+    args, rest = parser.parse_known_args()
+    if args.cross:
+        from registry_stream import main as cross_main
+
+        cross_main([*rest, *(["--quick"] if args.quick else [])])
+        return
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     size = 16 if args.quick else args.size_mib
     runs = 2 if args.quick else args.runs
     registry = os.environ.get("BUILDER_REGISTRY", "127.0.0.1:5000")

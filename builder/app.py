@@ -98,6 +98,7 @@ class App:
                     retries=cfg.registry_retries,
                     backoff=cfg.registry_backoff_ms / 1000,
                     max_delay=cfg.registry_max_delay_ms / 1000,
+                    copy_streams=cfg.copy_streams,
                     endpoint=endpoint if endpoint != registry else None,
                 )
             return self._clients[registry]

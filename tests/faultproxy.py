@@ -8,7 +8,9 @@ Fault kinds (:class:`Fault`):
 - ``status``: answer ``status`` (e.g. 500, 429 with ``retry_after``) without forwarding;
 - ``lose``: forward the request (the registry acts on it), then drop the client's connection
   without an answer: a lost response;
-- ``drop``: drop the connection before forwarding (the registry never sees the request).
+- ``drop``: drop the connection before forwarding (the registry never sees the request);
+- ``cut``: forward, relay the answer's status, headers and first ``CHUNK`` of its body, then drop
+  the connection: a download broken off in the middle.
 
 A rule matches by method and a regular expression on the path; ``share`` (0-1, drawn from a
 seeded ``random.Random``) picks a fraction of matching requests, ``count`` bounds how many faults
@@ -41,7 +43,7 @@ _HOP_BY_HOP = frozenset(
 class Fault:
     """One fault rule (see the module docstring). Mutable: ``hits`` counts injected faults."""
 
-    kind: Literal["status", "lose", "drop"]
+    kind: Literal["status", "lose", "drop", "cut"]
     status: int = 500
     retry_after: str | None = None
     method: str | None = None  # None: any method
@@ -161,7 +163,8 @@ class FaultProxy:
                     self._drain_body()
                     self._answer(fault)
                     return
-                self._forward(lose=fault is not None)
+                kind = fault.kind if fault is not None else None
+                self._forward(lose=kind == "lose", cut=kind == "cut")
 
             do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = handle_one
 
@@ -207,7 +210,7 @@ class FaultProxy:
                 for _ in self._body():
                     continue
 
-            def _forward(self, *, lose: bool) -> None:
+            def _forward(self, *, lose: bool, cut: bool = False) -> None:
                 conn = http.client.HTTPConnection(proxy.upstream, timeout=60)
                 chunked = self.headers.get("Transfer-Encoding", "").lower() == "chunked"
                 conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
@@ -223,7 +226,7 @@ class FaultProxy:
                     conn.send(b"0\r\n\r\n")
                 resp = conn.getresponse()
                 # recorded before the client hears: a test reading ``seen`` after a call sees it
-                proxy._record(self.command, self.path, "lose" if lose else "forwarded", resp.status)
+                proxy._record(self.command, self.path, "lose" if lose else "cut" if cut else "forwarded", resp.status)
                 if lose:  # the registry acted on it; the client never hears
                     resp.read()
                     conn.close()
@@ -243,6 +246,11 @@ class FaultProxy:
                     if not piece:
                         break
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if length is None else piece)
+                    if cut:  # the rest of the body never comes
+                        self.wfile.flush()
+                        conn.close()
+                        self._drop()
+                        return
                 if length is None and has_body:
                     self.wfile.write(b"0\r\n\r\n")
                 conn.close()

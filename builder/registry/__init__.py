@@ -19,7 +19,7 @@ import from ``builder.registry.<module>`` in new code.
 from __future__ import annotations
 
 from builder.registry.auth import Credential, DockerCredentials, parse_www_authenticate
-from builder.registry.client import SPOOL_BYTES, RegistryClient, client_for
+from builder.registry.client import COPY_STREAMS, RegistryClient, client_for
 from builder.registry.copy import (
     CopyStats,
     config_env,
@@ -55,6 +55,7 @@ __all__ = [
     "ACCEPT",
     "ATTESTATION_REF_TYPE",
     "ATTESTATION_REF_TYPE_KEY",
+    "COPY_STREAMS",
     "DEFAULT_RETRIES",
     "DEFAULT_TIMEOUT",
     "DOCKER_LIST",
@@ -65,7 +66,6 @@ __all__ = [
     "OCI_INDEX",
     "OCI_MANIFEST",
     "RETRY_STATUSES",
-    "SPOOL_BYTES",
     "CopyStats",
     "Credential",
     "Descriptor",

@@ -19,7 +19,6 @@ import concurrent.futures
 import hashlib
 import random
 import re
-import tempfile
 import threading
 import time
 from typing import IO, TYPE_CHECKING, Any, Unpack
@@ -55,7 +54,8 @@ if TYPE_CHECKING:
 
     from builder.registry.transport import RequestOptions
 
-SPOOL_BYTES = 64 * 1024 * 1024  # blobs larger than this are spooled to disk while copied
+#: Blob copies (:meth:`RegistryClient.copy_blob_from`) one client streams at once (``copy_streams``).
+COPY_STREAMS = 4
 #: Upload sessions one :meth:`RegistryClient.put_blob` may start (each PUT retried by the transport).
 UPLOAD_SESSIONS = 3
 #: Answers to cancelling an upload session: cancelled, already gone, or cancelling not supported.
@@ -75,6 +75,7 @@ class RegistryClient:
     ``timeout``: (connect, read) seconds. ``retries``: extra attempts on 429/5xx/connection
     reset with exponential backoff starting at ``backoff`` seconds, no wait (``Retry-After``
     included) longer than ``max_delay`` seconds (:class:`builder.registry.transport.Transport`).
+    ``copy_streams``: blobs streamed into this registry at once (:meth:`copy_blob_from`).
     """
 
     def __init__(
@@ -88,6 +89,7 @@ class RegistryClient:
         backoff: float = DEFAULT_BACKOFF,
         max_delay: float = DEFAULT_MAX_DELAY,
         credential_name: str | None = None,
+        copy_streams: int = COPY_STREAMS,
     ) -> None:
         self.registry = registry
         self.transport = Transport(
@@ -101,6 +103,7 @@ class RegistryClient:
         )
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._streams = threading.BoundedSemaphore(max(1, copy_streams))
 
     def __repr__(self) -> str:
         return f"RegistryClient({self.registry!r}, scheme={self.scheme!r})"
@@ -459,24 +462,48 @@ class RegistryClient:
     # -- copies ----------------------------------------------------------------------------
 
     def copy_blob_from(self, src: RegistryClient, src_repo: str, dst_repo: str, desc: Descriptor) -> int:
-        """Copy one blob from ``src`` (any registry), spooling to disk above 64 MiB. Returns bytes."""
-        with src.open_blob(src_repo, desc.digest) as resp, _spool() as buf:
-            h = hashlib.sha256()
-            n = 0
-            for chunk in resp.iter_content(chunk_size=1 << 20):
-                h.update(chunk)
-                buf.write(chunk)
-                n += len(chunk)
-            got = "sha256:" + h.hexdigest()
-            if desc.digest.startswith("sha256:") and got != desc.digest:
-                raise RegistryError(f"blob {src.registry}/{src_repo}@{desc.digest} hashes to {got} when read")
-            buf.flush()
-            if n <= SPOOL_BYTES:
-                buf.seek(0)
-                self.put_blob(dst_repo, buf.read(), desc.digest)
-            else:
-                self.put_blob(dst_repo, buf, desc.digest)
-            return n
+        """Copy one blob from ``src`` (any registry) by streaming: the source's GET is the body of
+        this registry's upload PUT (``Content-Length`` from ``desc.size``), one chunk in memory,
+        nothing on disk (:class:`builder.registry.stream.BlobStream`). At most ``copy_streams``
+        copies of this client run at once; more wait. When the source or this registry drops
+        the connection or answers 429/5xx mid-way, a HEAD asks whether the blob arrived anyway,
+        else a new upload session streams it again from the first byte (at most
+        ``UPLOAD_SESSIONS`` sessions, after the transport's backoff). Returns the bytes sent
+        (0 when it turned out to be there). Raises RegistryError when the source's bytes do not
+        match ``desc`` (never retried), the last transient error otherwise."""
+        from builder.registry.stream import BlobStream
+
+        where = f"{dst_repo}@{desc.digest}"
+        with self._streams:
+            session = 0
+            while True:
+                session += 1
+                resp = self.request("POST", f"/v2/{dst_repo}/blobs/uploads/", ref=where, ok=(202,))
+                location = self._location(resp, where)
+                sep = "&" if "?" in location else "?"
+                body = BlobStream(src, src_repo, desc)
+                try:
+                    self.transport.request(
+                        "PUT",
+                        f"{location}{sep}{urlencode({'digest': desc.digest})}",
+                        ref=where,
+                        ok=(201, 204),
+                        data=body,
+                        headers={"Content-Type": "application/octet-stream"},
+                        retry=False,
+                    )
+                    return desc.size
+                except (NotFoundError, RegistryError, RegistryUnavailableError) as exc:
+                    if not _upload_may_recover(exc):
+                        raise
+                    if self.blob_exists(dst_repo, desc.digest):
+                        return 0
+                    if session >= UPLOAD_SESSIONS:
+                        raise
+                    self.request("DELETE", location, ref=where, ok=_CANCEL_UPLOAD_OK)
+                    time.sleep(self.transport.delay(session, None))
+                finally:
+                    body.close()
 
 
 def client_for(
@@ -489,10 +516,11 @@ def client_for(
     backoff: float = DEFAULT_BACKOFF,
     max_delay: float = DEFAULT_MAX_DELAY,
     endpoint: str | None = None,
+    copy_streams: int = COPY_STREAMS,
 ) -> RegistryClient:
     """A client for ``registry`` (``insecure`` usually ``Config.is_insecure``), cached in ``cache``
     (registry host -> client) so one client per host is shared. ``retries``, ``backoff`` and
-    ``max_delay`` as in :class:`RegistryClient`. ``endpoint``: the ``host[:port]`` that serves
+    ``max_delay`` (and ``copy_streams``) as in :class:`RegistryClient`. ``endpoint``: the ``host[:port]`` that serves
     ``registry``'s API when it is another (Docker Hub: ``registry-1.docker.io``); credentials are
     still looked up under ``registry``."""
     if cache is not None and registry in cache:
@@ -506,6 +534,7 @@ def client_for(
         backoff=backoff,
         max_delay=max_delay,
         credential_name=registry if host != registry else None,
+        copy_streams=copy_streams,
     )
     if cache is not None:
         cache[registry] = c
@@ -551,7 +580,3 @@ def _file_size(f: IO[bytes]) -> int:
     n = f.tell()
     f.seek(pos)
     return n
-
-
-def _spool() -> tempfile.SpooledTemporaryFile[bytes]:
-    return tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)

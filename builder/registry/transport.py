@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from requests.models import PreparedRequest
 
     from builder.registry.auth import Authenticator, TokenRequest
+    from builder.registry.stream import BlobStream
 
 DEFAULT_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
 DEFAULT_RETRIES = 4  # extra attempts after the first one on 429/5xx/connection reset
@@ -47,7 +48,7 @@ class RequestOptions(TypedDict, total=False):
     meanings: https://requests.readthedocs.io/en/latest/api/#requests.Session.request); ``timeout``,
     ``proxies``, ``verify`` and ``auth`` default to this transport's settings for the host."""
 
-    data: bytes | IO[bytes]
+    data: bytes | IO[bytes] | BlobStream
     stream: bool
     timeout: float | tuple[float, float]
     proxies: dict[str, str]
@@ -173,6 +174,7 @@ class Transport:
         scopes: tuple[str, ...] = (),
         headers: Mapping[str, str] | None = None,
         ok_after_loss: tuple[int, ...] = (),
+        retry: bool = True,
         **kw: Unpack[RequestOptions],
     ) -> requests.Response:
         """One HTTP request to ``/v2/...`` (or an absolute upload URL); raises the builder error
@@ -181,7 +183,9 @@ class Transport:
         names the request in messages; ``ok_after_loss``: statuses that also count as success
         when an earlier attempt's connection dropped before its answer (the registry may have
         acted on it: a repeated DELETE then finds nothing, 404); ``headers`` and ``kw`` go to
-        ``requests.Session.request``."""
+        ``requests.Session.request``. ``retry=False``: no retry of a dropped connection or a
+        429/5xx (the caller starts over itself: a streamed upload cannot be sent twice into one
+        upload session)."""
         import requests
 
         url = self.url(path)
@@ -195,6 +199,7 @@ class Transport:
         authed_once = False
         attempt = 0
         lost = False  # an attempt's connection dropped before its answer
+        retries = self.retries if retry else 0
         while True:
             auth_header = self.auth.header_for(key)
             if auth_header:
@@ -210,7 +215,7 @@ class Transport:
             try:
                 resp = self.session.request(method, url, headers=sent, **kw)
             except (requests.ConnectionError, requests.Timeout) as exc:
-                if attempt < self.retries and is_transient(exc):
+                if attempt < retries and is_transient(exc):
                     attempt += 1
                     lost = True
                     self._sleep(attempt, None)
@@ -222,7 +227,7 @@ class Transport:
                     authed_once = True
                     self.auth.answer(challenge, key, scopes, where, self.send_token_request)
                     continue
-            if resp.status_code in RETRY_STATUSES and resp.status_code not in ok and attempt < self.retries:
+            if resp.status_code in RETRY_STATUSES and resp.status_code not in ok and attempt < retries:
                 attempt += 1
                 self._sleep(attempt, resp.headers.get("Retry-After"))
                 continue

@@ -1,0 +1,282 @@
+"""Cross-registry copy of one image (every blob streamed from one registry to another), builder
+against oras, skopeo, crane (when installed) and a curl upload floor, interleaved round by round.
+
+Targets (issue 19, "Must show"): throughput >= 0.9x ``oras cp`` in the same run; builder's peak
+memory <= 128 MiB for a 512 MiB image (4 x 128 MiB layers), a 2 GiB image (4 x 512 MiB) and
+16 x 48 MiB layers.
+
+Each copy runs in a fresh process into a **fresh destination registry** (a new CNCF distribution
+process with empty storage on its own port, started before the clock and stopped after), so no
+tool can mount or skip a blob another run left behind (skopeo remembers blob locations per
+registry in its blob-info cache). The source is one more registry process, filled once.
+
+- ``builder``: ``python -c`` running ``builder.registry.copy_image`` between two
+  ``RegistryClient``s (the blob copy every cross-registry promotion uses:
+  ``RegistryClient.copy_blob_from``, ``copy_streams`` at once); it imports ``builder.promote``
+  as ``builder promote`` does, so its memory includes the promotion's modules.
+- ``oras``: ``oras cp --from-plain-http --to-plain-http SRC@digest DST:copied``.
+- ``skopeo``: ``skopeo copy --preserve-digests`` (TLS verification off for loopback).
+- ``crane``: ``crane copy --insecure`` (skipped when not installed).
+- ``curl``: the upload floor: every layer file already on disk, ``POST`` + ``PUT -T FILE`` (streamed from the file)
+  per blob, all blobs at once (one curl per blob), no download at all.
+
+Wall time, peak resident memory (GNU ``time`` ``%M`` of each process) and CPU time
+(user + system) per run; medians per tool; ratios against oras. Every copy is verified: the
+destination tag resolves to the source digest.
+
+Ends with one line per image and a summary line:
+``benchmark=registry-stream image=512MiB builder_mibs=.. oras_mibs=.. ratio_oras=.. builder_rss_mib=..``
+(``--quick``: a 16 MiB image, 1 round).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+MIB = 1024 * 1024
+#: image name -> (layers, MiB per layer)
+IMAGES = {"512MiB": (4, 128), "2GiB": (4, 512), "16x48MiB": (16, 48)}
+QUICK = {"16MiB": (4, 4)}
+
+BUILDER_CHILD = """
+import sys
+import builder.promote  # what `builder promote` imports besides the registry client
+from builder.registry import CopyStats, RegistryClient, copy_image
+src_host, dst_host, repo, digest = sys.argv[1:5]
+src = RegistryClient(src_host, insecure=True)
+dst = RegistryClient(dst_host, insecure=True)
+stats = CopyStats()
+copy_image(src, repo, digest, dst, repo, tag="copied", stats=stats)
+assert stats.copied >= 1, stats
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def registry(root: Path) -> Iterator[str]:
+    """A CNCF distribution process with empty storage under ``root``; yields ``127.0.0.1:PORT``."""
+    binary = shutil.which("docker-registry") or shutil.which("registry")
+    if binary is None:
+        sys.exit("docker-registry is not installed: run `bash scripts/setup`")
+    port = free_port()
+    root.mkdir(parents=True)
+    (root / "config.yml").write_text(
+        "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    proc = subprocess.Popen(
+        [binary, "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    sys.exit(f"registry under {root} did not start")
+                time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def make_layers(directory: Path, layers: int, mib: int) -> list[Path]:
+    """``layers`` files of ``mib`` MiB of random bytes (written in 8 MiB pieces)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(layers):
+        path = directory / f"layer{i}"
+        with path.open("wb") as f:
+            for _ in range(0, mib, 8):
+                f.write(os.urandom(min(8, mib) * MIB))
+        paths.append(path)
+    return paths
+
+
+def file_digest(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while piece := f.read(8 * MIB):
+            h.update(piece)
+    return "sha256:" + h.hexdigest()
+
+
+def push_source(client: RegistryClient, repo: str, paths: list[Path]) -> tuple[str, list[tuple[Path, str]]]:
+    """Push the layer files (streamed from disk) and a config; returns the manifest digest and
+    (file, digest) of every layer."""
+    descs, blobs = [], []
+    for path in paths:
+        digest = file_digest(path)
+        with path.open("rb") as f:
+            client.put_blob(repo, f, digest)
+        descs.append(
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": digest, "size": path.stat().st_size}
+        )
+        blobs.append((path, digest))
+    cfg = canonical_json(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {},
+            "rootfs": {"type": "layers", "diff_ids": [d["digest"] for d in descs]},
+        }
+    )
+    cfg_digest = client.put_blob(repo, cfg)
+    manifest = canonical_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfg_digest, "size": len(cfg)},
+            "layers": descs,
+        }
+    )
+    return client.put_manifest(repo, "source", manifest, OCI_MANIFEST), blobs
+
+
+def measured(cmds: list[list[str]], scratch: Path) -> tuple[float, float, float]:
+    """Run ``cmds`` at once; (wall seconds, peak RSS MiB of the largest, CPU seconds of all).
+    Each runs under GNU ``time`` (``%M``: the command's own peak RSS in KiB; ``ru_maxrss`` of a
+    child forked from this Python would include this process's pages: Linux keeps the larger
+    high-water mark across ``exec``)."""
+    outs = [scratch / f"time-{i}" for i in range(len(cmds))]
+    t = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            ["/usr/bin/time", "-o", str(out), "-f", "%M %U %S", *c], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        for c, out in zip(cmds, outs, strict=True)
+    ]
+    errs = [p.communicate()[1] for p in procs]
+    wall = time.perf_counter() - t
+    rss, cpu = 0.0, 0.0
+    for cmd, p, err, out in zip(cmds, procs, errs, outs, strict=True):
+        if p.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {err.decode(errors='replace')[-2000:]}")
+        kib, user, system = out.read_text().split()[-3:]
+        rss = max(rss, int(kib) / 1024)
+        cpu += float(user) + float(system)
+    return wall, rss, cpu
+
+
+def tool_commands(
+    tool: str, src: str, dst: str, repo: str, digest: str, blobs: list[tuple[Path, str]]
+) -> list[list[str]]:
+    if tool == "builder":
+        return [[sys.executable, "-c", BUILDER_CHILD, src, dst, repo, digest]]
+    if tool == "oras":
+        return [
+            ["oras", "cp", "--from-plain-http", "--to-plain-http", f"{src}/{repo}@{digest}", f"{dst}/{repo}:copied"]
+        ]
+    if tool == "skopeo":
+        return [
+            [
+                "skopeo", "copy", "--quiet", "--preserve-digests", "--src-tls-verify=false", "--dest-tls-verify=false",
+                f"docker://{src}/{repo}@{digest}", f"docker://{dst}/{repo}:copied",
+            ]
+        ]  # fmt: skip
+    if tool == "crane":
+        return [["crane", "copy", "--insecure", f"{src}/{repo}@{digest}", f"{dst}/{repo}:copied"]]
+    # curl: the upload floor, one process per blob: POST a session, PUT the file with ?digest=
+    script = (
+        'loc=$(curl -sf -D - -o /dev/null -X POST "http://$1/v2/$2/blobs/uploads/" | tr -d "\\r" '
+        "| sed -n 's/^[Ll]ocation: //p'); "
+        '[ -n "$loc" ] || exit 1; '
+        'case "$loc" in *\\?*) sep="&";; *) sep="?";; esac; '
+        'curl -sf -o /dev/null -X PUT -H "Content-Type: application/octet-stream" '
+        '-T "$3" "${loc}${sep}digest=$4"'
+    )
+    return [["bash", "-c", script, "curl", dst, repo, str(path), d] for path, d in blobs]
+
+
+def row(tool: str, size_mib: int, wall: float, rss: float, cpu: float) -> str:
+    """One result as text: throughput, wall time, peak RSS, CPU time."""
+    return f"{tool:8} {size_mib / wall:7.1f} MiB/s  {wall:6.2f} s  rss {rss:6.1f} MiB  cpu {cpu:5.2f} s"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median of each tool)")
+    parser.add_argument("--images", default=",".join(IMAGES), help=f"comma-separated, of {', '.join(IMAGES)}")
+    parser.add_argument("--quick", action="store_true", help="a 16 MiB image, 1 round (CI keeps the script working)")
+    args = parser.parse_args(argv)
+    images = QUICK if args.quick else {k: IMAGES[k] for k in args.images.split(",")}
+    rounds = 1 if args.quick else args.rounds
+    tools = ["builder", "oras", "skopeo", "crane", "curl"]
+    tools = [t for t in tools if t in ("builder", "curl") or shutil.which(t)]
+    missing = sorted({"oras", "skopeo", "crane"} - set(tools))
+    if missing:
+        print(f"not installed, not measured: {', '.join(missing)}")
+    print(f"load average before: {os.getloadavg()[0]:.1f}; cpus {os.cpu_count()}")
+    summary = []
+    with tempfile.TemporaryDirectory(prefix="bench-stream-") as tmp:
+        base = Path(tmp)
+        with registry(base / "src") as src:
+            setup = RegistryClient(src, insecure=True)
+            for name, (layers, mib) in images.items():
+                repo = f"bench/stream-{name.lower()}"
+                paths = make_layers(base / "files" / name, layers, mib)
+                digest, blobs = push_source(setup, repo, paths)
+                size = layers * mib
+                print(f"\n{name}: {layers} x {mib} MiB, {src}/{repo}@{digest}")
+                results: dict[str, list[tuple[float, float, float]]] = {t: [] for t in tools}
+                for r in range(rounds):
+                    order = tools[r % len(tools) :] + tools[: r % len(tools)]  # interleaved, rotated
+                    for tool in order:
+                        with registry(base / f"dst-{tool}-{r}") as dst:
+                            wall, rss, cpu = measured(tool_commands(tool, src, dst, repo, digest, blobs), base)
+                            if tool != "curl":
+                                got = RegistryClient(dst, insecure=True).resolve(repo, "copied")
+                                assert got == digest, f"{tool} copied {got}, expected {digest}"
+                        results[tool].append((wall, rss, cpu))
+                        print(f"  round {r + 1} {row(tool, size, wall, rss, cpu)}")
+                med = {t: tuple(statistics.median(x[i] for x in v) for i in range(3)) for t, v in results.items()}
+                print(f"  medians over {rounds} round(s):")
+                for t, (wall, rss, cpu) in med.items():
+                    ratio = med["oras"][0] / wall if "oras" in med else float("nan")
+                    print(f"    {row(t, size, wall, rss, cpu)}  vs oras {ratio:.2f}x")
+                b = med["builder"]
+                line = f"benchmark=registry-stream image={name} builder_mibs={size / b[0]:.0f}"
+                line += f" builder_rss_mib={b[1]:.0f} builder_cpu_s={b[2]:.2f}"
+                for t in tools[1:]:
+                    line += f" {t}_mibs={size / med[t][0]:.0f} {t}_rss_mib={med[t][1]:.0f}"
+                if "oras" in med:
+                    line += f" ratio_oras={med['oras'][0] / b[0]:.2f}"
+                summary.append(line)
+                shutil.rmtree(base / "files" / name)
+    print(f"\nload average after: {os.getloadavg()[0]:.1f}")
+    for line in summary:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

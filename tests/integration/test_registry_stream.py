@@ -1,0 +1,143 @@
+"""Streamed blob copies between registries (issue 19 item 1) against the real local registry,
+seen under two names (``127.0.0.1`` and ``localhost``: two registries to builder, so every blob
+takes the cross-registry path), with the fault proxy in front of the source or the destination."""
+
+from __future__ import annotations
+
+import tracemalloc
+from typing import Literal
+
+import pytest
+
+from builder.errors import RegistryError
+from builder.registry import CopyStats, Descriptor, RegistryClient, copy_image, verify_complete
+from builder.registry.stream import CHUNK_BYTES
+from tests.faultproxy import Fault, FaultProxy
+from tests.integration.test_registry import push_image
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def source(registry_address: str) -> RegistryClient:
+    return RegistryClient(registry_address, insecure=True)
+
+
+@pytest.fixture
+def other(registry_address: str) -> RegistryClient:
+    """The same registry under another name: a second registry to builder."""
+    host, port = registry_address.rsplit(":", 1)
+    if host != "127.0.0.1":
+        pytest.skip("needs the registry on 127.0.0.1 to address it as localhost too")
+    return RegistryClient(f"localhost:{port}", insecure=True, retries=2, backoff=0.05)
+
+
+def test_a_copy_holds_one_chunk_per_stream_not_the_blob(
+    source: RegistryClient, other: RegistryClient, unique_repo: str
+) -> None:
+    """Three 8 MiB layers copied: Python's peak allocation stays near the streams' chunks (at most
+    two per stream: the one being sent and the one urllib3 is reading), far below the 24 MiB a
+    whole-blob buffer per layer (as the spooled copy held up to 64 MiB) would take."""
+    digest = push_image(source, unique_repo, layers=3, size=8 * MIB)
+    stats = CopyStats()
+    tracemalloc.start()
+    try:
+        copy_image(source, unique_repo, digest, other, unique_repo + "-s", tag="s", stats=stats)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert stats.copied == 4 and stats.copied_bytes > 24 * MIB
+    assert peak < 3 * 2 * CHUNK_BYTES + 2 * MIB, f"peak Python allocation {peak / MIB:.1f} MiB"
+    assert other.resolve(unique_repo + "-s", "s") == digest
+    assert verify_complete(other, unique_repo + "-s", digest) == []
+
+
+def test_copy_streams_bounds_the_streams_at_once(
+    source: RegistryClient, registry_address: str, unique_repo: str
+) -> None:
+    """``copy_streams=1``: the layers are streamed one after another, so one stream's chunks are
+    the most a copy holds (four 4 MiB layers at once would hold four times as much)."""
+    host, port = registry_address.rsplit(":", 1)
+    if host != "127.0.0.1":
+        pytest.skip("needs the registry on 127.0.0.1 to address it as localhost too")
+    one = RegistryClient(f"localhost:{port}", insecure=True, copy_streams=1)
+    digest = push_image(source, unique_repo, layers=4, size=4 * MIB)
+    tracemalloc.start()
+    try:
+        copy_image(source, unique_repo, digest, one, unique_repo + "-1", tag="one")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * CHUNK_BYTES + 2 * MIB, f"peak Python allocation {peak / MIB:.1f} MiB"
+    assert one.resolve(unique_repo + "-1", "one") == digest
+
+
+def test_a_source_download_broken_off_is_streamed_again(
+    source: RegistryClient, other: RegistryClient, registry_address: str, unique_repo: str
+) -> None:
+    """The source's answer stops after its first piece (twice): the upload is abandoned before
+    the registry stores anything, a HEAD finds the blob missing and a new session streams it
+    again from a new GET."""
+    digest = push_image(source, unique_repo, layers=1, size=3 * MIB)
+    layer = source.get_manifest(unique_repo, digest).layers[0]
+    with FaultProxy(registry_address) as proxy:
+        src = RegistryClient(proxy.address, insecure=True, retries=2, backoff=0.05)
+        proxy.add(Fault("cut", method="GET", path=f"/blobs/{layer.digest}", count=2))
+        stats = CopyStats()
+        copy_image(src, unique_repo, digest, other, unique_repo + "-c", tag="c", stats=stats)
+        cut = [s for s in proxy.seen if s.outcome == "cut"]
+        gets = [s for s in proxy.seen if s.method == "GET" and "/blobs/" in s.path]
+    assert len(cut) == 2
+    assert sum(layer.digest in s.path for s in gets) == 3  # two broken, one whole
+    assert other.resolve(unique_repo + "-c", "c") == digest
+    assert verify_complete(other, unique_repo + "-c", digest) == []
+
+
+@pytest.mark.parametrize("kind", ["drop", "lose"])
+def test_a_failed_upload_is_checked_with_head_then_resumed(
+    kind: Literal["drop", "lose"], source: RegistryClient, registry_address: str, unique_repo: str
+) -> None:
+    """``drop``: the destination's connection drops before the PUT is forwarded (nothing stored:
+    a new session streams it again). ``lose``: the registry stored the blob and the answer was
+    lost (the HEAD finds it: nothing is sent twice)."""
+    digest = push_image(source, unique_repo, layers=1, size=2 * MIB)
+    layer = source.get_manifest(unique_repo, digest).layers[0]
+    with FaultProxy(registry_address) as proxy:
+        dst = RegistryClient(proxy.address, insecure=True, retries=2, backoff=0.05)
+        proxy.add(Fault(kind, method="PUT", path=r"/blobs/uploads/", count=1))
+        sent = dst.copy_blob_from(source, unique_repo, unique_repo + "-r", layer)
+        puts = [s for s in proxy.seen if s.method == "PUT" and "/blobs/uploads/" in s.path]
+        heads = [s for s in proxy.seen if s.method == "HEAD" and layer.digest in s.path]
+    assert heads, "the destination was asked whether the blob arrived"
+    if kind == "drop":
+        assert (sent, len(puts)) == (layer.size, 2)
+    else:
+        assert (sent, len(puts)) == (0, 1)
+    assert source.blob_exists(unique_repo + "-r", layer.digest)
+
+
+def test_a_descriptor_longer_than_the_blob_stores_nothing(
+    source: RegistryClient, other: RegistryClient, unique_repo: str
+) -> None:
+    """A manifest that names a wrong size: the stream ends short, the copy fails naming the blob
+    and the sizes, and the destination holds nothing under that digest."""
+    digest = push_image(source, unique_repo, layers=1, size=MIB)
+    layer = source.get_manifest(unique_repo, digest).layers[0]
+    lying = Descriptor(media_type=layer.media_type, digest=layer.digest, size=layer.size + 10)
+    with pytest.raises(RegistryError, match=r"ended after 1048576 of the 1048586 bytes"):
+        other.copy_blob_from(source, unique_repo, unique_repo + "-l", lying)
+    assert not other.blob_exists(unique_repo + "-l", layer.digest)
+
+
+def test_blobs_already_there_are_not_sent_again(
+    source: RegistryClient, other: RegistryClient, unique_repo: str
+) -> None:
+    """3 of 4 layers present in the destination: one layer and the config move, nothing else."""
+    digest = push_image(source, unique_repo, layers=4, size=256 * 1024)
+    dst_repo = unique_repo + "-p"
+    for layer in source.get_manifest(unique_repo, digest).layers[:3]:
+        other.put_blob(dst_repo, source.get_blob(unique_repo, layer.digest))
+    stats = CopyStats()
+    copy_image(source, unique_repo, digest, other, dst_repo, tag="p", stats=stats)
+    assert (stats.present, stats.copied, stats.mounted) == (3, 2, 0)
+    assert other.resolve(dst_repo, "p") == digest
