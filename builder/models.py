@@ -52,6 +52,31 @@ class BaseImage:
 
 
 @dataclasses.dataclass(frozen=True)
+class CheckCommand:
+    """A check declared with the image in its matrix (``tests`` or ``benchmark``, docs/matrices.md),
+    run by ``builder check`` in a fresh container of the image after the device probe.
+
+    Exactly one of ``command`` (argv run in the image, e.g. ``("python", "-m", "pytest", "/opt/tests")``)
+    and ``script`` (absolute path of a project file sent on stdin to the image's python, with ``args``).
+    ``timeout`` in seconds; ``gpus``: ``"all"``, ``"none"`` or a count; ``shm_size`` as ``docker run
+    --shm-size`` takes it; ``env``: extra environment; ``junit``: path in the container of a JUnit XML
+    report read after the run; ``dataset`` / ``model``: the versions the benchmark declares (free text,
+    e.g. ``synthetic-matmul@1``), recorded in its attestation."""
+
+    kind: Literal["tests", "benchmark"]
+    command: tuple[str, ...] = ()
+    script: str | None = None
+    args: tuple[str, ...] = ()
+    timeout: float = 600.0
+    gpus: str = "all"
+    shm_size: str | None = "1g"
+    env: tuple[tuple[str, str], ...] = ()
+    junit: str | None = None
+    dataset: str | None = None
+    model: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Variant:
     """One cell of a matrix. ``id`` is stable, e.g. ``torch2.9-cu128-py3.12-ubuntu24.04``
     (``-arm64`` suffix when the platform is not linux/amd64)."""
@@ -70,6 +95,8 @@ class Variant:
     packages: tuple[str, ...] = ()  # top-level Python requirements (exact pins come from the lock)
     gpu_archs: tuple[str, ...] = ()  # compiled GPU architectures: sm_80 ... / gfx90a ...
     index_url: str | None = None  # package index the lock resolves against (None: PyPI)
+    tests: CheckCommand | None = None  # matrix `tests` (not part of the image: no content-hash input)
+    benchmark: CheckCommand | None = None  # matrix `benchmark`
 
 
 @dataclasses.dataclass(frozen=True)

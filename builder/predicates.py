@@ -12,6 +12,8 @@ SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 DEVICE_CHECK_V1 = PREFIX + "device-check/v1"
 APPROVAL_V1 = PREFIX + "approval/v1"
 PROMOTION_V1 = PREFIX + "promotion/v1"
+TEST_RESULT_V1 = PREFIX + "test-result/v1"
+BENCHMARK_V1 = PREFIX + "benchmark/v1"
 
 #: in-toto Statement types: v1 is written; v0.1 (what cosign 2.x writes) is accepted.
 STATEMENT_V1 = "https://in-toto.io/Statement/v1"
@@ -20,4 +22,4 @@ STATEMENT_V01 = "https://in-toto.io/Statement/v0.1"
 #: Predicate type cosign uses for a bundle-format signature.
 COSIGN_SIGN_V1 = "https://sigstore.dev/cosign/sign/v1"
 
-OWN_PREDICATES = (DEVICE_CHECK_V1, APPROVAL_V1, PROMOTION_V1)
+OWN_PREDICATES = (DEVICE_CHECK_V1, APPROVAL_V1, PROMOTION_V1, TEST_RESULT_V1, BENCHMARK_V1)

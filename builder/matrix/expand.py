@@ -233,4 +233,9 @@ def expand(
         variant = _variant(spec, path.stem, cell, vid, accel, bases)
         if variant is not None:
             out[vid] = variant
-    return tuple(out[k] for k in sorted(out))
+    variants = tuple(out[k] for k in sorted(out))
+    if spec.tests or spec.benchmark or spec.overrides:
+        from builder.matrix.checks import with_checks
+
+        variants = with_checks(spec, path, variants, add)
+    return variants

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: Platforms a variant may be built for.
 PLATFORMS = ("linux/amd64", "linux/arm64")
@@ -107,6 +107,54 @@ class IncludeSpec(_Strict):
         return _text(v)
 
 
+class CheckSpec(_Strict):
+    """``tests`` / ``benchmark`` of a matrix (docs/matrices.md "Checks declared with the image"): exactly
+    one of ``command`` (argv, or one string run with ``sh -c``) and ``script`` (a file, relative to the
+    matrix file, sent on stdin to the image's python with ``args``); ``timeout`` seconds; ``gpus``
+    (``all``, ``none`` or a count); ``shm_size``; ``env``; ``junit`` (path in the container);
+    ``dataset`` / ``model`` (versions the benchmark declares)."""
+
+    command: str | list[str] | None = None
+    script: str | None = None
+    args: list[str] = Field(default_factory=list)
+    timeout: float = Field(default=600.0, gt=0, le=86400)
+    gpus: Literal["all", "none"] | int = "all"
+    shm_size: str | None = Field(default="1g", pattern=r"^\d+[bkmgBKMG]?$")
+    env: dict[str, str] = Field(default_factory=dict)
+    junit: str | None = Field(default=None, pattern=r"^/")
+    dataset: str | None = None
+    model: str | None = None
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args_text(cls, v: object) -> object:
+        return _texts(v)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_text(cls, v: object) -> object:
+        return {k: _text(x) for k, x in v.items()} if isinstance(v, dict) else v
+
+    @model_validator(mode="after")
+    def _one_program(self) -> CheckSpec:
+        if (self.command is None) == (self.script is None):
+            raise ValueError(
+                "give exactly one of `command` (run in the image) and `script` (a file sent to its python)"
+            )
+        if isinstance(self.gpus, int) and self.gpus < 0:
+            raise ValueError("`gpus` is all, none or a count >= 0")
+        return self
+
+
+class CheckOverride(_Strict):
+    """Checks of the variants whose id matches ``match`` (an id or a glob such as ``*-cpu-*``): each
+    section given replaces the matrix-wide one; the first matching override wins."""
+
+    match: str = Field(min_length=1)
+    tests: CheckSpec | None = None
+    benchmark: CheckSpec | None = None
+
+
 class MatrixSpec(_Strict):
     """One matrix file."""
 
@@ -123,3 +171,7 @@ class MatrixSpec(_Strict):
     #: the GPU architectures the framework build in the image carries, per accelerator kind or ``default``,
     #: when they differ from the framework wheels' list in builder.compat (``[]``: no GPU kernels at all)
     gpu_archs: dict[str, list[str]] = Field(default_factory=dict)
+    #: checks run by ``builder check`` in fresh containers of the image (docs/matrices.md)
+    tests: CheckSpec | None = None
+    benchmark: CheckSpec | None = None
+    overrides: list[CheckOverride] = Field(default_factory=list)

@@ -1,0 +1,441 @@
+"""Evidence beyond the device probe: the ``tests`` and ``benchmark`` a matrix declares with its image
+(:class:`builder.models.CheckCommand`), run in fresh containers of the checked image, and their
+signed ``test-result/v1`` and ``benchmark/v1`` predicates (docs/evidence.md).
+
+Metrics format (docs/matrices.md "Metrics"): the benchmark prints one line per metric on stdout,
+``builder.metric {"name": "matmul", "value": 812.5, "unit": "GFLOP/s", "higher_is_better": true}``
+(a JSON object after the marker; ``dataset`` / ``model`` keys may name what it used). Tests pass
+when the command exits 0 and, when ``junit`` names a JUnit XML report, it counts no failure or
+error (JUnit XML as pytest writes it: https://docs.pytest.org/en/stable/how-to/output.html
+#creating-junitxml-format-files, ``<testsuites>`` / ``<testsuite tests= failures= errors= skipped=>``).
+
+Each predicate carries the metrics or test summary, the host's facts (driver, GPU model, VBIOS,
+fabric manager: the ``host`` of ``device-check/v1``), the hardware class a regression gate compares
+on, the topology (:mod:`builder.checks.topology`), the image digest, the code commit and the
+program that ran (its sha256), and the dataset/model versions the benchmark declares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import math
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from xml.etree import ElementTree
+
+from typing_extensions import TypedDict
+
+from builder import __version__
+from builder.checks.device import PYTHON_SHIM, Step, container_step
+from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from builder.checks.device import CheckResult, Mode, Runner
+    from builder.checks.topology import Topology
+    from builder.models import CheckCommand
+    from builder.registry import RegistryClient
+    from builder.signing.signer import Signer
+
+METRIC_MARKER = "builder.metric "
+#: printed by the container's shell between the program's output and the JUnit XML report
+JUNIT_MARKER = "----- builder: junit xml -----"
+#: the largest JUnit report read (bytes); a bigger one is a problem, not parsed
+JUNIT_LIMIT = 4_000_000
+#: how much of a program's output a predicate keeps (the tail, characters)
+KEEP_TAIL = 4000
+
+#: ``sh -c`` wrapper: run the program ("$@" after the junit path), then print the marker and the report
+_JUNIT_WRAP = (
+    'J="$1"; shift; "$@"; rc=$?; '
+    'if [ -n "$J" ] && [ -f "$J" ]; then printf "\\n%s\\n" "' + JUNIT_MARKER + '"; cat "$J"; fi; exit $rc'
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """One benchmark metric: ``name``, ``value`` (finite), ``unit`` and ``higher_is_better``."""
+
+    name: str
+    value: float
+    unit: str
+    higher_is_better: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "higher_is_better": self.higher_is_better}
+
+
+def parse_metrics(text: str) -> tuple[tuple[Metric, ...], dict[str, str], tuple[str, ...]]:
+    """The ``builder.metric`` lines of ``text``: the metrics, the ``dataset``/``model`` they declare,
+    and a problem per malformed line (bad JSON, missing field, a value that is not a finite number,
+    a name given twice)."""
+    metrics: dict[str, Metric] = {}
+    declared: dict[str, str] = {}
+    problems: list[str] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.startswith(METRIC_MARKER):
+            continue
+        try:
+            doc = json.loads(line[len(METRIC_MARKER) :])
+        except ValueError as exc:
+            problems.append(f"metric line {n}: not JSON ({exc})")
+            continue
+        if not isinstance(doc, dict):
+            problems.append(f"metric line {n}: not a JSON object")
+            continue
+        name, value, unit, hib = doc.get("name"), doc.get("value"), doc.get("unit"), doc.get("higher_is_better")
+        if not isinstance(name, str) or not name or not isinstance(unit, str) or not isinstance(hib, bool):
+            problems.append(f"metric line {n}: needs name (text), value, unit (text), higher_is_better (true/false)")
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            problems.append(f"metric line {n}: {name}: value {value!r} is not a finite number")
+            continue
+        if name in metrics:
+            problems.append(f"metric line {n}: {name} given twice (the first counts)")
+            continue
+        metrics[name] = Metric(name, float(value), unit, hib)
+        for key in ("dataset", "model"):
+            if isinstance(doc.get(key), str):
+                declared[key] = doc[key]
+    return tuple(metrics.values()), declared, tuple(problems)
+
+
+@dataclasses.dataclass(frozen=True)
+class JunitSummary:
+    """Totals of a JUnit XML report: ``tests``, ``failures``, ``errors``, ``skipped``."""
+
+    tests: int
+    failures: int
+    errors: int
+    skipped: int
+
+    def to_json(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+def parse_junit(text: str) -> JunitSummary:
+    """Totals over every ``<testsuite>`` of a JUnit XML report (a lone ``<testsuite>`` root too).
+    Raises ValueError for text that is not such a report (or over ``JUNIT_LIMIT``)."""
+    if len(text) > JUNIT_LIMIT:
+        raise ValueError(f"JUnit report over {JUNIT_LIMIT} bytes")
+    if "<!DOCTYPE" in text or "<!ENTITY" in text:
+        raise ValueError("JUnit report with a DTD or entities is refused")
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as exc:
+        raise ValueError(f"JUnit report is not XML: {exc}") from exc
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    if root.tag not in ("testsuite", "testsuites"):
+        raise ValueError(f"JUnit report root is <{root.tag}>, not <testsuites> or <testsuite>")
+
+    def total(attr: str) -> int:
+        out = 0
+        for s in suites:
+            v = s.get(attr, "0")
+            out += int(v) if v.isdigit() else 0
+        return out
+
+    return JunitSummary(total("tests"), total("failures"), total("errors"), total("skipped"))
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclaredRun:
+    """One declared check that ran: the container ``step``, the program's ``output`` (stdout without the
+    JUnit report), the ``metrics`` / ``declared`` versions (benchmark), the ``junit`` totals (tests),
+    ``problems`` (malformed metrics, an unreadable report, a benchmark without metrics) and the sha256
+    of the script sent (None for a command)."""
+
+    check: CheckCommand
+    step: Step
+    output: str
+    metrics: tuple[Metric, ...] = ()
+    declared: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    junit: JunitSummary | None = None
+    problems: tuple[str, ...] = ()
+    script_sha256: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        if not self.step.ok or self.problems:
+            return False
+        if self.check.kind == "benchmark":
+            return bool(self.metrics)
+        return self.junit is None or (self.junit.failures == 0 and self.junit.errors == 0)
+
+
+def _gpus(check: CheckCommand, mode: Mode, cdi: bool) -> dict[str, Any]:
+    """``docker run`` device options for ``check.gpus`` in ``mode`` (none for ``cpu`` or ``gpus: none``)."""
+    if mode == "cpu" or check.gpus in ("none", "0"):
+        return {"gpus": None, "devices": []}
+    if mode == "nvidia":
+        want = "all" if check.gpus == "all" else check.gpus
+        if cdi:
+            return {"gpus": None, "devices": ["nvidia.com/gpu=all"]}
+        return {"gpus": want, "devices": []}
+    return {"gpus": None, "devices": ["/dev/kfd", "/dev/dri"]}
+
+
+def run_declared(
+    image_ref: str, check: CheckCommand, *, mode: Mode, runner: Runner, cdi: bool = False, group_add: Sequence[str] = ()
+) -> DeclaredRun:
+    """Run ``check`` in a fresh container of ``image_ref`` (pin it by digest) with its timeout, devices
+    and shm size; never raises for a failing program. Engine unavailability raises."""
+    stdin: bytes | None = None
+    sha: str | None = None
+    if check.script is not None:
+        try:
+            stdin = Path(check.script).read_bytes()
+        except OSError as exc:
+            missing = Step(check.kind, False, 0.0, {"script": check.script}, f"cannot read {check.script}: {exc}")
+            return DeclaredRun(check, missing, "", problems=(f"the matrix names {check.script}, which cannot be read",))
+        sha = hashlib.sha256(stdin).hexdigest()
+        program = ["sh", "-c", PYTHON_SHIM, "sh", *check.args]
+    else:
+        program = list(check.command)
+    if check.junit:
+        argv, entry = ["-c", _JUNIT_WRAP, "sh", check.junit, *program], "sh"
+    elif check.script is not None:
+        argv, entry = program[1:], "sh"
+    else:
+        argv, entry = program, ""
+    r = runner(
+        image_ref,
+        argv,
+        entrypoint=entry,
+        stdin=stdin,
+        env=dict(check.env) or None,
+        shm_size=check.shm_size,
+        timeout=check.timeout,
+        group_add=tuple(group_add) if mode == "amd" else (),
+        user=None,
+        **_gpus(check, mode, cdi),
+    )
+    step = container_step(check.kind, r)
+    output, _, report = r.stdout.partition("\n" + JUNIT_MARKER + "\n")
+    problems: list[str] = []
+    junit = None
+    if check.junit:
+        if report:
+            try:
+                junit = parse_junit(report)
+            except ValueError as exc:
+                problems.append(f"{check.junit}: {exc}")
+        elif step.ok:
+            problems.append(f"the tests wrote no JUnit report at {check.junit}")
+    metrics: tuple[Metric, ...] = ()
+    declared: dict[str, str] = {}
+    if check.kind == "benchmark":
+        metrics, declared, bad = parse_metrics(output)
+        problems.extend(bad)
+        if step.ok and not metrics:
+            problems.append(f"the benchmark printed no metric line (`{METRIC_MARKER}{{...}}`, docs/matrices.md)")
+    return DeclaredRun(check, step, output, metrics, declared, junit, tuple(problems), sha)
+
+
+# --------------------------------------------------------------------------------------------
+# host facts beyond hostinfo, the hardware class, the predicates
+# --------------------------------------------------------------------------------------------
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The first ``model name`` of ``/proc/cpuinfo`` (Linux, x86), else ``Model`` (arm64), else None."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return None
+    for key in ("model name", "Model"):
+        for line in text.splitlines():
+            k, sep, v = line.partition(":")
+            if sep and k.strip() == key and v.strip():
+                return " ".join(v.split())
+    return None
+
+
+def hardware_class(result: CheckResult, cpu: str | None) -> dict[str, Any]:
+    """What a benchmark is comparable on (policy ``benchmark.same``): ``vendor``, ``gpu_model`` (the
+    first GPU's name; None without GPUs), ``gpu_count``, ``driver_branch`` (the driver's major, e.g.
+    ``580``), ``cpu_model``."""
+    h = result.host
+    driver = h.driver_version.split(".", 1)[0] if h.driver_version else None
+    return {
+        "vendor": h.vendor,
+        "gpu_model": h.gpus[0].name if h.gpus and result.mode != "cpu" else None,
+        "gpu_count": len(h.gpus) if result.mode != "cpu" else 0,
+        "driver_branch": driver if result.mode != "cpu" else None,
+        "cpu_model": cpu,
+    }
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvidenceRun:
+    """The declared checks of one image run after its device check: ``device`` (the device-check
+    result whose host facts they share), the ``runs``, the ``topology``, ``cpu`` model, the ``commit``
+    of the project that declared them."""
+
+    device: CheckResult
+    runs: tuple[DeclaredRun, ...]
+    topology: Topology
+    cpu: str | None
+    commit: str | None
+    finished_at: str = dataclasses.field(default_factory=_now)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.runs)
+
+    def predicates(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """``(predicate type, predicate)`` for each run: ``test-result/v1`` or ``benchmark/v1``."""
+        return tuple(self._predicate(r) for r in self.runs)
+
+    def _predicate(self, run: DeclaredRun) -> tuple[str, dict[str, Any]]:
+        dev = self.device.predicate()
+        c = run.check
+        program = (
+            {"script": Path(c.script).name, "args": list(c.args), "sha256": run.script_sha256}
+            if c.script
+            else {"command": shlex.join(c.command)}
+        )
+        pred: dict[str, Any] = {
+            "checker": {"tool": "builder", "version": __version__},
+            "result": "passed" if run.passed else "failed",
+            "image": {
+                "reference": dev["image"]["reference"],
+                "digest": dev["image"]["digest"],
+                "platform_digest": dev["image"]["platform_digest"],
+                "variant": dev["image"]["variant"],
+            },
+            "code": {"commit": self.commit, **program},
+            "run": {
+                "exit_code": run.step.detail.get("exit_code"),
+                "timed_out": run.step.detail.get("timed_out"),
+                "seconds": run.step.seconds,
+                "timeout": c.timeout,
+                "gpus": c.gpus,
+                "shm_size": c.shm_size,
+                "mode": self.device.mode,
+                "finished_at": self.finished_at,
+            },
+            "host": dev["host"],
+            "hardware": hardware_class(self.device, self.cpu),
+            "topology": self.topology.to_json(),
+            "problems": list(run.problems),
+            "output_tail": run.output[-KEEP_TAIL:],
+        }
+        if c.kind == "tests":
+            pred["summary"] = run.junit.to_json() if run.junit else None
+            return TEST_RESULT_V1, pred
+        pred["metrics"] = [m.to_json() for m in run.metrics]
+        pred["dataset"] = c.dataset or run.declared.get("dataset")
+        pred["model"] = c.model or run.declared.get("model")
+        return BENCHMARK_V1, pred
+
+
+def run_evidence(
+    image_ref: str,
+    device: CheckResult,
+    checks: Sequence[CheckCommand],
+    *,
+    topology: Topology,
+    commit: str | None,
+    cdi: bool = False,
+    runner: Runner | None = None,
+    cpu: str | None = None,
+) -> EvidenceRun:
+    """Run each of ``checks`` (tests, then the benchmark) in its own fresh container after a passing
+    device check (``device``); nothing runs after a failed one (an empty run). ``cpu``: the CPU model
+    (default: this host's :func:`cpu_model`)."""
+    if runner is None:
+        from builder.engine import run_container
+
+        runner = run_container
+    from builder.checks.device import amd_group_ids
+
+    runs: list[DeclaredRun] = []
+    if device.passed:
+        groups = amd_group_ids() if device.mode == "amd" else ()
+        for check in sorted(checks, key=lambda c: c.kind != "tests"):
+            runs.append(run_declared(image_ref, check, mode=device.mode, runner=runner, cdi=cdi, group_add=groups))
+    return EvidenceRun(device, tuple(runs), topology, cpu if cpu is not None else cpu_model(), commit)
+
+
+def attest_evidence(
+    ev: EvidenceRun, client: RegistryClient, repository: str, digest: str, signer: Signer, *, lock_dir: Path
+) -> tuple[str, ...]:
+    """Attach each predicate of ``ev`` as a signed attestation to ``repository@digest``; returns the
+    predicate types written. Raises SigningError / registry errors."""
+    from builder.signing.attest import attest_image
+
+    written = []
+    for ptype, pred in ev.predicates():
+        attest_image(client, repository, digest, ptype, pred, signer, lock_dir=lock_dir)
+        written.append(ptype)
+    return tuple(written)
+
+
+class EvidenceDocument(TypedDict):
+    """One declared check (matrix ``tests`` / ``benchmark``) in ``builder check --json`` (``evidence[]``):
+    its predicate type, ``passed``, the metrics (benchmark) or JUnit totals (tests), what was wrong,
+    its wall time in seconds and whether its signed attestation was ``written``."""
+
+    predicate_type: str
+    passed: bool
+    metrics: list[dict[str, Any]]
+    summary: dict[str, int] | None
+    problems: list[str]
+    seconds: float
+    written: bool
+
+
+def evidence_documents(ev: EvidenceRun, written: Sequence[str]) -> list[EvidenceDocument]:
+    """``ev`` as the ``evidence`` list of ``builder check --json`` (``written``: predicate types attached)."""
+    return [
+        {
+            "predicate_type": ptype,
+            "passed": run.passed,
+            "metrics": [m.to_json() for m in run.metrics],
+            "summary": run.junit.to_json() if run.junit else None,
+            "problems": list(run.problems),
+            "seconds": run.step.seconds,
+            "written": ptype in written,
+        }
+        for run, (ptype, _) in zip(ev.runs, ev.predicates(), strict=True)
+    ]
+
+
+def evidence_failure(ev: EvidenceRun) -> str | None:
+    """What failed among ``ev``'s runs, one line per run (None when every one passed)."""
+    bad = [r for r in ev.runs if not r.passed]
+    if not bad:
+        return None
+    return "; ".join(
+        f"{r.check.kind} failed: " + (", ".join(r.problems) or r.step.error or "see its output")[:300] for r in bad
+    )
+
+
+__all__ = [
+    "JUNIT_MARKER",
+    "METRIC_MARKER",
+    "DeclaredRun",
+    "EvidenceDocument",
+    "EvidenceRun",
+    "JunitSummary",
+    "Metric",
+    "attest_evidence",
+    "cpu_model",
+    "evidence_documents",
+    "evidence_failure",
+    "hardware_class",
+    "parse_junit",
+    "parse_metrics",
+    "run_declared",
+    "run_evidence",
+]

@@ -1,0 +1,93 @@
+"""The checks a matrix declares with its images (``tests``, ``benchmark``, ``overrides``): each
+variant's :class:`builder.models.CheckCommand` values, with every problem located.
+
+A ``script`` is a path relative to the matrix file, read when ``builder check`` sends it on stdin to
+the image's python (a missing file fails that check, naming the path). An override whose ``match`` selects no
+variant is reported (a typo would otherwise silently keep the matrix-wide checks). Reference:
+docs/matrices.md "Checks declared with the image".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import shlex
+from typing import TYPE_CHECKING, Literal
+
+from builder.models import CheckCommand
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.matrix.schema import CheckSpec, MatrixSpec
+    from builder.matrix.validate import Report
+    from builder.models import Variant
+
+
+def check_command(
+    spec: CheckSpec, kind: Literal["tests", "benchmark"], matrix_file: Path, where: tuple[str | int, ...], add: Report
+) -> CheckCommand | None:
+    """``spec`` as a CheckCommand: a string command is split like a shell would (``shlex``), a script
+    path is resolved against ``matrix_file``'s directory (read when the check runs). None (and a problem
+    at ``where``) for a command that cannot be split or is empty."""
+    command: tuple[str, ...] = ()
+    script: str | None = None
+    if spec.script is not None:
+        # resolved now, read at check time: a missing file fails that check with its path (a matrix
+        # copied elsewhere still loads, e.g. a test's variant of a shipped matrix)
+        script = str((matrix_file.parent / spec.script).resolve())
+    elif isinstance(spec.command, str):
+        try:
+            command = tuple(shlex.split(spec.command))
+        except ValueError as exc:
+            add((*where, "command"), f"{kind} command cannot be split into words: {exc}")
+            return None
+    elif spec.command is not None:
+        command = tuple(spec.command)
+    if spec.script is None and not command:
+        add((*where, "command"), f"{kind} command is empty")
+        return None
+    gpus = spec.gpus if isinstance(spec.gpus, str) else str(spec.gpus)
+    return CheckCommand(
+        kind=kind,
+        command=command,
+        script=script,
+        args=tuple(spec.args),
+        timeout=spec.timeout,
+        gpus=gpus,
+        shm_size=spec.shm_size,
+        env=tuple(sorted(spec.env.items())),
+        junit=spec.junit,
+        dataset=spec.dataset,
+        model=spec.model,
+    )
+
+
+def with_checks(spec: MatrixSpec, matrix_file: Path, variants: tuple[Variant, ...], add: Report) -> tuple[Variant, ...]:
+    """``variants`` with their ``tests`` and ``benchmark`` (the first matching override's section, else
+    the matrix-wide one). Reports overrides that match no variant through ``add``."""
+    tests = check_command(spec.tests, "tests", matrix_file, ("tests",), add) if spec.tests else None
+    bench = check_command(spec.benchmark, "benchmark", matrix_file, ("benchmark",), add) if spec.benchmark else None
+    overrides = []
+    for i, o in enumerate(spec.overrides):
+        where = ("overrides", i)
+        o_tests = check_command(o.tests, "tests", matrix_file, (*where, "tests"), add) if o.tests else None
+        o_bench = (
+            check_command(o.benchmark, "benchmark", matrix_file, (*where, "benchmark"), add) if o.benchmark else None
+        )
+        overrides.append((o.match, o_tests, o_bench))
+        if not any(fnmatch.fnmatchcase(v.id, o.match) for v in variants):
+            add((*where, "match"), f"override {o.match!r} matches no variant of this matrix")
+    out = []
+    for v in variants:
+        t, b = tests, bench
+        for match, o_tests, o_bench in overrides:
+            if fnmatch.fnmatchcase(v.id, match):
+                t = o_tests or t
+                b = o_bench or b
+                break
+        out.append(dataclasses.replace(v, tests=t, benchmark=b) if (t or b) else v)
+    return tuple(out)
+
+
+__all__ = ["check_command", "with_checks"]
