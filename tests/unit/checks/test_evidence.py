@@ -86,10 +86,10 @@ def _runner(stdout: str, code: int = 0) -> Any:
     return run
 
 
-def _device(mode: str = "cpu") -> CheckResult:
+def _device() -> CheckResult:
     return CheckResult(
-        "r@sha256:" + "1" * 64, None, HostInfo(), mode, "none", "1g", (Step("probe/compute", True, 0.1),), "t0", "t1"
-    )  # type: ignore[arg-type]
+        "r@sha256:" + "1" * 64, None, HostInfo(), "cpu", "none", "1g", (Step("probe/compute", True, 0.1),), "t0", "t1"
+    )
 
 
 def test_benchmark_script_is_sent_to_the_image_python_with_its_limits() -> None:
