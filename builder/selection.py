@@ -22,6 +22,7 @@ import fnmatch
 import re
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
+from builder.config import repository_path
 from builder.errors import ConfigError, NotFoundError
 from builder.models import RenderedImage, Variant
 from builder.suggest import close_matches
@@ -155,9 +156,10 @@ def looks_like_variant_id(text: str) -> bool:
     return bool(text) and not any(c in text for c in "/:@")
 
 
-def variant_reference(matrices: Iterable[HasVariants], variant_id: str, registry: str) -> str:
+def variant_reference(matrices: Iterable[HasVariants], variant_id: str, registry: str, prefix: str = "") -> str:
     """``<registry>/<repository>:<variant-id>``: the moving variant tag ``builder build`` points at the
-    variant's latest image (docs/build.md). Raises NotFoundError (``details['close_matches']``: up to
+    variant's latest image (docs/build.md), the repository under the checkout's repository
+    ``prefix`` (:func:`builder.config.repository_path`). Raises NotFoundError (``details['close_matches']``: up to
     five close ids, :func:`builder.suggest.close_matches`) when no variant has ``variant_id``."""
     ids: dict[str, Variant] = {v.id: v for m in matrices for v in m.variants}
     v = ids.get(variant_id)
@@ -170,10 +172,11 @@ def variant_reference(matrices: Iterable[HasVariants], variant_id: str, registry
             variant=variant_id,
             close_matches=close,
         )
-    return f"{registry}/{v.repository}:{v.id}"
+    return f"{registry}/{repository_path(prefix, v.repository)}:{v.id}"
 
 
-def target_reference(text: str, matrices: Iterable[HasVariants], registry: str) -> str:
+def target_reference(text: str, matrices: Iterable[HasVariants], registry: str, prefix: str = "") -> str:
     """A command's target as an image reference: a variant id becomes its moving variant tag
-    (:func:`variant_reference`, NotFoundError when unknown); anything else is returned as given."""
-    return variant_reference(matrices, text, registry) if looks_like_variant_id(text) else text
+    (:func:`variant_reference` under the repository ``prefix``, NotFoundError when unknown);
+    anything else is returned as given."""
+    return variant_reference(matrices, text, registry, prefix) if looks_like_variant_id(text) else text

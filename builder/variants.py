@@ -59,8 +59,19 @@ def project_bases(cfg: Config) -> BaseResolution:
 def project_matrices(cfg: Config) -> tuple[Matrix, ...]:
     """Every matrix of ``cfg`` (``matrices_dir``), loaded without resolving base images: enough for variant
     ids and repositories (a variant id's image reference, :func:`builder.selection.variant_reference`).
-    Raises MatrixError, NotFoundError (no matrices)."""
-    return tuple(load_matrices(matrix_paths(cfg.matrices_dir)))
+    Each variant's ``repository`` is its registry repository, under ``cfg.repository_prefix``
+    (:meth:`Config.repository`). Raises MatrixError, NotFoundError (no matrices)."""
+    matrices = load_matrices(matrix_paths(cfg.matrices_dir))
+    if not cfg.repository_prefix:
+        return tuple(matrices)
+    return tuple(
+        dataclasses.replace(
+            m,
+            repository=cfg.repository(m.repository),
+            variants=tuple(dataclasses.replace(v, repository=cfg.repository(v.repository)) for v in m.variants),
+        )
+        for m in matrices
+    )
 
 
 def select_variants(cfg: Config, matrix_files: Sequence[Path], selection: Selection) -> Chosen:

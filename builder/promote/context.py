@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
+from builder.config import repository_path
 from builder.errors import BuilderError, NotFoundError
 from builder.policy import BUILD_STAGE, KeySet, Policy, load_policy
 from builder.policy.validation import PolicyValidation, policy_files, validate_policies
@@ -49,7 +50,9 @@ class PromotionContext:
 
     ``policy``: the loaded policy; ``registry``: the configured default registry (host[:port]);
     ``matrices_dir``: where variant ids named on the command line are looked up (None: only image
-    references can be named);
+    references can be named); ``repository_prefix``: the checkout's (builder.toml), under which
+    its variants' repositories and every stage repository live
+    (:func:`builder.config.repository_path`);
     ``clients``: registry host -> client with the user's credentials; ``lock_dir``: file locks
     (stage pointers, .sig/.att writes); ``ledger``: the audit ledger (None: no local trail);
     ``signer``: signs promotion records (required to apply); ``fleet_checker``: compatibility
@@ -65,6 +68,7 @@ class PromotionContext:
     fleet_checker: FleetChecker | None = None
     verifiers: Sequence[LayerVerifier] = ()
     matrices_dir: Path | None = None
+    repository_prefix: str = ""
     now: Callable[[], dt.datetime] = utcnow
     lock_timeout: float = 60.0
     _keys: list[PublicKey] = dataclasses.field(default_factory=list, repr=False, compare=False)
@@ -124,14 +128,16 @@ class PromotionContext:
 
     def stage_location(self, target: Target, stage: str) -> Location:
         """Where ``stage`` keeps ``target``: the build's variant tag for ``build``, else the stage's
-        pointer ``<variant-id>-<stage>`` in the stage's repository/registry. NotFoundError for a
-        stage the policy does not define."""
+        pointer ``<variant-id>-<stage>`` in the stage's repository/registry, under the checkout's
+        ``repository_prefix`` (``prod/{repository}`` of ``team-a/ml/jax`` is ``team-a/prod/ml/jax``).
+        NotFoundError for a stage the policy does not define."""
         if stage == BUILD_STAGE:
             return Location(target.registry, target.repository, target.variant)
         st = self.policy.stage(stage)
-        return Location(
-            st.registry or target.registry, st.repository_for(target.repository), st.tag_for(target.variant)
-        )
+        prefix = self.repository_prefix
+        relative = target.repository.removeprefix(f"{prefix}/") if prefix else target.repository
+        repository = repository_path(prefix, st.repository_for(relative))
+        return Location(st.registry or target.registry, repository, st.tag_for(target.variant))
 
     def lock(self, loc: Location, kind: str = "stage") -> FileLock:
         """The file lock of ``loc`` (``<lock_dir>/<kind>-<hash>.lock``): one writer per stage
@@ -240,4 +246,5 @@ def open_context(
         fleet_checker=fleet_checker,
         verifiers=verifiers,
         matrices_dir=cfg.matrices_dir,
+        repository_prefix=cfg.repository_prefix,
     )

@@ -17,6 +17,7 @@ from builder.predicates import PROMOTION_V1
 from builder.promote.evidence import keyless_identity
 from builder.promote.model import UNSET, Location, PointerTrust, PromotionRecord, Target, Unset, short_signer
 from builder.promote.pool import map_parallel
+from builder.registry.reference import canonical_reference
 from builder.signing.layer import ATT_SUFFIX, PREDICATE_TYPE_ANNOTATION, signature_tag
 from builder.signing.verifiers import verifiers_for
 from builder.signing.verify import verify_layer
@@ -82,7 +83,8 @@ def records_on(ctx: PromotionContext, loc: Location, digest: str, stage: str) ->
             if it.predicate
             else None
         )
-        if rec is None or rec.stage != stage or rec.reference != str(loc):
+        # one registry under two spellings (localhost:5000 / 127.0.0.1:5000) is one pointer
+        if rec is None or rec.stage != stage or canonical_reference(rec.reference) != canonical_reference(str(loc)):
             continue
         successor = rec.digest != digest and rec.previous == digest
         if rec.digest != digest and not successor:

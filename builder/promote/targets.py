@@ -19,6 +19,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING
 
+from builder.config import repository_path
 from builder.errors import ConfigError, NotFoundError, RegistryError
 from builder.promote.model import Target
 from builder.registry import Reference, image_config, parse_reference
@@ -53,12 +54,14 @@ class UnknownVariantError(ConfigError):
 class TargetScope:
     """Where names are looked up: ``variants`` (called at most once, when a name needs it) gives
     every variant of the matrices; ``registry`` is the default registry; ``stage_names`` the
-    policy's stages (pointer tags); ``clients`` reads image labels."""
+    policy's stages (pointer tags); ``clients`` reads image labels; ``repository_prefix`` the
+    checkout's, under which its variants' repositories live."""
 
     variants: Callable[[], Sequence[Variant]]
     registry: str
     stage_names: Sequence[str]
     clients: ClientFactory
+    repository_prefix: str = ""
 
 
 def matrix_variants(matrices_dir: Path | None) -> list[Variant]:
@@ -78,6 +81,7 @@ def scope_of(ctx: PromotionContext) -> TargetScope:
         registry=ctx.registry,
         stage_names=ctx.policy.stage_names,
         clients=ctx.clients,
+        repository_prefix=ctx.repository_prefix,
     )
 
 
@@ -122,7 +126,8 @@ def resolve_targets(
     targets: list[Target] = []
     if globs:
         chosen = sorted(select(list(variants()), list(globs)), key=lambda v: v.id)
-        targets.extend(Target(v.id, v.repository, scope.registry) for v in chosen)
+        prefix = scope.repository_prefix
+        targets.extend(Target(v.id, repository_path(prefix, v.repository), scope.registry) for v in chosen)
     for name in names:
         if looks_like_variant_id(name):
             targets.append(_variant_target(scope, variants(), name))
@@ -139,7 +144,8 @@ class _Matrices:
 def _variant_target(scope: TargetScope, variants: Sequence[Variant], name: str) -> Target:
     """A variant id's target: the repository of its moving variant tag (``variant_reference``,
     NotFoundError naming close ids when the matrices have no such variant)."""
-    ref = parse_reference(variant_reference([_Matrices(variants)], name, scope.registry), scope.registry)
+    text = variant_reference([_Matrices(variants)], name, scope.registry, scope.repository_prefix)
+    ref = parse_reference(text, scope.registry)
     return Target(name, ref.repository, ref.registry)
 
 
