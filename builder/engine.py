@@ -65,10 +65,11 @@ def docker_command() -> list[str]:
     return (os.environ.get("BUILDER_DOCKER") or "docker").split()
 
 
-def docker(*args: str, timeout: float = 60.0, input: str | None = None) -> str:
-    """Run ``docker ARGS...``; return its stdout (text). Raises EngineUnavailableError (no CLI, no
-    daemon, or no answer within ``timeout`` seconds) or EngineCommandError (non-zero exit)."""
-    cmd = [*docker_command(), *args]
+def docker(*args: str, timeout: float = 60.0, input: str | None = None, client: Sequence[str] | None = None) -> str:
+    """Run ``docker ARGS...`` (``client``: another CLI prefix, e.g. ``docker -H ssh://gpu-01``); return its
+    stdout (text). Raises EngineUnavailableError (no CLI, no daemon, or no answer within ``timeout``
+    seconds) or EngineCommandError (non-zero exit)."""
+    cmd = [*(client or docker_command()), *args]
     try:
         proc = process.run(cmd, input=input, timeout=timeout)
     except FileNotFoundError as exc:
@@ -291,11 +292,18 @@ class ContainerResult:
     timed_out: bool = False
 
 
-def run_container(
+def container_name() -> str:
+    """A fresh name for a check container: ``builder-check-<12 hex>``."""
+    return f"builder-check-{uuid.uuid4().hex[:12]}"
+
+
+def run_argv(
+    name: str,
     image: str,
     argv: Sequence[str],
     *,
-    stdin: bytes | None = None,
+    client: Sequence[str] = ("docker",),
+    interactive: bool = False,
     gpus: str | None = None,
     devices: Sequence[str] = (),
     group_add: Sequence[str] = (),
@@ -303,19 +311,13 @@ def run_container(
     env: Mapping[str, str] | None = None,
     user: str | None = None,
     entrypoint: str | None = None,
-    timeout: float = 300.0,
     pull: str = "missing",
-) -> ContainerResult:
-    """``docker run --rm -i [--gpus G] [--device D]... IMAGE ARGV...`` in a fresh, named container.
-
-    ``devices`` are passed to ``--device`` (``/dev/kfd``, or CDI names ``nvidia.com/gpu=all``).
-    On timeout the container is removed (``docker rm -f``) and ``exit_code`` is 124; when the
-    run is interrupted (``process.Interrupted``) it is removed too before the exception goes on.
-    A container that fails is a *result*, not an exception; EngineUnavailableError is raised only
-    when the daemon cannot be reached at all."""
-    name = f"builder-check-{uuid.uuid4().hex[:12]}"
-    cmd = [*docker_command(), "run", "--rm", "--name", name, f"--pull={pull}"]
-    if stdin is not None:
+) -> list[str]:
+    """The argv of ``CLIENT run --rm --name NAME --pull=PULL [-i] [--gpus G] [--device D]... IMAGE ARGV...``
+    (pure): what :func:`run_container` runs here, and what a check runner starts on a cluster node
+    (``client``: ``docker``, ``podman``; https://docs.docker.com/reference/cli/docker/container/run/)."""
+    cmd = [*client, "run", "--rm", "--name", name, f"--pull={pull}"]
+    if interactive:
         cmd.append("-i")
     if gpus:
         cmd += ["--gpus", gpus]
@@ -331,20 +333,65 @@ def run_container(
         cmd += ["--user", user]
     if entrypoint is not None:
         cmd += ["--entrypoint", entrypoint]
-    cmd += [image, *argv]
+    return [*cmd, image, *argv]
+
+
+def run_container(
+    image: str,
+    argv: Sequence[str],
+    *,
+    stdin: bytes | None = None,
+    gpus: str | None = None,
+    devices: Sequence[str] = (),
+    group_add: Sequence[str] = (),
+    shm_size: str | None = None,
+    env: Mapping[str, str] | None = None,
+    user: str | None = None,
+    entrypoint: str | None = None,
+    timeout: float = 300.0,
+    pull: str = "missing",
+    client: Sequence[str] | None = None,
+) -> ContainerResult:
+    """``docker run --rm -i [--gpus G] [--device D]... IMAGE ARGV...`` in a fresh, named container.
+
+    ``client``: the engine CLI's argv prefix (``docker -H ssh://gpu-01``, ``podman``; default
+    :func:`docker_command`).
+
+    ``devices`` are passed to ``--device`` (``/dev/kfd``, or CDI names ``nvidia.com/gpu=all``).
+    On timeout the container is removed (``docker rm -f``) and ``exit_code`` is 124; when the
+    run is interrupted (``process.Interrupted``) it is removed too before the exception goes on.
+    A container that fails is a *result*, not an exception; EngineUnavailableError is raised only
+    when the daemon cannot be reached at all."""
+    name = container_name()
+    prefix = list(client) if client else docker_command()
+    cmd = run_argv(
+        name,
+        image,
+        argv,
+        client=prefix,
+        interactive=stdin is not None,
+        gpus=gpus,
+        devices=devices,
+        group_add=group_add,
+        shm_size=shm_size,
+        env=env,
+        user=user,
+        entrypoint=entrypoint,
+        pull=pull,
+    )
     start = time.monotonic()
     try:
         proc = process.run(cmd, input=stdin, text=False, timeout=timeout)
     except FileNotFoundError as exc:
         raise EngineUnavailableError(_NO_CLI, hint=_NO_CLI_HINT) from exc
     except subprocess.TimeoutExpired as exc:
-        process.cleanup([*docker_command(), "rm", "-f", name])
+        process.cleanup([*prefix, "rm", "-f", name])
         out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else ""
         err = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else ""
         return ContainerResult(124, out, err + f"\nbuilder: timed out after {timeout:.0f} s", timeout, tuple(cmd), True)
     except process.Interrupted:
         # the docker client is gone, the container may not be (its PID 1 can ignore SIGTERM)
-        process.cleanup([*docker_command(), "rm", "-f", name])
+        process.cleanup([*prefix, "rm", "-f", name])
         raise
     seconds = time.monotonic() - start
     stdout = proc.stdout.decode("utf-8", "replace")
@@ -354,10 +401,11 @@ def run_container(
     return ContainerResult(proc.returncode, stdout, stderr, round(seconds, 3), tuple(cmd))
 
 
-def info_json() -> dict[str, Any]:
+def info_json(client: Sequence[str] | None = None) -> dict[str, Any]:
     """``docker info --format '{{json .}}'`` as a dict (ServerVersion, Runtimes, DefaultRuntime,
-    CgroupDriver, CDISpecDirs ...). Raises EngineUnavailableError / EngineCommandError."""
-    out = docker("info", "--format", "{{json .}}")
+    CgroupDriver, CDISpecDirs ...; ``client``: see :func:`docker`). Raises EngineUnavailableError /
+    EngineCommandError."""
+    out = docker("info", "--format", "{{json .}}", client=client)
     try:
         data = json.loads(out or "{}")
     except ValueError:

@@ -251,6 +251,15 @@ class HostProbeError(BuilderError):
     default_hint = "run on the GPU host itself, or pass saved output with --from FILE"
 
 
+class RunnerError(BuilderError):
+    """A check runner could not run the check on its cluster (Slurm refused or lost the job, kubectl or srun is
+    missing, a remote engine did not answer); ``details`` names the cluster and the scheduler's words."""
+
+    exit_code = 22
+    kind = "runner"
+    default_hint = "read the scheduler's message; the cluster's `runner:` in its fleet file says where checks go"
+
+
 class PolicyError(BuilderError):
     """A policy file is invalid; ``details['problems']`` lists every problem with its location."""
 
@@ -303,6 +312,7 @@ ALL_ERRORS: tuple[type[BuilderError], ...] = (
     VerificationError,
     CheckFailedError,
     HostProbeError,
+    RunnerError,
     PolicyError,
     PolicyDeniedError,
     PromotionConflictError,

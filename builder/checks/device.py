@@ -33,6 +33,7 @@ from builder import __version__
 from builder.checks.context import diagnosis_context
 from builder.checks.diagnosis import Diagnosis, DiagnosisDocument, diagnose_many
 from builder.checks.host.model import HostInfo, Vendor
+from builder.checks.runners import Placement, PlacementDocument
 from builder.predicates import DEVICE_CHECK_V1
 
 if TYPE_CHECKING:
@@ -150,13 +151,15 @@ class RunDocument(TypedDict):
 
 class DeviceCheckPredicate(TypedDict):
     """The ``device-check/v1`` predicate (docs/checks.md): who checked, the result, the image, the host,
-    how it ran, every step and, for a failure, the diagnosis."""
+    how it ran, where (``placement``: cluster, runner, node, job id), every step and, for a failure, the
+    diagnosis."""
 
     checker: CheckerDocument
     result: Literal["passed", "failed"]
     image: CheckedImageDocument
     host: CheckedHostDocument
     run: RunDocument
+    placement: PlacementDocument
     steps: list[StepDocument]
     diagnosis: DiagnosisDocument | None
 
@@ -190,7 +193,8 @@ class Step:
 
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
-    """A finished device check. ``passed``: every step ok. ``diagnosis``: for a failure."""
+    """A finished device check. ``passed``: every step ok. ``diagnosis``: for a failure. ``placement``: where
+    it ran (default: this host's engine, no cluster)."""
 
     image_ref: str
     image: ImageFacts | None
@@ -202,6 +206,7 @@ class CheckResult:
     started_at: str
     finished_at: str
     diagnosis: Diagnosis | None = None
+    placement: Placement = dataclasses.field(default_factory=lambda: Placement(None, "docker"))
 
     @property
     def passed(self) -> bool:
@@ -278,6 +283,7 @@ class CheckResult:
                 "started_at": self.started_at,
                 "finished_at": self.finished_at,
             },
+            "placement": self.placement.to_json(),
             "steps": [s.to_json() for s in self.steps],
             "diagnosis": self.diagnosis.to_json() if self.diagnosis else None,
         }

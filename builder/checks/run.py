@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from pathlib import Path
 
-    from builder.checks.device import CheckResult
+    from builder.checks.device import CheckResult, Runner
     from builder.checks.host.model import HostInfo
+    from builder.checks.runners import Placement
     from builder.registry import RegistryClient
     from builder.signing.signer import Signer
 
@@ -183,6 +184,7 @@ class DeviceCheck:
             "image": r["image"],
             "host": r["host"],
             "run": r["run"],
+            "placement": r["placement"],
             "steps": r["steps"],
             "diagnosis": r["diagnosis"],
         }
@@ -220,6 +222,8 @@ def check_reference(
     lock_dir: Path,
     host: Callable[[], HostInfo] = live_host,
     on_run: Callable[[str], None] | None = None,
+    runner: Runner | None = None,
+    placement: Callable[[], Placement] | None = None,
 ) -> StaticCheck | DeviceCheck:
     """Check ``request.reference`` (see :class:`CheckRequest`).
 
@@ -228,7 +232,9 @@ def check_reference(
     gives, and the image's facts are read for ``request.platform``. Static: the verdict on the host file
     or the fleet (nothing runs). Otherwise ``host()`` describes this host (default: the live probe with
     the engine), ``on_run`` is told what is about to run (one line, :func:`describe_run`), the checks
-    run in fresh containers from the probed platform manifest, and the result is attested with
+    run in fresh containers from the probed platform manifest (``runner``: a check runner's
+    ``run_container``, default this host's engine; ``placement()`` afterwards says where they ran, for
+    the predicate), and the result is attested with
     ``signer(key)`` (``request.key`` or ``default_key``; locks under ``lock_dir``) when asked, or by
     default when the key file exists.
 
@@ -265,7 +271,10 @@ def check_reference(
         framework=request.framework,
         timeout=request.timeout,
         shm_size=request.shm_size,
+        runner=runner,
     )
+    if placement is not None:
+        result = dataclasses.replace(result, placement=placement())
     key = request.key or default_key
     attest = request.attest if request.attest is not None else (request.key is not None or key.exists())
     attestation = None

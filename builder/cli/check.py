@@ -22,6 +22,9 @@ from builder.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from builder.checks.clusters import FleetRun
     from builder.checks.run import DeviceCheck, StaticCheck
     from builder.compat import Verdict
 
@@ -158,7 +161,17 @@ def error_lines(error: str, keep: int = 6, width: int = 300) -> list[str]:
 @click.argument("ref")
 @click.option("--static", is_flag=True, help="Compatibility verdict only (nothing runs).")
 @click.option("--host", "host_file", type=click.Path(dir_okay=False), help="With --static: saved host facts.")
-@fleet_option("With --static: a fleet name (fleets/NAME.yaml) or a fleet file.", param="fleet_file")
+@fleet_option(
+    "A fleet name (fleets/NAME.yaml) or file: with --static its verdict; otherwise the check runs on every "
+    "cluster with a `runner:`, in parallel (with --cluster: where to find it).",
+    param="fleet_file",
+)
+@click.option(
+    "--cluster",
+    default=None,
+    metavar="NAME",
+    help="Run on this fleet cluster through its `runner:` (slurm, docker, podman; docs/fleets.md).",
+)
 @click.option("--mode", type=click.Choice(["auto", "nvidia", "amd", "cpu"]), default="auto", show_default=True)
 @click.option("--cdi", is_flag=True, help="Request NVIDIA GPUs as CDI devices (--device nvidia.com/gpu=all).")
 @click.option("--framework", default="auto", show_default=True, help="torch | jax | tensorflow | none | auto.")
@@ -184,6 +197,7 @@ def check(
     static: bool,
     host_file: str | None,
     fleet_file: Path | None,
+    cluster: str | None,
     mode: Literal["auto", "nvidia", "amd", "cpu"],
     cdi: bool,
     framework: str,
@@ -202,9 +216,12 @@ def check(
     builder check jax0.7-cpu-py3.11-debian12   the variant's latest build
     builder check REF --static --host h.json   verdict for a saved host
     builder check REF --static --fleet demo    a fleet (or fleets/demo.yaml)
-    Exit codes: 20 check failed (diagnosis shown), 11 static verdict blocked.
+    builder check REF --cluster h100-train     on a cluster, through its runner
+    builder check REF --fleet demo             on every cluster, in parallel
+    Exit codes: 20 check failed (diagnosis shown), 11 static verdict blocked,
+    22 a cluster's runner could not run the check.
     """
-    from builder.checks.run import CheckRequest, DeviceCheck, check_reference
+    from builder.checks.run import CheckRequest, check_reference
     from builder.variants import project_matrices
 
     app = app_context().app
@@ -223,6 +240,29 @@ def check(
         key=Path(key) if key else None,
         attest=attest,
     )
+    if not static and (cluster is not None or fleet_file is not None):
+        from builder.checks.clusters import CheckServices, check_clusters
+
+        services = CheckServices(
+            registries=app.client,
+            default_registry=cfg.registry,
+            matrices=lambda: project_matrices(cfg),
+            signer=app.signer,
+            default_key=cfg.check_key_path,
+            lock_dir=cfg.state_dir / "locks",
+        )
+        ran = check_clusters(
+            request,
+            services,
+            cluster=cluster,
+            fleet_file=fleet_file,
+            fleets_dir=cfg.fleets_dir,
+            on_event=_progress,
+        )
+        _emit_check(ran, attest=attest, key=key, default_key=cfg.check_key_path)
+        return
+    if cluster is not None:
+        raise click.UsageError("--cluster runs the check on the cluster: leave out --static")
     outcome = check_reference(
         request,
         registries=app.client,  # credentials: --docker-config, $DOCKER_CONFIG, ~/.docker
@@ -235,7 +275,27 @@ def check(
         # (steps[].detail.command)
         on_run=lambda line: console().print(line, markup=False, highlight=False, style="dim", soft_wrap=True),
     )
-    human = (lambda: _print_device(outcome)) if isinstance(outcome, DeviceCheck) else (lambda: _print_static(outcome))
+    _emit_check(outcome, attest=attest, key=key, default_key=cfg.check_key_path)
+
+
+def _progress(cluster: str, line: str) -> None:
+    """One progress line of a cluster check on stderr (``[cluster] ...``)."""
+    console().print(f"[{cluster}] {line}", markup=False, highlight=False, style="dim", soft_wrap=True)
+
+
+def _emit_check(
+    outcome: DeviceCheck | StaticCheck | FleetRun, *, attest: bool | None, key: str | None, default_key: Path
+) -> None:
+    """Print ``outcome`` (one --json document), say when a device check was not signed, raise its failure."""
+    from builder.checks.clusters import FleetRun
+    from builder.checks.run import DeviceCheck
+
+    if isinstance(outcome, FleetRun):
+        human: Callable[[], None] = lambda: _print_fleet_run(outcome)  # noqa: E731
+    elif isinstance(outcome, DeviceCheck):
+        human = lambda: _print_device(outcome)  # noqa: E731
+    else:
+        human = lambda: _print_static(outcome)  # noqa: E731
     failure = outcome.failure()
     if failure is None or not app_context().json_output:  # --json: one document (the error carries it)
         emit(outcome.to_json(), human, report=outcome)
@@ -243,8 +303,10 @@ def check(
         from builder.cli.github import report_result
 
         report_result(outcome)
-    if isinstance(outcome, DeviceCheck) and outcome.attestation is None and attest is not False:
-        unsigned = Path(key) if key else cfg.check_key_path  # stderr, also with --json
+    checks = [c.check for c in outcome.clusters] if isinstance(outcome, FleetRun) else [outcome]
+    unsigned_checks = [c for c in checks if isinstance(c, DeviceCheck) and c.attestation is None]
+    if unsigned_checks and attest is not False:
+        unsigned = Path(key) if key else default_key  # stderr, also with --json
         console().print(
             f"not signed: no check-runner key at {unsigned}; the result is no evidence for a policy "
             f"(create one: `builder keys generate --output-dir {unsigned.parent}`, or pass --key)",
@@ -253,6 +315,36 @@ def check(
         )
     if failure is not None:
         raise failure
+
+
+def _print_fleet_run(outcome: FleetRun) -> None:
+    """One row per cluster: cluster, runner, node, job id, status; then each failure's diagnosis or error."""
+    from builder.cli.tables import Column, fitted_table
+
+    c = console()
+    c.print(f"{outcome.reference} on fleet {outcome.fleet}", markup=False, highlight=False)
+    columns = [Column("cluster", whole=True), Column("runner"), Column("node", 1), Column("job", 1), Column("status")]
+    colour = {"passed": "green", "failed": "red", "error": "red", "skipped": "dim"}
+    rows = [
+        [
+            esc(r.cluster),
+            r.runner or "-",
+            esc(d["node"] or "-"),
+            esc(d["job_id"] or "-"),
+            f"[{colour[r.status]}]{r.status}[/]",
+        ]
+        for r, d in ((r, r.to_json()) for r in outcome.clusters)
+    ]
+    c.print(fitted_table(columns, rows, c.width))
+    for r in outcome.clusters:
+        if r.check is not None and r.check.result.diagnosis is not None:
+            d = r.check.result.diagnosis
+            c.print(f"{r.cluster}: {d.key} (at fault: {d.at_fault}): {d.summary}", markup=False, highlight=False)
+            c.print(f"  fix: {d.fix}", markup=False, highlight=False)
+        elif r.error is not None:
+            c.print(f"{r.cluster}: {r.error.message}", markup=False, highlight=False)
+        elif r.status == "skipped":
+            c.print(f"{r.cluster}: skipped (no `runner:` in the fleet file)", markup=False, highlight=False)
 
 
 def _print_static(outcome: StaticCheck) -> None:
@@ -284,6 +376,14 @@ def _print_static(outcome: StaticCheck) -> None:
 def _print_device(outcome: DeviceCheck) -> None:
     c = console()
     result = outcome.result
+    where = result.placement
+    if where.cluster is not None:
+        c.print(
+            f"cluster {where.cluster} ({where.runner}): node {where.node or '?'}"
+            + (f", job {where.job_id}" if where.job_id else ""),
+            markup=False,
+            highlight=False,
+        )
     for s in result.steps:
         mark = "[green]ok[/]" if s.ok else "[red]FAIL[/]"
         c.print(f"{mark:>14}  {esc(f'{s.name:<28} {s.seconds:7.2f}s')}")

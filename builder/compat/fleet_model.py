@@ -68,6 +68,41 @@ class HostConfig:
         return f"driver {self.driver or 'unknown'}, {self.gpu or 'unknown GPU'}"
 
 
+#: how a cluster runs a check container: the local engine (or ``host``), Podman, Slurm or Kubernetes
+RunnerKind = Literal["docker", "podman", "slurm", "kubernetes"]
+
+#: how a Slurm job starts the container on its node: the engine there (``docker``, ``podman``)
+SlurmContainer = Literal["docker", "podman"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunnerSettings:
+    """How checks reach a cluster (``runner:`` of a fleet cluster, docs/fleets.md).
+
+    ``docker`` / ``podman``: the engine's CLI, on this host or at ``host`` (``ssh://user@gpu-01``,
+    ``tcp://...``; https://docs.docker.com/engine/security/protection/). ``slurm``: one job (``sbatch``)
+    in ``partition`` (``account``, ``qos``, ``time_limit`` in minutes), GPUs as ``gres`` (``gpu:1``,
+    ``gpu:h100:8``; https://slurm.schedmd.com/gres.html), the check's steps run with ``srun`` and started
+    by ``container`` on the node. ``kubernetes``: one Job per check in ``namespace`` (``context``: the
+    kubeconfig context), ``gpus`` of the cluster vendor's device-plugin resource, ``runtime_class``,
+    nodes picked by GPU feature discovery's ``gpu_product`` label and ``node_selector``."""
+
+    kind: RunnerKind
+    host: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    gres: str | None = None
+    time_limit: int | None = None
+    container: SlurmContainer = "docker"
+    context: str | None = None
+    namespace: str = "default"
+    runtime_class: str | None = None
+    gpu_product: str | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    gpus: int = 1
+
+
 @dataclasses.dataclass(frozen=True)
 class Cluster:
     """A cluster of a fleet. ``configs``: every (driver, GPU) combination its hosts run (inline: the cross
@@ -84,6 +119,7 @@ class Cluster:
     configs: tuple[HostConfig, ...]
     sources: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    runner: RunnerSettings | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,7 +46,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from builder.compat.drivers import parse_driver
-from builder.compat.fleet_model import Cluster, Fleet, GpuFacts, HostConfig, HostFacts, HostLoader
+from builder.compat.fleet_model import (
+    Cluster,
+    Fleet,
+    GpuFacts,
+    HostConfig,
+    HostFacts,
+    HostLoader,
+    RunnerSettings,
+)
 from builder.compat.fleet_verdicts import (
     NOT_APPLICABLE,
     ClusterVerdict,
@@ -69,6 +77,45 @@ if TYPE_CHECKING:
 # ------------------------------------------------------------------------------------ input schema
 
 
+class _RunnerIn(BaseModel):
+    """``runner:`` of a cluster (docs/fleets.md): how checks reach it."""
+
+    model_config = ConfigDict(extra="forbid", title="Runner")
+
+    kind: Literal["docker", "podman", "slurm", "kubernetes"]
+    host: StrictStr | None = None
+    partition: StrictStr | None = None
+    account: StrictStr | None = None
+    qos: StrictStr | None = None
+    gres: StrictStr | None = None
+    time_limit: StrictInt | None = Field(default=None, gt=0)
+    container: Literal["docker", "podman"] = "docker"
+    context: StrictStr | None = None
+    namespace: StrictStr = "default"
+    runtime_class: StrictStr | None = None
+    gpu_product: StrictStr | None = None
+    node_selector: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    gpus: StrictInt = Field(default=1, ge=1)
+
+
+#: the runner fields that only mean something for one kind (a field given to another kind is a mistake)
+_RUNNER_FIELDS: dict[str, tuple[str, ...]] = {
+    "host": ("docker", "podman"),
+    "partition": ("slurm",),
+    "account": ("slurm",),
+    "qos": ("slurm",),
+    "gres": ("slurm",),
+    "time_limit": ("slurm",),
+    "container": ("slurm",),
+    "context": ("kubernetes",),
+    "namespace": ("kubernetes",),
+    "runtime_class": ("kubernetes",),
+    "gpu_product": ("kubernetes",),
+    "node_selector": ("kubernetes",),
+    "gpus": ("kubernetes",),
+}
+
+
 class _ClusterIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -83,6 +130,7 @@ class _ClusterIn(BaseModel):
     nodes: StrictInt | None = None
     hostinfo: list[StrictStr] = Field(default_factory=list)
     description: StrictStr | None = None
+    runner: _RunnerIn | None = None
 
 
 class _FleetIn(BaseModel):
@@ -99,7 +147,8 @@ def fleet_json_schema() -> dict[str, Any]:
     cluster = _ClusterIn.model_json_schema()
     top = _FleetIn.model_json_schema()
     top["properties"]["clusters"] = {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/Cluster"}}
-    top["$defs"] = {"Cluster": {**cluster, "title": "Cluster"}}
+    nested = cluster.pop("$defs", {})  # the runner: refs are "#/$defs/<name>", so they live at the top
+    top["$defs"] = {**nested, "Cluster": {**cluster, "title": "Cluster"}}
     top["title"] = "builder fleet"
     top["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     top["description"] = "Clusters an image must run on (docs/fleets.md). Quote versions."
@@ -267,6 +316,12 @@ def _cluster_problems(c: _ClusterIn, add: _AddProblem) -> list[str]:
         add(["cuda"], "cuda is for NVIDIA clusters (AMD: rocm)")
     if c.vendor == "nvidia" and c.rocm:
         add(["rocm"], "rocm is for AMD clusters")
+    if c.runner is not None:
+        given = c.runner.model_fields_set
+        for fname in sorted(given):
+            kinds = _RUNNER_FIELDS.get(fname)
+            if kinds is not None and c.runner.kind not in kinds:
+                add(["runner", fname], f"{fname} is for {' and '.join(kinds)} runners, not {c.runner.kind}")
     for j, d in enumerate(c.drivers):
         try:
             parse_driver(d)
@@ -349,7 +404,16 @@ def _cluster(c: _ClusterIn, notes: list[str], saved: _SavedHosts) -> Cluster:
         configs=tuple(configs),
         sources=saved.sources,
         notes=tuple(notes),
+        runner=_runner(c.runner),
     )
+
+
+def _runner(r: _RunnerIn | None) -> RunnerSettings | None:
+    """The frozen runner settings of a validated ``runner:`` (None: the cluster names no runner)."""
+    if r is None:
+        return None
+    fields = r.model_dump(exclude={"node_selector"})
+    return RunnerSettings(**fields, node_selector=tuple(sorted(r.node_selector.items())))
 
 
 def _host_configs(host: HostFacts, c: _ClusterIn, rel: str) -> list[HostConfig] | str:
@@ -398,6 +462,7 @@ __all__ = [
     "HostConfig",
     "HostFacts",
     "HostLoader",
+    "RunnerSettings",
     "check_cluster",
     "check_fleet",
     "check_fleet_file",

@@ -1,0 +1,265 @@
+"""``builder check REF --cluster NAME`` and ``builder check REF --fleet F``: device checks on fleet clusters.
+
+Each cluster's ``runner:`` (docs/fleets.md) opens a check-runner session
+(:func:`builder.checks.runners.open_session`: the local or a remote engine, Slurm, Kubernetes) and
+:func:`builder.checks.run.check_reference` runs the check through it, so the result, its diagnosis
+and the signed ``device-check/v1`` attestation are those of a local check, plus the placement
+(cluster, runner kind, node, job id). A fleet's clusters are checked in parallel, one row each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Literal
+
+from typing_extensions import TypedDict
+
+from builder.checks.run import CheckDocument, CheckRequest, DeviceCheck, DeviceRunDocument, check_reference
+from builder.checks.runners import open_session
+from builder.errors import BuilderError, CheckFailedError, ConfigError, ErrorBody, NotFoundError, RunnerError
+from builder.models import SummaryRow
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from pathlib import Path
+
+    from builder.compat.fleet_model import Cluster, Fleet
+    from builder.registry import RegistryClient
+    from builder.selection import HasVariants
+    from builder.signing.signer import Signer
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckServices:
+    """What a device check needs from the composition root (see :func:`builder.checks.run.check_reference`)."""
+
+    registries: Callable[[str], RegistryClient]
+    default_registry: str
+    matrices: Callable[[], Iterable[HasVariants]]
+    signer: Callable[[Path], Signer]
+    default_key: Path
+    lock_dir: Path
+
+
+def find_cluster(fleets: Sequence[Fleet], name: str) -> tuple[Fleet, Cluster]:
+    """The fleet and cluster called ``name`` (the first fleet that has it). Raises NotFoundError naming the
+    clusters there are."""
+    for fleet in fleets:
+        found = fleet.cluster(name)
+        if found is not None:
+            return fleet, found
+    known = sorted({c.name for f in fleets for c in f.clusters})
+    raise NotFoundError(
+        f"no cluster named {name!r} in {', '.join(f.path for f in fleets) or 'any fleet file'} "
+        f"(known: {', '.join(known) or 'none'})",
+        hint="name a cluster of a fleet file (fleets/*.yaml), or pass --fleet FILE",
+    )
+
+
+def check_on_cluster(
+    request: CheckRequest,
+    cluster: Cluster,
+    services: CheckServices,
+    *,
+    on_run: Callable[[str], None] | None = None,
+) -> DeviceCheck:
+    """Run ``request``'s device check on ``cluster`` through its runner; the result carries the placement.
+    Raises ConfigError (the cluster names no ``runner:``), RunnerError (the runner could not run it),
+    and what :func:`check_reference` raises. A failed check is a result (its ``failure()``)."""
+    if cluster.runner is None:
+        raise ConfigError(
+            f"cluster {cluster.name} has no `runner:`, so builder does not know how to reach it",
+            hint="add e.g. `runner: {kind: slurm, partition: gpu}` to the cluster (docs/fleets.md)",
+        )
+    with open_session(cluster.name, cluster.runner) as session:
+        outcome = check_reference(
+            dataclasses.replace(request, static=False, host_file=None, fleet_file=None),
+            registries=services.registries,
+            default_registry=services.default_registry,
+            matrices=services.matrices,
+            signer=services.signer,
+            default_key=services.default_key,
+            lock_dir=services.lock_dir,
+            host=session.host,
+            on_run=on_run,
+            runner=session.run_container,
+            placement=session.placement,
+        )
+    assert isinstance(outcome, DeviceCheck)  # not static
+    return outcome
+
+
+ClusterStatus = Literal["passed", "failed", "error", "skipped"]
+
+
+class ClusterRowDocument(TypedDict):
+    """One cluster of ``builder check REF --fleet F --json``: its ``status`` (``passed``, ``failed``,
+    ``error``: the runner could not run it, ``skipped``: no ``runner:``), the runner kind, the node and job
+    id it ran on, the check (null unless it ran) and the error (null unless ``error``)."""
+
+    cluster: str
+    status: ClusterStatus
+    runner: str | None
+    node: str | None
+    job_id: str | None
+    check: DeviceRunDocument | None
+    error: ErrorBody | None
+
+
+class FleetRunDocument(TypedDict):
+    """``builder check REF --fleet F --json`` (without ``--static``): the fleet, the reference and one row
+    per cluster."""
+
+    fleet: str
+    reference: str
+    clusters: list[ClusterRowDocument]
+
+
+#: ``builder check --json``: a static verdict, a device check (here or on one cluster) or a fleet's checks
+CheckCommandDocument = CheckDocument | FleetRunDocument
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterRun:
+    """One cluster's part of a fleet check: the check that ran, or the error that stopped it."""
+
+    cluster: str
+    runner: str | None
+    check: DeviceCheck | None = None
+    error: BuilderError | None = None
+
+    @property
+    def status(self) -> ClusterStatus:
+        if self.check is not None:
+            return "passed" if self.check.passed else "failed"
+        return "skipped" if self.runner is None else "error"
+
+    def to_json(self) -> ClusterRowDocument:
+        placement = self.check.result.placement if self.check is not None else None
+        return {
+            "cluster": self.cluster,
+            "status": self.status,
+            "runner": self.runner,
+            "node": placement.node if placement else None,
+            "job_id": placement.job_id if placement else None,
+            "check": self.check.to_json() if self.check is not None else None,
+            "error": self.error.to_json() if self.error is not None else None,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetRun:
+    """The device checks of ``reference`` on every cluster of ``fleet`` (one :class:`ClusterRun` each)."""
+
+    fleet: str
+    reference: str
+    clusters: tuple[ClusterRun, ...]
+
+    def summary_rows(self) -> tuple[SummaryRow, ...]:
+        """One row per cluster: the cluster (as the variant column), the checked digest, the status."""
+        digest = self.reference.rsplit("@", 1)[-1] if "@" in self.reference else ""
+        return tuple(SummaryRow(f"{c.cluster} ({c.runner or 'no runner'})", digest, c.status) for c in self.clusters)
+
+    def to_json(self) -> FleetRunDocument:
+        return {"fleet": self.fleet, "reference": self.reference, "clusters": [c.to_json() for c in self.clusters]}
+
+    def failure(self) -> BuilderError | None:
+        """CheckFailedError (20) when a check failed on a cluster, else RunnerError (22) when a runner could
+        not run one, else None (skipped clusters are no failure)."""
+        failed = [c for c in self.clusters if c.status == "failed"]
+        if failed:
+            return CheckFailedError(
+                f"device check of {self.reference} failed on {', '.join(c.cluster for c in failed)}",
+                hint="each cluster's diagnosis is in its row (--json: clusters[].check.diagnosis)",
+                result=self.to_json(),
+            )
+        broken = [c for c in self.clusters if c.status == "error"]
+        if broken:
+            return RunnerError(
+                f"the check of {self.reference} could not run on {', '.join(c.cluster for c in broken)}",
+                hint="each cluster's error is in its row",
+                result=self.to_json(),
+            )
+        return None
+
+
+def check_on_fleet(
+    request: CheckRequest,
+    fleet: Fleet,
+    services: CheckServices,
+    *,
+    on_event: Callable[[str, str], None] | None = None,
+) -> FleetRun:
+    """Run ``request``'s device check on every cluster of ``fleet`` at once (one thread per cluster; a
+    cluster without a ``runner:`` is skipped). ``on_event(cluster, line)`` hears each start and end.
+    Never raises for one cluster's failure or error (its row says it); the answer's ``failure()`` is
+    the error."""
+
+    def one(cluster: Cluster) -> ClusterRun:
+        kind = cluster.runner.kind if cluster.runner else None
+        if kind is None:
+            return ClusterRun(cluster.name, None)
+        if on_event is not None:
+            on_event(cluster.name, f"starting on {kind}")
+        try:
+            done = check_on_cluster(
+                request,
+                cluster,
+                services,
+                on_run=(lambda line: on_event(cluster.name, line)) if on_event is not None else None,
+            )
+        except BuilderError as exc:
+            if on_event is not None:
+                on_event(cluster.name, f"error: {exc.message}")
+            return ClusterRun(cluster.name, kind, error=exc)
+        if on_event is not None:
+            where = done.result.placement
+            on_event(cluster.name, f"{'passed' if done.passed else 'failed'} on node {where.node or '?'}")
+        return ClusterRun(cluster.name, kind, check=done)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(fleet.clusters)), thread_name_prefix="cluster") as pool:
+        runs = tuple(pool.map(one, fleet.clusters))
+    reference = next((r.check.reference for r in runs if r.check is not None), request.reference)
+    return FleetRun(fleet.name, reference, runs)
+
+
+def check_clusters(
+    request: CheckRequest,
+    services: CheckServices,
+    *,
+    cluster: str | None,
+    fleet_file: Path | None,
+    fleets_dir: Path,
+    on_event: Callable[[str, str], None] | None = None,
+) -> DeviceCheck | FleetRun:
+    """``builder check REF --cluster NAME [--fleet F]`` (one cluster: a :class:`DeviceCheck` with its
+    placement) or ``builder check REF --fleet F`` (every cluster, :func:`check_on_fleet`). Without
+    ``fleet_file`` the cluster is looked up in every fleet of ``fleets_dir``. Raises NotFoundError (no such
+    cluster), ConfigError (an invalid fleet file; a cluster without ``runner:``), RunnerError."""
+    from builder.checks.host.reading import load_host
+    from builder.compat.fleets import load_fleet, load_fleets
+
+    fleets = (
+        (load_fleet(fleet_file, load_host=load_host),) if fleet_file else load_fleets(fleets_dir, load_host=load_host)
+    )
+    if cluster is None:
+        assert len(fleets) == 1, "check_clusters needs a cluster or a fleet file"
+        return check_on_fleet(request, fleets[0], services, on_event=on_event)
+    _, found = find_cluster(fleets, cluster)
+    on_run = (lambda line: on_event(found.name, line)) if on_event is not None else None
+    return check_on_cluster(request, found, services, on_run=on_run)
+
+
+__all__ = [
+    "CheckCommandDocument",
+    "CheckServices",
+    "ClusterRowDocument",
+    "ClusterRun",
+    "FleetRun",
+    "FleetRunDocument",
+    "check_clusters",
+    "check_on_cluster",
+    "check_on_fleet",
+    "find_cluster",
+]

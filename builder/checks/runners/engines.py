@@ -1,0 +1,120 @@
+"""The ``docker`` and ``podman`` check runners: the engine's CLI on this host or at a remote ``host``.
+
+``docker``: ``docker [-H HOST] run ...`` (``HOST``: ``ssh://user@gpu-01``, ``tcp://gpu-01:2376``;
+https://docs.docker.com/engine/security/protection/). ``podman``: ``podman [--url HOST] run ...``
+(https://docs.podman.io/en/latest/markdown/podman.1.html#url-value). Without a ``host`` and for
+``docker``, the engine is the one ``builder.engine`` uses (``$BUILDER_DOCKER``, ``DOCKER_HOST``).
+
+The node is the engine's own name (``docker info`` ``Name``); there is no scheduler, so no job id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import TYPE_CHECKING
+
+from builder.checks.runners import Placement
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from builder.checks.host.model import HostInfo
+    from builder.compat.fleet_model import RunnerSettings
+    from builder.engine import ContainerResult
+
+
+def client_argv(settings: RunnerSettings) -> list[str] | None:
+    """The engine CLI's argv prefix for ``settings`` (None: this host's default engine)."""
+    if settings.kind == "podman":
+        return ["podman", "--url", settings.host] if settings.host else ["podman"]
+    return ["docker", "-H", settings.host] if settings.host else None
+
+
+@dataclasses.dataclass
+class EngineSession:
+    """A check on one engine (see the module docstring); ``node`` is filled by :meth:`host`."""
+
+    cluster: str | None
+    settings: RunnerSettings
+    node: str | None = None
+
+    def run_container(
+        self,
+        image: str,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        gpus: str | None = None,
+        devices: Sequence[str] = (),
+        group_add: Sequence[str] = (),
+        shm_size: str | None = None,
+        user: str | None = None,
+        entrypoint: str | None = None,
+        timeout: float = 300.0,
+    ) -> ContainerResult:
+        """:func:`builder.engine.run_container` with this runner's client."""
+        from builder.engine import run_container
+
+        return run_container(
+            image,
+            argv,
+            stdin=stdin,
+            gpus=gpus,
+            devices=devices,
+            group_add=group_add,
+            shm_size=shm_size,
+            user=user,
+            entrypoint=entrypoint,
+            timeout=timeout,
+            client=client_argv(self.settings),
+        )
+
+    def host(self) -> HostInfo:
+        """This host probed live (GPUs, driver, toolkit) with the engine's ``info``; a remote engine is known
+        through its ``info`` only (its GPUs are what the check's ``nvidia-smi`` step prints). The node is the
+        engine's host name (``docker info`` ``Name``, ``podman info`` ``host.hostname``). Raises
+        EngineUnavailableError / EngineCommandError when the engine does not answer."""
+        from builder import engine
+        from builder.checks.host.probing import probe_host
+
+        client = client_argv(self.settings)
+        data = engine.info_json(client)
+        if self.settings.kind == "podman":
+            podman_host = data.get("host")
+            name = podman_host.get("hostname") if isinstance(podman_host, dict) else None
+            info = probe_host(engine_info=None) if not self.settings.host else _nothing_known()
+        else:
+            name = data.get("Name")
+            info = probe_host(engine_info=data) if not self.settings.host else _engine_only(data)
+        self.node = name if isinstance(name, str) else None
+        return info
+
+    def placement(self) -> Placement:
+        return Placement(self.cluster, self.settings.kind, self.node, None)
+
+
+def _nothing_known() -> HostInfo:
+    """A remote host whose engine's ``info`` builder does not read (Podman's): no facts."""
+    from builder.checks.host.accumulator import Accumulator
+    from builder.checks.host.assemble import assemble
+
+    return assemble(Accumulator())
+
+
+def _engine_only(data: dict[str, object]) -> HostInfo:
+    """A remote host known only through its engine's ``info`` JSON."""
+    import json
+
+    from builder.checks.host.reading import parse_text
+
+    return parse_text(json.dumps(data), source="remote engine info")
+
+
+@contextlib.contextmanager
+def engine_session(cluster: str | None, settings: RunnerSettings) -> Iterator[EngineSession]:
+    """A session on the engine ``settings`` names; nothing to release afterwards."""
+    yield EngineSession(cluster, settings)
+
+
+__all__ = ["EngineSession", "client_argv", "engine_session"]

@@ -1,0 +1,280 @@
+"""The ``slurm`` check runner: one Slurm job per check, each container started by ``srun`` in it.
+
+The session submits a holding job (``sbatch --parsable --wrap 'sleep ...'``, in the cluster's
+``partition``, ``account``, ``qos``, with ``--gres`` when the check needs GPUs), waits until
+``squeue`` says it runs, then runs every step of the check as a job step
+(``srun --jobid=J --overlap --ntasks=1 ...``) that starts the container with the node's engine
+(``docker run`` / ``podman run``; the probe goes in on the step's standard input). Each step
+first prints the job id and node name Slurm gives it (``$SLURM_JOB_ID``, ``$SLURMD_NODENAME``:
+https://slurm.schedmd.com/srun.html#SECTION_OUTPUT-ENVIRONMENT-VARIABLES) on standard error,
+so the placement is what Slurm said, not what was asked. Leaving the session cancels the job
+(``scancel``). The node's facts come from a first step that runs the GPU tools and ``docker
+info`` there (:func:`builder.checks.host.reading.parse_text`).
+
+Command reference: https://slurm.schedmd.com/sbatch.html, https://slurm.schedmd.com/srun.html
+(``--overlap``: steps share the job's resources, Slurm 20.11+), https://slurm.schedmd.com/squeue.html,
+https://slurm.schedmd.com/scancel.html.
+
+Errors: RunnerError (22) when ``sbatch``/``srun`` are missing, the job is refused or ends before it
+runs, or it is still pending after ``start_timeout`` seconds (the scheduler's reason is named).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import subprocess
+import time
+from typing import TYPE_CHECKING
+
+from builder import process
+from builder.checks.runners import Placement
+from builder.engine import ContainerResult, container_name, run_argv
+from builder.errors import RunnerError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    from builder.checks.host.model import HostInfo
+    from builder.compat.fleet_model import RunnerSettings
+
+#: printed by every step before its command (standard error), then removed from the step's output
+MARKER = "builder-slurm-step"
+_MARKER_RE = re.compile(rf"^{MARKER} job=(\S*) step=(\S*) node=(\S*)\n?", re.MULTILINE)
+
+#: the step's wrapper: say where it runs, then exec the container command given as "$@"
+WRAPPER = (
+    f'printf "{MARKER} job=%s step=%s node=%s\\n" "$SLURM_JOB_ID" "$SLURM_STEP_ID" "$SLURMD_NODENAME" >&2; exec "$@"'
+)
+
+#: what the node-facts step runs: the GPU tools that are there, then the engine's ``info``
+NODE_FACTS = (
+    "command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -q; "
+    "command -v rocm-smi >/dev/null 2>&1 && rocm-smi --showproductname --showdriverversion; "
+    '"$0" info'
+)
+
+#: squeue job states that will never become RUNNING (https://slurm.schedmd.com/squeue.html#SECTION_JOB-STATE-CODES)
+_ENDED = {
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "TIMEOUT",
+}
+
+
+def _run(argv: Sequence[str], stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess[bytes]:
+    return process.run(list(argv), input=stdin, text=False, timeout=timeout)
+
+
+def _text(b: bytes | str | None) -> str:
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
+
+
+def sbatch_argv(settings: RunnerSettings, *, gpus: bool, name: str, minutes: int) -> list[str]:
+    """The ``sbatch`` command of the holding job (pure): one node, one task, ``--gres`` only when the
+    check needs GPUs, output discarded (the steps' output comes back through ``srun``)."""
+    cmd = ["sbatch", "--parsable", f"--job-name={name}", "--nodes=1", "--ntasks=1", f"--time={minutes}"]
+    cmd.append("--output=/dev/null")
+    for flag, value in (("partition", settings.partition), ("account", settings.account), ("qos", settings.qos)):
+        if value:
+            cmd.append(f"--{flag}={value}")
+    if gpus and settings.gres:
+        cmd.append(f"--gres={settings.gres}")
+    return [*cmd, f"--wrap=exec sleep {minutes * 60}"]
+
+
+def srun_argv(job_id: str, command: Sequence[str]) -> list[str]:
+    """One step of job ``job_id`` running ``command`` behind :data:`WRAPPER` (pure)."""
+    return [
+        "srun",
+        f"--jobid={job_id}",
+        "--overlap",
+        "--nodes=1",
+        "--ntasks=1",
+        "--quiet",
+        "sh",
+        "-c",
+        WRAPPER,
+        MARKER,
+        *command,
+    ]
+
+
+@dataclasses.dataclass
+class SlurmSession:
+    """A check inside one Slurm job (see the module docstring). ``job_id`` is set by :meth:`submit`;
+    ``node`` by the first step that ran."""
+
+    cluster: str | None
+    settings: RunnerSettings
+    gpus: bool
+    run: Callable[[Sequence[str], bytes | None, float], subprocess.CompletedProcess[bytes]] = _run
+    job_id: str | None = None
+    node: str | None = None
+    start_timeout: float = 600.0
+    poll: float = 1.0
+
+    @property
+    def engine(self) -> list[str]:
+        return [self.settings.container]
+
+    def _call(
+        self, argv: Sequence[str], stdin: bytes | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[bytes]:
+        try:
+            return self.run(argv, stdin, timeout)
+        except FileNotFoundError:
+            raise RunnerError(
+                f"cluster {self.cluster}: `{argv[0]}` is not installed here (the slurm runner submits with "
+                "sbatch and runs steps with srun)",
+                hint="run builder on a Slurm login node, or `bash scripts/slurm` for a local single-node Slurm",
+                cluster=self.cluster,
+            ) from None
+
+    def submit(self) -> str:
+        """Submit the holding job and wait until it runs; returns its id. Raises RunnerError."""
+        minutes = self.settings.time_limit or 60
+        argv = sbatch_argv(
+            self.settings, gpus=self.gpus, name=f"builder-check-{self.cluster or 'host'}", minutes=minutes
+        )
+        proc = self._call(argv)
+        out = _text(proc.stdout).strip()
+        if proc.returncode != 0 or not out:
+            raise RunnerError(
+                f"cluster {self.cluster}: sbatch refused the check job: {_text(proc.stderr).strip() or out}",
+                hint="check the cluster's runner (partition, account, qos, gres) in its fleet file; `sinfo` lists them",
+                cluster=self.cluster,
+                command=argv,
+            )
+        self.job_id = out.split(";", 1)[0]  # --parsable: "JOBID" or "JOBID;CLUSTER"
+        self._wait_running()
+        return self.job_id
+
+    def _wait_running(self) -> None:
+        assert self.job_id is not None
+        deadline = time.monotonic() + self.start_timeout
+        state, reason = "", ""
+        while True:
+            proc = self._call(["squeue", "-h", "-j", self.job_id, "-o", "%T|%N|%r"])
+            line = _text(proc.stdout).strip()
+            if line:
+                state, node, reason = ([*line.split("|"), "", ""])[:3]
+                if state == "RUNNING":
+                    self.node = node or None
+                    return
+                if state in _ENDED:
+                    break
+            elif proc.returncode != 0 or not line:
+                state = state or "gone"
+                break
+            if time.monotonic() > deadline:
+                raise RunnerError(
+                    f"cluster {self.cluster}: job {self.job_id} still {state} after {self.start_timeout:.0f} s "
+                    f"(reason: {reason or 'none given'})",
+                    hint="the partition is busy or the request cannot be met; `squeue -j JOBID` shows why",
+                    cluster=self.cluster,
+                    job_id=self.job_id,
+                )
+            time.sleep(self.poll)
+        raise RunnerError(
+            f"cluster {self.cluster}: job {self.job_id} ended before it ran "
+            f"({state}; reason: {reason or 'none given'})",
+            hint="`scontrol show job JOBID` and the slurmctld log say why",
+            cluster=self.cluster,
+            job_id=self.job_id,
+        )
+
+    def step(self, command: Sequence[str], stdin: bytes | None, timeout: float) -> tuple[int, str, str, float]:
+        """Run ``command`` as one step; returns exit code, stdout, stderr (the marker removed), seconds.
+        Raises subprocess.TimeoutExpired after ``timeout`` seconds."""
+        if self.job_id is None:
+            self.submit()
+        assert self.job_id is not None
+        start = time.monotonic()
+        proc = self._call(srun_argv(self.job_id, command), stdin, timeout)
+        seconds = round(time.monotonic() - start, 3)
+        err = _text(proc.stderr)
+        m = _MARKER_RE.search(err)
+        if m is not None:
+            self.node = m.group(3) or self.node
+            err = err[: m.start()] + err[m.end() :]
+        return proc.returncode, _text(proc.stdout), err, seconds
+
+    def run_container(
+        self,
+        image: str,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        gpus: str | None = None,
+        devices: Sequence[str] = (),
+        group_add: Sequence[str] = (),
+        shm_size: str | None = None,
+        user: str | None = None,
+        entrypoint: str | None = None,
+        timeout: float = 300.0,
+    ) -> ContainerResult:
+        """One container on the job's node; a timeout removes it there (exit code 124)."""
+        name = container_name()
+        cmd = run_argv(
+            name,
+            image,
+            argv,
+            client=self.engine,
+            interactive=stdin is not None,
+            gpus=gpus,
+            devices=devices,
+            group_add=group_add,
+            shm_size=shm_size,
+            user=user,
+            entrypoint=entrypoint,
+        )
+        try:
+            code, out, err, seconds = self.step(cmd, stdin, timeout)
+        except subprocess.TimeoutExpired:
+            if self.job_id is not None:
+                process.cleanup(srun_argv(self.job_id, [*self.engine, "rm", "-f", name]))
+            return ContainerResult(124, "", f"builder: timed out after {timeout:.0f} s", timeout, tuple(cmd), True)
+        return ContainerResult(code, out, err, seconds, tuple(srun_argv(self.job_id or "?", cmd)))
+
+    def host(self) -> HostInfo:
+        """The node's facts: its GPU tools' output and the engine's ``info``, read by the hostinfo parsers."""
+        from builder.checks.host.reading import parse_text
+
+        code, out, err, _ = self.step(["sh", "-c", NODE_FACTS, self.settings.container], None, 120.0)
+        if code != 0 and not out.strip():
+            raise RunnerError(
+                f"cluster {self.cluster}: the node-facts step of job {self.job_id} failed: {err.strip()[-500:]}",
+                hint=f"is {self.settings.container} installed on the cluster's nodes?",
+                cluster=self.cluster,
+                job_id=self.job_id,
+            )
+        return parse_text(out, source=f"node {self.node} of job {self.job_id}")
+
+    def placement(self) -> Placement:
+        return Placement(self.cluster, "slurm", self.node, self.job_id)
+
+    def cancel(self) -> None:
+        """Cancel the job (``scancel``); an already finished job is fine."""
+        if self.job_id is not None:
+            process.cleanup(["scancel", self.job_id])
+
+
+@contextlib.contextmanager
+def slurm_session(cluster: str | None, settings: RunnerSettings, *, gpus: bool = True) -> Iterator[SlurmSession]:
+    """A Slurm session (the job is submitted on first use, cancelled on leaving, also when interrupted)."""
+    session = SlurmSession(cluster, settings, gpus)
+    try:
+        yield session
+    finally:
+        session.cancel()
+
+
+__all__ = ["MARKER", "NODE_FACTS", "WRAPPER", "SlurmSession", "sbatch_argv", "slurm_session", "srun_argv"]
