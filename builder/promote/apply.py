@@ -52,6 +52,7 @@ from builder.promote.transfer import copy_evidence, copy_manifest
 from builder.registry import CopyStats, put_manifest_repairing
 from builder.signing.attest import attest_image, prepare_attestation
 from builder.signing.layer import signature_config
+from builder.signing.sign import sign_image
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -186,6 +187,9 @@ def soak_hint(ctx: PromotionContext, decisions: Sequence[Decision]) -> str | Non
 
 def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: ExpectPrevious = UNSET) -> Applied:
     """Apply an allowed plan: copy, write the signed record, move the tag, re-read, ledger row.
+    Into another repository or registry the copy is also signed for its destination identity
+    (``<registry>/<repository>``, index and platform manifests) by the promoter key, before the tag
+    moves (``builder.signing.sign.sign_image``; docs/promotion.md).
 
     ``expect_previous``: the digest the stage must still hold (default: what the plan saw; pass
     the digest from a reviewed plan to turn the apply into a compare-and-swap). A denied plan is
@@ -276,6 +280,11 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
             jobs.append(lambda: copy_evidence(ctx, src, dst, digest, evidence_stats, known=plan.evidence_manifests))
             jobs.append(lambda: copy_manifest(ctx, src, dst, manifest, stats, known_absent=not plan.present))
         parallel(jobs)
+        if src.name != dst.name:
+            # containers/image (podman, CRI-O) checks the signature's docker-reference against the
+            # repository it pulls from: sign the copy (index and platform manifests) for its new
+            # identity with the promoter key, before the tag makes it visible (kpromo does the same)
+            sign_image(dc, dst.repository, digest, signer, lock_dir=ctx.lock_dir)
         rec = written[0]
         again = dc.try_resolve(dst.repository, dst.pointer_tag)
         if again != current:
