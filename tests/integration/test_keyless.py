@@ -761,3 +761,31 @@ def test_replaced_dsse_signature_in_att_layer_refused(sigstore: Sigstore, image:
     report = _verify(sigstore, image, [sigstore.policy()])
     att = next(i for i in report.items if i.kind == "attestation")
     assert not att.ok and "not the one logged in Rekor" in att.reason
+
+
+def test_keyless_signature_of_an_index_covers_each_platform(
+    sigstore: Sigstore, registry_address: str, unique_repo: str, tmp_path: Path
+) -> None:
+    """containers/image verifies the platform manifest it pulls: a keyless signature of an index
+    signs each platform manifest too (legacy layers, one signer session), each verifying offline."""
+    from tests.integration.test_sigstore_bundles import push_index
+
+    client = RegistryClient(registry_address, insecure=True)
+    index = Image(client, unique_repo, push_index(client, unique_repo, "v1", os.urandom(8).hex()))
+    tc = load_trust_config(sigstore.trust.trust_config)
+    token = sigstore.workflow_token()
+    keyless_sign_image(
+        client, unique_repo, index.digest, identity_token=token, trust_config=tc, lock_dir=tmp_path / "locks"
+    )
+    children = [d.digest for d in client.get_manifest(unique_repo, index.digest).manifests]
+    assert len(children) == 2
+    for digest in (index.digest, *children):
+        report = verify_keyless(
+            client,
+            unique_repo,
+            digest,
+            trusted_root=load_trusted_root(sigstore.trust.trusted_root),
+            identities=[sigstore.policy()],
+        )
+        assert report.ok, (digest, report.to_json())
+        assert any(i.ok and i.tag.endswith(".sig") for i in report.items)

@@ -54,6 +54,7 @@ from builder.signing.layer import (
     append_layer,
     simple_signing_payload,
 )
+from builder.signing.sign import platform_manifests
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -240,24 +241,25 @@ def _write(
         work.append(("artifact", payload))
     if sign and "bundle" in wanted:
         work.append(("dsse", _statement(subject, digest, COSIGN_SIGN_V1, {})))
+    # containers/image verifies the platform manifest it pulls: sign each one too (legacy layers)
+    children = platform_manifests(client, repository, digest) if sign and "legacy" in wanted else []
+    child_payloads = [(c, simple_signing_payload(subject, c, annotations)) for c in children]
+    work += [("artifact", p) for _, p in child_payloads]
     work += [("dsse", _statement(subject, digest, pt, pred)) for pt, pred in attestations]
     bundles = _sign(trust_config, identity_token, work)
     idents, issuer = cert_identities(bundles[0].signing_certificate)
     who = idents[0] if idents else "(unknown)"
-    n_sig = len(work) - len(attestations)
+    n_sig = len(work) - len(attestations) - len(child_payloads)
+    for (child, child_payload), bundle in zip(child_payloads, bundles[n_sig : n_sig + len(children)], strict=True):
+        _append_signature(client, repository, child, child_payload, bundle, trust_config, lock_dir, who)
+    bundles = bundles[:n_sig] + bundles[n_sig + len(children) :]
     sig_write: KeylessWrite | None = None
     if sign:
         legacy: WriteResult | None = None
         ref: ReferrerWrite | None = None
         for (kind, _), bundle in zip(work[:n_sig], bundles[:n_sig], strict=True):
             if kind == "artifact":
-                sig_doc = bundle_doc(bundle).get("messageSignature") or {}
-                annotations_ = {
-                    SIGNATURE_ANNOTATION: str(sig_doc.get("signature", "")),
-                    **cert_annotations(trust_config, bundle),
-                }
-                layer = SignatureLayer(SIMPLESIGNING_MEDIA_TYPE, payload, annotations_)
-                legacy = append_layer(client, repository, digest, SIG_SUFFIX, layer, lock_dir=lock_dir, signer=who)
+                legacy = _append_signature(client, repository, digest, payload, bundle, trust_config, lock_dir, who)
             else:
                 ref = push_bundle_referrer(
                     client, repository, image, bundle, predicate_type=COSIGN_SIGN_V1, lock_dir=lock_dir
@@ -273,6 +275,23 @@ def _write(
             att_ref = push_bundle_referrer(client, repository, image, bundle, predicate_type=pt, lock_dir=lock_dir)
         att_writes.append(KeylessWrite(att_legacy, att_ref, who, issuer, (log_index(bundle),)))
     return sig_write, att_writes
+
+
+def _append_signature(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    payload: bytes,
+    bundle: Bundle,
+    trust_config: ClientTrustConfig,
+    lock_dir: Path,
+    who: str,
+) -> WriteResult:
+    """The legacy ``.sig`` layer of a message-signature ``bundle`` over ``payload``, appended for ``digest``."""
+    sig_doc = bundle_doc(bundle).get("messageSignature") or {}
+    annotations = {SIGNATURE_ANNOTATION: str(sig_doc.get("signature", "")), **cert_annotations(trust_config, bundle)}
+    layer = SignatureLayer(SIMPLESIGNING_MEDIA_TYPE, payload, annotations)
+    return append_layer(client, repository, digest, SIG_SUFFIX, layer, lock_dir=lock_dir, signer=who)
 
 
 def _append_attestation(
