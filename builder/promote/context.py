@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from builder.errors import BuilderError, NotFoundError
 from builder.policy import BUILD_STAGE, KeySet, Policy, load_policy
 from builder.policy.validation import PolicyValidation, policy_files, validate_policies
 from builder.promote.model import FleetChecker, Location, PromotionRecord, Target, short_signer, utcnow
+from builder.signing.layer import CERTIFICATE_ANNOTATION
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from builder.registry import RegistryClient
     from builder.signing.keys import PublicKey
     from builder.signing.signer import Signer
-    from builder.signing.verifiers import LayerVerifier
+    from builder.signing.verifiers import LayerCheck, LayerVerifier
 
 ClientFactory = Callable[[str], "RegistryClient"]
 """registry host (``host[:port]``) -> a registry client carrying the user's credentials."""
@@ -203,12 +204,34 @@ def policy_verifiers(policy: Policy, trust_root: Path | None) -> tuple[LayerVeri
     keyless_ids = any(k.issuer for ks in policy.keysets for k in ks.keys) or any(a.key.issuer for a in policy.approvers)
     if not keyless_ids:
         return ()
-    # sigstore is slow to import: only for policies naming identities
-    from builder.signing.keyless.identity import ANY_IDENTITY
-    from builder.signing.keyless.trust import load_trusted_root
-    from builder.signing.keyless.verify import KeylessLayerVerifier
+    return (KeylessOnFirstUse(trust_root),)
 
-    return (KeylessLayerVerifier(load_trusted_root(trust_root), (ANY_IDENTITY,)),)
+
+@dataclasses.dataclass
+class KeylessOnFirstUse:
+    """A ``LayerVerifier`` that builds the keyless one (``KeylessLayerVerifier`` over the trusted
+    root ``trust_root``, default public-good) on the first layer carrying a Sigstore certificate
+    (``dev.sigstore.cosign/certificate``): sigstore takes about 0.4 s to import, and promotions,
+    ``status`` and ``resolve`` over key-signed evidence never need it. ``check`` returns None for
+    other layers (as the keyless verifier does); ConfigError for an unreadable trusted root is
+    raised then, on first use."""
+
+    trust_root: Path | None
+    _real: LayerVerifier | None = dataclasses.field(default=None, repr=False)
+    _guard: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def check(self, data: bytes, signature: bytes, annotations: Mapping[str, str]) -> LayerCheck | None:
+        if not annotations.get(CERTIFICATE_ANNOTATION):
+            return None
+        with self._guard:
+            if self._real is None:
+                from builder.signing.keyless.identity import ANY_IDENTITY
+                from builder.signing.keyless.trust import load_trusted_root
+                from builder.signing.keyless.verify import KeylessLayerVerifier
+
+                self._real = KeylessLayerVerifier(load_trusted_root(self.trust_root), (ANY_IDENTITY,))
+            real = self._real
+        return real.check(data, signature, annotations)
 
 
 def open_context(
