@@ -14,10 +14,14 @@ message`` and ``--json`` as :meth:`Problem.to_json`, the same shape for every ki
 from __future__ import annotations
 
 import dataclasses
+import errno
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import TypedDict
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 Severity = Literal["error", "warning"]
 
@@ -173,14 +177,94 @@ def plain(node: object) -> object:
     return node
 
 
+MAX_BYTES = 4 * 1024 * 1024
+"""The largest YAML document read (bytes): matrices, policies and fleets are hand-written files of
+a few KiB; a larger one (or ``/dev/zero``) is refused instead of read into memory."""
+
+MAX_NODES = 200_000
+"""The most nodes a document may have with every alias expanded (its size as plain data). A
+"billion laughs" alias bomb (https://en.wikipedia.org/wiki/Billion_laughs_attack) is a few hundred
+bytes whose expansion has billions of nodes: refused before anything walks it."""
+
+
+class TooLarge(OSError):
+    """A file over :data:`MAX_BYTES` (an ``OSError`` with ``errno.EFBIG``, so every reader that
+    reports unreadable files reports it too)."""
+
+
+def read_text(path: Path, limit: int = MAX_BYTES) -> str:
+    """The UTF-8 text of ``path``, read with a size limit: at most ``limit`` bytes. Raises
+    :class:`TooLarge` (an OSError) over the limit, OSError / UnicodeDecodeError as ``read_text``."""
+    with path.open("rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(
+            errno.EFBIG, f"larger than the {limit // (1024 * 1024)} MiB limit for a YAML document", str(path)
+        )
+    return data.decode("utf-8")
+
+
+def expanded_size(root: object, limit: int = MAX_NODES) -> int | None:
+    """Nodes of ``root`` with every alias expanded (shared subtrees counted once per reference),
+    in time linear in the distinct nodes; None when the tree refers to itself (a recursive alias)
+    or the count exceeds ``limit`` (counting stops there)."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: object) -> int | None:
+        if not isinstance(node, (Mapping, list)):
+            return 1
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            return None
+        active.add(key)
+        total = 1
+        children = [*node.keys(), *node.values()] if isinstance(node, Mapping) else node
+        for child in children:
+            n = size(child)
+            if n is None:
+                return None
+            total += n
+            if total > limit:
+                return None
+        active.discard(key)
+        sizes[key] = total
+        return total
+
+    try:
+        return size(root)
+    except RecursionError:  # nesting deeper than Python's stack: as unusable as a bomb
+        return None
+
+
 def parse(text: str, file: str) -> Document:
-    """``text`` read round-trip. Raises :class:`InvalidYaml` with the parser's line and column."""
+    """``text`` read round-trip. Raises :class:`InvalidYaml` with the parser's line and column, or
+    for a text over :data:`MAX_BYTES` or one whose aliases expand past :data:`MAX_NODES` nodes (or
+    refer to themselves)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
+    if len(text) > MAX_BYTES:
+        raise InvalidYaml(Problem(file, 0, 0, "", f"larger than the {MAX_BYTES // (1024 * 1024)} MiB limit"))
     try:
-        return Document(file, YAML(typ="rt", pure=True).load(text))
+        root = YAML(typ="rt", pure=True).load(text)
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
         raise InvalidYaml(Problem(file, line, col, "", f"not valid YAML: {getattr(exc, 'problem', exc)}")) from exc
+    except RecursionError as exc:
+        raise InvalidYaml(Problem(file, 0, 0, "", "nested too deeply to read")) from exc
+    if expanded_size(root) is None:
+        raise InvalidYaml(
+            Problem(
+                file,
+                0,
+                0,
+                "",
+                f"its aliases expand to more than {MAX_NODES} nodes or refer to themselves "
+                "(a YAML alias bomb?): write the values out or use fewer aliases",
+            )
+        )
+    return Document(file, root)

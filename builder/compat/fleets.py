@@ -69,7 +69,7 @@ from builder.compat.fleet_verdicts import (
 )
 from builder.compat.gpus import gpu_info, normalize_brand
 from builder.errors import BuilderError, ConfigError, NotFoundError
-from builder.yamldoc import Document, InvalidYaml, Problem, parse, plain
+from builder.yamldoc import Document, InvalidYaml, Problem, parse, plain, read_text
 
 if TYPE_CHECKING:
     from builder.compat.verdict import ImageSpec
@@ -168,7 +168,7 @@ def load_fleet(path: Path, *, load_host: HostLoader | None = None) -> Fleet:
     ``Problem.to_json()``: file, line, col, path, message, severity); a missing file is a ConfigError too."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)  # UTF-8, at most yamldoc.MAX_BYTES
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc})"
         raise ConfigError(

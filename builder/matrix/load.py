@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 from builder.errors import ConfigError, MatrixError
 from builder.matrix.expand import expand
 from builder.matrix.validate import check_yaml_numbers, validate_schema
-from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, parse
+from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, parse, read_text
 
 if TYPE_CHECKING:
     from builder.bases import BaseResolution
@@ -39,7 +39,7 @@ def read_yaml(path: Path) -> tuple[Document, str]:
     """(the document with line/column marks, the file's text). Raises ConfigError when the file
     does not exist, MatrixError (one problem at the error's line) when it is not valid YAML."""
     try:
-        text = path.read_text()
+        text = read_text(path)  # at most yamldoc.MAX_BYTES
     except FileNotFoundError as exc:
         raise ConfigError(f"matrix file {path} does not exist", hint="pass an existing file with --matrix") from exc
     except (OSError, UnicodeDecodeError) as exc:

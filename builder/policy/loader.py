@@ -25,6 +25,7 @@ from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, we
 from builder.policy.evidence import BUILD_STAGE
 from builder.policy.model import Policy, Retention, RollbackRule, Stage
 from builder.policy.rules import AllOf, AnyOf, Rule, Unconditional
+from builder.policy.rules_benchmark import evidence_rule_builders
 from builder.policy.rules_change import ApprovalRule, ChangeTicketRule, FreezeRule, FreezeWindow, SoakRule
 from builder.policy.rules_evidence import (
     AttestationRule,
@@ -51,9 +52,10 @@ from builder.policy.schema import (
     TicketModel,
 )
 from builder.policy.signers import Approver, KeyRef, KeySet
+from builder.registry.reference import registry_problem, repository_problem
 from builder.signing.keys import load_public_keys
 from builder.suggest import did_you_mean
-from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, Severity, errors, parse
+from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, Severity, errors, parse, read_text
 
 M = TypeVar("M", bound=BaseModel)
 """Where a value is in the document: mapping keys and list indexes (``("stages", "dev", "require")``)."""
@@ -258,6 +260,7 @@ class _Loader:
             "freeze": self.freeze,
             "soak": self.soak,
             "fleet": self.fleet,
+            **evidence_rule_builders(self.model, self.keysets_of),
         }
 
     def unconditional(self, body: object, p: FieldPath, location: str) -> Rule | None:
@@ -531,6 +534,10 @@ class _Loader:
             self.problem(sp, "no `rollback:` rule: nobody may roll this stage back", "warning")
         if "{repository}" not in sm.repository and "/" not in sm.repository:
             self.problem((*sp, "repository"), "a repository path like `prod/{repository}` or `ml/pytorch`")
+        elif (why := repository_problem(sm.repository.replace("{repository}", "repo"))) is not None:
+            self.problem((*sp, "repository"), f"not a repository path ({why}): e.g. `prod/{{repository}}`")
+        if sm.registry is not None and (why := registry_problem(sm.registry)) is not None:
+            self.problem((*sp, "registry"), f"not a registry: {why}; e.g. `registry.example.com:5000`")
         if rule is None:
             return None
         return Stage(name, sm.from_, sm.repository, sm.registry, rule, rollback, self.loc(sp))
@@ -567,7 +574,7 @@ def check_policy(path: Path, variables: Mapping[str, str] | None = None) -> tupl
     ``variables``: values for ``{name}`` in key and fleet file paths (the CLI passes
     ``state_dir`` and ``root``). Never raises for problems in the file; NotFoundError if absent."""
     try:
-        text = path.read_text()
+        text = read_text(path)  # at most yamldoc.MAX_BYTES
     except FileNotFoundError as exc:
         raise NotFoundError(
             f"policy file {path} does not exist",

@@ -121,6 +121,30 @@ class Reference:
         return dataclasses.replace(self, tag=tag)
 
 
+def registry_problem(host: str) -> str | None:
+    """Why ``host`` is not a registry ``host[:port]`` (None: it is): DNS labels or an IPv6 literal,
+    no empty label (``..``, a leading or trailing ``.``), so a registry can never read as a path
+    (the reference grammar: https://github.com/distribution/reference/blob/main/regexp.go)."""
+    if not _HOST_RE.match(host):
+        return f"{host!r} is not host[:port]"
+    name = host if host.startswith("[") else host.rsplit(":", 1)[0]
+    if not name.startswith("[") and any(label in ("", "-") for label in name.split(".")):
+        return f"{host!r} has an empty host label ('..', or a leading or trailing '.')"
+    return None
+
+
+def repository_problem(repository: str) -> str | None:
+    """Why ``repository`` is not a repository path (None: it is): ``/``-separated components of
+    lowercase letters and digits joined by ``.``, ``_``, ``__`` or ``-`` (so never ``..`` or an
+    empty component), at most 255 characters (same source as :func:`registry_problem`)."""
+    if len(repository) > 255:
+        return "longer than 255 characters"
+    for comp in repository.split("/"):
+        if not _COMPONENT_RE.match(comp):
+            return f"component {comp!r} must be lowercase letters/digits separated by . _ __ -"
+    return None
+
+
 def parse_reference(ref: str, default_registry: str) -> Reference:
     """Parse ``[registry/]repository[:tag][@digest]``.
 
@@ -154,8 +178,9 @@ def parse_reference(ref: str, default_registry: str) -> Reference:
     parts = text.split("/")
     if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
         registry = parts[0]
-        if not _HOST_RE.match(registry):
-            raise bad(f"registry {registry!r} is not host[:port]")
+        why = registry_problem(registry)
+        if why is not None:
+            raise bad(f"registry {why}")
         repo_parts = parts[1:]
     else:
         registry = default_registry
