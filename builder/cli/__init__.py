@@ -47,6 +47,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "check": ("builder.cli.check:check", "Run device checks in a fresh container, or --static compatibility checks."),
     "diagnose": ("builder.cli.check:diagnose", "Name the layer at fault for a GPU/container error message."),
+    "inspect": (
+        "builder.cli.inspect:inspect",
+        "Read an image's GPU code (SASS/PTX/gfx) and installed GPU stack from its layers.",
+    ),
     # promotion
     "policy": ("builder.cli.promote:policy", "Validate promotion policies."),
     "approve": ("builder.cli.promote:approve", "Record a signed approval of a digest for a stage."),

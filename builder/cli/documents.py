@@ -29,6 +29,7 @@ DOCUMENTS: dict[str, str] = {
     "hostinfo": "builder.checks.host.model:HostInfoDocument",
     "check": "builder.checks.clusters:CheckCommandDocument",
     "diagnose": "builder.checks.diagnosis.model:DiagnosisDocument",
+    "inspect": "builder.image.inspection:InspectDocument",
     "keys generate": "builder.signing.operations:KeysGenerateDocument",
     "keys import": "builder.signing.operations:KeysImportDocument",
     "keys export": "builder.signing.operations:KeysExportDocument",

@@ -1,0 +1,189 @@
+"""``builder inspect REF``: the image's GPU code and installed stack, read from the registry.
+
+manifest (an index: the runnable manifest of the platform asked for) -> config (environment) -> every
+layer, each read once (:func:`builder.image.layers.read_layer`, cached by digest in a
+:class:`~builder.image.layers.LayerCache`; uncached layers are streamed in parallel) -> the merged
+filesystem -> :class:`ImageInspection` (ELF files with GPU code, :class:`~builder.image.stack.Stack`).
+
+Errors: NotFoundError (no runnable platform manifest), RegistryError (no config, a layer that does not
+match its digest or is not a tar stream) and the registry client's errors.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+from typing import TYPE_CHECKING
+
+from typing_extensions import TypedDict
+
+from builder.compat.kernels import KernelBinary, loading_binaries
+from builder.errors import NotFoundError, RegistryError
+from builder.image.elf import GpuCode, GpuCodeDocument
+from builder.image.layers import LayerCache, LayerSummary, merge, read_layer
+from builder.image.stack import Stack, StackDocument, read_stack
+from builder.registry.manifest import runnable_platforms
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from builder.registry.client import RegistryClient
+    from builder.registry.manifest import Descriptor
+
+#: layers streamed at the same time
+PARALLEL_LAYERS = 4
+
+
+class LayerReadDocument(TypedDict):
+    """One layer: its digest, compressed size, and whether its summary came from the cache."""
+
+    digest: str
+    size: int
+    cached: bool
+
+
+class InspectDocument(TypedDict):
+    """``builder inspect --json``: ``reference`` (registry/repository@digest), ``digest`` (the digest asked
+    for), ``platform_digest`` and ``platform`` (the manifest read), ``binaries`` (ELF files with GPU code,
+    paths absolute in the image), ``loading`` (the paths of those that load: one per group of per-CUDA-line
+    libraries), ``stack`` (the installed GPU stack), ``layers`` (each layer read)."""
+
+    reference: str
+    digest: str
+    platform_digest: str
+    platform: str | None
+    binaries: list[GpuCodeDocument]
+    loading: list[str]
+    stack: StackDocument
+    layers: list[LayerReadDocument]
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerRead:
+    """One layer as read by an inspection: digest, compressed size, from the cache or streamed."""
+
+    digest: str
+    size: int
+    cached: bool
+
+    def to_json(self) -> LayerReadDocument:
+        return {"digest": self.digest, "size": self.size, "cached": self.cached}
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageInspection:
+    """What an image holds: its GPU code (``binaries``), installed ``stack`` and ``layers`` read."""
+
+    reference: str
+    digest: str
+    platform_digest: str
+    platform: str | None
+    binaries: tuple[GpuCode, ...]
+    stack: Stack
+    layers: tuple[LayerRead, ...]
+
+    def kernel_binaries(self) -> tuple[KernelBinary, ...]:
+        """The binaries that load (:func:`builder.compat.kernels.loading_binaries` with the stack's
+        CUDA / ROCm line), as the measured side of a verdict."""
+        return loading_binaries(
+            tuple(b.kernel_binary() for b in self.binaries), cuda=self.stack.cuda, rocm=self.stack.rocm_line
+        )
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """Every GPU target of the loading binaries (``sm_90``, ``compute_90``, ``gfx942``), sorted."""
+        out: set[str] = set()
+        for b in self.kernel_binaries():
+            out.update(b.sass + b.ptx + tuple(g.split(":")[0] for g in b.gfx))
+        return tuple(sorted(out))
+
+    def to_json(self) -> InspectDocument:
+        return {
+            "reference": self.reference,
+            "digest": self.digest,
+            "platform_digest": self.platform_digest,
+            "platform": self.platform,
+            "binaries": [b.to_json() for b in self.binaries],
+            "loading": [b.path for b in self.kernel_binaries()],
+            "stack": self.stack.to_json(),
+            "layers": [x.to_json() for x in self.layers],
+        }
+
+
+def inspect_image(
+    client: RegistryClient,
+    repository: str,
+    reference: str,
+    *,
+    platform: str = "linux/amd64",
+    cache: LayerCache | None = None,
+    on_layer: Callable[[LayerRead, int, int], None] | None = None,
+) -> ImageInspection:
+    """Inspect ``repository`` at ``reference`` (tag or digest) in ``client``'s registry. ``cache``: layer
+    summaries by digest (None: read every layer); ``on_layer(layer, done, total)`` is called as each
+    layer is finished (progress)."""
+    top = client.get_manifest(repository, reference)
+    manifest = top
+    chosen: str | None = None
+    if top.is_index:
+        candidates = runnable_platforms(top)
+        if not candidates:
+            raise NotFoundError(f"{repository}@{top.digest} is an index with no runnable platform manifest")
+        match = [d for d in candidates if d.platform is not None and str(d.platform) == platform]
+        desc = (match or candidates)[0]
+        chosen = str(desc.platform) if desc.platform is not None else None
+        manifest = client.get_manifest(repository, desc.digest)
+    cfg_desc = manifest.config
+    if cfg_desc is None:
+        raise RegistryError(f"{repository}@{manifest.digest} has no config descriptor (not an image manifest)")
+    try:
+        config = json.loads(client.get_blob(repository, cfg_desc.digest))
+    except ValueError as exc:
+        raise RegistryError(f"config blob {cfg_desc.digest} of {repository} is not JSON: {exc}") from exc
+    if chosen is None and isinstance(config, dict) and config.get("os") and config.get("architecture"):
+        chosen = f"{config['os']}/{config['architecture']}"
+    env: dict[str, str] = {}
+    for item in ((config.get("config") or {}).get("Env") or []) if isinstance(config, dict) else []:
+        k, _, v = str(item).partition("=")
+        env[k] = v
+    descriptors = manifest.layers
+    summaries: dict[str, LayerSummary] = {}
+    reads: dict[str, LayerRead] = {}
+    total = len(descriptors)
+    todo: list[Descriptor] = []
+    for d in descriptors:
+        hit = cache.get(d.digest) if cache is not None else None
+        if hit is not None:
+            summaries[d.digest] = hit
+            reads[d.digest] = LayerRead(d.digest, d.size, True)
+            if on_layer is not None:
+                on_layer(reads[d.digest], len(reads), total)
+        elif d.digest not in (t.digest for t in todo):
+            todo.append(d)
+    if todo:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(PARALLEL_LAYERS, len(todo))) as pool:
+            futures = {pool.submit(read_layer, client, repository, d.digest, d.size): d for d in todo}
+            for fut in concurrent.futures.as_completed(futures):
+                d = futures[fut]
+                summary = fut.result()
+                if cache is not None:
+                    cache.put(summary)
+                summaries[d.digest] = summary
+                reads[d.digest] = LayerRead(d.digest, d.size, False)
+                if on_layer is not None:
+                    on_layer(reads[d.digest], len(reads), total)
+    fs = merge(summaries[d.digest] for d in descriptors)
+    stack = read_stack(fs.paths, fs.files, env)
+    return ImageInspection(
+        reference=f"{client.registry}/{repository}@{top.digest}",
+        digest=top.digest,
+        platform_digest=manifest.digest,
+        platform=chosen,
+        binaries=fs.code,
+        stack=stack,
+        layers=tuple(reads[d.digest] for d in descriptors),
+    )
+
+
+__all__ = ["ImageInspection", "InspectDocument", "LayerRead", "LayerReadDocument", "inspect_image"]

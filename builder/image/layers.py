@@ -1,0 +1,326 @@
+"""Image layers streamed from the registry and read once: each layer blob is fetched through the
+registry client (the invocation's credentials), its digest checked while it streams, decompressed
+(gzip with zlib, zstd with ``zstandard``; detected by magic, not media type) and walked as a tar stream;
+ELF members are scanned for GPU code (:mod:`builder.image.elf`) and the few small files the stack is
+read from are kept (:mod:`builder.image.stack`). Nothing is written to disk but the summary.
+
+A layer's summary (:class:`LayerSummary`: every path, its whiteouts, its GPU code, its stack files) is
+cached by layer digest (:class:`LayerCache`), so an image that shares layers with one inspected before
+reads only its new layers. :func:`merge` applies the layers in order with the OCI whiteout rules
+(``.wh.<name>`` deletes, ``.wh..wh..opq`` empties a directory of the layers below;
+https://github.com/opencontainers/image-spec/blob/v1.1.0/layer.md#whiteouts).
+
+Memory: one read chunk (1 MiB) per stream, a tar block, and the summaries; never a whole layer or file.
+Errors: RegistryError (a blob that does not match its digest, or is not a tar stream), the registry
+client's errors (auth, not found, unavailable).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tarfile
+import tempfile
+import zlib
+from pathlib import Path, PurePosixPath
+from typing import IO, TYPE_CHECKING, Any, cast
+
+import zstandard
+
+from builder.errors import RegistryError
+from builder.image.elf import GpuCode, scan_stream
+from builder.image.stack import is_stack_file
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+    from builder.registry.client import RegistryClient
+
+CHUNK = 1 << 20
+#: files the stack is read from are kept up to this size (a dpkg status database can be a few MiB)
+STACK_FILE_MAX = 8 << 20
+CACHE_FORMAT = 1
+WHITEOUT = ".wh."
+OPAQUE = ".wh..wh..opq"
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerSummary:
+    """What one layer holds, as far as inspection needs it: ``paths`` (absolute, regular files and
+    links), ``deleted`` (whiteouts: absolute paths removed from the layers below), ``opaque``
+    (directories emptied of the layers below), ``code`` (ELF files with GPU code), ``files`` (stack
+    files: path -> text), ``size`` (compressed bytes)."""
+
+    digest: str
+    size: int
+    paths: tuple[str, ...]
+    deleted: tuple[str, ...] = ()
+    opaque: tuple[str, ...] = ()
+    code: tuple[GpuCode, ...] = ()
+    files: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": CACHE_FORMAT,
+            "digest": self.digest,
+            "size": self.size,
+            "paths": list(self.paths),
+            "deleted": list(self.deleted),
+            "opaque": list(self.opaque),
+            "code": [c.to_json() for c in self.code],
+            "files": dict(self.files),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> LayerSummary:
+        return cls(
+            digest=str(d["digest"]),
+            size=int(d["size"]),
+            paths=tuple(d["paths"]),
+            deleted=tuple(d["deleted"]),
+            opaque=tuple(d["opaque"]),
+            code=tuple(GpuCode.from_json(c) for c in d["code"]),
+            files=tuple(sorted(d["files"].items())),
+        )
+
+
+class LayerCache:
+    """Layer summaries on disk, one JSON file per layer digest under ``directory``. A file that does
+    not parse or has another format is read as a miss (and rewritten)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def _path(self, digest: str) -> Path:
+        algo, _, hexpart = digest.partition(":")
+        return self.directory / f"{algo}-{hexpart}.json"
+
+    def get(self, digest: str) -> LayerSummary | None:
+        path = self._path(digest)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return None  # unreadable or torn: read the layer again, the write replaces it
+        if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or data.get("digest") != digest:
+            return None
+        return LayerSummary.from_json(data)
+
+    def put(self, summary: LayerSummary) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".layer-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(summary.to_json(), f, separators=(",", ":"))
+        os.replace(tmp, self._path(summary.digest))
+
+
+class _BlobStream:
+    """A registry blob as a file-like ``read(n)``: chunks from the response, hashed as they pass."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._buf = b""
+        self.hash = hashlib.sha256()
+        self.read_bytes = 0
+
+    def _next(self) -> bytes:
+        for chunk in self._chunks:
+            if chunk:
+                self.hash.update(chunk)
+                self.read_bytes += len(chunk)
+                return chunk
+        return b""
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._buf:
+            self._buf = self._next()
+        if n < 0 or n >= len(self._buf):
+            out, self._buf = self._buf, b""
+            return out
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def drain(self) -> None:
+        while self._next():
+            pass
+
+
+class _Decompressed:
+    """``read(n)`` of the decompressed layer: gzip (every member), zstd, or plain tar."""
+
+    def __init__(self, raw: _BlobStream) -> None:
+        self._raw = raw
+        head = raw.read(4)
+        self._pending = b""
+        self._gzip: Any = None
+        self._zstd: Any = None
+        self._eof = False
+        if head[:2] == b"\x1f\x8b":
+            self._gzip = zlib.decompressobj(31)
+            self._pending = self._gzip.decompress(head)
+        elif head == b"\x28\xb5\x2f\xfd":
+            self._zstd = zstandard.ZstdDecompressor().stream_reader(
+                cast("IO[bytes]", _Prefixed(head, raw)), read_across_frames=True
+            )
+        else:
+            self._pending = head
+
+    def _more(self) -> bytes:
+        """The next decompressed bytes; b"" only at the end of the layer."""
+        if self._zstd is not None:
+            return bytes(self._zstd.read(CHUNK))
+        while True:
+            data = self._raw.read(CHUNK)
+            if self._gzip is None or not data:
+                return data if self._gzip is None else self._gzip.flush()
+            out = b""
+            while data:
+                out += self._gzip.decompress(data)
+                data = self._gzip.unused_data
+                if self._gzip.eof:
+                    self._gzip = zlib.decompressobj(31)  # a following gzip member
+            if out:
+                return out
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._eof and (n < 0 or len(self._pending) < n):
+            more = self._more()
+            if not more:
+                self._eof = True
+                break
+            self._pending += more
+        if n < 0 or n >= len(self._pending):
+            out, self._pending = self._pending, b""
+            return out
+        out, self._pending = self._pending[:n], self._pending[n:]
+        return out
+
+
+class _Prefixed:
+    """A stream with bytes already read put back in front (for the zstd reader)."""
+
+    def __init__(self, head: bytes, raw: _BlobStream) -> None:
+        self._head = head
+        self._raw = raw
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            out, self._head = self._head, b""
+            return out
+        return self._raw.read(n)
+
+
+def _abs(name: str) -> str:
+    p = PurePosixPath("/" + name.lstrip("./").lstrip("/")) if name not in (".", "./") else PurePosixPath("/")
+    return str(p)
+
+
+def summarize_tar(digest: str, size: int, stream: IO[bytes] | _Decompressed) -> LayerSummary:
+    """Walk one decompressed layer (``stream.read(n)``) as a tar stream and summarize it. Raises
+    RegistryError when it is not a tar stream."""
+    paths: list[str] = []
+    deleted: list[str] = []
+    opaque: list[str] = []
+    code: list[GpuCode] = []
+    files: dict[str, str] = {}
+    try:
+        with tarfile.open(fileobj=cast("IO[bytes]", stream), mode="r|", bufsize=CHUNK) as tar:
+            for member in tar:
+                path = _abs(member.name)
+                name = PurePosixPath(path).name
+                if name == OPAQUE:
+                    opaque.append(str(PurePosixPath(path).parent))
+                    continue
+                if name.startswith(WHITEOUT):
+                    deleted.append(str(PurePosixPath(path).parent / name[len(WHITEOUT) :]))
+                    continue
+                if member.isdir():
+                    continue
+                paths.append(path)
+                if member.issym() or member.islnk():
+                    continue
+                if not member.isreg():
+                    continue
+                keep = is_stack_file(path) and member.size <= STACK_FILE_MAX
+                if member.size < 64 and not keep:
+                    continue
+                f = tar.extractfile(member)
+                if f is None:
+                    continue
+                if keep:
+                    files[path] = f.read().decode("utf-8", "replace")
+                    continue
+                found = scan_stream(path, f.read)
+                if found is not None:
+                    code.append(found)
+    except tarfile.TarError as exc:
+        raise RegistryError(f"layer {digest} is not a tar stream: {exc}") from exc
+    return LayerSummary(
+        digest=digest,
+        size=size,
+        paths=tuple(paths),
+        deleted=tuple(deleted),
+        opaque=tuple(opaque),
+        code=tuple(code),
+        files=tuple(sorted(files.items())),
+    )
+
+
+def read_layer(client: RegistryClient, repository: str, digest: str, size: int) -> LayerSummary:
+    """Stream the layer blob ``digest`` of ``repository`` and summarize it; the digest of the bytes
+    received is checked (RegistryError on a mismatch, so nothing wrong is cached)."""
+    resp = client.open_blob(repository, digest)
+    try:
+        raw = _BlobStream(resp.iter_content(CHUNK))
+        summary = summarize_tar(digest, size, _Decompressed(raw))
+        raw.drain()  # the tar end blocks and padding count for the digest
+        got = "sha256:" + raw.hash.hexdigest()
+        if digest.startswith("sha256:") and got != digest:
+            raise RegistryError(
+                f"layer {repository}@{digest} from {client.registry} does not match its digest (got {got})"
+            )
+        return dataclasses.replace(summary, size=raw.read_bytes or size)
+    finally:
+        resp.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Filesystem:
+    """The image's files after every layer: ``paths`` present, ``code`` by path, stack ``files``."""
+
+    paths: frozenset[str]
+    code: tuple[GpuCode, ...]
+    files: dict[str, str]
+
+
+def merge(layers: Iterable[LayerSummary]) -> Filesystem:
+    """Apply the layers bottom to top: whiteouts and opaque directories remove what the layers below
+    put there, a path written again replaces the earlier file (its GPU code and stack text too)."""
+    present: set[str] = set()
+    code: dict[str, GpuCode] = {}
+    files: dict[str, str] = {}
+    for layer in layers:
+        gone = set(layer.deleted)
+        emptied = set(layer.opaque)
+        if gone or emptied:
+            for p in list(present):
+                parents = [str(a) for a in PurePosixPath(p).parents]
+                if p in gone or any(a in gone for a in parents) or any(a in emptied for a in parents):
+                    present.discard(p)
+                    code.pop(p, None)
+                    files.pop(p, None)
+        for p in layer.paths:
+            present.add(p)
+            code.pop(p, None)
+            files.pop(p, None)
+        for c in layer.code:
+            code[c.path] = c
+        for p, text in layer.files:
+            files[p] = text
+    return Filesystem(frozenset(present), tuple(sorted(code.values(), key=lambda c: c.path)), files)
+
+
+__all__ = ["Filesystem", "LayerCache", "LayerSummary", "merge", "read_layer", "summarize_tar"]
