@@ -57,7 +57,7 @@ class CheckCommand:
     run by ``builder check`` in a fresh container of the image after the device probe.
 
     Exactly one of ``command`` (argv run in the image, e.g. ``("python", "-m", "pytest", "/opt/tests")``)
-    and ``script`` (absolute path of a project file sent on stdin to the image's python, with ``args``).
+    and ``script`` (a file relative to the project root, sent on stdin to the image's python, with ``args``).
     ``timeout`` in seconds; ``gpus``: ``"all"``, ``"none"`` or a count; ``shm_size`` as ``docker run
     --shm-size`` takes it; ``env``: extra environment; ``junit``: path in the container of a JUnit XML
     report read after the run; ``dataset`` / ``model``: the versions the benchmark declares (free text,

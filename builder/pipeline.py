@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from builder.build.plan import BuildOptions
     from builder.checks.host.model import HostInfo
-    from builder.models import BuiltImage, RenderedImage
+    from builder.models import BuiltImage, CheckCommand, RenderedImage
     from builder.promote.context import PromotionContext
     from builder.registry import RegistryClient
     from builder.signing.keys import PublicKey
@@ -230,7 +230,8 @@ class CheckSetup:
     """How to check: ``signer`` signs device-check results (the check runner's key, never the build
     key) and ``keys`` are its public keys (to reuse an earlier passing result); ``fleet``: static
     verdicts against this fleet file (None: skip); ``timeout`` seconds per check container;
-    ``lock_dir`` for attestation writes."""
+    ``lock_dir`` for attestation writes; ``commit``: the project's git commit (the declared tests and
+    benchmark come from it)."""
 
     signer: Signer | None
     keys: tuple[PublicKey, ...]
@@ -238,6 +239,8 @@ class CheckSetup:
     fleet: Path | None = None
     timeout: float = 600.0
     enabled: bool = True
+    commit: str | None = None  # the project's commit, recorded in test-result/v1 and benchmark/v1
+    root: Path | None = None  # the project root: the declared tests' and benchmark's scripts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,8 +294,10 @@ def check_image(
     setup: CheckSetup,
     *,
     host_probe: Callable[[], HostInfo],
+    declared: Sequence[CheckCommand] = (),
 ) -> CheckOutcome:
-    """Device check (reused when already passed and signed by ``setup.signer``) + static verdict."""
+    """Device check, then the variant's ``declared`` tests and benchmark (builder.checks.evidence), each
+    result attested; all reused when already passed and signed by ``setup.signer``; + static verdict."""
     from builder.checks import device, image
     from builder.checks.static import fleet_verdict
 
@@ -306,36 +311,55 @@ def check_image(
         summary = fleet_verdict(facts, setup.fleet).summary
         static_verdict = summary.verdict
         clusters = tuple(summary.clusters)
-    if setup.signer is not None and _passed_before(client, repository, built.digest, setup):
+    if setup.signer is not None and _passed_before(client, repository, built.digest, setup, declared):
         return CheckOutcome("reused", static_verdict=static_verdict, static_clusters=clusters)
     start = time.monotonic()
-    result = device.run_device_check(built.pinned, facts, host_probe(), timeout=setup.timeout)
+    host = host_probe()
+    result = device.run_device_check(built.pinned, facts, host, timeout=setup.timeout)
     if setup.signer is not None:
         device.attest_result(result, client, repository, built.digest, setup.signer, lock_dir=setup.lock_dir)
+    failed_evidence = None
+    if declared and result.passed and setup.root is not None:
+        from builder.checks.evidence import attest_evidence, evidence_failure, run_evidence
+        from builder.checks.topology import probe_topology
+
+        run_ref = f"{built.reference}@{facts.platform_digest}"
+        topo = probe_topology(host.vendor)
+        ev = run_evidence(run_ref, result, declared, topology=topo, commit=setup.commit, root=setup.root)
+        if setup.signer is not None:
+            attest_evidence(ev, client, repository, built.digest, setup.signer, lock_dir=setup.lock_dir)
+        failed_evidence = evidence_failure(ev)
     d = result.diagnosis
     return CheckOutcome(
-        "passed" if result.passed else "failed",
-        diagnosis=d.key if d else None,
-        at_fault=d.at_fault if d else None,
-        summary=d.summary if d else None,
-        fix=d.fix if d else None,
+        "passed" if result.passed and failed_evidence is None else "failed",
+        diagnosis=d.key if d else ("declared-check-failed" if failed_evidence else None),
+        at_fault=d.at_fault if d else ("image" if failed_evidence else None),
+        summary=d.summary if d else failed_evidence,
+        fix=d.fix if d else ("see the signed test-result/v1 / benchmark/v1" if failed_evidence else None),
         seconds=time.monotonic() - start,
         static_verdict=static_verdict,
         static_clusters=clusters,
     )
 
 
-def _passed_before(client: RegistryClient, repository: str, digest: str, setup: CheckSetup) -> bool:
-    """A verified device-check/v1 with ``result == "passed"`` signed by the check key exists."""
-    from builder.predicates import DEVICE_CHECK_V1
+def _passed_before(
+    client: RegistryClient, repository: str, digest: str, setup: CheckSetup, declared: Sequence[CheckCommand] = ()
+) -> bool:
+    """A verified device-check/v1 with ``result == "passed"`` signed by the check key exists, and so
+    does a passing test-result/v1 / benchmark/v1 for each of the ``declared`` checks."""
+    from builder.predicates import BENCHMARK_V1, DEVICE_CHECK_V1, TEST_RESULT_V1
     from builder.signing.verify import read_attestations
 
     assert setup.signer is not None
-    items = read_attestations(client, repository, digest, keys=setup.keys, predicate_type=DEVICE_CHECK_V1)
-    return any(
-        att.verified and att.signer == setup.signer.fingerprint and (att.predicate or {}).get("result") == "passed"
-        for att in items
-    )
+    kinds = {"tests": TEST_RESULT_V1, "benchmark": BENCHMARK_V1}
+    for ptype in (DEVICE_CHECK_V1, *(kinds[c.kind] for c in declared)):
+        items = read_attestations(client, repository, digest, keys=setup.keys, predicate_type=ptype)
+        if not any(
+            att.verified and att.signer == setup.signer.fingerprint and (att.predicate or {}).get("result") == "passed"
+            for att in items
+        ):
+            return False
+    return True
 
 
 def promote_through(
@@ -421,7 +445,9 @@ def run_pipeline(
             continue
         progress(built.variant_id, "check", "running device checks" if check.enabled else "skipped")
         try:
-            outcome = check_image(built, client, check, host_probe=host_probe)
+            variant = by_id[built.variant_id].variant
+            declared = tuple(c for c in (variant.tests, variant.benchmark) if c is not None)
+            outcome = check_image(built, client, check, host_probe=host_probe, declared=declared)
         except CheckFailedError as exc:
             at_fault = exc.details.get("at_fault")
             outcome = CheckOutcome(

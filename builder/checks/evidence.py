@@ -181,18 +181,29 @@ def _gpus(check: CheckCommand, mode: Mode, cdi: bool) -> dict[str, Any]:
 
 
 def run_declared(
-    image_ref: str, check: CheckCommand, *, mode: Mode, runner: Runner, cdi: bool = False, group_add: Sequence[str] = ()
+    image_ref: str,
+    check: CheckCommand,
+    *,
+    mode: Mode,
+    runner: Runner,
+    root: Path,
+    cdi: bool = False,
+    group_add: Sequence[str] = (),
 ) -> DeclaredRun:
     """Run ``check`` in a fresh container of ``image_ref`` (pin it by digest) with its timeout, devices
-    and shm size; never raises for a failing program. Engine unavailability raises."""
+    and shm size (a ``script`` is read from the project ``root``); never raises for a failing program.
+    Engine unavailability raises."""
     stdin: bytes | None = None
     sha: str | None = None
     if check.script is not None:
         try:
-            stdin = Path(check.script).read_bytes()
+            stdin = (root / check.script).read_bytes()
         except OSError as exc:
-            missing = Step(check.kind, False, 0.0, {"script": check.script}, f"cannot read {check.script}: {exc}")
-            return DeclaredRun(check, missing, "", problems=(f"the matrix names {check.script}, which cannot be read",))
+            missing = Step(
+                check.kind, False, 0.0, {"script": check.script}, f"cannot read {root / check.script}: {exc}"
+            )
+            why = f"the matrix names {check.script}, which cannot be read in {root}"
+            return DeclaredRun(check, missing, "", problems=(why,))
         sha = hashlib.sha256(stdin).hexdigest()
         program = ["sh", "-c", PYTHON_SHIM, "sh", *check.args]
     else:
@@ -300,7 +311,7 @@ class EvidenceRun:
         dev = self.device.predicate()
         c = run.check
         program = (
-            {"script": Path(c.script).name, "args": list(c.args), "sha256": run.script_sha256}
+            {"script": c.script, "args": list(c.args), "sha256": run.script_sha256}
             if c.script
             else {"command": shlex.join(c.command)}
         )
@@ -346,13 +357,14 @@ def run_evidence(
     *,
     topology: Topology,
     commit: str | None,
+    root: Path,
     cdi: bool = False,
     runner: Runner | None = None,
     cpu: str | None = None,
 ) -> EvidenceRun:
-    """Run each of ``checks`` (tests, then the benchmark) in its own fresh container after a passing
-    device check (``device``); nothing runs after a failed one (an empty run). ``cpu``: the CPU model
-    (default: this host's :func:`cpu_model`)."""
+    """Run each of ``checks`` (tests, then the benchmark; scripts read from the project ``root``) in its
+    own fresh container after a passing device check (``device``); nothing runs after a failed one (an
+    empty run). ``cpu``: the CPU model (default: this host's :func:`cpu_model`)."""
     if runner is None:
         from builder.engine import run_container
 
@@ -363,7 +375,9 @@ def run_evidence(
     if device.passed:
         groups = amd_group_ids() if device.mode == "amd" else ()
         for check in sorted(checks, key=lambda c: c.kind != "tests"):
-            runs.append(run_declared(image_ref, check, mode=device.mode, runner=runner, cdi=cdi, group_add=groups))
+            runs.append(
+                run_declared(image_ref, check, mode=device.mode, runner=runner, root=root, cdi=cdi, group_add=groups)
+            )
     return EvidenceRun(device, tuple(runs), topology, cpu if cpu is not None else cpu_model(), commit)
 
 

@@ -1,8 +1,10 @@
 """The checks a matrix declares with its images (``tests``, ``benchmark``, ``overrides``): each
 variant's :class:`builder.models.CheckCommand` values, with every problem located.
 
-A ``script`` is a path relative to the matrix file, read when ``builder check`` sends it on stdin to
-the image's python (a missing file fails that check, naming the path). An override whose ``match`` selects no
+A ``script`` is a path relative to the project root (the directory of ``builder.toml``, like
+``images/``), e.g. ``evidence/jax/benchmark.py``; it is read when ``builder check`` sends it on stdin
+to the image's python (a missing file fails that check, naming the path), so a matrix copied
+elsewhere still names the project's programs. An override whose ``match`` selects no
 variant is reported (a typo would otherwise silently keep the matrix-wide checks). Reference:
 docs/matrices.md "Checks declared with the image".
 """
@@ -17,25 +19,24 @@ from typing import TYPE_CHECKING, Literal
 from builder.models import CheckCommand
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from builder.matrix.schema import CheckSpec, MatrixSpec
     from builder.matrix.validate import Report
     from builder.models import Variant
 
 
 def check_command(
-    spec: CheckSpec, kind: Literal["tests", "benchmark"], matrix_file: Path, where: tuple[str | int, ...], add: Report
+    spec: CheckSpec, kind: Literal["tests", "benchmark"], where: tuple[str | int, ...], add: Report
 ) -> CheckCommand | None:
     """``spec`` as a CheckCommand: a string command is split like a shell would (``shlex``), a script
-    path is resolved against ``matrix_file``'s directory (read when the check runs). None (and a problem
+    path stays relative to the project root (read when the check runs). None (and a problem
     at ``where``) for a command that cannot be split or is empty."""
     command: tuple[str, ...] = ()
     script: str | None = None
     if spec.script is not None:
-        # resolved now, read at check time: a missing file fails that check with its path (a matrix
-        # copied elsewhere still loads, e.g. a test's variant of a shipped matrix)
-        script = str((matrix_file.parent / spec.script).resolve())
+        if spec.script.startswith("/") or ".." in spec.script.split("/"):
+            add((*where, "script"), f"{kind} script {spec.script!r}: a path inside the project, e.g. evidence/jax/x.py")
+            return None
+        script = spec.script  # relative to the project root, read at check time
     elif isinstance(spec.command, str):
         try:
             command = tuple(shlex.split(spec.command))
@@ -63,18 +64,16 @@ def check_command(
     )
 
 
-def with_checks(spec: MatrixSpec, matrix_file: Path, variants: tuple[Variant, ...], add: Report) -> tuple[Variant, ...]:
+def with_checks(spec: MatrixSpec, variants: tuple[Variant, ...], add: Report) -> tuple[Variant, ...]:
     """``variants`` with their ``tests`` and ``benchmark`` (the first matching override's section, else
     the matrix-wide one). Reports overrides that match no variant through ``add``."""
-    tests = check_command(spec.tests, "tests", matrix_file, ("tests",), add) if spec.tests else None
-    bench = check_command(spec.benchmark, "benchmark", matrix_file, ("benchmark",), add) if spec.benchmark else None
+    tests = check_command(spec.tests, "tests", ("tests",), add) if spec.tests else None
+    bench = check_command(spec.benchmark, "benchmark", ("benchmark",), add) if spec.benchmark else None
     overrides = []
     for i, o in enumerate(spec.overrides):
         where = ("overrides", i)
-        o_tests = check_command(o.tests, "tests", matrix_file, (*where, "tests"), add) if o.tests else None
-        o_bench = (
-            check_command(o.benchmark, "benchmark", matrix_file, (*where, "benchmark"), add) if o.benchmark else None
-        )
+        o_tests = check_command(o.tests, "tests", (*where, "tests"), add) if o.tests else None
+        o_bench = check_command(o.benchmark, "benchmark", (*where, "benchmark"), add) if o.benchmark else None
         overrides.append((o.match, o_tests, o_bench))
         if not any(fnmatch.fnmatchcase(v.id, o.match) for v in variants):
             add((*where, "match"), f"override {o.match!r} matches no variant of this matrix")

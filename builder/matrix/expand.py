@@ -237,5 +237,5 @@ def expand(
     if spec.tests or spec.benchmark or spec.overrides:
         from builder.matrix.checks import with_checks
 
-        variants = with_checks(spec, path, variants, add)
+        variants = with_checks(spec, variants, add)
     return variants

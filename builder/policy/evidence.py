@@ -69,7 +69,8 @@ class Evidence:
 
     ``repository``: ``registry/repository`` the evidence was read from; ``problems``: evidence that
     could not be read (e.g. the ``.att`` manifest was unreadable); ``fleet``: per-cluster verdicts
-    for every fleet the stage's rules name (missing = deny); ``ticket``: the change ticket given."""
+    for every fleet the stage's rules name (missing = deny); ``ticket``: the change ticket given;
+    ``baseline_digest`` / ``baseline``: what the target stage holds and its attestations."""
 
     repository: str
     digest: str
@@ -79,6 +80,10 @@ class Evidence:
     fleet: tuple[FleetEvidence, ...] = ()
     ticket: str | None = None
     problems: tuple[str, ...] = ()
+    #: the digest the target stage holds now (None: empty) and its attestations, read only when a rule
+    #: compares with it (``benchmark: {against: stage}``)
+    baseline_digest: str | None = None
+    baseline: tuple[AttestationEvidence, ...] = ()
 
     def verified_attestations(self, predicate_type: str) -> Iterator[AttestationEvidence]:
         """Verified attestations of ``predicate_type`` whose subject names this digest."""

@@ -66,6 +66,49 @@ class DeviceCheckModel(StrictModel):
         return [str(x) for x in v] if isinstance(v, list) else v
 
 
+class TestsModel(StrictModel):
+    """``tests:``: a passing ``test-result/v1`` by ``signers``."""
+
+    __test__ = False  # not a pytest class
+    signers: list[str] = Field(min_length=1)
+
+
+def _fraction(v: object) -> object:
+    """``5%`` -> 0.05; a bare number is a fraction (0.05)."""
+    if isinstance(v, str) and v.strip().endswith("%"):
+        try:
+            return float(v.strip()[:-1]) / 100
+        except ValueError:
+            return v
+    return v
+
+
+class BenchmarkModel(StrictModel):
+    """``benchmark:``: one metric of ``benchmark/v1`` by ``signers`` at most ``max_regression`` (``5%`` or
+    0.05) worse than ``against`` (``stage``: what the target stage holds, on the same hardware class
+    per ``same``; or a number), ``allow_first`` when there is nothing to compare with."""
+
+    signers: list[str] = Field(min_length=1)
+    metric: str = Field(min_length=1)
+    max_regression: float = Field(ge=0, lt=1)
+    against: Literal["stage"] | float = "stage"
+    #: hardware-class keys that must be equal (empty: the rule's default, docs/policies.md)
+    same: list[Literal["vendor", "gpu_model", "gpu_count", "driver_branch", "cpu_model"]] = Field(default_factory=list)
+    allow_first: bool = False
+
+    @field_validator("max_regression", mode="before")
+    @classmethod
+    def _pct(cls, v: object) -> object:
+        return _fraction(v)
+
+
+class CollectiveModel(StrictModel):
+    """``collective:``: recorded all-reduce busbw at least ``min_busbw_ratio`` of the link bandwidth."""
+
+    signers: list[str] = Field(min_length=1)
+    min_busbw_ratio: float = Field(gt=0, le=1)
+
+
 class ApprovalsModel(StrictModel):
     """``approvals:``: ``count`` distinct ``approvers`` (names), optionally for the ``same_ticket``."""
 
@@ -163,6 +206,9 @@ RULE_MODELS: dict[str, type[StrictModel]] = {
     "freeze": FreezeModel,
     "soak": SoakModel,
     "fleet": FleetModel,
+    "tests": TestsModel,
+    "benchmark": BenchmarkModel,
+    "collective": CollectiveModel,
 }
 """The model of each rule kind that has a body of fields."""
 

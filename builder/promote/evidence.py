@@ -215,3 +215,24 @@ def _attestation(it: VerifiedItem) -> AttestationEvidence:
         subject_digests(it.statement),
         it.untrusted,
     )
+
+
+def with_baseline(ctx: PromotionContext, stage: str, dst: Location, held: str | None, evidence: Evidence) -> Evidence:
+    """``evidence`` with what the target stage holds (``held``, read from ``dst``) and its verified
+    attestations, when a ``benchmark`` rule of ``stage`` compares against the stage; else unchanged.
+    A read that fails becomes a problem (the rule then finds no baseline and denies)."""
+    from builder.policy.rules_benchmark import BenchmarkRule
+
+    rules = ctx.policy.stage(stage).require.walk()
+    if held is None or not any(isinstance(r, BenchmarkRule) and r.against == "stage" for r in rules):
+        return evidence
+    if held == evidence.digest:
+        return dataclasses.replace(evidence, baseline_digest=held)
+    try:
+        report = read_place(ctx, dst, held, check_present=False)
+    except BuilderError as exc:
+        problem = f"{stage}'s {held}: {exc.message}"
+        return dataclasses.replace(evidence, baseline_digest=held, problems=(*evidence.problems, problem))
+    items = report.items if report is not None else ()
+    atts = tuple(_attestation(it) for it in items if it.kind != "signature")
+    return dataclasses.replace(evidence, baseline_digest=held, baseline=atts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from builder.policy import BUILD_STAGE, Decision, RuleResult, evaluate
-from builder.promote.evidence import gather
+from builder.promote.evidence import gather, with_baseline
 from builder.promote.model import Location, Plan, PointerTrust, Target
 from builder.promote.pool import Task
 from builder.promote.records import pointer_trust
@@ -107,7 +107,8 @@ def plan_promotion(ctx: PromotionContext, target: Target, stage: str, *, ticket:
             f"`builder resolve {target.variant} --stage {st.source}` refuses it too",
         )
     present = same or got.present[-1]
-    policy_decision = evaluate(ctx.policy, stage, got.evidence, ctx.now())
+    evidence = with_baseline(ctx, stage, dst, trust.digest, got.evidence)  # benchmark: {against: stage}
+    policy_decision = evaluate(ctx.policy, stage, evidence, ctx.now())
     chain = chain_rows(ctx, stage, trust)
     reasons = (source_result, *chain, *policy_decision.reasons)
     allowed = source_result.passed and not chain and policy_decision.allowed

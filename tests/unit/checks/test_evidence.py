@@ -94,19 +94,24 @@ def _device() -> CheckResult:
 
 def test_benchmark_script_is_sent_to_the_image_python_with_its_limits() -> None:
     script = ROOT / "evidence" / "jax" / "benchmark.py"
-    check = CheckCommand("benchmark", script=str(script), timeout=90, gpus="all", shm_size="2g", dataset="d@1")
+    check = CheckCommand("benchmark", script="evidence/jax/benchmark.py", timeout=90, shm_size="2g", dataset="d@1")
     runner = _runner(BENCH_OUT)
-    run = run_declared("r@sha256:" + "1" * 64, check, mode="cpu", runner=runner)
+    run = run_declared("r@sha256:" + "1" * 64, check, mode="cpu", runner=runner, root=ROOT)
     call = runner.calls[0]
     assert call["stdin"] == script.read_bytes() and call["entrypoint"] == "sh" and call["argv"][0] == "-c"
     assert call["timeout"] == 90 and call["shm_size"] == "2g" and call["gpus"] is None  # cpu mode: no devices
     assert run.passed and run.script_sha256 and len(run.metrics) == 2
-    gpu = run_declared("r", check, mode="nvidia", runner=_runner(BENCH_OUT))
+    gpu = run_declared("r", check, mode="nvidia", runner=_runner(BENCH_OUT), root=ROOT)
     assert gpu.passed
     ev = EvidenceRun(_device(), (run,), Topology(), "AMD EPYC", "abc123")
     [(ptype, pred)] = ev.predicates()
     assert ptype == BENCHMARK_V1 and pred["result"] == "passed" and pred["dataset"] == "d@1"
-    assert pred["code"] == {"commit": "abc123", "script": "benchmark.py", "args": [], "sha256": run.script_sha256}
+    assert pred["code"] == {
+        "commit": "abc123",
+        "script": "evidence/jax/benchmark.py",
+        "args": [],
+        "sha256": run.script_sha256,
+    }
     assert pred["hardware"] == {
         "vendor": "none",
         "gpu_model": None,
@@ -119,9 +124,9 @@ def test_benchmark_script_is_sent_to_the_image_python_with_its_limits() -> None:
 
 def test_benchmark_without_metrics_or_with_a_failing_exit_fails() -> None:
     check = CheckCommand("benchmark", command=("python", "-c", "print(1)"))
-    silent = run_declared("r", check, mode="cpu", runner=_runner("1\n"))
+    silent = run_declared("r", check, mode="cpu", root=ROOT, runner=_runner("1\n"))
     assert not silent.passed and "no metric line" in silent.problems[0]
-    crashed = run_declared("r", check, mode="cpu", runner=_runner(BENCH_OUT, code=1))
+    crashed = run_declared("r", check, mode="cpu", root=ROOT, runner=_runner(BENCH_OUT, code=1))
     assert not crashed.passed
     ev = EvidenceRun(_device(), (silent,), Topology(), None, None)
     assert "benchmark failed: the benchmark printed no metric line" in (evidence_failure(ev) or "")
@@ -130,22 +135,24 @@ def test_benchmark_without_metrics_or_with_a_failing_exit_fails() -> None:
 def test_tests_pass_on_exit_zero_and_a_clean_junit_report() -> None:
     check = CheckCommand("tests", command=("python", "-m", "pytest", "/opt/tests"), junit="/tmp/j.xml")
     runner = _runner("5 passed\n\n----- builder: junit xml -----\n" + JUNIT.replace('failures="1"', 'failures="0"'))
-    run = run_declared("r", check, mode="cpu", runner=runner)
+    run = run_declared("r", check, mode="cpu", runner=runner, root=ROOT)
     argv = runner.calls[0]["argv"]
     assert argv[:2] == ["-c", argv[1]] and argv[3:] == ["/tmp/j.xml", "python", "-m", "pytest", "/opt/tests"]
     assert run.passed and run.junit is not None and run.junit.tests == 5 and run.output == "5 passed\n"
-    failing = run_declared("r", check, mode="cpu", runner=_runner("x\n----- builder: junit xml -----\n" + JUNIT))
+    failing = run_declared(
+        "r", check, mode="cpu", root=ROOT, runner=_runner("x\n----- builder: junit xml -----\n" + JUNIT)
+    )
     assert not failing.passed  # exit 0 but the report counts a failure
     [(ptype, pred)] = EvidenceRun(_device(), (failing,), Topology(), None, None).predicates()
     assert ptype == TEST_RESULT_V1 and pred["result"] == "failed" and pred["summary"]["failures"] == 1
-    no_report = run_declared("r", check, mode="cpu", runner=_runner("ok\n"))
+    no_report = run_declared("r", check, mode="cpu", root=ROOT, runner=_runner("ok\n"))
     assert not no_report.passed and "no JUnit report" in no_report.problems[0]
 
 
 def test_a_missing_script_fails_that_check_naming_the_path(tmp_path: Path) -> None:
-    check = CheckCommand("tests", script=str(tmp_path / "gone.py"))
-    run = run_declared("r", check, mode="cpu", runner=_runner(""))
-    assert not run.passed and str(tmp_path / "gone.py") in run.problems[0]
+    check = CheckCommand("tests", script="evidence/gone.py")
+    run = run_declared("r", check, mode="cpu", root=tmp_path, runner=_runner(""))
+    assert not run.passed and "evidence/gone.py" in run.problems[0] and str(tmp_path) in run.problems[0]
 
 
 def test_cpu_model_from_proc_cpuinfo(tmp_path: Path) -> None:
@@ -174,7 +181,7 @@ def test_matrix_checks_per_family_overridden_per_variant(tmp_path: Path) -> None
     cuda = next(v for v in m.variants if "-cu128-" in v.id)
     assert cpu.tests == cuda.tests and cpu.tests is not None
     assert cpu.tests.command == ("python", "-m", "pytest", "/opt/tests", "-q") and cpu.tests.timeout == 30
-    assert cpu.benchmark is not None and cpu.benchmark.script == str(tmp_path / "bench.py")
+    assert cpu.benchmark is not None and cpu.benchmark.script == "bench.py"
     assert cpu.benchmark.env == (("N", "64"),) and cpu.benchmark.dataset == "imagenet-val@2024"
     assert cuda.benchmark == CheckCommand("benchmark", command=("nvidia-smi",), gpus="2", shm_size="8g")
 
@@ -187,6 +194,7 @@ def test_matrix_checks_per_family_overridden_per_variant(tmp_path: Path) -> None
         ("benchmark: {command: x, timeout: -1}\n", "benchmark.timeout", "greater than 0"),
         ("overrides: [{match: 'torch*', tests: {command: x}}]\n", "overrides[0].match", "matches no variant"),
         ('tests: {command: "echo \'x"}\n', "tests.command", "cannot be split"),
+        ("tests: {script: ../outside.py}\n", "tests.script", "a path inside the project"),
     ],
 )
 def test_matrix_check_mistakes_are_located(tmp_path: Path, extra: str, path: str, says: str) -> None:
