@@ -8,32 +8,25 @@
 ARG BASE_IMAGE=rocm/dev-ubuntu-24.04:7.2
 FROM ${BASE_IMAGE}
 
-LABEL io.builder.accelerator="rocm" \
-      io.builder.family="pytorch" \
-      io.builder.framework="torch" \
-      io.builder.framework.version="2.11" \
-      io.builder.gpu-archs="gfx900,gfx906,gfx908,gfx90a,gfx942,gfx950,gfx1030,gfx1100,gfx1101,gfx1102,gfx1200,gfx1201" \
-      io.builder.matrix="pytorch" \
-      io.builder.os="ubuntu24.04" \
-      io.builder.platform="linux/amd64" \
-      io.builder.python="3.12" \
-      io.builder.rocm.version="7.2" \
-      io.builder.variant="torch2.11-rocm7.2-py3.12-ubuntu24.04" \
-      org.opencontainers.image.base.name="rocm/dev-ubuntu-24.04:7.2" \
+LABEL io.github.builder-project.accelerator="rocm" \
+      io.github.builder-project.family="pytorch" \
+      io.github.builder-project.framework="torch" \
+      io.github.builder-project.framework.version="2.11" \
+      io.github.builder-project.gpu-archs="gfx900,gfx906,gfx908,gfx90a,gfx942,gfx950,gfx1030,gfx1100,gfx1101,gfx1102,gfx1200,gfx1201" \
+      io.github.builder-project.matrix="pytorch" \
+      io.github.builder-project.os="ubuntu24.04" \
+      io.github.builder-project.platform="linux/amd64" \
+      io.github.builder-project.python="3.12" \
+      io.github.builder-project.rocm.version="7.2" \
+      io.github.builder-project.variant="torch2.11-rocm7.2-py3.12-ubuntu24.04" \
+      org.opencontainers.image.base.name="docker.io/rocm/dev-ubuntu-24.04:7.2" \
       org.opencontainers.image.description="torch 2.11 for ROCm 7.2, Python 3.12, ubuntu24.04 (linux/amd64)" \
       org.opencontainers.image.title="torch2.11-rocm7.2-py3.12-ubuntu24.04" \
       org.opencontainers.image.version="2.11"
 
-# Architecture lists are build arguments (a build never probes a GPU); kept in the environment so
-# extensions compiled in derived images target the same architectures as the framework build.
-ARG GPU_TARGETS="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1200;gfx1201"
-ARG PYTORCH_ROCM_ARCH="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1200;gfx1201"
-ENV GPU_TARGETS="${GPU_TARGETS}" \
-    PYTORCH_ROCM_ARCH="${PYTORCH_ROCM_ARCH}"
-
-# ROCm 7.2: run with --device=/dev/kfd --device=/dev/dri and --group-add for the groups
-# owning them (video, render); the image user is not root.
-ENV ROCM_VERSION="7.2"
+# Layers shared by every variant on this base come first: the Python layer and the user do not
+# depend on the accelerator, its build arguments or the framework, so BuildKit reuses (and the
+# registry stores) them once per base; the accelerator-specific environment follows them.
 
 # Python 3.12 from ubuntu24.04, in a venv (PEP 668); apt lists removed in the same layer.
 RUN set -eux; \
@@ -48,6 +41,22 @@ ENV PATH="/opt/venv/bin:${PATH}" \
     PYTHONUNBUFFERED="1" \
     PIP_NO_CACHE_DIR="1" \
     PIP_DISABLE_PIP_VERSION_CHECK="1"
+
+# Unprivileged user (numeric, so `runAsNonRoot` can verify it); `USER` is set at the end.
+RUN set -eux; \
+    groupadd --system --gid 10001 app; \
+    useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/app --shell /usr/sbin/nologin app
+
+# Architecture lists are build arguments (a build never probes a GPU); kept in the environment so
+# extensions compiled in derived images target the same architectures as the framework build.
+ARG GPU_TARGETS="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1200;gfx1201"
+ARG PYTORCH_ROCM_ARCH="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1200;gfx1201"
+ENV GPU_TARGETS="${GPU_TARGETS}" \
+    PYTORCH_ROCM_ARCH="${PYTORCH_ROCM_ARCH}"
+
+# ROCm 7.2: run with --device=/dev/kfd --device=/dev/dri and --group-add for the groups
+# owning them (video, render); the image user is not root.
+ENV ROCM_VERSION="7.2"
 
 # Python packages exactly as locked (locks/torch2.11-rocm7.2-py3.12-ubuntu24.04.txt, hashes checked). The CA bundle and
 # index credentials are BuildKit secrets: optional, never in a layer or the image history.
@@ -64,10 +73,6 @@ RUN --mount=type=secret,id=ca_bundle,required=false \
 # Fail the build (not the first job) when the wheel does not match the variant; no GPU is probed.
 RUN python -c 'import torch, sys; v = torch.__version__; print("torch", v, "cuda", torch.version.cuda, "hip", torch.version.hip); sys.exit(0 if v.startswith("2.11.") else 1)'
 
-# Unprivileged user (numeric, so `runAsNonRoot` can verify it).
-RUN set -eux; \
-    groupadd --system --gid 10001 app; \
-    useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/app --shell /usr/sbin/nologin app
 USER 10001:10001
 WORKDIR /home/app
 CMD ["python"]

@@ -8,20 +8,24 @@
 ARG BASE_IMAGE=ubuntu:24.04
 FROM ${BASE_IMAGE}
 
-LABEL io.builder.accelerator="cpu" \
-      io.builder.family="tensorflow" \
-      io.builder.framework="tensorflow" \
-      io.builder.framework.version="2.20" \
-      io.builder.gpu-archs="" \
-      io.builder.matrix="tensorflow" \
-      io.builder.os="ubuntu24.04" \
-      io.builder.platform="linux/amd64" \
-      io.builder.python="3.12" \
-      io.builder.variant="tensorflow2.20-cpu-py3.12-ubuntu24.04" \
-      org.opencontainers.image.base.name="ubuntu:24.04" \
+LABEL io.github.builder-project.accelerator="cpu" \
+      io.github.builder-project.family="tensorflow" \
+      io.github.builder-project.framework="tensorflow" \
+      io.github.builder-project.framework.version="2.20" \
+      io.github.builder-project.gpu-archs="none" \
+      io.github.builder-project.matrix="tensorflow" \
+      io.github.builder-project.os="ubuntu24.04" \
+      io.github.builder-project.platform="linux/amd64" \
+      io.github.builder-project.python="3.12" \
+      io.github.builder-project.variant="tensorflow2.20-cpu-py3.12-ubuntu24.04" \
+      org.opencontainers.image.base.name="docker.io/library/ubuntu:24.04" \
       org.opencontainers.image.description="tensorflow 2.20 for CPU, Python 3.12, ubuntu24.04 (linux/amd64)" \
       org.opencontainers.image.title="tensorflow2.20-cpu-py3.12-ubuntu24.04" \
       org.opencontainers.image.version="2.20"
+
+# Layers shared by every variant on this base come first: the Python layer and the user do not
+# depend on the accelerator, its build arguments or the framework, so BuildKit reuses (and the
+# registry stores) them once per base; the accelerator-specific environment follows them.
 
 # Python 3.12 from ubuntu24.04, in a venv (PEP 668); apt lists removed in the same layer.
 RUN set -eux; \
@@ -37,6 +41,11 @@ ENV PATH="/opt/venv/bin:${PATH}" \
     PIP_NO_CACHE_DIR="1" \
     PIP_DISABLE_PIP_VERSION_CHECK="1"
 
+# Unprivileged user (numeric, so `runAsNonRoot` can verify it); `USER` is set at the end.
+RUN set -eux; \
+    groupadd --system --gid 10001 app; \
+    useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/app --shell /usr/sbin/nologin app
+
 # Python packages exactly as locked (locks/tensorflow2.20-cpu-py3.12-ubuntu24.04.txt, hashes checked). The CA bundle and
 # index credentials are BuildKit secrets: optional, never in a layer or the image history.
 RUN --mount=type=secret,id=ca_bundle,required=false \
@@ -51,10 +60,6 @@ RUN --mount=type=secret,id=ca_bundle,required=false \
 # Fail the build (not the first job) when the wheel does not match the variant; no GPU is probed.
 RUN python -c 'import tensorflow as tf, sys; v = tf.__version__; print("tensorflow", v); sys.exit(0 if v.startswith("2.20.") else 1)'
 
-# Unprivileged user (numeric, so `runAsNonRoot` can verify it).
-RUN set -eux; \
-    groupadd --system --gid 10001 app; \
-    useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/app --shell /usr/sbin/nologin app
 USER 10001:10001
 WORKDIR /home/app
 CMD ["python"]

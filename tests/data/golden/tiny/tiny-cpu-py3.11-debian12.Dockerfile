@@ -7,19 +7,23 @@
 ARG BASE_IMAGE=debian:bookworm
 FROM ${BASE_IMAGE}
 
-LABEL io.builder.accelerator="cpu" \
-      io.builder.family="tiny" \
-      io.builder.framework="none" \
-      io.builder.framework.version="0" \
-      io.builder.gpu-archs="" \
-      io.builder.matrix="tiny" \
-      io.builder.os="debian12" \
-      io.builder.platform="linux/amd64" \
-      io.builder.python="3.11" \
-      io.builder.variant="tiny-cpu-py3.11-debian12" \
-      org.opencontainers.image.base.name="debian:bookworm" \
+LABEL io.github.builder-project.accelerator="cpu" \
+      io.github.builder-project.family="tiny" \
+      io.github.builder-project.framework="none" \
+      io.github.builder-project.framework.version="0" \
+      io.github.builder-project.gpu-archs="none" \
+      io.github.builder-project.matrix="tiny" \
+      io.github.builder-project.os="debian12" \
+      io.github.builder-project.platform="linux/amd64" \
+      io.github.builder-project.python="3.11" \
+      io.github.builder-project.variant="tiny-cpu-py3.11-debian12" \
+      org.opencontainers.image.base.name="docker.io/library/debian:bookworm" \
       org.opencontainers.image.description="Python for CPU, Python 3.11, debian12 (linux/amd64)" \
       org.opencontainers.image.title="tiny-cpu-py3.11-debian12"
+
+# Layers shared by every variant on this base come first: the Python layer and the user do not
+# depend on the accelerator, its build arguments or the framework, so BuildKit reuses (and the
+# registry stores) them once per base; the accelerator-specific environment follows them.
 
 # Python 3.11 from debian12, in a venv (PEP 668); apt lists removed in the same layer.
 RUN set -eux; \
@@ -35,6 +39,11 @@ ENV PATH="/opt/venv/bin:${PATH}" \
     PIP_NO_CACHE_DIR="1" \
     PIP_DISABLE_PIP_VERSION_CHECK="1"
 
+# Unprivileged user (numeric, so `runAsNonRoot` can verify it); `USER` is set at the end.
+RUN set -eux; \
+    groupadd --system --gid 10001 app; \
+    useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/app --shell /usr/sbin/nologin app
+
 # Python packages exactly as locked (locks/tiny-cpu-py3.11-debian12.txt, hashes checked). The CA bundle and
 # index credentials are BuildKit secrets: optional, never in a layer or the image history.
 RUN --mount=type=secret,id=ca_bundle,required=false \
@@ -46,10 +55,6 @@ RUN --mount=type=secret,id=ca_bundle,required=false \
     pip install --no-cache-dir --require-hashes --no-compile \
         -r /tmp/requirements.lock
 
-# Unprivileged user (numeric, so `runAsNonRoot` can verify it).
-RUN set -eux; \
-    groupadd --system --gid 10001 app; \
-    useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/app --shell /usr/sbin/nologin app
 USER 10001:10001
 WORKDIR /home/app
 CMD ["python", "-c", "import sys; print(sys.version)"]
