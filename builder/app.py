@@ -192,6 +192,8 @@ class App:
             lock_dir=cfg.state_dir / "locks",
             fleet=request.fleet,
             enabled=request.check,
+            commit=git_commit(cfg.root),
+            root=cfg.root,
         )
         return pipeline.run_pipeline(
             rendered,

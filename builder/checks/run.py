@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal, NotRequired
 from typing_extensions import TypedDict
 
 from builder.checks.device import DeviceCheckDocument, Mode, describe_run, run_device_check
+from builder.checks.evidence import EvidenceDocument, evidence_documents, evidence_failure
 from builder.checks.host.gather import live_host
 from builder.checks.host.reading import load_hostinfo
 from builder.checks.image import ImageFacts, ImageFactsDocument, probe_image
@@ -31,8 +32,11 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.checks.device import CheckResult, Runner
+    from builder.checks.evidence import EvidenceRun
     from builder.checks.host.model import HostInfo
     from builder.checks.runners import Placement
+    from builder.checks.topology import Topology
+    from builder.models import CheckCommand
     from builder.registry import RegistryClient
     from builder.signing.signer import Signer
 
@@ -98,10 +102,12 @@ class AttestationDocument(TypedDict):
 
 class DeviceRunDocument(DeviceCheckDocument):
     """``builder check REF --json``: the device check (the ``device-check/v1`` predicate with ``passed``)
-    and, when it was attached, the attestation."""
+    and, when it was attached, the attestation; ``evidence``: the tests and benchmark the variant
+    declares, run after it (docs/evidence.md)."""
 
     attestation: NotRequired[AttestationDocument]
 
+    evidence: NotRequired[list[EvidenceDocument]]
 
 #: ``builder check --json``: a static verdict (host or fleet) or a device check
 CheckDocument = StaticHostDocument | StaticFleetDocument | DeviceRunDocument
@@ -165,9 +171,11 @@ class DeviceCheck:
     result: CheckResult
     attestation: Attestation | None = None
 
+    evidence: EvidenceRun | None = None  # declared tests/benchmark (builder.checks.evidence)
+    evidence_written: tuple[str, ...] = ()
     @property
     def passed(self) -> bool:
-        return self.result.passed
+        return self.result.passed and (self.evidence is None or self.evidence.passed)
 
     def summary_rows(self) -> tuple[SummaryRow, ...]:
         """One row: the image (reference without its digest), its digest, ``passed`` or ``failed``."""
@@ -191,12 +199,21 @@ class DeviceCheck:
         if self.attestation is not None:
             doc["attestation"] = self.attestation.to_json()
         return doc
+        if self.evidence is not None:
+            doc["evidence"] = evidence_documents(self.evidence, self.evidence_written)
 
     def failure(self) -> CheckFailedError | None:
         """The error ``builder check`` exits with (20) when a step failed, carrying the diagnosis; else None."""
         if self.passed:
             return None
         d = self.result.diagnosis
+        failed = evidence_failure(self.evidence) if self.evidence is not None and self.result.passed else None
+        if failed is not None:
+            return CheckFailedError(
+                f"device check of {self.reference} passed, but {failed}",
+                hint="the program's output is in --json (evidence[]) and in the signed result",
+                result=self.to_json(),
+            )
         return CheckFailedError(
             f"device check of {self.reference} failed: "
             + (f"{d.key} (at fault: {d.at_fault}): {d.summary}" if d else "see the failed steps"),
@@ -225,6 +242,9 @@ def check_reference(
     runner: Runner | None = None,
     placement: Callable[[], Placement] | None = None,
 ) -> StaticCheck | DeviceCheck:
+    commit: str | None = None,
+    topology: Callable[[str], Topology] | None = None,
+    root: Path | None = None,
     """Check ``request.reference`` (see :class:`CheckRequest`).
 
     A variant id becomes its moving tag in ``default_registry`` (``matrices()`` loads the project's
@@ -236,7 +256,11 @@ def check_reference(
     ``run_container``, default this host's engine; ``placement()`` afterwards says where they ran, for
     the predicate), and the result is attested with
     ``signer(key)`` (``request.key`` or ``default_key``; locks under ``lock_dir``) when asked, or by
-    default when the key file exists.
+    default when the key file exists. After a passing device check the ``tests`` and ``benchmark`` the
+    image's variant declares in the matrices run with the same runner (:mod:`builder.checks.evidence`),
+    recording ``topology(vendor)`` (default :func:`builder.checks.topology.probe_topology`) and the
+    project's ``commit`` (scripts read from the project ``root``; None: no declared checks), attested
+    as ``test-result/v1`` / ``benchmark/v1`` with the same key.
 
     Never raises for a blocked verdict or a failed check (the answer's ``failure()`` is the error).
     Raises ConfigError (a static request without one host or fleet), NotFoundError (unknown variant,
@@ -283,7 +307,28 @@ def check_reference(
 
         written = attest_result(result, client, r.repository, digest, signer(key), lock_dir=lock_dir)
         attestation = Attestation(key, written.appended)
-    return DeviceCheck(pinned, facts, result, attestation)
+    declared = declared_checks(matrices, facts.variant) if facts.variant and root is not None else ()
+    if not declared or root is None:
+        return DeviceCheck(pinned, facts, result, attestation)
+    from builder.checks.evidence import attest_evidence, run_evidence
+    from builder.checks.topology import probe_topology
+
+    topo = (topology or probe_topology)(this_host.vendor)
+    ev = run_evidence(
+        run_ref, result, declared, topology=topo, commit=commit, root=root, cdi=request.cdi, runner=runner
+    )
+    ev_written = attest_evidence(ev, client, r.repository, digest, signer(key), lock_dir=lock_dir) if attest else ()
+    return DeviceCheck(pinned, facts, result, attestation, ev, ev_written)
+
+
+def declared_checks(matrices: Callable[[], Iterable[HasVariants]], variant_id: str) -> tuple[CheckCommand, ...]:
+    """The ``tests`` and ``benchmark`` the project's matrices declare for ``variant_id`` (none for an id
+    the matrices do not know: an image built elsewhere)."""
+    for m in matrices():
+        for v in m.variants:
+            if v.id == variant_id:
+                return tuple(c for c in (v.tests, v.benchmark) if c is not None)
+    return ()
 
 
 __all__ = [
@@ -297,4 +342,5 @@ __all__ = [
     "StaticFleetDocument",
     "StaticHostDocument",
     "check_reference",
+    "declared_checks",
 ]

@@ -221,6 +221,7 @@ def check(
     Exit codes: 20 check failed (diagnosis shown), 11 static verdict blocked,
     22 a cluster's runner could not run the check.
     """
+    from builder.build.source import git_commit
     from builder.checks.run import CheckRequest, check_reference
     from builder.variants import project_matrices
 
@@ -274,6 +275,8 @@ def check(
         # what runs, described (not a pseudo-command): each step's exact docker command is in --json
         # (steps[].detail.command)
         on_run=lambda line: console().print(line, markup=False, highlight=False, style="dim", soft_wrap=True),
+        commit=git_commit(cfg.root),  # recorded in test-result/v1 and benchmark/v1
+        root=cfg.root,  # the declared tests' and benchmark's scripts
     )
     _emit_check(outcome, attest=attest, key=key, default_key=cfg.check_key_path)
 
@@ -398,3 +401,23 @@ def _print_device(outcome: DeviceCheck) -> None:
         c.print(f"[yellow]fix:[/] {esc(d.fix)}")
     if outcome.attestation is not None:
         c.print(f"attached device-check/v1 to {esc(outcome.reference)}")
+    if outcome.evidence is not None:
+        _print_evidence(outcome)
+
+
+def _print_evidence(outcome: DeviceCheck) -> None:
+    """The declared tests and benchmark: one line each (metrics or JUnit totals), then what failed."""
+    assert outcome.evidence is not None
+    c = console()
+    for run in outcome.evidence.runs:
+        mark = "[green]ok[/]" if run.passed else "[red]FAIL[/]"
+        if run.junit is not None:
+            j = run.junit
+            what = f"{j.tests} tests, {j.failures} failed, {j.errors} errors, {j.skipped} skipped"
+        else:
+            what = ", ".join(f"{m.name} {m.value:g} {m.unit}" for m in run.metrics) or "no metrics"
+        c.print(f"{mark:>14}  {esc(f'{run.check.kind:<10} {run.step.seconds:7.2f}s  {what}')}")
+        for line in [*run.problems, *error_lines(run.step.error or "")][:8]:
+            c.print(f"      {line}", markup=False, highlight=False)
+    for ptype in outcome.evidence_written:
+        c.print(f"attached {esc(ptype.rsplit('/', 2)[-2])}/v1 to {esc(outcome.reference)}")
