@@ -122,8 +122,8 @@ def export(key: Path | None, output_dir: Path) -> None:
     pair = export_keys(source, output_dir, app.key_password, app.environ.get("COSIGN_PASSWORD"))
     emit(
         pair.to_json(),
-        f"[green]exported[/] {source} -> {pair.private_key} (cosign format), {pair.public_key}\n"
-        f"  fingerprint {pair.fingerprint}",
+        f"[green]exported[/] {source}\n  -> {pair.private_key} (cosign format)\n  -> {pair.public_key}\n"
+        f"  fingerprint:\n  {pair.fingerprint}",
     )
 
 
@@ -204,7 +204,7 @@ def attest(
         result.to_json(),
         f"[green]{what}[/] {result.target.name}@{result.target.digest}\n  {predicate_type}\n"
         f"  key {short_fingerprint(result.signer)}\n  {result.write.tag}"
-        + (f"\n  bundle referrer {ref.manifest_digest}" if ref else ""),
+        + (f"\n  Sigstore bundle referrer:\n  {ref.manifest_digest}" if ref else ""),
     )
 
 

@@ -190,6 +190,9 @@ def export_cosign_key_pair(
         )
     private_key = load_private_key(source, source_password)
     key_path, pub_path = output_dir / COSIGN_KEY_FILE, output_dir / COSIGN_PUB_FILE
+    for p in (key_path, pub_path):  # both checked first: never leave half a pair behind
+        if p.exists():
+            raise _exists(p)
     output_dir.mkdir(parents=True, exist_ok=True)
     _write_new(key_path, cosign_key_pem(private_key, password), 0o600)
     _write_new(pub_path, public_pem(private_key.public_key()).encode(), 0o644)
@@ -201,13 +204,17 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     except FileExistsError as exc:
-        raise SigningKeyError(
-            f"{path} already exists; keys are never overwritten",
-            hint="choose another --output-dir, or move the existing file away first",
-            path=str(path),
-        ) from exc
+        raise _exists(path) from exc
     with os.fdopen(fd, "wb") as f:
         f.write(data)
+
+
+def _exists(path: Path) -> SigningKeyError:
+    return SigningKeyError(
+        f"{path} already exists; keys are never overwritten",
+        hint="choose another --output-dir, or move the existing file away first",
+        path=str(path),
+    )
 
 
 def import_key_pair(

@@ -160,3 +160,31 @@ def test_builder_key_uses_strong_pbkdf2(tmp_path: Path) -> None:
     ):
         assert part in der
     assert PBKDF2_ITERATIONS == 600_000
+
+
+def test_export_writes_cosign_format_with_the_same_key(tmp_path: Path) -> None:
+    from builder.signing.keys import export_cosign_key_pair
+
+    key, _, fp = generate_key_pair(tmp_path / "k", "builder-pw")
+    out = tmp_path / "out"
+    cosign_key, cosign_pub, exported_fp = export_cosign_key_pair(key, out, "builder-pw", "cosign-pw")
+    assert exported_fp == fp and stat.S_IMODE(cosign_key.stat().st_mode) == 0o600
+    assert cosign_key.read_text().startswith("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----")
+    assert load_signer(cosign_key, "cosign-pw").fingerprint == fp  # decrypts as cosign does (scrypt + secretbox)
+    assert load_public_keys([cosign_pub])[0].fingerprint == fp
+    with pytest.raises(SigningKeyError, match=r"wrong password|cannot"):
+        load_signer(cosign_key, "builder-pw")
+
+
+def test_export_refuses_without_password_and_never_overwrites(tmp_path: Path) -> None:
+    from builder.signing.keys import export_cosign_key_pair
+
+    key, _, _ = generate_key_pair(tmp_path / "k", None)
+    with pytest.raises(SigningKeyError, match="COSIGN_PASSWORD"):
+        export_cosign_key_pair(key, tmp_path / "out", None, None)
+    out = tmp_path / "half"
+    out.mkdir()
+    (out / "cosign.pub").write_text("someone else's")
+    with pytest.raises(SigningKeyError, match="already exists"):
+        export_cosign_key_pair(key, out, None, "pw")
+    assert not (out / "cosign.key").exists() and (out / "cosign.pub").read_text() == "someone else's"
