@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from builder.config import Config
+    from builder.labels import SourceFacts
     from builder.pipeline import ProgressFn, RunReport, RunRequest
     from builder.promote.context import PromotionContext
     from builder.registry import DockerCredentials, RegistryClient
@@ -122,6 +123,25 @@ class App:
         variable), else ``BUILDER_KEY_PASSWORD``."""
         return self.environ.get("COSIGN_PASSWORD", self.config.key_password)
 
+    def source_facts(self, source_date_epoch: int | None) -> SourceFacts:
+        """Where this checkout's images come from, for their OCI labels: on GitHub Actions
+        ``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY`` and ``$GITHUB_SHA``
+        (https://docs.github.com/en/actions/reference/variables-reference), else the ``origin``
+        remote's web URL and ``git rev-parse HEAD``; ``created`` is ``source_date_epoch``;
+        ``licenses`` is builder.toml ``image_licenses``."""
+        from builder.build.source import git_commit, git_remote_url
+        from builder.labels import SourceFacts, repository_url
+
+        env = self.environ
+        root = self.config.root
+        if env.get("GITHUB_REPOSITORY"):
+            server = env.get("GITHUB_SERVER_URL") or "https://github.com"
+            source: str | None = f"{server.rstrip('/')}/{env['GITHUB_REPOSITORY']}"
+        else:
+            source = repository_url(git_remote_url(root))
+        revision = env.get("GITHUB_SHA") or git_commit(root)
+        return SourceFacts(source, revision, source_date_epoch, self.config.image_licenses)
+
     def signer(self, key: Path | None = None) -> KeyPairSigner:
         """The key pair signer of ``key`` (default: ``builder.toml`` ``key``). Raises
         SigningKeyError (missing file, wrong password)."""
@@ -183,6 +203,7 @@ class App:
             source_date_epoch=request.source_date_epoch,
             allow_unpinned=request.allow_unpinned,
             repository_prefix=cfg.repository_prefix,
+            image_labels=self.source_facts(request.source_date_epoch).labels(),
         )
         client = self.default_client
         ctx = self.promotion(request.policy_file, cfg.key_path, need_signer=True)

@@ -45,6 +45,7 @@ class Config:
     workers: int = 2
     repository_prefix: str = ""  # every repository of this checkout lives under it (docs/configuration.md)
     registry_endpoints: tuple[str, ...] = ()  # "NAME=HOST[:PORT]": where registry NAME's API answers
+    image_licenses: str = ""  # SPDX expression for org.opencontainers.image.licenses ("" = no label)
     registry_retries: int = 4  # extra attempts of a registry request on 429/5xx/connection reset
     registry_backoff_ms: int = 250  # wait before the first retry; doubled for each next one
     registry_max_delay_ms: int = 30_000  # longest wait between attempts (Retry-After capped)

@@ -184,7 +184,12 @@ class BuildRequest:
     ``secrets``: ``(id, source path)`` pairs passed as BuildKit secrets (never build args);
     ``cache_ref``: registry cache reference (``--cache-from``/``--cache-to type=registry``), or
     None; ``builder``: a buildx builder name (remote, kubernetes, ...), None = current one;
-    ``provenance``: buildx's own provenance attestation (None = buildx default)."""
+    ``provenance``: buildx's own provenance attestation (None = buildx default); ``annotations``:
+    ``(key, value)`` pairs written on the image manifest and, when buildx writes an index (several
+    platforms, or its provenance attestation), on the index too (``--annotation
+    index,manifest:KEY=VALUE``, buildx >= 0.12:
+    https://docs.docker.com/build/metadata/annotations/#add-annotations). A single-platform image
+    without provenance has no index, and BuildKit refuses index annotations there."""
 
     context_dir: Path
     dockerfile: Path
@@ -197,6 +202,13 @@ class BuildRequest:
     cache_ref: str | None = None
     provenance: bool | None = None
     no_cache: bool = False
+    annotations: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def writes_index(self) -> bool:
+        """Whether buildx pushes an image index: several platforms, or its provenance
+        attestation manifest next to the image (buildx's default)."""
+        return len(self.platforms) > 1 or self.provenance is not False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,6 +229,9 @@ def build_command(req: BuildRequest) -> list[str]:
         cmd += ["--build-arg", f"{k}={v}"]
     for k, v in req.labels:
         cmd += ["--label", f"{k}={v}"]
+    levels = "index,manifest" if req.writes_index else "manifest"
+    for k, v in req.annotations:
+        cmd += ["--annotation", f"{levels}:{k}={v}"]
     for sid, src in req.secrets:
         cmd += ["--secret", f"id={sid},src={src}"]
     if req.platforms:

@@ -35,11 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
+from builder import labels as label_names
 from builder.bases import BaseResolution, is_mirror, symbolic_name, unpinned_reasons
 from builder.compat.distros import SYSTEM_PYTHON, split_os
 from builder.errors import ConfigError, NotFoundError, RenderStaleError, UnpinnedBaseError
+from builder.labels import NO_GPU_CODE, OWN
 from builder.locks import read_lock
 from builder.models import BaseImage, RenderedImage, Variant
+from builder.registry.reference import qualify
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -49,7 +52,8 @@ if TYPE_CHECKING:
 #: A template family: (its Dockerfile template, template file -> sha256, context files (path, bytes)).
 _Family = tuple["jinja2.Template", dict[str, str], tuple[tuple[str, bytes], ...]]
 
-LABEL_PREFIX = "io.builder."
+#: The project's label namespace (:data:`builder.labels.OWN`: ``io.github.builder-project.``).
+LABEL_PREFIX = OWN
 CONTENT_SCHEMA = "builder-content/1"
 COMMON_DIR = "_common"
 #: Non-root user every image runs as (numeric, so ``runAsNonRoot`` can verify it; not 1000, which
@@ -159,7 +163,7 @@ class Renderer:
             "build_args": dict(variant.build_args),
         }
         content_hash = _sha256(json.dumps(hash_doc, sort_keys=True, separators=(",", ":"), default=list))
-        labels["org.opencontainers.image.base.digest"] = base.digest or "unpinned"
+        labels.update(base_labels(base))
         labels[LABEL_PREFIX + "content-hash"] = content_hash
         if lock.text is not None and variant.packages:
             labels[LABEL_PREFIX + "lock.sha256"] = _sha256(lock.text)
@@ -192,7 +196,7 @@ def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
         "org.opencontainers.image.title": variant.id,
         "org.opencontainers.image.description": _describe(variant),
         "org.opencontainers.image.version": variant.framework.version if variant.framework.name != "none" else "",
-        "org.opencontainers.image.base.name": symbolic_name(base.reference),
+        label_names.BASE_NAME: qualify(symbolic_name(base.reference)),
         LABEL_PREFIX + "variant": variant.id,
         LABEL_PREFIX + "matrix": variant.matrix,
         LABEL_PREFIX + "family": variant.family,
@@ -202,8 +206,10 @@ def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
         LABEL_PREFIX + "python": variant.python,
         LABEL_PREFIX + "os": variant.os,
         LABEL_PREFIX + "platform": variant.platform,
-        LABEL_PREFIX + "gpu-archs": ",".join(variant.gpu_archs),
     }
+    archs = gpu_archs_label(variant)
+    if archs is not None:
+        labels[LABEL_PREFIX + "gpu-archs"] = archs
     if acc.kind == "cuda":
         labels[LABEL_PREFIX + "cuda.version"] = acc.version or ""
         labels[LABEL_PREFIX + "min-driver"] = min_driver or ""
@@ -248,6 +254,32 @@ def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
         "labels": labels,
         "label_items": [list(kv) for kv in sorted(labels.items())],
     }
+
+
+def gpu_archs_label(variant: Variant) -> str | None:
+    """The ``gpu-archs`` label: the compiled architectures, :data:`builder.labels.NO_GPU_CODE`
+    (``none``) for a CPU variant or a framework build without GPU kernels (one spelling for both),
+    None (no label: unknown) for a GPU variant whose list is not known."""
+    if variant.gpu_archs:
+        return ",".join(variant.gpu_archs)
+    return NO_GPU_CODE if variant.accelerator.kind == "cpu" else None
+
+
+def base_labels(base: BaseImage) -> dict[str, str]:
+    """The base image's machine-dependent labels (applied with ``--label``, never in the Dockerfile
+    text): ``org.opencontainers.image.base.digest``, the digest of the fully qualified
+    ``base.name`` (an upstream base pinned by bases.lock.json); for a machine-local mirror base the
+    mirror's reference and digest under the project's own ``base.mirror`` / ``base.mirror-digest``
+    (the upstream name's digest is not known there, so ``base.digest`` is left out). Nothing for an
+    unpinned base."""
+    if base.digest is None:
+        return {}
+    if is_mirror(base.reference):
+        return {
+            LABEL_PREFIX + "base.mirror": base.pull.split("@", 1)[0],
+            LABEL_PREFIX + "base.mirror-digest": base.digest,
+        }
+    return {label_names.BASE_DIGEST: base.digest}
 
 
 @functools.lru_cache(maxsize=256)

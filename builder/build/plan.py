@@ -57,7 +57,9 @@ class BuildOptions:
     exists (the tag step stays write-once); ``buildx_provenance``: buildx's own attestation
     manifest (None: buildx default); ``push_attempts``: builds run for one variant when its push
     fails with a transient registry error (429/5xx, a dropped connection; >= 1);
-    ``repository_prefix``: builder.toml ``repository_prefix``, the repositories are under it."""
+    ``repository_prefix``: builder.toml ``repository_prefix``, the repositories are under it;
+    ``image_labels``: labels every image gets besides its render's (the OCI ``created``, ``source``,
+    ``url``, ``revision``, ``licenses``: :meth:`builder.labels.SourceFacts.labels`)."""
 
     registry: str
     state_dir: Path
@@ -73,6 +75,7 @@ class BuildOptions:
     buildx_provenance: bool | None = None
     push_attempts: int = 3
     repository_prefix: str = ""
+    image_labels: tuple[tuple[str, str], ...] = ()
 
     def repository(self, rendered: RenderedImage) -> str:
         """The registry repository ``rendered`` is pushed to (under ``repository_prefix``)."""

@@ -51,7 +51,14 @@ from builder.build.plan import (
     split_pinned,
     unpinned_error,
 )
-from builder.build.tags import lookup_content_tags, move_tag, platforms_of, publish_content_tag, resolve_many
+from builder.build.tags import (
+    annotate_image,
+    lookup_content_tags,
+    move_tag,
+    platforms_of,
+    publish_content_tag,
+    resolve_many,
+)
 from builder.errors import (
     BuilderError,
     BuildFailedError,
@@ -401,19 +408,23 @@ def materialize(rendered: RenderedImage, directory: Path) -> tuple[Path, Path]:
 
 
 def build_request(p: PlannedBuild, options: BuildOptions, context: Path, dockerfile: Path) -> BuildRequest:
-    """The :class:`builder.engine.BuildRequest` for one planned build (pure)."""
+    """The :class:`builder.engine.BuildRequest` for one planned build (pure): the render's labels and
+    ``options.image_labels`` as labels, and the same keys as manifest and index annotations."""
     from builder.engine import BuildRequest
+    from builder.labels import annotation_items
 
     args = dict(p.rendered.build_args)
     if options.source_date_epoch is not None:
         args["SOURCE_DATE_EPOCH"] = str(options.source_date_epoch)
     platforms = options.platforms or (p.rendered.variant.platform,)
+    labels = tuple(sorted({**dict(p.rendered.labels), **dict(options.image_labels)}.items()))
     return BuildRequest(
         context_dir=context,
         dockerfile=dockerfile,
         push_ref=f"{p.reference}:{p.pending_tag}",
         build_args=tuple(sorted(args.items())),
-        labels=p.rendered.labels,
+        labels=labels,
+        annotations=annotation_items(labels),
         secrets=options.secrets,
         platforms=tuple(platforms),
         builder=options.builder,
@@ -491,6 +502,10 @@ def _build_one(
                 f"{p.reference}@{digest} is incomplete in the registry: missing {', '.join(missing[:5])}",
                 hint="rerun the build; the content tag was not written",
             )
+        annotated = annotate_image(client, p.repository, digest, req.annotations)
+        if annotated != digest:
+            log(f"# annotations written on the image index: {p.reference}@{annotated}")
+            digest = annotated
         written = publish_content_tag(client, p.repository, p.content_tag, digest)
         recorded = client.resolve(p.repository, p.content_tag)  # the digest the registry returns
         move_tag(client, p.repository, p.variant_tag, recorded)

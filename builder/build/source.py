@@ -32,3 +32,8 @@ def git_commit_time(root: Path) -> int | None:
     """Commit time of HEAD in seconds since the epoch (for ``SOURCE_DATE_EPOCH``), or None."""
     text = _git(root, "log", "-1", "--format=%ct") or ""
     return int(text) if text.isdigit() else None
+
+
+def git_remote_url(root: Path, remote: str = "origin") -> str | None:
+    """``git remote get-url REMOTE`` of ``root`` as written (None without that remote or git)."""
+    return _git(root, "remote", "get-url", remote) or None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from builder.build.plan import content_key
 from builder.errors import TagConflictError
+from builder.registry.reference import sha256_digest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -95,3 +96,28 @@ def platforms_of(client: RegistryClient, repository: str, digest: str, fallback:
     if m.is_index:
         return platform_names(m) or fallback
     return fallback
+
+
+def annotate_image(client: RegistryClient, repository: str, digest: str, annotations: Iterable[tuple[str, str]]) -> str:
+    """The digest of the pushed image ``digest`` carrying ``annotations`` at its top level: the
+    index's (or, for a single-platform image without an index, the manifest's) own
+    ``annotations``. buildx writes them itself where BuildKit exports annotations
+    (``--annotation index,manifest:...``: docker-container and remote builders); the ``docker``
+    driver on the classic image store drops them (seen with Docker Engine 26, buildx 0.13), so the
+    document is written again with them (compact, key-sorted JSON): platform manifests, layers and
+    attestation manifests are unchanged, only the top-level document gets a new digest. Returns
+    ``digest`` when nothing is missing. Raises the registry's errors."""
+    from builder.registry.manifest import canonical_json, parse_json_object
+
+    wanted = dict(annotations)
+    if not wanted:
+        return digest
+    manifest = client.get_manifest(repository, digest)
+    doc = dict(parse_json_object(manifest.raw, f"{client.registry}/{repository}@{digest}"))
+    found = doc.get("annotations")
+    have: dict[str, object] = dict(found) if isinstance(found, dict) else {}
+    if all(have.get(k) == v for k, v in wanted.items()):
+        return digest
+    doc["annotations"] = {**have, **wanted}
+    raw = canonical_json(doc)
+    return client.put_manifest(repository, sha256_digest(raw), raw, manifest.media_type)

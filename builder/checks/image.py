@@ -2,7 +2,8 @@
 
 manifest (an index: the runnable platform asked for, attestation manifests skipped) -> config
 blob -> labels and environment. Labels written by the project's templates (prefix
-``io.builder.``: ``accelerator``, ``cuda.version``, ``rocm.version``, ``framework``,
+``io.github.builder-project.``, or ``io.builder.`` on older images; :mod:`builder.labels`:
+``accelerator``, ``cuda.version``, ``rocm.version``, ``framework``,
 ``framework.version``, ``gpu-archs``, ``min-driver``, ``variant``) win; the environment is the
 fallback (``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION``, ``ROCM_VERSION``, ``TORCH_CUDA_ARCH_LIST``,
 ``PYTORCH_ROCM_ARCH``), as set by NVIDIA's and AMD's official base images.
@@ -18,13 +19,18 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import TypedDict
 
 from builder.errors import NotFoundError, RegistryError
+from builder.labels import OWN
+from builder.labels import gpu_archs as label_gpu_archs
+from builder.labels import read as read_label
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from builder.registry import RegistryClient
 
-LABEL_PREFIX = "io.builder."
+#: The project's label namespace (:data:`builder.labels.OWN`); :func:`builder.labels.read` also
+#: accepts the older ``io.builder.`` keys.
+LABEL_PREFIX = OWN
 
 
 class ImageFactsDocument(TypedDict):
@@ -131,7 +137,7 @@ def facts_from_config(
     sources: dict[str, str] = {}
 
     def pick(label: str, *env_names: str) -> str | None:
-        v = labels.get(LABEL_PREFIX + label)
+        v = read_label(labels, label)
         if v:
             sources[label] = "label"
             return v
@@ -143,7 +149,7 @@ def facts_from_config(
 
     cuda = pick("cuda.version", "CUDA_VERSION")
     rocm = pick("rocm.version", "ROCM_VERSION")
-    accel = labels.get(LABEL_PREFIX + "accelerator")
+    accel = read_label(labels, "accelerator")
     if accel:
         sources["accelerator"] = "label"
     else:
@@ -155,9 +161,9 @@ def facts_from_config(
         if m:
             cuda = m.group(1)
             sources["cuda.version"] = "derived"
-    archs_text = labels.get(LABEL_PREFIX + "gpu-archs")
-    if archs_text:
-        archs = tuple(a for a in re.split(r"[,\s;]+", archs_text) if a)
+    labelled = label_gpu_archs(labels)
+    if labelled is not None:
+        archs = labelled
         sources["gpu-archs"] = "label"
     else:
         archs = arch_list_from_env(env.get("TORCH_CUDA_ARCH_LIST") or env.get("PYTORCH_ROCM_ARCH") or "")

@@ -139,6 +139,7 @@ def build(
     cfg = app.config
     con = console()
     rendered = select_renders(cfg, matrices, Selection.from_options(globs, shard, changed_since))
+    epoch = source_date_epoch if source_date_epoch is not None else default_source_date_epoch(cfg)
     options = BuildOptions(
         registry=cfg.registry,
         state_dir=cfg.state_dir,
@@ -147,9 +148,10 @@ def build(
         platforms=platforms,
         cache=registry_cache,
         secrets=build_secrets(ca_bundle, no_ca_bundle=no_ca_bundle, extra=secrets),
-        source_date_epoch=source_date_epoch if source_date_epoch is not None else default_source_date_epoch(cfg),
+        source_date_epoch=epoch,
         allow_unpinned=allow_unpinned,
         repository_prefix=cfg.repository_prefix,
+        image_labels=app.source_facts(epoch).labels(),
         rebuild=rebuild,
         no_cache=no_cache,
     )

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from builder.compat.fleets import check_cluster, load_fleet
 from builder.errors import ConfigError, NotFoundError
+from builder.labels import gpu_archs as label_gpu_archs
+from builder.labels import read as read_label
 from builder.policy import FleetEvidence, Policy
 from builder.registry import config_env, image_config
 
@@ -23,10 +25,6 @@ if TYPE_CHECKING:
 
     from builder.promote.model import FleetChecker
     from builder.registry import RegistryClient
-
-LABEL_CUDA = "io.builder.cuda.version"
-LABEL_ROCM = "io.builder.rocm.version"
-LABEL_ARCHS = "io.builder.gpu-archs"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,16 +48,16 @@ class ImageNeeds:
 
 def image_requirements(config: Mapping[str, Any]) -> ImageNeeds:
     """What an image needs from a host, from its config (OCI image config JSON): the labels
-    ``builder render`` writes (``io.builder.cuda.version``, ``io.builder.rocm.version``,
-    ``io.builder.gpu-archs``), with the environment (``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION``,
-    ``ROCM_VERSION``) as fallback."""
+    ``builder render`` writes (``cuda.version``, ``rocm.version``, ``gpu-archs`` under
+    :data:`builder.labels.OWN`, or the older ``io.builder.``), with the environment
+    (``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION``, ``ROCM_VERSION``) as fallback."""
     labels = (config.get("config") or {}).get("Labels") or {}
     env = config_env(config)
-    cuda = labels.get(LABEL_CUDA) or None
+    cuda = read_label(labels, "cuda.version")
     if not cuda and env.get("CUDA_VERSION"):
         cuda = ".".join(env["CUDA_VERSION"].split(".")[:2])
-    rocm = labels.get(LABEL_ROCM) or env.get("ROCM_VERSION") or None
-    archs = tuple(a for a in str(labels.get(LABEL_ARCHS) or "").split(",") if a)
+    rocm = read_label(labels, "rocm.version") or env.get("ROCM_VERSION") or None
+    archs = label_gpu_archs(labels) or ()
     return ImageNeeds(cuda, env.get("NVIDIA_REQUIRE_CUDA") or None, rocm, archs)
 
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Literal
 from typing_extensions import TypedDict
 
 from builder.errors import NotFoundError, RegistryError
+from builder.labels import CREATED, own
 from builder.policy.durations import format_duration, parse_time
 from builder.promote.pool import map_parallel
 from builder.promote.records import history
@@ -437,7 +438,7 @@ class _Sweep:
             "mediaType": OCI_MANIFEST,
             "config": {"mediaType": OCI_EMPTY, "digest": empty, "size": 2},
             "layers": [{"mediaType": OCI_EMPTY, "digest": empty, "size": 2}],
-            "annotations": {"io.builder.gc.untag": tag, "org.opencontainers.image.created": self.now.isoformat()},
+            "annotations": {own("gc.untag"): tag, CREATED: self.now.isoformat()},
         }
         digest = self.client.put_manifest(self.repository, tag, canonical_json(placeholder), OCI_MANIFEST)
         self.delete_one(digest)

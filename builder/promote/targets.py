@@ -1,7 +1,8 @@
 """What a promotion command names -> ``Target`` s: variant ids of the matrices, ``--select`` globs
 over them, or image references (``registry/repository:tag`` or ``@sha256:...``) whose variant id
 comes from ``--variant-id``, the tag (a content tag ``<id>-<12 hex>`` or a stage pointer
-``<id>-<stage>``) or the image's ``io.builder.variant`` label.
+``<id>-<stage>``) or the image's ``io.github.builder-project.variant`` label (or the older
+``io.builder.variant``).
 
 The concepts are :mod:`builder.selection`'s, defined once for every command: ``--select`` globs
 (:func:`builder.selection.select`), variant id or reference (:func:`builder.selection.looks_like_variant_id`)
@@ -21,6 +22,8 @@ from typing import TYPE_CHECKING
 
 from builder.config import repository_path
 from builder.errors import ConfigError, NotFoundError, RegistryError
+from builder.labels import own
+from builder.labels import read as read_label
 from builder.promote.model import Target
 from builder.registry import Reference, image_config, parse_reference
 from builder.selection import check_variant_id, looks_like_variant_id, select, variant_reference
@@ -35,7 +38,9 @@ if TYPE_CHECKING:
 CONTENT_SUFFIX = re.compile(r"-[0-9a-f]{12}$")
 """The content-hash suffix of a build's write-once tag."""
 
-VARIANT_LABEL = "io.builder.variant"
+#: The label naming an image's variant (:func:`builder.labels.own`; images built before carry
+#: ``io.builder.variant``, still read).
+VARIANT_LABEL = own("variant")
 
 
 class UnknownVariantError(ConfigError):
@@ -44,7 +49,7 @@ class UnknownVariantError(ConfigError):
     def __init__(self, name: str) -> None:
         super().__init__(
             f"cannot tell the variant of {name}: pass --variant-id ID",
-            hint="the tag names no variant and the image has no io.builder.variant label",
+            hint=f"the tag names no variant and the image has no {VARIANT_LABEL} label",
             reference=name,
         )
         self.name = name
@@ -99,13 +104,13 @@ def variant_from_tag(tag: str | None, stage_names: Sequence[str]) -> str | None:
 
 
 def variant_from_labels(clients: ClientFactory, ref: Reference) -> str | None:
-    """The ``io.builder.variant`` label ``builder render`` writes into every image; None when the
-    image or its config is missing or has no label."""
+    """The ``io.github.builder-project.variant`` label ``builder render`` writes into every image (or
+    the older ``io.builder.variant``); None when the image or its config is missing or has no label."""
     try:
         config = image_config(clients(ref.registry), ref.repository, ref.ref)
     except (NotFoundError, RegistryError):  # no image to read: the caller asks for --variant-id
         return None
-    label = ((config.get("config") or {}).get("Labels") or {}).get(VARIANT_LABEL)
+    label = read_label((config.get("config") or {}).get("Labels") or {}, "variant")
     return str(label) if label else None
 
 

@@ -354,7 +354,7 @@ def test_an_image_label_cannot_choose_where_a_tag_is_written(
     ref = f"{registry_address}/{unique_repo}@{digest}"
     before = set(client.list_tags(unique_repo))
     err = js(run(project, "promote", ref, "--to", "dev", "--confirm", "--json", code=2))["error"]
-    assert "io.builder.variant label" in err["message"] and "is not a variant id" in err["message"], err
+    assert "builder-project.variant label" in err["message"] and "is not a variant id" in err["message"], err
     err = js(run(project, "promote", ref, "--variant-id", claimed, "--to", "dev", "--confirm", "--json", code=2))
     assert "--variant-id" in err["error"]["message"]
     assert set(client.list_tags(unique_repo)) == before  # nothing written

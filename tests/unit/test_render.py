@@ -14,6 +14,8 @@ import pytest
 
 from builder import bases, compat, matrix, render
 from builder.errors import RenderStaleError, UnpinnedBaseError
+from builder.labels import OWN
+from builder.registry.reference import qualify
 from tests.conftest import ROOT, Cli, CliResult
 
 if TYPE_CHECKING:
@@ -83,11 +85,14 @@ def test_dockerfile_is_production_grade(vid: str) -> None:
         assert "-r /tmp/requirements.lock" in text
     assert "ca-certificates.crt" not in text and "COPY" not in text
     labels = dict(r.labels)
-    assert labels["io.builder.variant"] == v.id
-    assert labels["io.builder.accelerator"] == v.accelerator.kind
-    assert labels["io.builder.framework.version"] == v.framework.version
-    assert labels["io.builder.content-hash"] == r.content_hash
-    assert labels["io.builder.gpu-archs"] == ",".join(v.gpu_archs)
+    assert labels[OWN + "variant"] == v.id
+    assert labels[OWN + "accelerator"] == v.accelerator.kind
+    assert labels[OWN + "framework.version"] == v.framework.version
+    assert labels[OWN + "content-hash"] == r.content_hash
+    # one spelling for "no GPU code": a CPU image and a framework build without kernels both say none
+    assert labels.get(OWN + "gpu-archs") == (",".join(v.gpu_archs) or ("none" if v.accelerator.kind == "cpu" else None))
+    assert labels["org.opencontainers.image.base.name"] == qualify(bases.symbolic_name(v.base.reference))
+    assert not any(k.startswith("io.builder.") for k in labels)  # the project's own namespace only
     if v.accelerator.kind == "cuda":
         assert v.accelerator.version is not None
         req = compat.require_cuda(v.accelerator.version)
@@ -95,18 +100,24 @@ def test_dockerfile_is_production_grade(vid: str) -> None:
         assert req.startswith(f"cuda>={v.accelerator.version}")
         assert 'NVIDIA_VISIBLE_DEVICES="all"' in text
         assert 'NVIDIA_DRIVER_CAPABILITIES="compute,utility"' in text
-        assert labels["io.builder.min-driver"] == compat.min_driver(v.accelerator.version)
-        assert labels["io.builder.cuda.version"] == v.accelerator.version
+        assert labels[OWN + "min-driver"] == compat.min_driver(v.accelerator.version)
+        assert labels[OWN + "cuda.version"] == v.accelerator.version
     else:
         assert "NVIDIA_REQUIRE_CUDA" not in text
     if v.accelerator.kind == "rocm":
-        assert labels["io.builder.rocm.version"] == v.accelerator.version
+        assert labels[OWN + "rocm.version"] == v.accelerator.version
     for name, value in v.build_args:
         assert f'ARG {name}="{value}"' in text
         assert (name, value) in r.build_args
     # every static label of RenderedImage.labels that is machine-independent is in the Dockerfile
     for key, value in labels.items():
-        if key not in ("io.builder.content-hash", "org.opencontainers.image.base.digest", "io.builder.lock.sha256"):
+        if key not in (
+            OWN + "content-hash",
+            "org.opencontainers.image.base.digest",
+            OWN + "lock.sha256",
+            OWN + "base.mirror",
+            OWN + "base.mirror-digest",
+        ):
             assert f'{key}="{value}"' in text
 
 
@@ -149,7 +160,11 @@ def test_content_hash_covers_base_digest_but_not_the_pull_location() -> None:
     assert a.content_hash == c.content_hash  # where the mirror lives does not change the image
     assert dict(a.build_args)["BASE_IMAGE"] == f"registry.example:5000/mirror/debian:bookworm@{FAKE_MIRROR_DIGEST}"
     assert dict(c.build_args)["BASE_IMAGE"] == f"elsewhere.example/mirror/debian:bookworm@{FAKE_MIRROR_DIGEST}"
-    assert dict(a.labels)["org.opencontainers.image.base.digest"] == FAKE_MIRROR_DIGEST
+    # a mirror's digest is not the upstream name's: it is recorded under the project's own keys
+    assert "org.opencontainers.image.base.digest" not in dict(a.labels)
+    assert dict(a.labels)[OWN + "base.mirror-digest"] == FAKE_MIRROR_DIGEST
+    assert dict(a.labels)[OWN + "base.mirror"] == "registry.example:5000/mirror/debian:bookworm"
+    assert dict(a.labels)["org.opencontainers.image.base.name"] == "docker.io/library/debian:bookworm"
     assert a.content_tag == f"{vid}-{a.content_hash[:12]}"
 
 
@@ -164,13 +179,16 @@ def test_upstream_base_is_pinned_in_the_dockerfile_and_mirror_mapped_in_build_ar
         == f"mirror.corp:5000/nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04@{FAKE_CUDA_DIGEST}"
     )
     assert r.content_hash == _render(vid).content_hash
+    # base.name is the fully qualified name and base.digest that name's digest (not the mirror's name)
+    assert dict(r.labels)["org.opencontainers.image.base.name"] == f"docker.io/{ref}"
+    assert dict(r.labels)["org.opencontainers.image.base.digest"] == FAKE_CUDA_DIGEST
 
 
 def test_unpinned_base_and_missing_lock_are_refused() -> None:
     r = _render("torch2.11-rocm7.2-py3.12-ubuntu24.04")
     assert any("not pinned" in u for u in r.unpinned)
     assert "# Base: UNPINNED" in r.dockerfile
-    assert dict(r.labels)["org.opencontainers.image.base.digest"] == "unpinned"
+    assert "org.opencontainers.image.base.digest" not in dict(r.labels)  # never a value that is no digest
     with pytest.raises(UnpinnedBaseError) as err:
         render.require_pinned(r)
     assert err.value.exit_code == 13
@@ -310,13 +328,13 @@ def test_check_renders_api_raises_with_a_unified_diff(tmp_path: Path) -> None:
 
 def test_demo_cuda_image_declares_no_gpu_kernels_and_checks_do_not_claim_coverage() -> None:
     """matrices/demo.yaml's CUDA variant installs CPU jaxlib (no jax-cuda12-plugin): `gpu_archs: {cuda: []}`
-    renders io.builder.gpu-archs="none", no arch build arguments, and the static check (labels read by
+    renders the gpu-archs label "none", no arch build arguments, and the static check (labels read by
     builder.checks.image, verdict by builder.compat) says the framework has no GPU kernels."""
     from builder.checks.image import facts_from_config
 
     r = _render("jax0.7-cu128-py3.11-debian12")
     labels = dict(r.labels)
-    assert labels["io.builder.gpu-archs"] == "none"
+    assert labels[OWN + "gpu-archs"] == "none"
     assert r.variant.gpu_archs == (compat.NO_GPU_KERNELS,)
     assert not any(name in ("CUDA_ARCHITECTURES", "TORCH_CUDA_ARCH_LIST") for name, _ in r.variant.build_args)
     assert "jax-cuda12-plugin" not in " ".join(r.variant.packages)  # the reason for the declaration
