@@ -30,56 +30,157 @@ The SQLite ledger (``builder.ledger``) is the local audit trail; the registry is
 
 from __future__ import annotations
 
-from builder.promote.apply import (
-    EARLY_RECORD_MAX_AGE_S,
-    apply_promotion,
-    batch_error,
-    promote_many,
-)
-from builder.promote.batch import Batch, RollbackResult, promote_names, rollback_variant
-from builder.promote.context import LOCK_FILE_MODE, ClientFactory, PromotionContext, open_context
-from builder.promote.evidence import gather_evidence, keyless_identity
-from builder.promote.fleets import ImageNeeds, cluster_reason, compat_fleet_checker, image_requirements
-from builder.promote.model import (
-    UNSET,
-    Applied,
-    CopyCounts,
-    FleetChecker,
-    Location,
-    Outcome,
-    Plan,
-    PointerTrust,
-    PromotionRecord,
-    StageHistory,
-    StatusRow,
-    Target,
-    fmt_time,
-    utcnow,
-)
-from builder.promote.plan import plan_promotion
-from builder.promote.queries import (
-    Resolved,
-    StatusReport,
-    VariantHistory,
-    resolve,
-    resolve_variant,
-    stage_histories,
-    status,
-    status_report,
-    variant_history,
-)
-from builder.promote.records import (
-    Chain,
-    RecordsOn,
-    chain,
-    current_record,
-    history,
-    pointer_trust,
-    read_records,
-    records_on,
-)
-from builder.promote.rollback import apply_rollback, plan_rollback, rollback
-from builder.promote.targets import TargetScope, UnknownVariantError, resolve_targets, scope_of
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
+    from builder.promote.apply import (
+        EARLY_RECORD_MAX_AGE_S,
+        apply_promotion,
+        batch_error,
+        promote_many,
+    )
+    from builder.promote.batch import Batch, RollbackResult, promote_names, rollback_variant
+    from builder.promote.context import LOCK_FILE_MODE, ClientFactory, PromotionContext, open_context
+    from builder.promote.evidence import gather_evidence, keyless_identity
+    from builder.promote.fleets import ImageNeeds, cluster_reason, compat_fleet_checker, image_requirements
+    from builder.promote.model import (
+        UNSET,
+        Applied,
+        CopyCounts,
+        FleetChecker,
+        Location,
+        Outcome,
+        Plan,
+        PointerTrust,
+        PromotionRecord,
+        StageHistory,
+        StatusRow,
+        Target,
+        fmt_time,
+        utcnow,
+    )
+    from builder.promote.plan import plan_promotion
+    from builder.promote.queries import (
+        Resolved,
+        StatusReport,
+        VariantHistory,
+        resolve,
+        resolve_variant,
+        stage_histories,
+        status,
+        status_report,
+        variant_history,
+    )
+    from builder.promote.records import (
+        Chain,
+        RecordsOn,
+        chain,
+        current_record,
+        history,
+        pointer_trust,
+        read_records,
+        records_on,
+    )
+    from builder.promote.rollback import apply_rollback, plan_rollback, rollback
+    from builder.promote.targets import TargetScope, UnknownVariantError, resolve_targets, scope_of
+
+#: Public name -> the module of this package that defines it. ``builder.promote.X`` imports only
+#: that module (and what it needs), so a command such as ``resolve`` does not import the
+#: promotion, rollback and signing modules (PEP 562 module ``__getattr__``:
+#: https://peps.python.org/pep-0562/). ``tests/unit/promote/test_exports.py`` keeps it equal to
+#: ``__all__`` and the imports above.
+_EXPORTS: dict[str, str] = {
+    "Applied": "model",
+    "Batch": "batch",
+    "Chain": "records",
+    "ClientFactory": "context",
+    "CopyCounts": "model",
+    "EARLY_RECORD_MAX_AGE_S": "apply",
+    "FleetChecker": "model",
+    "ImageNeeds": "fleets",
+    "LOCK_FILE_MODE": "context",
+    "Location": "model",
+    "Outcome": "model",
+    "Plan": "model",
+    "PointerTrust": "model",
+    "PromotionContext": "context",
+    "PromotionRecord": "model",
+    "RecordsOn": "records",
+    "Resolved": "queries",
+    "RollbackResult": "batch",
+    "StageHistory": "model",
+    "StatusReport": "queries",
+    "StatusRow": "model",
+    "Target": "model",
+    "TargetScope": "targets",
+    "UNSET": "model",
+    "UnknownVariantError": "targets",
+    "VariantHistory": "queries",
+    "apply_promotion": "apply",
+    "apply_rollback": "rollback",
+    "batch_error": "apply",
+    "chain": "records",
+    "cluster_reason": "fleets",
+    "compat_fleet_checker": "fleets",
+    "current_record": "records",
+    "fmt_time": "model",
+    "gather_evidence": "evidence",
+    "history": "records",
+    "image_requirements": "fleets",
+    "keyless_identity": "evidence",
+    "open_context": "context",
+    "plan_promotion": "plan",
+    "plan_rollback": "rollback",
+    "pointer_trust": "records",
+    "promote_many": "apply",
+    "promote_names": "batch",
+    "read_records": "records",
+    "records_on": "records",
+    "resolve": "queries",
+    "resolve_targets": "targets",
+    "resolve_variant": "queries",
+    "rollback": "rollback",
+    "rollback_variant": "batch",
+    "scope_of": "targets",
+    "stage_histories": "queries",
+    "status": "queries",
+    "status_report": "queries",
+    "utcnow": "model",
+    "variant_history": "queries",
+}
+
+
+class _Package(types.ModuleType):
+    """This package's module type: the import system binds every imported submodule as an
+    attribute of its package; where a public name is also its module's name (``rollback``, the
+    function of ``builder.promote.rollback``), the public name is bound instead, as the eager
+    ``from builder.promote.rollback import rollback`` did (customizing module attribute access:
+    https://docs.python.org/3/reference/datamodel.html#customizing-module-attribute-access)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if (
+            isinstance(value, types.ModuleType)
+            and value.__name__ == f"{__name__}.{_EXPORTS.get(name)}" == f"{__name__}.{name}"
+        ):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str) -> object:
+    """Import the module that defines ``name`` on first use; AttributeError for other names."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "EARLY_RECORD_MAX_AGE_S",
