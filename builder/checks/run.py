@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from builder.checks.host.model import HostInfo
     from builder.checks.runners import Placement
     from builder.checks.topology import Topology
+    from builder.image.layers import LayerCache
     from builder.models import CheckCommand
     from builder.registry import RegistryClient
     from builder.signing.signer import Signer
@@ -106,8 +107,8 @@ class DeviceRunDocument(DeviceCheckDocument):
     declares, run after it (docs/evidence.md)."""
 
     attestation: NotRequired[AttestationDocument]
-
     evidence: NotRequired[list[EvidenceDocument]]
+
 
 #: ``builder check --json``: a static verdict (host or fleet) or a device check
 CheckDocument = StaticHostDocument | StaticFleetDocument | DeviceRunDocument
@@ -170,9 +171,9 @@ class DeviceCheck:
     image: ImageFacts
     result: CheckResult
     attestation: Attestation | None = None
-
     evidence: EvidenceRun | None = None  # declared tests/benchmark (builder.checks.evidence)
     evidence_written: tuple[str, ...] = ()
+
     @property
     def passed(self) -> bool:
         return self.result.passed and (self.evidence is None or self.evidence.passed)
@@ -198,15 +199,14 @@ class DeviceCheck:
         }
         if self.attestation is not None:
             doc["attestation"] = self.attestation.to_json()
-        return doc
         if self.evidence is not None:
             doc["evidence"] = evidence_documents(self.evidence, self.evidence_written)
+        return doc
 
     def failure(self) -> CheckFailedError | None:
         """The error ``builder check`` exits with (20) when a step failed, carrying the diagnosis; else None."""
         if self.passed:
             return None
-        d = self.result.diagnosis
         failed = evidence_failure(self.evidence) if self.evidence is not None and self.result.passed else None
         if failed is not None:
             return CheckFailedError(
@@ -214,6 +214,7 @@ class DeviceCheck:
                 hint="the program's output is in --json (evidence[]) and in the signed result",
                 result=self.to_json(),
             )
+        d = self.result.diagnosis
         return CheckFailedError(
             f"device check of {self.reference} failed: "
             + (f"{d.key} (at fault: {d.at_fault}): {d.summary}" if d else "see the failed steps"),
@@ -241,10 +242,11 @@ def check_reference(
     on_run: Callable[[str], None] | None = None,
     runner: Runner | None = None,
     placement: Callable[[], Placement] | None = None,
-) -> StaticCheck | DeviceCheck:
     commit: str | None = None,
     topology: Callable[[str], Topology] | None = None,
     root: Path | None = None,
+    layer_cache: LayerCache | None = None,
+) -> StaticCheck | DeviceCheck:
     """Check ``request.reference`` (see :class:`CheckRequest`).
 
     A variant id becomes its moving tag in ``default_registry`` (``matrices()`` loads the project's
@@ -263,6 +265,9 @@ def check_reference(
     as ``test-result/v1`` / ``benchmark/v1`` with the same key.
 
     Never raises for a blocked verdict or a failed check (the answer's ``failure()`` is the error).
+    A static verdict judges the GPU code measured in the image's layers (:mod:`builder.image`, layers cached
+    in ``layer_cache``), each library per GPU; the declared architecture list only when none is found.
+
     Raises ConfigError (a static request without one host or fleet), NotFoundError (unknown variant,
     tag or digest; missing host or fleet file), registry errors, EngineUnavailableError, SigningError /
     SigningKeyError when attesting."""
@@ -276,10 +281,14 @@ def check_reference(
     facts = probe_image(client, r.repository, digest, platform=request.platform)
     pinned = f"{r.registry}/{r.repository}@{digest}"
     if request.static:
+        from builder.image.inspection import inspect_image
+
+        measured = inspect_image(client, r.repository, digest, platform=request.platform, cache=layer_cache)
+        kernels = measured.kernel_binaries()
         if request.host_file is not None:
-            return StaticCheck(pinned, facts, host_verdict(facts, load_hostinfo(request.host_file)))
+            return StaticCheck(pinned, facts, host_verdict(facts, load_hostinfo(request.host_file), kernels))
         assert request.fleet_file is not None  # validate(): exactly one
-        return StaticCheck(pinned, facts, fleet_verdict(facts, request.fleet_file))
+        return StaticCheck(pinned, facts, fleet_verdict(facts, request.fleet_file, kernels=kernels))
 
     this_host = host()
     # run exactly the platform manifest that was probed (an index would let the engine choose)

@@ -22,18 +22,22 @@ if TYPE_CHECKING:
 
     from builder.checks.host.model import HostGpu, HostInfo
     from builder.checks.image import ImageFacts
+    from builder.compat.kernels import KernelBinary
 
 
-def image_spec(image: ImageFacts) -> ImageSpec:
+def image_spec(image: ImageFacts, kernels: tuple[KernelBinary, ...] = ()) -> ImageSpec:
     """The compatibility question's image side from the image's facts: its CUDA line and
     ``NVIDIA_REQUIRE_CUDA`` for a CUDA image, its ROCm release for a ROCm image, its compiled
-    architectures."""
+    architectures as declared, and ``kernels``, the GPU code measured in its libraries
+    (:meth:`builder.image.inspection.ImageInspection.kernel_binaries`): when measured, each library is
+    judged per GPU instead of the declared list."""
     cuda = image.accelerator == "cuda"
     return ImageSpec(
         cuda=image.cuda_version if cuda else None,
         require=image.require_cuda if cuda else None,
         rocm=image.rocm_version if image.accelerator == "rocm" else None,
-        archs=tuple(image.gpu_archs),
+        archs=() if kernels else tuple(image.gpu_archs),
+        kernels=kernels,
     )
 
 
@@ -80,16 +84,16 @@ class HostCheck:
         return {"verdict": self.verdict, "reasons": list(self.reasons), "gpus": [g.to_json() for g in self.gpus]}
 
 
-def host_verdict(image: ImageFacts, host: HostInfo) -> HostCheck:
+def host_verdict(image: ImageFacts, host: HostInfo, kernels: tuple[KernelBinary, ...] = ()) -> HostCheck:
     """Compatibility verdict of ``image`` on ``host`` (each GPU; the worst wins), including architecture
-    coverage. Raises ConfigError for versions that do not parse."""
+    coverage (from the measured ``kernels`` when given). Raises ConfigError for versions that do not parse."""
     gpu_image = image.accelerator in ("cuda", "rocm")
     if not host.gpus:
         if gpu_image:
             reason = f"the image needs a GPU ({image.accelerator}) and the host has none (vendor {host.vendor})"
             return HostCheck("blocked", (reason,))
         return HostCheck("ok", ("CPU image",))
-    spec = image_spec(image)
+    spec = image_spec(image, kernels)
     rows = tuple(
         GpuVerdict(
             g,
@@ -104,6 +108,7 @@ def host_verdict(image: ImageFacts, host: HostInfo) -> HostCheck:
                 compute_capability=g.compute_capability or g.gfx_target,
                 driver_cuda_version=host.cuda_version,
                 vendor=host.vendor if host.vendor != "none" else None,
+                kernels=spec.kernels,
             ),
         )
         for g in host.gpus
@@ -116,15 +121,18 @@ def host_verdict(image: ImageFacts, host: HostInfo) -> HostCheck:
     return HostCheck(worst.verdict, reasons, rows)
 
 
-def fleet_verdict(image: ImageFacts, fleet_path: Path, *, load_host: HostLoader = load_host) -> FleetCheck:
+def fleet_verdict(
+    image: ImageFacts, fleet_path: Path, *, load_host: HostLoader = load_host, kernels: tuple[KernelBinary, ...] = ()
+) -> FleetCheck:
     """Verdict of ``image`` for every cluster of the fleet file and the fleet's verdict
     (:func:`builder.compat.fleets.check_fleet_image`, the one ``builder compat fleet`` uses): the WORST over
     the clusters of the image's vendor (cuda -> nvidia, rocm -> amd; a CPU image: every cluster); clusters of
     another vendor do not apply and never block; ``blocked`` when an applicable cluster is blocked or none
     applies. ``load_host`` reads the clusters' ``hostinfo:`` files (default:
-    :func:`builder.checks.host.reading.load_host`). Raises ConfigError for an invalid fleet file."""
+    :func:`builder.checks.host.reading.load_host`). ``kernels``: the GPU code measured in the image (each
+    library judged per GPU of each cluster). Raises ConfigError for an invalid fleet file."""
     fleet = load_fleet(fleet_path, load_host=load_host)
-    return check_fleet_image(fleet, image_spec(image), image_vendor=image_vendor(image.accelerator))
+    return check_fleet_image(fleet, image_spec(image, kernels), image_vendor=image_vendor(image.accelerator))
 
 
 __all__ = [

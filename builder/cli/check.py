@@ -223,6 +223,7 @@ def check(
     """
     from builder.build.source import git_commit
     from builder.checks.run import CheckRequest, check_reference
+    from builder.image.layers import LayerCache
     from builder.variants import project_matrices
 
     app = app_context().app
@@ -277,6 +278,7 @@ def check(
         on_run=lambda line: console().print(line, markup=False, highlight=False, style="dim", soft_wrap=True),
         commit=git_commit(cfg.root),  # recorded in test-result/v1 and benchmark/v1
         root=cfg.root,  # the declared tests' and benchmark's scripts
+        layer_cache=LayerCache(cfg.state_dir / "cache" / "layers"),  # --static: measured GPU code, layers once
     )
     _emit_check(outcome, attest=attest, key=key, default_key=cfg.check_key_path)
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from builder.compat.fleet_model import Cluster, Fleet, HostConfig
+    from builder.compat.kernels import KernelBinary
 
 #: the GPU vendor an image is built for (``none``: a CPU image, every cluster applies)
 ImageVendor = Literal["nvidia", "amd", "none"]
@@ -81,9 +82,11 @@ def check_cluster(
     require: str | None = None,
     rocm: str | None = None,
     image_archs: tuple[str, ...] = (),
+    kernels: tuple[KernelBinary, ...] = (),
 ) -> ClusterVerdict:
     """:func:`check_compat` for every configuration of a cluster; the cluster's verdict is the worst one,
-    its reasons prefixed with the configuration ("driver 550.144.03, NVIDIA H100 ...: ...")."""
+    its reasons prefixed with the configuration ("driver 550.144.03, NVIDIA H100 ...: ..."). ``kernels``:
+    the GPU code measured in the image's libraries (judged per GPU, :func:`check_compat`)."""
     results: list[tuple[HostConfig, Verdict]] = []
     for h in cluster.configs:
         v = check_compat(
@@ -97,6 +100,7 @@ def check_cluster(
             compute_capability=h.compute_capability,
             driver_cuda_version=h.driver_cuda,
             vendor=cluster.vendor,
+            kernels=kernels,
         )
         results.append((h, v))
     if not results:
@@ -310,7 +314,12 @@ def check_fleet_image(
     wanted = set(clusters)
     require = image.requirement
     rows = tuple(
-        (c, check_cluster(c, cuda=image.cuda, require=require, rocm=image.rocm, image_archs=image.archs))
+        (
+            c,
+            check_cluster(
+                c, cuda=image.cuda, require=require, rocm=image.rocm, image_archs=image.archs, kernels=image.kernels
+            ),
+        )
         for c in fleet.clusters
         if not wanted or c.name in wanted
     )

@@ -42,7 +42,8 @@ from builder.compat.drivers import (
 )
 from builder.compat.frameworks import ArchCoverage, arch_coverage, rocm_row
 from builder.compat.generations import check_generation
-from builder.compat.gpus import GpuClass, brand_class, brand_from_name, gpu_info, normalize_brand, sm_of
+from builder.compat.gpus import GpuClass, GpuInfo, brand_class, brand_from_name, gpu_info, normalize_brand, sm_of
+from builder.compat.kernels import KernelBinary, KernelVerdict, kernel_verdicts
 from builder.compat.requirement import Host, evaluate, forward_compat_branches, parse_requirement, require_cuda
 from builder.errors import IncompatibleError, NotFoundError
 
@@ -154,13 +155,16 @@ class ImageSpec:
     application is built with, no hook requirement), ``require`` (its ``NVIDIA_REQUIRE_CUDA``, checked
     by the container hook), ``image_cuda`` (a release of the official ``nvidia/cuda`` images: their
     ``NVIDIA_REQUIRE_CUDA`` is used), ``rocm`` (the ROCm release of a ROCm image) and ``archs`` (the
-    compiled architectures: ``sm_80``, ``compute_90``, ``gfx942``). Nothing given: a CPU image."""
+    compiled architectures: ``sm_80``, ``compute_90``, ``gfx942``) and ``kernels`` (the GPU code measured
+    in its libraries, :class:`builder.compat.kernels.KernelBinary`: when given, each library is judged per
+    GPU and ``archs`` is not used). Nothing given: a CPU image."""
 
     cuda: str | None = None
     require: str | None = None
     image_cuda: str | None = None
     rocm: str | None = None
     archs: tuple[str, ...] = ()
+    kernels: tuple[KernelBinary, ...] = ()
 
     @staticmethod
     def parse_archs(text: str | None) -> tuple[str, ...]:
@@ -208,6 +212,7 @@ def check_image(
         driver_cuda_version=driver_cuda_version,
         rocm=image.rocm,
         vendor=vendor,
+        kernels=image.kernels,
     )
 
 
@@ -228,6 +233,7 @@ def check_compat(
     driver_cuda_version: str | None = None,
     rocm: str | None = None,
     vendor: str | None = None,
+    kernels: tuple[KernelBinary, ...] = (),
 ) -> Verdict:
     """Can an image start and run on a host?
 
@@ -239,7 +245,10 @@ def check_compat(
 
     Image: ``cuda`` (the CUDA line its application is built with), ``require`` (its ``NVIDIA_REQUIRE_CUDA``;
     when given the hook check applies), ``rocm`` (ROCm release of a ROCm image), ``image_archs`` (compiled
-    list: ``sm_80 ... compute_90`` / ``gfx90a ...``). No cuda, require or rocm: a CPU image (``ok``).
+    list: ``sm_80 ... compute_90`` / ``gfx90a ...``), ``kernels`` (the GPU code measured in the image's
+    libraries: each is judged on the GPU, :func:`builder.compat.kernels.kernel_verdict`; a library with no
+    code the GPU can run makes the verdict ``blocked`` naming it, one that only JITs adds a reason). No
+    cuda, require or rocm: a CPU image (``ok``).
 
     Pure: raises ConfigError only for unparsable versions or expressions."""
     driver, gpu = _known(driver), _known(gpu)  # brand placeholders: normalize_brand
@@ -250,7 +259,12 @@ def check_compat(
     ).lower()
     host_vendor: HostVendor = "amd" if given_vendor == "amd" else "nvidia"
     target = compute_capability or (info.target if info else None)
-    arch = arch_coverage(target, tuple(image_archs)) if image_archs else None
+    jit_cuda = driver_cuda_version or (driver_cuda(driver) if driver and host_vendor == "nvidia" and kernels else None)
+    measured = kernel_verdicts(kernels, target, vendor=host_vendor, driver_cuda=jit_cuda)
+    if measured:
+        arch: ArchCoverage | None = _measured_coverage(measured)
+    else:
+        arch = arch_coverage(target, tuple(image_archs)) if image_archs else None
     common: dict[str, Any] = {
         "gpu": gpu,
         "gpu_model": info.model if info else None,
@@ -261,6 +275,64 @@ def check_compat(
     if not (cuda or require or rocm):
         reasons = ["CPU image: no GPU driver requirement"]
         return Verdict("ok", None, tuple(reasons), vendor=host_vendor, **{**common, "arch_covered": None})
+    verdict = _check_vendor(
+        host_vendor,
+        driver=driver,
+        gpu=gpu,
+        brand=brand,
+        cuda=cuda,
+        require=require,
+        rocm=rocm,
+        info=info,
+        driver_cuda_version=driver_cuda_version,
+        arch=arch,
+        target=target,
+        common=common,
+    )
+    return _apply_kernels(verdict, measured)
+
+
+def _measured_coverage(rows: tuple[KernelVerdict, ...]) -> ArchCoverage:
+    """Architecture coverage from the measured libraries: covered when each runs natively or by JIT."""
+    missing = [r.path for r in rows if r.verdict == "none"]
+    if missing:
+        return ArchCoverage(False, "missing", f"no code for the GPU in {', '.join(missing)}")
+    how = "ptx" if any(r.verdict == "jit" for r in rows) else "exact"
+    return ArchCoverage(True, how, f"every GPU library of the image has code for the GPU ({len(rows)} measured)")
+
+
+def _apply_kernels(verdict: Verdict, rows: tuple[KernelVerdict, ...]) -> Verdict:
+    """The measured libraries judged on the GPU (:func:`builder.compat.kernels.kernel_verdicts`): any
+    ``none`` blocks the verdict naming the library; ``jit`` ones add a reason; ``arch_covered`` then
+    says whether every library runs natively or by JIT."""
+    if not rows or verdict.vendor not in ("nvidia", "amd"):
+        return verdict
+    missing = [r for r in rows if r.verdict == "none"]
+    jit = [r for r in rows if r.verdict == "jit"]
+    reasons = verdict.reasons + tuple(r.reason for r in missing) + tuple(r.reason for r in jit)
+    if missing:
+        return dataclasses.replace(
+            verdict, verdict="blocked", reasons=reasons, arch_covered=False, needs_cuda_compat=False
+        )
+    return dataclasses.replace(verdict, reasons=reasons, arch_covered=True)
+
+
+def _check_vendor(
+    host_vendor: HostVendor,
+    *,
+    driver: str | None,
+    gpu: str | None,
+    brand: str | None,
+    cuda: str | None,
+    require: str | None,
+    rocm: str | None,
+    info: GpuInfo | None,
+    driver_cuda_version: str | None,
+    arch: ArchCoverage | None,
+    target: str | None,
+    common: dict[str, Any],
+) -> Verdict:
+    """The verdict before the measured libraries: AMD, a ROCm image on NVIDIA, or NVIDIA."""
     if host_vendor == "amd":
         return _check_amd(
             driver=driver,

@@ -1,0 +1,216 @@
+"""``builder inspect`` and the measured-code verdicts of ``builder check --static``, end to end.
+
+Small images built here with ``docker buildx`` (no builder involved: "images built outside builder"),
+FROM the mirrored Debian base, carrying real GPU libraries:
+
+- ``cu126`` / ``cu128``: the NVIDIA CUDA runtime wheel 12.6.77 / 12.8.90 from PyPI plus bitsandbytes
+  0.50.2's ``libbitsandbytes_cuda126.so``, ``_cuda128.so`` and ``_rocm72.so`` (the same layer first, so the
+  two images share it);
+- ``stale`` / ``fixed``: CUDA 12.8 images with a custom-extension library made by NVIDIA's ``ptxas`` +
+  ``fatbinary`` (13.5) for sm_80 and sm_90 only, no PTX (a stale ``TORCH_CUDA_ARCH_LIST``), or with sm_120
+  SASS too; ``removed``: ``stale`` with the library deleted in a later layer (a whiteout).
+
+The verdicts come from a fleet file with an H100 and an RTX 5090 (sm_120) cluster on R570 drivers.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import textwrap
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from builder.registry import Credential, RegistryClient, copy_image
+from tests import gpu_code
+from tests.conftest import ROOT, Cli
+from tests.registries import AuthRegistry, auth_registry
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = pytest.mark.integration
+
+SITE = "/usr/local/lib/python3.11/dist-packages"
+FLEET = """\
+name: blackwell-check
+clusters:
+  - name: h100
+    vendor: nvidia
+    gpus: ["NVIDIA H100 80GB HBM3"]
+    drivers: ["570.172.08"]
+    brand: NVIDIA
+  - name: rtx5090
+    vendor: nvidia
+    gpus: ["NVIDIA GeForce RTX 5090"]
+    drivers: ["570.172.08"]
+    brand: GeForce
+"""
+
+
+def _build(ctx: Path, dockerfile: str, ref: str, base: str) -> None:
+    (ctx / "Dockerfile").write_text(dockerfile)
+    subprocess.run(
+        [
+            "docker",
+            "buildx",
+            "build",
+            "--push",
+            "--provenance=false",
+            "--build-arg",
+            f"BASE={base}",
+            "-t",
+            ref,
+            str(ctx),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+
+
+def _runtime(site: Path, version: str) -> None:
+    rt = gpu_code.cuda_runtime(version)
+    shutil.copytree(rt / "nvidia" / "cuda_runtime" / "lib", site / "nvidia" / "cuda_runtime" / "lib")
+    for info in rt.glob("*.dist-info"):
+        shutil.copytree(info, site / info.name)
+
+
+@pytest.fixture(scope="module")
+def images(
+    registry_address: str, docker_engine: str, mirror_base: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    repo = f"{registry_address}/test/inspect-{uuid.uuid4().hex[:10]}"
+    refs: dict[str, str] = {}
+    bnb = tmp_path_factory.mktemp("bnb")
+    lib = bnb / "bnb"
+    lib.mkdir()
+    for name in ("libbitsandbytes_cuda126.so", "libbitsandbytes_cuda128.so", "libbitsandbytes_rocm72.so"):
+        shutil.copy(gpu_code.bitsandbytes_lib(name), lib / name)
+    for version, cuda in (("12.6.77", "12.6.3"), ("12.8.90", "12.8.1")):
+        rt = bnb / f"rt-{version}"
+        _runtime(rt, version)
+        _build(
+            bnb,
+            "ARG BASE\nFROM ${BASE}\n"
+            f"COPY bnb/ {SITE}/bitsandbytes/\n"
+            f"COPY rt-{version}/ {SITE}/\n"
+            f'ENV CUDA_VERSION={cuda} NVIDIA_REQUIRE_CUDA="cuda>={cuda[:4]}"\n',
+            refs.setdefault(f"cu{cuda[:4].replace('.', '')}", f"{repo}:cu{cuda[:4].replace('.', '')}"),
+            mirror_base,
+        )
+    for name, sass in (("stale", ("sm_80", "sm_90")), ("fixed", ("sm_80", "sm_90", "sm_120"))):
+        ctx = tmp_path_factory.mktemp(name)
+        fb = gpu_code.make_fatbin(ctx / "kernels.fatbin", sass=sass)
+        gpu_code.make_library(ctx / "libcustom_kernels.so", fb)
+        _runtime(ctx / "rt", "12.8.90")
+        refs[name] = f"{repo}:{name}"
+        _build(
+            ctx,
+            "ARG BASE\nFROM ${BASE}\n"
+            f"COPY rt/ {SITE}/\n"
+            "COPY libcustom_kernels.so /opt/ext/lib/libcustom_kernels.so\n"
+            'ENV CUDA_VERSION=12.8.1 NVIDIA_REQUIRE_CUDA="cuda>=12.8"\n',
+            refs[name],
+            mirror_base,
+        )
+    ctx = tmp_path_factory.mktemp("removed")
+    refs["removed"] = f"{repo}:removed"
+    _build(ctx, "ARG BASE\nFROM ${BASE}\nRUN rm /opt/ext/lib/libcustom_kernels.so\n", refs["removed"], refs["stale"])
+    return refs
+
+
+@pytest.fixture(autouse=True)
+def at_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+
+
+def _inspect(cli: Cli, ref: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(cli("inspect", ref, "--json", *args, env=env).stdout)
+    return doc
+
+
+def test_inspect_reads_targets_and_stack(cli: Cli, images: dict[str, str]) -> None:
+    doc = _inspect(cli, images["cu128"], "--no-cache")
+    binaries = {b["path"]: b for b in doc["binaries"]}
+    lib128 = f"{SITE}/bitsandbytes/libbitsandbytes_cuda128.so"
+    sass, ptx = gpu_code.cuobjdump_targets(gpu_code.bitsandbytes_lib("libbitsandbytes_cuda128.so"))
+    assert set(binaries[lib128]["sass"]) == sass
+    assert set(binaries[lib128]["ptx"]) == ptx
+    assert "gfx90a" in binaries[f"{SITE}/bitsandbytes/libbitsandbytes_rocm72.so"]["gfx"]
+    assert doc["loading"] == [lib128, f"{SITE}/bitsandbytes/libbitsandbytes_rocm72.so"]  # cuda126 does not load
+    stack = doc["stack"]
+    assert stack["cuda_runtime"] == "12.8.90"
+    assert stack["python"] == ["3.11"]
+    assert stack["env"]["CUDA_VERSION"] == "12.8.1"
+    assert "libc6" in stack["dpkg_packages"]
+    assert str(doc["reference"]).startswith(images["cu128"].rsplit(":", 1)[0] + "@sha256:")
+
+
+def test_whiteout_removes_a_library(cli: Cli, images: dict[str, str]) -> None:
+    assert [b["path"] for b in _inspect(cli, images["stale"])["binaries"]] == ["/opt/ext/lib/libcustom_kernels.so"]
+    assert _inspect(cli, images["removed"])["binaries"] == []
+
+
+def test_sibling_reads_only_its_new_layers(cli: Cli, images: dict[str, str], tmp_path: Path) -> None:
+    first = _inspect(cli, images["cu126"], env={"BUILDER_STATE_DIR": str(tmp_path / "state")})
+    second = _inspect(cli, images["cu128"], env={"BUILDER_STATE_DIR": str(tmp_path / "state")})
+    assert not any(layer["cached"] for layer in first["layers"])
+    cached = [layer["cached"] for layer in second["layers"]]
+    assert cached == [True, True, False]  # base and bitsandbytes layers shared; the runtime layer is new
+
+
+def test_static_fleet_verdict_from_measured_code(cli: Cli, images: dict[str, str], tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET)
+    stale = cli("check", images["stale"], "--static", "--fleet", str(fleet), "--json", code=11)
+    clusters = {c["cluster"]: c for c in json.loads(stale.stdout)["error"]["details"]["verdict"]["clusters"]}
+    assert clusters["h100"]["verdict"] == "ok"
+    assert clusters["rtx5090"]["verdict"] == "blocked"
+    assert any("libcustom_kernels.so" in r and "sm_120" in r for r in clusters["rtx5090"]["reasons"])
+    fixed = json.loads(cli("check", images["fixed"], "--static", "--fleet", str(fleet), "--json", code=0).stdout)
+    assert {c["cluster"]: c["verdict"] for c in fixed["clusters"]} == {"h100": "ok", "rtx5090": "ok"}
+    human = cli("check", images["stale"], "--static", "--fleet", str(fleet), code=11)
+    assert "libcustom_kernels.so: no SASS for sm_120" in human.stderr
+
+
+@pytest.fixture
+def protected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthRegistry]:
+    with auth_registry(tmp_path_factory.mktemp("inspect-registry"), "basic") as reg:
+        yield reg
+
+
+def test_inspect_on_a_password_protected_registry(
+    cli: Cli, images: dict[str, str], protected: AuthRegistry, registry_address: str, tmp_path: Path
+) -> None:
+    repo, _, tag = images["fixed"].removeprefix(registry_address + "/").partition(":")
+    source = RegistryClient(registry_address, insecure=True)
+    target = RegistryClient(protected.address, insecure=True, auth=Credential(protected.user, protected.password))
+    copy_image(source, repo, source.resolve(repo, tag), target, "team/fixed", tag="v1")
+    env = {"DOCKER_CONFIG": str(protected.docker_config(tmp_path / "docker")), "HOME": str(tmp_path / "home")}
+    doc = _inspect(cli, f"{protected.address}/team/fixed:v1", "--no-cache", env=env)
+    assert doc["binaries"][0]["sass"] == ["sm_80", "sm_90", "sm_120"]
+    wrong = {"DOCKER_CONFIG": str(protected.docker_config(tmp_path / "bad", password="nope")), "HOME": str(tmp_path)}
+    denied = cli("inspect", f"{protected.address}/team/fixed:v1", "--no-cache", env=wrong, code=6)
+    assert "Traceback" not in denied.stderr
+
+
+def test_unknown_image_is_a_clear_error(cli: Cli, registry_address: str) -> None:
+    r = cli("inspect", f"{registry_address}/test/no-such-image-{uuid.uuid4().hex[:8]}:v1", code=8)
+    assert "Traceback" not in r.stderr
+    assert "no-such-image" in r.stderr
+
+
+def test_fleet_file_text_is_valid_yaml(tmp_path: Path) -> None:
+    """The fleet used above is a valid fleet (its clusters resolve to sm_90 and sm_120)."""
+    from builder.checks.host.reading import load_host
+    from builder.compat.fleets import load_fleet
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text(textwrap.dedent(FLEET))
+    fleet = load_fleet(path, load_host=load_host)
+    assert [c.name for c in fleet.clusters] == ["h100", "rtx5090"]
