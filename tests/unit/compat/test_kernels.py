@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from builder.compat import check_compat
+from builder.compat import Verdict, check_compat
 from builder.compat.kernels import KernelBinary, kernel_verdict, line_of, loading_binaries, ptx_isa_needs_cuda
 
 SITE = "/usr/local/lib/python3.11/dist-packages/bitsandbytes"
@@ -85,15 +85,19 @@ def test_one_library_per_cuda_line_is_judged_by_the_one_that_loads() -> None:
 
 
 def test_check_compat_blocks_naming_the_library() -> None:
-    common = {"driver": "570.172.08", "cuda": "12.8", "require": "cuda>=12.8"}
-    blocked = check_compat(gpu="NVIDIA GeForce RTX 5090", brand="GeForce", kernels=(STALE,), **common)
+    def verdict(gpu: str, brand: str, lib: KernelBinary) -> Verdict:
+        return check_compat(
+            driver="570.172.08", cuda="12.8", require="cuda>=12.8", gpu=gpu, brand=brand, kernels=(lib,)
+        )
+
+    blocked = verdict("NVIDIA GeForce RTX 5090", "GeForce", STALE)
     assert blocked.verdict == "blocked"
     assert blocked.arch_covered is False
     assert any("libcustom_kernels.so" in r and "sm_120" in r for r in blocked.reasons)
-    h100 = check_compat(gpu="NVIDIA H100 80GB HBM3", brand="NVIDIA", kernels=(STALE,), **common)
+    h100 = verdict("NVIDIA H100 80GB HBM3", "NVIDIA", STALE)
     assert h100.verdict == "ok"
     fixed = KernelBinary(STALE.path, sass=("sm_80", "sm_90", "sm_120"))
-    assert check_compat(gpu="NVIDIA GeForce RTX 5090", brand="GeForce", kernels=(fixed,), **common).verdict == "ok"
+    assert verdict("NVIDIA GeForce RTX 5090", "GeForce", fixed).verdict == "ok"
 
 
 def test_measured_code_wins_over_the_declared_list() -> None:
