@@ -1,0 +1,85 @@
+"""Start-up budget per command (issue 19 item 3): each command runs in a fresh interpreter under
+``python -X importtime`` (https://docs.python.org/3/using/cmdline.html#cmdoption-X) and may import
+at most its budget of modules, and never the modules it does not need. Module counts, not wall
+time: they do not move with the machine's load.
+
+The registry-reaching commands are pointed at a closed port (``127.0.0.1:9``, retries off), so
+they import everything up to their first registry request and stop there (exit 5); that path
+holds the imports that matter (policy, matrices, registry client, evidence verification).
+
+When a change needs more modules, first make the import lazy where the command does not use it
+(``builder.promote`` resolves its names on first use; sigstore is imported on the first keyless
+layer); raise a budget only for a module the command really needs, in the same commit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+VARIANT = "jax0.7-cpu-py3.11-debian12"
+#: No registry, policy, GPU or Sigstore machinery for help and version.
+LIGHT = ("requests", "urllib3", "pydantic", "cryptography", "ruamel", "sigstore", "docker", "jinja2")
+#: What a query of the registry (resolve, status, history) must not import.
+QUERY = (
+    "sigstore",
+    "docker",
+    "jinja2",
+    "builder.promote.apply",
+    "builder.promote.transfer",
+    "builder.promote.rollback",
+    "builder.signing.sign",
+    "builder.signing.attest",
+    "builder.signing.keyless",
+)
+
+#: argv -> (most modules imported, module prefixes never imported). Measured on 2026-12-02:
+#: --help 141, --version 133, matrix list 338, resolve/history 579, status 584.
+BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
+    ("--help",): (150, LIGHT),
+    ("--version",): (140, LIGHT),
+    ("check", "--help"): (150, LIGHT),
+    ("matrix", "list", "--json"): (360, ("requests", "cryptography", "sigstore", "docker")),
+    ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (600, QUERY),
+    ("history", VARIANT, "--stage", "dev"): (600, QUERY),
+    ("status", "--select", VARIANT): (605, QUERY),
+}
+
+
+def imported(argv: tuple[str, ...]) -> dict[str, int]:
+    """Module -> self time (µs) of everything ``builder argv`` imports, in a fresh interpreter."""
+    env = {**os.environ, "BUILDER_REGISTRY": "127.0.0.1:9", "BUILDER_REGISTRY_RETRIES": "0", "NO_COLOR": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "builder", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode in (0, 1, 2, 5, 8, 18), proc.stderr[-2000:]
+    out: dict[str, int] = {}
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            self_us, _cumulative, name = line[len("import time:") :].split("|")
+            if self_us.strip().isdigit():
+                out[name.strip()] = int(self_us)
+    return out
+
+
+@pytest.mark.parametrize("argv", list(BUDGETS), ids=lambda a: " ".join(a[:2]))
+def test_command_imports_stay_within_budget(argv: tuple[str, ...]) -> None:
+    budget, forbidden = BUDGETS[argv]
+    modules = imported(argv)
+    assert modules, "python -X importtime reported nothing"
+    assert "builder" in modules
+    bad = sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in forbidden))
+    assert not bad, f"`builder {' '.join(argv)}` imports what it does not need: {bad[:12]}"
+    assert len(modules) <= budget, (
+        f"`builder {' '.join(argv)}` imports {len(modules)} modules (budget {budget}); "
+        "make the new imports lazy where this command does not use them"
+    )
