@@ -25,10 +25,12 @@ def diagnosis_context(
     driver_version: str | None = None,
     gpu_brand: str | None = None,
     vendor: str | None = None,
+    engine: str | None = None,
 ) -> Context:
     """Context from the host's first GPU (vendor, driver, the driver's CUDA, GPU name/brand/architecture) and
     the image (``NVIDIA_REQUIRE_CUDA``, CUDA version, compiled architectures); the keyword arguments (what the
-    user said: ``--require-cuda``, ``--image-cuda``, ``--driver``, ``--brand``, ``--vendor``) win where given.
+    user said: ``--require-cuda``, ``--image-cuda``, ``--driver``, ``--brand``, ``--vendor``, ``--engine``) win
+    where given; the engine is otherwise the host's (``docker info`` / ``podman info`` in the host facts).
     Without a reported CUDA version the
     driver's is taken from ``builder.compat.driver_cuda`` (NVIDIA). Raises ConfigError for a driver version
     that is not a version."""
@@ -54,6 +56,7 @@ def diagnosis_context(
         driver_version=driver_version or ctx.driver_version,
         gpu_brand=gpu_brand or ctx.gpu_brand,
         vendor=vendor or ctx.vendor,
+        engine=engine or (host.engine.name.lower() if host is not None and host.engine is not None else None),
     )
     if ctx.driver_version and not ctx.driver_cuda and ctx.vendor in (None, "nvidia"):
         ctx = dataclasses.replace(ctx, driver_cuda=driver_cuda(ctx.driver_version))
@@ -69,6 +72,7 @@ def diagnose_message(
     driver_version: str | None = None,
     gpu_brand: str | None = None,
     vendor: str | None = None,
+    engine: str | None = None,
 ) -> Diagnosis:
     """``builder diagnose``: the diagnosis of ``message`` (the error text, or a file holding it) in the
     context of the saved ``host`` facts and what the user said (see :func:`diagnosis_context`). Never
@@ -84,6 +88,7 @@ def diagnose_message(
         driver_version=driver_version,
         gpu_brand=gpu_brand,
         vendor=vendor,
+        engine=engine,
     )
     return diagnose(text, ctx)
 

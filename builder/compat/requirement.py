@@ -16,7 +16,9 @@ the brand, driver and CUDA version (it reads them from NVML), so an unknown valu
 not a value. A constraint on an unknown fact is neither true nor false: a term with no failed constraint
 and at least one unknown one is *undetermined*, and so is the expression when no term is satisfied and
 one is undetermined (:attr:`Evaluation.undetermined`, naming the unknown facts). Callers must say so
-("cannot tell; pass the brand") instead of treating it as a match or a refusal.
+("cannot tell; pass the brand") instead of treating it as a match or a refusal. One exception: when the
+expression exempts every brand NVML reports on the same driver window, the brand cannot change the answer,
+and an unknown brand does not make it undetermined.
 
 Official images (``data/cuda-images.csv``, source: https://gitlab.com/nvidia/container-images/cuda) carry
 ``cuda>=X.Y`` OR, per exempted driver branch N and brand B, ``brand=B,driver>=N,driver<N+1``:
@@ -35,6 +37,7 @@ from typing_extensions import TypedDict
 
 from builder.compat._data import CudaImageRow, cuda_image_rows, major_minor
 from builder.compat.drivers import min_driver, parse_cuda, parse_driver
+from builder.compat.gpus import PRODUCT_BRANDS
 from builder.errors import ConfigError, NotFoundError
 
 Key = Literal["cuda", "driver", "brand", "arch"]
@@ -303,6 +306,8 @@ def evaluate(requirement: Requirement | str, host: Host) -> Evaluation:
         results.append(TermResult(term=term.text, satisfied=sat, failed=tuple(failed), unknown=tuple(unknown)))
         if sat and matched is None:
             matched = index
+    if matched is None and host.brand is None:
+        matched = _brand_irrelevant(req, results)
     satisfied = matched is not None or not req.terms
     need = _min_driver_for(req)
     satisfy = [] if satisfied else _what_satisfies(req, host, need)
@@ -316,6 +321,26 @@ def evaluate(requirement: Requirement | str, host: Host) -> Evaluation:
         terms=tuple(results),
         last_failed=None if satisfied else last_failed,
     )
+
+
+def _brand_irrelevant(req: Requirement, results: list[TermResult]) -> int | None:
+    """With the brand unknown: the index of an exemption term whose other constraints hold, when the expression
+    exempts *every* brand NVML can report (``builder.compat.gpus.PRODUCT_BRANDS``, the ``nvmlBrandType_t`` names
+    the hook compares) on that same driver window - then the brand does not matter and the hook starts the
+    container whatever it is. None otherwise (the answer stays undetermined)."""
+    windows: dict[tuple[str, ...], tuple[set[str], int]] = {}
+    for index, (term, result) in enumerate(zip(req.terms, results, strict=True)):
+        others = tuple(sorted(str(c) for c in term.constraints if c.key != "brand"))
+        brands = [c.value.lower() for c in term.values("brand") if c.op in ("=", "==")]
+        if result.failed or len(brands) != 1 or any(not u.lower().startswith("brand") for u in result.unknown):
+            continue
+        seen, first = windows.get(others, (set(), index))
+        seen.add(brands[0])
+        windows[others] = (seen, first)
+    for exempted, first in windows.values():
+        if exempted >= set(PRODUCT_BRANDS):
+            return first
+    return None
 
 
 def _min_driver_for(req: Requirement) -> str | None:

@@ -219,7 +219,11 @@ def facts_mismatch(text: str, _ctx: Context) -> dict[str, Any]:
 
 
 def facts_perm(text: str, _ctx: Context) -> dict[str, Any]:
-    return _captured(text, {"device": r"(/dev/(?:kfd|dri/\w+|nvidia\w*))", "group_hint": r'member of "?(\w+)"? group'})
+    # device names keep their hyphens: /dev/nvidia-uvm, /dev/nvidia-caps/nvidia-cap1 (never cut to /dev/nvidia)
+    return _captured(
+        text,
+        {"device": r"(/dev/(?:kfd|dri/[\w-]+|nvidia[\w-]*(?:/[\w-]+)?))", "group_hint": r'member of "?(\w+)"? group'},
+    )
 
 
 def facts_cdi(text: str, _ctx: Context) -> dict[str, Any]:

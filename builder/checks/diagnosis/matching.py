@@ -12,7 +12,15 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from builder.checks.diagnosis.crosscheck import (
+    DECIDED_BY_ENGINE,
+    ENGINE_FIX,
+    alternatives,
+    check_driver,
+    in_container,
+)
 from builder.checks.diagnosis.facts import min_driver
+from builder.checks.diagnosis.integration import NOT_INJECTED
 from builder.checks.diagnosis.model import Context, Diagnosis, FailureRule, Layer
 from builder.checks.diagnosis.rules import RULES, RULES_BY_KEY
 from builder.errors import NotFoundError
@@ -32,7 +40,7 @@ _FRAMEWORK_NOTICE = re.compile(r"torch|tensorflow|jax|cupy|Traceback", re.I)
 
 
 def _noticed_by(rule: FailureRule, text: str) -> Layer:
-    if rule.key in ("container-toolkit-missing", "cdi-device-unresolvable"):
+    if rule.key in ("container-toolkit-missing", "cdi-device-unresolvable", "cdi-not-enabled"):
         return "container-engine"
     if _TOOLKIT_NOTICE.search(text):
         return "container-toolkit"
@@ -78,6 +86,16 @@ def _resolve_ambiguity(matches: list[FailureRule], text: str, ctx: Context) -> l
             matches = [RULES_BY_KEY["wrong-vendor-tool"]] + [r for r in matches if r.key != "wrong-vendor-tool"]
         elif "wrong-vendor-tool" in keys and nvidia_tool:
             matches = [r for r in matches if r.key != "wrong-vendor-tool"] + [RULES_BY_KEY["wrong-vendor-tool"]]
+    # an NGC banner ("compatibility mode is UNAVAILABLE") names the driver it needs: error 804 only says why the
+    # forward-compatibility fallback did not work
+    if (
+        "driver-too-old-for-image" in keys
+        and "forward-compat-unsupported" in keys
+        and re.search(r"compatibility mode is UNAVAILABLE|built for NVIDIA Driver Release", text)
+    ):
+        matches = [RULES_BY_KEY["driver-too-old-for-image"]] + [
+            r for r in matches if r.key != "driver-too-old-for-image"
+        ]
     # NVIDIA_DRIVER_CAPABILITIES named with a "no driver" symptom: it is the capabilities
     if "driver-capabilities-missing" in keys and "gpu-not-requested" in keys:
         caps = ctx.driver_capabilities
@@ -100,10 +118,97 @@ def _resolve_ambiguity(matches: list[FailureRule], text: str, ctx: Context) -> l
     return matches
 
 
+def _decide(
+    rule: FailureRule, matches: list[FailureRule], text: str, ctx: Context, facts: dict[str, object]
+) -> tuple[FailureRule, list[FailureRule]]:
+    """The context's decision (``--engine``) and the cross-check of "driver too old" against the driver and
+    CUDA the text or context name (``builder.checks.diagnosis.crosscheck``); adds what decided to ``facts``."""
+    decided = DECIDED_BY_ENGINE.get((rule.key, ctx.engine or ""))
+    if decided:
+        facts["decided_by"] = f"--engine {ctx.engine}: {rule.key} becomes {decided}"
+        rule = RULES_BY_KEY[decided]
+        matches = [rule, *[r for r in matches if r.key != decided]]
+    if rule.key == "driver-too-old-for-image":
+        check = check_driver(text, ctx, facts.get("image_cuda"))  # type: ignore[arg-type]
+        if check is not None:
+            facts.update({k: v for k, v in check.facts().items() if k not in facts or k == "contradiction"})
+            if check.sufficient and in_container(text, ctx) and NOT_INJECTED.facts is not None:
+                rule = NOT_INJECTED
+                matches = [NOT_INJECTED, *matches]
+                facts.update(NOT_INJECTED.facts(text, ctx))
+    return rule, matches
+
+
+def _evidence(rule: FailureRule, matches: list[FailureRule], text: str) -> list[str]:
+    evidence: list[str] = []
+    for candidate in matches:  # a kind decided by cross-checking quotes the lines the text matched
+        for p in candidate.patterns:
+            if p.search(text):
+                evidence.extend(_first_lines(text, p))
+                break
+        if evidence:
+            break
+    if rule is NOT_INJECTED:
+        evidence.extend(_first_lines(text, re.compile(r"--device[= ]/dev/nvidia|nvidia-smi: command not found")))
+    return evidence
+
+
+def _driver_too_old_answer(facts: dict[str, object], summary: str, fix: str) -> tuple[str, str]:
+    """Summary and fix of ``driver-too-old-for-image`` from what is known: a contradicted driver, an NGC
+    banner's required driver, the image CUDA's minimum driver, or only the driver's CUDA."""
+    if facts.get("contradiction"):
+        return (
+            "the message says the driver is too old, but " + str(facts["contradiction"]),
+            "check which libcuda the process loads (`ldconfig -p | grep libcuda`, LD_LIBRARY_PATH): a libcuda from "
+            "the CUDA toolkit's compat or stubs directory, or a copy in the image, shadows the host driver's",
+        )
+    if facts.get("required_driver"):
+        return (
+            f"the image was built for NVIDIA driver {facts['required_driver']} or later; the host has "
+            f"{facts.get('host_driver', '?')} and forward compatibility is unavailable",
+            f"on the host: upgrade the driver to >= {facts['required_driver']}, or run an image release built for "
+            "the CUDA the driver supports; forward compatibility (cuda-compat) works only on data-center GPUs",
+        )
+    if facts.get("image_cuda") and facts.get("min_driver"):
+        summary = f"the image needs CUDA {facts['image_cuda']}, which needs a driver >= {facts['min_driver']}" + (
+            f"; the driver supports CUDA {facts['driver_cuda']}" if facts.get("driver_cuda") else ""
+        )
+        fix = (
+            f"on the host: upgrade the driver to >= {facts['min_driver']} (CUDA {facts['image_cuda']}), or run a "
+            "variant built for the CUDA line the driver supports"
+        )
+    else:
+        # the minimum driver depends on the image's CUDA, which this text does not name: say so
+        # instead of pointing at a fact that is not there
+        if facts.get("driver_cuda"):
+            summary = f"the driver supports only CUDA {facts['driver_cuda']}, older than the CUDA runtime in the image"
+        fix = (
+            "on the host: upgrade the driver to one that supports the image's CUDA"
+            + (f" (this driver supports CUDA {facts['driver_cuda']} at most)" if facts.get("driver_cuda") else "")
+            + ", or run an image built for the CUDA the driver supports; "
+            + (
+                f"the minimum driver for CUDA {facts['image_cuda']} is not in builder's table "
+                "(builder/compat/data/cuda-driver.csv)"
+                if facts.get("image_cuda")
+                else "the minimum driver depends on the image's CUDA version, which this message does not name: "
+                "pass `--image-cuda X.Y` or `--require-cuda EXPR` (the image's NVIDIA_REQUIRE_CUDA) to name it"
+            )
+            + "; do not set NVIDIA_DISABLE_REQUIRE to hide it"
+        )
+    if facts.get("would_satisfy"):
+        fix += "; would satisfy NVIDIA_REQUIRE_CUDA: " + "; ".join(facts["would_satisfy"])  # type: ignore[arg-type]
+    return summary, fix
+
+
+_AMBIGUOUS = frozenset({"nccl-system-error", "driver-not-loaded", "gpu-not-requested", "no-gpu-visible"})
+
+
 def diagnose(text: str, context: Context | None = None) -> Diagnosis:
     """Name the failure kind in ``text`` (any tool's output), the layer at fault and the fix.
 
-    Returns key ``unknown`` (quoting the lines it could not place) when nothing matches."""
+    ``facts.alternatives`` lists the other kinds an ambiguous text can be and what decides each; the context
+    (``Context.engine``, vendor, host facts) decides where it can. Returns key ``unknown`` (quoting the lines it
+    could not place) when nothing matches."""
     ctx = context or Context()
     if not text.strip():
         return _empty()
@@ -116,44 +221,16 @@ def diagnose(text: str, context: Context | None = None) -> Diagnosis:
     rule = matches[0]
     facts = rule.facts(text, ctx) if rule.facts else {}
     facts = {k: v for k, v in facts.items() if v is not None}
-    evidence: list[str] = []
-    for p in rule.patterns:
-        if p.search(text):
-            evidence.extend(_first_lines(text, p))
-            break
+    rule, matches = _decide(rule, matches, text, ctx, facts)
+    if len(matches) > 1 or rule.key in _AMBIGUOUS:
+        alts = alternatives(rule.key, [r.key for r in matches[1:]])
+        if alts:
+            facts["alternatives"] = alts
+    evidence = _evidence(rule, matches, text)
     summary = rule.summary
-    fix = rule.fix
+    fix = ENGINE_FIX.get((rule.key, ctx.engine or ""), rule.fix)
     if rule.key == "driver-too-old-for-image":
-        if facts.get("image_cuda") and facts.get("min_driver"):
-            summary = f"the image needs CUDA {facts['image_cuda']}, which needs a driver >= {facts['min_driver']}" + (
-                f"; the driver supports CUDA {facts['driver_cuda']}" if facts.get("driver_cuda") else ""
-            )
-            fix = (
-                f"on the host: upgrade the driver to >= {facts['min_driver']} (CUDA {facts['image_cuda']}), or run a "
-                "variant built for the CUDA line the driver supports"
-            )
-        else:
-            # the minimum driver depends on the image's CUDA, which this text does not name: say so
-            # instead of pointing at a fact that is not there
-            if facts.get("driver_cuda"):
-                summary = (
-                    f"the driver supports only CUDA {facts['driver_cuda']}, older than the CUDA runtime in the image"
-                )
-            fix = (
-                "on the host: upgrade the driver to one that supports the image's CUDA"
-                + (f" (this driver supports CUDA {facts['driver_cuda']} at most)" if facts.get("driver_cuda") else "")
-                + ", or run an image built for the CUDA the driver supports; "
-                + (
-                    f"the minimum driver for CUDA {facts['image_cuda']} is not in builder's table "
-                    "(builder/compat/data/cuda-driver.csv)"
-                    if facts.get("image_cuda")
-                    else "the minimum driver depends on the image's CUDA version, which this message does not name: "
-                    "pass `--image-cuda X.Y` or `--require-cuda EXPR` (the image's NVIDIA_REQUIRE_CUDA) to name it"
-                )
-                + "; do not set NVIDIA_DISABLE_REQUIRE to hide it"
-            )
-        if facts.get("would_satisfy"):
-            fix += "; would satisfy NVIDIA_REQUIRE_CUDA: " + "; ".join(facts["would_satisfy"])
+        summary, fix = _driver_too_old_answer(facts, summary, fix)
     if rule.key == "forward-compat-unsupported" and ctx.image_cuda:
         drv, _row = min_driver(ctx.image_cuda)
         if drv:

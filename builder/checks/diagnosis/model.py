@@ -56,7 +56,8 @@ CUDA_ERRORS = {
 class Context:
     """What is known besides the message (all optional): host vendor, driver version, the
     newest CUDA the driver supports, GPU name/brand/arch, the image's NVIDIA_REQUIRE_CUDA,
-    CUDA version and compiled GPU architectures, NVIDIA_DRIVER_CAPABILITIES used."""
+    CUDA version and compiled GPU architectures, NVIDIA_DRIVER_CAPABILITIES used, and the engine or
+    orchestrator that ran it (decides between kinds that share a message)."""
 
     vendor: str | None = None
     driver_version: str | None = None
@@ -68,6 +69,7 @@ class Context:
     image_cuda: str | None = None
     image_archs: tuple[str, ...] = ()
     driver_capabilities: str | None = None
+    engine: str | None = None  # docker | podman | apptainer | kubernetes | slurm (what started the container)
 
 
 class DiagnosisDocument(TypedDict):

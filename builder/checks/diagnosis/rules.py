@@ -15,9 +15,12 @@ from builder.checks.diagnosis.facts import (
     facts_perm,
     facts_tool,
 )
+from builder.checks.diagnosis.integration import NOT_INJECTED
+from builder.checks.diagnosis.integration import RULES as INTEGRATION_RULES
 from builder.checks.diagnosis.model import FailureRule, patterns
+from builder.checks.diagnosis.runtime import RULES as RUNTIME_RULES
 
-RULES: tuple[FailureRule, ...] = (
+_BASE_RULES: tuple[FailureRule, ...] = (
     FailureRule(
         "cdi-device-unresolvable",
         "container-toolkit",
@@ -53,6 +56,7 @@ RULES: tuple[FailureRule, ...] = (
             r"Unknown runtime specified nvidia",
             r"runtime \"nvidia\" binary not installed",
         ),
+        unless=patterns(r"could not select device driver \\?\"cdi\\?\""),  # the engine's CDI switch: cdi-not-enabled
     ),
     FailureRule(
         "driver-library-mismatch",
@@ -116,6 +120,7 @@ RULES: tuple[FailureRule, ...] = (
             r"CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
             r"\berror\s*[=:]?\s*804\b",
             r"code=804",
+            r"returned 804\b",
         ),
         facts_forward_compat,
     ),
@@ -137,6 +142,8 @@ RULES: tuple[FailureRule, ...] = (
             r"\berror\s*[=:]?\s*35\b.*(driver|CUDA)",
             r"returned 35\b",
             r"Found CUDA (?:driver )?version \d{4,6}, but \w+ was built against version",
+            r"built for NVIDIA Driver Release [\d.]+ or later",
+            r"compatibility mode is UNAVAILABLE",
         ),
         facts_driver_too_old,
     ),
@@ -160,6 +167,7 @@ RULES: tuple[FailureRule, ...] = (
             r"is not in the framework's compiled list",
             r"hipErrorInvalidDeviceFunction",
             r"invalid device function",
+            r"HSA_(?:STATUS_)?ERROR_INVALID_ISA",
         ),
         facts_arch,
     ),
@@ -187,7 +195,7 @@ RULES: tuple[FailureRule, ...] = (
         patterns(
             r"error gathering device information while adding custom device \"?/dev/[\w/.-]+\"?:\s*"
             r"no such file or directory",
-            r"(?:stat|lstat|open)\s+/dev/(?:kfd|dri/renderD\d+|nvidia[\w-]*):\s*no such file or directory",
+            r"(?:stat|lstat|open)\s+/dev/(?:kfd|dri/renderD\d+|nvidia[\w-]*(?:/[\w-]+)?):\s*no such file or directory",
         ),
         facts_perm,
     ),
@@ -203,8 +211,8 @@ RULES: tuple[FailureRule, ...] = (
             r"Unable to open /dev/kfd read-write:\s*(Permission denied|Operation not permitted)",
             r"(open|opening)\s+/dev/(kfd|dri/renderD\d+).*(Permission denied|Operation not permitted|EACCES)",
             r"/dev/(kfd|dri/renderD\d+).*Permission denied",
-            r"Permission denied.*/dev/(kfd|dri/renderD\d+|nvidia\w*)",
-            r"failed to open /dev/nvidia\w*.*permission denied",
+            r"Permission denied.*/dev/(kfd|dri/renderD\d+|nvidia[\w-]*)",
+            r"failed to open /dev/nvidia[\w-]*.*permission denied",
             r"is not member of \"?\w+\"? group, the default DRM access group",
         ),
         facts_perm,
@@ -301,6 +309,10 @@ RULES: tuple[FailureRule, ...] = (
             r"Torch not compiled with CUDA enabled",
             r"a CUDA-enabled jaxlib is not installed",
             r"No GPU/TPU found, falling back to CPU",
+            # torch.utils.collect_env of a CPU-only build (https://github.com/pytorch/pytorch/blob/main/torch/utils/collect_env.py)
+            r"PyTorch version: [\w.]+\+cpu\b",
+            r"(?s)CUDA used to build PyTorch: (?:None|Could not collect).*(?:Is CUDA available: False|GPU models and "
+            r"configuration: (?:GPU 0|NVIDIA|\S*GeForce|\S*Tesla))",
         ),
         None,
     ),
@@ -315,6 +327,9 @@ RULES: tuple[FailureRule, ...] = (
         facts_tool,
     ),
 )
+
+#: every kind, most specific first: the integration and runtime kinds carry more specific evidence than the base kinds
+RULES: tuple[FailureRule, ...] = (*INTEGRATION_RULES, *RUNTIME_RULES, *_BASE_RULES, NOT_INJECTED)
 
 RULES_BY_KEY = {r.key: r for r in RULES}
 

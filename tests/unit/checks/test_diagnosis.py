@@ -21,8 +21,19 @@ if TYPE_CHECKING:
 DATA = Path(__file__).resolve().parents[2] / "data" / "errors"
 
 
+def message(name: str) -> str:
+    """The recorded message without the file's header: line 1 (``# Source: URL``) and the description line under
+    it, so the diagnosis reads only what the tools printed."""
+    lines = (DATA / name).read_text().splitlines(keepends=True)
+    if lines and lines[0].startswith("# Source:"):
+        lines = lines[1:]
+        if lines and lines[0].startswith("# "):
+            lines = lines[1:]
+    return "".join(lines)
+
+
 def d(name: str, ctx: Context | None = None) -> Diagnosis:
-    return diagnose((DATA / name).read_text(), ctx)
+    return diagnose(message(name), ctx)
 
 
 # --- tests/data/errors/error-NN.txt: the layer at fault (docs/diagnosis.md) ------------------
@@ -273,3 +284,130 @@ def test_more_kinds_in_other_words(text: str, key: str) -> None:
 def test_jax_found_cuda_version() -> None:
     r = diagnose("CUDA backend failed to initialize: Found CUDA version 12010, but JAX was built against version 12020")
     assert r.key == "driver-too-old-for-image" and r.facts["driver_cuda"] == "12.1"
+
+
+# --- issue 16: new kinds, cross-checks, alternatives and context -------------------------------------------
+
+NEW_KINDS = (
+    "cdi-not-enabled",
+    "toolkit-ldconfig-failed",
+    "device-cgroup-denied",
+    "driver-libs-in-image",
+    "k8s-runtime-not-configured",
+    "apptainer-gpu-libs-missing",
+    "slurm-gres-invalid",
+    "cudnn-version-mismatch",
+    "nccl-shm-too-small",
+    "nccl-network-failure",
+    "nccl-rank-mismatch",
+    "nccl-system-error",
+    "gpu-fallen-off-bus",
+    "gpu-ecc-error",
+)
+
+
+@pytest.mark.parametrize("key", NEW_KINDS)
+def test_every_new_kind_has_three_real_messages(key: str) -> None:
+    files = [n for n in MORE if n.rsplit("-", 1)[0] == key]
+    assert len(files) >= 3, (key, files)
+    for n in files:
+        assert (DATA / n).read_text().startswith("# Source: https://"), n
+
+
+def test_new_kinds_carry_their_facts() -> None:
+    assert d("toolkit-ldconfig-failed-01.txt").facts["ldconfig"] == "/sbin/ldconfig.real"
+    assert d("toolkit-ldconfig-failed-02.txt").facts["exit_code"] == "127"
+    assert d("driver-libs-in-image-01.txt").facts["library"] == "libnvidia-ml.so.1"
+    cudnn = d("cudnn-version-mismatch-02.txt").facts
+    assert (cudnn["cudnn_compiled_with"], cudnn["cudnn_loaded"]) == ("8.5.0", "8.4.1")
+    assert d("cudnn-version-mismatch-03.txt").facts == {"cudnn_compiled_with": "7.1.2", "cudnn_loaded": "7.6.0"}
+    assert d("nccl-shm-too-small-01.txt").facts["segment_bytes"] == 9637888
+    assert d("nccl-network-failure-01.txt").facts["ib_status"] == 12
+    assert d("gpu-fallen-off-bus-03.txt").facts["xid"] == 79
+    assert d("gpu-ecc-error-03.txt").facts["cuda_error"] == 214
+    wsl = d("wsl-gpu-unavailable-01.txt").facts
+    assert (wsl["kernel"], wsl["wsl"]) == ("4.4.0-19041-Microsoft", 1)
+    assert d("k8s-runtime-not-configured-01.txt").facts["engine"] == "kubernetes"
+    assert d("slurm-gres-invalid-03.txt").facts["request"] == "--gres=gpu:4"
+
+
+def test_layers_of_new_kinds() -> None:
+    assert (d("cdi-not-enabled-01.txt").at_fault, d("cdi-not-enabled-01.txt").noticed_by) == (
+        "container-engine",
+        "container-engine",
+    )
+    assert d("driver-libs-in-image-02.txt").noticed_by == "container-toolkit"
+    assert d("device-cgroup-denied-02.txt").noticed_by == "container-toolkit"
+    # the engine's CDI switch is not the toolkit: no "toolkit missing" alternative
+    assert d("cdi-not-enabled-02.txt").also_matched == ()
+
+
+def test_ngc_banner_names_the_required_driver_over_error_804() -> None:
+    r = d("driver-too-old-for-image-07.txt")
+    assert (r.key, r.facts["required_driver"], r.facts["host_driver"]) == (
+        "driver-too-old-for-image",
+        "450.51",
+        "440.33.01",
+    )
+    assert "forward-compat-unsupported" in r.also_matched and ">= 450.51" in r.fix
+    assert diagnose("[[CUDA Driver UNAVAILABLE (cuInit(0) returned 804)]]").key == "forward-compat-unsupported"
+
+
+def test_driver_too_old_is_cross_checked_against_the_driver_and_cuda() -> None:
+    # a container started with raw --device nodes: the driver (346.46) meets CUDA 7.0's minimum
+    r = d("driver-libs-not-injected-01.txt")
+    assert (r.key, r.at_fault) == ("driver-libs-not-injected", "run-options")
+    assert r.facts["min_driver"] == "346.46" and "/dev/nvidia0" in r.facts["raw_devices"]
+    assert "driver-too-old-for-image" in r.also_matched and "--gpus all" in r.fix
+    # bare metal: no container, so the contradiction is reported, not a run option
+    bare = d("error-crosscheck-bare-metal.txt")
+    assert bare.key == "driver-too-old-for-image" and "not too old" in bare.summary
+    assert bare.facts["host_driver"] == "440.33.01" and bare.facts["image_cuda"] == "10.1"
+    # a driver that really is too old stays "too old"
+    real = diagnose("CUDA driver version is insufficient for CUDA runtime version", Context(driver_version="352.31"))
+    assert real.key == "driver-too-old-for-image"
+    old = diagnose(
+        "docker run --device /dev/nvidia0 nvidia/cuda:11.0-base\nCUDA driver version is insufficient", Context()
+    )
+    assert old.key == "driver-too-old-for-image"  # no driver named: nothing to cross-check
+
+
+def test_context_decides_between_alternatives() -> None:
+    text = message("nccl-system-error-02.txt")
+    plain = diagnose(text)
+    assert plain.key == "nccl-system-error"
+    assert [a["diagnosis"] for a in plain.facts["alternatives"]][:2] == ["nccl-shm-too-small", "nccl-network-failure"]
+    assert diagnose(text, Context(engine="docker")).key == "nccl-shm-too-small"
+    assert diagnose(text, Context(engine="kubernetes")).fix.startswith("in the pod spec")
+    assert diagnose(text, Context(engine="slurm")).key == "nccl-network-failure"
+    lib = "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
+    assert diagnose(lib, Context(engine="apptainer")).fix.startswith("in the run options: add `--nv`")
+    assert diagnose(lib, Context(engine="kubernetes")).key == "k8s-runtime-not-configured"
+
+
+def test_cli_engine_option(cli: Cli) -> None:
+    f = str(DATA / "nccl-system-error-01.txt")
+    doc = cli("--json", "diagnose", f, "--engine", "podman").json()
+    assert doc["diagnosis"] == "nccl-shm-too-small" and "podman" in doc["facts"]["decided_by"]
+    human = cli("diagnose", f)
+    assert "nccl-shm-too-small: in a container" in human.stderr
+    cli("diagnose", f, "--engine", "lxc", code=2)
+
+
+def test_device_facts_keep_hyphens() -> None:
+    r = diagnose("nvidia-container-cli: failed to open /dev/nvidia-uvm: permission denied")
+    assert r.facts["device"] == "/dev/nvidia-uvm"
+    caps = diagnose("open /dev/nvidia-caps/nvidia-cap1: no such file or directory")
+    assert caps.facts["device"] == "/dev/nvidia-caps/nvidia-cap1"
+
+
+def test_collect_env_of_a_cpu_wheel_next_to_a_gpu() -> None:
+    assert d("framework-without-gpu-support-03.txt").key == "framework-without-gpu-support"
+    gpu_build = "PyTorch version: 2.0.1+cu117\nCUDA used to build PyTorch: 11.7\nIs CUDA available: True\n"
+    assert diagnose(gpu_build).key == "unknown"  # a healthy collect_env is no failure
+
+
+def test_clean_tool_output_is_no_false_alarm() -> None:
+    for f in ("nvidia-smi/nvidia-smi-06.txt", "rocm-smi/rocm-smi-05.txt"):
+        text = (DATA.parent / f).read_text()
+        assert diagnose(text).key == "unknown", f

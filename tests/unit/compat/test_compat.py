@@ -554,3 +554,22 @@ def test_image_list_with_ptx_lets_an_older_cuda_reach_a_newer_gpu() -> None:
     assert v.verdict == "ok", v.reasons
     assert v.arch_covered is True
     assert any("predates Blackwell" in r and "compiled list covers it" in r for r in v.reasons)
+
+
+def test_unknown_brand_does_not_matter_when_every_brand_is_exempted() -> None:
+    """Issue 16 item 10: every brand NVML reports is exempted on the driver's branch, so an unknown brand cannot
+    change the hook's answer: the verdict is not `blocked` for lack of a brand."""
+    from builder import compat
+    from builder.compat.gpus import PRODUCT_BRANDS
+
+    every = "cuda>=12.8 " + " ".join(f"brand={b},driver>=535,driver<536" for b in sorted(PRODUCT_BRANDS))
+    host = compat.Host(driver="535.183.01", cuda="12.2", brand=None)
+    ev = compat.evaluate(every, host)
+    assert ev.satisfied and not ev.undetermined and ev.matched_exemption
+    verdict = compat.check_compat(driver="535.183.01", gpu=None, brand=None, require=every, cuda="12.8")
+    assert verdict.verdict != "blocked"
+    # some brands only: the brand still decides, so the answer stays undetermined
+    some = "cuda>=12.8 brand=tesla,driver>=535,driver<536 brand=nvidia,driver>=535,driver<536"
+    assert compat.evaluate(some, host).undetermined
+    # another driver branch is not exempted, whatever the brand
+    assert not compat.evaluate(every, compat.Host(driver="545.23.08", cuda="12.3", brand=None)).satisfied

@@ -1,0 +1,206 @@
+"""Failure kinds where the GPU stack's *integration* is wrong: the engine's CDI switch, the container toolkit's
+configuration (ldconfig path, device cgroups for rootless / nested containers), driver libraries baked into the
+image, the Kubernetes node runtime, Apptainer's GPU library binding, Slurm GRES requests, and a container that
+never received the host's driver libraries although the driver is new enough.
+
+Sources of the facts (docs/diagnosis.md lists every kind with its recorded messages):
+Docker CDI (``"features": {"cdi": true}``): https://docs.docker.com/reference/cli/dockerd/#enable-cdi-devices;
+toolkit configuration (``ldconfig``, ``no-cgroups``) and rootless setup:
+https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html;
+Kubernetes device plugin prerequisites (nvidia as the default runtime or a RuntimeClass):
+https://github.com/NVIDIA/k8s-device-plugin#prerequisites; Apptainer ``--nv``/``--rocm``:
+https://apptainer.org/docs/user/latest/gpu.html; Slurm GRES: https://slurm.schedmd.com/gres.html.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from builder.checks.diagnosis.model import FailureRule, patterns
+
+if TYPE_CHECKING:
+    from builder.checks.diagnosis.model import Context
+
+
+def _captured(text: str, pats: dict[str, str]) -> dict[str, Any]:
+    found = {name: re.search(p, text) for name, p in pats.items()}
+    return {name: m.group(1) for name, m in found.items() if m}
+
+
+def facts_engine(text: str, ctx: Context) -> dict[str, Any]:
+    """The engine named by the context or the text (docker / podman / kubernetes / apptainer / slurm)."""
+    facts: dict[str, Any] = {}
+    engine = ctx.engine or _engine_in_text(text)
+    if engine:
+        facts["engine"] = engine
+    return facts
+
+
+def _engine_in_text(text: str) -> str | None:
+    for name, pattern in (
+        ("kubernetes", r"\bkubectl\b|\bkubelet\b|device[- ]plugin|k8s"),
+        ("apptainer", r"\bapptainer\b|\bsingularity\b"),
+        ("slurm", r"\bsrun\b|\bsbatch\b|\bsalloc\b|\bslurm"),
+        ("podman", r"\bpodman\b"),
+        ("docker", r"\bdocker\b|Error response from daemon"),
+    ):
+        if re.search(pattern, text, re.I):
+            return name
+    return None
+
+
+def facts_ldconfig(text: str, _ctx: Context) -> dict[str, Any]:
+    facts = _captured(
+        text,
+        {
+            "ldconfig": r"(?:ldcache error: (?:open failed:|process)|could not start)\s+(/[\w/.]*ldconfig[\w.]*)",
+            "exit_code": r"failed with error code:\s*(\d+)",
+        },
+    )
+    if facts.get("exit_code") == "127" or "no such file" in text.lower():
+        facts["meaning"] = "the ldconfig path set in the toolkit configuration does not exist on this host"
+    return facts
+
+
+def facts_library(text: str, _ctx: Context) -> dict[str, Any]:
+    return _captured(text, {"library": r"file creation failed: \S*/((?:lib)?(?:nvidia|cuda)[\w.-]*\.so[\w.]*)"})
+
+
+def facts_gres(text: str, _ctx: Context) -> dict[str, Any]:
+    return _captured(text, {"request": r"(--gres[= ]\S+|--gpus(?:-per-\w+)?[= ]\S+)"})
+
+
+def facts_not_injected(text: str, ctx: Context) -> dict[str, Any]:
+    """Why the driver is not the cause: the driver's version and the CUDA the image needs (read from the text:
+    ``NVRM version``, ``Driver Version``, the reporter's words; and the context)."""
+    facts: dict[str, Any] = {}
+    devices = sorted(set(re.findall(r"--device[= ](/dev/nvidia[\w-]*)", text)))
+    if devices:
+        facts["raw_devices"] = devices
+    if ctx.driver_version:
+        facts["driver_version"] = ctx.driver_version
+    return facts
+
+
+RULES: tuple[FailureRule, ...] = (
+    FailureRule(
+        "cdi-not-enabled",
+        "container-engine",
+        "container-engine",
+        "the engine was asked for a CDI device (--device vendor.com/gpu=...) but its CDI support is switched off: "
+        '`could not select device driver "cdi"` is Docker\'s feature flag, not a missing toolkit',
+        'in the engine: enable CDI in /etc/docker/daemon.json (`"features": {"cdi": true}`) and restart dockerd '
+        "(Docker 25-27; default from Docker 28), generate the spec with `nvidia-ctk cdi generate`, or request the "
+        "GPU with `--gpus all` instead of a CDI name",
+        patterns(r"could not select device driver \\?\"cdi\\?\""),
+        facts_engine,
+    ),
+    FailureRule(
+        "toolkit-ldconfig-failed",
+        "container-toolkit",
+        "container-toolkit",
+        "the NVIDIA hook could not run ldconfig inside the container: the `ldconfig` path in the toolkit's "
+        "config.toml does not exist on this host (Ubuntu ships /sbin/ldconfig.real, Debian/RHEL /sbin/ldconfig), "
+        "or it failed",
+        'on the host: set `ldconfig = "@/sbin/ldconfig"` (Debian, RHEL, Fedora) or `"@/sbin/ldconfig.real"` '
+        "(Ubuntu) in /etc/nvidia-container-runtime/config.toml, whichever exists (`ls -l /sbin/ldconfig*`)",
+        patterns(
+            r"ldcache error: open failed: \S*ldconfig",
+            r"ldcache error: process \S*ldconfig\S* (?:failed|terminated)",
+            r"could not start \S*ldconfig",
+        ),
+        facts_ldconfig,
+    ),
+    FailureRule(
+        "device-cgroup-denied",
+        "container-toolkit",
+        "container-toolkit",
+        "the NVIDIA hook may not set the container's device cgroup rules: a rootless engine or a container "
+        "nested in another (LXC, a CI runner) cannot add device filters (cgroup v2 eBPF) or write devices.allow",
+        "for rootless engines: set `no-cgroups = true` under [nvidia-container-cli] in "
+        "/etc/nvidia-container-runtime/config.toml (or use CDI), so the engine, not the hook, grants the devices; "
+        "in nested containers allow the GPU device majors in the outer container (lxc.cgroup2.devices.allow)",
+        patterns(
+            r"bpf_prog_query\(BPF_CGROUP_DEVICE\) failed",
+            r"unable to find any existing device filters attached to the cgroup",
+            r"failed to add device rules",
+            r"devices\.allow:\s*permission denied",
+        ),
+        facts_engine,
+    ),
+    FailureRule(
+        "driver-libs-in-image",
+        "image-user-space",
+        "container-toolkit",
+        "the image carries NVIDIA driver user-space libraries (libnvidia-ml, libcuda, ...) where the hook mounts the "
+        "host's: the hook refuses to overwrite them (`file exists`), and where it does not they shadow the host driver",
+        "in the image: remove the driver packages (libnvidia-compute-*, libnvidia-ml*, nvidia-utils-*, cuda-drivers) "
+        "from the Dockerfile - build on nvidia/cuda base images and let the runtime inject the host's driver",
+        patterns(r"mount error: file creation failed: \S*/(?:lib)?(?:nvidia|cuda)[\w.-]*\.so[\w.]*: file exists"),
+        facts_library,
+    ),
+    FailureRule(
+        "k8s-runtime-not-configured",
+        "container-engine",
+        "container-engine",
+        "the Kubernetes device plugin runs without the NVIDIA driver libraries: on this node the container runtime "
+        "(containerd / CRI-O) does not use the NVIDIA runtime for the plugin's pod",
+        "on the node: make nvidia the default runtime (`nvidia-ctk runtime configure --runtime=containerd "
+        "--set-as-default` and restart containerd), or create a RuntimeClass `nvidia` and deploy the plugin with "
+        "`runtimeClassName: nvidia` (GPU pods too); check with `kubectl describe node` for nvidia.com/gpu",
+        patterns(
+            r"Incompatible strategy detected",
+            r"did you configure the NVIDIA Container Toolkit\?",
+            r"did you set the docker default runtime to",
+            r"invalid device discovery strategy",
+        ),
+        facts_engine,
+    ),
+    FailureRule(
+        "apptainer-gpu-libs-missing",
+        "kernel-driver",
+        "container-engine",
+        "Apptainer/Singularity --nv (or --rocm) found none of the host's GPU driver libraries to bind: the driver's "
+        "user-space is not installed or not in the ld cache (Jetson/Tegra boards keep it elsewhere)",
+        "on the host: check `nvidia-smi` and `ldconfig -p | grep libnvidia-ml` (ROCm: `ldconfig -p | grep "
+        "libamdhip64`); run `ldconfig` after installing the driver, or use `--nvccli` (nvidia-container-cli); on "
+        "Jetson list the Tegra libraries in nvliblist.conf",
+        patterns(r"Could not find any (?:nv|rocm) (?:files|libraries) on this host"),
+        facts_engine,
+    ),
+    FailureRule(
+        "slurm-gres-invalid",
+        "run-options",
+        "run-options",
+        "Slurm refused the job's GPU request: the --gres/--gpus specification does not match the cluster's GRES "
+        "configuration (type name required, GresTypes/gres.conf not set, or the node has no such GRES)",
+        "in the job script: request GPUs the way this cluster defines them (`scontrol show node <node> | grep Gres`; "
+        "e.g. `--gres=gpu:a100:1`, or `--gpus=1` only where the select plugin supports it); cluster admins: "
+        "GresTypes=gpu in slurm.conf and a matching gres.conf",
+        patterns(
+            r"Invalid generic resource \(gres\) specification",
+            r"Gres format wrong",
+            r"Requested GRES option unsupported",
+        ),
+        facts_gres,
+    ),
+)
+
+#: the kind :func:`~builder.checks.diagnosis.matching.diagnose` names when the facts contradict "driver too old"
+NOT_INJECTED = FailureRule(
+    "driver-libs-not-injected",
+    "run-options",
+    "image-user-space",
+    "the CUDA runtime reported an insufficient driver, but the host driver supports the image's CUDA: the "
+    "container never received the host's driver libraries (started with raw --device nodes, without the NVIDIA "
+    "runtime, or the runtime did not mount them)",
+    "in the run options: request the GPU through the runtime (`--gpus all`, `--runtime=nvidia`, or a CDI device "
+    "`--device nvidia.com/gpu=all`) instead of passing /dev/nvidia* nodes; inside, `ldconfig -p | grep libcuda` "
+    "must show the host driver's libcuda",
+    (),  # never matched by text alone: reached by cross-checking "driver too old" (builder.checks.diagnosis.crosscheck)
+    facts_not_injected,
+)
+
+
+__all__ = ["NOT_INJECTED", "RULES", "facts_engine"]

@@ -1,0 +1,217 @@
+"""Failure kinds noticed while a GPU program runs: libraries in the image that do not match the framework (cuDNN),
+NCCL/RCCL collectives (shared memory, the network, ranks that disagree), the GPU hardware (fallen off the bus,
+uncorrectable ECC errors) and the host platform (WSL).
+
+Sources of the facts: NCCL troubleshooting (shared memory in containers, ``--shm-size``/``--ipc=host``, IB/RoCE
+settings): https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html; NVIDIA Xid errors (79
+fallen off the bus, 48/63/64/94/95 ECC and row remapping): https://docs.nvidia.com/deploy/xid-errors/index.html;
+CUDA error 214 ``cudaErrorECCUncorrectable``:
+https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html; GPU memory error management (page
+retirement, row remapping): https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html; CUDA on WSL (WSL 2
+only; no Linux driver inside WSL): https://docs.nvidia.com/cuda/wsl-user-guide/index.html; cuDNN version rules of
+TensorFlow and PyTorch: their messages (quoted in tests/data/errors/cudnn-version-mismatch-*.txt).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from builder.checks.diagnosis.model import FailureRule, patterns
+
+if TYPE_CHECKING:
+    from builder.checks.diagnosis.model import Context
+
+
+def _version(text: str) -> str:
+    """``"(8, 5, 0)"`` / ``"8.5.0"`` / ``"7102"`` (1000*major + 100*minor + patch) -> ``"8.5.0"`` / ``"7.1.2"``."""
+    t = text.strip()
+    if t.startswith("("):
+        return ".".join(p.strip() for p in t.strip("()").split(","))
+    if re.fullmatch(r"\d{4,5}", t):
+        n = int(t)
+        return f"{n // 1000}.{(n % 1000) // 100}.{n % 100}"
+    return t
+
+
+def facts_cudnn(text: str, _ctx: Context) -> dict[str, Any]:
+    m = re.search(
+        r"Loaded runtime CuDNN library:\s*([\d.]+)\s+but source was compiled with:\s*([\d.]+)", text
+    ) or re.search(
+        r"cuDNN version (?:incompatibility|mismatch): PyTorch was compiled\s+against\s+(\(.*?\)|\d+)\s+but "
+        r"(?:found runtime version|linked against)\s+(\(.*?\)|\d+)",
+        text,
+    )
+    if not m:
+        return {}
+    if m.re.pattern.startswith("Loaded"):
+        runtime, compiled = m.group(1), m.group(2)
+    else:
+        compiled, runtime = m.group(1), m.group(2)
+    return {"cudnn_compiled_with": _version(compiled), "cudnn_loaded": _version(runtime)}
+
+
+def facts_nccl(text: str, ctx: Context) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    m = re.search(r"NCCL version (\d+\.\d+\.\d+)", text)
+    if m:
+        facts["nccl_version"] = m.group(1)
+    m = re.search(r"shared memory segment (\S+) \(size (\d+)\)", text)
+    if m:
+        facts["segment"], facts["segment_bytes"] = m.group(1), int(m.group(2))
+    m = re.search(r"(?:status|error)[= ](\d+)[, ]+opcode", text)
+    if m:
+        facts["ib_status"] = int(m.group(1))
+    if ctx.engine:
+        facts["engine"] = ctx.engine
+    return facts
+
+
+def facts_hardware(text: str, _ctx: Context) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    m = re.search(r"\b([0-9A-Fa-f]{3,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?)\b", text)
+    if m:
+        facts["pci_bus"] = m.group(1)
+    xid = re.search(r"\bXid\b\D{0,40}?\b(\d{2,3})\b", text, re.I)
+    if xid:
+        facts["xid"] = int(xid.group(1))
+    code = re.search(r"code #?(\d{3})|\((\d{2,3}) vs\. 0\)", text)
+    if code:
+        facts["cuda_error"] = int(code.group(1) or code.group(2))
+    return facts
+
+
+def facts_wsl(text: str, _ctx: Context) -> dict[str, Any]:
+    m = re.search(r"\b(\d+\.\d+\.\d+-\d+-Microsoft)\b", text)
+    if m:
+        return {"kernel": m.group(1), "wsl": 1}
+    m = re.search(r"\b(\d+\.\d+\.\d+[\w.-]*-microsoft-standard-WSL2)\b", text)
+    return {"kernel": m.group(1), "wsl": 2} if m else {}
+
+
+_WSL = r"(?:\bWSL\b|\b\d+\.\d+\.\d+-\d+-Microsoft\b|microsoft-standard-WSL2)"
+_NO_DRIVER = r"(?:couldn't communicate with the NVIDIA driver|No devices were found|no CUDA-capable device)"
+
+RULES: tuple[FailureRule, ...] = (
+    FailureRule(
+        "cudnn-version-mismatch",
+        "image-user-space",
+        "image-user-space",
+        "the framework loaded an older cuDNN than it was built with (an older libcudnn on LD_LIBRARY_PATH or in the "
+        "image shadows the one the framework needs)",
+        "in the image: ship the cuDNN the framework was built with (its pip `nvidia-cudnn-cu*` wheel or the matching "
+        "libcudnn package), and remove the older libcudnn from LD_LIBRARY_PATH / /usr/local/cuda/lib64",
+        patterns(
+            r"Loaded runtime CuDNN library:\s*[\d.]+\s+but source was compiled with",
+            r"cuDNN version (?:incompatibility|mismatch): PyTorch was compiled\s+against",
+        ),
+        facts_cudnn,
+    ),
+    FailureRule(
+        "nccl-shm-too-small",
+        "run-options",
+        "image-user-space",
+        "NCCL could not create its shared-memory segment in /dev/shm: the container's /dev/shm is too small "
+        "(Docker's default is 64 MB) or full",
+        "in the run options: `--shm-size=1g` (or more) or `--ipc=host`; Kubernetes: mount an emptyDir "
+        "`medium: Memory` at /dev/shm; `NCCL_SHM_DISABLE=1` works around it at a cost in speed",
+        patterns(
+            r"Error while creating shared memory segment",
+            r"posix_fallocate failed\s*:\s*No space left on device",
+            r"failed to extend /dev/shm/nccl",
+            r"\bncclShmOpen\b",
+        ),
+        facts_nccl,
+    ),
+    FailureRule(
+        "nccl-rank-mismatch",
+        "image-user-space",
+        "image-user-space",
+        "NCCL ranks disagree about the operation: different NCCL versions or settings on different nodes (or "
+        "different collective calls in the program)",
+        "make every rank run the same image (the same NCCL) with the same NCCL_* environment "
+        "(`NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ENV` shows it), then check that all ranks issue the same collectives",
+        patterns(
+            r"collective mismatch error",
+            r"Mismatched collective detected",
+            r"receiving \d+ bytes instead of \d+",
+            r"NCCL version mismatch",
+        ),
+        facts_nccl,
+    ),
+    FailureRule(
+        "nccl-network-failure",
+        "run-options",
+        "image-user-space",
+        "NCCL's network transport failed (InfiniBand/RoCE completion errors, peer unreachable): the wrong "
+        "interface/GID was chosen, the container lacks the IB devices, or a link in the fabric is down",
+        "set the network NCCL should use (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX for RoCE); in "
+        "containers pass /dev/infiniband with `--cap-add IPC_LOCK --ulimit memlock=-1` and host networking; check the "
+        "links with `ibstat` and nccl-tests before blaming the job",
+        patterns(
+            r"NET/IBP? ?:\s*Got completion from peer",
+            r"NET/IB\s*:.*(?:failed|error \d+)",
+            r"\bibv_(?:create_qp|reg_mr|modify_qp)\b.*failed",
+            r"peer access is not supported between these two devices",
+        ),
+        facts_nccl,
+    ),
+    FailureRule(
+        "nccl-system-error",
+        "run-options",
+        "image-user-space",
+        "an NCCL system call failed (ncclSystemError, 'unhandled system error'): in containers most often /dev/shm "
+        "is too small; otherwise a socket/network failure",
+        "rerun with `NCCL_DEBUG=INFO` to see the failing call; in a container first try `--shm-size=1g` or "
+        "`--ipc=host`, otherwise check the network NCCL picked (NCCL_SOCKET_IFNAME)",
+        patterns(r"unhandled system error", r"\bncclSystemError\b"),
+        facts_nccl,
+    ),
+    FailureRule(
+        "gpu-fallen-off-bus",
+        "kernel-driver",
+        "kernel-driver",
+        "the GPU stopped responding on the PCIe bus (Xid 79, 'fallen off the bus'): the driver lost it - power, "
+        "thermals, a PCIe/riser fault or a hardware failure, not the container",
+        "on the host: drain the node, read `dmesg | grep -i xid`; reset or reboot to recover (`nvidia-smi -r` where "
+        "supported); check power, cooling and seating; replace the GPU if it happens again",
+        patterns(
+            r"fallen off the bus",
+            r"\bXid\b\D{0,40}?\b79\b",
+            r"Unable to determine the device handle for GPU.*Unknown Error",
+            r"\bGPU_IS_LOST\b|\bGpuIsLost\b",
+        ),
+        facts_hardware,
+    ),
+    FailureRule(
+        "gpu-ecc-error",
+        "kernel-driver",
+        "image-user-space",
+        "the GPU reported an uncorrectable ECC memory error (CUDA error 214; Xid 48/63/64/94/95): a hardware memory "
+        "fault; pages pending retirement or rows pending remapping need a GPU reset",
+        "on the host: drain the node, check `nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`; reset the GPU or "
+        "reboot to retire pages / remap rows; replace the GPU when errors recur",
+        patterns(
+            r"uncorrectable ECC error",
+            r"ECC_UNCORRECTABLE|cudaErrorECCUncorrectable",
+            r"\bXid\b\D{0,40}?\b(?:48|63|64|94|95)\b",
+            r"Double Bit ECC",
+            r"pending (?:page )?retirement|Row remapp\w* (?:failure|pending)",
+        ),
+        facts_hardware,
+    ),
+    FailureRule(
+        "wsl-gpu-unavailable",
+        "kernel-driver",
+        "kernel-driver",
+        "the GPU is used from WSL, where it only works under WSL 2 with the Windows NVIDIA driver: WSL 1 has no GPU, "
+        "and a Linux driver installed inside WSL cannot talk to the GPU",
+        "on Windows: `wsl -l -v`; convert the distribution to WSL 2 (`wsl --set-version <distro> 2`); install only "
+        "the Windows NVIDIA driver (no Linux driver inside WSL; the CUDA toolkit only, WSL-Ubuntu packages)",
+        patterns(rf"(?s){_WSL}.*{_NO_DRIVER}", rf"(?s){_NO_DRIVER}.*{_WSL}"),
+        facts_wsl,
+    ),
+)
+
+
+__all__ = ["RULES"]
