@@ -28,7 +28,7 @@ from builder.signing.bundles import BUNDLE_MEDIA_TYPE
 from builder.signing.keys import generate_key_pair, load_public_keys
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
 from tests.conftest import require_tool
-from tests.integration.test_promote_support import push_image
+from tests.integration.test_promote_support import docker_config_dir, password_registry, push_image
 
 if TYPE_CHECKING:
     from tests.conftest import Cli, CliResult
@@ -132,7 +132,10 @@ def _run(cli: Cli, project: Path, *args: str, code: int = 0, env: dict[str, str]
     return cli(*args, code=code, env={"HOME": str(project), **(env or {})}, cwd=project)
 
 
-def _skopeo_copy(skopeo: str, conf: Path, reference: str, out: Path) -> subprocess.CompletedProcess[str]:
+def _skopeo_copy(
+    skopeo: str, conf: Path, reference: str, out: Path, authfile: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    auth = ["--src-authfile", str(authfile)] if authfile else []
     return tool(
         skopeo,
         "--policy",
@@ -141,6 +144,7 @@ def _skopeo_copy(skopeo: str, conf: Path, reference: str, out: Path) -> subproce
         str(conf / "registries.d"),
         "copy",
         "--src-tls-verify=false",
+        *auth,
         f"docker://{reference}",
         f"dir:{out}",
     )
@@ -329,3 +333,49 @@ def test_cosign_verifies_builders_bundle(
     reference, doc = results["--no-bundle"]
     assert doc["referrer"] is None
     assert cosign_verify(reference, pub).returncode != 0
+
+
+def test_bundles_and_promoted_signatures_on_a_password_protected_registry(
+    cli: Cli, tmp_path: Path, unique_repo: str, cosign_bin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Credentials only through the Docker config: builder writes and reads bundle referrers, cosign
+    verifies them, the promotion re-signs the copy, and skopeo (`--src-authfile`) accepts it."""
+    from builder.registry import DockerCredentials
+
+    skopeo = require_tool("skopeo")
+    for name in list(os.environ):
+        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
+            monkeypatch.delenv(name)
+    with password_registry(tmp_path / "registry") as registry:
+        project = _project(tmp_path / "project", registry, unique_repo)
+        keys = project / "state" / "keys"
+        config = docker_config_dir(tmp_path / "docker", registry)
+        env = {"DOCKER_CONFIG": str(config), "COSIGN_PASSWORD": COSIGN_PASSWORD}
+        client = RegistryClient(registry, insecure=True, auth=DockerCredentials.from_file(config))
+        digest = push_index(client, unique_repo, VARIANT, "auth")
+        ref = f"{registry}/{unique_repo}@{digest}"
+        _run(cli, project, "sign", ref, "--docker-config", str(config))
+        pred = tmp_path / "pred.json"
+        pred.write_text(json.dumps({"buildDefinition": {"buildType": "https://example.com/b"}}))
+        attest = ("attest", ref, "--key", str(DATA / "cosign.key"), "--predicate-type", PTYPE, "--predicate", str(pred))
+        written = _run(cli, project, *attest, "--bundle", "--json", env=env).json()
+        assert written["referrer"] is not None
+        root = tmp_path / "trusted_root.json"
+        root.write_text(json.dumps(EMPTY_TRUSTED_ROOT))
+        flags = ("--new-bundle-format", "--trusted-root", str(root), "--insecure-ignore-tlog", "--type", PTYPE)
+        verified = tool(cosign_bin, "verify-attestation", *flags, "--key", str(DATA / "cosign.pub"), ref, env=env)
+        assert verified.returncode == 0, verified.stderr
+        promoter = str(keys / "promoter" / "builder.key")
+        out = _run(cli, project, "--json", "promote", VARIANT, "--to", "dev", "--confirm", "--key", promoter, env=env)
+        assert out.json()["results"][0]["applied"]
+        promoted = f"prod/{unique_repo}"
+        args = ("verify", f"{registry}/{promoted}@{digest}", "--key", str(keys / "promoter" / "builder.pub"), "--json")
+        doc = _run(cli, project, *args, env=env).json()
+        assert doc["ok"]
+        conf = tmp_path / "containers"
+        _containers_conf(
+            conf, registry, unique_repo, promoted, keys / "build" / "builder.pub", keys / "promoter" / "builder.pub"
+        )
+        for i, reference in enumerate((f"{registry}/{unique_repo}:{VARIANT}", f"{registry}/{promoted}:{VARIANT}-dev")):
+            copied = _skopeo_copy(skopeo, conf, reference, tmp_path / f"ok{i}", authfile=config / "config.json")
+            assert copied.returncode == 0, (reference, copied.stderr)
