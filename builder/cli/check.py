@@ -102,6 +102,13 @@ def hostinfo(from_file: str | None) -> None:
 @click.option("--driver", default=None, help="Host driver version (overrides --host).")
 @click.option("--brand", default=None, help="GPU product brand (nvidia-smi -q 'Product Brand').")
 @click.option("--vendor", type=click.Choice(["nvidia", "amd", "none"]), default=None, help="Host vendor.")
+@click.option(
+    "--engine",
+    type=click.Choice(["docker", "podman", "apptainer", "kubernetes", "slurm"]),
+    default=None,
+    help="What ran the failing program; decides between kinds that share a message (e.g. NCCL 'unhandled system "
+    "error' in a container is /dev/shm) and spells the fix for that engine.",
+)
 @json_option
 def diagnose(
     file: str,
@@ -111,11 +118,19 @@ def diagnose(
     driver: str | None,
     brand: str | None,
     vendor: str | None,
+    engine: str | None,
 ) -> None:
     """Name the layer at fault for a GPU/container error (FILE, or '-' for stdin).
 
-    Prints diagnosis, at_fault, noticed_by, summary, fix and facts. Exit code 0: the
-    diagnosis is the output, even when it is `unknown`.
+    Prints diagnosis, at_fault, noticed_by, summary, fix and facts; `facts.alternatives` lists the other kinds an
+    ambiguous message can be and what decides each (--engine, --vendor, --host FILE). The driver and CUDA the
+    text names are cross-checked ("driver too old" with a new-enough driver is not the driver). Exit code 0:
+    the diagnosis is the output, even when it is `unknown`.
+
+    \b
+    Examples:
+      docker run --gpus all IMAGE 2>&1 | builder diagnose -
+      builder diagnose err.txt --engine kubernetes --host host.json
     """
     from builder.checks.context import diagnose_message
 
@@ -127,6 +142,7 @@ def diagnose(
         driver_version=driver,
         gpu_brand=brand,
         vendor=vendor,
+        engine=engine,
     )
 
     def human() -> None:
@@ -141,7 +157,8 @@ def diagnose(
             if isinstance(v, list | tuple):  # one quoted line per line, not a Python list
                 c.print(f"  {k}:" + ("" if v else " (none)"), markup=False, highlight=False)
                 for item in v:
-                    c.print(f"    {item}", markup=False, highlight=False)
+                    line = f"{item['diagnosis']}: {item['decided_by']}" if isinstance(item, dict) else item
+                    c.print(f"    {line}", markup=False, highlight=False)
             else:
                 c.print(f"  {k}: {v}", markup=False)
 
