@@ -27,6 +27,7 @@ CUDA line); ``reasons`` say why, naming the rule and the table row.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import InvalidVersion, Version
@@ -254,8 +255,11 @@ def check_compat(
     driver, gpu = _known(driver), _known(gpu)  # brand placeholders: normalize_brand
     driver_cuda_version, compute_capability = _known(driver_cuda_version), _known(compute_capability)
     info = gpu_info(gpu) if gpu else None
+    named_amd = bool(gpu and re.match(r"(?:AMD|ATI|Radeon|Instinct)\b", gpu, re.I))
     given_vendor = (
-        vendor or (info.vendor if info else None) or ("amd" if rocm and not (cuda or require) else "nvidia")
+        vendor
+        or (info.vendor if info else None)
+        or ("amd" if named_amd or (rocm and not (cuda or require)) else "nvidia")
     ).lower()
     host_vendor: HostVendor = "amd" if given_vendor == "amd" else "nvidia"
     target = compute_capability or (info.target if info else None)
@@ -289,7 +293,19 @@ def check_compat(
         target=target,
         common=common,
     )
-    return _apply_kernels(verdict, measured)
+    verdict = _apply_kernels(verdict, measured)
+    if gpu and info is None and compute_capability is None and not measured:
+        # never "ok" on silence: a GPU the tables do not know has not had its architecture checked
+        verdict = dataclasses.replace(
+            verdict,
+            reasons=(
+                *verdict.reasons,
+                f"GPU {gpu!r} is not in builder's GPU table (builder/compat/data/gpus.csv): whether the driver and "
+                "the image support its architecture was not checked - pass its compute capability or gfx target "
+                "(--cc)",
+            ),
+        )
+    return verdict
 
 
 def _measured_coverage(rows: tuple[KernelVerdict, ...]) -> ArchCoverage:

@@ -573,3 +573,18 @@ def test_unknown_brand_does_not_matter_when_every_brand_is_exempted() -> None:
     assert compat.evaluate(some, host).undetermined
     # another driver branch is not exempted, whatever the brand
     assert not compat.evaluate(every, compat.Host(driver="545.23.08", cuda="12.3", brand=None)).satisfied
+
+
+def test_an_unknown_gpu_is_never_ok_in_silence() -> None:
+    from builder import compat
+
+    v = compat.check_compat(driver="570.86.15", gpu="NVIDIA Zorg X900", brand=None, require="cuda>=12.8", cuda="12.8")
+    assert any("not in builder's GPU table" in r and "--cc" in r for r in v.reasons)
+    # the GPU named with its compute capability is checked, so nothing is said
+    known = compat.check_compat(
+        driver="570.86.15", gpu="NVIDIA Zorg X900", brand=None, cuda="12.8", compute_capability="9.0"
+    )
+    assert not any("not in builder's GPU table" in r for r in known.reasons)
+    # an AMD name is an AMD host even when the model is unknown: a CUDA image cannot run there
+    amd = compat.check_compat(driver="6.4", gpu="AMD Instinct MI999", brand=None, cuda="12.8")
+    assert amd.vendor == "amd" and amd.verdict == "blocked"
