@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import TypedDict
 
@@ -114,10 +114,6 @@ class FleetRunDocument(TypedDict):
     fleet: str
     reference: str
     clusters: list[ClusterRowDocument]
-
-
-#: ``builder check --json``: a static verdict, a device check (here or on one cluster) or a fleet's checks
-CheckCommandDocument = CheckDocument | FleetRunDocument
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,6 +220,97 @@ def check_on_fleet(
     return FleetRun(fleet.name, reference, runs)
 
 
+class KubernetesJobsDocument(TypedDict):
+    """``builder check REF --cluster NAME --manifest --json``: the ``batch/v1`` Jobs (Kubernetes objects) that
+    run the check's steps on a ``kubernetes`` cluster, in order, for the pinned ``reference``; ``stdin``: the
+    step whose container reads the probe from standard input (``kubectl attach -i``)."""
+
+    cluster: str
+    reference: str
+    stdin: str
+    jobs: list[dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class KubernetesJobs:
+    """The Jobs of one check on a Kubernetes cluster (see :class:`KubernetesJobsDocument`)."""
+
+    cluster: str
+    reference: str
+    jobs: tuple[dict[str, Any], ...]
+    stdin: str
+
+    def to_json(self) -> KubernetesJobsDocument:
+        return {"cluster": self.cluster, "reference": self.reference, "stdin": self.stdin, "jobs": list(self.jobs)}
+
+    def to_yaml(self) -> str:
+        """The Jobs as one YAML stream (``kubectl apply -f -`` reads it)."""
+        import io
+
+        from ruamel.yaml import YAML
+
+        out = io.StringIO()
+        yaml = YAML(typ="safe", pure=True)
+        yaml.default_flow_style = False
+        yaml.dump_all(list(self.jobs), out)
+        return out.getvalue()
+
+    def failure(self) -> None:
+        return None
+
+
+def kubernetes_jobs(request: CheckRequest, cluster: Cluster, services: CheckServices) -> KubernetesJobs:
+    """The Jobs that would run ``request``'s check on the ``kubernetes`` cluster ``cluster``: for an NVIDIA
+    image ``nvidia-smi`` first, then the probe (streamed in on standard input), each a
+    :func:`builder.checks.runners.kubernetes.job_manifest` of the probed platform manifest. Raises ConfigError
+    when the cluster's runner is not ``kubernetes``; registry errors."""
+    from builder.checks.device import PYTHON_SHIM, mode_for
+    from builder.checks.host.accumulator import Accumulator
+    from builder.checks.host.assemble import assemble
+    from builder.checks.image import probe_image
+    from builder.checks.runners.kubernetes import job_manifest
+    from builder.registry import parse_reference
+    from builder.selection import looks_like_variant_id, variant_reference
+
+    if cluster.runner is None or cluster.runner.kind != "kubernetes":
+        kind = cluster.runner.kind if cluster.runner else "no runner"
+        raise ConfigError(
+            f"--manifest renders Kubernetes Jobs, but cluster {cluster.name} runs checks with {kind}",
+            hint="leave out --manifest to run the check there, or name a cluster with `runner: {kind: kubernetes}`",
+        )
+    ref = request.reference
+    if looks_like_variant_id(ref):
+        ref = variant_reference(services.matrices(), ref, services.default_registry)
+    r = parse_reference(ref, services.default_registry)
+    client = services.registries(r.registry)
+    digest = client.resolve(r.repository, r.digest or r.ref)
+    facts = probe_image(client, r.repository, digest, platform=request.platform)
+    run_ref = f"{r.registry}/{r.repository}@{facts.platform_digest}"
+    mode = mode_for(facts, assemble(Accumulator()), request.mode)  # the image decides; no host is known here
+    vendor = {"nvidia": "nvidia", "amd": "amd"}.get(mode)
+    steps: list[tuple[str, list[str], bool]] = []
+    if mode == "nvidia":
+        steps.append(("nvidia-smi", ["nvidia-smi"], False))
+    probe = ["sh", "-c", PYTHON_SHIM, "sh", "--mode", mode, "--framework", request.framework]
+    steps.append(("probe", probe, True))
+    jobs = tuple(
+        job_manifest(
+            cluster=cluster.name,
+            settings=cluster.runner,
+            vendor=vendor,
+            gpu_names=cluster.gpus,
+            image=run_ref,
+            command=command,
+            step=step,
+            stdin=stdin,
+            timeout=request.timeout,
+            shm_size=request.shm_size,
+        )
+        for step, command, stdin in steps
+    )
+    return KubernetesJobs(cluster.name, f"{r.registry}/{r.repository}@{digest}", jobs, stdin="probe")
+
+
 def check_clusters(
     request: CheckRequest,
     services: CheckServices,
@@ -232,11 +319,13 @@ def check_clusters(
     fleet_file: Path | None,
     fleets_dir: Path,
     on_event: Callable[[str, str], None] | None = None,
-) -> DeviceCheck | FleetRun:
+    manifest: bool = False,
+) -> DeviceCheck | FleetRun | KubernetesJobs:
     """``builder check REF --cluster NAME [--fleet F]`` (one cluster: a :class:`DeviceCheck` with its
     placement) or ``builder check REF --fleet F`` (every cluster, :func:`check_on_fleet`). Without
     ``fleet_file`` the cluster is looked up in every fleet of ``fleets_dir``. Raises NotFoundError (no such
-    cluster), ConfigError (an invalid fleet file; a cluster without ``runner:``), RunnerError."""
+    cluster), ConfigError (an invalid fleet file; a cluster without ``runner:``), RunnerError. ``manifest``:
+    the cluster's Kubernetes Jobs instead (:func:`kubernetes_jobs`), nothing runs."""
     from builder.checks.host.reading import load_host
     from builder.compat.fleets import load_fleet, load_fleets
 
@@ -247,8 +336,15 @@ def check_clusters(
         assert len(fleets) == 1, "check_clusters needs a cluster or a fleet file"
         return check_on_fleet(request, fleets[0], services, on_event=on_event)
     _, found = find_cluster(fleets, cluster)
+    if manifest:
+        return kubernetes_jobs(request, found, services)
     on_run = (lambda line: on_event(found.name, line)) if on_event is not None else None
     return check_on_cluster(request, found, services, on_run=on_run)
+
+
+#: ``builder check --json``: a static verdict, a device check (here or on one cluster), a fleet's checks, or
+#: the Kubernetes Jobs of a check (``--manifest``)
+CheckCommandDocument = CheckDocument | FleetRunDocument | KubernetesJobsDocument
 
 
 __all__ = [
@@ -258,8 +354,11 @@ __all__ = [
     "ClusterRun",
     "FleetRun",
     "FleetRunDocument",
+    "KubernetesJobs",
+    "KubernetesJobsDocument",
     "check_clusters",
     "check_on_cluster",
     "check_on_fleet",
     "find_cluster",
+    "kubernetes_jobs",
 ]

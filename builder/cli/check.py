@@ -189,6 +189,11 @@ def error_lines(error: str, keep: int = 6, width: int = 300) -> list[str]:
     metavar="NAME",
     help="Run on this fleet cluster through its `runner:` (slurm, docker, podman; docs/fleets.md).",
 )
+@click.option(
+    "--manifest",
+    is_flag=True,
+    help="With --cluster of a kubernetes runner: print the check's Jobs (YAML for kubectl apply -f -).",
+)
 @click.option("--mode", type=click.Choice(["auto", "nvidia", "amd", "cpu"]), default="auto", show_default=True)
 @click.option("--cdi", is_flag=True, help="Request NVIDIA GPUs as CDI devices (--device nvidia.com/gpu=all).")
 @click.option("--framework", default="auto", show_default=True, help="torch | jax | tensorflow | none | auto.")
@@ -215,6 +220,7 @@ def check(
     host_file: str | None,
     fleet_file: Path | None,
     cluster: str | None,
+    manifest: bool,
     mode: Literal["auto", "nvidia", "amd", "cpu"],
     cdi: bool,
     framework: str,
@@ -259,8 +265,10 @@ def check(
         key=Path(key) if key else None,
         attest=attest,
     )
+    if manifest and (cluster is None or static):
+        raise click.UsageError("--manifest needs --cluster NAME (a cluster with a kubernetes runner), without --static")
     if not static and (cluster is not None or fleet_file is not None):
-        from builder.checks.clusters import CheckServices, check_clusters
+        from builder.checks.clusters import CheckServices, KubernetesJobs, check_clusters
 
         services = CheckServices(
             registries=app.client,
@@ -277,7 +285,12 @@ def check(
             fleet_file=fleet_file,
             fleets_dir=cfg.fleets_dir,
             on_event=_progress,
+            manifest=manifest,
         )
+        if isinstance(ran, KubernetesJobs):
+            jobs = ran
+            emit(jobs.to_json(), lambda: click.echo(jobs.to_yaml(), nl=False))
+            return
         _emit_check(ran, attest=attest, key=key, default_key=cfg.check_key_path)
         return
     if cluster is not None:

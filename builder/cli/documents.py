@@ -43,6 +43,7 @@ DOCUMENTS: dict[str, str] = {
     "status": "builder.promote.model:StatusDocument",
     "history": "builder.promote.model:HistoryDocument",
     "resolve": "builder.promote.model:ResolveDocument",
+    "fleet audit": "builder.promote.audit:FleetAuditDocument",
     "gc": "builder.promote.gc:GcDocument",
     "build": "builder.build.run:BuildDocument",
     "bases update": "builder.bases:BasesUpdateDocument",

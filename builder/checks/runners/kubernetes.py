@@ -26,7 +26,7 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from builder.errors import RunnerError
+from builder.errors import ConfigError, RunnerError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,6 +45,20 @@ def gfd_product(gpu_name: str) -> str:
     """The ``nvidia.com/gpu.product`` value GPU feature discovery writes for an ``nvidia-smi`` GPU name:
     spaces become ``-`` (``NVIDIA H100 80GB HBM3`` -> ``NVIDIA-H100-80GB-HBM3``)."""
     return "-".join(gpu_name.split())
+
+
+#: ``docker run --shm-size`` units (binary: https://docs.docker.com/reference/cli/docker/container/run/) as
+#: Kubernetes quantity suffixes (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/)
+_SIZE_UNITS = {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}
+
+
+def k8s_quantity(docker_size: str) -> str:
+    """A Docker size (``1g``, ``512m``, ``64k``, bytes) as a Kubernetes quantity (``1Gi``, ``512Mi``, ``64Ki``).
+    Raises ConfigError for anything else."""
+    m = re.fullmatch(r"(\d+)([bkmg]?)", docker_size.strip().lower())
+    if m is None:
+        raise ConfigError(f"--shm-size {docker_size!r} is not a size such as 1g or 512m")
+    return m.group(1) + _SIZE_UNITS[m.group(2)]
 
 
 def job_name(cluster: str, image: str, step: str) -> str:
@@ -93,7 +107,7 @@ def job_manifest(
         pod["nodeSelector"] = selector
     if shm_size:
         container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-        pod["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}]
+        pod["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": k8s_quantity(shm_size)}}]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -102,7 +116,7 @@ def job_manifest(
             "backoffLimit": 0,
             "activeDeadlineSeconds": max(1, int(timeout)),
             "ttlSecondsAfterFinished": 3600,
-            "template": {"metadata": {"labels": labels}, "spec": pod},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
         },
     }
 
@@ -118,4 +132,12 @@ def kubernetes_session(cluster: str | None, settings: RunnerSettings) -> NoRetur
     )
 
 
-__all__ = ["GPU_RESOURCE", "PRODUCT_LABEL", "gfd_product", "job_manifest", "job_name", "kubernetes_session"]
+__all__ = [
+    "GPU_RESOURCE",
+    "PRODUCT_LABEL",
+    "gfd_product",
+    "job_manifest",
+    "job_name",
+    "k8s_quantity",
+    "kubernetes_session",
+]

@@ -14,6 +14,7 @@ FLEET_COMMANDS = {
     "check": ["127.0.0.1:5000/demo/jax:tag", "--static"],
     "resolve": ["jax0.7-cpu-py3.11-debian12", "--stage", "dev"],
     "run": [],
+    "fleet audit": [],
 }
 
 
@@ -35,7 +36,7 @@ def test_the_fleet_table_covers_every_command_with_fleet() -> None:
 
 @pytest.mark.parametrize("command", sorted(FLEET_COMMANDS))
 def test_fleet_takes_a_name_and_names_the_known_fleets_when_wrong(cli: Cli, command: str) -> None:
-    out = cli(command, *FLEET_COMMANDS[command], "--fleet", "nosuch", "--json", code=8, cwd=ROOT)
+    out = cli(*command.split(), *FLEET_COMMANDS[command], "--fleet", "nosuch", "--json", code=8, cwd=ROOT)
     error = out.json()["error"]
     assert "no fleet named 'nosuch'" in error["message"] and "demo" in error["message"], error
 
@@ -44,9 +45,11 @@ def test_fleet_takes_a_name_and_names_the_known_fleets_when_wrong(cli: Cli, comm
 def test_fleet_resolves_a_name_to_the_file_in_the_fleets_directory(command: str) -> None:
     from builder.cli._common import AppContext
 
-    name = command.split(maxsplit=1)[0]
+    name, *sub = command.split()
     ctx = click.Context(cli, obj=AppContext(root_option=str(ROOT)))
     cmd = cli.get_command(ctx, name)
+    if sub and isinstance(cmd, click.Group):  # `fleet audit`
+        cmd = cmd.commands[sub[0]]
     assert cmd is not None
     fleet = next(p for p in cmd.params if "--fleet" in p.opts)
     with click.Context(cmd, parent=ctx, obj=ctx.obj) as sub_ctx:

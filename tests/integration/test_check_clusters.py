@@ -1,0 +1,157 @@
+"""``builder check --cluster`` / ``--fleet`` through real check runners: the single-node Slurm that
+``scripts/slurm`` starts (sbatch + srun, docker on the node), the local Docker Engine, the real
+registry and cosign. No GPU here: the image is a CPU one, so the checks pass on this machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import subprocess
+import uuid
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.predicates import DEVICE_CHECK_V1
+from tests.conftest import ROOT, Cli, _unavailable, require_tool
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.integration
+
+PARTITION = "builder"  # scripts/slurm's default (BUILDER_SLURM_PARTITION)
+
+
+@pytest.fixture(autouse=True)
+def at_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+
+
+@pytest.fixture(scope="module")
+def slurm() -> str:
+    """The partition of the local Slurm (scripts/slurm); skips locally, fails under CI=true when it is down."""
+    sinfo = require_tool("sinfo")
+    out = subprocess.run([sinfo, "-h", "-p", PARTITION, "-o", "%t"], capture_output=True, text=True, timeout=30)
+    if out.returncode != 0 or not out.stdout.strip() or out.stdout.split()[0] not in ("idle", "mix", "alloc"):
+        _unavailable(f"the Slurm partition {PARTITION} (bash scripts/slurm)")
+    return PARTITION
+
+
+@pytest.fixture(scope="module")
+def image(registry_address: str, docker_engine: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A CPU image with python3 in a repository of its own: the demo JAX image (scripts/demo) plus a label
+    (a variant id the matrices do not know, so no declared tests run after the check)."""
+    base = f"{registry_address}/demo/jax:jax0.7-cpu-py3.11-debian12"
+    if subprocess.run(["docker", "buildx", "imagetools", "inspect", base], capture_output=True, timeout=60).returncode:
+        _unavailable(f"{base} (bash scripts/demo)")
+    ref = f"{registry_address}/test/fleet-{uuid.uuid4().hex[:10]}:cpu"
+    ctx = tmp_path_factory.mktemp("ctx")
+    (ctx / "Dockerfile").write_text(f'FROM {base}\nLABEL io.builder.variant="fleet-test"\n')
+    subprocess.run(["docker", "buildx", "build", "--push", "-q", "-t", ref, str(ctx)], check=True, timeout=600)
+    return ref
+
+
+@pytest.fixture
+def key(tmp_path: Path, cli: Cli) -> Path:
+    cli("keys", "generate", "--output-dir", str(tmp_path / "k"), env={"BUILDER_KEY_PASSWORD": "fleet"})
+    return tmp_path / "k" / "builder.key"
+
+
+def _fleet(path: Path, clusters: list[dict[str, object]]) -> Path:
+    base = {"vendor": "nvidia", "gpus": ["NVIDIA H100 80GB HBM3"], "drivers": ["550.144.03"]}
+    path.write_text(json.dumps({"name": "test", "clusters": [{**base, **c} for c in clusters]}))  # JSON is YAML
+    return path
+
+
+def _statement(cosign: str, pub: Path, ref: str) -> list[dict[str, object]]:
+    cv = subprocess.run(
+        [
+            cosign,
+            "verify-attestation",
+            "--key",
+            str(pub),
+            "--insecure-ignore-tlog",
+            "--allow-insecure-registry",
+            "--type",
+            DEVICE_CHECK_V1,
+            ref,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cv.returncode == 0, cv.stderr
+    return [json.loads(base64.b64decode(json.loads(line)["payload"])) for line in cv.stdout.splitlines()]
+
+
+def test_demo_cluster_check_runs_through_sbatch_srun_and_signs_job_and_node(
+    slurm: str, image: str, key: Path, cosign_bin: str, cli: Cli
+) -> None:
+    env = {"BUILDER_KEY_PASSWORD": "fleet"}
+    res = cli("check", image, "--fleet", "demo", "--cluster", "h100-train", "--key", str(key), "--json", env=env)
+    doc = res.json()
+    assert doc["passed"] is True and doc["run"]["mode"] == "cpu"
+    where = doc["placement"]
+    assert where["cluster"] == "h100-train" and where["runner"] == "slurm"
+    assert where["node"] == socket.gethostname().split(".")[0] and where["job_id"].isdigit()
+    # every container started as a step of that job, with docker on the node
+    for step in doc["steps"]:
+        assert step["name"].startswith("probe/")
+    assert doc["host"]["engine"]["name"] == "docker"  # the node's facts came from its own `docker info`
+    # Slurm knows the job: it was cancelled when the check was done (MinJobAge keeps it listed)
+    job = subprocess.run(["scontrol", "show", "job", where["job_id"]], capture_output=True, text=True, timeout=30)
+    assert f"Partition={slurm}" in job.stdout and "JobName=builder-check-h100-train" in job.stdout
+    assert "JobState=RUNNING" not in job.stdout and "JobState=PENDING" not in job.stdout
+    # an independent verifier accepts the attestation, and the signed predicate names the job and node
+    statements = _statement(cosign_bin, key.with_suffix(".pub"), image)
+    placements = [s["predicate"]["placement"] for s in statements]  # type: ignore[index]
+    assert where in placements
+
+
+def test_fleet_check_runs_every_cluster_and_shows_one_row_each(
+    slurm: str, image: str, key: Path, tmp_path: Path, cli: Cli
+) -> None:
+    fleet = _fleet(
+        tmp_path / "fleet.yaml",
+        [
+            {"name": "slurm-a", "runner": {"kind": "slurm", "partition": slurm}},
+            {"name": "slurm-b", "runner": {"kind": "slurm", "partition": slurm, "time_limit": 10}},
+            {"name": "local", "runner": {"kind": "docker"}},
+            {"name": "k8s", "runner": {"kind": "kubernetes", "namespace": "gpu"}},
+            {"name": "unmapped"},
+        ],
+    )
+    env = {"BUILDER_KEY_PASSWORD": "fleet"}
+    res = cli("check", image, "--fleet", str(fleet), "--key", str(key), "--json", code=22, env=env)
+    doc = res.json()["error"]["details"]["result"]
+    rows = {r["cluster"]: r for r in doc["clusters"]}
+    assert list(rows) == ["slurm-a", "slurm-b", "local", "k8s", "unmapped"]
+    assert [rows[c]["status"] for c in rows] == ["passed", "passed", "passed", "error", "skipped"]
+    assert rows["slurm-a"]["job_id"] != rows["slurm-b"]["job_id"]  # one job per cluster
+    assert rows["local"]["runner"] == "docker" and rows["local"]["job_id"] is None and rows["local"]["node"]
+    assert rows["k8s"]["error"]["kind"] == "runner" and "--manifest" in rows["k8s"]["error"]["hint"]
+    for name in ("slurm-a", "slurm-b", "local"):
+        assert rows[name]["check"]["placement"]["cluster"] == name
+        assert rows[name]["check"]["attestation"]["written"] is True
+    # the human table: one row per cluster, within 80 columns
+    human = cli("check", image, "--fleet", str(fleet), "--no-attest", code=22, env={"COLUMNS": "80"})
+    table = human.stderr + human.stdout
+    for name in rows:
+        assert any(line.lstrip("│ ").startswith(name) for line in table.splitlines()), table
+    assert "k8s: cluster k8s runs checks on Kubernetes" in table
+    assert max(len(line) for line in table.splitlines() if "│" in line) <= 80
+
+
+def test_slurm_refusal_is_the_schedulers_words_and_exit_22(slurm: str, image: str, tmp_path: Path, cli: Cli) -> None:
+    fleet = _fleet(tmp_path / "f.yaml", [{"name": "nope", "runner": {"kind": "slurm", "partition": "no-such-part"}}])
+    res = cli("check", image, "--fleet", str(fleet), "--cluster", "nope", "--no-attest", code=22)
+    assert "sbatch refused the check job" in res.stderr and "invalid partition" in res.stderr.lower()
+    assert "Traceback" not in res.stderr
+
+
+def test_unknown_cluster_names_the_known_ones(cli: Cli) -> None:
+    res = cli("check", "127.0.0.1:5000/x/y:z", "--fleet", "demo", "--cluster", "h200-nope", code=8)
+    assert "no cluster named 'h200-nope'" in res.stderr and "h100-train" in res.stderr

@@ -1,0 +1,171 @@
+"""Check runners: the commands they build (pure), the Kubernetes Jobs validated against the Kubernetes
+OpenAPI schemas offline (kubernetes-validate, strict) and golden-tested, and fleet ``runner:`` validation.
+
+The Slurm and engine runners run for real in tests/integration/test_check_clusters.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from builder.checks.runners.kubernetes import gfd_product, job_manifest, job_name
+from builder.checks.runners.slurm import MARKER, WRAPPER, sbatch_argv, srun_argv
+from builder.compat.fleet_model import RunnerSettings
+from builder.compat.fleets import fleet_from_data
+from builder.errors import ConfigError
+
+GOLDEN = Path(__file__).resolve().parents[2] / "data" / "golden" / "kubernetes"
+IMAGE = "registry.example/ml/jax@sha256:" + "ab" * 32
+PROBE = ["sh", "-c", 'exec python3 - "$@"', "sh", "--mode", "nvidia", "--framework", "auto"]
+
+#: the Kubernetes releases the Jobs must be valid for (oldest and newest the schemas package ships, strict)
+K8S_VERSIONS = ("1.29.0", "1.37.0")
+
+
+def test_sbatch_asks_for_gres_only_when_the_check_needs_gpus() -> None:
+    s = RunnerSettings("slurm", partition="gpu", account="ml", qos="high", gres="gpu:h100:8", time_limit=30)
+    with_gpus = sbatch_argv(s, gpus=True, name="builder-check-h100", minutes=30)
+    assert with_gpus[:2] == ["sbatch", "--parsable"]
+    assert {"--partition=gpu", "--account=ml", "--qos=high", "--gres=gpu:h100:8", "--time=30"} <= set(with_gpus)
+    assert with_gpus[-1] == "--wrap=exec sleep 1800"
+    assert not any(a.startswith("--gres") for a in sbatch_argv(s, gpus=False, name="n", minutes=30))
+    bare = sbatch_argv(RunnerSettings("slurm"), gpus=True, name="n", minutes=5)
+    assert not any(a.startswith(("--partition", "--account", "--qos", "--gres")) for a in bare)
+
+
+def test_srun_step_reports_where_it_runs_then_execs_the_command_unquoted() -> None:
+    argv = srun_argv("42", ["docker", "run", "--rm", "-i", "img", "sh", "-c", "echo 'a b'"])
+    assert argv[:2] == ["srun", "--jobid=42"] and "--overlap" in argv
+    i = argv.index("-c")
+    assert argv[i + 1] == WRAPPER and argv[i + 2] == MARKER  # $0 of the wrapper
+    assert argv[i + 3 :] == ["docker", "run", "--rm", "-i", "img", "sh", "-c", "echo 'a b'"]  # "$@": no re-quoting
+    assert "$SLURM_JOB_ID" in WRAPPER and "$SLURMD_NODENAME" in WRAPPER and WRAPPER.endswith('exec "$@"')
+
+
+def _k8s(vendor: str | None, **settings: object) -> dict[str, object]:
+    s = RunnerSettings("kubernetes", **settings)  # type: ignore[arg-type]
+    gpus = ["NVIDIA H100 80GB HBM3"] if vendor == "nvidia" else ["AMD Instinct MI300X"]
+    return job_manifest(
+        cluster="h100-train",
+        settings=s,
+        vendor=vendor,
+        gpu_names=gpus,
+        image=IMAGE,
+        command=PROBE,
+        step="probe",
+        stdin=True,
+        timeout=600,
+        shm_size="1g",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "vendor", "settings"),
+    [
+        ("nvidia-h100", "nvidia", {"namespace": "gpu-checks", "runtime_class": "nvidia", "gpus": 8}),
+        (
+            "amd-mi300x",
+            "amd",
+            {"gpu_product": "AMD_Instinct_MI300X", "node_selector": (("topology.kubernetes.io/zone", "eu-1a"),)},
+        ),
+        ("cpu", None, {}),
+    ],
+)
+def test_kubernetes_job_is_valid_for_the_kubernetes_schemas_and_matches_golden(
+    name: str, vendor: str | None, settings: dict[str, object]
+) -> None:
+    import kubernetes_validate  # type: ignore[import-untyped]
+
+    job = _k8s(vendor, **settings)
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(job, version, strict=True)  # raises ValidationError
+    golden = GOLDEN / f"job-{name}.json"
+    assert json.loads(golden.read_text()) == job, f"regenerate {golden}"
+
+
+def test_kubernetes_job_requests_gpus_and_selects_nodes_by_gpu_feature_discovery_label() -> None:
+    job = _k8s("nvidia", runtime_class="nvidia", gpus=2)
+    pod = job["spec"]["template"]["spec"]  # type: ignore[index]
+    assert pod["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 2}}
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert pod["runtimeClassName"] == "nvidia" and pod["restartPolicy"] == "Never"
+    assert pod["containers"][0]["stdin"] is True and pod["containers"][0]["stdinOnce"] is True
+    assert job["spec"]["backoffLimit"] == 0 and job["spec"]["ttlSecondsAfterFinished"] > 0  # type: ignore[index]
+    amd = _k8s("amd")["spec"]["template"]["spec"]  # type: ignore[index]
+    assert amd["containers"][0]["resources"] == {"limits": {"amd.com/gpu": 1}}
+    assert "nodeSelector" not in amd  # no product label value known for AMD unless the fleet says it
+    cpu = _k8s(None)["spec"]["template"]["spec"]  # type: ignore[index]
+    assert "resources" not in cpu["containers"][0]
+
+
+def test_kubernetes_job_names_are_dns_labels_and_differ_per_image_and_step() -> None:
+    import re
+
+    long = job_name("A_Very.Long Cluster Name That Goes On And On And On", IMAGE, "probe")
+    assert len(long) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", long)
+    assert job_name("c", IMAGE, "probe") != job_name("c", IMAGE, "nvidia-smi")
+    assert gfd_product("NVIDIA  A100-SXM4-80GB") == "NVIDIA-A100-SXM4-80GB"
+
+
+def test_fleet_runner_fields_of_another_kind_are_located_problems() -> None:
+    data = {
+        "clusters": [
+            {
+                "name": "a",
+                "vendor": "nvidia",
+                "gpus": ["NVIDIA H100 80GB HBM3"],
+                "drivers": ["550.144.03"],
+                "runner": {"kind": "slurm", "partition": "gpu", "namespace": "x", "host": "ssh://a"},
+            },
+            {
+                "name": "b",
+                "vendor": "nvidia",
+                "gpus": ["NVIDIA H100 80GB HBM3"],
+                "drivers": ["550.144.03"],
+                "runner": {"kind": "lsf"},
+            },
+        ]
+    }
+    with pytest.raises(ConfigError) as exc:
+        fleet_from_data(data, path=Path("f.yaml"))
+    problems = {(p["path"], p["message"]) for p in exc.value.details["problems"]}
+    assert ("clusters[0].runner.namespace", "namespace is for kubernetes runners, not slurm") in problems
+    assert ("clusters[0].runner.host", "host is for docker and podman runners, not slurm") in problems
+    assert any(path.startswith("clusters[1].runner.kind") for path, _ in problems)
+
+
+def test_fleet_runner_settings_become_frozen_values() -> None:
+    data = {
+        "clusters": [
+            {
+                "name": "k",
+                "vendor": "nvidia",
+                "gpus": ["NVIDIA A100-SXM4-80GB"],
+                "drivers": ["580.65.06"],
+                "runner": {"kind": "kubernetes", "node_selector": {"b": "2", "a": "1"}, "gpus": 4},
+            },
+            {"name": "n", "vendor": "nvidia", "gpus": ["NVIDIA A100-SXM4-80GB"], "drivers": ["580.65.06"]},
+        ]
+    }
+    fleet = fleet_from_data(data, path=Path("f.yaml"))
+    k = fleet.clusters[0].runner
+    assert k is not None and k.kind == "kubernetes" and k.gpus == 4 and k.namespace == "default"
+    assert k.node_selector == (("a", "1"), ("b", "2"))
+    assert fleet.clusters[1].runner is None
+
+
+def test_docker_shm_sizes_become_kubernetes_quantities() -> None:
+    from builder.checks.runners.kubernetes import k8s_quantity
+
+    assert [k8s_quantity(s) for s in ("1g", "512m", "64k", "1048576", "2G")] == [
+        "1Gi",
+        "512Mi",
+        "64Ki",
+        "1048576",
+        "2Gi",
+    ]
+    with pytest.raises(ConfigError):
+        k8s_quantity("1 gigabyte")
