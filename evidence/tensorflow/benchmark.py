@@ -7,7 +7,6 @@ BUILDER_DEMO_BENCH_SLOWDOWN (>= 1: extra uncounted work per sample, evidence/REA
 
 import json
 import os
-import statistics
 import time
 
 import tensorflow as tf
@@ -41,9 +40,10 @@ def main():
             return time.perf_counter() - start
 
         iters = 1
-        while timed(iters) < 0.05 and iters < 4096:  # samples of ~50 ms or more
+        while timed(iters) < 0.1 and iters < 4096:  # samples of ~100 ms or more
             iters *= 2
-        seconds = statistics.median(timed(iters) for _ in range(SAMPLES))
+        # best of SAMPLES: another process on the machine only ever makes a sample slower
+    seconds = min(timed(iters) for _ in range(SAMPLES))
     flops = 2.0 * N**3 * iters
     print(f"tensorflow {tf.__version__} on {device} N={N} iters={iters} slowdown={SLOWDOWN}")
     metric("matmul_f32_throughput", round(flops / seconds / 1e9, 3), "GFLOP/s", True, dataset=f"synthetic-normal-{N}x{N}@1")
