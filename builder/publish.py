@@ -44,6 +44,7 @@ def signing_hook(
     secret_ids: Sequence[str] | None = None,
     source_repository: str | None = None,
     now: Callable[[], dt.datetime] | None = None,
+    bundle: bool = False,
 ) -> Callable[[BuiltImage, RenderedImage], None]:
     """The ``on_built`` hook of :func:`build_variants`: after each push, build the SLSA provenance v1
     predicate (``builder.signing.provenance.provenance_predicate``: ``git_commit``, ``options.builder``,
@@ -53,6 +54,9 @@ def signing_hook(
     (``builder.signing.keyless.write.keyless_sign_and_attest_build``: legacy layers and Sigstore bundle
     referrers).
     ``lock_dir``: file locks for concurrent writers of the same signature tags (``<state_dir>/locks``).
+
+    ``bundle``: with a key, also write the provenance as a Sigstore bundle referrer (cosign 3's
+    format; keyless always writes both).
 
     Exactly one of ``signer`` and ``keyless``; otherwise ConfigError. The hook raises SigningError and
     registry errors, which ``build_variants`` turns into a failed variant."""
@@ -94,7 +98,7 @@ def signing_hook(
         from builder.signing.sign import sign_and_attest_build
 
         assert signer is not None
-        sign_and_attest_build(client, repository, built.digest, signer, predicate, lock_dir=lock_dir)
+        sign_and_attest_build(client, repository, built.digest, signer, predicate, lock_dir=lock_dir, bundle=bundle)
 
     return hook
 
@@ -150,13 +154,15 @@ def signer_public_key(signer: Signer) -> PublicKey:
 class SigningRequest:
     """How ``builder build`` signs what it pushes: not at all, with a key (``sign``; ``key``
     None: ``builder.toml`` ``key``) or keylessly (``keyless``: ``oidc_token``, else the ambient CI
-    token, and the Sigstore ``trust_config``; None: public-good)."""
+    token, and the Sigstore ``trust_config``; None: public-good); ``bundle``: with a key, the
+    provenance also as a Sigstore bundle referrer (``builder build --bundle``)."""
 
     sign: bool = False
     key: Path | None = None
     keyless: bool = False
     oidc_token: str | None = None
     trust_config: Path | None = None
+    bundle: bool = False
 
     def resolve(self, signer_of: Callable[[Path | None], Signer]) -> Signer | KeylessSetup | None:
         """The signer (``signer_of(key)``), the keyless setup, or None when not signing. Raises
@@ -204,6 +210,7 @@ def build_images(
             git_commit=source_commit(source_root),
             signer=chosen if not isinstance(chosen, KeylessSetup) else None,
             keyless=chosen if isinstance(chosen, KeylessSetup) else None,
+            bundle=signing.bundle,
         )
     run = build_variants(rendered, options, client=client, on_built=on_built, on_progress=on_progress)
     if chosen is None or isinstance(chosen, KeylessSetup):

@@ -87,6 +87,13 @@ if TYPE_CHECKING:
     default=False,
     help="Sign each pushed image and attach its SLSA provenance (--keyless implies it).",
 )
+@click.option(
+    "--bundle/--no-bundle",
+    default=False,
+    show_default=True,
+    help="With a key: also write the provenance as a Sigstore bundle referrer (cosign 3's format); "
+    "the legacy .sig/.att tags are always written.",
+)
 @key_option
 @keyless_options
 @click.option("--dry-run", is_flag=True, help="Show the plan (what would be built) and stop.")
@@ -110,6 +117,7 @@ def build(
     secrets: tuple[str, ...],
     source_date_epoch: int | None,
     sign: bool,
+    bundle: bool,
     key: Path | None,
     keyless_: bool,
     oidc_token: str | None,
@@ -155,7 +163,9 @@ def build(
         rebuild=rebuild,
         no_cache=no_cache,
     )
-    signing = SigningRequest(sign=sign, key=key, keyless=keyless_, oidc_token=oidc_token, trust_config=trust_config)
+    signing = SigningRequest(
+        sign=sign, key=key, keyless=keyless_, oidc_token=oidc_token, trust_config=trust_config, bundle=bundle
+    )
 
     steps = BuildSteps("quiet" if ctx.json_output or dry_run else progress_mode, con)
 

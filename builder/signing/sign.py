@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from builder.predicates import SLSA_PROVENANCE_V1
 from builder.registry import runnable_platforms
-from builder.signing.attest import attest_image
+from builder.signing.attest import attest_image, prepare_attestation
+from builder.signing.bundles import attest_bundle
 from builder.signing.layer import (
     SIG_SUFFIX,
     SIGNATURE_ANNOTATION,
@@ -127,20 +128,39 @@ def sign_and_attest_build(
     *,
     lock_dir: Path,
     predicate_type: str | None = None,
+    bundle: bool = False,
 ) -> tuple[WriteResult, WriteResult]:
     """What the build step does after a push: sign ``digest`` and attach ``provenance`` (SLSA v1 by
-    default) as an attestation, the two writes concurrently (different tags and locks).
-    Returns (signature write, attestation write). Raises SigningError / registry errors."""
-    with ThreadPoolExecutor(max_workers=2) as pool:  # two tags, two locks: independent writes
+    default) as an attestation, the writes concurrently (different tags and locks); with ``bundle``
+    the same statement also as a Sigstore bundle referrer (``builder.signing.bundles.attest_bundle``,
+    cosign 3's format). Returns (signature write, attestation write). Raises SigningError /
+    registry errors."""
+    ptype = predicate_type or SLSA_PROVENANCE_V1
+    prepared = prepare_attestation(client.registry, repository, digest, ptype, dict(provenance), signer)
+    with ThreadPoolExecutor(max_workers=3) as pool:  # two tags, two locks (+ the referrer): independent writes
         sig = pool.submit(sign_image, client, repository, digest, signer, lock_dir=lock_dir)
         att = pool.submit(
             attest_image,
             client,
             repository,
             digest,
-            predicate_type or SLSA_PROVENANCE_V1,
+            ptype,
             dict(provenance),
             signer,
             lock_dir=lock_dir,
+            prepared=prepared,
         )
+        if bundle:
+            ref = pool.submit(
+                attest_bundle,
+                client,
+                repository,
+                digest,
+                ptype,
+                dict(provenance),
+                signer,
+                lock_dir=lock_dir,
+                statement=prepared.statement,
+            )
+            ref.result()
         return sig.result(), att.result()

@@ -379,3 +379,42 @@ def test_bundles_and_promoted_signatures_on_a_password_protected_registry(
         for i, reference in enumerate((f"{registry}/{unique_repo}:{VARIANT}", f"{registry}/{promoted}:{VARIANT}-dev")):
             copied = _skopeo_copy(skopeo, conf, reference, tmp_path / f"ok{i}", authfile=config / "config.json")
             assert copied.returncode == 0, (reference, copied.stderr)
+
+
+def test_build_signing_writes_the_provenance_bundle_on_request(
+    tmp_path: Path, registry_address: str, unique_repo: str, cosign_bin: str
+) -> None:
+    """`builder build --sign --bundle`'s signing step (``sign_and_attest_build(bundle=True)``): the
+    legacy tags and a provenance bundle with the same statement, which cosign verifies; without
+    ``bundle`` no referrer is written."""
+    from builder.signing.keys import load_signer
+    from builder.signing.sign import sign_and_attest_build
+
+    generate_key_pair(tmp_path / "k", None)
+    signer = load_signer(tmp_path / "k" / "builder.key", None)
+    client = RegistryClient(registry_address, insecure=True)
+    root = tmp_path / "trusted_root.json"
+    root.write_text(json.dumps(EMPTY_TRUSTED_ROOT))
+    provenance = {"buildDefinition": {"buildType": "https://example.com/build"}, "runDetails": {}}
+    for bundle in (True, False):
+        digest = push_index(client, unique_repo, f"b{bundle}", f"build-{bundle}")
+        sig, att = sign_and_attest_build(
+            client, unique_repo, digest, signer, provenance, lock_dir=tmp_path, bundle=bundle
+        )
+        assert sig.appended and att.appended
+        listed = client.referrers(unique_repo, digest, BUNDLE_MEDIA_TYPE)
+        assert len(listed) == (1 if bundle else 0)
+        verified = tool(
+            cosign_bin,
+            "verify-attestation",
+            "--new-bundle-format",
+            "--trusted-root",
+            str(root),
+            "--insecure-ignore-tlog",
+            "--key",
+            str(tmp_path / "k" / "builder.pub"),
+            "--type",
+            PTYPE,
+            f"{registry_address}/{unique_repo}@{digest}",
+        )
+        assert (verified.returncode == 0) is bundle, verified.stderr
