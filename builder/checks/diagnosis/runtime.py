@@ -195,8 +195,6 @@ RULES: tuple[FailureRule, ...] = (
             r"uncorrectable ECC error",
             r"ECC_UNCORRECTABLE|cudaErrorECCUncorrectable",
             r"\bXid\b\D{0,40}?\b(?:48|63|64|94|95)\b",
-            r"Double Bit ECC",
-            r"pending (?:page )?retirement|Row remapp\w* (?:failure|pending)",
         ),
         facts_hardware,
     ),
