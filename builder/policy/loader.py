@@ -297,6 +297,7 @@ class _Loader:
             tuple(m.vendors),
             tuple(m.gpu_models),
             tuple(m.driver_branches),
+            tuple(m.clusters),
         )
 
     def approvals(self, body: object, p: FieldPath, location: str) -> Rule | None:

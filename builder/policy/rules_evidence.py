@@ -163,21 +163,22 @@ def driver_branch(version: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class DeviceCheckFacts:
     """What a ``device-check/v1`` predicate says: ``passed``, the host ``vendor`` (``nvidia`` |
-    ``amd`` | ``none`` | ``unknown``), its ``driver_version`` (empty when unknown) and ``gpus``
-    (GPU names)."""
+    ``amd`` | ``none`` | ``unknown``), its ``driver_version`` (empty when unknown), ``gpus``
+    (GPU names) and the fleet ``cluster`` it ran on (``placement.cluster``; empty: none named)."""
 
     passed: bool
     vendor: str
     driver_version: str
     gpus: tuple[str, ...]
+    cluster: str = ""
 
 
 def device_check_facts(predicate: Mapping[str, Any]) -> DeviceCheckFacts:
     """The facts of a ``device-check/v1`` predicate (``docs/checks.md``).
 
     Shape: ``result`` (``"passed"``/``"failed"``, or a boolean ``passed``), ``host.vendor``
-    (``nvidia``/``amd``/``none``), ``host.driver_version``, ``host.gpus[].name``. Anything missing
-    reads as failed/unknown (fail closed)."""
+    (``nvidia``/``amd``/``none``), ``host.driver_version``, ``host.gpus[].name``,
+    ``placement.cluster``. Anything missing reads as failed/unknown (fail closed)."""
     result = predicate.get("result")
     if isinstance(result, Mapping):
         result = result.get("status", result.get("outcome"))
@@ -194,7 +195,9 @@ def device_check_facts(predicate: Mapping[str, Any]) -> DeviceCheckFacts:
                 names.append(g["name"])
             elif isinstance(g, str):
                 names.append(g)
-    return DeviceCheckFacts(passed, vendor, driver, tuple(names))
+    placement = predicate.get("placement")
+    cluster = placement.get("cluster") if isinstance(placement, Mapping) else None
+    return DeviceCheckFacts(passed, vendor, driver, tuple(names), cluster if isinstance(cluster, str) else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,6 +206,7 @@ class _PassedCheck:
     driver: str
     gpus: tuple[str, ...]
     who: str
+    cluster: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,12 +214,15 @@ class DeviceCheckRule(Rule):
     """Passing ``device-check/v1`` attestations signed by ``signers`` (check runners, never the
     build key unless listed). ``vendors``: host vendor of at least one passing check; ``gpu_models``:
     each pattern (glob, case-insensitive) needs a passing check on a host with such a GPU;
-    ``driver_branches``: those checks' driver branch must be listed."""
+    ``driver_branches``: those checks' driver branch must be listed; ``clusters``: each fleet cluster
+    needs a passing check that ran there (``placement.cluster`` of the signed predicate, written by
+    ``builder check --cluster`` / ``--fleet``)."""
 
     signers: tuple[KeySet, ...] = ()
     vendors: tuple[str, ...] = ()
     gpu_models: tuple[str, ...] = ()
     driver_branches: tuple[str, ...] = ()
+    clusters: tuple[str, ...] = ()
     kind: str = dataclasses.field(default="device_check", init=False)
 
     def _summary(self) -> str:
@@ -226,6 +233,8 @@ class DeviceCheckRule(Rule):
             parts.append("GPUs " + ", ".join(self.gpu_models))
         if self.driver_branches:
             parts.append("driver branch " + "/".join(self.driver_branches))
+        if self.clusters:
+            parts.append("on clusters " + ", ".join(self.clusters))
         return " ".join([*parts, f"by {sets_names(self.signers)}"])
 
     def evaluate(self, ctx: Context) -> RuleResult:
@@ -241,7 +250,7 @@ class DeviceCheckRule(Rule):
             if self.vendors and facts.vendor not in self.vendors:
                 notes.add(f"device check by {who} ran on vendor {facts.vendor}, not {'/'.join(self.vendors)}")
                 continue
-            good.append(_PassedCheck(facts.vendor, facts.driver_version, facts.gpus, who))
+            good.append(_PassedCheck(facts.vendor, facts.driver_version, facts.gpus, who, facts.cluster))
         if not good:
             found = notes.text() if notes else "no device-check attestation on the digest"
             return self.result(False, found + key_problems(self.signers) + evidence_problems(ctx), summary, notes=notes)
@@ -250,14 +259,22 @@ class DeviceCheckRule(Rule):
             return self.result(False, "; ".join(list(dict.fromkeys(missing)) + notes.lines()), summary, notes=notes)
         hosts = "; ".join(
             dict.fromkeys(
-                f"{g.vendor} {', '.join(g.gpus) or 'no GPU'} driver {g.driver or '-'} by {g.who}" for g in good
+                f"{g.vendor} {', '.join(g.gpus) or 'no GPU'} driver {g.driver or '-'}"
+                + (f" on cluster {g.cluster}" if g.cluster else "")
+                + f" by {g.who}"
+                for g in good
             )
         )
         return self.result(True, f"passing device check(s): {hosts}", summary, notes=notes)
 
     def _missing(self, good: list[_PassedCheck]) -> list[str]:
-        """What the passing checks ``good`` leave unmet: GPU patterns without a check, driver branches."""
+        """What the passing checks ``good`` leave unmet: GPU patterns without a check, driver branches,
+        clusters without a check that ran there."""
         missing: list[str] = []
+        ran_on = sorted({g.cluster or "no cluster named" for g in good})
+        for name in self.clusters:
+            if not any(g.cluster == name for g in good):
+                missing.append(f"no passing check from cluster {name!r} (passing checks ran on: {', '.join(ran_on)})")
         for pattern in self.gpu_models:
             hits = [g for g in good if any(fnmatch.fnmatch(n.lower(), pattern.lower()) for n in g.gpus)]
             if not hits:

@@ -53,12 +53,14 @@ class ProvenanceModel(StrictModel):
 
 
 class DeviceCheckModel(StrictModel):
-    """``device_check:``: passing checks by ``signers`` on ``vendors``/``gpu_models``/``driver_branches``."""
+    """``device_check:``: passing checks by ``signers`` on ``vendors``/``gpu_models``/``driver_branches``, and
+    from each fleet cluster in ``clusters``."""
 
     signers: list[str] = Field(min_length=1)
     vendors: list[Literal["nvidia", "amd", "none"]] = Field(default_factory=list)
     gpu_models: list[str] = Field(default_factory=list)
     driver_branches: list[str] = Field(default_factory=list)
+    clusters: list[str] = Field(default_factory=list)
 
     @field_validator("driver_branches", mode="before")
     @classmethod

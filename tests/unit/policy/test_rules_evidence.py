@@ -142,3 +142,37 @@ def test_driver_branch_and_device_check_facts() -> None:
     assert device_check_facts({}) == DeviceCheckFacts(False, "unknown", "", ())
     h200 = device_check_facts(dc("nvidia", ("NVIDIA H200",), "570.124.06"))
     assert h200 == DeviceCheckFacts(True, "nvidia", "570.124.06", ("NVIDIA H200",))
+
+
+def test_device_check_can_require_evidence_from_named_clusters(tmp_path: Path, keys: Keys) -> None:
+    runner = keys["runner"][1]
+    text = f"""\
+    keys:
+      check-runners: [{{file: {keys["runner"][0]}}}]
+    stages:
+      prod:
+        from: build
+        require:
+          device_check: {{signers: [check-runners], clusters: [h100-train, a100-inference]}}
+        rollback: {{allowed: [alice]}}
+    approvers:
+      alice: {{file: {keys["alice"][0]}}}
+    """
+    policy = load_policy(write(tmp_path, text))
+
+    def on(cluster: str | None, passed: bool = True) -> Any:
+        predicate = dc("nvidia", ("NVIDIA H100 80GB HBM3",), "570.172.08", passed=passed)
+        if cluster is not None:
+            predicate["placement"] = {"cluster": cluster, "runner": "slurm", "node": "gpu-01", "job_id": "42"}
+        return att(DEVICE_CHECK_V1, predicate, runner)
+
+    d = evaluate(policy, "prod", ev(on("h100-train"), on(None)), NOW)
+    why = reasons(d)["device_check"]
+    assert not d.allowed and "no passing check from cluster 'a100-inference'" in why
+    assert "passing checks ran on: h100-train, no cluster named" in why
+    d = evaluate(policy, "prod", ev(on("h100-train"), on("a100-inference", passed=False)), NOW)
+    assert "no passing check from cluster 'a100-inference'" in reasons(d)["device_check"]
+    d = evaluate(policy, "prod", ev(on("h100-train"), on("a100-inference")), NOW)
+    assert d.allowed and "device_check" not in reasons(d)
+    assert device_check_facts(on("h100-train").predicate).cluster == "h100-train"
+    assert device_check_facts(dc("none")).cluster == ""
