@@ -185,9 +185,11 @@ def _read_rocminfo(lines: list[str], acc: Accumulator) -> bool:
 
 
 def _read_amdsmi_static(lines: list[str], acc: Accumulator) -> bool:
-    """amd-smi static blocks (``GPU: n`` then ``KEY: value`` lines)."""
+    """amd-smi static / list blocks (``GPU: n`` then ``KEY: value`` lines); other devices amd-smi lists (``AI_NIC:``,
+    ``CPU:``) end a GPU's block and are never GPUs."""
     found = False
-    for block in re.split(r"(?m)^GPU:\s*", "\n".join(lines))[1:]:
+    for gpu_text in re.split(r"(?m)^GPU:\s*", "\n".join(lines))[1:]:
+        block = re.split(r"(?m)^[A-Z][A-Z_]*:\s*\d+\s*$", gpu_text, maxsplit=1)[0]
         im = re.match(r"(\d+)", block)
         if not im:
             continue
@@ -200,6 +202,7 @@ def _read_amdsmi_static(lines: list[str], acc: Accumulator) -> bool:
             ("BDF", "bus_id"),
             ("DEVICE_ID", "device_id"),
             ("COMPUTE_PARTITION", "partition"),
+            ("UUID", "uuid"),
         ):
             km = re.search(rf"^\s*{key}:\s*(.+)$", block, re.M)
             if km:

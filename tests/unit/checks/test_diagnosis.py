@@ -303,6 +303,7 @@ NEW_KINDS = (
     "nccl-system-error",
     "gpu-fallen-off-bus",
     "gpu-ecc-error",
+    "wsl-gpu-unavailable",
 )
 
 

@@ -39,6 +39,7 @@ CASES: list[tuple[str, str, str | None, list[str | None], list[str | None]]] = [
     ("amd-smi-table-03", "amd", None, ["AMD Instinct MI325X"], ["gfx942"]),
     ("amd-smi-static-01", "amd", "6.18.3", ["AMD Instinct MI350X"], ["gfx950"]),
     ("amd-smi-static-json-01", "amd", None, ["AMD Radeon RX 7800 XT"], ["gfx1101"]),  # cut-off paste
+    ("amd-smi-list-static-01", "amd", None, ["AMD Instinct MI210"], ["gfx90a"]),  # an AI NIC is no GPU
     ("rocm-smi-legacy-igpu-01", "amd", None, [None], [None]),  # Intel iGPU row 0 is not counted
     ("rocm-smi-legacy-igpu-02", "amd", None, [None], [None]),
     ("rocm-smi-legacy-igpu-03", "amd", None, [None], [None]),
@@ -80,6 +81,8 @@ def test_facts_read_besides_names() -> None:
     assert (table.rocm_version, table.gpus[0].partition, table.gpus[0].memory_mib) == ("7.1.1", "SPX", 196288)
     json_gpu = load_hostinfo(DATA / "rocm-smi-json-01.txt").gpus[0]
     assert json_gpu.device_id == "0x7408"
+    listed = load_hostinfo(DATA / "amd-smi-list-static-01.txt").gpus[0]
+    assert (listed.bus_id, listed.uuid) == ("0000:23:00.0", "67ff740f-0000-1000-80e6-b5bb3c3ce0db")
     static = load_hostinfo(DATA / "amd-smi-static-json-01.txt").gpus[0]
     assert (static.device_id, static.bus_id) == ("0x747e", "0000:03:00.0")
 
