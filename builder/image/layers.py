@@ -1,6 +1,7 @@
 """Image layers streamed from the registry and read once: each layer blob is fetched through the
 registry client (the invocation's credentials), its digest checked while it streams, decompressed
-(gzip with zlib, zstd with ``zstandard``; detected by magic, not media type) and walked as a tar stream;
+(gzip with ISA-L through ``isal``, about three times zlib's speed; zstd with ``zstandard``; detected
+by magic, not media type) and walked as a tar stream;
 ELF members are scanned for GPU code (:mod:`builder.image.elf`) and the few small files the stack is
 read from are kept (:mod:`builder.image.stack`). Nothing is written to disk but the summary.
 
@@ -21,13 +22,14 @@ import dataclasses
 import hashlib
 import json
 import os
+import posixpath
 import tarfile
 import tempfile
-import zlib
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Any, cast
 
 import zstandard
+from isal import isal_zlib
 
 from builder.errors import RegistryError
 from builder.image.elf import GpuCode, scan_stream
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from builder.registry.client import RegistryClient
 
 CHUNK = 1 << 20
+#: tarfile's stream buffer: it re-slices this buffer on every header read, so it stays small
+TAR_BUFFER = 64 << 10
 #: files the stack is read from are kept up to this size (a dpkg status database can be a few MiB)
 STACK_FILE_MAX = 8 << 20
 CACHE_FORMAT = 1
@@ -123,6 +127,7 @@ class _BlobStream:
     def __init__(self, chunks: Iterator[bytes]) -> None:
         self._chunks = chunks
         self._buf = b""
+        self._pos = 0
         self.hash = hashlib.sha256()
         self.read_bytes = 0
 
@@ -135,12 +140,14 @@ class _BlobStream:
         return b""
 
     def read(self, n: int = -1) -> bytes:
-        if not self._buf:
-            self._buf = self._next()
-        if n < 0 or n >= len(self._buf):
+        if self._pos >= len(self._buf):
+            self._buf, self._pos = self._next(), 0
+        if self._pos == 0 and (n < 0 or n >= len(self._buf)):
             out, self._buf = self._buf, b""
             return out
-        out, self._buf = self._buf[:n], self._buf[n:]
+        end = len(self._buf) if n < 0 else self._pos + n
+        out = self._buf[self._pos : end]
+        self._pos += len(out)
         return out
 
     def drain(self) -> None:
@@ -155,11 +162,13 @@ class _Decompressed:
         self._raw = raw
         head = raw.read(4)
         self._pending = b""
+        self._pos = 0
+        self._tail = b""
         self._gzip: Any = None
         self._zstd: Any = None
         self._eof = False
         if head[:2] == b"\x1f\x8b":
-            self._gzip = zlib.decompressobj(31)
+            self._gzip = isal_zlib.decompressobj(31)
             self._pending = self._gzip.decompress(head)
         elif head == b"\x28\xb5\x2f\xfd":
             self._zstd = zstandard.ZstdDecompressor().stream_reader(
@@ -169,33 +178,35 @@ class _Decompressed:
             self._pending = head
 
     def _more(self) -> bytes:
-        """The next decompressed bytes; b"" only at the end of the layer."""
+        """The next decompressed bytes (at most a chunk: highly compressed data never balloons); b"" only
+        at the end of the layer."""
         if self._zstd is not None:
             return bytes(self._zstd.read(CHUNK))
         while True:
-            data = self._raw.read(CHUNK)
+            data = self._tail or self._raw.read(CHUNK)
+            self._tail = b""
             if self._gzip is None or not data:
                 return data if self._gzip is None else self._gzip.flush()
-            out = b""
-            while data:
-                out += self._gzip.decompress(data)
-                data = self._gzip.unused_data
-                if self._gzip.eof:
-                    self._gzip = zlib.decompressobj(31)  # a following gzip member
+            out = self._gzip.decompress(data, CHUNK)
+            self._tail = self._gzip.unconsumed_tail
+            if self._gzip.eof:  # a following gzip member starts in the unused bytes
+                self._tail = self._gzip.unused_data
+                self._gzip = isal_zlib.decompressobj(31)
             if out:
-                return out
+                return bytes(out)
 
     def read(self, n: int = -1) -> bytes:
-        while not self._eof and (n < 0 or len(self._pending) < n):
-            more = self._more()
-            if not more:
-                self._eof = True
-                break
-            self._pending += more
-        if n < 0 or n >= len(self._pending):
-            out, self._pending = self._pending, b""
-            return out
-        out, self._pending = self._pending[:n], self._pending[n:]
+        """Up to ``n`` decompressed bytes (fewer only at a chunk boundary or the end); never copies more
+        than it returns."""
+        if self._pos >= len(self._pending):
+            self._pending, self._pos = b"", 0
+            while not self._eof and not self._pending:
+                self._pending = self._more()
+                if not self._pending:
+                    self._eof = True
+        end = len(self._pending) if n < 0 else self._pos + n
+        out = self._pending[self._pos : end]
+        self._pos += len(out)
         return out
 
 
@@ -214,8 +225,11 @@ class _Prefixed:
 
 
 def _abs(name: str) -> str:
-    p = PurePosixPath("/" + name.lstrip("./").lstrip("/")) if name not in (".", "./") else PurePosixPath("/")
-    return str(p)
+    """A tar member name (``./usr/lib/x``, ``usr/lib/x``) as an absolute path (``/usr/lib/x``)."""
+    while name.startswith("./"):
+        name = name[2:]
+    name = name.strip("/")
+    return "/" if name in ("", ".") else posixpath.normpath("/" + name)
 
 
 def summarize_tar(digest: str, size: int, stream: IO[bytes] | _Decompressed) -> LayerSummary:
@@ -227,15 +241,15 @@ def summarize_tar(digest: str, size: int, stream: IO[bytes] | _Decompressed) -> 
     code: list[GpuCode] = []
     files: dict[str, str] = {}
     try:
-        with tarfile.open(fileobj=cast("IO[bytes]", stream), mode="r|", bufsize=CHUNK) as tar:
+        with tarfile.open(fileobj=cast("IO[bytes]", stream), mode="r|", bufsize=TAR_BUFFER) as tar:
             for member in tar:
                 path = _abs(member.name)
-                name = PurePosixPath(path).name
+                parent, _, name = path.rpartition("/")
                 if name == OPAQUE:
-                    opaque.append(str(PurePosixPath(path).parent))
+                    opaque.append(parent or "/")
                     continue
                 if name.startswith(WHITEOUT):
-                    deleted.append(str(PurePosixPath(path).parent / name[len(WHITEOUT) :]))
+                    deleted.append(f"{parent}/{name[len(WHITEOUT) :]}")
                     continue
                 if member.isdir():
                     continue

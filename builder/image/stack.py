@@ -66,8 +66,14 @@ _DPKG = {
 FRAMEWORKS = ("torch", "tensorflow", "jax", "jaxlib", "paddlepaddle-gpu", "vllm", "transformers")
 
 
+_STACK_NAMES = frozenset({"METADATA", "status", "os-release", "version.json", "version.py"})
+
+
 def is_stack_file(path: str) -> bool:
     """Is ``path`` (absolute) one of the small files the stack is read from?"""
+    name = path.rpartition("/")[2]
+    if name not in _STACK_NAMES and not path.startswith(("/var/lib/dpkg/status.d/", "/opt/rocm")):
+        return False
     p = PurePosixPath(path)
     name = p.name
     parent = p.parent.name

@@ -27,8 +27,12 @@ from tests import gpu_code
 if TYPE_CHECKING:
     from pathlib import Path
 
-CUDA_LIBS = ["libbitsandbytes_cuda118.so", "libbitsandbytes_cuda126.so", "libbitsandbytes_cuda128.so",
-             "libbitsandbytes_cuda130.so"]
+CUDA_LIBS = [
+    "libbitsandbytes_cuda118.so",
+    "libbitsandbytes_cuda126.so",
+    "libbitsandbytes_cuda128.so",
+    "libbitsandbytes_cuda130.so",
+]
 ROCM_LIBS = ["libbitsandbytes_rocm64.so", "libbitsandbytes_rocm72.so", "libbitsandbytes_rocm714.so"]
 
 
@@ -113,7 +117,10 @@ def _bundles(section: bytes) -> list[bytes]:
 
 def _bundler_list(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [gpu_code.offload_bundler(), "--list", "--type=o", f"--input={path}"], capture_output=True, text=True, check=False
+        [gpu_code.offload_bundler(), "--list", "--type=o", f"--input={path}"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 
@@ -150,17 +157,29 @@ def plain_bundle(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     bundler = gpu_code.offload_bundler()
     outs = [tmp / "host.o", tmp / "a.o", tmp / "b.o"]
     subprocess.run(
-        [bundler, "--unbundle", "--type=o", f"--input={first}",
-         "--targets=host-x86_64-unknown-linux-gnu-,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942",
-         *(f"--output={o}" for o in outs)],
-        check=True, capture_output=True,
+        [
+            bundler,
+            "--unbundle",
+            "--type=o",
+            f"--input={first}",
+            "--targets=host-x86_64-unknown-linux-gnu-,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942",
+            *(f"--output={o}" for o in outs),
+        ],
+        check=True,
+        capture_output=True,
     )
     plain = tmp / "plain.bundle"
     subprocess.run(
-        [bundler, "--type=o", f"--output={plain}", *(f"--input={o}" for o in outs),
-         "--targets=host-x86_64-unknown-linux-gnu-,hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-,"
-         "hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"],
-        check=True, capture_output=True,
+        [
+            bundler,
+            "--type=o",
+            f"--output={plain}",
+            *(f"--input={o}" for o in outs),
+            "--targets=host-x86_64-unknown-linux-gnu-,hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-,"
+            "hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+        ],
+        check=True,
+        capture_output=True,
     )
     return plain.read_bytes()
 
