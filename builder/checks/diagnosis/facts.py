@@ -199,6 +199,13 @@ def facts_arch(text: str, ctx: Context) -> dict[str, Any]:
     err = _cuda_error(text)
     if err in (48, 209):
         facts["cuda_error"] = err
+    ngc = re.search(r"Detected NVIDIA (?:NVIDIA )?(.{1,80}?) GPU, which is not (yet )?supported", text)
+    if ngc:  # an NGC banner: the container release does not support this GPU (too new, or "not supported": too old)
+        facts["gpu"], facts["vendor"] = ngc.group(1).strip(), "nvidia"
+        facts["gpu_newer_than_image"] = bool(ngc.group(2))
+        info = compat.gpu_info(facts["gpu"])
+        if info is not None and "gpu_arch" not in facts:
+            facts["gpu_arch"] = info.sm
     return facts
 
 

@@ -168,6 +168,9 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             r"hipErrorInvalidDeviceFunction",
             r"invalid device function",
             r"HSA_(?:STATUS_)?ERROR_INVALID_ISA",
+            # NGC containers: a GPU newer ("not yet supported in this version") or older than the release supports
+            r"Detected NVIDIA .{1,80}? GPU, which is not (?:yet )?supported",
+            r"No (?:NVIDIA )?supported GPU\(s\) detected to run this container",
         ),
         facts_arch,
     ),

@@ -402,6 +402,17 @@ def test_device_facts_keep_hyphens() -> None:
     assert caps.facts["device"] == "/dev/nvidia-caps/nvidia-cap1"
 
 
+def test_ngc_unsupported_gpu_notice() -> None:
+    new = d("gpu-arch-not-in-image-09.txt")
+    assert (new.facts["gpu"], new.facts["gpu_arch"], new.facts["gpu_newer_than_image"]) == (
+        "GeForce RTX 4090",
+        "sm_89",
+        True,
+    )
+    old = d("gpu-arch-not-in-image-10.txt")
+    assert (old.facts["gpu"], old.facts["gpu_newer_than_image"]) == ("Tesla K80", False)
+
+
 def test_collect_env_of_a_cpu_wheel_next_to_a_gpu() -> None:
     assert d("framework-without-gpu-support-03.txt").key == "framework-without-gpu-support"
     gpu_build = "PyTorch version: 2.0.1+cu117\nCUDA used to build PyTorch: 11.7\nIs CUDA available: True\n"
