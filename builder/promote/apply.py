@@ -284,7 +284,7 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
             # containers/image (podman, CRI-O) checks the signature's docker-reference against the
             # repository it pulls from: sign the copy (index and platform manifests) for its new
             # identity with the promoter key, before the tag makes it visible (kpromo does the same)
-            sign_image(dc, dst.repository, digest, signer, lock_dir=ctx.lock_dir)
+            sign_image(dc, dst.repository, digest, signer, lock_dir=ctx.lock_dir, manifest=manifest)
         rec = written[0]
         again = dc.try_resolve(dst.repository, dst.pointer_tag)
         if again != current:

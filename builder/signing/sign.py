@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from pathlib import Path
 
-    from builder.registry import RegistryClient
+    from builder.registry import Manifest, RegistryClient
 
 
 def sign_image(
@@ -45,6 +45,7 @@ def sign_image(
     *,
     lock_dir: Path,
     annotations: Mapping[str, str] | None = None,
+    manifest: Manifest | None = None,
 ) -> WriteResult:
     """Sign ``repository@digest``: append a simple-signing layer to ``sha256-<hex>.sig``; when the
     digest is an image index, each runnable platform manifest of it is signed too (same identity,
@@ -55,10 +56,14 @@ def sign_image(
     The payload's identity (``critical.identity.docker-reference``) is ``<registry>/<repository>``
     as cosign writes it. ``annotations`` go into the payload's ``optional`` (signed, like
     ``cosign sign -a``). An existing layer with the same payload already signed by this key pair
-    is kept and nothing is written (``appended=False``). Returns the write of ``digest`` itself
-    (the index). Raises SigningError / registry errors.
+    is kept and nothing is written (``appended=False``). ``manifest``: the manifest of ``digest``
+    when the caller already holds it (saves reading it again). Returns the write of ``digest``
+    itself (the index). Raises SigningError / registry errors.
     """
-    children = platform_manifests(client, repository, digest)
+    if manifest is not None and manifest.digest == digest:
+        children = [d.digest for d in runnable_platforms(manifest)] if manifest.is_index else []
+    else:
+        children = platform_manifests(client, repository, digest)
     if children:
         with ThreadPoolExecutor(max_workers=min(4, len(children) + 1)) as pool:
             top = pool.submit(_sign_one, client, repository, digest, signer, lock_dir, annotations)
