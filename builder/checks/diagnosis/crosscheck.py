@@ -154,6 +154,10 @@ ENGINE_FIX: dict[tuple[str, str], str] = {
     "gives the job the devices, and run the container with the engine's GPU option (--gpus / --nv)",
     ("gpu-not-requested", "podman"): "in the run options: `--device nvidia.com/gpu=all` (CDI; generate the spec "
     "with `nvidia-ctk cdi generate`) or `--hooks-dir` with the NVIDIA hook",
+    ("no-gpu-visible", "slurm"): "in the job: request GPUs (`--gres=gpu:N` or `--gpus=N`); with "
+    "ConstrainDevices=yes in cgroup.conf a job sees only the GPUs Slurm allocated to it",
+    ("no-gpu-visible", "apptainer"): "in the run options: add `--nv` (NVIDIA) or `--rocm` (AMD); on a Slurm node "
+    "also request the GPUs for the job (`--gres=gpu:N`)",
     ("nccl-shm-too-small", "kubernetes"): "in the pod spec: mount an emptyDir with `medium: Memory` (and a "
     "sizeLimit) at /dev/shm; `NCCL_SHM_DISABLE=1` works around it at a cost in speed",
     ("nccl-shm-too-small", "apptainer"): "on the host: Apptainer shares the host's /dev/shm - free space there "

@@ -384,6 +384,8 @@ def test_context_decides_between_alternatives() -> None:
     lib = "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
     assert diagnose(lib, Context(engine="apptainer")).fix.startswith("in the run options: add `--nv`")
     assert diagnose(lib, Context(engine="kubernetes")).key == "k8s-runtime-not-configured"
+    none = "RuntimeError: No CUDA GPUs are available"
+    assert "ConstrainDevices" in diagnose(none, Context(engine="slurm")).fix
 
 
 def test_cli_engine_option(cli: Cli) -> None:
