@@ -336,6 +336,7 @@ class EvidenceRun:
                 "finished_at": self.finished_at,
             },
             "host": dev["host"],
+            "placement": dev["placement"],  # cluster, runner, node, job id (the device check's, same session)
             "hardware": hardware_class(self.device, self.cpu),
             "topology": self.topology.to_json(),
             "problems": list(run.problems),
