@@ -130,26 +130,39 @@ def export(key: Path | None, output_dir: Path) -> None:
 @click.command()
 @click.argument("reference")
 @key_option
+@click.option(
+    "--bundle/--no-bundle",
+    default=False,
+    show_default=True,
+    help="Key pair: also write cosign 3's image signature (a Sigstore bundle referrer); the legacy .sig "
+    "tag is always written.",
+)
 @keyless_options
 @docker_config_option
 @json_option
-def sign(reference: str, key: Path | None, keyless_: bool, oidc_token: str | None, trust_config: Path | None) -> None:
+def sign(
+    reference: str, key: Path | None, bundle: bool, keyless_: bool, oidc_token: str | None, trust_config: Path | None
+) -> None:
     """Sign the digest REFERENCE resolves to (writes sha256-<hex>.sig, cosign format).
 
-    With --keyless also a Sigstore bundle referrer (docs/keyless.md)."""
+    An index is signed together with each of its platform manifests (podman and
+    CRI-O verify the one they pull). With --bundle (key pair) or --keyless also a
+    Sigstore bundle referrer (docs/signing.md, docs/keyless.md)."""
     from builder.signing.keyless.trust import keyless_setup
     from builder.signing.operations import keyless_write_reference, sign_reference
 
     if keyless_:
         _emit_keyless(keyless_write_reference(reference, keyless_setup(oidc_token, trust_config), _place()))
         return
-    result = sign_reference(reference, app_context().app.signer(key), _place())
+    result = sign_reference(reference, app_context().app.signer(key), _place(), bundle=bundle)
     write = result.write
     what = "signed" if write.appended else "already signed by this key (nothing written)"
+    ref = result.referrer
     emit(
         result.to_json(),
         f"[green]{what}[/] {result.target.name}@{result.target.digest}\n  key {short_fingerprint(result.signer)}\n"
-        f"  {write.tag} ({write.layers} layer(s))",
+        f"  {write.tag} ({write.layers} layer(s))"
+        + (f"\n  Sigstore bundle referrer:\n  {ref.manifest_digest}" if ref else ""),
     )
 
 

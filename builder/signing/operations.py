@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import TypedDict
 
 from builder.errors import ConfigError
+from builder.predicates import COSIGN_SIGN_V1
 from builder.registry import Reference, parse_reference
 from builder.signing.attest import attest_image, prepare_attestation
 from builder.signing.bundles import ReferrerWrite, ReferrerWriteDocument, attest_bundle
@@ -199,7 +200,7 @@ def import_keys(
 
 class SignedDocument(WriteResultDocument):
     """``builder sign|attest --json`` with a key: the ``reference`` as given, the ``digest`` it
-    resolved to, the legacy write and, for ``attest --bundle``, the Sigstore bundle referrer written
+    resolved to, the legacy write and, with ``--bundle``, the Sigstore bundle referrer written
     (``referrer``; None otherwise)."""
 
     reference: str
@@ -278,12 +279,19 @@ class Place:
         return resolve_target(reference, default_registry=self.default_registry, registries=self.registries)
 
 
-def sign_reference(reference: str, signer: Signer, place: Place) -> Signed:
+def sign_reference(reference: str, signer: Signer, place: Place, *, bundle: bool = False) -> Signed:
     """``builder sign REF``: a cosign signature of the digest ``reference`` names
-    (``builder.signing.sign``). Raises NotFoundError (8) for a missing image, SigningError, registry errors."""
+    (``builder.signing.sign``: an index and each platform manifest) and, with ``bundle``, cosign 3's
+    image signature too: a Sigstore bundle referrer holding an in-toto statement of type
+    ``https://sigstore.dev/cosign/sign/v1`` (``builder.signing.bundles.attest_bundle``). Raises
+    NotFoundError (8) for a missing image, SigningError, registry errors."""
     target = place.target(reference)
-    write = sign_image(target.client, target.repository, target.digest, signer, lock_dir=place.lock_dir)
-    return Signed(target, signer.fingerprint, write)
+    client, repo, digest = target.client, target.repository, target.digest
+    write = sign_image(client, repo, digest, signer, lock_dir=place.lock_dir)
+    referrer = (
+        attest_bundle(client, repo, digest, COSIGN_SIGN_V1, {}, signer, lock_dir=place.lock_dir) if bundle else None
+    )
+    return Signed(target, signer.fingerprint, write, referrer=referrer)
 
 
 def attest_reference(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from builder.predicates import COSIGN_SIGN_V1
 from builder.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient
 from builder.signing.bundles import BUNDLE_MEDIA_TYPE
 from builder.signing.keys import generate_key_pair, load_public_keys
@@ -418,3 +419,30 @@ def test_build_signing_writes_the_provenance_bundle_on_request(
             f"{registry_address}/{unique_repo}@{digest}",
         )
         assert (verified.returncode == 0) is bundle, verified.stderr
+
+
+def test_sign_bundle_is_cosign3s_image_signature(
+    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str, cosign_bin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`builder sign --bundle`: a sign/v1 bundle referrer next to the legacy .sig, verified by cosign
+    (`verify-attestation --type https://sigstore.dev/cosign/sign/v1`, which is how cosign 2.5 reads a
+    bundle signature; docs/keyless.md) and read back by `builder verify` as a signature."""
+    for name in list(os.environ):
+        if name.startswith("BUILDER_") or name == "COSIGN_PASSWORD":
+            monkeypatch.delenv(name)
+    project = _project(tmp_path / "project", registry_address, unique_repo)
+    pub = project / "state" / "keys" / "build" / "builder.pub"
+    client = RegistryClient(registry_address, insecure=True)
+    digest = push_image(client, unique_repo, "v1", content=b"sign bundle")
+    reference = f"{registry_address}/{unique_repo}@{digest}"
+    doc = _run(cli, project, "sign", reference, "--bundle", "--json").json()
+    assert doc["referrer"]["predicate_type"] == COSIGN_SIGN_V1 and doc["appended"]
+    root = tmp_path / "trusted_root.json"
+    root.write_text(json.dumps(EMPTY_TRUSTED_ROOT))
+    flags = ("--new-bundle-format", "--trusted-root", str(root), "--insecure-ignore-tlog", "--type", COSIGN_SIGN_V1)
+    ok = tool(cosign_bin, "verify-attestation", *flags, "--key", str(pub), reference)
+    assert ok.returncode == 0, ok.stderr
+    assert tool(cosign_bin, "verify-attestation", *flags, "--key", str(DATA / "cosign.pub"), reference).returncode != 0
+    report = _run(cli, project, "verify", reference, "--key", str(pub), "--json").json()
+    sigs = sorted((i["ok"], "->" in i["tag"]) for i in report["items"] if i["kind"] == "signature")
+    assert sigs == [(True, False), (True, True)]  # the legacy layer and the bundle, both by the key
