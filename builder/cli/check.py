@@ -43,7 +43,9 @@ def esc(text: str) -> str:
     "from_file",
     type=click.Path(dir_okay=False, allow_dash=True),
     default=None,
-    help="Read saved output (raw nvidia-smi/rocm-smi/amd-smi/docker info text, or hostinfo JSON; '-' = stdin).",
+    help="Read saved output ('-' = stdin): nvidia-smi (table, -q, -L, -x, --query-gpu CSV with or without "
+    "header/units), nvidia-container-cli info, rocm-smi (text, --csv, --json), amd-smi (table, list, static, "
+    "--json), rocminfo, docker info, or hostinfo JSON; a shell transcript is fine.",
 )
 @json_option
 def hostinfo(from_file: str | None) -> None:
@@ -52,6 +54,7 @@ def hostinfo(from_file: str | None) -> None:
     \b
     builder hostinfo --json > host.json        save this host (fleets, --host)
     builder hostinfo --from nvidia-smi.txt     parse saved tool output
+    amd-smi static --json | builder --json hostinfo --from -
     """
     from builder.checks.host.gather import host_facts
 
