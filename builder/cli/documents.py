@@ -30,6 +30,7 @@ DOCUMENTS: dict[str, str] = {
     "check": "builder.checks.clusters:CheckCommandDocument",
     "diagnose": "builder.checks.diagnosis.model:DiagnosisDocument",
     "inspect": "builder.image.inspection:InspectDocument",
+    "diff": "builder.image.diff:DiffDocument",
     "keys generate": "builder.signing.operations:KeysGenerateDocument",
     "keys import": "builder.signing.operations:KeysImportDocument",
     "keys export": "builder.signing.operations:KeysExportDocument",

@@ -214,3 +214,19 @@ def test_fleet_file_text_is_valid_yaml(tmp_path: Path) -> None:
     path.write_text(textwrap.dedent(FLEET))
     fleet = load_fleet(path, load_host=load_host)
     assert [c.name for c in fleet.clusters] == ["h100", "rtx5090"]
+
+
+def test_diff_names_the_cuda_change_and_the_targets_gained(cli: Cli, images: dict[str, str], tmp_path: Path) -> None:
+    doc = json.loads(cli("diff", images["cu126"], images["cu128"], "--json").stdout)
+    assert doc["stack"]["cuda_runtime"] == {"a": "12.6.77", "b": "12.8.90"}
+    assert {"sm_100", "sm_120"} <= set(doc["targets"]["gained"])
+    assert "sm_60" in doc["targets"]["lost"]  # bitsandbytes' CUDA 12.8 build dropped Pascal
+    assert doc["min_driver"] == {"a": "560.28.03", "b": "570.26"}
+    assert doc["packages"]["python"]["changed"]["nvidia-cuda-runtime-cu12"] == {"a": "12.6.77", "b": "12.8.90"}
+    assert doc["fleet"] is None
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET)
+    human = cli("diff", images["stale"], images["fixed"], "--fleet", str(fleet))
+    assert "GPU targets gained: sm_120" in human.stderr
+    assert "cluster rtx5090: blocked -> ok" in human.stderr
+    assert all(len(line) <= 80 for line in human.stderr.splitlines() if not line.startswith(("a: ", "b: ")))

@@ -15,6 +15,7 @@ FLEET_COMMANDS = {
     "resolve": ["jax0.7-cpu-py3.11-debian12", "--stage", "dev"],
     "run": [],
     "fleet audit": [],
+    "diff": ["127.0.0.1:5000/demo/jax:a", "127.0.0.1:5000/demo/jax:b"],
 }
 
 
