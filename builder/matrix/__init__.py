@@ -14,9 +14,37 @@ The package exports the loading entry points; OS and base-image facts are in :mo
 selecting variants in :mod:`builder.selection`.
 """
 
-from builder.matrix.expand import variant_id
-from builder.matrix.formats import github_matrix, variant_json
-from builder.matrix.load import Matrix, load_matrices, load_matrix, matrix_paths
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported on first use (``__getattr__``)
+    from builder.matrix.expand import variant_id
+    from builder.matrix.files import matrix_paths
+    from builder.matrix.formats import github_matrix, variant_json
+    from builder.matrix.load import Matrix, load_matrices, load_matrix
+
+#: Public name -> the module that defines it: ``builder.matrix.index`` (the cached variant list of
+#: ``resolve`` and ``status``) does not import the schema, validation and compatibility modules
+#: when its cache answers (PEP 562 module ``__getattr__``: https://peps.python.org/pep-0562/).
+_EXPORTS = {
+    "Matrix": "load",
+    "github_matrix": "formats",
+    "load_matrices": "load",
+    "load_matrix": "load",
+    "matrix_paths": "files",
+    "variant_id": "expand",
+    "variant_json": "formats",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import the module that defines ``name`` on first use; AttributeError for other names."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "Matrix",

@@ -145,16 +145,3 @@ def load_matrices(paths: Iterable[Path], *, bases: BaseResolution | None = None)
     if problems:
         _raise("", problems, noun="matrix problem")
     return tuple(matrices)
-
-
-def matrix_paths(matrices_dir: Path, given: Sequence[Path] = ()) -> tuple[Path, ...]:
-    """The files given, else every ``*.yaml``/``*.yml`` in ``matrices_dir`` (sorted)."""
-    if given:
-        return tuple(Path(p) for p in given)
-    if not matrices_dir.is_dir():
-        raise ConfigError(
-            f"matrices directory {matrices_dir} does not exist",
-            hint="run builder inside your checkout (the directory with builder.toml) or pass `builder -C DIR`; "
-            "or set matrices_dir in builder.toml",
-        )
-    return tuple(sorted([*matrices_dir.glob("*.yaml"), *matrices_dir.glob("*.yml")]))

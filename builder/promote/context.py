@@ -51,7 +51,8 @@ class PromotionContext:
 
     ``policy``: the loaded policy; ``registry``: the configured default registry (host[:port]);
     ``matrices_dir``: where variant ids named on the command line are looked up (None: only image
-    references can be named); ``repository_prefix``: the checkout's (builder.toml), under which
+    references can be named); ``cache_dir``: machine-local caches (the matrices' variants,
+    validated once per content; None: none); ``repository_prefix``: the checkout's (builder.toml), under which
     its variants' repositories and every stage repository live
     (:func:`builder.config.repository_path`);
     ``clients``: registry host -> client with the user's credentials; ``lock_dir``: file locks
@@ -69,6 +70,7 @@ class PromotionContext:
     fleet_checker: FleetChecker | None = None
     verifiers: Sequence[LayerVerifier] = ()
     matrices_dir: Path | None = None
+    cache_dir: Path | None = None
     repository_prefix: str = ""
     now: Callable[[], dt.datetime] = utcnow
     lock_timeout: float = 60.0
@@ -269,5 +271,6 @@ def open_context(
         fleet_checker=fleet_checker,
         verifiers=verifiers,
         matrices_dir=cfg.matrices_dir,
+        cache_dir=cfg.state_dir / "cache",
         repository_prefix=cfg.repository_prefix,
     )

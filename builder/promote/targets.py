@@ -69,20 +69,22 @@ class TargetScope:
     repository_prefix: str = ""
 
 
-def matrix_variants(matrices_dir: Path | None) -> list[Variant]:
-    """Every variant of every matrix in ``matrices_dir`` (None: none). Raises MatrixError."""
+def matrix_variants(matrices_dir: Path | None, cache_dir: Path | None = None) -> list[Variant]:
+    """Every variant of every matrix in ``matrices_dir`` (None: none), validated once per content
+    when ``cache_dir`` is given (:func:`builder.matrix.index.cached_variants`). Raises MatrixError."""
     if matrices_dir is None:
         return []
-    from builder.matrix import load_matrices, matrix_paths  # only when a name needs the matrices
+    from builder.matrix.files import matrix_paths  # only when a name needs the matrices
+    from builder.matrix.index import cached_variants
 
-    return [v for m in load_matrices(matrix_paths(matrices_dir)) for v in m.variants]
+    return list(cached_variants(matrix_paths(matrices_dir), cache_dir))
 
 
 def scope_of(ctx: PromotionContext) -> TargetScope:
     """The scope of a promotion context: the variants of its ``matrices_dir``, its default
     registry, the policy's stages and its clients."""
     return TargetScope(
-        variants=lambda: matrix_variants(ctx.matrices_dir),
+        variants=lambda: matrix_variants(ctx.matrices_dir, ctx.cache_dir),
         registry=ctx.registry,
         stage_names=ctx.policy.stage_names,
         clients=ctx.clients,

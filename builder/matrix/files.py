@@ -1,0 +1,29 @@
+"""Which matrix files a command reads: the ones given, else every ``*.yaml`` / ``*.yml`` of the
+matrices directory. Kept apart from :mod:`builder.matrix.load` so the cached variant list
+(:mod:`builder.matrix.index`) finds the files without importing the parser and validators.
+
+Errors: ConfigError (exit 2) when the matrices directory does not exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from builder.errors import ConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def matrix_paths(matrices_dir: Path, given: Sequence[Path] = ()) -> tuple[Path, ...]:
+    """The files given, else every ``*.yaml``/``*.yml`` in ``matrices_dir`` (sorted)."""
+    if given:
+        return tuple(Path(p) for p in given)
+    if not matrices_dir.is_dir():
+        raise ConfigError(
+            f"matrices directory {matrices_dir} does not exist",
+            hint="run builder inside your checkout (the directory with builder.toml) or pass `builder -C DIR`; "
+            "or set matrices_dir in builder.toml",
+        )
+    return tuple(sorted([*matrices_dir.glob("*.yaml"), *matrices_dir.glob("*.yml")]))

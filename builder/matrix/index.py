@@ -1,0 +1,145 @@
+"""The variants of a set of matrix files, validated once per content: commands that only look a
+variant up (``resolve``, ``status``, ``history``, ``promote`` by id) read them back from a
+machine-local cache instead of parsing and validating every matrix on each call.
+
+``cached_variants(paths, cache_dir)`` returns exactly what ``load_matrices(paths)`` gives (every
+variant, in order). The cache file ``<cache_dir>/variants-<key>.json`` is keyed by a sha256 over
+the files' paths and bytes, builder's version and the size and modification time of builder's own
+matrix, compatibility and model sources (``builder/matrix``, ``builder/compat`` with its data
+tables, ``builder/models.py``, ``builder/bases.py``): any edit to a matrix or to the code that
+expands it gives a new key, so a stale answer is never read. A miss loads and validates as
+before (MatrixError for an invalid matrix, nothing cached) and writes the file atomically (a
+state directory that cannot be written only costs the speed-up).
+
+Shapes: variants are stored as JSON objects of :class:`builder.models.Variant` fields (nested
+dataclasses as objects, tuples as arrays) and rebuilt with the field types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import tempfile
+import types
+import typing
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+import builder
+from builder.models import Variant
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+#: Bumped when the stored shape changes.
+CACHE_SCHEMA = 1
+_PACKAGE = Path(builder.__file__).parent
+#: Sources whose change may change the variants of the same matrix bytes.
+_CODE = ("matrix", "compat", "models.py", "bases.py")
+
+
+def cache_key(paths: Sequence[Path]) -> str:
+    """The key of ``paths``' variants: their paths and bytes, builder's version, and the size and
+    mtime of every source under ``_CODE``. Raises OSError for an unreadable matrix file."""
+    h = hashlib.sha256(f"schema={CACHE_SCHEMA} builder={builder.__version__}\n".encode())
+    for src in _code_files():
+        st = src.stat()
+        h.update(f"{src.relative_to(_PACKAGE)} {st.st_size} {st.st_mtime_ns}\n".encode())
+    for p in paths:
+        data = Path(p).read_bytes()
+        h.update(f"{Path(p).resolve()} {len(data)}\n".encode())
+        h.update(data)
+    return h.hexdigest()[:40]
+
+
+def cached_variants(paths: Sequence[Path], cache_dir: Path | None) -> tuple[Variant, ...]:
+    """Every variant of ``paths`` (``load_matrices`` order), from the cache when its key matches.
+    ``cache_dir`` None: no cache. Raises MatrixError / ConfigError as ``load_matrices`` does."""
+    if cache_dir is None:
+        return _load(paths)
+    try:
+        file = cache_dir / f"variants-{cache_key(paths)}.json"
+    except OSError:  # a missing or unreadable matrix: load_matrices names it
+        return _load(paths)
+    found = _read(file)
+    if found is not None:
+        return found
+    variants = _load(paths)
+    _write(file, variants)
+    return variants
+
+
+def _load(paths: Sequence[Path]) -> tuple[Variant, ...]:
+    from builder.matrix.load import load_matrices  # parsing and validation: only on a miss
+
+    return tuple(v for m in load_matrices(paths) for v in m.variants)
+
+
+def _code_files() -> list[Path]:
+    out: list[Path] = []
+    for name in _CODE:
+        path = _PACKAGE / name
+        if path.is_dir():
+            out.extend(sorted(f for f in path.rglob("*") if f.is_file() and f.suffix in (".py", ".csv", ".json")))
+        elif path.is_file():
+            out.append(path)
+    return out
+
+
+def _read(file: Path) -> tuple[Variant, ...] | None:
+    """The cached variants, or None when there is no usable file (missing, another schema, or
+    not the expected shape: then it is rebuilt)."""
+    try:
+        doc = json.loads(file.read_text())
+        if doc.get("schema") != CACHE_SCHEMA:
+            return None
+        return tuple(cast("Variant", _decode(Variant, item)) for item in doc["variants"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _write(file: Path, variants: Iterable[Variant]) -> None:
+    """Write ``file`` atomically (temporary file + rename); an unwritable directory is left as it is."""
+    doc = {"schema": CACHE_SCHEMA, "variants": [dataclasses.asdict(v) for v in variants]}
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".variants-", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, separators=(",", ":"))
+        os.replace(tmp, file)
+    except OSError:
+        return
+
+
+@functools.cache
+def _fields(cls: type) -> tuple[tuple[str, object], ...]:
+    """(name, resolved type) of each init field of the dataclass ``cls`` (string annotations
+    evaluated once per class)."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls) if f.init)
+
+
+def _decode(hint: object, value: object) -> object:
+    """``value`` (parsed JSON) as the type ``hint``: dataclasses from objects, tuples from arrays,
+    ``X | None`` from null or X; other values as they are. TypeError/KeyError for another shape."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise TypeError(f"{hint.__name__}: expected an object, got {type(value).__name__}")
+        return hint(**{name: _decode(t, value[name]) for name, t in _fields(hint)})
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        arms = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _decode(arms[0], value) if len(arms) == 1 else value
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise TypeError(f"expected an array, got {type(value).__name__}")
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v) for v in value)
+        return tuple(_decode(a, v) for a, v in zip(args, value, strict=True))
+    return value

@@ -1,0 +1,97 @@
+"""The matrices' variants validated once per content (issue 19 item 3: ``resolve`` finds its
+variant without validating every matrix): the cache answers exactly what loading does, a changed
+matrix is loaded again, an invalid one is never cached, and a broken cache file is rebuilt."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.errors import MatrixError
+from builder.matrix import load as matrix_load
+from builder.matrix import load_matrices, matrix_paths
+from builder.matrix.index import cached_variants
+from tests.conftest import ROOT
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+@pytest.fixture
+def matrices(tmp_path: Path) -> Path:
+    d = tmp_path / "matrices"
+    shutil.copytree(ROOT / "matrices", d)
+    return d
+
+
+def loaded(d: Path) -> tuple[object, ...]:
+    return tuple(v for m in load_matrices(matrix_paths(d)) for v in m.variants)
+
+
+def test_the_cache_answers_what_loading_does_without_loading(
+    matrices: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    first = cached_variants(matrix_paths(matrices), cache)
+    assert first == loaded(matrices) and len(first) > 10
+    assert len(list(cache.glob("variants-*.json"))) == 1
+
+    def refuse(*_args: object, **_kw: object) -> None:
+        raise AssertionError("the matrices were parsed and validated again")
+
+    monkeypatch.setattr(matrix_load, "load_matrices", refuse)
+    assert cached_variants(matrix_paths(matrices), cache) == first
+
+
+def test_a_changed_matrix_is_loaded_again(matrices: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    before = cached_variants(matrix_paths(matrices), cache)
+    demo = matrices / "demo.yaml"
+    text = demo.read_text()
+    assert "repository: demo/jax" in text
+    demo.write_text(text.replace("repository: demo/jax", "repository: demo/jax-renamed"))
+    after = cached_variants(matrix_paths(matrices), cache)
+    assert after == loaded(matrices) != before
+    assert {v.repository for v in after if v.matrix == "demo"} == {"demo/jax-renamed"}
+
+
+def test_an_invalid_matrix_is_an_error_and_never_cached(matrices: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    (matrices / "broken.yaml").write_text("family: jax\nrepository: x/y\naxes: {python: [3.11]}\n")
+    with pytest.raises(MatrixError):
+        cached_variants(matrix_paths(matrices), cache)
+    assert not list(cache.glob("variants-*.json"))
+
+
+def test_a_broken_cache_file_is_rebuilt(matrices: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = cached_variants(matrix_paths(matrices), cache)
+    (file,) = cache.glob("variants-*.json")
+    file.write_text('{"schema": 1, "variants": [{"id": "truncated"')
+    assert cached_variants(matrix_paths(matrices), cache) == first
+    file.write_text('{"schema": 1, "variants": [{"id": 3}]}')
+    assert cached_variants(matrix_paths(matrices), cache) == first
+
+
+def test_an_unwritable_cache_directory_only_costs_the_speed_up(matrices: Path, tmp_path: Path) -> None:
+    blocked = tmp_path / "file-not-dir"
+    blocked.write_text("")
+    assert cached_variants(matrix_paths(matrices), blocked / "cache") == loaded(matrices)
+
+
+def test_a_hit_imports_neither_parser_nor_validators(matrices: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cached_variants(matrix_paths(matrices), cache)
+    code = (
+        "import sys\nfrom pathlib import Path\n"
+        "from builder.matrix.files import matrix_paths\nfrom builder.matrix.index import cached_variants\n"
+        f"vs = cached_variants(matrix_paths(Path({str(matrices)!r})), Path({str(cache)!r}))\n"
+        "assert vs\n"
+        "print(' '.join(m for m in sys.modules if m.startswith(('builder.matrix', 'ruamel', 'pydantic'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert set(out.stdout.split()) <= {"builder.matrix", "builder.matrix.files", "builder.matrix.index"}
