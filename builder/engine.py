@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from builder import process
 from builder.errors import (
     BuilderError,
+    ConfigError,
     EngineCommandError,
     EngineUnavailableError,
     RegistryAuthError,
@@ -164,6 +165,53 @@ def ping() -> str:
     if not isinstance(server, dict):
         raise EngineUnavailableError("the Docker daemon did not answer `docker version`")
     return f"Docker Engine {server.get('Version', '?')} (API {server.get('ApiVersion', '?')})"
+
+
+def _buildx_inspect(name: str | None) -> tuple[int, str, list[str]]:
+    """``docker buildx inspect [NAME]``: exit code, output (stdout, else stderr), the command."""
+    cmd = [*docker_command(), "buildx", "inspect", *([name] if name else [])]
+    try:
+        proc = process.run(cmd, timeout=60)
+    except FileNotFoundError as exc:
+        raise EngineUnavailableError(_NO_CLI, hint=_NO_CLI_HINT) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise EngineUnavailableError(f"`{' '.join(cmd)}` did not answer within 60 s", command=cmd) from exc
+    return proc.returncode, (proc.stdout if proc.returncode == 0 else proc.stderr or proc.stdout), cmd
+
+
+def _inspect_field(text: str, field: str) -> str | None:
+    m = re.search(rf"^{field}:\s*(\S+)", text, re.MULTILINE)
+    return m.group(1) if m else None
+
+
+def buildx_builder(name: str) -> str:
+    """The driver of the buildx builder ``name`` (``docker``, ``docker-container``, ``remote``,
+    ``kubernetes``: https://docs.docker.com/build/builders/drivers/), read with ``docker buildx inspect
+    NAME``. Raises ConfigError naming the builder when buildx has none by that name (``docker buildx ls``
+    lists them), or when it is the ``docker`` driver of another Docker context (buildx builds with such a
+    builder only from its own context: ``use `docker --context=NAME buildx` to switch``);
+    EngineUnavailableError when the engine does not answer."""
+    hint = (
+        "`docker buildx ls` lists the builders; a builder every context can use is made with e.g. "
+        "`docker buildx create --name NAME --driver remote tcp://buildkitd:1234` (or --driver kubernetes, "
+        "docker-container; docs/build.md)"
+    )
+    code, out, _ = _buildx_inspect(name)
+    if code != 0:
+        said = out.strip().removeprefix("ERROR: ")
+        raise ConfigError(f"--builder {name}: buildx has no such builder ({said})", hint=hint, builder=name)
+    driver = _inspect_field(out, "Driver") or "unknown"
+    if driver == "docker":
+        code, current, _ = _buildx_inspect(None)
+        here = _inspect_field(current, "Name") if code == 0 else None
+        if here is not None and here != name:
+            raise ConfigError(
+                f"--builder {name}: it is the `docker` driver of Docker context {name}, which buildx uses only "
+                f"from that context (the current builder is {here})",
+                hint=f"run with DOCKER_CONTEXT={name}, or name a builder of another driver; " + hint,
+                builder=name,
+            )
+    return driver
 
 
 def buildx_version() -> str:

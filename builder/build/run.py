@@ -321,6 +321,10 @@ def build_variants(
 
             engine_ping = engine.ping
         engine_ping()  # EngineUnavailableError (exit 3) before any work
+        if options.builder is not None:
+            from builder.engine import buildx_builder
+
+            buildx_builder(options.builder)  # ConfigError (exit 2) naming an unknown builder, before any build
         options.logs_dir.mkdir(parents=True, exist_ok=True)
         errors: dict[str, BuilderError] = {}
         futures: dict[concurrent.futures.Future[tuple[BuiltImage, BuilderError | None]], PlannedBuild] = {}
