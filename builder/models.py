@@ -61,9 +61,10 @@ class CheckCommand:
     ``timeout`` in seconds; ``gpus``: ``"all"``, ``"none"`` or a count; ``shm_size`` as ``docker run
     --shm-size`` takes it; ``env``: extra environment; ``junit``: path in the container of a JUnit XML
     report read after the run; ``dataset`` / ``model``: the versions the benchmark declares (free text,
-    e.g. ``synthetic-matmul@1``), recorded in its attestation."""
+    e.g. ``synthetic-matmul@1``), recorded in its attestation; ``min_devices`` (``collective``): the fewest
+    GPUs the device check must have seen for it to run (0: on the CPU too)."""
 
-    kind: Literal["tests", "benchmark"]
+    kind: Literal["tests", "benchmark", "collective"]
     command: tuple[str, ...] = ()
     script: str | None = None
     args: tuple[str, ...] = ()
@@ -74,6 +75,7 @@ class CheckCommand:
     junit: str | None = None
     dataset: str | None = None
     model: str | None = None
+    min_devices: int = 2  # collective: run only when the device check saw at least this many GPUs (0: CPU too)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +99,7 @@ class Variant:
     index_url: str | None = None  # package index the lock resolves against (None: PyPI)
     tests: CheckCommand | None = None  # matrix `tests` (not part of the image: no content-hash input)
     benchmark: CheckCommand | None = None  # matrix `benchmark`
+    collective: CheckCommand | None = None  # matrix `collective` (multi-device checks)
 
 
 @dataclasses.dataclass(frozen=True)

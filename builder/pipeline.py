@@ -351,7 +351,7 @@ def _passed_before(
     from builder.signing.verify import read_attestations
 
     assert setup.signer is not None
-    kinds = {"tests": TEST_RESULT_V1, "benchmark": BENCHMARK_V1}
+    kinds = {"tests": TEST_RESULT_V1, "benchmark": BENCHMARK_V1, "collective": BENCHMARK_V1}
     for ptype in (DEVICE_CHECK_V1, *(kinds[c.kind] for c in declared)):
         items = read_attestations(client, repository, digest, keys=setup.keys, predicate_type=ptype)
         if not any(
@@ -446,7 +446,7 @@ def run_pipeline(
         progress(built.variant_id, "check", "running device checks" if check.enabled else "skipped")
         try:
             variant = by_id[built.variant_id].variant
-            declared = tuple(c for c in (variant.tests, variant.benchmark) if c is not None)
+            declared = tuple(c for c in (variant.tests, variant.benchmark, variant.collective) if c is not None)
             outcome = check_image(built, client, check, host_probe=host_probe, declared=declared)
         except CheckFailedError as exc:
             at_fault = exc.details.get("at_fault")

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from builder.signing.signer import Signer
 
 METRIC_MARKER = "builder.metric "
+#: the one line a ``collective`` program prints: ``builder.collective {json}`` (evidence/jax/collective.py)
+COLLECTIVE_MARKER = "builder.collective "
 #: printed by the container's shell between the program's output and the JUnit XML report
 JUNIT_MARKER = "----- builder: junit xml -----"
 #: the largest JUnit report read (bytes); a bigger one is a problem, not parsed
@@ -158,6 +160,7 @@ class DeclaredRun:
     junit: JunitSummary | None = None
     problems: tuple[str, ...] = ()
     script_sha256: str | None = None
+    collective: Mapping[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -165,6 +168,8 @@ class DeclaredRun:
             return False
         if self.check.kind == "benchmark":
             return bool(self.metrics)
+        if self.check.kind == "collective":
+            return self.collective is not None and self.collective.get("ok") is True
         return self.junit is None or (self.junit.failures == 0 and self.junit.errors == 0)
 
 
@@ -245,7 +250,33 @@ def run_declared(
         problems.extend(bad)
         if step.ok and not metrics:
             problems.append(f"the benchmark printed no metric line (`{METRIC_MARKER}{{...}}`, docs/matrices.md)")
-    return DeclaredRun(check, step, output, metrics, declared, junit, tuple(problems), sha)
+    collective = None
+    if check.kind == "collective":
+        collective, bad_c = parse_collective(output)
+        problems.extend(bad_c)
+    return DeclaredRun(check, step, output, metrics, declared, junit, tuple(problems), sha, collective)
+
+
+def parse_collective(text: str) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+    """The ``builder.collective`` document of a collective program's output and what is wrong with it:
+    no such line, bad JSON, failed ranks, two ranks on one device, a wrong all-reduce result."""
+    line = next((ln for ln in text.splitlines() if ln.startswith(COLLECTIVE_MARKER)), None)
+    if line is None:
+        return None, (f"the collective check printed no `{COLLECTIVE_MARKER}{{...}}` line",)
+    try:
+        doc = json.loads(line[len(COLLECTIVE_MARKER) :])
+    except ValueError as exc:
+        return None, (f"collective line is not JSON ({exc})",)
+    if not isinstance(doc, dict):
+        return None, ("collective line is not a JSON object",)
+    problems = [str(e) for e in doc.get("errors") or []]
+    if doc.get("error"):
+        problems.append(str(doc["error"]))
+    if doc.get("oversubscribed"):
+        problems.append(f"oversubscribed: more than one rank on {', '.join(map(str, doc['oversubscribed']))}")
+    if doc.get("allreduce_correct") is False:
+        problems.append("the all-reduce returned a wrong sum")
+    return doc, tuple(problems)
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,8 +335,59 @@ class EvidenceRun:
         return all(r.passed for r in self.runs)
 
     def predicates(self) -> tuple[tuple[str, dict[str, Any]], ...]:
-        """``(predicate type, predicate)`` for each run: ``test-result/v1`` or ``benchmark/v1``."""
-        return tuple(self._predicate(r) for r in self.runs)
+        """``(predicate type, predicate)``: ``test-result/v1`` for the tests, ``benchmark/v1`` for the
+        benchmark with the collective run's ``collective`` section in it (a collective run without a
+        benchmark makes a ``benchmark/v1`` of its own, metric ``allreduce_busbw``)."""
+        coll = next((r for r in self.runs if r.check.kind == "collective"), None)
+        out = []
+        for r in self.runs:
+            if r.check.kind == "collective":
+                continue
+            ptype, pred = self._predicate(r)
+            if ptype == BENCHMARK_V1 and coll is not None:
+                pred["collective"] = self.collective_section(coll)
+            out.append((ptype, pred))
+        if coll is not None and not any(r.check.kind == "benchmark" for r in self.runs):
+            ptype, pred = self._predicate(coll)
+            section = self.collective_section(coll)
+            busbw = section.get("busbw_gbps")
+            pred["metrics"] = (
+                [{"name": "allreduce_busbw", "value": busbw, "unit": "GB/s", "higher_is_better": True}]
+                if isinstance(busbw, (int, float))
+                else []
+            )
+            pred["collective"] = section
+            out.append((ptype, pred))
+        return tuple(out)
+
+    def collective_section(self, run: DeclaredRun) -> dict[str, Any]:
+        """The ``collective`` section of ``benchmark/v1``: what the program measured (backend, ranks, their
+        binding, oversubscription, device order, all-reduce rows, peak busbw in GB/s), the link
+        bandwidth it is compared with (:func:`builder.compat.links.expected_allreduce_gbps` from the
+        recorded topology and GPU model) and the ratio (None when no expected bandwidth is known)."""
+        from builder.compat.links import expected_allreduce_gbps
+
+        doc = dict(run.collective or {})
+        gpus = self.device.host.gpus if self.device.mode != "cpu" else ()
+        peers = [x.links or 0 for x in self.topology.links if 0 in (x.a, x.b)] if gpus else []
+        expected = expected_allreduce_gbps(gpus[0].name if gpus else None, peers)
+        busbw = doc.get("busbw_gbps")
+        ratio = busbw / expected.gbps if expected.gbps and isinstance(busbw, (int, float)) else None
+        return {
+            "passed": run.passed,
+            "backend": doc.get("backend"),
+            "ranks": doc.get("ranks"),
+            "ranks_detail": doc.get("ranks_detail") or [],
+            "oversubscribed": doc.get("oversubscribed") or [],
+            "device_order": doc.get("device_order"),
+            "allreduce_correct": doc.get("allreduce_correct"),
+            "rows": doc.get("rows") or [],
+            "busbw_gbps": busbw,
+            "expected_gbps": expected.gbps,
+            "link": expected.link,
+            "ratio": round(ratio, 4) if ratio is not None else None,
+            "problems": list(run.problems),
+        }
 
     def _predicate(self, run: DeclaredRun) -> tuple[str, dict[str, Any]]:
         dev = self.device.predicate()
@@ -363,9 +445,10 @@ def run_evidence(
     runner: Runner | None = None,
     cpu: str | None = None,
 ) -> EvidenceRun:
-    """Run each of ``checks`` (tests, then the benchmark; scripts read from the project ``root``) in its
-    own fresh container after a passing device check (``device``); nothing runs after a failed one (an
-    empty run). ``cpu``: the CPU model (default: this host's :func:`cpu_model`)."""
+    """Run each of ``checks`` (tests, the benchmark, then the collective check when the device check saw
+    at least its ``min_devices`` GPUs; scripts read from the project ``root``) in its own fresh container
+    after a passing device check (``device``); nothing runs after a failed one (an empty run). ``cpu``:
+    the CPU model (default: this host's :func:`cpu_model`)."""
     if runner is None:
         from builder.engine import run_container
 
@@ -375,7 +458,11 @@ def run_evidence(
     runs: list[DeclaredRun] = []
     if device.passed:
         groups = amd_group_ids() if device.mode == "amd" else ()
-        for check in sorted(checks, key=lambda c: c.kind != "tests"):
+        gpus = len(device.host.gpus) if device.mode != "cpu" else 0
+        order = {"tests": 0, "benchmark": 1, "collective": 2}
+        for check in sorted(checks, key=lambda c: order[c.kind]):
+            if check.kind == "collective" and gpus < check.min_devices:
+                continue  # a multi-GPU check on a host with fewer GPUs (min_devices: 0 runs it on the CPU)
             runs.append(
                 run_declared(image_ref, check, mode=device.mode, runner=runner, root=root, cdi=cdi, group_add=groups)
             )
@@ -412,17 +499,18 @@ class EvidenceDocument(TypedDict):
 
 def evidence_documents(ev: EvidenceRun, written: Sequence[str]) -> list[EvidenceDocument]:
     """``ev`` as the ``evidence`` list of ``builder check --json`` (``written``: predicate types attached)."""
+    kinds = {"tests": TEST_RESULT_V1, "benchmark": BENCHMARK_V1, "collective": BENCHMARK_V1}
     return [
         {
-            "predicate_type": ptype,
+            "predicate_type": kinds[run.check.kind],
             "passed": run.passed,
             "metrics": [m.to_json() for m in run.metrics],
             "summary": run.junit.to_json() if run.junit else None,
             "problems": list(run.problems),
             "seconds": run.step.seconds,
-            "written": ptype in written,
+            "written": kinds[run.check.kind] in written,
         }
-        for run, (ptype, _) in zip(ev.runs, ev.predicates(), strict=True)
+        for run in ev.runs
     ]
 
 
@@ -437,6 +525,7 @@ def evidence_failure(ev: EvidenceRun) -> str | None:
 
 
 __all__ = [
+    "COLLECTIVE_MARKER",
     "JUNIT_MARKER",
     "METRIC_MARKER",
     "DeclaredRun",
@@ -449,6 +538,7 @@ __all__ = [
     "evidence_documents",
     "evidence_failure",
     "hardware_class",
+    "parse_collective",
     "parse_junit",
     "parse_metrics",
     "run_declared",

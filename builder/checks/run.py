@@ -331,12 +331,12 @@ def check_reference(
 
 
 def declared_checks(matrices: Callable[[], Iterable[HasVariants]], variant_id: str) -> tuple[CheckCommand, ...]:
-    """The ``tests`` and ``benchmark`` the project's matrices declare for ``variant_id`` (none for an id
-    the matrices do not know: an image built elsewhere)."""
+    """The ``tests``, ``benchmark`` and ``collective`` the project's matrices declare for ``variant_id``
+    (none for an id the matrices do not know: an image built elsewhere)."""
     for m in matrices():
         for v in m.variants:
             if v.id == variant_id:
-                return tuple(c for c in (v.tests, v.benchmark) if c is not None)
+                return tuple(c for c in (v.tests, v.benchmark, v.collective) if c is not None)
     return ()
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def check_command(
-    spec: CheckSpec, kind: Literal["tests", "benchmark"], where: tuple[str | int, ...], add: Report
+    spec: CheckSpec, kind: Literal["tests", "benchmark", "collective"], where: tuple[str | int, ...], add: Report
 ) -> CheckCommand | None:
     """``spec`` as a CheckCommand: a string command is split like a shell would (``shlex``), a script
     path stays relative to the project root (read when the check runs). None (and a problem
@@ -61,31 +61,33 @@ def check_command(
         junit=spec.junit,
         dataset=spec.dataset,
         model=spec.model,
+        min_devices=spec.min_devices,
     )
 
 
+KINDS: tuple[Literal["tests", "benchmark", "collective"], ...] = ("tests", "benchmark", "collective")
+
+
 def with_checks(spec: MatrixSpec, variants: tuple[Variant, ...], add: Report) -> tuple[Variant, ...]:
-    """``variants`` with their ``tests`` and ``benchmark`` (the first matching override's section, else
-    the matrix-wide one). Reports overrides that match no variant through ``add``."""
-    tests = check_command(spec.tests, "tests", ("tests",), add) if spec.tests else None
-    bench = check_command(spec.benchmark, "benchmark", ("benchmark",), add) if spec.benchmark else None
+    """``variants`` with their ``tests``, ``benchmark`` and ``collective`` (each from the first matching
+    override that gives it, else the matrix-wide one). Reports overrides that match no variant."""
+    base = {k: check_command(getattr(spec, k), k, (k,), add) if getattr(spec, k) else None for k in KINDS}
     overrides = []
     for i, o in enumerate(spec.overrides):
         where = ("overrides", i)
-        o_tests = check_command(o.tests, "tests", (*where, "tests"), add) if o.tests else None
-        o_bench = check_command(o.benchmark, "benchmark", (*where, "benchmark"), add) if o.benchmark else None
-        overrides.append((o.match, o_tests, o_bench))
+        given = {k: check_command(getattr(o, k), k, (*where, k), add) if getattr(o, k) else None for k in KINDS}
+        overrides.append((o.match, given))
         if not any(fnmatch.fnmatchcase(v.id, o.match) for v in variants):
             add((*where, "match"), f"override {o.match!r} matches no variant of this matrix")
     out = []
     for v in variants:
-        t, b = tests, bench
-        for match, o_tests, o_bench in overrides:
+        chosen = dict(base)
+        for match, given in overrides:
             if fnmatch.fnmatchcase(v.id, match):
-                t = o_tests or t
-                b = o_bench or b
+                chosen = {k: given[k] or chosen[k] for k in KINDS}
                 break
-        out.append(dataclasses.replace(v, tests=t, benchmark=b) if (t or b) else v)
+        tests, bench, coll = chosen["tests"], chosen["benchmark"], chosen["collective"]
+        out.append(dataclasses.replace(v, tests=tests, benchmark=bench, collective=coll) if any(chosen.values()) else v)
     return tuple(out)
 
 

@@ -234,7 +234,7 @@ def expand(
         if variant is not None:
             out[vid] = variant
     variants = tuple(out[k] for k in sorted(out))
-    if spec.tests or spec.benchmark or spec.overrides:
+    if spec.tests or spec.benchmark or spec.collective or spec.overrides:
         from builder.matrix.checks import with_checks
 
         variants = with_checks(spec, variants, add)

@@ -112,7 +112,8 @@ class CheckSpec(_Strict):
     one of ``command`` (argv, or one string run with ``sh -c``) and ``script`` (a file, relative to the
     matrix file, sent on stdin to the image's python with ``args``); ``timeout`` seconds; ``gpus``
     (``all``, ``none`` or a count); ``shm_size``; ``env``; ``junit`` (path in the container);
-    ``dataset`` / ``model`` (versions the benchmark declares)."""
+    ``dataset`` / ``model`` (versions the benchmark declares); ``min_devices`` (``collective``: the fewest
+    GPUs it needs, 0: the CPU too)."""
 
     command: str | list[str] | None = None
     script: str | None = None
@@ -124,6 +125,7 @@ class CheckSpec(_Strict):
     junit: str | None = Field(default=None, pattern=r"^/")
     dataset: str | None = None
     model: str | None = None
+    min_devices: int = Field(default=2, ge=0, le=1024)
 
     @field_validator("args", mode="before")
     @classmethod
@@ -153,6 +155,7 @@ class CheckOverride(_Strict):
     match: str = Field(min_length=1)
     tests: CheckSpec | None = None
     benchmark: CheckSpec | None = None
+    collective: CheckSpec | None = None
 
 
 class MatrixSpec(_Strict):
@@ -174,4 +177,5 @@ class MatrixSpec(_Strict):
     #: checks run by ``builder check`` in fresh containers of the image (docs/matrices.md)
     tests: CheckSpec | None = None
     benchmark: CheckSpec | None = None
+    collective: CheckSpec | None = None
     overrides: list[CheckOverride] = Field(default_factory=list)

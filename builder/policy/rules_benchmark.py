@@ -221,10 +221,18 @@ class CollectiveRule(Rule):
         a, who = measured[-1]
         c = a.predicate["collective"]
         busbw, expected = c.get("busbw_gbps"), c.get("expected_gbps")
-        if not isinstance(busbw, (int, float)) or not isinstance(expected, (int, float)) or expected <= 0:
-            return self.result(False, f"collective measurement by {who} has no busbw or expected bandwidth", summary)
-        ratio = busbw / expected
         klass = class_text(hardware_of(a.predicate), DEFAULT_SAME)
+        if c.get("passed") is False:
+            why = "; ".join(str(p) for p in c.get("problems") or []) or "the collective check failed"
+            return self.result(False, f"collective check by {who} failed: {why} (hardware class {klass})", summary)
+        if not isinstance(busbw, (int, float)) or not isinstance(expected, (int, float)) or expected <= 0:
+            link = c.get("link") or "no link bandwidth"
+            return self.result(
+                False,
+                f"all-reduce busbw {busbw} GB/s by {who}: nothing to compare with ({link}), hardware class {klass}",
+                summary,
+            )
+        ratio = busbw / expected
         text = (
             f"all-reduce busbw {busbw:g} GB/s vs expected {expected:g} GB/s ({c.get('link') or 'link'}): ratio "
             f"{ratio:.2f} (min {self.min_busbw_ratio:g}) on hardware class {klass}"

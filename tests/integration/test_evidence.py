@@ -1,0 +1,178 @@
+"""Evidence beyond the smoke test, on real parts (#17): the demo image's declared tests and benchmark
+run by `builder check` in fresh containers and signed (real cosign verifies test-result/v1 and
+benchmark/v1 with the check-runner key); the in-container collective check with 2 processes on the
+CPU (gloo) for real, oversubscription included; and the regression gate: the same variant rebuilt
+with the demo benchmark's knob (BUILDER_DEMO_BENCH_SLOWDOWN, an ENV of the image) is denied at
+staging by the `benchmark` rule, naming both throughputs and the hardware class.
+
+Needs the demo image (bash scripts/demo). No timing assertion: the knob makes the rebuilt image do
+ten times the work per sample, far beyond the machine's noise and the policy's 25 %.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from builder.checks.evidence import run_declared
+from builder.engine import run_container
+from builder.models import CheckCommand
+from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1
+from tests.conftest import ROOT, Cli, _unavailable
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.integration
+
+VARIANT = "jax0.7-cpu-py3.11-debian12"
+ENV = {"BUILDER_KEY_PASSWORD": "evidence-test"}
+
+
+@pytest.fixture(autouse=True)
+def at_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+
+
+@pytest.fixture(scope="module")
+def demo_image(registry_address: str, docker_engine: str) -> str:
+    base = f"{registry_address}/demo/jax:{VARIANT}"
+    if subprocess.run(["docker", "buildx", "imagetools", "inspect", base], capture_output=True, timeout=60).returncode:
+        _unavailable(f"{base} (bash scripts/demo)")
+    return base
+
+
+def _collective(image: str, **env: str) -> tuple[bool, dict[str, Any], tuple[str, ...]]:
+    check = CheckCommand(
+        "collective", script="evidence/jax/collective.py", timeout=300, min_devices=0, env=tuple(env.items())
+    )
+    run = run_declared(image, check, mode="cpu", runner=run_container, root=ROOT)
+    assert run.collective is not None, run.output + str(run.step.error)
+    return run.passed, dict(run.collective), run.problems
+
+
+def test_collective_two_processes_on_the_cpu_with_gloo(demo_image: str) -> None:
+    passed, doc, problems = _collective(demo_image, BUILDER_COLLECTIVE_BIND="0,1")
+    assert passed and not problems, problems
+    assert doc["backend"] == "gloo" and doc["ranks"] == 2 and doc["allreduce_correct"] is True
+    detail = doc["ranks_detail"]
+    assert [r["device"] for r in detail] == ["cpu:0", "cpu:1"]
+    assert [r["cpus"] for r in detail] == [[0], [1]]
+    rows = doc["rows"]
+    assert [r["size_bytes"] for r in rows] == [65536, 1048576, 8388608]
+    # 2 ranks: busbw = algbw * 2 (n - 1) / n = algbw (nccl-tests PERFORMANCE.md)
+    assert all(r["busbw_gbps"] == r["algbw_gbps"] > 0 for r in rows)
+
+
+def test_two_ranks_on_one_device_is_oversubscription(demo_image: str) -> None:
+    passed, doc, problems = _collective(demo_image, BUILDER_COLLECTIVE_BIND="0,0")
+    assert not passed and doc["oversubscribed"] == ["cpu:0"]
+    assert any("oversubscribed: more than one rank on cpu:0" in p for p in problems)
+
+
+def _policy(path: Path, build_pub: Path, runner_pub: Path) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "keys": {
+                    "build": [{"file": str(build_pub)}],
+                    "check-runners": [{"file": str(runner_pub)}],
+                },
+                "promoters": ["build"],
+                "stages": {
+                    "dev": {"from": "build", "require": {"unconditional": "every build"}},
+                    "staging": {
+                        "from": "dev",
+                        "require": {
+                            "all_of": [
+                                {"tests": {"signers": ["check-runners"]}},
+                                {
+                                    "benchmark": {
+                                        "signers": ["check-runners"],
+                                        "metric": "matmul_f32_throughput",
+                                        "max_regression": "25%",
+                                        "allow_first": True,
+                                    }
+                                },
+                            ]
+                        },
+                    },
+                },
+            }
+        )
+    )
+    return path
+
+
+def _verify(cosign_bin: str, pub: Path, ref: str, ptype: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [
+            cosign_bin,
+            "verify-attestation",
+            "--key",
+            str(pub),
+            "--insecure-ignore-tlog",
+            "--allow-insecure-registry",
+            "--type",
+            ptype,
+            ref,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    [line] = [ln for ln in out.stdout.splitlines() if ln.strip()][-1:]
+    statement = json.loads(base64.b64decode(json.loads(line)["payload"]))
+    assert statement["predicateType"] == ptype
+    predicate: dict[str, Any] = statement["predicate"]
+    return predicate
+
+
+def test_signed_results_and_the_regression_gate(
+    demo_image: str, registry_address: str, unique_repo: str, tmp_path: Path, cosign_bin: str, cli: Cli
+) -> None:
+    cli("keys", "generate", "--output-dir", str(tmp_path / "build"), env=ENV)
+    cli("keys", "generate", "--output-dir", str(tmp_path / "runner"), env=ENV)
+    build_key, runner_key = tmp_path / "build" / "builder.key", tmp_path / "runner" / "builder.key"
+    policy = _policy(tmp_path / "policy.yaml", build_key.with_suffix(".pub"), runner_key.with_suffix(".pub"))
+    ref = f"{registry_address}/{unique_repo}:{VARIANT}"
+    subprocess.run(["docker", "buildx", "imagetools", "create", "-t", ref, demo_image], check=True, timeout=300)
+
+    # 1. the declared tests and benchmark run after the device probe and are signed
+    doc = cli("check", ref, "--key", str(runner_key), "--json", env=ENV).json()
+    by_type = {e["predicate_type"]: e for e in doc["evidence"]}
+    assert by_type[TEST_RESULT_V1]["passed"] and by_type[TEST_RESULT_V1]["summary"]["failures"] == 0
+    assert by_type[BENCHMARK_V1]["written"] and by_type[BENCHMARK_V1]["metrics"][0]["unit"] == "GFLOP/s"
+    bench = _verify(cosign_bin, runner_key.with_suffix(".pub"), ref, BENCHMARK_V1)
+    tests = _verify(cosign_bin, runner_key.with_suffix(".pub"), ref, TEST_RESULT_V1)
+    assert tests["result"] == "passed" and tests["summary"]["tests"] >= 5
+    assert bench["code"]["script"] == "evidence/jax/benchmark.py"
+    assert bench["image"]["digest"] == doc["image"]["digest"]
+    assert bench["hardware"]["gpu_count"] == 0 and bench["topology"]["fabric"] == "none"
+    baseline = bench["metrics"][0]["value"]
+
+    common = ["--policy", str(policy), "--key", str(build_key)]
+    cli("promote", ref, "--to", "dev", "--confirm", *common, env=ENV)
+    cli("promote", f"{registry_address}/{unique_repo}:{VARIANT}-dev", "--to", "staging", "--confirm", *common, env=ENV)
+
+    # 2. the same variant rebuilt with the knob: ten times the work per timed sample
+    ctx = tmp_path / "slow"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text(f"FROM {demo_image}\nENV BUILDER_DEMO_BENCH_SLOWDOWN=10\n")
+    subprocess.run(["docker", "buildx", "build", "--push", "-q", "-t", ref, str(ctx)], check=True, timeout=600)
+    slow = cli("check", ref, "--key", str(runner_key), "--json", env=ENV).json()
+    slow_value = next(e for e in slow["evidence"] if e["predicate_type"] == BENCHMARK_V1)["metrics"][0]["value"]
+    cli("promote", ref, "--to", "dev", "--confirm", *common, env=ENV)
+    denied = cli(
+        "promote", f"{registry_address}/{unique_repo}:{VARIANT}-dev", "--to", "staging", *common, env=ENV, code=31
+    )
+    reason = denied.stderr + denied.stdout
+    assert "benchmark matmul_f32_throughput" in reason
+    assert f"{slow_value:g} GFLOP/s vs {baseline:g} GFLOP/s" in reason
+    assert "slower (max regression 25%) on hardware class" in reason and "gpu_model=none" in reason
