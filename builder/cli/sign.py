@@ -329,7 +329,8 @@ def render_verification(
     con: Console, report: VerificationReport, names: Mapping[str, str], *, header: str, name: str
 ) -> None:
     """Print a verification report for a release engineer: the reference and digest, one table row
-    per item (status ``ok`` / ``untrusted`` / ``INVALID``, kind, predicate (device checks with their
+    per item (status ``ok`` / ``untrusted`` / ``INVALID``, kind (``(bundle)`` for a Sigstore bundle
+    referrer), predicate (device checks with their
     result), signer as ``KEYFILE (fingerprint)``, time), the reasons of invalid items, and one summary
     line: ``VERIFIED NAME@DIGEST: signature by ...; attestations: ...; also present: ...`` or
     ``NOT VERIFIED`` with the unmet requirements and who did sign. ``names``: fingerprint -> key file
@@ -373,7 +374,8 @@ def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[st
                 who = f"claims {who} [dim](unverified; not given)[/]"
             else:
                 who = (who if item.signer else "key not named in the layer") + " [dim](not given)[/]"
-        rows.append([str(n), style[item.classification], item.kind, _what(item), who, escape(item.time or "-")])
+        kind = f"{item.kind} (bundle)" if item.is_bundle else item.kind
+        rows.append([str(n), style[item.classification], kind, _what(item), who, escape(item.time or "-")])
     con.print(fitted_table(columns, rows, con.width))
     for n, item in enumerate(items, 1):
         if item.classification == "invalid":

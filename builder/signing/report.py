@@ -97,6 +97,13 @@ class VerifiedItem:
         return self.ok
 
     @property
+    def is_bundle(self) -> bool:
+        """True for a Sigstore bundle referrer (cosign 3's format): its ``tag`` reads
+        ``sha256-<hex> -> <referrer digest>`` (``builder.signing.bundles``), a legacy layer's is the
+        ``.sig``/``.att`` tag."""
+        return " -> " in self.tag
+
+    @property
     def classification(self) -> Classification:
         """``ok`` (valid, by a given key/identity), ``untrusted`` (valid-looking, by a signer not
         given: allowed, never counted) or ``invalid`` (tampered or broken)."""

@@ -119,3 +119,19 @@ def test_message_signature_or_junk_bundle_is_a_failed_item() -> None:
     for blob in (message, b"not json"):
         item = _check(blob, DIGEST, [signer_public_key(signer)])
         assert not item.ok and not item.untrusted and "no DSSE envelope" in item.reason
+
+
+def test_verify_output_tells_bundle_rows_from_legacy_layers() -> None:
+    import io
+
+    from rich.console import Console
+
+    from builder.cli.sign import render_verification
+    from builder.signing.report import VerificationReport
+
+    (pub,) = load_public_keys([DATA / "cosign.pub"])
+    bundle = _check(RECORDED, RECORDED_SUBJECT, [pub])
+    report = VerificationReport("r", "repo", RECORDED_SUBJECT, (bundle,), (), (SLSA_PROVENANCE_V1,), None)
+    out = io.StringIO()
+    render_verification(Console(file=out, width=160), report, {}, header="r", name="repo")
+    assert bundle.is_bundle and "attestation (bundle)" in out.getvalue()
