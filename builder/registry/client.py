@@ -201,8 +201,10 @@ class RegistryClient:
         """GET a manifest or index; the bytes are kept exactly as served. When ``reference`` is a
         digest the bytes are checked against it (RegistryError on mismatch)."""
         where = join_reference(repository, reference)
-        resp = self.request("GET", f"/v2/{repository}/manifests/{reference}", ref=where, headers={"Accept": ACCEPT})
-        raw = resp.content
+        resp = self.request(
+            "GET", f"/v2/{repository}/manifests/{reference}", ref=where, headers={"Accept": ACCEPT}, stream=True
+        )
+        raw = self.transport.read_body(resp, where)  # size and total-time limits
         digest = sha256_digest(raw)
         if reference.startswith("sha256:") and digest != reference:
             raise RegistryError(
@@ -277,8 +279,8 @@ class RegistryClient:
 
     def get_blob(self, repository: str, digest: str) -> bytes:
         """GET a whole blob into memory, checking its sha256 (RegistryError on mismatch)."""
-        resp = self.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}")
-        data = resp.content
+        resp = self.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}", stream=True)
+        data = self.transport.read_body(resp, f"{repository}@{digest}")  # size and total-time limits
         if digest.startswith("sha256:") and sha256_digest(data) != digest:
             raise RegistryError(f"blob {repository}@{digest} from {self.registry} does not match its digest")
         return data

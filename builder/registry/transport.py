@@ -36,6 +36,16 @@ if TYPE_CHECKING:
     from builder.registry.auth import Authenticator, TokenRequest
     from builder.registry.stream import BlobStream
 
+MAX_BODY_BYTES = 16 * 1024 * 1024
+"""The largest response body read into memory (manifests, configs, signature layers, tag lists,
+referrers): distribution-spec asks clients not to push manifests over 4 MiB
+(https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-manifests); a
+hostile or broken registry sending more (300 MiB) is refused without reading the rest."""
+
+MAX_BODY_SECONDS = 120.0
+"""The longest a response body may take to arrive in total: the read timeout bounds one silent
+gap, this bounds a registry that trickles a byte at a time to stay under it."""
+
 DEFAULT_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
 DEFAULT_RETRIES = 4  # extra attempts after the first one on 429/5xx/connection reset
 DEFAULT_BACKOFF = 0.25  # seconds before the first retry; doubled for each next one (plus up to 25 % jitter)
@@ -107,6 +117,8 @@ class Transport:
         self._adapter: HTTPAdapter | None = None
         self._env_cache: dict[str, EnvSettings] = {}
         self.requests_sent = 0  # HTTP requests sent, retries and auth round trips included
+        self.max_body_bytes = MAX_BODY_BYTES  # bodies read into memory: at most this many bytes ...
+        self.max_body_seconds = MAX_BODY_SECONDS  # ... arriving within this many seconds
 
     @property
     def session(self) -> requests.Session:
@@ -235,6 +247,50 @@ class Transport:
         if resp.status_code in ok or (lost and resp.status_code in ok_after_loss):
             return resp
         raise self._error_for(resp, method, where)
+
+    def read_body(self, resp: requests.Response, where: str) -> bytes:
+        """The body of ``resp`` (requested with ``stream=True``) read with the limits: at most
+        ``max_body_bytes`` (a larger ``Content-Length`` is refused before reading) within
+        ``max_body_seconds`` in total. RegistryError (7) naming the registry and the request
+        otherwise; the connection is closed either way."""
+        import requests
+        import urllib3
+
+        limit, deadline = self.max_body_bytes, time.monotonic() + self.max_body_seconds
+        try:
+            declared = resp.headers.get("Content-Length")
+            if declared is not None and declared.isdigit() and int(declared) > limit:
+                raise RegistryError(
+                    f"registry {self.registry} answered {where} with {int(declared)} bytes, over the "
+                    f"{limit // (1024 * 1024)} MiB limit for a manifest or document; not read",
+                    hint="a registry or proxy that sends oversized documents is broken or hostile",
+                    registry=self.registry,
+                )
+            body = bytearray()
+            try:
+                # read1: whatever has arrived (up to 64 KiB), so a trickled body cannot hold one read
+                # open past the deadline (iter_content's read waits for the whole chunk)
+                while chunk := resp.raw.read1(64 * 1024, decode_content=True):
+                    body += chunk
+                    if len(body) > limit:
+                        raise RegistryError(
+                            f"registry {self.registry} sent more than {limit // (1024 * 1024)} MiB for {where}; "
+                            "stopped reading",
+                            hint="a registry or proxy that sends oversized documents is broken or hostile",
+                            registry=self.registry,
+                        )
+                    if time.monotonic() > deadline:
+                        raise RegistryError(
+                            f"registry {self.registry} took over {self.max_body_seconds:.0f} s to send {where} "
+                            f"({len(body)} bytes so far); stopped waiting",
+                            hint="the registry or a proxy stalls responses; retry later or check it",
+                            registry=self.registry,
+                        )
+            except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError) as exc:
+                raise self._unavailable(exc, "GET", where, 0) from exc
+            return bytes(body)
+        finally:
+            resp.close()
 
     def send_token_request(self, req: TokenRequest) -> requests.Response:
         """Send ``req`` to its token service (the environment's proxy/CA/netrc apply); returns the
