@@ -309,13 +309,20 @@ def referrer_bundle(client: RegistryClient, repository: str, digest: str, desc: 
     return ReferrerBundle(blob, why, ptype)
 
 
+def _public_key_material(doc: object) -> dict[str, Any] | None:
+    """``verificationMaterial.publicKey`` of a parsed bundle when it is an object, else None."""
+    material = doc.get("verificationMaterial") if isinstance(doc, dict) else None
+    key = material.get("publicKey") if isinstance(material, dict) else None
+    return key if isinstance(key, dict) else None
+
+
 def is_key_bundle(blob: bytes) -> bool:
     """True when ``blob`` is a bundle whose verification material is a public key (not a certificate)."""
     try:
         doc = json.loads(blob)
     except ValueError:
         return False
-    return isinstance(doc, dict) and isinstance((doc.get("verificationMaterial") or {}).get("publicKey"), dict)
+    return _public_key_material(doc) is not None
 
 
 def check_key_bundle(
@@ -335,7 +342,7 @@ def check_key_bundle(
     try:
         doc = json.loads(blob)
         envelope = doc["dsseEnvelope"]
-        hint = str(((doc.get("verificationMaterial") or {}).get("publicKey") or {}).get("hint", ""))
+        hint = str((_public_key_material(doc) or {}).get("hint", ""))
         sigs = envelope["signatures"]
         first = str(sigs[0]["sig"])
     except (ValueError, KeyError, TypeError, IndexError):

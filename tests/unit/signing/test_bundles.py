@@ -116,7 +116,9 @@ def test_message_signature_or_junk_bundle_is_a_failed_item() -> None:
             "messageSignature": {"signature": "AA=="},
         }
     ).encode()
-    for blob in (message, b"not json"):
+    assert not is_key_bundle(b'{"verificationMaterial": "x"}') and not is_key_bundle(b"[1]")
+    odd = b'{"verificationMaterial": "x", "dsseEnvelope": {"signatures": "x"}}'
+    for blob in (message, b"not json", odd, b"[1]"):
         item = _check(blob, DIGEST, [signer_public_key(signer)])
         assert not item.ok and not item.untrusted and "no DSSE envelope" in item.reason
 
