@@ -193,9 +193,16 @@ def export_cosign_key_pair(
     for p in (key_path, pub_path):  # both checked first: never leave half a pair behind
         if p.exists():
             raise _exists(p)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    _write_new(key_path, cosign_key_pem(private_key, password), 0o600)
-    _write_new(pub_path, public_pem(private_key.public_key()).encode(), 0o644)
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        _write_new(key_path, cosign_key_pem(private_key, password), 0o600)
+        _write_new(pub_path, public_pem(private_key.public_key()).encode(), 0o644)
+    except OSError as exc:  # not FileExistsError: _write_new turns that into SigningKeyError
+        raise SigningKeyError(
+            f"cannot write the exported key into {output_dir}: {exc.strerror or exc}",
+            hint="choose a writable --output-dir",
+            path=str(output_dir),
+        ) from exc
     return key_path, pub_path, fingerprint_of(private_key.public_key())
 
 
