@@ -240,6 +240,9 @@ def test_containers_policy_and_cosign_bundles_end_to_end(
     assert applied["applied"] and applied["digest"] == digest
     promoted = f"prod/{unique_repo}"
     assert applied["pinned"] == f"{registry_address}/{promoted}@{digest}"
+    # status counts the bundle-format attestation (copied with the image) like a legacy one
+    (row,) = [r for r in _run(cli, project, "status", "--json").json()["rows"] if r["stage"] == "dev"]
+    assert row["digest"] == digest and PTYPE in row["attestations"], row
     (tag,) = [t for t in client.list_tags(promoted) if not t.startswith("sha256-")]
 
     # skopeo with docs/signing.md's policy: the image and its promoted copy are accepted
