@@ -31,6 +31,7 @@ DOCUMENTS: dict[str, str] = {
     "diagnose": "builder.checks.diagnosis.model:DiagnosisDocument",
     "inspect": "builder.image.inspection:InspectDocument",
     "diff": "builder.image.diff:DiffDocument",
+    "sbom": "builder.sbom:SbomDocument",
     "keys generate": "builder.signing.operations:KeysGenerateDocument",
     "keys import": "builder.signing.operations:KeysImportDocument",
     "keys export": "builder.signing.operations:KeysExportDocument",

@@ -1,0 +1,103 @@
+"""A CycloneDX SBOM of an inspected image (``builder sbom``), written with cyclonedx-python-lib (the
+CycloneDX project's own library, https://github.com/CycloneDX/cyclonedx-python-lib) as CycloneDX 1.6 JSON.
+
+Components: every dpkg package (``pkg:deb/<os id>/<name>@<version>``), every Python distribution
+(``pkg:pypi/<name>@<version>``) and every ELF file with GPU code (a ``file`` component whose properties
+``builder:gpu:sass``, ``builder:gpu:ptx``, ``builder:gpu:ptx-isa``, ``builder:gpu:gfx`` list its targets and
+``builder:gpu:loads`` says whether it is the build that loads). The image is the BOM's
+``metadata.component`` (``container``, ``pkg:oci/<name>@<digest>?repository_url=...``; package URLs per
+https://github.com/package-url/purl-spec/blob/master/PURL-TYPES.rst). The stack versions builder read
+(CUDA runtime, cuDNN, NCCL, ...) are ``metadata.properties`` ``builder:stack:<name>``.
+
+As an attestation the BOM is the in-toto predicate of type :data:`CYCLONEDX_PREDICATE`
+(https://github.com/in-toto/attestation/blob/main/spec/predicates/cyclonedx.md), which
+``cosign verify-attestation --type cyclonedx`` selects.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from cyclonedx.model import Property
+from cyclonedx.model.bom import Bom
+from cyclonedx.model.component import Component, ComponentType
+from cyclonedx.output.json import JsonV1Dot6
+from packageurl import PackageURL
+
+if TYPE_CHECKING:
+    from builder.image.inspection import ImageInspection
+
+#: in-toto predicate type of a CycloneDX BOM (what ``cosign attest --type cyclonedx`` writes)
+CYCLONEDX_PREDICATE = "https://cyclonedx.org/bom"
+STACK_FACTS = ("os", "cuda_runtime", "cuda_toolkit", "cudnn", "nccl", "cublas", "rocm", "hip", "rccl")
+
+
+def _os_id(inspection: ImageInspection) -> str:
+    name = (inspection.stack.os or "").lower()
+    for known in ("debian", "ubuntu", "rocky", "almalinux", "rhel", "alpine"):
+        if known in name:
+            return known
+    return "debian"
+
+
+def image_bom(inspection: ImageInspection) -> dict[str, Any]:
+    """The CycloneDX 1.6 BOM of ``inspection`` as a JSON object. Deterministic for the same image except
+    ``serialNumber`` and ``metadata.timestamp`` (CycloneDX requires both to identify the document)."""
+    name, _, digest = inspection.reference.partition("@")
+    repository = name.partition("/")[2]
+    image = Component(
+        name=repository,
+        version=digest,
+        type=ComponentType.CONTAINER,
+        bom_ref=inspection.reference,
+        purl=PackageURL(
+            type="oci",
+            name=repository.rsplit("/", 1)[-1],
+            version=digest,
+            qualifiers={"repository_url": name},
+        ),
+    )
+    bom = Bom()
+    bom.metadata.component = image
+    stack = inspection.stack
+    facts = {f: getattr(stack, f) for f in STACK_FACTS}
+    facts["python"] = ", ".join(stack.python) or None
+    for fw in stack.frameworks:
+        facts[fw.name] = (
+            fw.version + (f" (CUDA {fw.cuda})" if fw.cuda else "") + (f" (ROCm {fw.rocm})" if fw.rocm else "")
+        )
+    for key, value in facts.items():
+        if value:
+            bom.metadata.properties.add(Property(name=f"builder:stack:{key}", value=value))
+    os_id = _os_id(inspection)
+    for pkg, version in stack.dpkg_packages.items():
+        purl = PackageURL(type="deb", namespace=os_id, name=pkg, version=version)
+        bom.components.add(Component(name=pkg, version=version, purl=purl, bom_ref=str(purl)))
+    for pkg, version in stack.python_packages.items():
+        purl = PackageURL(type="pypi", name=pkg, version=version)
+        bom.components.add(Component(name=pkg, version=version, purl=purl, bom_ref=str(purl)))
+    loading = {b.path for b in inspection.kernel_binaries()}
+    for code in inspection.binaries:
+        props = [
+            Property(name="builder:gpu:sass", value=" ".join(code.sass)),
+            Property(name="builder:gpu:ptx", value=" ".join(code.ptx)),
+            Property(name="builder:gpu:gfx", value=" ".join(code.gfx)),
+            Property(name="builder:gpu:loads", value="true" if code.path in loading else "false"),
+        ]
+        if code.ptx_isa:
+            props.append(Property(name="builder:gpu:ptx-isa", value=code.ptx_isa))
+        bom.components.add(
+            Component(
+                name=code.path,
+                type=ComponentType.FILE,
+                bom_ref=f"file:{code.path}",
+                properties=[p for p in props if p.value],
+            )
+        )
+    bom.register_dependency(image, list(bom.components))
+    doc: dict[str, Any] = json.loads(JsonV1Dot6(bom).output_as_string())
+    return doc
+
+
+__all__ = ["CYCLONEDX_PREDICATE", "image_bom"]
