@@ -375,11 +375,13 @@ def run_argv(
     user: str | None = None,
     entrypoint: str | None = None,
     pull: str = "missing",
+    options: Sequence[str] = (),
 ) -> list[str]:
     """The argv of ``CLIENT run --rm --name NAME --pull=PULL [-i] [--gpus G] [--device D]... IMAGE ARGV...``
     (pure): what :func:`run_container` runs here, and what a check runner starts on a cluster node
-    (``client``: ``docker``, ``podman``; https://docs.docker.com/reference/cli/docker/container/run/)."""
-    cmd = [*client, "run", "--rm", "--name", name, f"--pull={pull}"]
+    (``client``: ``docker``, ``podman``; https://docs.docker.com/reference/cli/docker/container/run/;
+    ``options``: more ``run`` options, e.g. Podman's ``--tls-verify=false``)."""
+    cmd = [*client, "run", "--rm", "--name", name, f"--pull={pull}", *options]
     if interactive:
         cmd.append("-i")
     if gpus:
@@ -414,11 +416,12 @@ def run_container(
     timeout: float = 300.0,
     pull: str = "missing",
     client: Sequence[str] | None = None,
+    options: Sequence[str] = (),
 ) -> ContainerResult:
     """``docker run --rm -i [--gpus G] [--device D]... IMAGE ARGV...`` in a fresh, named container.
 
     ``client``: the engine CLI's argv prefix (``docker -H ssh://gpu-01``, ``podman``; default
-    :func:`docker_command`).
+    :func:`docker_command`); ``options``: more ``run`` options (:func:`run_argv`).
 
     ``devices`` are passed to ``--device`` (``/dev/kfd``, or CDI names ``nvidia.com/gpu=all``).
     On timeout the container is removed (``docker rm -f``) and ``exit_code`` is 124; when the
@@ -441,6 +444,7 @@ def run_container(
         user=user,
         entrypoint=entrypoint,
         pull=pull,
+        options=options,
     )
     start = time.monotonic()
     try:

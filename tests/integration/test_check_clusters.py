@@ -155,3 +155,23 @@ def test_slurm_refusal_is_the_schedulers_words_and_exit_22(slurm: str, image: st
 def test_unknown_cluster_names_the_known_ones(cli: Cli) -> None:
     res = cli("check", "127.0.0.1:5000/x/y:z", "--fleet", "demo", "--cluster", "h200-nope", code=8)
     assert "no cluster named 'h200-nope'" in res.stderr and "h100-train" in res.stderr
+
+
+def test_podman_cluster_pulls_the_probed_manifest_and_runs_it_with_podman(image: str, tmp_path: Path, cli: Cli) -> None:
+    """The podman runner on this host. Podman pulls here, but `podman run` may be refused by the sandbox
+    (runc cannot set rlimits): then the check is a failed check carrying podman's own error, not a crash."""
+    podman = require_tool("podman")
+    fleet = _fleet(tmp_path / "f.yaml", [{"name": "pod", "runner": {"kind": "podman"}}])
+    res = cli("check", image, "--fleet", str(fleet), "--cluster", "pod", "--no-attest", "--json", code=None)
+    assert res.code in (0, 20), res.stderr
+    doc = res.json() if res.code == 0 else res.json()["error"]["details"]["result"]
+    host = subprocess.run([podman, "info", "--format", "{{.Host.Hostname}}"], capture_output=True, text=True)
+    assert doc["placement"] == {"cluster": "pod", "runner": "podman", "node": host.stdout.strip(), "job_id": None}
+    ran = doc["image"]["reference"]  # registry/repo@sha256:<platform manifest>
+    assert subprocess.run([podman, "image", "exists", ran], timeout=60).returncode == 0  # podman pulled it
+    if res.code == 20:
+        step = doc["steps"][0]
+        assert step["detail"]["command"][:2] == ["podman", "run"] and "--tls-verify=false" in step["detail"]["command"]
+        assert step["error"] and "Traceback" not in res.stderr
+    else:
+        assert doc["passed"] is True

@@ -24,6 +24,14 @@ if TYPE_CHECKING:
     from builder.engine import ContainerResult
 
 
+def loopback(image: str) -> bool:
+    """Whether ``image`` (``host[:port]/repository...``) is on this machine's loopback, which builder always
+    speaks plain HTTP to (docs/registry.md); Podman needs ``--tls-verify=false`` for it, Docker does not
+    (https://docs.docker.com/reference/cli/dockerd/#insecure-registries: loopback is insecure by default)."""
+    host = image.split("/", 1)[0].rsplit(":", 1)[0] if "/" in image else ""
+    return host in ("localhost", "::1", "[::1]") or host.startswith("127.")
+
+
 def client_argv(settings: RunnerSettings) -> list[str] | None:
     """The engine CLI's argv prefix for ``settings`` (None: this host's default engine)."""
     if settings.kind == "podman":
@@ -68,6 +76,7 @@ class EngineSession:
             entrypoint=entrypoint,
             timeout=timeout,
             client=client_argv(self.settings),
+            options=["--tls-verify=false"] if self.settings.kind == "podman" and loopback(image) else [],
         )
 
     def host(self) -> HostInfo:
@@ -117,4 +126,4 @@ def engine_session(cluster: str | None, settings: RunnerSettings) -> Iterator[En
     yield EngineSession(cluster, settings)
 
 
-__all__ = ["EngineSession", "client_argv", "engine_session"]
+__all__ = ["EngineSession", "client_argv", "engine_session", "loopback"]

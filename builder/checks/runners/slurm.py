@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from builder import process
 from builder.checks.runners import Placement
+from builder.checks.runners.engines import loopback
 from builder.engine import ContainerResult, container_name, run_argv
 from builder.errors import RunnerError
 
@@ -235,6 +236,7 @@ class SlurmSession:
             shm_size=shm_size,
             user=user,
             entrypoint=entrypoint,
+            options=["--tls-verify=false"] if self.settings.container == "podman" and loopback(image) else [],
         )
         try:
             code, out, err, seconds = self.step(cmd, stdin, timeout)
