@@ -160,6 +160,7 @@ class App:
         """The promotion context: the stage policy (``policy_file`` or the default), the signing
         key and the ledger when ``need_signer``, this invocation's registry clients, and the
         fleet checker. Raises PolicyError, SigningKeyError, LedgerError."""
+        from builder.image.layers import LayerCache
         from builder.promote import compat_fleet_checker, open_context
 
         ctx = open_context(
@@ -170,7 +171,7 @@ class App:
             key_password=self.key_password,
             need_signer=need_signer,
             trust_root=trust_root,
-            fleet_checker=compat_fleet_checker(),
+            fleet_checker=compat_fleet_checker(LayerCache(self.config.state_dir / "cache" / "layers")),
         )
         self._contexts.append(ctx)
         return ctx

@@ -10,10 +10,13 @@ files; ConfigError (2) when ``--cluster`` has no fleet file to take it from; reg
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.compat.fleets import check_cluster, load_fleet
+from builder.compat.kernels import KernelBinary
 from builder.errors import ConfigError, NotFoundError
 from builder.labels import gpu_archs as label_gpu_archs
 from builder.labels import read as read_label
@@ -23,6 +26,7 @@ from builder.registry import config_env, image_config
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from builder.image.layers import LayerCache
     from builder.promote.model import FleetChecker
     from builder.registry import RegistryClient
 
@@ -61,16 +65,30 @@ def image_requirements(config: Mapping[str, Any]) -> ImageNeeds:
     return ImageNeeds(cuda, env.get("NVIDIA_REQUIRE_CUDA") or None, rocm, archs)
 
 
-def check_fleet(client: RegistryClient, repository: str, digest: str, fleet: str) -> list[FleetEvidence]:
+#: the GPU code measured in an image (``builder.image``): client, repository, digest -> libraries that load
+MeasureKernels = Callable[["RegistryClient", str, str], tuple[KernelBinary, ...]]
+
+
+def check_fleet(
+    client: RegistryClient, repository: str, digest: str, fleet: str, *, kernels: MeasureKernels | None = None
+) -> list[FleetEvidence]:
     """One verdict per cluster of the fleet file ``fleet`` for the image ``digest`` in
-    ``repository``. Raises NotFoundError for a missing fleet file, registry errors."""
+    ``repository``; ``kernels`` measures the image's GPU libraries, which are then judged per GPU
+    (``builder.compat.check_compat``; the declared ``gpu-archs`` only when none is measured). Raises
+    NotFoundError for a missing fleet file, registry errors."""
     loaded = load_fleet(Path(fleet))
     needs = image_requirements(image_config(client, repository, digest))
     vendor = needs.vendor
+    measured = kernels(client, repository, digest) if kernels is not None else ()
     out = []
     for cluster in loaded.clusters:
         cv = check_cluster(
-            cluster, cuda=needs.cuda, require=needs.require, rocm=needs.rocm, image_archs=needs.image_archs
+            cluster,
+            cuda=needs.cuda,
+            require=needs.require,
+            rocm=needs.rocm,
+            image_archs=() if measured else needs.image_archs,
+            kernels=measured,
         )
         out.append(
             FleetEvidence(
@@ -85,9 +103,16 @@ def check_fleet(client: RegistryClient, repository: str, digest: str, fleet: str
     return out
 
 
-def compat_fleet_checker() -> FleetChecker:
-    """A FleetChecker backed by ``builder.compat`` (``check_fleet``)."""
-    return check_fleet
+def compat_fleet_checker(layer_cache: LayerCache | None = None) -> FleetChecker:
+    """A FleetChecker backed by ``builder.compat`` (``check_fleet``) that judges the GPU code measured in
+    the image's layers (:func:`builder.image.inspection.inspect_image`, layers cached in ``layer_cache``)."""
+
+    def measure(client: RegistryClient, repository: str, digest: str) -> tuple[KernelBinary, ...]:
+        from builder.image.inspection import inspect_image
+
+        return inspect_image(client, repository, digest, cache=layer_cache).kernel_binaries()
+
+    return functools.partial(check_fleet, kernels=measure)
 
 
 def cluster_reason(verdict: str, hosts: Sequence[tuple[str, str, Sequence[str]]]) -> str:

@@ -297,3 +297,22 @@ def test_sbom_is_accepted_by_cosign_verify_attestation_cyclonedx(
         check=False,
     )
     assert wrong.returncode != 0  # cosign is a real judge: no SPDX attestation is there
+
+
+def test_policy_fleet_evidence_judges_the_measured_code(images: dict[str, str], tmp_path: Path) -> None:
+    """The fleet checker promotions use (policy `fleet` rules, `resolve --cluster`) sees the library."""
+    from builder.image.layers import LayerCache
+    from builder.promote.fleets import compat_fleet_checker
+
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET)
+    checker = compat_fleet_checker(LayerCache(tmp_path / "layers"))
+    registry, _, rest = images["stale"].partition("/")
+    repo, _, tag = rest.partition(":")
+    client = RegistryClient(registry, insecure=True)
+    for name, rtx5090 in (("stale", "blocked"), ("fixed", "ok")):
+        rows = {r.cluster: r for r in checker(client, repo, client.resolve(repo, name), str(fleet))}
+        assert rows["h100"].verdict == "ok"
+        assert rows["rtx5090"].verdict == rtx5090
+    stale = {r.cluster: r for r in checker(client, repo, client.resolve(repo, tag), str(fleet))}
+    assert "libcustom_kernels.so: no SASS for sm_120" in stale["rtx5090"].reason
