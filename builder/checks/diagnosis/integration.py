@@ -71,6 +71,64 @@ def facts_gres(text: str, _ctx: Context) -> dict[str, Any]:
     return _captured(text, {"request": r"(--gres[= ]\S+|--gpus(?:-per-\w+)?[= ]\S+)"})
 
 
+#: what each symptom needs from NVIDIA_DRIVER_CAPABILITIES, most specific first. The toolkit injects only the
+#: driver libraries of the listed capabilities; unset or empty means ``utility,compute``
+#: (https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html#driver-capabilities):
+#: video = libnvcuvid / libnvidia-encode, utility = nvidia-smi / libnvidia-ml,
+#: compute = libcuda / libnvidia-ptxjitcompiler, graphics = libGLX_nvidia / libEGL_nvidia / libnvidia-glcore.
+_CAPABILITY_SYMPTOMS: tuple[tuple[str, str], ...] = (
+    ("video", r"libnvidia-encode|libnvcuvid|\bnvenc\b|\bcuvid\b"),
+    ("graphics", r"libGLX_nvidia|libEGL_nvidia|libnvidia-glcore|libnvidia-eglcore"),
+    (
+        "utility",
+        r"\bnvidia-smi\b\\*\"?:? (?:command )?not found|executable file not found.{0,20}nvidia-smi|"
+        r"exec:? \\*\"nvidia-smi|exec nvidia-smi failed|libnvidia-ml\.so",
+    ),
+    (
+        "compute",
+        r"libcuda\.so|no NVIDIA driver on your system|NVIDIA Driver was not detected|"
+        r"CUDA driver initialization failed|could not load libcuda",
+    ),
+)
+
+
+def driver_capabilities(text: str, ctx: Context) -> str | None:
+    """NVIDIA_DRIVER_CAPABILITIES as the context or the text (``env``, ``-e``, a compose file, a JSON dump) gives
+    it: ``"compute,utility"``; None when neither names it."""
+    if ctx.driver_capabilities is not None:
+        return ctx.driver_capabilities
+    m = re.search(r"NVIDIA_DRIVER_CAPABILITIES[\"']?\s*[=:]\s*[\"']?([\w,]*)", text)
+    return m.group(1) if m else None
+
+
+def missing_capability(text: str, ctx: Context) -> dict[str, Any]:
+    """``{"driver_capabilities": value, "missing_capability": cap}`` when a symptom in ``text`` needs a driver
+    capability that the known NVIDIA_DRIVER_CAPABILITIES lacks; ``{}`` when the value is unknown, includes
+    ``all`` or what the symptom needs (naming the variable is no failure: a healthy container lists it too)."""
+    caps = driver_capabilities(text, ctx)
+    if caps is None:
+        return {}
+    have = {c.strip().lower() for c in caps.split(",") if c.strip()} or {"utility", "compute"}
+    if "all" in have:
+        return {}
+    for cap, symptom in _CAPABILITY_SYMPTOMS:
+        if cap not in have and re.search(symptom, text, re.I):
+            return {"driver_capabilities": caps, "missing_capability": cap}
+    return {}
+
+
+def facts_capabilities(text: str, ctx: Context) -> dict[str, Any]:
+    """The capability the symptom needs (``video`` for NVENC/NVDEC libraries) and the known value."""
+    found = missing_capability(text, ctx)
+    if found:
+        return found
+    for cap, symptom in _CAPABILITY_SYMPTOMS:
+        if re.search(symptom, text, re.I):
+            caps = driver_capabilities(text, ctx)
+            return {"missing_capability": cap} | ({"driver_capabilities": caps} if caps is not None else {})
+    return {}
+
+
 def facts_not_injected(text: str, ctx: Context) -> dict[str, Any]:
     """Why the driver is not the cause: the driver's version and the CUDA the image needs (read from the text:
     ``NVRM version``, ``Driver Version``, the reporter's words; and the context)."""
@@ -192,15 +250,16 @@ NOT_INJECTED = FailureRule(
     "driver-libs-not-injected",
     "run-options",
     "image-user-space",
-    "the CUDA runtime reported an insufficient driver, but the host driver supports the image's CUDA: the "
-    "container never received the host's driver libraries (started with raw --device nodes, without the NVIDIA "
-    "runtime, or the runtime did not mount them)",
+    "the container never received the host's driver libraries (started with raw --device nodes, without the NVIDIA "
+    "runtime, or the runtime did not mount them): a missing libcuda, or 'insufficient driver' from the CUDA runtime "
+    "although the host driver supports the image's CUDA",
     "in the run options: request the GPU through the runtime (`--gpus all`, `--runtime=nvidia`, or a CDI device "
     "`--device nvidia.com/gpu=all`) instead of passing /dev/nvidia* nodes; inside, `ldconfig -p | grep libcuda` "
     "must show the host driver's libcuda",
     (),  # never matched by text alone: reached by cross-checking "driver too old" (builder.checks.diagnosis.crosscheck)
+    # or by a missing driver library next to raw /dev/nvidia* nodes (builder.checks.diagnosis.matching)
     facts_not_injected,
 )
 
 
-__all__ = ["NOT_INJECTED", "RULES", "facts_engine"]
+__all__ = ["NOT_INJECTED", "RULES", "driver_capabilities", "facts_capabilities", "facts_engine", "missing_capability"]

@@ -20,7 +20,7 @@ from builder.checks.diagnosis.crosscheck import (
     in_container,
 )
 from builder.checks.diagnosis.facts import min_driver
-from builder.checks.diagnosis.integration import NOT_INJECTED
+from builder.checks.diagnosis.integration import NOT_INJECTED, missing_capability
 from builder.checks.diagnosis.model import Context, Diagnosis, FailureRule, Layer
 from builder.checks.diagnosis.rules import RULES, RULES_BY_KEY
 from builder.errors import NotFoundError
@@ -96,25 +96,15 @@ def _resolve_ambiguity(matches: list[FailureRule], text: str, ctx: Context) -> l
         matches = [RULES_BY_KEY["driver-too-old-for-image"]] + [
             r for r in matches if r.key != "driver-too-old-for-image"
         ]
-    # NVIDIA_DRIVER_CAPABILITIES named with a "no driver" symptom: it is the capabilities
-    if "driver-capabilities-missing" in keys and "gpu-not-requested" in keys:
-        caps = ctx.driver_capabilities
-        if re.search(r"NVIDIA_DRIVER_CAPABILITIES", text) or (
-            caps is not None and "compute" not in caps and "all" not in caps
-        ):
-            matches = [RULES_BY_KEY["driver-capabilities-missing"]] + [
-                r for r in matches if r.key != "driver-capabilities-missing"
-            ]
-    if "gpu-not-requested" in keys and ctx.driver_capabilities is not None:
-        caps = ctx.driver_capabilities
-        if (
-            "compute" not in caps
-            and "all" not in caps
-            and re.search(r"libcuda|no NVIDIA driver|Driver was not detected", text)
-        ):
-            matches = [RULES_BY_KEY["driver-capabilities-missing"]] + [
-                r for r in matches if r.key != "driver-capabilities-missing"
-            ]
+    # a symptom (no libcuda, no nvidia-smi, no NVENC library) whose capability the known
+    # NVIDIA_DRIVER_CAPABILITIES lacks: the capabilities, whatever else the symptom could mean
+    # a missing driver library (libcuda, nvidia-smi) in a container given raw /dev/nvidia* nodes: the devices are
+    # there, the runtime that injects the host's driver libraries was bypassed (not a missing GPU request)
+    if "gpu-not-requested" in keys and re.search(r"--device[= ]/dev/nvidia", text):
+        matches = [NOT_INJECTED, *[r for r in matches if r is not NOT_INJECTED]]
+    if missing_capability(text, ctx):
+        caps = RULES_BY_KEY["driver-capabilities-missing"]
+        matches = [caps, *[r for r in matches if r.key != caps.key]]
     return matches
 
 

@@ -1,9 +1,10 @@
 """The values of a diagnosis: the layers, the CUDA error codes named, what is known besides the message
 (:class:`Context`), a failure kind (:class:`FailureRule`) and the answer (:class:`Diagnosis`).
 
-Layers, bottom to top (docs/diagnosis.md): ``kernel-driver``, ``fabric-manager``, ``container-toolkit``,
-``container-engine``, ``run-options``, ``image-user-space``, ``framework-build``. CUDA runtime error codes:
-https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html (``cudaError``).
+Layers, bottom to top (docs/diagnosis.md): ``kernel-driver``, ``fabric-manager``, ``interconnect`` (the links
+between GPUs and between hosts: PCIe/NVLink peer-to-peer, InfiniBand/RoCE HCAs, links and switches),
+``container-toolkit``, ``container-engine``, ``run-options``, ``image-user-space``, ``framework-build``.
+CUDA runtime error codes: https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html (``cudaError``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 Layer = Literal[
     "kernel-driver",
     "fabric-manager",
+    "interconnect",
     "container-toolkit",
     "container-engine",
     "run-options",
@@ -33,6 +35,7 @@ LayerOrUnknown = Literal[Layer, "unknown"]
 LAYERS: tuple[Layer, ...] = (
     "kernel-driver",
     "fabric-manager",
+    "interconnect",
     "container-toolkit",
     "container-engine",
     "run-options",

@@ -15,7 +15,7 @@ from builder.checks.diagnosis.facts import (
     facts_perm,
     facts_tool,
 )
-from builder.checks.diagnosis.integration import NOT_INJECTED
+from builder.checks.diagnosis.integration import NOT_INJECTED, facts_capabilities
 from builder.checks.diagnosis.integration import RULES as INTEGRATION_RULES
 from builder.checks.diagnosis.model import FailureRule, patterns
 from builder.checks.diagnosis.runtime import RULES as RUNTIME_RULES
@@ -277,8 +277,8 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             r"Cannot load libnvcuvid\.so",
             r"unable to load libnvcuvid",
             r"libnvidia-encode\.so\.1: cannot open shared object file",
-            r"NVIDIA_DRIVER_CAPABILITIES",
         ),
+        facts_capabilities,  # a symptom with NVIDIA_DRIVER_CAPABILITIES lacking compute/utility: matching.py
     ),
     FailureRule(
         "gpu-not-requested",

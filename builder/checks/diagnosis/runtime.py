@@ -3,7 +3,9 @@ NCCL/RCCL collectives (shared memory, the network, ranks that disagree), the GPU
 uncorrectable ECC errors) and the host platform (WSL).
 
 Sources of the facts: NCCL troubleshooting (shared memory in containers, ``--shm-size``/``--ipc=host``, IB/RoCE
-settings): https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html; NVIDIA Xid errors (79
+settings, PCIe ACS): https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html; work completion
+status codes (``IBV_WC_LOC_PROT_ERR`` = 4, ``IBV_WC_RETRY_EXC_ERR`` = 12):
+https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/verbs.h; NVIDIA Xid errors (79
 fallen off the bus, 48/63/64/94/95 ECC and row remapping): https://docs.nvidia.com/deploy/xid-errors/index.html;
 CUDA error 214 ``cudaErrorECCUncorrectable``:
 https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html; GPU memory error management (page
@@ -51,6 +53,16 @@ def facts_cudnn(text: str, _ctx: Context) -> dict[str, Any]:
     return {"cudnn_compiled_with": _version(compiled), "cudnn_loaded": _version(runtime)}
 
 
+#: ibv_wc_status values NCCL prints as "status=N" / "error N" (rdma-core libibverbs/verbs.h)
+_IB_STATUS = {
+    4: "IBV_WC_LOC_PROT_ERR",
+    5: "IBV_WC_WR_FLUSH_ERR",
+    10: "IBV_WC_REM_ACCESS_ERR",
+    12: "IBV_WC_RETRY_EXC_ERR",
+    13: "IBV_WC_RNR_RETRY_EXC_ERR",
+}
+
+
 def facts_nccl(text: str, ctx: Context) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     m = re.search(r"NCCL version (\d+\.\d+\.\d+)", text)
@@ -62,6 +74,8 @@ def facts_nccl(text: str, ctx: Context) -> dict[str, Any]:
     m = re.search(r"(?:status|error)[= ](\d+)[, ]+opcode", text)
     if m:
         facts["ib_status"] = int(m.group(1))
+        if facts["ib_status"] in _IB_STATUS:
+            facts["ib_status_name"] = _IB_STATUS[facts["ib_status"]]
     if ctx.engine:
         facts["engine"] = ctx.engine
     return facts
@@ -141,13 +155,16 @@ RULES: tuple[FailureRule, ...] = (
     ),
     FailureRule(
         "nccl-network-failure",
-        "run-options",
+        "interconnect",
         "image-user-space",
-        "NCCL's network transport failed (InfiniBand/RoCE completion errors, peer unreachable): the wrong "
-        "interface/GID was chosen, the container lacks the IB devices, or a link in the fabric is down",
-        "set the network NCCL should use (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX for RoCE); in "
-        "containers pass /dev/infiniband with `--cap-add IPC_LOCK --ulimit memlock=-1` and host networking; check the "
-        "links with `ibstat` and nccl-tests before blaming the job",
+        "NCCL's transport between GPUs failed: InfiniBand/RoCE work completions with an error (status 12: retries "
+        "exceeded - a link, route or RoCE GID that does not reach the peer; status 4: local protection - memory "
+        "registration / GPUDirect RDMA), or no peer-to-peer access between two GPUs",
+        "in the interconnect: check the links and HCAs (`ibstat`, `ibv_devinfo`, the switch's port counters) and "
+        "reproduce with nccl-tests before blaming the job; for RoCE set NCCL_IB_GID_INDEX to a RoCE v2 GID, and pick "
+        "the HCAs/interface with NCCL_IB_HCA / NCCL_SOCKET_IFNAME; in containers pass /dev/infiniband with "
+        "`--cap-add IPC_LOCK --ulimit memlock=-1` and host networking; for P2P check `nvidia-smi topo -m` and "
+        "PCIe ACS / IOMMU settings (NCCL_P2P_DISABLE=1 works around it at a cost in speed)",
         patterns(
             r"NET/IBP? ?:\s*Got completion from peer",
             r"NET/IB\s*:.*(?:failed|error \d+)",
