@@ -80,11 +80,19 @@ def _print(result: ImageInspection) -> None:
         ("HIP", s.hip),
         ("RCCL", s.rccl),
     ]
-    facts += [(f.name, f.version + (f" (CUDA {f.cuda})" if f.cuda else "") + (f" (ROCm {f.rocm})" if f.rocm else ""))
-              for f in s.frameworks]
+    facts += [
+        (f.name, f.version + (f" (CUDA {f.cuda})" if f.cuda else "") + (f" (ROCm {f.rocm})" if f.rocm else ""))
+        for f in s.frameworks
+    ]
     for name, value in facts:
         if value:
             c.print(f"  {name}: {value}", markup=False, highlight=False)
+    if result.min_driver or result.min_driver_jit:
+        c.print(
+            f"  min driver: {result.min_driver or '-'} (CUDA runtime)"
+            + (f", {result.min_driver_jit} to JIT its PTX" if result.min_driver_jit else ""),
+            markup=False,
+        )
     c.print(f"  packages: {len(s.python_packages)} Python, {len(s.dpkg_packages)} dpkg", markup=False)
     if not result.binaries:
         c.print("no GPU code in the image's ELF files", markup=False)
@@ -92,12 +100,19 @@ def _print(result: ImageInspection) -> None:
     loading = {b.path for b in result.kernel_binaries()}
     c.print(f"GPU code in {len(result.binaries)} ELF files:", markup=False)
     for b in result.binaries:
-        c.print(f"  {b.path}" + ("" if b.path in loading else "  (not loaded: another CUDA/ROCm line)"),
-                markup=False, highlight=False, soft_wrap=True)
+        c.print(
+            f"  {b.path}" + ("" if b.path in loading else "  (not loaded: another CUDA/ROCm line)"),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         if b.sass:
             c.print(f"    SASS {' '.join(b.sass)}", markup=False, highlight=False)
         if b.ptx:
-            c.print(f"    PTX  {' '.join(b.ptx)}" + (f" (ISA {b.ptx_isa})" if b.ptx_isa else ""), markup=False,
-                    highlight=False)
+            c.print(
+                f"    PTX  {' '.join(b.ptx)}" + (f" (ISA {b.ptx_isa})" if b.ptx_isa else ""),
+                markup=False,
+                highlight=False,
+            )
         if b.gfx:
             c.print(f"    gfx  {' '.join(b.gfx)}", markup=False, highlight=False)

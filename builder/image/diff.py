@@ -4,8 +4,7 @@ driver the installed CUDA runtime needs (and the one its PTX needs to JIT), the 
 over the libraries that load, libraries added, removed or changed, and Python / dpkg packages added,
 removed and changed. Fleet clusters whose verdict changes are added by the caller (:func:`with_fleet`).
 
-Minimum drivers come from :func:`builder.compat.min_driver` (NVIDIA's CUDA -> driver table) and
-:func:`builder.compat.kernels.ptx_isa_needs_cuda` (PTX ISA -> CUDA release). Pure.
+Minimum drivers: :attr:`builder.image.inspection.ImageInspection.min_driver` and ``min_driver_jit``. Pure.
 """
 
 from __future__ import annotations
@@ -15,13 +14,10 @@ from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
 
-from builder.compat import min_driver
-from builder.compat.kernels import KernelBinary, ptx_isa_needs_cuda
-from builder.errors import NotFoundError
-
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from builder.compat.kernels import KernelBinary
     from builder.image.inspection import ImageInspection
 
 #: the stack facts compared, in the order people read them
@@ -97,31 +93,6 @@ def _targets(binaries: tuple[KernelBinary, ...]) -> set[str]:
     return out
 
 
-def _driver_for(cuda: str | None) -> str | None:
-    if not cuda:
-        return None
-    try:
-        return min_driver(".".join(cuda.split(".")[:2]))
-    except NotFoundError:
-        return None
-
-
-def runtime_min_driver(inspection: ImageInspection) -> str | None:
-    """The minimum driver of the installed CUDA runtime's line (the framework build's CUDA when it has
-    one): the CUDA -> driver table's Linux minimum. None for an image without CUDA or an unknown line."""
-    return _driver_for(inspection.stack.cuda)
-
-
-def jit_min_driver(inspection: ImageInspection) -> str | None:
-    """The minimum driver that can JIT the newest PTX among the loading libraries (its ISA's CUDA
-    release -> driver). None without PTX."""
-    isas = [b.ptx_isa for b in inspection.kernel_binaries() if b.ptx_isa]
-    if not isas:
-        return None
-    newest = max(isas, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
-    return _driver_for(ptx_isa_needs_cuda(newest))
-
-
 def _packages(a: Mapping[str, str], b: Mapping[str, str]) -> PackagesDocument:
     return {
         "added": {k: b[k] for k in sorted(set(b) - set(a))},
@@ -192,8 +163,8 @@ def diff_inspections(a: ImageInspection, b: ImageInspection) -> ImageDiff:
         a=a.reference,
         b=b.reference,
         stack=stack,
-        min_driver={"a": runtime_min_driver(a), "b": runtime_min_driver(b)},
-        min_driver_jit={"a": jit_min_driver(a), "b": jit_min_driver(b)},
+        min_driver={"a": a.min_driver, "b": b.min_driver},
+        min_driver_jit={"a": a.min_driver_jit, "b": b.min_driver_jit},
         gained=tuple(sorted(tb - ta, key=_order)),
         lost=tuple(sorted(ta - tb, key=_order)),
         binaries={
@@ -218,4 +189,4 @@ def with_fleet(diff: ImageDiff, a: Mapping[str, str], b: Mapping[str, str]) -> I
     return dataclasses.replace(diff, fleet=rows)
 
 
-__all__ = ["DiffDocument", "ImageDiff", "diff_inspections", "jit_min_driver", "runtime_min_driver", "with_fleet"]
+__all__ = ["DiffDocument", "ImageDiff", "diff_inspections", "with_fleet"]

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
 
-from builder.compat.kernels import KernelBinary, loading_binaries
+from builder.compat import min_driver
+from builder.compat.kernels import KernelBinary, loading_binaries, ptx_isa_needs_cuda
 from builder.errors import NotFoundError, RegistryError
 from builder.image.elf import GpuCode, GpuCodeDocument
 from builder.image.layers import LayerCache, LayerSummary, merge, read_layer
@@ -47,7 +48,8 @@ class InspectDocument(TypedDict):
     """``builder inspect --json``: ``reference`` (registry/repository@digest), ``digest`` (the digest asked
     for), ``platform_digest`` and ``platform`` (the manifest read), ``binaries`` (ELF files with GPU code,
     paths absolute in the image), ``loading`` (the paths of those that load: one per group of per-CUDA-line
-    libraries), ``stack`` (the installed GPU stack), ``layers`` (each layer read)."""
+    libraries), ``min_driver`` (of the installed CUDA runtime's line) and ``min_driver_jit`` (to JIT the newest
+    PTX of those libraries), ``stack`` (the installed GPU stack), ``layers`` (each layer read)."""
 
     reference: str
     digest: str
@@ -55,6 +57,8 @@ class InspectDocument(TypedDict):
     platform: str | None
     binaries: list[GpuCodeDocument]
     loading: list[str]
+    min_driver: str | None
+    min_driver_jit: str | None
     stack: StackDocument
     layers: list[LayerReadDocument]
 
@@ -98,6 +102,23 @@ class ImageInspection:
             out.update(b.sass + b.ptx + tuple(g.split(":")[0] for g in b.gfx))
         return tuple(sorted(out))
 
+    @property
+    def min_driver(self) -> str | None:
+        """The minimum driver of the installed CUDA runtime's line (the framework build's CUDA when it
+        has one): the Linux minimum of NVIDIA's CUDA -> driver table (:func:`builder.compat.min_driver`).
+        None for an image without CUDA or a line the table does not know."""
+        return _driver_for(self.stack.cuda)
+
+    @property
+    def min_driver_jit(self) -> str | None:
+        """The minimum driver that can JIT the newest PTX among the loading libraries: its ISA's CUDA
+        release (:func:`builder.compat.kernels.ptx_isa_needs_cuda`) -> driver. None without PTX."""
+        isas = [b.ptx_isa for b in self.kernel_binaries() if b.ptx_isa]
+        if not isas:
+            return None
+        newest = max(isas, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+        return _driver_for(ptx_isa_needs_cuda(newest))
+
     def to_json(self) -> InspectDocument:
         return {
             "reference": self.reference,
@@ -106,9 +127,20 @@ class ImageInspection:
             "platform": self.platform,
             "binaries": [b.to_json() for b in self.binaries],
             "loading": [b.path for b in self.kernel_binaries()],
+            "min_driver": self.min_driver,
+            "min_driver_jit": self.min_driver_jit,
             "stack": self.stack.to_json(),
             "layers": [x.to_json() for x in self.layers],
         }
+
+
+def _driver_for(cuda: str | None) -> str | None:
+    if not cuda:
+        return None
+    try:
+        return min_driver(".".join(cuda.split(".")[:2]))
+    except NotFoundError:
+        return None
 
 
 def inspect_image(

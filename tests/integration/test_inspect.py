@@ -145,6 +145,8 @@ def test_inspect_reads_targets_and_stack(cli: Cli, images: dict[str, str]) -> No
     assert "gfx90a" in binaries[f"{SITE}/bitsandbytes/libbitsandbytes_rocm72.so"]["gfx"]
     assert doc["loading"] == [lib128, f"{SITE}/bitsandbytes/libbitsandbytes_rocm72.so"]  # cuda126 does not load
     stack = doc["stack"]
+    assert doc["min_driver"] == "570.26"  # the installed runtime's CUDA 12.8 line
+    assert doc["min_driver_jit"] == "570.26"  # compute_120 PTX of ISA 8.7 (CUDA 12.8)
     assert stack["cuda_runtime"] == "12.8.90"
     assert stack["python"] == ["3.11"]
     assert stack["env"]["CUDA_VERSION"] == "12.8.1"
