@@ -7,8 +7,11 @@ What may go (docs/promotion.md, Retention):
 - content tags ``<variant-id>-<hash12>`` older than ``retention.content_tags`` (default 30 d)
   whose digest no stage holds, no stage's history names (each trusted record's ``digest`` and
   ``previous``, so every rollback target) and no kept tag names;
-- with each deleted digest, its evidence tags ``sha256-<hex>.sig`` / ``.att`` and the referrers
-  fallback index ``sha256-<hex>``.
+- with each deleted digest, its evidence tags ``sha256-<hex>.sig`` / ``.att``, the referrers
+  fallback index ``sha256-<hex>`` and the referrer manifests it (or the referrers API) lists
+  (Sigstore bundles, cosign 3's format); with a deleted index, the same evidence of each of its
+  platform manifests (each is signed: ``builder.signing.sign.sign_image``) unless a kept manifest
+  (a kept tag, or a kept index sharing that platform) still names it.
 
 Only tags of the matrices' variants (``--select`` narrows them) are candidates; every other tag
 (variant tags, stage pointers, tags builder does not know) is kept, and so is every digest it
@@ -49,7 +52,7 @@ if TYPE_CHECKING:
 
     from builder.promote.context import PromotionContext
     from builder.promote.model import Target
-    from builder.registry import RegistryClient
+    from builder.registry import Descriptor, RegistryClient
 
 PENDING_PREFIX = "pending-"
 """The prefix of a build's pending tag (``builder.build.plan.PENDING_PREFIX``)."""
@@ -325,21 +328,64 @@ class _Sweep:
                 )
         going -= staying
         kept_digests |= staying
-        ev_tags = [t for t in evidence if _subject_of(t) in going]
+        subjects = self.evidence_subjects(going, kept_digests)
+        ev_tags = [t for t in evidence if _subject_of(t) in subjects]
         ev_digests = self.resolve_all(ev_tags)
         evidence_items = [
-            GcTag(t, "evidence", d, None, None, True, f"evidence of deleted {_subject_of(t)[:19]}")
+            GcTag(t, "evidence", d, None, None, True, _evidence_reason(_subject_of(t), subjects))
             for t, d in ev_digests.items()
             if d is not None
         ]
         kept_evidence = self.resolve_all([t for t in evidence if t not in ev_digests])
         kept_digests |= {d for d in kept_evidence.values() if d is not None}
-        manifests = sorted(going) + sorted({i.digest for i in evidence_items} - kept_digests)
+        owners = {i.digest: subjects[_subject_of(i.tag)] for i in evidence_items if i.digest not in kept_digests}
+        owners.update(self.referrer_manifests(subjects, kept_digests | set(owners)))
+        manifests = sorted(going) + sorted(owners)
         reclaimable = self.reclaimable(manifests, kept_digests)
         items = tuple(sorted([*judged, *evidence_items], key=lambda g: (g.kind, g.tag)))
         if confirm:
-            self.delete(candidates, judged, ev_digests, manifests)
+            self.delete(candidates, judged, manifests, owners)
         return GcRepository(f"{self.client.registry}/{self.repository}", items, tuple(manifests), reclaimable)
+
+    def children(self, digest: str) -> list[str]:
+        """The manifests an index lists (platforms and buildx attestation manifests); [] for an
+        image manifest or a digest that is gone."""
+        m = self.client.try_get_manifest(self.repository, digest)
+        return [d.digest for d in m.manifests] if m is not None and m.is_index else []
+
+    def evidence_subjects(self, going: set[str], kept: set[str]) -> dict[str, str]:
+        """Every digest whose evidence goes -> the deleted digest it belongs to: each deleted
+        digest itself, and the platform manifests of a deleted index (signed one by one since
+        containers/image verifies the platform it pulls, ``builder.signing.sign.sign_image``)
+        unless a kept manifest names them too (a kept tag, or a kept index sharing that platform
+        manifest): their signatures still serve it."""
+        subjects = {d: d for d in going}
+        below = {d: kids for d, kids in zip(sorted(going), map_parallel(self.children, sorted(going)), strict=True)}
+        if not any(below.values()):
+            return subjects
+        shared = set(kept)
+        for kids in map_parallel(self.children, sorted(kept)):
+            shared.update(kids)
+        for top, kids in below.items():
+            for child in kids:
+                if child not in shared and child not in subjects:
+                    subjects[child] = top
+        return subjects
+
+    def referrer_manifests(self, subjects: dict[str, str], known: set[str]) -> dict[str, str]:
+        """Referrer manifests (Sigstore bundles, SBOMs: OCI 1.1 ``subject``) of each digest in
+        ``subjects``, listed by the referrers API or the fallback index, -> the deleted digest
+        they belong to; those in ``known`` (kept, or already going as a tag) are left out."""
+        order = sorted(subjects)
+        found: dict[str, str] = {}
+        for subject, descs in zip(order, map_parallel(self.referrers, order), strict=True):
+            for d in descs:
+                if d.digest not in known:
+                    found.setdefault(d.digest, subjects[subject])
+        return found
+
+    def referrers(self, subject: str) -> list[Descriptor]:
+        return self.client.referrers(self.repository, subject)
 
     def resolve_all(self, tags: Sequence[str]) -> dict[str, str | None]:
         """tag -> the digest it names now (None: gone), read in parallel."""
@@ -405,11 +451,12 @@ class _Sweep:
         self,
         candidates: Sequence[_Candidate],
         judged: Sequence[GcTag],
-        evidence: dict[str, str | None],
         manifests: Sequence[str],
+        owners: dict[str, str],
     ) -> None:
         """Delete ``manifests``: subjects first (each of its tags re-read: one that moved since
-        keeps its new manifest), then their evidence. Raises RegistryError on a refused delete."""
+        keeps its new manifest), then the evidence and referrers in ``owners`` (manifest -> the
+        deleted digest it belongs to) of those deleted. Raises RegistryError on a refused delete."""
         moved = {
             c.digest
             for c, g in zip(candidates, judged, strict=True)
@@ -418,13 +465,12 @@ class _Sweep:
         for c, g in zip(candidates, judged, strict=True):
             if g.manifest_kept and g.delete and self.client.try_resolve(self.repository, c.tag) == c.digest:
                 self.untag(c.tag)
-        subjects = [d for d in manifests if d not in set(evidence.values())]
-        for d in subjects:
-            if d not in moved:
+        for d in manifests:
+            if d not in owners and d not in moved:
                 self.delete_one(d)
-        for tag, ev in evidence.items():
-            if ev is not None and ev in manifests and _subject_of(tag) not in moved:
-                self.delete_one(ev)
+        for d in manifests:
+            if d in owners and owners[d] not in moved:
+                self.delete_one(d)
 
     def untag(self, tag: str) -> None:
         """Remove ``tag`` alone (the distribution API deletes manifests, not tags): point it at a
@@ -455,6 +501,13 @@ class _Sweep:
                 "REGISTRY_STORAGE_DELETE_ENABLED=true); scripts/setup configures the local one",
                 registry=self.client.registry,
             ) from exc
+
+
+def _evidence_reason(subject: str, subjects: dict[str, str]) -> str:
+    top = subjects.get(subject, subject)
+    if top == subject:
+        return f"evidence of deleted {subject[:19]}"
+    return f"evidence of platform {subject[:19]} of deleted index {top[:19]}"
 
 
 def _subject_of(evidence_tag: str) -> str:

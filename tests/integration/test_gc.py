@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from builder.registry import OCI_MANIFEST, RegistryClient
+from builder.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient, fallback_tag
+from builder.signing.bundles import attest_bundle
 from builder.signing.keys import load_signer
 from builder.signing.sign import sign_image
 from tests.integration.test_promote_cli import VARIANT, _project
@@ -221,3 +222,102 @@ def test_a_pointer_no_trusted_record_explains_keeps_every_manifest_of_its_varian
     assert client.try_get_manifest(unique_repo, old) is not None
     assert client.try_get_manifest(unique_repo, pending) is not None
     assert f"pending-{VARIANT}" not in client.list_tags(unique_repo)
+
+
+def push_platform(client: RegistryClient, repo: str, arch: str, *, created: str) -> dict[str, Any]:
+    """An untagged platform image manifest (pushed by digest) -> its index descriptor."""
+    blob = layer()
+    diff_id = "sha256:" + hashlib.sha256(gzip.decompress(blob)).hexdigest()
+    config = {
+        "architecture": arch,
+        "os": "linux",
+        "created": created,
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+    }
+    cfg = json.dumps(config, separators=(",", ":")).encode()
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, "digest": client.put_blob(repo, cfg), "size": len(cfg)},
+        "layers": [{"mediaType": OCI_LAYER_GZIP, "digest": client.put_blob(repo, blob), "size": len(blob)}],
+    }
+    raw = json.dumps(manifest, separators=(",", ":")).encode()
+    digest = client.put_manifest(repo, "sha256:" + hashlib.sha256(raw).hexdigest(), raw, OCI_MANIFEST)
+    return {
+        "mediaType": OCI_MANIFEST,
+        "digest": digest,
+        "size": len(raw),
+        "platform": {"architecture": arch, "os": "linux"},
+    }
+
+
+def push_index(client: RegistryClient, repo: str, tags: list[str], platforms: list[dict[str, Any]]) -> str:
+    raw = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": platforms}).encode()
+    digests = {client.put_manifest(repo, tag, raw, OCI_INDEX) for tag in tags}
+    [digest] = digests
+    return digest
+
+
+def test_a_deleted_index_takes_its_platform_signatures_and_bundles_but_not_a_shared_platforms(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, registry_address: str, unique_repo: str
+) -> None:
+    """Two signed indexes share one platform manifest; the old unpromoted one is deleted. Its own
+    ``.sig``, its platform's ``.sig`` and both Sigstore bundle referrers (fallback index and
+    referrer manifest) go; the shared platform's signature and bundle stay, since the kept index
+    still serves them (containers/image verifies the platform it pulls)."""
+    project = _project(tmp_path / "project", registry_address, unique_repo)
+    for name in list(os.environ):
+        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
+            monkeypatch.delenv(name)
+    env = {"HOME": str(project)}
+    keys = project / "state" / "keys"
+    locks = project / "state" / "locks"
+    client = RegistryClient(registry_address, insecure=True)
+    signer = load_signer(keys / "build" / "builder.key", None)
+    repo = unique_repo
+    own_platform = push_platform(client, repo, "amd64", created=OLD)
+    shared = push_platform(client, repo, "arm64", created=OLD)
+    other = push_platform(client, repo, "amd64", created=OLD)
+    p1, ps = own_platform["digest"], shared["digest"]
+    old_tag, kept_tag = f"{VARIANT}-{'a' * 12}", f"{VARIANT}-{'b' * 12}"
+    doomed = push_index(client, repo, [old_tag], [own_platform, shared])
+    kept = push_index(client, repo, [kept_tag, "keep-me"], [other, shared])
+    for index in (doomed, kept):
+        sign_image(client, repo, index, signer, lock_dir=locks)  # the index and each platform
+    predicate = {"note": "gc test"}
+    bundles = {
+        d: attest_bundle(client, repo, d, "https://example.org/gc/v1", predicate, signer, lock_dir=locks)
+        for d in (doomed, p1, ps)
+    }
+    for d in (doomed, kept, p1, ps, other["digest"]):
+        assert fallback_tag(d) + ".sig" in client.list_tags(repo)
+
+    dry = run_gc(cli, env, project)
+    [report] = dry["repositories"]
+    going = {t["tag"] for t in report["tags"] if t["delete"]}
+    doomed_evidence = {f"{fallback_tag(d)}{s}" for d in (doomed, p1) for s in (".sig", "")}
+    assert going == {old_tag} | doomed_evidence
+    reasons = {t["tag"]: t["reason"] for t in report["tags"]}
+    assert reasons[f"{fallback_tag(p1)}.sig"] == f"evidence of platform {p1[:19]} of deleted index {doomed[:19]}"
+    referrer_manifests = {bundles[d].manifest_digest for d in (doomed, p1)}
+    evidence_manifests = {client.resolve(repo, t) for t in doomed_evidence}
+    assert set(report["manifests"]) == {doomed} | evidence_manifests | referrer_manifests
+    assert bundles[ps].manifest_digest not in report["manifests"]
+
+    done = run_gc(cli, env, project, "--confirm")
+    assert done["deleted_manifests"] == 1 + len(evidence_manifests) + len(referrer_manifests)
+    tags = set(client.list_tags(repo))
+    assert not tags & ({old_tag} | doomed_evidence)
+    assert {kept_tag, "keep-me", fallback_tag(ps), f"{fallback_tag(ps)}.sig", f"{fallback_tag(kept)}.sig"} <= tags
+    for d in (doomed, *referrer_manifests):
+        assert client.try_get_manifest(repo, d) is None
+    assert client.try_get_manifest(repo, bundles[ps].manifest_digest) is not None
+    pub = str(keys / "build" / "builder.pub")
+    for d in (kept, ps):  # the kept index and its shared platform still verify, bundle included
+        out = cli("verify", f"{registry_address}/{repo}@{d}", "--key", pub, "--json", env=env, cwd=project).json()
+        assert out["ok"] and any(i["tag"].endswith(fallback_tag(d) + ".sig") for i in out["items"])
+    assert run_gc(cli, env, project)["deleted_tags"] == 0
+
+
+def run_gc(cli: Cli, env: dict[str, str], project: Path, *args: str) -> Any:
+    return cli("gc", "--json", *args, env=env, cwd=project).json()
