@@ -195,10 +195,12 @@ def repository_path(prefix: str, repository: str) -> str:
 
 
 def check_repository_prefix(prefix: str) -> str:
-    """``prefix`` without leading/trailing ``/`` when it is a repository path (components of
-    lowercase letters and digits separated by ``.``, ``_``, ``__`` or ``-``, joined by ``/``),
-    else ConfigError naming it. ``""`` (no prefix) is valid."""
-    text = prefix.strip("/")
+    """``prefix`` in lower case without leading/trailing ``/`` when it is a repository path
+    (components of letters and digits separated by ``.``, ``_``, ``__`` or ``-``, joined by ``/``),
+    else ConfigError naming it. ``""`` (no prefix) is valid. Lower case because repository names
+    are (OCI distribution spec); a GitHub ``owner/repo`` such as ``Acme/Images`` becomes the GHCR
+    namespace ``acme/images`` (https://docs.github.com/en/packages/working-with-a-github-packages-registry/working-with-the-container-registry)."""
+    text = prefix.strip("/").lower()
     if text and not all(_COMPONENT_RE.match(c) for c in text.split("/")):
         raise ConfigError(
             f"repository_prefix {prefix!r} is not a repository path",

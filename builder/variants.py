@@ -41,14 +41,15 @@ class Chosen:
     matrices: tuple[Matrix, ...]
     variants: tuple[Variant, ...]
     bases: BaseResolution
+    repository_prefix: str = ""
 
     def to_json(self) -> MatrixListDocument:
         """``builder matrix list --json``: each variant's :func:`builder.matrix.variant_json`."""
-        return [variant_json(v) for v in self.variants]
+        return [variant_json(v, self.repository_prefix) for v in self.variants]
 
     def github_matrix(self) -> GithubMatrixDocument:
         """``builder matrix list --format github``: :func:`builder.matrix.github_matrix` of the variants."""
-        return github_matrix(self.variants)
+        return github_matrix(self.variants, self.repository_prefix)
 
 
 def project_bases(cfg: Config) -> BaseResolution:
@@ -86,7 +87,7 @@ def select_variants(cfg: Config, matrix_files: Sequence[Path], selection: Select
         by_glob = apply(variants, Selection(globs=selection.globs))
         now = render_all(by_glob, images_dir=cfg.images_dir, locks_dir=cfg.locks_dir, bases=bases)
         changed_ids = {r.variant.id for r in changed(now, render_at_ref(cfg, selection.changed_since, matrix_files))}
-    return Chosen(matrices, tuple(apply(variants, selection, changed_ids=changed_ids)), bases)
+    return Chosen(matrices, tuple(apply(variants, selection, changed_ids=changed_ids)), bases, cfg.repository_prefix)
 
 
 def select_renders(cfg: Config, matrix_files: Sequence[Path], selection: Selection) -> tuple[RenderedImage, ...]:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import TypedDict
 
+from builder.config import repository_path
 from builder.models import AcceleratorKind, Variant
 
 if TYPE_CHECKING:
@@ -84,13 +85,14 @@ class GithubMatrixDocument(TypedDict):
     include: list[GithubEntryDocument]
 
 
-def variant_json(v: Variant) -> VariantDocument:
-    """The ``builder matrix list --json`` object of one variant."""
+def variant_json(v: Variant, prefix: str = "") -> VariantDocument:
+    """The ``builder matrix list --json`` object of one variant; ``repository`` is its registry
+    repository, under the checkout's ``repository_prefix`` ``prefix``."""
     return {
         "id": v.id,
         "matrix": v.matrix,
         "family": v.family,
-        "repository": v.repository,
+        "repository": repository_path(prefix, v.repository),
         "accelerator": {"kind": v.accelerator.kind, "version": v.accelerator.version},
         "framework": {"name": v.framework.name, "version": v.framework.version},
         "python": v.python,
@@ -104,17 +106,19 @@ def variant_json(v: Variant) -> VariantDocument:
     }
 
 
-def github_matrix(variants: Sequence[Variant]) -> GithubMatrixDocument:
+def github_matrix(variants: Sequence[Variant], prefix: str = "") -> GithubMatrixDocument:
     """A GitHub Actions ``strategy.matrix`` value: ``{"include": [{...}, ...]}``; each entry has
     ``id``, ``matrix``, ``repository``, ``accelerator`` {``kind``, ``version``}, ``framework``
     {``name``, ``version``}, ``python``, ``os``, ``platform`` and ``runner_arch`` (``x64`` |
-    ``arm64``), so a workflow can write ``${{ matrix.id }}`` or ``matrix.accelerator.kind == 'cuda'``."""
+    ``arm64``), so a workflow can write ``${{ matrix.id }}`` or ``matrix.accelerator.kind == 'cuda'``.
+    ``repository`` is the registry repository, under the checkout's ``repository_prefix`` ``prefix``
+    (:func:`builder.config.repository_path`)."""
     return {
         "include": [
             {
                 "id": v.id,
                 "matrix": v.matrix,
-                "repository": v.repository,
+                "repository": repository_path(prefix, v.repository),
                 "accelerator": {"kind": v.accelerator.kind, "version": v.accelerator.version or ""},
                 "framework": {"name": v.framework.name, "version": v.framework.version},
                 "python": v.python,

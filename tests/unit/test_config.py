@@ -62,9 +62,10 @@ def test_repository_prefix_names_every_repository(tmp_path: Path) -> None:
     env = load_config(tmp_path, {"BUILDER_REPOSITORY_PREFIX": "acme/images"})
     assert env.repository("prod/ml/jax") == "acme/images/prod/ml/jax"
     assert load_config(tmp_path, {"BUILDER_REPOSITORY_PREFIX": ""}).repository("ml/jax") == "ml/jax"
-    # ghcr.io names are lowercase: an owner with capitals is refused, naming the setting
-    with pytest.raises(ConfigError, match="repository_prefix 'Acme/Images'") as err:
-        load_config(tmp_path, {"BUILDER_REPOSITORY_PREFIX": "Acme/Images"})
+    # ${{ github.repository }} keeps the owner's capitals; GHCR names are lower case
+    assert load_config(tmp_path, {"BUILDER_REPOSITORY_PREFIX": "Acme/Images"}).repository("x") == "acme/images/x"
+    with pytest.raises(ConfigError, match="repository_prefix 'team a'") as err:
+        load_config(tmp_path, {"BUILDER_REPOSITORY_PREFIX": "team a"})
     assert "BUILDER_REPOSITORY_PREFIX" in err.value.message and "lowercase" in err.value.hint
 
 
