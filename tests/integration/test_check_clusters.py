@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import subprocess
 import uuid
@@ -175,3 +176,103 @@ def test_podman_cluster_pulls_the_probed_manifest_and_runs_it_with_podman(image:
         assert step["error"] and "Traceback" not in res.stderr
     else:
         assert doc["passed"] is True
+
+
+@pytest.fixture(scope="module")
+def python_image(registry_address: str, docker_engine: str, mirror_base: str) -> str:
+    """A small CPU image with python3 (the mirrored Debian base + python3, as tests/integration/test_check.py
+    builds it) in the local registry."""
+    ref = f"{registry_address}/test/fleet-py-{uuid.uuid4().hex[:10]}:cpu"
+    dockerfile = (
+        f"FROM {mirror_base}\n"
+        "RUN apt-get update && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*\n"
+        'LABEL io.builder.accelerator="cpu" io.builder.framework="none"\n'
+    )
+    subprocess.run(
+        ["docker", "buildx", "build", "--push", "-q", "-t", ref, "-"],
+        input=dockerfile.encode(),
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    return ref
+
+
+def test_slurm_check_of_an_image_in_a_password_protected_registry(
+    slurm: str, python_image: str, tmp_path: Path, cosign_bin: str, cli: Cli
+) -> None:
+    """Credentials reach builder and the node's engine only through DOCKER_CONFIG: the job steps inherit it
+    (srun exports the environment), the node's docker pulls with it, builder attaches the attestation with it."""
+    from tests.registries import auth_registry
+
+    skopeo = require_tool("skopeo")
+    (tmp_path / "reg").mkdir()
+    with auth_registry(tmp_path / "reg", "basic") as reg:
+        ref = f"{reg.address}/ml/py:cpu"
+        subprocess.run(
+            [
+                *(skopeo, "copy", "-q", "--src-tls-verify=false", "--dest-tls-verify=false"),
+                *("--dest-creds", f"{reg.user}:{reg.password}", f"docker://{python_image}", f"docker://{ref}"),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+        config = reg.docker_config(tmp_path / "docker")
+        env = {"DOCKER_CONFIG": str(config), "BUILDER_KEY_PASSWORD": "fleet"}
+        cli("keys", "generate", "--output-dir", str(tmp_path / "k"), env=env)
+        fleet = _fleet(tmp_path / "f.yaml", [{"name": "hpc", "runner": {"kind": "slurm", "partition": slurm}}])
+        args = ("check", ref, "--fleet", str(fleet), "--cluster", "hpc", "--key", str(tmp_path / "k" / "builder.key"))
+        doc = cli(*args, "--json", env=env).json()
+        assert doc["passed"] is True and doc["placement"]["runner"] == "slurm" and doc["attestation"]["written"]
+        # without the credentials the registry refuses builder itself (exit 6), before any job is submitted
+        denied = cli(*args, "--no-attest", code=6, env={"DOCKER_CONFIG": str(tmp_path / "empty")})
+        assert reg.address in denied.stderr
+        cv = subprocess.run(
+            [
+                *(cosign_bin, "verify-attestation", "--key", str(tmp_path / "k" / "builder.pub")),
+                *("--insecure-ignore-tlog", "--allow-insecure-registry", "--type", DEVICE_CHECK_V1, ref),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "DOCKER_CONFIG": str(config)},
+        )
+        assert cv.returncode == 0, cv.stderr
+
+
+def test_sigterm_while_the_job_is_pending_cancels_it(slurm: str, image: str, tmp_path: Path) -> None:
+    """SIGTERM (how CI cancels a job) stops `builder check --cluster` while its Slurm job waits for the
+    (drained) node: exit 143 and the job cancelled, not left in the queue."""
+    import signal
+    import sys
+    import time
+
+    node = socket.gethostname().split(".")[0]
+    name = f"wait-{uuid.uuid4().hex[:8]}"
+    fleet = _fleet(tmp_path / "f.yaml", [{"name": name, "runner": {"kind": "slurm", "partition": slurm}}])
+    subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=builder-test"], check=True)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "builder", "check", image, "--fleet", str(fleet), "--cluster", name, "--no-attest"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        job = ""
+        for _ in range(600):  # until Slurm lists the job (a condition, polled; not a time limit on builder)
+            out = subprocess.run(["squeue", "-h", "-n", f"builder-check-{name}", "-o", "%i %T"], capture_output=True)
+            job, _, state = out.stdout.decode().strip().partition(" ")
+            if job or proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        assert job and state == "PENDING", proc.communicate(timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 143, err
+        assert "interrupted by SIGTERM" in err and "Traceback" not in err
+        shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+        assert "JobState=CANCELLED" in shown or not shown.strip(), shown
+    finally:
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=True)
