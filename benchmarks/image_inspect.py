@@ -19,12 +19,14 @@ max_rss_mib=..`.
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import uuid
@@ -73,20 +75,43 @@ def inspect(reference: str, state: Path, *extra: str) -> tuple[float, dict[str, 
 
 
 def sibling_of(reference: str) -> str:
-    """The image plus one small layer (a variant that shares everything else), pushed next to it."""
-    ctx = Path(tempfile.mkdtemp(prefix="inspect-bench-"))
-    try:
-        (ctx / "variant.txt").write_text(uuid.uuid4().hex)
-        (ctx / "Dockerfile").write_text(f"FROM {reference}\nCOPY variant.txt /etc/variant.txt\n")
-        target = f"{_registry()}/bench/inspect-sibling:{uuid.uuid4().hex[:8]}"
-        subprocess.run(
-            ["docker", "buildx", "build", "-q", "--push", "--provenance=false", "-t", target, str(ctx)],
-            check=True,
-            capture_output=True,
-        )
-        return target
-    finally:
-        shutil.rmtree(ctx, ignore_errors=True)
+    """The image plus one small layer on top (a variant that shares every other layer, as sibling
+    variants built from one base and lock do), pushed as ``bench/inspect-sibling:<id>``: the base's layers
+    and config are mounted, a new gzip layer, config and manifest are written (what ``crane append`` does;
+    a ``docker build FROM`` would re-compress the base layers under the docker driver)."""
+    sys.path.insert(0, str(ROOT))
+    from builder.registry import RegistryClient, canonical_json, parse_reference, runnable_platforms, sha256_digest
+
+    r = parse_reference(reference, _registry())
+    client = RegistryClient(r.registry, insecure=True)
+    m = client.get_manifest(r.repository, r.digest or r.tag or "latest")
+    if m.is_index:
+        m = client.get_manifest(r.repository, runnable_platforms(m)[0].digest)
+    repo = "bench/inspect-sibling"
+    manifest = json.loads(m.raw)
+    for blob in [manifest["config"], *manifest["layers"]]:
+        if not client.mount_blob(repo, blob["digest"], r.repository):
+            client.put_blob(repo, client.get_blob(r.repository, blob["digest"]), blob["digest"])
+    raw_tar = io.BytesIO()
+    with tarfile.open(fileobj=raw_tar, mode="w") as tar:
+        data = uuid.uuid4().hex.encode()
+        info = tarfile.TarInfo("etc/variant.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    layer = gzip.compress(raw_tar.getvalue())
+    client.put_blob(repo, layer)
+    config = json.loads(client.get_blob(r.repository, manifest["config"]["digest"]))
+    config["rootfs"]["diff_ids"].append(sha256_digest(raw_tar.getvalue()))
+    config_raw = canonical_json(config)
+    client.put_blob(repo, config_raw)
+    manifest["config"] = {**manifest["config"], "digest": sha256_digest(config_raw), "size": len(config_raw)}
+    media = "application/vnd.oci.image.layer.v1.tar+gzip"
+    if "docker" in manifest.get("mediaType", ""):
+        media = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+    manifest["layers"].append({"mediaType": media, "digest": sha256_digest(layer), "size": len(layer)})
+    tag = uuid.uuid4().hex[:8]
+    client.put_manifest(repo, tag, canonical_json(manifest), m.media_type)
+    return f"{r.registry}/{repo}:{tag}"
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ Thin Click layer over :func:`builder.image.inspection.inspect_image` (docs/inspe
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 import click
@@ -100,19 +101,11 @@ def _print(result: ImageInspection) -> None:
     loading = {b.path for b in result.kernel_binaries()}
     c.print(f"GPU code in {len(result.binaries)} ELF files:", markup=False)
     for b in result.binaries:
-        c.print(
-            f"  {b.path}" + ("" if b.path in loading else "  (not loaded: another CUDA/ROCm line)"),
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-        if b.sass:
-            c.print(f"    SASS {' '.join(b.sass)}", markup=False, highlight=False)
-        if b.ptx:
-            c.print(
-                f"    PTX  {' '.join(b.ptx)}" + (f" (ISA {b.ptx_isa})" if b.ptx_isa else ""),
-                markup=False,
-                highlight=False,
-            )
-        if b.gfx:
-            c.print(f"    gfx  {' '.join(b.gfx)}", markup=False, highlight=False)
+        c.print(f"  {b.path}", markup=False, highlight=False, soft_wrap=True)  # a path is never cut
+        if b.path not in loading:
+            c.print("    not loaded: the build of another CUDA/ROCm line loads", markup=False)
+        for label, items in (("SASS", b.sass), ("PTX ", b.ptx), ("gfx ", b.gfx)):
+            if items:
+                text = " ".join(items) + (f" (ISA {b.ptx_isa})" if label == "PTX " and b.ptx_isa else "")
+                for line in textwrap.wrap(text, 80, initial_indent=f"    {label} ", subsequent_indent=" " * 9):
+                    c.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -318,3 +318,11 @@ def test_policy_fleet_evidence_judges_the_measured_code(images: dict[str, str], 
         assert rows["rtx5090"].verdict == rtx5090
     stale = {r.cluster: r for r in checker(client, repo, client.resolve(repo, tag), str(fleet))}
     assert "libcustom_kernels.so: no SASS for sm_120" in stale["rtx5090"].reason
+
+
+def test_inspect_human_output(cli: Cli, images: dict[str, str]) -> None:
+    out = cli("inspect", images["cu128"], env={"COLUMNS": "80"}).stderr
+    assert "CUDA runtime: 12.8.90" in out
+    assert "SASS sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120" in out
+    assert "not loaded: the build of another CUDA/ROCm line loads" in out
+    assert all(len(line) <= 80 for line in out.splitlines() if not line.lstrip().startswith(("/", "127.0.0.1")))
