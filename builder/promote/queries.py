@@ -125,7 +125,7 @@ def stage_histories(
             recs = found.records
             labelled = tuple((r, ctx.promoter_label(r)) for r in recs)
             if recs:
-                note = trust.note(ctx.promoter_names(s), short=True) or None
+                note = "; ".join(x for x in (trust.note(ctx.promoter_names(s), short=True), *found.forks) if x) or None
                 gap = (
                     f"the chain breaks at {found.gap[:19]}…: no trusted record put it into {s} before "
                     f"{recs[-1].time} (records missing or signed by keys this policy does not list)"

@@ -129,11 +129,33 @@ class Chain:
     """A stage pointer's chain of trusted records, newest first (cycles appear as they happened:
     every promotion and rollback has its own record). ``gap``: the digest where the chain breaks
     (a record's ``previous`` with no trusted record older than it; None: the chain reaches the
-    first promotion, or ``limit`` records were read)."""
+    first promotion, or ``limit`` records were read). ``forks``: the registry-only mode's
+    after-the-fact detection of lost promotions (each replaced digest carries one successor record
+    per move away from it, written after the tag moved)."""
 
     pointer: Location
     records: tuple[PromotionRecord, ...]
     gap: str | None = None
+    # every fork found: a digest moved away from twice from one entry into the stage (two
+    # machines' promotions interleaved and one overwrote the other), as text naming both moves
+    forks: tuple[str, ...] = ()
+
+
+def _forks(on: RecordsOn, entry: PromotionRecord) -> str | None:
+    """Two or more successor records of one entry of ``entry.digest`` (after it, before the next
+    entry): the stage moved away from the digest twice, so one move was overwritten."""
+    later = [r.when for r in on.records if r.when > entry.when]
+    until = min(later) if later else None
+    moves = {(s.digest, s.time): s for s in on.successors if s.when > entry.when and (until is None or s.when < until)}
+    if len(moves) < 2:
+        return None
+    text = " and ".join(
+        f"to {s.digest[:19]}… at {s.time} ({s.action})" for s in sorted(moves.values(), key=lambda r: r.when)
+    )
+    return (
+        f"fork at {entry.digest[:19]}… (entered {entry.time}): the stage moved from it {text}; one of these "
+        "promotions was overwritten by the other (concurrent writers without a shared lock)"
+    )
 
 
 def chain(ctx: PromotionContext, target: Target, stage: str, *, limit: int = 100) -> Chain:
@@ -145,15 +167,21 @@ def chain(ctx: PromotionContext, target: Target, stage: str, *, limit: int = 100
     if digest is None:
         raise NotFoundError(f"{loc} does not exist: {target.variant} was never promoted to {stage}")
     out: list[PromotionRecord] = []
+    forks: list[str] = []
     before: dt.datetime | None = None
     cur: str | None = digest
     while cur is not None and len(out) < limit:
-        rec = current_record(ctx, loc, cur, stage, before=before)
-        if rec is None:
-            return Chain(loc, tuple(out), cur if out else None)
+        on = records_on(ctx, loc, cur, stage)
+        entries = [r for r in on.records if before is None or r.when < before]
+        if not entries:
+            return Chain(loc, tuple(out), cur if out else None, tuple(forks))
+        rec = entries[-1]
+        fork = _forks(on, rec)
+        if fork is not None:
+            forks.append(fork)
         out.append(rec)
         before, cur = rec.when, rec.previous
-    return Chain(loc, tuple(out))
+    return Chain(loc, tuple(out), forks=tuple(forks))
 
 
 def history(

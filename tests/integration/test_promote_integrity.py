@@ -137,7 +137,7 @@ def test_rollback_is_planned_signed_never_a_toggle_and_retag_forward_is_refused(
         ("promote", d2),
         ("promote", d1),
     ]
-    assert found.gap is None
+    assert found.gap is None and found.forks == ()  # rollbacks and re-promotions are no fork
     assert len({r.time for r in found.records}) == 5
 
 
@@ -298,3 +298,39 @@ def test_an_untrusted_source_stage_cannot_feed_the_next(world: World) -> None:
     _retag(world, "staging", good)
     _ready_for_prod(world, good)
     assert plan_promotion(env, world.target, "prod", ticket="CHG-1234").decision.allowed
+
+
+def test_an_overwritten_promotion_from_another_machine_is_detected_as_a_fork(world: World, tmp_path: Path) -> None:
+    """Registry-only mode, two machines (separate lock directories): both plan from d1; A applies;
+    B's re-reads ran before A's tag write, so B goes on and overwrites it. The end state of that
+    interleaving is replayed with B's own writes in B's order (record, tag, successor record);
+    history then reports the fork at d1 naming both moves."""
+    from builder.predicates import PROMOTION_V1
+    from builder.promote.apply import mark_replaced, new_record
+    from builder.signing.attest import attest_image
+
+    d1 = _dev(world, b"fork base")
+    da = world.build(b"machine a")
+    machine_a = world.env(state=tmp_path / "a")
+    plan_a = plan_promotion(machine_a, world.target, "dev")
+    db = world.build(b"machine b")
+    machine_b = world.env(state=tmp_path / "b")
+    plan_b = plan_promotion(machine_b, world.target, "dev")
+    assert (plan_a.previous, plan_b.previous) == (d1, d1)
+    apply_promotion(machine_a, plan_a)  # A: exit 0, the stage names da
+    # B's writes, as its apply_promotion makes them once its checks passed before A's tag PUT
+    signer = world.keys.signer("build")
+    dst = plan_b.destination
+    rec = new_record(machine_b, plan_b, signer, "promote", db, d1)
+    written = attest_image(world.client, world.repo, db, PROMOTION_V1, rec.predicate(), signer, lock_dir=tmp_path / "b")
+    rec = dataclasses.replace(rec, signer=signer.fingerprint, layer=written.layer_digest)
+    _retag(world, "dev", db)
+    mark_replaced(machine_b, dst, rec, signer)
+    [hist] = stage_histories(world.env(), world.target, ["dev"])
+    assert hist.note and "fork at " + d1[:19] in hist.note
+    assert da[:19] in hist.note and db[:19] in hist.note and "overwritten" in hist.note
+    assert found_fork(world, d1)
+
+
+def found_fork(w: World, digest: str) -> bool:
+    return any(digest[:19] in f for f in chain(w.env(), w.target, "dev").forks)
