@@ -216,6 +216,7 @@ class App:
             enabled=request.check,
             commit=git_commit(cfg.root),
             root=cfg.root,
+            bundle=request.bundle,
         )
         return pipeline.run_pipeline(
             rendered,
@@ -231,6 +232,7 @@ class App:
                 lock_dir=cfg.state_dir / "locks",
                 git_commit=git_commit(cfg.root),
                 signer=self.signer(),
+                bundle=request.bundle,
             ),
             sign_keys=tuple(load_public_keys([cfg.key_path.with_suffix(".pub")])),
             on_progress=on_progress,

@@ -241,6 +241,7 @@ class CheckSetup:
     enabled: bool = True
     commit: str | None = None  # the project's commit, recorded in test-result/v1 and benchmark/v1
     root: Path | None = None  # the project root: the declared tests' and benchmark's scripts
+    bundle: bool = False  # the device-check result also as a Sigstore bundle referrer (cosign 3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +250,8 @@ class RunRequest:
     ``to_stage`` (None: the policy's first stage), ``ticket``, ``fleet`` (a fleet file for static
     verdicts), ``policy_file``, ``check_key`` (None: ``builder.toml`` ``check_key``), ``check``
     (False: skip device checks), ``workers`` (None: ``builder.toml``), ``allow_unpinned``,
-    ``source_date_epoch`` (None: not set)."""
+    ``source_date_epoch`` (None: not set), ``bundle`` (``--bundle``: what is signed with a key is
+    also written as a Sigstore bundle referrer, cosign 3's format)."""
 
     matrices: tuple[Path, ...] = ()
     selection: Selection = dataclasses.field(default_factory=Selection)
@@ -262,6 +264,7 @@ class RunRequest:
     workers: int | None = None
     allow_unpinned: bool = False
     source_date_epoch: int | None = None
+    bundle: bool = False  # the provenance and device-check results also as Sigstore bundle referrers
 
 
 SHORT_REASON = 110
@@ -317,7 +320,9 @@ def check_image(
     host = host_probe()
     result = device.run_device_check(built.pinned, facts, host, timeout=setup.timeout)
     if setup.signer is not None:
-        device.attest_result(result, client, repository, built.digest, setup.signer, lock_dir=setup.lock_dir)
+        device.attest_result(
+            result, client, repository, built.digest, setup.signer, lock_dir=setup.lock_dir, bundle=setup.bundle
+        )
     failed_evidence = None
     if declared and result.passed and setup.root is not None:
         from builder.checks.evidence import attest_evidence, evidence_failure, run_evidence

@@ -234,6 +234,19 @@ policy_option = file_option(
 key_option = file_option("--key", help="Private signing key (default: builder.toml `key`).")
 
 
+def bundle_option(what: str, legacy: str) -> Callable[[F], F]:
+    """``--bundle/--no-bundle`` (default off), one definition for every command that writes with a
+    key pair: ``what`` is also written as a Sigstore bundle referrer (cosign 3's default format),
+    while the ``legacy`` tags cosign 2 readers need are always written (docs/signing.md)."""
+    return click.option(
+        "--bundle/--no-bundle",
+        default=False,
+        show_default=True,
+        help=f"Key pair: also write {what} as a Sigstore bundle referrer (cosign 3's format, read "
+        f"by cosign with --new-bundle-format); the legacy {legacy} always written.",
+    )
+
+
 def _store_docker_config(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
     if value is not None:
         obj = ctx.find_object(AppContext)

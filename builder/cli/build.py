@@ -15,6 +15,7 @@ import click
 from builder.cli._common import (
     allow_unpinned_option,
     app_context,
+    bundle_option,
     changed_since_option,
     console,
     default_source_date_epoch,
@@ -87,13 +88,7 @@ if TYPE_CHECKING:
     default=False,
     help="Sign each pushed image and attach its SLSA provenance (--keyless implies it).",
 )
-@click.option(
-    "--bundle/--no-bundle",
-    default=False,
-    show_default=True,
-    help="With a key: also write the provenance as a Sigstore bundle referrer (cosign 3's format); "
-    "the legacy .sig/.att tags are always written.",
-)
+@bundle_option("the provenance", ".sig/.att tags are")
 @key_option
 @keyless_options
 @click.option("--dry-run", is_flag=True, help="Show the plan (what would be built) and stop.")

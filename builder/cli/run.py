@@ -9,6 +9,7 @@ import click
 from builder.cli._common import (
     allow_unpinned_option,
     app_context,
+    bundle_option,
     console,
     default_source_date_epoch,
     docker_config_option,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     help="Key that signs device-check results (default: builder.toml `check_key`).",
 )
 @click.option("--no-check", is_flag=True, help="Skip device checks (stages that require them will deny).")
+@bundle_option("the provenance and each device-check result", ".sig/.att tags are")
 @workers_option
 @allow_unpinned_option
 @progress_option
@@ -63,6 +65,7 @@ def run(
     policy_file: Path | None,
     check_key: Path | None,
     no_check: bool,
+    bundle: bool,
     workers: int | None,
     allow_unpinned: bool,
     progress_mode: Mode,
@@ -108,6 +111,7 @@ def run(
         workers=workers,
         allow_unpinned=allow_unpinned,
         source_date_epoch=default_source_date_epoch(cfg),
+        bundle=bundle,
     )
 
     def key_generated(path: Path, role: str) -> None:

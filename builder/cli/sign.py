@@ -14,6 +14,7 @@ import click
 from builder.cli._common import (
     ExistingFile,
     app_context,
+    bundle_option,
     console,
     docker_config_option,
     emit,
@@ -130,13 +131,7 @@ def export(key: Path | None, output_dir: Path) -> None:
 @click.command()
 @click.argument("reference")
 @key_option
-@click.option(
-    "--bundle/--no-bundle",
-    default=False,
-    show_default=True,
-    help="Key pair: also write cosign 3's image signature (a Sigstore bundle referrer); the legacy .sig "
-    "tag is always written.",
-)
+@bundle_option("the image signature", ".sig tag is")
 @keyless_options
 @docker_config_option
 @json_option
@@ -176,13 +171,7 @@ def sign(
     required=True,
     help="JSON file holding the predicate (an object).",
 )
-@click.option(
-    "--bundle/--no-bundle",
-    default=False,
-    show_default=True,
-    help="Key pair: also write the attestation as a Sigstore bundle referrer (cosign 3's format, read by "
-    "`cosign verify-attestation --new-bundle-format`); the legacy .att tag is always written.",
-)
+@bundle_option("the attestation", ".att tag is")
 @keyless_options
 @docker_config_option
 @json_option

@@ -102,3 +102,32 @@ def test_run_unknown_stage_is_a_clear_error(
 ) -> None:
     err = cli("run", "--matrix", str(tiny_matrix), "--to", "production", code=8, env=run_env, cwd=ROOT).stderr
     assert "production" in err and "staging" in err
+
+
+def test_run_bundle_writes_cosign3_bundles_for_provenance_and_device_check(
+    cli: Cli, docker_engine: str, cosign_bin: str, tiny_matrix: Path, run_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`builder run --bundle` (the option build, sign and attest share): the provenance (build key)
+    and the device-check result (check-runner key) are also Sigstore bundle referrers, which real
+    cosign verifies with --new-bundle-format; the legacy tags stay for cosign 2 readers."""
+    from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
+
+    args = ("run", "--json", "--bundle", "--matrix", str(tiny_matrix), "--select", "tiny-cpu*", "--to", "dev")
+    [cpu] = cli(*args, env=run_env, cwd=ROOT).json()["variants"]
+    assert cpu["build"]["status"] == "built" and cpu["check"]["status"] == "passed"
+    ref = cpu["build"]["pinned"]
+    state = Path(run_env["BUILDER_STATE_DIR"])
+    root = tmp_path / "trusted_root.json"  # key-pair bundles need no Sigstore authority (no network here)
+    root.write_text('{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"}')
+    for key, ptype in (
+        (state / "keys" / "builder.pub", SLSA_PROVENANCE_V1),
+        (state / "keys" / "check-runner" / "builder.pub", DEVICE_CHECK_V1),
+    ):
+        for bundle in (True, False):  # cosign 3's format and the legacy .att tag
+            fmt = ["--new-bundle-format", "--trusted-root", str(root)] if bundle else []
+            argv = [cosign_bin, "verify-attestation", *fmt, "--insecure-ignore-tlog", "--key", str(key)]
+            proc = subprocess.run([*argv, "--type", ptype, ref], capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, (ptype, bundle, proc.stderr)
+    pub = str(state / "keys" / "builder.pub")
+    items = cli("verify", ref, "--key", pub, "--json", env=run_env, cwd=ROOT).json()["items"]
+    assert any("->" in i["tag"] and i["predicate_type"] == SLSA_PROVENANCE_V1 and i["ok"] for i in items), items
