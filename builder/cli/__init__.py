@@ -61,6 +61,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("builder.cli.promote:status", "Show which digest each stage holds for each variant."),
     "history": ("builder.cli.promote:history", "Show the promotion history of a variant and stage."),
     "resolve": ("builder.cli.promote:resolve", "Print the validated repo@digest of a variant in a stage."),
+    "report": (
+        "builder.cli.report:report",
+        "Evidence of a variant's digests per stage and its benchmark over time (sparkline, SVG chart).",
+    ),
     "fleet": ("builder.cli.fleet:fleet", "Re-check the digests in every stage against the current fleet files."),
     "gc": ("builder.cli.gc:gc", "Delete old pending and content tags no stage needs (dry run by default)."),
     # whole pipeline

@@ -44,6 +44,7 @@ DOCUMENTS: dict[str, str] = {
     "rollback": "builder.promote.model:RollbackDocument",
     "status": "builder.promote.model:StatusDocument",
     "history": "builder.promote.model:HistoryDocument",
+    "report": "builder.promote.report:ReportDocument",
     "resolve": "builder.promote.model:ResolveDocument",
     "fleet audit": "builder.promote.audit:FleetAuditDocument",
     "gc": "builder.promote.gc:GcDocument",

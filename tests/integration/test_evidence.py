@@ -176,3 +176,13 @@ def test_signed_results_and_the_regression_gate(
     assert "benchmark matmul_f32_throughput" in reason
     assert f"{slow_value:g} GFLOP/s vs {baseline:g} GFLOP/s" in reason
     assert "slower (max regression 25%) on hardware class" in reason and "gpu_model=none" in reason
+
+    # 3. the report: dev held the fast then the slow digest, staging the fast one
+    svg = tmp_path / "perf.svg"
+    rep = cli("report", ref, "--policy", str(policy), "--svg", str(svg), "--json", env=ENV).json()
+    stages = {st["stage"]: st for st in rep["stages"]}
+    assert rep["metric"] == "matmul_f32_throughput" and rep["svg"] == str(svg)
+    assert [p["value"] for p in stages["dev"]["points"]] == [baseline, slow_value]
+    assert stages["dev"]["sparkline"] == "█▁" and [p["tests"] for p in stages["dev"]["points"]] == ["passed"] * 2
+    assert [p["value"] for p in stages["staging"]["points"]] == [baseline]
+    assert svg.read_text().startswith("<svg") and svg.read_text().count("<circle") == 3
