@@ -78,6 +78,20 @@ def evaluate_requirement(ctx: Context) -> compat.Evaluation | None:
     return compat.evaluate(ctx.require_cuda, host)
 
 
+def _needed_cuda(text: str, cond: str | None, named: str | None, ctx: Context) -> str | None:
+    """The CUDA X.Y the image needs: the hook's condition, ``--require=cuda>=``, what nvidia-docker 1 named, the
+    context's image CUDA or NVIDIA_REQUIRE_CUDA; None when nothing names it."""
+    cm = re.search(r"\bcuda\s*>=\s*(\d+\.\d+)", cond or "") or re.search(r"--require=cuda>=(\d+\.\d+)", text)
+    if cm:
+        return cm.group(1)
+    if named:
+        return named
+    if ctx.image_cuda:
+        return ".".join(ctx.image_cuda.split(".")[:2])
+    rm = re.search(r"cuda>=(\d+\.\d+)", ctx.require_cuda or "")
+    return rm.group(1) if rm else None
+
+
 def facts_driver_too_old(text: str, ctx: Context) -> dict[str, Any]:
     """The hook condition, the image's CUDA and its minimum driver, the driver's CUDA, the requirement's
     evaluation and compat verdict (with ``ctx.require_cuda``), what would satisfy it."""
@@ -86,22 +100,15 @@ def facts_driver_too_old(text: str, ctx: Context) -> dict[str, Any]:
     cond = m.group(1).strip() if m else None
     if cond:
         facts["hook_condition"] = cond
-    need = None
-    cm = re.search(r"\bcuda\s*>=\s*(\d+\.\d+)", cond or "") or re.search(r"--require=cuda>=(\d+\.\d+)", text)
-    if cm:
-        need = cm.group(1)
-    if need is None and ctx.image_cuda:
-        need = ".".join(ctx.image_cuda.split(".")[:2])
-    if need is None and ctx.require_cuda:
-        rm = re.search(r"cuda>=(\d+\.\d+)", ctx.require_cuda)
-        need = rm.group(1) if rm else None
+    old = re.search(r"unsupported CUDA version: driver (\d+\.\d+) < image (\d+\.\d+)", text)  # nvidia-docker 1
+    need = _needed_cuda(text, cond, old.group(2) if old else None, ctx)
     if need:
         facts["image_cuda"] = need
         drv, row = min_driver(need)
         if drv:
             facts["min_driver"] = drv
             facts["min_driver_source"] = row
-    found = _driver_cuda_from_found_version(text)
+    found = _driver_cuda_from_found_version(text) or (old.group(1) if old else None)
     if found:
         facts["driver_cuda"] = found
     elif ctx.driver_cuda:

@@ -58,7 +58,10 @@ def facts_ldconfig(text: str, _ctx: Context) -> dict[str, Any]:
             "exit_code": r"failed with error code:\s*(\d+)",
         },
     )
-    if facts.get("exit_code") == "127" or "no such file" in text.lower():
+    request = re.search(r"(--gpus[= ]\S+|--runtime[= ]nvidia\b|--device[= ]nvidia\.com/gpu=\S+)", text)
+    if request:
+        facts["gpu_request"] = request.group(1)
+    if facts.get("exit_code") == "127" or ("no such file" in text.lower() and "ldconfig" in facts):
         facts["meaning"] = "the ldconfig path set in the toolkit configuration does not exist on this host"
     return facts
 
@@ -158,11 +161,13 @@ RULES: tuple[FailureRule, ...] = (
         "toolkit-ldconfig-failed",
         "container-toolkit",
         "container-toolkit",
-        "the NVIDIA hook could not run ldconfig inside the container: the `ldconfig` path in the toolkit's "
+        "the NVIDIA hook could not refresh the container's ld cache: the `ldconfig` path in the toolkit's "
         "config.toml does not exist on this host (Ubuntu ships /sbin/ldconfig.real, Debian/RHEL /sbin/ldconfig), "
-        "or it failed",
+        "or it failed - the GPU was requested, yet the driver libraries it mounted are not found",
         'on the host: set `ldconfig = "@/sbin/ldconfig"` (Debian, RHEL, Fedora) or `"@/sbin/ldconfig.real"` '
-        "(Ubuntu) in /etc/nvidia-container-runtime/config.toml, whichever exists (`ls -l /sbin/ldconfig*`)",
+        "(Ubuntu) in /etc/nvidia-container-runtime/config.toml, whichever exists (`ls -l /sbin/ldconfig*`); "
+        "inside the container `ldconfig -p | grep -E 'libcuda|libnvidia-ml'` shows whether the cache lists them "
+        "(running `ldconfig` there confirms it); on WSL the libraries are under /usr/lib/wsl/lib",
         patterns(
             r"ldcache error: open failed: \S*ldconfig",
             r"ldcache error: process \S*ldconfig\S* (?:failed|terminated)",

@@ -23,6 +23,7 @@ from builder.checks.diagnosis.facts import min_driver
 from builder.checks.diagnosis.integration import NOT_INJECTED, missing_capability
 from builder.checks.diagnosis.model import Context, Diagnosis, FailureRule, Layer
 from builder.checks.diagnosis.rules import RULES, RULES_BY_KEY
+from builder.checks.diagnosis.runtime import nccl_versions
 from builder.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ _ENGINE_NOTICE = re.compile(
     r"failed to create containerd task|^docker:|Error: (crun|runc|OCI)",
     re.I | re.M,
 )
+#: a GPU request in a docker/podman command line (not nvidia-docker 1, whose driver volume is another story)
+_GPU_REQUESTED = re.compile(r"--gpus[= ]\S+|--runtime[= ]nvidia\b|--device[= ]nvidia\.com/gpu=")
 _FRAMEWORK_NOTICE = re.compile(r"torch|tensorflow|jax|cupy|Traceback", re.I)
 
 
@@ -44,6 +47,8 @@ def _noticed_by(rule: FailureRule, text: str) -> Layer:
         return "container-engine"
     if _TOOLKIT_NOTICE.search(text):
         return "container-toolkit"
+    if rule.key == "toolkit-ldconfig-failed" and not re.search(r"ldcache|ldconfig", text):
+        return "image-user-space"  # the program found no driver library (a GPU was requested)
     if _ENGINE_NOTICE.search(text):
         return "container-engine"
     if rule.noticed_by == "image-user-space" and _FRAMEWORK_NOTICE.search(text):
@@ -98,10 +103,21 @@ def _resolve_ambiguity(matches: list[FailureRule], text: str, ctx: Context) -> l
         ]
     # a symptom (no libcuda, no nvidia-smi, no NVENC library) whose capability the known
     # NVIDIA_DRIVER_CAPABILITIES lacks: the capabilities, whatever else the symptom could mean
+    # a GPU that was requested (--gpus, --runtime nvidia, a CDI device) whose driver libraries the container still
+    # does not find: the hook mounted them but the container's ld cache does not list them (nvidia-docker#854:
+    # `ldconfig` in the container fixed it) - not a missing request
+    if "gpu-not-requested" in keys and ctx.engine in (None, "docker", "podman") and _GPU_REQUESTED.search(text):
+        ldconfig = RULES_BY_KEY["toolkit-ldconfig-failed"]
+        matches = [ldconfig, *[r for r in matches if r.key != ldconfig.key]]
     # a missing driver library (libcuda, nvidia-smi) in a container given raw /dev/nvidia* nodes: the devices are
     # there, the runtime that injects the host's driver libraries was bypassed (not a missing GPU request)
     if "gpu-not-requested" in keys and re.search(r"--device[= ]/dev/nvidia", text):
         matches = [NOT_INJECTED, *[r for r in matches if r is not NOT_INJECTED]]
+    # NCCL failing while the ranks report different NCCL versions (each rank prints "NCCL version X.Y.Z"; pip's
+    # nvidia-nccl-cuNN==X.Y.Z per node): the ranks disagree, whatever the symptom (NVIDIA/nccl#1267)
+    if nccl_versions(text) and re.search(r"NCCL (?:WARN|error)|nccl\w*Error|ncclSocketInit", text, re.I):
+        ranks = RULES_BY_KEY["nccl-rank-mismatch"]
+        matches = [ranks, *[r for r in matches if r.key != ranks.key]]
     if missing_capability(text, ctx):
         caps = RULES_BY_KEY["driver-capabilities-missing"]
         matches = [caps, *[r for r in matches if r.key != caps.key]]
@@ -138,6 +154,8 @@ def _evidence(rule: FailureRule, matches: list[FailureRule], text: str) -> list[
                 break
         if evidence:
             break
+    if not evidence and nccl_versions(text):  # ranks with different NCCL versions: quote them
+        evidence.extend(_first_lines(text, re.compile(r"NCCL WARN|NCCL version|nvidia-nccl-cu\d+==")))
     if rule is NOT_INJECTED:
         evidence.extend(_first_lines(text, re.compile(r"--device[= ]/dev/nvidia|nvidia-smi: command not found")))
     return evidence

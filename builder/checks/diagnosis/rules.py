@@ -144,6 +144,8 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             r"Found CUDA (?:driver )?version \d{4,6}, but \w+ was built against version",
             r"built for NVIDIA Driver Release [\d.]+ or later",
             r"compatibility mode is UNAVAILABLE",
+            # nvidia-docker 1's own check (https://github.com/NVIDIA/nvidia-docker/issues/177)
+            r"unsupported CUDA version: driver [\d.]+ < image [\d.]+",
         ),
         facts_driver_too_old,
     ),

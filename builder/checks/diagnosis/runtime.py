@@ -63,11 +63,28 @@ _IB_STATUS = {
 }
 
 
+def nccl_versions(text: str) -> list[str]:
+    """The NCCL versions the ranks of a log disagree on: each rank's banner (``NCCL version 2.19.3``) compared with
+    the others, and each pip package (``nvidia-nccl-cu12==2.20.5`` per node) with the same package on the other
+    nodes; ``[]`` when they agree (a cu11 and a cu12 wheel side by side are two packages, not a disagreement)."""
+    seen: dict[str, list[str]] = {}
+    for banner, package, pinned in re.findall(
+        r"NCCL version:?\s*(\d+\.\d+\.\d+)|(nvidia-nccl-cu\d+)==(\d+\.\d+\.\d+)", text
+    ):
+        key, version = (package, pinned) if package else ("banner", banner)
+        seen.setdefault(key, [])
+        if version not in seen[key]:
+            seen[key].append(version)
+    return next((versions for versions in seen.values() if len(versions) > 1), [])
+
+
 def facts_nccl(text: str, ctx: Context) -> dict[str, Any]:
     facts: dict[str, Any] = {}
-    m = re.search(r"NCCL version (\d+\.\d+\.\d+)", text)
+    m = re.search(r"NCCL version:?\s*(\d+\.\d+\.\d+)", text)
     if m:
         facts["nccl_version"] = m.group(1)
+    if nccl_versions(text):
+        facts["nccl_versions"] = nccl_versions(text)
     m = re.search(r"shared memory segment (\S+) \(size (\d+)\)", text)
     if m:
         facts["segment"], facts["segment_bytes"] = m.group(1), int(m.group(2))
@@ -229,4 +246,4 @@ RULES: tuple[FailureRule, ...] = (
 )
 
 
-__all__ = ["RULES"]
+__all__ = ["RULES", "nccl_versions"]

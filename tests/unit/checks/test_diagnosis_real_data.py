@@ -121,3 +121,44 @@ def test_nccl_transport_failures_are_the_interconnect() -> None:
     assert "ibstat" in r.fix and "NCCL_IB_GID_INDEX" in r.fix
     p2p = diagnose("RuntimeError: CUDA error: peer access is not supported between these two devices")
     assert (p2p.key, p2p.at_fault) == ("nccl-network-failure", "interconnect")
+
+
+# --- kinds generalised on further real messages (tests/data/errors, found after the first set) --------------------
+
+
+def _recorded(name: str) -> str:
+    lines = (DATA / "errors" / name).read_text().splitlines(keepends=True)
+    assert lines[0].startswith("# Source: https://"), name
+    return "".join(line for line in lines if not line.startswith("# "))
+
+
+def test_a_requested_gpu_whose_libraries_are_not_found_is_the_ld_cache_not_the_request() -> None:
+    for name, request in (
+        ("toolkit-ldconfig-failed-04.txt", "--gpus all"),  # llama.cpp#7822
+        ("toolkit-ldconfig-failed-05.txt", "--gpus all"),  # nvidia-docker#854: `ldconfig` inside fixed it
+        ("toolkit-ldconfig-failed-06.txt", "--runtime nvidia"),
+    ):
+        r = diagnose(_recorded(name))
+        assert (r.key, r.at_fault, r.noticed_by) == ("toolkit-ldconfig-failed", "container-toolkit", "image-user-space")
+        assert r.facts["gpu_request"] == request and "gpu-not-requested" in r.also_matched
+        assert "ldconfig -p" in r.fix
+    # no request on the command line: the request is what is missing
+    assert diagnose(_recorded("gpu-not-requested-04.txt")).key == "gpu-not-requested"
+    # the engine decides where it is not docker/podman
+    k8s = diagnose(_recorded("toolkit-ldconfig-failed-04.txt"), Context(engine="kubernetes"))
+    assert k8s.key == "k8s-runtime-not-configured"
+
+
+def test_nvidia_docker_1_names_the_driver_cuda_and_the_image_cuda() -> None:
+    r = diagnose(_recorded("driver-too-old-for-image-08.txt"))
+    assert (r.facts["driver_cuda"], r.facts["image_cuda"], r.facts["min_driver"]) == ("7.5", "8.0", "367.48")
+
+
+def test_ranks_with_different_nccl_versions() -> None:
+    r = diagnose(_recorded("nccl-rank-mismatch-07.txt"))  # nccl#1267: 2.20.5 on one node, 2.19.3 on the others
+    assert (r.key, r.facts["nccl_versions"]) == ("nccl-rank-mismatch", ["2.20.5", "2.19.3"])
+    # a cu11 and a cu12 wheel side by side on every node is no disagreement; two banners that differ are
+    same = "NCCL WARN x\nnvidia-nccl-cu11==2.14.3\nnvidia-nccl-cu12==2.19.3\nnvidia-nccl-cu12==2.19.3\n"
+    assert "nccl_versions" not in diagnose(same).facts and diagnose(same).key == "unknown"
+    banners = "NCCL version 2.18.6+cuda12.2\nNCCL version 2.19.3+cuda12.3\nNCCL WARN Message truncated\n"
+    assert diagnose(banners).facts["nccl_versions"] == ["2.18.6", "2.19.3"]
