@@ -178,7 +178,8 @@ class RenderStaleError(BuilderError):
 
 
 class UnpinnedBaseError(BuilderError):
-    """A base image or dependency lock is not pinned, so the build would not be reproducible."""
+    """A base image or dependency lock is not pinned: ``build`` left those variants out (the
+    others were built), ``run`` did not start."""
 
     exit_code = 13
     kind = "unpinned"
