@@ -26,6 +26,7 @@ from urllib.parse import urlencode, urljoin
 
 from builder.errors import NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
 from builder.registry.auth import Authenticator, Credential, DockerCredentials
+from builder.registry.cache import ContentCache
 from builder.registry.manifest import (
     ACCEPT,
     MANIFEST_TYPES,
@@ -104,6 +105,7 @@ class RegistryClient:
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._streams = threading.BoundedSemaphore(max(1, copy_streams))
+        self.content = ContentCache()  # blobs read by digest, once per client
 
     def __repr__(self) -> str:
         return f"RegistryClient({self.registry!r}, scheme={self.scheme!r})"
@@ -278,12 +280,19 @@ class RegistryClient:
         return True
 
     def get_blob(self, repository: str, digest: str) -> bytes:
-        """GET a whole blob into memory, checking its sha256 (RegistryError on mismatch)."""
-        resp = self.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}", stream=True)
-        data = self.transport.read_body(resp, f"{repository}@{digest}")  # size and total-time limits
-        if digest.startswith("sha256:") and sha256_digest(data) != digest:
-            raise RegistryError(f"blob {repository}@{digest} from {self.registry} does not match its digest")
-        return data
+        """GET a whole blob into memory, checking its sha256 (RegistryError on mismatch); a blob
+        this client already read (or is reading in another thread) is not read again
+        (:attr:`content`)."""
+
+        def load() -> bytes:
+            where = f"{repository}@{digest}"
+            resp = self.request("GET", f"/v2/{repository}/blobs/{digest}", ref=where, stream=True)
+            data = self.transport.read_body(resp, where)  # size and total-time limits
+            if digest.startswith("sha256:") and sha256_digest(data) != digest:
+                raise RegistryError(f"blob {repository}@{digest} from {self.registry} does not match its digest")
+            return data
+
+        return self.content.blob_once(repository, digest, load)
 
     def open_blob(self, repository: str, digest: str) -> requests.Response:
         """GET a blob as a stream (``resp.iter_content``); the caller closes the response."""

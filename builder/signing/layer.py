@@ -341,9 +341,14 @@ def _put_manifest(client: RegistryClient, repository: str, tag: str, body: bytes
 
 
 def _get_blob(client: RegistryClient, repository: str, digest: str) -> bytes:
-    """The bytes as served, unchecked (the caller checks digest and size to name what is wrong)."""
-    resp = client.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}")
-    return bytes(resp.content)
+    """The bytes as served, unchecked (the caller checks digest and size to name what is wrong).
+    Bytes that match ``digest`` are kept in the client's content cache: the same evidence blob is
+    read once per invocation (``status`` over several stages of one digest, plan then apply)."""
+
+    def load() -> bytes:
+        return bytes(client.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}").content)
+
+    return client.content.blob_once(repository, digest, load)
 
 
 def _put_blobs(client: RegistryClient, repository: str, blobs: Sequence[bytes]) -> None:
