@@ -12,8 +12,9 @@ registry in its blob-info cache). The source is one more registry process, fille
 
 - ``builder``: ``python -c`` running ``builder.registry.copy_image`` between two
   ``RegistryClient``s (the blob copy every cross-registry promotion uses:
-  ``RegistryClient.copy_blob_from``, ``copy_streams`` at once); it imports ``builder.promote``
-  as ``builder promote`` does, so its memory includes the promotion's modules.
+  ``RegistryClient.copy_blob_from``, ``copy_streams`` at once); it imports
+  ``builder.promote.apply`` as ``builder promote`` does, so its time and memory include the
+  promotion's modules (not the policy evaluation, signing and record of a full promotion).
 - ``oras``: ``oras cp --from-plain-http --to-plain-http SRC@digest DST:copied``.
 - ``skopeo``: ``skopeo copy --preserve-digests`` (TLS verification off for loopback).
 - ``crane``: ``crane copy --insecure`` (skipped when not installed).
@@ -58,7 +59,7 @@ QUICK = {"16MiB": (4, 4)}
 
 BUILDER_CHILD = """
 import sys
-import builder.promote  # what `builder promote` imports besides the registry client
+import builder.promote.apply  # what `builder promote` imports besides the registry client
 from builder.registry import CopyStats, RegistryClient, copy_image
 src_host, dst_host, repo, digest = sys.argv[1:5]
 src = RegistryClient(src_host, insecure=True)
