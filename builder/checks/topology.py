@@ -69,6 +69,8 @@ class TopologyDocument(TypedDict):
     gpus: list[TopoGpuDocument]
     links: list[LinkDocument]
     numa_nodes: list[str]
+    pcie: list[PcieDocument]
+    nvlink: list[NvlinkStateDocument]
     notes: list[str]
 
 
@@ -113,14 +115,76 @@ class TopoGpu:
         }
 
 
+class PcieDocument(TypedDict):
+    bus_id: str
+    gen_current: int | None
+    gen_max: int | None
+    width_current: int | None
+    width_max: int | None
+
+
+class NvlinkStateDocument(TypedDict):
+    gpu: int
+    name: str
+    active: int
+    inactive: int
+    gbps_per_link: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Pcie:
+    """A GPU's PCIe link (``nvidia-smi -q``, "GPU Link Info"): generation and width (lanes), current
+    and max; None when the tool says N/A. A GPU running below its max (``gen_current < gen_max``) is
+    the usual cause of low host-device bandwidth."""
+
+    bus_id: str
+    gen_current: int | None = None
+    gen_max: int | None = None
+    width_current: int | None = None
+    width_max: int | None = None
+
+    def to_json(self) -> PcieDocument:
+        return {
+            "bus_id": self.bus_id,
+            "gen_current": self.gen_current,
+            "gen_max": self.gen_max,
+            "width_current": self.width_current,
+            "width_max": self.width_max,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class NvlinkState:
+    """One GPU's NVLinks (``nvidia-smi nvlink -s``): how many are active and ``<inactive>``, and the
+    speed an active link reports (GB/s, the tool's own figure)."""
+
+    gpu: int
+    name: str
+    active: int
+    inactive: int
+    gbps_per_link: float | None = None
+
+    def to_json(self) -> NvlinkStateDocument:
+        return {
+            "gpu": self.gpu,
+            "name": self.name,
+            "active": self.active,
+            "inactive": self.inactive,
+            "gbps_per_link": self.gbps_per_link,
+        }
+
+
 @dataclasses.dataclass(frozen=True)
 class Topology:
-    """GPU-GPU links (each pair once, ``a < b``), per-GPU affinity, ``source`` (the tool), ``notes``."""
+    """GPU-GPU links (each pair once, ``a < b``), per-GPU affinity, ``source`` (the tool), ``notes``;
+    ``pcie`` (each GPU's PCIe generation and width) and ``nvlink`` (active/inactive links per GPU)."""
 
     source: str | None = None
     gpus: tuple[TopoGpu, ...] = ()
     links: tuple[Link, ...] = ()
     notes: tuple[str, ...] = ()
+    pcie: tuple[Pcie, ...] = ()
+    nvlink: tuple[NvlinkState, ...] = ()
 
     @property
     def fabric(self) -> Fabric:
@@ -160,6 +224,8 @@ class Topology:
             "gpus": [g.to_json() for g in self.gpus],
             "links": [x.to_json() for x in self.links],
             "numa_nodes": list(self.numa_nodes),
+            "pcie": [p.to_json() for p in self.pcie],
+            "nvlink": [n.to_json() for n in self.nvlink],
             "notes": list(self.notes),
         }
 
@@ -278,10 +344,88 @@ def parse_rocm_topo(text: str) -> Topology:
     return Topology("rocm-smi --showtopo", gpus, tuple(links), tuple(notes))
 
 
+_Q_GPU = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_Q_VALUE = re.compile(r"^\s*(Max|Current)\s*:\s*(\S+)")
+
+
+def _int(text: str) -> int | None:
+    digits = text.rstrip("x")
+    return int(digits) if digits.isdigit() else None
+
+
+def parse_nvidia_pcie(text: str) -> tuple[Pcie, ...]:
+    """Each GPU's PCIe generation and width from ``nvidia-smi -q`` (the ``GPU <bus id>`` blocks, their
+    "GPU Link Info": "PCIe Generation" and "Link Width", ``Max`` / ``Current``; ``16x`` -> 16)."""
+    out: list[Pcie] = []
+    bus: str | None = None
+    part: str | None = None
+    values: dict[str, int | None] = {}
+    for raw in text.splitlines():
+        m = _Q_GPU.match(raw.strip())
+        if m:
+            if bus is not None:
+                out.append(
+                    Pcie(
+                        bus,
+                        values.get("gen_current"),
+                        values.get("gen_max"),
+                        values.get("width_current"),
+                        values.get("width_max"),
+                    )
+                )
+            bus, part, values = m.group(1), None, {}
+            continue
+        s = raw.strip()
+        if s == "PCIe Generation":
+            part = "gen"
+        elif s == "Link Width":
+            part = "width"
+        elif part and (v := _Q_VALUE.match(raw)) is not None:
+            values.setdefault(f"{part}_{v.group(1).lower()}", _int(v.group(2)))
+        elif s and not s.startswith(("Device ", "Host ")):
+            part = None
+    if bus is not None:
+        out.append(
+            Pcie(
+                bus,
+                values.get("gen_current"),
+                values.get("gen_max"),
+                values.get("width_current"),
+                values.get("width_max"),
+            )
+        )
+    return tuple(out)
+
+
+_NVL_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: [^)]*\))?\s*$")
+_NVL_LINK = re.compile(r"^Link \d+: (?:(?P<gbps>[0-9.]+) GB/s|<(?P<state>[a-z]+)>)")
+
+
+def parse_nvlink_status(text: str) -> tuple[NvlinkState, ...]:
+    """Per GPU of ``nvidia-smi nvlink -s``: active links (a speed), inactive ones (``<inactive>``) and
+    the speed of an active link."""
+    out: list[NvlinkState] = []
+    for raw in text.splitlines():
+        s = raw.strip()
+        g = _NVL_GPU.match(s)
+        if g:
+            out.append(NvlinkState(int(g.group(1)), g.group(2).strip(), 0, 0))
+            continue
+        link = _NVL_LINK.match(s)
+        if link and out:
+            last = out[-1]
+            if link.group("gbps"):
+                out[-1] = dataclasses.replace(last, active=last.active + 1, gbps_per_link=float(link.group("gbps")))
+            else:
+                out[-1] = dataclasses.replace(last, inactive=last.inactive + 1)
+    return tuple(out)
+
+
 def probe_topology(vendor: str, run: Callable[[Sequence[str]], tuple[int, str]] | None = None) -> Topology:
-    """This host's topology: ``nvidia-smi topo -m`` (vendor ``nvidia``) or ``rocm-smi --showtopo``
-    (``amd``); ``Topology()`` with a note when the tool is missing or fails; ``Topology()`` for a host
-    without GPUs. ``run`` (tests) returns (exit code, stdout); default: :func:`builder.process.run`."""
+    """This host's topology: ``nvidia-smi topo -m`` with the PCIe links of ``nvidia-smi -q`` and the
+    NVLink states of ``nvidia-smi nvlink -s`` (vendor ``nvidia``), or ``rocm-smi --showtopo``
+    (``amd``); ``Topology()`` with a note when the tool is missing or fails; ``Topology()`` for a
+    host without GPUs. ``run`` (tests) returns (exit code, stdout); default: :func:`builder.process.run`."""
     argv = {"nvidia": ["nvidia-smi", "topo", "-m"], "amd": ["rocm-smi", "--showtopo"]}.get(vendor)
     if argv is None:
         return Topology()
@@ -298,7 +442,16 @@ def probe_topology(vendor: str, run: Callable[[Sequence[str]], tuple[int, str]] 
     code, out = run(argv)
     if code != 0:
         return Topology(" ".join(argv), notes=(f"{' '.join(argv)} exited with {code}",))
-    return parse_nvidia_topo(out) if vendor == "nvidia" else parse_rocm_topo(out)
+    if vendor != "nvidia":
+        return parse_rocm_topo(out)
+    topo = parse_nvidia_topo(out)
+    q_code, q_out = run(["nvidia-smi", "-q"])
+    n_code, n_out = run(["nvidia-smi", "nvlink", "-s"])  # exits non-zero on GPUs without NVLink
+    return dataclasses.replace(
+        topo,
+        pcie=parse_nvidia_pcie(q_out) if q_code == 0 else (),
+        nvlink=parse_nvlink_status(n_out) if n_code == 0 else (),
+    )
 
 
 __all__ = [
@@ -306,11 +459,17 @@ __all__ = [
     "Fabric",
     "Link",
     "LinkDocument",
+    "NvlinkState",
+    "NvlinkStateDocument",
+    "Pcie",
+    "PcieDocument",
     "TopoGpu",
     "TopoGpuDocument",
     "Topology",
     "TopologyDocument",
+    "parse_nvidia_pcie",
     "parse_nvidia_topo",
+    "parse_nvlink_status",
     "parse_rocm_topo",
     "probe_topology",
 ]

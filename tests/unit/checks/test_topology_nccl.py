@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from builder.checks.nccl_tests import parse_nccl_tests
-from builder.checks.topology import parse_nvidia_topo, parse_rocm_topo, probe_topology
+from builder.checks.topology import (
+    parse_nvidia_pcie,
+    parse_nvidia_topo,
+    parse_nvlink_status,
+    parse_rocm_topo,
+    probe_topology,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -78,6 +84,43 @@ def test_junk_is_notes_not_a_crash() -> None:
     t = parse_nvidia_topo("Failed to initialize NVML: Driver/library version mismatch\n")
     assert t.fabric == "none" and t.notes
     assert parse_nccl_tests("segfault\n").notes == ("no result rows",)
+
+
+def test_pcie_generation_and_width_from_nvidia_smi_q() -> None:
+    [pcie] = parse_nvidia_pcie((DATA / "h200" / "nvidia-smi-q.txt").read_text())
+    assert (pcie.bus_id, pcie.gen_current, pcie.gen_max, pcie.width_current, pcie.width_max) == (
+        "00000000:00:06.0",
+        5,
+        5,
+        16,
+        16,
+    )
+
+
+def test_nvlink_states_active_and_inactive() -> None:
+    gb200 = parse_nvlink_status(_read("topology", "nvidia-smi-nvlink-s-01-gb200.txt"))
+    first = gb200[0]
+    assert (first.gpu, first.name, first.active, first.inactive, first.gbps_per_link) == (
+        0,
+        "NVIDIA GB200",
+        18,
+        0,
+        53.125,
+    )
+    assert len(gb200) == 2 and gb200[1].active == 2  # the reporter cut GPU 1 short
+    [v100] = parse_nvlink_status(_read("topology", "nvidia-smi-nvlink-s-02-v100-inactive.txt"))
+    assert (v100.gpu, v100.active, v100.inactive, v100.gbps_per_link) == (3, 4, 2, 25.781)
+
+
+def test_probe_topology_adds_pcie_and_nvlink_from_their_tools() -> None:
+    outputs = {
+        "nvidia-smi topo -m": (0, _read("topology", "nvidia-smi-topo-05-h200-single.txt")),
+        "nvidia-smi -q": (0, (DATA / "h200" / "nvidia-smi-q.txt").read_text()),
+        "nvidia-smi nvlink -s": (6, ""),  # no NVLink on this GPU: the tool exits non-zero
+    }
+    t = probe_topology("nvidia", run=lambda argv: outputs[" ".join(argv)])
+    assert t.fabric == "single" and t.pcie[0].gen_current == 5 and t.nvlink == ()
+    assert t.to_json()["pcie"][0]["width_max"] == 16
 
 
 def test_probe_topology_runs_the_vendor_tool_and_reports_failure() -> None:
