@@ -16,7 +16,7 @@ Public API (used by matrix, render, checks, policy and resolve):
 - :func:`check_generation` / :func:`arch_row` - driver branches and CUDA releases supporting a GPU architecture
 - :func:`gpu_info` -> :class:`GpuInfo` - compute capability / gfx target, brand, class of a GPU name;
   :func:`brand_from_name`, :func:`normalize_brand`, :func:`product_brand` (one brand vocabulary);
-  :func:`amd_device` (AMD PCI device id -> name, gfx target)
+  :func:`amd_device` (AMD PCI device id -> name, gfx target), :func:`amd_device_from_uuid` (the id in amd-smi's UUID)
 - fleets: :func:`load_fleet`, :func:`check_fleet` (in :mod:`builder.compat.fleets`, re-exported lazily);
   :func:`~builder.compat.fleets.check_fleet_file` -> :class:`~builder.compat.fleet_verdicts.FleetCheck`
 
@@ -46,6 +46,7 @@ from builder.compat.gpus import (
     PRODUCT_BRANDS,
     GpuInfo,
     amd_device,
+    amd_device_from_uuid,
     brand_class,
     brand_from_name,
     gpu_info,
@@ -121,6 +122,7 @@ __all__ = [
     "Verdict",
     "VerdictDocument",
     "amd_device",
+    "amd_device_from_uuid",
     "arch_coverage",
     "arch_row",
     "brand_class",

@@ -96,6 +96,20 @@ def amd_device(device_id: str | None) -> AmdDeviceRow | None:
     return next((r for r in amd_device_rows() if r.device_id == wanted), None)
 
 
+#: amd-smi's GPU UUID: a version-1 UUID whose first field is ``<asic serial byte><partition/function byte><PCI
+#: device id>`` (``did`` is the low 16 bits of ``time_low``; ``time_mid`` 0, version 1, variant 2), as
+#: ``amdsmi_uuid_gen`` writes it: https://github.com/ROCm/amdsmi/blob/0ceca28f4139dced5e9b5739a3f393780d7add48/
+#: src/amd_smi/amd_smi_uuid.cc
+_AMD_UUID_RE = re.compile(r"[0-9a-f]{4}([0-9a-f]{4})-0000-1[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
+def amd_device_from_uuid(uuid: str | None) -> AmdDeviceRow | None:
+    """The AMD GPU whose PCI device id an amd-smi UUID carries (``"67ff740f-0000-1000-80c6-3ac3c3c637f9"`` ->
+    0x740f, MI210); None for another UUID form or a device id not in ``data/amd-devices.csv``."""
+    m = _AMD_UUID_RE.fullmatch((uuid or "").strip().lower())
+    return amd_device("0x" + m.group(1)) if m else None
+
+
 _GFX_RE = re.compile(r"(?:amdgcn-amd-amdhsa--)?gfx(\d{2,6})([0-9a-f]?)(?::[\w+-]+)*", re.I)
 
 

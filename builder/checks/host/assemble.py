@@ -58,6 +58,12 @@ def _derive_amd(f: dict[str, Any], derived: list[str]) -> None:
     """Name and gfx target of an AMD GPU from its PCI device id (else the gfx target from its name), where the
     tools did not say."""
     row = compat.amd_device(f.get("device_id"))
+    if row is None and f.get("device_id") is None:
+        # amd-smi list prints no name: its UUID carries the PCI device id
+        row = compat.amd_device_from_uuid(f.get("uuid"))
+        if row is not None:
+            f["device_id"] = row.device_id
+            derived.append("device_id")
     if row is None:
         info = compat.gpu_info(f["name"]) if f.get("name") and f.get("gfx_target") is None else None
         if info is not None and info.vendor == "amd" and info.gfx_target:

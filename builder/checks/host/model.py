@@ -181,7 +181,7 @@ class HostGpu:
     present, else derived from the name by ``builder.compat`` (``brand_source`` ``"name"``; the same text,
     ``builder.compat.product_brand``). ``compute_capability``: "9.0" (NVIDIA); ``gfx_target``:
     "gfx942" (AMD). ``memory_mib``: total framebuffer in MiB. ``derived``: names of fields not
-    read from the tool but derived from the GPU name or PCI device id.
+    read from the tool but derived from the GPU name, the PCI device id or the device id in amd-smi's UUID.
     """
 
     index: int | None = None

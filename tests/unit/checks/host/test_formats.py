@@ -14,7 +14,7 @@ import pytest
 
 from builder.checks.host.accumulator import read_version
 from builder.checks.host.reading import load_hostinfo, parse_text
-from builder.compat import amd_device, normalize_gfx
+from builder.compat import amd_device, amd_device_from_uuid, normalize_gfx
 from builder.errors import HostProbeError
 
 if TYPE_CHECKING:
@@ -40,6 +40,8 @@ CASES: list[tuple[str, str, str | None, list[str | None], list[str | None]]] = [
     ("amd-smi-static-01", "amd", "6.18.3", ["AMD Instinct MI350X"], ["gfx950"]),
     ("amd-smi-static-json-01", "amd", None, ["AMD Radeon RX 7800 XT"], ["gfx1101"]),  # cut-off paste
     ("amd-smi-list-static-01", "amd", None, ["AMD Instinct MI210"], ["gfx90a"]),  # an AI NIC is no GPU
+    ("amd-smi-list-01", "amd", None, ["AMD Instinct MI210"], ["gfx90a"]),  # no name printed: the UUID's device id
+    ("amd-smi-list-02", "amd", None, ["AMD Instinct MI300X"] * 3, ["gfx942"] * 3),
     ("rocm-smi-legacy-igpu-01", "amd", None, [None], [None]),  # Intel iGPU row 0 is not counted
     ("rocm-smi-legacy-igpu-02", "amd", None, [None], [None]),
     ("rocm-smi-legacy-igpu-03", "amd", None, [None], [None]),
@@ -141,3 +143,36 @@ def test_hostinfo_json_is_still_a_hostinfo_document() -> None:
     assert parse_text('{"vendor": "nvidia", "gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}').gpus[0].name == (
         "NVIDIA H100 80GB HBM3"
     )
+
+
+def test_amd_smi_list_names_the_gpu_by_the_device_id_in_its_uuid(tmp_path: Path, cli: Cli) -> None:
+    listed = load_hostinfo(DATA / "amd-smi-list-01.txt").gpus[0]
+    assert (listed.device_id, listed.uuid, listed.bus_id) == (
+        "0x740f",
+        "67ff740f-0000-1000-80c6-3ac3c3c637f9",
+        "0000:03:00.0",
+    )
+    assert listed.derived == ("device_id", "name", "gfx_target")
+    # `amd-smi list --json` (keys of amd-smi's CLI help: gpu, bdf, uuid, kfd_id, node_id, partition_id) with the
+    # values of that real recording: no real JSON paste of `list` was found, the reader is the static/list one
+    as_json = tmp_path / "amd-smi-list.json"
+    as_json.write_text(
+        '[{"gpu": 0, "bdf": "0000:03:00.0", "uuid": "67ff740f-0000-1000-80c6-3ac3c3c637f9", "kfd_id": 12261, '
+        '"node_id": 2, "partition_id": 0}]'
+    )
+    doc = cli("--json", "hostinfo", "--from", str(as_json)).json()
+    assert (doc["gpu_count"], doc["gpus"][0]["name"], doc["driver_version"]) == (1, "AMD Instinct MI210", None)
+
+
+@pytest.mark.parametrize(
+    "uuid",
+    [
+        "GPU-bc72dbee-b875-cb38-2616-92494f5b3120",  # NVIDIA (tests/data/h200)
+        "00000000-0000-0000-0000-000000000000",  # device-metrics-exporter's unknown UUID
+        "67ff740f-1234-1000-80c6-3ac3c3c637f9",  # not amd-smi's layout (time_mid is 0 there)
+        "afff0000-0000-1000-8054-e92b0a5d57c8",  # a device id not in the table
+        None,
+    ],
+)
+def test_a_uuid_of_another_form_names_no_amd_gpu(uuid: str | None) -> None:
+    assert amd_device_from_uuid(uuid) is None
