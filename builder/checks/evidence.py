@@ -373,8 +373,21 @@ class EvidenceRun:
         expected = expected_allreduce_gbps(gpus[0].name if gpus else None, peers)
         busbw = doc.get("busbw_gbps")
         ratio = busbw / expected.gbps if expected.gbps and isinstance(busbw, (int, float)) else None
+        nccl = None
+        if isinstance(doc.get("nccl_tests_output"), str):
+            from builder.checks.nccl_tests import parse_nccl_tests
+
+            parsed = parse_nccl_tests(doc["nccl_tests_output"])
+            nccl = {
+                "avg_busbw_gbps": parsed.avg_busbw_gbps,
+                "peak_busbw_gbps": parsed.peak_busbw_gbps,
+                "ok": parsed.ok,
+                "rows": len(parsed.rows),
+                "notes": list(parsed.notes),
+            }
         return {
             "passed": run.passed,
+            "nccl_tests": nccl,
             "backend": doc.get("backend"),
             "ranks": doc.get("ranks"),
             "ranks_detail": doc.get("ranks_detail") or [],

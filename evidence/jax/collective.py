@@ -10,7 +10,9 @@ CPU. BUILDER_COLLECTIVE_BIND=0,0 puts both ranks on device 0 on purpose: the che
 
 busbw = algbw * 2 (n - 1) / n for an all-reduce over n ranks, algbw = bytes / time: the definition of
 nccl-tests (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md#allreduce), so the
-number compares with the link bandwidth of the topology. Output: one ``builder.collective {...}`` line.
+number compares with the link bandwidth of the topology. When the image ships nccl-tests' (or
+rccl-tests') ``all_reduce_perf``, its output is passed on too (``nccl_tests_output``). Output: one
+``builder.collective {...}`` line.
 """
 
 import json
@@ -87,6 +89,11 @@ def launch():
         "busbw_gbps": max(row["busbw_gbps"] for row in results[0]["rows"]),
     })
     doc["ok"] = doc["allreduce_correct"] and not shared
+    perf = shutil.which("all_reduce_perf") if vendor != "none" else None
+    if perf:  # the image ships nccl-tests / rccl-tests: its own table, parsed by builder (nccl_tests.py)
+        run = subprocess.run([perf, "-b", "8M", "-e", "256M", "-f", "2", "-g", str(ranks)],
+                             capture_output=True, text=True, check=False, timeout=600)
+        doc["nccl_tests_output"] = (run.stdout + run.stderr)[-20000:]
     return doc
 
 

@@ -4,6 +4,7 @@ result of the real demo image (the in-container run itself: tests/integration/te
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +203,49 @@ def test_matrix_check_mistakes_are_located(tmp_path: Path, extra: str, path: str
         load_matrix(_matrix(tmp_path, extra))
     problems = err.value.details["problems"]
     assert any(p["path"] == path and says in p["message"] and p["line"] for p in problems), problems
+
+
+def test_collective_section_compares_with_the_topology_and_parses_nccl_tests() -> None:
+    from builder.checks.host.model import HostGpu
+    from builder.checks.topology import parse_nvidia_topo
+
+    data = ROOT / "tests" / "data"
+    topo = parse_nvidia_topo((data / "topology" / "nvidia-smi-topo-01-h100-nvswitch.txt").read_text())
+    nccl = (data / "nccl-tests" / "all-reduce-02-2gpu-tail.txt").read_text()
+    doc = {
+        "ok": True,
+        "ranks": 8,
+        "backend": "nccl",
+        "busbw_gbps": 360.0,
+        "allreduce_correct": True,
+        "oversubscribed": [],
+        "rows": [],
+        "nccl_tests_output": nccl,
+    }
+    check = CheckCommand("collective", script="evidence/jax/collective.py", min_devices=2)
+    runner = _runner("builder.collective " + json.dumps(doc) + "\n")
+    run = run_declared("r", check, mode="nvidia", runner=runner, root=ROOT)
+    gpus = tuple(HostGpu(name="NVIDIA H100 80GB HBM3", index=i) for i in range(8))
+    device = _device()
+    device = CheckResult(
+        device.image_ref,
+        None,
+        HostInfo(vendor="nvidia", gpus=gpus),
+        "nvidia",
+        "--gpus all",
+        "1g",
+        device.steps,
+        "t0",
+        "t1",
+    )
+    ev = EvidenceRun(device, (run,), topo, None, None)
+    [(ptype, pred)] = ev.predicates()
+    c = pred["collective"]
+    assert ptype == BENCHMARK_V1 and pred["metrics"][0] == {
+        "name": "allreduce_busbw",
+        "value": 360.0,
+        "unit": "GB/s",
+        "higher_is_better": True,
+    }
+    assert c["expected_gbps"] == 450.0 and c["ratio"] == 0.8 and c["link"].startswith("NVSwitch: 18 NVLink 4")
+    assert c["nccl_tests"]["avg_busbw_gbps"] == 8.62002 and c["nccl_tests"]["peak_busbw_gbps"] == 25.86
