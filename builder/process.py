@@ -169,6 +169,29 @@ def cleanup(argv: Sequence[str], *, timeout: float = 60.0) -> subprocess.Complet
     return _run(argv, input=None, text=True, timeout=timeout, cwd=None, env=None, cleaning=True)
 
 
+SECRET_VARIABLES = frozenset({"BUILDER_KEY_PASSWORD", "COSIGN_PASSWORD"})
+"""Variables holding builder's own secrets (the signing key password: docs/configuration.md);
+never passed on to a child process (docker, git, uv, credential helpers, ...): none of them needs
+it, and a child's environment is readable in ``/proc/<pid>/environ`` and ends up in logs."""
+
+_CHILD_ENV: list[dict[str, str] | None] = [None]  # the invocation's child environment (one slot)
+
+
+def set_child_environment(environ: Mapping[str, str] | None) -> None:
+    """The environment a child gets when its caller passes none: ``environ`` (the invocation's, given
+    by the composition root) without :data:`SECRET_VARIABLES`; None: the parent's, inherited."""
+    _CHILD_ENV[0] = None if environ is None else {k: v for k, v in environ.items() if k not in SECRET_VARIABLES}
+
+
+def child_environment(env: Mapping[str, str] | None) -> dict[str, str] | None:
+    """What a child is started with: ``env`` (a caller's own) or the invocation's environment, never
+    holding :data:`SECRET_VARIABLES`; None only before any invocation set one (tests)."""
+    if env is not None:
+        return {k: v for k, v in env.items() if k not in SECRET_VARIABLES}
+    current = _CHILD_ENV[0]
+    return dict(current) if current is not None else None
+
+
 def _run(
     argv: Sequence[str],
     *,
@@ -188,7 +211,7 @@ def _run(
         stderr=subprocess.PIPE,
         text=text,
         cwd=cwd,
-        env=dict(env) if env is not None else None,
+        env=child_environment(env),
         start_new_session=True,  # its own process group: interrupt() reaches grandchildren
     )
     with _tracked(child, track=not cleaning) as proc:
@@ -247,7 +270,7 @@ def stream(
         text=True,
         errors="replace",
         cwd=cwd,
-        env=dict(env) if env is not None else None,
+        env=child_environment(env),
         start_new_session=True,
     )
     with _tracked(child) as proc:

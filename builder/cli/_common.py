@@ -50,16 +50,28 @@ class AppContext:
     def app(self) -> App:
         """The composition root for this invocation (built on first use)."""
         if self._app is None:
+            from builder import process
             from builder.app import App, docker_config_path
 
             path = docker_config_path(self.docker_config, os.environ, Path.home())
-            self._app = App(self.config, path, environ=dict(os.environ))
+            self._app = App(self.config, path, environ=dict(os.environ), on_note=_note)
+            process.set_child_environment(os.environ)  # children never get the key password
         return self._app
 
     def close(self) -> None:
         """End of the invocation: release what the ``App`` opened."""
         if self._app is not None:
+            from builder import process
+
             self._app.close()
+            process.set_child_environment(None)
+
+
+def _note(text: str) -> None:
+    """A line for people on stderr (dim): what a command chose for them."""
+    from rich.markup import escape
+
+    console().print(f"[dim]{escape(text)}[/]", highlight=False, soft_wrap=True)
 
 
 def app_context() -> AppContext:

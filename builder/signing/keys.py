@@ -156,7 +156,7 @@ def write_key_pair(
         pem = private_key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
-    output_dir.mkdir(parents=True, exist_ok=True)
+    key_directory(output_dir)
     # create exclusively with 0600 so a concurrent writer or an existing file is never clobbered
     try:
         fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -194,7 +194,7 @@ def export_cosign_key_pair(
         if p.exists():
             raise _exists(p)
     try:
-        output_dir.mkdir(parents=True, exist_ok=True)
+        key_directory(output_dir)
         _write_new(key_path, cosign_key_pem(private_key, password), 0o600)
         _write_new(pub_path, public_pem(private_key.public_key()).encode(), 0o644)
     except OSError as exc:  # not FileExistsError: _write_new turns that into SigningKeyError
@@ -204,6 +204,42 @@ def export_cosign_key_pair(
             path=str(output_dir),
         ) from exc
     return key_path, pub_path, fingerprint_of(private_key.public_key())
+
+
+def key_directory(path: Path) -> None:
+    """Create ``path`` (and its missing parents) 0700 whatever the umask (``Path.mkdir`` makes
+    parents 0777 minus the umask: world-writable under ``umask 000``); an existing directory that
+    others may write (without the sticky bit) is refused: anyone could swap the key written
+    there. Raises SigningKeyError."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        os.mkdir(d, 0o700)
+        os.chmod(d, 0o700)  # the umask may have removed bits, never added: exact mode either way
+    insecure_permissions(path, directory=True)
+
+
+def insecure_permissions(path: Path, *, directory: bool = False) -> None:
+    """SigningKeyError when ``path`` (a key file, or with ``directory`` the directory holding one)
+    may be written by other users: a file writable by group or others, a directory writable by
+    others without the sticky bit (as OpenSSH refuses an unprotected private key file:
+    https://man.openbsd.org/ssh#FILES). A missing path is not an error here."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    mode = st.st_mode & 0o7777
+    bad = (mode & 0o002 and not mode & 0o1000) if directory else mode & 0o022
+    if bad:
+        what = "directory" if directory else "key file"
+        raise SigningKeyError(
+            f"insecure permissions on {what} {path} (mode {mode:04o}): other users could replace the key",
+            hint=f"chmod {'700' if directory else '600'} {path}",
+            path=str(path),
+        )
 
 
 def _write_new(path: Path, data: bytes, mode: int) -> None:
@@ -245,7 +281,11 @@ def load_signer(path: Path, password: str | None) -> KeyPairSigner:
 
 
 def load_private_key(path: Path, password: str | None) -> ec.EllipticCurvePrivateKey:
-    """The ECDSA P-256 private key in ``path``; see ``load_signer`` for formats and errors."""
+    """The ECDSA P-256 private key in ``path``; see ``load_signer`` for formats and errors. A key
+    file others may write, or one in a directory others may write, is refused
+    (``insecure_permissions``): a swapped key would sign silently."""
+    insecure_permissions(path)
+    insecure_permissions(path.parent, directory=True)
     try:
         data = path.read_bytes()
     except FileNotFoundError as exc:
