@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import TypedDict
 
-from builder.checks.run import CheckDocument, CheckRequest, DeviceCheck, DeviceRunDocument, check_reference
+from builder.checks.run import (
+    CheckDocument,
+    CheckRequest,
+    DeviceCheck,
+    DeviceRunDocument,
+    PinnedImage,
+    check_reference,
+    pin_image,
+)
 from builder.checks.runners import open_session
 from builder.errors import BuilderError, CheckFailedError, ConfigError, ErrorBody, NotFoundError, RunnerError
 from builder.models import SummaryRow
@@ -90,13 +98,14 @@ def check_on_cluster(
     return outcome
 
 
-ClusterStatus = Literal["passed", "failed", "error", "skipped"]
+ClusterStatus = Literal["passed", "failed", "error", "skipped", "not-applicable"]
 
 
 class ClusterRowDocument(TypedDict):
     """One cluster of ``builder check REF --fleet F --json``: its ``status`` (``passed``, ``failed``,
-    ``error``: the runner could not run it, ``skipped``: no ``runner:``), the runner kind, the node and job
-    id it ran on, the check (null unless it ran) and the error (null unless ``error``)."""
+    ``error``: the runner could not run it, ``skipped``: no ``runner:``, ``not-applicable``: a GPU image of
+    the other vendor), the runner kind, the node and job id it ran on, the check (null unless it ran) and
+    the error (null unless ``error``)."""
 
     cluster: str
     status: ClusterStatus
@@ -124,11 +133,14 @@ class ClusterRun:
     runner: str | None
     check: DeviceCheck | None = None
     error: BuilderError | None = None
+    applies: bool = True
 
     @property
     def status(self) -> ClusterStatus:
         if self.check is not None:
             return "passed" if self.check.passed else "failed"
+        if not self.applies:
+            return "not-applicable"
         return "skipped" if self.runner is None else "error"
 
     def to_json(self) -> ClusterRowDocument:
@@ -187,13 +199,23 @@ def check_on_fleet(
     *,
     on_event: Callable[[str, str], None] | None = None,
 ) -> FleetRun:
-    """Run ``request``'s device check on every cluster of ``fleet`` at once (one thread per cluster; a
-    cluster without a ``runner:`` is skipped). ``on_event(cluster, line)`` hears each start and end.
-    Never raises for one cluster's failure or error (its row says it); the answer's ``failure()`` is
-    the error."""
+    """Run ``request``'s device check on every cluster of ``fleet`` at once (one thread per cluster). The
+    reference is pinned to one digest first, so every cluster checks the same image; a cluster without a
+    ``runner:`` is skipped, one of the other GPU vendor than the image's is not applicable
+    (:func:`builder.compat.fleet_verdicts.image_vendor`: a CPU image applies everywhere).
+    ``on_event(cluster, line)`` hears each start and end. Never raises for one cluster's failure or
+    error (its row says it); the answer's ``failure()`` is the error. Raises what pinning raises
+    (NotFoundError, registry errors)."""
+    from builder.compat.fleet_verdicts import image_vendor
+
+    image = _pin(request, services)
+    vendor = image_vendor(image.facts.accelerator)
+    request = dataclasses.replace(request, reference=image.reference)
 
     def one(cluster: Cluster) -> ClusterRun:
         kind = cluster.runner.kind if cluster.runner else None
+        if vendor not in ("none", cluster.vendor):
+            return ClusterRun(cluster.name, kind, applies=False)
         if kind is None:
             return ClusterRun(cluster.name, None)
         if on_event is not None:
@@ -216,8 +238,7 @@ def check_on_fleet(
 
     with ThreadPoolExecutor(max_workers=max(1, len(fleet.clusters)), thread_name_prefix="cluster") as pool:
         runs = tuple(pool.map(one, fleet.clusters))
-    reference = next((r.check.reference for r in runs if r.check is not None), request.reference)
-    return FleetRun(fleet.name, reference, runs)
+    return FleetRun(fleet.name, image.reference, runs)
 
 
 class KubernetesJobsDocument(TypedDict):
@@ -267,10 +288,7 @@ def kubernetes_jobs(request: CheckRequest, cluster: Cluster, services: CheckServ
     from builder.checks.device import PYTHON_SHIM, mode_for
     from builder.checks.host.accumulator import Accumulator
     from builder.checks.host.assemble import assemble
-    from builder.checks.image import probe_image
     from builder.checks.runners.kubernetes import job_manifest
-    from builder.registry import parse_reference
-    from builder.selection import looks_like_variant_id, variant_reference
 
     if cluster.runner is None or cluster.runner.kind != "kubernetes":
         kind = cluster.runner.kind if cluster.runner else "no runner"
@@ -278,14 +296,8 @@ def kubernetes_jobs(request: CheckRequest, cluster: Cluster, services: CheckServ
             f"--manifest renders Kubernetes Jobs, but cluster {cluster.name} runs checks with {kind}",
             hint="leave out --manifest to run the check there, or name a cluster with `runner: {kind: kubernetes}`",
         )
-    ref = request.reference
-    if looks_like_variant_id(ref):
-        ref = variant_reference(services.matrices(), ref, services.default_registry)
-    r = parse_reference(ref, services.default_registry)
-    client = services.registries(r.registry)
-    digest = client.resolve(r.repository, r.digest or r.ref)
-    facts = probe_image(client, r.repository, digest, platform=request.platform)
-    run_ref = f"{r.registry}/{r.repository}@{facts.platform_digest}"
+    image = _pin(request, services)
+    facts, run_ref = image.facts, image.run_reference
     mode = mode_for(facts, assemble(Accumulator()), request.mode)  # the image decides; no host is known here
     vendor = {"nvidia": "nvidia", "amd": "amd"}.get(mode)
     steps: list[tuple[str, list[str], bool]] = []
@@ -308,7 +320,17 @@ def kubernetes_jobs(request: CheckRequest, cluster: Cluster, services: CheckServ
         )
         for step, command, stdin in steps
     )
-    return KubernetesJobs(cluster.name, f"{r.registry}/{r.repository}@{digest}", jobs, stdin="probe")
+    return KubernetesJobs(cluster.name, image.reference, jobs, stdin="probe")
+
+
+def _pin(request: CheckRequest, services: CheckServices) -> PinnedImage:
+    return pin_image(
+        request.reference,
+        registries=services.registries,
+        default_registry=services.default_registry,
+        matrices=services.matrices,
+        platform=request.platform,
+    )
 
 
 def check_clusters(

@@ -229,6 +229,49 @@ class DeviceCheck:
 # ------------------------------------------------------------------------------------ the check
 
 
+@dataclasses.dataclass(frozen=True)
+class PinnedImage:
+    """A checked image pinned by digest: its ``registry`` and ``repository``, the ``client`` for that
+    registry, the ``digest`` the reference resolved to and the image's ``facts`` (for one platform)."""
+
+    registry: str
+    repository: str
+    client: RegistryClient
+    digest: str
+    facts: ImageFacts
+
+    @property
+    def reference(self) -> str:
+        """``registry/repository@sha256:...`` (the digest checked: an index or a manifest)."""
+        return f"{self.registry}/{self.repository}@{self.digest}"
+
+    @property
+    def run_reference(self) -> str:
+        """``registry/repository@sha256:...`` of the platform manifest that was probed (what runs)."""
+        return f"{self.registry}/{self.repository}@{self.facts.platform_digest}"
+
+
+def pin_image(
+    reference: str,
+    *,
+    registries: Callable[[str], RegistryClient],
+    default_registry: str,
+    matrices: Callable[[], Iterable[HasVariants]],
+    platform: str,
+) -> PinnedImage:
+    """Resolve ``reference`` (an image reference, or a variant id: its moving tag in ``default_registry``;
+    ``matrices()`` is loaded only then) to a digest and read the image's facts for ``platform``. Raises
+    NotFoundError (unknown variant, tag or digest) and registry errors."""
+    ref = reference
+    if looks_like_variant_id(ref):
+        ref = variant_reference(matrices(), ref, default_registry)
+    r = parse_reference(ref, default_registry)
+    client = registries(r.registry)
+    digest = client.resolve(r.repository, r.digest or r.ref)
+    facts = probe_image(client, r.repository, digest, platform=platform)
+    return PinnedImage(r.registry, r.repository, client, digest, facts)
+
+
 def check_reference(
     request: CheckRequest,
     *,
@@ -272,14 +315,14 @@ def check_reference(
     tag or digest; missing host or fleet file), registry errors, EngineUnavailableError, SigningError /
     SigningKeyError when attesting."""
     request.validate()
-    ref = request.reference
-    if looks_like_variant_id(ref):
-        ref = variant_reference(matrices(), ref, default_registry)
-    r = parse_reference(ref, default_registry)
-    client = registries(r.registry)
-    digest = client.resolve(r.repository, r.digest or r.ref)
-    facts = probe_image(client, r.repository, digest, platform=request.platform)
-    pinned = f"{r.registry}/{r.repository}@{digest}"
+    image = pin_image(
+        request.reference,
+        registries=registries,
+        default_registry=default_registry,
+        matrices=matrices,
+        platform=request.platform,
+    )
+    r, client, digest, facts, pinned = image, image.client, image.digest, image.facts, image.reference
     if request.static:
         from builder.image.inspection import inspect_image
 
@@ -347,9 +390,11 @@ __all__ = [
     "CheckRequest",
     "DeviceCheck",
     "DeviceRunDocument",
+    "PinnedImage",
     "StaticCheck",
     "StaticFleetDocument",
     "StaticHostDocument",
     "check_reference",
     "declared_checks",
+    "pin_image",
 ]

@@ -362,7 +362,7 @@ def _print_fleet_run(outcome: FleetRun) -> None:
     c = console()
     c.print(f"{outcome.reference} on fleet {outcome.fleet}", markup=False, highlight=False)
     columns = [Column("cluster", whole=True), Column("runner"), Column("node", 1), Column("job", 1), Column("status")]
-    colour = {"passed": "green", "failed": "red", "error": "red", "skipped": "dim"}
+    colour = {"passed": "green", "failed": "red", "error": "red", "skipped": "dim", "not-applicable": "dim"}
     rows = [
         [
             esc(r.cluster),
@@ -383,6 +383,8 @@ def _print_fleet_run(outcome: FleetRun) -> None:
             c.print(f"{r.cluster}: {r.error.message}", markup=False, highlight=False)
         elif r.status == "skipped":
             c.print(f"{r.cluster}: skipped (no `runner:` in the fleet file)", markup=False, highlight=False)
+        elif r.status == "not-applicable":
+            c.print(f"{r.cluster}: not applicable (a GPU image of another vendor)", markup=False, highlight=False)
 
 
 def _print_static(outcome: StaticCheck) -> None:

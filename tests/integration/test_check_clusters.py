@@ -276,3 +276,65 @@ def test_sigterm_while_the_job_is_pending_cancels_it(slurm: str, image: str, tmp
         assert "JobState=CANCELLED" in shown or not shown.strip(), shown
     finally:
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=True)
+
+
+def test_fleet_clusters_run_at_once_and_other_vendors_are_not_applicable(
+    slurm: str, python_image: str, tmp_path: Path
+) -> None:
+    """Both Slurm clusters' jobs are queued together while the node is drained (they were submitted in
+    parallel, not one after the other); a CUDA image is not run on the AMD cluster; every cluster checks the
+    one digest the reference was pinned to."""
+    import signal
+    import sys
+    import time
+
+    cuda = python_image.rsplit(":", 1)[0] + ":cuda"
+    dockerfile = f'FROM {python_image}\nLABEL io.builder.accelerator="cuda" io.builder.cuda.version="12.8"\n'
+    subprocess.run(
+        ["docker", "buildx", "build", "--push", "-q", "-t", cuda, "-"], input=dockerfile.encode(), check=True
+    )
+    tag = uuid.uuid4().hex[:6]
+    fleet = _fleet(
+        tmp_path / "f.yaml",
+        [
+            {"name": f"a-{tag}", "runner": {"kind": "slurm", "partition": slurm}},
+            {"name": f"b-{tag}", "runner": {"kind": "slurm", "partition": slurm}},
+            {"name": f"amd-{tag}", "vendor": "amd", "gpus": ["AMD Instinct MI300X"], "drivers": [], "rocm": ["6.3"]}
+            | {"runner": {"kind": "docker"}},
+        ],
+    )
+    node = socket.gethostname().split(".")[0]
+    subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=builder-test"], check=True)
+    resumed = False
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "builder", "--json", "check", cuda, "--fleet", str(fleet), "--no-attest"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        queued: set[str] = set()
+        for _ in range(600):  # polled until both jobs are queued at the same moment
+            listed = subprocess.run(["squeue", "-h", "-t", "PENDING", "-o", "%j"], capture_output=True, text=True)
+            queued = {n for n in listed.stdout.split() if n.endswith(tag)}
+            if len(queued) == 2 or proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        assert queued == {f"builder-check-a-{tag}", f"builder-check-b-{tag}"}, (queued, proc.poll())
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=True)
+        resumed = True
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if not resumed:
+            subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=False)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    assert proc.returncode in (0, 20), err  # 20: no NVIDIA GPU or toolkit on this machine
+    doc = json.loads(out)
+    doc = doc["error"]["details"]["result"] if "error" in doc else doc
+    rows = {r["cluster"]: r for r in doc["clusters"]}
+    assert rows[f"amd-{tag}"]["status"] == "not-applicable" and rows[f"amd-{tag}"]["check"] is None
+    for name in (f"a-{tag}", f"b-{tag}"):
+        assert rows[name]["status"] in ("passed", "failed") and rows[name]["check"]["run"]["mode"] == "nvidia"
+        assert rows[name]["check"]["image"]["digest"] == doc["reference"].rsplit("@", 1)[1]
