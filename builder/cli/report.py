@@ -85,7 +85,8 @@ def _print(result: VariantReport) -> None:
     from builder.promote.report import sparkline
 
     con = console()
-    con.print(f"[bold]{escape(result.variant)}[/]  metric: {escape(result.metric or 'none (no benchmark/v1 found)')}")
+    con.print(f"[bold]{escape(result.variant)}[/]")
+    con.print(f"metric: {escape(result.metric or 'none (no benchmark/v1 found)')}")
     for s in result.stages:
         con.print(f"[bold]{escape(s.stage)}[/] {escape(s.digest or '(never promoted)')}")
         if s.error:
@@ -101,9 +102,9 @@ def _print(result: VariantReport) -> None:
             )
         for p in s.points[-5:]:
             bench = f"{p.value:g} {p.unit}" if p.value is not None else "-"
-            con.print(
-                f"  {p.time[:19] or '?':<19}  {p.digest[:19]}  check {p.device_check or '-':<6}"
-                f"  tests {p.tests or '-':<6}  {bench}",
+            con.print(  # 76 columns: minutes, 12 hex digits of the digest
+                f"  {p.time[:16] or '?':<16}  {p.digest.removeprefix('sha256:')[:12]}"
+                f"  check {p.device_check or '-':<6}  tests {p.tests or '-':<6}  {bench}",
                 markup=False,
             )
     if result.svg_path:
