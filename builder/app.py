@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from builder.config import Config
     from builder.labels import SourceFacts
@@ -55,6 +55,8 @@ class App:
     config: Config
     docker_config: Path
     environ: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    #: told one line for people when a command uses what the matrices name (the CLI prints it)
+    on_note: Callable[[str], None] | None = dataclasses.field(default=None, repr=False)
     _clients: dict[str, RegistryClient] = dataclasses.field(default_factory=dict, repr=False)
     _contexts: list[PromotionContext] = dataclasses.field(default_factory=list, repr=False)
     _guard: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
@@ -156,13 +158,16 @@ class App:
         *,
         need_signer: bool = False,
         trust_root: Path | None = None,
+        matrices: Sequence[Path] = (),
     ) -> PromotionContext:
-        """The promotion context: the stage policy (``policy_file`` or the default), the signing
-        key and the ledger when ``need_signer``, this invocation's registry clients, and the
-        fleet checker. Raises PolicyError, SigningKeyError, LedgerError."""
+        """The promotion context: the stage policy (``policy_file``, else the one the matrices name:
+        :meth:`bound`, else ``<policies_dir>/default.yaml``), the signing key and the ledger when
+        ``need_signer``, this invocation's registry clients, and the fleet checker. Raises
+        PolicyError, SigningKeyError, LedgerError, and what :meth:`bound` raises."""
         from builder.image.layers import LayerCache
         from builder.promote import compat_fleet_checker, open_context
 
+        policy_file = self.bound("policy", policy_file, matrices)
         ctx = open_context(
             self.config,
             self.client,
@@ -175,6 +180,20 @@ class App:
         )
         self._contexts.append(ctx)
         return ctx
+
+    def bound(self, kind: str, given: Path | None, matrices: Sequence[Path] = ()) -> Path | None:
+        """``given`` (the command's ``--policy`` / ``--fleet``), else the ``policy`` / ``fleet``
+        (``kind``) the matrices name (``matrices``: the command's ``--matrix`` files, default every
+        matrix), said in one line through ``on_note``; None when neither. Raises ConfigError when
+        the matrices name different ones, NotFoundError when a named file is missing, MatrixError."""
+        if given is not None:
+            return given
+        from builder.variants import matrix_binding
+
+        binding = matrix_binding(self.config, kind, matrices)
+        if binding.path is not None and self.on_note is not None:
+            self.on_note(f"{kind} {binding.path} (named by {binding.source}; --{kind} chooses another)")
+        return binding.path
 
     def run_pipeline(
         self, request: RunRequest, *, on_progress: ProgressFn | None = None, on_key: Callable[[Path, str], None]
@@ -207,12 +226,12 @@ class App:
             image_labels=self.source_facts(request.source_date_epoch).labels(),
         )
         client = self.default_client
-        ctx = self.promotion(request.policy_file, cfg.key_path, need_signer=True)
+        ctx = self.promotion(request.policy_file, cfg.key_path, need_signer=True, matrices=request.matrices)
         check = pipeline.CheckSetup(
             signer=self.signer(check_key),
             keys=tuple(load_public_keys([check_key.with_suffix(".pub")])),
             lock_dir=cfg.state_dir / "locks",
-            fleet=request.fleet,
+            fleet=self.bound("fleet", request.fleet, request.matrices),
             enabled=request.check,
             commit=git_commit(cfg.root),
             root=cfg.root,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from builder import process
 from builder.bases import BaseResolution, load_bases
-from builder.errors import ConfigError, MatrixError
+from builder.errors import ConfigError, MatrixError, NotFoundError
 from builder.locks import LockResult, find_uv, lock_variants
 from builder.matrix import Matrix, github_matrix, load_matrices, matrix_paths, variant_json
 from builder.render import RenderOutcome, check_renders, render_all, write_renders
@@ -213,3 +213,61 @@ def render_at_ref(cfg: Config, ref: str, matrix_files: Sequence[Path] = ()) -> t
             return render_matrices(cfg, old_files, root=root)
         except MatrixError:
             return ()  # the old matrices are invalid today: treat every variant as changed
+
+
+@dataclasses.dataclass(frozen=True)
+class Binding:
+    """What a command run without ``--policy`` / ``--fleet`` uses: the file the matrices name
+    (None: none named, the command's own default) and ``source``, who named it, for the line the
+    command prints (``matrices/demo.yaml``)."""
+
+    path: Path | None
+    source: str
+
+
+def matrix_binding(cfg: Config, kind: str, matrix_files: Sequence[Path] = ()) -> Binding:
+    """The ``policy`` or ``fleet`` (``kind``) the matrices name: ``matrix_files``, default every
+    matrix of ``cfg``. A name is ``<policies_dir|fleets_dir>/<name>.yaml``; a value with ``/`` or a
+    ``.yaml``/``.yml`` suffix is a file relative to the project root. A matrix naming no policy
+    is judged by ``<policies_dir>/default.yaml``, so one that names another policy conflicts with
+    it; a matrix naming no fleet has none. When the matrices name different ones, ConfigError
+    (exit 2) listing each matrix's, with the option that chooses; NotFoundError (exit 8) naming the
+    matrix and field when the file does not exist."""
+    directory = cfg.policies_dir if kind == "policy" else cfg.fleets_dir
+    named: dict[Path, list[str]] = {}
+    default = (cfg.policies_dir / "default.yaml").resolve()
+    for m in load_matrices(matrix_paths(cfg.matrices_dir, matrix_files)):
+        value = m.policy if kind == "policy" else m.fleet
+        if value is None:
+            if kind == "policy":
+                named.setdefault(default, []).append(_shown(cfg, m.path))
+            continue
+        is_file = "/" in value or value.endswith((".yaml", ".yml"))
+        path = (cfg.root / value) if is_file else directory / f"{value}.yaml"
+        if not path.is_file():
+            raise NotFoundError(
+                f"{m.path}: `{kind}: {value}` names {path}, which does not exist",
+                hint=f"name a file in {directory} (without .yaml) or a path relative to {cfg.root}",
+                matrix=str(m.path),
+            )
+        named.setdefault(path.resolve(), []).append(_shown(cfg, m.path))
+    if not named:
+        return Binding(None, "")
+    if len(named) > 1:
+        listing = "; ".join(f"{', '.join(ms)}: {_shown(cfg, p)}" for p, ms in sorted(named.items()))
+        raise ConfigError(
+            f"the matrices name different {kind} files ({listing})",
+            hint=f"pass --{kind} FILE, or --matrix FILE where the command takes it",
+        )
+    ((path, matrices),) = named.items()
+    if kind == "policy" and path == default:
+        return Binding(None, "")  # the default, as without matrices: nothing to say
+    return Binding(path, ", ".join(matrices))
+
+
+def _shown(cfg: Config, path: Path) -> str:
+    """``path`` relative to the project root when it is under it (for messages)."""
+    try:
+        return str(path.resolve().relative_to(cfg.root))
+    except ValueError:
+        return str(path)

@@ -27,13 +27,16 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Matrix:
-    """A loaded, validated matrix. ``name`` is the file stem; ``variants`` sorted by id."""
+    """A loaded, validated matrix. ``name`` is the file stem; ``variants`` sorted by id;
+    ``policy`` / ``fleet``: what the matrix names (as written; None: nothing)."""
 
     name: str
     path: Path
     family: str
     repository: str
     variants: tuple[Variant, ...]
+    policy: str | None = None
+    fleet: str | None = None
 
 
 def read_yaml(path: Path) -> tuple[Document, str]:
@@ -92,7 +95,8 @@ def _problems_of(path: Path, bases: BaseResolution | None) -> tuple[Matrix | Non
     variants = expand(spec, path, add, bases, skipped)
     if problems:
         return None, problems
-    return Matrix(name=path.stem, path=path, family=spec.family, repository=spec.repository, variants=variants), []
+    matrix = Matrix(path.stem, path, spec.family, spec.repository, variants, spec.policy, spec.fleet)
+    return matrix, []
 
 
 def _raise(prefix: str, problems: Iterable[Problem], *, noun: str = "problem") -> NoReturn:

@@ -164,6 +164,11 @@ class MatrixSpec(_Strict):
     family: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
     repository: str = Field(pattern=r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
     description: str | None = None
+    #: the promotion policy and the fleet this matrix's images are judged by: a name in
+    #: builder.toml ``policies_dir`` / ``fleets_dir`` (``default`` -> policies/default.yaml) or a
+    #: file relative to the project root; used by every command run without ``--policy``/``--fleet``
+    policy: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_./-]+$")
+    fleet: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_./-]+$")
     axes: Axes
     exclude: list[ExcludeRule] = Field(default_factory=list)
     include: list[IncludeSpec] = Field(default_factory=list)

@@ -34,6 +34,7 @@ from builder.policy.rules_evidence import (
     ProvenanceRule,
     SignatureRule,
 )
+from builder.policy.rules_vulnerabilities import vulnerability_rule_builders
 from builder.policy.schema import (
     RULE_KINDS,
     ApprovalsModel,
@@ -261,6 +262,7 @@ class _Loader:
             "soak": self.soak,
             "fleet": self.fleet,
             **evidence_rule_builders(self.model, self.keysets_of),
+            **vulnerability_rule_builders(self.model, self.keysets_of, self.problem),
         }
 
     def unconditional(self, body: object, p: FieldPath, location: str) -> Rule | None:

@@ -159,6 +159,16 @@ class FleetModel(StrictModel):
     match_vendor: bool = True
 
 
+class VulnerabilitiesModel(StrictModel):
+    """``vulnerabilities:``: the newest scan by ``signers`` lists nothing above ``max_severity`` (except
+    ``ignore``) and is at most ``max_age`` old (docs/policies.md)."""
+
+    signers: list[str] = Field(min_length=1)
+    max_severity: Literal["none", "negligible", "low", "medium", "high", "critical"] = "high"
+    max_age: str | None = None
+    ignore: list[str] = Field(default_factory=list)
+
+
 class RollbackModel(StrictModel):
     """``rollback:``: approvers or key sets ``allowed`` to roll the stage back."""
 
@@ -208,6 +218,7 @@ RULE_MODELS: dict[str, type[StrictModel]] = {
     "freeze": FreezeModel,
     "soak": SoakModel,
     "fleet": FleetModel,
+    "vulnerabilities": VulnerabilitiesModel,
     "tests": TestsModel,
     "benchmark": BenchmarkModel,
     "collective": CollectiveModel,
