@@ -19,7 +19,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ValidationError
 
-from builder.compat.fleets import load_fleet
 from builder.errors import ConfigError, NotFoundError, PolicyError, SigningKeyError
 from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, weekday_index
 from builder.policy.evidence import BUILD_STAGE
@@ -359,6 +358,8 @@ class _Loader:
         """An invalid fleet file is a problem of the rule naming it (at ``p``), quoting the fleet's
         own problems with their locations. Promotion reads the file without host loader
         (``builder.promote.fleets.check_fleet``), so ``hostinfo:`` clusters are problems here too."""
+        from builder.compat.fleets import load_fleet  # fleet files (pydantic models): only for a fleet rule
+
         try:
             load_fleet(fleet)
         except ConfigError as exc:

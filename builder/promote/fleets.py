@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from builder.compat.fleets import check_cluster, load_fleet
 from builder.compat.kernels import KernelBinary
 from builder.errors import ConfigError, NotFoundError
 from builder.labels import gpu_archs as label_gpu_archs
@@ -76,6 +75,8 @@ def check_fleet(
     ``repository``; ``kernels`` measures the image's GPU libraries, which are then judged per GPU
     (``builder.compat.check_compat``; the declared ``gpu-archs`` only when none is measured). Raises
     NotFoundError for a missing fleet file, registry errors."""
+    from builder.compat.fleets import check_cluster, load_fleet  # only for a fleet rule or --cluster
+
     loaded = load_fleet(Path(fleet))
     needs = image_requirements(image_config(client, repository, digest))
     vendor = needs.vendor
@@ -141,6 +142,8 @@ def stage_fleet_file(policy: Policy, stage: str, cluster: str) -> str:
         )
     if len(files) == 1:
         return files[0]  # resolve names the file when the cluster is not in it
+    from builder.compat.fleets import load_fleet
+
     for f in files:
         if load_fleet(Path(f)).cluster(cluster) is not None:
             return f
