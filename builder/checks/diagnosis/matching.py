@@ -22,7 +22,7 @@ from builder.checks.diagnosis.crosscheck import (
 from builder.checks.diagnosis.facts import min_driver
 from builder.checks.diagnosis.integration import NOT_INJECTED, missing_capability
 from builder.checks.diagnosis.model import Context, Diagnosis, FailureRule, Layer
-from builder.checks.diagnosis.rules import RULES, RULES_BY_KEY
+from builder.checks.diagnosis.rules import AMD_ANSWERS, RULES, RULES_BY_KEY
 from builder.checks.diagnosis.runtime import nccl_versions
 from builder.errors import NotFoundError
 
@@ -60,6 +60,13 @@ def _noticed_by(rule: FailureRule, text: str) -> Layer:
     ):
         return "kernel-driver"
     return rule.noticed_by
+
+
+def _amd(text: str, ctx: Context) -> bool:
+    """Whether the failure is on an AMD host: the context's vendor, else AMD-only words in the text."""
+    if ctx.vendor:
+        return ctx.vendor.lower() == "amd"
+    return bool(re.search(r"\bROCk module\b|/dev/kfd|\bamdgpu\b|\brocminfo\b|\bROCm\b", text))
 
 
 def _first_lines(text: str, pattern: re.Pattern[str]) -> list[str]:
@@ -237,6 +244,8 @@ def diagnose(text: str, context: Context | None = None) -> Diagnosis:
     evidence = _evidence(rule, matches, text)
     summary = rule.summary
     fix = ENGINE_FIX.get((rule.key, ctx.engine or ""), rule.fix)
+    if rule.key in AMD_ANSWERS and _amd(text, ctx):
+        summary, fix = AMD_ANSWERS[rule.key]
     if rule.key == "driver-too-old-for-image":
         summary, fix = _driver_too_old_answer(facts, summary, fix)
     if rule.key == "forward-compat-unsupported" and ctx.image_cuda:

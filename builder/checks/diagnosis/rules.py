@@ -240,7 +240,12 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             r"NVRM: No NVIDIA (graphics adapter|GPU) (probed|found)",
             r"/proc/driver/nvidia/version does not exist",
             r"nvidia-container-cli: initialization error: load library failed: libnvidia-ml",
+            # rocminfo's check of the amdgpu KFD ("ROCk") module
+            r"ROCk module is NOT loaded",
         ),
+        # rocminfo runs `lsmod`: in an image without kmod the check fails although the module is loaded
+        # (ROCm/tensorflow-upstream#1364, ROCm/rocminfo#49) - a misleading warning, not this kind
+        unless=patterns(r"lsmod: (?:command )?not found"),
     ),
     FailureRule(
         "no-gpu-visible",
@@ -333,10 +338,21 @@ _BASE_RULES: tuple[FailureRule, ...] = (
     ),
 )
 
+#: the summary and fix of a kind on an AMD host (the kinds' texts name NVIDIA's driver): kind -> (summary, fix)
+AMD_ANSWERS: dict[str, tuple[str, str]] = {
+    "driver-not-loaded": (
+        "the amdgpu kernel driver, or its KFD (\"ROCk\") part that ROCm needs, is not loaded on the host (or there is "
+        "no GPU ROCm can use), so nothing can run on the GPU",
+        "on the host: load amdgpu (`modprobe amdgpu`; the amdgpu-dkms package after a kernel upgrade), check "
+        "`dmesg | grep -i -E 'amdgpu|kfd'` and that /dev/kfd exists, and that the GPU is one ROCm supports; "
+        "then check `rocminfo` lists a GPU agent before starting containers",
+    ),
+}
+
 #: every kind, most specific first: the integration and runtime kinds carry more specific evidence than the base kinds
 RULES: tuple[FailureRule, ...] = (*INTEGRATION_RULES, *RUNTIME_RULES, *_BASE_RULES, NOT_INJECTED)
 
 RULES_BY_KEY = {r.key: r for r in RULES}
 
 
-__all__ = ["RULES", "RULES_BY_KEY"]
+__all__ = ["AMD_ANSWERS", "RULES", "RULES_BY_KEY"]

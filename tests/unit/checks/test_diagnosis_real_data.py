@@ -162,3 +162,18 @@ def test_ranks_with_different_nccl_versions() -> None:
     assert "nccl_versions" not in diagnose(same).facts and diagnose(same).key == "unknown"
     banners = "NCCL version 2.18.6+cuda12.2\nNCCL version 2.19.3+cuda12.3\nNCCL WARN Message truncated\n"
     assert diagnose(banners).facts["nccl_versions"] == ["2.18.6", "2.19.3"]
+
+
+def test_rocminfo_without_the_kfd_module_is_the_amd_driver() -> None:
+    for name in ("driver-not-loaded-05.txt", "driver-not-loaded-06.txt", "driver-not-loaded-07.txt"):
+        r = diagnose(_recorded(name))
+        assert (r.key, r.at_fault) == ("driver-not-loaded", "kernel-driver"), name
+        assert "modprobe amdgpu" in r.fix and "nvidia" not in r.fix.lower(), name
+    # the NVIDIA wording stays NVIDIA's, and the host's vendor decides when the text does not
+    assert "modprobe nvidia" in diagnose(_recorded("driver-not-loaded-04.txt")).fix
+    assert "modprobe amdgpu" in diagnose("ROCk module is NOT loaded", Context(vendor="amd")).fix
+
+
+def test_rocminfo_warning_from_an_image_without_lsmod_is_no_failure() -> None:
+    # the module is loaded; rocminfo's check needs `lsmod` (kmod), which the image lacks
+    assert diagnose(_recorded("no-failure-rocminfo-without-lsmod.txt")).key == "unknown"
