@@ -105,8 +105,9 @@ def cuda_runtime(version: str) -> Path:
     return extracted(f"nvidia-cuda-runtime-cu12=={version}")
 
 
-def make_fatbin(out: Path, *, sass: tuple[str, ...] = (), ptx: tuple[str, ...] = (), isa: str = "8.7",
-                compress: bool = False) -> Path:
+def make_fatbin(
+    out: Path, *, sass: tuple[str, ...] = (), ptx: tuple[str, ...] = (), isa: str = "8.7", compress: bool = False
+) -> Path:
     """A fat binary made by NVIDIA's ``ptxas`` and ``fatbinary`` with exactly these targets
     (``sass=("sm_80", "sm_90a")``, ``ptx=("compute_90",)``)."""
     work = out.parent / (out.name + ".d")
@@ -116,8 +117,9 @@ def make_fatbin(out: Path, *, sass: tuple[str, ...] = (), ptx: tuple[str, ...] =
         src = work / f"{target}.ptx"
         src.write_text(PTX_KERNEL.format(isa=isa, target=target))
         cubin = work / f"{target}.cubin"
-        subprocess.run([nvidia_tool("ptxas"), f"-arch={target}", str(src), "-o", str(cubin)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [nvidia_tool("ptxas"), f"-arch={target}", str(src), "-o", str(cubin)], check=True, capture_output=True
+        )
         images.append(f"--image3=kind=elf,sm={target.removeprefix('sm_')},file={cubin}")
     for target in ptx:
         arch = target.replace("compute_", "sm_")
@@ -125,8 +127,9 @@ def make_fatbin(out: Path, *, sass: tuple[str, ...] = (), ptx: tuple[str, ...] =
         src.write_text(PTX_KERNEL.format(isa=isa, target=arch))
         images.append(f"--image3=kind=ptx,sm={arch.removeprefix('sm_')},file={src}")
     flags = ["--compress-all"] if compress else ["--compress=false"]
-    subprocess.run([nvidia_tool("fatbinary"), f"--create={out}", "-64", *flags, *images], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [nvidia_tool("fatbinary"), f"--create={out}", "-64", *flags, *images], check=True, capture_output=True
+    )
     return out
 
 
@@ -139,8 +142,15 @@ def make_library(out: Path, fatbin: Path, *, section: str = ".nv_fatbin") -> Pat
     plain = out.with_suffix(".plain.so")
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(plain), str(src)], check=True, capture_output=True)
     subprocess.run(
-        ["objcopy", "--add-section", f"{section}={fatbin}", "--set-section-flags", f"{section}=alloc,readonly",
-         str(plain), str(out)],
+        [
+            "objcopy",
+            "--add-section",
+            f"{section}={fatbin}",
+            "--set-section-flags",
+            f"{section}=alloc,readonly",
+            str(plain),
+            str(out),
+        ],
         check=True,
         capture_output=True,
     )
@@ -150,8 +160,12 @@ def make_library(out: Path, fatbin: Path, *, section: str = ".nv_fatbin") -> Pat
 def cuobjdump_targets(path: Path) -> tuple[set[str], set[str]]:
     """(SASS, PTX) targets ``cuobjdump -all --list-elf --list-ptx`` lists for ``path``
     (``sm_90a.cubin`` -> ``sm_90a``; PTX ``sm_120.ptx`` -> ``compute_120``)."""
-    r = subprocess.run([nvidia_tool("cuobjdump"), "-all", "--list-elf", "--list-ptx", str(path)],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [nvidia_tool("cuobjdump"), "-all", "--list-elf", "--list-ptx", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     sass: set[str] = set()
     ptx: set[str] = set()
     for line in r.stdout.splitlines():
