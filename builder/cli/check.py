@@ -451,9 +451,14 @@ def _print_evidence(outcome: DeviceCheck) -> None:
         if run.junit is not None:
             j = run.junit
             what = f"{j.tests} tests, {j.failures} failed, {j.errors} errors, {j.skipped} skipped"
+        elif run.collective is not None:
+            busbw = run.collective.get("busbw_gbps")
+            what = f"{run.collective.get('ranks')} ranks ({run.collective.get('backend')}), busbw {busbw} GB/s"
         else:
-            what = ", ".join(f"{m.name} {m.value:g} {m.unit}" for m in run.metrics) or "no metrics"
+            what = f"{len(run.metrics)} metric(s)"
         c.print(f"{mark:>14}  {esc(f'{run.check.kind:<10} {run.step.seconds:7.2f}s  {what}')}")
+        for m in run.metrics:  # one per line: names are long
+            c.print(f"      {m.name} {m.value:g} {m.unit}", markup=False, highlight=False)
         for line in [*run.problems, *error_lines(run.step.error or "")][:8]:
             c.print(f"      {line}", markup=False, highlight=False)
     for ptype in outcome.evidence_written:
