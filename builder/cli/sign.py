@@ -23,7 +23,7 @@ from builder.cli._common import (
     keyless_options,
 )
 from builder.signing.keys import short_fingerprint
-from builder.signing.report import check_result, predicate_label, signer_label
+from builder.signing.report import check_result, predicate_label, signer_label, unnamed_signers
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -361,8 +361,12 @@ def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[st
         if item.untrusted:
             if item.signer and item.signer.startswith("sha256:"):  # the layer's unsigned signer annotation
                 who = f"claims {who} [dim](unverified; not given)[/]"
+            elif item.signer:
+                who += " [dim](not given)[/]"
+            elif item.keyless:
+                who = "keyless certificate [dim](give --identity/--issuer)[/]"
             else:
-                who = (who if item.signer else "key not named in the layer") + " [dim](not given)[/]"
+                who = "key not named in the layer [dim](not given)[/]"
         kind = f"{item.kind} (bundle)" if item.is_bundle else item.kind
         rows.append([str(n), style[item.classification], kind, _what(item), who, escape(item.time or "-")])
     con.print(fitted_table(columns, rows, con.width))
@@ -377,12 +381,11 @@ def _also_present(report: VerificationReport) -> list[str]:
     untrusted = [i for i in items if i.untrusted]
     invalid = [n for n, i in enumerate(items, 1) if i.classification == "invalid"]
     others = [short_fingerprint(s) for s in report.other_signers]
-    unnamed = sum(1 for i in untrusted if not i.signer)
-    if unnamed:
-        others.append(f"{unnamed} by keys the layers do not name")
+    others.extend(unnamed_signers(untrusted))
     also: list[str] = []
     if untrusted:
-        kinds = "keys or identities" if any(not s.startswith("sha256:") for s in report.other_signers) else "keys"
+        keyless = any(i.keyless for i in untrusted) or any(not s.startswith("sha256:") for s in report.other_signers)
+        kinds = "keys or identities" if keyless else "keys"
         also.append(f"{len(untrusted)} item(s) by {kinds} you did not pass (claimed: {', '.join(others)})")
     if invalid:
         also.append(f"{len(invalid)} invalid item(s) not needed ({', '.join(f'#{n}' for n in invalid)})")

@@ -59,6 +59,7 @@ from builder.signing.layer import (
 from builder.signing.layer_check import check_attestation_layer
 from builder.signing.report import Kind, VerifiedItem
 from builder.signing.signer import signer_public_key
+from builder.signing.verifiers import KEYLESS_NOT_CHECKED
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -407,9 +408,17 @@ def key_bundle_items(
             continue
         if not is_key_bundle(read.blob):
             if report_keyless:
-                reason = "keyless Sigstore bundle (certificate): give --identity/--issuer to check it"
                 items.append(
-                    VerifiedItem(kind, False, reason, where, desc.digest, predicate_type=ptype, untrusted=True)
+                    VerifiedItem(
+                        kind,
+                        False,
+                        KEYLESS_NOT_CHECKED,
+                        where,
+                        desc.digest,
+                        predicate_type=ptype,
+                        untrusted=True,
+                        keyless=True,
+                    )
                 )
             continue
         items.append(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder.signing.dsse import IN_TOTO_PAYLOAD_TYPE, STATEMENT_TYPES, pae
 from builder.signing.layer import (
+    CERTIFICATE_ANNOTATION,
     DSSE_MEDIA_TYPE,
     PREDICATE_TYPE_ANNOTATION,
     SIGNATURE_ANNOTATION,
@@ -44,6 +45,18 @@ def check_signature_layer(
     """Verify one ``.sig`` layer from its descriptor and blob bytes (pure): media type, signature
     annotation, blob integrity (digest, size), signature, payload type, signed digest == ``digest``.
     Never raises for bad content: the reason says what is wrong."""
+    item = _check_signature_layer(descriptor, blob, digest, verifiers, tag=tag)
+    return _with_kind(item, descriptor)
+
+
+def _check_signature_layer(
+    descriptor: Mapping[str, Any],
+    blob: bytes | None,
+    digest: str,
+    verifiers: Sequence[LayerVerifier],
+    *,
+    tag: str,
+) -> VerifiedItem:
     layer_digest = str(descriptor.get("digest", ""))
 
     def fail(reason: str, signer: str | None = None) -> VerifiedItem:
@@ -126,6 +139,27 @@ def check_attestation_layer(
     annotations, blob integrity, DSSE envelope and signature (over PAE), statement type, subject
     digest, predicate type annotation. The signature is checked before the statement is
     trusted. Never raises for bad content."""
+    item = _check_attestation_layer(descriptor, blob, digest, verifiers, tag=tag)
+    return _with_kind(item, descriptor)
+
+
+def _with_kind(item: VerifiedItem, descriptor: Mapping[str, Any]) -> VerifiedItem:
+    """``item`` marked ``keyless`` when its layer carries a Sigstore certificate (cosign
+    ``specs/SIGNATURE_SPEC.md``, ``dev.sigstore.cosign/certificate``): what the layer is, whoever checked it."""
+    annotations = descriptor.get("annotations")
+    if isinstance(annotations, dict) and annotations.get(CERTIFICATE_ANNOTATION):
+        return dataclasses.replace(item, keyless=True)
+    return item
+
+
+def _check_attestation_layer(
+    descriptor: Mapping[str, Any],
+    blob: bytes | None,
+    digest: str,
+    verifiers: Sequence[LayerVerifier],
+    *,
+    tag: str,
+) -> VerifiedItem:
     layer_digest = str(descriptor.get("digest", ""))
     raw_annotations = descriptor.get("annotations") or {}
     annotations = {str(k): str(v) for k, v in raw_annotations.items()} if isinstance(raw_annotations, dict) else {}

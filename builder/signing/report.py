@@ -27,7 +27,8 @@ Diagnosis = Literal["", "reference", "tampered", "not-signed", "wrong-key", "mis
 class VerifiedItemDocument(TypedDict):
     """One signature or attestation in ``--json`` (:class:`VerifiedItem`): ``statement`` is the
     in-toto statement as signed (free-form: its predicate is whatever the attester wrote; None
-    when unread or untrusted), ``classification`` the verdict."""
+    when unread or untrusted), ``classification`` the verdict, ``keyless`` true for a Sigstore
+    certificate signature (checked only by ``--identity``/``--issuer``, never by a key)."""
 
     kind: Kind
     ok: bool
@@ -40,6 +41,7 @@ class VerifiedItemDocument(TypedDict):
     statement: dict[str, Any] | None
     untrusted: bool
     classification: Classification
+    keyless: bool
 
 
 class VerifyDocument(TypedDict):
@@ -74,7 +76,8 @@ class VerifiedItem:
     was not given; ``signer`` then is the fingerprint the layer's ``dev.builder-project/signer``
     annotation claims (unverified: the annotation is not signed; None for cosign-written layers,
     which name no key) or the keyless identity. Such items never count, and never carry a
-    ``statement`` (unverified content).
+    ``statement`` (unverified content). ``keyless``: a Sigstore certificate signature (legacy
+    layer or bundle), which only an identity policy (``--identity``/``--issuer``) can check.
     """
 
     kind: Kind
@@ -87,6 +90,7 @@ class VerifiedItem:
     time: str | None = None
     statement: Mapping[str, Any] | None = None
     untrusted: bool = False
+    keyless: bool = False
 
     def __post_init__(self) -> None:
         if not self.ok and not self.untrusted and IDENTITY_MISMATCH in self.reason:
@@ -129,6 +133,7 @@ class VerifiedItem:
             "statement": dict(self.statement) if self.statement is not None else None,
             "untrusted": self.untrusted,
             "classification": self.classification,
+            "keyless": self.keyless,
         }
 
 
@@ -193,10 +198,11 @@ class VerificationReport:
         follows ``diagnosis`` (wrong key given / not signed / tampered)."""
         if self.ok:
             return
-        others = ", ".join(short_fingerprint(s) for s in self.other_signers) or "keys that the layers do not name"
+        others = ", ".join([*(short_fingerprint(s) for s in self.other_signers), *unnamed_signers(self.items)])
         hint = {
             "wrong-key": f"the digest is signed, but only by keys or identities you did not pass (claimed: {others}): "
-            "pass the matching public key (--key) or identity; do not use it until one you trust verifies",
+            "pass the matching public key (--key) or identity (--identity/--issuer); do not use it until one you "
+            "trust verifies",
             "not-signed": "nothing has signed this digest: sign it (`builder sign REF --key KEY`), or check the "
             "reference (a rebuilt image has a new digest)",
         }.get(self.diagnosis)
@@ -211,6 +217,19 @@ class VerificationReport:
         )
 
 
+def unnamed_signers(items: Sequence[VerifiedItem]) -> list[str]:
+    """The untrusted ``items`` that name no signer, counted by what they are: ``"N keyless
+    certificate(s) (give --identity/--issuer)"`` (Sigstore certificate signatures, which no key
+    checks) and ``"N unnamed key(s)"`` (key signatures whose layer names no key, as cosign writes
+    them); [] when there are none."""
+    unnamed = [i for i in items if i.untrusted and not i.ok and not i.signer]
+    keyless = sum(1 for i in unnamed if i.keyless)
+    out = [f"{keyless} keyless certificate(s) (give --identity/--issuer)"] if keyless else []
+    if len(unnamed) > keyless:
+        out.append(f"{len(unnamed) - keyless} unnamed key(s)")
+    return out
+
+
 #: The same value type as the report items; ``verified`` is an alias of ``ok``.
 VerifiedAttestation = VerifiedItem
 
@@ -223,9 +242,7 @@ def describe_failures(items: Sequence[VerifiedItem]) -> str:
     invalid = [i for i in items if not i.ok and not i.untrusted]
     parts: list[str] = []
     if untrusted:
-        named = sorted({short_fingerprint(i.signer) for i in untrusted if i.signer})
-        unnamed = sum(1 for i in untrusted if not i.signer)
-        who = named + ([f"{unnamed} unnamed key(s)"] if unnamed else [])
+        who = sorted({short_fingerprint(i.signer) for i in untrusted if i.signer}) + unnamed_signers(untrusted)
         parts.append(f"{len(untrusted)} by keys or identities not given (claimed: {', '.join(who)})")
     if invalid:
         parts.append(f"{len(invalid)} invalid (tampered or broken)")

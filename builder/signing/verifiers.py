@@ -21,6 +21,12 @@ if TYPE_CHECKING:
 #: matches none of the given --identity/--issuer policies: an untrusted signer, not tampering.
 IDENTITY_MISMATCH = "which no allowed identity matches"
 
+#: How a keyless signature (a Fulcio certificate, legacy layer or Sigstore bundle) reads when only keys
+#: were given: no key can check it, only an identity policy can (docs/keyless.md).
+KEYLESS_NOT_CHECKED = (
+    "keyless Sigstore signature (a Fulcio certificate, no key): give --identity and --issuer to verify it"
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class LayerCheck:
@@ -64,11 +70,7 @@ class KeyVerifier:
                 return LayerCheck(True, signer=key.fingerprint)
         given = ", ".join(short_fingerprint(k.fingerprint) for k in self.keys)
         if annotations.get(CERTIFICATE_ANNOTATION):
-            return LayerCheck(
-                False,
-                reason=f"keyless signature (certificate) that none of the given keys ({given}) made",
-                untrusted=True,
-            )
+            return LayerCheck(False, reason=KEYLESS_NOT_CHECKED, untrusted=True)
         hint = annotations.get(SIGNER_HINT_ANNOTATION, "")
         if hint and any(k.fingerprint == hint for k in self.keys):
             return LayerCheck(

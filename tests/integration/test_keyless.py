@@ -789,3 +789,42 @@ def test_keyless_signature_of_an_index_covers_each_platform(
         )
         assert report.ok, (digest, report.to_json())
         assert any(i.ok and i.tag.endswith(".sig") for i in report.items)
+
+
+def test_key_only_verify_names_keyless_signatures_as_such(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, sigstore: Sigstore, image: Image, tmp_path: Path
+) -> None:
+    """Keyless legacy layers and keyless bundle referrers checked with only ``--key``: each item says
+    what it is (a Sigstore certificate signature: give --identity/--issuer), in the table, the
+    summary, the error hint and ``--json`` (``keyless``), never "key not named in the layer"."""
+    _sign_and_attest(sigstore, image, tmp_path / "locks")
+    _, pub, _ = generate_key_pair(tmp_path / "keys", None)
+    run_cli = SignCli(cli, monkeypatch)
+    registry = image.client.registry
+    r = run_cli(["--json", "verify", image.ref, "--key", str(pub)], tmp_path, registry)
+    assert r.code == 18, r.stderr
+    details = json.loads(r.stdout)["error"]["details"]
+    items = details["items"]
+    assert {i["tag"].endswith((SIG_SUFFIX, ATT_SUFFIX)) for i in items} == {True, False}  # legacy and bundles
+    assert all(i["keyless"] and i["classification"] == "untrusted" for i in items), items
+    assert all("give --identity and --issuer" in i["reason"] for i in items), items
+    assert details["diagnosis"] == "wrong-key"
+    human = run_cli(["verify", image.ref, "--key", str(pub)], tmp_path, registry, COLUMNS="80")
+    assert human.code == 18
+    text = " ".join(human.stderr.split())
+    assert "key not named" not in text and "unnamed key" not in text, human.stderr
+    assert "keyless certificate" in text and "give --identity/--issuer" in text, human.stderr
+    assert "4 keyless certificate(s)" in text, human.stderr  # the hint counts them by kind
+
+    # signed by the key too: verified, and the keyless items are named as such under "also present"
+    sign_image(
+        image.client,
+        image.repository,
+        image.digest,
+        load_signer(tmp_path / "keys" / "builder.key", None),
+        lock_dir=tmp_path / "locks",
+    )
+    ok = run_cli(["verify", image.ref, "--key", str(pub)], tmp_path, registry, COLUMNS="80")
+    assert ok.code == 0, ok.stderr
+    also = " ".join(ok.stderr.split())
+    assert "VERIFIED" in also and "4 keyless certificate(s) (give --identity/--issuer)" in also, ok.stderr

@@ -231,7 +231,9 @@ def _verify_referrer(
 
     def fail(reason: str, signer: str | None = None, when: str | None = None) -> VerifiedItem:
         pt = None if kind == "signature" else ptype
-        return VerifiedItem(kind, False, reason, where, desc.digest, signer=signer, predicate_type=pt, time=when)
+        return VerifiedItem(
+            kind, False, reason, where, desc.digest, signer=signer, predicate_type=pt, time=when, keyless=True
+        )
 
     blob = read.blob
     if blob is None:
@@ -261,6 +263,7 @@ def _verify_referrer(
         predicate_type=None if kind == "signature" else stmt_ptype,
         time=out.time,
         statement=statement if kind == "attestation" else None,
+        keyless=True,
     )
 
 
