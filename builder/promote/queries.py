@@ -13,7 +13,8 @@ after printing every row; an unreachable registry (RegistryUnavailableError, 5) 
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from builder.errors import (
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.promote.context import PromotionContext
+    from builder.registry import RegistryClient
+    from builder.signing.report import VerificationReport
 
 
 def check_stages(ctx: PromotionContext, stages: Sequence[str]) -> None:
@@ -57,10 +60,31 @@ def status(
     it, and the evidence on it (verified signatures, verified attestation types). A pointer that
     cannot be read becomes a row with its ``error`` (the other rows are still read); when no row
     can be read, the first row's error is raised instead (one error, not a table of them); an
-    unreachable registry raises RegistryUnavailableError (exit 5) at once."""
+    unreachable registry raises RegistryUnavailableError (exit 5) at once. The evidence of one
+    digest in one repository is verified once, however many stages hold it."""
     names = list(stages or ctx.policy.stage_names)
     now = ctx.now()
     errors: dict[tuple[str, str], BuilderError] = {}
+    reports: dict[tuple[str, str, str], Future[VerificationReport]] = {}
+    guard = threading.Lock()
+
+    def evidence(client: RegistryClient, repository: str, digest: str) -> VerificationReport:
+        key = (client.registry, repository, digest)
+        with guard:
+            mine = key not in reports
+            if mine:
+                reports[key] = Future()
+            fut = reports[key]
+        if mine:
+            try:
+                fut.set_result(
+                    verify_image(
+                        client, repository, digest, keys=ctx.keys, verifiers=ctx.verifiers, require_signature=False
+                    )
+                )
+            except BaseException as exc:  # the rows waiting for it get the same error
+                fut.set_exception(exc)
+        return fut.result()
 
     def one(pair: tuple[Target, str]) -> StatusRow:
         t, stage = pair
@@ -72,9 +96,7 @@ def status(
                 return StatusRow(t.variant, stage, str(loc), None, None, None, None, None)
             trust = pointer_trust(ctx, loc, stage, digest)
             rec = trust.record
-            report = verify_image(
-                client, loc.repository, digest, keys=ctx.keys, verifiers=ctx.verifiers, require_signature=False
-            )
+            report = evidence(client, loc.repository, digest)
         except RegistryUnavailableError:  # no row can be read: one error, not a table of them
             raise
         except BuilderError as exc:  # shown in the row (the other rows are still worth printing), then exit non-zero

@@ -455,3 +455,19 @@ def test_record_signed_before_a_long_lock_wait_is_renewed(world: World) -> None:
     _, chain = history(env, world.target, "dev")
     assert [(r.digest, r.previous) for r in chain] == [(d2, d1), (d1, None)]
     assert env.ledger is not None and env.ledger.verify() == []
+
+
+def test_status_reads_the_evidence_of_a_digest_once_for_all_its_stages(world: World) -> None:
+    """Two stages hold one digest: a status of both sends fewer requests than a status of each
+    alone (the digest's evidence is verified once and each evidence blob read once; issue 19 item 2)."""
+    digest = _to_staging(world, b"one digest in two stages")
+
+    def sent(stages: list[str]) -> int:
+        env = world.env()
+        rows = status(env, [world.target], stages)
+        assert [(r.digest, r.signatures) for r in rows] == [(digest, 1)] * len(stages)
+        return env.client(world.registry).requests_sent
+
+    alone = sent(["dev"]) + sent(["staging"])
+    both = sent(["dev", "staging"])
+    assert both < alone, (both, alone)
