@@ -116,6 +116,24 @@ def in_container(text: str, ctx: Context) -> bool:
     )
 
 
+_ENGINE_WORDS = re.compile(
+    r"\b(?:docker|podman|containerd|kubectl|kubelet|apptainer|singularity|enroot|nvidia-docker)\b|--gpus\b|"
+    r"/usr/local/nvidia/lib",  # the library path of nvidia-docker images
+    re.I,
+)
+#: the host a log names: TensorFlow's cuda_diagnostics "hostname: X", or a shell prompt "user@X:"
+_HOSTNAME = re.compile(r"cuda_diagnostics\.cc:\d+\] hostname: (\S+)|^\S*?[\w.-]+@([\w.-]+):", re.M)
+
+
+def on_bare_metal(text: str, ctx: Context) -> bool:
+    """Whether the failing process ran on the host itself: no engine in the context or the text, and the host
+    the log names is not a container's (Docker names a container by its 12-hex id)."""
+    if ctx.engine or in_container(text, ctx) or _ENGINE_WORDS.search(text):
+        return False
+    hosts = [a or b for a, b in _HOSTNAME.findall(text)]
+    return bool(hosts) and not any(re.fullmatch(r"[0-9a-f]{12}", h) for h in hosts)
+
+
 #: kinds that share their messages with others: (other kind, what decides for it)
 ALTERNATIVES: dict[str, tuple[tuple[str, str], ...]] = {
     "nccl-system-error": (
@@ -184,4 +202,5 @@ __all__ = [
     "alternatives",
     "check_driver",
     "in_container",
+    "on_bare_metal",
 ]

@@ -132,6 +132,20 @@ def facts_capabilities(text: str, ctx: Context) -> dict[str, Any]:
     return {}
 
 
+def facts_host_libs(text: str, _ctx: Context) -> dict[str, Any]:
+    """The kernel module's version (``NVRM version`` / TensorFlow's ``kernel reported version``), the host and the
+    LD_LIBRARY_PATH the process searched."""
+    found = _captured(
+        text,
+        {
+            "kernel_module_version": r"(?:Kernel Module\s+|kernel reported version is:?\s*)(\d{3}\.\d+(?:\.\d+)?)",
+            "hostname": r"\] hostname: (\S+)",
+            "ld_library_path": r"LD_LIBRARY_PATH: ?([^\s]*)",
+        },
+    )
+    return {k: v for k, v in found.items() if v}
+
+
 def facts_not_injected(text: str, ctx: Context) -> dict[str, Any]:
     """Why the driver is not the cause: the driver's version and the CUDA the image needs (read from the text:
     ``NVRM version``, ``Driver Version``, the reporter's words; and the context)."""
@@ -250,6 +264,21 @@ RULES: tuple[FailureRule, ...] = (
     ),
 )
 
+#: a driver library missing on the host itself (no container): what the kernel module has no user-space for
+HOST_LIBS_MISSING = FailureRule(
+    "driver-libs-missing-on-host",
+    "kernel-driver",
+    "image-user-space",
+    "the process runs on the host (no container), and the NVIDIA kernel module is there, but the driver's user-space "
+    "libraries (libcuda.so.1, libnvidia-ml.so.1) are not installed for it or not on the loader's path - or are of "
+    "another driver version than the module",
+    "on the host: install the user-space part of exactly the kernel module's driver version (the .run installer's "
+    "libraries, or libnvidia-compute-<branch> / nvidia-driver-cuda), then run `ldconfig`; `ldconfig -p | grep "
+    "libcuda.so.1` must list it (a libcuda under /usr/local/cuda/lib64/stubs is a build stub, not the driver)",
+    (),  # never matched by text alone: a missing library with no container, see builder.checks.diagnosis.matching
+    facts_host_libs,
+)
+
 #: the kind :func:`~builder.checks.diagnosis.matching.diagnose` names when the facts contradict "driver too old"
 NOT_INJECTED = FailureRule(
     "driver-libs-not-injected",
@@ -267,4 +296,12 @@ NOT_INJECTED = FailureRule(
 )
 
 
-__all__ = ["NOT_INJECTED", "RULES", "driver_capabilities", "facts_capabilities", "facts_engine", "missing_capability"]
+__all__ = [
+    "HOST_LIBS_MISSING",
+    "NOT_INJECTED",
+    "RULES",
+    "driver_capabilities",
+    "facts_capabilities",
+    "facts_engine",
+    "missing_capability",
+]

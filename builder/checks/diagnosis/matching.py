@@ -18,6 +18,7 @@ from builder.checks.diagnosis.crosscheck import (
     alternatives,
     check_driver,
     in_container,
+    on_bare_metal,
 )
 from builder.checks.diagnosis.facts import min_driver
 from builder.checks.diagnosis.integration import NOT_INJECTED, missing_capability
@@ -116,6 +117,11 @@ def _resolve_ambiguity(matches: list[FailureRule], text: str, ctx: Context) -> l
     if "gpu-not-requested" in keys and ctx.engine in (None, "docker", "podman") and _GPU_REQUESTED.search(text):
         ldconfig = RULES_BY_KEY["toolkit-ldconfig-failed"]
         matches = [ldconfig, *[r for r in matches if r.key != ldconfig.key]]
+    # a missing driver library on the host itself (TensorFlow's log names the host; no engine anywhere): not a
+    # container's missing request, the host's driver install (tensorflow#6233, #3674, #9071)
+    if "gpu-not-requested" in keys and on_bare_metal(text, ctx):
+        host = RULES_BY_KEY["driver-libs-missing-on-host"]
+        matches = [host, *[r for r in matches if r is not host]]
     # a missing driver library (libcuda, nvidia-smi) in a container given raw /dev/nvidia* nodes: the devices are
     # there, the runtime that injects the host's driver libraries was bypassed (not a missing GPU request)
     if "gpu-not-requested" in keys and re.search(r"--device[= ]/dev/nvidia", text):

@@ -15,7 +15,7 @@ from builder.checks.diagnosis.facts import (
     facts_perm,
     facts_tool,
 )
-from builder.checks.diagnosis.integration import NOT_INJECTED, facts_capabilities
+from builder.checks.diagnosis.integration import HOST_LIBS_MISSING, NOT_INJECTED, facts_capabilities
 from builder.checks.diagnosis.integration import RULES as INTEGRATION_RULES
 from builder.checks.diagnosis.model import FailureRule, patterns
 from builder.checks.diagnosis.runtime import RULES as RUNTIME_RULES
@@ -350,7 +350,7 @@ AMD_ANSWERS: dict[str, tuple[str, str]] = {
 }
 
 #: every kind, most specific first: the integration and runtime kinds carry more specific evidence than the base kinds
-RULES: tuple[FailureRule, ...] = (*INTEGRATION_RULES, *RUNTIME_RULES, *_BASE_RULES, NOT_INJECTED)
+RULES: tuple[FailureRule, ...] = (*INTEGRATION_RULES, *RUNTIME_RULES, *_BASE_RULES, NOT_INJECTED, HOST_LIBS_MISSING)
 
 RULES_BY_KEY = {r.key: r for r in RULES}
 

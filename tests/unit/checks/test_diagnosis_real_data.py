@@ -177,3 +177,16 @@ def test_rocminfo_without_the_kfd_module_is_the_amd_driver() -> None:
 def test_rocminfo_warning_from_an_image_without_lsmod_is_no_failure() -> None:
     # the module is loaded; rocminfo's check needs `lsmod` (kmod), which the image lacks
     assert diagnose(_recorded("no-failure-rocminfo-without-lsmod.txt")).key == "unknown"
+
+
+def test_a_driver_library_missing_on_the_host_itself() -> None:
+    r = diagnose(_recorded("driver-libs-missing-on-host-01.txt"))  # tensorflow#6233
+    assert (r.key, r.at_fault) == ("driver-libs-missing-on-host", "kernel-driver")
+    assert (r.facts["kernel_module_version"], r.facts["hostname"]) == ("367.57", "zsx-All-Series")
+    assert "ldconfig -p" in r.fix and "gpu-not-requested" in r.also_matched
+    # the same TensorFlow diagnostics in a container (Docker's 12-hex hostname): a container without the driver
+    assert diagnose(_recorded("gpu-not-requested-05.txt")).key == "gpu-not-requested"
+    # an engine in the context or the text is never the bare host
+    text = _recorded("driver-libs-missing-on-host-03.txt")
+    assert diagnose(text, Context(engine="docker")).key == "gpu-not-requested"
+    assert diagnose("$ docker run img\n" + text).key == "gpu-not-requested"
