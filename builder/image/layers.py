@@ -25,7 +25,6 @@ import os
 import posixpath
 import tarfile
 import tempfile
-from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Any, cast
 
 import zstandard
@@ -37,6 +36,7 @@ from builder.image.stack import is_stack_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
+    from pathlib import Path
 
     from builder.registry.client import RegistryClient
 
@@ -310,6 +310,16 @@ class Filesystem:
     files: dict[str, str]
 
 
+def _ancestors(path: str) -> list[str]:
+    """``/a/b/c`` -> ``["/", "/a", "/a/b"]`` (string work: this runs for every path of an image)."""
+    out = ["/"]
+    i = path.find("/", 1)
+    while i != -1:
+        out.append(path[:i])
+        i = path.find("/", i + 1)
+    return out
+
+
 def merge(layers: Iterable[LayerSummary]) -> Filesystem:
     """Apply the layers bottom to top: whiteouts and opaque directories remove what the layers below
     put there, a path written again replaces the earlier file (its GPU code and stack text too)."""
@@ -321,8 +331,8 @@ def merge(layers: Iterable[LayerSummary]) -> Filesystem:
         emptied = set(layer.opaque)
         if gone or emptied:
             for p in list(present):
-                parents = [str(a) for a in PurePosixPath(p).parents]
-                if p in gone or any(a in gone for a in parents) or any(a in emptied for a in parents):
+                parents = _ancestors(p)
+                if p in gone or any(a in gone or a in emptied for a in parents):
                     present.discard(p)
                     code.pop(p, None)
                     files.pop(p, None)

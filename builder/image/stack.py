@@ -344,7 +344,9 @@ def read_stack(paths: Iterable[str], files: Mapping[str, str], env: Mapping[str,
     found: dict[str, str] = {}
     pythons: set[str] = set()
     for path in paths:
-        name = PurePosixPath(path).name
+        name = path.rpartition("/")[2]
+        if not name.startswith("lib") and "-packages/" not in path:
+            continue
         for key, rx in _LIBS.items():
             m = rx.match(name)
             if m and (key not in found or _dotted(m.group(1)) > _dotted(found[key])):
