@@ -2,8 +2,8 @@
 
 Docs: docs/build.md. Exit codes: 0 all built or up to date; 14 some variant failed (the summary
 lists each with its log); 3 engine unavailable; 5 registry unavailable; 6 registry refused our
-credentials; 13 unpinned bases/locks; 15 every failure was a content tag already holding another
-digest.
+credentials; 13 variants left out because their base or lock is not pinned (the others were
+built); 15 every failure was a content tag already holding another digest.
 """
 
 from __future__ import annotations
@@ -91,7 +91,11 @@ if TYPE_CHECKING:
 @bundle_option("the provenance", ".sig/.att tags are")
 @key_option
 @keyless_options
-@click.option("--dry-run", is_flag=True, help="Show the plan (what would be built) and stop.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Show the plan (built, up to date, or left out as unpinned, with what to run) and stop.",
+)
 @progress_option
 @docker_config_option
 @json_option
@@ -304,7 +308,17 @@ def bases() -> None:
 @json_option
 def bases_update(matrices: tuple[Path, ...], check: bool) -> None:
     """Resolve every upstream base tag of the matrices to a digest and write bases.lock.json,
-    showing what changed, including a changed NVIDIA_REQUIRE_CUDA or CUDA_VERSION."""
+    showing what changed: the digest and NVIDIA_REQUIRE_CUDA, CUDA_VERSION, NV_CUDNN_VERSION and
+    NCCL_VERSION of the image's environment.
+
+    \b
+    Short names are Docker Hub's (ubuntu:24.04 = docker.io/library/ubuntu:24.04),
+    reached at registry-1.docker.io, through builder.toml `mirror_map`, or at a
+    `registry_endpoints` stand-in ("docker.io=HOST:PORT"); credentials from the
+    Docker config (`docker login`). Examples:
+      builder bases update
+      builder bases update --check --json     in CI: exit 12 when out of date
+    """
     from builder.bases import pin_bases
     from builder.selection import Selection
     from builder.variants import select_variants
