@@ -184,7 +184,7 @@ def facts_forward_compat(text: str, ctx: Context) -> dict[str, Any]:
 def facts_arch(text: str, ctx: Context) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     sm = re.search(r"capability (sm_\d+)", text)
-    gfx = re.findall(r"\b(gfx\d{3,4}[a-z]?)\b", text)
+    gfx = re.findall(r"GPU arch ?: ?(gfx[0-9a-f]{3,4})\b", text) or re.findall(r"\b(gfx\d{3,4}[a-z]?)\b", text)
     if sm:
         facts["gpu_arch"] = sm.group(1)
         facts["vendor"] = "nvidia"
@@ -197,8 +197,11 @@ def facts_arch(text: str, ctx: Context) -> dict[str, Any]:
     else:
         facts["vendor"] = "nvidia" if re.search(r"cuda|CUDA", text) else None
     sup = re.search(r"supports CUDA capabilities ((?:sm_\d+\s*)+)", text)
+    tensile = sorted(set(re.findall(r"TensileLibrary(?:_lazy)?_(gfx[0-9a-f]{3,4})\.dat", text)))
     if sup:
         facts["image_archs"] = sup.group(1).split()
+    elif tensile:  # rocBLAS lists the Tensile libraries it has, one per gfx target
+        facts["image_archs"] = tensile
     elif ctx.image_archs:
         facts["image_archs"] = list(ctx.image_archs)
     if ctx.gpu_arch and "gpu_arch" not in facts:

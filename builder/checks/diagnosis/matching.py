@@ -268,7 +268,7 @@ def diagnose(text: str, context: Context | None = None) -> Diagnosis:
         )
         fix = fix.replace("(see min_driver)", named)
     if rule.key == "gpu-arch-not-in-image" and facts.get("gpu_arch"):
-        summary = f"the framework in the image has no code for {facts['gpu_arch']}" + (
+        summary = f"the framework in the image (or a GPU library it loads) has no code for {facts['gpu_arch']}" + (
             f" (compiled for {' '.join(facts['image_archs'])})" if facts.get("image_archs") else ""
         )
     return Diagnosis(

@@ -153,7 +153,8 @@ _BASE_RULES: tuple[FailureRule, ...] = (
         "gpu-arch-not-in-image",
         "framework-build",
         "image-user-space",
-        "the framework in the image was not compiled for this GPU's architecture (compute capability / gfx target)",
+        "the framework in the image (or a GPU library it loads, such as rocBLAS's Tensile kernels) was not compiled "
+        "for this GPU's architecture (compute capability / gfx target)",
         "in the image: rebuild or pick a variant whose compiled architectures include this GPU (e.g. cu128+ wheels "
         "for Blackwell sm_100/sm_120; PYTORCH_ROCM_ARCH with the gfx target); HSA_OVERRIDE_GFX_VERSION is only a "
         "user-level workaround",
@@ -173,6 +174,8 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             # NGC containers: a GPU newer ("not yet supported in this version") or older than the release supports
             r"Detected NVIDIA .{1,80}? GPU, which is not (?:yet )?supported",
             r"No (?:NVIDIA )?supported GPU\(s\) detected to run this container",
+            # rocBLAS without Tensile kernels for the GPU (the AMD math library the frameworks load)
+            r"TensileLibrary[\w.]*: .{0,60}for GPU arch ?: ?gfx",
         ),
         facts_arch,
     ),

@@ -190,3 +190,15 @@ def test_a_driver_library_missing_on_the_host_itself() -> None:
     text = _recorded("driver-libs-missing-on-host-03.txt")
     assert diagnose(text, Context(engine="docker")).key == "gpu-not-requested"
     assert diagnose("$ docker run img\n" + text).key == "gpu-not-requested"
+
+
+def test_rocblas_without_kernels_for_the_gpu_is_the_amd_arch_not_in_the_image() -> None:
+    for name, arch in (
+        ("gpu-arch-not-in-image-11.txt", "gfx1103"),
+        ("gpu-arch-not-in-image-12.txt", "gfx1201"),
+        ("gpu-arch-not-in-image-13.txt", "gfx1201"),
+    ):
+        r = diagnose(_recorded(name))
+        assert (r.key, r.facts["gpu_arch"], r.facts["vendor"]) == ("gpu-arch-not-in-image", arch, "amd"), name
+    listed = diagnose(_recorded("gpu-arch-not-in-image-13.txt")).facts["image_archs"]
+    assert "gfx942" in listed and "gfx1201" not in listed
