@@ -329,8 +329,11 @@ def check_image(
         from builder.checks.topology import probe_topology
 
         run_ref = f"{built.reference}@{facts.platform_digest}"
+        from builder.checks.dcgm import probe_dcgm
+
         topo = probe_topology(host.vendor)
-        ev = run_evidence(run_ref, result, declared, topology=topo, commit=setup.commit, root=setup.root)
+        health = probe_dcgm() if host.vendor == "nvidia" else None  # the short DCGM diagnostic, when installed
+        ev = run_evidence(run_ref, result, declared, topology=topo, commit=setup.commit, root=setup.root, health=health)
         if setup.signer is not None:
             attest_evidence(ev, client, repository, built.digest, setup.signer, lock_dir=setup.lock_dir)
         failed_evidence = evidence_failure(ev)

@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 _SECTION = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][A-Za-z /]*?)\s+-+[+|]")
 _ROW = re.compile(r"^\|(?P<name>[^|]*)\|(?P<value>[^|]*)\|?\s*$")
@@ -133,4 +137,28 @@ def parse_dcgm_diag(text: str) -> DcgmDiag:
     return DcgmDiag(tuple(metadata), tuple(tests), complete, tuple(notes))
 
 
-__all__ = ["RESULTS", "DcgmDiag", "DcgmDiagDocument", "DcgmTest", "DcgmTestDocument", "parse_dcgm_diag"]
+def probe_dcgm(run: Callable[[Sequence[str]], tuple[int, str]] | None = None) -> DcgmDiag | None:
+    """The short DCGM diagnostic on this host (``dcgmi diag -r 1``: deployment and software checks,
+    seconds); None when ``dcgmi`` is not installed. A run that fails (no host engine) is a ``DcgmDiag``
+    whose note says so. ``run`` (tests) returns (exit code, stdout); default :func:`builder.process.run`."""
+    argv = ["dcgmi", "diag", "-r", "1"]
+    if run is None:
+        from builder import process
+
+        def run(cmd: Sequence[str]) -> tuple[int, str]:
+            try:
+                p = process.run(list(cmd), timeout=300)
+            except FileNotFoundError:
+                return 127, ""
+            return p.returncode, p.stdout + p.stderr
+
+    code, out = run(argv)
+    if code == 127 and not out:
+        return None
+    diag = parse_dcgm_diag(out)
+    if code != 0 and not diag.tests:
+        return DcgmDiag(notes=(f"dcgmi diag -r 1 exited with {code}: {out.strip()[:200]}",))
+    return diag
+
+
+__all__ = ["RESULTS", "DcgmDiag", "DcgmDiagDocument", "DcgmTest", "DcgmTestDocument", "parse_dcgm_diag", "probe_dcgm"]

@@ -36,6 +36,7 @@ from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from builder.checks.dcgm import DcgmDiag
     from builder.checks.device import CheckResult, Mode, Runner
     from builder.checks.topology import Topology
     from builder.models import CheckCommand
@@ -329,6 +330,7 @@ class EvidenceRun:
     cpu: str | None
     commit: str | None
     finished_at: str = dataclasses.field(default_factory=_now)
+    health: DcgmDiag | None = None  # the host's short DCGM diagnostic (None: dcgmi not installed)
 
     @property
     def passed(self) -> bool:
@@ -434,6 +436,7 @@ class EvidenceRun:
             "placement": dev["placement"],  # cluster, runner, node, job id (the device check's, same session)
             "hardware": hardware_class(self.device, self.cpu),
             "topology": self.topology.to_json(),
+            "health": {"dcgm_diag": self.health.to_json() if self.health is not None else None},
             "problems": list(run.problems),
             "output_tail": run.output[-KEEP_TAIL:],
         }
@@ -457,6 +460,7 @@ def run_evidence(
     cdi: bool = False,
     runner: Runner | None = None,
     cpu: str | None = None,
+    health: DcgmDiag | None = None,
 ) -> EvidenceRun:
     """Run each of ``checks`` (tests, the benchmark, then the collective check when the device check saw
     at least its ``min_devices`` GPUs; scripts read from the project ``root``) in its own fresh container
@@ -479,7 +483,7 @@ def run_evidence(
             runs.append(
                 run_declared(image_ref, check, mode=device.mode, runner=runner, root=root, cdi=cdi, group_add=groups)
             )
-    return EvidenceRun(device, tuple(runs), topology, cpu if cpu is not None else cpu_model(), commit)
+    return EvidenceRun(device, tuple(runs), topology, cpu if cpu is not None else cpu_model(), commit, health=health)
 
 
 def attest_evidence(

@@ -362,12 +362,27 @@ def check_reference(
     declared = declared_checks(matrices, facts.variant) if facts.variant and root is not None else ()
     if not declared or root is None:
         return DeviceCheck(pinned, facts, result, attestation)
+    from builder.checks.dcgm import probe_dcgm
     from builder.checks.evidence import attest_evidence, run_evidence
-    from builder.checks.topology import probe_topology
+    from builder.checks.topology import Topology, probe_topology
 
-    topo = (topology or probe_topology)(this_host.vendor)
+    if topology is not None:
+        topo = topology(this_host.vendor)
+    elif placement is None:  # the checks ran on this host: its tools describe it
+        topo = probe_topology(this_host.vendor)
+    else:
+        topo = Topology(notes=("the checks ran on a cluster node: its topology is not probed from here",))
+    health = probe_dcgm() if this_host.vendor == "nvidia" and placement is None else None
     ev = run_evidence(
-        run_ref, result, declared, topology=topo, commit=commit, root=root, cdi=request.cdi, runner=runner
+        run_ref,
+        result,
+        declared,
+        topology=topo,
+        commit=commit,
+        root=root,
+        cdi=request.cdi,
+        runner=runner,
+        health=health,
     )
     ev_written = attest_evidence(ev, client, r.repository, digest, signer(key), lock_dir=lock_dir) if attest else ()
     return DeviceCheck(pinned, facts, result, attestation, ev, ev_written)

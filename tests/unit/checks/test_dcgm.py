@@ -62,3 +62,19 @@ def test_a_closed_table_passes_and_a_failing_row_with_its_continuation_fails() -
 def test_not_a_diag_table() -> None:
     d = parse_dcgm_diag("Error: unable to establish a connection to the specified host: localhost\n")
     assert d.tests == () and not d.passed and d.notes == ("no `| Diagnostic | Result |` table",)
+
+
+def test_probe_runs_the_short_diagnostic_and_knows_when_dcgm_is_absent() -> None:
+    from builder.checks.dcgm import probe_dcgm
+
+    seen: list[list[str]] = []
+
+    def recorded(argv: object) -> tuple[int, str]:
+        seen.append(list(argv))  # type: ignore[call-overload]
+        return 0, _read("dcgmi-diag-02-r2-metadata.txt")
+
+    diag = probe_dcgm(recorded)
+    assert seen == [["dcgmi", "diag", "-r", "1"]] and diag is not None and len(diag.tests) == 7
+    assert probe_dcgm(lambda _argv: (127, "")) is None  # not installed
+    down = probe_dcgm(lambda _argv: (255, "Error: unable to establish a connection to the specified host: localhost"))
+    assert down is not None and not down.passed and "exited with 255" in down.notes[0]
