@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
 
-from builder.errors import ConfigError, NotFoundError, RenderStaleError
+from builder.errors import ConfigError, NotFoundError, RegistryUnavailableError, RenderStaleError
 from builder.models import BaseImage, Variant
 
 if TYPE_CHECKING:
@@ -347,7 +347,16 @@ def update_bases(
         pulled_from = map_reference(reference)
         ref = parse_reference(pulled_from, DOCKER_HUB)
         client = resolve_client(ref.registry)
-        new_digest = client.resolve(ref.repository, ref.ref)
+        try:
+            new_digest = client.resolve(ref.repository, ref.ref)
+        except RegistryUnavailableError as exc:
+            raise RegistryUnavailableError(
+                f"base {reference}: {exc.message}",
+                hint=f"{ref.registry} must be reachable from here (network, HTTPS_PROXY), or builder.toml must send "
+                f'it to a mirror this machine reaches: mirror_map ({{"{ref.registry}": "MIRROR/PATH"}}) or '
+                f'registry_endpoints (["{ref.registry}=HOST:PORT"]); see docs/build.md',
+                **exc.details,
+            ) from exc
         new_facts = base_facts(client, ref.repository, new_digest)
         old_entry = old_doc.get(reference, {})
         old_digest = old_entry.get("digest")

@@ -139,3 +139,12 @@ def test_docker_hub_bases_on_docker_io_with_token_auth(cli: Cli, hub: AuthRegist
     (docker / "config.json").write_text("{}")
     denied = cli("-C", str(tmp_path), "bases", "update", env={"DOCKER_CONFIG": str(docker)}, code=6)
     assert "docker.io" in denied.stderr and "Traceback" not in denied.stderr
+
+
+def test_unreachable_docker_hub_says_how_to_use_a_mirror(cli: Cli, tmp_path: Path) -> None:
+    write_project(
+        tmp_path, 'registry = "127.0.0.1:1"\nregistry_endpoints = ["docker.io=127.0.0.1:1"]\nregistry_retries = 0\n'
+    )
+    err = cli("-C", str(tmp_path), "bases", "update", "--json", code=5).json()["error"]
+    assert err["message"].startswith("base ") and "127.0.0.1:1" in err["message"]
+    assert "mirror_map" in err["hint"] and "registry_endpoints" in err["hint"] and "docker.io" in err["hint"]
