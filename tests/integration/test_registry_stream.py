@@ -10,8 +10,9 @@ from typing import Literal
 import pytest
 
 from builder.errors import RegistryError
-from builder.registry import CopyStats, Descriptor, RegistryClient, copy_image, verify_complete
+from builder.registry import CopyStats, Descriptor, DockerCredentials, RegistryClient, copy_image, verify_complete
 from builder.registry.stream import CHUNK_BYTES
+from tests import registries
 from tests.faultproxy import Fault, FaultProxy
 from tests.integration.test_registry import push_image
 
@@ -141,3 +142,21 @@ def test_blobs_already_there_are_not_sent_again(
     copy_image(source, unique_repo, digest, other, dst_repo, tag="p", stats=stats)
     assert (stats.present, stats.copied, stats.mounted) == (3, 2, 0)
     assert other.resolve(dst_repo, "p") == digest
+
+
+@pytest.mark.parametrize("kind", ["basic", "token"])
+def test_a_streamed_copy_into_a_password_protected_registry(
+    kind: str, source: RegistryClient, unique_repo: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Into a registry that wants a password (htpasswd Basic, or Bearer tokens from a token
+    service), with the credentials only in a Docker config: the upload PUT carries the source's
+    stream after the challenge was answered."""
+    digest = push_image(source, unique_repo, layers=2, size=3 * MIB)
+    with registries.auth_registry(tmp_path_factory.mktemp(f"stream-{kind}"), kind) as reg:
+        config = reg.docker_config(tmp_path_factory.mktemp("docker-config"))
+        dst = RegistryClient(reg.address, insecure=True, auth=DockerCredentials.from_file(config))
+        stats = CopyStats()
+        copy_image(source, unique_repo, digest, dst, unique_repo, tag="pw", stats=stats)
+        assert stats.copied == 3
+        assert dst.resolve(unique_repo, "pw") == digest
+        assert verify_complete(dst, unique_repo, digest) == []
