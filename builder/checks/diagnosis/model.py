@@ -46,6 +46,7 @@ LAYERS: tuple[Layer, ...] = (
 CUDA_ERRORS = {
     3: "initialization error",
     35: "cudaErrorInsufficientDriver",
+    46: "cudaErrorDevicesUnavailable",
     48: "no kernel image is available (legacy code)",
     100: "cudaErrorNoDevice",
     209: "cudaErrorNoKernelImageForDevice",

@@ -8,7 +8,8 @@ status codes (``IBV_WC_LOC_PROT_ERR`` = 4, ``IBV_WC_RETRY_EXC_ERR`` = 12):
 https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/verbs.h; NVIDIA Xid errors (79
 fallen off the bus, 48/63/64/94/95 ECC and row remapping): https://docs.nvidia.com/deploy/xid-errors/index.html;
 CUDA error 214 ``cudaErrorECCUncorrectable``:
-https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html; GPU memory error management (page
+https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html (and 46 ``cudaErrorDevicesUnavailable``:
+compute mode Prohibited / Exclusive_Process, or long-running kernels); GPU memory error management (page
 retirement, row remapping): https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html; CUDA on WSL (WSL 2
 only; no Linux driver inside WSL): https://docs.nvidia.com/cuda/wsl-user-guide/index.html; cuDNN version rules of
 TensorFlow and PyTorch: their messages (quoted in tests/data/errors/cudnn-version-mismatch-*.txt).
@@ -109,6 +110,25 @@ def facts_hardware(text: str, _ctx: Context) -> dict[str, Any]:
     code = re.search(r"code #?(\d{3})|\((\d{2,3}) vs\. 0\)", text)
     if code:
         facts["cuda_error"] = int(code.group(1) or code.group(2))
+    return facts
+
+
+#: nvidia-smi's compute mode: the table's "Compute M." column, or ``nvidia-smi -q``'s "Compute Mode"
+_COMPUTE_MODES = {"e. process": "Exclusive_Process", "e. thread": "Exclusive_Thread", "prohibited": "Prohibited"}
+
+
+def facts_busy(text: str, _ctx: Context) -> dict[str, Any]:
+    """CUDA error 46 and the compute modes nvidia-smi shows for the GPUs (``Exclusive_Process`` ...)."""
+    facts: dict[str, Any] = {}
+    if re.search(r"\b46\b|DevicesUnavailable|DEVICE_UNAVAILABLE|busy or unavailable", text):
+        facts["cuda_error"] = 46
+    modes = [
+        _COMPUTE_MODES[m.lower()]
+        for m in re.findall(r"\|\s+(?:\d+%|N/A)\s+(E\. Process|E\. Thread|Prohibited)\s+\|", text, re.I)
+    ]
+    modes += re.findall(r"Compute Mode\s*:\s*(Exclusive_Process|Exclusive_Thread|Prohibited)", text)
+    if modes:
+        facts["compute_modes"] = modes
     return facts
 
 
@@ -231,6 +251,25 @@ RULES: tuple[FailureRule, ...] = (
             r"\bXid\b\D{0,40}?\b(?:48|63|64|94|95)\b",
         ),
         facts_hardware,
+    ),
+    FailureRule(
+        "gpu-busy-or-exclusive",
+        "kernel-driver",
+        "image-user-space",
+        "CUDA could not get a GPU (error 46, devices busy or unavailable): the GPUs are in Exclusive_Process / "
+        "Exclusive_Thread compute mode and another process already holds them, in Prohibited mode, or filled by "
+        "long-running work of another process",
+        "on the host: `nvidia-smi` shows each GPU's compute mode (`Compute M.`) and the processes holding it; stop the "
+        "process that holds the GPU or give each job its own GPU (CUDA_VISIBLE_DEVICES, the scheduler's GPU request); "
+        "an administrator can set the mode back with `nvidia-smi -i N -c DEFAULT` (Prohibited allows no process)",
+        patterns(
+            r"all CUDA-capable devices are busy or unavailable",
+            r"CUDA-capable device\(s\) is/are busy or unavailable",
+            r"cudaErrorDevicesUnavailable",
+            r"CUDA_ERROR_DEVICE_UNAVAILABLE",
+            r"\bcuda runtime error \(46\)",
+        ),
+        facts_busy,
     ),
     FailureRule(
         "wsl-gpu-unavailable",

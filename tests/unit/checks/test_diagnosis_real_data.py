@@ -202,3 +202,12 @@ def test_rocblas_without_kernels_for_the_gpu_is_the_amd_arch_not_in_the_image() 
         assert (r.key, r.facts["gpu_arch"], r.facts["vendor"]) == ("gpu-arch-not-in-image", arch, "amd"), name
     listed = diagnose(_recorded("gpu-arch-not-in-image-13.txt")).facts["image_archs"]
     assert "gfx942" in listed and "gfx1201" not in listed
+
+
+def test_gpus_busy_in_an_exclusive_compute_mode() -> None:
+    r = diagnose(_recorded("gpu-busy-or-exclusive-01.txt"))  # DIGITS#2005: "E. Process" in nvidia-smi
+    assert (r.key, r.at_fault, r.facts["cuda_error"]) == ("gpu-busy-or-exclusive", "kernel-driver", 46)
+    assert r.facts["compute_modes"] == ["Exclusive_Process"] and "-c DEFAULT" in r.fix
+    assert diagnose(_recorded("gpu-busy-or-exclusive-03.txt")).facts["compute_modes"] == ["Exclusive_Thread"]
+    # a healthy nvidia-smi table in Default mode names no compute mode and is no failure
+    assert diagnose((DATA / "h200" / "nvidia-smi.txt").read_text()).key == "unknown"
