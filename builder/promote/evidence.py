@@ -21,6 +21,7 @@ from builder.promote.model import UNSET
 from builder.promote.pool import Task, map_parallel, parallel
 from builder.promote.referrers import INDEX_KEY, lacks_referrers_api, referrers
 from builder.registry import fallback_tag
+from builder.signing.approvals import approval_suffix
 from builder.signing.bundles import key_bundle_items
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
 from builder.signing.verifiers import verifiers_for
@@ -77,10 +78,18 @@ class Gathered:
     source_manifests: Mapping[str, Manifest | None] | None
 
 
+def approver_suffixes(ctx: PromotionContext) -> tuple[str, ...]:
+    """The tag suffixes of the policy's approvers' own approval manifests
+    (``builder.signing.approvals.approval_suffix``: each approver writes only its own, so
+    concurrent approvals never overwrite each other); read next to ``.sig``/``.att``."""
+    return tuple(approval_suffix(a.key.fingerprint) for a in ctx.policy.approvers if a.key.fingerprint)
+
+
 def read_place(
     ctx: PromotionContext, loc: Location, digest: str, *, check_present: bool, index: bool = False
 ) -> PlaceRead | None:
-    """Every ``.sig``/``.att`` layer of ``digest`` in ``loc``'s repository, verified by
+    """Every ``.sig``/``.att`` layer of ``digest`` in ``loc``'s repository (and of the approvers' own
+    approval tags), verified by
     ``builder.signing.sign``/``builder.signing.attest`` (the same checks as ``verify_image``), manifests and layers
     fetched in parallel. None when ``check_present`` and the repository does not hold the digest.
     ``index``: also read the ``sha256-<hex>`` fallback referrers index (under ``INDEX_KEY``) in the
@@ -90,7 +99,7 @@ def read_place(
     if check_present and client.try_resolve(loc.repository, digest) is None:
         return None  # not copied there yet: no evidence there either
     verifiers = verifiers_for(ctx.keys, ctx.verifiers)
-    tags = {sfx: signature_tag(digest, sfx) for sfx in (SIG_SUFFIX, ATT_SUFFIX)}
+    tags = {sfx: signature_tag(digest, sfx) for sfx in (SIG_SUFFIX, ATT_SUFFIX, *approver_suffixes(ctx))}
     if index and lacks_referrers_api(ctx, loc.registry):
         tags[INDEX_KEY] = fallback_tag(digest)
     got = dict(

@@ -12,11 +12,13 @@ writer holds a ``.sig``/``.att`` lock too long.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
 from builder.promote.context import LOCK_FILE_MODE, PromotionContext
+from builder.promote.evidence import approver_suffixes
 from builder.promote.model import UNSET, Location, Unset
 from builder.promote.pool import map_parallel, parallel
 from builder.promote.referrers import INDEX_KEY, copyable, referrers
@@ -173,5 +175,6 @@ def copy_evidence(
         lambda: one_suffix(SIG_SUFFIX),
         lambda: one_suffix(ATT_SUFFIX),
         copy_referrers,
+        *(functools.partial(one_suffix, sfx) for sfx in approver_suffixes(ctx)),  # approvers' own tags
     ]
     add_stats(stats, *parallel(jobs))

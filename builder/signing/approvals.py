@@ -103,7 +103,12 @@ def approve(
     comment: str | None = None,
     now: dt.datetime | None = None,
 ) -> Approval:
-    """Attach a signed approval of ``repository@digest`` for ``stage`` (in ``repository``'s ``.att``)."""
+    """Attach a signed approval of ``repository@digest`` for ``stage``: first under the approver's
+    own tag (``approval_suffix``: no other approver writes it, so approvers on separate machines
+    approving at once never overwrite each other), then in the ``.att`` manifest as well (what
+    cosign and other verifiers read; a layer lost there to a concurrent writer is still under the
+    approver's tag). The returned write is the approver's tag's (``appended`` False: already
+    approved with the same statement)."""
     pred = approval_predicate(
         digest,
         stage,
@@ -113,5 +118,21 @@ def approve(
         comment=comment,
         now=now or dt.datetime.now(dt.UTC),
     )
-    write = attest_image(client, repository, digest, APPROVAL_V1, pred, signer, lock_dir=lock_dir)
+    own = approval_suffix(signer.fingerprint)
+    write = attest_image(client, repository, digest, APPROVAL_V1, pred, signer, lock_dir=lock_dir, suffix=own)
+    attest_image(client, repository, digest, APPROVAL_V1, pred, signer, lock_dir=lock_dir)
     return Approval(f"{client.registry}/{repository}@{digest}", pred, write)
+
+
+def approval_suffix(fingerprint: str) -> str:
+    """The tag suffix of one approver's own approvals of a digest: ``.approval-<16 hex of the key
+    fingerprint>.att`` (``sha256-<hex>.approval-3f1c….att``, 101 characters: within the 128 a tag
+    may have, https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pulling-manifests;
+    ending in ``.att``: the same attestation-manifest layout as cosign's ``.att``). Keyless signers
+    (an identity, not a fingerprint) use a hash of the identity."""
+    import hashlib
+
+    algo, _, hexpart = fingerprint.partition(":")
+    if algo != "sha256" or len(hexpart) < 16:
+        hexpart = hashlib.sha256(fingerprint.encode()).hexdigest()
+    return f".approval-{hexpart[:16]}.att"

@@ -75,8 +75,10 @@ def attest_image(
     lock_dir: Path,
     prepared: PreparedAttestation | None = None,
     uploaded: Collection[str] = (),
+    suffix: str = ATT_SUFFIX,
 ) -> WriteResult:
-    """Sign an in-toto v1 statement about ``repository@digest`` and append it to ``sha256-<hex>.att``.
+    """Sign an in-toto v1 statement about ``repository@digest`` and append it to ``sha256-<hex>.att``
+    (``suffix``: another tag of the same layout, e.g. an approver's own ``builder.signing.approvals.approval_suffix``).
 
     The subject name is ``<registry>/<repository>``. An attestation with the same statement
     already signed by the same key pair is not written twice (``appended=False``).
@@ -96,7 +98,7 @@ def attest_image(
         client,
         repository,
         digest,
-        ATT_SUFFIX,
+        suffix,
         layer,
         lock_dir=lock_dir,
         signer=signer.fingerprint,

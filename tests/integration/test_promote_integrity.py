@@ -334,3 +334,60 @@ def test_an_overwritten_promotion_from_another_machine_is_detected_as_a_fork(wor
 
 def found_fork(w: World, digest: str) -> bool:
     return any(digest[:19] in f for f in chain(w.env(), w.target, "dev").forks)
+
+
+def test_approvals_from_separate_machines_at_once_are_never_lost(world: World, tmp_path: Path) -> None:
+    """The attack: approvers on separate machines (separate lock directories, so no shared lock)
+    approve one digest at the same moment, and a stale read-modify-write of the ``.att`` manifest
+    drops another approver's layer. Every approval still counts: each approver's own tag holds it."""
+    import threading
+
+    from builder.signing.approvals import approve
+    from builder.signing.layer import ATT_SUFFIX, signature_tag
+
+    digest = test_promote._to_staging(world, b"approvals at once")
+    who = ("alice", "bob", "carol")
+    barrier = threading.Barrier(len(who))
+    errors: list[BaseException] = []
+
+    def machine(name: str) -> None:
+        try:
+            barrier.wait(10)
+            approve(
+                world.client, world.repo, digest, "prod", world.keys.signer(name), lock_dir=tmp_path / name, name=name
+            )
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=machine, args=(n,)) for n in who]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    # and the .att manifest as a stale writer leaves it: bob's and carol's approval layers dropped
+    from builder.registry import canonical_json
+
+    att = signature_tag(digest, ATT_SUFFIX)
+    m = world.client.get_manifest(world.repo, att)
+    layers = m.json["layers"]
+    stale = [d for d in layers if approver_of(world, d) not in ("bob", "carol")]
+    assert len(stale) < len(layers)
+    world.client.put_manifest(world.repo, att, canonical_json({**m.json, "layers": stale}), m.media_type)
+    plan = plan_promotion(world.env(), world.target, "prod", ticket="CHG-1234")
+    reasons = {r.rule.split()[0]: r for r in plan.decision.reasons[-1].children}
+    approvals = reasons["approvals"]
+    assert approvals.passed and all(n in approvals.reason for n in who), approvals.reason
+
+
+def approver_of(w: World, descriptor: dict[str, object]) -> str:
+    """The approver name inside an approval layer's statement (empty for other layers)."""
+    import base64
+    import json
+
+    blob = w.client.get_blob(w.repo, str(descriptor["digest"]))
+    try:
+        env = json.loads(blob)
+        return str(json.loads(base64.b64decode(env["payload"])).get("predicate", {}).get("approver", {}).get("name"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return ""
