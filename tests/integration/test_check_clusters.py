@@ -338,3 +338,21 @@ def test_fleet_clusters_run_at_once_and_other_vendors_are_not_applicable(
     for name in (f"a-{tag}", f"b-{tag}"):
         assert rows[name]["status"] in ("passed", "failed") and rows[name]["check"]["run"]["mode"] == "nvidia"
         assert rows[name]["check"]["image"]["digest"] == doc["reference"].rsplit("@", 1)[1]
+
+
+def test_a_step_slurm_does_not_start_is_a_runner_error_not_a_failed_check(slurm: str) -> None:
+    """The job is cancelled under the session (an operator's scancel): srun refuses the next step, and that
+    is the runner's failure (exit 22), never a failed check of the image."""
+    from builder.checks.runners.slurm import slurm_session
+    from builder.compat.fleet_model import RunnerSettings
+    from builder.errors import RunnerError
+
+    with slurm_session("gone", RunnerSettings("slurm", partition=slurm)) as session:
+        job = session.submit()
+        code, out, _, _ = session.step(["echo", "started"], None, 120.0)
+        assert (code, out.strip()) == (0, "started") and session.node == socket.gethostname().split(".")[0]
+        subprocess.run(["scancel", job], check=True, timeout=60)
+        with pytest.raises(RunnerError) as exc:
+            session.step(["echo", "again"], None, 120.0)
+    assert f"srun did not start a step of job {job}" in exc.value.message
+    assert exc.value.exit_code == 22

@@ -16,7 +16,9 @@ Command reference: https://slurm.schedmd.com/sbatch.html, https://slurm.schedmd.
 https://slurm.schedmd.com/scancel.html.
 
 Errors: RunnerError (22) when ``sbatch``/``srun`` are missing, the job is refused or ends before it
-runs, or it is still pending after ``start_timeout`` seconds (the scheduler's reason is named).
+runs, it is still pending after ``start_timeout`` seconds (the scheduler's reason is named), or a step
+never started (no placement line from the wrapper: ``srun`` itself failed). A container that ran and
+failed is a check result, never a RunnerError.
 """
 
 from __future__ import annotations
@@ -203,9 +205,16 @@ class SlurmSession:
         seconds = round(time.monotonic() - start, 3)
         err = _text(proc.stderr)
         m = _MARKER_RE.search(err)
-        if m is not None:
-            self.node = m.group(3) or self.node
-            err = err[: m.start()] + err[m.end() :]
+        if m is None:  # the wrapper never ran: Slurm did not start the step, the image is not at fault
+            raise RunnerError(
+                f"cluster {self.cluster}: srun did not start a step of job {self.job_id} "
+                f"(exit {proc.returncode}): {err.strip()[-800:] or 'no output'}",
+                hint="`scontrol show job JOBID` and the slurmd log of the node say why",
+                cluster=self.cluster,
+                job_id=self.job_id,
+            )
+        self.node = m.group(3) or self.node
+        err = err[: m.start()] + err[m.end() :]
         return proc.returncode, _text(proc.stdout), err, seconds
 
     def run_container(
