@@ -356,3 +356,24 @@ def test_a_step_slurm_does_not_start_is_a_runner_error_not_a_failed_check(slurm:
             session.step(["echo", "again"], None, 120.0)
     assert f"srun did not start a step of job {job}" in exc.value.message
     assert exc.value.exit_code == 22
+
+
+def test_docker_runner_at_a_host_address_talks_to_that_engine(image: str, tmp_path: Path, cli: Cli) -> None:
+    """`runner: {kind: docker, host: ADDRESS}` runs `docker -H ADDRESS run ...` (ssh://, tcp:// or unix://; here
+    this machine's own socket, addressed as a remote engine would be): node and engine facts come from that
+    engine's `docker info`."""
+    host = json.loads(
+        subprocess.run(
+            ["docker", "context", "inspect", "--format", "{{json .Endpoints.docker.Host}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    )
+    name = subprocess.run(["docker", "-H", host, "info", "--format", "{{.Name}}"], capture_output=True, text=True)
+    fleet = _fleet(tmp_path / "f.yaml", [{"name": "remote", "runner": {"kind": "docker", "host": host}}])
+    doc = cli("check", image, "--fleet", str(fleet), "--cluster", "remote", "--no-attest", "--json").json()
+    assert doc["passed"] is True
+    assert doc["placement"] == {"cluster": "remote", "runner": "docker", "node": name.stdout.strip(), "job_id": None}
+    assert doc["host"]["engine"]["name"] == "docker" and doc["host"]["engine"]["version"]
