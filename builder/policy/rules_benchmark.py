@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from builder.policy.results import RuleResult
     from builder.yamldoc import FieldPath
 
+#: the key set ``tests: passed`` (the short form) requires: the shipped policies' check runners
+CHECK_RUNNERS = "check-runners"
 #: the hardware-class keys a ``benchmark/v1`` predicate records (``hardware``) and ``same`` may name
 HARDWARE_KEYS = ("vendor", "gpu_model", "gpu_count", "driver_branch", "cpu_model")
 DEFAULT_SAME = ("gpu_model", "gpu_count", "driver_branch", "cpu_model")
@@ -244,12 +246,15 @@ def evidence_rule_builders(
     model: Callable[[type[Any], object, FieldPath], Any],
     keysets: Callable[[Sequence[str], FieldPath], tuple[KeySet, ...]],
 ) -> dict[str, Callable[[object, FieldPath, str], Rule | None]]:
-    """The loader's builders of ``tests``, ``benchmark`` and ``collective`` from their YAML bodies:
+    """The loader's builders of ``tests`` (``{signers: [...]}``, or ``passed``: by ``check-runners``),
+    ``benchmark`` and ``collective`` from their YAML bodies:
     ``model(cls, body, path)`` validates (None and a located problem when invalid), ``keysets(names,
     path)`` resolves signer names."""
     from builder.policy.schema import BenchmarkModel, CollectiveModel, TestsModel
 
     def tests(body: object, p: FieldPath, location: str) -> Rule | None:
+        if body == "passed":  # the short form: by the policy's `check-runners` key set
+            return TestsRule(location, keysets([CHECK_RUNNERS], p))
         m = model(TestsModel, body, p)
         return None if m is None else TestsRule(location, keysets(m.signers, (*p, "signers")))
 
@@ -270,6 +275,7 @@ def evidence_rule_builders(
 
 
 __all__ = [
+    "CHECK_RUNNERS",
     "DEFAULT_SAME",
     "HARDWARE_KEYS",
     "BenchmarkRule",

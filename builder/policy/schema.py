@@ -69,7 +69,8 @@ class DeviceCheckModel(StrictModel):
 
 
 class TestsModel(StrictModel):
-    """``tests:``: a passing ``test-result/v1`` by ``signers``."""
+    """``tests:``: a passing ``test-result/v1`` by ``signers`` (the short form ``tests: passed`` means
+    ``signers: [check-runners]``)."""
 
     __test__ = False  # not a pytest class
     signers: list[str] = Field(min_length=1)

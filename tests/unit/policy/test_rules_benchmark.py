@@ -143,6 +143,26 @@ def test_tests_rule(tmp_path: Path, keys: Keys) -> None:
     assert evaluate(policy, "staging", _with_stage(ev(passed)), NOW).allowed
 
 
+def test_tests_passed_short_form_means_the_check_runners(tmp_path: Path, keys: Keys) -> None:
+    runner = keys["runner"][1]
+    text = f"""\
+    version: 1
+    keys:
+      check-runners: [{{file: {keys["runner"][0]}}}]
+      build: [{{file: {keys["build"][0]}}}]
+    promoters: [build]
+    stages:
+      dev: {{from: build, require: {{tests: passed}}, rollback: {{allowed: [build]}}}}
+    """
+    policy = load_policy(write(tmp_path, text))
+    passed = att(TEST_RESULT_V1, {"result": "passed"}, runner)
+    assert evaluate(policy, "dev", dataclasses.replace(ev(passed), stage="dev"), NOW).allowed
+    assert not evaluate(policy, "dev", dataclasses.replace(ev(), stage="dev"), NOW).allowed
+    with pytest.raises(PolicyError) as err:  # no such key set: named at the rule
+        _policy(tmp_path, keys, "      tests: passed")
+    assert any("check-runners" in p["message"] for p in err.value.details["problems"])
+
+
 def test_collective_rule(tmp_path: Path, keys: Keys) -> None:
     runner = keys["runner"][1]
     policy = _policy(tmp_path, keys, "      collective: {signers: [runners], min_busbw_ratio: 0.8}")
