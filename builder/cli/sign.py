@@ -164,7 +164,13 @@ def sign(
 @click.command()
 @click.argument("reference")
 @key_option
-@click.option("--predicate-type", "predicate_type", required=True, help="Predicate type URI.")
+@click.option(
+    "--predicate-type",
+    "predicate_type",
+    required=True,
+    metavar="URI",
+    help="Predicate type URI (in-toto TypeURI), e.g. https://slsa.dev/provenance/v1.",
+)
 @click.option(
     "--predicate",
     type=ExistingFile(),
@@ -249,8 +255,19 @@ def verify(
     """Verify the signatures and attestations of REFERENCE (tag, digest, or tag@digest).
 
     Checks that the digest still resolves (and that a tag given with a digest still points at it),
-    then every signature and attestation found; exits 18 when nothing valid meets the
-    requirements (a valid signature; each --attestation type).
+    then every signature and attestation found (legacy .sig/.att tags and Sigstore bundle
+    referrers); exits 18 when nothing valid meets the requirements (a valid signature; each
+    --attestation type). Signatures by keys or identities not given are listed as untrusted;
+    keyless ones need --identity and --issuer.
+
+    \b
+    Examples:
+      builder verify REGISTRY/REPO:TAG --key keys/builder.pub
+      builder verify REGISTRY/REPO@sha256:... --key keys/builder.pub \\
+          --attestation https://slsa.dev/provenance/v1
+      builder verify REGISTRY/REPO@sha256:... --issuer \\
+          https://token.actions.githubusercontent.com --identity-regexp \\
+          'https://github.com/ORG/REPO/.*'
     """
     from builder.signing.operations import VerifyRequest, verify_reference
 

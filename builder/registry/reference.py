@@ -168,7 +168,8 @@ def parse_reference(ref: str, default_registry: str) -> Reference:
     if "@" in text:
         text, digest = text.split("@", 1)
         if not _DIGEST_RE.match(digest) or (digest.startswith("sha256:") and not _SHA256_RE.match(digest)):
-            raise bad(f"digest {digest!r} is not <algorithm>:<hex>")
+            shape = "sha256:<64 hex digits>" if digest.startswith("sha256:") else "<algorithm>:<hex>"
+            raise bad(f"digest {digest!r} is not {shape} (copy the whole digest, not a short form)")
     tag: str | None = None
     last = text.rsplit("/", 1)[-1]
     if ":" in last:

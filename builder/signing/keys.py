@@ -302,6 +302,12 @@ def load_private_key(path: Path, password: str | None) -> ec.EllipticCurvePrivat
             der = decrypt_cosign_key(pem_body(text, pem_type), password, source=str(path))
             key = serialization.load_der_private_key(der, password=None)
             return _require_p256(key, path)
+    if "-----BEGIN PUBLIC KEY-----" in text:
+        raise SigningKeyError(
+            f"{path} is a public key; signing needs the private key",
+            hint="pass the builder.key (or cosign.key) file that this .pub belongs to",
+            path=str(path),
+        )
     if "-----BEGIN" not in text:
         raise SigningKeyError(f"{path} is not a PEM private key", path=str(path))
     encrypted = "ENCRYPTED" in text.split("-----BEGIN", 1)[1].split("-----", 1)[0] or "Proc-Type: 4,ENCRYPTED" in text
@@ -315,15 +321,21 @@ def load_private_key(path: Path, password: str | None) -> ec.EllipticCurvePrivat
         key = serialization.load_pem_private_key(data, password=password.encode() if encrypted and password else None)
     except (ValueError, TypeError) as exc:
         reason = "wrong password or corrupt key" if encrypted else str(exc)
-        raise SigningKeyError(f"cannot load signing key {path}: {reason}", path=str(path)) from exc
+        hint = (
+            "the password given (BUILDER_KEY_PASSWORD, builder.toml key_password, else COSIGN_PASSWORD) "
+            "does not open it: set the one the key was generated with"
+            if encrypted
+            else "pass a key written by `builder keys generate` or `cosign generate-key-pair`"
+        )
+        raise SigningKeyError(f"cannot load signing key {path}: {reason}", hint=hint, path=str(path)) from exc
     return _require_p256(key, path)
 
 
 def load_public_keys(paths: list[Path] | tuple[Path, ...]) -> list[PublicKey]:
     """Load PEM public keys (``-----BEGIN PUBLIC KEY-----``, e.g. ``builder.pub`` or ``cosign.pub``).
 
-    A private key file is accepted too (its public half is used; unencrypted or builder-encrypted
-    keys only need no password if unencrypted). Raises SigningKeyError naming the file.
+    Raises SigningKeyError naming the file: unreadable, a private key (its ``.pub`` is wanted:
+    verifying never needs a secret), not PEM, not ECDSA P-256.
     """
     keys: list[PublicKey] = []
     for path in paths:
@@ -338,8 +350,14 @@ def load_public_keys(paths: list[Path] | tuple[Path, ...]) -> list[PublicKey]:
         try:
             pub = serialization.load_pem_public_key(data)
         except ValueError as exc:
+            private = b"PRIVATE KEY-----" in data
             raise SigningKeyError(
-                f"{path} is not a PEM public key", hint="pass the .pub file, not the private key", path=str(path)
+                f"{path} is a private key, not a public key" if private else f"{path} is not a PEM public key",
+                hint="pass its .pub file (verifying needs no secret)"
+                if private
+                else "pass the .pub file written by `builder keys generate` or `cosign generate-key-pair` "
+                "(-----BEGIN PUBLIC KEY-----)",
+                path=str(path),
             ) from exc
         if not isinstance(pub, ec.EllipticCurvePublicKey) or not isinstance(pub.curve, ec.SECP256R1):
             raise SigningKeyError(f"{path} is not an ECDSA P-256 public key", path=str(path))

@@ -28,6 +28,7 @@ from builder.predicates import COSIGN_SIGN_V1
 from builder.registry import Reference, parse_reference
 from builder.signing.attest import attest_image, prepare_attestation
 from builder.signing.bundles import ReferrerWrite, ReferrerWriteDocument, attest_bundle
+from builder.signing.dsse import STATEMENT_TYPES
 from builder.signing.keyless.identity import policies_from_options
 from builder.signing.keyless.trust import KeylessSetup, load_trusted_root
 from builder.signing.keyless.verify import verify_keyless
@@ -252,15 +253,31 @@ class KeylessSigned:
         return {"reference": self.target.text, "digest": self.target.digest, **self.write.to_json()}
 
 
+_PREDICATE_HINT = "--predicate names a file holding the predicate alone: one JSON object"
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true/false"}
+_JSON_KINDS[type(None)] = "null"
+
+
 def load_predicate(path: Path) -> dict[str, Any]:
     """The predicate in ``path``: a JSON object. Raises ConfigError (2) when the file is not
-    readable JSON or not an object."""
+    readable JSON, not an object, or a whole in-toto statement (``_type`` one of the statement
+    types: the statement is what builder writes around the predicate, as ``cosign attest
+    --predicate`` expects; https://github.com/in-toto/attestation/blob/main/spec/v1/statement.md)."""
     try:
         body = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"--predicate {path}: not readable JSON ({exc})") from exc
+        raise ConfigError(f"--predicate {path}: not readable JSON ({exc})", hint=_PREDICATE_HINT) from exc
     if not isinstance(body, dict):
-        raise ConfigError(f"--predicate {path}: the predicate must be a JSON object")
+        raise ConfigError(
+            f"--predicate {path}: the predicate must be a JSON object, not {_JSON_KINDS.get(type(body), 'that')}",
+            hint=_PREDICATE_HINT,
+        )
+    if body.get("_type") in STATEMENT_TYPES:
+        raise ConfigError(
+            f"--predicate {path} is a whole in-toto statement (_type {body['_type']})",
+            hint="pass only its `predicate` object; builder writes the statement (subject = the image digest) "
+            "around it",
+        )
     return body
 
 
@@ -294,6 +311,22 @@ def sign_reference(reference: str, signer: Signer, place: Place, *, bundle: bool
     return Signed(target, signer.fingerprint, write, referrer=referrer)
 
 
+def check_predicate_type(predicate_type: str) -> None:
+    """An in-toto ``predicateType`` is a TypeURI
+    (https://github.com/in-toto/attestation/blob/main/spec/v1/predicate.md): ``scheme:rest``, no
+    spaces. Raises ConfigError (2) otherwise, e.g. for cosign's ``--type`` short names
+    (``slsaprovenance``), which cosign expands and builder does not."""
+    scheme, sep, rest = predicate_type.partition(":")
+    scheme_ok = scheme[:1].isalpha() and all(c.isalnum() or c in "+.-" for c in scheme)  # RFC 3986 3.1
+    if sep and rest and scheme_ok and not any(c.isspace() for c in predicate_type):
+        return
+    raise ConfigError(
+        f"--predicate-type {predicate_type!r} is not a URI (in-toto predicate types are TypeURIs)",
+        hint="write the full type, e.g. https://slsa.dev/provenance/v1 or https://cyclonedx.org/bom "
+        "(cosign's short names such as slsaprovenance are not expanded)",
+    )
+
+
 def attest_reference(
     reference: str, predicate_type: str, predicate_file: Path, signer: Signer, place: Place, *, bundle: bool = False
 ) -> Signed:
@@ -301,7 +334,9 @@ def attest_reference(
     the predicate in ``predicate_file`` (:func:`load_predicate`; ``builder.signing.attest``), in the
     legacy ``.att`` tag and, with ``bundle``, the same statement as a Sigstore bundle referrer
     (``builder.signing.bundles.attest_bundle``: cosign 3's format). Raises ConfigError (2) for an
-    unusable predicate file, then as :func:`sign_reference`."""
+    unusable predicate file or a predicate type that is not a URI (:func:`check_predicate_type`),
+    then as :func:`sign_reference`."""
+    check_predicate_type(predicate_type)
     predicate = load_predicate(predicate_file)
     target = place.target(reference)
     client, repo, digest = target.client, target.repository, target.digest
@@ -329,7 +364,9 @@ def keyless_write_reference(
     """``sign --keyless`` (``predicate_type`` None) or ``attest --keyless`` (the predicate in
     ``predicate_file``): legacy layers and a Sigstore bundle referrer for the digest ``reference``
     names, with ``setup``'s identity token and trust config (``builder.signing.keyless.write``).
-    Raises ConfigError (predicate file), SigningError, registry errors."""
+    Raises ConfigError (predicate type or file), SigningError, registry errors."""
+    if predicate_type is not None:
+        check_predicate_type(predicate_type)
     predicate = load_predicate(predicate_file) if predicate_file is not None else {}
     target = place.target(reference)
     token, trust_config, lock_dir = setup.identity_token, setup.trust_config, place.lock_dir

@@ -107,7 +107,7 @@ def verify_image(
         digest,
         require_signature,
         predicate_types,
-        looked_in=f"tag {sig_tag} does not exist and no Sigstore bundle referrer signs it",
+        looked_in=f"no {SIG_SUFFIX} tag, no Sigstore bundle referrer",
     )
     return VerificationReport(ref, repository, digest, tuple(items), tuple(problems), tuple(predicate_types), tag)
 

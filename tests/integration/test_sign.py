@@ -278,6 +278,49 @@ def test_cli_keys_sign_attest_verify(
     assert human.code == 18 and "NOT VERIFIED" in human.stderr and "wrong key" in human.stderr
 
 
+def test_cli_wrong_input_as_a_new_user_types_it(
+    run_cli: SignCli, client: RegistryClient, image: tuple[str, str], tmp_path: Path
+) -> None:
+    """What a new user gets wrong, each a documented exit code with the file or value named and
+    what to do, never a traceback: the wrong half of the key pair, a wrong password, a short
+    digest, a cosign --type short name or a whole statement as the predicate, an unsigned image."""
+    repo, digest = image
+    reg = client.registry
+    pw = {"BUILDER_KEY_PASSWORD": "right"}
+    assert run_cli(["keys", "generate", "--output-dir", "k"], tmp_path, reg, **pw).code == 0
+    (tmp_path / "pred.json").write_text("{}")
+    (tmp_path / "stmt.json").write_text(json.dumps({"_type": "https://in-toto.io/Statement/v1", "predicate": {}}))
+    ref = f"{repo}@{digest}"
+    cases = [
+        (["sign", ref, "--key", "k/builder.pub"], pw, 16, "is a public key; signing needs the private key"),
+        (["sign", ref, "--key", "k/builder.key"], {"BUILDER_KEY_PASSWORD": "wrong"}, 16, "the one the key was"),
+        (["sign", ref, "--key", "k/nope.key"], pw, 16, "k/nope.key does not exist"),
+        (["verify", ref, "--key", "k/builder.key"], {}, 16, "is a private key, not a public key"),
+        (["verify", f"{repo}@{digest[:19]}", "--key", "k/builder.pub"], {}, 2, "copy the whole digest"),
+        (["verify", repo, "--key", "k/builder.pub"], {}, 2, "neither a tag nor a digest"),
+        (["verify", ref, "--key", "k/builder.pub"], {}, 18, "no .sig tag, no Sigstore bundle referrer"),
+        (
+            ["attest", ref, "--key", "k/builder.key", "--predicate-type", "slsaprovenance", "--predicate", "pred.json"],
+            pw,
+            2,
+            "is not a URI",
+        ),
+        (
+            ["attest", ref, "--key", "k/builder.key", "--predicate-type", PTYPE, "--predicate", "stmt.json"],
+            pw,
+            2,
+            "whole in-toto statement",
+        ),
+    ]
+    for args, env, code, words in cases:
+        r = run_cli(args, tmp_path, reg, **env)
+        assert (r.code, "Traceback" in r.stderr) == (code, False), (args, r.stderr)
+        assert words in " ".join(r.stderr.split()) and "hint:" in r.stderr, (args, r.stderr)
+        js = run_cli(["--json", *args], tmp_path, reg, **env)
+        assert json.loads(js.stdout)["error"]["exit_code"] == code
+    assert not [t for t in client.list_tags(repo) if t.startswith("sha256-")]  # nothing was written
+
+
 def test_cli_signers_in_parallel_processes_keep_every_layer(
     run_cli: SignCli, client: RegistryClient, image: tuple[str, str], tmp_path: Path
 ) -> None:

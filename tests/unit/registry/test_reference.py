@@ -66,3 +66,9 @@ def test_sha256_digest_and_join_reference() -> None:
     assert sha256_digest(b"") == "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     assert join_reference("ml/jax", "t") == "ml/jax:t"
     assert join_reference("ml/jax", D) == f"ml/jax@{D}"
+
+
+def test_a_short_digest_is_named_as_such() -> None:
+    """A digest copied short (as `docker images` and tables show it) says what a full one looks like."""
+    with pytest.raises(ConfigError, match=r"is not sha256:<64 hex digits> \(copy the whole digest"):
+        parse_reference(f"ml/jax@{D[:19]}", default_registry=REG)

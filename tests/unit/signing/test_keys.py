@@ -64,6 +64,26 @@ def test_wrong_or_missing_password(tmp_path: Path) -> None:
         load_signer(tmp_path / "nope.key", "x")
 
 
+def test_the_wrong_half_of_a_key_pair_is_named(tmp_path: Path) -> None:
+    """A public key where a private one is needed (sign) and the other way round (verify), a
+    wrong password and a file that is no key: each error says which, and what to pass instead."""
+    key_path, pub_path, _ = generate_key_pair(tmp_path, "right")
+    with pytest.raises(SigningKeyError, match="is a public key; signing needs the private key") as err:
+        load_signer(pub_path, "right")
+    assert "builder.key" in err.value.hint
+    with pytest.raises(SigningKeyError, match="is a private key, not a public key") as err:
+        load_public_keys([key_path])
+    assert ".pub" in err.value.hint
+    junk = tmp_path / "junk.pub"
+    junk.write_text("hello\n")
+    with pytest.raises(SigningKeyError, match="is not a PEM public key") as err:
+        load_public_keys([junk])
+    assert "BEGIN PUBLIC KEY" in err.value.hint
+    with pytest.raises(SigningKeyError, match="wrong password") as err:
+        load_signer(key_path, "wrong")
+    assert "the one the key was generated with" in err.value.hint
+
+
 def test_non_p256_key_is_refused(tmp_path: Path) -> None:
     k = ec.generate_private_key(ec.SECP384R1())
     p = tmp_path / "p384.key"
@@ -76,7 +96,7 @@ def test_non_p256_key_is_refused(tmp_path: Path) -> None:
     pub.write_text(public_pem(k.public_key()))  # type: ignore[arg-type]
     with pytest.raises(SigningKeyError, match="not an ECDSA P-256"):
         load_public_keys([pub])
-    with pytest.raises(SigningKeyError, match="not a PEM public key"):
+    with pytest.raises(SigningKeyError, match="is a private key, not a public key"):
         load_public_keys([p])
 
 

@@ -9,7 +9,7 @@ import pytest
 from builder.errors import ConfigError, SigningKeyError
 from builder.signing.dsse import IN_TOTO_PAYLOAD_TYPE, pae, payload_of_pae
 from builder.signing.keys import new_key_password
-from builder.signing.operations import VerifyRequest, generate_keys, load_predicate
+from builder.signing.operations import VerifyRequest, check_predicate_type, generate_keys, load_predicate
 
 
 def test_verify_request_needs_a_key_or_an_identity() -> None:
@@ -29,8 +29,28 @@ def test_load_predicate(tmp_path: Path) -> None:
     assert load_predicate(good) == {"a": 1}
     with pytest.raises(ConfigError, match="not readable JSON"):
         load_predicate(bad)
-    with pytest.raises(ConfigError, match="must be a JSON object"):
+    with pytest.raises(ConfigError, match="must be a JSON object, not an array") as err:
         load_predicate(array)
+    assert "predicate alone" in err.value.hint
+    statement = tmp_path / "statement.json"  # a whole statement where only its predicate belongs
+    statement.write_text('{"_type": "https://in-toto.io/Statement/v1", "subject": [], "predicate": {}}')
+    with pytest.raises(ConfigError, match="whole in-toto statement") as err:
+        load_predicate(statement)
+    assert "only its `predicate`" in err.value.hint
+
+
+@pytest.mark.parametrize(
+    "ptype", ["https://slsa.dev/provenance/v1", "https://cyclonedx.org/bom", "urn:example:test", "x-y+z.1:a"]
+)
+def test_predicate_type_uris_are_accepted(ptype: str) -> None:
+    check_predicate_type(ptype)
+
+
+@pytest.mark.parametrize("ptype", ["slsaprovenance", "", ":x", "https:", "1http://x", "https://x/a b", "ht tp://x"])
+def test_predicate_type_that_is_not_a_uri_is_refused(ptype: str) -> None:
+    with pytest.raises(ConfigError, match="is not a URI") as err:
+        check_predicate_type(ptype)
+    assert "https://slsa.dev/provenance/v1" in err.value.hint
 
 
 def test_new_key_password() -> None:
