@@ -195,7 +195,7 @@ def inspect_image(
             todo.append(d)
     if todo:
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(PARALLEL_LAYERS, len(todo))) as pool:
-            futures = {pool.submit(read_layer, client, repository, d.digest, d.size): d for d in todo}
+            futures = {pool.submit(read_layer, client, repository, d): d for d in todo}
             for fut in concurrent.futures.as_completed(futures):
                 d = futures[fut]
                 summary = fut.result()

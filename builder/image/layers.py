@@ -12,19 +12,20 @@ reads only its new layers. :func:`merge` applies the layers in order with the OC
 https://github.com/opencontainers/image-spec/blob/v1.1.0/layer.md#whiteouts).
 
 Memory: one read chunk (1 MiB) per stream, a tar block, and the summaries; never a whole layer or file.
-Errors: RegistryError (a blob that does not match its digest, or is not a tar stream), the registry
-client's errors (auth, not found, unavailable).
+Errors: RegistryError (a blob that does not match its size or digest, or is not a tar stream),
+BlobSourceError (a download broken off), the registry client's errors (auth, not found, unavailable).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import posixpath
+import queue
 import tarfile
 import tempfile
+import threading
 from typing import IO, TYPE_CHECKING, Any, cast
 
 import zstandard
@@ -33,14 +34,18 @@ from isal import isal_zlib
 from builder.errors import RegistryError
 from builder.image.elf import GpuCode, scan_stream
 from builder.image.stack import is_stack_file
+from builder.registry.stream import BlobStream
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable
     from pathlib import Path
 
     from builder.registry.client import RegistryClient
+    from builder.registry.manifest import Descriptor
 
 CHUNK = 1 << 20
+#: decompressed chunks a layer's inflate thread may hold ahead of the tar walk (memory: this many MiB)
+PREFETCH = 4
 #: tarfile's stream buffer: it re-slices this buffer on every header read, so it stays small
 TAR_BUFFER = 64 << 10
 #: files the stack is read from are kept up to this size (a dpkg status database can be a few MiB)
@@ -121,44 +126,34 @@ class LayerCache:
         os.replace(tmp, self._path(summary.digest))
 
 
-class _BlobStream:
-    """A registry blob as a file-like ``read(n)``: chunks from the response, hashed as they pass."""
+class _Chunks:
+    """``read(n)`` (at most ``n`` bytes) over :class:`builder.registry.stream.BlobStream`, which hands out
+    the blob in chunks and checks its size and sha256 as the last byte passes (RegistryError, exit 7) and
+    turns a broken download into BlobSourceError (exit 5)."""
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
+    def __init__(self, blob: BlobStream) -> None:
+        self._blob = blob
         self._buf = b""
         self._pos = 0
-        self.hash = hashlib.sha256()
-        self.read_bytes = 0
-
-    def _next(self) -> bytes:
-        for chunk in self._chunks:
-            if chunk:
-                self.hash.update(chunk)
-                self.read_bytes += len(chunk)
-                return chunk
-        return b""
 
     def read(self, n: int = -1) -> bytes:
         if self._pos >= len(self._buf):
-            self._buf, self._pos = self._next(), 0
-        if self._pos == 0 and (n < 0 or n >= len(self._buf)):
-            out, self._buf = self._buf, b""
-            return out
+            self._buf, self._pos = self._blob.read(), 0
         end = len(self._buf) if n < 0 else self._pos + n
         out = self._buf[self._pos : end]
         self._pos += len(out)
         return out
 
     def drain(self) -> None:
-        while self._next():
+        """Read to the end (padding after the compressed stream): the digest check happens there."""
+        while self.read(CHUNK):
             pass
 
 
 class _Decompressed:
     """``read(n)`` of the decompressed layer: gzip (every member), zstd, or plain tar."""
 
-    def __init__(self, raw: _BlobStream) -> None:
+    def __init__(self, raw: _Chunks) -> None:
         self._raw = raw
         head = raw.read(4)
         self._pending = b""
@@ -210,10 +205,70 @@ class _Decompressed:
         return out
 
 
+class _Prefetched:
+    """``read(n)`` of a decompressed layer inflated ahead by a thread (download, sha256 and inflate
+    release the GIL, so they overlap the tar walk and the ELF scan on another core). Bounded: at most
+    :data:`PREFETCH` chunks wait. An error of the thread is raised by the next ``read``."""
+
+    def __init__(self, source: _Decompressed) -> None:
+        self._queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=PREFETCH)
+        self._stop = threading.Event()
+        self._buf = b""
+        self._pos = 0
+        self._done = False
+        self._thread = threading.Thread(target=self._run, args=(source,), name="layer-inflate", daemon=True)
+        self._thread.start()
+
+    def _run(self, source: _Decompressed) -> None:
+        try:
+            while not self._stop.is_set():
+                chunk = source.read(CHUNK)
+                self._put(chunk)
+                if not chunk:
+                    return
+        except Exception as exc:
+            self._put(exc)
+
+    def _put(self, item: bytes | BaseException) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.2)
+            except queue.Full:
+                continue
+            return
+
+    def read(self, n: int = -1) -> bytes:
+        if self._pos >= len(self._buf):
+            if self._done:
+                return b""
+            item = self._queue.get()
+            if isinstance(item, BaseException):
+                self._done = True
+                raise item
+            if not item:
+                self._done = True
+                return b""
+            self._buf, self._pos = item, 0
+        end = len(self._buf) if n < 0 else self._pos + n
+        out = self._buf[self._pos : end]
+        self._pos += len(out)
+        return out
+
+    def finish(self) -> None:
+        """Read what is left (the tar end blocks: they count for the digest) and wait for the thread."""
+        while self.read(CHUNK):
+            pass
+        self._thread.join()
+
+    def stop(self) -> None:
+        """Stop the thread early (an error); it ends at its next chunk."""
+        self._stop.set()
+
+
 class _Prefixed:
     """A stream with bytes already read put back in front (for the zstd reader)."""
 
-    def __init__(self, head: bytes, raw: _BlobStream) -> None:
+    def __init__(self, head: bytes, raw: _Chunks) -> None:
         self._head = head
         self._raw = raw
 
@@ -232,7 +287,7 @@ def _abs(name: str) -> str:
     return "/" if name in ("", ".") else posixpath.normpath("/" + name)
 
 
-def summarize_tar(digest: str, size: int, stream: IO[bytes] | _Decompressed) -> LayerSummary:
+def summarize_tar(digest: str, size: int, stream: IO[bytes] | _Decompressed | _Prefetched) -> LayerSummary:
     """Walk one decompressed layer (``stream.read(n)``) as a tar stream and summarize it. Raises
     RegistryError when it is not a tar stream."""
     paths: list[str] = []
@@ -283,22 +338,23 @@ def summarize_tar(digest: str, size: int, stream: IO[bytes] | _Decompressed) -> 
     )
 
 
-def read_layer(client: RegistryClient, repository: str, digest: str, size: int) -> LayerSummary:
-    """Stream the layer blob ``digest`` of ``repository`` and summarize it; the digest of the bytes
-    received is checked (RegistryError on a mismatch, so nothing wrong is cached)."""
-    resp = client.open_blob(repository, digest)
+def read_layer(client: RegistryClient, repository: str, layer: Descriptor) -> LayerSummary:
+    """Stream the layer blob ``layer`` of ``repository`` and summarize it. Its size and sha256 are
+    checked as it streams (RegistryError, exit 7, so nothing wrong is cached); a download that breaks
+    off is BlobSourceError (exit 5)."""
+    blob = BlobStream(client, repository, layer, chunk=CHUNK)
     try:
-        raw = _BlobStream(resp.iter_content(CHUNK))
-        summary = summarize_tar(digest, size, _Decompressed(raw))
-        raw.drain()  # the tar end blocks and padding count for the digest
-        got = "sha256:" + raw.hash.hexdigest()
-        if digest.startswith("sha256:") and got != digest:
-            raise RegistryError(
-                f"layer {repository}@{digest} from {client.registry} does not match its digest (got {got})"
-            )
-        return dataclasses.replace(summary, size=raw.read_bytes or size)
+        raw = _Chunks(blob)
+        stream = _Prefetched(_Decompressed(raw))
+        try:
+            summary = summarize_tar(layer.digest, layer.size, stream)
+            stream.finish()
+        finally:
+            stream.stop()
+        raw.drain()  # padding after the compressed stream counts for the digest too
+        return summary
     finally:
-        resp.close()
+        blob.close()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -326,3 +326,24 @@ def test_inspect_human_output(cli: Cli, images: dict[str, str]) -> None:
     assert "SASS sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120" in out
     assert "not loaded: the build of another CUDA/ROCm line loads" in out
     assert all(len(line) <= 80 for line in out.splitlines() if not line.lstrip().startswith(("/", "127.0.0.1")))
+
+
+def test_a_layer_cut_off_mid_download_is_an_error_and_never_cached(
+    cli: Cli, images: dict[str, str], registry_address: str, tmp_path: Path
+) -> None:
+    """The registry connection breaks in the middle of a layer (a real proxy cuts it): inspect exits
+    with a registry error naming the layer, no traceback, and caches nothing for that layer; the next
+    run reads it whole."""
+    from tests.faultproxy import Fault, FaultProxy
+
+    state = {"BUILDER_STATE_DIR": str(tmp_path / "state")}
+    with FaultProxy(registry_address) as proxy:
+        ref = images["cu128"].replace(registry_address, proxy.address)
+        proxy.add(Fault("cut", method="GET", path=r"/blobs/sha256:", count=100))
+        broken = cli("inspect", ref, "--no-cache", env=state, code=None)
+        assert broken.code in (5, 7), broken.stderr
+        assert "Traceback" not in broken.stderr
+        assert not list((tmp_path / "state").glob("cache/layers/*.json"))
+        proxy.clear()
+        whole = json.loads(cli("inspect", ref, "--json", env=state).stdout)
+    assert whole["stack"]["cuda_runtime"] == "12.8.90"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import tarfile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pytest
 import zstandard
@@ -19,6 +19,8 @@ from tests import gpu_code
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from builder.registry.stream import BlobStream
 
 
 def _tar(files: dict[str, bytes]) -> bytes:
@@ -31,9 +33,20 @@ def _tar(files: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
+class _Pieces:
+    """A blob handed out in odd-sized pieces, as ``builder.registry.stream.BlobStream.read`` does."""
+
+    def __init__(self, blob: bytes, chunk: int) -> None:
+        self._pieces = iter([blob[i : i + chunk] for i in range(0, len(blob), chunk)])
+
+    def read(self, size: int = -1) -> bytes:
+        del size
+        return next(self._pieces, b"")
+
+
 def _summary(blob: bytes, digest: str = "sha256:x", chunk: int = 7919) -> layers.LayerSummary:
-    chunks = iter([blob[i : i + chunk] for i in range(0, len(blob), chunk)])
-    return summarize_tar(digest, len(blob), layers._Decompressed(layers._BlobStream(chunks)))
+    raw = layers._Chunks(cast("BlobStream", _Pieces(blob, chunk)))
+    return summarize_tar(digest, len(blob), layers._Decompressed(raw))
 
 
 @pytest.fixture(scope="module")
