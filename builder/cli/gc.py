@@ -34,7 +34,9 @@ def gc(confirm: bool, globs: tuple[str, ...], policy_file: Path | None) -> None:
 
     Keeps every digest a stage holds, its promotion history names (rollback targets) or a kept
     tag names; ages and retention come from the policy's `retention:` (content_tags 30d,
-    pending_tags 1h by default). Signatures and attestations of deleted digests go with them.
+    pending_tags 1h by default). Signatures, attestations and Sigstore bundle referrers of
+    deleted digests go with them, and those of a deleted index's platform manifests unless a
+    kept index shares that platform.
     """
     from builder.promote.gc import collect_garbage
 
