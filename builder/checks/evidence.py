@@ -395,6 +395,7 @@ class EvidenceRun:
             "ranks_detail": doc.get("ranks_detail") or [],
             "oversubscribed": doc.get("oversubscribed") or [],
             "device_order": doc.get("device_order"),
+            "warnings": [str(w) for w in doc.get("warnings") or []],
             "allreduce_correct": doc.get("allreduce_correct"),
             "rows": doc.get("rows") or [],
             "busbw_gbps": busbw,

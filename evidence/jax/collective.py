@@ -57,6 +57,9 @@ def launch():
         env = dict(os.environ, BUILDER_RANK=str(rank), BUILDER_WORLD=str(ranks), BUILDER_PORT=str(port),
                    BUILDER_BIND=bind[rank], BUILDER_VENDOR=vendor)
         if vendor == "nvidia":
+            # CUDA's default order (FASTEST_FIRST) can differ from nvidia-smi's (PCI bus order): bind
+            # by bus order so index i is nvidia-smi's GPU i, the one the topology describes
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             env["CUDA_VISIBLE_DEVICES"] = bind[rank]
         elif vendor == "amd":
             env["HIP_VISIBLE_DEVICES"] = bind[rank]
@@ -78,12 +81,17 @@ def launch():
     shared = sorted({d for d in identities if identities.count(d) > 1})
     order = os.environ.get("CUDA_DEVICE_ORDER") or ("FASTEST_FIRST (default)" if vendor == "nvidia" else None)
     bus_order = [b for _, b, _ in gpus]
+    if vendor == "nvidia" and order != "PCI_BUS_ID":
+        doc.setdefault("warnings", []).append(
+            f"CUDA_DEVICE_ORDER is {order} in the image: CUDA device i may not be nvidia-smi's GPU i; "
+            "the ranks were bound with CUDA_DEVICE_ORDER=PCI_BUS_ID"
+        )
     doc.update({
         "backend": results[0]["backend"],
         "ranks_detail": [{k: r[k] for k in ("rank", "device", "bind", "cpus", "platform", "kind")} for r in results],
         "oversubscribed": shared,
-        "device_order": {"cuda_device_order": order, "bus_ids": bus_order,
-                         "pci_bus_order": bus_order == sorted(bus_order)},
+        "device_order": {"cuda_device_order": order, "bound_by": "PCI_BUS_ID" if vendor == "nvidia" else None,
+                         "bus_ids": bus_order, "pci_bus_order": bus_order == sorted(bus_order)},
         "allreduce_correct": all(r["correct"] for r in results),
         "rows": results[0]["rows"],
         "busbw_gbps": max(row["busbw_gbps"] for row in results[0]["rows"]),
