@@ -67,6 +67,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "fleet": ("builder.cli.fleet:fleet", "Re-check the digests in every stage against the current fleet files."),
     "gc": ("builder.cli.gc:gc", "Delete old pending and content tags no stage needs (dry run by default)."),
+    "ledger": ("builder.cli.ledger:ledger", "Verify the audit ledger's hash chain against the registry."),
     # whole pipeline
     "run": ("builder.cli.run:run", "Render, build, sign, check and promote: the whole pipeline."),
     "doctor": ("builder.cli.doctor:doctor", "Check that the engine, buildx, registry and cosign are reachable."),

@@ -48,6 +48,7 @@ DOCUMENTS: dict[str, str] = {
     "resolve": "builder.promote.model:ResolveDocument",
     "fleet audit": "builder.promote.audit:FleetAuditDocument",
     "gc": "builder.promote.gc:GcDocument",
+    "ledger verify": "builder.promote.ledger_check:LedgerVerifyDocument",
     "build": "builder.build.run:BuildDocument",
     "bases update": "builder.bases:BasesUpdateDocument",
     "run": "builder.pipeline:RunDocument",

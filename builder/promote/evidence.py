@@ -21,7 +21,6 @@ from builder.promote.model import UNSET
 from builder.promote.pool import Task, map_parallel, parallel
 from builder.promote.referrers import INDEX_KEY, lacks_referrers_api, referrers
 from builder.registry import fallback_tag
-from builder.signing.approvals import approval_suffix
 from builder.signing.bundles import key_bundle_items
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
 from builder.signing.verifiers import verifiers_for
@@ -82,6 +81,8 @@ def approver_suffixes(ctx: PromotionContext) -> tuple[str, ...]:
     """The tag suffixes of the policy's approvers' own approval manifests
     (``builder.signing.approvals.approval_suffix``: each approver writes only its own, so
     concurrent approvals never overwrite each other); read next to ``.sig``/``.att``."""
+    from builder.signing.approvals import approval_suffix  # not at import: queries never need signing.attest
+
     return tuple(approval_suffix(a.key.fingerprint) for a in ctx.policy.approvers if a.key.fingerprint)
 
 

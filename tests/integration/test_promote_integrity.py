@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
+import json
 from typing import TYPE_CHECKING
 
 import pytest
@@ -42,6 +44,8 @@ from tests.integration.test_promote_support import device_check, make_keys, writ
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from tests.conftest import Cli
 
 world = test_promote.world  # the shared fixture of the promotion tests
 
@@ -391,3 +395,46 @@ def approver_of(w: World, descriptor: dict[str, object]) -> str:
         return str(json.loads(base64.b64decode(env["payload"])).get("predicate", {}).get("approver", {}).get("name"))
     except (ValueError, KeyError, TypeError, AttributeError):
         return ""
+
+
+def test_ledger_verify_checks_the_chain_and_the_registry(
+    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str
+) -> None:
+    """`builder ledger verify`: agrees after two promotions; the attacks (a ledger row edited with
+    its trigger dropped, a record deleted from the registry) each exit 33 naming the row."""
+    import sqlite3
+
+    from builder.registry import canonical_json
+    from builder.signing.layer import ATT_SUFFIX, signature_tag
+    from tests.integration.test_promote_cli import VARIANT as CLI_VARIANT
+    from tests.integration.test_promote_cli import _build, _project
+
+    project = _project(tmp_path / "p", registry_address, unique_repo)
+    run = functools.partial(cli, cwd=project, env={"HOME": str(project)})
+    _build(project, registry_address, unique_repo, b"ledger one")
+    run("promote", CLI_VARIANT, "--to", "dev", "--confirm")
+    d2 = _build(project, registry_address, unique_repo, b"ledger two")
+    run("promote", CLI_VARIANT, "--to", "dev", "--confirm")
+    ok = run("ledger", "verify", "--json").json()
+    assert (ok["rows"], ok["checked"], ok["chain"], ok["registry"]) == (2, 2, [], [])
+    assert "confirmed by the registry" in run("ledger", "verify").stderr
+
+    # the registry loses d2's record (someone with push rights rewrote its .att)
+    client = RegistryClient(registry_address, insecure=True)
+    att = signature_tag(d2, ATT_SUFFIX)
+    m = client.get_manifest(unique_repo, att)
+    kept = [d for d in m.json["layers"] if "promotion" not in json.dumps(d.get("annotations") or {})]
+    client.put_manifest(unique_repo, att, canonical_json({**m.json, "layers": kept}), m.media_type)
+    err = run("ledger", "verify", "--json", code=33).json()["error"]
+    assert err["kind"] == "ledger" and "row 2" in err["message"] and "holds no record" in err["message"]
+
+    # a ledger row edited (the append-only trigger dropped first)
+    db = sqlite3.connect(project / "state" / "ledger.sqlite")
+    names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
+    for name in names:
+        db.execute(f"DROP TRIGGER {name}")
+    db.execute("UPDATE records SET ticket = 'forged' WHERE seq = 1")
+    db.commit()
+    db.close()
+    err = run("ledger", "verify", "--json", code=33).json()["error"]
+    assert "row 1: content does not match its hash (edited)" in err["message"]

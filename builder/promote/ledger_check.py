@@ -1,0 +1,113 @@
+"""``builder ledger verify``: the local audit ledger's hash chain, and its agreement with the
+registry's signed records.
+
+Each ledger row of an applied promotion or rollback names the ``.att`` layer of the signed
+``promotion/v1`` record it wrote (``attestation``). The check recomputes the ledger's hash chain
+(``Ledger.verify``: an edited, removed or reordered row) and, for every such row, reads the
+record from the registry (``records.records_on`` on the row's digest in the stage pointer's
+repository): it must be there, verify, and be signed by a key the policy trusts for the stage.
+A record deleted from the registry, or replaced, is named with its row.
+
+Errors: LedgerError (33) when any problem is found (``details['problems']``); registry errors
+(5-7) propagate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from typing_extensions import TypedDict
+
+from builder.errors import BuilderError, LedgerError
+from builder.promote.model import Location
+from builder.promote.pool import map_parallel
+from builder.promote.records import records_on
+
+if TYPE_CHECKING:
+    from builder.ledger import Ledger, LedgerRecord
+    from builder.promote.context import PromotionContext
+
+
+class LedgerVerifyDocument(TypedDict):
+    """``builder ledger verify --json``: the ``ledger`` file, ``rows`` read, ``checked`` (rows
+    whose registry record was read), and every problem: ``chain`` (the hash chain) and
+    ``registry`` (rows the registry's records do not confirm), each a sentence naming the row."""
+
+    ledger: str
+    rows: int
+    checked: int
+    chain: list[str]
+    registry: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class LedgerReport:
+    """The result of :func:`verify_ledger` (see :class:`LedgerVerifyDocument`)."""
+
+    ledger: str
+    rows: int
+    checked: int
+    chain: tuple[str, ...]
+    registry: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.chain and not self.registry
+
+    def to_json(self) -> LedgerVerifyDocument:
+        return {
+            "ledger": self.ledger,
+            "rows": self.rows,
+            "checked": self.checked,
+            "chain": list(self.chain),
+            "registry": list(self.registry),
+        }
+
+    def raise_for_problems(self) -> None:
+        """LedgerError (exit 33) listing every problem; nothing when the ledger agrees."""
+        if self.ok:
+            return
+        problems = [*self.chain, *self.registry]
+        raise LedgerError(
+            f"ledger {self.ledger}: {len(problems)} problem(s):\n" + "\n".join(f"  {p}" for p in problems),
+            hint="the ledger is append-only: never edit it; a record missing from the registry was deleted "
+            "or replaced there (`builder history VARIANT --stage STAGE` shows what the registry holds)",
+            problems=problems,
+            report=self.to_json(),
+        )
+
+
+def pointer_location(reference: str) -> Location:
+    """``registry/repository:tag`` (a ledger row's ``reference``) as a Location."""
+    registry, _, rest = reference.partition("/")
+    repository, _, tag = rest.rpartition(":")
+    return Location(registry, repository, tag or None)
+
+
+def _check_row(ctx: PromotionContext, row: LedgerRecord) -> str | None:
+    loc = pointer_location(row.reference)
+    try:
+        on = records_on(ctx, loc, row.digest, row.stage)
+    except BuilderError as exc:
+        return f"row {row.seq} ({row.action} {row.variant} -> {row.stage}): the registry cannot be read: {exc.message}"
+    if any(r.layer == row.attestation for r in on.records):
+        return None
+    where = f"row {row.seq} ({row.time} {row.action} {row.digest[:19]}… -> {row.reference})"
+    if on.foreign:
+        return f"{where}: its record {row.attestation} is not among the trusted records there ({'; '.join(on.foreign)})"
+    return f"{where}: the registry holds no record {row.attestation} (deleted or replaced)"
+
+
+def verify_ledger(ctx: PromotionContext, ledger: Ledger, path: str) -> LedgerReport:
+    """Check ``ledger`` (the file at ``path``) against itself and the registry (module docstring)."""
+    rows = ledger.records()
+    applied = [r for r in rows if r.action in ("promote", "rollback") and r.allowed and r.attestation]
+    found = map_parallel(lambda r: _check_row(ctx, r), applied)
+    return LedgerReport(
+        path,
+        len(rows),
+        len(applied),
+        tuple(ledger.verify()),
+        tuple(p for p in found if p is not None),
+    )
