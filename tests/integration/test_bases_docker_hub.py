@@ -1,7 +1,8 @@
 """``builder bases update`` for Docker Hub bases, as the shipped matrices name them
 (``nvidia/cuda:...``, ``ubuntu:24.04``): short names are Docker Hub's, reached either
 
-- through a site mirror map (``{"docker.io": "<mirror>/hub"}``) on the configured registry, or
+- through a site mirror map (``{"docker.io": "<mirror>/hub"}``): an open registry and a
+  password-protected one (credentials only in ``DOCKER_CONFIG``), or
 - on ``docker.io`` itself, whose endpoint (``registry-1.docker.io``, tokens from
   ``auth.docker.io``) is overridden by ``registry_endpoints`` to a loopback registry with token
   auth standing in for it (tests/registries.py); the credentials are Docker Hub's
@@ -148,3 +149,31 @@ def test_unreachable_docker_hub_says_how_to_use_a_mirror(cli: Cli, tmp_path: Pat
     err = cli("-C", str(tmp_path), "bases", "update", "--json", code=5).json()["error"]
     assert err["message"].startswith("base ") and "127.0.0.1:1" in err["message"]
     assert "mirror_map" in err["hint"] and "registry_endpoints" in err["hint"] and "docker.io" in err["hint"]
+
+
+@pytest.fixture(scope="module")
+def basic_mirror(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthRegistry]:
+    """A password-protected (htpasswd) registry: a site's mirror of Docker Hub."""
+    with auth_registry(tmp_path_factory.mktemp("mirror"), "basic", "mirror-user", "mirror-pass") as reg:
+        yield reg
+
+
+def test_docker_hub_bases_through_an_authenticated_mirror(cli: Cli, basic_mirror: AuthRegistry, tmp_path: Path) -> None:
+    client = RegistryClient(
+        basic_mirror.address, insecure=True, auth=Credential(basic_mirror.user, basic_mirror.password)
+    )
+    tag = CUDA.split(":")[1]
+    push_base(client, "hub/nvidia/cuda", tag, CUDA_ENV_OLD)
+    push_base(client, "hub/library/ubuntu", "24.04", ["PATH=/usr/bin"])
+    (tmp_path / "mirrors.json").write_text(json.dumps({"docker.io": f"{basic_mirror.address}/hub"}))
+    write_project(tmp_path, 'registry = "127.0.0.1:1"\nmirror_map = "mirrors.json"\n')
+    env = {"DOCKER_CONFIG": str(basic_mirror.docker_config(tmp_path / "docker"))}
+
+    def repush() -> None:
+        push_base(client, "hub/nvidia/cuda", tag, CUDA_ENV_NEW)
+
+    assert_lock_and_diff(cli, tmp_path, repush, f"{basic_mirror.address}/hub", env)
+    # the wrong password: the auth exit code, naming the mirror and the Docker config
+    bad = {"DOCKER_CONFIG": str(basic_mirror.docker_config(tmp_path / "bad", password="wrong"))}
+    denied = cli("-C", str(tmp_path), "bases", "update", env=bad, code=6)
+    assert basic_mirror.address in denied.stderr and "config.json" in denied.stderr
