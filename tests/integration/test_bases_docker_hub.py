@@ -9,8 +9,10 @@
   ``https://index.docker.io/v1/`` entry, as ``docker login`` writes them.
 
 Both write the lock and show the change of a re-pushed tag's ``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION``
-and cuDNN/NCCL env (the Env values are those of NVIDIA's dist/12.8.1/ubuntu2404 runtime/cudnn
-Dockerfiles: https://gitlab.com/nvidia/container-images/cuda/-/tree/master/dist/12.8.1/ubuntu2404).
+and cuDNN/NCCL env. The variable names are the ones NVIDIA's base/runtime/cudnn Dockerfiles set
+(https://gitlab.com/nvidia/container-images/cuda/-/tree/master/dist); the values are in their format
+(``NV_CUDNN_VERSION=9.7.0.66-1`` in dist/12.8.0/ubuntu2404) but stand for any release: the images
+here are pushed by the test, since Docker Hub is not reachable from the test machines.
 """
 
 from __future__ import annotations
