@@ -1,13 +1,16 @@
 """A blob read from one registry as the body of an upload to another: the source's GET is piped
-into the destination's PUT one chunk at a time, so a copy holds at most one chunk of the blob in
-memory and never writes it to disk.
+into the destination's PUT a chunk at a time, so a copy holds a few chunks of the blob in memory
+(never the blob) and never writes it to disk.
 
 Shape: :class:`BlobStream` is a file-like request body (``read``, ``__len__``, ``__iter__``)
 that ``requests`` sends with ``Content-Length`` set to the descriptor's size (a monolithic
 upload PUT with known length: distribution-spec v1.1 "Pushing a blob monolithically",
 https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-a-blob-monolithically;
 ``requests`` streams any body with ``read`` and sizes it with ``len()``:
-https://requests.readthedocs.io/en/latest/user/advanced/#streaming-uploads).
+https://requests.readthedocs.io/en/latest/user/advanced/#streaming-uploads). A reader thread
+receives (and hashes) up to ``AHEAD_CHUNKS`` chunks ahead of the sender, so the download and the
+upload both keep moving instead of taking turns (about 10 % faster between two loopback
+registries on a loaded 2-core machine, medians of 8 interleaved copies of 4 x 96 MiB).
 Errors: :class:`BlobSourceError` (a RegistryUnavailableError, exit 5) when the source stops
 answering in the middle of a blob; ``RegistryError`` (exit 7) when the bytes read do not have
 the descriptor's size or digest. Both are raised from ``read`` and so end the upload request
@@ -17,6 +20,8 @@ before the registry can store anything.
 from __future__ import annotations
 
 import hashlib
+import queue
+import threading
 from typing import TYPE_CHECKING, Protocol
 
 from builder.errors import RegistryError, RegistryUnavailableError
@@ -28,9 +33,11 @@ if TYPE_CHECKING:
 
     from builder.registry.manifest import Descriptor
 
-#: Bytes read from the source (and sent to the destination) at a time: one of these per stream is
-#: the whole of a copy's blob memory.
+#: Bytes read from the source (and sent to the destination) at a time.
 CHUNK_BYTES = 1 << 20
+#: Chunks the reader may hold ahead of the sender: a stream's blob memory is about
+#: ``(AHEAD_CHUNKS + 2) * CHUNK_BYTES`` (the queue, the chunk being sent, the one being read).
+AHEAD_CHUNKS = 2
 
 
 class BlobSource(Protocol):
@@ -51,20 +58,27 @@ class BlobSourceError(RegistryUnavailableError):
 class BlobStream:
     """``src/repository@desc.digest`` as an upload body of exactly ``desc.size`` bytes.
 
-    The GET is opened on the first ``read`` (so a body that is never sent opens nothing);
-    ``seek(0)`` (what a sender does before sending a body again) starts the read over with a new
-    GET when bytes were already taken. ``sha256`` is checked as the last byte passes. Not
-    thread-safe: one stream feeds one request."""
+    The GET is opened (by a reader thread) on the first ``read``, so a body that is never sent
+    opens nothing; ``seek(0)`` (what a sender does before sending a body again) starts over with
+    a new GET when bytes were already taken. The size and sha256 are checked as the last byte
+    passes. One stream feeds one request: ``read`` is called from one thread."""
 
-    def __init__(self, src: BlobSource, repository: str, desc: Descriptor, *, chunk: int = CHUNK_BYTES) -> None:
+    def __init__(
+        self,
+        src: BlobSource,
+        repository: str,
+        desc: Descriptor,
+        *,
+        chunk: int = CHUNK_BYTES,
+        ahead: int = AHEAD_CHUNKS,
+    ) -> None:
         self.src = src
         self.repository = repository
         self.desc = desc
         self.chunk = chunk
+        self.ahead = max(1, ahead)
         self.sent = 0  # bytes handed out since the last (re)start
-        self._resp: requests.Response | None = None
-        self._chunks: Iterator[bytes] | None = None
-        self._hash = hashlib.sha256()
+        self._pass: _Pass | None = None
 
     def __len__(self) -> int:
         return self.desc.size
@@ -83,57 +97,113 @@ class BlobStream:
         byte was read). Raises ValueError for any other position."""
         if offset != 0 or whence != 0:
             raise ValueError("a streamed blob can only be restarted from its first byte")
-        if self.sent or self._resp is not None:
+        if self._pass is not None:
             self.close()
             self.sent = 0
-            self._hash = hashlib.sha256()
         return 0
 
     def read(self, size: int = -1) -> bytes:
         """The next piece of the blob: up to ``chunk`` bytes whatever ``size`` asks (senders read
         until ``b""``; handing on the pieces as they came avoids copying them); ``b""`` at the
-        end, once the size and digest were checked."""
-        import requests
-
+        end, once the size and digest were checked. Raises what the reader met."""
         del size
-        if self._chunks is None:
-            self._resp = self.src.open_blob(self.repository, self.desc.digest)
-            self._chunks = self._resp.iter_content(chunk_size=self.chunk)
-        try:
-            data = next(self._chunks, b"")
-        except (requests.RequestException, OSError) as exc:
-            raise BlobSourceError(
-                f"registry {self.src.registry} stopped sending {self.where} after {self.sent} of "
-                f"{self.desc.size} bytes: {type(exc).__name__}",
-                hint="the copy is tried again from the start; if it keeps failing, check the source registry",
-                registry=self.src.registry,
-            ) from exc
-        if not data:
-            self._finish()
-            return b""
-        self.sent += len(data)
-        if self.sent > self.desc.size:
-            raise self._mismatch(f"is longer than the {self.desc.size} bytes its descriptor says")
-        self._hash.update(data)
-        return data
-
-    def _finish(self) -> None:
-        if self.sent != self.desc.size:
-            raise self._mismatch(f"ended after {self.sent} of the {self.desc.size} bytes its descriptor says")
-        got = "sha256:" + self._hash.hexdigest()
-        if self.desc.digest.startswith("sha256:") and got != self.desc.digest:
-            raise self._mismatch(f"hashes to {got}")
-
-    def _mismatch(self, what: str) -> RegistryError:
-        return RegistryError(
-            f"blob {self.where} {what} when read",
-            hint="the source registry serves other bytes than the digest names; do not copy from it",
-            registry=self.src.registry,
-        )
+        if self._pass is None:
+            self._pass = _Pass(self)
+            self._pass.start()
+        item = self._pass.take()
+        if isinstance(item, BaseException):
+            raise item
+        self.sent += len(item)
+        return item
 
     def close(self) -> None:
-        """Close the source response (its connection returns to the pool only when fully read)."""
-        if self._resp is not None:
-            self._resp.close()
-        self._resp = None
-        self._chunks = None
+        """Stop the reader and close the source response (a reader blocked in a receive ends
+        with it; it never hands anything on after this)."""
+        if self._pass is not None:
+            self._pass.cancel()
+        self._pass = None
+
+
+class _Pass(threading.Thread):
+    """One read of the blob from its first byte, ``ahead`` chunks in front of the sender: each
+    chunk, then ``b""`` after the last (size and digest checked), or the error that ended it."""
+
+    def __init__(self, stream: BlobStream) -> None:
+        super().__init__(name=f"blob-read-{stream.desc.digest[7:19]}", daemon=True)
+        self.stream = stream
+        self.items: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=stream.ahead)
+        self.stopped = threading.Event()
+        self.resp: requests.Response | None = None
+        self.guard = threading.Lock()
+
+    def take(self) -> bytes | BaseException:
+        return self.items.get()
+
+    def cancel(self) -> None:
+        self.stopped.set()
+        with self.guard:
+            resp, self.resp = self.resp, None
+        if resp is not None:
+            resp.close()
+
+    def run(self) -> None:
+        try:
+            self._read()
+        except BaseException as exc:  # handed to the sender's read(), which raises it
+            self._put(exc)
+
+    def _read(self) -> None:
+        import requests
+
+        s = self.stream
+        resp = s.src.open_blob(s.repository, s.desc.digest)
+        with self.guard:
+            if self.stopped.is_set():
+                resp.close()
+                return
+            self.resp = resp
+        h = hashlib.sha256()
+        n = 0
+        try:
+            for data in resp.iter_content(chunk_size=s.chunk):
+                n += len(data)
+                if n > s.desc.size:
+                    raise _mismatch(s, f"is longer than the {s.desc.size} bytes its descriptor says")
+                h.update(data)
+                if not self._put(data):
+                    return
+        except (requests.RequestException, OSError) as exc:
+            if self.stopped.is_set():
+                return
+            raise BlobSourceError(
+                f"registry {s.src.registry} stopped sending {s.where} after {n} of {s.desc.size} bytes: "
+                f"{type(exc).__name__}",
+                hint="the copy is tried again from the start; if it keeps failing, check the source registry",
+                registry=s.src.registry,
+            ) from exc
+        finally:
+            resp.close()  # after the last chunk (the sender still has the ones queued) or on an error
+        if n != s.desc.size:
+            raise _mismatch(s, f"ended after {n} of the {s.desc.size} bytes its descriptor says")
+        got = "sha256:" + h.hexdigest()
+        if s.desc.digest.startswith("sha256:") and got != s.desc.digest:
+            raise _mismatch(s, f"hashes to {got}")
+        self._put(b"")
+
+    def _put(self, item: bytes | BaseException) -> bool:
+        """Hand ``item`` on, waiting while the queue is full; False once cancelled."""
+        while not self.stopped.is_set():
+            try:
+                self.items.put(item, timeout=0.2)
+            except queue.Full:
+                continue
+            return True
+        return False
+
+
+def _mismatch(s: BlobStream, what: str) -> RegistryError:
+    return RegistryError(
+        f"blob {s.where} {what} when read",
+        hint="the source registry serves other bytes than the digest names; do not copy from it",
+        registry=s.src.registry,
+    )

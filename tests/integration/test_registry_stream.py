@@ -11,12 +11,14 @@ import pytest
 
 from builder.errors import RegistryError
 from builder.registry import CopyStats, Descriptor, DockerCredentials, RegistryClient, copy_image, verify_complete
-from builder.registry.stream import CHUNK_BYTES
+from builder.registry.stream import AHEAD_CHUNKS, CHUNK_BYTES
 from tests import registries
 from tests.faultproxy import Fault, FaultProxy
 from tests.integration.test_registry import push_image
 
 MIB = 1024 * 1024
+#: What one stream may hold: the chunks read ahead, the one being sent, the one being received.
+PER_STREAM = (AHEAD_CHUNKS + 2) * CHUNK_BYTES
 
 
 @pytest.fixture
@@ -36,9 +38,9 @@ def other(registry_address: str) -> RegistryClient:
 def test_a_copy_holds_one_chunk_per_stream_not_the_blob(
     source: RegistryClient, other: RegistryClient, unique_repo: str
 ) -> None:
-    """Three 8 MiB layers copied: Python's peak allocation stays near the streams' chunks (at most
-    two per stream: the one being sent and the one urllib3 is reading), far below the 24 MiB a
-    whole-blob buffer per layer (as the spooled copy held up to 64 MiB) would take."""
+    """Three 8 MiB layers copied at once: Python's peak allocation stays near the streams' chunks
+    (``PER_STREAM`` each), below the 24 MiB a whole-blob buffer per layer (as the spooled copy held
+    up to 64 MiB) would take."""
     digest = push_image(source, unique_repo, layers=3, size=8 * MIB)
     stats = CopyStats()
     tracemalloc.start()
@@ -48,7 +50,7 @@ def test_a_copy_holds_one_chunk_per_stream_not_the_blob(
     finally:
         tracemalloc.stop()
     assert stats.copied == 4 and stats.copied_bytes > 24 * MIB
-    assert peak < 3 * 2 * CHUNK_BYTES + 2 * MIB, f"peak Python allocation {peak / MIB:.1f} MiB"
+    assert peak < 3 * PER_STREAM + 2 * MIB, f"peak Python allocation {peak / MIB:.1f} MiB"
     assert other.resolve(unique_repo + "-s", "s") == digest
     assert verify_complete(other, unique_repo + "-s", digest) == []
 
@@ -57,7 +59,7 @@ def test_copy_streams_bounds_the_streams_at_once(
     source: RegistryClient, registry_address: str, unique_repo: str
 ) -> None:
     """``copy_streams=1``: the layers are streamed one after another, so one stream's chunks are
-    the most a copy holds (four 4 MiB layers at once would hold four times as much)."""
+    the most a copy holds (four 4 MiB layers held whole would be 16 MiB)."""
     host, port = registry_address.rsplit(":", 1)
     if host != "127.0.0.1":
         pytest.skip("needs the registry on 127.0.0.1 to address it as localhost too")
@@ -69,7 +71,7 @@ def test_copy_streams_bounds_the_streams_at_once(
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 2 * CHUNK_BYTES + 2 * MIB, f"peak Python allocation {peak / MIB:.1f} MiB"
+    assert peak < PER_STREAM + 2 * MIB, f"peak Python allocation {peak / MIB:.1f} MiB"
     assert one.resolve(unique_repo + "-1", "one") == digest
 
 
