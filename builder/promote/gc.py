@@ -7,7 +7,8 @@ What may go (docs/promotion.md, Retention):
 - content tags ``<variant-id>-<hash12>`` older than ``retention.content_tags`` (default 30 d)
   whose digest no stage holds, no stage's history names (each trusted record's ``digest`` and
   ``previous``, so every rollback target) and no kept tag names;
-- with each deleted digest, its evidence tags ``sha256-<hex>.sig`` / ``.att``, the referrers
+- with each deleted digest, its evidence tags ``sha256-<hex>.sig`` / ``.att`` (any
+  ``sha256-<hex>.<kind>``: ``.sbom``, approvals), the referrers
   fallback index ``sha256-<hex>`` and the referrer manifests it (or the referrers API) lists
   (Sigstore bundles, cosign 3's format); with a deleted index, the same evidence of each of its
   platform manifests (each is signed: ``builder.signing.sign.sign_image``) unless a kept manifest
@@ -57,8 +58,11 @@ if TYPE_CHECKING:
 PENDING_PREFIX = "pending-"
 """The prefix of a build's pending tag (``builder.build.plan.PENDING_PREFIX``)."""
 
-EVIDENCE_TAG = re.compile(r"^sha256-([0-9a-f]{64})(\.sig|\.att)?$")
-"""``sha256-<hex>`` (referrers fallback index), ``.sig`` (signatures), ``.att`` (attestations)."""
+EVIDENCE_TAG = re.compile(r"^sha256-([0-9a-f]{64})(\.[\w.-]+)?$")
+"""A tag about a digest by cosign's naming (``sha256-<hex>.<kind>``,
+https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md): ``sha256-<hex>`` (referrers
+fallback index), ``.sig`` (signatures), ``.att`` (attestations), ``.sbom``, and any other kind such
+as an approver's own ``.approval-<key16>.att`` (``builder.signing.approvals``)."""
 
 Kind = Literal["pending", "content", "evidence"]
 
@@ -511,6 +515,6 @@ def _evidence_reason(subject: str, subjects: dict[str, str]) -> str:
 
 
 def _subject_of(evidence_tag: str) -> str:
-    """``sha256-<hex>[.sig|.att]`` -> ``sha256:<hex>``."""
+    """``sha256-<hex>[.<kind>]`` -> ``sha256:<hex>``."""
     m = EVIDENCE_TAG.match(evidence_tag)
     return f"sha256:{m.group(1)}" if m else ""

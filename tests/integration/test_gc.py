@@ -291,11 +291,15 @@ def test_a_deleted_index_takes_its_platform_signatures_and_bundles_but_not_a_sha
     }
     for d in (doomed, kept, p1, ps, other["digest"]):
         assert fallback_tag(d) + ".sig" in client.list_tags(repo)
+    # evidence of other kinds under cosign's tag convention (an SBOM, an approver's own tag)
+    for suffix in (".sbom", ".approval-0123456789abcdef.att"):
+        push_dated(client, repo, [fallback_tag(doomed) + suffix], created=None, layers=[layer()])
 
     dry = run_gc(cli, env, project)
     [report] = dry["repositories"]
     going = {t["tag"] for t in report["tags"] if t["delete"]}
     doomed_evidence = {f"{fallback_tag(d)}{s}" for d in (doomed, p1) for s in (".sig", "")}
+    doomed_evidence |= {f"{fallback_tag(doomed)}{s}" for s in (".sbom", ".approval-0123456789abcdef.att")}
     assert going == {old_tag} | doomed_evidence
     reasons = {t["tag"]: t["reason"] for t in report["tags"]}
     assert reasons[f"{fallback_tag(p1)}.sig"] == f"evidence of platform {p1[:19]} of deleted index {doomed[:19]}"
