@@ -79,6 +79,7 @@ class BlobStream:
         self.ahead = max(1, ahead)
         self.sent = 0  # bytes handed out since the last (re)start
         self._pass: _Pass | None = None
+        self._done = False  # b"" was handed out (the blob is complete)
 
     def __len__(self) -> int:
         return self.desc.size
@@ -100,6 +101,7 @@ class BlobStream:
         if self._pass is not None:
             self.close()
             self.sent = 0
+            self._done = False
         return 0
 
     def read(self, size: int = -1) -> bytes:
@@ -107,6 +109,8 @@ class BlobStream:
         until ``b""``; handing on the pieces as they came avoids copying them); ``b""`` at the
         end, once the size and digest were checked. Raises what the reader met."""
         del size
+        if self._done:
+            return b""
         if self._pass is None:
             self._pass = _Pass(self)
             self._pass.start()
@@ -114,6 +118,7 @@ class BlobStream:
         if isinstance(item, BaseException):
             raise item
         self.sent += len(item)
+        self._done = not item
         return item
 
     def close(self) -> None:

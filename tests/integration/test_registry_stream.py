@@ -10,8 +10,16 @@ from typing import Literal
 import pytest
 
 from builder.errors import RegistryError
-from builder.registry import CopyStats, Descriptor, DockerCredentials, RegistryClient, copy_image, verify_complete
-from builder.registry.stream import AHEAD_CHUNKS, CHUNK_BYTES
+from builder.registry import (
+    CopyStats,
+    Descriptor,
+    DockerCredentials,
+    RegistryClient,
+    copy_image,
+    sha256_digest,
+    verify_complete,
+)
+from builder.registry.stream import AHEAD_CHUNKS, CHUNK_BYTES, BlobStream
 from tests import registries
 from tests.faultproxy import Fault, FaultProxy
 from tests.integration.test_registry import push_image
@@ -162,3 +170,21 @@ def test_a_streamed_copy_into_a_password_protected_registry(
         assert stats.copied == 3
         assert dst.resolve(unique_repo, "pw") == digest
         assert verify_complete(dst, unique_repo, digest) == []
+
+
+def test_a_stream_ends_once_and_restarts_from_its_first_byte(source: RegistryClient, unique_repo: str) -> None:
+    """What a sender relies on: ``b""`` after the last byte (and after that), ``seek(0)`` starts
+    over with a new GET, and closing in the middle stops the reader."""
+    digest = push_image(source, unique_repo, layers=1, size=3 * MIB + 17)
+    layer = source.get_manifest(unique_repo, digest).layers[0]
+    stream = BlobStream(source, unique_repo, layer)
+    first = b"".join(stream)
+    assert sha256_digest(first) == layer.digest and len(stream) == layer.size == len(first)
+    assert stream.read() == b"" and stream.read() == b""
+    stream.seek(0)
+    assert b"".join(stream) == first
+    stream.seek(0)
+    assert len(stream.read()) > 0
+    stream.close()
+    with pytest.raises(ValueError, match="first byte"):
+        stream.seek(5)
