@@ -263,7 +263,10 @@ def _report(exc: BuilderError, app: AppContext | None, args: list[str]) -> None:
 
         traceback.print_exc()
     if _json_mode(app, args):
-        print(json.dumps({"error": exc.to_json()}, indent=2, default=str))
+        try:
+            print(json.dumps({"error": exc.to_json()}, indent=2, default=str), flush=True)
+        except BrokenPipeError:  # `builder verify --json | head`: the message and exit code still tell
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     from rich.markup import escape  # messages quote outside text (engine stderr: `capabilities: [[gpu]]`)
 
     con = console()

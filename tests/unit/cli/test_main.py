@@ -90,3 +90,27 @@ def test_json_usage_error_is_one_json_document(cli: Cli) -> None:
 def test_outside_a_checkout_warns_where_it_looked(cli: Cli, tmp_path: Path) -> None:
     err = cli("matrix", "list", code=2, cwd=tmp_path).stderr
     assert "matrices directory" in err and "-C DIR" in err
+
+
+def test_an_error_document_into_a_closed_pipe_is_no_traceback(tmp_path: Path) -> None:
+    """`builder verify REF --json | head` where the reader is gone before the error document is
+    written: the command's own exit code and message, no BrokenPipeError traceback."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader went away
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "builder", "--json", "verify", "127.0.0.1:5000/ml/jax", "--key", "k.pub"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 16, proc.stderr  # the command's own error (no such key file), not a crash
+    assert "Traceback" not in proc.stderr and "public key k.pub cannot be read" in proc.stderr
