@@ -292,7 +292,8 @@ def parse_nvidia_topo(text: str) -> Topology:
 
 
 _ROCM_SECTION = re.compile(r"=+\s*(Weight|Hops|Link Type) between two GPUs\s*=+")
-_ROCM_NUMA = re.compile(r"^GPU\[(\d+)\]\s*:\s*\(Topology\)\s*Numa (Node|Affinity):\s*(\S+)")
+#: ``GPU[0]\t\t: (Topology) Numa Node: 0``; older rocm-smi prints ``GPU 0          : ...``
+_ROCM_NUMA = re.compile(r"^GPU\s*\[?(\d+)\]?\s*:\s*\(Topology\)\s*Numa (Node|Affinity):\s*(\S+)")
 
 
 def parse_rocm_topo(text: str) -> Topology:

@@ -80,6 +80,28 @@ def test_rocm_showtopo_weights_hops_and_link_types() -> None:
     assert numa.fabric == "unknown" and numa.numa_nodes == ("0", "1") and numa.notes
 
 
+def test_rocm_showtopo_all_xgmi_8_gpu_with_a_warning_line() -> None:
+    t = parse_rocm_topo(_read("topology", "rocm-smi-showtopo-03-xgmi-8gpu-warning.txt"))
+    assert t.fabric == "xgmi-all" and len(t.links) == 28 and not t.notes
+    assert {(x.weight, x.hops, x.kind) for x in t.links} == {(15, 1, "xgmi")}
+    assert t.numa_nodes == ("0", "1") and t.gpus[3].numa_affinity == "0" and t.gpus[4].numa_affinity == "1"
+
+
+def test_rocm_showtopo_older_gpu_n_numa_lines() -> None:
+    t = parse_rocm_topo(_read("topology", "rocm-smi-showtopo-04-mi210-xgmi-4gpu.txt"))
+    assert t.fabric == "xgmi-all" and len(t.links) == 6
+    assert [g.numa_affinity for g in t.gpus] == ["0", "1", "2", "3"]  # "GPU 0   : (Topology) ..." lines
+
+
+def test_nvlink_mesh_with_sys_between_quads_is_partial_nvlink() -> None:
+    t = parse_nvidia_topo(_read("topology", "nvidia-smi-topo-08-nvlink-mesh-and-sys.txt"))
+    assert t.fabric == "nvlink-partial" and len(t.gpus) == 8 and len(t.links) == 28
+    assert t.link(0, 1).links == 2 and t.link(0, 3).links == 1  # type: ignore[union-attr]
+    assert t.link(0, 5).kind == "pcie" and t.link(0, 5).code == "SYS"  # type: ignore[union-attr]
+    assert sum(1 for x in t.links if x.kind == "nvlink") == 16  # 4 links per GPU: a hybrid cube mesh
+    assert t.gpus[4].cpu_affinity == "24-47,72-95" and t.gpus[4].numa_affinity is None
+
+
 def test_junk_is_notes_not_a_crash() -> None:
     t = parse_nvidia_topo("Failed to initialize NVML: Driver/library version mismatch\n")
     assert t.fabric == "none" and t.notes
