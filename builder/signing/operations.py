@@ -254,8 +254,14 @@ class KeylessSigned:
 
 
 _PREDICATE_HINT = "--predicate names a file holding the predicate alone: one JSON object"
-_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true/false"}
-_JSON_KINDS[type(None)] = "null"
+_JSON_KINDS: dict[type, str] = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true/false",
+    type(None): "null",
+}
 
 
 def load_predicate(path: Path) -> dict[str, Any]:

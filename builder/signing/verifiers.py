@@ -22,9 +22,11 @@ if TYPE_CHECKING:
 IDENTITY_MISMATCH = "which no allowed identity matches"
 
 #: How a keyless signature (a Fulcio certificate, legacy layer or Sigstore bundle) reads when only keys
-#: were given: no key can check it, only an identity policy can (docs/keyless.md).
+#: were given: no key can check it, only an identity policy can (``builder verify --identity/--issuer``,
+#: a policy's keyless ``issuer``/``subject`` entry; docs/keyless.md).
 KEYLESS_NOT_CHECKED = (
-    "keyless Sigstore signature (a Fulcio certificate, no key): give --identity and --issuer to verify it"
+    "keyless Sigstore signature (a Fulcio certificate, no key): no key verifies it, an allowed identity "
+    "(issuer and subject) does"
 )
 
 
