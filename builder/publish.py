@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from builder.build.run import BuildPreview, BuildRun, ProgressFn, build_variants, preview
 from builder.build.source import git_commit as source_commit
 from builder.errors import BuilderError, ConfigError
-from builder.signing.keyless.trust import KeylessSetup, keyless_setup
+from builder.signing.keyless.trust import KeylessSetup, key_or_keyless, keyless_setup
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -168,8 +168,7 @@ class SigningRequest:
         """The signer (``signer_of(key)``), the keyless setup, or None when not signing. Raises
         ConfigError (2) for ``--keyless`` with ``--key``, SigningKeyError / SigningError for an
         unusable key or token."""
-        if self.keyless and self.key is not None:
-            raise ConfigError("--keyless and --key exclude each other", hint="drop --key to sign keylessly")
+        key_or_keyless(self.key, self.keyless)
         if self.keyless:
             return keyless_setup(self.oidc_token, self.trust_config)
         if self.sign:

@@ -143,9 +143,10 @@ def sign(
     An index is signed together with each of its platform manifests (podman and
     CRI-O verify the one they pull). With --bundle (key pair) or --keyless also a
     Sigstore bundle referrer (docs/signing.md, docs/keyless.md)."""
-    from builder.signing.keyless.trust import keyless_setup
+    from builder.signing.keyless.trust import key_or_keyless, keyless_setup
     from builder.signing.operations import keyless_write_reference, sign_reference
 
+    key_or_keyless(key, keyless_)
     if keyless_:
         _emit_keyless(keyless_write_reference(reference, keyless_setup(oidc_token, trust_config), _place()))
         return
@@ -195,9 +196,10 @@ def attest(
 
     Writes the legacy sha256-<hex>.att tag (cosign 2, Kyverno, policy-controller) and, with
     --bundle, the same statement as a Sigstore bundle referrer (cosign 3). Keyless writes both."""
-    from builder.signing.keyless.trust import keyless_setup
+    from builder.signing.keyless.trust import key_or_keyless, keyless_setup
     from builder.signing.operations import attest_reference, keyless_write_reference
 
+    key_or_keyless(key, keyless_)
     if keyless_:
         setup = keyless_setup(oidc_token, trust_config)
         _emit_keyless(

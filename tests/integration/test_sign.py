@@ -295,6 +295,7 @@ def test_cli_wrong_input_as_a_new_user_types_it(
         (["sign", ref, "--key", "k/builder.pub"], pw, 16, "is a public key; signing needs the private key"),
         (["sign", ref, "--key", "k/builder.key"], {"BUILDER_KEY_PASSWORD": "wrong"}, 16, "the one the key was"),
         (["sign", ref, "--key", "k/nope.key"], pw, 16, "k/nope.key does not exist"),
+        (["sign", ref, "--keyless", "--key", "k/builder.key"], pw, 2, "--keyless and --key exclude each other"),
         (["verify", ref, "--key", "k/builder.key"], {}, 16, "is a private key, not a public key"),
         (["verify", f"{repo}@{digest[:19]}", "--key", "k/builder.pub"], {}, 2, "copy the whole digest"),
         (["verify", repo, "--key", "k/builder.pub"], {}, 2, "neither a tag nor a digest"),

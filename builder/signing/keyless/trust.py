@@ -115,6 +115,16 @@ class KeylessSetup:
     trust_config: ClientTrustConfig
 
 
+def key_or_keyless(key: Path | None, keyless: bool) -> None:
+    """A signature is made with a key pair or keylessly, never both: ``--key`` with ``--keyless``
+    raises ConfigError (2) naming both, before any token or key is read."""
+    if keyless and key is not None:
+        raise ConfigError(
+            "--keyless and --key exclude each other",
+            hint="drop --key to sign keylessly, or --keyless to sign with the key",
+        )
+
+
 def keyless_setup(oidc_token: str | None, trust_config: Path | None) -> KeylessSetup:
     """``--keyless``: the token ``oidc_token`` (``--oidc-token`` / ``BUILDER_OIDC_TOKEN``, read
     by the command line) or, when None, the ambient CI token (:func:`ambient_identity_token`),
