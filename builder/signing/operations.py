@@ -317,17 +317,17 @@ def sign_reference(reference: str, signer: Signer, place: Place, *, bundle: bool
     return Signed(target, signer.fingerprint, write, referrer=referrer)
 
 
-def check_predicate_type(predicate_type: str) -> None:
+def check_predicate_type(predicate_type: str, option: str = "--predicate-type") -> None:
     """An in-toto ``predicateType`` is a TypeURI
     (https://github.com/in-toto/attestation/blob/main/spec/v1/predicate.md): ``scheme:rest``, no
-    spaces. Raises ConfigError (2) otherwise, e.g. for cosign's ``--type`` short names
-    (``slsaprovenance``), which cosign expands and builder does not."""
+    spaces. Raises ConfigError (2) naming ``option`` otherwise, e.g. for cosign's ``--type`` short
+    names (``slsaprovenance``), which cosign expands and builder does not."""
     scheme, sep, rest = predicate_type.partition(":")
     scheme_ok = scheme[:1].isalpha() and all(c.isalnum() or c in "+.-" for c in scheme)  # RFC 3986 3.1
     if sep and rest and scheme_ok and not any(c.isspace() for c in predicate_type):
         return
     raise ConfigError(
-        f"--predicate-type {predicate_type!r} is not a URI (in-toto predicate types are TypeURIs)",
+        f"{option} {predicate_type!r} is not a URI (in-toto predicate types are TypeURIs)",
         hint="write the full type, e.g. https://slsa.dev/provenance/v1 or https://cyclonedx.org/bom "
         "(cosign's short names such as slsaprovenance are not expanded)",
     )
@@ -421,7 +421,7 @@ class VerifyRequest:
 
     def check(self) -> None:
         """Raise ConfigError (2) for a request that cannot be verified: no key and no identity;
-        ``attestations_only`` without a predicate type."""
+        ``attestations_only`` without a predicate type; a predicate type that is not a URI."""
         if not self.key_files and not self.keyless:
             raise ConfigError(
                 "verify needs at least one --key PUBLIC_KEY or --identity/--identity-regexp with --issuer",
@@ -429,6 +429,8 @@ class VerifyRequest:
             )
         if self.attestations_only and not self.predicate_types:
             raise ConfigError("--attestations-only needs at least one --attestation TYPE")
+        for ptype in self.predicate_types:
+            check_predicate_type(ptype, "--attestation")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,8 @@ def test_verify_request_needs_a_key_or_an_identity() -> None:
     with pytest.raises(ConfigError, match="--attestations-only needs"):
         VerifyRequest(key_files=(Path("k.pub"),), attestations_only=True).check()
     VerifyRequest(identities=("me@example.com",), issuer="https://issuer.example").check()
+    with pytest.raises(ConfigError, match="--attestation 'slsaprovenance' is not a URI"):
+        VerifyRequest(key_files=(Path("k.pub"),), predicate_types=("slsaprovenance",)).check()
     assert VerifyRequest(identity_regexps=(".*",)).keyless
 
 
