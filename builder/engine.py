@@ -234,10 +234,12 @@ class BuildRequest:
     None; ``builder``: a buildx builder name (remote, kubernetes, ...), None = current one;
     ``provenance``: buildx's own provenance attestation (None = buildx default); ``annotations``:
     ``(key, value)`` pairs written on the image manifest and, when buildx writes an index (several
-    platforms, or its provenance attestation), on the index too (``--annotation
-    index,manifest:KEY=VALUE``, buildx >= 0.12:
-    https://docs.docker.com/build/metadata/annotations/#add-annotations). A single-platform image
-    without provenance has no index, and BuildKit refuses index annotations there."""
+    platforms, or its provenance attestation), on the index too (``--annotation index:KEY=VALUE
+    --annotation manifest:KEY=VALUE``, buildx >= 0.12:
+    https://docs.docker.com/build/metadata/annotations/#add-annotations; one flag per level, as
+    buildx 0.13 with the ``docker`` driver writes the combined ``index,manifest:`` prefix into the
+    manifest's key). A single-platform image without provenance has no index, and BuildKit refuses
+    index annotations there."""
 
     context_dir: Path
     dockerfile: Path
@@ -277,9 +279,9 @@ def build_command(req: BuildRequest) -> list[str]:
         cmd += ["--build-arg", f"{k}={v}"]
     for k, v in req.labels:
         cmd += ["--label", f"{k}={v}"]
-    levels = "index,manifest" if req.writes_index else "manifest"
-    for k, v in req.annotations:
-        cmd += ["--annotation", f"{levels}:{k}={v}"]
+    levels = ("index", "manifest") if req.writes_index else ("manifest",)
+    for k, v in req.annotations:  # one flag per level: buildx 0.13's docker driver keeps "index,manifest:" in the key
+        cmd += [arg for level in levels for arg in ("--annotation", f"{level}:{k}={v}")]
     for sid, src in req.secrets:
         cmd += ["--secret", f"id={sid},src={src}"]
     if req.platforms:

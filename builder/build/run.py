@@ -508,7 +508,7 @@ def _build_one(
             )
         annotated = annotate_image(client, p.repository, digest, req.annotations)
         if annotated != digest:
-            log(f"# annotations written on the image index: {p.reference}@{annotated}")
+            log(f"# annotations written on the index and platform manifests: {p.reference}@{annotated}")
             digest = annotated
         written = publish_content_tag(client, p.repository, p.content_tag, digest)
         recorded = client.resolve(p.repository, p.content_tag)  # the digest the registry returns

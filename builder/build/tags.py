@@ -11,10 +11,15 @@ from typing import TYPE_CHECKING
 
 from builder.build.plan import content_key
 from builder.errors import TagConflictError
+from builder.registry.manifest import OCI_MANIFEST, Descriptor, canonical_json, parse_json_object
 from builder.registry.reference import sha256_digest
 
+#: buildx's attestation-manifest annotation naming the platform manifest it describes
+#: (https://docs.docker.com/build/metadata/attestations/attestation-storage/).
+REFERENCE_DIGEST = "vnd.docker.reference.digest"
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from builder.models import RenderedImage
     from builder.registry import RegistryClient
@@ -99,25 +104,89 @@ def platforms_of(client: RegistryClient, repository: str, digest: str, fallback:
 
 
 def annotate_image(client: RegistryClient, repository: str, digest: str, annotations: Iterable[tuple[str, str]]) -> str:
-    """The digest of the pushed image ``digest`` carrying ``annotations`` at its top level: the
-    index's (or, for a single-platform image without an index, the manifest's) own
-    ``annotations``. buildx writes them itself where BuildKit exports annotations
-    (``--annotation index,manifest:...``: docker-container and remote builders); the ``docker``
-    driver on the classic image store drops them (seen with Docker Engine 26, buildx 0.13), so the
-    document is written again with them (compact, key-sorted JSON): platform manifests, layers and
-    attestation manifests are unchanged, only the top-level document gets a new digest. Returns
-    ``digest`` when nothing is missing. Raises the registry's errors."""
-    from builder.registry.manifest import canonical_json, parse_json_object
+    """The digest of the pushed image ``digest`` carrying ``annotations`` on its top-level document
+    and, for an index, on each runnable platform manifest (the index's and every manifest's own
+    ``annotations``, OCI image-spec v1.1:
+    https://github.com/opencontainers/image-spec/blob/v1.1.0/annotations.md). buildx writes them
+    itself (``--annotation index:KEY=VALUE --annotation manifest:KEY=VALUE``,
+    :func:`builder.engine.build_command`); where the builder did not (a BuildKit that does not
+    export annotations, or a driver that drops one level), each document missing a key is written
+    again with them (compact, key-sorted JSON, so the same push always gives the same digests):
 
+    - each OCI platform manifest (``application/vnd.oci.image.manifest.v1+json``) missing a key is
+      PUT by its new digest (config and layers unchanged); Docker schema 2 manifests, which define
+      no ``annotations``, are left as they are;
+    - the index then names the new digests and sizes, and a buildx attestation manifest's
+      ``vnd.docker.reference.digest`` follows its platform manifest to the new digest (BuildKit's
+      own unsigned SLSA v0.2 statement inside still names the digest BuildKit pushed: same config
+      and layers, without the annotations;
+      https://docs.docker.com/build/metadata/attestations/attestation-storage/);
+    - the index (or a single-platform image's manifest) is PUT by its new digest.
+
+    Nothing is tagged here: the caller writes the content tag and signs the returned digest, so
+    signatures (index and platform manifests) cover the final digests. Returns ``digest`` when
+    nothing is missing. Raises the registry's errors."""
     wanted = dict(annotations)
     if not wanted:
         return digest
     manifest = client.get_manifest(repository, digest)
     doc = dict(parse_json_object(manifest.raw, f"{client.registry}/{repository}@{digest}"))
-    found = doc.get("annotations")
-    have: dict[str, object] = dict(found) if isinstance(found, dict) else {}
-    if all(have.get(k) == v for k, v in wanted.items()):
+    children = doc.get("manifests")
+    if manifest.is_index and isinstance(children, list):
+        doc["manifests"] = _annotated_children(client, repository, children, wanted)
+    if doc.get("manifests") == children and _carries(doc, wanted):
         return digest
-    doc["annotations"] = {**have, **wanted}
+    return _put_annotated(client, repository, doc, wanted, manifest.media_type)
+
+
+def _carries(doc: Mapping[str, object], wanted: Mapping[str, str]) -> bool:
+    """Whether ``doc``'s own ``annotations`` hold every key of ``wanted`` with its value."""
+    found = doc.get("annotations")
+    return isinstance(found, dict) and all(found.get(k) == v for k, v in wanted.items())
+
+
+def _put_annotated(
+    client: RegistryClient, repository: str, doc: dict[str, object], wanted: Mapping[str, str], media_type: str
+) -> str:
+    """PUT ``doc`` with ``wanted`` merged into its ``annotations`` (compact, key-sorted JSON) by its
+    digest; returns that digest."""
+    found = doc.get("annotations")
+    doc["annotations"] = {**(found if isinstance(found, dict) else {}), **wanted}
     raw = canonical_json(doc)
-    return client.put_manifest(repository, sha256_digest(raw), raw, manifest.media_type)
+    return client.put_manifest(repository, sha256_digest(raw), raw, media_type)
+
+
+def _annotated_children(
+    client: RegistryClient, repository: str, manifests: list[object], wanted: Mapping[str, str]
+) -> list[object]:
+    """The index's ``manifests`` with each runnable OCI platform manifest missing a key of
+    ``wanted`` rewritten with it (PUT by digest; descriptor digest and size updated) and buildx
+    attestation manifests' ``vnd.docker.reference.digest`` following it to its new digest."""
+    renamed: dict[str, str] = {}
+    out: list[object] = []
+    for entry in manifests:
+        if not isinstance(entry, dict) or entry.get("mediaType") != OCI_MANIFEST:
+            out.append(entry)
+            continue
+        descriptor = Descriptor.from_json(entry, where=f"{client.registry}/{repository}")
+        if descriptor.is_attestation:
+            out.append(entry)
+            continue
+        child = client.get_manifest(repository, descriptor.digest)
+        child_doc = dict(parse_json_object(child.raw, f"{client.registry}/{repository}@{descriptor.digest}"))
+        if _carries(child_doc, wanted):
+            out.append(entry)
+            continue
+        new_digest = _put_annotated(client, repository, child_doc, wanted, OCI_MANIFEST)
+        renamed[descriptor.digest] = new_digest
+        out.append({**entry, "digest": new_digest, "size": len(canonical_json(child_doc))})
+    return [_follow(entry, renamed) for entry in out]
+
+
+def _follow(entry: object, renamed: Mapping[str, str]) -> object:
+    """An index entry whose ``vnd.docker.reference.digest`` names a renamed platform manifest,
+    naming the new digest; any other entry as is."""
+    refs = entry.get("annotations") if isinstance(entry, dict) else None
+    if not isinstance(entry, dict) or not isinstance(refs, dict) or refs.get(REFERENCE_DIGEST) not in renamed:
+        return entry
+    return {**entry, "annotations": {**refs, REFERENCE_DIGEST: renamed[str(refs[REFERENCE_DIGEST])]}}
