@@ -371,8 +371,13 @@ class EvidenceRun:
 
         doc = dict(run.collective or {})
         gpus = self.device.host.gpus if self.device.mode != "cpu" else ()
-        peers = [x.links or 0 for x in self.topology.links if 0 in (x.a, x.b)] if gpus else []
-        expected = expected_allreduce_gbps(gpus[0].name if gpus else None, peers)
+        mine = [x for x in self.topology.links if 0 in (x.a, x.b)] if gpus else []
+        expected = expected_allreduce_gbps(
+            gpus[0].name if gpus else None,
+            [x.links or 0 for x in mine],
+            [(p.gen_max or p.gen_current, p.width_max or p.width_current) for p in self.topology.pcie],
+            [x.code for x in mine if x.kind != "nvlink"],
+        )
         busbw = doc.get("busbw_gbps")
         ratio = busbw / expected.gbps if expected.gbps and isinstance(busbw, (int, float)) else None
         nccl = None

@@ -200,27 +200,30 @@ class BenchmarkRule(Rule):
 class CollectiveRule(Rule):
     """The digest's newest passing ``benchmark/v1`` (by ``signers``) records a collective measurement
     (``collective.busbw_gbps`` against ``collective.expected_gbps``, the link bandwidth of the recorded
-    topology) whose ratio is at least ``min_busbw_ratio``. Fails closed without one (a single device:
-    nothing was measured)."""
+    topology) whose ratio is at least ``min_busbw_ratio``. Fails closed without one. A digest whose newest
+    benchmark ran on fewer than 2 GPUs has no GPU-GPU link to measure: the reason says the check needs
+    >= 2 GPUs; ``single_gpu="not-applicable"`` (policy ``single_gpu: not-applicable``) passes it as not
+    applicable instead (the default, ``fail``, keeps it closed)."""
 
     signers: tuple[KeySet, ...] = ()
     min_busbw_ratio: float = 0.8
+    single_gpu: str = "fail"
     kind: str = dataclasses.field(default="collective", init=False)
 
     def evaluate(self, ctx: Context) -> RuleResult:
         summary = f"busbw >= {self.min_busbw_ratio:g} x link bandwidth"
+        if self.single_gpu == "not-applicable":
+            summary += " (single GPU: not applicable)"
         notes = Notes(self.signers, "benchmark")
         unlisted = "benchmark by {who} is not from a listed signer"
         found = list(signed_by(ctx, BENCHMARK_V1, self.signers, "benchmark", unlisted, notes))
         measured = [(a, w) for a, w in found if isinstance(a.predicate.get("collective"), Mapping)]
-        if not measured:
-            why = "no benchmark/v1 with a collective measurement on the digest"
-            if found:
-                hw = hardware_of(found[0][0].predicate)
-                klass = class_text(hw, DEFAULT_SAME)
-                why += f" (it ran on {hw.get('gpu_count') or 0} GPU(s) of hardware class {klass})"
-            return self.result(False, why + key_problems(self.signers) + evidence_problems(ctx), summary, notes=notes)
-        a, who = measured[-1]
+        # a measurement on >= 2 GPUs counts even when a later benchmark ran on one GPU (or on the CPU)
+        multi = [(a, w) for a, w in measured if _gpu_count(a.predicate) >= 2]
+        if not multi:
+            return self._unmeasured(ctx, [a for a, _ in found], summary, notes)
+        a = _latest([x for x, _ in multi])
+        who = next(w for x, w in multi if x is a)
         c = a.predicate["collective"]
         busbw, expected = c.get("busbw_gbps"), c.get("expected_gbps")
         klass = class_text(hardware_of(a.predicate), DEFAULT_SAME)
@@ -240,6 +243,31 @@ class CollectiveRule(Rule):
             f"{ratio:.2f} (min {self.min_busbw_ratio:g}) on hardware class {klass}"
         )
         return self.result(ratio >= self.min_busbw_ratio, text, summary, notes=notes)
+
+    def _unmeasured(self, ctx: Context, found: list[AttestationEvidence], summary: str, notes: Notes) -> RuleResult:
+        """No collective measurement on >= 2 GPUs: not applicable (policy says so) or closed, saying why."""
+        newest = _latest(found) if found else None
+        if newest is not None and _gpu_count(newest.predicate) < 2:
+            klass = class_text(hardware_of(newest.predicate), DEFAULT_SAME)
+            why = (
+                f"the collective check needs >= 2 GPUs: the digest's newest benchmark ran on "
+                f"{_gpu_count(newest.predicate)} GPU(s) of hardware class {klass}"
+            )
+            if self.single_gpu == "not-applicable":
+                return self.result(True, f"not applicable: {why} (single_gpu: not-applicable)", summary, notes=notes)
+            hint = "; check on a host with >= 2 GPUs, or set `single_gpu: not-applicable` on this rule"
+            return self.result(False, why + hint, summary, notes=notes)
+        why = "no benchmark/v1 with a collective measurement on >= 2 GPUs on the digest"
+        if newest is not None:
+            hw = hardware_of(newest.predicate)
+            why += f" (the newest ran on {hw.get('gpu_count')} GPU(s) of hardware class {class_text(hw, DEFAULT_SAME)})"
+        return self.result(False, why + key_problems(self.signers) + evidence_problems(ctx), summary, notes=notes)
+
+
+def _gpu_count(predicate: Mapping[str, Any]) -> int:
+    """The GPUs a ``benchmark/v1`` ran on (``hardware.gpu_count``; 0 when missing: a CPU-only run)."""
+    n = hardware_of(predicate).get("gpu_count")
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
 def evidence_rule_builders(
@@ -269,7 +297,9 @@ def evidence_rule_builders(
 
     def collective(body: object, p: FieldPath, location: str) -> Rule | None:
         m = model(CollectiveModel, body, p)
-        return None if m is None else CollectiveRule(location, keysets(m.signers, (*p, "signers")), m.min_busbw_ratio)
+        if m is None:
+            return None
+        return CollectiveRule(location, keysets(m.signers, (*p, "signers")), m.min_busbw_ratio, m.single_gpu)
 
     return {"tests": tests, "benchmark": benchmark, "collective": collective}
 

@@ -110,6 +110,8 @@ class CollectiveModel(StrictModel):
 
     signers: list[str] = Field(min_length=1)
     min_busbw_ratio: float = Field(gt=0, le=1)
+    #: a digest checked on fewer than 2 GPUs: ``fail`` (closed, the default) or ``not-applicable`` (passes, says so)
+    single_gpu: Literal["fail", "not-applicable"] = "fail"
 
 
 class ApprovalsModel(StrictModel):

@@ -249,3 +249,31 @@ def test_collective_section_compares_with_the_topology_and_parses_nccl_tests() -
     }
     assert c["expected_gbps"] == 450.0 and c["ratio"] == 0.8 and c["link"].startswith("NVSwitch: 18 NVLink 4")
     assert c["nccl_tests"]["avg_busbw_gbps"] == 8.62002 and c["nccl_tests"]["peak_busbw_gbps"] == 25.86
+
+
+def test_collective_section_on_a_pcie_only_host_uses_the_slowest_max_pcie_link() -> None:
+    import dataclasses
+
+    from builder.checks.host.model import HostGpu
+    from builder.checks.topology import Pcie, parse_nvidia_topo
+    from builder.compat.links import pcie_gbps
+
+    data = ROOT / "tests" / "data"
+    topo = parse_nvidia_topo((data / "topology" / "nvidia-smi-topo-02-4090-pcie.txt").read_text())
+    # an idle GPU reports Current Gen1 (power saving); the expectation uses Max, the trained link
+    links = tuple(Pcie(f"00000000:{i:02x}:00.0", 1, 4, 16, 16) for i in range(8))
+    topo = dataclasses.replace(topo, pcie=links)
+    doc = {"ok": True, "ranks": 8, "backend": "nccl", "busbw_gbps": 22.0, "allreduce_correct": True}
+    check = CheckCommand("collective", script="evidence/jax/collective.py", min_devices=2)
+    run = run_declared(
+        "r", check, mode="nvidia", runner=_runner("builder.collective " + json.dumps(doc) + "\n"), root=ROOT
+    )
+    base = _device()
+    gpus = tuple(HostGpu(name="NVIDIA GeForce RTX 4090", index=i) for i in range(8))
+    device = CheckResult(
+        base.image_ref, None, HostInfo(vendor="nvidia", gpus=gpus), "nvidia", "--gpus all", "1g", base.steps, "t0", "t1"
+    )
+    [(_, pred)] = EvidenceRun(device, (run,), topo, None, None).predicates()
+    c = pred["collective"]
+    assert c["expected_gbps"] == round(pcie_gbps(4, 16) or 0, 3) and "Gen4 x16" in c["link"]
+    assert c["ratio"] == round(22.0 / c["expected_gbps"], 4) and 0.69 < c["ratio"] < 0.71

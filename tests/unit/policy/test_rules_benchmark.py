@@ -185,9 +185,34 @@ def test_collective_rule(tmp_path: Path, keys: Keys) -> None:
     over = reasons(evaluate(policy, "staging", _with_stage(ev(coll(400.0, 450.0, passed=False))), NOW))
     assert "collective check by" in over["collective"] and "failed: x" in over["collective"]
     single = reasons(evaluate(policy, "staging", _with_stage(ev(att(BENCHMARK_V1, bench(1.0, CPU), runner))), NOW))
-    assert (
-        "no benchmark/v1 with a collective measurement" in single["collective"] and "0 GPU(s)" in single["collective"]
-    )
+    assert "the collective check needs >= 2 GPUs" in single["collective"] and "ran on 0 GPU(s)" in single["collective"]
+    assert "single_gpu: not-applicable" in single["collective"]  # says how to mark it, stays closed
+    none = reasons(evaluate(policy, "staging", _with_stage(ev(att(BENCHMARK_V1, bench(1.0, H100), runner))), NOW))
+    assert "no benchmark/v1 with a collective measurement on >= 2 GPUs" in none["collective"]
+    assert "the newest ran on 8 GPU(s)" in none["collective"]
+
+
+def test_collective_single_gpu_not_applicable_only_when_the_policy_says_so(tmp_path: Path, keys: Keys) -> None:
+    runner = keys["runner"][1]
+    body = "      collective: {signers: [runners], min_busbw_ratio: 0.8, single_gpu: not-applicable}"
+    policy = _policy(tmp_path, keys, body)
+    one_gpu = {**H100, "gpu_count": 1, "gpu_model": "NVIDIA H200"}
+    cpu_gloo = {"passed": True, "busbw_gbps": 1.2, "expected_gbps": None, "link": "one GPU: no GPU-GPU link"}
+    for pred in (bench(1.0, one_gpu), {**bench(1.0, CPU), "collective": cpu_gloo}):
+        decision = evaluate(policy, "staging", _with_stage(ev(att(BENCHMARK_V1, pred, runner))), NOW)
+        [why] = [r.reason for r in decision.reasons if r.rule.startswith("collective")]
+        assert decision.allowed and why.startswith("not applicable: the collective check needs >= 2 GPUs"), why
+    # an 8-GPU measurement still counts (and is judged) when a later benchmark ran on one GPU
+    section = {"passed": True, "busbw_gbps": 100.0, "expected_gbps": 450.0, "link": "NVSwitch"}
+    multi = att(BENCHMARK_V1, {**bench(1.0, H100, when="t1"), "collective": section}, runner)
+    later = att(BENCHMARK_V1, bench(1.0, one_gpu, when="t2"), runner)
+    low = reasons(evaluate(policy, "staging", _with_stage(ev(multi, later)), NOW))["collective"]
+    assert "ratio 0.22 (min 0.8)" in low
+    # nothing at all is still closed, and a wrong value is located
+    assert "no benchmark/v1" in reasons(evaluate(policy, "staging", _with_stage(ev()), NOW))["collective"]
+    with pytest.raises(PolicyError) as err:
+        _policy(tmp_path, keys, "      collective: {signers: [runners], min_busbw_ratio: 0.8, single_gpu: skip}")
+    assert any("not-applicable" in p["message"] for p in err.value.details["problems"])
 
 
 @pytest.mark.parametrize(
