@@ -56,13 +56,24 @@ class Config:
         return self.ledger or self.state_dir / "ledger.sqlite"
 
     @property
+    def keys_dir(self) -> Path:
+        """Where this checkout's generated keys live: ``<state_dir>/keys`` (the build key, the
+        check-runner key, approvers' keys under ``approvers/NAME``, as the shipped policies name
+        them: ``{state_dir}/keys/approvers/NAME/builder.pub``)."""
+        return self.state_dir / "keys"
+
+    def approver_key_dir(self, name: str) -> Path:
+        """The directory of approver ``name``'s key pair: ``<state_dir>/keys/approvers/NAME``."""
+        return self.keys_dir / "approvers" / name
+
+    @property
     def key_path(self) -> Path:
-        return self.key or self.state_dir / "keys" / "builder.key"
+        return self.key or self.keys_dir / "builder.key"
 
     @property
     def check_key_path(self) -> Path:
         """Key that signs device-check results on this host (a check runner's, never the build key)."""
-        return self.check_key or self.state_dir / "keys" / "check-runner" / "builder.key"
+        return self.check_key or self.keys_dir / "check-runner" / "builder.key"
 
     @property
     def mirror_record(self) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -25,8 +26,6 @@ from builder.cli._common import (
 from builder.cli.progress import BuildSteps, progress_option
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from builder.cli.progress import Mode
     from builder.config import Config
     from builder.pipeline import RunReport
@@ -204,10 +203,22 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
             )
     con.print("  builder status --select 'jax*'    # which digest each stage holds")
     if any(s.stage == "prod" and s.status == "denied" for v in report.variants for s in v.stages):
-        con.print(
-            "\nprod needs approvals: `builder keys generate --no-password --output-dir .builder/keys/approvers/alice`"
-            " (and bob),"
-            " then `builder approve REF --stage prod --key .builder/keys/approvers/alice/builder.key`;"
-            " the full reasons are in `builder promote VARIANT --to prod` and `--json`.",
-            soft_wrap=True,
-        )
+        con.print("\n" + approval_hint(cfg), soft_wrap=True)
+
+
+def approval_hint(cfg: Config, cwd: Path | None = None) -> str:
+    """What to run when prod denied for want of approvals: approver key pairs generated where the
+    shipped policies look for them (:meth:`Config.approver_key_dir`, under the configured
+    ``state_dir``), shown relative to ``cwd`` (default: the working directory) when under it."""
+    here = cwd or Path.cwd()
+
+    def shown(path: Path) -> str:
+        return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
+
+    alice = cfg.approver_key_dir("alice")
+    return (
+        f"prod needs approvals: `builder keys generate --no-password --output-dir {shown(alice)}`"
+        f" (and {shown(cfg.approver_key_dir('bob'))}),"
+        f" then `builder approve REF --stage prod --key {shown(alice / 'builder.key')}`;"
+        " the full reasons are in `builder promote VARIANT --to prod` and `--json`."
+    )
