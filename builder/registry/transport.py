@@ -312,7 +312,7 @@ class Transport:
             )
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise RegistryUnavailableError(
-                f"token service {req.realm} of registry {self.registry} is not reachable: {type(exc).__name__}",
+                f"token service {req.realm} of registry {self.registry} is not reachable: {connection_cause(exc)}",
                 registry=self.registry,
             ) from exc
 
@@ -345,9 +345,9 @@ class Transport:
                 registry=self.registry,
             )
         kind = "timed out" if isinstance(exc, requests.Timeout) else "is not reachable"
+        tries = f"{attempt + 1} attempt" + ("s" if attempt else "")
         return RegistryUnavailableError(
-            f"registry {self.registry} {kind} ({self.scheme}) on {method} {where} "
-            f"after {attempt + 1} attempts: {type(exc).__name__}",
+            f"registry {self.registry} {kind} ({self.scheme}) on {method} {where}: {connection_cause(exc)} ({tries})",
             registry=self.registry,
         )
 
@@ -409,3 +409,34 @@ def _new_adapter() -> HTTPAdapter:
             return super().build_connection_pool_key_attributes(request, verify, cert)
 
     return _Adapter(pool_connections=4, pool_maxsize=128)
+
+
+def connection_cause(exc: BaseException) -> str:
+    """Why a connection failed, in words, from the innermost cause of ``exc`` (requests wraps
+    urllib3, which wraps the socket error): ``the host name does not resolve (DNS)``
+    (``socket.gaierror``), ``connection refused``, ``connection reset``, ``no answer in time``,
+    ``the proxy failed``, else the OS error's text or the exception's type name. Pure."""
+    import socket
+
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__ or next((a for a in cur.args if isinstance(a, BaseException)), None)
+    for e in reversed(seen):  # innermost first
+        if isinstance(e, socket.gaierror):
+            return "the host name does not resolve (DNS)"
+        if isinstance(e, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(e, ConnectionResetError | BrokenPipeError):
+            return "connection reset"
+        if isinstance(e, TimeoutError):
+            return "no answer in time"
+    names = {type(e).__name__ for e in seen}
+    if "ProxyError" in names:
+        return "the proxy failed (HTTPS_PROXY / HTTP_PROXY)"
+    if any(isinstance(e, OSError) and e.strerror for e in seen):
+        return next(str(e.strerror) for e in reversed(seen) if isinstance(e, OSError) and e.strerror)
+    if any(n in names for n in ("ReadTimeout", "ConnectTimeout", "Timeout", "ReadTimeoutError")):
+        return "no answer in time"
+    return type(exc).__name__
