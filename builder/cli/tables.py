@@ -90,6 +90,52 @@ def plan_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width
         first = wanted
 
 
+def _first_width(layout: Layout, natural: Sequence[int], width: int, *, boxed: bool) -> int:
+    """The first column's width when columns were moved: what the kept ones leave of ``width``."""
+    others = sum(natural[i] for i in layout.kept[1:])
+    return max(layout.first, width - overhead(len(layout.kept), boxed=boxed) - others)
+
+
+def room_for_words(
+    layout: Layout, columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int, *, boxed: bool
+) -> Layout:
+    """``layout`` with more columns moved (lowest priority first) while the first cell, which holds
+    the moved columns' ``name: value`` line, is narrower than the longest word of that line: words
+    there wrap whole, never split in the middle (``signatur`` / ``e``). A ``whole`` column is moved
+    only when its own line then fits the first cell."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    natural = [max([plain_width(c.header)] + [plain_width(r[i]) for r in rows]) for i, c in enumerate(columns)]
+
+    def longest_word(moved: Sequence[int]) -> int:
+        words = [
+            w
+            for i in moved
+            if not columns[i].whole
+            for r in rows
+            for w in f"{columns[i].header}: {Text.from_markup(r[i]).plain}".split()
+        ]
+        return max((cell_len(w) for w in words), default=0)
+
+    def whole_line(i: int) -> int:
+        return plain_width(columns[i].header) + 2 + max((plain_width(r[i]) for r in rows), default=0)
+
+    while layout.moved:
+        first = _first_width(layout, natural, width, boxed=boxed)
+        if first >= longest_word(layout.moved):
+            return layout
+        for i in sorted(layout.kept[1:], key=lambda i: (-columns[i].priority, -i)):
+            kept = tuple(k for k in layout.kept if k != i)
+            trial = Layout(kept, tuple(sorted((*layout.moved, i))), layout.first)
+            if not columns[i].whole or whole_line(i) <= _first_width(trial, natural, width, boxed=boxed):
+                layout = trial
+                break
+        else:
+            return layout
+    return layout
+
+
 def fitted_table(
     columns: Sequence[Column],
     rows: Sequence[Sequence[str]],
@@ -106,12 +152,11 @@ def fitted_table(
     from rich.table import Table
     from rich.text import Text
 
-    layout = plan_columns(columns, rows, width, boxed=boxed)
     natural = [max([plain_width(c.header)] + [plain_width(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    layout = room_for_words(plan_columns(columns, rows, width, boxed=boxed), columns, rows, width, boxed=boxed)
     first = layout.first
     if layout.moved:  # the first cell holds the moved columns: give it what the others leave
-        others = sum(natural[i] for i in layout.kept[1:])
-        first = max(first, width - overhead(len(layout.kept), boxed=boxed) - others)
+        first = _first_width(layout, natural, width, boxed=boxed)
     options: dict[str, Any] = {} if boxed else {"box": None, "pad_edge": False}
     table = Table(title=title, show_lines=show_lines, **options)
     for i in layout.kept:
@@ -143,4 +188,4 @@ def fitted_table(
     return table
 
 
-__all__ = ["FLEX_MIN", "Column", "Layout", "fitted_table", "overhead", "plain_width", "plan_columns"]
+__all__ = ["FLEX_MIN", "Column", "Layout", "fitted_table", "overhead", "plain_width", "plan_columns", "room_for_words"]

@@ -58,6 +58,27 @@ def test_status_like_table_keeps_ids_and_digests_whole_and_moves_the_rest(width:
     assert "ci@example.com" in text  # moved or kept, never lost
 
 
+def test_moved_columns_line_never_splits_a_word() -> None:
+    """`builder verify`'s table at 80 columns: a narrow first column (#) that holds the moved
+    columns' line gets the room of more moved columns, so "signature (bundle)" wraps by words."""
+    columns = [
+        Column("#", whole=True),
+        Column("status"),
+        Column("kind", 1),
+        Column("predicate"),
+        Column("signer", whole=True),
+        Column("when", 2, whole=True),
+    ]
+    signer = "k2/builder.pub (SHA256:371044899a64…)"
+    rows = [[str(n), "ok", kind, "-", signer, "-"] for n, kind in ((1, "signature"), (2, "signature (bundle)"))]
+    out = io.StringIO()
+    Console(file=out, width=80).print(fitted_table(columns, rows, 80))
+    text = out.getvalue()
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert len(_lines_holding(text, "kind: signature")) == 2 and len(_lines_holding(text, signer)) == 2, text
+    assert "when: -" in text  # moved, not lost
+
+
 def test_plan_moves_lowest_priority_first_and_keeps_all_when_wide() -> None:
     columns = [Column("variant", whole=True), Column("a", 1), Column("b", 2)]
     rows = [["x" * 40, "y" * 20, "z" * 20]]
