@@ -153,11 +153,12 @@ def sign(
     result = sign_reference(reference, app_context().app.signer(key), _place(), bundle=bundle)
     write = result.write
     what = "signed" if write.appended else "already signed by this key (nothing written)"
-    ref = result.referrer
+    ref, platforms = result.referrer, result.platforms
     emit(
         result.to_json(),
         f"[green]{what}[/] {result.target.name}@{result.target.digest}\n  key {short_fingerprint(result.signer)}\n"
         f"  {write.tag} ({write.layers} layer(s))"
+        + (f"\n  and its {len(result.platforms)} platform manifest(s), each in its own .sig" if platforms else "")
         + (f"\n  Sigstore bundle referrer:\n  {ref.manifest_digest}" if ref else ""),
     )
 

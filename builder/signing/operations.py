@@ -25,7 +25,7 @@ from typing_extensions import TypedDict
 
 from builder.errors import ConfigError
 from builder.predicates import COSIGN_SIGN_V1
-from builder.registry import Reference, parse_reference
+from builder.registry import Reference, parse_reference, runnable_platforms
 from builder.signing.attest import attest_image, prepare_attestation
 from builder.signing.bundles import ReferrerWrite, ReferrerWriteDocument, attest_bundle
 from builder.signing.dsse import STATEMENT_TYPES
@@ -202,11 +202,13 @@ def import_keys(
 class SignedDocument(WriteResultDocument):
     """``builder sign|attest --json`` with a key: the ``reference`` as given, the ``digest`` it
     resolved to, the legacy write and, with ``--bundle``, the Sigstore bundle referrer written
-    (``referrer``; None otherwise)."""
+    (``referrer``; None otherwise); ``platforms``: the platform manifests of an index signed with
+    it (``builder sign``; empty for an image manifest and for attestations)."""
 
     reference: str
     digest: str
     referrer: ReferrerWriteDocument | None
+    platforms: list[str]
 
 
 class KeylessSignedDocument(KeylessWriteDocument):
@@ -224,13 +226,15 @@ SignDocument = SignedDocument | KeylessSignedDocument
 @dataclasses.dataclass(frozen=True)
 class Signed:
     """A key-pair signature or attestation written for ``target``: the ``write`` and the signer's
-    fingerprint (``predicate_type`` set for an attestation)."""
+    fingerprint (``predicate_type`` set for an attestation); ``platforms``: the platform manifests
+    of an index signed with it."""
 
     target: Target
     signer: str
     write: WriteResult
     predicate_type: str | None = None
     referrer: ReferrerWrite | None = None
+    platforms: tuple[str, ...] = ()
 
     def to_json(self) -> SignedDocument:
         return {
@@ -238,6 +242,7 @@ class Signed:
             "digest": self.target.digest,
             **self.write.to_json(),
             "referrer": self.referrer.to_json() if self.referrer else None,
+            "platforms": list(self.platforms),
         }
 
 
@@ -310,11 +315,13 @@ def sign_reference(reference: str, signer: Signer, place: Place, *, bundle: bool
     NotFoundError (8) for a missing image, SigningError, registry errors."""
     target = place.target(reference)
     client, repo, digest = target.client, target.repository, target.digest
-    write = sign_image(client, repo, digest, signer, lock_dir=place.lock_dir)
+    manifest = client.get_manifest(repo, digest)
+    platforms = tuple(d.digest for d in runnable_platforms(manifest)) if manifest.is_index else ()
+    write = sign_image(client, repo, digest, signer, lock_dir=place.lock_dir, manifest=manifest)
     referrer = (
         attest_bundle(client, repo, digest, COSIGN_SIGN_V1, {}, signer, lock_dir=place.lock_dir) if bundle else None
     )
-    return Signed(target, signer.fingerprint, write, referrer=referrer)
+    return Signed(target, signer.fingerprint, write, referrer=referrer, platforms=platforms)
 
 
 def check_predicate_type(predicate_type: str, option: str = "--predicate-type") -> None:

@@ -183,8 +183,9 @@ def test_containers_policy_and_cosign_bundles_end_to_end(
     digest = push_index(client, unique_repo, VARIANT, "signed")
 
     # builder signs the index and each platform manifest with the build key
-    _run(cli, project, "sign", ref)
+    signed = _run(cli, project, "sign", ref, "--json").json()
     children = [d.digest for d in client.get_manifest(unique_repo, digest).manifests]
+    assert signed["platforms"] == children  # what --json reports is what was signed
     for d in (digest, *children):
         assert client.try_resolve(unique_repo, signature_tag(d, SIG_SUFFIX)) is not None
 
