@@ -205,16 +205,31 @@ def repository_path(prefix: str, repository: str) -> str:
     return f"{prefix}/{repository}" if prefix else repository
 
 
+def repository_problem(repository: str) -> str | None:
+    """Why ``repository`` is not a repository path (None: it is): ``/``-separated components of
+    lowercase letters and digits joined by ``.``, ``_``, ``__`` or ``-`` (so never ``..`` or an
+    empty component), at most 255 characters (OCI distribution spec ``<name>``, as above). The one
+    definition of the grammar: ``builder.registry.reference`` parses references with it, policy
+    validation and :func:`check_repository_prefix` judge names with it."""
+    if len(repository) > 255:
+        return "longer than 255 characters"
+    for comp in repository.split("/"):
+        if not _COMPONENT_RE.match(comp):
+            return f"component {comp!r} must be lowercase letters/digits separated by . _ __ -"
+    return None
+
+
 def check_repository_prefix(prefix: str) -> str:
     """``prefix`` in lower case without leading/trailing ``/`` when it is a repository path
-    (components of letters and digits separated by ``.``, ``_``, ``__`` or ``-``, joined by ``/``),
-    else ConfigError naming it. ``""`` (no prefix) is valid. Lower case because repository names
-    are (OCI distribution spec); a GitHub ``owner/repo`` such as ``Acme/Images`` becomes the GHCR
-    namespace ``acme/images`` (https://docs.github.com/en/packages/working-with-a-github-packages-registry/working-with-the-container-registry)."""
+    (:func:`repository_problem`), else ConfigError naming it and what is wrong. ``""`` (no prefix)
+    is valid. Lower case because repository names are (OCI distribution spec); a GitHub
+    ``owner/repo`` such as ``Acme/Images`` becomes the GHCR namespace ``acme/images``
+    (https://docs.github.com/en/packages/working-with-a-github-packages-registry/working-with-the-container-registry)."""
     text = prefix.strip("/").lower()
-    if text and not all(_COMPONENT_RE.match(c) for c in text.split("/")):
+    why = repository_problem(text) if text else None
+    if why is not None:
         raise ConfigError(
-            f"repository_prefix {prefix!r} is not a repository path",
+            f"repository_prefix {prefix!r} is not a repository path: {why}",
             hint="use lowercase components such as `team-a` or `acme/images` (GHCR: the GitHub owner/repository)",
         )
     return text

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ValidationError
 
+from builder.config import repository_problem
 from builder.errors import ConfigError, NotFoundError, PolicyError, SigningKeyError
 from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, weekday_index
 from builder.policy.evidence import BUILD_STAGE
@@ -52,7 +53,7 @@ from builder.policy.schema import (
     TicketModel,
 )
 from builder.policy.signers import Approver, KeyRef, KeySet
-from builder.registry.reference import registry_problem, repository_problem
+from builder.registry.reference import registry_problem
 from builder.signing.keys import load_public_keys
 from builder.suggest import did_you_mean
 from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, Severity, errors, parse, read_text

@@ -21,12 +21,12 @@ import dataclasses
 import hashlib
 import re
 
+from builder.config import repository_problem
 from builder.errors import ConfigError
 
 _DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
 _SHA256_RE = re.compile(r"^sha256:[a-f0-9]{64}$")
 _TAG_RE = re.compile(r"^[\w][\w.-]{0,127}$")
-_COMPONENT_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 _HOST_RE = re.compile(r"^(?:\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::[0-9]+)?$")
 
 
@@ -133,18 +133,6 @@ def registry_problem(host: str) -> str | None:
     return None
 
 
-def repository_problem(repository: str) -> str | None:
-    """Why ``repository`` is not a repository path (None: it is): ``/``-separated components of
-    lowercase letters and digits joined by ``.``, ``_``, ``__`` or ``-`` (so never ``..`` or an
-    empty component), at most 255 characters (same source as :func:`registry_problem`)."""
-    if len(repository) > 255:
-        return "longer than 255 characters"
-    for comp in repository.split("/"):
-        if not _COMPONENT_RE.match(comp):
-            return f"component {comp!r} must be lowercase letters/digits separated by . _ __ -"
-    return None
-
-
 def parse_reference(ref: str, default_registry: str) -> Reference:
     """Parse ``[registry/]repository[:tag][@digest]``.
 
@@ -190,12 +178,10 @@ def parse_reference(ref: str, default_registry: str) -> Reference:
         registry = DOCKER_HUB
     if registry == DOCKER_HUB and len(repo_parts) == 1:
         repo_parts = ["library", *repo_parts]
-    for comp in repo_parts:
-        if not _COMPONENT_RE.match(comp):
-            raise bad(f"repository component {comp!r} must be lowercase letters/digits separated by . _ __ -")
     repository = "/".join(repo_parts)
-    if len(repository) > 255:
-        raise bad("repository name longer than 255 characters")
+    why = repository_problem(repository)  # the one grammar (builder.config)
+    if why is not None:
+        raise bad(f"repository {why}")
     return Reference(registry=registry, repository=repository, tag=tag, digest=digest)
 
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.config import load_config
 from builder.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tests.conftest import Cli
 
 
 def test_defaults_without_file(tmp_path: Path) -> None:
@@ -67,6 +71,35 @@ def test_repository_prefix_names_every_repository(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="repository_prefix 'team a'") as err:
         load_config(tmp_path, {"BUILDER_REPOSITORY_PREFIX": "team a"})
     assert "BUILDER_REPOSITORY_PREFIX" in err.value.message and "lowercase" in err.value.hint
+
+
+@pytest.mark.parametrize(
+    ("prefix", "why"),
+    [
+        ("team//x", "component ''"),
+        ("../up", "component '..'"),
+        ("-lead", "component '-lead'"),
+        ("a b", "component 'a b'"),
+        ("x" * 256, "longer than 255 characters"),
+    ],
+)
+def test_a_bad_repository_prefix_says_which_part(tmp_path: Path, prefix: str, why: str) -> None:
+    (tmp_path / "builder.toml").write_text(f'repository_prefix = "{prefix}"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path, {})
+    assert str(tmp_path / "builder.toml") in err.value.message and why in err.value.message
+    assert err.value.exit_code == 2
+
+
+def test_a_bad_repository_prefix_on_the_command_line(cli: Cli, tmp_path: Path) -> None:
+    """As a new user meets it: ``builder build --dry-run`` in a checkout whose builder.toml has a
+    bad prefix is exit 2 naming the file, the setting and the part at fault (human and --json)."""
+    (tmp_path / "builder.toml").write_text('repository_prefix = "team//images"\n')
+    human = cli("build", "--dry-run", code=2, cwd=tmp_path)
+    assert "builder.toml" in human.stderr and "repository_prefix 'team//images'" in human.stderr
+    assert "component ''" in human.stderr and "Traceback" not in human.stderr
+    doc = cli("build", "--dry-run", "--json", code=2, cwd=tmp_path).json()
+    assert doc["error"]["kind"] == "config" and "component ''" in doc["error"]["message"]
 
 
 def test_registry_endpoints(tmp_path: Path) -> None:
