@@ -461,5 +461,7 @@ def _print_evidence(outcome: DeviceCheck) -> None:
             c.print(f"      {m.name} {m.value:g} {m.unit}", markup=False, highlight=False)
         for line in [*run.problems, *error_lines(run.step.error or "")][:8]:
             c.print(f"      {line}", markup=False, highlight=False)
-    for ptype in outcome.evidence_written:
-        c.print(f"attached {esc(ptype.rsplit('/', 2)[-2])}/v1 to {esc(outcome.reference)}")
+    if outcome.evidence_written:  # the digest was named on the device-check line: 80 columns
+        kinds = " and ".join(f"{p.rsplit('/', 2)[-2]}/v1" for p in outcome.evidence_written)
+        to = "the same digest" if outcome.attestation is not None else esc(outcome.reference)
+        c.print(f"attached {esc(kinds)} to {to}", highlight=False)

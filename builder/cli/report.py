@@ -54,7 +54,8 @@ def report(
     METRIC with the hardware class it was measured on, from the signed
     test-result/v1, benchmark/v1 and device-check/v1 attestations (keys of
     the policy). The series is drawn as a sparkline per stage and as an
-    SVG line chart. Exit 5: registry unreachable; 8: unknown variant/stage.
+    SVG line chart. Exit 5: registry unreachable; 8: unknown variant, stage
+    or metric (the metrics the benchmarks have are named).
 
     \b
     Examples:
@@ -100,10 +101,12 @@ def _print(result: VariantReport) -> None:
                 f" over {len(values)} digest(s)",
                 markup=False,
             )
+        if s.points and not any(p.time for p in s.points):
+            con.print("  no trusted promotion record: only the digest the stage holds now", markup=False)
         for p in s.points[-5:]:
             bench = f"{p.value:g} {p.unit}" if p.value is not None else "-"
             con.print(  # 76 columns: minutes, 12 hex digits of the digest
-                f"  {p.time[:16] or '?':<16}  {p.digest.removeprefix('sha256:')[:12]}"
+                f"  {p.time[:16] or 'not recorded':<16}  {p.digest.removeprefix('sha256:')[:12]}"
                 f"  check {p.device_check or '-':<6}  tests {p.tests or '-':<6}  {bench}",
                 markup=False,
             )

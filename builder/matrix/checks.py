@@ -48,6 +48,9 @@ def check_command(
     if spec.script is None and not command:
         add((*where, "command"), f"{kind} command is empty")
         return None
+    if kind != "collective" and "min_devices" in spec.model_fields_set:
+        add((*where, "min_devices"), f"min_devices applies to the collective check only, not to {kind}")
+        return None
     gpus = spec.gpus if isinstance(spec.gpus, str) else str(spec.gpus)
     return CheckCommand(
         kind=kind,

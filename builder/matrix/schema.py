@@ -110,7 +110,7 @@ class IncludeSpec(_Strict):
 class CheckSpec(_Strict):
     """``tests`` / ``benchmark`` of a matrix (docs/matrices.md "Checks declared with the image"): exactly
     one of ``command`` (argv, or one string run with ``sh -c``) and ``script`` (a file, relative to the
-    matrix file, sent on stdin to the image's python with ``args``); ``timeout`` seconds; ``gpus``
+    project root, sent on stdin to the image's python with ``args``); ``timeout`` seconds; ``gpus``
     (``all``, ``none`` or a count); ``shm_size``; ``env``; ``junit`` (path in the container);
     ``dataset`` / ``model`` (versions the benchmark declares); ``min_devices`` (``collective``: the fewest
     GPUs it needs, 0: the CPU too)."""
@@ -131,6 +131,14 @@ class CheckSpec(_Strict):
     @classmethod
     def _args_text(cls, v: object) -> object:
         return _texts(v)
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus(cls, v: object) -> object:
+        """One message for a wrong ``gpus`` (not one per member of the union)."""
+        if isinstance(v, bool) or not (isinstance(v, int) or v in ("all", "none")):
+            raise ValueError("`gpus` is all, none or a number of GPUs")
+        return v
 
     @field_validator("env", mode="before")
     @classmethod

@@ -12,13 +12,14 @@ import dataclasses
 import re
 import string
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from pydantic import ValidationError
 
 from builder.bases import MIRROR_PREFIX
 from builder.compat.distros import OS_RE
 from builder.matrix.schema import PLATFORMS, Axes, MatrixSpec
+from builder.suggest import did_you_mean
 from builder.yamldoc import FieldPath, plain
 
 if TYPE_CHECKING:
@@ -203,6 +204,31 @@ def validate_schema(raw: Mapping[str, Any], add: Report, index_map: dict[FieldPa
         return None  # what is left still does not validate: the problems above say why
 
 
+def _fields_at(loc: tuple[str | int, ...]) -> tuple[str, ...]:
+    """The field names of the model at ``loc`` in a matrix (list indices and dict keys skipped); ``()``
+    when ``loc`` does not lead to a model."""
+    from pydantic import BaseModel
+
+    model: type[BaseModel] = MatrixSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return ()
+        todo, nested = [field.annotation], None
+        while todo and nested is None:  # the first model inside X | None, list[X], dict[str, X]
+            t = todo.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                nested = t
+            else:
+                todo.extend(get_args(t))
+        if nested is None:
+            return ()
+        model = nested
+    return tuple(model.model_fields)
+
+
 def _report_schema_errors(errors: list[ErrorDetails], add: Report) -> _Pruning:
     """Report each pydantic error at its field (friendlier messages for names, the value given); returns
     what to cut so the rest validates."""
@@ -219,6 +245,8 @@ def _report_schema_errors(errors: list[ErrorDetails], add: Report) -> _Pruning:
             and not isinstance(err["input"], (dict, list))
         ):
             msg += f" (got {err['input']!r})"
+        if err["type"] == "extra_forbidden" and isinstance(last, str):
+            msg += did_you_mean(last, _fields_at(loc[:-1]))
         add(loc, msg)
         ints = [i for i, part in enumerate(loc) if isinstance(part, int)]
         if ints:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
-from builder.errors import BuilderError, RegistryUnavailableError
+from builder.errors import BuilderError, NotFoundError, RegistryUnavailableError
 from builder.predicates import BENCHMARK_V1, DEVICE_CHECK_V1, TEST_RESULT_V1
 from builder.promote.evidence import read_place
 from builder.promote.queries import stage_histories
@@ -239,12 +239,14 @@ def variant_report(
     """The report of ``variant`` (an id or a reference) over ``stages`` (default: every stage):
     each stage's history (at most ``limit`` records) with each digest's evidence and ``metric``
     (None: the first metric of the newest benchmark found). NotFoundError for unknown names or
-    stages; RegistryUnavailableError; a stage that cannot be read carries its error."""
+    stages, and for a ``metric`` no benchmark of the variant's digests has (naming the metrics they
+    have); RegistryUnavailableError; a stage that cannot be read carries its error."""
     from builder.policy.rules_benchmark import DEFAULT_SAME, class_text, hardware_of
 
     [target] = resolve_targets(scope_of(ctx), (variant,))
     out: list[StageReport] = []
     chosen = metric
+    seen: dict[str, None] = {}  # metric names the digests' benchmarks have, in order
     for h in stage_histories(ctx, target, stages, limit=limit):
         if h.error is not None:
             out.append(StageReport(h.stage, None, error=str(h.error.get("message"))))
@@ -261,6 +263,9 @@ def variant_report(
                 bench = _newest(items, BENCHMARK_V1, digest)
                 tests = _newest(items, TEST_RESULT_V1, digest)
                 dev = _newest(items, DEVICE_CHECK_V1, digest)
+                for m in (bench or {}).get("metrics") or []:
+                    if isinstance(m, Mapping) and isinstance(m.get("name"), str):
+                        seen.setdefault(m["name"])
                 name, value, unit = _metric(bench, chosen)
                 chosen = chosen or name
                 hw = class_text(hardware_of(bench), DEFAULT_SAME) if bench else None
@@ -281,6 +286,13 @@ def variant_report(
             out.append(StageReport(h.stage, h.digest, tuple(points), exc.message))
             continue
         out.append(StageReport(h.stage, h.digest, tuple(points)))
+    if metric is not None and seen and metric not in seen:
+        raise NotFoundError(
+            f"no benchmark/v1 of {variant}'s digests has metric {metric!r}; they have: {', '.join(seen)}",
+            hint="give one of those to --metric, or leave --metric out for the first metric",
+            metric=metric,
+            metrics=list(seen),
+        )
     return VariantReport(variant, chosen, tuple(out))
 
 

@@ -186,3 +186,12 @@ def test_signed_results_and_the_regression_gate(
     assert stages["dev"]["sparkline"] == "█▁" and [p["tests"] for p in stages["dev"]["points"]] == ["passed"] * 2
     assert [p["value"] for p in stages["staging"]["points"]] == [baseline]
     assert svg.read_text().startswith("<svg") and svg.read_text().count("<circle") == 3
+
+    # 4. as a new user reads it: 80 columns, each digest's line; a metric no benchmark has is named
+    human = cli("report", ref, "--policy", str(policy), "--no-svg", env={**ENV, "COLUMNS": "80"})
+    lines = human.stderr.splitlines()
+    assert lines[1] == "metric: matmul_f32_throughput" and any("tests passed" in ln for ln in lines), human.stderr
+    assert all(len(ln) <= 80 for ln in lines[1:]), human.stderr  # the first line echoes the reference
+    wrong = cli("report", ref, "--policy", str(policy), "--metric", "nosuch", "--no-svg", env=ENV, code=8)
+    assert "has metric 'nosuch'; they have: matmul_f32_throughput, matmul_f32_latency" in wrong.stderr
+    assert "Traceback" not in wrong.stderr

@@ -196,6 +196,9 @@ def test_matrix_checks_per_family_overridden_per_variant(tmp_path: Path) -> None
         ("overrides: [{match: 'torch*', tests: {command: x}}]\n", "overrides[0].match", "matches no variant"),
         ('tests: {command: "echo \'x"}\n', "tests.command", "cannot be split"),
         ("tests: {script: ../outside.py}\n", "tests.script", "a path inside the project"),
+        ("benchmark: {command: x, gpus: two}\n", "benchmark.gpus", "all, none or a number of GPUs (got 'two')"),
+        ("benchmark: {command: x, min_devices: 2}\n", "benchmark.min_devices", "collective check only"),
+        ("benchmark: {scrpit: x.py}\n", "benchmark.scrpit", "script"),
     ],
 )
 def test_matrix_check_mistakes_are_located(tmp_path: Path, extra: str, path: str, says: str) -> None:
