@@ -250,7 +250,8 @@ def run_declared(
         metrics, declared, bad = parse_metrics(output)
         problems.extend(bad)
         if step.ok and not metrics:
-            problems.append(f"the benchmark printed no metric line (`{METRIC_MARKER}{{...}}`, docs/matrices.md)")
+            what = "no valid metric line" if bad else "no metric line"  # after bad ones: not "none at all"
+            problems.append(f"the benchmark printed {what} (`{METRIC_MARKER}{{...}}`, docs/matrices.md)")
     collective = None
     if check.kind == "collective":
         collective, bad_c = parse_collective(output)
@@ -493,15 +494,23 @@ def run_evidence(
 
 
 def attest_evidence(
-    ev: EvidenceRun, client: RegistryClient, repository: str, digest: str, signer: Signer, *, lock_dir: Path
+    ev: EvidenceRun,
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    signer: Signer,
+    *,
+    lock_dir: Path,
+    bundle: bool = False,
 ) -> tuple[str, ...]:
-    """Attach each predicate of ``ev`` as a signed attestation to ``repository@digest``; returns the
-    predicate types written. Raises SigningError / registry errors."""
-    from builder.signing.attest import attest_image
+    """Attach each predicate of ``ev`` as a signed attestation to ``repository@digest`` (with
+    ``bundle`` also as a Sigstore bundle referrer: ``builder.signing.bundles.attest_both``); returns
+    the predicate types written. Raises SigningError / registry errors."""
+    from builder.signing.bundles import attest_both
 
     written = []
     for ptype, pred in ev.predicates():
-        attest_image(client, repository, digest, ptype, pred, signer, lock_dir=lock_dir)
+        attest_both(client, repository, digest, ptype, pred, signer, lock_dir=lock_dir, bundle=bundle)
         written.append(ptype)
     return tuple(written)
 

@@ -65,6 +65,14 @@ def test_metrics_format() -> None:
 def test_malformed_metric_lines_are_problems(line: str, says: str) -> None:
     metrics, _, problems = parse_metrics(METRIC_MARKER + line + "\n")
     assert metrics == () and len(problems) == 1 and says in problems[0] and "line 1" in problems[0]
+    run = run_declared(
+        "r",
+        CheckCommand("benchmark", command=("b",)),
+        mode="cpu",
+        runner=_runner(METRIC_MARKER + line + "\n"),
+        root=ROOT,
+    )
+    assert not run.passed and run.problems[-1].startswith("the benchmark printed no valid metric line"), run.problems
 
 
 def test_junit_totals_and_refusals() -> None:
