@@ -51,9 +51,13 @@ def shipped() -> list[Variant]:
     return [v for m in matrix.load_matrices(sorted((ROOT / "matrices").glob("*.yaml"))) for v in m.variants]
 
 
+def dockerfile(v: Variant) -> str:
+    return render.render_variant(v, images_dir=IMAGES, locks_dir=LOCKS, bases=BASES).dockerfile
+
+
 def test_no_accelerator_environment_before_the_shared_layers() -> None:
     for v in shipped():
-        text = render.render_variant(v, images_dir=IMAGES, locks_dir=LOCKS, bases=BASES).dockerfile
+        text = dockerfile(v)
         prefix = shared_prefix(text)
         assert prefix[1].startswith("FROM") and prefix[2].startswith("RUN"), (v.id, prefix[:3])
         bad = [s for s in prefix if ACCELERATOR_ENV.match(s)]
@@ -67,17 +71,12 @@ def test_variants_on_one_base_share_the_python_and_user_layers() -> None:
     frameworks' build arguments exist (the case the order is for)."""
     groups: dict[tuple[str, ...], list[tuple[Variant, list[str]]]] = defaultdict(list)
     for v in shipped():
-        text = render.render_variant(v, images_dir=IMAGES, locks_dir=LOCKS, bases=BASES).dockerfile
-        prefix = shared_prefix(text)
+        prefix = shared_prefix(dockerfile(v))
         groups[(prefix[0], prefix[1], v.family, v.python)].append((v, prefix))
     mixed = 0
     for members in groups.values():
         for (a, pa), (b, pb) in itertools.pairwise(members):
             assert pa == pb, f"{a.id} and {b.id} share a base but not the Python/user layers"
-        whole = [
-            [s for s in instructions(render.render_variant(v, images_dir=IMAGES, locks_dir=LOCKS, bases=BASES).dockerfile)
-             if ACCELERATOR_ENV.match(s)]
-            for v, _ in members
-        ]  # fmt: skip
+        whole = [[s for s in instructions(dockerfile(v)) if ACCELERATOR_ENV.match(s)] for v, _ in members]
         mixed += len({tuple(w) for w in whole}) > 1
     assert mixed >= 1, "no base is shared by variants with different accelerator environments"
