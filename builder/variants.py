@@ -36,12 +36,15 @@ if TYPE_CHECKING:
 @dataclasses.dataclass(frozen=True)
 class Chosen:
     """The selected ``variants`` (Selection order: see :func:`builder.selection.apply`), the
-    ``matrices`` they were chosen from and the ``bases`` they were resolved with."""
+    ``matrices`` they were chosen from, the ``bases`` they were resolved with and ``problems``
+    (named policy/fleet files that do not exist)."""
 
     matrices: tuple[Matrix, ...]
     variants: tuple[Variant, ...]
     bases: BaseResolution
     repository_prefix: str = ""
+    #: what the matrices name that does not exist (:func:`binding_problems`), one line each
+    problems: tuple[str, ...] = ()
 
     def to_json(self) -> MatrixListDocument:
         """``builder matrix list --json``: each variant's :func:`builder.matrix.variant_json`."""
@@ -78,7 +81,8 @@ def project_matrices(cfg: Config) -> tuple[Matrix, ...]:
 def select_variants(cfg: Config, matrix_files: Sequence[Path], selection: Selection) -> Chosen:
     """Load the matrices (``matrix_files``, default every matrix of ``cfg``) with the project's bases and
     apply ``selection``; with ``changed_since`` the glob-selected variants are rendered now and at that
-    ref (:func:`render_at_ref`). Raises MatrixError, ConfigError, NotFoundError (a glob matches nothing)."""
+    ref (:func:`render_at_ref`); ``problems`` says which named policy or fleet files do not exist
+    (:func:`binding_problems`). Raises MatrixError, ConfigError, NotFoundError (a glob matches nothing)."""
     bases = project_bases(cfg)
     matrices = load_matrices(matrix_paths(cfg.matrices_dir, matrix_files), bases=bases)
     variants = [v for m in matrices for v in m.variants]
@@ -87,7 +91,8 @@ def select_variants(cfg: Config, matrix_files: Sequence[Path], selection: Select
         by_glob = apply(variants, Selection(globs=selection.globs))
         now = render_all(by_glob, images_dir=cfg.images_dir, locks_dir=cfg.locks_dir, bases=bases)
         changed_ids = {r.variant.id for r in changed(now, render_at_ref(cfg, selection.changed_since, matrix_files))}
-    return Chosen(matrices, tuple(apply(variants, selection, changed_ids=changed_ids)), bases, cfg.repository_prefix)
+    chosen = tuple(apply(variants, selection, changed_ids=changed_ids))
+    return Chosen(matrices, chosen, bases, cfg.repository_prefix, binding_problems(cfg, matrices))
 
 
 def select_renders(cfg: Config, matrix_files: Sequence[Path], selection: Selection) -> tuple[RenderedImage, ...]:
@@ -232,8 +237,7 @@ def matrix_binding(cfg: Config, kind: str, matrix_files: Sequence[Path] = ()) ->
     is judged by ``<policies_dir>/default.yaml``, so one that names another policy conflicts with
     it; a matrix naming no fleet has none. When the matrices name different ones, ConfigError
     (exit 2) listing each matrix's, with the option that chooses; NotFoundError (exit 8) naming the
-    matrix and field when the file does not exist."""
-    directory = cfg.policies_dir if kind == "policy" else cfg.fleets_dir
+    matrix and field when the file does not exist (:func:`bound_file`)."""
     named: dict[Path, list[str]] = {}
     default = (cfg.policies_dir / "default.yaml").resolve()
     for m in load_matrices(matrix_paths(cfg.matrices_dir, matrix_files)):
@@ -242,14 +246,7 @@ def matrix_binding(cfg: Config, kind: str, matrix_files: Sequence[Path] = ()) ->
             if kind == "policy":
                 named.setdefault(default, []).append(_shown(cfg, m.path))
             continue
-        is_file = "/" in value or value.endswith((".yaml", ".yml"))
-        path = (cfg.root / value) if is_file else directory / f"{value}.yaml"
-        if not path.is_file():
-            raise NotFoundError(
-                f"{m.path}: `{kind}: {value}` names {path}, which does not exist",
-                hint=f"name a file in {directory} (without .yaml) or a path relative to {cfg.root}",
-                matrix=str(m.path),
-            )
+        path = bound_file(cfg, kind, m.path, value)
         named.setdefault(path.resolve(), []).append(_shown(cfg, m.path))
     if not named:
         return Binding(None, "")
@@ -263,6 +260,48 @@ def matrix_binding(cfg: Config, kind: str, matrix_files: Sequence[Path] = ()) ->
     if kind == "policy" and path == default:
         return Binding(None, "")  # the default, as without matrices: nothing to say
     return Binding(path, ", ".join(matrices))
+
+
+def bound_file(cfg: Config, kind: str, matrix_path: Path, value: str) -> Path:
+    """The file a matrix's ``policy`` or ``fleet`` (``kind``) field ``value`` names:
+    ``<policies_dir|fleets_dir>/<value>.yaml``, or, for a value with ``/`` or a ``.yaml``/``.yml``
+    suffix, a file relative to the project root. NotFoundError (exit 8) naming the matrix, the
+    field and the missing file, the closest existing name ("did you mean") and the names there
+    are, when it does not exist."""
+    from builder.suggest import did_you_mean
+
+    directory = cfg.policies_dir if kind == "policy" else cfg.fleets_dir
+    is_file = "/" in value or value.endswith((".yaml", ".yml"))
+    path = (cfg.root / value) if is_file else directory / f"{value}.yaml"
+    if path.is_file():
+        return path
+    names = sorted(p.stem for p in directory.glob("*.yaml")) if directory.is_dir() else []
+    there = f" ({', '.join(names)})" if names else " (none there)"
+    raise NotFoundError(
+        f"{_shown(cfg, matrix_path)}: `{kind}: {value}` names {_shown(cfg, path)}, which does not exist"
+        + did_you_mean(Path(value).stem, names),
+        hint=f"name a file in {_shown(cfg, directory)}/ without .yaml{there}, or a path relative to {cfg.root}",
+        matrix=str(matrix_path),
+        field=kind,
+    )
+
+
+def binding_problems(cfg: Config, matrices: Sequence[Matrix]) -> tuple[str, ...]:
+    """For each ``policy`` and ``fleet`` the ``matrices`` name that does not exist, what
+    :func:`bound_file` would raise, as one line (message, then its hint after `` -- ``); empty when
+    all exist. Matrices naming different files are no problem here (a command that uses them all
+    asks for ``--policy``, :func:`matrix_binding`). The commands that use the file (status,
+    promote, resolve, run) refuse with exit 8; ``builder matrix list`` shows these as warnings."""
+    out: list[str] = []
+    for m in matrices:
+        for kind, value in (("policy", m.policy), ("fleet", m.fleet)):
+            if value is None:
+                continue
+            try:
+                bound_file(cfg, kind, m.path, value)
+            except NotFoundError as exc:
+                out.append(f"{exc.message} -- {exc.hint}")
+    return tuple(out)
 
 
 def _shown(cfg: Config, path: Path) -> str:

@@ -61,6 +61,7 @@ def list_(
     variants, loaded = chosen.variants, chosen.matrices
     if fmt == "github":
         sys.stdout.write(json.dumps(chosen.github_matrix(), separators=(",", ":")) + "\n")
+        _warn(chosen.problems)
         return
     if fmt == "json":
         app_context().json_output = True
@@ -89,3 +90,13 @@ def list_(
         console().print(f"{len(variants)} variants from {len(loaded)} matrices")
 
     emit(chosen.to_json(), human)
+    _warn(chosen.problems)
+
+
+def _warn(problems: tuple[str, ...]) -> None:
+    """Each problem as a ``warning:`` line on stderr (every format: the commands that use a
+    named policy or fleet file refuse it with exit 8)."""
+    from rich.markup import escape
+
+    for problem in problems:
+        console().print(f"[yellow]warning:[/] {escape(problem)}", highlight=False)
