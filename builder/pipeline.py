@@ -241,7 +241,7 @@ class CheckSetup:
     enabled: bool = True
     commit: str | None = None  # the project's commit, recorded in test-result/v1 and benchmark/v1
     root: Path | None = None  # the project root: the declared tests' and benchmark's scripts
-    bundle: bool = False  # the device-check result also as a Sigstore bundle referrer (cosign 3)
+    bundle: bool = False  # device-check, test and benchmark results also as Sigstore bundle referrers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,7 +335,9 @@ def check_image(
         health = probe_dcgm() if host.vendor == "nvidia" else None  # the short DCGM diagnostic, when installed
         ev = run_evidence(run_ref, result, declared, topology=topo, commit=setup.commit, root=setup.root, health=health)
         if setup.signer is not None:
-            attest_evidence(ev, client, repository, built.digest, setup.signer, lock_dir=setup.lock_dir)
+            attest_evidence(
+                ev, client, repository, built.digest, setup.signer, lock_dir=setup.lock_dir, bundle=setup.bundle
+            )
         failed_evidence = evidence_failure(ev)
     d = result.diagnosis
     return CheckOutcome(

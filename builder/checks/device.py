@@ -516,30 +516,15 @@ def attest_result(
     bundle: bool = False,
 ) -> WriteResult:
     """Attach ``result`` as a signed ``device-check/v1`` attestation to ``repository@digest``
-    (:func:`builder.signing.attest.attest_image`); with ``bundle`` the same statement also as a
-    Sigstore bundle referrer (:func:`builder.signing.bundles.attest_bundle`, cosign 3's format).
+    (:func:`builder.signing.bundles.attest_both`: the legacy layer and, with ``bundle``, the same
+    statement as a Sigstore bundle referrer, cosign 3's format).
     Returns the legacy layer's WriteResult; raises SigningError / registry errors."""
-    from builder.signing.attest import attest_image, prepare_attestation
+    from builder.signing.bundles import attest_both
 
     predicate = result.predicate()
-    prepared = prepare_attestation(client.registry, repository, digest, DEVICE_CHECK_V1, dict(predicate), signer)
-    write = attest_image(
-        client, repository, digest, DEVICE_CHECK_V1, predicate, signer, lock_dir=lock_dir, prepared=prepared
-    )
-    if bundle:
-        from builder.signing.bundles import attest_bundle
-
-        attest_bundle(
-            client,
-            repository,
-            digest,
-            DEVICE_CHECK_V1,
-            predicate,
-            signer,
-            lock_dir=lock_dir,
-            statement=prepared.statement,
-        )
-    return write
+    return attest_both(
+        client, repository, digest, DEVICE_CHECK_V1, predicate, signer, lock_dir=lock_dir, bundle=bundle
+    )[0]
 
 
 __all__ = [

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     help="Key that signs device-check results (default: builder.toml `check_key`).",
 )
 @click.option("--no-check", is_flag=True, help="Skip device checks (stages that require them will deny).")
-@bundle_option("the provenance and each device-check result", ".sig/.att tags are")
+@bundle_option("the provenance and each check result", ".sig/.att tags are")
 @workers_option
 @allow_unpinned_option
 @progress_option

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.registry import RegistryClient
+    from builder.signing.layer import WriteResult
     from builder.signing.signer import Signer
     from builder.signing.verifiers import LayerVerifier
 
@@ -232,6 +233,35 @@ def attest_bundle(
     signature = signer.sign(pae(IN_TOTO_PAYLOAD_TYPE, body))
     bundle = key_bundle(body, signature, signer.fingerprint)
     return push_referrer(client, repository, subject, bundle, predicate_type=predicate_type, lock_dir=lock_dir)
+
+
+def attest_both(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    predicate_type: str,
+    predicate: Mapping[str, Any],
+    signer: Signer,
+    *,
+    lock_dir: Path,
+    bundle: bool,
+) -> tuple[WriteResult, ReferrerWrite | None]:
+    """An attestation as every command that writes one with a key writes it: the legacy ``.att``
+    layer (``builder.signing.attest.attest_image``, cosign 2 readers) and, with ``bundle``
+    (``--bundle``), the same signed statement as a Sigstore bundle referrer (:func:`attest_bundle`,
+    cosign 3). Returns (legacy write, referrer or None). Raises SigningError / registry errors."""
+    from builder.signing.attest import attest_image, prepare_attestation  # writers only: readers never load it
+
+    prepared = prepare_attestation(client.registry, repository, digest, predicate_type, predicate, signer)
+    write = attest_image(
+        client, repository, digest, predicate_type, predicate, signer, lock_dir=lock_dir, prepared=prepared
+    )
+    if not bundle:
+        return write, None
+    referrer = attest_bundle(
+        client, repository, digest, predicate_type, predicate, signer, lock_dir=lock_dir, statement=prepared.statement
+    )
+    return write, referrer
 
 
 def _same_key_bundle(

@@ -26,8 +26,7 @@ from typing_extensions import TypedDict
 from builder.errors import ConfigError
 from builder.predicates import COSIGN_SIGN_V1
 from builder.registry import Reference, parse_reference, runnable_platforms
-from builder.signing.attest import attest_image, prepare_attestation
-from builder.signing.bundles import ReferrerWrite, ReferrerWriteDocument, attest_bundle
+from builder.signing.bundles import ReferrerWrite, ReferrerWriteDocument, attest_both, attest_bundle
 from builder.signing.dsse import STATEMENT_TYPES
 from builder.signing.keyless.identity import policies_from_options
 from builder.signing.keyless.trust import KeylessSetup, load_trusted_root
@@ -346,23 +345,16 @@ def attest_reference(
     """``builder attest REF``: a signed in-toto attestation of the digest ``reference`` names with
     the predicate in ``predicate_file`` (:func:`load_predicate`; ``builder.signing.attest``), in the
     legacy ``.att`` tag and, with ``bundle``, the same statement as a Sigstore bundle referrer
-    (``builder.signing.bundles.attest_bundle``: cosign 3's format). Raises ConfigError (2) for an
+    (``builder.signing.bundles.attest_both``: cosign 3's format). Raises ConfigError (2) for an
     unusable predicate file or a predicate type that is not a URI (:func:`check_predicate_type`),
     then as :func:`sign_reference`."""
     check_predicate_type(predicate_type)
     predicate = load_predicate(predicate_file)
     target = place.target(reference)
     client, repo, digest = target.client, target.repository, target.digest
-    prepared = prepare_attestation(client.registry, repo, digest, predicate_type, predicate, signer)
-    write = attest_image(
-        client, repo, digest, predicate_type, predicate, signer, lock_dir=place.lock_dir, prepared=prepared
+    write, referrer = attest_both(
+        client, repo, digest, predicate_type, predicate, signer, lock_dir=place.lock_dir, bundle=bundle
     )
-    referrer = None
-    if bundle:
-        lock_dir, statement = place.lock_dir, prepared.statement
-        referrer = attest_bundle(
-            client, repo, digest, predicate_type, predicate, signer, lock_dir=lock_dir, statement=statement
-        )
     return Signed(target, signer.fingerprint, write, predicate_type, referrer)
 
 
