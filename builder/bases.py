@@ -357,6 +357,9 @@ def update_bases(
                 f'registry_endpoints (["{ref.registry}=HOST:PORT"]); see docs/build.md',
                 **exc.details,
             ) from exc
+        except NotFoundError as exc:
+            upstream = str(parse_reference(reference, DOCKER_HUB))
+            raise _base_not_found(reference, upstream, pulled_from, client.registry, exc) from exc
         new_facts = base_facts(client, ref.repository, new_digest)
         old_entry = old_doc.get(reference, {})
         old_digest = old_entry.get("digest")
@@ -371,6 +374,41 @@ def update_bases(
     if write:
         write_bases_lock(lock_path, entries)
     return changes
+
+
+def _base_not_found(
+    reference: str, upstream: str, pulled_from: str, answered_by: str, exc: NotFoundError
+) -> NotFoundError:
+    """The NotFoundError for a base (``reference``, fully qualified ``upstream``) whose tag
+    ``pulled_from`` was not where it was looked up (``answered_by``: the registry, or its
+    ``registry_endpoints`` stand-in): what was looked for where, and what to do for a mirror map's
+    mirror, a stand-in, or the upstream registry itself."""
+    from builder.registry.reference import DOCKER_HUB, DOCKER_HUB_ENDPOINT
+
+    registry, _, name = pulled_from.partition("/")
+    if pulled_from != upstream:
+        hint = (
+            f"builder.toml mirror_map sends {upstream} to {pulled_from}, which the mirror does not hold: "
+            f"copy it there (skopeo copy docker://{upstream} docker://{pulled_from}), or fix mirror_map"
+        )
+    elif answered_by not in (registry, DOCKER_HUB_ENDPOINT if registry == DOCKER_HUB else registry):
+        hint = (
+            f"{answered_by} answers for {registry} (builder.toml registry_endpoints) but does not hold {name}: "
+            f"copy it there (skopeo copy docker://{pulled_from} docker://{answered_by}/{name}), or change "
+            "registry_endpoints / mirror_map"
+        )
+    else:
+        hint = (
+            f"check that {name} exists at {registry} (a typo in the matrix's `base:`, or a tag the publisher removed)"
+        )
+    return NotFoundError(
+        f"base {reference}: {pulled_from} not found at {answered_by}",
+        hint=hint,
+        reference=reference,
+        pulled_from=pulled_from,
+        registry=answered_by,
+        cause=exc.message,
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -179,3 +179,22 @@ def test_docker_hub_bases_through_an_authenticated_mirror(cli: Cli, basic_mirror
     bad = {"DOCKER_CONFIG": str(basic_mirror.docker_config(tmp_path / "bad", password="wrong"))}
     denied = cli("-C", str(tmp_path), "bases", "update", env=bad, code=6)
     assert basic_mirror.address in denied.stderr and "config.json" in denied.stderr
+
+
+def test_a_base_missing_at_the_stand_in_or_the_mirror_says_where_and_what_to_do(
+    cli: Cli, registry_address: str, unique_repo: str, tmp_path: Path
+) -> None:
+    # docker.io answered by a registry that does not hold the base: exit 8 naming the base, the
+    # stand-in and how to fill it (never "builder status lists what exists")
+    write_project(tmp_path / "a", f'registry = "127.0.0.1:1"\nregistry_endpoints = ["docker.io={registry_address}"]\n')
+    err = cli("-C", str(tmp_path / "a"), "bases", "update", "--json", code=8).json()["error"]
+    assert err["message"].startswith("base ") and f"not found at {registry_address}" in err["message"]
+    assert "registry_endpoints" in err["hint"] and "skopeo copy docker://docker.io/" in err["hint"]
+    assert err["details"]["pulled_from"].startswith("docker.io/")
+    # a mirror map sending docker.io to a path that lacks the base: the mirrored name is named
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "mirrors.yaml").write_text(f'docker.io: "{registry_address}/{unique_repo}/empty"\n')
+    write_project(tmp_path / "b", f'registry = "{registry_address}"\nmirror_map = "mirrors.yaml"\n')
+    human = cli("-C", str(tmp_path / "b"), "bases", "update", code=8).stderr
+    assert f"{registry_address}/{unique_repo}/empty/" in human and "builder status" not in human
+    assert "mirror_map sends docker.io/nvidia/cuda:" in human and "Traceback" not in human
