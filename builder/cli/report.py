@@ -110,5 +110,12 @@ def _print(result: VariantReport) -> None:
                 f"  check {p.device_check or '-':<6}  tests {p.tests or '-':<6}  {bench}",
                 markup=False,
             )
+    if not any(s.digest or s.points for s in result.stages):
+        con.print(  # the report reads promoted digests only
+            "no stage holds this variant yet: its evidence shows here once promoted\n"
+            f"(builder promote {result.variant} --to {result.stages[0].stage if result.stages else 'dev'})",
+            markup=False,
+            highlight=False,
+        )
     if result.svg_path:
         con.print(f"chart: {result.svg_path}", markup=False)

@@ -157,6 +157,9 @@ def test_signed_results_and_the_regression_gate(
     assert bench["hardware"]["gpu_count"] == 0 and bench["topology"]["fabric"] == "none"
     baseline = bench["metrics"][0]["value"]
 
+    fresh = cli("report", ref, "--policy", str(policy), "--no-svg", env=ENV)  # checked, not promoted yet
+    assert "no stage holds this variant yet" in fresh.stderr and f"builder promote {ref} --to dev" in fresh.stderr
+
     common = ["--policy", str(policy), "--key", str(build_key)]
     cli("promote", ref, "--to", "dev", "--confirm", *common, env=ENV)
     cli("promote", f"{registry_address}/{unique_repo}:{VARIANT}-dev", "--to", "staging", "--confirm", *common, env=ENV)
