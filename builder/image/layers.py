@@ -31,6 +31,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 import zstandard
 from isal import isal_zlib
 
+from builder import process
 from builder.errors import RegistryError
 from builder.image.elf import GpuCode, scan_stream
 from builder.image.stack import is_stack_file
@@ -138,6 +139,9 @@ class _Chunks:
 
     def read(self, n: int = -1) -> bytes:
         if self._pos >= len(self._buf):
+            signum = process.interrupted()
+            if signum is not None:  # SIGTERM/SIGINT: stop within a chunk, not after the layer
+                raise process.Interrupted(signum)
             self._buf, self._pos = self._blob.read(), 0
         end = len(self._buf) if n < 0 else self._pos + n
         out = self._buf[self._pos : end]
@@ -226,7 +230,7 @@ class _Prefetched:
                 self._put(chunk)
                 if not chunk:
                     return
-        except Exception as exc:
+        except BaseException as exc:  # an interruption too: handed to the reader, which raises it
             self._put(exc)
 
     def _put(self, item: bytes | BaseException) -> None:
@@ -241,7 +245,7 @@ class _Prefetched:
         if self._pos >= len(self._buf):
             if self._done:
                 return b""
-            item = self._queue.get()
+            item = self._next()
             if isinstance(item, BaseException):
                 self._done = True
                 raise item
@@ -253,6 +257,15 @@ class _Prefetched:
         out = self._buf[self._pos : end]
         self._pos += len(out)
         return out
+
+    def _next(self) -> bytes | BaseException:
+        """The next chunk or error; never waits on a thread that is gone."""
+        while True:
+            try:
+                return self._queue.get(timeout=0.5)
+            except queue.Empty:
+                if not self._thread.is_alive() and self._queue.empty():
+                    return RegistryError("the layer's inflate thread stopped without an answer")
 
     def finish(self) -> None:
         """Read what is left (the tar end blocks: they count for the digest) and wait for the thread."""
