@@ -29,7 +29,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -289,15 +288,22 @@ def _cuda_facts(cuda_version: str) -> tuple[str, str]:
     return compat.require_cuda(cuda_version), compat.min_driver(cuda_version)
 
 
-_BLANK_RUNS = re.compile(r"\n{3,}")
-
-
 def _tidy(text: str) -> str:
     """At most one blank line in a row, no trailing spaces or tabs, one final newline
-    (deterministic). Lines are stripped one by one: a ``[ \\t]+$`` multiline pattern tries a
-    match at every blank of the text and took a fifth of a render."""
-    stripped = "\n".join(line.rstrip(" \t") for line in text.split("\n"))
-    return _BLANK_RUNS.sub("\n\n", stripped).strip("\n") + "\n"
+    (deterministic). One pass over the lines: regular expressions over the whole text (trailing
+    blanks, runs of newlines) try a match at every blank and newline and took a fifth of a render."""
+    out: list[str] = []
+    blank = False
+    for raw in text.split("\n"):
+        line = raw.rstrip(" \t")
+        if not line:
+            if blank:
+                continue
+            blank = True
+        else:
+            blank = False
+        out.append(line)
+    return "\n".join(out).strip("\n") + "\n"
 
 
 def _describe(v: Variant) -> str:
