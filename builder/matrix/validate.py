@@ -19,7 +19,6 @@ from pydantic import ValidationError
 from builder.bases import MIRROR_PREFIX
 from builder.compat.distros import OS_RE
 from builder.matrix.schema import PLATFORMS, Axes, MatrixSpec
-from builder.suggest import did_you_mean
 from builder.yamldoc import FieldPath, plain
 
 if TYPE_CHECKING:
@@ -246,6 +245,8 @@ def _report_schema_errors(errors: list[ErrorDetails], add: Report) -> _Pruning:
         ):
             msg += f" (got {err['input']!r})"
         if err["type"] == "extra_forbidden" and isinstance(last, str):
+            from builder.suggest import did_you_mean  # difflib: only for a misspelled field
+
             msg += did_you_mean(last, _fields_at(loc[:-1]))
         add(loc, msg)
         ints = [i for i, part in enumerate(loc) if isinstance(part, int)]
