@@ -268,13 +268,12 @@ def bound_file(cfg: Config, kind: str, matrix_path: Path, value: str) -> Path:
     suffix, a file relative to the project root. NotFoundError (exit 8) naming the matrix, the
     field and the missing file, the closest existing name ("did you mean") and the names there
     are, when it does not exist."""
-    from builder.suggest import did_you_mean
-
     directory = cfg.policies_dir if kind == "policy" else cfg.fleets_dir
     is_file = "/" in value or value.endswith((".yaml", ".yml"))
     path = (cfg.root / value) if is_file else directory / f"{value}.yaml"
     if path.is_file():
         return path
+    from builder.suggest import did_you_mean  # only on this path: start-up budget
     names = sorted(p.stem for p in directory.glob("*.yaml")) if directory.is_dir() else []
     there = f" ({', '.join(names)})" if names else " (none there)"
     raise NotFoundError(

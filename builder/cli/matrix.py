@@ -96,6 +96,8 @@ def list_(
 def _warn(problems: tuple[str, ...]) -> None:
     """Each problem as a ``warning:`` line on stderr (every format: the commands that use a
     named policy or fleet file refuse it with exit 8)."""
+    if not problems:
+        return
     from rich.markup import escape
 
     for problem in problems:
