@@ -24,6 +24,9 @@ IDENTITY_MISMATCH = "which no allowed identity matches"
 #: How a keyless signature (a Fulcio certificate, legacy layer or Sigstore bundle) reads when only keys
 #: were given: no key can check it, only an identity policy can (``builder verify --identity/--issuer``,
 #: a policy's keyless ``issuer``/``subject`` entry; docs/keyless.md).
+#: The other way round: a key-pair signature when only identities were given (``--identity``/``--issuer``).
+KEY_NOT_CHECKED = "key-pair signature (no certificate): no identity verifies it, its public key (--key) does"
+
 KEYLESS_NOT_CHECKED = (
     "keyless Sigstore signature (a Fulcio certificate, no key): no key verifies it, an allowed identity "
     "(issuer and subject) does"
@@ -62,11 +65,18 @@ class KeyVerifier:
     ``dev.builder-project/signer`` annotation names one of ``keys`` (that key's own layer, edited);
     otherwise ``untrusted`` (another signer, or a layer naming none, as cosign writes it), with the
     claimed fingerprint as ``signer``, unverified. The caller still checks the layer is well formed
-    (payload parses, names the digest, blob matches its descriptor): anything malformed is invalid."""
+    (payload parses, names the digest, blob matches its descriptor): anything malformed is invalid.
+    With no ``keys`` (only identities given): a keyless layer is not its business (None), a key-pair
+    one is ``untrusted`` (:data:`KEY_NOT_CHECKED`), so it is listed, never counted, never "missing"."""
 
     keys: tuple[PublicKey, ...]
 
     def check(self, data: bytes, signature: bytes, annotations: Mapping[str, str]) -> LayerCheck | None:
+        if not self.keys:
+            if annotations.get(CERTIFICATE_ANNOTATION):
+                return None
+            claimed = annotations.get(SIGNER_HINT_ANNOTATION) or None
+            return LayerCheck(False, signer=claimed, reason=KEY_NOT_CHECKED, untrusted=True)
         for key in self.keys:
             if key.verify(data, signature):
                 return LayerCheck(True, signer=key.fingerprint)

@@ -739,7 +739,9 @@ def test_key_pair_and_keyless_signers_on_one_digest(sigstore: Sigstore, image: I
         f"{IDENTITY} (issuer {sigstore.issuer})",
     }
     only_identity = _verify(sigstore, image, [sigstore.policy()])
-    assert only_identity.ok and fingerprint not in {i.signer for i in only_identity.items}
+    assert only_identity.ok and fingerprint not in {i.signer for i in only_identity.items if i.ok}
+    [key_item] = [i for i in only_identity.items if i.signer == fingerprint]  # listed, never counted
+    assert key_item.untrusted and "its public key (--key) does" in key_item.reason
 
 
 def test_replaced_dsse_signature_in_att_layer_refused(sigstore: Sigstore, image: Image, tmp_path: Path) -> None:
@@ -828,3 +830,31 @@ def test_key_only_verify_names_keyless_signatures_as_such(
     assert ok.code == 0, ok.stderr
     also = " ".join(ok.stderr.split())
     assert "VERIFIED" in also and "4 keyless certificate(s) (give --identity/--issuer)" in also, ok.stderr
+
+
+def test_identity_only_verify_of_a_key_signed_image_says_who_signed(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, image: Image, tmp_path: Path
+) -> None:
+    """Verified with only --identity/--issuer, an image signed with a key pair (legacy layer and
+    bundle) is not "not signed at all": each signature is listed as untrusted with the key it
+    claims, the diagnosis is wrong-key and the hint names --key."""
+    from builder.signing.bundles import attest_bundle
+
+    _, pub, fingerprint = generate_key_pair(tmp_path / "keys", None)
+    signer = load_signer(tmp_path / "keys" / "builder.key", None)
+    sign_image(image.client, image.repository, image.digest, signer, lock_dir=tmp_path / "locks")
+    attest_bundle(image.client, image.repository, image.digest, COSIGN_SIGN_V1, {}, signer, lock_dir=tmp_path)
+    run_cli = SignCli(cli, monkeypatch)
+    args = ["verify", image.ref, "--identity", IDENTITY, "--issuer", "https://issuer.example"]
+    r = run_cli(["--json", *args], tmp_path, image.client.registry)
+    assert r.code == 18, r.stderr
+    err = json.loads(r.stdout)["error"]
+    items = err["details"]["items"]
+    assert len(items) == 2 and all(i["classification"] == "untrusted" and not i["keyless"] for i in items), items
+    assert all(i["signer"] == fingerprint and "(--key)" in i["reason"] for i in items), items
+    assert err["details"]["diagnosis"] == "wrong-key" and "--key" in err["hint"]
+    assert "no signatures found" not in err["message"]
+    human = run_cli(args, tmp_path, image.client.registry, COLUMNS="80")
+    assert human.code == 18 and "claims SHA256:" in human.stderr and "not signed at all" not in human.stderr
+    ok = run_cli([*args, "--key", str(pub)], tmp_path, image.client.registry)
+    assert ok.code == 0, ok.stderr  # with its key it verifies

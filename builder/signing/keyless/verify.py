@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
@@ -53,7 +53,7 @@ from builder.signing.layer import (
     read_layers,
 )
 from builder.signing.report import Kind, VerificationReport, VerifiedItem
-from builder.signing.verifiers import LayerCheck, LayerVerifier, verifiers_for
+from builder.signing.verifiers import KeyVerifier, LayerCheck, LayerVerifier
 from builder.signing.verify import confirm_digest, unmet_requirements, verify_layer
 
 if TYPE_CHECKING:
@@ -194,8 +194,7 @@ def _referrer_items(
     key_verifiers: Sequence[LayerVerifier],
 ) -> list[VerifiedItem]:
     """Verify every Sigstore bundle referrer of ``digest`` (referrers API or fallback index):
-    keyless bundles here, key-pair bundles with ``key_verifiers`` (``builder.signing.bundles``;
-    skipped when there are none)."""
+    keyless bundles here, key-pair bundles with ``key_verifiers`` (``builder.signing.bundles``)."""
     out: list[VerifiedItem] = []
     for desc in bundle_referrers(client, repository, digest):
         read = referrer_bundle(client, repository, digest, desc)
@@ -286,29 +285,25 @@ def verify_keyless(
     :class:`KeylessLayerVerifier`) and every Sigstore bundle referrer; each item says who signed
     (SAN + issuer), when (Rekor integrated time) and why a failed one failed. Requirements: the digest
     resolves (and ``tag`` still points at it); a valid signature when ``require_signature``; a valid
-    attestation per ``predicate_types``. Key-pair layers (no certificate) are checked too when ``keys``
-    (trusted public keys) are given, else skipped. Never raises for bad content; registry errors propagate.
+    attestation per ``predicate_types``. Key-pair layers and bundles (no certificate) are checked with
+    ``keys`` (trusted public keys); without keys they are listed as ``untrusted`` (a key signed them,
+    no identity can check them), never counted. Never raises for bad content; registry errors propagate.
     """
     policies = tuple(p.validate() for p in identities)
     ref = reference or f"{client.registry}/{repository}@{digest}"
     problems = confirm_digest(client, repository, digest, tag)
     if not policies and not keys:
         problems.append("no identity (or key) given to verify with")
-    verifiers = verifiers_for(keys, [KeylessLayerVerifier(trusted_root, policies)])
-
-    def wanted(d: Mapping[str, Any]) -> bool:
-        return bool(keys) or bool((d.get("annotations") or {}).get(CERTIFICATE_ANNOTATION))
-
+    # a key verifier even without keys: key-pair layers are then listed as untrusted (KEY_NOT_CHECKED)
+    key_verifiers = (KeyVerifier(tuple(keys)),)
+    verifiers = (*key_verifiers, KeylessLayerVerifier(trusted_root, policies))
     items: list[VerifiedItem] = []
     sig_tag, sig_layers = read_layers(client, repository, digest, SIG_SUFFIX)
     for d in sig_layers:
-        if wanted(d):
-            items.append(verify_layer(client, repository, digest, d, verifiers, tag=sig_tag))
+        items.append(verify_layer(client, repository, digest, d, verifiers, tag=sig_tag))
     att_tag, att_layers = read_layers(client, repository, digest, ATT_SUFFIX)
     for d in att_layers:
-        if wanted(d):
-            items.append(verify_layer(client, repository, digest, d, verifiers, tag=att_tag))
-    key_verifiers = verifiers_for(keys)
+        items.append(verify_layer(client, repository, digest, d, verifiers, tag=att_tag))
     items.extend(_referrer_items(client, repository, digest, trusted_root, policies, key_verifiers))
     problems += unmet_requirements(
         items, digest, require_signature, predicate_types, looked_in="legacy tag or bundle referrer"
