@@ -95,6 +95,17 @@ def _print(result: ImageInspection) -> None:
             markup=False,
         )
     c.print(f"  packages: {len(s.python_packages)} Python, {len(s.dpkg_packages)} dpkg", markup=False)
+    check = result.label_check
+    if check is not None:
+        if check["uncovered"]:
+            c.print(
+                f"  label gpu-archs claims {' '.join(check['uncovered'])}, which no framework GPU library "
+                f"has code for ({len(check['libraries'])} checked)",
+                style="red",
+                markup=False,
+            )
+        else:
+            c.print("  label gpu-archs: every target found in the framework's GPU code", markup=False)
     if not result.binaries:
         c.print("no GPU code in the image's ELF files", markup=False)
         return

@@ -258,6 +258,30 @@ def kernel_verdicts(
     return tuple(kernel_verdict(b, target, driver_cuda=driver_cuda) for b in relevant)
 
 
+def uncovered_claims(declared: tuple[str, ...], binaries: tuple[KernelBinary, ...]) -> tuple[str, ...]:
+    """The declared architectures (a ``gpu-archs`` label: ``sm_80``, ``compute_90``, ``gfx90a``) that no
+    binary of ``binaries`` has code for: ``sm_XY`` needs SASS ``sm_XY`` (any ``a``/``f`` variant),
+    ``compute_XY`` PTX ``compute_XY``, ``gfxNNN`` a code object for that processor. ``none`` (no GPU code
+    declared) and unreadable entries are not claims. Pure."""
+    sass = {k[:2] for b in binaries for t in b.sass if (k := sm_key(t))}
+    ptx = {k[:2] for b in binaries for t in b.ptx if (k := sm_key(t))}
+    gfx = {g.split(":")[0].lower() for b in binaries for g in b.gfx}
+    out: list[str] = []
+    for claim in declared:
+        c = claim.strip().lower()
+        if c.startswith("gfx"):
+            if c.split(":")[0] not in gfx:
+                out.append(claim)
+            continue
+        k = sm_key(c)
+        if k is None:
+            continue
+        have = ptx if c.startswith("compute_") else sass
+        if k[:2] not in have:
+            out.append(claim)
+    return tuple(out)
+
+
 __all__ = [
     "KernelBinary",
     "KernelVerdict",
@@ -270,4 +294,5 @@ __all__ = [
     "ptx_isa_cuda",
     "ptx_isa_needs_cuda",
     "sm_key",
+    "uncovered_claims",
 ]

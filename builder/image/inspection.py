@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING
 from typing_extensions import TypedDict
 
 from builder.compat import min_driver
-from builder.compat.kernels import KernelBinary, loading_binaries, ptx_isa_needs_cuda
+from builder.compat.kernels import KernelBinary, loading_binaries, ptx_isa_needs_cuda, uncovered_claims
 from builder.errors import NotFoundError, RegistryError
 from builder.image.elf import GpuCode, GpuCodeDocument
 from builder.image.layers import LayerCache, LayerSummary, merge, read_layer
 from builder.image.stack import Stack, StackDocument, read_stack
+from builder.labels import gpu_archs
 from builder.registry.manifest import runnable_platforms
 
 if TYPE_CHECKING:
@@ -44,12 +45,23 @@ class LayerReadDocument(TypedDict):
     cached: bool
 
 
+class LabelCheckDocument(TypedDict):
+    """The ``gpu-archs`` label as a checked claim: ``declared`` (the label), ``libraries`` (the framework's
+    GPU libraries it was checked against), ``uncovered`` (declared targets none of them has code for)."""
+
+    declared: list[str]
+    libraries: list[str]
+    uncovered: list[str]
+
+
 class InspectDocument(TypedDict):
     """``builder inspect --json``: ``reference`` (registry/repository@digest), ``digest`` (the digest asked
     for), ``platform_digest`` and ``platform`` (the manifest read), ``binaries`` (ELF files with GPU code,
     paths absolute in the image), ``loading`` (the paths of those that load: one per group of per-CUDA-line
     libraries), ``min_driver`` (of the installed CUDA runtime's line) and ``min_driver_jit`` (to JIT the newest
-    PTX of those libraries), ``stack`` (the installed GPU stack), ``layers`` (each layer read)."""
+    PTX of those libraries), ``label_check`` (the ``gpu-archs`` label checked against the framework's GPU
+    libraries; None without the label or without framework GPU code to check it against), ``stack`` (the
+    installed GPU stack), ``layers`` (each layer read)."""
 
     reference: str
     digest: str
@@ -59,6 +71,7 @@ class InspectDocument(TypedDict):
     loading: list[str]
     min_driver: str | None
     min_driver_jit: str | None
+    label_check: LabelCheckDocument | None
     stack: StackDocument
     layers: list[LayerReadDocument]
 
@@ -86,6 +99,33 @@ class ImageInspection:
     binaries: tuple[GpuCode, ...]
     stack: Stack
     layers: tuple[LayerRead, ...]
+    declared_archs: tuple[str, ...] | None = None
+
+    def framework_binaries(self) -> tuple[KernelBinary, ...]:
+        """The loading GPU libraries inside a framework's package (``.../site-packages/torch/``,
+        ``jaxlib/``, ``jax_plugins/``, ``tensorflow/``, ...): what the ``gpu-archs`` label describes."""
+        roots: list[str] = []
+        for fw in self.stack.frameworks:
+            site = fw.path.rsplit("/", 2)[0]
+            roots.append(f"{site}/{fw.name.replace('-', '_')}/")
+            if fw.name in ("jax", "jaxlib"):
+                roots.append(f"{site}/jax_plugins/")
+        return tuple(b for b in self.kernel_binaries() if b.path.startswith(tuple(roots)))
+
+    @property
+    def label_check(self) -> LabelCheckDocument | None:
+        """The ``gpu-archs`` label checked against :meth:`framework_binaries`
+        (:func:`builder.compat.kernels.uncovered_claims`); None without the label, with ``none``, or
+        without framework GPU code."""
+        declared = tuple(a for a in (self.declared_archs or ()) if a.lower() != "none")
+        libs = self.framework_binaries()
+        if not declared or not libs:
+            return None
+        return {
+            "declared": list(declared),
+            "libraries": [b.path for b in libs],
+            "uncovered": list(uncovered_claims(declared, libs)),
+        }
 
     def kernel_binaries(self) -> tuple[KernelBinary, ...]:
         """The binaries that load (:func:`builder.compat.kernels.loading_binaries` with the stack's
@@ -129,6 +169,7 @@ class ImageInspection:
             "loading": [b.path for b in self.kernel_binaries()],
             "min_driver": self.min_driver,
             "min_driver_jit": self.min_driver_jit,
+            "label_check": self.label_check,
             "stack": self.stack.to_json(),
             "layers": [x.to_json() for x in self.layers],
         }
@@ -176,7 +217,9 @@ def inspect_image(
     if chosen is None and isinstance(config, dict) and config.get("os") and config.get("architecture"):
         chosen = f"{config['os']}/{config['architecture']}"
     env: dict[str, str] = {}
-    for item in ((config.get("config") or {}).get("Env") or []) if isinstance(config, dict) else []:
+    cfg = (config.get("config") or {}) if isinstance(config, dict) else {}
+    labels = cfg.get("Labels") or {}
+    for item in cfg.get("Env") or []:
         k, _, v = str(item).partition("=")
         env[k] = v
     descriptors = manifest.layers
@@ -215,6 +258,7 @@ def inspect_image(
         binaries=fs.code,
         stack=stack,
         layers=tuple(reads[d.digest] for d in descriptors),
+        declared_archs=gpu_archs(labels) if isinstance(labels, dict) else None,
     )
 
 

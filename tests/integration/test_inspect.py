@@ -104,10 +104,11 @@ def images(
             refs.setdefault(f"cu{cuda[:4].replace('.', '')}", f"{repo}:cu{cuda[:4].replace('.', '')}"),
             mirror_base,
         )
+    libs: dict[str, Path] = {}
     for name, sass in (("stale", ("sm_80", "sm_90")), ("fixed", ("sm_80", "sm_90", "sm_120"))):
         ctx = tmp_path_factory.mktemp(name)
         fb = gpu_code.make_fatbin(ctx / "kernels.fatbin", sass=sass)
-        gpu_code.make_library(ctx / "libcustom_kernels.so", fb)
+        libs[name] = gpu_code.make_library(ctx / "libcustom_kernels.so", fb)
         _runtime(ctx / "rt", "12.8.90")
         refs[name] = f"{repo}:{name}"
         _build(
@@ -119,6 +120,22 @@ def images(
             refs[name],
             mirror_base,
         )
+    ctx = tmp_path_factory.mktemp("claim")  # a framework package whose build lacks a target its label claims
+    shutil.copy(libs["stale"], ctx / "libtorch_cuda.so")
+    (ctx / "torch-2.7.0+cu128.dist-info").mkdir()
+    (ctx / "torch-2.7.0+cu128.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.7.0+cu128\n"
+    )
+    refs["claim"] = f"{repo}:claim"
+    _build(
+        ctx,
+        "ARG BASE\nFROM ${BASE}\n"
+        f"COPY libtorch_cuda.so {SITE}/torch/lib/libtorch_cuda.so\n"
+        f"COPY torch-2.7.0+cu128.dist-info/ {SITE}/torch-2.7.0+cu128.dist-info/\n"
+        'LABEL io.builder.gpu-archs="sm_80,sm_90,sm_120"\n',
+        refs["claim"],
+        refs["stale"],
+    )
     ctx = tmp_path_factory.mktemp("removed")
     refs["removed"] = f"{repo}:removed"
     _build(ctx, "ARG BASE\nFROM ${BASE}\nRUN rm /opt/ext/lib/libcustom_kernels.so\n", refs["removed"], refs["stale"])
@@ -374,3 +391,18 @@ def test_sigterm_stops_inspect_mid_layer(images: dict[str, str], tmp_path: Path)
     assert proc.returncode == 143, err
     assert "interrupted by SIGTERM" in err
     assert "Traceback" not in err
+
+
+def test_the_gpu_archs_label_is_a_checked_claim(cli: Cli, images: dict[str, str]) -> None:
+    """The label says sm_120; the framework's library (made by ptxas/fatbinary for sm_80 and sm_90) has
+    none: inspect says so, and check --static judges the code, not the label."""
+    doc = _inspect(cli, images["claim"])
+    assert doc["label_check"] == {
+        "declared": ["sm_80", "sm_90", "sm_120"],
+        "libraries": [f"{SITE}/torch/lib/libtorch_cuda.so"],
+        "uncovered": ["sm_120"],
+    }
+    assert doc["stack"]["frameworks"][0]["cuda"] == "12.8"
+    human = cli("inspect", images["claim"]).stderr
+    assert "label gpu-archs claims sm_120, which no framework GPU library has code for" in human
+    assert _inspect(cli, images["stale"])["label_check"] is None  # no label, no framework: nothing to check

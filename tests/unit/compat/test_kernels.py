@@ -122,3 +122,14 @@ def test_jit_is_a_reason_not_a_block() -> None:
 def test_cuda_libraries_do_not_judge_amd_gpus() -> None:
     v = check_compat(driver="6.3", gpu="AMD Instinct MI300X", brand=None, rocm="6.3", kernels=(STALE, ROCM))
     assert v.verdict == "ok", v.reasons
+
+
+def test_uncovered_claims_of_a_label() -> None:
+    from builder.compat.kernels import uncovered_claims
+
+    assert uncovered_claims(("sm_80", "sm_90", "sm_120"), (STALE,)) == ("sm_120",)
+    assert uncovered_claims(("sm_90", "compute_90"), (CU126,)) == ()
+    assert uncovered_claims(("compute_120",), (CU126,)) == ("compute_120",)
+    assert uncovered_claims(("sm_100",), (KernelBinary("/a.so", sass=("sm_100f",)),)) == ()  # a family cubin
+    assert uncovered_claims(("gfx90a", "gfx1030"), (ROCM,)) == ("gfx1030",)
+    assert uncovered_claims(("none",), (STALE,)) == ()
