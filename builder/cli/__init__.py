@@ -52,7 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Read an image's GPU code (SASS/PTX/gfx) and installed GPU stack from its layers.",
     ),
     "diff": ("builder.cli.diff:diff", "Compare two images: GPU stack, minimum driver, GPU targets, packages."),
-    "sbom": ("builder.cli.sbom:sbom", "CycloneDX SBOM of an image (packages, GPU libraries); --key attaches it signed."),
+    "sbom": (
+        "builder.cli.sbom:sbom",
+        "CycloneDX SBOM of an image (packages, GPU libraries); --key attaches it signed.",
+    ),
     # promotion
     "policy": ("builder.cli.promote:policy", "Validate promotion policies."),
     "approve": ("builder.cli.promote:approve", "Record a signed approval of a digest for a stage."),
