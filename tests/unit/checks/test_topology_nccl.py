@@ -102,6 +102,14 @@ def test_nvlink_mesh_with_sys_between_quads_is_partial_nvlink() -> None:
     assert t.gpus[4].cpu_affinity == "24-47,72-95" and t.gpus[4].numa_affinity is None
 
 
+def test_nvlink_bridged_pairs_with_sys_between_them() -> None:
+    t = parse_nvidia_topo(_read("topology", "nvidia-smi-topo-09-a30x4-nv4-pairs-sys.txt"))
+    assert t.fabric == "nvlink-partial" and len(t.gpus) == 4 and not t.notes
+    assert [(x.a, x.b, x.code) for x in t.links if x.kind == "nvlink"] == [(0, 1, "NV4"), (2, 3, "NV4")]
+    assert {x.code for x in t.links if x.kind == "pcie"} == {"SYS"}
+    assert t.numa_nodes == ("0", "1") and t.gpus[2].cpu_affinity == "24-47,72-95"
+
+
 def test_junk_is_notes_not_a_crash() -> None:
     t = parse_nvidia_topo("Failed to initialize NVML: Driver/library version mismatch\n")
     assert t.fabric == "none" and t.notes

@@ -71,6 +71,18 @@ def test_nvlink_mesh_with_a_pcie_peer_is_bounded_by_pcie() -> None:
     assert e.gbps == round(pcie_gbps(3, 16) or 0, 3) and e.link.startswith("PCIe (SYS)")
 
 
+def test_nvlink_bridged_pairs_are_bounded_by_pcie_between_the_pairs() -> None:
+    # 4x A30 (GA100, PCIe Gen4 x16 cards): NV4 to the partner, SYS to the other pair's GPUs
+    name = "nvidia-smi-topo-09-a30x4-nv4-pairs-sys.txt"
+    peers, paths = _peers_of_gpu0(name), _paths_of_gpu0(name)
+    assert sorted(peers) == [0, 0, 4] and paths == ["SYS", "SYS"]
+    e = expected_allreduce_gbps("NVIDIA A30", peers, [(4, 16)] * 4, paths)
+    assert e.gbps == round(pcie_gbps(4, 16) or 0, 3) and e.link.startswith("PCIe (SYS)")
+    pair = expected_allreduce_gbps("NVIDIA A30", [4])  # the two bridged GPUs alone: 4 NVLink 3 links
+    # NVIDIA A30 datasheet: "Third-generation NVLink 200GB/s" (https://www.nvidia.com/en-us/data-center/products/a30-gpu/)
+    assert pair.gbps == 100 and "4 NVLink 3 links" in pair.link
+
+
 def test_pcie_without_recorded_generation_and_single_gpu_have_no_expected_bandwidth() -> None:
     pcie = expected_allreduce_gbps("NVIDIA GeForce RTX 4090", _peers_of_gpu0("nvidia-smi-topo-02-4090-pcie.txt"))
     assert pcie.gbps is None and "PCIe only" in pcie.link and "not recorded" in pcie.link
