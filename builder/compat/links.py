@@ -114,7 +114,7 @@ def expected_allreduce_gbps(
     reason in ``link``: one GPU, an unknown GPU, AMD XGMI (no bandwidth table yet), PCIe generation or
     width not recorded."""
     if not nvlinks_to_peers:
-        return ExpectedBandwidth(None, "one GPU: no GPU-GPU link (the collective check needs >= 2 GPUs)")
+        return ExpectedBandwidth(None, "fewer than 2 GPUs: no GPU-GPU link (the collective check needs >= 2 GPUs)")
     if any(p.upper() == "XGMI" for p in pcie_paths):
         return ExpectedBandwidth(None, "AMD XGMI links: no XGMI bandwidth facts in builder/compat/data yet")
     if min(nvlinks_to_peers) == 0:

@@ -197,7 +197,7 @@ def test_collective_single_gpu_not_applicable_only_when_the_policy_says_so(tmp_p
     body = "      collective: {signers: [runners], min_busbw_ratio: 0.8, single_gpu: not-applicable}"
     policy = _policy(tmp_path, keys, body)
     one_gpu = {**H100, "gpu_count": 1, "gpu_model": "NVIDIA H200"}
-    cpu_gloo = {"passed": True, "busbw_gbps": 1.2, "expected_gbps": None, "link": "one GPU: no GPU-GPU link"}
+    cpu_gloo = {"passed": True, "busbw_gbps": 1.2, "expected_gbps": None, "link": "fewer than 2 GPUs: no GPU-GPU link"}
     for pred in (bench(1.0, one_gpu), {**bench(1.0, CPU), "collective": cpu_gloo}):
         decision = evaluate(policy, "staging", _with_stage(ev(att(BENCHMARK_V1, pred, runner))), NOW)
         [why] = [r.reason for r in decision.reasons if r.rule.startswith("collective")]
