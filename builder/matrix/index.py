@@ -1,6 +1,7 @@
-"""The variants of a set of matrix files, validated once per content: commands that only look a
-variant up (``resolve``, ``status``, ``history``, ``promote`` by id) read them back from a
-machine-local cache instead of parsing and validating every matrix on each call.
+"""The variants of a set of matrix files (and the policy and fleet each names), validated once
+per content: commands that only look a variant up or need the policy the matrices name
+(``resolve``, ``status``, ``history``, ``promote``) read them back from a machine-local cache
+instead of parsing and validating every matrix on each call.
 
 ``cached_variants(paths, cache_dir)`` returns exactly what ``load_matrices(paths)`` gives (every
 variant, in order). The cache file ``<cache_dir>/variants-<key>.json`` is keyed by a sha256 over
@@ -32,10 +33,10 @@ import builder
 from builder.models import Variant
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
 
 #: Bumped when the stored shape changes.
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2
 _PACKAGE = Path(builder.__file__).parent
 #: Sources whose change may change the variants of the same matrix bytes.
 _CODE = ("matrix", "compat", "models.py", "bases.py")
@@ -55,9 +56,28 @@ def cache_key(paths: Sequence[Path]) -> str:
     return h.hexdigest()[:40]
 
 
-def cached_variants(paths: Sequence[Path], cache_dir: Path | None) -> tuple[Variant, ...]:
-    """Every variant of ``paths`` (``load_matrices`` order), from the cache when its key matches.
-    ``cache_dir`` None: no cache. Raises MatrixError / ConfigError as ``load_matrices`` does."""
+@dataclasses.dataclass(frozen=True)
+class MatrixNames:
+    """What one matrix file names besides its variants: ``policy`` and ``fleet`` as written
+    (None: nothing), for the promotion commands' default policy and fleet."""
+
+    path: Path
+    policy: str | None = None
+    fleet: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MatrixIndex:
+    """The validated matrices in short: every variant (``load_matrices`` order) and what each
+    file names (``MatrixNames``, file order)."""
+
+    variants: tuple[Variant, ...]
+    matrices: tuple[MatrixNames, ...]
+
+
+def matrix_index(paths: Sequence[Path], cache_dir: Path | None) -> MatrixIndex:
+    """The :class:`MatrixIndex` of ``paths``, from the cache when its key matches (``cache_dir``
+    None: no cache). Raises MatrixError / ConfigError as ``load_matrices`` does."""
     if cache_dir is None:
         return _load(paths)
     try:
@@ -67,15 +87,24 @@ def cached_variants(paths: Sequence[Path], cache_dir: Path | None) -> tuple[Vari
     found = _read(file)
     if found is not None:
         return found
-    variants = _load(paths)
-    _write(file, variants)
-    return variants
+    index = _load(paths)
+    _write(file, index)
+    return index
 
 
-def _load(paths: Sequence[Path]) -> tuple[Variant, ...]:
+def cached_variants(paths: Sequence[Path], cache_dir: Path | None) -> tuple[Variant, ...]:
+    """Every variant of ``paths`` (``load_matrices`` order): :func:`matrix_index`'s."""
+    return matrix_index(paths, cache_dir).variants
+
+
+def _load(paths: Sequence[Path]) -> MatrixIndex:
     from builder.matrix.load import load_matrices  # parsing and validation: only on a miss
 
-    return tuple(v for m in load_matrices(paths) for v in m.variants)
+    matrices = load_matrices(paths)
+    return MatrixIndex(
+        tuple(v for m in matrices for v in m.variants),
+        tuple(MatrixNames(m.path, m.policy, m.fleet) for m in matrices),
+    )
 
 
 def _code_files() -> list[Path]:
@@ -89,21 +118,28 @@ def _code_files() -> list[Path]:
     return out
 
 
-def _read(file: Path) -> tuple[Variant, ...] | None:
-    """The cached variants, or None when there is no usable file (missing, another schema, or
-    not the expected shape: then it is rebuilt)."""
+def _read(file: Path) -> MatrixIndex | None:
+    """The cached index, or None when there is no usable file (missing, another schema, or not
+    the expected shape: then it is rebuilt)."""
     try:
         doc = json.loads(file.read_text())
         if doc.get("schema") != CACHE_SCHEMA:
             return None
-        return tuple(cast("Variant", _decode(Variant, item)) for item in doc["variants"])
+        return MatrixIndex(
+            tuple(cast("Variant", _decode(Variant, item)) for item in doc["variants"]),
+            tuple(MatrixNames(Path(m["path"]), m["policy"], m["fleet"]) for m in doc["matrices"]),
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def _write(file: Path, variants: Iterable[Variant]) -> None:
+def _write(file: Path, index: MatrixIndex) -> None:
     """Write ``file`` atomically (temporary file + rename); an unwritable directory is left as it is."""
-    doc = {"schema": CACHE_SCHEMA, "variants": [dataclasses.asdict(v) for v in variants]}
+    doc = {
+        "schema": CACHE_SCHEMA,
+        "variants": [dataclasses.asdict(v) for v in index.variants],
+        "matrices": [{"path": str(m.path), "policy": m.policy, "fleet": m.fleet} for m in index.matrices],
+    }
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".variants-", suffix=".tmp")

@@ -14,7 +14,7 @@ import pytest
 from builder.errors import MatrixError
 from builder.matrix import load as matrix_load
 from builder.matrix import load_matrices, matrix_paths
-from builder.matrix.index import cached_variants
+from builder.matrix.index import cached_variants, matrix_index
 from tests.conftest import ROOT
 
 if TYPE_CHECKING:
@@ -95,3 +95,16 @@ def test_a_hit_imports_neither_parser_nor_validators(matrices: Path, tmp_path: P
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert set(out.stdout.split()) <= {"builder.matrix", "builder.matrix.files", "builder.matrix.index"}
+
+
+def test_what_each_matrix_names_is_kept_too(matrices: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy and fleet each matrix names (what promotion commands default to) come from the
+    same cache entry."""
+    cache = tmp_path / "cache"
+    want = tuple((m.path, m.policy, m.fleet) for m in load_matrices(matrix_paths(matrices)))
+    assert any(p is not None for _, p, _ in want)
+    first = matrix_index(matrix_paths(matrices), cache)
+    monkeypatch.setattr(matrix_load, "load_matrices", lambda *_a, **_k: pytest.fail("loaded again"))
+    again = matrix_index(matrix_paths(matrices), cache)
+    assert again == first
+    assert tuple((m.path, m.policy, m.fleet) for m in again.matrices) == want
