@@ -352,9 +352,7 @@ def update_bases(
         except RegistryUnavailableError as exc:
             raise RegistryUnavailableError(
                 f"base {reference}: {exc.message}",
-                hint=f"{ref.registry} must be reachable from here (network, HTTPS_PROXY), or builder.toml must send "
-                f'it to a mirror this machine reaches: mirror_map ({{"{ref.registry}": "MIRROR/PATH"}}) or '
-                f'registry_endpoints (["{ref.registry}=HOST:PORT"]); see docs/build.md',
+                hint=_unreachable_hint(ref.registry, client.registry),
                 **exc.details,
             ) from exc
         except NotFoundError as exc:
@@ -374,6 +372,25 @@ def update_bases(
     if write:
         write_bases_lock(lock_path, entries)
     return changes
+
+
+def _unreachable_hint(registry: str, answered_by: str) -> str:
+    """What to do when ``registry`` (a base's, e.g. ``docker.io``) could not be reached at
+    ``answered_by``: its own endpoint (the network, or a mirror) or a ``registry_endpoints``
+    stand-in (is it running, plain HTTP)."""
+    from builder.registry.reference import DOCKER_HUB, DOCKER_HUB_ENDPOINT
+
+    if answered_by not in (registry, DOCKER_HUB_ENDPOINT if registry == DOCKER_HUB else registry):
+        return (
+            f"{answered_by} stands in for {registry} (builder.toml registry_endpoints): start it or fix the entry, "
+            f'or send {registry} to a mirror with mirror_map ({{"{registry}": "MIRROR/PATH"}}); a stand-in speaking '
+            "plain HTTP off this machine must be listed in insecure_registries"
+        )
+    return (
+        f"{registry} must be reachable from here (network, HTTPS_PROXY), or builder.toml must send it to a "
+        f'mirror this machine reaches: mirror_map ({{"{registry}": "MIRROR/PATH"}}) or registry_endpoints '
+        f'(["{registry}=HOST:PORT"]); see docs/build.md'
+    )
 
 
 def _base_not_found(

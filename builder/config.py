@@ -189,6 +189,15 @@ def _check_values(values: dict[str, Any], source: str) -> None:
                 f"{source} (or BUILDER_REGISTRY_ENDPOINTS): registry_endpoints entry {entry!r} is not NAME=HOST[:PORT]",
                 hint='e.g. registry_endpoints = ["docker.io=mirror.example:5000"]',
             )
+        name = key.strip()
+        if "." not in name and ":" not in name and name != "localhost":
+            # the Docker CLI's rule: a first name component without '.' or ':' (not localhost) is a
+            # repository path, never a registry, so no reference would ever reach this entry
+            raise ConfigError(
+                f"{source} (or BUILDER_REGISTRY_ENDPOINTS): registry_endpoints entry {entry!r}: {name!r} is not a "
+                "registry name (a registry has a '.' or ':' or is localhost; Docker Hub is docker.io)",
+                hint='e.g. registry_endpoints = ["docker.io=mirror.example:5000"]',
+            )
 
 
 #: One repository path component (OCI distribution spec, "Pulling manifests": ``<name>``

@@ -415,14 +415,23 @@ def connection_cause(exc: BaseException) -> str:
     """Why a connection failed, in words, from the innermost cause of ``exc`` (requests wraps
     urllib3, which wraps the socket error): ``the host name does not resolve (DNS)``
     (``socket.gaierror``), ``connection refused``, ``connection reset``, ``no answer in time``,
-    ``the proxy failed``, else the OS error's text or the exception's type name. Pure."""
-    import socket
-
+    else the OS error's text or the exception's type name; ``(through the proxy: ...)`` added when
+    a proxy was in the way. Pure."""
     seen: list[BaseException] = []
     cur: BaseException | None = exc
     while cur is not None and cur not in seen:
         seen.append(cur)
         cur = cur.__cause__ or cur.__context__ or next((a for a in cur.args if isinstance(a, BaseException)), None)
+    via = (
+        " (through the proxy: HTTPS_PROXY / HTTP_PROXY)" if any(type(e).__name__ == "ProxyError" for e in seen) else ""
+    )
+    return _innermost_cause(exc, seen) + via
+
+
+def _innermost_cause(exc: BaseException, seen: list[BaseException]) -> str:
+    """:func:`connection_cause` without the proxy note: ``seen`` is ``exc``'s chain, outermost first."""
+    import socket
+
     for e in reversed(seen):  # innermost first
         if isinstance(e, socket.gaierror):
             return "the host name does not resolve (DNS)"
@@ -433,8 +442,6 @@ def connection_cause(exc: BaseException) -> str:
         if isinstance(e, TimeoutError):
             return "no answer in time"
     names = {type(e).__name__ for e in seen}
-    if "ProxyError" in names:
-        return "the proxy failed (HTTPS_PROXY / HTTP_PROXY)"
     if any(isinstance(e, OSError) and e.strerror for e in seen):
         return next(str(e.strerror) for e in reversed(seen) if isinstance(e, OSError) and e.strerror)
     if any(n in names for n in ("ReadTimeout", "ConnectTimeout", "Timeout", "ReadTimeoutError")):

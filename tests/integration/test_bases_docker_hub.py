@@ -151,6 +151,22 @@ def test_unreachable_docker_hub_says_how_to_use_a_mirror(cli: Cli, tmp_path: Pat
     err = cli("-C", str(tmp_path), "bases", "update", "--json", code=5).json()["error"]
     assert err["message"].startswith("base ") and "127.0.0.1:1" in err["message"]
     assert "mirror_map" in err["hint"] and "registry_endpoints" in err["hint"] and "docker.io" in err["hint"]
+    assert err["message"].endswith(": connection refused (1 attempt)")  # why, in words
+    assert "127.0.0.1:1 stands in for docker.io" in err["hint"]  # the stand-in is what to start or fix
+
+
+def test_docker_hub_itself_unreachable_names_the_mirror_settings(cli: Cli, tmp_path: Path) -> None:
+    """Docker Hub's own endpoint (registry-1.docker.io) out of reach, as on a machine without
+    network: here through a proxy that refuses every connection, so the test never depends on the
+    network."""
+    write_project(tmp_path, 'registry = "127.0.0.1:1"\nregistry_retries = 0\n')
+    proxy = {"HTTPS_PROXY": "http://127.0.0.1:1", "https_proxy": "http://127.0.0.1:1", "NO_PROXY": "", "no_proxy": ""}
+    err = cli("-C", str(tmp_path), "bases", "update", "--json", env=proxy, code=5).json()["error"]
+    assert "registry-1.docker.io is not reachable" in err["message"] and "through the proxy" in err["message"]
+    assert "docker.io must be reachable from here" in err["hint"]
+    assert 'mirror_map ({"docker.io": "MIRROR/PATH"})' in err["hint"] and '["docker.io=HOST:PORT"]' in err["hint"]
+    human = cli("-C", str(tmp_path), "bases", "update", env={**proxy, "COLUMNS": "80"}, code=5).stderr
+    assert human.startswith("error: base ") and "Traceback" not in human
 
 
 @pytest.fixture(scope="module")

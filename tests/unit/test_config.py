@@ -107,3 +107,8 @@ def test_registry_endpoints(tmp_path: Path) -> None:
     assert load_config(tmp_path, {}).endpoint_overrides() == {"docker.io": "127.0.0.1:5001"}
     with pytest.raises(ConfigError, match="not NAME=HOST"):
         load_config(tmp_path, {"BUILDER_REGISTRY_ENDPOINTS": "docker.io"})
+    # a name no reference can reach (Docker's rule: a registry has '.' or ':' or is localhost)
+    with pytest.raises(ConfigError, match="'dockerhub' is not a registry name") as err:
+        load_config(tmp_path, {"BUILDER_REGISTRY_ENDPOINTS": "dockerhub=127.0.0.1:5000"})
+    assert "docker.io" in err.value.message
+    assert load_config(tmp_path, {"BUILDER_REGISTRY_ENDPOINTS": "localhost=127.0.0.1:5001"}).endpoint_overrides()
