@@ -113,7 +113,7 @@ def _print(result: ImageInspection) -> None:
     c.print(f"GPU code in {len(result.binaries)} ELF files:", markup=False)
     for b in result.binaries:
         c.print(f"  {b.path}", markup=False, highlight=False, soft_wrap=True)  # a path is never cut
-        if b.path not in loading:
+        if b.path not in loading and not b.code_object:
             c.print("    not loaded: the build of another CUDA/ROCm line loads", markup=False)
         for label, items in (("SASS", b.sass), ("PTX ", b.ptx), ("gfx ", b.gfx)):
             if items:

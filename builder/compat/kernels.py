@@ -47,7 +47,8 @@ _LINE = re.compile(r"^(?P<stem>.+?)[_-]?(?P<kind>cuda|rocm)(?P<digits>\d{2,4})(?
 
 @dataclasses.dataclass(frozen=True)
 class KernelBinary:
-    """The GPU code of one ELF file of an image. ``path``: absolute inside the image; ``sass``: cubin
+    """The GPU code of one ELF file of an image (or of a directory of code-object files, ``path`` ending
+    in ``/``). ``path``: absolute inside the image; ``sass``: cubin
     targets (``sm_80``, ``sm_90a``, ``sm_100f``); ``ptx``: PTX targets (``compute_90``); ``ptx_isa``: the
     highest PTX ISA version among the PTX entries (``"8.7"``; None without PTX or when unreadable);
     ``gfx``: AMD code-object targets with their features (``gfx90a:xnack-``). Targets are sorted and
@@ -69,6 +70,10 @@ class KernelBinary:
 
     @property
     def name(self) -> str:
+        """The file name (``libx.so``), or for a directory of code objects its last two components
+        (``rocblas/library/``)."""
+        if self.path.endswith("/"):
+            return "/".join(self.path.rstrip("/").split("/")[-2:]) + "/"
         return PurePosixPath(self.path).name
 
 

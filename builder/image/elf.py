@@ -15,6 +15,7 @@ from typing_extensions import TypedDict
 
 from builder.compat.kernels import KernelBinary, sm_key
 from builder.image import fatbin, offload
+from builder.image.amdgpu import code_object_target
 from builder.image.cursor import Cursor
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ NEEDLES = (fatbin.MAGIC, offload.BUNDLE_MAGIC, offload.CCOB_MAGIC)
 class GpuCodeDocument(TypedDict):
     """One ELF file with GPU code (``builder inspect --json`` ``binaries[]``): ``path`` absolute in the
     image, ``sass`` / ``ptx`` / ``gfx`` targets, ``ptx_isa`` (highest), ``compression`` (methods seen),
-    ``containers`` (fat binaries + bundles read), ``entries`` (code entries in them)."""
+    ``containers`` (fat binaries + bundles read), ``entries`` (code entries in them), ``code_object`` (an
+    AMDGPU code object file of its own, :mod:`builder.image.amdgpu`)."""
 
     path: str
     sass: list[str]
@@ -37,6 +39,7 @@ class GpuCodeDocument(TypedDict):
     compression: list[str]
     containers: int
     entries: int
+    code_object: bool
 
 
 def _target_order(t: str) -> tuple[int, int, str, str]:
@@ -47,7 +50,8 @@ def _target_order(t: str) -> tuple[int, int, str, str]:
 @dataclasses.dataclass(frozen=True)
 class GpuCode:
     """The GPU code found in one ELF file: targets sorted by architecture, ``compression`` the methods
-    seen (``none``, ``lz4``, ``zstd``, ``zlib``), counts of containers and code entries."""
+    seen (``none``, ``lz4``, ``zstd``, ``zlib``), counts of containers and code entries; ``code_object``:
+    the file is one AMDGPU code object (a ``.co``/``.hsaco`` of a kernel library)."""
 
     path: str
     sass: tuple[str, ...] = ()
@@ -57,6 +61,7 @@ class GpuCode:
     compression: tuple[str, ...] = ()
     containers: int = 0
     entries: int = 0
+    code_object: bool = False
 
     def kernel_binary(self) -> KernelBinary:
         """The measured side of a verdict (:class:`builder.compat.kernels.KernelBinary`)."""
@@ -75,6 +80,7 @@ class GpuCode:
             "compression": list(self.compression),
             "containers": self.containers,
             "entries": self.entries,
+            "code_object": self.code_object,
         }
 
     @classmethod
@@ -88,6 +94,7 @@ class GpuCode:
             compression=tuple(d.get("compression") or ()),
             containers=int(d.get("containers") or 0),
             entries=int(d.get("entries") or 0),
+            code_object=bool(d.get("code_object")),
         )
 
 
@@ -101,6 +108,10 @@ def scan_stream(path: str, read: Callable[[int], bytes]) -> GpuCode | None:
     head = read(4)
     if head != ELF_MAGIC:
         return None
+    head += read(60)
+    target = code_object_target(head)
+    if target is not None:  # an AMDGPU code object file: its header names the target, nothing to scan
+        return GpuCode(path=path, gfx=(target,), compression=("none",), containers=1, entries=1, code_object=True)
     cur = Cursor(read, prefix=head)
     sass: set[str] = set()
     ptx: set[str] = set()

@@ -130,9 +130,7 @@ class ImageInspection:
     def kernel_binaries(self) -> tuple[KernelBinary, ...]:
         """The binaries that load (:func:`builder.compat.kernels.loading_binaries` with the stack's
         CUDA / ROCm line), as the measured side of a verdict."""
-        return loading_binaries(
-            tuple(b.kernel_binary() for b in self.binaries), cuda=self.stack.cuda, rocm=self.stack.rocm_line
-        )
+        return loading_binaries(_grouped(self.binaries), cuda=self.stack.cuda, rocm=self.stack.rocm_line)
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -173,6 +171,19 @@ class ImageInspection:
             "stack": self.stack.to_json(),
             "layers": [x.to_json() for x in self.layers],
         }
+
+
+def _grouped(binaries: tuple[GpuCode, ...]) -> tuple[KernelBinary, ...]:
+    """The measured side of verdicts: each library, and the AMDGPU code object files of one directory
+    (``rocblas/library/*.co``: one per target, the runtime loads the GPU's) as one library named by the
+    directory with every target of its files."""
+    out = [b.kernel_binary() for b in binaries if not b.code_object]
+    dirs: dict[str, set[str]] = {}
+    for b in binaries:
+        if b.code_object:
+            dirs.setdefault(b.path.rsplit("/", 1)[0] + "/", set()).update(b.gfx)
+    out.extend(KernelBinary(d, gfx=tuple(sorted(g))) for d, g in sorted(dirs.items()))
+    return tuple(out)
 
 
 def _driver_for(cuda: str | None) -> str | None:

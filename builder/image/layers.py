@@ -51,7 +51,7 @@ PREFETCH = 4
 TAR_BUFFER = 64 << 10
 #: files the stack is read from are kept up to this size (a dpkg status database can be a few MiB)
 STACK_FILE_MAX = 8 << 20
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: AMDGPU code object files
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 

@@ -26,6 +26,7 @@ from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 
 if TYPE_CHECKING:
+    from builder.image.elf import GpuCode
     from builder.image.inspection import ImageInspection
 
 #: in-toto predicate type of a CycloneDX BOM (what ``cosign attest --type cyclonedx`` writes)
@@ -39,6 +40,11 @@ def _os_id(inspection: ImageInspection) -> str:
         if known in name:
             return known
     return "debian"
+
+
+def _loads(code: GpuCode, loading: set[str]) -> bool:
+    """Whether the file loads: a library of the loading set, or a code object of a loading directory."""
+    return code.path in loading or (code.code_object and code.path.rsplit("/", 1)[0] + "/" in loading)
 
 
 def image_bom(inspection: ImageInspection) -> dict[str, Any]:
@@ -83,7 +89,7 @@ def image_bom(inspection: ImageInspection) -> dict[str, Any]:
             Property(name="builder:gpu:sass", value=" ".join(code.sass)),
             Property(name="builder:gpu:ptx", value=" ".join(code.ptx)),
             Property(name="builder:gpu:gfx", value=" ".join(code.gfx)),
-            Property(name="builder:gpu:loads", value="true" if code.path in loading else "false"),
+            Property(name="builder:gpu:loads", value="true" if _loads(code, loading) else "false"),
         ]
         if code.ptx_isa:
             props.append(Property(name="builder:gpu:ptx-isa", value=code.ptx_isa))

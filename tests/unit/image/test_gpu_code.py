@@ -218,3 +218,61 @@ def test_corrupt_compressed_bundle_is_skipped_not_fatal(plain_bundle: bytes) -> 
     bad = _ccob(plain_bundle, 3, 1)
     bad = bad[:40] + bytes(64) + bad[104:]
     assert scan_bytes("/x.so", b"\x7fELF" + bytes(60) + bad) is None
+
+
+def test_amdgpu_code_object_files_name_their_target(tmp_path: Path) -> None:
+    """Every code object in a real bundle (bitsandbytes' ROCm 7.2 library, unbundled by LLVM's
+    clang-offload-bundler) names in its ELF header the processor its bundle id says; as a file of its own
+    (a kernel library's .co/.hsaco) it is read from the header alone."""
+    from builder.image.amdgpu import code_object_target
+
+    lib = gpu_code.bitsandbytes_lib("libbitsandbytes_rocm72.so")
+    first = tmp_path / "first.bin"
+    first.write_bytes(_bundles(_hip_section(lib, tmp_path))[0])
+    listed = _bundler_list(first).stdout.split()
+    targets = [t for t in listed if "amdgcn" in t]
+    outs = [tmp_path / f"co{i}.o" for i in range(len(listed))]
+    subprocess.run(
+        [
+            gpu_code.offload_bundler(),
+            "--unbundle",
+            "--type=o",
+            f"--input={first}",
+            f"--targets={','.join(listed)}",
+            *(f"--output={o}" for o in outs),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    checked = 0
+    for bundle_id, out in zip(listed, outs, strict=True):
+        if bundle_id not in targets:
+            continue
+        processor = bundle_id.split("--", 1)[1].split(":")[0]
+        header = out.read_bytes()[:64]
+        assert code_object_target(header) is not None, bundle_id
+        assert str(code_object_target(header)).split(":")[0] == processor
+        [code] = scan_files([str(out)])
+        assert code.code_object and code.gfx[0].split(":")[0] == processor
+        checked += 1
+    assert checked == len(targets) >= 10
+    assert code_object_target(gpu_code.bitsandbytes_lib("libbitsandbytes_cpu.so").read_bytes()[:64]) is None  # x86-64
+
+
+def test_code_object_files_of_a_directory_are_judged_as_one_library() -> None:
+    """rocBLAS-style kernel libraries ship one code object per target in one directory; the runtime loads
+    the GPU's: the directory is one library with every target (a missing one is `none` naming it)."""
+    from builder.compat.kernels import kernel_verdict
+    from builder.image.elf import GpuCode
+    from builder.image.inspection import _grouped
+
+    files = tuple(
+        GpuCode(f"/opt/rocm/lib/rocblas/library/TensileLibrary_{t}.co", gfx=(t,), code_object=True)
+        for t in ("gfx90a:xnack-", "gfx942")
+    )
+    [lib] = _grouped((*files, GpuCode("/usr/lib/libother.so", sass=("sm_80",))))[1:]
+    assert lib.path == "/opt/rocm/lib/rocblas/library/"
+    assert kernel_verdict(lib, "gfx942").verdict == "native"
+    assert kernel_verdict(lib, "gfx90a:xnack-").verdict == "native"
+    missing = kernel_verdict(lib, "gfx1030")
+    assert missing.verdict == "none" and missing.reason.startswith("rocblas/library/: no code object for gfx1030")
