@@ -45,6 +45,7 @@ def signing_hook(
     source_repository: str | None = None,
     now: Callable[[], dt.datetime] | None = None,
     bundle: bool = False,
+    sbom: bool = True,
 ) -> Callable[[BuiltImage, RenderedImage], None]:
     """The ``on_built`` hook of :func:`build_variants`: after each push, build the SLSA provenance v1
     predicate (``builder.signing.provenance.provenance_predicate``: ``git_commit``, ``options.builder``,
@@ -56,7 +57,8 @@ def signing_hook(
     ``lock_dir``: file locks for concurrent writers of the same signature tags (``<state_dir>/locks``).
 
     ``bundle``: with a key, also write the provenance as a Sigstore bundle referrer (cosign 3's
-    format; keyless always writes both).
+    format; keyless always writes both). ``sbom``: with a key, also attach the image's CycloneDX SBOM
+    (:func:`attach_sbom`; keyless signing does not attach one yet).
 
     Exactly one of ``signer`` and ``keyless``; otherwise ConfigError. The hook raises SigningError and
     registry errors, which ``build_variants`` turns into a failed variant."""
@@ -99,8 +101,26 @@ def signing_hook(
 
         assert signer is not None
         sign_and_attest_build(client, repository, built.digest, signer, predicate, lock_dir=lock_dir, bundle=bundle)
+        if sbom:
+            attach_sbom(client, repository, built.digest, signer, lock_dir=lock_dir, state_dir=options.state_dir)
 
     return hook
+
+
+def attach_sbom(
+    client: RegistryClient, repository: str, digest: str, signer: Signer, *, lock_dir: Path, state_dir: Path
+) -> None:
+    """The CycloneDX SBOM of the pushed image (:func:`builder.image.sbom.image_bom` of its inspection,
+    layers cached under ``<state_dir>/cache/layers``: a variant's base layers are read once) attached to
+    ``digest`` as a signed ``https://cyclonedx.org/bom`` attestation, as ``builder sbom --key`` does.
+    Raises registry errors and SigningError."""
+    from builder.image.inspection import inspect_image
+    from builder.image.layers import LayerCache
+    from builder.image.sbom import CYCLONEDX_PREDICATE, image_bom
+    from builder.signing.attest import attest_image
+
+    inspection = inspect_image(client, repository, digest, cache=LayerCache(state_dir / "cache" / "layers"))
+    attest_image(client, repository, digest, CYCLONEDX_PREDICATE, image_bom(inspection), signer, lock_dir=lock_dir)
 
 
 def is_signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey]) -> bool:

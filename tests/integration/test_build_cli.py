@@ -282,3 +282,27 @@ def test_build_sign_signs_an_image_built_earlier_unsigned(
 
     again = builder(project, "build", "--select", "tiny2*", "--sign", env={**env, "COLUMNS": "200"})
     assert again.code == 0 and "1 up-to-date" in again.stderr and "signed" not in again.stderr.replace("unsigned", "")
+
+
+def test_build_sign_attaches_the_sbom(
+    builder: BuilderCli, docker_engine: str, registry_address: str, cosign_bin: str, project: Path
+) -> None:
+    """`builder build --sign` also attaches the image's CycloneDX SBOM (docs/inspect.md), which real
+    cosign accepts as `--type cyclonedx`; it lists the image's dpkg packages."""
+    env = {"BUILDER_KEY_PASSWORD": "pw-for-test", "COSIGN_PASSWORD": "pw-for-test"}
+    keys = builder(project, "keys", "generate", "--json", env=env)
+    assert keys.code == 0, keys.stderr
+    pub = json.loads(keys.stdout)["public_key"]
+    built = builder(project, "build", "--json", "--select", "tiny*", "--sign", env=env)
+    ref = json.loads(built.stdout)["images"][0]["pinned"]
+    cosign = subprocess.run(
+        [cosign_bin, "verify-attestation", "--key", pub, "--insecure-ignore-tlog", "--type", "cyclonedx", ref],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cosign.returncode == 0, cosign.stderr[-2000:]
+    statement = json.loads(base64.b64decode(json.loads(cosign.stdout.strip().splitlines()[0])["payload"]))
+    assert statement["predicateType"] == "https://cyclonedx.org/bom"
+    purls = [c.get("purl", "") for c in statement["predicate"]["components"]]
+    assert any(p.startswith("pkg:deb/debian/") for p in purls)
