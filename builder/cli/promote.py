@@ -87,6 +87,8 @@ def policy_validate(files: tuple[Path, ...]) -> None:
 @click.option("--ticket", default=None, help="Change ticket the approval refers to.")
 @click.option("--comment", default=None, help="Free text kept in the approval.")
 @click.option("--name", default=None, help="Approver name recorded with the key fingerprint.")
+@click.option("--unlisted", is_flag=True, help="Record it even though the policy does not list the key as an approver.")
+@click.option("--strict", is_flag=True, help="Refuse a tag: approve only REGISTRY/REPO@sha256:… digests.")
 @policy_option
 @docker_config_option
 @json_option
@@ -97,12 +99,16 @@ def approve(
     ticket: str | None,
     comment: str | None,
     name: str | None,
+    unlisted: bool,
+    strict: bool,
     policy_file: Path | None,
 ) -> None:
     """Record a signed approval/v1 of REFERENCE's digest for STAGE (valid for that digest and stage only).
 
-    Warns (stderr; `warnings` in --json) when the policy would never count it: the key is not a
-    listed approver of the stage, or the ticket does not match the stage's change_ticket pattern.
+    A key the policy does not list as an approver is refused (exit 16) unless --unlisted. A tag
+    is resolved and the digest approved is printed (--strict refuses tags, exit 2). Warns
+    (stderr; `warnings` in --json) when the policy would never count it: the key is not a listed
+    approver of the stage, or the ticket does not match the stage's change_ticket pattern.
     """
     from builder.promote.approve import approve_reference
 
@@ -116,9 +122,13 @@ def approve(
         name=name,
         ticket=ticket,
         comment=comment,
+        allow_unlisted=unlisted,
+        strict=strict,
     )
     for w in outcome.warnings:  # on stderr with --json too (stdout stays one JSON document)
         console().print(f"warning: {w}", style="yellow", markup=False)
+    for n in outcome.notes:
+        console().print(f"note: {n}", markup=False)
     emit(
         outcome.to_json(),
         lambda: console().print(
@@ -410,7 +420,12 @@ def resolve(
     policy_file: Path | None,
     trust_root: Path | None,
 ) -> None:
-    """Print VARIANT's validated repo@sha256:... in STAGE on stdout (never an older digest)."""
+    """Print VARIANT's validated repo@sha256:... in STAGE on stdout (never an older digest).
+
+    With --cluster, VARIANT may be a glob: of the matching variants that run on
+    the cluster, the one promoted to STAGE most recently (e.g. 'jax0.7-*' picks
+    the cu126 build for a cluster whose driver is too old for cu128).
+    """
     from builder.promote import resolve_variant
 
     ctx = app_context().app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)

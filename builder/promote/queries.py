@@ -15,10 +15,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder.errors import (
     BuilderError,
+    ConfigError,
     ErrorBody,
     IncompatibleError,
     NotFoundError,
@@ -40,7 +42,6 @@ from builder.signing.verify import verify_image
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
     from builder.promote.context import PromotionContext
     from builder.registry import RegistryClient
@@ -228,6 +229,47 @@ def resolve(
     return pinned
 
 
+def resolve_newest_for_cluster(
+    ctx: PromotionContext,
+    pattern: str,
+    stage: str,
+    *,
+    cluster: str,
+    fleet: Path | None = None,
+    verify: bool = True,
+) -> Resolved:
+    """``builder resolve 'GLOB' --stage STAGE --cluster NAME``: of the variants ``pattern`` selects (e.g. every
+    CUDA line of one framework), the one whose digest in ``stage`` was promoted there most recently (its
+    trusted ``promotion/v1`` record's time) among those that run on ``cluster`` (:func:`resolve` for each:
+    each variant's own stage digest, never an older one of it). Raises NotFoundError (no variant matches;
+    the cluster is in no fleet file of the stage), IncompatibleError naming every candidate and why it was
+    passed over when none runs there, registry errors."""
+    from builder.compat.fleets import load_fleet
+
+    fleet_file = str(fleet) if fleet else stage_fleet_file(ctx.policy, stage, cluster)
+    if load_fleet(Path(fleet_file)).cluster(cluster) is None:
+        raise NotFoundError(f"cluster {cluster!r} is not in fleet {fleet_file}", hint="check the cluster name")
+    found: list[tuple[float, Target, str]] = []
+    passed_over: list[str] = []
+    for target in resolve_targets(scope_of(ctx), (), (pattern,)):
+        try:
+            pinned = resolve(ctx, target, stage, cluster=cluster, fleet=fleet_file, verify=verify)
+        except (NotFoundError, IncompatibleError, VerificationError) as exc:
+            passed_over.append(f"{target.variant}: {exc.message}")
+            continue
+        trust = pointer_trust(ctx, ctx.stage_location(target, stage), stage, pinned.rsplit("@", 1)[1])
+        found.append((trust.record.when.timestamp() if trust.record else 0.0, target, pinned))
+    if not found:
+        raise IncompatibleError(
+            f"no variant matching {pattern!r} in stage {stage} runs on cluster {cluster}: "
+            + "; ".join(passed_over)[:1500],
+            cluster=cluster,
+            passed_over=passed_over,
+        )
+    _, target, pinned = max(found, key=lambda f: f[0])
+    return Resolved(target.variant, stage, cluster, pinned)
+
+
 # ---------------------------------------------------------------------------------------------
 # The commands: names as the user gave them -> one result each
 
@@ -325,7 +367,17 @@ def resolve_variant(
     verify: bool = True,
 ) -> Resolved:
     """``builder resolve VARIANT --stage STAGE``: :func:`resolve` of the variant id or reference
-    ``variant`` (``fleet``: the fleet file naming ``cluster``). Raises what :func:`resolve` raises."""
+    ``variant`` (``fleet``: the fleet file naming ``cluster``). With ``cluster``, ``variant`` may be a glob
+    (:func:`resolve_newest_for_cluster`). Raises what :func:`resolve` raises; ConfigError for a glob
+    without ``cluster`` (resolve prints one digest)."""
+    if any(c in variant for c in "*?["):
+        if cluster is None:
+            raise ConfigError(
+                f"{variant!r} is a pattern: resolve prints one digest, so a pattern needs --cluster NAME "
+                "(the newest digest of the matching variants that runs there)",
+                hint="name one variant id, or add --cluster NAME",
+            )
+        return resolve_newest_for_cluster(ctx, variant, stage, cluster=cluster, fleet=fleet, verify=verify)
     [target] = resolve_targets(scope_of(ctx), (variant,))
     pinned = resolve(ctx, target, stage, cluster=cluster, fleet=str(fleet) if fleet else None, verify=verify)
     return Resolved(variant, stage, cluster, pinned)

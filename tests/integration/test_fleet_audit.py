@@ -148,3 +148,39 @@ def test_audit_with_nothing_promoted_says_so(project: Path, cli: Cli, monkeypatc
     res = _run(cli, monkeypatch, project, "fleet", "audit")
     assert "nothing to audit" in res.stderr
     _run(cli, monkeypatch, project, "fleet", "audit", "--gate", "qa", code=8)
+
+
+def test_resolve_a_glob_for_a_cluster_picks_the_newest_digest_that_runs_there(
+    project: Path, registry_address: str, unique_repo: str, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two variants of one framework in prod: the newer one needs CUDA 12.8, the older CUDA 12.4. A cluster
+    whose driver is too old for 12.8 gets the 12.4 build; a cluster that runs both gets the newer."""
+    from builder.signing.keys import load_signer
+    from builder.signing.sign import sign_image
+
+    matrix = project / "matrices" / "tiny.yaml"
+    matrix.write_text(matrix.read_text().replace('versions: ["0.7"]', 'versions: ["0.6", "0.7"]'))
+    client = RegistryClient(registry_address, insecure=True)
+    signer = load_signer(project / "state/keys/build/builder.key", None)
+    older = "jax0.6-cpu-py3.11-debian12"
+    needs_124 = {
+        "labels": {"io.builder.accelerator": "cuda", "io.builder.cuda.version": "12.4"},
+        "env": ["PATH=/usr/bin", "CUDA_VERSION=12.4.1", "NVIDIA_REQUIRE_CUDA=cuda>=12.4"],
+    }
+    digests = {}
+    for variant, needs in ((older, needs_124), (VARIANT, NEEDS_CUDA_128)):  # the 12.8 one is promoted last
+        digests[variant] = push_image(client, unique_repo, variant, **needs)  # type: ignore[arg-type]
+        sign_image(client, unique_repo, digests[variant], signer, lock_dir=project / "state" / "locks")
+        _run(cli, monkeypatch, project, "promote", variant, "--to", "dev", "--confirm")
+        _run(cli, monkeypatch, project, "promote", variant, "--to", "prod", "--confirm")
+    # the workstations go back to R550 after both were promoted
+    (project / "fleets" / "site.yaml").write_text(FLEET.replace('"570.172.08"]\n    brand', '"550.144.03"]\n    brand'))
+    ref = f"{registry_address}/{unique_repo}@"
+    args = ("resolve", "jax0.*", "--stage", "prod", "--json")
+    old_driver = _run(cli, monkeypatch, project, *args, "--cluster", "ws-4090").json()
+    assert old_driver == {"variant": older, "stage": "prod", "cluster": "ws-4090", "reference": ref + digests[older]}
+    both = _run(cli, monkeypatch, project, *args, "--cluster", "h100-train").json()
+    assert both["variant"] == VARIANT and both["reference"] == ref + digests[VARIANT]
+    # a pattern needs a cluster; an unknown cluster is named
+    _run(cli, monkeypatch, project, "resolve", "jax0.*", "--stage", "prod", code=2)
+    _run(cli, monkeypatch, project, *args, "--cluster", "nope", code=8)
