@@ -237,16 +237,21 @@ class Transport:
                 challenge = resp.headers.get("WWW-Authenticate", "")
                 if challenge:
                     authed_once = True
+                    resp.close()  # a streamed answer we drop must give its connection back to the pool
                     self.auth.answer(challenge, key, scopes, where, self.send_token_request)
                     continue
             if resp.status_code in RETRY_STATUSES and resp.status_code not in ok and attempt < retries:
                 attempt += 1
+                resp.close()
                 self._sleep(attempt, resp.headers.get("Retry-After"))
                 continue
             break
         if resp.status_code in ok or (lost and resp.status_code in ok_after_loss):
             return resp
-        raise self._error_for(resp, method, where)
+        try:
+            raise self._error_for(resp, method, where)
+        finally:
+            resp.close()  # the body was read into the message (or not needed): free the connection
 
     def read_body(self, resp: requests.Response, where: str) -> bytes:
         """The body of ``resp`` (requested with ``stream=True``) read with the limits: at most
