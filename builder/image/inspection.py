@@ -5,8 +5,9 @@ layer, each read once (:func:`builder.image.layers.read_layer`, cached by digest
 :class:`~builder.image.layers.LayerCache`; uncached layers are streamed in parallel) -> the merged
 filesystem -> :class:`ImageInspection` (ELF files with GPU code, :class:`~builder.image.stack.Stack`).
 
-Errors: NotFoundError (no runnable platform manifest), RegistryError (no config, a layer that does not
-match its digest or is not a tar stream) and the registry client's errors.
+Errors: RegistryError (an index without a runnable platform manifest, no config, a layer that does not
+match its digest or is not a tar stream), BlobSourceError (a download broken off) and the registry
+client's errors (NotFoundError for an unknown image).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from builder.image.elf import GpuCode, GpuCodeDocument
 from builder.image.layers import LayerCache, LayerSummary, merge, read_layer
 from builder.image.stack import Stack, StackDocument, read_stack
 from builder.labels import gpu_archs
-from builder.registry.manifest import runnable_platforms
+from builder.registry.copy import platform_manifest
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -207,17 +208,7 @@ def inspect_image(
     """Inspect ``repository`` at ``reference`` (tag or digest) in ``client``'s registry. ``cache``: layer
     summaries by digest (None: read every layer); ``on_layer(layer, done, total)`` is called as each
     layer is finished (progress)."""
-    top = client.get_manifest(repository, reference)
-    manifest = top
-    chosen: str | None = None
-    if top.is_index:
-        candidates = runnable_platforms(top)
-        if not candidates:
-            raise NotFoundError(f"{repository}@{top.digest} is an index with no runnable platform manifest")
-        match = [d for d in candidates if d.platform is not None and str(d.platform) == platform]
-        desc = (match or candidates)[0]
-        chosen = str(desc.platform) if desc.platform is not None else None
-        manifest = client.get_manifest(repository, desc.digest)
+    top, manifest, chosen = platform_manifest(client, repository, reference, platform)
     cfg_desc = manifest.config
     if cfg_desc is None:
         raise RegistryError(f"{repository}@{manifest.digest} has no config descriptor (not an image manifest)")

@@ -212,16 +212,27 @@ def verify_complete(client: RegistryClient, repository: str, digest: str) -> lis
     return missing
 
 
+def platform_manifest(
+    client: RegistryClient, repository: str, reference: str, platform: str = "linux/amd64"
+) -> tuple[Manifest, Manifest, str | None]:
+    """``(top, manifest, platform)``: the manifest ``reference`` (tag or digest) names and the image
+    manifest of ``platform`` in it (an index picks that platform, else its first runnable one; attestation
+    manifests never), with the platform chosen (None for a plain image manifest). Raises RegistryError for
+    an index without runnable platforms, NotFoundError / registry errors from the client."""
+    top = client.get_manifest(repository, reference)
+    if not top.is_index:
+        return top, top, None
+    plats = runnable_platforms(top)
+    if not plats:
+        raise RegistryError(f"{client.registry}/{repository}@{top.digest} is an index without runnable platforms")
+    chosen = next((d for d in plats if d.platform is not None and str(d.platform) == platform), plats[0])
+    return top, client.get_manifest(repository, chosen.digest), str(chosen.platform) if chosen.platform else None
+
+
 def image_config(client: RegistryClient, repository: str, digest: str, platform: str = "linux/amd64") -> dict[str, Any]:
-    """The image config JSON for ``platform`` of ``digest`` (an index picks that platform, else its
-    first runnable one). Used to read ``config.Env`` (NVIDIA_REQUIRE_CUDA, CUDA_VERSION)."""
-    m = client.get_manifest(repository, digest)
-    if m.is_index:
-        plats = runnable_platforms(m)
-        if not plats:
-            raise RegistryError(f"{client.registry}/{repository}@{digest} is an index without runnable platforms")
-        chosen = next((d for d in plats if d.platform is not None and str(d.platform) == platform), plats[0])
-        m = client.get_manifest(repository, chosen.digest)
+    """The image config JSON for ``platform`` of ``digest`` (:func:`platform_manifest`). Used to read
+    ``config.Env`` (NVIDIA_REQUIRE_CUDA, CUDA_VERSION) and ``config.Labels``."""
+    _, m, _ = platform_manifest(client, repository, digest, platform)
     cfg = m.config
     if cfg is None:
         raise RegistryError(f"{client.registry}/{repository}@{m.digest} has no config")
