@@ -324,9 +324,15 @@ def check_reference(
     )
     r, client, digest, facts, pinned = image, image.client, image.digest, image.facts, image.reference
     if request.static:
-        from builder.image.inspection import inspect_image
+        from builder.image.inspection import LayerRead, inspect_image
 
-        measured = inspect_image(client, r.repository, digest, platform=request.platform, cache=layer_cache)
+        def layer_read(layer: LayerRead, done: int, total: int) -> None:
+            if on_run is not None and not layer.cached:  # progress on big images; cached layers are instant
+                on_run(f"measured GPU code: layer {done}/{total} {layer.digest[:19]} read")
+
+        measured = inspect_image(
+            client, r.repository, digest, platform=request.platform, cache=layer_cache, on_layer=layer_read
+        )
         kernels = measured.kernel_binaries()
         if request.host_file is not None:
             return StaticCheck(pinned, facts, host_verdict(facts, load_hostinfo(request.host_file), kernels))
