@@ -25,7 +25,15 @@ from builder.checks.run import (
     pin_image,
 )
 from builder.checks.runners import open_session
-from builder.errors import BuilderError, CheckFailedError, ConfigError, ErrorBody, NotFoundError, RunnerError
+from builder.errors import (
+    BuilderError,
+    CheckFailedError,
+    ConfigError,
+    ErrorBody,
+    IncompatibleError,
+    NotFoundError,
+    RunnerError,
+)
 from builder.models import SummaryRow
 
 if TYPE_CHECKING:
@@ -346,7 +354,8 @@ def check_clusters(
     """``builder check REF --cluster NAME [--fleet F]`` (one cluster: a :class:`DeviceCheck` with its
     placement) or ``builder check REF --fleet F`` (every cluster, :func:`check_on_fleet`). Without
     ``fleet_file`` the cluster is looked up in every fleet of ``fleets_dir``. Raises NotFoundError (no such
-    cluster), ConfigError (an invalid fleet file; a cluster without ``runner:``), RunnerError. ``manifest``:
+    cluster), ConfigError (an invalid fleet file; a cluster without ``runner:``), IncompatibleError (a GPU
+    image of the other vendor than the cluster's), RunnerError. ``manifest``:
     the cluster's Kubernetes Jobs instead (:func:`kubernetes_jobs`), nothing runs."""
     from builder.checks.host.reading import load_host
     from builder.compat.fleets import load_fleet, load_fleets
@@ -360,8 +369,18 @@ def check_clusters(
     _, found = find_cluster(fleets, cluster)
     if manifest:
         return kubernetes_jobs(request, found, services)
+    from builder.compat.fleet_verdicts import image_vendor
+
+    image = _pin(request, services)
+    vendor = image_vendor(image.facts.accelerator)
+    if vendor not in ("none", found.vendor):
+        raise IncompatibleError(
+            f"{image.reference} is built for {vendor} GPUs; cluster {found.name} has {found.vendor} GPUs",
+            hint="check it on a cluster of its vendor, or pick the variant built for this one",
+            cluster=found.name,
+        )
     on_run = (lambda line: on_event(found.name, line)) if on_event is not None else None
-    return check_on_cluster(request, found, services, on_run=on_run)
+    return check_on_cluster(dataclasses.replace(request, reference=image.reference), found, services, on_run=on_run)
 
 
 #: ``builder check --json``: a static verdict, a device check (here or on one cluster), a fleet's checks, or

@@ -377,3 +377,16 @@ def test_docker_runner_at_a_host_address_talks_to_that_engine(image: str, tmp_pa
     assert doc["passed"] is True
     assert doc["placement"] == {"cluster": "remote", "runner": "docker", "node": name.stdout.strip(), "job_id": None}
     assert doc["host"]["engine"]["name"] == "docker" and doc["host"]["engine"]["version"]
+
+
+def test_a_gpu_image_is_not_checked_on_a_cluster_of_the_other_vendor(
+    python_image: str, tmp_path: Path, cli: Cli
+) -> None:
+    rocm = python_image.rsplit(":", 1)[0] + ":rocm"
+    dockerfile = f'FROM {python_image}\nLABEL io.builder.accelerator="rocm" io.builder.rocm.version="6.3"\n'
+    subprocess.run(
+        ["docker", "buildx", "build", "--push", "-q", "-t", rocm, "-"], input=dockerfile.encode(), check=True
+    )
+    fleet = _fleet(tmp_path / "f.yaml", [{"name": "h100", "runner": {"kind": "docker"}}])
+    res = cli("check", rocm, "--fleet", str(fleet), "--cluster", "h100", "--no-attest", code=11)
+    assert "is built for amd GPUs; cluster h100 has nvidia GPUs" in res.stderr
