@@ -28,6 +28,7 @@ from builder.cli._common import (
 if TYPE_CHECKING:
     from builder.errors import ErrorBody
     from builder.promote import Batch, StatusReport, VariantHistory
+    from builder.promote.changes import PlanChanges
     from builder.promote.model import ExpectPrevious
 
 trust_option = file_option(
@@ -219,6 +220,8 @@ def _print_batch(batch: Batch) -> None:
         for r in p.decision.reasons:
             for line in r.lines(1):
                 con.print(line, markup=False)
+        if o.changes is not None:
+            _print_changes(o.changes)
         if o.applied is not None:
             a = o.applied
             extra = " (completed an interrupted promotion)" if a.completed else ""
@@ -227,6 +230,20 @@ def _print_batch(batch: Batch) -> None:
             con.print(f"  [red]{o.error.kind}[/]: {o.error.message}")
     if batch.would_apply:
         con.print("[dim]dry run: add --confirm to apply[/]")
+
+
+def _print_changes(changes: PlanChanges) -> None:
+    """The dry run's comparison with the stage's digest (``builder diff``'s lines, indented)."""
+    from builder.cli.diff import diff_lines
+
+    con = console()
+    if changes.diff is None:
+        con.print(f"  changes: {changes.note}", markup=False, highlight=False)
+        return
+    held = (changes.against or "")[:19]
+    con.print(f"  changes against what the stage holds ({held}…):", markup=False, highlight=False)
+    for text in diff_lines(changes.diff, "    "):
+        con.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------------------------- rollback

@@ -284,19 +284,33 @@ def test_approve_warns_when_the_approval_would_never_count(
     # an unlisted key may not present itself as a listed approver
     err = js(run(project, "approve", ref, "--stage", "prod", "--key", mallory, "--name", "alice", "--json", code=16))
     assert "not alice's key" in err["error"]["message"]
-    # an unlisted key: written, with a warning on stderr and in the JSON; shown by fingerprint
-    proc = run(project, "approve", ref, "--stage", "prod", "--key", mallory, "--ticket", "CHG-1234", "--json")
+    # an unlisted key: refused (it would never count) unless --unlisted; then written with a
+    # warning on stderr and in the JSON, shown by fingerprint
+    err = js(run(project, "approve", ref, "--stage", "prod", "--key", mallory, "--json", code=16))
+    assert "not an approver" in err["error"]["message"] and "--unlisted" in err["error"]["hint"]
+    proc = run(
+        project, "approve", ref, "--stage", "prod", "--key", mallory, "--ticket", "CHG-1234", "--unlisted", "--json"
+    )
     out = js(proc)
     assert out["approver"] is None and any("not a listed approver of stage prod" in w for w in out["warnings"])
     assert "warning: " in proc.stderr and "never count" in proc.stderr
-    human = " ".join(run(project, "approve", ref, "--stage", "prod", "--key", mallory, "--name", "mal").stderr.split())
+    human = " ".join(
+        run(project, "approve", ref, "--stage", "prod", "--key", mallory, "--name", "mal", "--unlisted").stderr.split()
+    )
     assert "as alice" not in human and "unlisted key, calls itself 'mal'" in human
     # a listed approver with a ticket the stage's pattern rejects
     out = js(run(project, "approve", ref, "--stage", "prod", "--key", alice, "--ticket", "JIRA-1", "--json"))
     assert out["approver"] == "alice" and out["predicate"]["approver"]["name"] == "alice"
     assert [w for w in out["warnings"] if "does not match stage prod's change_ticket pattern" in w]
     out = js(run(project, "approve", ref, "--stage", "prod", "--key", alice, "--ticket", "CHG-1234", "--json"))
-    assert out["warnings"] == []
+    assert out["warnings"] == [] and out["digest"] == d1
+    assert any("already approved" in n and "counts once" in n for n in out["notes"])  # alice approved above
+    # by tag: the digest it names is approved and said; --strict refuses the tag
+    tag_ref = f"{registry_address}/{unique_repo}:{VARIANT}"
+    proc = run(project, "approve", tag_ref, "--stage", "staging", "--key", alice)
+    assert f"names {d1} now" in " ".join(proc.stderr.split())
+    err = js(run(project, "approve", tag_ref, "--stage", "staging", "--key", alice, "--strict", "--json", code=2))
+    assert "--strict approves only a digest" in err["error"]["message"]
     # a stage without an approvals rule
     out = js(run(project, "approve", ref, "--stage", "dev", "--key", alice, "--json"))
     assert any("has no approvals rule" in w for w in out["warnings"])

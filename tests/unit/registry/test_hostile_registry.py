@@ -44,6 +44,14 @@ class Hostile(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self._write(b"{}")
             return
+        if self.path.endswith("/missing"):
+            body = b'{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}'
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self._write(body)
+            return
         self.send_response(200)
         self.send_header("Content-Type", MANIFEST)
         if self.path.endswith("/declared"):  # says 300 MiB up front
@@ -99,3 +107,18 @@ def test_a_trickled_body_is_given_up_after_the_total_time(hostile: str) -> None:
     with pytest.raises(RegistryError, match="stopped waiting") as err:
         client.get_manifest("x", "trickle")
     assert "took over" in err.value.message and err.value.exit_code == 7
+
+
+def test_answers_the_client_drops_give_their_connection_back(hostile: str) -> None:
+    """Manifests are read as streams (for the limits): a 404 the client turns into None must still
+    return its connection to the pool, else the pool blocks after a few of them (it did)."""
+    client = RegistryClient(hostile, insecure=True, retries=0)
+    done: list[int] = []
+
+    def many() -> None:
+        done.extend(1 for _ in range(200) if client.try_get_manifest("x", "missing") is None)
+
+    t = threading.Thread(target=many, daemon=True)
+    t.start()
+    t.join(120)  # a guard against hanging the suite, not a timing assertion
+    assert len(done) == 200
