@@ -59,12 +59,19 @@ def diff(ref_a: str, ref_b: str, fleet_file: Path | None, platform: str) -> None
 
 def _print(d: ImageDiff) -> None:
     c = console()
-
-    def line(text: str) -> None:
+    for text in (f"a: {d.a}", f"b: {d.b}", *diff_lines(d)):
         c.print(text, markup=False, highlight=False, soft_wrap=True)
 
-    line(f"a: {d.a}")
-    line(f"b: {d.b}")
+
+def diff_lines(d: ImageDiff, indent: str = "") -> list[str]:
+    """What changed in ``d`` for people, one line each (``indent`` before each): the stack, minimum
+    drivers, GPU targets gained and lost, GPU library and package counts, the clusters whose verdict
+    changes. Shared by ``builder diff`` and the ``builder promote`` dry run."""
+    out: list[str] = []
+
+    def line(text: str) -> None:
+        out.append(indent + text)
+
     if not d.stack:
         line("stack: unchanged")
     for name, change in d.stack.items():
@@ -84,3 +91,4 @@ def _print(d: ImageDiff) -> None:
             line("fleet: no cluster's verdict changes")
         for row in d.fleet:
             line(f"  cluster {row['cluster']}: {row['a']} -> {row['b']}")
+    return out

@@ -16,6 +16,7 @@ from builder.errors import BuilderError, ConfigError
 from builder.models import SummaryRow
 from builder.promote.apply import batch_error, promote_many
 from builder.promote.model import UNSET, Applied, ExpectPrevious, Outcome, Plan, PromoteDocument, RollbackDocument
+from builder.promote.pool import map_parallel
 from builder.promote.rollback import apply_rollback, plan_rollback
 from builder.promote.targets import resolve_targets, scope_of
 
@@ -85,7 +86,33 @@ def promote_names(
     outcomes = promote_many(
         ctx, targets, stage, ticket=ticket, confirm=confirm, expect_previous=expect_previous, workers=workers
     )
+    if not confirm:  # what an approver must see: only in the dry run (a person reads it)
+        outcomes = map_parallel(lambda o: with_changes(ctx, o), outcomes)
     return Batch(stage, confirm, tuple(outcomes), batch_error(ctx, stage, outcomes))
+
+
+def with_changes(ctx: PromotionContext, outcome: Outcome) -> Outcome:
+    """``outcome`` (planned, not applied) with the promoted image compared to the digest the stage
+    holds (:func:`builder.promote.changes.stage_changes`; the stage's fleet files judged for both);
+    unchanged when nothing was planned. Raises nothing but an interrupt."""
+    from builder.image.layers import LayerCache
+    from builder.promote.changes import ImageAt, PlanChanges, stage_changes
+
+    plan = outcome.plan
+    if plan is None or outcome.error is not None:
+        return outcome
+    if plan.digest is None:
+        return dataclasses.replace(outcome, changes=PlanChanges(plan.previous, note="nothing to promote"))
+    src, dst = plan.source, plan.destination
+    held = ImageAt(ctx.client(dst.registry), dst.repository, plan.previous) if plan.previous else None
+    changes = stage_changes(
+        ImageAt(ctx.client(src.registry), src.repository, plan.digest),
+        held,
+        cache=LayerCache(ctx.cache_dir / "layers") if ctx.cache_dir is not None else None,
+        fleets=ctx.policy.fleets(plan.stage),
+        fleet_checker=ctx.fleet_checker,
+    )
+    return dataclasses.replace(outcome, changes=changes)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing_extensions import TypedDict
 from builder.errors import BuilderError, ErrorBody
 from builder.policy import Decision, FleetEvidence, parse_time
 from builder.policy.results import DecisionDocument
+from builder.promote.changes import ChangesDocument, PlanChanges
 
 if TYPE_CHECKING:
     from builder.registry import CopyStats, Manifest, RegistryClient
@@ -429,6 +430,13 @@ class PlannedDocument(PlanDocument):
     applied: Literal[False]
 
 
+class DryRunDocument(PlannedDocument):
+    """A target of ``builder promote``'s dry run: the plan and ``changes``, the image against the
+    digest the stage holds (what an approver must see)."""
+
+    changes: ChangesDocument
+
+
 class PlanFailedDocument(PlannedDocument):
     """A target planned whose apply failed or was denied (``error``: as every ``--json`` error body)."""
 
@@ -443,7 +451,7 @@ class FailedDocument(TypedDict):
     error: ErrorBody
 
 
-OutcomeDocument = AppliedDocument | PlannedDocument | PlanFailedDocument | FailedDocument
+OutcomeDocument = AppliedDocument | DryRunDocument | PlannedDocument | PlanFailedDocument | FailedDocument
 """One target of ``builder promote --json`` (``results``)."""
 
 
@@ -525,6 +533,7 @@ class Outcome:
     plan: Plan | None = None
     applied: Applied | None = None
     error: BuilderError | None = None
+    changes: PlanChanges | None = None  # the dry run's comparison with the stage's digest
 
     @property
     def ok(self) -> bool:
@@ -551,6 +560,8 @@ class Outcome:
             return {"variant": self.target.variant, "applied": False, "error": self.error.to_json()}
         if self.error is not None:
             return {**self.plan.to_json(), "applied": False, "error": self.error.to_json()}
+        if self.changes is not None:
+            return DryRunDocument(**self.plan.to_json(), applied=False, changes=self.changes.to_json())
         return {**self.plan.to_json(), "applied": False}
 
 

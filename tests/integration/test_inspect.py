@@ -406,3 +406,64 @@ def test_the_gpu_archs_label_is_a_checked_claim(cli: Cli, images: dict[str, str]
     human = cli("inspect", images["claim"]).stderr
     assert "label gpu-archs claims sm_120, which no framework GPU library has code for" in human
     assert _inspect(cli, images["stale"])["label_check"] is None  # no label, no framework: nothing to check
+
+
+def test_promote_dry_run_shows_the_diff_against_the_stage(cli: Cli, images: dict[str, str], tmp_path: Path) -> None:
+    """Issue 15 item 5 in the promote dry run: ``stale`` is in dev; the plan for ``fixed`` shows what
+    an approver must see against it (targets gained, the cluster whose verdict changes, package
+    counts), human and in --json; --confirm computes none of it."""
+    from tests.integration.test_promote_support import make_keys
+
+    registry, _, rest = images["stale"].partition("/")
+    repo = rest.partition(":")[0]
+    project = tmp_path / "project"
+    (project / "policies").mkdir(parents=True)
+    (project / "matrices").mkdir()
+    keys = make_keys(project / "state")
+    (project / "fleet.yaml").write_text(FLEET)
+    (project / "policies" / "default.yaml").write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            keys:
+              build: [{{file: {keys.pub("build")}}}]
+            promoters: [build]
+            stages:
+              dev:
+                from: build
+                require:
+                  fleet: {{file: ../fleet.yaml, clusters: [h100]}}
+            """
+        )
+    )
+    (project / "builder.toml").write_text(f'registry = "{registry}"\nstate_dir = "state"\nkey = "{keys.key("build")}"\n')
+    variant = f"ext-{uuid.uuid4().hex[:8]}"
+    args = ("promote", "--variant-id", variant, "--to", "dev")
+    first = json.loads(cli(*args, images["stale"], "--json", cwd=project).stdout)["results"][0]
+    assert first["changes"] == {"against": None, "diff": None, "note": first["changes"]["note"]}
+    assert "holds nothing" in first["changes"]["note"]
+    applied = json.loads(cli(*args, images["stale"], "--confirm", "--json", cwd=project).stdout)["results"][0]
+    assert applied["applied"] is True and "changes" not in applied
+
+    plan = json.loads(cli(*args, images["fixed"], "--json", cwd=project).stdout)["results"][0]
+    changes = plan["changes"]
+    assert changes["against"] == applied["digest"] and changes["note"] == ""
+    diff = changes["diff"]
+    assert diff["a"] == f"{registry}/{repo}@{applied['digest']}"
+    assert diff["b"] == f"{registry}/{repo}@{plan['digest']}"
+    assert diff["targets"] == {"gained": ["sm_120"], "lost": []}
+    assert diff["binaries"]["changed"] == [
+        {"path": "/opt/ext/lib/libcustom_kernels.so", "gained": ["sm_120"], "lost": []}
+    ]
+    assert diff["fleet"] == [{"cluster": "rtx5090", "a": "blocked", "b": "ok"}]  # every cluster of the file
+    assert diff["stack"] == {}  # the same CUDA 12.8 runtime
+
+    human = cli(*args, images["fixed"], cwd=project, env={"COLUMNS": "80"}).stderr
+    assert f"changes against what the stage holds ({applied['digest'][:19]}…):" in human
+    assert "    GPU targets gained: sm_120" in human and "    cluster rtx5090: blocked -> ok" in human
+    assert "    python packages: 0 added, 0 removed, 0 changed" in human
+    mine = human[human.index("  changes against") :].splitlines()[:-1]  # up to the dry-run note
+    assert mine and all(len(line) <= 80 for line in mine), mine
+
+    back = json.loads(cli(*args, images["stale"], "--json", cwd=project).stdout)["results"][0]
+    assert back["changes"]["note"] == "the stage already holds this digest"
