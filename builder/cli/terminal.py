@@ -12,11 +12,12 @@ pipes. Lines of text are not folded by builder: a reference or digest stays one 
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
     from rich.console import Console
 
@@ -30,13 +31,34 @@ def _set(environ: Mapping[str, str], name: str) -> bool:
     return environ.get(name, "") != ""
 
 
+CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters other than newline and tab: in text that came from input (a fleet or
+cluster name, a registry's error message, a label) they would reach the terminal as escape
+sequences (colours, window titles, cursor moves, a carriage return that overwrites the line)."""
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every :data:`CONTROL_RE` character written visibly (``\x1b`` as ``\\x1b``)."""
+    return CONTROL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def make_console(environ: Mapping[str, str]) -> Console:
-    """The rich console for human output on stderr, configured from ``environ`` (see the module)."""
+    """The rich console for human output on stderr, configured from ``environ`` (see the module).
+    Every piece of text it writes has its control characters escaped (:func:`escape_controls`);
+    the escape sequences rich itself emits for styles are kept."""
     from rich.console import Console
+    from rich.segment import Segment
+
+    class SafeConsole(Console):
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            # rich >= 13: the one place text segments become output; control segments are rich's own
+            return super()._render_buffer(
+                s if s.control else Segment(escape_controls(s.text), s.style, s.control) for s in buffer
+            )
 
     no_color = _set(environ, "NO_COLOR")
     force = _set(environ, "FORCE_COLOR") and not no_color
-    con = Console(
+    con = SafeConsole(
         stderr=True,
         highlight=False,
         # lines of text are written whole (the terminal folds them), so a reference or digest is

@@ -151,3 +151,15 @@ def test_matrix_strings_that_reach_the_dockerfile_are_validated(
 def test_ordinary_build_args_pass(cli: Cli, tmp_path: Path) -> None:
     path = _matrix_with(tmp_path, BASE, BASE + '\nbuild_args: {TORCH_CUDA_ARCH_LIST: "8.0;9.0", MAX_JOBS: "8"}')
     cli("matrix", "list", "--matrix", str(path), "--json", cwd=ROOT)
+
+
+def test_terminal_escapes_in_input_never_reach_the_terminal(cli: Cli, tmp_path: Path) -> None:
+    """The attack: a fleet whose cluster name and description carry escape sequences (colour,
+    window title, clear screen); every human line builder prints shows them escaped."""
+    text = (ROOT / "fleets" / "demo.yaml").read_text()
+    evil = "h100-\x1b[2J\x1b]0;pwned\x07train"
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(text.replace("name: h100-train", f'name: "{evil.encode("unicode_escape").decode()}"'))
+    out = cli("compat", "fleet", str(fleet), "--cuda", "12.8", code=None, cwd=ROOT, env={"FORCE_COLOR": "1"})
+    assert "\x1b[2J" not in out.stderr and "\x1b]0;" not in out.stderr, out.stderr
+    assert "\\x1b[2J" in out.stderr or "h100-" in out.stderr
