@@ -32,9 +32,23 @@ if TYPE_CHECKING:
     from builder.config import Config
     from builder.labels import SourceFacts
     from builder.pipeline import ProgressFn, RunReport, RunRequest
+    from builder.policy import FleetEvidence
     from builder.promote.context import PromotionContext
     from builder.registry import DockerCredentials, RegistryClient
     from builder.signing.keys import KeyPairSigner
+
+
+def _check_fleet(
+    layer_dir: Path, client: RegistryClient, repository: str, digest: str, fleet: str
+) -> list[FleetEvidence]:
+    """The promotion's fleet checker (``builder.promote.compat_fleet_checker``, image layers cached
+    under ``layer_dir``): one verdict per cluster of the fleet file ``fleet`` for ``digest``. Imported
+    on its first call: the compat and image-layer modules cost every promotion command start-up
+    time, and most promotions judge no fleet. Raises what ``check_fleet`` raises."""
+    from builder.image.layers import LayerCache
+    from builder.promote import compat_fleet_checker
+
+    return compat_fleet_checker(LayerCache(layer_dir))(client, repository, digest, fleet)
 
 
 def docker_config_path(option: Path | None, environ: Mapping[str, str], home: Path) -> Path:
@@ -164,8 +178,7 @@ class App:
         :meth:`bound`, else ``<policies_dir>/default.yaml``), the signing key and the ledger when
         ``need_signer``, this invocation's registry clients, and the fleet checker. Raises
         PolicyError, SigningKeyError, LedgerError, and what :meth:`bound` raises."""
-        from builder.image.layers import LayerCache
-        from builder.promote import compat_fleet_checker, open_context
+        from builder.promote import open_context
 
         policy_file = self.bound("policy", policy_file, matrices)
         ctx = open_context(
@@ -176,7 +189,7 @@ class App:
             key_password=self.key_password,
             need_signer=need_signer,
             trust_root=trust_root,
-            fleet_checker=compat_fleet_checker(LayerCache(self.config.state_dir / "cache" / "layers")),
+            fleet_checker=functools.partial(_check_fleet, self.config.state_dir / "cache" / "layers"),
         )
         self._contexts.append(ctx)
         return ctx
@@ -188,7 +201,7 @@ class App:
         the matrices name different ones, NotFoundError when a named file is missing, MatrixError."""
         if given is not None:
             return given
-        from builder.variants import matrix_binding
+        from builder.matrix.bindings import matrix_binding
 
         binding = matrix_binding(self.config, kind, matrices)
         if binding.path is not None and self.on_note is not None:

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 
 from builder import process
 from builder.bases import BaseResolution, load_bases
-from builder.errors import ConfigError, MatrixError, NotFoundError
+from builder.errors import ConfigError, MatrixError
 from builder.locks import LockResult, find_uv, lock_variants
 from builder.matrix import Matrix, github_matrix, load_matrices, matrix_paths, variant_json
+from builder.matrix.bindings import binding_problems
 from builder.render import RenderOutcome, check_renders, render_all, write_renders
 from builder.selection import Selection, apply, changed
 
@@ -218,96 +219,3 @@ def render_at_ref(cfg: Config, ref: str, matrix_files: Sequence[Path] = ()) -> t
             return render_matrices(cfg, old_files, root=root)
         except MatrixError:
             return ()  # the old matrices are invalid today: treat every variant as changed
-
-
-@dataclasses.dataclass(frozen=True)
-class Binding:
-    """What a command run without ``--policy`` / ``--fleet`` uses: the file the matrices name
-    (None: none named, the command's own default) and ``source``, who named it, for the line the
-    command prints (``matrices/demo.yaml``)."""
-
-    path: Path | None
-    source: str
-
-
-def matrix_binding(cfg: Config, kind: str, matrix_files: Sequence[Path] = ()) -> Binding:
-    """The ``policy`` or ``fleet`` (``kind``) the matrices name: ``matrix_files``, default every
-    matrix of ``cfg``. A name is ``<policies_dir|fleets_dir>/<name>.yaml``; a value with ``/`` or a
-    ``.yaml``/``.yml`` suffix is a file relative to the project root. A matrix naming no policy
-    is judged by ``<policies_dir>/default.yaml``, so one that names another policy conflicts with
-    it; a matrix naming no fleet has none. When the matrices name different ones, ConfigError
-    (exit 2) listing each matrix's, with the option that chooses; NotFoundError (exit 8) naming the
-    matrix and field when the file does not exist (:func:`bound_file`)."""
-    from builder.matrix.index import matrix_index  # validated once per content (<state_dir>/cache)
-
-    named: dict[Path, list[str]] = {}
-    default = (cfg.policies_dir / "default.yaml").resolve()
-    for m in matrix_index(matrix_paths(cfg.matrices_dir, matrix_files), cfg.state_dir / "cache").matrices:
-        value = m.policy if kind == "policy" else m.fleet
-        if value is None:
-            if kind == "policy":
-                named.setdefault(default, []).append(_shown(cfg, m.path))
-            continue
-        path = bound_file(cfg, kind, m.path, value)
-        named.setdefault(path.resolve(), []).append(_shown(cfg, m.path))
-    if not named:
-        return Binding(None, "")
-    if len(named) > 1:
-        listing = "; ".join(f"{', '.join(ms)}: {_shown(cfg, p)}" for p, ms in sorted(named.items()))
-        raise ConfigError(
-            f"the matrices name different {kind} files ({listing})",
-            hint=f"pass --{kind} FILE, or --matrix FILE where the command takes it",
-        )
-    ((path, matrices),) = named.items()
-    if kind == "policy" and path == default:
-        return Binding(None, "")  # the default, as without matrices: nothing to say
-    return Binding(path, ", ".join(matrices))
-
-
-def bound_file(cfg: Config, kind: str, matrix_path: Path, value: str) -> Path:
-    """The file a matrix's ``policy`` or ``fleet`` (``kind``) field ``value`` names:
-    ``<policies_dir|fleets_dir>/<value>.yaml``, or, for a value with ``/`` or a ``.yaml``/``.yml``
-    suffix, a file relative to the project root. NotFoundError (exit 8) naming the matrix, the
-    field and the missing file, the closest existing name ("did you mean") and the names there
-    are, when it does not exist."""
-    directory = cfg.policies_dir if kind == "policy" else cfg.fleets_dir
-    is_file = "/" in value or value.endswith((".yaml", ".yml"))
-    path = (cfg.root / value) if is_file else directory / f"{value}.yaml"
-    if path.is_file():
-        return path
-    from builder.suggest import did_you_mean  # only on this path: start-up budget
-    names = sorted(p.stem for p in directory.glob("*.yaml")) if directory.is_dir() else []
-    there = f" ({', '.join(names)})" if names else " (none there)"
-    raise NotFoundError(
-        f"{_shown(cfg, matrix_path)}: `{kind}: {value}` names {_shown(cfg, path)}, which does not exist"
-        + did_you_mean(Path(value).stem, names),
-        hint=f"name a file in {_shown(cfg, directory)}/ without .yaml{there}, or a path relative to {cfg.root}",
-        matrix=str(matrix_path),
-        field=kind,
-    )
-
-
-def binding_problems(cfg: Config, matrices: Sequence[Matrix]) -> tuple[str, ...]:
-    """For each ``policy`` and ``fleet`` the ``matrices`` name that does not exist, what
-    :func:`bound_file` would raise, as one line (message, then its hint after `` -- ``); empty when
-    all exist. Matrices naming different files are no problem here (a command that uses them all
-    asks for ``--policy``, :func:`matrix_binding`). The commands that use the file (status,
-    promote, resolve, run) refuse with exit 8; ``builder matrix list`` shows these as warnings."""
-    out: list[str] = []
-    for m in matrices:
-        for kind, value in (("policy", m.policy), ("fleet", m.fleet)):
-            if value is None:
-                continue
-            try:
-                bound_file(cfg, kind, m.path, value)
-            except NotFoundError as exc:
-                out.append(f"{exc.message} -- {exc.hint}")
-    return tuple(out)
-
-
-def _shown(cfg: Config, path: Path) -> str:
-    """``path`` relative to the project root when it is under it (for messages)."""
-    try:
-        return str(path.resolve().relative_to(cfg.root))
-    except ValueError:
-        return str(path)

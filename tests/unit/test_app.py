@@ -40,3 +40,23 @@ def test_key_password_precedence(tmp_path: Path) -> None:
     assert App(Config(root=tmp_path), tmp_path, env).key_password == "from-cosign"
     assert App(Config(root=tmp_path), tmp_path, {}).key_password is None
     assert App(Config(root=tmp_path, key_password="b"), tmp_path, env).cosign_key_password == "from-cosign"
+
+
+def test_the_promotion_fleet_checker_is_the_compat_one_imported_on_first_use(tmp_path: Path) -> None:
+    """``App.promotion`` hands the context a fleet checker that imports the compat and image-layer
+    modules only when a fleet rule asks (start-up of every promotion command); asked, it is the
+    real one: a fleet file that cannot be read is named."""
+    import pytest
+
+    from builder.errors import ConfigError
+    from builder.registry import RegistryClient
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text("stages:\n  dev: {from: build, require: {unconditional: x}}\n")
+    app = App(Config(root=tmp_path, state_dir=tmp_path / "state"), tmp_path)
+    ctx = app.promotion(policy)
+    assert ctx.fleet_checker is not None
+    missing = tmp_path / "fleets" / "nowhere.yaml"
+    with pytest.raises(ConfigError, match=r"cannot read fleet file .*nowhere\.yaml"):
+        ctx.fleet_checker(RegistryClient("127.0.0.1:9", insecure=True), "demo/jax", "sha256:" + "c" * 64, str(missing))
+    app.close()

@@ -13,7 +13,7 @@ import pytest
 from builder.config import load_config
 from builder.errors import NotFoundError
 from builder.matrix import load_matrices
-from builder.variants import binding_problems, bound_file
+from builder.matrix.bindings import binding_problems, bound_file
 from tests.conftest import ROOT
 from tests.projects import cpu_matrix
 

@@ -35,6 +35,12 @@ QUERY = (
     "builder.signing.sign",
     "builder.signing.attest",
     "builder.signing.keyless",
+    # the fleet checker's image-layer cache: only when a fleet rule judges an image
+    "builder.image.layers",
+    # the rendering, locking and base-image modules: the matrices' policy comes from the index
+    "builder.variants",
+    "builder.render",
+    "builder.locks",
 )
 
 #: argv -> (most modules imported, module prefixes never imported). Measured on 2026-12-02:
