@@ -27,7 +27,6 @@ from builder.errors import (
     RegistryUnavailableError,
     VerificationError,
 )
-from builder.promote.fleets import stage_fleet_file
 from builder.promote.model import (
     HistoryDocument,
     ResolveDocument,
@@ -190,6 +189,8 @@ def resolve(
     for an unknown cluster. ``fleet``: the fleet file naming the cluster (default: the file of the
     stage's policy ``fleet`` rule, ``fleets.stage_fleet_file``)."""
     if cluster is not None and fleet is None:
+        from builder.promote.fleets import stage_fleet_file  # compat: only for --cluster
+
         fleet = stage_fleet_file(ctx.policy, stage, cluster)
     loc = ctx.stage_location(target, stage)
     client = ctx.client(loc.registry)
@@ -245,6 +246,7 @@ def resolve_newest_for_cluster(
     the cluster is in no fleet file of the stage), IncompatibleError naming every candidate and why it was
     passed over when none runs there, registry errors."""
     from builder.compat.fleets import load_fleet
+    from builder.promote.fleets import stage_fleet_file
 
     fleet_file = str(fleet) if fleet else stage_fleet_file(ctx.policy, stage, cluster)
     if load_fleet(Path(fleet_file)).cluster(cluster) is None:
