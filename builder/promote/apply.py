@@ -51,7 +51,7 @@ from builder.promote.records import pointer_trust, records_on
 from builder.promote.transfer import copy_evidence, copy_manifest
 from builder.registry import CopyStats, put_manifest_repairing
 from builder.signing.attest import attest_image, prepare_attestation
-from builder.signing.layer import signature_config
+from builder.signing.layer import ATT_SUFFIX, signature_config
 from builder.signing.sign import sign_image
 
 if TYPE_CHECKING:
@@ -213,7 +213,11 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
     # conflict, an interrupted run's record reused), nothing refers to them.
     early = new_record(ctx, plan, signer, "promote", digest, expected)
     prepared = prepare_attestation(dc.registry, dst.repository, digest, PROMOTION_V1, early.predicate(), signer)
-    early_blobs = [prepared.layer.blob, signature_config([prepared.layer.digest])]
+    # the config of a one-layer .att only when this run saw no .att there (else the record joins
+    # other layers and append_layer writes the config of the longer list itself)
+    early_blobs = [prepared.layer.blob]
+    if _att_absent(plan):
+        early_blobs.append(signature_config([prepared.layer.digest]))
     uploading = (
         [Task(functools.partial(dc.put_blob, dst.repository, b)) for b in early_blobs] if expected != digest else []
     )
@@ -275,9 +279,16 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
         # moves only after all three are in the registry
         evidence_stats = CopyStats()
         written: list[PromotionRecord] = []
-        jobs: list[Callable[[], None]] = [lambda: written.append(write_record())]
+
+        def evidence_then_record() -> None:
+            # the copied .att first, then our record appended to it: the two writers of one tag never
+            # race (a lost update would be merged and written again: more requests, a varying count)
+            if src.name != dst.name:
+                copy_evidence(ctx, src, dst, digest, evidence_stats, known=plan.evidence_manifests)
+            written.append(write_record())
+
+        jobs: list[Callable[[], None]] = [evidence_then_record]
         if src.name != dst.name:
-            jobs.append(lambda: copy_evidence(ctx, src, dst, digest, evidence_stats, known=plan.evidence_manifests))
             jobs.append(lambda: copy_manifest(ctx, src, dst, manifest, stats, known_absent=not plan.present))
         parallel(jobs)
         if src.name != dst.name:
@@ -299,6 +310,17 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
         mark_replaced(ctx, dst, rec, signer)
         seq = ctx.ledger.append(ledger_row(rec, plan.decision)).seq if ctx.ledger is not None else None
     return Applied(plan, rec, time.perf_counter() - t0, False, CopyCounts.of(stats, evidence_stats), seq)
+
+
+def _att_absent(plan: Plan) -> bool:
+    """Whether the plan saw no ``.att`` of the digest where the record goes: the same repository's
+    (read with the evidence), or, into a repository that does not hold the digest yet, the source's
+    (copied there first)."""
+    known = plan.evidence_manifests
+    if known is None:
+        return False
+    same = plan.source.name == plan.destination.name
+    return (same or not plan.present) and ATT_SUFFIX in known and known[ATT_SUFFIX] is None
 
 
 def mark_replaced(ctx: PromotionContext, dst: Location, rec: PromotionRecord, signer: Signer) -> None:

@@ -87,7 +87,14 @@ def approver_suffixes(ctx: PromotionContext) -> tuple[str, ...]:
 
 
 def read_place(
-    ctx: PromotionContext, loc: Location, digest: str, *, check_present: bool, index: bool = False
+    ctx: PromotionContext,
+    loc: Location,
+    digest: str,
+    *,
+    check_present: bool,
+    index: bool = False,
+    approvals: bool = True,
+    listed: frozenset[str] | None = None,
 ) -> PlaceRead | None:
     """Every ``.sig``/``.att`` layer of ``digest`` in ``loc``'s repository (and of the approvers' own
     approval tags), verified by
@@ -95,17 +102,25 @@ def read_place(
     fetched in parallel. None when ``check_present`` and the repository does not hold the digest.
     ``index``: also read the ``sha256-<hex>`` fallback referrers index (under ``INDEX_KEY``) in the
     same parallel round, when the registry is known to have no referrers API (the copy reuses it).
-    Raises registry errors."""
+    ``approvals=False``: the approvers' own tags are not read (``status`` shows ``.sig``/``.att``
+    and bundle referrers only). ``listed``: the repository's tags as this run listed them
+    (``tags/list``); a tag not among them is taken as absent without asking for it. Raises
+    registry errors."""
     client = ctx.client(loc.registry)
     if check_present and client.try_resolve(loc.repository, digest) is None:
         return None  # not copied there yet: no evidence there either
     verifiers = verifiers_for(ctx.keys, ctx.verifiers)
-    tags = {sfx: signature_tag(digest, sfx) for sfx in (SIG_SUFFIX, ATT_SUFFIX, *approver_suffixes(ctx))}
+    suffixes = (SIG_SUFFIX, ATT_SUFFIX, *(approver_suffixes(ctx) if approvals else ()))
+    tags = {sfx: signature_tag(digest, sfx) for sfx in suffixes}
     if index and lacks_referrers_api(ctx, loc.registry):
         tags[INDEX_KEY] = fallback_tag(digest)
-    got = dict(
-        zip(tags, map_parallel(lambda t: client.try_get_manifest(loc.repository, t), tags.values()), strict=True)
+    got: dict[str, Manifest | None] = {sfx: None for sfx, t in tags.items() if listed is not None and t not in listed}
+    asked = {sfx: t for sfx, t in tags.items() if sfx not in got}
+    got.update(
+        zip(asked, map_parallel(lambda t: client.try_get_manifest(loc.repository, t), asked.values()), strict=True)
     )
+    if INDEX_KEY not in got and listed is not None and fallback_tag(digest) not in listed:
+        got[INDEX_KEY] = None  # no fallback referrers index: nothing to read if the registry has no API
     jobs: list[tuple[dict[str, Any], str]] = []
     for sfx, m in got.items():
         if m is None or sfx == INDEX_KEY:
@@ -113,9 +128,9 @@ def read_place(
         jobs.extend((d, tags[sfx]) for d in m.json.get("layers") or [] if isinstance(d, dict))
     items = tuple(map_parallel(lambda j: verify_layer(client, loc.repository, digest, j[0], verifiers, tag=j[1]), jobs))
     # Sigstore bundle referrers made with a key pair (cosign 3's format): counted like .att layers
-    listed = referrers(ctx, loc, digest, got.get(INDEX_KEY, UNSET))
+    referring = referrers(ctx, loc, digest, got.get(INDEX_KEY, UNSET), seen=got if index else None)
     items += tuple(
-        key_bundle_items(client, loc.repository, digest, verifiers, descriptors=listed, report_keyless=False)
+        key_bundle_items(client, loc.repository, digest, verifiers, descriptors=referring, report_keyless=False)
     )
     problems = () if verifiers else ("no public key or identity given to verify with",)
     return PlaceRead(items, problems, got)

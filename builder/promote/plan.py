@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 
 from builder.policy import BUILD_STAGE, Decision, RuleResult, evaluate
 from builder.promote.evidence import gather, with_baseline
-from builder.promote.model import Location, Plan, PointerTrust, Target
+from builder.promote.model import UNSET, Location, Plan, PointerTrust, Target
 from builder.promote.pool import Task
 from builder.promote.records import pointer_trust
+from builder.signing.layer import ATT_SUFFIX
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
@@ -93,12 +94,14 @@ def plan_promotion(ctx: PromotionContext, target: Target, stage: str, *, ticket:
     # stage's pointer must itself be trusted (the rule resolve applies), or a tag pushed onto the
     # previous stage by hand would choose what enters this one
     trust_t = Task(lambda: pointer_trust(ctx, dst, stage))
-    src_t = Task(lambda: pointer_trust(ctx, src, st.source, digest)) if st.source != BUILD_STAGE else None
     try:
         got = gather(ctx, digest, stage, [src] if same else [src, dst], ticket=ticket, source_known=True)
     finally:
         trust = trust_t.result()
-        src_trust = src_t.result() if src_t is not None else None
+    # the source stage's records are on the digest's .att the evidence read just fetched (and its
+    # layers' blobs are in the client's blob cache): verified from those, not fetched again
+    src_att = got.source_manifests.get(ATT_SUFFIX, UNSET) if got.source_manifests is not None else UNSET
+    src_trust = pointer_trust(ctx, src, st.source, digest, att=src_att) if st.source != BUILD_STAGE else None
     if src_trust is not None and not src_trust.trusted and source_result.passed:
         source_result = RuleResult(
             "source",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -133,3 +133,27 @@ class Uploads(Collection[str]):
     def __len__(self) -> int:
         self._wait()
         return len(self.done)
+
+
+class Once(Generic[T, R]):
+    """Results by key, each computed once however many threads ask at once: the first asker runs
+    ``make``; the others wait for its result (or get the same exception). Used by a read-only
+    query to read one repository's tag list or one digest's evidence once per run."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._futures: dict[T, Future[R]] = {}
+
+    def get(self, key: T, make: Callable[[], R]) -> R:
+        """The result for ``key``: ``make()`` when this call is the first for it. Raises what ``make`` raised."""
+        with self._guard:
+            mine = key not in self._futures
+            if mine:
+                self._futures[key] = Future()
+            fut = self._futures[key]
+        if mine:
+            try:
+                fut.set_result(make())
+            except BaseException as exc:  # the callers waiting for it get the same error
+                fut.set_exception(exc)
+        return fut.result()

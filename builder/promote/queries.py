@@ -13,8 +13,8 @@ after printing every row; an unreachable registry (RegistryUnavailableError, 5) 
 from __future__ import annotations
 
 import dataclasses
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,24 +27,25 @@ from builder.errors import (
     RegistryUnavailableError,
     VerificationError,
 )
+from builder.promote.evidence import PlaceRead, read_place
 from builder.promote.model import (
     HistoryDocument,
+    Location,
     ResolveDocument,
     StageHistory,
     StatusDocument,
     StatusRow,
     Target,
 )
+from builder.promote.pool import Once
 from builder.promote.records import chain, pointer_trust
 from builder.promote.targets import resolve_targets, scope_of
-from builder.signing.verify import verify_image
+from builder.signing.layer import ATT_SUFFIX
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from builder.promote.context import PromotionContext
-    from builder.registry import RegistryClient
-    from builder.signing.report import VerificationReport
 
 
 def check_stages(ctx: PromotionContext, stages: Sequence[str]) -> None:
@@ -65,38 +66,45 @@ def status(
     names = list(stages or ctx.policy.stage_names)
     now = ctx.now()
     errors: dict[tuple[str, str], BuilderError] = {}
-    reports: dict[tuple[str, str, str], Future[VerificationReport]] = {}
-    guard = threading.Lock()
+    pairs = [(t, s) for t in targets for s in names]
+    rows_in = Counter((loc.registry, loc.repository) for loc in (ctx.stage_location(t, s) for t, s in pairs))
+    listings: Once[tuple[str, str], frozenset[str]] = Once()
+    reports: Once[tuple[str, str, str], PlaceRead] = Once()
 
-    def evidence(client: RegistryClient, repository: str, digest: str) -> VerificationReport:
-        key = (client.registry, repository, digest)
-        with guard:
-            mine = key not in reports
-            if mine:
-                reports[key] = Future()
-            fut = reports[key]
-        if mine:
-            try:
-                fut.set_result(
-                    verify_image(
-                        client, repository, digest, keys=ctx.keys, verifiers=ctx.verifiers, require_signature=False
-                    )
-                )
-            except BaseException as exc:  # the rows waiting for it get the same error
-                fut.set_exception(exc)
-        return fut.result()
+    def listed(loc: Location) -> frozenset[str] | None:
+        # a repository with several rows: its tags listed once (one tags/list, paginated), so pointers,
+        # .sig/.att and fallback referrers indexes that are not there are never asked for one by one
+        if rows_in[(loc.registry, loc.repository)] < 2:
+            return None
+        key = (loc.registry, loc.repository)
+        return listings.get(key, lambda: frozenset(ctx.client(loc.registry).list_tags(loc.repository)))
+
+    def evidence(loc: Location, digest: str) -> PlaceRead:
+        # .sig, .att and bundle referrers of the digest, read and verified once per repository (the
+        # pointer just resolved to it there: no existence check); the .att read also gives the records
+        def read() -> PlaceRead:
+            got = read_place(ctx, loc, digest, check_present=False, approvals=False, listed=listed(loc))
+            assert got is not None  # only None when check_present
+            return got
+
+        return reports.get((loc.registry, loc.repository, digest), read)
 
     def one(pair: tuple[Target, str]) -> StatusRow:
         t, stage = pair
         loc = ctx.stage_location(t, stage)
         client = ctx.client(loc.registry)
         try:
-            digest = client.try_resolve(loc.repository, loc.pointer_tag)
+            tags = listed(loc)
+            digest = (
+                None
+                if tags is not None and loc.pointer_tag not in tags
+                else client.try_resolve(loc.repository, loc.pointer_tag)
+            )
             if digest is None:
                 return StatusRow(t.variant, stage, str(loc), None, None, None, None, None)
-            trust = pointer_trust(ctx, loc, stage, digest)
+            report = evidence(loc, digest)
+            trust = pointer_trust(ctx, loc, stage, digest, att=report.manifests.get(ATT_SUFFIX))
             rec = trust.record
-            report = evidence(client, loc.repository, digest)
         except RegistryUnavailableError:  # no row can be read: one error, not a table of them
             raise
         except BuilderError as exc:  # shown in the row (the other rows are still worth printing), then exit non-zero
@@ -111,7 +119,6 @@ def status(
         who = ctx.promoter_label(rec)
         return StatusRow(t.variant, stage, str(loc), digest, rec.time, age, rec.action, who, sigs, types)
 
-    pairs = [(t, s) for t in targets for s in names]
     if len(pairs) <= 1 or workers <= 1:
         rows = [one(p) for p in pairs]
     else:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import datetime as dt
 
     from builder.promote.context import PromotionContext
+    from builder.registry import Manifest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,15 +49,20 @@ def read_records(ctx: PromotionContext, loc: Location, digest: str, stage: str) 
     return list(records_on(ctx, loc, digest, stage).records)
 
 
-def records_on(ctx: PromotionContext, loc: Location, digest: str, stage: str) -> RecordsOn:
+def records_on(
+    ctx: PromotionContext, loc: Location, digest: str, stage: str, *, att: Manifest | Unset | None = UNSET
+) -> RecordsOn:
     """Every ``promotion/v1`` layer on ``digest`` for the pointer ``loc``, sorted into the records
     that put it there, the successor records of the moves that replaced it, and, for every other
     layer, who signed it (as text: ``sha256:…`` with the key set it belongs to, or what the layer
-    claims): the records that do not count, for the note on an untrusted pointer."""
+    claims): the records that do not count, for the note on an untrusted pointer. ``att``: the
+    digest's ``.att`` manifest in ``loc``'s repository as this run already read it (None: absent),
+    not read again; its layers are verified here all the same."""
     signers = ctx.record_signers(stage)
     client = ctx.client(loc.registry)
     tag = signature_tag(digest, ATT_SUFFIX)
-    att = client.try_get_manifest(loc.repository, tag)
+    if isinstance(att, Unset):
+        att = client.try_get_manifest(loc.repository, tag)
     # only layers announcing promotion/v1 are verified (the signed statement must say so too:
     # check_attestation_layer rejects an annotation that differs from the signed type)
     layers = [
@@ -101,8 +107,16 @@ def records_on(ctx: PromotionContext, loc: Location, digest: str, stage: str) ->
     return RecordsOn(tuple(out), tuple(successors), tuple(dict.fromkeys(foreign)))
 
 
-def pointer_trust(ctx: PromotionContext, loc: Location, stage: str, digest: str | Unset | None = UNSET) -> PointerTrust:
-    """Read the pointer ``loc`` (unless ``digest``, what it names, is given) and its records.
+def pointer_trust(
+    ctx: PromotionContext,
+    loc: Location,
+    stage: str,
+    digest: str | Unset | None = UNSET,
+    *,
+    att: Manifest | Unset | None = UNSET,
+) -> PointerTrust:
+    """Read the pointer ``loc`` (unless ``digest``, what it names, is given) and its records
+    (``att``: the digest's ``.att`` manifest as already read, see :func:`records_on`).
     The pointer is trusted only when the newest trusted record about its digest is one that put
     the digest there: a successor record newer than that (the stage moved on, and no signed
     rollback came back) makes it a re-tag back (``PointerTrust.superseded``)."""
@@ -110,7 +124,7 @@ def pointer_trust(ctx: PromotionContext, loc: Location, stage: str, digest: str 
         digest = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
     if digest is None:
         return PointerTrust(loc, None, None)
-    on = records_on(ctx, loc, digest, stage)
+    on = records_on(ctx, loc, digest, stage, att=att)
     rec = on.records[-1] if on.records else None
     later = [s for s in on.successors if rec is not None and s.when > rec.when]
     return PointerTrust(loc, digest, rec, on.foreign, later[-1] if later else None)

@@ -54,11 +54,17 @@ def lacks_referrers_api(ctx: PromotionContext, registry: str) -> bool:
 
 
 def referrers(
-    ctx: PromotionContext, loc: Location, digest: str, known_index: Manifest | Unset | None = UNSET
+    ctx: PromotionContext,
+    loc: Location,
+    digest: str,
+    known_index: Manifest | Unset | None = UNSET,
+    *,
+    seen: dict[str, Manifest | None] | None = None,
 ) -> list[Descriptor]:
     """Referrers of ``digest`` in ``loc``'s repository: the OCI referrers API, or the fallback index
     when the registry has none. ``known_index``: the fallback index as the plan read it (a Manifest,
-    or None: absent)."""
+    or None: absent). ``seen``: when given, the fallback index read here is put under ``INDEX_KEY``
+    (so a later copy in the same run does not read it again)."""
     client = ctx.client(loc.registry)
     if not lacks_referrers_api(ctx, loc.registry):
         resp = client.request(
@@ -72,6 +78,8 @@ def referrers(
     index = (
         client.try_get_manifest(loc.repository, fallback_tag(digest)) if isinstance(known_index, Unset) else known_index
     )
+    if seen is not None:
+        seen[INDEX_KEY] = index
     return index.manifests if index is not None and index.is_index else []
 
 

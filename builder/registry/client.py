@@ -337,7 +337,9 @@ class RegistryClient:
     def mount_blob(self, repository: str, digest: str, from_repository: str) -> bool:
         """Cross-repository mount (same registry): True when mounted (201). When the registry
         starts an upload instead (202), the session is cancelled and False is returned (a registry
-        that cannot cancel uploads answers 400/405/501 there: the session then expires by itself)."""
+        that cannot cancel uploads answers 400/405/501 there: the session then expires by itself).
+        A mounted blob this client holds in memory for ``from_repository`` is then answered from
+        memory in ``repository`` too (the 201 says the registry holds those very bytes there)."""
         where = f"{repository}@{digest}"
         resp = self.request(
             "POST",
@@ -347,6 +349,9 @@ class RegistryClient:
             scopes=(f"repository:{from_repository}:pull",),
         )
         if resp.status_code == 201:
+            known = self.content.blob(from_repository, digest)
+            if known is not None:
+                self.content.keep_blob(repository, digest, known)
             return True
         loc = resp.headers.get("Location")
         if loc:

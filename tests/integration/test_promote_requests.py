@@ -1,0 +1,153 @@
+"""Registry requests of a promotion and of ``status``, counted on the real registry (issue 19 item 2).
+
+Requests are deterministic (unlike time): each test counts them with ``RegistryClient.requests_sent``
+and asserts the exact number, so a change that adds a repeated read fails here. The breakdown of
+what remains and why each request is needed is in docs/benchmarks.md ("Requests").
+
+Whether the registry has the OCI referrers API is remembered per process (one 404 per registry):
+each test first makes one read-only plan so that the counted run starts with it known, as every
+promotion after the first one of a process does.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.ledger import open_ledger
+from builder.policy import load_policy
+from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, status
+from builder.registry import RegistryClient, client_for
+from builder.signing.sign import sign_image
+from tests.integration.test_promote_support import Keys, make_keys, push_image
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.integration
+
+
+class Clients:
+    """registry -> one plain-HTTP client each (loopback registry), kept to count their requests."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, RegistryClient] = {}
+
+    def __call__(self, registry: str) -> RegistryClient:
+        return client_for(registry, insecure=lambda _r: True, cache=self.cache)
+
+    @property
+    def sent(self) -> int:
+        return sum(c.requests_sent for c in self.cache.values())
+
+
+def _policy(path: Path, keys: Keys) -> Path:
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            keys:
+              build: [{{file: {keys.pub("build")}}}]
+            promoters: [build]
+            stages:
+              dev:
+                from: build
+                require:
+                  signature: {{signers: [build]}}
+                rollback: {{allowed: [build]}}
+              rel:
+                from: dev
+                repository: "rel/{{repository}}"
+                require:
+                  signature: {{signers: [build]}}
+                rollback: {{allowed: [build]}}
+            """
+        )
+    )
+    return path
+
+
+class Setup:
+    def __init__(self, registry: str, repo: str, tmp: Path) -> None:
+        self.registry, self.repo = registry, repo
+        self.state = tmp / "state"
+        self.state.mkdir()
+        self.keys = make_keys(self.state)
+        self.policy = _policy(tmp / "policy.yaml", self.keys)
+        self.client = RegistryClient(registry, insecure=True)
+
+    def context(self) -> tuple[PromotionContext, Clients]:
+        clients = Clients()
+        ctx = PromotionContext(
+            policy=load_policy(self.policy, {"state_dir": str(self.state)}),
+            registry=self.registry,
+            clients=clients,
+            lock_dir=self.state / "locks",
+            ledger=open_ledger(self.state / "ledger.sqlite"),
+            signer=self.keys.signer("build"),
+        )
+        return ctx, clients
+
+    def build(self, variant: str) -> tuple[Target, str]:
+        """A signed build of ``variant`` (its variant tag), and one plan that leaves the referrers API known."""
+        digest = push_image(self.client, self.repo, variant)
+        sign_image(self.client, self.repo, digest, self.keys.signer("build"), lock_dir=self.state / "locks")
+        target = Target(variant, self.repo, self.registry)
+        ctx, _ = self.context()
+        plan_promotion(ctx, target, "dev")  # read-only: learns whether the registry has the referrers API
+        return target, digest
+
+    def promote(self, target: Target, stage: str) -> int:
+        """Plan + apply ``stage`` with fresh clients; the requests they sent."""
+        ctx, clients = self.context()
+        applied = apply_promotion(ctx, plan_promotion(ctx, target, stage))
+        assert applied.record.stage == stage
+        return clients.sent
+
+
+@pytest.fixture
+def setup(registry_address: str, unique_repo: str, tmp_path: Path) -> Setup:
+    return Setup(registry_address, unique_repo, tmp_path)
+
+
+def test_same_repository_promotion_sends_17_requests(setup: Setup) -> None:
+    """plan: source tag GET, pointer HEAD, .sig GET + its blob, .att GET, fallback referrers index GET
+    (6); apply: the record's two blobs (POST + PUT each), pointer HEAD under the lock, .att read,
+    PUT and re-read (lost-update check), pointer HEAD before the move, tag PUT, HEAD after (11)."""
+    target, digest = setup.build("reqs-same")
+    assert setup.promote(target, "dev") == 17
+    assert setup.client.resolve(setup.repo, "reqs-same-dev") == digest
+
+
+def test_cross_repository_promotion_reads_the_source_referrers_index_once(setup: Setup) -> None:
+    """Into another repository of the same registry (blobs mounted, evidence copied, the copy signed
+    for its new name): the source's fallback referrers index the plan read is not read again."""
+    target, digest = setup.build("reqs-cross")
+    setup.promote(target, "dev")
+    assert setup.promote(target, "rel") == 37
+    assert setup.client.resolve(f"rel/{setup.repo}", "reqs-cross-rel") == digest
+
+
+def test_status_lists_each_repository_once_and_reads_each_digest_once(setup: Setup) -> None:
+    """Six variants in one repository, three of them in dev: one tags/list answers which pointers,
+    ``.sig``/``.att`` tags and fallback referrers indexes exist; each promoted row then costs its
+    pointer HEAD, ``.sig`` and ``.att`` GETs and their two blobs (signature, record), and nothing is
+    asked for a variant that is not in the stage."""
+    targets = []
+    for i in range(6):
+        target, _ = setup.build(f"reqs-status-{i}")
+        targets.append(target)
+        if i % 2 == 0:
+            setup.promote(target, "dev")
+    ctx, clients = setup.context()
+    rows = status(ctx, targets, ["dev"])
+    assert [r.digest is not None for r in rows] == [True, False] * 3
+    assert all(r.signatures == 1 and r.action == "promote" for r in rows if r.digest)
+    assert clients.sent == 1 + 3 * 5, clients.sent
+
+    ctx, clients = setup.context()  # one row alone: no listing (it would cost as much as it saves)
+    [row] = status(ctx, targets[:1], ["dev"])
+    assert row.digest is not None and row.signatures == 1
+    assert clients.sent == 6, clients.sent  # + the fallback referrers index, absent
