@@ -463,6 +463,28 @@ def _build_and_push(
             attempt += 1
 
 
+def _check_claims(
+    p: PlannedBuild,
+    options: BuildOptions,
+    client: RegistryClient,
+    digest: str,
+    platforms: tuple[str, ...],
+    log: Callable[[str], None],
+) -> None:
+    """The pushed image's ``gpu-archs`` label checked against its measured GPU code
+    (:func:`builder.build.claims.check_label_claim`, layers cached under ``<state_dir>/cache/layers``).
+    Raises BuildFailedError (14) when the label claims what no framework library has."""
+    from builder.build.claims import check_label_claim, claimed_archs
+
+    labels = dict(p.rendered.labels)
+    if not claimed_archs(labels):  # CPU images and gpu-archs=none: nothing to read
+        return
+    from builder.image.layers import LayerCache
+
+    cache = LayerCache(options.state_dir / "cache" / "layers")
+    check_label_claim(client, p.repository, digest, labels, platforms=platforms, cache=cache, log=log)
+
+
 def _build_one(
     p: PlannedBuild,
     options: BuildOptions,
@@ -510,6 +532,7 @@ def _build_one(
         if annotated != digest:
             log(f"# annotations written on the index and platform manifests: {p.reference}@{annotated}")
             digest = annotated
+        _check_claims(p, options, client, digest, tuple(req.platforms), log)  # before any tag or signature
         written = publish_content_tag(client, p.repository, p.content_tag, digest)
         recorded = client.resolve(p.repository, p.content_tag)  # the digest the registry returns
         move_tag(client, p.repository, p.variant_tag, recorded)

@@ -436,7 +436,8 @@ def test_promote_dry_run_shows_the_diff_against_the_stage(cli: Cli, images: dict
             """
         )
     )
-    (project / "builder.toml").write_text(f'registry = "{registry}"\nstate_dir = "state"\nkey = "{keys.key("build")}"\n')
+    toml = f'registry = "{registry}"\nstate_dir = "state"\nkey = "{keys.key("build")}"\n'
+    (project / "builder.toml").write_text(toml)
     variant = f"ext-{uuid.uuid4().hex[:8]}"
     args = ("promote", "--variant-id", variant, "--to", "dev")
     first = json.loads(cli(*args, images["stale"], "--json", cwd=project).stdout)["results"][0]
