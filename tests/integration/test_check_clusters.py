@@ -358,6 +358,44 @@ def test_a_step_slurm_does_not_start_is_a_runner_error_not_a_failed_check(slurm:
     assert exc.value.exit_code == 22
 
 
+def test_real_srun_step_hands_the_allocation_to_docker_not_the_whole_node(
+    slurm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step's wrapper runs under the real srun and replaces the GPU placeholder by the step's allocation.
+    This node has no GRES GPUs, so Slurm sets no SLURM_STEP_GPUS itself; srun passes the caller's environment
+    into the step (as it passes Slurm's own for a GRES job), so the values are set here in Slurm's format."""
+    from builder.checks.runners.slurm import GPUS, slurm_session
+    from builder.compat.fleet_model import RunnerSettings
+
+    monkeypatch.setenv("SLURM_STEP_GPUS", "1,3")
+    with slurm_session("alloc", RunnerSettings("slurm", partition=slurm)) as session:
+        code, out, _, _ = session.step(["printf", "%s\\n", "--gpus", GPUS, "img"], None, 120.0)
+        assert (code, out.splitlines()) == (0, ["--gpus", '"device=1,3"', "img"])
+        monkeypatch.delenv("SLURM_STEP_GPUS")
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # the submitter's, not an allocation
+        code, out, _, _ = session.step(["printf", "%s\\n", GPUS], None, 120.0)
+        assert (code, out.strip()) == (0, "all")
+
+
+def test_hpc_launchers_go_through_the_real_srun(slurm: str) -> None:
+    """Neither apptainer nor pyxis is installable here: the real Slurm shows what a site without them sees.
+    pyxis: srun itself refuses --container-image (no plugin), a runner error naming the fix; apptainer: the
+    step runs and the missing runtime is the container command's failure, with the apptainer argv."""
+    from builder.checks.runners.slurm import slurm_session
+    from builder.compat.fleet_model import RunnerSettings
+    from builder.errors import RunnerError
+
+    ref = "127.0.0.1:5000/demo/jax@sha256:" + "0" * 64
+    pyxis = RunnerSettings("slurm", partition=slurm, container="pyxis")
+    with slurm_session("pyxis", pyxis) as session, pytest.raises(RunnerError) as exc:
+        session.run_container(ref, ["-c", "true"], entrypoint="sh", timeout=120.0)
+    assert "container-image" in exc.value.message and "pyxis" in (exc.value.hint or "")
+    with slurm_session("appt", RunnerSettings("slurm", partition=slurm, container="apptainer")) as session:
+        result = session.run_container(ref, ["nvidia-smi"], gpus="all", entrypoint="", timeout=120.0)
+    assert result.exit_code == 127 and "apptainer" in result.stderr
+    assert ["apptainer", "exec", "--nv", "--no-https", f"docker://{ref}", "nvidia-smi"] == list(result.command[-6:])
+
+
 def test_docker_runner_at_a_host_address_talks_to_that_engine(image: str, tmp_path: Path, cli: Cli) -> None:
     """`runner: {kind: docker, host: ADDRESS}` runs `docker -H ADDRESS run ...` (ssh://, tcp:// or unix://; here
     this machine's own socket, addressed as a remote engine would be): node and engine facts come from that

@@ -3,8 +3,31 @@
 The session submits a holding job (``sbatch --parsable --wrap 'sleep ...'``, in the cluster's
 ``partition``, ``account``, ``qos``, with ``--gres`` when the check needs GPUs), waits until
 ``squeue`` says it runs, then runs every step of the check as a job step
-(``srun --jobid=J --overlap --ntasks=1 ...``) that starts the container with the node's engine
-(``docker run`` / ``podman run``; the probe goes in on the step's standard input). Each step
+(``srun --jobid=J --overlap --ntasks=1 ...``) that starts the container with the cluster's ``container``
+launcher (the probe goes in on the step's standard input):
+
+* ``docker`` / ``podman``: the engine on the node, ``docker run ... REPO@sha256:...``. A GPU check's
+  ``--gpus all`` would see every GPU of the node, not the job's, so the step's wrapper replaces it by
+  the allocation Slurm gives the step: ``--gpus '"device=IDS"'`` with IDS from ``$SLURM_STEP_GPUS``
+  (else ``$SLURM_JOB_GPUS``), the global GPU indices Slurm's GRES allocated
+  (https://slurm.schedmd.com/srun.html#OPT_SLURM_STEP_GPUS,
+  https://slurm.schedmd.com/sbatch.html#OPT_SLURM_JOB_GPUS; ``device=`` takes host indices:
+  https://docs.docker.com/reference/cli/docker/container/run/#gpus). ``$CUDA_VISIBLE_DEVICES`` is not
+  used: ``srun`` passes the submitter's environment on, and with ``ConstrainDevices=yes`` Slurm
+  renumbers it from 0 inside the job's cgroup (https://slurm.schedmd.com/gres.html#GPU_Management).
+  Neither set (no ``gres:`` asked, or a cluster without GRES that hands out whole nodes): ``all``.
+* ``apptainer``: ``apptainer exec --nv docker://REPO@sha256:... CMD`` (``--rocm`` for AMD; GPUs are
+  those Slurm's cgroup and ``CUDA_VISIBLE_DEVICES`` leave the step;
+  https://apptainer.org/docs/user/latest/gpu.html,
+  https://apptainer.org/docs/user/latest/docker_and_oci.html; ``--no-https`` for a loopback registry).
+* ``pyxis``: ``srun --container-image=REGISTRY#REPO@sha256:... --no-container-entrypoint CMD``, the
+  enroot URI form (https://github.com/NVIDIA/pyxis/wiki/Usage,
+  https://github.com/NVIDIA/enroot/blob/master/doc/cmd/import.md); enroot's hooks expose the step's
+  GPUs. ``ENROOT_ALLOW_HTTP=yes`` for a loopback registry
+  (https://github.com/NVIDIA/enroot/blob/master/doc/configuration.md).
+
+Apptainer and pyxis run the command itself (``exec``, no image entrypoint; the check always names its
+command) as the submitting user. Each step
 first prints the job id and node name Slurm gives it (``$SLURM_JOB_ID``, ``$SLURMD_NODENAME``:
 https://slurm.schedmd.com/srun.html#SECTION_OUTPUT-ENVIRONMENT-VARIABLES) on standard error,
 so the placement is what Slurm said, not what was asked. Leaving the session cancels the job
@@ -46,17 +69,34 @@ if TYPE_CHECKING:
 MARKER = "builder-slurm-step"
 _MARKER_RE = re.compile(rf"^{MARKER} job=(\S*) step=(\S*) node=(\S*)\n?", re.MULTILINE)
 
-#: the step's wrapper: say where it runs, then exec the container command given as "$@"
+#: the argument the step's wrapper replaces by the step's GPUs (``"device=0,1"``; ``all`` without an allocation)
+GPUS = "@builder-step-gpus@"
+
+#: the step's wrapper: say where it runs, put the step's GPU allocation in place of :data:`GPUS`, then exec
+#: the container command given as "$@" (POSIX sh: the ``for`` loop walks the original arguments)
 WRAPPER = (
-    f'printf "{MARKER} job=%s step=%s node=%s\\n" "$SLURM_JOB_ID" "$SLURM_STEP_ID" "$SLURMD_NODENAME" >&2; exec "$@"'
+    f'printf "{MARKER} job=%s step=%s node=%s\\n" "$SLURM_JOB_ID" "$SLURM_STEP_ID" "$SLURMD_NODENAME" >&2; '
+    'g="${SLURM_STEP_GPUS:-$SLURM_JOB_GPUS}"; '
+    f'for a do shift; if [ "$a" = "{GPUS}" ]; then '
+    'if [ -n "$g" ]; then a="\\"device=$g\\""; else a=all; fi; fi; set -- "$@" "$a"; done; '
+    'exec "$@"'
 )
 
-#: what the node-facts step runs: the GPU tools that are there, then the engine's ``info``
+#: what the node-facts step runs: the GPU tools that are there, then the launcher's own report ("$@")
 NODE_FACTS = (
     "command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -q; "
     "command -v rocm-smi >/dev/null 2>&1 && rocm-smi --showproductname --showdriverversion; "
-    '"$0" info'
+    '"$@"'
 )
+
+#: the launcher's report in the node-facts step: the engine's ``info`` (read by the hostinfo parsers), else
+#: the runtime's version
+LAUNCHER_FACTS: dict[str, tuple[str, ...]] = {
+    "docker": ("docker", "info"),
+    "podman": ("podman", "info"),
+    "apptainer": ("apptainer", "--version"),
+    "pyxis": ("enroot", "version"),
+}
 
 #: squeue job states that will never become RUNNING (https://slurm.schedmd.com/squeue.html#SECTION_JOB-STATE-CODES)
 _ENDED = {
@@ -93,8 +133,9 @@ def sbatch_argv(settings: RunnerSettings, *, gpus: bool, name: str, minutes: int
     return [*cmd, f"--wrap=exec sleep {minutes * 60}"]
 
 
-def srun_argv(job_id: str, command: Sequence[str]) -> list[str]:
-    """One step of job ``job_id`` running ``command`` behind :data:`WRAPPER` (pure)."""
+def srun_argv(job_id: str, command: Sequence[str], options: Sequence[str] = ()) -> list[str]:
+    """One step of job ``job_id`` running ``command`` behind :data:`WRAPPER` (pure); ``options``: more ``srun``
+    options (pyxis's ``--container-image=...``)."""
     return [
         "srun",
         f"--jobid={job_id}",
@@ -102,12 +143,56 @@ def srun_argv(job_id: str, command: Sequence[str]) -> list[str]:
         "--nodes=1",
         "--ntasks=1",
         "--quiet",
+        *options,
         "sh",
         "-c",
         WRAPPER,
         MARKER,
         *command,
     ]
+
+
+def enroot_uri(image: str) -> str:
+    """``host[:port]/repo@sha256:...`` as enroot's URI (``REGISTRY#REPO@sha256:...``: the registry is set off
+    by ``#``, https://github.com/NVIDIA/enroot/blob/master/doc/cmd/import.md); a reference without a
+    registry host (Docker Hub) is unchanged (pure)."""
+    first, _, rest = image.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}#{rest}"
+    return image
+
+
+def launcher_argv(
+    launcher: str,
+    image: str,
+    argv: Sequence[str],
+    *,
+    gpus: str | None = None,
+    devices: Sequence[str] = (),
+    entrypoint: str | None = None,
+) -> tuple[list[str], list[str]]:
+    """The ``apptainer`` / ``pyxis`` start of one container (pure): the step's command and the extra ``srun``
+    options, for ``image`` (pinned ``REPO@sha256:...``) running ``[entrypoint,] *argv``. NVIDIA GPUs
+    (``gpus`` or a CDI ``nvidia.com/gpu`` device) are ``--nv``, AMD's ``/dev/kfd`` is ``--rocm``
+    (apptainer); pyxis takes the step's GPUs through enroot's hooks. Raises ValueError for another
+    launcher (``docker``/``podman`` go through :func:`builder.engine.run_argv`)."""
+    command = [entrypoint, *argv] if entrypoint else list(argv)
+    insecure = loopback(image)
+    if launcher == "apptainer":
+        flags: list[str] = []
+        if gpus or any(d.startswith("nvidia.com/gpu") for d in devices):
+            flags.append("--nv")
+        if "/dev/kfd" in devices:
+            flags.append("--rocm")
+        if insecure:
+            flags.append("--no-https")
+        return ["apptainer", "exec", *flags, f"docker://{image}", *command], []
+    if launcher == "pyxis":
+        options = [f"--container-image={enroot_uri(image)}", "--no-container-entrypoint"]
+        if insecure:
+            options.append("--export=ALL,ENROOT_ALLOW_HTTP=yes")
+        return command, options
+    raise ValueError(f"launcher {launcher!r} is an engine: use builder.engine.run_argv")
 
 
 @dataclasses.dataclass
@@ -194,22 +279,28 @@ class SlurmSession:
             job_id=self.job_id,
         )
 
-    def step(self, command: Sequence[str], stdin: bytes | None, timeout: float) -> tuple[int, str, str, float]:
-        """Run ``command`` as one step; returns exit code, stdout, stderr (the marker removed), seconds.
-        Raises subprocess.TimeoutExpired after ``timeout`` seconds."""
+    def step(
+        self, command: Sequence[str], stdin: bytes | None, timeout: float, options: Sequence[str] = ()
+    ) -> tuple[int, str, str, float]:
+        """Run ``command`` as one step (``options``: more ``srun`` options); returns exit code, stdout, stderr
+        (the marker removed), seconds. Raises subprocess.TimeoutExpired after ``timeout`` seconds."""
         if self.job_id is None:
             self.submit()
         assert self.job_id is not None
         start = time.monotonic()
-        proc = self._call(srun_argv(self.job_id, command), stdin, timeout)
+        proc = self._call(srun_argv(self.job_id, command, options), stdin, timeout)
         seconds = round(time.monotonic() - start, 3)
         err = _text(proc.stderr)
         m = _MARKER_RE.search(err)
         if m is None:  # the wrapper never ran: Slurm did not start the step, the image is not at fault
+            no_pyxis = any(o.startswith("--container-image") for o in options) and "container-image" in err
             raise RunnerError(
                 f"cluster {self.cluster}: srun did not start a step of job {self.job_id} "
                 f"(exit {proc.returncode}): {err.strip()[-800:] or 'no output'}",
-                hint="`scontrol show job JOBID` and the slurmd log of the node say why",
+                hint="this Slurm has no pyxis plugin (`srun --help` lists --container-image when it has): set the "
+                "cluster's `container:` to the runtime its nodes have (apptainer, docker, podman)"
+                if no_pyxis
+                else "`scontrol show job JOBID` and the slurmd log of the node say why",
                 cluster=self.cluster,
                 job_id=self.job_id,
             )
@@ -231,39 +322,46 @@ class SlurmSession:
         entrypoint: str | None = None,
         timeout: float = 300.0,
     ) -> ContainerResult:
-        """One container on the job's node; a timeout removes it there (exit code 124)."""
+        """One container on the job's node through the cluster's launcher; a timeout removes it there (exit
+        code 124: ``docker rm -f`` for an engine; an apptainer/pyxis step ends with its ``srun``)."""
+        launcher = self.settings.container
         name = container_name()
-        cmd = run_argv(
-            name,
-            image,
-            argv,
-            client=self.engine,
-            interactive=stdin is not None,
-            gpus=gpus,
-            devices=devices,
-            group_add=group_add,
-            shm_size=shm_size,
-            user=user,
-            entrypoint=entrypoint,
-            options=["--tls-verify=false"] if self.settings.container == "podman" and loopback(image) else [],
-        )
+        options: list[str] = []
+        if launcher in ("apptainer", "pyxis"):
+            cmd, options = launcher_argv(launcher, image, argv, gpus=gpus, devices=devices, entrypoint=entrypoint)
+        else:
+            cmd = run_argv(
+                name,
+                image,
+                argv,
+                client=self.engine,
+                interactive=stdin is not None,
+                gpus=GPUS if gpus == "all" else gpus,  # the step's allocation, not the node's GPUs
+                devices=devices,
+                group_add=group_add,
+                shm_size=shm_size,
+                user=user,
+                entrypoint=entrypoint,
+                options=["--tls-verify=false"] if launcher == "podman" and loopback(image) else [],
+            )
         try:
-            code, out, err, seconds = self.step(cmd, stdin, timeout)
+            code, out, err, seconds = self.step(cmd, stdin, timeout, options)
         except subprocess.TimeoutExpired:
-            if self.job_id is not None:
+            if self.job_id is not None and launcher in ("docker", "podman"):
                 process.cleanup(srun_argv(self.job_id, [*self.engine, "rm", "-f", name]))
             return ContainerResult(124, "", f"builder: timed out after {timeout:.0f} s", timeout, tuple(cmd), True)
-        return ContainerResult(code, out, err, seconds, tuple(srun_argv(self.job_id or "?", cmd)))
+        return ContainerResult(code, out, err, seconds, tuple(srun_argv(self.job_id or "?", cmd, options)))
 
     def host(self) -> HostInfo:
         """The node's facts: its GPU tools' output and the engine's ``info``, read by the hostinfo parsers."""
         from builder.checks.host.reading import parse_text
 
-        code, out, err, _ = self.step(["sh", "-c", NODE_FACTS, self.settings.container], None, 120.0)
+        report = LAUNCHER_FACTS[self.settings.container]
+        code, out, err, _ = self.step(["sh", "-c", NODE_FACTS, "sh", *report], None, 120.0)
         if code != 0 and not out.strip():
             raise RunnerError(
                 f"cluster {self.cluster}: the node-facts step of job {self.job_id} failed: {err.strip()[-500:]}",
-                hint=f"is {self.settings.container} installed on the cluster's nodes?",
+                hint=f"is `{report[0]}` installed on the cluster's nodes (the runner's `container:`)?",
                 cluster=self.cluster,
                 job_id=self.job_id,
             )
@@ -288,4 +386,16 @@ def slurm_session(cluster: str | None, settings: RunnerSettings, *, gpus: bool =
         session.cancel()
 
 
-__all__ = ["MARKER", "NODE_FACTS", "WRAPPER", "SlurmSession", "sbatch_argv", "slurm_session", "srun_argv"]
+__all__ = [
+    "GPUS",
+    "LAUNCHER_FACTS",
+    "MARKER",
+    "NODE_FACTS",
+    "WRAPPER",
+    "SlurmSession",
+    "enroot_uri",
+    "launcher_argv",
+    "sbatch_argv",
+    "slurm_session",
+    "srun_argv",
+]

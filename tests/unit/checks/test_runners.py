@@ -7,15 +7,28 @@ The Slurm and engine runners run for real in tests/integration/test_check_cluste
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.checks.runners.kubernetes import gfd_product, job_manifest, job_name
-from builder.checks.runners.slurm import MARKER, WRAPPER, sbatch_argv, srun_argv
+from builder.checks.runners.slurm import (
+    GPUS,
+    MARKER,
+    WRAPPER,
+    enroot_uri,
+    launcher_argv,
+    sbatch_argv,
+    srun_argv,
+)
 from builder.compat.fleet_model import RunnerSettings
 from builder.compat.fleets import fleet_from_data
 from builder.errors import ConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "golden" / "kubernetes"
 IMAGE = "registry.example/ml/jax@sha256:" + "ab" * 32
@@ -43,6 +56,108 @@ def test_srun_step_reports_where_it_runs_then_execs_the_command_unquoted() -> No
     assert argv[i + 1] == WRAPPER and argv[i + 2] == MARKER  # $0 of the wrapper
     assert argv[i + 3 :] == ["docker", "run", "--rm", "-i", "img", "sh", "-c", "echo 'a b'"]  # "$@": no re-quoting
     assert "$SLURM_JOB_ID" in WRAPPER and "$SLURMD_NODENAME" in WRAPPER and WRAPPER.endswith('exec "$@"')
+
+
+def _wrapper(env: dict[str, str], *args: str) -> list[str]:
+    """Run :data:`WRAPPER` with the real POSIX shell as srun would (``sh -c WRAPPER MARKER ARGS...``) in
+    ``env``, the command being ``printf '%s\\n'``: the arguments the container command would get, one a line."""
+    proc = subprocess.run(
+        ["sh", "-c", WRAPPER, MARKER, "printf", "%s\\n", *args], env=env, capture_output=True, text=True, check=True
+    )
+    assert proc.stderr.startswith(f"{MARKER} job=")
+    return proc.stdout.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        # srun sets SLURM_STEP_GPUS to the step's global GPU indices (comma separated), sbatch SLURM_JOB_GPUS
+        # to the job's (https://slurm.schedmd.com/srun.html#OPT_SLURM_STEP_GPUS,
+        # https://slurm.schedmd.com/sbatch.html#OPT_SLURM_JOB_GPUS): the step's win
+        ({"SLURM_STEP_GPUS": "2,3", "SLURM_JOB_GPUS": "0,1,2,3"}, '"device=2,3"'),
+        ({"SLURM_JOB_GPUS": "5"}, '"device=5"'),
+        # the submitter's CUDA_VISIBLE_DEVICES (srun passes the environment on) is not an allocation
+        ({"CUDA_VISIBLE_DEVICES": "0,1"}, "all"),
+        ({}, "all"),  # no GRES: the node is the job's
+    ],
+)
+def test_step_wrapper_gives_docker_the_slurm_allocation_not_every_gpu(env: dict[str, str], expected: str) -> None:
+    base = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURMD_NODENAME": "gpu-01"}
+    out = _wrapper({**base, **env}, "run", "--gpus", GPUS, "img", "sh", "-c", "echo 'a b'", "")
+    assert out == ["run", "--gpus", expected, "img", "sh", "-c", "echo 'a b'", ""]  # the rest unchanged, in order
+
+
+def test_slurm_docker_step_asks_for_the_allocation_placeholder_not_all() -> None:
+    from builder.checks.runners.slurm import SlurmSession
+
+    seen: list[list[str]] = []
+
+    def srun(argv: Sequence[str], stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess[bytes]:
+        seen.append(list(argv))  # what srun was given; the step's answer is srun's shape with the marker line
+        return subprocess.CompletedProcess(list(argv), 0, b"ok", f"{MARKER} job=9 step=0 node=n1\n".encode())
+
+    session = SlurmSession("c", RunnerSettings("slurm"), True, run=srun, job_id="9")
+    session.run_container(IMAGE, ["nvidia-smi"], gpus="all", entrypoint="")
+    command = seen[0][seen[0].index(MARKER) + 1 :]
+    assert command[0] == "docker" and command[command.index("--gpus") + 1] == GPUS
+
+
+# Apptainer and pyxis are not installable on this Debian machine (no package): the argv each produces is
+# checked against their documented syntax. Apptainer: `apptainer exec [--nv|--rocm] docker://REF CMD`
+# (https://apptainer.org/docs/user/latest/gpu.html, https://apptainer.org/docs/user/latest/cli/apptainer_exec.html);
+# pyxis: `srun --container-image=[USER@][REGISTRY#]IMAGE[:TAG] --no-container-entrypoint CMD`
+# (https://github.com/NVIDIA/pyxis/wiki/Usage, https://github.com/NVIDIA/enroot/blob/master/doc/cmd/import.md).
+REMOTE = "registry.example.com:5000/ml/torch@sha256:" + "cd" * 32
+
+
+def test_apptainer_launcher_golden() -> None:
+    nv = launcher_argv("apptainer", REMOTE, ["-c", "probe", "sh"], gpus="all", entrypoint="sh")
+    assert nv == (["apptainer", "exec", "--nv", f"docker://{REMOTE}", "sh", "-c", "probe", "sh"], [])
+    cdi = launcher_argv("apptainer", REMOTE, ["nvidia-smi"], devices=["nvidia.com/gpu=all"], entrypoint="")
+    assert cdi == (["apptainer", "exec", "--nv", f"docker://{REMOTE}", "nvidia-smi"], [])
+    amd = launcher_argv("apptainer", REMOTE, ["rocminfo"], devices=["/dev/kfd", "/dev/dri"])
+    assert amd == (["apptainer", "exec", "--rocm", f"docker://{REMOTE}", "rocminfo"], [])
+    cpu = launcher_argv("apptainer", "127.0.0.1:5000/demo/jax@sha256:" + "ef" * 32, ["true"])
+    assert cpu[0][:3] == ["apptainer", "exec", "--no-https"]  # builder speaks plain HTTP to loopback
+
+
+def test_pyxis_launcher_golden() -> None:
+    command, options = launcher_argv("pyxis", REMOTE, ["-c", "probe"], gpus="all", entrypoint="sh")
+    assert command == ["sh", "-c", "probe"]
+    assert options == [
+        "--container-image=registry.example.com:5000#ml/torch@sha256:" + "cd" * 32,
+        "--no-container-entrypoint",
+    ]
+    argv = srun_argv("42", command, options)
+    assert argv.index(options[0]) < argv.index(WRAPPER)  # srun's options, before the step's command
+    _, local = launcher_argv("pyxis", "127.0.0.1:5000/demo/jax@sha256:" + "ef" * 32, ["true"])
+    assert "--export=ALL,ENROOT_ALLOW_HTTP=yes" in local
+
+
+def test_enroot_uri_sets_the_registry_off_with_a_hash() -> None:
+    assert enroot_uri("nvcr.io/nvidia/pytorch@sha256:00") == "nvcr.io#nvidia/pytorch@sha256:00"
+    assert enroot_uri("localhost/x@sha256:00") == "localhost#x@sha256:00"
+    assert enroot_uri("library/ubuntu@sha256:00") == "library/ubuntu@sha256:00"  # Docker Hub: no registry part
+    with pytest.raises(ValueError, match="engine"):
+        launcher_argv("docker", REMOTE, ["true"])
+
+
+CLUSTER = {"name": "c", "vendor": "nvidia", "gpus": ["NVIDIA H100 80GB HBM3"], "drivers": ["550.144.03"]}
+
+
+def test_fleet_runner_accepts_the_hpc_launchers_and_names_the_choices() -> None:
+    for launcher in ("docker", "podman", "apptainer", "pyxis"):
+        fleet = fleet_from_data(
+            {"clusters": [{**CLUSTER, "runner": {"kind": "slurm", "container": launcher}}]},
+            path=Path("f.yaml"),
+        )
+        assert fleet.clusters[0].runner is not None and fleet.clusters[0].runner.container == launcher
+    with pytest.raises(ConfigError) as err:
+        fleet_from_data(
+            {"clusters": [{**CLUSTER, "runner": {"kind": "slurm", "container": "singularity"}}]},
+            path=Path("f.yaml"),
+        )
+    assert "apptainer" in str(err.value.details) and "pyxis" in str(err.value.details)
 
 
 def _k8s(vendor: str | None, **settings: object) -> dict[str, object]:
