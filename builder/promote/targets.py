@@ -139,7 +139,7 @@ def resolve_targets(
         if looks_like_variant_id(name):
             targets.append(_variant_target(scope, variants(), name))
         else:
-            targets.append(_reference_target(scope, name, variant_id))
+            targets.append(_reference_target(scope, name, variant_id, variants))
     return list(dict.fromkeys(targets))
 
 
@@ -156,8 +156,11 @@ def _variant_target(scope: TargetScope, variants: Sequence[Variant], name: str) 
     return Target(name, ref.repository, ref.registry)
 
 
-def _reference_target(scope: TargetScope, name: str, variant_id: str | None) -> Target:
+def _reference_target(
+    scope: TargetScope, name: str, variant_id: str | None, variants: Callable[[], Sequence[Variant]]
+) -> Target:
     ref = parse_reference(name, scope.registry)
+    from_label = False
     if variant_id is not None:
         vid: str | None = check_variant_id(variant_id, "--variant-id")
     else:
@@ -165,6 +168,33 @@ def _reference_target(scope: TargetScope, name: str, variant_id: str | None) -> 
         if vid is None:
             label = variant_from_labels(scope.clients, ref)
             vid = check_variant_id(label, f"the {VARIANT_LABEL} label of {name}") if label is not None else None
+            from_label = vid is not None
     if vid is None:
         raise UnknownVariantError(name)
+    if from_label:
+        _check_label_claim(scope, variants(), vid, ref.repository, name)
     return Target(vid, ref.repository, ref.registry, tag=ref.tag if not ref.digest else None, digest=ref.digest)
+
+
+def _check_label_claim(scope: TargetScope, variants: Sequence[Variant], vid: str, repository: str, name: str) -> None:
+    """An image's variant label is a claim the image makes about itself: it must name a variant
+    of the matrices that is built into the image's repository (NotFoundError, exit 8, otherwise),
+    or anyone who can push an image could choose which variant's stage pointer it moves. Without
+    matrices in the checkout there is nothing to check against (the id grammar still holds).
+    ``--variant-id`` is the user's own statement and is not second-guessed."""
+    if not variants:
+        return
+    v = next((v for v in variants if v.id == vid), None)
+    if v is None:
+        raise NotFoundError(
+            f"the {VARIANT_LABEL} label of {name} claims variant {vid!r}, which no matrix defines",
+            hint="labels are claims: pass --variant-id VARIANT to name the variant yourself",
+        )
+    built = repository_path(scope.repository_prefix, v.repository)
+    if built != repository:
+        raise NotFoundError(
+            f"the {VARIANT_LABEL} label of {name} claims variant {vid!r}, which is built into {built}, "
+            f"not {repository}",
+            hint="labels are claims: promote the image from the variant's repository, or pass --variant-id "
+            "to name the variant yourself",
+        )

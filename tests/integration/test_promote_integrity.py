@@ -440,3 +440,29 @@ def test_ledger_verify_checks_the_chain_and_the_registry(
     db.close()
     err = run("ledger", "verify", "--json", code=33).json()["error"]
     assert "row 1: content does not match its hash (edited)" in err["message"]
+
+
+def test_a_label_claiming_another_variant_or_repository_is_refused(
+    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str
+) -> None:
+    """The attack: an image pushed with a well-formed label naming a variant the matrices do not
+    have, or a real variant built into another repository: refused (exit 8) before any write."""
+    from tests.integration.test_promote_cli import VARIANT as CLI_VARIANT
+    from tests.integration.test_promote_cli import _project
+    from tests.integration.test_promote_support import push_image
+
+    project = _project(tmp_path / "p", registry_address, unique_repo)
+    run = functools.partial(cli, cwd=project, env={"HOME": str(project)})
+    client = RegistryClient(registry_address, insecure=True)
+    ghost = push_image(client, unique_repo, None, content=b"ghost", labels={"io.builder.variant": "ghost-cpu-py3.11"})
+    err = run("promote", f"{registry_address}/{unique_repo}@{ghost}", "--to", "dev", "--json", code=8).json()
+    assert "which no matrix defines" in err["error"]["message"] and "--variant-id" in err["error"]["hint"]
+    elsewhere = f"{unique_repo}-other"
+    moved = push_image(client, elsewhere, None, content=b"elsewhere", labels={"io.builder.variant": CLI_VARIANT})
+    err = run("promote", f"{registry_address}/{elsewhere}@{moved}", "--to", "dev", "--confirm", "--json", code=8)
+    assert f"built into {unique_repo}, not {elsewhere}" in err.json()["error"]["message"]
+    assert client.list_tags(elsewhere) == [] or all(not t.endswith("-dev") for t in client.list_tags(elsewhere))
+    # the label of an image in the variant's own repository is accepted as before
+    ours = push_image(client, unique_repo, None, content=b"ours", labels={"io.builder.variant": CLI_VARIANT})
+    plan = run("promote", f"{registry_address}/{unique_repo}@{ours}", "--to", "dev", "--json").json()
+    assert plan["results"][0]["variant"] == CLI_VARIANT
