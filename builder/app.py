@@ -232,6 +232,7 @@ class App:
             registry=cfg.registry,
             state_dir=cfg.state_dir,
             workers=request.workers or cfg.workers,
+            builder=request.builder,
             secrets=default_secrets(),
             source_date_epoch=request.source_date_epoch,
             allow_unpinned=request.allow_unpinned,

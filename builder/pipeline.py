@@ -249,7 +249,8 @@ class RunRequest:
     """What ``builder run`` was asked: ``matrices`` (files; empty: every matrix), ``selection``,
     ``to_stage`` (None: the policy's first stage), ``ticket``, ``fleet`` (a fleet file for static
     verdicts), ``policy_file``, ``check_key`` (None: ``builder.toml`` ``check_key``), ``check``
-    (False: skip device checks), ``workers`` (None: ``builder.toml``), ``allow_unpinned``,
+    (False: skip device checks), ``workers`` (None: ``builder.toml``), ``builder`` (the buildx builder:
+    ``--builder``; None: buildx's current one), ``allow_unpinned``,
     ``source_date_epoch`` (None: not set), ``bundle`` (``--bundle``: what is signed with a key is
     also written as a Sigstore bundle referrer, cosign 3's format)."""
 
@@ -262,6 +263,7 @@ class RunRequest:
     check_key: Path | None = None
     check: bool = True
     workers: int | None = None
+    builder: str | None = None
     allow_unpinned: bool = False
     source_date_epoch: int | None = None
     bundle: bool = False  # the provenance and device-check results also as Sigstore bundle referrers

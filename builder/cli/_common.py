@@ -332,6 +332,20 @@ def platform_option(help: str = "Image platform (os/arch[/variant]).", *, multip
     return click.option("--platform", default="linux/amd64", show_default=True, metavar="OS/ARCH", help=help)
 
 
+def buildx_builder_option(f: F) -> F:
+    """``--builder NAME``, passed as ``buildx_builder``: the buildx builder that builds (``docker buildx
+    create --driver remote|kubernetes --name NAME ...``: a BuildKit fleet); default: buildx's current one.
+    An unknown name is exit 2 before any build (https://docs.docker.com/build/builders/drivers/)."""
+    return click.option(
+        "--builder",
+        "buildx_builder",
+        default=None,
+        metavar="NAME",
+        help="buildx builder that builds (remote, kubernetes drivers: `docker buildx ls` lists them); "
+        "default: the current one.",
+    )(f)
+
+
 def default_source_date_epoch(cfg: Config) -> int | None:
     """``SOURCE_DATE_EPOCH`` for builds: ``$SOURCE_DATE_EPOCH`` when it is a number, else the
     project's HEAD commit time (None outside git)."""

@@ -15,6 +15,7 @@ import click
 from builder.cli._common import (
     allow_unpinned_option,
     app_context,
+    buildx_builder_option,
     bundle_option,
     changed_since_option,
     console,
@@ -50,13 +51,7 @@ if TYPE_CHECKING:
 @shard_option
 @changed_since_option
 @workers_option
-@click.option(
-    "--builder",
-    "buildx_builder",
-    default=None,
-    metavar="NAME",
-    help="buildx builder to use (remote, kubernetes, ...); default: the current one.",
-)
+@buildx_builder_option
 @platform_option("Override the variants' platform", multiple=True)
 @click.option(
     "--registry-cache/--no-registry-cache",

@@ -10,6 +10,7 @@ import click
 from builder.cli._common import (
     allow_unpinned_option,
     app_context,
+    buildx_builder_option,
     bundle_option,
     console,
     default_source_date_epoch,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 @click.option("--no-check", is_flag=True, help="Skip device checks (stages that require them will deny).")
 @bundle_option("the provenance and each check result", ".sig/.att tags are")
 @workers_option
+@buildx_builder_option
 @allow_unpinned_option
 @progress_option
 @docker_config_option
@@ -66,6 +68,7 @@ def run(
     no_check: bool,
     bundle: bool,
     workers: int | None,
+    buildx_builder: str | None,
     allow_unpinned: bool,
     progress_mode: Mode,
 ) -> None:
@@ -86,9 +89,10 @@ def run(
     Examples:
       builder run --matrix matrices/demo.yaml --to prod --fleet fleets/demo.yaml
       builder run --matrix matrices/demo.yaml --to staging --json
+      builder run --select 'torch*' --builder gpu-fleet   a remote BuildKit
 
     Exit codes: 0 done (denials are reported, not errors); 14 a build failed; 13 unpinned base or lock;
-    8 unknown stage; 3/5 engine/registry down.
+    8 unknown stage; 2 unknown --builder; 3/5 engine/registry down.
     """
     from rich.markup import escape
 
@@ -108,6 +112,7 @@ def run(
         check_key=check_key,
         check=not no_check,
         workers=workers,
+        builder=buildx_builder,
         allow_unpinned=allow_unpinned,
         source_date_epoch=default_source_date_epoch(cfg),
         bundle=bundle,

@@ -85,3 +85,24 @@ def test_build_uses_the_named_builder(builder: BuilderCli, project: Path, docker
     assert image["status"] == "built"
     log = Path(image["log"]).read_text()
     assert "buildx build --progress plain --file" in log and f"--builder {name} " in log
+
+
+def test_run_takes_the_same_builder_option(
+    builder: BuilderCli, project: Path, registry_address: str, unique_repo: str, docker_engine: str
+) -> None:
+    """`builder run --builder NAME` (one option definition with build's): an unknown name is refused before
+    anything is built; a known one builds there (its name is in the build's buildx command)."""
+    policy = project / "run-policy.yaml"  # promotes into dev whatever was built (run needs a policy)
+    policy.write_text("version: 1\nstages:\n  dev:\n    from: build\n    require: {unconditional: a test}\n")
+    res = builder(project, "run", "--policy", str(policy), "--builder", "no-such-builder", "--no-check", "--json")
+    assert res.code == 2, res.stderr[-3000:]
+    assert "--builder no-such-builder: buildx has no such builder" in json.loads(res.stdout)["error"]["message"]
+    client = RegistryClient(registry_address, insecure=True)
+    assert client.try_resolve(unique_repo, A) is None
+    here = subprocess.run(["docker", "buildx", "inspect"], capture_output=True, text=True, timeout=60, check=True)
+    name = here.stdout.split("Name:", 1)[1].split()[0]
+    res = builder(project, "run", "--policy", str(policy), "--builder", name, "--select", A, "--no-check", "--json")
+    assert res.code == 0, res.stderr[-3000:]
+    [variant] = json.loads(res.stdout)["variants"]
+    log = Path(variant["build"]["log"]).read_text()
+    assert f"--builder {name} " in log
