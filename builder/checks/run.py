@@ -296,7 +296,8 @@ def check_reference(
     matrices, only then); the reference is resolved to a digest with the client ``registries(host)``
     gives, and the image's facts are read for ``request.platform``. Static: the verdict on the host file
     or the fleet (nothing runs). Otherwise ``host()`` describes this host (default: the live probe with
-    the engine), ``on_run`` is told what is about to run (one line, :func:`describe_run`), the checks
+    the engine; called in a thread while the reference is pinned, so the engine and the registry answer at
+    once), ``on_run`` is told what is about to run (one line, :func:`describe_run`), the checks
     run in fresh containers from the probed platform manifest (``runner``: a check runner's
     ``run_container``, default this host's engine; ``placement()`` afterwards says where they ran, for
     the predicate), and the result is attested with
@@ -315,6 +316,14 @@ def check_reference(
     tag or digest; missing host or fleet file), registry errors, EngineUnavailableError, SigningError /
     SigningKeyError when attesting."""
     request.validate()
+    probing = None
+    if not request.static:
+        # the engine answers `docker info` while the registry answers the pin: one round trip less
+        from concurrent.futures import ThreadPoolExecutor
+
+        prober = ThreadPoolExecutor(1, thread_name_prefix="host-probe")
+        probing = prober.submit(host)
+        prober.shutdown(wait=False)
     image = pin_image(
         request.reference,
         registries=registries,
@@ -339,7 +348,8 @@ def check_reference(
         assert request.fleet_file is not None  # validate(): exactly one
         return StaticCheck(pinned, facts, fleet_verdict(facts, request.fleet_file, kernels=kernels))
 
-    this_host = host()
+    assert probing is not None  # started above for every device check
+    this_host = probing.result()
     # run exactly the platform manifest that was probed (an index would let the engine choose)
     run_ref = f"{r.registry}/{r.repository}@{facts.platform_digest}"
     if on_run is not None:

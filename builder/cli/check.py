@@ -250,7 +250,7 @@ def check(
     from builder.build.source import git_commit
     from builder.checks.run import CheckRequest, check_reference
     from builder.image.layers import LayerCache
-    from builder.variants import project_matrices
+    from builder.variants import project_index
 
     app = app_context().app
     cfg = app.config
@@ -276,7 +276,7 @@ def check(
         services = CheckServices(
             registries=app.client,
             default_registry=cfg.registry,
-            matrices=lambda: project_matrices(cfg),
+            matrices=lambda: (project_index(cfg),),
             signer=app.signer,
             default_key=cfg.check_key_path,
             lock_dir=cfg.state_dir / "locks",
@@ -302,7 +302,7 @@ def check(
         request,
         registries=app.client,  # credentials: --docker-config, $DOCKER_CONFIG, ~/.docker
         default_registry=cfg.registry,
-        matrices=lambda: project_matrices(cfg),
+        matrices=lambda: (project_index(cfg),),
         signer=app.signer,
         default_key=cfg.check_key_path,
         lock_dir=cfg.state_dir / "locks",

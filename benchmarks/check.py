@@ -1,0 +1,114 @@
+"""``builder check`` of the CPU demo image (a fresh process: start-up, registry pin, engine facts,
+the probe container, and the declared tests and benchmark) against bare ``docker run`` of exactly
+the same containers, interleaved.
+
+Target (issue 19 item 4): builder <= 1.25x the bare runs. The peer is not guessed: one recording
+round runs builder with ``$BUILDER_DOCKER`` pointing at a wrapper that saves each ``docker run``
+argv and its standard input (the probe program, a test script) and then runs it; every later round
+times builder as a user runs it (no wrapper, ``--no-attest``) and, interleaved, the recorded runs
+replayed one after another with plain ``docker`` (a fresh ``--name`` each). So the ratio is
+builder's own cost on top of the containers it must run.
+
+Two cases: ``full`` (the project, so the variant's declared tests and benchmark run too) and
+``device`` (from an empty project directory, so only the device-check probe runs).
+
+Needs the demo image (``bash scripts/demo``) in 127.0.0.1:5000. Ends with one line per case:
+``benchmark=check case=.. builder_s=.. docker_s=.. ratio=..`` (``--quick``: 2 rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGE = "127.0.0.1:5000/demo/jax:jax0.7-cpu-py3.11-debian12"
+
+#: saves ``docker run`` argv (JSON) and stdin under $BENCH_RECORD, then runs it
+WRAPPER = """#!/bin/sh
+if [ "$1" = run ]; then
+  n=$(ls "$BENCH_RECORD" | grep -c "argv$")
+  python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$@" > "$BENCH_RECORD/$n.argv"
+  case " $* " in
+    *" -i "*) tee "$BENCH_RECORD/$n.stdin" | docker "$@"; exit $? ;;
+    *) : > "$BENCH_RECORD/$n.stdin"; exec docker "$@" ;;
+  esac
+fi
+exec docker "$@"
+"""
+
+
+def builder_argv() -> list[str]:
+    return [sys.executable, "-m", "builder", "check", IMAGE, "--no-attest"]
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None = None) -> float:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, input=stdin, capture_output=True)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd[:8])} ... failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    return time.perf_counter() - t
+
+
+def record(cwd: Path, env: dict[str, str], work: Path) -> list[tuple[list[str], bytes | None]]:
+    """The ``docker run`` argv and stdin of each container one ``builder check`` runs, in order."""
+    rec = work / f"rec-{uuid.uuid4().hex[:6]}"
+    rec.mkdir()
+    wrapper = work / "docker-wrapper"
+    wrapper.write_text(WRAPPER)
+    wrapper.chmod(0o755)
+    timed(builder_argv(), cwd, {**env, "BUILDER_DOCKER": str(wrapper), "BENCH_RECORD": str(rec)})
+    runs: list[tuple[list[str], bytes | None]] = []
+    for n in range(len(list(rec.glob("*.argv")))):
+        argv = json.loads((rec / f"{n}.argv").read_text())
+        data = (rec / f"{n}.stdin").read_bytes()
+        runs.append((argv, data if "-i" in argv else None))
+    return runs
+
+
+def replay(runs: list[tuple[list[str], bytes | None]], env: dict[str, str]) -> float:
+    total = 0.0
+    for recorded, data in runs:
+        argv = list(recorded)
+        argv[argv.index("--name") + 1] = f"bench-check-{uuid.uuid4().hex[:8]}"
+        total += timed(["docker", *argv], ROOT, env, data)
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="2 rounds")
+    args = parser.parse_args()
+    rounds = 2 if args.quick else args.rounds
+    env = {**os.environ, "NO_COLOR": "1"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # users' installs have bytecode
+    with tempfile.TemporaryDirectory(prefix="bench-check-") as tmp:
+        work = Path(tmp)
+        empty = work / "project"
+        (empty / "matrices").mkdir(parents=True)
+        (empty / "builder.toml").write_text('registry = "127.0.0.1:5000"\n')
+        env["PYTHONPATH"] = str(ROOT)
+        for case, cwd in (("full", ROOT), ("device", empty)):
+            runs = record(cwd, env, work)
+            print(f"{case}: {len(runs)} container(s) per check", file=sys.stderr)
+            mine: list[float] = []
+            peer: list[float] = []
+            for i in range(rounds):
+                mine.append(timed(builder_argv(), cwd, env))
+                peer.append(replay(runs, env))
+                print(f"  round {i + 1}: builder {mine[-1]:.2f} s, docker run {peer[-1]:.2f} s", file=sys.stderr)
+            b, d = statistics.median(mine), statistics.median(peer)
+            print(f"benchmark=check case={case} builder_s={b:.2f} docker_s={d:.2f} ratio={b / d:.2f}")
+
+
+if __name__ == "__main__":
+    main()
