@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from builder.build.run import BuildPreview, BuildRun, ProgressFn, build_variants, preview
 from builder.build.source import git_commit as source_commit
@@ -57,8 +57,8 @@ def signing_hook(
     ``lock_dir``: file locks for concurrent writers of the same signature tags (``<state_dir>/locks``).
 
     ``bundle``: with a key, also write the provenance as a Sigstore bundle referrer (cosign 3's
-    format; keyless always writes both). ``sbom``: with a key, also attach the image's CycloneDX SBOM
-    (:func:`attach_sbom`; keyless signing does not attach one yet).
+    format; keyless always writes both). ``sbom``: also attach the image's CycloneDX SBOM (with a key:
+    :func:`attach_sbom`; keylessly: signed in the same session as the provenance, :func:`image_sbom`).
 
     Exactly one of ``signer`` and ``keyless``; otherwise ConfigError. The hook raises SigningError and
     registry errors, which ``build_variants`` turns into a failed variant."""
@@ -87,6 +87,7 @@ def signing_hook(
         if keyless is not None:
             from builder.signing.keyless.write import keyless_sign_and_attest_build
 
+            also = [image_sbom(client, repository, built.digest, state_dir=options.state_dir)] if sbom else []
             keyless_sign_and_attest_build(
                 client,
                 repository,
@@ -95,6 +96,7 @@ def signing_hook(
                 identity_token=keyless.identity_token,
                 trust_config=keyless.trust_config,
                 lock_dir=lock_dir,
+                also=also,
             )
             return
         from builder.signing.sign import sign_and_attest_build
@@ -107,20 +109,28 @@ def signing_hook(
     return hook
 
 
-def attach_sbom(
-    client: RegistryClient, repository: str, digest: str, signer: Signer, *, lock_dir: Path, state_dir: Path
-) -> None:
-    """The CycloneDX SBOM of the pushed image (:func:`builder.image.sbom.image_bom` of its inspection,
-    layers cached under ``<state_dir>/cache/layers``: a variant's base layers are read once) attached to
-    ``digest`` as a signed ``https://cyclonedx.org/bom`` attestation, as ``builder sbom --key`` does.
-    Raises registry errors and SigningError."""
+def image_sbom(client: RegistryClient, repository: str, digest: str, *, state_dir: Path) -> tuple[str, dict[str, Any]]:
+    """(``https://cyclonedx.org/bom``, the CycloneDX SBOM) of the pushed image
+    (:func:`builder.image.sbom.image_bom` of its inspection, layers cached under
+    ``<state_dir>/cache/layers``: a variant's base layers are read once). Raises registry errors."""
     from builder.image.inspection import inspect_image
     from builder.image.layers import LayerCache
     from builder.image.sbom import CYCLONEDX_PREDICATE, image_bom
-    from builder.signing.attest import attest_image
 
     inspection = inspect_image(client, repository, digest, cache=LayerCache(state_dir / "cache" / "layers"))
-    attest_image(client, repository, digest, CYCLONEDX_PREDICATE, image_bom(inspection), signer, lock_dir=lock_dir)
+    return CYCLONEDX_PREDICATE, image_bom(inspection)
+
+
+def attach_sbom(
+    client: RegistryClient, repository: str, digest: str, signer: Signer, *, lock_dir: Path, state_dir: Path
+) -> None:
+    """The CycloneDX SBOM of the pushed image (:func:`image_sbom`) attached to ``digest`` as a signed
+    ``https://cyclonedx.org/bom`` attestation, as ``builder sbom --key`` does. Raises registry errors and
+    SigningError."""
+    from builder.signing.attest import attest_image
+
+    predicate_type, bom = image_sbom(client, repository, digest, state_dir=state_dir)
+    attest_image(client, repository, digest, predicate_type, bom, signer, lock_dir=lock_dir)
 
 
 def is_signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey]) -> bool:

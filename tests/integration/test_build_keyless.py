@@ -124,6 +124,31 @@ def test_build_keyless_signs_and_verify_accepts(
     assert ok.code == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
     report = json.loads(ok.stdout)
     assert report["ok"] is True
+    # the SBOM too (issue 15 item 4), signed by the same identity, which cosign's type name finds
+    sbom = builder(
+        env,
+        "--json",
+        "verify",
+        "--identity",
+        IDENTITY,
+        "--issuer",
+        inst.issuer_url,
+        "--trust-config",
+        str(trust.trusted_root),
+        "--attestation",
+        "https://cyclonedx.org/bom",
+        ref,
+    )
+    assert sbom.code == 0, sbom.stdout[-2000:] + sbom.stderr[-2000:]
+    boms = [
+        i
+        for i in json.loads(sbom.stdout)["items"]
+        if i["predicate_type"] == "https://cyclonedx.org/bom" and i["ok"] and i["statement"]
+    ]
+    assert len(boms) == 2, boms  # the legacy .att layer and the Sigstore bundle referrer, as the provenance
+    predicate = boms[0]["statement"]["predicate"]
+    assert predicate["bomFormat"] == "CycloneDX" and predicate["specVersion"] == "1.6"
+    assert predicate["metadata"]["component"]["type"] == "container"
     # another identity is refused (exit 18): the check can fail
     bad = _verify(
         builder, env, trust, inst.issuer_url, ref, identity="https://github.com/someone/else/.github/x.yml@refs/x"

@@ -198,12 +198,14 @@ def keyless_sign_and_attest_build(
     trust_config: ClientTrustConfig,
     lock_dir: Path,
     predicate_type: str | None = None,
+    also: Sequence[tuple[str, Mapping[str, Any]]] = (),
 ) -> tuple[KeylessWrite, KeylessWrite]:
     """The build step's keyless counterpart of ``builder.signing.sign.sign_and_attest_build``: sign ``digest`` and
-    attach ``provenance`` (SLSA provenance v1 by default) in one signer session (one Fulcio certificate,
-    three Rekor entries). Returns (signature write, attestation write)."""
+    attach ``provenance`` (SLSA provenance v1 by default) and each ``(predicate type, predicate)`` of
+    ``also`` (the image's CycloneDX SBOM) in one signer session (one Fulcio certificate, one Rekor entry
+    per signature and attestation). Returns (signature write, provenance write)."""
 
-    sig, (att,) = _write(
+    sig, (att, *_) = _write(
         client,
         repository,
         digest,
@@ -213,7 +215,7 @@ def keyless_sign_and_attest_build(
         FORMATS,
         True,
         None,
-        [(predicate_type or SLSA_PROVENANCE_V1, provenance)],
+        [(predicate_type or SLSA_PROVENANCE_V1, provenance), *also],
     )
     assert sig is not None
     return sig, att
