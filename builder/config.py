@@ -50,6 +50,7 @@ class Config:
     registry_backoff_ms: int = 250  # wait before the first retry; doubled for each next one
     registry_max_delay_ms: int = 30_000  # longest wait between attempts (Retry-After capped)
     copy_streams: int = 4  # blobs streamed into one registry at once by a cross-registry copy
+    promotion_remote: str | None = None  # git remote whose refs serialise stage pointers (docs/promotion.md)
 
     @property
     def ledger_path(self) -> Path:

@@ -300,6 +300,7 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
         again = dc.try_resolve(dst.repository, dst.pointer_tag)
         if again != current:
             raise conflict(dst, current, again, "while the promotion was being written")
+        shared_swap(ctx, dst, current, digest)  # the cross-machine compare-and-swap, before the tag moves
         # MANIFEST_BLOB_UNKNOWN here (a mount that did not stick) is repaired from the source
         put_manifest_repairing(
             ctx.client(src.registry), src.repository, dc, dst.repository, dst.pointer_tag, manifest, stats
@@ -321,6 +322,14 @@ def _att_absent(plan: Plan) -> bool:
         return False
     same = plan.source.name == plan.destination.name
     return (same or not plan.present) and ATT_SUFFIX in known and known[ATT_SUFFIX] is None
+
+
+def shared_swap(ctx: PromotionContext, dst: Location, expected: str | None, new: str) -> None:
+    """With ``promotion_remote`` (``ctx.pointer_refs``): move the pointer's shared git ref from
+    ``expected`` to ``new`` before the tag moves (PromotionConflictError when another machine moved
+    it first, ``builder.promote.gitref``). Nothing in registry-only mode."""
+    if ctx.pointer_refs is not None:
+        ctx.pointer_refs.swap(str(dst), expected, new)
 
 
 def mark_replaced(ctx: PromotionContext, dst: Location, rec: PromotionRecord, signer: Signer) -> None:

@@ -23,6 +23,7 @@ from builder.config import repository_path
 from builder.errors import BuilderError, NotFoundError
 from builder.policy import BUILD_STAGE, KeySet, Policy, load_policy
 from builder.policy.validation import PolicyValidation, policy_files, validate_policies
+from builder.promote.gitref import PointerRefs
 from builder.promote.model import FleetChecker, Location, PromotionRecord, Target, short_signer, utcnow
 from builder.signing.layer import CERTIFICATE_ANNOTATION
 
@@ -59,7 +60,8 @@ class PromotionContext:
     (stage pointers, .sig/.att writes); ``ledger``: the audit ledger (None: no local trail);
     ``signer``: signs promotion records (required to apply); ``fleet_checker``: compatibility
     verdicts for fleet rules and ``resolve --cluster``; ``verifiers``: extra layer verifiers
-    (keyless); ``now``: the clock; ``lock_timeout``: seconds to wait for a stage lock."""
+    (keyless); ``now``: the clock; ``pointer_refs``: the git compare-and-swap point of stage
+    pointers (None: registry only); ``lock_timeout``: seconds to wait for a stage lock."""
 
     policy: Policy
     registry: str
@@ -73,6 +75,9 @@ class PromotionContext:
     cache_dir: Path | None = None
     repository_prefix: str = ""
     now: Callable[[], dt.datetime] = utcnow
+    # the cross-machine compare-and-swap point of stage pointers (builder.toml promotion_remote;
+    # None: registry-only mode, builder.promote.gitref)
+    pointer_refs: PointerRefs | None = None
     lock_timeout: float = 60.0
     _keys: list[PublicKey] = dataclasses.field(default_factory=list, repr=False, compare=False)
     _keys_loaded: threading.Event = dataclasses.field(default_factory=threading.Event, repr=False, compare=False)
@@ -273,4 +278,7 @@ def open_context(
         matrices_dir=cfg.matrices_dir,
         cache_dir=cfg.state_dir / "cache",
         repository_prefix=cfg.repository_prefix,
+        pointer_refs=PointerRefs(cfg.promotion_remote, cfg.state_dir / "pointer-refs.git")
+        if cfg.promotion_remote
+        else None,
     )

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from builder.errors import ConfigError, NotFoundError, PolicyDeniedError, VerificationError
 from builder.policy import Decision, RuleResult
 from builder.predicates import PROMOTION_V1
-from builder.promote.apply import conflict, ledger_row, mark_replaced, new_record, require_signer
+from builder.promote.apply import conflict, ledger_row, mark_replaced, new_record, require_signer, shared_swap
 from builder.promote.model import Applied, CopyCounts, Plan, Target, short_signer
 from builder.promote.records import chain, pointer_trust
 from builder.signing.attest import attest_image
@@ -159,6 +159,7 @@ def apply_rollback(ctx: PromotionContext, plan: Plan) -> Applied:
         if again != current:
             raise conflict(dst, current, again, "while the rollback was being written")
         manifest = dc.get_manifest(dst.repository, goal)
+        shared_swap(ctx, dst, current, goal)  # the cross-machine compare-and-swap, before the tag moves
         dc.put_manifest(dst.repository, dst.pointer_tag, manifest.raw, manifest.media_type)
         after = dc.resolve(dst.repository, dst.pointer_tag)
         if after != goal:

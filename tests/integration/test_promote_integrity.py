@@ -11,7 +11,7 @@ import dataclasses
 import datetime as dt
 import functools
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -466,3 +466,43 @@ def test_a_label_claiming_another_variant_or_repository_is_refused(
     ours = push_image(client, unique_repo, None, content=b"ours", labels={"io.builder.variant": CLI_VARIANT})
     plan = run("promote", f"{registry_address}/{unique_repo}@{ours}", "--to", "dev", "--json").json()
     assert plan["results"][0]["variant"] == CLI_VARIANT
+
+
+def test_a_shared_git_ref_serialises_promotions_across_machines(world: World, tmp_path: Path) -> None:
+    """promotion_remote mode: each machine moves the pointer's git ref by a non-forced push before
+    the tag. The race the registry cannot see (A has claimed the move, its tag PUT not done yet;
+    B's re-reads of the tag still find d1) is refused for B (exit 32), and A completes."""
+    import subprocess
+
+    from builder.errors import PromotionConflictError
+    from builder.promote.gitref import PointerRefs
+
+    remote = tmp_path / "pointers.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+
+    def machine(name: str) -> Any:
+        env = world.env(state=tmp_path / name)
+        return dataclasses.replace(env, pointer_refs=PointerRefs(str(remote), tmp_path / name / "refs.git"))
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = machine("a"), machine("b")
+    d1 = world.build(b"shared ref one")
+    apply_promotion(a, plan_promotion(a, world.target, "dev"))
+    pointer = str(a.stage_location(world.target, "dev"))
+    assert a.pointer_refs.read(pointer)[1] == d1  # the ref follows the tag
+
+    da = world.build(b"machine a wins")
+    plan_a = plan_promotion(a, world.target, "dev")
+    a.pointer_refs.swap(pointer, d1, da)  # A claimed the move; its tag PUT has not happened yet
+    db = world.build(b"machine b loses")
+    plan_b = plan_promotion(b, world.target, "dev")
+    assert plan_b.previous == d1  # the registry still says d1: B's re-reads cannot see A
+    with pytest.raises(PromotionConflictError) as err:
+        apply_promotion(b, plan_b)
+    assert err.value.exit_code == 32 and da in err.value.message
+    assert world.client.resolve(world.repo, f"{VARIANT}-dev") == d1  # B moved nothing
+    applied = apply_promotion(a, plan_a)  # A completes its claimed move
+    assert applied.record.digest == da and world.client.resolve(world.repo, f"{VARIANT}-dev") == da
+    assert b.pointer_refs.read(pointer)[1] == da
+    assert db != da
