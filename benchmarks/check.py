@@ -13,7 +13,8 @@ Two cases: ``full`` (the project, so the variant's declared tests and benchmark 
 ``device`` (from an empty project directory, so only the device-check probe runs).
 
 Needs the demo image (``bash scripts/demo``) in 127.0.0.1:5000. Ends with one line per case:
-``benchmark=check case=.. builder_s=.. docker_s=.. ratio=..`` (``--quick``: 2 rounds).
+``benchmark=check case=.. builder_s=.. docker_s=.. ratio=..`` (``--quick``: the device case, one
+round).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-IMAGE = "127.0.0.1:5000/demo/jax:jax0.7-cpu-py3.11-debian12"
+#: the demo JAX CPU variant (``bash scripts/demo``) in $BUILDER_REGISTRY (default 127.0.0.1:5000)
+IMAGE = f"{os.environ.get('BUILDER_REGISTRY') or '127.0.0.1:5000'}/demo/jax:jax0.7-cpu-py3.11-debian12"
 
 #: saves ``docker run`` argv (JSON) and stdin under $BENCH_RECORD, then runs it
 WRAPPER = """#!/bin/sh
@@ -83,21 +85,29 @@ def replay(runs: list[tuple[list[str], bytes | None]], env: dict[str, str]) -> f
     return total
 
 
+def require_image(env: dict[str, str]) -> None:
+    probe = subprocess.run(["docker", "buildx", "imagetools", "inspect", IMAGE], env=env, capture_output=True)
+    if probe.returncode != 0:
+        sys.exit(f"{IMAGE} is not in the registry: run `bash scripts/demo` first")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="2 rounds")
+    parser.add_argument("--quick", action="store_true", help="the device case, one round")
     args = parser.parse_args()
-    rounds = 2 if args.quick else args.rounds
+    rounds = 1 if args.quick else args.rounds
     env = {**os.environ, "NO_COLOR": "1"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # users' installs have bytecode
+    require_image(env)
     with tempfile.TemporaryDirectory(prefix="bench-check-") as tmp:
         work = Path(tmp)
         empty = work / "project"
         (empty / "matrices").mkdir(parents=True)
-        (empty / "builder.toml").write_text('registry = "127.0.0.1:5000"\n')
+        (empty / "builder.toml").write_text(f'registry = "{IMAGE.split("/", 1)[0]}"\n')
         env["PYTHONPATH"] = str(ROOT)
-        for case, cwd in (("full", ROOT), ("device", empty)):
+        cases = (("device", empty),) if args.quick else (("full", ROOT), ("device", empty))
+        for case, cwd in cases:
             runs = record(cwd, env, work)
             print(f"{case}: {len(runs)} container(s) per check", file=sys.stderr)
             mine: list[float] = []
