@@ -10,7 +10,8 @@ The newest verified scan by ``signers`` decides (its time from the record; a sca
 as new only when ``max_age`` is not set): it must be at most ``max_age`` old and list no finding above
 ``max_severity`` (``critical`` > ``high`` > ``medium`` > ``low`` > ...), except ids in ``ignore`` (exact
 or glob) and ids a verified CycloneDX VEX statement by ``signers`` marks ``not_affected`` /
-``false_positive`` / ``resolved``. No scan is a denial that says what to attach.
+``false_positive`` / ``resolved`` or a verified OpenVEX statement marks ``not_affected`` / ``fixed``
+(a VEX document is never the deciding scan). No scan is a denial that says what to attach.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ class VulnerabilitiesRule(Rule):
         notes = Notes(self.signers, "vulnerability scan")
         scans = self._scans(ctx, notes)
         cleared = {vid for scan, _ in scans for vid in scan.not_affected}
-        reports = [(s, who) for s, who in scans if s.findings or not s.not_affected]  # VEX-only documents clear
+        # VEX documents (OpenVEX, CycloneDX VEX-only) only clear findings: never the scan that decides
+        reports = [(s, who) for s, who in scans if not s.vex and (s.findings or not s.not_affected)]
         if not reports:
             found = (
                 notes.text()

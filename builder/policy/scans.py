@@ -21,7 +21,13 @@ Formats and their public definitions:
 - CycloneDX ``vulnerabilities[]`` (a BOM with vulnerabilities, or a VEX document; predicate type
   ``https://cyclonedx.org/bom`` or ``https://cyclonedx.org/vex``): ``ratings[].severity`` (the highest), and
   ``analysis.state`` ``not_affected`` / ``false_positive`` / ``resolved`` marks a statement that the
-  vulnerability does not apply (https://cyclonedx.org/docs/1.6/json/#vulnerabilities_items_analysis_state).
+  vulnerability does not apply (https://cyclonedx.org/docs/1.6/json/#vulnerabilities_items_analysis_state);
+- OpenVEX (``@context`` ``https://openvex.dev/ns[/vX.Y.Z]``; predicate type :data:`OPENVEX`, what
+  ``cosign attest --type openvex`` and ``vexctl attest`` write): ``statements[]`` with
+  ``vulnerability`` (v0.2.0: ``{name, aliases}``; v0.0.x: the id as a string) and ``status``;
+  ``not_affected`` and ``fixed`` clear the vulnerability (its name and aliases), ``affected`` and
+  ``under_investigation`` clear nothing (https://github.com/openvex/spec/blob/main/OPENVEX-SPEC.md#status-labels).
+  A VEX document is never a scan: it only clears findings of one.
 """
 
 from __future__ import annotations
@@ -36,8 +42,11 @@ COSIGN_VULN_LEGACY = "cosign.sigstore.dev/attestation/vuln/v1"
 SARIF_PREDICATE = "https://docs.oasis-open.org/sarif/sarif/v2.1.0"
 CYCLONEDX_BOM = "https://cyclonedx.org/bom"
 CYCLONEDX_VEX = "https://cyclonedx.org/vex"
-#: predicate types whose predicate is (or carries) scan findings
-SCAN_TYPES = (COSIGN_VULN, COSIGN_VULN_LEGACY, SARIF_PREDICATE, CYCLONEDX_BOM, CYCLONEDX_VEX)
+OPENVEX = "https://openvex.dev/ns"
+#: predicate types whose predicate is (or carries) scan findings or VEX statements
+SCAN_TYPES = (COSIGN_VULN, COSIGN_VULN_LEGACY, SARIF_PREDICATE, CYCLONEDX_BOM, CYCLONEDX_VEX, OPENVEX)
+#: OpenVEX statuses that say the vulnerability does not affect the product
+OPENVEX_CLEARED = frozenset({"not_affected", "fixed"})
 #: severities, lowest first (the names Trivy, Grype and CycloneDX use, lower case)
 SEVERITIES = ("unknown", "none", "negligible", "info", "low", "medium", "high", "critical")
 #: CycloneDX analysis states that say a vulnerability does not affect the image
@@ -58,12 +67,14 @@ class Finding:
 class Scan:
     """What one attestation says: ``findings``, ``not_affected`` (ids a VEX statement clears),
     ``scanner`` (``trivy``, ``grype``, ... or the format), ``finished`` (scan time, None when the
-    format has none)."""
+    format has none); ``vex``: a VEX document (OpenVEX), which only clears findings and is never
+    taken as a scan."""
 
     findings: tuple[Finding, ...] = ()
     not_affected: frozenset[str] = frozenset()
     scanner: str = ""
     finished: dt.datetime | None = None
+    vex: bool = False
 
 
 def severity_rank(name: str) -> int:
@@ -180,8 +191,23 @@ def _cyclonedx(report: Mapping[str, Any]) -> tuple[list[Finding], set[str]]:
     return findings, cleared
 
 
+def _openvex(report: Mapping[str, Any]) -> frozenset[str]:
+    cleared: set[str] = set()
+    for item in _list(report.get("statements")):
+        statement = _map(item)
+        if str(statement.get("status", "")) not in OPENVEX_CLEARED:
+            continue
+        vuln = statement.get("vulnerability")
+        names = [vuln] if isinstance(vuln, str) else [_map(vuln).get("name"), *_list(_map(vuln).get("aliases"))]
+        cleared.update(str(n) for n in names if n)
+    return frozenset(cleared)
+
+
 def read_report(report: Mapping[str, Any]) -> Scan:
     """The findings of one scanner report in any supported format (detected by its shape)."""
+    if str(report.get("@context", "")).startswith(OPENVEX):
+        when = _time(report.get("last_updated")) or _time(report.get("timestamp"))
+        return Scan((), _openvex(report), scanner="openvex", finished=when, vex=True)
     if "SchemaVersion" in report and "Results" in report:
         return Scan(tuple(_trivy(report)), scanner="trivy", finished=_time(report.get("CreatedAt")))
     if "matches" in report:
@@ -226,6 +252,7 @@ __all__ = [
     "COSIGN_VULN_LEGACY",
     "CYCLONEDX_BOM",
     "CYCLONEDX_VEX",
+    "OPENVEX",
     "SARIF_PREDICATE",
     "SCAN_TYPES",
     "SEVERITIES",

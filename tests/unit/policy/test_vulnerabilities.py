@@ -13,7 +13,15 @@ import pytest
 
 from builder.errors import PolicyError
 from builder.policy import Policy, evaluate, load_policy
-from builder.policy.scans import COSIGN_VULN, CYCLONEDX_BOM, CYCLONEDX_VEX, SARIF_PREDICATE, read_report, read_scan
+from builder.policy.scans import (
+    COSIGN_VULN,
+    CYCLONEDX_BOM,
+    CYCLONEDX_VEX,
+    OPENVEX,
+    SARIF_PREDICATE,
+    read_report,
+    read_scan,
+)
 from tests.conftest import DATA
 from tests.unit.policy.support import NOW, Keys, att, ev, reasons, write
 
@@ -104,6 +112,31 @@ def test_ignore_and_vex_clear_findings(tmp_path: Path, keys: Keys) -> None:
     vex_doc["vulnerabilities"].append({"id": "CVE-1999-0002", "analysis": {"state": "not_affected"}})
     assert _decide(policy, grype, att(CYCLONEDX_VEX, vex_doc, ci)).allowed
     assert not _decide(policy, grype, att(CYCLONEDX_VEX, vex_doc, keys["build"][1])).allowed  # VEX by another key
+
+
+def test_openvex_clears_findings_and_is_never_a_scan(tmp_path: Path, keys: Keys) -> None:
+    """Trivy's recorded OpenVEX v0.2.0 document; statements added to it for the Grype finding: only
+    ``not_affected`` / ``fixed`` clear (name and aliases), ``affected`` does not, and a VEX document alone
+    (or newer than the scan) is not taken as a scan with no findings."""
+    doc = _load("trivy-openvex-oci.json")
+    vex = read_scan(OPENVEX, doc)
+    assert vex.vex and vex.findings == () and vex.not_affected == {"CVE-2022-3715"}
+    assert vex.finished == dt.datetime(2023, 1, 17, 1, 7, 16, 853479, tzinfo=dt.UTC)
+    ci = keys["runner"][1]
+    policy = _policy(tmp_path, keys, "{signers: [ci], max_severity: high}")
+    grype = att(COSIGN_VULN, _vuln(_load("grype-imgs.json"), uri="pkg:github/anchore/grype@v0.87.0"), ci)
+    is_affected = {"vulnerability": {"name": "CVE-1999-0002"}, "status": "affected"}
+    affected = {**doc, "statements": [*doc["statements"], is_affected]}
+    assert "CVE-1999-0002 (critical" in reasons(_decide(policy, grype, att(OPENVEX, affected, ci)))["vulnerabilities"]
+    by_alias = {"vulnerability": {"name": "GHSA-xxxx", "aliases": ["CVE-1999-0002"]}, "status": "fixed"}
+    cleared = {**doc, "statements": [*doc["statements"], by_alias]}
+    assert _decide(policy, grype, att(OPENVEX, cleared, ci)).allowed
+    assert not _decide(policy, grype, att(OPENVEX, cleared, keys["build"][1])).allowed  # VEX by another key
+    for only in (cleared, {**doc, "statements": [is_affected]}):  # no scan: VEX statements never stand for one
+        why = reasons(_decide(policy, att(OPENVEX, only, ci)))["vulnerabilities"]
+        assert "no vulnerability scan attestation" in why
+    legacy = {**doc, "statements": [{"vulnerability": "CVE-1999-0002", "status": "not_affected"}]}  # v0.0.x
+    assert read_report(legacy).not_affected == {"CVE-1999-0002"}
 
 
 @pytest.mark.parametrize(
