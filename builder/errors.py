@@ -261,6 +261,18 @@ class RunnerError(BuilderError):
     default_hint = "read the scheduler's message; the cluster's `runner:` in its fleet file says where checks go"
 
 
+class ChecksIncompleteError(BuilderError):
+    """A fleet check passed on every cluster it ran on, but builder does not run checks on some clusters: no
+    `runner:` in the fleet file, or a Kubernetes cluster (builder renders its Jobs); their rows say how."""
+
+    exit_code = 23
+    kind = "checks-incomplete"
+    default_hint = (
+        "run each skipped cluster's check as its row says (a Kubernetes cluster: `builder check REF --cluster NAME "
+        "--manifest | kubectl apply -f -`), or give the cluster a `runner:`"
+    )
+
+
 class PolicyError(BuilderError):
     """A policy file is invalid; ``details['problems']`` lists every problem with its location."""
 
@@ -314,6 +326,7 @@ ALL_ERRORS: tuple[type[BuilderError], ...] = (
     CheckFailedError,
     HostProbeError,
     RunnerError,
+    ChecksIncompleteError,
     PolicyError,
     PolicyDeniedError,
     PromotionConflictError,

@@ -28,6 +28,7 @@ from builder.checks.runners import open_session
 from builder.errors import (
     BuilderError,
     CheckFailedError,
+    ChecksIncompleteError,
     ConfigError,
     ErrorBody,
     IncompatibleError,
@@ -82,12 +83,17 @@ def check_on_cluster(
 ) -> DeviceCheck:
     """Run ``request``'s device check on ``cluster`` through its runner; the result carries the placement.
     Raises ConfigError (the cluster names no ``runner:``), RunnerError (the runner could not run it),
-    and what :func:`check_reference` raises. A failed check is a result (its ``failure()``)."""
+    ChecksIncompleteError (a Kubernetes cluster: builder does not reach it), and what
+    :func:`check_reference` raises. A failed check is a result (its ``failure()``)."""
     if cluster.runner is None:
         raise ConfigError(
             f"cluster {cluster.name} has no `runner:`, so builder does not know how to reach it",
             hint="add e.g. `runner: {kind: slurm, partition: gpu}` to the cluster (docs/fleets.md)",
         )
+    if cluster.runner.kind == "kubernetes":
+        from builder.checks.runners.kubernetes import not_run_here
+
+        raise not_run_here(cluster.name, cluster.runner, request.reference)
     with open_session(cluster.name, cluster.runner) as session:
         outcome = check_reference(
             dataclasses.replace(request, static=False, host_file=None, fleet_file=None),
@@ -111,9 +117,10 @@ ClusterStatus = Literal["passed", "failed", "error", "skipped", "not-applicable"
 
 class ClusterRowDocument(TypedDict):
     """One cluster of ``builder check REF --fleet F --json``: its ``status`` (``passed``, ``failed``,
-    ``error``: the runner could not run it, ``skipped``: no ``runner:``, ``not-applicable``: a GPU image of
-    the other vendor), the runner kind, the node and job id it ran on, the check (null unless it ran) and
-    the error (null unless ``error``)."""
+    ``error``: the runner could not run it, ``skipped``: builder does not run checks there (no ``runner:``,
+    or a Kubernetes cluster, whose Jobs it renders), ``not-applicable``: a GPU image of the other vendor),
+    the runner kind, the node and job id it ran on, the check (null unless it ran) and the error (null
+    unless ``error`` or ``skipped``: then why, and what to do in its ``hint``)."""
 
     cluster: str
     status: ClusterStatus
@@ -135,7 +142,8 @@ class FleetRunDocument(TypedDict):
 
 @dataclasses.dataclass(frozen=True)
 class ClusterRun:
-    """One cluster's part of a fleet check: the check that ran, or the error that stopped it."""
+    """One cluster's part of a fleet check: the check that ran, or the error that stopped it (a
+    ChecksIncompleteError: skipped, builder does not run checks there)."""
 
     cluster: str
     runner: str | None
@@ -149,7 +157,7 @@ class ClusterRun:
             return "passed" if self.check.passed else "failed"
         if not self.applies:
             return "not-applicable"
-        return "skipped" if self.runner is None else "error"
+        return "skipped" if isinstance(self.error, ChecksIncompleteError) else "error"
 
     def to_json(self) -> ClusterRowDocument:
         placement = self.check.result.placement if self.check is not None else None
@@ -182,7 +190,8 @@ class FleetRun:
 
     def failure(self) -> BuilderError | None:
         """CheckFailedError (20) when a check failed on a cluster, else RunnerError (22) when a runner could
-        not run one, else None (skipped clusters are no failure)."""
+        not run one, else ChecksIncompleteError (23) when a cluster was skipped (builder does not run checks
+        there), else None (not-applicable clusters are no failure)."""
         failed = [c for c in self.clusters if c.status == "failed"]
         if failed:
             return CheckFailedError(
@@ -197,6 +206,14 @@ class FleetRun:
                 hint="each cluster's error is in its row",
                 result=self.to_json(),
             )
+        skipped = [c for c in self.clusters if c.status == "skipped"]
+        if skipped:
+            return ChecksIncompleteError(
+                f"the check of {self.reference} passed where it ran; not checked from here: "
+                f"{', '.join(c.cluster for c in skipped)}",
+                hint="each skipped cluster's row says how to check it there",
+                result=self.to_json(),
+            )
         return None
 
 
@@ -209,8 +226,9 @@ def check_on_fleet(
 ) -> FleetRun:
     """Run ``request``'s device check on every cluster of ``fleet`` at once (one thread per cluster). The
     reference is pinned to one digest first, so every cluster checks the same image; a cluster without a
-    ``runner:`` is skipped, one of the other GPU vendor than the image's is not applicable
-    (:func:`builder.compat.fleet_verdicts.image_vendor`: a CPU image applies everywhere).
+    ``runner:`` or on Kubernetes is skipped (its row's error says why and what to do), one of the other GPU
+    vendor than the image's is not applicable (:func:`builder.compat.fleet_verdicts.image_vendor`: a CPU
+    image applies everywhere).
     ``on_event(cluster, line)`` hears each start and end. Never raises for one cluster's failure or
     error (its row says it); the answer's ``failure()`` is the error. Raises what pinning raises
     (NotFoundError, registry errors)."""
@@ -225,7 +243,16 @@ def check_on_fleet(
         if vendor not in ("none", cluster.vendor):
             return ClusterRun(cluster.name, kind, applies=False)
         if kind is None:
-            return ClusterRun(cluster.name, None)
+            return ClusterRun(
+                cluster.name,
+                None,
+                error=ChecksIncompleteError(
+                    f"cluster {cluster.name} has no `runner:` in {fleet.path}, so builder does not know how to "
+                    "reach it",
+                    hint="add e.g. `runner: {kind: slurm, partition: gpu}` to the cluster (docs/fleets.md)",
+                    cluster=cluster.name,
+                ),
+            )
         if on_event is not None:
             on_event(cluster.name, f"starting on {kind}")
         try:
@@ -237,7 +264,8 @@ def check_on_fleet(
             )
         except BuilderError as exc:
             if on_event is not None:
-                on_event(cluster.name, f"error: {exc.message}")
+                skipped = isinstance(exc, ChecksIncompleteError)
+                on_event(cluster.name, f"{'skipped' if skipped else 'error'}: {exc.message}")
             return ClusterRun(cluster.name, kind, error=exc)
         if on_event is not None:
             where = done.result.placement
@@ -355,7 +383,8 @@ def check_clusters(
     placement) or ``builder check REF --fleet F`` (every cluster, :func:`check_on_fleet`). Without
     ``fleet_file`` the cluster is looked up in every fleet of ``fleets_dir``. Raises NotFoundError (no such
     cluster), ConfigError (an invalid fleet file; a cluster without ``runner:``), IncompatibleError (a GPU
-    image of the other vendor than the cluster's), RunnerError. ``manifest``:
+    image of the other vendor than the cluster's), RunnerError, ChecksIncompleteError (a Kubernetes cluster).
+    ``manifest``:
     the cluster's Kubernetes Jobs instead (:func:`kubernetes_jobs`), nothing runs."""
     from builder.checks.host.reading import load_host
     from builder.compat.fleets import load_fleet, load_fleets

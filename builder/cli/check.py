@@ -245,12 +245,12 @@ def check(
     builder check REF --cluster h100-train     on a cluster, through its runner
     builder check REF --fleet demo             on every cluster, in parallel
     Exit codes: 20 check failed (diagnosis shown), 11 static verdict blocked,
-    22 a cluster's runner could not run the check.
+    22 a cluster's runner could not run the check, 23 a cluster was skipped
+    (Kubernetes: builder renders its Jobs, --manifest; no runner:).
     """
     from builder.build.source import git_commit
     from builder.checks.run import CheckRequest, check_reference
-    from builder.image.layers import LayerCache
-    from builder.variants import project_index
+    from builder.matrix.index import project_index
 
     app = app_context().app
     cfg = app.config
@@ -381,8 +381,7 @@ def _print_fleet_run(outcome: FleetRun) -> None:
             c.print(f"  fix: {d.fix}", markup=False, highlight=False)
         elif r.error is not None:
             c.print(f"{r.cluster}: {r.error.message}", markup=False, highlight=False)
-        elif r.status == "skipped":
-            c.print(f"{r.cluster}: skipped (no `runner:` in the fleet file)", markup=False, highlight=False)
+            c.print(f"  what to do: {r.error.hint}", markup=False, highlight=False)
         elif r.status == "not-applicable":
             c.print(f"{r.cluster}: not applicable (a GPU image of another vendor)", markup=False, highlight=False)
 

@@ -126,24 +126,46 @@ def test_fleet_check_runs_every_cluster_and_shows_one_row_each(
         ],
     )
     env = {"BUILDER_KEY_PASSWORD": "fleet"}
-    res = cli("check", image, "--fleet", str(fleet), "--key", str(key), "--json", code=22, env=env)
+    res = cli("check", image, "--fleet", str(fleet), "--key", str(key), "--json", code=23, env=env)
+    assert res.json()["error"]["kind"] == "checks-incomplete"  # nothing failed; two clusters were not checked
     doc = res.json()["error"]["details"]["result"]
     rows = {r["cluster"]: r for r in doc["clusters"]}
     assert list(rows) == ["slurm-a", "slurm-b", "local", "k8s", "unmapped"]
-    assert [rows[c]["status"] for c in rows] == ["passed", "passed", "passed", "error", "skipped"]
+    assert [rows[c]["status"] for c in rows] == ["passed", "passed", "passed", "skipped", "skipped"]
     assert rows["slurm-a"]["job_id"] != rows["slurm-b"]["job_id"]  # one job per cluster
     assert rows["local"]["runner"] == "docker" and rows["local"]["job_id"] is None and rows["local"]["node"]
-    assert rows["k8s"]["error"]["kind"] == "runner" and "--manifest" in rows["k8s"]["error"]["hint"]
+    assert rows["k8s"]["error"]["kind"] == "checks-incomplete"
+    assert f"builder check {doc['reference']} --cluster k8s --manifest" in rows["k8s"]["error"]["hint"]
+    assert "no `runner:`" in rows["unmapped"]["error"]["message"] and "runner:" in rows["unmapped"]["error"]["hint"]
     for name in ("slurm-a", "slurm-b", "local"):
         assert rows[name]["check"]["placement"]["cluster"] == name
         assert rows[name]["check"]["attestation"]["written"] is True
     # the human table: one row per cluster, within 80 columns
-    human = cli("check", image, "--fleet", str(fleet), "--no-attest", code=22, env={"COLUMNS": "80"})
+    human = cli("check", image, "--fleet", str(fleet), "--no-attest", code=23, env={"COLUMNS": "80"})
     table = human.stderr + human.stdout
     for name in rows:
         assert any(line.lstrip("│ ").startswith(name) for line in table.splitlines()), table
     assert "k8s: cluster k8s runs checks on Kubernetes" in table
+    assert "  what to do: render the Jobs with `builder check " in table
     assert max(len(line) for line in table.splitlines() if "│" in line) <= 80
+
+
+def test_demo_fleet_as_a_new_user_runs_it(slurm: str, image: str, cli: Cli) -> None:
+    """`builder check REF --fleet fleets/demo.yaml` on this machine: the Slurm and docker clusters pass, the
+    Kubernetes one and the one without a runner are skipped with what to do, exit 23 (not 22: no runner
+    failed); `--cluster` of the Kubernetes cluster alone is 23 with the pinned reference in the command."""
+    res = cli("check", image, "--fleet", "fleets/demo.yaml", "--no-attest", "--json", code=23)
+    rows = {r["cluster"]: r for r in res.json()["error"]["details"]["result"]["clusters"]}
+    assert {n: r["status"] for n, r in rows.items()} == {
+        "h100-train": "passed",
+        "a100-inference": "skipped",
+        "ws-4090": "passed",
+        "mi300x": "skipped",
+    }
+    assert rows["h100-train"]["job_id"] and rows["h100-train"]["runner"] == "slurm"
+    one = cli("check", image, "--cluster", "a100-inference", "--no-attest", "--json", code=23).json()["error"]
+    assert one["kind"] == "checks-incomplete" and "namespace gpu-checks" in one["message"]
+    assert "--cluster a100-inference --manifest > jobs.yaml" in one["hint"] and "@sha256:" in one["hint"]
 
 
 def test_slurm_refusal_is_the_schedulers_words_and_exit_22(slurm: str, image: str, tmp_path: Path, cli: Cli) -> None:

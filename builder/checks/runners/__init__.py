@@ -91,8 +91,8 @@ def open_session(
 ) -> AbstractContextManager[RunnerSession]:
     """A session on ``cluster`` through ``settings.kind`` (``gpus``: the check needs GPUs, so a Slurm job asks
     for the cluster's ``gres``); leaving the context releases what it holds (the
-    Slurm job is cancelled). Raises RunnerError when the runner cannot start (no ``sbatch``, the job refused,
-    a Kubernetes cluster: not reachable from here)."""
+    Slurm job is cancelled). Raises RunnerError when the runner cannot start (no ``sbatch``, the job refused),
+    ChecksIncompleteError for a Kubernetes cluster (builder renders its Jobs, it does not reach it)."""
     if settings.kind == "slurm":
         from builder.checks.runners.slurm import slurm_session
 

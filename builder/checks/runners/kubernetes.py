@@ -17,7 +17,8 @@ The run path (docs/kubernetes.md), for a site that runs it: ``kubectl apply -f j
 wait --for=condition=Ready pod -l job-name=NAME``; ``kubectl attach -i -c check job/NAME < probe.py``;
 ``kubectl wait --for=condition=complete job/NAME``; ``kubectl logs job/NAME`` (the probe's JSON);
 ``kubectl delete job NAME``. No cluster is reachable from here, so :func:`kubernetes_session` raises
-RunnerError instead of pretending; ``builder check REF --cluster NAME --manifest`` prints the Jobs.
+ChecksIncompleteError (exit 23) instead of pretending; ``builder check REF --cluster NAME --manifest`` prints
+the Jobs.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from builder.errors import ConfigError, RunnerError
+from builder.errors import ChecksIncompleteError, ConfigError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -121,15 +122,23 @@ def job_manifest(
     }
 
 
-def kubernetes_session(cluster: str | None, settings: RunnerSettings) -> NoReturn:
-    """Refuses: no Kubernetes cluster is reachable from builder (RunnerError naming the way to the Jobs)."""
-    raise RunnerError(
+def not_run_here(cluster: str | None, settings: RunnerSettings, reference: str = "REF") -> ChecksIncompleteError:
+    """Why a check on the Kubernetes cluster ``cluster`` does not run from here (builder renders the Jobs,
+    it does not reach the cluster), with the command that renders them for ``reference``."""
+    return ChecksIncompleteError(
         f"cluster {cluster} runs checks on Kubernetes (namespace {settings.namespace}"
         + (f", context {settings.context}" if settings.context else "")
-        + "): builder renders the Jobs but does not run them",
-        hint="print them with `builder check REF --cluster NAME --manifest` and run them as docs/kubernetes.md shows",
+        + "): builder renders the Jobs, it does not reach the cluster, so nothing ran there",
+        hint=f"render the Jobs with `builder check {reference} --cluster {cluster} --manifest > jobs.yaml` and "
+        "run them with kubectl as docs/kubernetes.md shows",
         cluster=cluster,
     )
+
+
+def kubernetes_session(cluster: str | None, settings: RunnerSettings) -> NoReturn:
+    """Refuses (:func:`not_run_here`): raises ChecksIncompleteError (exit 23: not checked from here, not a
+    runner failure) naming the way to the Jobs (docs/kubernetes.md)."""
+    raise not_run_here(cluster, settings)
 
 
 __all__ = [
@@ -140,4 +149,5 @@ __all__ = [
     "job_name",
     "k8s_quantity",
     "kubernetes_session",
+    "not_run_here",
 ]

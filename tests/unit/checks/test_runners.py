@@ -284,3 +284,21 @@ def test_docker_shm_sizes_become_kubernetes_quantities() -> None:
     ]
     with pytest.raises(ConfigError):
         k8s_quantity("1 gigabyte")
+
+
+def test_fleet_outcome_exit_codes_failed_then_runner_error_then_skipped() -> None:
+    """A failure beats a runner error (20 over 22), which beats a skipped cluster (23: nothing failed but not
+    every cluster was checked); only not-applicable rows besides passes are success."""
+    from builder.checks.clusters import ClusterRun, FleetRun
+    from builder.errors import ChecksIncompleteError, RunnerError
+
+    broken = ClusterRun("slurm", "slurm", error=RunnerError("sbatch: error: invalid partition specified"))
+    skipped = ClusterRun("k8s", "kubernetes", error=ChecksIncompleteError("renders the Jobs"))
+    other_vendor = ClusterRun("amd", None, applies=False)
+    assert [r.status for r in (broken, skipped, other_vendor)] == ["error", "skipped", "not-applicable"]
+
+    def code(*rows: ClusterRun) -> int:
+        failure = FleetRun("f", "r@sha256:00", rows).failure()
+        return failure.exit_code if failure is not None else 0
+
+    assert (code(broken, skipped), code(skipped, other_vendor), code(other_vendor)) == (22, 23, 0)
