@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
     from builder.config import Config
     from builder.matrix.formats import GithubMatrixDocument, MatrixListDocument
-    from builder.matrix.index import MatrixIndex
     from builder.models import RenderedImage, Variant
 
 
@@ -60,23 +59,6 @@ class Chosen:
 def project_bases(cfg: Config) -> BaseResolution:
     """The bases lock, mirror record and mirror map of ``cfg`` (ConfigError when one is invalid)."""
     return load_bases(cfg.bases_lock, cfg.mirror_record, cfg.mirror_map)
-
-
-def project_index(cfg: Config) -> MatrixIndex:
-    """Every variant of ``cfg``'s matrices (``matrices_dir``) and what each matrix names, from the matrix
-    index (:func:`builder.matrix.index.matrix_index`: parsed and validated once per content, read back
-    from ``<state_dir>/cache``): enough for variant ids, repositories and declared checks (a variant id's
-    image reference, :func:`builder.selection.variant_reference`). Each variant's ``repository`` is its
-    registry repository, under ``cfg.repository_prefix`` (:meth:`Config.repository`). Raises MatrixError,
-    NotFoundError (no matrices)."""
-    from builder.matrix.index import matrix_index
-
-    index = matrix_index(matrix_paths(cfg.matrices_dir), cfg.state_dir / "cache")
-    if not cfg.repository_prefix:
-        return index
-    return dataclasses.replace(
-        index, variants=tuple(dataclasses.replace(v, repository=cfg.repository(v.repository)) for v in index.variants)
-    )
 
 
 def select_variants(cfg: Config, matrix_files: Sequence[Path], selection: Selection) -> Chosen:

@@ -17,7 +17,6 @@ from typing_extensions import TypedDict
 from builder.checks.device import DeviceCheckDocument, Mode, describe_run, run_device_check
 from builder.checks.evidence import EvidenceDocument, evidence_documents, evidence_failure
 from builder.checks.host.gather import live_host
-from builder.checks.host.reading import load_hostinfo
 from builder.checks.image import ImageFacts, ImageFactsDocument, probe_image
 from builder.checks.static import HostCheck, HostCheckDocument, fleet_verdict, host_verdict
 from builder.compat.fleet_verdicts import FleetCheck, FleetCheckDocument
@@ -344,6 +343,8 @@ def check_reference(
         )
         kernels = measured.kernel_binaries()
         if request.host_file is not None:
+            from builder.checks.host.reading import load_hostinfo  # pydantic: only for a saved host
+
             return StaticCheck(pinned, facts, host_verdict(facts, load_hostinfo(request.host_file), kernels))
         assert request.fleet_file is not None  # validate(): exactly one
         return StaticCheck(pinned, facts, fleet_verdict(facts, request.fleet_file, kernels=kernels))

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from typing_extensions import TypedDict
 
 from builder import compat
-from builder.checks.host.reading import load_host
 from builder.compat import ImageSpec, Verdict, VerdictDocument
 from builder.compat.fleet_verdicts import FleetCheck, check_fleet_image, image_vendor
 from builder.compat.fleets import HostLoader, load_fleet
@@ -122,7 +121,11 @@ def host_verdict(image: ImageFacts, host: HostInfo, kernels: tuple[KernelBinary,
 
 
 def fleet_verdict(
-    image: ImageFacts, fleet_path: Path, *, load_host: HostLoader = load_host, kernels: tuple[KernelBinary, ...] = ()
+    image: ImageFacts,
+    fleet_path: Path,
+    *,
+    load_host: HostLoader | None = None,
+    kernels: tuple[KernelBinary, ...] = (),
 ) -> FleetCheck:
     """Verdict of ``image`` for every cluster of the fleet file and the fleet's verdict
     (:func:`builder.compat.fleets.check_fleet_image`, the one ``builder compat fleet`` uses): the WORST over
@@ -131,6 +134,8 @@ def fleet_verdict(
     applies. ``load_host`` reads the clusters' ``hostinfo:`` files (default:
     :func:`builder.checks.host.reading.load_host`). ``kernels``: the GPU code measured in the image (each
     library judged per GPU of each cluster). Raises ConfigError for an invalid fleet file."""
+    if load_host is None:  # pydantic's host schema: only for a fleet verdict
+        from builder.checks.host.reading import load_host
     fleet = load_fleet(fleet_path, load_host=load_host)
     return check_fleet_image(fleet, image_spec(image, kernels), image_vendor=image_vendor(image.accelerator))
 

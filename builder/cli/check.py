@@ -250,6 +250,7 @@ def check(
     """
     from builder.build.source import git_commit
     from builder.checks.run import CheckRequest, check_reference
+    from builder.image.layers import LayerCache
     from builder.matrix.index import project_index
 
     app = app_context().app

@@ -35,6 +35,8 @@ from builder.models import Variant
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from builder.config import Config
+
 #: Bumped when the stored shape changes.
 CACHE_SCHEMA = 2
 _PACKAGE = Path(builder.__file__).parent
@@ -90,6 +92,23 @@ def matrix_index(paths: Sequence[Path], cache_dir: Path | None) -> MatrixIndex:
     index = _load(paths)
     _write(file, index)
     return index
+
+
+def project_index(cfg: Config) -> MatrixIndex:
+    """Every variant of ``cfg``'s matrices (``matrices_dir``) and what each matrix names, from
+    :func:`matrix_index` (parsed and validated once per content, read back from ``<state_dir>/cache``):
+    enough for variant ids, repositories and declared checks (a variant id's image reference,
+    :func:`builder.selection.variant_reference`). Each variant's ``repository`` is its registry
+    repository, under ``cfg.repository_prefix`` (:meth:`Config.repository`). Raises MatrixError,
+    NotFoundError (no matrices)."""
+    from builder.matrix.files import matrix_paths
+
+    index = matrix_index(matrix_paths(cfg.matrices_dir), cfg.state_dir / "cache")
+    if not cfg.repository_prefix:
+        return index
+    return dataclasses.replace(
+        index, variants=tuple(dataclasses.replace(v, repository=cfg.repository(v.repository)) for v in index.variants)
+    )
 
 
 def cached_variants(paths: Sequence[Path], cache_dir: Path | None) -> tuple[Variant, ...]:
