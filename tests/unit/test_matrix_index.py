@@ -108,3 +108,18 @@ def test_what_each_matrix_names_is_kept_too(matrices: Path, tmp_path: Path, monk
     again = matrix_index(matrix_paths(matrices), cache)
     assert again == first
     assert tuple((m.path, m.policy, m.fleet) for m in again.matrices) == want
+
+
+def test_the_project_index_puts_every_repository_under_the_prefix(matrices: Path, tmp_path: Path) -> None:
+    """``builder check VARIANT`` finds the variant's image and declared checks through
+    ``project_index``: the variants loading gives, each repository under ``repository_prefix``."""
+    from builder.config import Config
+    from builder.matrix.index import project_index
+
+    plain = project_index(Config(root=tmp_path, matrices_dir=matrices, state_dir=tmp_path / "state"))
+    assert plain.variants == loaded(matrices)
+    cfg = Config(root=tmp_path, matrices_dir=matrices, state_dir=tmp_path / "state", repository_prefix="acme/images")
+    prefixed = project_index(cfg)
+    assert [v.repository for v in prefixed.variants] == [f"acme/images/{v.repository}" for v in plain.variants]
+    assert [v.tests for v in prefixed.variants] == [v.tests for v in plain.variants]
+    assert any(v.tests is not None for v in prefixed.variants)  # the shipped matrices declare tests
