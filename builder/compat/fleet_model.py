@@ -71,9 +71,10 @@ class HostConfig:
 #: how a cluster runs a check container: the local engine (or ``host``), Podman, Slurm or Kubernetes
 RunnerKind = Literal["docker", "podman", "slurm", "kubernetes"]
 
-#: how a Slurm job starts the container on its node: the engine there (``docker``, ``podman``) or the site's
-#: HPC runtime (``apptainer exec``, enroot through the ``pyxis`` plugin of ``srun``; docs/hpc.md)
-SlurmContainer = Literal["docker", "podman", "apptainer", "pyxis"]
+#: how a Slurm job step starts the container on its node (``launcher:``): the engine there (``docker``,
+#: ``podman``) or the site's HPC runtime (``apptainer exec``, enroot through the ``pyxis`` plugin of ``srun``;
+#: docs/hpc.md)
+SlurmLauncher = Literal["docker", "podman", "apptainer", "pyxis"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +85,7 @@ class RunnerSettings:
     ``tcp://...``; https://docs.docker.com/engine/security/protection/). ``slurm``: one job (``sbatch``)
     in ``partition`` (``account``, ``qos``, ``time_limit`` in minutes), GPUs as ``gres`` (``gpu:1``,
     ``gpu:h100:8``; https://slurm.schedmd.com/gres.html), the check's steps run with ``srun`` and started
-    by ``container`` on the node (``docker``, ``podman``, ``apptainer``, ``pyxis``). ``kubernetes``: one
+    by ``launcher`` on the node (``docker``, ``podman``, ``apptainer``, ``pyxis``). ``kubernetes``: one
     Job per check in ``namespace`` (``context``: the kubeconfig context), ``gpus`` of the cluster vendor's
     device-plugin resource, ``runtime_class``,
     nodes picked by GPU feature discovery's ``gpu_product`` label and ``node_selector``."""
@@ -96,7 +97,7 @@ class RunnerSettings:
     qos: str | None = None
     gres: str | None = None
     time_limit: int | None = None
-    container: SlurmContainer = "docker"
+    launcher: SlurmLauncher = "docker"
     context: str | None = None
     namespace: str = "default"
     runtime_class: str | None = None

@@ -89,7 +89,7 @@ class _RunnerIn(BaseModel):
     qos: StrictStr | None = None
     gres: StrictStr | None = None
     time_limit: StrictInt | None = Field(default=None, gt=0)
-    container: Literal["docker", "podman", "apptainer", "pyxis"] = "docker"
+    launcher: Literal["docker", "podman", "apptainer", "pyxis"] = "docker"
     context: StrictStr | None = None
     namespace: StrictStr = "default"
     runtime_class: StrictStr | None = None
@@ -106,7 +106,7 @@ _RUNNER_FIELDS: dict[str, tuple[str, ...]] = {
     "qos": ("slurm",),
     "gres": ("slurm",),
     "time_limit": ("slurm",),
-    "container": ("slurm",),
+    "launcher": ("slurm",),
     "context": ("kubernetes",),
     "namespace": ("kubernetes",),
     "runtime_class": ("kubernetes",),

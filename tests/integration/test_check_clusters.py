@@ -408,11 +408,11 @@ def test_hpc_launchers_go_through_the_real_srun(slurm: str) -> None:
     from builder.errors import RunnerError
 
     ref = "127.0.0.1:5000/demo/jax@sha256:" + "0" * 64
-    pyxis = RunnerSettings("slurm", partition=slurm, container="pyxis")
+    pyxis = RunnerSettings("slurm", partition=slurm, launcher="pyxis")
     with slurm_session("pyxis", pyxis) as session, pytest.raises(RunnerError) as exc:
         session.run_container(ref, ["-c", "true"], entrypoint="sh", timeout=120.0)
     assert "container-image" in exc.value.message and "pyxis" in (exc.value.hint or "")
-    with slurm_session("appt", RunnerSettings("slurm", partition=slurm, container="apptainer")) as session:
+    with slurm_session("appt", RunnerSettings("slurm", partition=slurm, launcher="apptainer")) as session:
         result = session.run_container(ref, ["nvidia-smi"], gpus="all", entrypoint="", timeout=120.0)
     assert result.exit_code == 127 and "apptainer" in result.stderr
     assert ["apptainer", "exec", "--nv", "--no-https", f"docker://{ref}", "nvidia-smi"] == list(result.command[-6:])

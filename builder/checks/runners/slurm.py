@@ -3,8 +3,8 @@
 The session submits a holding job (``sbatch --parsable --wrap 'sleep ...'``, in the cluster's
 ``partition``, ``account``, ``qos``, with ``--gres`` when the check needs GPUs), waits until
 ``squeue`` says it runs, then runs every step of the check as a job step
-(``srun --jobid=J --overlap --ntasks=1 ...``) that starts the container with the cluster's ``container``
-launcher (the probe goes in on the step's standard input):
+(``srun --jobid=J --overlap --ntasks=1 ...``) that starts the container with the cluster's ``launcher``
+(the probe goes in on the step's standard input):
 
 * ``docker`` / ``podman``: the engine on the node, ``docker run ... REPO@sha256:...``. A GPU check's
   ``--gpus all`` would see every GPU of the node, not the job's, so the step's wrapper replaces it by
@@ -211,7 +211,7 @@ class SlurmSession:
 
     @property
     def engine(self) -> list[str]:
-        return [self.settings.container]
+        return [self.settings.launcher]
 
     def _call(
         self, argv: Sequence[str], stdin: bytes | None = None, timeout: float = 60.0
@@ -298,7 +298,7 @@ class SlurmSession:
                 f"cluster {self.cluster}: srun did not start a step of job {self.job_id} "
                 f"(exit {proc.returncode}): {err.strip()[-800:] or 'no output'}",
                 hint="this Slurm has no pyxis plugin (`srun --help` lists --container-image when it has): set the "
-                "cluster's `container:` to the runtime its nodes have (apptainer, docker, podman)"
+                "cluster's `launcher:` to the runtime its nodes have (apptainer, docker, podman)"
                 if no_pyxis
                 else "`scontrol show job JOBID` and the slurmd log of the node say why",
                 cluster=self.cluster,
@@ -324,7 +324,7 @@ class SlurmSession:
     ) -> ContainerResult:
         """One container on the job's node through the cluster's launcher; a timeout removes it there (exit
         code 124: ``docker rm -f`` for an engine; an apptainer/pyxis step ends with its ``srun``)."""
-        launcher = self.settings.container
+        launcher = self.settings.launcher
         name = container_name()
         options: list[str] = []
         if launcher in ("apptainer", "pyxis"):
@@ -356,12 +356,12 @@ class SlurmSession:
         """The node's facts: its GPU tools' output and the engine's ``info``, read by the hostinfo parsers."""
         from builder.checks.host.reading import parse_text
 
-        report = LAUNCHER_FACTS[self.settings.container]
+        report = LAUNCHER_FACTS[self.settings.launcher]
         code, out, err, _ = self.step(["sh", "-c", NODE_FACTS, "sh", *report], None, 120.0)
         if code != 0 and not out.strip():
             raise RunnerError(
                 f"cluster {self.cluster}: the node-facts step of job {self.job_id} failed: {err.strip()[-500:]}",
-                hint=f"is `{report[0]}` installed on the cluster's nodes (the runner's `container:`)?",
+                hint=f"is `{report[0]}` installed on the cluster's nodes (the runner's `launcher:`)?",
                 cluster=self.cluster,
                 job_id=self.job_id,
             )

@@ -148,13 +148,13 @@ CLUSTER = {"name": "c", "vendor": "nvidia", "gpus": ["NVIDIA H100 80GB HBM3"], "
 def test_fleet_runner_accepts_the_hpc_launchers_and_names_the_choices() -> None:
     for launcher in ("docker", "podman", "apptainer", "pyxis"):
         fleet = fleet_from_data(
-            {"clusters": [{**CLUSTER, "runner": {"kind": "slurm", "container": launcher}}]},
+            {"clusters": [{**CLUSTER, "runner": {"kind": "slurm", "launcher": launcher}}]},
             path=Path("f.yaml"),
         )
-        assert fleet.clusters[0].runner is not None and fleet.clusters[0].runner.container == launcher
+        assert fleet.clusters[0].runner is not None and fleet.clusters[0].runner.launcher == launcher
     with pytest.raises(ConfigError) as err:
         fleet_from_data(
-            {"clusters": [{**CLUSTER, "runner": {"kind": "slurm", "container": "singularity"}}]},
+            {"clusters": [{**CLUSTER, "runner": {"kind": "slurm", "launcher": "singularity"}}]},
             path=Path("f.yaml"),
         )
     assert "apptainer" in str(err.value.details) and "pyxis" in str(err.value.details)
