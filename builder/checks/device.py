@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,10 +35,12 @@ from builder.checks.context import diagnosis_context
 from builder.checks.diagnosis import Diagnosis, DiagnosisDocument, diagnose_many
 from builder.checks.host.model import HostInfo, Vendor
 from builder.checks.runners import Placement, PlacementDocument
+from builder.errors import BuilderError
 from builder.predicates import DEVICE_CHECK_V1
 
 if TYPE_CHECKING:
     from builder.checks.image import ImageFacts
+    from builder.compat.kernels import KernelBinary
     from builder.engine import ContainerResult
     from builder.registry import RegistryClient
     from builder.signing.layer import WriteResult
@@ -395,6 +398,27 @@ def container_step(name: str, r: ContainerResult) -> Step:
         meaningful = "\n".join(meaningful_lines(r.stderr)) or r.stdout.strip() or f"exit code {r.exit_code}"
         err = meaningful[-1500:]
     return Step(name, ok, r.seconds, detail, err)
+
+
+def with_measured_step(result: CheckResult, measured: Callable[[], tuple[KernelBinary, ...]]) -> CheckResult:
+    """``result`` with the ``arch-measured`` step (:mod:`builder.checks.measured`): ``measured()`` gives
+    the GPU libraries measured in the image's layers (called now, so a measurement started before the
+    containers ran overlaps them). A failing step fails the result and, when the containers passed, is
+    diagnosed; a BuilderError from ``measured`` skips the step, saying why."""
+    from builder.checks.measured import STEP, measured_arch
+
+    t0 = time.monotonic()
+    try:
+        kernels = measured()
+    except BuilderError as exc:  # the layers could not be read: the step says so, the container steps decide
+        skipped = {"skipped": f"the image's layers were not read: {exc.message}"}
+        return dataclasses.replace(result, steps=(*result.steps, Step(STEP, True, time.monotonic() - t0, skipped)))
+    ok, detail, error = measured_arch(result.host, kernels)
+    step = Step(STEP, ok, time.monotonic() - t0, detail, error)
+    diagnosis = result.diagnosis
+    if not ok and diagnosis is None:
+        diagnosis = diagnose_many([error or ""], diagnosis_context(result.host, result.image))
+    return dataclasses.replace(result, steps=(*result.steps, step), diagnosis=diagnosis)
 
 
 def run_device_check(

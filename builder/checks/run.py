@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-from builder.checks.device import DeviceCheckDocument, Mode, describe_run, run_device_check
+from builder.checks.device import DeviceCheckDocument, Mode, describe_run, run_device_check, with_measured_step
 from builder.checks.evidence import EvidenceDocument, evidence_documents, evidence_failure
 from builder.checks.host.gather import live_host
 from builder.checks.image import ImageFacts, ImageFactsDocument, probe_image
 from builder.checks.static import HostCheck, HostCheckDocument, fleet_verdict, host_verdict
 from builder.compat.fleet_verdicts import FleetCheck, FleetCheckDocument
-from builder.errors import CheckFailedError, ConfigError, IncompatibleError
+from builder.errors import BuilderError, CheckFailedError, ConfigError, IncompatibleError
 from builder.models import SummaryRow
 from builder.predicates import DEVICE_CHECK_V1
 from builder.registry import parse_reference
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from builder.checks.host.model import HostInfo
     from builder.checks.runners import Placement
     from builder.checks.topology import Topology
+    from builder.compat.kernels import KernelBinary
     from builder.image.layers import LayerCache
     from builder.models import CheckCommand
     from builder.registry import RegistryClient
@@ -351,6 +352,12 @@ def check_reference(
 
     assert probing is not None  # started above for every device check
     this_host = probing.result()
+    # the GPU code in the image's layers, read while the containers run (the arch-measured step)
+    measuring = (
+        measure_in_background(client, r.repository, digest, request.platform, layer_cache)
+        if this_host.vendor in ("nvidia", "amd")
+        else None
+    )
     # run exactly the platform manifest that was probed (an index would let the engine choose)
     run_ref = f"{r.registry}/{r.repository}@{facts.platform_digest}"
     if on_run is not None:
@@ -366,6 +373,8 @@ def check_reference(
         shm_size=request.shm_size,
         runner=runner,
     )
+    if measuring is not None and result.mode in ("nvidia", "amd"):
+        result = with_measured_step(result, measuring)
     if placement is not None:
         result = dataclasses.replace(result, placement=placement())
     key = request.key or default_key
@@ -403,6 +412,37 @@ def check_reference(
     )
     ev_written = attest_evidence(ev, client, r.repository, digest, signer(key), lock_dir=lock_dir) if attest else ()
     return DeviceCheck(pinned, facts, result, attestation, ev, ev_written)
+
+
+def measure_in_background(
+    client: RegistryClient, repository: str, digest: str, platform: str, cache: LayerCache | None
+) -> Callable[[], tuple[KernelBinary, ...]]:
+    """Start reading the GPU libraries of ``repository@digest`` (``platform``; layers cached in ``cache``)
+    in a daemon thread (an error or a signal never waits on it); the returned call waits for them and
+    raises what :func:`builder.image.inspection.inspect_image` raised."""
+    import threading
+
+    box: dict[str, tuple[KernelBinary, ...] | BuilderError] = {}
+
+    def read() -> None:
+        from builder.image.inspection import inspect_image
+
+        try:
+            box["kernels"] = inspect_image(client, repository, digest, platform=platform, cache=cache).kernel_binaries()
+        except BuilderError as exc:  # handed to the caller, which records why the step was skipped
+            box["kernels"] = exc
+
+    thread = threading.Thread(target=read, name="measure-gpu-code", daemon=True)
+    thread.start()
+
+    def wait() -> tuple[KernelBinary, ...]:
+        thread.join()
+        got = box.get("kernels", ())
+        if isinstance(got, BuilderError):
+            raise got
+        return got
+
+    return wait
 
 
 def declared_checks(matrices: Callable[[], Iterable[HasVariants]], variant_id: str) -> tuple[CheckCommand, ...]:

@@ -468,3 +468,22 @@ def test_promote_dry_run_shows_the_diff_against_the_stage(cli: Cli, images: dict
 
     back = json.loads(cli(*args, images["stale"], "--json", cwd=project).stdout)["results"][0]
     assert back["changes"]["note"] == "the stage already holds this digest"
+
+
+def test_device_check_measures_the_gpu_code_while_the_containers_run(images: dict[str, str], tmp_path: Path) -> None:
+    """What `builder check` on a GPU host starts before running the containers: the image's loading GPU
+    libraries read from the registry in a background thread; an unknown digest is the registry's error."""
+    from builder.checks.run import measure_in_background
+    from builder.errors import NotFoundError
+    from builder.image.layers import LayerCache
+
+    registry, _, rest = images["stale"].partition("/")
+    repo = rest.partition(":")[0]
+    client = RegistryClient(registry, insecure=True)
+    digest = client.resolve(repo, "stale")
+    wait = measure_in_background(client, repo, digest, "linux/amd64", LayerCache(tmp_path / "layers"))
+    by_path = {k.path: k for k in wait()}
+    assert by_path["/opt/ext/lib/libcustom_kernels.so"].sass == ("sm_80", "sm_90")
+    missing = measure_in_background(client, repo, "sha256:" + "0" * 64, "linux/amd64", None)
+    with pytest.raises(NotFoundError):
+        missing()
