@@ -487,3 +487,20 @@ def test_device_check_measures_the_gpu_code_while_the_containers_run(images: dic
     missing = measure_in_background(client, repo, "sha256:" + "0" * 64, "linux/amd64", None)
     with pytest.raises(NotFoundError):
         missing()
+
+
+def test_stage_changes_say_why_an_image_could_not_be_compared(images: dict[str, str], tmp_path: Path) -> None:
+    """The promote dry run's comparison never fails the plan: a stage digest that cannot be read (gone
+    from the registry) becomes the note, with the registry's answer."""
+    from builder.image.layers import LayerCache
+    from builder.promote.changes import ImageAt, stage_changes
+
+    registry, _, rest = images["fixed"].partition("/")
+    repo = rest.partition(":")[0]
+    client = RegistryClient(registry, insecure=True)
+    new = ImageAt(client, repo, client.resolve(repo, "fixed"))
+    gone = "sha256:" + "1" * 64
+    changes = stage_changes(new, ImageAt(client, repo, gone), cache=LayerCache(tmp_path / "layers"))
+    assert changes.diff is None and changes.against == gone
+    assert changes.note.startswith(f"could not compare with {gone}: ") and repo in changes.note
+    assert changes.to_json() == {"against": gone, "diff": None, "note": changes.note}
