@@ -93,10 +93,11 @@ def _check_row(ctx: PromotionContext, row: LedgerRecord) -> str | None:
         return f"row {row.seq} ({row.action} {row.variant} -> {row.stage}): the registry cannot be read: {exc.message}"
     if any(r.layer == row.attestation for r in on.records):
         return None
-    where = f"row {row.seq} ({row.time} {row.action} {row.digest[:19]}… -> {row.reference})"
+    where = f"row {row.seq} ({row.time[:19]}Z {row.action} {row.digest[:19]}… -> {row.reference})"
+    layer = f"{(row.attestation or '')[:19]}…"
     if on.foreign:
-        return f"{where}: its record {row.attestation} is not among the trusted records there ({'; '.join(on.foreign)})"
-    return f"{where}: the registry holds no record {row.attestation} (deleted or replaced)"
+        return f"{where}: its record {layer} is not among the trusted records there ({'; '.join(on.foreign)})"
+    return f"{where}: the registry holds no record {layer} (deleted or replaced)"
 
 
 def verify_ledger(ctx: PromotionContext, ledger: Ledger, path: str) -> LedgerReport:
