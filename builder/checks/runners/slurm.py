@@ -6,8 +6,9 @@ The session submits a holding job (``sbatch --parsable --wrap 'sleep ...'``, in 
 (``srun --jobid=J --overlap --ntasks=1 ...``) that starts the container with the cluster's ``launcher``
 (the probe goes in on the step's standard input):
 
-* ``docker`` / ``podman``: the engine on the node, ``docker run ... REPO@sha256:...``. A GPU check's
-  ``--gpus all`` would see every GPU of the node, not the job's, so the step's wrapper replaces it by
+* ``docker`` / ``podman``: the engine on the node, ``docker run ... REPO@sha256:...``. The engine's
+  containers are outside the job's cgroup, so docker's ``--gpus all`` would see every GPU of the node,
+  not the job's: the step's wrapper replaces it by
   the allocation Slurm gives the step: ``--gpus '"device=IDS"'`` with IDS from ``$SLURM_STEP_GPUS``
   (else ``$SLURM_JOB_GPUS``), the global GPU indices Slurm's GRES allocated
   (https://slurm.schedmd.com/srun.html#OPT_SLURM_STEP_GPUS,
@@ -16,6 +17,7 @@ The session submits a holding job (``sbatch --parsable --wrap 'sleep ...'``, in 
   used: ``srun`` passes the submitter's environment on, and with ``ConstrainDevices=yes`` Slurm
   renumbers it from 0 inside the job's cgroup (https://slurm.schedmd.com/gres.html#GPU_Management).
   Neither set (no ``gres:`` asked, or a cluster without GRES that hands out whole nodes): ``all``.
+  Podman's ``--gpus`` names CDI devices, so it keeps ``all`` (every GPU of the node; docs/hpc.md).
 * ``apptainer``: ``apptainer exec --nv docker://REPO@sha256:... CMD`` (``--rocm`` for AMD; GPUs are
   those Slurm's cgroup and ``CUDA_VISIBLE_DEVICES`` leave the step;
   https://apptainer.org/docs/user/latest/gpu.html,
@@ -336,7 +338,8 @@ class SlurmSession:
                 argv,
                 client=self.engine,
                 interactive=stdin is not None,
-                gpus=GPUS if gpus == "all" else gpus,  # the step's allocation, not the node's GPUs
+                # docker: the step's allocation, not the node's GPUs (podman's --gpus takes CDI names: as given)
+                gpus=GPUS if gpus == "all" and launcher == "docker" else gpus,
                 devices=devices,
                 group_add=group_add,
                 shm_size=shm_size,

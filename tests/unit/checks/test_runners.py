@@ -100,6 +100,12 @@ def test_slurm_docker_step_asks_for_the_allocation_placeholder_not_all() -> None
     session.run_container(IMAGE, ["nvidia-smi"], gpus="all", entrypoint="")
     command = seen[0][seen[0].index(MARKER) + 1 :]
     assert command[0] == "docker" and command[command.index("--gpus") + 1] == GPUS
+    # podman's --gpus names CDI devices (nvidia.com/gpu=VALUE), so docker's device= form is not given to it
+    SlurmSession("c", RunnerSettings("slurm", launcher="podman"), True, run=srun, job_id="9").run_container(
+        IMAGE, ["nvidia-smi"], gpus="all", entrypoint=""
+    )
+    command = seen[1][seen[1].index(MARKER) + 1 :]
+    assert command[0] == "podman" and command[command.index("--gpus") + 1] == "all"
 
 
 # Apptainer and pyxis are not installable on this Debian machine (no package): the argv each produces is
