@@ -1,6 +1,6 @@
-"""Fuzz (hypothesis) over every input file kind (matrix, policy, fleet, builder.toml, saved host
-description) and reference/variant arguments: whatever the bytes, builder ends with a documented
-exit code other than 1 (a bug) and never prints a traceback (#20 item 6). Inputs are generated
+"""Fuzz (hypothesis) over every input file kind (matrix, policy, fleet, builder.toml) and
+reference/variant arguments: whatever the bytes, builder ends with a documented exit code other
+than 1 (a bug) and never prints a traceback (#20 item 6). Inputs are generated
 from mutations of the real files in this repository plus arbitrary text and YAML-ish structure
 (aliases, deep nesting, control characters, odd scalars). No registry is reached: a proxy that
 refuses connections stands in for the network, so a reference that parses ends in exit 5."""
