@@ -106,6 +106,8 @@ class RegistryClient:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._streams = threading.BoundedSemaphore(max(1, copy_streams))
         self.content = ContentCache()  # blobs read by digest, once per client
+        # cross-repository mounts made (or in flight) by this client: (repository, digest) -> mounted
+        self._mounts: dict[tuple[str, str], concurrent.futures.Future[bool]] = {}
 
     def __repr__(self) -> str:
         return f"RegistryClient({self.registry!r}, scheme={self.scheme!r})"
@@ -339,7 +341,35 @@ class RegistryClient:
         starts an upload instead (202), the session is cancelled and False is returned (a registry
         that cannot cancel uploads answers 400/405/501 there: the session then expires by itself).
         A mounted blob this client holds in memory for ``from_repository`` is then answered from
-        memory in ``repository`` too (the 201 says the registry holds those very bytes there)."""
+        memory in ``repository`` too (the 201 says the registry holds those very bytes there).
+
+        A blob mounted into ``repository`` is mounted once per client (a batch sharing base layers;
+        threads mounting it at once share one request); a failed mount is not remembered. A blob
+        the registry lost since fails the manifest PUT (``put_manifest_repairing`` copies it)."""
+        key = (repository, digest)
+        with self._lock:
+            fut = self._mounts.get(key)
+            mine = fut is None
+            if fut is None:
+                fut = self._mounts[key] = concurrent.futures.Future()
+        if not mine:
+            if fut.result():
+                return True
+            return self._mount_once(repository, digest, from_repository)
+        try:
+            mounted = self._mount_once(repository, digest, from_repository)
+        except BaseException as exc:
+            with self._lock:
+                del self._mounts[key]
+            fut.set_exception(exc)
+            raise
+        if not mounted:
+            with self._lock:
+                del self._mounts[key]
+        fut.set_result(mounted)
+        return mounted
+
+    def _mount_once(self, repository: str, digest: str, from_repository: str) -> bool:
         where = f"{repository}@{digest}"
         resp = self.request(
             "POST",

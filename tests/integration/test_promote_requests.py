@@ -18,10 +18,10 @@ import pytest
 
 from builder.ledger import open_ledger
 from builder.policy import load_policy
-from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, status
+from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, promote_many, status
 from builder.registry import RegistryClient, client_for
 from builder.signing.sign import sign_image
-from tests.integration.test_promote_support import Keys, make_keys, push_image
+from tests.integration.test_promote_support import Keys, make_keys, push_image, tar_layer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -90,9 +90,9 @@ class Setup:
         )
         return ctx, clients
 
-    def build(self, variant: str) -> tuple[Target, str]:
+    def build(self, variant: str, layers: list[bytes] | None = None) -> tuple[Target, str]:
         """A signed build of ``variant`` (its variant tag), and one plan that leaves the referrers API known."""
-        digest = push_image(self.client, self.repo, variant)
+        digest = push_image(self.client, self.repo, variant, layers=layers)
         sign_image(self.client, self.repo, digest, self.keys.signer("build"), lock_dir=self.state / "locks")
         target = Target(variant, self.repo, self.registry)
         ctx, _ = self.context()
@@ -128,6 +128,27 @@ def test_cross_repository_promotion_reads_the_source_referrers_index_once(setup:
     setup.promote(target, "dev")
     assert setup.promote(target, "rel") == 37
     assert setup.client.resolve(f"rel/{setup.repo}", "reqs-cross-rel") == digest
+
+
+def test_a_batch_mounts_each_shared_blob_once(setup: Setup) -> None:
+    """Three variants sharing a base layer promoted to another repository in one batch: the shared
+    layer is mounted once, not once per variant (the other two promotions skip its mount)."""
+    base = tar_layer({"base.txt": b"a base layer every variant shares"})
+    alone, _ = setup.build("reqs-batch-alone", [base, tar_layer({"v.txt": b"alone"})])
+    setup.promote(alone, "dev")
+    single = setup.promote(alone, "rel")
+
+    targets = []
+    for i in range(3):
+        target, _ = setup.build(f"reqs-batch-{i}", [base, tar_layer({"v.txt": f"variant {i}".encode()})])
+        setup.promote(target, "dev")
+        targets.append(target)
+    ctx, clients = setup.context()
+    outcomes = promote_many(ctx, targets, "rel", confirm=True)
+    assert all(o.ok for o in outcomes), [o.to_json() for o in outcomes]
+    # the base layer is already in rel/<repo> (mounted by the promotion of `alone`, by another client):
+    # each variant would mount it again without the per-client memory; the batch mounts it once
+    assert clients.sent == 3 * single - 2, (clients.sent, single)
 
 
 def test_status_lists_each_repository_once_and_reads_each_digest_once(setup: Setup) -> None:

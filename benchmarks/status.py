@@ -1,0 +1,157 @@
+"""``status`` over many variants (issue 19: 1,000 variants under 3 s, <= 3 registry requests per
+variant) against ``cosign verify --key`` of the same images, all run by this script.
+
+Variants: ``bench/status-src:s-<nnnn>`` on the loopback registry, each a small image of its own,
+signed with the fixed benchmark key of ``benchmarks/promote.py`` and promoted into stage ``dev``
+of the same repository (a trusted ``promotion/v1`` record each). Every other variant is in the
+stage, so half the rows are empty pointers, as in a real matrix where not every variant is
+promoted. Made once and reused by later runs (whatever is already there is not made again).
+
+- ``status_s``: median over rounds of ``builder.promote.status`` of every variant in ``dev`` with
+  fresh registry clients (policy loading and start-up are not in the figure): each row's pointer,
+  its trusted record, its verified signatures and attestation types.
+- ``requests_per_variant``: the registry requests of one such status divided by the variants.
+- ``cosign_ms``: median of ``cosign verify --key`` of one promoted image (the signature check alone,
+  one image); ``cosign_all_s``: that times the promoted variants (what checking each image's
+  signature with cosign would take), and ``ratio``: ``cosign_all_s / status_s``.
+
+Ends with one line:
+``benchmark=status variants=.. status_s=.. requests_per_variant=.. cosign_ms=.. cosign_all_s=.. ratio=..``
+(``--quick``: 100 variants, 2 rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import promote as bench_promote  # the fixed key, the image helpers and the client factory
+
+from builder.ledger import open_ledger
+from builder.policy import load_policy
+from builder.promote import PromotionContext, Target, promote_many, status
+from builder.registry import RegistryClient
+from builder.signing.keys import load_signer, write_key_pair
+from builder.signing.sign import sign_image
+
+REPO = "bench/status-src"
+
+
+def write_policy(path: Path, pub: Path) -> Path:
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            keys:
+              build: [{{file: {pub}}}]
+            promoters: [build]
+            stages:
+              dev:
+                from: build
+                require:
+                  signature: {{signers: [build]}}
+                rollback: {{allowed: [build]}}
+            """
+        )
+    )
+    return path
+
+
+def context(policy: Path, state: Path, registry: str, key: Path) -> tuple[PromotionContext, bench_promote.Clients]:
+    clients = bench_promote.Clients()
+    ctx = PromotionContext(
+        policy=load_policy(policy),
+        registry=registry,
+        clients=clients,
+        lock_dir=state / "locks",
+        ledger=open_ledger(state / "ledger.sqlite"),
+        signer=load_signer(key, None),
+    )
+    return ctx, clients
+
+
+def prepare(setup: RegistryClient, ctx: PromotionContext, n: int, key: Path) -> list[Target]:
+    """The ``n`` variants, made (pushed, signed, every other one promoted to dev) where missing."""
+    have = set(setup.list_tags(REPO))
+    signer = load_signer(key, None)
+    targets = [Target(f"s-{i:04d}", REPO, setup.registry) for i in range(n)]
+    t0 = time.perf_counter()
+    for t in targets:
+        if t.variant not in have:
+            d = bench_promote.push_image(setup, REPO, t.variant, [bench_promote.tar_of("v.txt", t.variant.encode())])
+            sign_image(setup, REPO, d, signer, lock_dir=ctx.lock_dir)
+    todo = [t for i, t in enumerate(targets) if i % 2 == 0 and f"{t.variant}-dev" not in have]
+    if todo:
+        failed = [o for o in promote_many(ctx, todo, "dev", confirm=True) if not o.ok]
+        assert not failed, failed[0].to_json()
+    print(f"{n} variants ready in {time.perf_counter() - t0:.1f} s ({len(todo)} promoted now)")
+    return targets
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variants", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="100 variants, 2 rounds")
+    args = parser.parse_args()
+    n, rounds = (100, 2) if args.quick else (args.variants, args.rounds)
+    cosign = shutil.which("cosign")
+    if cosign is None:
+        sys.exit("cosign is not installed: cannot measure the reference")
+    registry = os.environ.get("BUILDER_REGISTRY", "127.0.0.1:5000")
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    with tempfile.TemporaryDirectory(prefix="bench-status-") as tmp:
+        work = Path(tmp)
+        key, pub, _ = write_key_pair(work / "keys", ec.derive_private_key(20261130, ec.SECP256R1()), None)
+        policy = write_policy(work / "policy.yaml", pub)
+        setup = RegistryClient(registry, insecure=True)
+        ctx, _ = context(policy, work, registry, key)
+        targets = prepare(setup, ctx, n, key)
+        promoted = sum(1 for i in range(n) if i % 2 == 0)
+        ours: list[float] = []
+        theirs: list[float] = []
+        sent: list[int] = []
+        first = f"{registry}/{REPO}:{targets[0].variant}-dev"
+        verify = [cosign, "verify", "--key", str(pub), "--insecure-ignore-tlog", "--allow-insecure-registry"]
+        verify += ["--allow-http-registry", "--output", "text", first]
+        for _ in range(rounds):
+            ctx, clients = context(policy, work, registry, key)
+            t = time.perf_counter()
+            rows = status(ctx, targets, ["dev"])
+            ours.append(time.perf_counter() - t)
+            sent.append(sum(c.requests_sent for c in clients.cache.values()))
+            assert sum(1 for r in rows if r.digest and r.signatures >= 1 and r.action == "promote") == promoted
+            t = time.perf_counter()
+            proc = subprocess.run(verify, capture_output=True, text=True, env={**os.environ, "COSIGN_YES": "true"})
+            theirs.append((time.perf_counter() - t) * 1000)
+            if proc.returncode != 0:
+                sys.exit(f"cosign verify failed: {proc.stderr[-1500:]}")
+        status_s = statistics.median(ours)
+        per = statistics.median(sent) / n
+        cosign_ms = statistics.median(theirs)
+        cosign_all = cosign_ms * promoted / 1000
+        each = [round(x, 2) for x in ours]
+        print(f"builder status of {n} variants ({promoted} in dev): median {status_s:.2f} s {each}")
+        print(f"registry requests: {per:.2f} per variant ({statistics.median(sent):.0f} in all)")
+        print(f"cosign verify of one image: median {cosign_ms:.0f} ms; x {promoted} promoted = {cosign_all:.1f} s")
+        load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"machine: {os.cpu_count()} CPUs, load average {load} (1/5/15 min)")
+        print(
+            f"benchmark=status variants={n} status_s={status_s:.2f} requests_per_variant={per:.2f} "
+            f"cosign_ms={cosign_ms:.0f} cosign_all_s={cosign_all:.1f} ratio={cosign_all / status_s:.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
