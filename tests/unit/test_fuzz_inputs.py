@@ -1,6 +1,6 @@
-"""Fuzz (hypothesis) over every input file kind (matrix, policy, fleet, builder.toml) and
-reference/variant arguments: whatever the bytes, builder ends with a documented exit code other
-than 1 (a bug) and never prints a traceback (#20 item 6). Inputs are generated
+"""Fuzz (hypothesis) over every input file kind (matrix, policy, fleet, builder.toml, saved host
+tool output for ``hostinfo --from``) and reference/variant arguments: whatever the bytes, builder
+ends with a documented exit code other than 1 (a bug) and never prints a traceback (#20 item 6). Inputs are generated
 from mutations of the real files in this repository plus arbitrary text and YAML-ish structure
 (aliases, deep nesting, control characters, odd scalars). No registry is reached: a proxy that
 refuses connections stands in for the network, so a reference that parses ends in exit 5."""
@@ -30,6 +30,7 @@ SEEDS = {
     "matrix": (ROOT / "matrices" / "demo.yaml").read_text(),
     "policy": (ROOT / "policies" / "default.yaml").read_text(),
     "fleet": (ROOT / "fleets" / "demo.yaml").read_text(),
+    "host": (ROOT / "tests" / "data" / "nvidia-smi" / "nvidia-smi-01.txt").read_text(),
 }
 
 yaml_scalars = st.one_of(
@@ -93,6 +94,7 @@ def _ok(code: int, err: str) -> None:
         ("policy", ("status", "--policy", "{f}")),
         ("fleet", ("compat", "fleet", "{f}", "--cuda", "12.8")),
         ("fleet", ("check", "--static", "127.0.0.1:5000/demo/jax:x", "--fleet", "{f}")),
+        ("host", ("hostinfo", "--from", "{f}")),
     ],
 )
 def test_every_input_file_kind_ends_in_a_documented_exit_code(
