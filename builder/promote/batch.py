@@ -16,7 +16,6 @@ from builder.errors import BuilderError, ConfigError
 from builder.models import SummaryRow
 from builder.promote.apply import batch_error, promote_many
 from builder.promote.model import UNSET, Applied, ExpectPrevious, Outcome, Plan, PromoteDocument, RollbackDocument
-from builder.promote.pool import map_parallel
 from builder.promote.rollback import apply_rollback, plan_rollback
 from builder.promote.targets import resolve_targets, scope_of
 
@@ -24,6 +23,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from builder.promote.context import PromotionContext
+
+
+COMPARE_WORKERS = 4
+"""Targets whose images the dry run compares with their stage's at once (memory stays bounded)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +90,11 @@ def promote_names(
         ctx, targets, stage, ticket=ticket, confirm=confirm, expect_previous=expect_previous, workers=workers
     )
     if not confirm:  # what an approver must see: only in the dry run (a person reads it)
-        outcomes = map_parallel(lambda o: with_changes(ctx, o), outcomes)
+        from concurrent.futures import ThreadPoolExecutor
+
+        # a few images at a time: each inspection streams its layers with bounded memory (~50 MiB)
+        with ThreadPoolExecutor(max_workers=COMPARE_WORKERS, thread_name_prefix="compare") as pool:
+            outcomes = list(pool.map(lambda o: with_changes(ctx, o), outcomes))
     return Batch(stage, confirm, tuple(outcomes), batch_error(ctx, stage, outcomes))
 
 

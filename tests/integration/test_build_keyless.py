@@ -234,7 +234,9 @@ def test_signing_hook_with_a_key_writes_verifiable_provenance(
         client, unique_repo, digest, keys=load_public_keys([pub]), predicate_types=[SLSA_PROVENANCE_V1]
     )
     assert report.ok, report.problems
-    (att,) = read_attestations(client, unique_repo, digest, keys=load_public_keys([pub]))
-    assert att.verified and att.predicate_type == SLSA_PROVENANCE_V1
+    atts = read_attestations(client, unique_repo, digest, keys=load_public_keys([pub]))
+    assert [a.predicate_type for a in atts] == [SLSA_PROVENANCE_V1, "https://cyclonedx.org/bom"]  # + the SBOM
+    att = atts[0]
+    assert att.verified and atts[1].verified
     text = json.dumps(att.predicate)
     assert "0123abcd" in text and "ca_bundle" in text and "2026-01-01" in text
