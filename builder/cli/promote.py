@@ -178,6 +178,8 @@ def promote(
     """Plan (default) or apply (--confirm) promoting VARIANT(s) or REFERENCE(s) into a stage.
 
     Moves the digest (tag PUT, cross-repository mount or copy of missing blobs), never rebuilds.
+    The dry run also shows what changes against the digest the stage holds, as `builder diff`:
+    stack, minimum driver, GPU targets gained/lost, clusters whose verdict changes, packages.
     Exit 31 when policy denies any, 32 on a concurrent change.
     """
     from builder.promote import promote_names
