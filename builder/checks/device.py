@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from typing_extensions import TypedDict
 
 from builder import __version__
-from builder.checks.context import diagnosis_context
-from builder.checks.diagnosis import Diagnosis, DiagnosisDocument, diagnose_many
+from builder.checks.diagnosis import Diagnosis, DiagnosisDocument  # the rules: only for a failure
 from builder.checks.host.model import HostInfo, Vendor
 from builder.checks.runners import Placement, PlacementDocument
 from builder.errors import BuilderError
@@ -417,6 +416,9 @@ def with_measured_step(result: CheckResult, measured: Callable[[], tuple[KernelB
     step = Step(STEP, ok, time.monotonic() - t0, detail, error)
     diagnosis = result.diagnosis
     if not ok and diagnosis is None:
+        from builder.checks.context import diagnosis_context
+        from builder.checks.diagnosis import diagnose_many
+
         diagnosis = diagnose_many([error or ""], diagnosis_context(result.host, result.image))
     return dataclasses.replace(result, steps=(*result.steps, step), diagnosis=diagnosis)
 
@@ -514,6 +516,9 @@ def run_device_check(
     finished = _now()
     diagnosis = None
     if not (steps and all(s.ok for s in steps)):
+        from builder.checks.context import diagnosis_context
+        from builder.checks.diagnosis import diagnose_many
+
         diagnosis = diagnose_many(texts, diagnosis_context(host, image))
     return CheckResult(
         image_ref=image_ref,

@@ -13,7 +13,6 @@ from typing_extensions import TypedDict
 from builder import compat
 from builder.compat import ImageSpec, Verdict, VerdictDocument
 from builder.compat.fleet_verdicts import FleetCheck, check_fleet_image, image_vendor
-from builder.compat.fleets import HostLoader, load_fleet
 from builder.compat.verdict import VerdictName
 
 if TYPE_CHECKING:
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
 
     from builder.checks.host.model import HostGpu, HostInfo
     from builder.checks.image import ImageFacts
+    from builder.compat.fleets import HostLoader
     from builder.compat.kernels import KernelBinary
 
 
@@ -134,7 +134,9 @@ def fleet_verdict(
     applies. ``load_host`` reads the clusters' ``hostinfo:`` files (default:
     :func:`builder.checks.host.reading.load_host`). ``kernels``: the GPU code measured in the image (each
     library judged per GPU of each cluster). Raises ConfigError for an invalid fleet file."""
-    if load_host is None:  # pydantic's host schema: only for a fleet verdict
+    from builder.compat.fleets import load_fleet  # pydantic's fleet and host schemas: only for a fleet verdict
+
+    if load_host is None:
         from builder.checks.host.reading import load_host
     fleet = load_fleet(fleet_path, load_host=load_host)
     return check_fleet_image(fleet, image_spec(image, kernels), image_vendor=image_vendor(image.accelerator))

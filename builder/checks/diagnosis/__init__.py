@@ -5,21 +5,56 @@ a message says, with ``builder.compat``'s GPU and driver knowledge), ``rules`` (
 specific first), ``matching`` (``diagnose``). Documentation: docs/diagnosis.md.
 """
 
-from __future__ import annotations
+import importlib
+from typing import TYPE_CHECKING
 
-from builder.checks.diagnosis.facts import evaluate_requirement, min_driver
-from builder.checks.diagnosis.matching import diagnose, diagnose_many, read_input
-from builder.checks.diagnosis.model import (
-    CUDA_ERRORS,
-    LAYERS,
-    Context,
-    Diagnosis,
-    DiagnosisDocument,
-    FailureRule,
-    Layer,
-    LayerOrUnknown,
-)
-from builder.checks.diagnosis.rules import RULES, RULES_BY_KEY
+if TYPE_CHECKING:  # imported on first use (``__getattr__``)
+    from builder.checks.diagnosis.facts import evaluate_requirement, min_driver
+    from builder.checks.diagnosis.matching import diagnose, diagnose_many, read_input
+    from builder.checks.diagnosis.model import (
+        CUDA_ERRORS,
+        LAYERS,
+        Context,
+        Diagnosis,
+        DiagnosisDocument,
+        FailureRule,
+        Layer,
+        LayerOrUnknown,
+    )
+    from builder.checks.diagnosis.rules import RULES, RULES_BY_KEY
+
+#: Public name -> the module that defines it. A check that passes needs only ``model`` (the
+#: result's types): the rules' hundreds of regular expressions and the compat knowledge ``facts``
+#: reads are compiled and loaded only when a failure is diagnosed (PEP 562 module ``__getattr__``:
+#: https://peps.python.org/pep-0562/).
+_EXPORTS = {
+    "CUDA_ERRORS": "model",
+    "LAYERS": "model",
+    "Context": "model",
+    "Diagnosis": "model",
+    "DiagnosisDocument": "model",
+    "FailureRule": "model",
+    "Layer": "model",
+    "LayerOrUnknown": "model",
+    "RULES": "rules",
+    "RULES_BY_KEY": "rules",
+    "diagnose": "matching",
+    "diagnose_many": "matching",
+    "evaluate_requirement": "facts",
+    "min_driver": "facts",
+    "read_input": "matching",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import the module that defines ``name`` on first use; AttributeError for other names."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CUDA_ERRORS",

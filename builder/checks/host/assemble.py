@@ -15,7 +15,6 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from builder import compat
-from builder.checks.diagnosis import diagnose
 from builder.checks.host.model import EngineInfo, HostGpu, HostInfo, Vendor
 from builder.checks.host.nvidia import KV_RE
 
@@ -156,6 +155,8 @@ def diagnose_tool_output(text: str) -> tuple[str | None, str | None]:
     ]
     if not free:
         return None, None
+    from builder.checks.diagnosis import diagnose  # the rules' patterns: only for error lines
+
     result = diagnose("\n".join(free))
     if result.key == "unknown":
         return None, None
