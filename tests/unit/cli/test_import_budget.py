@@ -43,8 +43,13 @@ QUERY = (
     "builder.locks",
 )
 
+#: What a device check that passes must not import: the diagnosis rules (compiled regular expressions,
+#: only for a failure), pydantic's fleet/host/policy schemas and YAML (static verdicts, promotion).
+CHECK = ("pydantic", "ruamel", "sigstore", "builder.checks.diagnosis.rules", "builder.compat.fleets", "builder.policy")
+
 #: argv -> (most modules imported, module prefixes never imported). Measured on 2026-12-02 01:00 UTC:
-#: --help 140, --version 132, check --help 140, matrix list 337, resolve/history/status 578 (these
+#: --help 140, --version 132, check --help 140, matrix list 337, check REF 421 (507 before the
+#: diagnosis rules and the static verdicts' schemas became lazy), resolve/history/status 578 (these
 #: three on their error path, which adds rich's 42 modules; resolve's success path imports 525,
 #: down from 553 at 00:48 with the fleet checker and the matrices' bindings imported on first use).
 BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
@@ -55,6 +60,8 @@ BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
     ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (586, QUERY),
     ("history", VARIANT, "--stage", "dev"): (586, QUERY),
     ("status", "--select", VARIANT): (590, QUERY),
+    # pinned before anything runs: the closed port ends it there, after the engine's `docker info`
+    ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (430, CHECK),
 }
 
 
