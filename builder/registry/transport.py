@@ -249,7 +249,7 @@ class Transport:
         if resp.status_code in ok or (lost and resp.status_code in ok_after_loss):
             return resp
         try:
-            raise self._error_for(resp, method, where)
+            raise self._error_for(resp, method, where, streamed=bool(kw.get("stream")))
         finally:
             resp.close()  # the body was read into the message (or not needed): free the connection
 
@@ -356,9 +356,9 @@ class Transport:
             registry=self.registry,
         )
 
-    def _error_for(self, resp: requests.Response, method: str, where: str) -> BuilderError:
+    def _error_for(self, resp: requests.Response, method: str, where: str, *, streamed: bool) -> BuilderError:
         status = resp.status_code
-        body = resp.text[:300] if method != "HEAD" else ""
+        body = "" if method == "HEAD" else (_error_excerpt(resp) if streamed else resp.text)[:300]
         if status in (401, 403):
             cred = self.auth.credential()
             who = f"as user {cred.username!r}" if cred else "without credentials"
@@ -380,6 +380,31 @@ class Transport:
             registry=self.registry,
             status=status,
         )
+
+
+#: Bytes of a streamed error answer read for its message, and the seconds they may take: a
+#: hostile registry's endless or trickled error body is never waited for.
+ERROR_EXCERPT_BYTES = 4096
+ERROR_EXCERPT_SECONDS = 5.0
+
+
+def _error_excerpt(resp: requests.Response) -> str:
+    """At most ``ERROR_EXCERPT_BYTES`` of a streamed error answer's body, as text (what arrived
+    within ``ERROR_EXCERPT_SECONDS``; "" when the connection broke). The caller closes ``resp``."""
+    import requests
+    import urllib3
+
+    got = bytearray()
+    deadline = time.monotonic() + ERROR_EXCERPT_SECONDS
+    try:
+        while len(got) < ERROR_EXCERPT_BYTES and time.monotonic() < deadline:
+            chunk = resp.raw.read1(ERROR_EXCERPT_BYTES - len(got), decode_content=True)
+            if not chunk:
+                break
+            got += chunk
+    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError):
+        return got.decode("utf-8", "replace")  # the message says what arrived; the status says the rest
+    return got.decode(resp.encoding or "utf-8", "replace")
 
 
 def is_transient(exc: Exception) -> bool:
@@ -413,7 +438,10 @@ def _new_adapter() -> HTTPAdapter:
                 verify = True
             return super().build_connection_pool_key_attributes(request, verify, cert)
 
-    return _Adapter(pool_connections=4, pool_maxsize=128)
+    # pool_block=False (requests' default, spelled out): a thread finding every pooled connection
+    # in use opens another instead of waiting; a blocking pool without a timeout would hang the
+    # process on one leaked response (https://urllib3.readthedocs.io/en/stable/reference/urllib3.connectionpool.html)
+    return _Adapter(pool_connections=4, pool_maxsize=128, pool_block=False)
 
 
 def connection_cause(exc: BaseException) -> str:
