@@ -10,7 +10,10 @@ Fault kinds (:class:`Fault`):
   without an answer: a lost response;
 - ``drop``: drop the connection before forwarding (the registry never sees the request);
 - ``cut``: forward, relay the answer's status, headers and first ``CHUNK`` of its body, then drop
-  the connection: a download broken off in the middle.
+  the connection: a download broken off in the middle;
+- ``hold``: read the request's body, set the rule's ``held`` event (the test now knows the write is
+  in flight), wait for its ``release`` event, then drop the connection without forwarding: a
+  write stalled at the registry's door, never stored (the test kills the client meanwhile).
 
 A rule matches by method and a regular expression on the path; ``share`` (0-1, drawn from a
 seeded ``random.Random``) picks a fraction of matching requests, ``count`` bounds how many faults
@@ -43,7 +46,7 @@ _HOP_BY_HOP = frozenset(
 class Fault:
     """One fault rule (see the module docstring). Mutable: ``hits`` counts injected faults."""
 
-    kind: Literal["status", "lose", "drop", "cut"]
+    kind: Literal["status", "lose", "drop", "cut", "hold"]
     status: int = 500
     retry_after: str | None = None
     method: str | None = None  # None: any method
@@ -53,6 +56,8 @@ class Fault:
     seconds: float | None = None
     hits: int = 0
     first_hit: float | None = None
+    held: threading.Event = dataclasses.field(default_factory=threading.Event)  # ``hold``: a request waits
+    release: threading.Event = dataclasses.field(default_factory=threading.Event)  # ``hold``: let it go
 
     def active(self, now: float) -> bool:
         """Still injecting: under ``count`` and within ``seconds`` of the first hit."""
@@ -162,6 +167,13 @@ class FaultProxy:
                     proxy._record(self.command, self.path, "status", fault.status)
                     self._drain_body()
                     self._answer(fault)
+                    return
+                if fault is not None and fault.kind == "hold":
+                    proxy._record(self.command, self.path, "hold", None)
+                    self._drain_body()
+                    fault.held.set()
+                    fault.release.wait(300)  # a test that never releases does not keep the thread
+                    self._drop()
                     return
                 kind = fault.kind if fault is not None else None
                 self._forward(lose=kind == "lose", cut=kind == "cut")
