@@ -80,6 +80,12 @@ def approve_reference(
     ``stage`` signed by ``signer`` (its key file shown as ``key_label``), through the context's
     registry clients and locks. The policy's name for the key is recorded when it has one, else
     ``name``."""
+    ref = parse_reference(reference, ctx.registry)  # what the user typed is checked first (exit 2)
+    if ref.digest is None and strict:
+        raise ConfigError(
+            f"{reference} is a tag: --strict approves only a digest (a tag can move after review)",
+            hint=f"approve {ref.registry}/{ref.repository}@sha256:… (`builder status` shows the digest)",
+        )
     plan = plan_approval(ctx.policy, stage, signer.fingerprint, key_label=key_label, name=name, ticket=ticket)
     if plan.listed_name is None and not allow_unlisted:
         raise SigningKeyError(
@@ -87,15 +93,9 @@ def approve_reference(
             hint="approve with your listed key (--key), or pass --unlisted to record it anyway (e.g. the policy "
             "change listing you is not merged yet)",
         )
-    ref = parse_reference(reference, ctx.registry)
     client = ctx.client(ref.registry)
     notes: list[str] = []
     if ref.digest is None:
-        if strict:
-            raise ConfigError(
-                f"{reference} is a tag: --strict approves only a digest (a tag can move after review)",
-                hint=f"approve {ref.registry}/{ref.repository}@sha256:… (`builder status` shows the digest)",
-            )
         digest = client.resolve(ref.repository, ref.ref)
         notes.append(f"{reference} names {digest} now: that digest is approved, not the tag")
     else:

@@ -311,6 +311,13 @@ def test_approve_warns_when_the_approval_would_never_count(
     assert f"names {d1} now" in " ".join(proc.stderr.split())
     err = js(run(project, "approve", tag_ref, "--stage", "staging", "--key", alice, "--strict", "--json", code=2))
     assert "--strict approves only a digest" in err["error"]["message"]
+    # the tag is what the user typed: said first, before the policy's verdict on the key (exit 2, not 16)
+    err = js(run(project, "approve", tag_ref, "--stage", "prod", "--key", mallory, "--strict", "--json", code=2))
+    assert "--strict approves only a digest" in err["error"]["message"] and "@sha256:" in err["error"]["hint"]
+    wrong = run(
+        project, "approve", f"{registry_address}/{unique_repo}@sha256:1234", "--stage", "prod", "--key", alice, code=2
+    )
+    assert "Traceback" not in wrong.stderr and "sha256" in wrong.stderr
     # a stage without an approvals rule
     out = js(run(project, "approve", ref, "--stage", "dev", "--key", alice, "--json"))
     assert any("has no approvals rule" in w for w in out["warnings"])
