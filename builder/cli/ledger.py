@@ -31,6 +31,11 @@ def verify(policy_file: Path | None) -> None:
     Every applied promotion and rollback in the ledger names the promotion/v1 record it wrote;
     that record must still be in the registry, verify, and be signed by a key the policy trusts.
     Exit 33 when a row was edited or removed, or the registry does not confirm a row.
+
+    \b
+    Examples:
+      builder ledger verify            # builder.toml's ledger
+      builder ledger verify --policy policies/default.yaml --json
     """
     from builder.ledger import open_ledger
     from builder.promote.ledger_check import verify_ledger

@@ -285,6 +285,13 @@ def rollback(
     signed record. --key must be allowed by the stage's `rollback.allowed`. Exit 31 when not
     allowed, 8 when there is nothing to roll back to, 18 for an untrusted pointer, 32 on a
     concurrent change.
+
+    \b
+    Examples:
+      builder history VARIANT --stage prod    # digests prod held
+      builder rollback prod VARIANT --key K   # plan only
+      builder rollback prod VARIANT --to sha256:... \\
+          --ticket CHG-1 --confirm --key K    # apply
     """
     from builder.promote import rollback_variant
 

@@ -68,11 +68,29 @@ class LedgerReport:
         """LedgerError (exit 33) listing every problem; nothing when the ledger agrees."""
         if self.ok:
             return
+        import textwrap
+
         problems = [*self.chain, *self.registry]
+        # each problem folded to 80 columns at spaces (a reference or digest is never split)
+        listed = (
+            textwrap.fill(
+                p, 80, initial_indent="  ", subsequent_indent="    ", break_long_words=False, break_on_hyphens=False
+            )
+            for p in problems
+        )
         raise LedgerError(
-            f"ledger {self.ledger}: {len(problems)} problem(s):\n" + "\n".join(f"  {p}" for p in problems),
+            textwrap.fill(
+                f"ledger {self.ledger}: {len(problems)} problem(s):",
+                73,
+                subsequent_indent="  ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+            + "\n"
+            + "\n".join(listed),
             hint="the ledger is append-only: never edit it; a record missing from the registry was deleted "
-            "or replaced there (`builder history VARIANT --stage STAGE` shows what the registry holds)",
+            "or replaced there (`builder history VARIANT --stage STAGE` shows what the registry holds); "
+            "a key the policy does not list: verify with the policy the rows were promoted under (--policy)",
             problems=problems,
             report=self.to_json(),
         )

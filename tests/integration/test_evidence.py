@@ -161,8 +161,9 @@ def test_signed_results_and_the_regression_gate(
     assert "no stage holds this variant yet" in fresh.stderr and f"builder promote {ref} --to dev" in fresh.stderr
 
     common = ["--policy", str(policy), "--key", str(build_key)]
-    cli("promote", ref, "--to", "dev", "--confirm", *common, env=ENV)
-    cli("promote", f"{registry_address}/{unique_repo}:{VARIANT}-dev", "--to", "staging", "--confirm", *common, env=ENV)
+    penv = {**ENV, "BUILDER_LEDGER": str(tmp_path / "ledger.sqlite")}  # not the checkout's own ledger
+    cli("promote", ref, "--to", "dev", "--confirm", *common, env=penv)
+    cli("promote", f"{registry_address}/{unique_repo}:{VARIANT}-dev", "--to", "staging", "--confirm", *common, env=penv)
 
     # 2. the same variant rebuilt with the knob: ten times the work per timed sample
     ctx = tmp_path / "slow"
@@ -171,10 +172,11 @@ def test_signed_results_and_the_regression_gate(
     subprocess.run(["docker", "buildx", "build", "--push", "-q", "-t", ref, str(ctx)], check=True, timeout=600)
     slow = cli("check", ref, "--key", str(runner_key), "--json", env=ENV).json()
     slow_value = next(e for e in slow["evidence"] if e["predicate_type"] == BENCHMARK_V1)["metrics"][0]["value"]
-    cli("promote", ref, "--to", "dev", "--confirm", *common, env=ENV)
+    cli("promote", ref, "--to", "dev", "--confirm", *common, env=penv)
     denied = cli(
-        "promote", f"{registry_address}/{unique_repo}:{VARIANT}-dev", "--to", "staging", *common, env=ENV, code=31
+        "promote", f"{registry_address}/{unique_repo}:{VARIANT}-dev", "--to", "staging", *common, env=penv, code=31
     )
+    assert (tmp_path / "ledger.sqlite").is_file()  # the rows went to the test's own ledger
     reason = denied.stderr + denied.stdout
     assert "benchmark matmul_f32_throughput" in reason
     assert f"{slow_value:g} GFLOP/s vs {baseline:g} GFLOP/s" in reason
