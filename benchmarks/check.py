@@ -95,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="the device case, one round")
+    parser.add_argument("--case", choices=("full", "device", "both"), default="both", help="which case to run")
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
     env = {**os.environ, "NO_COLOR": "1"}
@@ -106,7 +107,8 @@ def main() -> None:
         (empty / "matrices").mkdir(parents=True)
         (empty / "builder.toml").write_text(f'registry = "{IMAGE.split("/", 1)[0]}"\n')
         env["PYTHONPATH"] = str(ROOT)
-        cases = (("device", empty),) if args.quick else (("full", ROOT), ("device", empty))
+        chosen = "device" if args.quick else args.case
+        cases = tuple((name, cwd) for name, cwd in (("full", ROOT), ("device", empty)) if chosen in (name, "both"))
         for case, cwd in cases:
             runs = record(cwd, env, work)
             print(f"{case}: {len(runs)} container(s) per check", file=sys.stderr)
