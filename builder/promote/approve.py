@@ -81,7 +81,7 @@ def approve_reference(
     registry clients and locks. The policy's name for the key is recorded when it has one, else
     ``name``."""
     ref = parse_reference(reference, ctx.registry)  # what the user typed is checked first (exit 2)
-    if ref.digest is None and strict:
+    if ref.digest is None and strict and ref.ref:  # ``ref.ref`` raises for neither tag nor digest
         raise ConfigError(
             f"{reference} is a tag: --strict approves only a digest (a tag can move after review)",
             hint=f"approve {ref.registry}/{ref.repository}@sha256:… (`builder status` shows the digest)",

@@ -318,6 +318,10 @@ def test_approve_warns_when_the_approval_would_never_count(
         project, "approve", f"{registry_address}/{unique_repo}@sha256:1234", "--stage", "prod", "--key", alice, code=2
     )
     assert "Traceback" not in wrong.stderr and "sha256" in wrong.stderr
+    bare = run(
+        project, "approve", f"{registry_address}/{unique_repo}", "--stage", "prod", "--key", alice, "--strict", code=2
+    )
+    assert "neither a tag nor a digest" in bare.stderr and "is a tag" not in bare.stderr
     # a stage without an approvals rule
     out = js(run(project, "approve", ref, "--stage", "dev", "--key", alice, "--json"))
     assert any("has no approvals rule" in w for w in out["warnings"])
