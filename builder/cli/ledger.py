@@ -37,13 +37,12 @@ def verify(policy_file: Path | None) -> None:
       builder ledger verify            # builder.toml's ledger
       builder ledger verify --policy policies/default.yaml --json
     """
-    from builder.ledger import open_ledger
-    from builder.promote.ledger_check import verify_ledger
+    from builder.promote.ledger_check import existing_ledger, verify_ledger
 
     app = app_context().app
     ctx = app.promotion(policy_file, None, need_signer=False)
     path = app.config.ledger_path
-    report = verify_ledger(ctx, open_ledger(path), str(path))
+    report = verify_ledger(ctx, existing_ledger(path), str(path))
     report.raise_for_problems()  # exit 33, every problem in the error (one document with --json)
     emit(report.to_json(), lambda: _print(report))
 

@@ -25,6 +25,8 @@ from builder.promote.pool import map_parallel
 from builder.promote.records import records_on
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from builder.ledger import Ledger, LedgerRecord
     from builder.promote.context import PromotionContext
 
@@ -116,6 +118,20 @@ def _check_row(ctx: PromotionContext, row: LedgerRecord) -> str | None:
     if on.foreign:
         return f"{where}: its record {layer} is not among the trusted records there ({'; '.join(on.foreign)})"
     return f"{where}: the registry holds no record {layer} (deleted or replaced)"
+
+
+def existing_ledger(path: Path) -> Ledger:
+    """The ledger at ``path`` opened for verification, never created: LedgerError (33) when there
+    is no file (verifying nothing cannot pass: a ledger deleted whole is rows removed)."""
+    from builder.ledger import open_ledger
+
+    if not path.is_file():
+        raise LedgerError(
+            f"no ledger at {path}: nothing to verify",
+            hint="no promotion was applied with this state_dir, builder.toml `ledger` points elsewhere, or "
+            "the file was deleted (then the registry's promotion records are what remains: `builder history`)",
+        )
+    return open_ledger(path)
 
 
 def verify_ledger(ctx: PromotionContext, ledger: Ledger, path: str) -> LedgerReport:

@@ -413,6 +413,9 @@ def test_ledger_verify_checks_the_chain_and_the_registry(
 
     project = _project(tmp_path / "p", registry_address, unique_repo)
     run = functools.partial(cli, cwd=project, env={"HOME": str(project)})
+    # no ledger yet: nothing verified is not a pass, and verifying creates none
+    missing = run("ledger", "verify", "--json", code=33).json()["error"]
+    assert missing["message"].startswith("no ledger at ") and not (project / "state" / "ledger.sqlite").exists()
     _build(project, registry_address, unique_repo, b"ledger one")
     run("promote", CLI_VARIANT, "--to", "dev", "--confirm")
     d2 = _build(project, registry_address, unique_repo, b"ledger two")
