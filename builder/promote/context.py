@@ -17,8 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from filelock import FileLock
-
 from builder.config import repository_path
 from builder.errors import BuilderError, NotFoundError
 from builder.policy import BUILD_STAGE, KeySet, Policy, load_policy
@@ -29,6 +27,8 @@ from builder.signing.layer import CERTIFICATE_ANNOTATION
 
 if TYPE_CHECKING:
     import datetime as dt
+
+    from filelock import FileLock
 
     from builder.config import Config
     from builder.ledger import Ledger
@@ -150,6 +150,8 @@ class PromotionContext:
     def lock(self, loc: Location, kind: str = "stage") -> FileLock:
         """The file lock of ``loc`` (``<lock_dir>/<kind>-<hash>.lock``): one writer per stage
         pointer across processes of this machine; Timeout after ``lock_timeout`` seconds."""
+        from filelock import FileLock  # only a writer takes it (start-up of the queries)
+
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         key = hashlib.sha256(str(loc).encode()).hexdigest()[:32]
         return FileLock(str(self.lock_dir / f"{kind}-{key}.lock"), timeout=self.lock_timeout, mode=LOCK_FILE_MODE)

@@ -40,7 +40,6 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock
 from typing_extensions import TypedDict
 
 from builder.errors import NotFoundError
@@ -204,6 +203,8 @@ def push_referrer(
         tag = fallback_tag(subject.digest)
         lock_dir.mkdir(parents=True, exist_ok=True)
         key = hashlib.sha256(f"{client.registry}/{repository}:{tag}".encode()).hexdigest()[:32]
+        from filelock import FileLock  # only a writer needs it (start-up of the queries)
+
         with FileLock(str(lock_dir / f"referrers-{key}.lock"), timeout=60):
             index_digest = client.add_referrer_to_fallback_index(repository, subject.digest, descriptor)
     return ReferrerWrite(repository, subject.digest, digest, bundle_digest, predicate_type, index_digest)

@@ -28,7 +28,6 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock, Timeout
 from typing_extensions import TypedDict
 
 from builder.errors import NotFoundError, SigningError
@@ -204,6 +203,8 @@ def append_layer(
     """
     tag = signature_tag(digest, suffix)
     lock_dir.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock, Timeout  # only a writer needs it (start-up of the queries)
+
     # mode: rw-r--r-- as under umask 022, and no per-new-file flock probe of the directory (filelock 4)
     lock = FileLock(str(signature_lock_path(lock_dir, client.registry, repository, tag)), mode=0o644)
     try:

@@ -37,6 +37,8 @@ QUERY = (
     "builder.signing.keyless",
     # the fleet checker's image-layer cache: only when a fleet rule judges an image
     "builder.image.layers",
+    # file locks: only a writer takes them
+    "filelock",
     # the rendering, locking and base-image modules: the matrices' policy comes from the index
     "builder.variants",
     "builder.render",
@@ -49,17 +51,18 @@ CHECK = ("pydantic", "ruamel", "sigstore", "builder.checks.diagnosis.rules", "bu
 
 #: argv -> (most modules imported, module prefixes never imported). Measured on 2026-12-02 01:00 UTC:
 #: --help 140, --version 132, check --help 140, matrix list 337, check REF 421 (507 before the
-#: diagnosis rules and the static verdicts' schemas became lazy), resolve/history/status 578 (these
-#: three on their error path, which adds rich's 42 modules; resolve's success path imports 525,
-#: down from 553 at 00:48 with the fleet checker and the matrices' bindings imported on first use).
+#: diagnosis rules and the static verdicts' schemas became lazy), resolve/history/status 558 (these
+#: three on their error path, which adds rich's 42 modules; resolve's success path imports 508,
+#: down from 553 at 00:48 with the fleet checker, the matrices' bindings and filelock imported on
+#: first use).
 BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
     ("--help",): (145, LIGHT),
     ("--version",): (136, LIGHT),
     ("check", "--help"): (145, LIGHT),
     ("matrix", "list", "--json"): (345, ("requests", "cryptography", "sigstore", "docker")),
-    ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (586, QUERY),
-    ("history", VARIANT, "--stage", "dev"): (586, QUERY),
-    ("status", "--select", VARIANT): (590, QUERY),
+    ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (566, QUERY),
+    ("history", VARIANT, "--stage", "dev"): (566, QUERY),
+    ("status", "--select", VARIANT): (570, QUERY),
     # pinned before anything runs: the closed port ends it there, after the engine's `docker info`
     ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (430, CHECK),
 }
