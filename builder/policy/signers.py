@@ -108,6 +108,11 @@ def key_names(sets: Sequence[KeySet], approvers: Sequence[Approver] = ()) -> dic
 
 
 def key_problems(sets: Sequence[KeySet]) -> str:
-    """``"; <problem>; ..."`` for every unusable key of ``sets`` (empty when all are usable)."""
-    probs = [p for s in sets for p in s.problems()]
+    """``"; <problem>; ..."`` for every unusable key of those ``sets`` that have no usable key
+    (empty otherwise). A set with one usable key verifies signatures, so its other, unusable
+    entries (e.g. a ``keys/check-runners/*.pub`` glob matching nothing next to the machine's own
+    runner key) are not why a rule denied: naming them in the reason read as if the set were
+    unusable while the next rule passed "signed by" the same set. The policy's load warnings
+    (``builder policy check``) still list every unusable entry."""
+    probs = [p for s in sets if not any(k.problem is None for k in s.keys) for p in s.problems()]
     return ("; " + "; ".join(probs)) if probs else ""

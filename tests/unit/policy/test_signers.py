@@ -23,7 +23,11 @@ def test_key_and_identity_matching() -> None:
 def test_key_set_problems_and_texts() -> None:
     broken = KeySet("runners", (KeyRef(file="r.pub", problem="r.pub: file not found"), KeyRef(fingerprint=FP)))
     assert broken.match(FP, None)
-    assert key_problems([broken]) == "; key set `runners`: r.pub: file not found"
+    # the set still has a usable key: its unusable entry is no reason for a denial (a reason naming
+    # it contradicted the next rule's "signed by runners")
+    assert key_problems([broken]) == ""
+    unusable = KeySet("runners", (KeyRef(file="r.pub", problem="r.pub: file not found"),))
+    assert key_problems([unusable]) == "; key set `runners`: r.pub: file not found"
     assert key_problems([KeySet("ok", (KeyRef(fingerprint=FP),))]) == ""
     assert signer_text(FP, None) == short_fingerprint(FP) == "SHA256:" + FP[7:19] + "…"
     assert signer_text(None, (GHA, "repo:acme/images")) == f"repo:acme/images ({GHA})"
