@@ -74,6 +74,20 @@ def find_cluster(fleets: Sequence[Fleet], name: str) -> tuple[Fleet, Cluster]:
     )
 
 
+def no_runner(cluster: str, fleet_path: str | None) -> ChecksIncompleteError:
+    """Why nothing ran on ``cluster`` (of the fleet file ``fleet_path``): it names no ``runner:``. One
+    definition for ``check --cluster`` and ``check --fleet``: skipped, exit 23 (checks-incomplete), with
+    what to do; never a usage error (the user named a real cluster)."""
+    where = f" in {fleet_path}" if fleet_path is not None else ""
+    return ChecksIncompleteError(
+        f"cluster {cluster} has no `runner:`{where}, so builder does not know how to reach it: skipped, "
+        "nothing ran there",
+        hint="add e.g. `runner: {kind: slurm, partition: gpu}` to the cluster (docs/fleets.md), or check a "
+        "saved host report of it with `builder check REF --static --host FILE`",
+        cluster=cluster,
+    )
+
+
 def check_on_cluster(
     request: CheckRequest,
     cluster: Cluster,
@@ -82,14 +96,11 @@ def check_on_cluster(
     on_run: Callable[[str], None] | None = None,
 ) -> DeviceCheck:
     """Run ``request``'s device check on ``cluster`` through its runner; the result carries the placement.
-    Raises ConfigError (the cluster names no ``runner:``), RunnerError (the runner could not run it),
-    ChecksIncompleteError (a Kubernetes cluster: builder does not reach it), and what
+    Raises RunnerError (the runner could not run it), ChecksIncompleteError (no ``runner:``,
+    :func:`no_runner`; a Kubernetes cluster: builder does not reach it), and what
     :func:`check_reference` raises. A failed check is a result (its ``failure()``)."""
     if cluster.runner is None:
-        raise ConfigError(
-            f"cluster {cluster.name} has no `runner:`, so builder does not know how to reach it",
-            hint="add e.g. `runner: {kind: slurm, partition: gpu}` to the cluster (docs/fleets.md)",
-        )
+        raise no_runner(cluster.name, None)
     if cluster.runner.kind == "kubernetes":
         from builder.checks.runners.kubernetes import not_run_here
 
@@ -243,16 +254,7 @@ def check_on_fleet(
         if vendor not in ("none", cluster.vendor):
             return ClusterRun(cluster.name, kind, applies=False)
         if kind is None:
-            return ClusterRun(
-                cluster.name,
-                None,
-                error=ChecksIncompleteError(
-                    f"cluster {cluster.name} has no `runner:` in {fleet.path}, so builder does not know how to "
-                    "reach it",
-                    hint="add e.g. `runner: {kind: slurm, partition: gpu}` to the cluster (docs/fleets.md)",
-                    cluster=cluster.name,
-                ),
-            )
+            return ClusterRun(cluster.name, None, error=no_runner(cluster.name, fleet.path))
         if on_event is not None:
             on_event(cluster.name, f"starting on {kind}")
         try:
@@ -382,9 +384,9 @@ def check_clusters(
     """``builder check REF --cluster NAME [--fleet F]`` (one cluster: a :class:`DeviceCheck` with its
     placement) or ``builder check REF --fleet F`` (every cluster, :func:`check_on_fleet`). Without
     ``fleet_file`` the cluster is looked up in every fleet of ``fleets_dir``. Raises NotFoundError (no such
-    cluster), ConfigError (an invalid fleet file; a cluster without ``runner:``), IncompatibleError (a GPU
-    image of the other vendor than the cluster's), RunnerError, ChecksIncompleteError (a Kubernetes cluster).
-    ``manifest``:
+    cluster), ConfigError (an invalid fleet file), IncompatibleError (a GPU
+    image of the other vendor than the cluster's), RunnerError, ChecksIncompleteError (a Kubernetes cluster, or one
+    without ``runner:``: :func:`no_runner`). ``manifest``:
     the cluster's Kubernetes Jobs instead (:func:`kubernetes_jobs`), nothing runs."""
     from builder.checks.host.reading import load_host
     from builder.compat.fleets import load_fleet, load_fleets
@@ -395,7 +397,7 @@ def check_clusters(
     if cluster is None:
         assert len(fleets) == 1, "check_clusters needs a cluster or a fleet file"
         return check_on_fleet(request, fleets[0], services, on_event=on_event)
-    _, found = find_cluster(fleets, cluster)
+    home, found = find_cluster(fleets, cluster)
     if manifest:
         return kubernetes_jobs(request, found, services)
     from builder.compat.fleet_verdicts import image_vendor
@@ -408,6 +410,8 @@ def check_clusters(
             hint="check it on a cluster of its vendor, or pick the variant built for this one",
             cluster=found.name,
         )
+    if found.runner is None:
+        raise no_runner(found.name, home.path)
     on_run = (lambda line: on_event(found.name, line)) if on_event is not None else None
     return check_on_cluster(dataclasses.replace(request, reference=image.reference), found, services, on_run=on_run)
 

@@ -168,6 +168,18 @@ def test_demo_fleet_as_a_new_user_runs_it(slurm: str, image: str, cli: Cli) -> N
     assert "--cluster a100-inference --manifest > jobs.yaml" in one["hint"] and "@sha256:" in one["hint"]
 
 
+def test_cluster_without_runner_is_skipped_as_in_the_fleet(image: str, cli: Cli) -> None:
+    """`check --cluster mi300x` (the demo cluster without `runner:`) is what its `--fleet` row says: skipped,
+    exit 23 checks-incomplete with what to do (it was a usage error, exit 2, blaming --cluster)."""
+    one = cli("check", image, "--cluster", "mi300x", "--no-attest", "--json", code=23).json()["error"]
+    assert one["kind"] == "checks-incomplete" and one["details"]["cluster"] == "mi300x"
+    assert "has no `runner:` in " in one["message"] and "fleets/demo.yaml" in one["message"]
+    assert "skipped" in one["message"]
+    assert "runner: {kind: slurm" in one["hint"]
+    human = cli("check", image, "--cluster", "mi300x", "--no-attest", code=23, env={"COLUMNS": "80"})
+    assert "add e.g. `runner: {kind: slurm" in human.stderr and "Traceback" not in human.stderr
+
+
 def test_slurm_refusal_is_the_schedulers_words_and_exit_22(slurm: str, image: str, tmp_path: Path, cli: Cli) -> None:
     fleet = _fleet(tmp_path / "f.yaml", [{"name": "nope", "runner": {"kind": "slurm", "partition": "no-such-part"}}])
     res = cli("check", image, "--fleet", str(fleet), "--cluster", "nope", "--no-attest", code=22)
