@@ -15,6 +15,7 @@ Modules, by concern:
 - ``evidence``: signatures, attestations and fleet verdicts read for a decision
 - ``records``: ``promotion/v1`` records, trust of stage pointers, the history chain
 - ``referrers``, ``transfer``: copying manifests, blobs, evidence and referrers
+- ``listing``: a repository's tags listed once for a batch or a ``status`` query
 - ``plan``, ``apply``: plan_promotion; apply_promotion, promote_many
 - ``rollback``: plan_rollback (the dry run), apply_rollback, rollback (``--to DIGEST``)
 - ``queries``: status, stage histories, resolve (and the commands' ``status_report``,

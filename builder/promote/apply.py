@@ -31,6 +31,7 @@ from builder.errors import (
 )
 from builder.ledger import LedgerRecord
 from builder.predicates import PROMOTION_V1
+from builder.promote.listing import TagLists
 from builder.promote.model import (
     UNSET,
     Applied,
@@ -388,10 +389,12 @@ def promote_many(
     Interrupted (a signal): queued targets never start, running ones finish (each stage pointer
     is old or new), and the exception's ``left`` says how many were not promoted."""
 
+    listed = _batch_listing(ctx, targets, stage)
+
     def one(t: Target) -> Outcome:
         plan = None
         try:
-            plan = plan_promotion(ctx, t, stage, ticket=ticket)
+            plan = plan_promotion(ctx, t, stage, ticket=ticket, listed=listed)
             if not confirm:
                 return Outcome(t, plan)
             return Outcome(t, plan, apply_promotion(ctx, plan, expect_previous=expect_previous))
@@ -419,6 +422,21 @@ def promote_many(
         finished = sum(1 for o in done if o.error is None and (o.applied is not None or not confirm))
         exc.left.append(f"{len(targets) - finished} of {len(targets)} {'promotions' if confirm else 'plans'} not done")
         raise
+
+
+def _batch_listing(ctx: PromotionContext, targets: Sequence[Target], stage: str) -> TagLists | None:
+    """The tag listings a batch's plans share (each repository of two or more of its source and
+    stage locations listed once); None for a single target or an unknown stage (each plan then
+    reports that itself)."""
+    if len(targets) < 2:
+        return None
+    try:
+        source = ctx.policy.stage(stage).source
+    except BuilderError:
+        return None
+    return TagLists(
+        ctx, [loc for t in targets for loc in (ctx.stage_location(t, source), ctx.stage_location(t, stage))]
+    )
 
 
 def batch_error(ctx: PromotionContext, stage: str, outcomes: Sequence[Outcome]) -> BuilderError | None:

@@ -28,6 +28,7 @@ from builder.signing.verify import verify_layer
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
+    from builder.promote.listing import TagLists
     from builder.promote.model import Location
     from builder.registry import Manifest
     from builder.signing.report import VerifiedItem
@@ -175,14 +176,23 @@ def gather(
     *,
     ticket: str | None = None,
     source_known: bool = False,
+    listed: TagLists | None = None,
 ) -> Gathered:
     """``gather_evidence`` plus, for each place, whether it holds the digest, and the source's
     manifests as read. ``source_known``: the source is known to hold the digest (not re-checked;
-    its fallback referrers index is read too)."""
+    its fallback referrers index is read too). ``listed``: the batch's tag listings (tags they
+    show absent are not read)."""
 
     def read(i: int, loc: Location) -> PlaceRead | BuilderError | None:
         try:
-            return read_place(ctx, loc, digest, check_present=i > 0 or not source_known, index=i == 0 and source_known)
+            return read_place(
+                ctx,
+                loc,
+                digest,
+                check_present=i > 0 or not source_known,
+                index=i == 0 and source_known,
+                listed=listed.tags(loc) if listed is not None else None,
+            )
         except BuilderError as exc:  # reported as a problem of this place: rules then deny
             return exc
 

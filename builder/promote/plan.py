@@ -19,6 +19,7 @@ from builder.signing.layer import ATT_SUFFIX
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
+    from builder.promote.listing import TagLists
     from builder.registry import Manifest
 
 
@@ -64,11 +65,15 @@ def chain_rows(ctx: PromotionContext, stage: str, trust: PointerTrust) -> tuple[
     return (RuleResult("chain", False, trust.note(ctx.promoter_names(stage))),)
 
 
-def plan_promotion(ctx: PromotionContext, target: Target, stage: str, *, ticket: str | None = None) -> Plan:
+def plan_promotion(
+    ctx: PromotionContext, target: Target, stage: str, *, ticket: str | None = None, listed: TagLists | None = None
+) -> Plan:
     """Decide (without writing anything) the promotion of ``target`` into ``stage``.
 
-    Never raises for denied promotions; NotFoundError for an unknown stage; registry errors
-    propagate."""
+    ``listed``: the tags of the batch's repositories (``promote_many``): a stage pointer or
+    ``.sig``/``.att``/fallback index tag they show absent is not asked for (the pointer is read
+    again under the stage lock before it moves). Never raises for denied promotions;
+    NotFoundError for an unknown stage; registry errors propagate."""
     st = ctx.policy.stage(stage)
     src = ctx.stage_location(target, st.source)
     dst = ctx.stage_location(target, stage)
@@ -93,9 +98,10 @@ def plan_promotion(ctx: PromotionContext, target: Target, stage: str, *, ticket:
     # the pointer and the records on what it names, read while the evidence is gathered; a source
     # stage's pointer must itself be trusted (the rule resolve applies), or a tag pushed onto the
     # previous stage by hand would choose what enters this one
-    trust_t = Task(lambda: pointer_trust(ctx, dst, stage))
+    no_pointer = listed is not None and listed.absent(dst, dst.pointer_tag)
+    trust_t = Task(lambda: pointer_trust(ctx, dst, stage, None if no_pointer else UNSET))
     try:
-        got = gather(ctx, digest, stage, [src] if same else [src, dst], ticket=ticket, source_known=True)
+        got = gather(ctx, digest, stage, [src] if same else [src, dst], ticket=ticket, source_known=True, listed=listed)
     finally:
         trust = trust_t.result()
     # the source stage's records are on the digest's .att the evidence read just fetched (and its

@@ -13,7 +13,6 @@ after printing every row; an unreachable registry (RegistryUnavailableError, 5) 
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +27,7 @@ from builder.errors import (
     VerificationError,
 )
 from builder.promote.evidence import PlaceRead, read_place
+from builder.promote.listing import TagLists
 from builder.promote.model import (
     HistoryDocument,
     Location,
@@ -67,23 +67,16 @@ def status(
     now = ctx.now()
     errors: dict[tuple[str, str], BuilderError] = {}
     pairs = [(t, s) for t in targets for s in names]
-    rows_in = Counter((loc.registry, loc.repository) for loc in (ctx.stage_location(t, s) for t, s in pairs))
-    listings: Once[tuple[str, str], frozenset[str]] = Once()
+    # a repository with several rows: its tags listed once, so pointers, .sig/.att and fallback
+    # referrers indexes that are not there are never asked for one by one
+    listed = TagLists(ctx, (ctx.stage_location(t, s) for t, s in pairs))
     reports: Once[tuple[str, str, str], PlaceRead] = Once()
-
-    def listed(loc: Location) -> frozenset[str] | None:
-        # a repository with several rows: its tags listed once (one tags/list, paginated), so pointers,
-        # .sig/.att and fallback referrers indexes that are not there are never asked for one by one
-        if rows_in[(loc.registry, loc.repository)] < 2:
-            return None
-        key = (loc.registry, loc.repository)
-        return listings.get(key, lambda: frozenset(ctx.client(loc.registry).list_tags(loc.repository)))
 
     def evidence(loc: Location, digest: str) -> PlaceRead:
         # .sig, .att and bundle referrers of the digest, read and verified once per repository (the
         # pointer just resolved to it there: no existence check); the .att read also gives the records
         def read() -> PlaceRead:
-            got = read_place(ctx, loc, digest, check_present=False, approvals=False, listed=listed(loc))
+            got = read_place(ctx, loc, digest, check_present=False, approvals=False, listed=listed.tags(loc))
             assert got is not None  # only None when check_present
             return got
 
@@ -94,11 +87,8 @@ def status(
         loc = ctx.stage_location(t, stage)
         client = ctx.client(loc.registry)
         try:
-            tags = listed(loc)
             digest = (
-                None
-                if tags is not None and loc.pointer_tag not in tags
-                else client.try_resolve(loc.repository, loc.pointer_tag)
+                None if listed.absent(loc, loc.pointer_tag) else client.try_resolve(loc.repository, loc.pointer_tag)
             )
             if digest is None:
                 return StatusRow(t.variant, stage, str(loc), None, None, None, None, None)

@@ -147,8 +147,24 @@ def test_a_batch_mounts_each_shared_blob_once(setup: Setup) -> None:
     outcomes = promote_many(ctx, targets, "rel", confirm=True)
     assert all(o.ok for o in outcomes), [o.to_json() for o in outcomes]
     # the base layer is already in rel/<repo> (mounted by the promotion of `alone`, by another client):
-    # each variant would mount it again without the per-client memory; the batch mounts it once
-    assert clients.sent == 3 * single - 2, (clients.sent, single)
+    # each variant would mount it again without the per-client memory; the batch mounts it once (-2).
+    # The batch also lists its two repositories once (+2), which answers for each variant that the
+    # source has no fallback referrers index and the stage pointer does not exist yet (-2 each)
+    assert clients.sent == 3 * single - 2 + 2 - 3 * 2, (clients.sent, single)
+
+
+def test_a_batch_lists_its_repository_once_instead_of_asking_for_absent_tags(setup: Setup) -> None:
+    """Three fresh builds promoted into dev (their own repository) in one batch: one tags/list instead
+    of each plan's three 404s (no .att yet, no fallback referrers index, no stage pointer yet); the
+    pointer is still read under the stage lock before it moves."""
+    targets = [setup.build(f"reqs-list-{i}")[0] for i in range(3)]
+    ctx, clients = setup.context()
+    outcomes = promote_many(ctx, targets, "dev", confirm=True)
+    assert all(o.ok for o in outcomes), [o.to_json() for o in outcomes]
+    assert clients.sent == 3 * (17 - 3) + 1, clients.sent
+    assert [setup.client.try_resolve(setup.repo, f"{t.variant}-dev") for t in targets] == [
+        o.applied.record.digest for o in outcomes if o.applied is not None
+    ]
 
 
 def test_status_lists_each_repository_once_and_reads_each_digest_once(setup: Setup) -> None:
