@@ -251,9 +251,22 @@ def _print_changes(changes: PlanChanges) -> None:
 # --------------------------------------------------------------------------------------------- rollback
 
 
+def _rollback_target(words: tuple[str, ...], stage: str | None) -> tuple[str, str]:
+    """(stage, variant) from ``VARIANT --stage STAGE`` or the positional ``STAGE VARIANT``."""
+    if stage is not None and len(words) == 1:
+        return stage, words[0]
+    if stage is None and len(words) == 2:
+        return words[0], words[1]
+    got = " ".join(words) or "no variant"
+    raise click.UsageError(
+        f"give the variant and its stage: `builder rollback VARIANT --stage STAGE` (got {got}"
+        + (f" --stage {stage})" if stage is not None else ")")
+    )
+
+
 @click.command()
-@click.argument("stage")
-@click.argument("variant")
+@click.argument("words", nargs=-1, metavar="VARIANT --stage STAGE | STAGE VARIANT")
+@stage_option("The stage to roll back (as resolve, history and report take it).")
 @click.option(
     "--to",
     "to",
@@ -270,8 +283,8 @@ def _print_changes(changes: PlanChanges) -> None:
 @docker_config_option
 @json_option
 def rollback(
-    stage: str,
-    variant: str,
+    words: tuple[str, ...],
+    stage: str | None,
     to: str | None,
     ticket: str | None,
     confirm: bool,
@@ -281,6 +294,9 @@ def rollback(
 ) -> None:
     """Plan (default) or apply (--confirm) pointing STAGE back at a digest it held for VARIANT.
 
+    The stage is `--stage STAGE` (as for resolve, history, report); the older `rollback STAGE
+    VARIANT` form still works.
+
     The target is read from the registry's signed promotion records; the rollback is itself a
     signed record. --key must be allowed by the stage's `rollback.allowed`. Exit 31 when not
     allowed, 8 when there is nothing to roll back to, 18 for an untrusted pointer, 32 on a
@@ -288,13 +304,14 @@ def rollback(
 
     \b
     Examples:
-      builder history VARIANT --stage prod    # digests prod held
-      builder rollback prod VARIANT --key K   # plan only
-      builder rollback prod VARIANT --to sha256:... \\
-          --ticket CHG-1 --confirm --key K    # apply
+      builder history VARIANT --stage prod            # digests prod held
+      builder rollback VARIANT --stage prod --key K   # plan only
+      builder rollback VARIANT --stage prod --to sha256:... \\
+          --ticket CHG-1 --confirm --key K            # apply
     """
     from builder.promote import rollback_variant
 
+    stage, variant = _rollback_target(words, stage)
     ctx = app_context().app.promotion(policy_file, key, need_signer=True, trust_root=trust_root)
     result = rollback_variant(ctx, variant, stage, to=to, ticket=ticket, confirm=confirm)
     emit(result.to_json(), lambda: console().print(result.text(), markup=False))

@@ -156,7 +156,7 @@ def rollback_variant(
     ticket: str | None = None,
     confirm: bool = False,
 ) -> RollbackResult:
-    """``builder rollback STAGE VARIANT [--to DIGEST]``: plan (and with ``confirm`` apply) pointing
+    """``builder rollback VARIANT --stage STAGE [--to DIGEST]``: plan (and with ``confirm`` apply) pointing
     ``stage`` back at a digest of its history for ``variant`` (a variant id or image reference).
     Raises what ``plan_rollback`` / ``apply_rollback`` raise."""
     [target] = resolve_targets(scope_of(ctx), (variant,))

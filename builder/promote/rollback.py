@@ -1,4 +1,4 @@
-"""Rollback as a planned, signed operation: ``builder rollback STAGE VARIANT [--to DIGEST]``.
+"""Rollback as a planned, signed operation: ``builder rollback VARIANT --stage STAGE [--to DIGEST]``.
 
 A rollback re-points a stage to a digest its history holds (``--to DIGEST``; default: the digest
 the current one replaced when it was *promoted*, so a second rollback goes further back instead of
@@ -49,8 +49,20 @@ def plan_rollback(
     """The rollback of ``stage`` for ``target`` to ``to`` (a ``sha256:<hex>`` digest of the
     stage's history; None: the digest the current one replaced when it was promoted). Reads only
     the registry; writes nothing. Raises the module's errors (the signer must be allowed)."""
+    # what the stage holds first: a stage that never held the variant has nothing to roll back,
+    # whoever asks (saying the key may not roll it back sent people after the wrong problem)
+    st = ctx.policy.stage(stage)  # an unknown stage is named first
+    if to is not None and not DIGEST_RE.fullmatch(to):
+        raise ConfigError(f"--to {to!r} is not a digest", hint="give a digest of the stage's history: sha256:<64 hex>")
+    dst = ctx.stage_location(target, stage)
+    current = ctx.client(dst.registry).try_resolve(dst.repository, dst.pointer_tag)
+    if current is None:
+        raise NotFoundError(
+            f"nothing is in {stage}: {target.variant} was never promoted to {stage} ({dst} does not exist), "
+            "so there is nothing to roll back",
+            hint=f"`builder history {target.variant}` shows the stages it is in",
+        )
     signer = require_signer(ctx)
-    st = ctx.policy.stage(stage)
     if st.rollback is None:
         raise PolicyDeniedError(
             f"stage {stage} has no rollback rule in {ctx.policy.path}: nobody may roll it back",
@@ -64,15 +76,6 @@ def plan_rollback(
             hint=f"roll back with the key of someone the stage's rollback rule allows: `--key FILE` "
             f"({ctx.policy.path}, stage {stage})",
             reasons=[{"rule": "rollback", "passed": False, "location": st.rollback.location}],
-        )
-    if to is not None and not DIGEST_RE.fullmatch(to):
-        raise ConfigError(f"--to {to!r} is not a digest", hint="give a digest of the stage's history: sha256:<64 hex>")
-    dst = ctx.stage_location(target, stage)
-    current = ctx.client(dst.registry).try_resolve(dst.repository, dst.pointer_tag)
-    if current is None:
-        raise NotFoundError(
-            f"{dst} does not exist: {target.variant} was never promoted to {stage}, nothing to roll back",
-            hint=f"`builder history {target.variant}` shows the stages it is in",
         )
     trust = pointer_trust(ctx, dst, stage, current)
     if not trust.trusted:

@@ -266,6 +266,13 @@ def test_rollback_of_a_first_promotion_says_what_to_do(
     alice = str(project / "state" / "keys" / "alice" / "builder.key")
     err = js(run(project, "rollback", "dev", VARIANT, "--key", alice, "--json", code=8))
     assert "never promoted to dev" in err["error"]["message"] and "builder history" in err["error"]["hint"]
+    # a key the rollback rule does not list hears the same: nothing is in the stage (it was told
+    # "may not roll back", exit 31); VARIANT --stage STAGE, as resolve/history/report take it
+    mallory = str(project / "state" / "keys" / "mallory" / "builder.key")
+    err = js(run(project, "rollback", VARIANT, "--stage", "dev", "--key", mallory, "--json", code=8))
+    assert err["error"]["message"].startswith("nothing is in dev: ") and "may not" not in err["error"]["message"]
+    usage = run(project, "rollback", VARIANT, "--key", alice, code=2)
+    assert "builder rollback VARIANT --stage STAGE" in usage.stderr and "Traceback" not in usage.stderr
     d1 = _build(project, registry_address, unique_repo, b"first ever")
     run(project, "promote", VARIANT, "--to", "dev", "--confirm")
     err = js(run(project, "rollback", "dev", VARIANT, "--key", alice, "--json", code=8))
