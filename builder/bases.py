@@ -325,6 +325,7 @@ def update_bases(
     resolve_client: Callable[[str], RegistryClient],
     map_reference: Callable[[str], str] | None = None,
     write: bool = True,
+    prune: bool = True,
 ) -> list[BaseChange]:
     """Resolve every upstream base reference to a digest where it is pulled from
     (``map_reference``, default :meth:`BaseResolution.map_reference` without a mirror map: short
@@ -332,9 +333,10 @@ def update_bases(
     :data:`ENV_FACTS`, compare with the lock (``old`` facts are read from the registry for the old
     digest when it still resolves, else from the lock entry), and write ``bases.lock.json``
     (:func:`write_bases_lock`: ``{"version": 1, "bases": {ref: {"digest", "pulled_from",
-    "nvidia_require_cuda", "cuda_version", "nv_cudnn_version", "nccl_version"}}}``). References no
-    longer used are dropped. Raises NotFoundError / RegistryError naming the reference,
-    ConfigError for an invalid lock."""
+    "nvidia_require_cuda", "cuda_version", "nv_cudnn_version", "nccl_version"}}}``). With ``prune``
+    (``references`` are every matrix's) references no longer used are dropped; without it (only
+    some matrices were named) every other entry of the lock is kept as it was. Raises
+    NotFoundError / RegistryError naming the reference, ConfigError for an invalid lock."""
     from builder.registry import parse_reference
     from builder.registry.reference import DOCKER_HUB
 
@@ -342,7 +344,7 @@ def update_bases(
 
     old_doc = _lock_entries(lock_path)
     changes: list[BaseChange] = []
-    entries: dict[str, dict[str, str | None]] = {}
+    entries: dict[str, dict[str, str | None]] = {} if prune else {k: dict(v) for k, v in old_doc.items()}
     for reference in sorted(set(references)):
         pulled_from = map_reference(reference)
         ref = parse_reference(pulled_from, DOCKER_HUB)
@@ -469,16 +471,19 @@ def pin_bases(
     *,
     resolve_client: Callable[[str], RegistryClient],
     check: bool = False,
+    every_matrix: bool = True,
 ) -> BasesUpdate:
     """``builder bases update``: every upstream base of ``variants`` resolved through the site's
     mirror map (``resolution``) and compared with ``lock_path``, which is written unless
-    ``check``. Raises what :func:`update_bases` raises; a stale lock is in the result
-    (:meth:`BasesUpdate.raise_if_stale`)."""
+    ``check``. Only with ``every_matrix`` (no ``--matrix`` named) are entries no variant uses
+    dropped; else the other matrices' entries stay. Raises what :func:`update_bases` raises; a
+    stale lock is in the result (:meth:`BasesUpdate.raise_if_stale`)."""
     changes = update_bases(
         upstream_references(variants),
         lock_path,
         resolve_client=resolve_client,
         map_reference=resolution.map_reference,
         write=not check,
+        prune=every_matrix,
     )
     return BasesUpdate(lock_path, not check, tuple(changes))

@@ -471,13 +471,13 @@ def write_renders(
     ``every_matrix`` (all matrices were rendered) also the renders of matrices that no longer exist."""
     import shutil
 
+    from builder.outputs import write_output
+
     wanted = render_files(rendered)
     matrices = _matrix_dirs(out_dir, rendered, every_matrix and prune)
     report = _compare(out_dir, wanted, matrices, prune)
     for rel in (*report.changed, *report.added):
-        p = out_dir / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(wanted[rel])
+        write_output(out_dir / rel, wanted[rel], "--out (render_dir)")
     for rel in report.removed:
         variant_dir = (out_dir / rel).parent
         shutil.rmtree(variant_dir)

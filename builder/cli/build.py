@@ -302,8 +302,9 @@ def bases() -> None:
 @docker_config_option
 @json_option
 def bases_update(matrices: tuple[Path, ...], check: bool) -> None:
-    """Resolve every upstream base tag of the matrices to a digest and write bases.lock.json,
-    showing what changed: the digest and NVIDIA_REQUIRE_CUDA, CUDA_VERSION, NV_CUDNN_VERSION and
+    """Resolve every upstream base tag of the matrices to a digest and write bases.lock.json
+    (with --matrix only those matrices' entries change; the rest of the lock stays), showing
+    what changed: the digest and NVIDIA_REQUIRE_CUDA, CUDA_VERSION, NV_CUDNN_VERSION and
     NCCL_VERSION of the image's environment.
 
     \b
@@ -327,6 +328,7 @@ def bases_update(matrices: tuple[Path, ...], check: bool) -> None:
         cfg.bases_lock,
         resolve_client=app.client,
         check=check,
+        every_matrix=not matrices,  # --matrix named: the other matrices' lock entries stay
     )
     if update.stale:
         _print_bases(update)

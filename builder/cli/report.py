@@ -66,6 +66,7 @@ def report(
     import dataclasses
     import re
 
+    from builder.outputs import write_output
     from builder.promote.report import variant_report
 
     app = app_context().app
@@ -74,8 +75,7 @@ def report(
     if not no_svg:
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", variant)  # a reference has / and :
         path = svg_file or app.config.state_dir / "reports" / f"{name}.svg"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(result.svg(), encoding="utf-8")
+        write_output(path, result.svg(), "--svg")
         result = dataclasses.replace(result, svg_path=str(path))
     emit(result.to_json(), lambda: _print(result))
 

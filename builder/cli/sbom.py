@@ -22,9 +22,9 @@ from builder.cli._common import app_context, console, docker_config_option, emit
 @click.option(
     "--output",
     "-o",
-    type=click.Path(dir_okay=False, writable=True, path_type=pathlib.Path),
+    type=click.Path(dir_okay=False, path_type=pathlib.Path),
     default=None,
-    help="Write the CycloneDX JSON to this file.",
+    help="Write the CycloneDX JSON to this file (missing folders are created).",
 )
 @platform_option("Platform manifest of an index to describe.")
 @docker_config_option
@@ -41,6 +41,7 @@ def sbom(reference: str, key: pathlib.Path | None, output: pathlib.Path | None, 
     cosign verify-attestation --key keys/builder.pub --type cyclonedx REF
     """
     from builder.image.layers import LayerCache
+    from builder.outputs import write_output
     from builder.sbom import sbom_reference
     from builder.signing.operations import Place
 
@@ -52,7 +53,7 @@ def sbom(reference: str, key: pathlib.Path | None, output: pathlib.Path | None, 
         reference, place, signer=signer, platform=platform, cache=LayerCache(cfg.state_dir / "cache" / "layers")
     )
     if output is not None:
-        output.write_text(json.dumps(result.bom, indent=2) + "\n")
+        write_output(output, json.dumps(result.bom, indent=2) + "\n", "--output")
     doc = result.to_json()
 
     def human() -> None:

@@ -210,14 +210,20 @@ def key_directory(path: Path) -> None:
     """Create ``path`` (and its missing parents) 0700 whatever the umask (``Path.mkdir`` makes
     parents 0777 minus the umask: world-writable under ``umask 000``); an existing directory that
     others may write (without the sticky bit) is refused: anyone could swap the key written
-    there. Raises SigningKeyError."""
+    there. Raises SigningKeyError; NotFoundError (exit 8, :mod:`builder.outputs`) when a folder
+    cannot be created."""
     missing = []
     p = path
     while not p.exists():
         missing.append(p)
         p = p.parent
     for d in reversed(missing):
-        os.mkdir(d, 0o700)
+        try:
+            os.mkdir(d, 0o700)
+        except OSError as exc:  # a file on the way, no permission: exit 8 naming the path
+            from builder.outputs import cannot_write
+
+            raise cannot_write(path, exc, "--output-dir") from exc
         os.chmod(d, 0o700)  # the umask may have removed bits, never added: exact mode either way
     insecure_permissions(path, directory=True)
 

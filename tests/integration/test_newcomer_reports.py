@@ -1,0 +1,99 @@
+"""What a newcomer hit in a fresh clone (issue: newcomer report), against the real registry:
+
+- ``sbom -o`` / ``report --svg`` into a missing folder create it; a file in the way is exit 8
+  naming the path (was a FileNotFoundError traceback);
+- ``bases update --matrix M`` changes only M's entries of bases.lock.json (it rewrote the lock
+  to ``"bases": {}``, dropping every other matrix's pinned entry).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.registry import RegistryClient
+from tests.conftest import ROOT
+from tests.integration.test_build_bases import push_base
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import Cli
+
+DEMO_REPO = "demo/jax"
+DEMO_TAG = "jax0.7-cpu-py3.11-debian12"
+UBUNTU_PINNED = "sha256:" + "1" * 64
+
+
+def project(root: Path, registry: str, matrices: dict[str, str] | None = None) -> Path:
+    (root / "matrices").mkdir(parents=True, exist_ok=True)
+    for name, text in (matrices or {}).items():
+        (root / "matrices" / name).write_text(text)
+    (root / "builder.toml").write_text(f'registry = "{registry}"\nstate_dir = "state"\n')
+    return root
+
+
+@pytest.fixture
+def demo(registry_address: str) -> str:
+    client = RegistryClient(registry_address, insecure=True)
+    if client.try_resolve(DEMO_REPO, DEMO_TAG) is None:
+        pytest.skip("run `bash scripts/demo` once: the demo image is not in the registry")
+    return f"{registry_address}/{DEMO_REPO}:{DEMO_TAG}"
+
+
+def test_sbom_output_into_a_missing_folder_creates_it(cli: Cli, tmp_path: Path, registry_address: str, demo: str) -> None:
+    root = project(tmp_path / "p", registry_address)
+    out = tmp_path / "new" / "dir" / "sbom.json"
+    cli("-C", str(root), "sbom", demo, "-o", str(out))
+    assert json.loads(out.read_text())["bomFormat"] == "CycloneDX"
+
+
+def test_sbom_output_that_cannot_be_written_is_exit_8(cli: Cli, tmp_path: Path, registry_address: str, demo: str) -> None:
+    root = project(tmp_path / "p", registry_address)
+    (tmp_path / "file").write_text("x")
+    result = cli("-C", str(root), "sbom", demo, "-o", str(tmp_path / "file" / "sbom.json"), code=8)
+    assert f"{tmp_path / 'file' / 'sbom.json'}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_report_svg_that_cannot_be_written_is_exit_8(cli: Cli, tmp_path: Path, registry_address: str) -> None:
+    root = project(tmp_path / "p", registry_address)
+    shutil.rmtree(root / "matrices")
+    for folder in ("policies", "fleets", "matrices"):
+        shutil.copytree(ROOT / folder, root / folder)
+    (tmp_path / "file").write_text("x")
+    svg = tmp_path / "file" / "chart.svg"
+    result = cli("-C", str(root), "report", DEMO_TAG, "--svg", str(svg), code=8)
+    assert str(svg) in result.stderr and "Traceback" not in result.stderr
+    made = tmp_path / "new" / "chart.svg"
+    cli("-C", str(root), "report", DEMO_TAG, "--svg", str(made))
+    assert made.read_text().startswith("<svg")
+
+
+def matrix(base: str) -> str:
+    return (
+        "family: tiny\nrepository: nu1/out\n"
+        "axes:\n  accelerator:\n    - {kind: cpu}\n"
+        "  framework:\n    name: none\n    versions: ['0']\n"
+        "  python: ['3.12']\n  os: [ubuntu24.04]\n"
+        f"base:\n  cpu: '{base}'\n"
+    )
+
+
+def test_bases_update_of_one_matrix_keeps_the_other_matrices_entries(
+    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str
+) -> None:
+    client = RegistryClient(registry_address, insecure=True)
+    digest = push_base(client, f"{unique_repo}/plain", "1", ["PATH=/bin"])
+    base = f"{registry_address}/{unique_repo}/plain:1"
+    root = project(tmp_path, registry_address, {"a.yaml": matrix(base), "b.yaml": matrix("ubuntu:24.04")})
+    pinned = {"digest": UBUNTU_PINNED, "pulled_from": "ubuntu:24.04"}
+    (root / "bases.lock.json").write_text(json.dumps({"version": 1, "bases": {"ubuntu:24.04": pinned}}))
+
+    cli("-C", str(root), "bases", "update", "--matrix", str(root / "matrices" / "a.yaml"))
+
+    bases = json.loads((root / "bases.lock.json").read_text())["bases"]
+    assert bases["ubuntu:24.04"] == pinned  # the other matrix's entry stays as it was
+    assert bases[base]["digest"] == digest  # the named matrix's base is pinned
