@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder.checks.diagnosis import Context, Diagnosis, diagnose, read_input
-from builder.compat.drivers import driver_cuda
+from builder.compat.drivers import driver_cuda, parse_cuda, parse_driver
 from builder.compat.gpus import sm_of
+from builder.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from builder.checks.host.model import HostInfo
     from builder.checks.image import ImageFacts
 
@@ -63,6 +66,27 @@ def diagnosis_context(
     return ctx
 
 
+def _check_given(*, require_cuda: str | None, image_cuda: str | None, driver_version: str | None) -> None:
+    """What the user typed (``--require-cuda``, ``--image-cuda``, ``--driver``) read by builder.compat's
+    parsers, so a value that is no version is refused naming the option (ConfigError, exit 2) instead of
+    being taken silently and deciding nothing."""
+    from builder.compat.requirement import parse_requirement
+
+    checks: list[tuple[str, str | None, Callable[[str], object]]] = [
+        ("--require-cuda", require_cuda, parse_requirement),
+        ("--image-cuda", image_cuda, lambda v: parse_cuda(v, what="--image-cuda")),
+        ("--driver", driver_version, lambda v: parse_driver(v, what="--driver")),
+    ]
+    for option, value, parse in checks:
+        if value is None:
+            continue
+        try:
+            parse(value)
+        except ConfigError as exc:
+            said = exc.message if exc.message.startswith(option) else f"{option}: {exc.message}"
+            raise ConfigError(said, hint=exc.hint, option=option) from None
+
+
 def diagnose_message(
     message: str | Path,
     *,
@@ -77,9 +101,11 @@ def diagnose_message(
     """``builder diagnose``: the diagnosis of ``message`` (the error text, or a file holding it) in the
     context of the saved ``host`` facts and what the user said (see :func:`diagnosis_context`). Never
     fails for an unknown message (``unknown``); raises NotFoundError (a file that cannot be read),
-    HostProbeError (host facts not recognisable) and ConfigError (a driver that is not a version)."""
+    HostProbeError (host facts not recognisable or a field that is no version, exit 21 naming the file
+    and field) and ConfigError (``--require-cuda``/``--image-cuda``/``--driver`` not what they name, exit 2)."""
     from builder.checks.host.reading import load_hostinfo  # pydantic: only for saved host facts
 
+    _check_given(require_cuda=require_cuda, image_cuda=image_cuda, driver_version=driver_version)
     text = read_input(message) if isinstance(message, Path) else message
     ctx = diagnosis_context(
         load_hostinfo(host) if host is not None else None,

@@ -12,13 +12,15 @@ GPUs".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from builder.checks.host.model import HostInfo
-from builder.errors import HostProbeError
+from builder.compat.drivers import parse_cuda, parse_driver
+from builder.errors import ConfigError, HostProbeError
 
 
 class _Model(BaseModel):
@@ -103,6 +105,52 @@ class HostInfoDoc(_Model):
     sources: list[str] = []
     notes: list[str] = []
 
+    @field_validator("cuda_version")
+    @classmethod
+    def _cuda(cls, value: str | None) -> str | None:
+        """The driver's CUDA version as nvidia-smi prints it (``12.8``): the compat tables' parser."""
+        if value is not None:
+            _version(parse_cuda, value, "CUDA version")
+        return value
+
+    @field_validator("rocm_version")
+    @classmethod
+    def _rocm(cls, value: str | None) -> str | None:
+        if value is not None and not _DOTTED.fullmatch(value.strip()):
+            raise ValueError(f"{value!r} is not a ROCm version (e.g. 6.3 or 6.3.1)")
+        return value
+
+    @field_validator("driver_version")
+    @classmethod
+    def _driver(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """An NVIDIA driver version is what nvidia-smi prints (``550.144.03``: the compat tables'
+        parser); an AMD one (amdgpu, as amd-smi / rocm-smi print it: ``6.10.5``, or a kernel's
+        ``6.8.0-45-generic``) starts with a number. Either way not a word such as ``banana``."""
+        if value is None:
+            return value
+        if info.data.get("vendor") == "amd":
+            if not _AMD_DRIVER.fullmatch(value.strip()):
+                raise ValueError(f"{value!r} is not an amdgpu driver version (e.g. 6.10.5)")
+        else:
+            _version(parse_driver, value, "driver version", example="550.144.03")
+        return value
+
+
+#: a dotted version (ROCm releases: https://rocm.docs.amd.com/en/latest/release/versions.html)
+_DOTTED = re.compile(r"\d+(\.\d+)*")
+#: an amdgpu driver version: a number first (amd-smi "Driver version: 6.10.5"; inbox kernels print the
+#: kernel release, https://rocm.docs.amd.com/projects/amdsmi/en/latest/how-to/amdsmi-cli-tool.html)
+_AMD_DRIVER = re.compile(r"\d+(\.\d+)*([-+~._][0-9A-Za-z.+~_-]*)?")
+
+
+def _version(parse: Callable[..., object], value: str, what: str, example: str = "12.8") -> None:
+    """``parse(value)`` (builder.compat's one definition of the version kind) as a field check:
+    ValueError (a pydantic field problem naming the field) instead of ConfigError."""
+    try:
+        parse(value)
+    except ConfigError:
+        raise ValueError(f"{value!r} is not a {what.replace('_', ' ')} (e.g. {example})") from None
+
 
 def _where(loc: tuple[int | str, ...]) -> str:
     out = ""
@@ -125,7 +173,9 @@ def validate(data: object, *, source: str = "hostinfo JSON") -> dict[str, Any]:
     try:
         doc = HostInfoDoc.model_validate(data)
     except ValidationError as exc:
-        problems = [{"field": _where(tuple(e["loc"])), "problem": e["msg"]} for e in exc.errors()]
+        problems = [
+            {"field": _where(tuple(e["loc"])), "problem": e["msg"].removeprefix("Value error, ")} for e in exc.errors()
+        ]
         shown = "; ".join(f"{p['field']}: {p['problem']}" for p in problems[:5])
         more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
         raise HostProbeError(

@@ -87,3 +87,56 @@ def test_policy_validate_reports_an_invalid_fleet_file_at_the_rule(cli: Cli, tmp
     [problem] = problems
     assert problem["line"] == rule_line and problem["path"].endswith("fleet.file")
     assert f"fleet file {fleet} is invalid" in problem["message"] and "needs gpus" in problem["message"]
+
+
+HOST_PROBLEMS = [
+    ({"vendor": "nvidia", "driver_version": "banana"}, "driver_version", "'banana' is not a driver version"),
+    ({"vendor": "nvidia", "driver_version": "550.54.15", "cuda_version": "twelve"}, "cuda_version", "'twelve'"),
+    ({"vendor": "amd", "driver_version": "banana"}, "driver_version", "not an amdgpu driver version"),
+    ({"vendor": "amd", "rocm_version": "six"}, "rocm_version", "'six' is not a ROCm version"),
+]
+
+
+@pytest.mark.parametrize(("doc", "field", "said"), HOST_PROBLEMS)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("hostinfo", "--from", "{file}"),
+        ("diagnose", "-", "--host", "{file}"),
+        ("check", "jax0.7-cpu-py3.11-debian12", "--static", "--host", "{file}"),
+    ],
+)
+def test_a_host_file_with_a_bad_field_is_one_error_for_every_command(
+    cli: Cli, tmp_path: Path, args: tuple[str, ...], doc: dict[str, str], field: str, said: str
+) -> None:
+    """One validation of host files (builder.checks.host.schema) for hostinfo --from, diagnose --host and
+    check --static --host: exit 21 naming the file and the field. diagnose blamed `--driver` (exit 2) for a
+    host file's driver and the two others accepted it (exit 0)."""
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps(doc))
+    argv = [a.format(file=host) for a in args]
+    error = cli(*argv, "--json", code=21, cwd=ROOT, stdin="CUDA error: no kernel image is available\n").json()["error"]
+    assert error["kind"] == "host-probe" and str(host) in error["message"]
+    assert f"{field}: " in error["message"] and said in error["message"] and "--driver" not in error["message"]
+
+
+def test_real_driver_versions_of_both_vendors_are_accepted(cli: Cli, tmp_path: Path) -> None:
+    host = tmp_path / "host.json"
+    for doc in (
+        {"vendor": "nvidia", "driver_version": "550.144.03", "cuda_version": "12.4"},
+        {"vendor": "amd", "driver_version": "6.10.5", "rocm_version": "6.3.1"},
+        {"vendor": "amd", "driver_version": "6.8.0-45-generic"},  # an inbox amdgpu: the kernel's release
+    ):
+        host.write_text(json.dumps(doc))
+        assert cli("hostinfo", "--from", str(host), "--json").json()["driver_version"] == doc["driver_version"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--image-cuda", "xyz"), ("--require-cuda", "cuda>=abc"), ("--require-cuda", "xyz"), ("--driver", "banana")],
+)
+def test_diagnose_refuses_an_option_value_that_is_no_version(cli: Cli, option: str, value: str) -> None:
+    """`diagnose --image-cuda xyz` was taken silently (and decided nothing): exit 2 naming the option."""
+    error = cli("diagnose", "-", option, value, "--json", code=2, stdin="CUDA error: unknown error\n").json()["error"]
+    assert error["message"].startswith(option) and repr(value) in error["message"] and error["hint"]
+    cli("diagnose", "-", "--image-cuda", "12.8", "--require-cuda", "cuda>=12.8 brand=tesla,driver>=535", stdin="x\n")
