@@ -136,11 +136,13 @@ def stage_histories(
     for s in stages or ctx.policy.stage_names:
         loc = ctx.stage_location(target, s)
         try:
-            if ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag) is None:
+            digest = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
+            if digest is None:
                 out.append(StageHistory(s, None))  # never promoted (not an error)
                 continue
-            found = chain(ctx, target, s, limit=limit)
-            trust = pointer_trust(ctx, loc, s)
+            # the pointer read once: the chain starts from it, and its trust reuses the chain's first read
+            found = chain(ctx, target, s, limit=limit, digest=digest)
+            trust = pointer_trust(ctx, loc, s, digest, on=found.head)
             recs = found.records
             labelled = tuple((r, ctx.promoter_label(r)) for r in recs)
             if recs:

@@ -114,9 +114,11 @@ def pointer_trust(
     digest: str | Unset | None = UNSET,
     *,
     att: Manifest | Unset | None = UNSET,
+    on: RecordsOn | None = None,
 ) -> PointerTrust:
     """Read the pointer ``loc`` (unless ``digest``, what it names, is given) and its records
-    (``att``: the digest's ``.att`` manifest as already read, see :func:`records_on`).
+    (``att``: the digest's ``.att`` manifest as already read, see :func:`records_on`; ``on``: the
+    records on ``digest`` as already read and sorted, e.g. ``Chain.head``).
     The pointer is trusted only when the newest trusted record about its digest is one that put
     the digest there: a successor record newer than that (the stage moved on, and no signed
     rollback came back) makes it a re-tag back (``PointerTrust.superseded``)."""
@@ -124,7 +126,8 @@ def pointer_trust(
         digest = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
     if digest is None:
         return PointerTrust(loc, None, None)
-    on = records_on(ctx, loc, digest, stage, att=att)
+    if on is None:
+        on = records_on(ctx, loc, digest, stage, att=att)
     rec = on.records[-1] if on.records else None
     later = [s for s in on.successors if rec is not None and s.when > rec.when]
     return PointerTrust(loc, digest, rec, on.foreign, later[-1] if later else None)
@@ -145,7 +148,8 @@ class Chain:
     (a record's ``previous`` with no trusted record older than it; None: the chain reaches the
     first promotion, or ``limit`` records were read). ``forks``: the registry-only mode's
     after-the-fact detection of lost promotions (each replaced digest carries one successor record
-    per move away from it, written after the tag moved)."""
+    per move away from it, written after the tag moved). ``digest``: what the pointer named and
+    ``head``: the records on it, as read for the chain (for :func:`pointer_trust` to reuse)."""
 
     pointer: Location
     records: tuple[PromotionRecord, ...]
@@ -153,6 +157,8 @@ class Chain:
     # every fork found: a digest moved away from twice from one entry into the stage (two
     # machines' promotions interleaved and one overwrote the other), as text naming both moves
     forks: tuple[str, ...] = ()
+    digest: str | None = None
+    head: RecordsOn | None = None
 
 
 def _forks(on: RecordsOn, entry: PromotionRecord) -> str | None:
@@ -172,30 +178,35 @@ def _forks(on: RecordsOn, entry: PromotionRecord) -> str | None:
     )
 
 
-def chain(ctx: PromotionContext, target: Target, stage: str, *, limit: int = 100) -> Chain:
+def chain(ctx: PromotionContext, target: Target, stage: str, *, limit: int = 100, digest: str | None = None) -> Chain:
     """The stage pointer's chain of records, newest first, read from the registry alone: the record
-    on the digest the tag names, then the record on its ``previous`` digest older than it, ...
-    Raises NotFoundError when the stage holds no digest for the variant."""
+    on the digest the tag names (``digest``: as the caller just read the tag; else read here), then
+    the record on its ``previous`` digest older than it, ... Raises NotFoundError when the stage
+    holds no digest for the variant."""
     loc = ctx.stage_location(target, stage)
-    digest = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
+    if digest is None:
+        digest = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
     if digest is None:
         raise NotFoundError(f"{loc} does not exist: {target.variant} was never promoted to {stage}")
     out: list[PromotionRecord] = []
     forks: list[str] = []
     before: dt.datetime | None = None
     cur: str | None = digest
+    head: RecordsOn | None = None
     while cur is not None and len(out) < limit:
         on = records_on(ctx, loc, cur, stage)
+        if head is None:
+            head = on
         entries = [r for r in on.records if before is None or r.when < before]
         if not entries:
-            return Chain(loc, tuple(out), cur if out else None, tuple(forks))
+            return Chain(loc, tuple(out), cur if out else None, tuple(forks), digest, head)
         rec = entries[-1]
         fork = _forks(on, rec)
         if fork is not None:
             forks.append(fork)
         out.append(rec)
         before, cur = rec.when, rec.previous
-    return Chain(loc, tuple(out), forks=tuple(forks))
+    return Chain(loc, tuple(out), forks=tuple(forks), digest=digest, head=head)
 
 
 def history(

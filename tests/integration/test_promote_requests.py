@@ -18,7 +18,15 @@ import pytest
 
 from builder.ledger import open_ledger
 from builder.policy import load_policy
-from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, promote_many, status
+from builder.promote import (
+    PromotionContext,
+    Target,
+    apply_promotion,
+    plan_promotion,
+    promote_many,
+    stage_histories,
+    status,
+)
 from builder.registry import RegistryClient, client_for
 from builder.signing.sign import sign_image
 from tests.integration.test_promote_support import Keys, make_keys, push_image, tar_layer
@@ -188,3 +196,19 @@ def test_status_lists_each_repository_once_and_reads_each_digest_once(setup: Set
     [row] = status(ctx, targets[:1], ["dev"])
     assert row.digest is not None and row.signatures == 1
     assert clients.sent == 6, clients.sent  # + the fallback referrers index, absent
+
+
+def test_history_reads_the_pointer_and_each_record_once(setup: Setup) -> None:
+    """Three promotions of one variant into dev: ``history`` reads the pointer once (3 HEADs before),
+    then each digest's ``.att`` and its layers' blobs once: the record that put it there, and on the
+    two older digests the successor record written when the stage moved on (the newest digest's
+    records also decide whether the pointer is trusted: its ``.att`` is not read again for that)."""
+    digests = []
+    for _ in range(3):
+        target, digest = setup.build("reqs-history")
+        setup.promote(target, "dev")
+        digests.append(digest)
+    ctx, clients = setup.context()
+    [dev] = stage_histories(ctx, target, ["dev"])
+    assert [r.digest for r, _ in dev.records] == digests[::-1] and dev.note is None
+    assert clients.sent == 9, clients.sent
