@@ -32,13 +32,12 @@ from builder.errors import (
     ConfigError,
     ErrorBody,
     IncompatibleError,
-    NotFoundError,
     RunnerError,
 )
 from builder.models import SummaryRow
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable
     from pathlib import Path
 
     from builder.compat.fleet_model import Cluster, Fleet
@@ -57,21 +56,6 @@ class CheckServices:
     signer: Callable[[Path], Signer]
     default_key: Path
     lock_dir: Path
-
-
-def find_cluster(fleets: Sequence[Fleet], name: str) -> tuple[Fleet, Cluster]:
-    """The fleet and cluster called ``name`` (the first fleet that has it). Raises NotFoundError naming the
-    clusters there are."""
-    for fleet in fleets:
-        found = fleet.cluster(name)
-        if found is not None:
-            return fleet, found
-    known = sorted({c.name for f in fleets for c in f.clusters})
-    raise NotFoundError(
-        f"no cluster named {name!r} in {', '.join(f.path for f in fleets) or 'any fleet file'} "
-        f"(known: {', '.join(known) or 'none'})",
-        hint="name a cluster of a fleet file (fleets/*.yaml), or pass --fleet FILE",
-    )
 
 
 def no_runner(cluster: str, fleet_path: str | None) -> ChecksIncompleteError:
@@ -389,7 +373,7 @@ def check_clusters(
     without ``runner:``: :func:`no_runner`). ``manifest``:
     the cluster's Kubernetes Jobs instead (:func:`kubernetes_jobs`), nothing runs."""
     from builder.checks.host.reading import load_host
-    from builder.compat.fleets import load_fleet, load_fleets
+    from builder.compat.fleets import find_cluster, load_fleet, load_fleets
 
     fleets = (
         (load_fleet(fleet_file, load_host=load_host),) if fleet_file else load_fleets(fleets_dir, load_host=load_host)
@@ -433,6 +417,5 @@ __all__ = [
     "check_clusters",
     "check_on_cluster",
     "check_on_fleet",
-    "find_cluster",
     "kubernetes_jobs",
 ]

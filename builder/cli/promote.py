@@ -446,8 +446,8 @@ def _print_history(result: VariantHistory) -> None:
 @stage_option("The stage whose digest to print.", required=True)
 @click.option("--cluster", default=None, help="Refuse (exit 11) when the digest cannot run on this cluster.")
 @fleet_option(
-    "Fleet naming the cluster (default: the fleet of the stage's policy `fleet` rule; "
-    "required when the stage has none)."
+    "Fleet naming the cluster (default: the stage's policy `fleet` rule files, then every fleet "
+    "in fleets/, as check --cluster looks)."
 )
 @click.option("--no-verify", is_flag=True, help="Do not require a trusted promotion record on the digest.")
 @policy_option
@@ -471,7 +471,12 @@ def resolve(
     """
     from builder.promote import resolve_variant
 
-    ctx = app_context().app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)
+    app = app_context().app
+    ctx = app.promotion(policy_file, None, need_signer=False, trust_root=trust_root)
+    if cluster is not None and fleet is None:  # found as `check --cluster` finds it
+        from builder.promote.fleets import cluster_fleet_file
+
+        fleet = cluster_fleet_file(ctx.policy, stage, cluster, app.config.fleets_dir)
     resolved = resolve_variant(ctx, variant, stage, cluster=cluster, fleet=fleet, verify=not no_verify)
     if app_context().json_output:
         emit(resolved.to_json(), report=resolved)

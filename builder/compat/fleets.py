@@ -234,6 +234,24 @@ def load_fleets(fleets_dir: Path, *, load_host: HostLoader | None = None) -> tup
     return tuple(load_fleet(f, load_host=load_host) for f in files)
 
 
+def find_cluster(fleets: Sequence[Fleet], name: str) -> tuple[Fleet, Cluster]:
+    """The fleet and cluster called ``name`` (the first of ``fleets`` that has it): the one lookup of a
+    cluster by name (``check --cluster``, ``resolve --cluster``). Raises NotFoundError ("unknown
+    cluster") naming the fleet files looked in and every cluster they have."""
+    for fleet in fleets:
+        found = fleet.cluster(name)
+        if found is not None:
+            return fleet, found
+    known = sorted({c.name for f in fleets for c in f.clusters})
+    raise NotFoundError(
+        f"unknown cluster {name!r}: no cluster named so in {', '.join(f.path for f in fleets) or 'any fleet file'} "
+        f"(known: {', '.join(known) or 'none'})",
+        hint="name a cluster of a fleet file (fleets/*.yaml), or pass --fleet FILE",
+        cluster=name,
+        known=known,
+    )
+
+
 @dataclasses.dataclass
 class _Problems:
     """The problems found in one fleet file, each located in its tree (a line when the tree is ruamel's)."""
@@ -467,6 +485,7 @@ __all__ = [
     "check_fleet",
     "check_fleet_file",
     "check_fleet_image",
+    "find_cluster",
     "fleet_from_data",
     "fleet_json_schema",
     "image_vendor",

@@ -151,3 +151,19 @@ def stage_fleet_file(policy: Policy, stage: str, cluster: str) -> str:
         f"cluster {cluster!r} is in none of the fleet files of stage {stage}: {', '.join(files)}",
         hint="check the cluster name, or pass --fleet FILE",
     )
+
+
+def cluster_fleet_file(policy: Policy, stage: str, cluster: str, fleets_dir: Path) -> Path:
+    """The fleet file naming ``cluster`` for ``resolve --cluster`` without ``--fleet``, looked up as
+    ``check --cluster`` looks it up: the files of the stage's policy ``fleet`` rules first, then every
+    fleet of ``fleets_dir`` (``builder.compat.fleets.find_cluster``, the one lookup by name). Raises
+    NotFoundError ("unknown cluster", naming the files looked in and every cluster they have),
+    NotFoundError for an unknown stage, ConfigError for an invalid fleet file."""
+    from builder.compat.fleets import find_cluster, load_fleet, load_fleets
+
+    policy.stage(stage)  # an unknown stage is named first
+    staged = tuple(load_fleet(Path(f)) for f in policy.fleets(stage))
+    seen = {Path(f.path).resolve() for f in staged}
+    others = tuple(f for f in load_fleets(fleets_dir) if Path(f.path).resolve() not in seen)
+    fleet, _ = find_cluster((*staged, *others), cluster)
+    return Path(fleet.path)

@@ -189,7 +189,7 @@ def test_slurm_refusal_is_the_schedulers_words_and_exit_22(slurm: str, image: st
 
 def test_unknown_cluster_names_the_known_ones(cli: Cli) -> None:
     res = cli("check", "127.0.0.1:5000/x/y:z", "--fleet", "demo", "--cluster", "h200-nope", code=8)
-    assert "no cluster named 'h200-nope'" in res.stderr and "h100-train" in res.stderr
+    assert "unknown cluster 'h200-nope'" in res.stderr and "h100-train" in res.stderr
 
 
 def test_podman_cluster_pulls_the_probed_manifest_and_runs_it_with_podman(image: str, tmp_path: Path, cli: Cli) -> None:
