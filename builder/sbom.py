@@ -67,7 +67,7 @@ def sbom_reference(
     place: Place,
     *,
     signer: Signer | None = None,
-    platform: str = "linux/amd64",
+    platform: str | None = None,
     cache: LayerCache | None = None,
 ) -> SbomResult:
     """The BOM of the image ``reference`` names (resolved in ``place``) and, with ``signer``, attached to

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
-from builder.errors import NotFoundError, RegistryError
+from builder.errors import RegistryError
 from builder.labels import OWN
 from builder.labels import gpu_archs as label_gpu_archs
 from builder.labels import read as read_label
@@ -193,24 +193,15 @@ def facts_from_config(
 
 
 def probe_image(
-    client: RegistryClient, repository: str, reference: str, *, platform: str = "linux/amd64"
+    client: RegistryClient, repository: str, reference: str, *, platform: str | None = None
 ) -> ImageFacts:
-    """Read the image's facts from the registry (manifest -> config blob). For an index, the
-    runnable manifest for ``platform`` (else the first runnable one) is read; attestation
-    manifests are never picked. Raises NotFoundError / RegistryError from the registry."""
-    from builder.registry import runnable_platforms
+    """Read the image's facts from the registry (manifest -> config blob). The manifest of
+    ``platform`` is read as :func:`builder.registry.copy.platform_manifest` picks it (None: an
+    index's linux/amd64, else its first runnable one; given: exactly that platform or
+    NotFoundError listing the image's). Raises NotFoundError / RegistryError from the registry."""
+    from builder.registry.copy import platform_manifest
 
-    top = client.get_manifest(repository, reference)
-    manifest = top
-    chosen: str | None = None
-    if top.is_index:
-        candidates = runnable_platforms(top)
-        if not candidates:
-            raise NotFoundError(f"{repository}@{top.digest} is an index with no runnable platform manifest")
-        match = [d for d in candidates if d.platform is not None and str(d.platform) == platform]
-        desc = (match or candidates)[0]
-        chosen = str(desc.platform) if desc.platform is not None else None
-        manifest = client.get_manifest(repository, desc.digest)
+    top, manifest, chosen = platform_manifest(client, repository, reference, platform)
     cfg_desc = manifest.config
     if cfg_desc is None:
         raise RegistryError(f"{repository}@{manifest.digest} has no config descriptor (not an image manifest)")

@@ -27,7 +27,7 @@ def _inspect(
     ref: str,
     registries: Callable[[str], RegistryClient],
     default_registry: str,
-    platform: str,
+    platform: str | None,
     cache: LayerCache | None,
 ) -> tuple[ImageInspection, RegistryClient, str]:
     r = parse_reference(ref, default_registry)
@@ -39,7 +39,9 @@ def _inspect(
     )
 
 
-def _fleet(found: tuple[ImageInspection, RegistryClient, str], platform: str, fleet_file: Path) -> dict[str, str]:
+def _fleet(
+    found: tuple[ImageInspection, RegistryClient, str], platform: str | None, fleet_file: Path
+) -> dict[str, str]:
     inspection, client, repository = found
     facts = probe_image(client, repository, inspection.digest, platform=platform)
     check = fleet_verdict(facts, fleet_file, kernels=inspection.kernel_binaries())
@@ -52,7 +54,7 @@ def diff_references(
     *,
     registries: Callable[[str], RegistryClient],
     default_registry: str,
-    platform: str = "linux/amd64",
+    platform: str | None = None,
     cache: LayerCache | None = None,
     fleet_file: Path | None = None,
 ) -> ImageDiff:

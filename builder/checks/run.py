@@ -49,7 +49,7 @@ class CheckRequest:
     or the ``fleet_file`` (exactly one). Otherwise the device checks run here: ``mode``, ``cdi`` (GPUs as
     CDI devices), ``framework``, ``timeout`` (seconds per container), ``shm_size``; ``key``: the
     check-runner key that signs the result (None: the project's), ``attest`` (None: when the key exists).
-    ``platform``: the image platform checked."""
+    ``platform``: the image platform checked (None: an index's linux/amd64, else its first)."""
 
     reference: str
     static: bool = False
@@ -60,7 +60,7 @@ class CheckRequest:
     framework: str = "auto"
     timeout: float = 600.0
     shm_size: str | None = "1g"
-    platform: str = "linux/amd64"
+    platform: str | None = None
     key: Path | None = None
     attest: bool | None = None
 
@@ -257,7 +257,7 @@ def pin_image(
     registries: Callable[[str], RegistryClient],
     default_registry: str,
     matrices: Callable[[], Iterable[HasVariants]],
-    platform: str,
+    platform: str | None,
 ) -> PinnedImage:
     """Resolve ``reference`` (an image reference, or a variant id: its moving tag in ``default_registry``;
     ``matrices()`` is loaded only then) to a digest and read the image's facts for ``platform``. Raises
@@ -415,7 +415,7 @@ def check_reference(
 
 
 def measure_in_background(
-    client: RegistryClient, repository: str, digest: str, platform: str, cache: LayerCache | None
+    client: RegistryClient, repository: str, digest: str, platform: str | None, cache: LayerCache | None
 ) -> Callable[[], tuple[KernelBinary, ...]]:
     """Start reading the GPU libraries of ``repository@digest`` (``platform``; layers cached in ``cache``)
     in a daemon thread (an error or a signal never waits on it); the returned call waits for them and

@@ -324,12 +324,50 @@ def stage_option(help: str, *, multiple: bool = False, required: bool = False) -
     return click.option("--stage", "stage", required=required, metavar="STAGE", help=help)
 
 
-def platform_option(help: str = "Image platform (os/arch[/variant]).", *, multiple: bool = False) -> Callable[[F], F]:
-    """``--platform OS/ARCH`` (default ``linux/amd64``; repeatable with ``multiple``, passed as
-    ``platforms``, default: the variants' own)."""
+#: ``os/arch[/variant]`` as the OCI image index spec writes a platform (lower-case names such as
+#: ``linux/amd64``, ``linux/arm64/v8``): https://github.com/opencontainers/image-spec/blob/main/image-index.md
+_PLATFORM_RE = r"[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?"
+
+
+def _check_platform(_ctx: click.Context, param: click.Parameter, value: str | tuple[str, ...] | None) -> object:
+    """A malformed ``--platform`` (not ``os/arch[/variant]``) is a usage error (exit 2) before any work."""
+    import re
+
+    for one in (value,) if isinstance(value, str) else value or ():
+        if not re.fullmatch(_PLATFORM_RE, one):
+            raise click.BadParameter(f"{one!r} is not os/arch[/variant] (e.g. linux/amd64, linux/arm64)", param=param)
+    return value
+
+
+def platform_option(
+    help: str = "Image platform (os/arch[/variant]).", *, multiple: bool = False, image: bool = True
+) -> Callable[[F], F]:
+    """``--platform OS/ARCH[/VARIANT]``, checked for its form (exit 2 when malformed). With
+    ``image`` (the platform of an image read from a registry) the default is None: an index's
+    linux/amd64 manifest, else its first, and a platform given that the image does not have is
+    NotFoundError (exit 8) listing its platforms (:func:`builder.registry.copy.platform_manifest`);
+    without ``image`` the default is ``linux/amd64``. Repeatable with ``multiple``, passed as
+    ``platforms`` (default: the variants' own)."""
     if multiple:
-        return click.option("--platform", "platforms", multiple=True, metavar="OS/ARCH", help=help + " (repeatable)")
-    return click.option("--platform", default="linux/amd64", show_default=True, metavar="OS/ARCH", help=help)
+        return click.option(
+            "--platform",
+            "platforms",
+            multiple=True,
+            metavar="OS/ARCH",
+            callback=_check_platform,
+            help=help + " (repeatable)",
+        )
+    if image:
+        return click.option(
+            "--platform",
+            default=None,
+            metavar="OS/ARCH",
+            callback=_check_platform,
+            help=help + " Default: the image's own (an index: linux/amd64, else its first); one it lacks is exit 8.",
+        )
+    return click.option(
+        "--platform", default="linux/amd64", show_default=True, metavar="OS/ARCH", callback=_check_platform, help=help
+    )
 
 
 def buildx_builder_option(f: F) -> F:

@@ -229,7 +229,7 @@ def check(
     framework: str,
     timeout: float,
     shm_size: str,
-    platform: str,
+    platform: str | None,
     key: str | None,
     attest: bool | None,
 ) -> None:

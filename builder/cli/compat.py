@@ -165,7 +165,7 @@ def fleet(
 
 @compat.command("cuda")
 @click.argument("cuda_version", metavar="X.Y[.Z]")
-@platform_option("Image platform (arm64 differs).")
+@platform_option("Image platform (arm64 differs).", image=False)
 @json_option
 def cuda_cmd(cuda_version: str, platform: str) -> None:
     """What a CUDA release needs: minimum driver (and the row used), minor-version floor, the

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 @platform_option("Platform manifest of an index to compare.")
 @docker_config_option
 @json_option
-def diff(ref_a: str, ref_b: str, fleet_file: Path | None, platform: str) -> None:
+def diff(ref_a: str, ref_b: str, fleet_file: Path | None, platform: str | None) -> None:
     """Compare image REF_B against REF_A: GPU stack, minimum driver, GPU targets, packages.
 
     Both images are read from the registry (layers cached by digest, as `builder inspect`).

@@ -30,7 +30,7 @@ def _mib(size: int) -> str:
 )
 @docker_config_option
 @json_option
-def inspect(ref: str, platform: str, no_cache: bool) -> None:
+def inspect(ref: str, platform: str | None, no_cache: bool) -> None:
     """Read an image's GPU code and installed GPU stack from its layers (no pull, no run, no GPU).
 
     REF is an image reference (tag or digest; a relative name is in the configured registry).

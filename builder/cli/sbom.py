@@ -29,7 +29,7 @@ from builder.cli._common import app_context, console, docker_config_option, emit
 @platform_option("Platform manifest of an index to describe.")
 @docker_config_option
 @json_option
-def sbom(reference: str, key: pathlib.Path | None, output: pathlib.Path | None, platform: str) -> None:
+def sbom(reference: str, key: pathlib.Path | None, output: pathlib.Path | None, platform: str | None) -> None:
     """CycloneDX SBOM of an image: dpkg and Python packages, GPU libraries with their targets.
 
     Read from the registry as `builder inspect` does. With --key the SBOM is attached to the

@@ -201,7 +201,7 @@ def inspect_image(
     repository: str,
     reference: str,
     *,
-    platform: str = "linux/amd64",
+    platform: str | None = None,
     cache: LayerCache | None = None,
     on_layer: Callable[[LayerRead, int, int], None] | None = None,
 ) -> ImageInspection:

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from builder.errors import RegistryError
+from builder.errors import NotFoundError, RegistryError
 from builder.registry.manifest import Descriptor, Manifest, parse_json_object, runnable_platforms
 
 if TYPE_CHECKING:
@@ -213,23 +213,72 @@ def verify_complete(client: RegistryClient, repository: str, digest: str) -> lis
 
 
 def platform_manifest(
-    client: RegistryClient, repository: str, reference: str, platform: str = "linux/amd64"
+    client: RegistryClient, repository: str, reference: str, platform: str | None = None
 ) -> tuple[Manifest, Manifest, str | None]:
     """``(top, manifest, platform)``: the manifest ``reference`` (tag or digest) names and the image
-    manifest of ``platform`` in it (an index picks that platform, else its first runnable one; attestation
-    manifests never), with the platform chosen (None for a plain image manifest). Raises RegistryError for
-    an index without runnable platforms, NotFoundError / registry errors from the client."""
+    manifest of ``platform`` (``os/arch[/variant]``) in it, with the platform chosen (None for a plain
+    image manifest). ``platform`` None (not asked for): an index's ``linux/amd64`` manifest, else its
+    first runnable one; a plain image manifest as it is. ``platform`` given: the image must have it
+    (:func:`platform_matches`; a plain manifest's platform is read from its config) - NotFoundError
+    (exit 8) listing the platforms it has, never another platform silently. Attestation manifests are
+    never picked. Raises RegistryError for an index without runnable platforms, NotFoundError /
+    registry errors from the client."""
     top = client.get_manifest(repository, reference)
+    where = f"{client.registry}/{repository}@{top.digest}"
     if not top.is_index:
+        if platform is not None:
+            own = _config_platform(client, repository, top)
+            if own is None or not platform_matches(own, platform):
+                raise _no_such_platform(where, platform, [own] if own else [])
         return top, top, None
     plats = runnable_platforms(top)
     if not plats:
-        raise RegistryError(f"{client.registry}/{repository}@{top.digest} is an index without runnable platforms")
-    chosen = next((d for d in plats if d.platform is not None and str(d.platform) == platform), plats[0])
+        raise RegistryError(f"{where} is an index without runnable platforms")
+    if platform is None:
+        chosen = next((d for d in plats if d.platform is not None and str(d.platform) == DEFAULT_PLATFORM), plats[0])
+    else:
+        found = next((d for d in plats if d.platform is not None and platform_matches(str(d.platform), platform)), None)
+        if found is None:
+            raise _no_such_platform(where, platform, [str(d.platform) for d in plats if d.platform is not None])
+        chosen = found
     return top, client.get_manifest(repository, chosen.digest), str(chosen.platform) if chosen.platform else None
 
 
-def image_config(client: RegistryClient, repository: str, digest: str, platform: str = "linux/amd64") -> dict[str, Any]:
+#: The platform of an index read when none is asked for (what ``docker pull`` on an x86-64 host runs).
+DEFAULT_PLATFORM = "linux/amd64"
+
+
+def platform_matches(have: str, wanted: str) -> bool:
+    """Whether an image platform ``have`` (``os/arch[/variant]``) is the ``wanted`` one: os and
+    architecture equal, and the variant too when ``wanted`` names one (``linux/arm64`` matches
+    ``linux/arm64/v8``, as containerd's platform matcher does:
+    https://github.com/containerd/platforms/blob/main/platforms.go)."""
+    h, w = have.split("/"), wanted.split("/")
+    return h[:2] == w[:2] and (len(w) < 3 or h[2:3] == w[2:3])
+
+
+def _config_platform(client: RegistryClient, repository: str, manifest: Manifest) -> str | None:
+    """``os/architecture[/variant]`` of a plain image manifest, from its config (None without one)."""
+    if manifest.config is None:
+        return None
+    config = parse_json_object(client.get_blob(repository, manifest.config.digest), f"config {manifest.config.digest}")
+    os_, arch, variant = config.get("os"), config.get("architecture"), config.get("variant")
+    if not (isinstance(os_, str) and isinstance(arch, str)):
+        return None
+    return f"{os_}/{arch}" + (f"/{variant}" if isinstance(variant, str) and variant else "")
+
+
+def _no_such_platform(where: str, platform: str, have: list[str]) -> NotFoundError:
+    listed = ", ".join(have) or "none recorded"
+    return NotFoundError(
+        f"{where} has no {platform} image (its platforms: {listed})",
+        hint="pass --platform with one of its platforms, or build the image for this one",
+        platform=platform,
+        platforms=have,
+    )
+
+
+def image_config(client: RegistryClient, repository: str, digest: str, platform: str | None = None) -> dict[str, Any]:
     """The image config JSON for ``platform`` of ``digest`` (:func:`platform_manifest`). Used to read
     ``config.Env`` (NVIDIA_REQUIRE_CUDA, CUDA_VERSION) and ``config.Labels``."""
     _, m, _ = platform_manifest(client, repository, digest, platform)

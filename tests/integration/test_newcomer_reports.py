@@ -8,15 +8,18 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import tarfile
 from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.registry import RegistryClient
+from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json, sha256_digest
+from builder.registry.manifest import OCI_INDEX
 from tests.conftest import ROOT
-from tests.integration.test_build_bases import push_base
+from tests.integration.test_build_bases import CONFIG, LAYER, push_base
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,14 +47,18 @@ def demo(registry_address: str) -> str:
     return f"{registry_address}/{DEMO_REPO}:{DEMO_TAG}"
 
 
-def test_sbom_output_into_a_missing_folder_creates_it(cli: Cli, tmp_path: Path, registry_address: str, demo: str) -> None:
+def test_sbom_output_into_a_missing_folder_creates_it(
+    cli: Cli, tmp_path: Path, registry_address: str, demo: str
+) -> None:
     root = project(tmp_path / "p", registry_address)
     out = tmp_path / "new" / "dir" / "sbom.json"
     cli("-C", str(root), "sbom", demo, "-o", str(out))
     assert json.loads(out.read_text())["bomFormat"] == "CycloneDX"
 
 
-def test_sbom_output_that_cannot_be_written_is_exit_8(cli: Cli, tmp_path: Path, registry_address: str, demo: str) -> None:
+def test_sbom_output_that_cannot_be_written_is_exit_8(
+    cli: Cli, tmp_path: Path, registry_address: str, demo: str
+) -> None:
     root = project(tmp_path / "p", registry_address)
     (tmp_path / "file").write_text("x")
     result = cli("-C", str(root), "sbom", demo, "-o", str(tmp_path / "file" / "sbom.json"), code=8)
@@ -97,3 +104,98 @@ def test_bases_update_of_one_matrix_keeps_the_other_matrices_entries(
     bases = json.loads((root / "bases.lock.json").read_text())["bases"]
     assert bases["ubuntu:24.04"] == pinned  # the other matrix's entry stays as it was
     assert bases[base]["digest"] == digest  # the named matrix's base is pinned
+
+
+# --platform: a platform the image lacks is exit 8 listing its platforms (it silently read amd64);
+# a malformed one is a usage error (exit 2), for every command taking the shared option.
+
+
+def push_image(client: RegistryClient, repo: str, tag: str, architecture: str) -> str:
+    """A one-layer image (a real tar holding /etc/os-release) for ``linux/<architecture>``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = b'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n'
+        info = tarfile.TarInfo("etc/os-release")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    layer = buf.getvalue()
+    client.put_blob(repo, layer)
+    config = canonical_json(
+        {
+            "architecture": architecture,
+            "os": "linux",
+            "config": {"Env": ["PATH=/bin"]},
+            "rootfs": {"type": "layers", "diff_ids": [sha256_digest(layer)]},
+        }
+    )
+    client.put_blob(repo, config)
+    manifest = canonical_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": CONFIG, "digest": sha256_digest(config), "size": len(config)},
+            "layers": [{"mediaType": LAYER, "digest": sha256_digest(layer), "size": len(layer)}],
+        }
+    )
+    return client.put_manifest(repo, tag, manifest, OCI_MANIFEST)
+
+
+def amd64_only(registry_address: str, unique_repo: str) -> str:
+    client = RegistryClient(registry_address, insecure=True)
+    push_image(client, f"{unique_repo}/img", "1", "amd64")
+    return f"{registry_address}/{unique_repo}/img:1"
+
+
+def arm64_index(registry_address: str, unique_repo: str) -> str:
+    """An index holding only a linux/arm64/v8 image."""
+    client = RegistryClient(registry_address, insecure=True)
+    repo = f"{unique_repo}/multi"
+    digest = push_image(client, repo, "arm", "arm64")
+    size = client.get_manifest(repo, digest).size
+    index = canonical_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [
+                {
+                    "mediaType": OCI_MANIFEST,
+                    "digest": digest,
+                    "size": size,
+                    "platform": {"os": "linux", "architecture": "arm64", "variant": "v8"},
+                }
+            ],
+        }
+    )
+    client.put_manifest(repo, "index", index, OCI_INDEX)
+    return f"{registry_address}/{repo}:index"
+
+
+@pytest.mark.parametrize("command", [("inspect",), ("sbom",), ("check", "--static", "--fleet", "demo")])
+def test_a_platform_the_image_lacks_is_exit_8_listing_its_platforms(
+    cli: Cli, registry_address: str, unique_repo: str, command: tuple[str, ...]
+) -> None:
+    ref = amd64_only(registry_address, unique_repo)
+    name, *rest = command
+    err = cli(name, ref, *rest, "--platform", "linux/arm64", cwd=ROOT, code=8).stderr
+    assert "no linux/arm64 image" in err and "linux/amd64" in err and "Traceback" not in err
+    doc = cli(name, ref, *rest, "--platform", "linux/arm64", "--json", cwd=ROOT, code=8).json()["error"]
+    assert doc["details"]["platforms"] == ["linux/amd64"]
+
+
+def test_an_index_gives_the_platform_asked_for_or_lists_its_platforms(
+    cli: Cli, registry_address: str, unique_repo: str
+) -> None:
+    ref = arm64_index(registry_address, unique_repo)
+    doc = cli("inspect", ref, "--platform", "linux/arm64", "--json", cwd=ROOT).json()
+    assert doc["platform"] == "linux/arm64/v8"  # linux/arm64 is linux/arm64/v8
+    assert cli("inspect", ref, "--json", cwd=ROOT).json()["platform"] == "linux/arm64/v8"  # its only one
+    err = cli("inspect", ref, "--platform", "linux/amd64", cwd=ROOT, code=8).stderr
+    assert "no linux/amd64 image (its platforms: linux/arm64/v8)" in err
+
+
+@pytest.mark.parametrize(
+    "command", [("inspect", "REF"), ("sbom", "REF"), ("diff", "REF", "REF"), ("compat", "cuda", "12.8")]
+)
+def test_a_malformed_platform_is_a_usage_error(cli: Cli, command: tuple[str, ...]) -> None:
+    err = cli(*command, "--platform", "garbage", cwd=ROOT, code=2).stderr
+    assert "'garbage' is not os/arch[/variant]" in err
