@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from builder.promote.pool import POOL_WORKERS, Task, map_parallel, parallel, wait_all
+from builder.promote.pool import POOL_WORKERS, Once, Task, map_parallel, parallel, wait_all
 
 
 def test_nested_map_deeper_than_the_pool_does_not_deadlock() -> None:
@@ -63,3 +63,42 @@ def test_error_raised_after_every_task_finished() -> None:
     with pytest.raises(KeyError):
         wait_all([Task(functools.partial(late, i)) for i in range(3)])
     assert {10, 11} <= set(finished)
+
+
+def test_once_runs_each_key_once_for_threads_asking_together() -> None:
+    """Eight threads ask for one key while its first computation is still running: one call, one
+    result for all; another key is computed on its own."""
+    once: Once[str, int] = Once()
+    calls: list[str] = []
+    started, release = threading.Event(), threading.Event()
+
+    def make() -> int:
+        calls.append("a")
+        started.set()
+        release.wait(10)
+        return 42
+
+    got: list[int] = []
+    first = threading.Thread(target=lambda: got.append(once.get("a", make)))
+    first.start()
+    started.wait(10)
+    others = [threading.Thread(target=lambda: got.append(once.get("a", make))) for _ in range(7)]
+    for t in others:
+        t.start()
+    release.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert got == [42] * 8 and calls == ["a"]
+    assert once.get("b", lambda: 7) == 7
+
+
+def test_once_gives_every_asker_the_first_computation_error() -> None:
+    once: Once[str, int] = Once()
+
+    def fail() -> int:
+        raise ValueError("listing refused")
+
+    with pytest.raises(ValueError, match="listing refused"):
+        once.get("k", fail)
+    with pytest.raises(ValueError, match="listing refused"):
+        once.get("k", lambda: 1)  # not computed again: the same answer as the first asker got
