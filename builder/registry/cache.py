@@ -4,7 +4,9 @@ https://github.com/opencontainers/image-spec/blob/v1.1.0/descriptor.md#digests),
 read of it in the same invocation (``status`` looks at the same evidence for every stage a digest
 is in; a promotion reads the signature blobs it verified while planning) is answered from memory.
 
-Keyed by repository and digest (a blob readable in one repository says nothing about another).
+Keyed by repository and digest (a blob readable in one repository says nothing about another;
+a cross-repository mount that answered 201 is the exception: ``RegistryClient.mount_blob`` keeps
+the bytes it holds for the source under the destination too).
 Only bytes whose sha256 was checked are kept. Bounded: items up to ``item_bytes``, at most
 ``total_bytes`` in all (beyond that nothing more is kept; nothing is evicted). Thread-safe.
 """
