@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 @click.option("--secret", "secrets", multiple=True, metavar="id=ID,src=PATH", help="Extra BuildKit secret.")
 @click.option(
     "--source-date-epoch",
-    type=int,
+    type=click.IntRange(min=0),
     default=None,
     help="SOURCE_DATE_EPOCH for the build (default: $SOURCE_DATE_EPOCH, else the HEAD commit time).",
 )

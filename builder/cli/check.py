@@ -200,7 +200,13 @@ def error_lines(error: str, keep: int = 6, width: int = 300) -> list[str]:
 @click.option("--mode", type=click.Choice(["auto", "nvidia", "amd", "cpu"]), default="auto", show_default=True)
 @click.option("--cdi", is_flag=True, help="Request NVIDIA GPUs as CDI devices (--device nvidia.com/gpu=all).")
 @click.option("--framework", default="auto", show_default=True, help="torch | jax | tensorflow | none | auto.")
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per check container.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds per check container (more than 0).",
+)
 @click.option("--shm-size", default="1g", show_default=True)
 @platform_option("Platform of the image to check.")
 @click.option(

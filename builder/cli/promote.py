@@ -156,7 +156,9 @@ def approve(
     callback=_expect_previous,
     help="Digest the stage must still hold (compare-and-swap with a reviewed plan); 'none' = empty.",
 )
-@click.option("--workers", type=int, default=16, show_default=True, help="Variants promoted in parallel.")
+@click.option(
+    "--workers", type=click.IntRange(1, 64), default=16, show_default=True, help="Variants promoted in parallel (1-64)."
+)
 @policy_option
 @key_option
 @trust_option
@@ -397,7 +399,9 @@ def _print_status(report: StatusReport) -> None:
 @click.command()
 @click.argument("variant")
 @stage_option("Only these stages (default: every stage)", multiple=True)
-@click.option("--limit", type=int, default=50, show_default=True)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Records read per stage (1 or more)."
+)
 @policy_option
 @trust_option
 @docker_config_option

@@ -59,7 +59,13 @@ def render(matrices: tuple[Path, ...], globs: tuple[str, ...], out_dir: str | No
 @matrix_option
 @select_option
 @click.option("--upgrade", is_flag=True, help="Re-resolve locks that are up to date (newest allowed versions).")
-@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per resolution.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds per resolution (more than 0).",
+)
 @json_option
 def lock(matrices: tuple[Path, ...], globs: tuple[str, ...], upgrade: bool, timeout: float) -> None:
     """Resolve each variant's Python packages to exact versions with hashes (uv pip compile)

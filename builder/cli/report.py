@@ -33,7 +33,9 @@ if TYPE_CHECKING:
     help="Write the chart here (default: <state_dir>/reports/<variant>.svg).",
 )
 @click.option("--no-svg", is_flag=True, help="Do not write the chart.")
-@click.option("--limit", type=int, default=50, show_default=True, help="Records read per stage.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Records read per stage (1 or more)."
+)
 @policy_option
 @docker_config_option
 @json_option
