@@ -208,19 +208,47 @@ class Ledger:
         return row is not None
 
     def verify(self) -> list[str]:
-        """Recompute the hash chain; returns problems (empty: consistent)."""
+        """Recompute the hash chain; returns problems (empty: consistent), each naming the rows.
+
+        Rows are numbered by SQLite ``AUTOINCREMENT``, which never reuses a number and keeps the
+        highest one issued in ``sqlite_sequence`` (https://www.sqlite.org/autoinc.html): a gap in
+        the numbers is rows removed there, and a highest number above the last row is rows removed
+        at the end (a truncated tail, which the chain alone cannot show)."""
         problems: list[str] = []
         prev = GENESIS
         last_seq = 0
         for rec in self.records():
             if rec.seq <= last_seq:
                 problems.append(f"row {rec.seq}: out of order")
-            if rec.prev_hash != prev:
-                problems.append(f"row {rec.seq}: prev_hash does not name row {last_seq}'s hash (rows removed?)")
+            elif rec.seq > last_seq + 1:
+                problems.append(f"{_rows(last_seq + 1, rec.seq - 1)} missing before row {rec.seq} (removed)")
+            elif rec.prev_hash != prev:
+                why = f"prev_hash does not name row {last_seq}'s hash (row {last_seq} replaced?)"
+                problems.append(f"row {rec.seq}: {why}")
             if rec.content_hash(rec.prev_hash) != rec.hash:
                 problems.append(f"row {rec.seq}: content does not match its hash (edited)")
-            prev, last_seq = rec.hash, rec.seq
+            prev, last_seq = rec.hash, max(rec.seq, last_seq)
+        issued = self.highest_issued()
+        if issued > last_seq:
+            problems.append(
+                f"{_rows(last_seq + 1, issued)} missing at the end (removed: the ledger issued row numbers up to "
+                f"{issued}, its last row is {last_seq or 'none'})"
+            )
         return problems
+
+    def highest_issued(self) -> int:
+        """The highest row number ever issued (``sqlite_sequence``; 0 when none was)."""
+        try:
+            with self._lock:
+                row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'records'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"cannot read the audit ledger {self.path}: {exc}", path=str(self.path)) from exc
+        return int(row[0]) if row else 0
+
+
+def _rows(first: int, last: int) -> str:
+    """``row 3`` / ``rows 3-5``."""
+    return f"row {first}" if first == last else f"rows {first}-{last}"
 
 
 def open_ledger(path: Path) -> Ledger:

@@ -78,6 +78,42 @@ def test_tampering_is_detected(tmp_path: Path) -> None:
     assert problems == ["row 2: content does not match its hash (edited)"]
 
 
+def _removed(path: Path, *seqs: int) -> list[str]:
+    """The problems after an attacker with file access deletes rows ``seqs``."""
+    db = sqlite3.connect(path)
+    db.execute("DROP TRIGGER IF EXISTS records_no_delete")
+    for seq in seqs:
+        db.execute("DELETE FROM records WHERE seq = ?", (seq,))
+    db.commit()
+    db.close()
+    with open_ledger(path) as ledger:
+        return ledger.verify()
+
+
+def test_removed_rows_are_named_first_middle_and_tail(tmp_path: Path) -> None:
+    """Every removal names the missing rows: the first row (it said "does not name row 0's hash", a row
+    that never exists), rows in the middle, and the last row (it passed: the chain of what is left is
+    intact; SQLite's AUTOINCREMENT counter still says it was written)."""
+    cases = {
+        (1,): ["row 1 missing before row 2 (removed)"],
+        (2, 3): ["rows 2-3 missing before row 4 (removed)"],
+        (4,): ["row 4 missing at the end (removed: the ledger issued row numbers up to 4, its last row is 3)"],
+        (3, 4): ["rows 3-4 missing at the end (removed: the ledger issued row numbers up to 4, its last row is 2)"],
+        (1, 2, 3, 4): ["rows 1-4 missing at the end (removed: the ledger issued row numbers up to 4, its last row is none)"],
+    }
+    for i, (seqs, expected) in enumerate(cases.items()):
+        path = tmp_path / f"l{i}.sqlite"
+        with open_ledger(path) as ledger:
+            for n in range(4):
+                ledger.append(rec(n))
+        assert _removed(path, *seqs) == expected, seqs
+        assert not any("row 0" in p for p in expected)
+    # a row appended after the tail was removed chains onto what is left: the gap still shows
+    with open_ledger(tmp_path / "l2.sqlite") as ledger:
+        ledger.append(rec(5))
+        assert ledger.verify() == ["row 4 missing before row 5 (removed)"]
+
+
 def test_not_a_ledger(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite"
     path.write_bytes(b"this is not sqlite" * 100)
