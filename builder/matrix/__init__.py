@@ -14,8 +14,9 @@ The package exports the loading entry points; OS and base-image facts are in :mo
 selecting variants in :mod:`builder.selection`.
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from builder.lazy import lazy_exports
 
 if TYPE_CHECKING:  # imported on first use (``__getattr__``)
     from builder.matrix.expand import variant_id
@@ -37,14 +38,8 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> object:
-    """Import the module that defines ``name`` on first use; AttributeError for other names."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+#: Import the module that defines a name on first use; AttributeError for other names.
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 __all__ = [
     "Matrix",

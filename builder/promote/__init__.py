@@ -31,10 +31,11 @@ The SQLite ledger (``builder.ledger``) is the local audit trail; the registry is
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING
+
+from builder.lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
     from builder.promote.apply import (
@@ -173,14 +174,8 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-def __getattr__(name: str) -> object:
-    """Import the module that defines ``name`` on first use; AttributeError for other names."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+#: Import the module that defines a name on first use; AttributeError for other names.
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [

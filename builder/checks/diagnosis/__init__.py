@@ -5,8 +5,9 @@ a message says, with ``builder.compat``'s GPU and driver knowledge), ``rules`` (
 specific first), ``matching`` (``diagnose``). Documentation: docs/diagnosis.md.
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from builder.lazy import lazy_exports
 
 if TYPE_CHECKING:  # imported on first use (``__getattr__``)
     from builder.checks.diagnosis.facts import evaluate_requirement, min_driver
@@ -46,14 +47,8 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> object:
-    """Import the module that defines ``name`` on first use; AttributeError for other names."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+#: Import the module that defines a name on first use; AttributeError for other names.
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [
