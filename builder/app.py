@@ -158,6 +158,21 @@ class App:
         revision = env.get("GITHUB_SHA") or git_commit(root)
         return SourceFacts(source, revision, source_date_epoch, self.config.image_licenses)
 
+    def image_reference(self, text: str) -> str:
+        """The image a command's REF names, the one way for every command that takes one: a variant
+        id (``jax0.7-cpu-py3.11-debian12``: no ``/``, ``:`` or ``@``) is its moving variant tag
+        ``<registry>/<repository_prefix>/<repository>:<variant-id>`` (what ``builder build`` points at
+        the variant's latest image; the matrices are read only then); any other text is returned as
+        given (a reference without tag or digest stays so: builder never assumes ``latest``).
+        Raises NotFoundError (exit 8, close matches named) for an unknown variant id, MatrixError."""
+        from builder.matrix.index import project_index
+        from builder.selection import looks_like_variant_id, target_reference
+
+        if not looks_like_variant_id(text):
+            return text
+        cfg = self.config
+        return target_reference(text, (project_index(cfg),), cfg.registry, cfg.repository_prefix)
+
     def signer(self, key: Path | None = None) -> KeyPairSigner:
         """The key pair signer of ``key`` (default: ``builder.toml`` ``key``). Raises
         SigningKeyError (missing file, wrong password)."""

@@ -33,7 +33,7 @@ def _inspect(
     r = parse_reference(ref, default_registry)
     client = registries(r.registry)
     return (
-        inspect_image(client, r.repository, r.digest or r.tag or "latest", platform=platform, cache=cache),
+        inspect_image(client, r.repository, r.ref, platform=platform, cache=cache),
         client,
         r.repository,
     )

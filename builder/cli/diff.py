@@ -46,8 +46,8 @@ def diff(ref_a: str, ref_b: str, fleet_file: Path | None, platform: str | None) 
     app = app_context().app
     cfg = app.config
     result = diff_references(
-        ref_a,
-        ref_b,
+        app.image_reference(ref_a),
+        app.image_reference(ref_b),
         registries=app.client,
         default_registry=cfg.registry,
         platform=platform,

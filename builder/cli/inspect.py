@@ -48,7 +48,7 @@ def inspect(ref: str, platform: str | None, no_cache: bool) -> None:
 
     app = app_context().app
     cfg = app.config
-    r = parse_reference(ref, cfg.registry)
+    r = parse_reference(app.image_reference(ref), cfg.registry)
     client = app.client(r.registry)
     cache = None if no_cache else LayerCache(cfg.state_dir / "cache" / "layers")
     quiet = app_context().json_output
@@ -60,7 +60,7 @@ def inspect(ref: str, platform: str | None, no_cache: bool) -> None:
         console().print(f"layer {done}/{total} {layer.digest[:19]} {how}", style="dim", markup=False, highlight=False)
 
     result = inspect_image(
-        client, r.repository, r.digest or r.tag or "latest", platform=platform, cache=cache, on_layer=progress
+        client, r.repository, r.ref, platform=platform, cache=cache, on_layer=progress
     )
     emit(result.to_json(), lambda: _print(result))
 

@@ -50,7 +50,11 @@ def sbom(reference: str, key: pathlib.Path | None, output: pathlib.Path | None, 
     place = Place(app.client, cfg.registry, cfg.state_dir / "locks")
     signer = app.signer(key) if key is not None else None
     result = sbom_reference(
-        reference, place, signer=signer, platform=platform, cache=LayerCache(cfg.state_dir / "cache" / "layers")
+        app.image_reference(reference),
+        place,
+        signer=signer,
+        platform=platform,
+        cache=LayerCache(cfg.state_dir / "cache" / "layers"),
     )
     if output is not None:
         write_output(output, json.dumps(result.bom, indent=2) + "\n", "--output")

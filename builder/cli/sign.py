@@ -138,7 +138,8 @@ def export(key: Path | None, output_dir: Path) -> None:
 def sign(
     reference: str, key: Path | None, bundle: bool, keyless_: bool, oidc_token: str | None, trust_config: Path | None
 ) -> None:
-    """Sign the digest REFERENCE resolves to (writes sha256-<hex>.sig, cosign format).
+    """Sign the digest REFERENCE (an image reference, or a variant id: its moving tag) resolves to
+    (writes sha256-<hex>.sig, cosign format).
 
     An index is signed together with each of its platform manifests (podman and
     CRI-O verify the one they pull). With --bundle (key pair) or --keyless also a
@@ -147,6 +148,7 @@ def sign(
     from builder.signing.operations import keyless_write_reference, sign_reference
 
     key_or_keyless(key, keyless_)
+    reference = app_context().app.image_reference(reference)
     if keyless_:
         _emit_keyless(keyless_write_reference(reference, keyless_setup(oidc_token, trust_config), _place()))
         return
@@ -193,7 +195,8 @@ def attest(
     oidc_token: str | None,
     trust_config: Path | None,
 ) -> None:
-    """Attach a signed in-toto v1 attestation to the digest REFERENCE resolves to.
+    """Attach a signed in-toto v1 attestation to the digest REFERENCE (or a variant id's moving tag)
+    resolves to.
 
     Writes the legacy sha256-<hex>.att tag (cosign 2, Kyverno, policy-controller) and, with
     --bundle, the same statement as a Sigstore bundle referrer (cosign 3). Keyless writes both."""
@@ -201,6 +204,7 @@ def attest(
     from builder.signing.operations import attest_reference, keyless_write_reference
 
     key_or_keyless(key, keyless_)
+    reference = app_context().app.image_reference(reference)
     if keyless_:
         setup = keyless_setup(oidc_token, trust_config)
         _emit_keyless(
@@ -255,7 +259,8 @@ def verify(
     issuer_regexp: str | None,
     trust_config: Path | None,
 ) -> None:
-    """Verify the signatures and attestations of REFERENCE (tag, digest, or tag@digest).
+    """Verify the signatures and attestations of REFERENCE (tag, digest, tag@digest, or a variant
+    id: its moving tag <registry>/<repository>:<variant-id>).
 
     Checks that the digest still resolves (and that a tag given with a digest still points at it),
     then every signature and attestation found (legacy .sig/.att tags and Sigstore bundle
@@ -278,7 +283,8 @@ def verify(
     request = VerifyRequest(
         key_files, predicate_types, attestations_only, identities, identity_regexps, issuer, issuer_regexp, trust_config
     )
-    result = verify_reference(reference, request, default_registry=app.config.registry, registries=app.client)
+    target = app.image_reference(reference)
+    result = verify_reference(target, request, default_registry=app.config.registry, registries=app.client)
     report = result.report
 
     def human() -> None:

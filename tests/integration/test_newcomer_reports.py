@@ -199,3 +199,26 @@ def test_an_index_gives_the_platform_asked_for_or_lists_its_platforms(
 def test_a_malformed_platform_is_a_usage_error(cli: Cli, command: tuple[str, ...]) -> None:
     err = cli(*command, "--platform", "garbage", cwd=ROOT, code=2).stderr
     assert "'garbage' is not os/arch[/variant]" in err
+
+
+# A variant id as REF names the variant's repository and moving tag for every command, as `check`
+# always read it (App.image_reference); never `:latest`, never "neither a tag nor a digest".
+
+
+def test_every_command_reads_a_variant_id_as_its_moving_tag(cli: Cli, demo: str) -> None:
+    digest = cli("inspect", demo, "--json", cwd=ROOT).json()["digest"]
+    assert cli("inspect", DEMO_TAG, "--json", cwd=ROOT).json()["digest"] == digest
+    assert digest in cli("sbom", DEMO_TAG, "--json", cwd=ROOT).json()["reference"]
+    assert digest in cli("diff", DEMO_TAG, demo, "--json", cwd=ROOT).json()["a"]
+    checked = cli("check", DEMO_TAG, "--static", "--fleet", "demo", "--json", cwd=ROOT).json()
+    assert checked["image"]["digest"] == digest
+    # verify resolves it too: what fails is the key given, not the reference
+    verify = cli("verify", DEMO_TAG, "--key", str(ROOT / "no-such.pub"), cwd=ROOT, code=None).stderr
+    assert "neither a tag nor a digest" not in verify and "no-such.pub" in verify
+
+
+@pytest.mark.parametrize("command", [("inspect",), ("sbom",), ("verify", "--key", "x.pub"), ("diff", "x:1")])
+def test_an_unknown_variant_id_is_exit_8_for_every_command(cli: Cli, command: tuple[str, ...]) -> None:
+    name, *rest = command
+    err = cli(name, "no-such-variant", *rest, cwd=ROOT, code=8).stderr
+    assert "no variant 'no-such-variant' in the matrices" in err and ":latest" not in err
