@@ -62,7 +62,9 @@ class StaticDocument(TypedDict):
 class CheckOutcomeDocument(TypedDict):
     """A variant's device check in ``builder run --json``: ``status``, the diagnosis of a failure
     (``diagnosis`` key, who is ``at_fault``, ``summary``, ``fix``; None when passed), wall time in
-    ``seconds`` and the ``static`` verdict (None without ``--fleet``)."""
+    ``seconds``, the ``static`` verdict (None without ``--fleet``) and one line per declared check
+    (the matrix's ``tests`` / ``benchmark``) that ran after the device check (``evidence``; empty when
+    none ran: none declared, a failed device check, or a passing result reused)."""
 
     status: CheckStatus
     diagnosis: str | None
@@ -71,6 +73,7 @@ class CheckOutcomeDocument(TypedDict):
     fix: str | None
     seconds: float
     static: StaticDocument | None
+    evidence: list[str]
 
 
 class StageOutcomeDocument(TypedDict):
@@ -116,6 +119,8 @@ class CheckOutcome:
     seconds: float = 0.0
     static_verdict: str | None = None  # worst verdict over the fleet's clusters
     static_clusters: tuple[tuple[str, str], ...] = ()  # (cluster, verdict)
+    # one line per declared check (tests, benchmark) that ran: ``builder.checks.evidence.evidence_lines``
+    evidence: tuple[str, ...] = ()
 
     def to_json(self) -> CheckOutcomeDocument:
         return {
@@ -128,6 +133,7 @@ class CheckOutcome:
             "static": {"verdict": self.static_verdict, "clusters": dict(self.static_clusters)}
             if self.static_verdict
             else None,
+            "evidence": list(self.evidence),
         }
 
 
@@ -326,8 +332,9 @@ def check_image(
             result, client, repository, built.digest, setup.signer, lock_dir=setup.lock_dir, bundle=setup.bundle
         )
     failed_evidence = None
+    evidence: tuple[str, ...] = ()
     if declared and result.passed and setup.root is not None:
-        from builder.checks.evidence import attest_evidence, evidence_failure, run_evidence
+        from builder.checks.evidence import attest_evidence, evidence_failure, evidence_lines, run_evidence
         from builder.checks.topology import probe_topology
 
         run_ref = f"{built.reference}@{facts.platform_digest}"
@@ -341,6 +348,7 @@ def check_image(
                 ev, client, repository, built.digest, setup.signer, lock_dir=setup.lock_dir, bundle=setup.bundle
             )
         failed_evidence = evidence_failure(ev)
+        evidence = evidence_lines(ev)
     d = result.diagnosis
     return CheckOutcome(
         "passed" if result.passed and failed_evidence is None else "failed",
@@ -351,6 +359,7 @@ def check_image(
         seconds=time.monotonic() - start,
         static_verdict=static_verdict,
         static_clusters=clusters,
+        evidence=evidence,
     )
 
 

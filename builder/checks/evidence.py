@@ -546,6 +546,26 @@ def evidence_documents(ev: EvidenceRun, written: Sequence[str]) -> list[Evidence
     ]
 
 
+def evidence_lines(ev: EvidenceRun) -> tuple[str, ...]:
+    """One line per declared check that ran, for people (``builder run``'s summary): its kind, passed or
+    failed, what it measured (JUnit totals; each metric ``name value unit``) and its wall time, e.g.
+    ``tests passed: 3 tests, 0 failures (4.1 s)`` / ``benchmark passed: matmul_f32_throughput 41.2 GFLOP/s
+    (9.8 s)``. Empty when nothing ran (a failed device check runs none)."""
+    out = []
+    for r in ev.runs:
+        what = []
+        if r.junit is not None:
+            what.append(f"{r.junit.tests} tests, {r.junit.failures + r.junit.errors} failed")
+        what += [f"{m.name} {m.value:.4g} {m.unit}".rstrip() for m in r.metrics]
+        if r.collective is not None and r.check.kind == "collective":
+            what.append("collective " + ("ok" if r.collective.get("ok") is True else "not ok"))
+        if not r.passed and r.problems:
+            what.append("; ".join(r.problems)[:200])
+        said = ": " + ", ".join(what) if what else ""
+        out.append(f"{r.check.kind} {'passed' if r.passed else 'failed'}{said} ({r.step.seconds:.1f} s)")
+    return tuple(out)
+
+
 def evidence_failure(ev: EvidenceRun) -> str | None:
     """What failed among ``ev``'s runs, one line per run (None when every one passed)."""
     bad = [r for r in ev.runs if not r.passed]
@@ -569,6 +589,7 @@ __all__ = [
     "cpu_model",
     "evidence_documents",
     "evidence_failure",
+    "evidence_lines",
     "hardware_class",
     "parse_collective",
     "parse_junit",

@@ -175,7 +175,9 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
         static = "-"
         if c is not None and c.static_verdict:
             static = c.static_verdict + "".join(f"\n{name}: {verdict}" for name, verdict in c.static_clusters)
-        policy = "\n".join(f"{d.stage} {d.status}:\n" + "\n".join(f"- {r}" for r in d.short_reasons) for d in v.blocked)
+        # the stages' verdicts only: their reasons are sentences, printed under the table at full width
+        # (in a cell they were squeezed into the variant column at 80 columns)
+        policy = ", ".join(f"{d.stage} {d.status}" for d in v.blocked)
         rows.append(
             [
                 escape(v.variant_id),
@@ -188,6 +190,7 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
             ]
         )
     con.print(fitted_table(columns, rows, con.width, title=f"builder run ({report.seconds:.1f} s)", show_lines=True))
+    _details(report)
     ok = [v for v in report.variants if v.built.digest]
     if not ok:
         return
@@ -209,6 +212,36 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
     con.print("  builder status --select 'jax*'    # which digest each stage holds")
     if any(s.stage == "prod" and s.status == "denied" for v in report.variants for s in v.stages):
         con.print("\n" + approval_hint(cfg), soft_wrap=True)
+
+
+def _details(report: RunReport) -> None:
+    """Under the summary table, per variant: what its declared checks (the matrix's smoke tests and
+    benchmark) did, one line each, and each blocked stage's reasons, at the console's full width."""
+    import textwrap
+
+    con = console()
+    for v in report.variants:
+        lines: list[tuple[str, str]] = []  # (indent, text)
+        c = v.check
+        if c is not None and c.evidence:
+            lines += [("  ", e) for e in c.evidence]
+        elif c is not None and c.status == "reused":
+            lines.append(("  ", "checks passed earlier: their signed results were reused (nothing re-ran)"))
+        for d in v.blocked:
+            lines.append(("  ", f"{d.stage} {d.status}:"))
+            lines += [("    - ", r) for r in d.short_reasons]
+        if lines:
+            con.print(f"\n{v.variant_id}", markup=False, highlight=False, style="bold")
+            for indent, text in lines:  # folded at spaces, continuation lines indented (ids never split)
+                folded = textwrap.fill(
+                    text,
+                    max(40, con.width),
+                    initial_indent=indent,
+                    subsequent_indent=" " * (len(indent) + 2),
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+                con.print(folded, markup=False, highlight=False, soft_wrap=True)
 
 
 def approval_hint(cfg: Config, cwd: Path | None = None) -> str:

@@ -16,6 +16,7 @@ from builder.checks.evidence import (
     EvidenceRun,
     cpu_model,
     evidence_failure,
+    evidence_lines,
     parse_junit,
     parse_metrics,
     run_declared,
@@ -288,3 +289,25 @@ def test_collective_section_on_a_pcie_only_host_uses_the_slowest_max_pcie_link()
     c = pred["collective"]
     assert c["expected_gbps"] == round(pcie_gbps(4, 16) or 0, 3) and "Gen4 x16" in c["link"]
     assert c["ratio"] == round(22.0 / c["expected_gbps"], 4) and 0.69 < c["ratio"] < 0.71
+
+
+def test_each_declared_run_is_one_line_for_people() -> None:
+    """`builder run` says the smoke tests and the benchmark ran (it never did): one line per run, what it
+    measured and its time; a failed run says what was wrong."""
+    tests = CheckCommand("tests", command=("python", "-m", "pytest", "/opt/tests"), junit="/tmp/j.xml")
+    clean = JUNIT.replace('failures="1"', 'failures="0"')
+    report = _runner("ok\n----- builder: junit xml -----\n" + clean)
+    passed = run_declared("r", tests, mode="cpu", root=ROOT, runner=report)
+    bench = CheckCommand("benchmark", script="evidence/jax/benchmark.py")
+    measured = run_declared("r", bench, mode="cpu", root=ROOT, runner=_runner(BENCH_OUT))
+    silent = run_declared("r", bench, mode="cpu", root=ROOT, runner=_runner("1\n"))
+    ev = EvidenceRun(_device(), (passed, measured, silent), Topology(), None, None)
+    lines = evidence_lines(ev)
+    assert lines[:2] == (
+        "tests passed: 5 tests, 0 failed (2.5 s)",
+        "benchmark passed: matmul_f32_throughput 86.01 GFLOP/s, matmul_f32_latency 3.121 ms (2.5 s)",
+    )
+    assert lines[2].startswith("benchmark failed: the benchmark printed no metric line")
+    assert lines[2].endswith("(2.5 s)")
+    assert len(lines) == 3
+    assert evidence_lines(EvidenceRun(_device(), (), Topology(), None, None)) == ()

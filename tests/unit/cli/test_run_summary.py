@@ -1,0 +1,69 @@
+"""`builder run`'s human summary at 80 columns: the table keeps ids whole and short cells; each blocked
+stage's reasons and each declared check's line (smoke tests, benchmark) are printed under it at full
+width (the policy text was squeezed into the variant column, and nothing said the tests had run)."""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from builder.cli import run as run_cli
+from builder.config import Config
+from builder.models import BuiltImage
+from builder.pipeline import CheckOutcome, RunReport, StageOutcome, VariantRun
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
+
+# the reasons `builder run --to prod` printed for the demo's CPU variant (docs/promotion.md's rules)
+PROD_REASONS = (
+    "approvals: 0 of 2 approvals from alice, bob, carol (none found on the digest)",
+    "device_check: no passing device-check/v1 signed by check-runners on vendors nvidia",
+    "change_ticket: no change ticket given (--change)",
+    "soak_time: staging has held it for 0 s of the required 24h",
+)
+
+
+def _report() -> RunReport:
+    variant = "jax0.7-cpu-py3.11-debian12"
+    built = BuiltImage(variant, "127.0.0.1:5000/demo/jax", "sha256:" + "a" * 64, f"{variant}-0123456789ab", "built")
+    check = CheckOutcome(
+        "passed",
+        static_verdict="ok",
+        evidence=(
+            "tests passed: 5 tests, 0 failed (3.2 s)",
+            "benchmark passed: matmul_f32_throughput 86.01 GFLOP/s, matmul_f32_latency 3.121 ms (6.0 s)",
+        ),
+    )
+    stages = (
+        StageOutcome("dev", "promoted"),
+        StageOutcome("staging", "promoted"),
+        StageOutcome("prod", "denied", PROD_REASONS),
+    )
+    reused = VariantRun("jax0.7-cpu-py3.12-debian12", built, CheckOutcome("reused"), stages[:2])
+    return RunReport((VariantRun(variant, built, check, stages), reused), 12.5)
+
+
+def test_summary_at_80_columns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    out = io.StringIO()
+    con = Console(file=out, width=80, no_color=True, force_terminal=False)
+    monkeypatch.setattr(run_cli, "console", lambda: con)
+    run_cli._summary(_report(), Config(root=tmp_path))
+    lines = out.getvalue().splitlines()
+    table = [line for line in lines if any(c in line for c in "│┃─━")]
+    assert table and max(len(line) for line in table) <= 80, "\n".join(table)
+    assert any("prod denied" in line for line in table)  # the verdict stays in the table
+    body = "\n".join(lines)
+    below = " ".join(body.split("builder run (12.5 s)", 1)[1].split("Pull and verify")[0].split())
+    for reason in PROD_REASONS:  # each reason whole under the table (folded at spaces), not in a cell
+        assert f"- {reason}" in below, body
+        assert not any(reason[:30] in line for line in table)
+    assert "  tests passed: 5 tests, 0 failed (3.2 s)" in lines
+    assert any(line.startswith("  benchmark passed: matmul_f32_throughput 86.01 GFLOP/s") for line in lines)
+    assert "  checks passed earlier: their signed results were reused (nothing re-ran)" in lines
+    prose = [line for line in lines if not line.lstrip().startswith(("docker", "cosign", "prod needs approvals"))]
+    assert max(len(line) for line in prose) <= 80, body
