@@ -23,3 +23,26 @@ base:
 def cpu_matrix(family: str, repo: str) -> str:
     """The text of :data:`CPU_MATRIX` for ``family`` in repository ``repo``."""
     return CPU_MATRIX.format(family=family, repo=repo)
+
+
+#: a matrix of one JAX variant ``jax0.7-cpu-py3.11-debian12`` (format with ``repo``): the reference
+#: the demo builds (``127.0.0.1:5000/demo/jax:jax0.7-cpu-py3.11-debian12``), used by promotion
+#: tests that push their own content under that variant id
+JAX_MATRIX = """\
+family: jax
+repository: {repo}
+axes:
+  accelerator: [{{kind: cpu}}]
+  framework: {{name: jax, versions: ["0.7"]}}
+  python: ["3.11"]
+  os: [debian12]
+packages:
+  cpu: ["jax=={{framework_version}}.*"]
+base:
+  default: "mirror:debian:bookworm"
+"""
+
+
+def jax_matrix(repo: str) -> str:
+    """The text of :data:`JAX_MATRIX` in repository ``repo``."""
+    return JAX_MATRIX.format(repo=repo)

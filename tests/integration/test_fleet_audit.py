@@ -12,6 +12,7 @@ import pytest
 
 from builder.registry import RegistryClient
 from tests.integration.test_promote_support import make_keys, push_image
+from tests.projects import jax_matrix
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -73,23 +74,7 @@ def project(tmp_path: Path, registry_address: str, unique_repo: str) -> Path:
             """
         )
     )
-    (root / "matrices" / "tiny.yaml").write_text(
-        textwrap.dedent(
-            f"""\
-            family: jax
-            repository: {unique_repo}
-            axes:
-              accelerator: [{{kind: cpu}}]
-              framework: {{name: jax, versions: ["0.7"]}}
-              python: ["3.11"]
-              os: [debian12]
-            packages:
-              cpu: ["jax=={{framework_version}}.*"]
-            base:
-              default: "mirror:debian:bookworm"
-            """
-        )
-    )
+    (root / "matrices" / "tiny.yaml").write_text(jax_matrix(unique_repo))
     return root
 
 

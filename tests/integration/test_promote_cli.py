@@ -20,6 +20,7 @@ from tests.integration.test_promote_support import (
     push_image,
     write_policy,
 )
+from tests.projects import jax_matrix
 
 if TYPE_CHECKING:
     from tests.conftest import Cli, CliResult
@@ -65,23 +66,7 @@ def _project(root: Path, registry: str, repo: str) -> Path:
     keys = make_keys(state)
     write_policy(root / "policies" / "default.yaml", keys)
     (root / "builder.toml").write_text(f'registry = "{registry}"\nstate_dir = "state"\nkey = "{keys.key("build")}"\n')
-    (root / "matrices" / "tiny.yaml").write_text(
-        textwrap.dedent(
-            f"""\
-            family: jax
-            repository: {repo}
-            axes:
-              accelerator: [{{kind: cpu}}]
-              framework: {{name: jax, versions: ["0.7"]}}
-              python: ["3.11"]
-              os: [debian12]
-            packages:
-              cpu: ["jax=={{framework_version}}.*"]
-            base:
-              default: "mirror:debian:bookworm"
-            """
-        )
-    )
+    (root / "matrices" / "tiny.yaml").write_text(jax_matrix(repo))
     return root
 
 

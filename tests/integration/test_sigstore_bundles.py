@@ -30,6 +30,7 @@ from builder.signing.keys import generate_key_pair, load_public_keys
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
 from tests.conftest import require_tool
 from tests.integration.test_promote_support import docker_config_dir, password_registry, push_image
+from tests.projects import jax_matrix
 
 if TYPE_CHECKING:
     from tests.conftest import Cli, CliResult
@@ -89,23 +90,7 @@ def _project(root: Path, registry: str, repo: str) -> Path:
     (root / "builder.toml").write_text(
         f'registry = "{registry}"\nstate_dir = "state"\nkey = "{keys / "build" / "builder.key"}"\n'
     )
-    (root / "matrices" / "tiny.yaml").write_text(
-        textwrap.dedent(
-            f"""\
-            family: jax
-            repository: {repo}
-            axes:
-              accelerator: [{{kind: cpu}}]
-              framework: {{name: jax, versions: ["0.7"]}}
-              python: ["3.11"]
-              os: [debian12]
-            packages:
-              cpu: ["jax=={{framework_version}}.*"]
-            base:
-              default: "mirror:debian:bookworm"
-            """
-        )
-    )
+    (root / "matrices" / "tiny.yaml").write_text(jax_matrix(repo))
     (root / "policies" / "default.yaml").write_text(
         textwrap.dedent(
             f"""\
