@@ -422,6 +422,12 @@ def history(
     _exit_for_unread(result.error, "stage(s)", sum(1 for h in result.stages if h.error))
 
 
+def _seconds(time: str) -> str:
+    """``2026-12-02T01:13:45.123456Z`` -> ``2026-12-02T01:13:45Z`` (people read seconds; --json keeps all)."""
+    head, dot, rest = time.partition(".")
+    return f"{head}Z" if dot and rest.endswith("Z") else time
+
+
 def _print_history(result: VariantHistory) -> None:
     con = console()
     for h in result.stages:
@@ -430,14 +436,32 @@ def _print_history(result: VariantHistory) -> None:
             con.print(f"  error: {h.error['message']}", style="red", markup=False)
         if h.note:
             con.print(f"  {h.note}", style="yellow", markup=False)
-        if h.records:
-            con.print(f"  {'time':<27}  {'action':<8} {'digest':<19}  {'previous':<19}  by", style="dim")
-        for r, by in h.records:
-            con.print(
-                f"  {r.time:<27}  {r.action:<8} {r.digest[:19]}  {(r.previous or '-')[:19]:<19}"
-                f"  {by}" + (f"  ticket {r.ticket}" if r.ticket else ""),
-                markup=False,
-            )
+        if h.records:  # a fitted table (builder.cli.tables): at 80 columns what does not fit moves under the time
+            from rich.markup import escape
+            from rich.padding import Padding
+
+            from builder.cli.tables import Column, fitted_table
+
+            columns = [
+                Column("time", whole=True),
+                Column("action"),
+                Column("digest", whole=True),
+                Column("previous", 1, whole=True),
+                Column("by", 1),
+                Column("ticket", 2),
+            ]
+            rows = [
+                [
+                    escape(_seconds(r.time)),
+                    escape(r.action),
+                    r.digest[:19],
+                    (r.previous or "-")[:19],
+                    escape(by),
+                    escape(r.ticket or "-"),
+                ]
+                for r, by in h.records
+            ]
+            con.print(Padding(fitted_table(columns, rows, con.width - 2, boxed=False), (0, 0, 0, 2)))
         if h.gap:
             con.print(f"  gap: {h.gap}", style="yellow", markup=False)
 

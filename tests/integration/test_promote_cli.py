@@ -150,6 +150,10 @@ def test_promotion_commands(run: Run, project: Path, registry_address: str, uniq
     build_fp = load_signer(keys / "build" / "builder.key", None).fingerprint
     assert "rollback" in human and "previous" in human and build_fp[7:19] not in human  # a name, not the key
     assert "by" in human and " alice" in human and " build" in human
+    # at 80 columns every line fits (a fitted table; the lines were 87 characters), the ticket kept
+    narrow = run(project, "history", VARIANT, "--stage", "dev", env={"COLUMNS": "80"}).stderr
+    assert max(len(line.rstrip()) for line in narrow.splitlines()) <= 80, narrow
+    assert "CHG-9" in narrow and d1[:19] in narrow and d2[:19] in narrow
     dev_row = next(r for r in js(run(project, "status", "--json"))["rows"] if r["stage"] == "dev")
     assert dev_row["promoter"] == "alice"
 
