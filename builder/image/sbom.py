@@ -16,7 +16,9 @@ As an attestation the BOM is the in-toto predicate of type :data:`CYCLONEDX_PRED
 
 from __future__ import annotations
 
+import hashlib
 import json
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from cyclonedx.model import Property
@@ -48,8 +50,13 @@ def _loads(code: GpuCode, loading: set[str]) -> bool:
 
 
 def image_bom(inspection: ImageInspection) -> dict[str, Any]:
-    """The CycloneDX 1.6 BOM of ``inspection`` as a JSON object. Deterministic for the same image except
-    ``serialNumber`` and ``metadata.timestamp`` (CycloneDX requires both to identify the document)."""
+    """The CycloneDX 1.6 BOM of ``inspection`` as a JSON object, deterministic for the same image:
+    ``serialNumber`` is the UUIDv5 (RFC 4122 name-based, https://www.rfc-editor.org/rfc/rfc4122#section-4.3)
+    of the image reference and the BOM's content, and there is no ``metadata.timestamp`` (optional in
+    the CycloneDX 1.6 JSON schema, https://cyclonedx.org/docs/1.6/json/#metadata_timestamp). So the
+    same image signed by the same key gives the identical in-toto statement, which
+    :func:`builder.signing.attest.attest_image` does not append twice (``builder sbom --key`` run
+    again adds nothing); a changed image or BOM gets a new serial number."""
     name, _, digest = inspection.reference.partition("@")
     repository = name.partition("/")[2]
     image = Component(
@@ -103,6 +110,10 @@ def image_bom(inspection: ImageInspection) -> dict[str, Any]:
         )
     bom.register_dependency(image, list(bom.components))
     doc: dict[str, Any] = json.loads(JsonV1Dot6(bom).output_as_string())
+    doc.pop("serialNumber", None)
+    doc.get("metadata", {}).pop("timestamp", None)
+    content = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    doc["serialNumber"] = f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'{inspection.reference}#{content}')}"
     return doc
 
 

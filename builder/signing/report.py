@@ -179,6 +179,34 @@ class VerificationReport:
             return "wrong-key"
         return "missing"
 
+    @property
+    def missing_predicate_types(self) -> tuple[str, ...]:
+        """The ``required_predicate_types`` that no valid attestation has (in the order asked)."""
+        valid = {i.predicate_type for i in self.items if i.ok and i.kind == "attestation"}
+        return tuple(t for t in self.required_predicate_types if t not in valid)
+
+    def missing_hint(self) -> str:
+        """What to do when only required attestation types are missing (diagnosis ``missing``): the
+        types missing, whether the signature is valid, and the types that are there (valid ones,
+        then those by signers not given) - so "the type is absent" never reads as "the image is bad"."""
+        missing = self.missing_predicate_types
+        signed = any(i.ok and i.kind == "signature" for i in self.items)
+        valid = sorted({i.predicate_type for i in self.items if i.ok and i.kind == "attestation" and i.predicate_type})
+        others = sorted(
+            {i.predicate_type for i in self.items if i.untrusted and i.kind == "attestation" and i.predicate_type}
+            - set(valid)
+        )
+        head = "the signature is valid; " if signed else ""
+        if not missing:
+            return head + "a required item is missing: see the problems above"
+        there = ", ".join(valid) or "none"
+        return (
+            f"{head}no attestation of type {', '.join(missing)} by the keys given. Valid attestation types "
+            f"here: {there}"
+            + (f"; by signers not given: {', '.join(others)}" if others else "")
+            + ". Require one of those, or attest it (`builder attest REF --predicate-type TYPE ...`)"
+        )
+
     def to_json(self) -> VerifyDocument:
         return {
             "reference": self.reference,
@@ -205,6 +233,7 @@ class VerificationReport:
             "trust verifies",
             "not-signed": "nothing has signed this digest: sign it (`builder sign REF --key KEY`), or check the "
             "reference (a rebuilt image has a new digest)",
+            "missing": self.missing_hint() if self.diagnosis == "missing" else "",
         }.get(self.diagnosis)
         raise VerificationError(
             f"{self.reference} ({self.digest}) did not verify: " + "; ".join(self.problems),
@@ -214,6 +243,7 @@ class VerificationReport:
             digest=self.digest,
             diagnosis=self.diagnosis,
             other_signers=list(self.other_signers),
+            missing_predicate_types=list(self.missing_predicate_types),
         )
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 DEMO_REPO = "demo/jax"
 DEMO_TAG = "jax0.7-cpu-py3.11-debian12"
 UBUNTU_PINNED = "sha256:" + "1" * 64
+CDX = "https://cyclonedx.org/bom"
 
 
 def project(root: Path, registry: str, matrices: dict[str, str] | None = None) -> Path:
@@ -222,3 +223,33 @@ def test_an_unknown_variant_id_is_exit_8_for_every_command(cli: Cli, command: tu
     name, *rest = command
     err = cli(name, "no-such-variant", *rest, cwd=ROOT, code=8).stderr
     assert "no variant 'no-such-variant' in the matrices" in err and ":latest" not in err
+
+
+# `sbom --key` twice adds one CycloneDX attestation (the BOM of the same image is the same
+# statement); `verify --attestation TYPE` on a validly signed image names the missing type and the
+# types that exist instead of "do not use this digest".
+
+
+def test_sbom_key_twice_attaches_once_and_a_missing_type_is_named(
+    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str
+) -> None:
+    ref = amd64_only(registry_address, unique_repo)
+    keys = tmp_path / "keys"
+    cli("keys", "generate", "--no-password", "--output-dir", str(keys), cwd=ROOT)
+    key, pub = str(keys / "builder.key"), str(keys / "builder.pub")
+    first = cli("sbom", ref, "--key", key, "--json", cwd=ROOT).json()
+    again = cli("sbom", ref, "--key", key, "--json", cwd=ROOT).json()
+    assert (first["appended"], again["appended"]) == (True, False)
+    assert first["bom"]["serialNumber"] == again["bom"]["serialNumber"]
+    verified = cli("verify", ref, "--key", pub, "--attestations-only", "--attestation", CDX, "--json", cwd=ROOT)
+    items = [i for i in verified.json()["items"] if i["predicate_type"] == CDX]
+    assert len(items) == 1 and items[0]["ok"]
+
+    cli("sign", ref, "--key", key, cwd=ROOT)
+    nope = "https://example.com/nope"
+    err = cli("verify", ref, "--key", pub, "--attestation", nope, cwd=ROOT, code=18).stderr
+    hint = err[err.index("hint:") :]
+    assert "the signature is valid" in hint and nope in hint and CDX in hint
+    assert "do not use this digest" not in err
+    error = cli("verify", ref, "--key", pub, "--attestation", nope, "--json", cwd=ROOT, code=18).json()["error"]
+    assert error["details"]["missing_predicate_types"] == [nope]
