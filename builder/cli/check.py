@@ -69,13 +69,35 @@ def hostinfo(from_file: str | None) -> None:
             f"vendor: [bold]{esc(str(info.vendor))}[/]  driver: {esc(info.driver_version or '?')}  CUDA (driver max): "
             f"{esc(info.cuda_version or '?')}" + (f"  ROCm: {esc(info.rocm_version)}" if info.rocm_version else "")
         )
-        for g in info.gpus:
-            c.print(
-                f"  GPU {g.index if g.index is not None else '?'}: {g.name or '?'}  brand={g.brand or '?'}  "
-                f"cc={g.compute_capability or g.gfx_target or '?'}  mem={g.memory_mib or '?'} MiB  "
-                f"bus={g.bus_id or '?'}  vbios={g.vbios or '?'}  mig={g.mig_mode or '-'}",
-                markup=False,
-            )
+        if info.gpus:  # a fitted table: at 80 columns what does not fit moves under the GPU's name
+            from rich.padding import Padding
+
+            from builder.cli.tables import Column, fitted_table
+
+            columns = [
+                Column("GPU", whole=True),
+                Column("name"),
+                Column("brand", 2),
+                Column("arch", 0, whole=True),
+                Column("MiB", 1),
+                Column("bus", 3, whole=True),
+                Column("vbios", 4),
+                Column("mig", 4),
+            ]
+            rows = [
+                [
+                    str(g.index) if g.index is not None else "?",
+                    esc(g.name or "?"),
+                    esc(g.brand or "?"),
+                    esc(g.compute_capability or g.gfx_target or "?"),
+                    str(g.memory_mib or "?"),
+                    esc(g.bus_id or "?"),
+                    esc(g.vbios or "?"),
+                    esc(g.mig_mode or "-"),
+                ]
+                for g in info.gpus
+            ]
+            c.print(Padding(fitted_table(columns, rows, c.width - 2, boxed=False), (0, 0, 0, 2)))
         if info.fabric_manager:
             c.print(f"fabric manager: {info.fabric_manager}", markup=False)
         if info.toolkit is not None:
