@@ -432,9 +432,9 @@ def _print_static(outcome: StaticCheck) -> None:
         if not applies:
             c.print(f"  {name}: not-applicable ({vendor})", markup=False)
             continue
-        covered = {True: "yes", False: "no", None: "unknown"}[verdict.arch_covered]  # never a Python None
+        minimum = "min ROCm" if verdict.vendor == "amd" else "min driver"  # AMD: ROCm releases (compat)
         c.print(
-            f"  {name}: {verdict.verdict}  min driver {verdict.min_driver or '-'}  arch covered {covered}",
+            f"  {name}: {verdict.verdict}  {minimum} {verdict.min_driver or '-'}  arch covered {verdict.arch_text}",
             markup=False,
         )
         for reason in verdict.reasons:

@@ -54,7 +54,12 @@ HostLoader = Callable[[Path], HostFacts]
 
 @dataclasses.dataclass(frozen=True)
 class HostConfig:
-    """One (driver, GPU) combination of a cluster: what :func:`check_compat` is asked about."""
+    """One (driver, GPU) combination of a cluster: what :func:`check_compat` is asked about.
+
+    ``driver``: for ``vendor`` ``nvidia`` the NVIDIA driver version (``550.144.03``); for ``amd`` the
+    ROCm release of the host's amdgpu driver (``6.3``: what ROCm's compatibility matrix is keyed by,
+    https://rocm.docs.amd.com/en/latest/compatibility/compatibility-matrix.html), never the amdgpu
+    kernel driver's own version (``6.10.5``)."""
 
     driver: str | None
     gpu: str | None
@@ -62,9 +67,13 @@ class HostConfig:
     driver_cuda: str | None = None
     compute_capability: str | None = None
     source: str = "inline"
+    vendor: str = "nvidia"
 
     @property
     def label(self) -> str:
+        """``driver 550.144.03, NVIDIA H100 80GB HBM3`` / ``ROCm 6.3, AMD Instinct MI300X``."""
+        if self.vendor == "amd":
+            return f"ROCm {self.driver or 'unknown'}, {self.gpu or 'unknown GPU'}"
         return f"driver {self.driver or 'unknown'}, {self.gpu or 'unknown GPU'}"
 
 

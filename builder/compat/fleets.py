@@ -398,7 +398,14 @@ def _cluster(c: _ClusterIn, notes: list[str], saved: _SavedHosts) -> Cluster:
     # amdgpu versions such as 6.10.5 are not ROCm releases)
     check_drivers: list[str | None] = [*c.drivers] if c.vendor == "nvidia" else [*c.rocm] or [None]
     configs = [
-        HostConfig(driver=drv, gpu=g, brand=c.brand, driver_cuda=c.cuda, compute_capability=c.compute_capability)
+        HostConfig(
+            driver=drv,
+            gpu=g,
+            brand=c.brand,
+            driver_cuda=c.cuda,
+            compute_capability=c.compute_capability,
+            vendor=c.vendor,
+        )
         for drv in check_drivers
         for g in c.gpus
     ]
@@ -464,6 +471,7 @@ def _host_configs(host: HostFacts, c: _ClusterIn, rel: str) -> list[HostConfig] 
                 driver_cuda=host.cuda_version if c.vendor == "nvidia" else None,
                 compute_capability=g.compute_capability or g.gfx_target or c.compute_capability,
                 source=rel,
+                vendor=c.vendor,
             )
         )
     return out

@@ -111,6 +111,15 @@ class Verdict:
     matched_term: str | None = None
     needs_cuda_compat: bool = False
     min_driver_row: str | None = None
+    gpu_code: bool = True  # False: a CPU image (no CUDA, NVIDIA_REQUIRE_CUDA or ROCm): nothing to cover
+
+    @property
+    def arch_text(self) -> str:
+        """``arch_covered`` for people: ``yes`` | ``no`` | ``unknown`` | ``not applicable (no GPU
+        code)`` for a CPU image, whose GPU architecture coverage is no question at all."""
+        if not self.gpu_code:
+            return "not applicable (no GPU code)"
+        return {True: "yes", False: "no", None: "unknown"}[self.arch_covered]
 
     @property
     def ok(self) -> bool:
@@ -278,7 +287,9 @@ def check_compat(
     }
     if not (cuda or require or rocm):
         reasons = ["CPU image: no GPU driver requirement"]
-        return Verdict("ok", None, tuple(reasons), vendor=host_vendor, **{**common, "arch_covered": None})
+        return Verdict(
+            "ok", None, tuple(reasons), vendor=host_vendor, gpu_code=False, **{**common, "arch_covered": None}
+        )
     verdict = _check_vendor(
         host_vendor,
         driver=driver,

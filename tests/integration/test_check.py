@@ -201,9 +201,11 @@ def test_static_host_blocked_exit_code(images: dict[str, str], cli: Cli) -> None
 
 
 def test_static_fleet_human_output_has_no_python_none(images: dict[str, str], cli: Cli) -> None:
-    """A CPU image's architecture coverage is unknown: said in words, never as ``None``."""
+    """A CPU image's architecture coverage is no question (no GPU code): said in words, never as
+    ``None`` or "unknown"; the AMD cluster's configuration is its ROCm release, not a driver."""
     err = cli("check", images["cpu"], "--static", "--fleet", "demo", env={"COLUMNS": "200"}).stderr
-    assert "arch covered unknown" in err and "None" not in err
+    assert "arch covered not applicable (no GPU code)" in err and "None" not in err
+    assert "arch covered unknown" not in err and "ROCm 6.3, AMD Instinct MI300X" in err
 
 
 def test_static_needs_one_host_or_fleet(images: dict[str, str], cli: Cli) -> None:
