@@ -422,12 +422,6 @@ def history(
     _exit_for_unread(result.error, "stage(s)", sum(1 for h in result.stages if h.error))
 
 
-def _seconds(time: str) -> str:
-    """``2026-12-02T01:13:45.123456Z`` -> ``2026-12-02T01:13:45Z`` (people read seconds; --json keeps all)."""
-    head, dot, rest = time.partition(".")
-    return f"{head}Z" if dot and rest.endswith("Z") else time
-
-
 def _print_history(result: VariantHistory) -> None:
     con = console()
     for h in result.stages:
@@ -440,7 +434,7 @@ def _print_history(result: VariantHistory) -> None:
             from rich.markup import escape
             from rich.padding import Padding
 
-            from builder.cli.tables import Column, fitted_table
+            from builder.cli.tables import Column, fitted_table, to_seconds
 
             columns = [
                 Column("time", whole=True),
@@ -452,7 +446,7 @@ def _print_history(result: VariantHistory) -> None:
             ]
             rows = [
                 [
-                    escape(_seconds(r.time)),
+                    escape(to_seconds(r.time)),
                     escape(r.action),
                     r.digest[:19],
                     (r.previous or "-")[:19],

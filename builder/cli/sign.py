@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from builder.cli.tables import Column
     from builder.signing.operations import KeylessSigned, Place
     from builder.signing.report import VerificationReport, VerifiedItem
 
@@ -367,7 +368,7 @@ def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[st
     """The table of items (one row each) and the reasons of the invalid ones."""
     from rich.markup import escape
 
-    from builder.cli.tables import Column, fitted_table
+    from builder.cli.tables import Column, fitted_table, to_seconds
 
     if not items:
         con.print("  no signatures or attestations found")
@@ -394,11 +395,33 @@ def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[st
             else:
                 who = "key not named in the layer [dim](not given)[/]"
         kind = f"{item.kind} (bundle)" if item.is_bundle else item.kind
-        rows.append([str(n), style[item.classification], kind, _what(item), who, escape(item.time or "-")])
+        when = escape(to_seconds(item.time) if item.time else "-")
+        rows.append([str(n), style[item.classification], kind, _what(item), who, when])
+    legend = _signer_legend(columns, rows, con.width)
     con.print(fitted_table(columns, rows, con.width))
+    for label, who in legend:
+        con.print(f"  signer {label}: {who}", soft_wrap=True)
     for n, item in enumerate(items, 1):
         if item.classification == "invalid":
             con.print(f"  [red]#{n} invalid:[/] {escape(item.reason)}")
+
+
+def _signer_legend(columns: Sequence[Column], rows: list[list[str]], width: int) -> list[tuple[str, str]]:
+    """When the table would not fit ``width`` with each signer written out (a key file's path with its
+    fingerprint, a keyless identity: a whole value of 40-100 cells, which moved under the narrow ``#``
+    column and collapsed the table into it), each distinct signer becomes a letter in its cell
+    (``rows`` changed in place) and ``(letter, signer)`` pairs are returned for lines under the table."""
+    from builder.cli.tables import overhead, plain_width
+
+    col = next(i for i, c in enumerate(columns) if c.header == "signer")
+    natural = [max([plain_width(c.header)] + [plain_width(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    if sum(natural) + overhead(len(columns), boxed=True) <= width:
+        return []
+    letters: dict[str, str] = {}
+    for r in rows:
+        letters.setdefault(r[col], chr(ord("A") + len(letters)) if len(letters) < 26 else str(len(letters) + 1))
+        r[col] = letters[r[col]]
+    return [(label, who) for who, label in letters.items()]
 
 
 def _also_present(report: VerificationReport) -> list[str]:

@@ -188,4 +188,21 @@ def fitted_table(
     return table
 
 
-__all__ = ["FLEX_MIN", "Column", "Layout", "fitted_table", "overhead", "plain_width", "plan_columns", "room_for_words"]
+def to_seconds(time: str) -> str:
+    """An RFC 3339 UTC time for a table cell, to the second: ``2026-12-02T01:13:45.123456Z`` ->
+    ``2026-12-02T01:13:45Z`` (20 cells; ``--json`` keeps the full value); other text unchanged."""
+    head, dot, rest = time.partition(".")
+    return f"{head}Z" if dot and rest.endswith("Z") and rest[:-1].isdigit() else time
+
+
+__all__ = [
+    "FLEX_MIN",
+    "Column",
+    "Layout",
+    "fitted_table",
+    "overhead",
+    "plain_width",
+    "plan_columns",
+    "room_for_words",
+    "to_seconds",
+]
