@@ -31,6 +31,7 @@ from typing_extensions import TypedDict
 
 from builder import __version__
 from builder.checks.device import PYTHON_SHIM, Step, container_step
+from builder.checks.script_bundle import bundle_script
 from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1
 
 if TYPE_CHECKING:
@@ -203,8 +204,8 @@ def run_declared(
     sha: str | None = None
     if check.script is not None:
         try:
-            stdin = (root / check.script).read_bytes()
-        except OSError as exc:
+            stdin = bundle_script(root, check.script)
+        except (OSError, ValueError) as exc:
             missing = Step(
                 check.kind, False, 0.0, {"script": check.script}, f"cannot read {root / check.script}: {exc}"
             )

@@ -1,13 +1,13 @@
 """Deterministic checks of PyTorch in the image: known results, autograd, seeded randomness, the
 device the benchmark will use. Writes a JUnit XML report to the path given as the first argument;
-exits 1 on a failure. Sent on stdin to the image's python by ``builder check``; stdlib + torch only."""
+exits 1 on a failure. Sent on stdin to the image's python by ``builder check``
+with evidence/evidence_support.py (the JUnit report); stdlib + torch only."""
 
-import sys
-import time
 import unittest
-from xml.sax.saxutils import quoteattr
 
 import torch
+
+from evidence_support import run_smoke
 
 
 class TorchSmoke(unittest.TestCase):
@@ -34,43 +34,4 @@ class TorchSmoke(unittest.TestCase):
         self.assertEqual(torch.ones(2).dtype, torch.float32)
 
 
-class Recorder(unittest.TextTestResult):
-    def startTest(self, test):
-        self._t0 = time.perf_counter()
-        super().startTest(test)
-
-    def stopTest(self, test):
-        test.seconds = time.perf_counter() - self._t0
-        super().stopTest(test)
-
-
-def write_junit(path, result, tests):
-    failed = {id(t): m for t, m in result.failures}
-    errored = {id(t): m for t, m in result.errors}
-    cases = []
-    for t in tests:
-        body = ""
-        if id(t) in failed:
-            body = "<failure message=%s/>" % quoteattr(failed[id(t)].strip().splitlines()[-1])
-        elif id(t) in errored:
-            body = "<error message=%s/>" % quoteattr(errored[id(t)].strip().splitlines()[-1])
-        cases.append(
-            '<testcase classname="TorchSmoke" name=%s time="%.4f">%s</testcase>'
-            % (quoteattr(t._testMethodName), getattr(t, "seconds", 0.0), body)
-        )
-    xml = '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="torch-smoke" tests="%d" failures="%d" errors="%d" skipped="%d">%s</testsuite></testsuites>' % (
-        result.testsRun, len(result.failures), len(result.errors), len(result.skipped), "".join(cases)
-    )
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(xml)
-
-
-def main():
-    tests = list(unittest.defaultTestLoader.loadTestsFromTestCase(TorchSmoke))
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2, resultclass=Recorder).run(unittest.TestSuite(tests))
-    if len(sys.argv) > 1:
-        write_junit(sys.argv[1], result, tests)
-    sys.exit(0 if result.wasSuccessful() else 1)
-
-
-main()
+run_smoke(TorchSmoke, "torch-smoke")

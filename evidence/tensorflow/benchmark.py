@@ -1,24 +1,13 @@
 """Matmul throughput of TensorFlow on the first visible device (GPU when there is one, else the CPU).
 
 Prints ``builder.metric`` lines (docs/matrices.md "Metrics"). Sent on stdin to the image's python by
-``builder check``; stdlib + tensorflow only. Knobs: BUILDER_BENCH_N (matrix size, default 512),
-BUILDER_DEMO_BENCH_SLOWDOWN (>= 1: extra uncounted work per sample, evidence/README.md).
+``builder check`` with evidence/evidence_support.py (the timing loop, the knobs BUILDER_BENCH_N and
+BUILDER_DEMO_BENCH_SLOWDOWN); stdlib + tensorflow only.
 """
-
-import json
-import os
-import time
 
 import tensorflow as tf
 
-N = int(os.environ.get("BUILDER_BENCH_N") or 512)
-SLOWDOWN = max(1.0, float(os.environ.get("BUILDER_DEMO_BENCH_SLOWDOWN") or 1))
-SAMPLES = 7
-
-
-def metric(name, value, unit, higher_is_better, **extra):
-    doc = {"name": name, "value": value, "unit": unit, "higher_is_better": higher_is_better, **extra}
-    print("builder.metric " + json.dumps(doc), flush=True)
+from evidence_support import N, matmul_benchmark
 
 
 def main():
@@ -31,23 +20,12 @@ def main():
         matmul = tf.function(lambda x, y: tf.linalg.matmul(x, y))
         matmul(a, b).numpy()  # trace and compile outside the timing
 
-        def timed(iters):
-            work = max(iters, round(iters * SLOWDOWN))
-            start = time.perf_counter()
-            for _ in range(work):
+        def run(count):
+            for _ in range(count):
                 out = matmul(a, b)
             out.numpy()  # waits for the device
-            return time.perf_counter() - start
 
-        iters = 1
-        while timed(iters) < 0.1 and iters < 4096:  # samples of ~100 ms or more
-            iters *= 2
-        # best of SAMPLES: another process on the machine only ever makes a sample slower
-    seconds = min(timed(iters) for _ in range(SAMPLES))
-    flops = 2.0 * N**3 * iters
-    print(f"tensorflow {tf.__version__} on {device} N={N} iters={iters} slowdown={SLOWDOWN}")
-    metric("matmul_f32_throughput", round(flops / seconds / 1e9, 3), "GFLOP/s", True, dataset=f"synthetic-normal-{N}x{N}@1")
-    metric("matmul_f32_latency", round(seconds / iters * 1e3, 4), "ms", False)
+        matmul_benchmark(run, f"tensorflow {tf.__version__} on {device}")
 
 
 main()

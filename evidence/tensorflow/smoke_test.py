@@ -1,13 +1,13 @@
 """Deterministic checks of TensorFlow in the image: known results, a gradient, seeded randomness,
 tf.function/eager agreement. Writes a JUnit XML report to the path given as the first argument;
-exits 1 on a failure. Sent on stdin to the image's python by ``builder check``; stdlib + tensorflow only."""
+exits 1 on a failure. Sent on stdin to the image's python by ``builder check``
+with evidence/evidence_support.py (the JUnit report); stdlib + tensorflow only."""
 
-import sys
-import time
 import unittest
-from xml.sax.saxutils import quoteattr
 
 import tensorflow as tf
+
+from evidence_support import run_smoke
 
 
 class TfSmoke(unittest.TestCase):
@@ -34,43 +34,4 @@ class TfSmoke(unittest.TestCase):
         self.assertEqual(tf.ones(2).dtype, tf.float32)
 
 
-class Recorder(unittest.TextTestResult):
-    def startTest(self, test):
-        self._t0 = time.perf_counter()
-        super().startTest(test)
-
-    def stopTest(self, test):
-        test.seconds = time.perf_counter() - self._t0
-        super().stopTest(test)
-
-
-def write_junit(path, result, tests):
-    failed = {id(t): m for t, m in result.failures}
-    errored = {id(t): m for t, m in result.errors}
-    cases = []
-    for t in tests:
-        body = ""
-        if id(t) in failed:
-            body = "<failure message=%s/>" % quoteattr(failed[id(t)].strip().splitlines()[-1])
-        elif id(t) in errored:
-            body = "<error message=%s/>" % quoteattr(errored[id(t)].strip().splitlines()[-1])
-        cases.append(
-            '<testcase classname="TfSmoke" name=%s time="%.4f">%s</testcase>'
-            % (quoteattr(t._testMethodName), getattr(t, "seconds", 0.0), body)
-        )
-    xml = '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="tensorflow-smoke" tests="%d" failures="%d" errors="%d" skipped="%d">%s</testsuite></testsuites>' % (
-        result.testsRun, len(result.failures), len(result.errors), len(result.skipped), "".join(cases)
-    )
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(xml)
-
-
-def main():
-    tests = list(unittest.defaultTestLoader.loadTestsFromTestCase(TfSmoke))
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2, resultclass=Recorder).run(unittest.TestSuite(tests))
-    if len(sys.argv) > 1:
-        write_junit(sys.argv[1], result, tests)
-    sys.exit(0 if result.wasSuccessful() else 1)
-
-
-main()
+run_smoke(TfSmoke, "tensorflow-smoke")

@@ -22,6 +22,7 @@ from builder.checks.evidence import (
     run_declared,
 )
 from builder.checks.host.model import HostInfo
+from builder.checks.script_bundle import bundle_script
 from builder.checks.topology import Topology
 from builder.engine import ContainerResult
 from builder.errors import MatrixError
@@ -103,12 +104,13 @@ def _device() -> CheckResult:
 
 
 def test_benchmark_script_is_sent_to_the_image_python_with_its_limits() -> None:
-    script = ROOT / "evidence" / "jax" / "benchmark.py"
     check = CheckCommand("benchmark", script="evidence/jax/benchmark.py", timeout=90, shm_size="2g", dataset="d@1")
     runner = _runner(BENCH_OUT)
     run = run_declared("r@sha256:" + "1" * 64, check, mode="cpu", runner=runner, root=ROOT)
     call = runner.calls[0]
-    assert call["stdin"] == script.read_bytes() and call["entrypoint"] == "sh" and call["argv"][0] == "-c"
+    # the script with evidence/evidence_support.py, which it imports (builder.checks.script_bundle)
+    assert call["stdin"] == bundle_script(ROOT, "evidence/jax/benchmark.py")
+    assert call["entrypoint"] == "sh" and call["argv"][0] == "-c"
     assert call["timeout"] == 90 and call["shm_size"] == "2g" and call["gpus"] is None  # cpu mode: no devices
     assert run.passed and run.script_sha256 and len(run.metrics) == 2
     gpu = run_declared("r", check, mode="nvidia", runner=_runner(BENCH_OUT), root=ROOT)
