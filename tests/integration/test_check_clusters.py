@@ -5,7 +5,6 @@ registry and cosign. No GPU here: the image is a CPU one, so the checks pass on 
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import socket
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from builder.predicates import DEVICE_CHECK_V1
+from tests.attestations import statements, verify_attestation
 from tests.conftest import ROOT, Cli, _unavailable, require_tool
 
 if TYPE_CHECKING:
@@ -68,24 +68,9 @@ def _fleet(path: Path, clusters: list[dict[str, object]]) -> Path:
 
 
 def _statement(cosign: str, pub: Path, ref: str) -> list[dict[str, object]]:
-    cv = subprocess.run(
-        [
-            cosign,
-            "verify-attestation",
-            "--key",
-            str(pub),
-            "--insecure-ignore-tlog",
-            "--allow-insecure-registry",
-            "--type",
-            DEVICE_CHECK_V1,
-            ref,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    cv = verify_attestation(cosign, pub, ref, DEVICE_CHECK_V1)
     assert cv.returncode == 0, cv.stderr
-    return [json.loads(base64.b64decode(json.loads(line)["payload"])) for line in cv.stdout.splitlines()]
+    return statements(cv.stdout)
 
 
 def test_demo_cluster_check_runs_through_sbatch_srun_and_signs_job_and_node(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from builder.predicates import DEVICE_CHECK_V1
+from tests.attestations import verify_attestation
 from tests.conftest import ROOT, Cli, require_tool
 from tests.integration.test_check import images, require_no_toolkit
 
@@ -31,23 +32,7 @@ JQ_ANY_PASSED = "jq -e -s 'map(.payload | @base64d | fromjson | .predicate.resul
 
 
 def _verify(cosign_bin: str, pub: Path, ref: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            cosign_bin,
-            "verify-attestation",
-            "--key",
-            str(pub),
-            "--insecure-ignore-tlog",
-            "--allow-insecure-registry",
-            "--type",
-            DEVICE_CHECK_V1,
-            *extra,
-            ref,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return verify_attestation(cosign_bin, pub, ref, DEVICE_CHECK_V1, *extra)
 
 
 def _jq_any_passed(cosign_bin: str, pub: Path, ref: str) -> int:

@@ -11,7 +11,6 @@ ten times the work per sample, far beyond the machine's noise and the policy's 2
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from builder.checks.evidence import run_declared
 from builder.engine import run_container
 from builder.models import CheckCommand
 from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1
+from tests.attestations import statements, verify_attestation
 from tests.conftest import ROOT, Cli, _unavailable
 
 if TYPE_CHECKING:
@@ -110,25 +110,9 @@ def _policy(path: Path, build_pub: Path, runner_pub: Path) -> Path:
 
 
 def _verify(cosign_bin: str, pub: Path, ref: str, ptype: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [
-            cosign_bin,
-            "verify-attestation",
-            "--key",
-            str(pub),
-            "--insecure-ignore-tlog",
-            "--allow-insecure-registry",
-            "--type",
-            ptype,
-            ref,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = verify_attestation(cosign_bin, pub, ref, ptype)
     assert out.returncode == 0, out.stderr
-    [line] = [ln for ln in out.stdout.splitlines() if ln.strip()][-1:]
-    statement = json.loads(base64.b64decode(json.loads(line)["payload"]))
+    statement = statements(out.stdout)[-1]
     assert statement["predicateType"] == ptype
     predicate: dict[str, Any] = statement["predicate"]
     return predicate
