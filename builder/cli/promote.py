@@ -116,7 +116,7 @@ def approve(
     app = app_context().app
     outcome = approve_reference(
         app.promotion(policy_file),
-        reference,
+        app.image_reference(reference),  # a variant id: its moving tag, as every command reads REF
         stage,
         app.signer(key_file),
         key_label=str(key_file),

@@ -206,7 +206,7 @@ def test_a_malformed_platform_is_a_usage_error(cli: Cli, command: tuple[str, ...
 # always read it (App.image_reference); never `:latest`, never "neither a tag nor a digest".
 
 
-def test_every_command_reads_a_variant_id_as_its_moving_tag(cli: Cli, demo: str) -> None:
+def test_every_command_reads_a_variant_id_as_its_moving_tag(cli: Cli, tmp_path: Path, demo: str) -> None:
     digest = cli("inspect", demo, "--json", cwd=ROOT).json()["digest"]
     assert cli("inspect", DEMO_TAG, "--json", cwd=ROOT).json()["digest"] == digest
     assert digest in cli("sbom", DEMO_TAG, "--json", cwd=ROOT).json()["reference"]
@@ -216,9 +216,23 @@ def test_every_command_reads_a_variant_id_as_its_moving_tag(cli: Cli, demo: str)
     # verify resolves it too: what fails is the key given, not the reference
     verify = cli("verify", DEMO_TAG, "--key", str(ROOT / "no-such.pub"), cwd=ROOT, code=None).stderr
     assert "neither a tag nor a digest" not in verify and "no-such.pub" in verify
+    # approve --strict: the variant's moving tag is a tag (refused as one, not as "no tag")
+    cli("keys", "generate", "--no-password", "--output-dir", str(tmp_path / "keys"), cwd=ROOT)
+    key = str(tmp_path / "keys" / "builder.key")
+    strict = cli("approve", DEMO_TAG, "--stage", "prod", "--key", key, "--unlisted", "--strict", cwd=ROOT, code=2)
+    assert f"{demo} is a tag" in strict.stderr
 
 
-@pytest.mark.parametrize("command", [("inspect",), ("sbom",), ("verify", "--key", "x.pub"), ("diff", "x:1")])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("inspect",),
+        ("sbom",),
+        ("verify", "--key", "x.pub"),
+        ("diff", "x:1"),
+        ("approve", "--stage", "prod", "--key", "x.key", "--unlisted"),
+    ],
+)
 def test_an_unknown_variant_id_is_exit_8_for_every_command(cli: Cli, command: tuple[str, ...]) -> None:
     name, *rest = command
     err = cli(name, "no-such-variant", *rest, cwd=ROOT, code=8).stderr
