@@ -6,7 +6,10 @@ Each ledger row of an applied promotion or rollback names the ``.att`` layer of 
 (``Ledger.verify``: an edited, removed or reordered row) and, for every such row, reads the
 record from the registry (``records.records_on`` on the row's digest in the stage pointer's
 repository): it must be there, verify, and be signed by a key the policy trusts for the stage.
-A record deleted from the registry, or replaced, is named with its row.
+A record deleted from the registry, or replaced, is named with its row. The other direction: for
+each stage pointer the ledger has rows of, the registry's newest trusted record of what the
+pointer holds, when signed by a promoter of this ledger, must have its row (rows removed at the
+end leave the hash chain of the rest intact).
 
 Errors: LedgerError (33) when any problem is found (``details['problems']``); registry errors
 (5-7) propagate.
@@ -134,15 +137,48 @@ def existing_ledger(path: Path) -> Ledger:
     return open_ledger(path)
 
 
+def _check_pointer(ctx: PromotionContext, rows: list[LedgerRecord], writers: set[str]) -> str | None:
+    """The other direction, for one stage pointer the ledger has rows of (``rows``, in order): the
+    registry's newest trusted record of what the pointer holds now, when written by a promoter
+    that wrote rows of this ledger (``writers``: their fingerprints), must have its row here. A
+    missing one is a row removed (at the end, where the hash chain of what is left stays intact)
+    or a promotion applied with another ledger by the same key."""
+    last = rows[-1]
+    loc = pointer_location(last.reference)
+    try:
+        current = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
+        on = records_on(ctx, loc, current, last.stage) if current is not None else None
+    except BuilderError as exc:
+        return f"{last.reference}: the registry cannot be read: {exc.message}"
+    if on is None or not on.records:
+        return None  # moved away or untrusted: the rows' own checks say so
+    newest = max(on.records, key=lambda r: r.time)
+    if newest.promoter not in writers or any(r.attestation == newest.layer for r in rows):
+        return None
+    by = newest.promoter_name or newest.promoter[:19]
+    return (
+        f"{last.reference}: the registry's newest record ({newest.time[:19]}Z {newest.action} "
+        f"{newest.digest[:19]}…, record {(newest.layer or '')[:19]}…, by {by}) has no row in this ledger: "
+        "rows removed at the end, or promoted with another ledger"
+    )
+
+
 def verify_ledger(ctx: PromotionContext, ledger: Ledger, path: str) -> LedgerReport:
-    """Check ``ledger`` (the file at ``path``) against itself and the registry (module docstring)."""
+    """Check ``ledger`` (the file at ``path``) against itself and the registry (module docstring):
+    every applied row's record is in the registry, and each stage pointer's newest record by a
+    promoter of this ledger has its row (:func:`_check_pointer`)."""
     rows = ledger.records()
     applied = [r for r in rows if r.action in ("promote", "rollback") and r.allowed and r.attestation]
     found = map_parallel(lambda r: _check_row(ctx, r), applied)
+    pointers: dict[str, list[LedgerRecord]] = {}
+    for r in applied:
+        pointers.setdefault(r.reference, []).append(r)
+    writers = {r.who.split(" ", 1)[0] for r in applied if r.who}
+    tails = map_parallel(lambda rs: _check_pointer(ctx, rs, writers), list(pointers.values()))
     return LedgerReport(
         path,
         len(rows),
         len(applied),
         tuple(ledger.verify()),
-        tuple(p for p in found if p is not None),
+        tuple(p for p in [*found, *tails] if p is not None),
     )

@@ -400,10 +400,12 @@ def approver_of(w: World, descriptor: dict[str, object]) -> str:
 
 
 def test_ledger_verify_checks_the_chain_and_the_registry(
-    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str
+    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`builder ledger verify`: agrees after two promotions; the attacks (a ledger row edited with
-    its trigger dropped, a record deleted from the registry) each exit 33 naming the row."""
+    its trigger dropped, a record deleted from the registry, the last row removed) each exit 33 naming
+    the row."""
+    import shutil
     import sqlite3
 
     from builder.registry import canonical_json
@@ -423,6 +425,23 @@ def test_ledger_verify_checks_the_chain_and_the_registry(
     ok = run("ledger", "verify", "--json").json()
     assert (ok["rows"], ok["checked"], ok["chain"], ok["registry"]) == (2, 2, [], [])
     assert "confirmed by the registry" in run("ledger", "verify").stderr
+
+    # the last row deleted and SQLite's row counter reset too (the tail gone without a trace in the
+    # file: the chain of what is left is intact): the registry's newest record has no row (it passed)
+    cut = tmp_path / "cut.sqlite"
+    shutil.copy(project / "state" / "ledger.sqlite", cut)
+    db = sqlite3.connect(cut)
+    db.execute("DROP TRIGGER records_no_delete")
+    db.execute("DELETE FROM records WHERE seq = 2")
+    db.execute("UPDATE sqlite_sequence SET seq = 1 WHERE name = 'records'")
+    db.commit()
+    db.close()
+    env = {"HOME": str(project), "BUILDER_LEDGER": str(cut)}
+    tail = run("ledger", "verify", "--json", code=33, env=env).json()["error"]
+    said = " ".join(tail["message"].split())
+    assert "the registry's newest record" in said and d2[:19] in said and "has no row in this ledger" in said
+    assert "rows removed at the end" in said and "row 0" not in said
+    monkeypatch.delenv("BUILDER_LEDGER")  # the `cli` fixture keeps env for the test: the real ledger again
 
     # the registry loses d2's record (someone with push rights rewrote its .att)
     client = RegistryClient(registry_address, insecure=True)
