@@ -29,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -44,24 +43,22 @@ from builder.promote import PromotionContext, Target, promote_many, status
 from builder.registry import RegistryClient
 from builder.signing.keys import load_signer, write_key_pair
 from builder.signing.sign import sign_image
+from tests.projects import build_key_policy
 
 REPO = "bench/status-src"
 
 
 def write_policy(path: Path, pub: Path) -> Path:
     path.write_text(
-        textwrap.dedent(
-            f"""\
-            keys:
-              build: [{{file: {pub}}}]
-            promoters: [build]
-            stages:
-              dev:
-                from: build
-                require:
-                  signature: {{signers: [build]}}
-                rollback: {{allowed: [build]}}
-            """
+        build_key_policy(
+            pub,
+            """\
+            dev:
+              from: build
+              require:
+                signature: {signers: [build]}
+              rollback: {allowed: [build]}
+            """,
         )
     )
     return path

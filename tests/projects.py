@@ -3,6 +3,8 @@ without packages (fast to build FROM the mirrored Debian base)."""
 
 from __future__ import annotations
 
+import textwrap
+
 #: a matrix of one variant ``<family>-cpu-py3.11-debian12`` (format with ``family`` and ``repo``)
 CPU_MATRIX = """\
 family: {family}
@@ -46,3 +48,10 @@ base:
 def jax_matrix(repo: str) -> str:
     """The text of :data:`JAX_MATRIX` in repository ``repo``."""
     return JAX_MATRIX.format(repo=repo)
+
+
+def build_key_policy(pub: object, stages: str) -> str:
+    """A ``version: 1`` policy whose one key group and promoter is ``build`` (the public key file
+    ``pub``), with ``stages``: the YAML of the stages (dedented, then placed under ``stages:``)."""
+    head = f"version: 1\nkeys:\n  build: [{{file: {pub}}}]\npromoters: [build]\nstages:\n"
+    return head + textwrap.indent(textwrap.dedent(stages).strip("\n") + "\n", "  ")

@@ -5,14 +5,13 @@ the cluster and exit 11 (real registry, real promotion records, the fleet checke
 from __future__ import annotations
 
 import os
-import textwrap
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from builder.registry import RegistryClient
 from tests.integration.test_promote_support import make_keys, push_image
-from tests.projects import jax_matrix
+from tests.projects import build_key_policy, jax_matrix
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -56,22 +55,18 @@ def project(tmp_path: Path, registry_address: str, unique_repo: str) -> Path:
     )
     (root / "fleets" / "site.yaml").write_text(FLEET)
     (root / "policies" / "default.yaml").write_text(
-        textwrap.dedent(
-            f"""\
-            version: 1
-            keys:
-              build: [{{file: {keys.pub("build")}}}]
-            promoters: [build]
-            stages:
-              dev:
-                from: build
-                require:
-                  signature: {{signers: [build]}}
-              prod:
-                from: dev
-                require:
-                  fleet: {{file: ../fleets/site.yaml}}
-            """
+        build_key_policy(
+            keys.pub("build"),
+            """\
+            dev:
+              from: build
+              require:
+                signature: {signers: [build]}
+            prod:
+              from: dev
+              require:
+                fleet: {file: ../fleets/site.yaml}
+            """,
         )
     )
     (root / "matrices" / "tiny.yaml").write_text(jax_matrix(unique_repo))

@@ -413,6 +413,7 @@ def test_promote_dry_run_shows_the_diff_against_the_stage(cli: Cli, images: dict
     an approver must see against it (targets gained, the cluster whose verdict changes, package
     counts), human and in --json; --confirm computes none of it."""
     from tests.integration.test_promote_support import make_keys
+    from tests.projects import build_key_policy
 
     registry, _, rest = images["stale"].partition("/")
     repo = rest.partition(":")[0]
@@ -422,18 +423,14 @@ def test_promote_dry_run_shows_the_diff_against_the_stage(cli: Cli, images: dict
     keys = make_keys(project / "state")
     (project / "fleet.yaml").write_text(FLEET)
     (project / "policies" / "default.yaml").write_text(
-        textwrap.dedent(
-            f"""\
-            version: 1
-            keys:
-              build: [{{file: {keys.pub("build")}}}]
-            promoters: [build]
-            stages:
-              dev:
-                from: build
-                require:
-                  fleet: {{file: ../fleet.yaml, clusters: [h100]}}
-            """
+        build_key_policy(
+            keys.pub("build"),
+            """\
+            dev:
+              from: build
+              require:
+                fleet: {file: ../fleet.yaml, clusters: [h100]}
+            """,
         )
     )
     toml = f'registry = "{registry}"\nstate_dir = "state"\nkey = "{keys.key("build")}"\n'

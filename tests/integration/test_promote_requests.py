@@ -11,7 +11,6 @@ promotion after the first one of a process does.
 
 from __future__ import annotations
 
-import textwrap
 from typing import TYPE_CHECKING
 
 import pytest
@@ -30,6 +29,7 @@ from builder.promote import (
 from builder.registry import RegistryClient, client_for
 from builder.signing.sign import sign_image
 from tests.integration.test_promote_support import Keys, make_keys, push_image, tar_layer
+from tests.projects import build_key_policy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -53,25 +53,21 @@ class Clients:
 
 def _policy(path: Path, keys: Keys) -> Path:
     path.write_text(
-        textwrap.dedent(
-            f"""\
-            version: 1
-            keys:
-              build: [{{file: {keys.pub("build")}}}]
-            promoters: [build]
-            stages:
-              dev:
-                from: build
-                require:
-                  signature: {{signers: [build]}}
-                rollback: {{allowed: [build]}}
-              rel:
-                from: dev
-                repository: "rel/{{repository}}"
-                require:
-                  signature: {{signers: [build]}}
-                rollback: {{allowed: [build]}}
-            """
+        build_key_policy(
+            keys.pub("build"),
+            """\
+            dev:
+              from: build
+              require:
+                signature: {signers: [build]}
+              rollback: {allowed: [build]}
+            rel:
+              from: dev
+              repository: "rel/{repository}"
+              require:
+                signature: {signers: [build]}
+              rollback: {allowed: [build]}
+            """,
         )
     )
     return path
