@@ -160,26 +160,30 @@ def test_promotion_commands(run: Run, project: Path, registry_address: str, uniq
     # a stale compare-and-swap is a conflict (exit 32)
     run(project, "promote", VARIANT, "--to", "dev", "--confirm", "--expect-previous", d2, code=32)
 
-    # resolve for a cluster: dev has no fleet rule, so the cluster is looked up as `check --cluster`
-    # looks it up, in fleets/ (it said "needs a fleet file", exit 2, while check found the cluster)
-    err = js(run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "a100-inference", "--json", code=8))
-    assert err["error"]["message"].startswith("unknown cluster 'a100-inference'")  # no fleets/ yet
-    (project / "fleets").mkdir()
-    (project / "fleets" / "demo.yaml").write_text((ROOT / "fleets" / "demo.yaml").read_text())
-    out = run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "a100-inference").stdout.strip()
-    assert out == f"{registry_address}/{unique_repo}@{d1}"  # a CPU image runs anywhere
-    err = js(run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "nowhere", "--json", code=8))
-    assert err["error"]["message"].startswith("unknown cluster 'nowhere'") and "demo.yaml" in err["error"]["message"]
-    assert "h100-train" in err["error"]["message"] and "mi300x" in err["error"]["message"]  # the known ones
-    fleet = ["--fleet", "fleets/demo.yaml"]
-    out = run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "a100-inference", *fleet).stdout.strip()
-    assert out == f"{registry_address}/{unique_repo}@{d1}"
-    run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "nowhere", *fleet, code=8)
+    _resolve_finds_the_cluster_as_check_does(run, project, f"{registry_address}/{unique_repo}@{d1}")
 
     # a reference by digest alone: the variant comes from the image's io.builder.variant label
     d3 = push_image(client, unique_repo, None, content=b"by digest", labels={"io.builder.variant": VARIANT})
     plan = js(run(project, "promote", f"{registry_address}/{unique_repo}@{d3}", "--to", "dev", "--json"))
     assert plan["results"][0]["variant"] == VARIANT and plan["results"][0]["digest"] == d3
+
+
+def _resolve_finds_the_cluster_as_check_does(run: Run, project: Path, pinned: str) -> None:
+    """resolve for a cluster: dev has no fleet rule, so the cluster is looked up as `check --cluster`
+    looks it up, in fleets/ (it said "needs a fleet file", exit 2, while check found the cluster)."""
+    err = js(run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "a100-inference", "--json", code=8))
+    assert err["error"]["message"].startswith("unknown cluster 'a100-inference'")  # no fleets/ yet
+    (project / "fleets").mkdir()
+    (project / "fleets" / "demo.yaml").write_text((ROOT / "fleets" / "demo.yaml").read_text())
+    out = run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "a100-inference").stdout.strip()
+    assert out == pinned  # a CPU image runs anywhere
+    err = js(run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "nowhere", "--json", code=8))
+    assert err["error"]["message"].startswith("unknown cluster 'nowhere'") and "demo.yaml" in err["error"]["message"]
+    assert "h100-train" in err["error"]["message"] and "mi300x" in err["error"]["message"]  # the known ones
+    fleet = ["--fleet", "fleets/demo.yaml"]
+    out = run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "a100-inference", *fleet).stdout.strip()
+    assert out == pinned
+    run(project, "resolve", VARIANT, "--stage", "dev", "--cluster", "nowhere", *fleet, code=8)
 
 
 def test_policy_validate_lists_problems(run: Run, project: Path) -> None:

@@ -99,7 +99,9 @@ def test_removed_rows_are_named_first_middle_and_tail(tmp_path: Path) -> None:
         (2, 3): ["rows 2-3 missing before row 4 (removed)"],
         (4,): ["row 4 missing at the end (removed: the ledger issued row numbers up to 4, its last row is 3)"],
         (3, 4): ["rows 3-4 missing at the end (removed: the ledger issued row numbers up to 4, its last row is 2)"],
-        (1, 2, 3, 4): ["rows 1-4 missing at the end (removed: the ledger issued row numbers up to 4, its last row is none)"],
+        (1, 2, 3, 4): [
+            "rows 1-4 missing at the end (removed: the ledger issued row numbers up to 4, its last row is none)"
+        ],
     }
     for i, (seqs, expected) in enumerate(cases.items()):
         path = tmp_path / f"l{i}.sqlite"

@@ -25,6 +25,7 @@ def test_readme_says_how_to_keep_a_namespace_and_what_the_demo_passes_on() -> No
     readme = (ROOT / "README.md").read_text()
     assert "BUILDER_REPOSITORY_PREFIX" in readme and "repository_prefix" in readme
     assert "Extra arguments to `bash scripts/demo` go to `builder run`" in readme
-    assert "exec builder run " in (ROOT / "scripts" / "demo").read_text() and '"$@"' in (
-        ROOT / "scripts" / "demo"
-    ).read_text()  # what the README says is what the script does
+    assert (
+        "exec builder run " in (ROOT / "scripts" / "demo").read_text()
+        and '"$@"' in (ROOT / "scripts" / "demo").read_text()
+    )  # what the README says is what the script does
