@@ -12,13 +12,11 @@ fallback (``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION``, ``ROCM_VERSION``, ``TORCH_C
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
-from builder.errors import RegistryError
 from builder.labels import OWN
 from builder.labels import gpu_archs as label_gpu_archs
 from builder.labels import read as read_label
@@ -192,26 +190,14 @@ def facts_from_config(
     )
 
 
-def probe_image(
-    client: RegistryClient, repository: str, reference: str, *, platform: str | None = None
-) -> ImageFacts:
+def probe_image(client: RegistryClient, repository: str, reference: str, *, platform: str | None = None) -> ImageFacts:
     """Read the image's facts from the registry (manifest -> config blob). The manifest of
-    ``platform`` is read as :func:`builder.registry.copy.platform_manifest` picks it (None: an
+    ``platform`` is read as :func:`builder.registry.copy.platform_config` picks it (None: an
     index's linux/amd64, else its first runnable one; given: exactly that platform or
     NotFoundError listing the image's). Raises NotFoundError / RegistryError from the registry."""
-    from builder.registry.copy import platform_manifest
+    from builder.registry.copy import platform_config
 
-    top, manifest, chosen = platform_manifest(client, repository, reference, platform)
-    cfg_desc = manifest.config
-    if cfg_desc is None:
-        raise RegistryError(f"{repository}@{manifest.digest} has no config descriptor (not an image manifest)")
-    try:
-        config = json.loads(client.get_blob(repository, cfg_desc.digest))
-    except ValueError as exc:
-        raise RegistryError(f"config blob {cfg_desc.digest} of {repository} is not JSON: {exc}") from exc
-    if chosen is None:
-        os_, arch = config.get("os"), config.get("architecture")
-        chosen = f"{os_}/{arch}" if os_ and arch else None
+    top, manifest, chosen, config = platform_config(client, repository, reference, platform)
     return facts_from_config(
         config, repository=repository, digest=top.digest, platform_digest=manifest.digest, platform=chosen
     )

@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import json
 from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
 
 from builder.compat import min_driver
 from builder.compat.kernels import KernelBinary, loading_binaries, ptx_isa_needs_cuda, uncovered_claims
-from builder.errors import NotFoundError, RegistryError
+from builder.errors import NotFoundError
 from builder.image.elf import GpuCode, GpuCodeDocument
 from builder.image.layers import LayerCache, LayerSummary, merge, read_layer
 from builder.image.stack import Stack, StackDocument, read_stack
 from builder.labels import gpu_archs
-from builder.registry.copy import platform_manifest
+from builder.registry.copy import config_env, platform_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -208,22 +207,9 @@ def inspect_image(
     """Inspect ``repository`` at ``reference`` (tag or digest) in ``client``'s registry. ``cache``: layer
     summaries by digest (None: read every layer); ``on_layer(layer, done, total)`` is called as each
     layer is finished (progress)."""
-    top, manifest, chosen = platform_manifest(client, repository, reference, platform)
-    cfg_desc = manifest.config
-    if cfg_desc is None:
-        raise RegistryError(f"{repository}@{manifest.digest} has no config descriptor (not an image manifest)")
-    try:
-        config = json.loads(client.get_blob(repository, cfg_desc.digest))
-    except ValueError as exc:
-        raise RegistryError(f"config blob {cfg_desc.digest} of {repository} is not JSON: {exc}") from exc
-    if chosen is None and isinstance(config, dict) and config.get("os") and config.get("architecture"):
-        chosen = f"{config['os']}/{config['architecture']}"
-    env: dict[str, str] = {}
-    cfg = (config.get("config") or {}) if isinstance(config, dict) else {}
-    labels = cfg.get("Labels") or {}
-    for item in cfg.get("Env") or []:
-        k, _, v = str(item).partition("=")
-        env[k] = v
+    top, manifest, chosen, config = platform_config(client, repository, reference, platform)
+    env = config_env(config)
+    labels = (config.get("config") or {}).get("Labels") or {}
     descriptors = manifest.layers
     summaries: dict[str, LayerSummary] = {}
     reads: dict[str, LayerRead] = {}

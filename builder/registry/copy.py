@@ -261,7 +261,13 @@ def _config_platform(client: RegistryClient, repository: str, manifest: Manifest
     """``os/architecture[/variant]`` of a plain image manifest, from its config (None without one)."""
     if manifest.config is None:
         return None
-    config = parse_json_object(client.get_blob(repository, manifest.config.digest), f"config {manifest.config.digest}")
+    return _platform_of(
+        parse_json_object(client.get_blob(repository, manifest.config.digest), f"config {manifest.config.digest}")
+    )
+
+
+def _platform_of(config: Mapping[str, Any]) -> str | None:
+    """``os/architecture[/variant]`` of an image config (None when it does not name both)."""
     os_, arch, variant = config.get("os"), config.get("architecture"), config.get("variant")
     if not (isinstance(os_, str) and isinstance(arch, str)):
         return None
@@ -278,14 +284,27 @@ def _no_such_platform(where: str, platform: str, have: list[str]) -> NotFoundErr
     )
 
 
-def image_config(client: RegistryClient, repository: str, digest: str, platform: str | None = None) -> dict[str, Any]:
-    """The image config JSON for ``platform`` of ``digest`` (:func:`platform_manifest`). Used to read
-    ``config.Env`` (NVIDIA_REQUIRE_CUDA, CUDA_VERSION) and ``config.Labels``."""
-    _, m, _ = platform_manifest(client, repository, digest, platform)
-    cfg = m.config
+def platform_config(
+    client: RegistryClient, repository: str, reference: str, platform: str | None = None
+) -> tuple[Manifest, Manifest, str | None, dict[str, Any]]:
+    """``(top, manifest, platform, config)``: :func:`platform_manifest` and the image config object of the
+    manifest chosen; for a plain image manifest the platform is its config's ``os/architecture[/variant]``
+    (None when the config does not name both). Raises RegistryError when the manifest has no config
+    descriptor (not an image manifest) or the config is not a JSON object, and what
+    :func:`platform_manifest` raises."""
+    top, manifest, chosen = platform_manifest(client, repository, reference, platform)
+    cfg = manifest.config
     if cfg is None:
-        raise RegistryError(f"{client.registry}/{repository}@{m.digest} has no config")
-    return parse_json_object(client.get_blob(repository, cfg.digest), f"config {cfg.digest}")
+        where = f"{client.registry}/{repository}@{manifest.digest}"
+        raise RegistryError(f"{where} has no config descriptor (not an image manifest)")
+    config = parse_json_object(client.get_blob(repository, cfg.digest), f"config {cfg.digest} of {repository}")
+    return top, manifest, chosen or _platform_of(config), config
+
+
+def image_config(client: RegistryClient, repository: str, digest: str, platform: str | None = None) -> dict[str, Any]:
+    """The image config JSON for ``platform`` of ``digest`` (:func:`platform_config`). Used to read
+    ``config.Env`` (NVIDIA_REQUIRE_CUDA, CUDA_VERSION) and ``config.Labels``."""
+    return platform_config(client, repository, digest, platform)[3]
 
 
 def config_env(config: Mapping[str, Any]) -> dict[str, str]:
