@@ -171,7 +171,8 @@ class App:
         if not looks_like_variant_id(text):
             return text
         cfg = self.config
-        return target_reference(text, (project_index(cfg),), cfg.registry, cfg.repository_prefix)
+        # the index's repositories are already under the prefix (project_index): not prefixed again
+        return target_reference(text, (project_index(cfg),), cfg.registry)
 
     def signer(self, key: Path | None = None) -> KeyPairSigner:
         """The key pair signer of ``key`` (default: ``builder.toml`` ``key``). Raises

@@ -4,6 +4,7 @@ of an invocation carries them."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from typing import TYPE_CHECKING
 
@@ -60,3 +61,19 @@ def test_the_promotion_fleet_checker_is_the_compat_one_imported_on_first_use(tmp
     with pytest.raises(ConfigError, match=r"cannot read fleet file .*nowhere\.yaml"):
         ctx.fleet_checker(RegistryClient("127.0.0.1:9", insecure=True), "demo/jax", "sha256:" + "c" * 64, str(missing))
     app.close()
+
+
+def test_a_variant_id_is_its_moving_tag_under_the_prefix_once(tmp_path: Path) -> None:
+    """`builder verify VARIANT-ID` with BUILDER_REPOSITORY_PREFIX=nu2 read 127.0.0.1:5000/nu2/nu2/demo/jax
+    (the matrix index is already under the prefix, and the prefix was put before it again)."""
+    from tests.conftest import ROOT
+
+    (tmp_path / "matrices").mkdir()
+    (tmp_path / "matrices" / "tiny.yaml").write_text((ROOT / "tests" / "data" / "matrices" / "tiny.yaml").read_text())
+    cfg = Config(root=tmp_path, matrices_dir=tmp_path / "matrices", state_dir=tmp_path / "state")
+    plain = App(cfg, tmp_path).image_reference("tiny-cpu-py3.11-debian12")
+    assert plain == "127.0.0.1:5000/test/tiny:tiny-cpu-py3.11-debian12"
+    under = App(dataclasses.replace(cfg, repository_prefix="nu2"), tmp_path)
+    prefixed = under.image_reference("tiny-cpu-py3.11-debian12")
+    assert prefixed == "127.0.0.1:5000/nu2/test/tiny:tiny-cpu-py3.11-debian12"
+    assert App(cfg, tmp_path).image_reference("registry.example/x/y:1") == "registry.example/x/y:1"  # as given
