@@ -144,28 +144,9 @@ def sign_and_attest_build(
     prepared = prepare_attestation(client.registry, repository, digest, ptype, dict(provenance), signer)
     with ThreadPoolExecutor(max_workers=3) as pool:  # two tags, two locks (+ the referrer): independent writes
         sig = pool.submit(sign_image, client, repository, digest, signer, lock_dir=lock_dir)
-        att = pool.submit(
-            attest_image,
-            client,
-            repository,
-            digest,
-            ptype,
-            dict(provenance),
-            signer,
-            lock_dir=lock_dir,
-            prepared=prepared,
-        )
+        about = (client, repository, digest, ptype, dict(provenance), signer)  # both formats: one statement
+        att = pool.submit(attest_image, *about, lock_dir=lock_dir, prepared=prepared)
         if bundle:
-            ref = pool.submit(
-                attest_bundle,
-                client,
-                repository,
-                digest,
-                ptype,
-                dict(provenance),
-                signer,
-                lock_dir=lock_dir,
-                statement=prepared.statement,
-            )
+            ref = pool.submit(attest_bundle, *about, lock_dir=lock_dir, statement=prepared.statement)
             ref.result()
         return sig.result(), att.result()
