@@ -450,13 +450,8 @@ def _read_noheader(lines: list[str], acc: Accumulator) -> bool:
         cmd = _QUERY_CMD.search(lines[i])
         if cmd:
             names = [n.strip() for n in cmd.group(1).split(",") if n.strip()]
-            i += 1
-            position = 0
-            while i < len(lines) and lines[i].strip() and len(lines[i].split(",")) == len(names):
-                _csv_row(acc, names, [v.strip() for v in lines[i].split(",")], position)
-                position += 1
-                i += 1
-                found = True
+            i, rows = _csv_rows(acc, names, lines, i + 1)
+            found = found or rows > 0
             continue
         i += 1
     if found:
@@ -487,6 +482,17 @@ def _read_noheader(lines: list[str], acc: Accumulator) -> bool:
     return found
 
 
+def _csv_rows(acc: Accumulator, names: list[str], lines: list[str], i: int) -> tuple[int, int]:
+    """Read the rows of one CSV section from ``lines[i]`` on (each non-blank line with one value per
+    name in ``names``) into ``acc``; returns (the index of the first line after them, rows read)."""
+    position = 0
+    while i < len(lines) and lines[i].strip() and len(lines[i].split(",")) == len(names):
+        _csv_row(acc, names, [v.strip() for v in lines[i].split(",")], position)
+        position += 1
+        i += 1
+    return i, position
+
+
 def parse_nvidia_smi_csv(text: str, acc: Accumulator | None = None) -> Accumulator:
     """Parse ``nvidia-smi --query-gpu=FIELDS --format=csv`` output (with header, or ``noheader``/``nounits``:
     :func:`_read_noheader`; several sections allowed). Rows are matched to GPUs by ``pci.bus_id``, else
@@ -505,12 +511,8 @@ def parse_nvidia_smi_csv(text: str, acc: Accumulator | None = None) -> Accumulat
         tokens = [t.strip() for t in line.split(",")]
         if tokens and all(_CSV_TOKEN.match(t) for t in tokens) and any(t.split(" [")[0] in _CSV_FIELDS for t in tokens):
             names = [t.split(" [")[0].strip() for t in tokens]
-            i += 1
-            position = 0
-            while i < len(lines) and lines[i].strip() and len(lines[i].split(",")) == len(names):
-                _csv_row(acc, names, [v.strip() for v in lines[i].split(",")], position)
-                position += 1
-                i += 1
+            i, rows = _csv_rows(acc, names, lines, i + 1)
+            if rows:
                 found = True
                 acc.vendor_hint.add("nvidia")
             continue
