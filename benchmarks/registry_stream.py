@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from typing import TYPE_CHECKING
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json
+from tests.registries import free_port, wait_for_port
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -70,12 +70,6 @@ assert stats.copied >= 1, stats
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def registry(root: Path) -> Iterator[str]:
     """A CNCF distribution process with empty storage under ``root``; yields ``127.0.0.1:PORT``."""
@@ -93,15 +87,10 @@ def registry(root: Path) -> Iterator[str]:
         [binary, "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    sys.exit(f"registry under {root} did not start")
-                time.sleep(0.05)
+        try:
+            wait_for_port(port, proc)
+        except RuntimeError as exc:
+            sys.exit(f"registry under {root} did not start: {exc}")
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()

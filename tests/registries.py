@@ -212,7 +212,7 @@ def auth_registry(directory: Path, kind: str, user: str = "builder-user", passwo
     with log_path.open("w") as log:
         proc = subprocess.Popen([registry_bin, "serve", str(directory / "config.yml")], stdout=log, stderr=log)
         try:
-            _wait_for_port(port, proc, log_path)
+            wait_for_port(port, proc, log_path)
             yield AuthRegistry(f"127.0.0.1:{port}", user, password, kind, issuer)
         finally:
             proc.terminate()
@@ -221,7 +221,9 @@ def auth_registry(directory: Path, kind: str, user: str = "builder-user", passwo
                 server.shutdown()
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path | None = None) -> None:
+    """Return once ``127.0.0.1:port`` accepts a connection; RuntimeError (with the ``log`` file's text)
+    when ``proc`` exits first or 15 s pass."""
     deadline = time.monotonic() + 15
     while True:
         try:
@@ -229,5 +231,6 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
                 return
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the test registry did not start: {log.read_text()}") from None
+                why = log.read_text() if log is not None else f"exit status {proc.poll()}"
+                raise RuntimeError(f"the test registry did not start: {why}") from None
             time.sleep(0.1)

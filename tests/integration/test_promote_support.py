@@ -16,11 +16,8 @@ import gzip
 import hashlib
 import io
 import json
-import socket
-import subprocess
 import tarfile
 import textwrap
-import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -209,37 +206,11 @@ def password_registry(d: Path) -> Iterator[str]:
     """``127.0.0.1:<port>``: a real CNCF distribution registry (``docker-registry``, installed by
     scripts/setup) that answers 401 without the htpasswd (bcrypt) credentials
     ``AUTH_USER``/``AUTH_PASSWORD``."""
-    from tests.conftest import require_tool
+    from tests.registries import auth_registry
 
-    registry_bin = require_tool("docker-registry", "registry")
-    htpasswd = require_tool("htpasswd")
     d.mkdir(parents=True, exist_ok=True)
-    subprocess.run([htpasswd, "-Bbc", str(d / "htpasswd"), AUTH_USER, AUTH_PASSWORD], check=True, capture_output=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    (d / "config.yml").write_text(
-        "version: 0.1\nlog:\n  level: warn\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {d / 'data'}\n  delete:\n    enabled: true\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n"
-        f"auth:\n  htpasswd:\n    realm: builder-test\n    path: {d / 'htpasswd'}\n"
-    )
-    with (d / "registry.log").open("w") as log:
-        proc = subprocess.Popen([registry_bin, "serve", str(d / "config.yml")], stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 15
-            while True:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                        break
-                except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"registry did not start: {(d / 'registry.log').read_text()}") from None
-                    time.sleep(0.1)
-            yield f"127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+    with auth_registry(d, "basic", AUTH_USER, AUTH_PASSWORD) as registry:
+        yield registry.address
 
 
 def docker_config_dir(d: Path, registry: str) -> Path:
