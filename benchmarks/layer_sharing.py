@@ -33,25 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from builder import bases, matrix, render
 from builder.errors import BuilderError
 from builder.registry import RegistryClient
+from tests.dockerfiles import instructions
 
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE = "82e3822"  # the last commit with the accelerator environment before the Python layer
 BASE_TEMPLATE = "images/_common/Dockerfile.base.j2"
 DEMO = ("demo/jax", "jax0.7-cpu-py3.11-debian12")
 ISSUE_PYTHON_LAYER_MIB = 55.0
-
-
-def instructions(dockerfile: str) -> list[str]:
-    """Instructions with continuation lines joined; comments and blank lines dropped."""
-    out, pending = [], ""
-    for line in dockerfile.splitlines():
-        if not pending and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        pending += line.rstrip("\\").rstrip() + " " if line.endswith("\\") else line
-        if not line.endswith("\\"):
-            out.append(pending.strip())
-            pending = ""
-    return out
 
 
 def run_keys(variant_id: str, dockerfile: str) -> list[str]:

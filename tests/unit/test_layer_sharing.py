@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from builder import matrix, render
 from tests.conftest import ROOT
+from tests.dockerfiles import instructions
 from tests.unit.test_render import BASES, IMAGES, LOCKS
 
 if TYPE_CHECKING:
@@ -23,20 +24,6 @@ if TYPE_CHECKING:
 
 #: Instructions that put accelerator-specific values into the environment of later RUNs.
 ACCELERATOR_ENV = re.compile(r"^(ARG|ENV) .*(NVIDIA_|ROCM_|CUDA|_ARCH|COMPUTE_CAPABILITIES)", re.S)
-
-
-def instructions(dockerfile: str) -> list[str]:
-    """The Dockerfile's instructions (continuation lines joined, comments and blanks dropped)."""
-    out: list[str] = []
-    pending = ""
-    for line in dockerfile.splitlines():
-        if not pending and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        pending += line.rstrip("\\").rstrip() + " " if line.endswith("\\") else line
-        if not line.endswith("\\"):
-            out.append(pending.strip())
-            pending = ""
-    return out
 
 
 def shared_prefix(dockerfile: str) -> list[str]:
