@@ -38,7 +38,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import textwrap
 import time
 import uuid
 from pathlib import Path
@@ -52,6 +51,7 @@ from builder.promote import PromotionContext, Target, apply_promotion, plan_prom
 from builder.registry import OCI_MANIFEST, RegistryClient, canonical_json, client_for, sha256_digest
 from builder.signing.keys import load_signer, write_key_pair
 from builder.signing.sign import sign_image
+from tests.projects import build_key_policy
 
 if TYPE_CHECKING:
     from builder.signing.signer import Signer
@@ -113,19 +113,16 @@ def ensure_big(client: RegistryClient, variant: str, size_mib: int) -> str:
 
 def write_policy(path: Path, pub: Path, dest_prefix: str) -> Path:
     path.write_text(
-        textwrap.dedent(
+        build_key_policy(
+            pub,
             f"""\
-            keys:
-              build: [{{file: {pub}}}]
-            promoters: [build]
-            stages:
-              rel:
-                from: build
-                repository: "{dest_prefix}/{{repository}}"
-                require:
-                  signature: {{signers: [build]}}
-                rollback: {{allowed: [build]}}
-            """
+            rel:
+              from: build
+              repository: "{dest_prefix}/{{repository}}"
+              require:
+                signature: {{signers: [build]}}
+              rollback: {{allowed: [build]}}
+            """,
         )
     )
     return path
