@@ -13,6 +13,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -68,6 +69,20 @@ def docker_engine() -> str:
     except BuilderError as exc:
         _unavailable("the Docker daemon")
         raise AssertionError("unreachable") from exc  # for type checkers
+
+
+@pytest.fixture(scope="session")
+def docker_host(docker_engine: str) -> str:
+    """The address of this machine's Docker Engine as the current context names it (``unix:///...``):
+    how a remote engine is addressed (``docker -H``, a context's ``host=``)."""
+    inspected = subprocess.run(
+        ["docker", "context", "inspect", "--format", "{{json .Endpoints.docker.Host}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return str(json.loads(inspected.stdout))
 
 
 @pytest.fixture(scope="session")

@@ -33,19 +33,10 @@ builder = test_build_cli.builder  # builder -C PROJECT ... in-process (a fixture
 
 
 @pytest.fixture
-def context_builder(docker_engine: str) -> Iterator[str]:
+def context_builder(docker_host: str) -> Iterator[str]:
     """A Docker context (and so a buildx builder) on this machine's engine."""
-    host = json.loads(
-        subprocess.run(
-            ["docker", "context", "inspect", "--format", "{{json .Endpoints.docker.Host}}"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-        ).stdout
-    )
     name = f"builder-test-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["docker", "context", "create", name, "--docker", f"host={host}"], check=True, timeout=60)
+    subprocess.run(["docker", "context", "create", name, "--docker", f"host={docker_host}"], check=True, timeout=60)
     try:
         yield name
     finally:

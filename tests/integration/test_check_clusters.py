@@ -415,19 +415,13 @@ def test_hpc_launchers_go_through_the_real_srun(slurm: str) -> None:
     assert ["apptainer", "exec", "--nv", "--no-https", f"docker://{ref}", "nvidia-smi"] == list(result.command[-6:])
 
 
-def test_docker_runner_at_a_host_address_talks_to_that_engine(image: str, tmp_path: Path, cli: Cli) -> None:
+def test_docker_runner_at_a_host_address_talks_to_that_engine(
+    image: str, tmp_path: Path, cli: Cli, docker_host: str
+) -> None:
     """`runner: {kind: docker, host: ADDRESS}` runs `docker -H ADDRESS run ...` (ssh://, tcp:// or unix://; here
     this machine's own socket, addressed as a remote engine would be): node and engine facts come from that
     engine's `docker info`."""
-    host = json.loads(
-        subprocess.run(
-            ["docker", "context", "inspect", "--format", "{{json .Endpoints.docker.Host}}"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-        ).stdout
-    )
+    host = docker_host
     name = subprocess.run(["docker", "-H", host, "info", "--format", "{{.Name}}"], capture_output=True, text=True)
     fleet = _fleet(tmp_path / "f.yaml", [{"name": "remote", "runner": {"kind": "docker", "host": host}}])
     doc = cli("check", image, "--fleet", str(fleet), "--cluster", "remote", "--no-attest", "--json").json()
