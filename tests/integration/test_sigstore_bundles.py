@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -28,6 +27,7 @@ from builder.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient
 from builder.signing.bundles import BUNDLE_MEDIA_TYPE
 from builder.signing.keys import generate_key_pair, load_public_keys
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
+from tests.attestations import statements
 from tests.conftest import require_tool
 from tests.integration.test_promote_support import docker_config_dir, password_registry, push_image
 from tests.projects import jax_matrix
@@ -69,6 +69,17 @@ def tool(binary: str, *args: str, env: dict[str, str] | None = None) -> subproce
     return subprocess.run(
         [binary, *args], capture_output=True, text=True, timeout=180, env={**os.environ, **(env or {})}, check=False
     )
+
+
+def verify_bundle(
+    cosign_bin: str, tmp: Path, key: Path, ptype: str, reference: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``cosign verify-attestation --new-bundle-format`` of a key-signed bundle (an empty trusted root
+    written under ``tmp``: no Sigstore instance, ``--insecure-ignore-tlog``)."""
+    root = tmp / "trusted_root.json"
+    root.write_text(json.dumps(EMPTY_TRUSTED_ROOT))
+    flags = ("--new-bundle-format", "--trusted-root", str(root), "--insecure-ignore-tlog", "--type", ptype)
+    return tool(cosign_bin, "verify-attestation", *flags, "--key", str(key), reference, env=env)
 
 
 def doc_snippet(name: str) -> str:
@@ -280,25 +291,11 @@ def test_cosign_verifies_builders_bundle(
     project = _project(tmp_path / "project", registry_address, unique_repo)
     pub = project / "state" / "keys" / "build" / "builder.pub"
     client = RegistryClient(registry_address, insecure=True)
-    root = tmp_path / "trusted_root.json"
-    root.write_text(json.dumps(EMPTY_TRUSTED_ROOT))
     pred = tmp_path / "pred.json"
     pred.write_text(json.dumps({"buildDefinition": {"buildType": "https://example.com/b"}}))
 
     def cosign_verify(reference: str, key: Path) -> subprocess.CompletedProcess[str]:
-        return tool(
-            cosign_bin,
-            "verify-attestation",
-            "--new-bundle-format",
-            "--trusted-root",
-            str(root),
-            "--insecure-ignore-tlog",
-            "--key",
-            str(key),
-            "--type",
-            PTYPE,
-            reference,
-        )
+        return verify_bundle(cosign_bin, tmp_path, key, PTYPE, reference)
 
     results: dict[str, Any] = {}
     for flag in ("--bundle", "--no-bundle"):
@@ -310,7 +307,7 @@ def test_cosign_verifies_builders_bundle(
     assert doc["referrer"]["predicate_type"] == PTYPE and doc["referrer"]["manifest_digest"].startswith("sha256:")
     ok = cosign_verify(reference, pub)
     assert ok.returncode == 0, ok.stderr
-    statement = json.loads(base64.b64decode(json.loads(ok.stdout.splitlines()[0])["payload"]))
+    statement = statements(ok.stdout)[0]
     assert statement["predicateType"] == PTYPE and statement["_type"] == "https://in-toto.io/Statement/v1"
     assert cosign_verify(reference, DATA / "cosign.pub").returncode != 0  # another key: refused
     # the same statement again: the bundle is reused, not written twice
@@ -350,10 +347,7 @@ def test_bundles_and_promoted_signatures_on_a_password_protected_registry(
         attest = ("attest", ref, "--key", str(DATA / "cosign.key"), "--predicate-type", PTYPE, "--predicate", str(pred))
         written = _run(cli, project, *attest, "--bundle", "--json", env=env).json()
         assert written["referrer"] is not None
-        root = tmp_path / "trusted_root.json"
-        root.write_text(json.dumps(EMPTY_TRUSTED_ROOT))
-        flags = ("--new-bundle-format", "--trusted-root", str(root), "--insecure-ignore-tlog", "--type", PTYPE)
-        verified = tool(cosign_bin, "verify-attestation", *flags, "--key", str(DATA / "cosign.pub"), ref, env=env)
+        verified = verify_bundle(cosign_bin, tmp_path, DATA / "cosign.pub", PTYPE, ref, env=env)
         assert verified.returncode == 0, verified.stderr
         promoter = str(keys / "promoter" / "builder.key")
         out = _run(cli, project, "--json", "promote", VARIANT, "--to", "dev", "--confirm", "--key", promoter, env=env)
@@ -383,8 +377,6 @@ def test_build_signing_writes_the_provenance_bundle_on_request(
     generate_key_pair(tmp_path / "k", None)
     signer = load_signer(tmp_path / "k" / "builder.key", None)
     client = RegistryClient(registry_address, insecure=True)
-    root = tmp_path / "trusted_root.json"
-    root.write_text(json.dumps(EMPTY_TRUSTED_ROOT))
     provenance = {"buildDefinition": {"buildType": "https://example.com/build"}, "runDetails": {}}
     for bundle in (True, False):
         digest = push_index(client, unique_repo, f"b{bundle}", f"build-{bundle}")
@@ -394,19 +386,8 @@ def test_build_signing_writes_the_provenance_bundle_on_request(
         assert sig.appended and att.appended
         listed = client.referrers(unique_repo, digest, BUNDLE_MEDIA_TYPE)
         assert len(listed) == (1 if bundle else 0)
-        verified = tool(
-            cosign_bin,
-            "verify-attestation",
-            "--new-bundle-format",
-            "--trusted-root",
-            str(root),
-            "--insecure-ignore-tlog",
-            "--key",
-            str(tmp_path / "k" / "builder.pub"),
-            "--type",
-            PTYPE,
-            f"{registry_address}/{unique_repo}@{digest}",
-        )
+        reference = f"{registry_address}/{unique_repo}@{digest}"
+        verified = verify_bundle(cosign_bin, tmp_path, tmp_path / "k" / "builder.pub", PTYPE, reference)
         assert (verified.returncode == 0) is bundle, verified.stderr
 
 
@@ -426,12 +407,9 @@ def test_sign_bundle_is_cosign3s_image_signature(
     reference = f"{registry_address}/{unique_repo}@{digest}"
     doc = _run(cli, project, "sign", reference, "--bundle", "--json").json()
     assert doc["referrer"]["predicate_type"] == COSIGN_SIGN_V1 and doc["appended"]
-    root = tmp_path / "trusted_root.json"
-    root.write_text(json.dumps(EMPTY_TRUSTED_ROOT))
-    flags = ("--new-bundle-format", "--trusted-root", str(root), "--insecure-ignore-tlog", "--type", COSIGN_SIGN_V1)
-    ok = tool(cosign_bin, "verify-attestation", *flags, "--key", str(pub), reference)
+    ok = verify_bundle(cosign_bin, tmp_path, pub, COSIGN_SIGN_V1, reference)
     assert ok.returncode == 0, ok.stderr
-    assert tool(cosign_bin, "verify-attestation", *flags, "--key", str(DATA / "cosign.pub"), reference).returncode != 0
+    assert verify_bundle(cosign_bin, tmp_path, DATA / "cosign.pub", COSIGN_SIGN_V1, reference).returncode != 0
     report = _run(cli, project, "verify", reference, "--key", str(pub), "--json").json()
     sigs = sorted((i["ok"], "->" in i["tag"]) for i in report["items"] if i["kind"] == "signature")
     assert sigs == [(True, False), (True, True)]  # the legacy layer and the bundle, both by the key
