@@ -82,6 +82,13 @@ def verify_bundle(
     return tool(cosign_bin, "verify-attestation", *flags, "--key", str(key), reference, env=env)
 
 
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No BUILDER_* setting, Docker config or cosign password of the machine running the tests."""
+    for name in list(os.environ):
+        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
+            monkeypatch.delenv(name)
+
+
 def doc_snippet(name: str) -> str:
     """The code block after ``<!-- test: NAME -->`` in docs/signing.md."""
     text = (ROOT / "docs" / "signing.md").read_text()
@@ -169,9 +176,7 @@ def test_containers_policy_and_cosign_bundles_end_to_end(
     cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str, cosign_bin: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     skopeo = require_tool("skopeo")
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    _clean_environment(monkeypatch)
     project = _project(tmp_path / "project", registry_address, unique_repo)
     keys = project / "state" / "keys"
     client = RegistryClient(registry_address, insecure=True)
@@ -285,9 +290,7 @@ def test_containers_policy_and_cosign_bundles_end_to_end(
 def test_cosign_verifies_builders_bundle(
     cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str, cosign_bin: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name == "COSIGN_PASSWORD":
-            monkeypatch.delenv(name)
+    _clean_environment(monkeypatch)
     project = _project(tmp_path / "project", registry_address, unique_repo)
     pub = project / "state" / "keys" / "build" / "builder.pub"
     client = RegistryClient(registry_address, insecure=True)
@@ -330,9 +333,7 @@ def test_bundles_and_promoted_signatures_on_a_password_protected_registry(
     from builder.registry import DockerCredentials
 
     skopeo = require_tool("skopeo")
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    _clean_environment(monkeypatch)
     with password_registry(tmp_path / "registry") as registry:
         project = _project(tmp_path / "project", registry, unique_repo)
         keys = project / "state" / "keys"
@@ -397,9 +398,7 @@ def test_sign_bundle_is_cosign3s_image_signature(
     """`builder sign --bundle`: a sign/v1 bundle referrer next to the legacy .sig, verified by cosign
     (`verify-attestation --type https://sigstore.dev/cosign/sign/v1`, which is how cosign 2.5 reads a
     bundle signature; docs/keyless.md) and read back by `builder verify` as a signature."""
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name == "COSIGN_PASSWORD":
-            monkeypatch.delenv(name)
+    _clean_environment(monkeypatch)
     project = _project(tmp_path / "project", registry_address, unique_repo)
     pub = project / "state" / "keys" / "build" / "builder.pub"
     client = RegistryClient(registry_address, insecure=True)
