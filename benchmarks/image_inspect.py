@@ -31,7 +31,10 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from builder.registry import Manifest, RegistryClient
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILDER = [sys.executable, "-m", "builder"]
@@ -41,17 +44,22 @@ def _registry() -> str:
     return os.environ.get("BUILDER_REGISTRY", "127.0.0.1:5000")
 
 
-def _layers(reference: str) -> list[tuple[str, str]]:
-    """(digest, media type) of the image's layers, through builder's registry client."""
+def _image(reference: str) -> tuple[RegistryClient, str, Manifest]:
+    """(client, repository, image manifest) of ``reference``: the platform ``builder inspect`` reads
+    (:func:`builder.registry.copy.platform_manifest`), through builder's registry client."""
     sys.path.insert(0, str(ROOT))
-    from builder.registry import RegistryClient, parse_reference, runnable_platforms
+    from builder.registry import RegistryClient, parse_reference
+    from builder.registry.copy import platform_manifest
 
     r = parse_reference(reference, _registry())
     client = RegistryClient(r.registry, insecure=True)
-    m = client.get_manifest(r.repository, r.digest or r.tag or "latest")
-    if m.is_index:
-        m = client.get_manifest(r.repository, runnable_platforms(m)[0].digest)
-    return [(d.digest, d.media_type) for d in m.layers]
+    _, m, _ = platform_manifest(client, r.repository, r.digest or r.tag or "latest")
+    return client, r.repository, m
+
+
+def _layers(reference: str) -> list[tuple[str, str]]:
+    """(digest, media type) of the image's layers."""
+    return [(d.digest, d.media_type) for d in _image(reference)[2].layers]
 
 
 def floor(reference: str) -> float:
@@ -79,19 +87,14 @@ def sibling_of(reference: str) -> str:
     variants built from one base and lock do), pushed as ``bench/inspect-sibling:<id>``: the base's layers
     and config are mounted, a new gzip layer, config and manifest are written (what ``crane append`` does;
     a ``docker build FROM`` would re-compress the base layers under the docker driver)."""
-    sys.path.insert(0, str(ROOT))
-    from builder.registry import RegistryClient, canonical_json, parse_reference, runnable_platforms, sha256_digest
+    from builder.registry import canonical_json, sha256_digest
 
-    r = parse_reference(reference, _registry())
-    client = RegistryClient(r.registry, insecure=True)
-    m = client.get_manifest(r.repository, r.digest or r.tag or "latest")
-    if m.is_index:
-        m = client.get_manifest(r.repository, runnable_platforms(m)[0].digest)
+    client, source, m = _image(reference)
     repo = "bench/inspect-sibling"
     manifest = json.loads(m.raw)
     for blob in [manifest["config"], *manifest["layers"]]:
-        if not client.mount_blob(repo, blob["digest"], r.repository):
-            client.put_blob(repo, client.get_blob(r.repository, blob["digest"]), blob["digest"])
+        if not client.mount_blob(repo, blob["digest"], source):
+            client.put_blob(repo, client.get_blob(source, blob["digest"]), blob["digest"])
     raw_tar = io.BytesIO()
     with tarfile.open(fileobj=raw_tar, mode="w") as tar:
         data = uuid.uuid4().hex.encode()
@@ -100,7 +103,7 @@ def sibling_of(reference: str) -> str:
         tar.addfile(info, io.BytesIO(data))
     layer = gzip.compress(raw_tar.getvalue())
     client.put_blob(repo, layer)
-    config = json.loads(client.get_blob(r.repository, manifest["config"]["digest"]))
+    config = json.loads(client.get_blob(source, manifest["config"]["digest"]))
     config["rootfs"]["diff_ids"].append(sha256_digest(raw_tar.getvalue()))
     config_raw = canonical_json(config)
     client.put_blob(repo, config_raw)
@@ -111,7 +114,7 @@ def sibling_of(reference: str) -> str:
     manifest["layers"].append({"mediaType": media, "digest": sha256_digest(layer), "size": len(layer)})
     tag = uuid.uuid4().hex[:8]
     client.put_manifest(repo, tag, canonical_json(manifest), m.media_type)
-    return f"{r.registry}/{repo}:{tag}"
+    return f"{client.registry}/{repo}:{tag}"
 
 
 def main() -> None:
