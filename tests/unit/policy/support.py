@@ -8,7 +8,15 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from builder.policy import AttestationEvidence, Decision, Evidence, FleetEvidence, SignatureEvidence
+from builder.policy import (
+    AttestationEvidence,
+    Decision,
+    Evidence,
+    FleetEvidence,
+    Policy,
+    SignatureEvidence,
+    load_policy,
+)
 from builder.predicates import APPROVAL_V1, DEVICE_CHECK_V1, PROMOTION_V1
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -68,6 +76,26 @@ def write(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:
     p = tmp_path / name
     p.write_text(textwrap.dedent(text))
     return p
+
+
+def staging_policy(tmp_path: Path, keys: Keys, require: str, *, runners: str = "runners") -> Policy:
+    """A policy where dev takes every build and staging requires ``require`` (YAML lines indented by six
+    spaces, as under ``require:``); key groups ``build`` and ``runners`` (the name of the runner's group)."""
+    text = f"""\
+    version: 1
+    keys:
+      {runners}: [{{file: {keys["runner"][0]}}}]
+      build: [{{file: {keys["build"][0]}}}]
+    promoters: [build]
+    stages:
+      dev: {{from: build, require: {{unconditional: all}}, rollback: {{allowed: [build]}}}}
+      staging:
+        from: dev
+        require:
+    {require}
+        rollback: {{allowed: [build]}}
+    """
+    return load_policy(write(tmp_path, text))
 
 
 def att(

@@ -13,7 +13,7 @@ import pytest
 from builder.errors import PolicyError
 from builder.policy import Policy, evaluate, load_policy
 from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1
-from tests.unit.policy.support import DIGEST, NOW, OTHER, Keys, att, ev, reasons, write
+from tests.unit.policy.support import DIGEST, NOW, OTHER, Keys, att, ev, reasons, staging_policy, write
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,21 +29,7 @@ CPU = {"vendor": "none", "gpu_model": None, "gpu_count": 0, "driver_branch": Non
 
 
 def _policy(tmp_path: Path, keys: Keys, staging: str) -> Policy:
-    text = f"""\
-    version: 1
-    keys:
-      runners: [{{file: {keys["runner"][0]}}}]
-      build: [{{file: {keys["build"][0]}}}]
-    promoters: [build]
-    stages:
-      dev: {{from: build, require: {{unconditional: all}}, rollback: {{allowed: [build]}}}}
-      staging:
-        from: dev
-        require:
-    {staging}
-        rollback: {{allowed: [build]}}
-    """
-    return load_policy(write(tmp_path, text))
+    return staging_policy(tmp_path, keys, staging)
 
 
 def bench(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from builder.errors import PolicyError
-from builder.policy import Policy, evaluate, load_policy
+from builder.policy import Policy, evaluate
 from builder.policy.scans import (
     COSIGN_VULN,
     CYCLONEDX_BOM,
@@ -23,7 +23,7 @@ from builder.policy.scans import (
     read_scan,
 )
 from tests.conftest import DATA
-from tests.unit.policy.support import NOW, Keys, att, ev, reasons, write
+from tests.unit.policy.support import NOW, Keys, att, ev, reasons, staging_policy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,21 +48,7 @@ def _vuln(
 
 
 def _policy(tmp_path: Path, keys: Keys, gate: str) -> Policy:
-    text = f"""\
-    version: 1
-    keys:
-      ci: [{{file: {keys["runner"][0]}}}]
-      build: [{{file: {keys["build"][0]}}}]
-    promoters: [build]
-    stages:
-      dev: {{from: build, require: {{unconditional: all}}, rollback: {{allowed: [build]}}}}
-      staging:
-        from: dev
-        require:
-          vulnerabilities: {gate}
-        rollback: {{allowed: [build]}}
-    """
-    return load_policy(write(tmp_path, text))
+    return staging_policy(tmp_path, keys, f"      vulnerabilities: {gate}", runners="ci")
 
 
 def _decide(policy: Policy, *atts: Any) -> Any:
