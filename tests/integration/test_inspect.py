@@ -15,7 +15,6 @@ The verdicts come from a fleet file with an H100 and an RTX 5090 (sm_120) cluste
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import subprocess
@@ -27,6 +26,7 @@ import pytest
 
 from builder.registry import Credential, RegistryClient, copy_image
 from tests import gpu_code
+from tests.attestations import statements, verify_attestation
 from tests.conftest import ROOT, Cli
 from tests.registries import AuthRegistry, auth_registry
 
@@ -278,43 +278,12 @@ def test_sbom_is_accepted_by_cosign_verify_attestation_cyclonedx(
     lib = gpu[f"{SITE}/bitsandbytes/libbitsandbytes_cuda128.so"]
     assert "sm_120" in lib["builder:gpu:sass"].split()
     assert lib["builder:gpu:loads"] == "true"
-    verify = subprocess.run(
-        [
-            cosign_bin,
-            "verify-attestation",
-            "--key",
-            str(tmp_path / "keys" / "builder.pub"),
-            "--insecure-ignore-tlog",
-            "--type",
-            "cyclonedx",
-            images["cu128"],
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    verify = verify_attestation(cosign_bin, tmp_path / "keys" / "builder.pub", images["cu128"], "cyclonedx")
     assert verify.returncode == 0, verify.stderr
-    envelope = json.loads(verify.stdout.splitlines()[0])
-    statement = json.loads(base64.b64decode(envelope["payload"]))
+    statement = statements(verify.stdout)[0]
     assert statement["predicateType"] == "https://cyclonedx.org/bom"
     assert statement["predicate"]["metadata"]["component"]["type"] == "container"
-    wrong = subprocess.run(
-        [
-            cosign_bin,
-            "verify-attestation",
-            "--key",
-            str(tmp_path / "keys" / "builder.pub"),
-            "--insecure-ignore-tlog",
-            "--type",
-            "spdxjson",
-            images["cu128"],
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    wrong = verify_attestation(cosign_bin, tmp_path / "keys" / "builder.pub", images["cu128"], "spdxjson")
     assert wrong.returncode != 0  # cosign is a real judge: no SPDX attestation is there
 
 
