@@ -16,7 +16,10 @@ import re
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from typing_extensions import TypedDict
 
 from builder import process
 from builder.errors import (
@@ -30,7 +33,7 @@ from builder.errors import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable
     from pathlib import Path
 
 #: stderr fragments that mean "no daemon at the other end" (Docker CLI 20.10 .. 28).
@@ -357,6 +360,28 @@ class ContainerResult:
     timed_out: bool = False
 
 
+class ContainerOptions(TypedDict, total=False):
+    """How one check container runs, every key optional (the keyword arguments of :func:`run_container`
+    and of a check runner's ``run_container``, ``builder.checks.runners.RunnerSession``): ``stdin``
+    (bytes sent; None: none), ``gpus`` (``--gpus``), ``devices`` (``--device``), ``group_add``,
+    ``shm_size``, ``env`` (variables set in the container), ``user``, ``entrypoint`` (``""`` clears the
+    image's), ``timeout`` (seconds; :data:`DEFAULT_TIMEOUT` when absent)."""
+
+    stdin: bytes | None
+    gpus: str | None
+    devices: Sequence[str]
+    group_add: Sequence[str]
+    shm_size: str | None
+    env: Mapping[str, str] | None
+    user: str | None
+    entrypoint: str | None
+    timeout: float
+
+
+#: seconds a check container may run when its options name no timeout
+DEFAULT_TIMEOUT = 300.0
+
+
 def container_name() -> str:
     """A fresh name for a check container: ``builder-check-<12 hex>``."""
     return f"builder-check-{uuid.uuid4().hex[:12]}"
@@ -415,7 +440,7 @@ def run_container(
     env: Mapping[str, str] | None = None,
     user: str | None = None,
     entrypoint: str | None = None,
-    timeout: float = 300.0,
+    timeout: float = DEFAULT_TIMEOUT,
     pull: str = "missing",
     client: Sequence[str] | None = None,
     options: Sequence[str] = (),

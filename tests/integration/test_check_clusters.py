@@ -415,6 +415,18 @@ def test_hpc_launchers_go_through_the_real_srun(slurm: str) -> None:
     assert ["apptainer", "exec", "--nv", "--no-https", f"docker://{ref}", "nvidia-smi"] == list(result.command[-6:])
 
 
+def test_an_engine_runner_passes_every_container_option(image: str) -> None:
+    """A declared check's ``env`` (and stdin, entrypoint) reach the container through an engine runner as
+    through ``builder.engine.run_container``: one set of options (``ContainerOptions``) for every runner."""
+    from builder.checks.runners.engines import EngineSession
+    from builder.compat.fleet_model import RunnerSettings
+
+    session = EngineSession("local", RunnerSettings("docker"))
+    argv = ["-c", 'echo "BATCH=$BATCH"; cat']
+    result = session.run_container(image, argv, env={"BATCH": "64"}, stdin=b"sent", entrypoint="sh", timeout=120.0)
+    assert (result.exit_code, result.stdout) == (0, "BATCH=64\nsent"), result.stderr
+
+
 def test_docker_runner_at_a_host_address_talks_to_that_engine(
     image: str, tmp_path: Path, cli: Cli, docker_host: str
 ) -> None:

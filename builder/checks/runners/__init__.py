@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Protocol
 
-from typing_extensions import TypedDict
+from typing_extensions import TypedDict, Unpack
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from builder.checks.host.model import HostInfo
     from builder.compat.fleet_model import RunnerSettings
-    from builder.engine import ContainerResult
+    from builder.engine import ContainerOptions, ContainerResult
 
 
 class PlacementDocument(TypedDict):
@@ -60,21 +60,9 @@ class Placement:
 class RunnerSession(Protocol):
     """One check's use of a cluster: containers run, the node described, the placement known afterwards."""
 
-    def run_container(
-        self,
-        image: str,
-        argv: Sequence[str],
-        *,
-        stdin: bytes | None = None,
-        gpus: str | None = None,
-        devices: Sequence[str] = (),
-        group_add: Sequence[str] = (),
-        shm_size: str | None = None,
-        user: str | None = None,
-        entrypoint: str | None = None,
-        timeout: float = 300.0,
-    ) -> ContainerResult:
-        """Run one fresh container (``docker run --rm -i`` semantics); a failing container is a result."""
+    def run_container(self, image: str, argv: Sequence[str], **options: Unpack[ContainerOptions]) -> ContainerResult:
+        """Run one fresh container (``docker run --rm -i`` semantics, ``options``:
+        :class:`builder.engine.ContainerOptions`); a failing container is a result."""
         ...
 
     def host(self) -> HostInfo:

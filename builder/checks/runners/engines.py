@@ -19,9 +19,11 @@ from builder.checks.runners import Placement
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
+    from typing_extensions import Unpack
+
     from builder.checks.host.model import HostInfo
     from builder.compat.fleet_model import RunnerSettings
-    from builder.engine import ContainerResult
+    from builder.engine import ContainerOptions, ContainerResult
 
 
 def loopback(image: str) -> bool:
@@ -47,36 +49,16 @@ class EngineSession:
     settings: RunnerSettings
     node: str | None = None
 
-    def run_container(
-        self,
-        image: str,
-        argv: Sequence[str],
-        *,
-        stdin: bytes | None = None,
-        gpus: str | None = None,
-        devices: Sequence[str] = (),
-        group_add: Sequence[str] = (),
-        shm_size: str | None = None,
-        user: str | None = None,
-        entrypoint: str | None = None,
-        timeout: float = 300.0,
-    ) -> ContainerResult:
+    def run_container(self, image: str, argv: Sequence[str], **options: Unpack[ContainerOptions]) -> ContainerResult:
         """:func:`builder.engine.run_container` with this runner's client."""
         from builder.engine import run_container
 
         return run_container(
             image,
             argv,
-            stdin=stdin,
-            gpus=gpus,
-            devices=devices,
-            group_add=group_add,
-            shm_size=shm_size,
-            user=user,
-            entrypoint=entrypoint,
-            timeout=timeout,
             client=client_argv(self.settings),
             options=["--tls-verify=false"] if self.settings.kind == "podman" and loopback(image) else [],
+            **options,
         )
 
     def host(self) -> HostInfo:

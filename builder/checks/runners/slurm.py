@@ -58,14 +58,17 @@ from typing import TYPE_CHECKING
 from builder import process
 from builder.checks.runners import Placement
 from builder.checks.runners.engines import loopback
-from builder.engine import ContainerResult, container_name, run_argv
+from builder.engine import DEFAULT_TIMEOUT, ContainerResult, container_name, run_argv
 from builder.errors import RunnerError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+
+    from typing_extensions import Unpack
 
     from builder.checks.host.model import HostInfo
     from builder.compat.fleet_model import RunnerSettings
+    from builder.engine import ContainerOptions
 
 #: printed by every step before its command (standard error), then removed from the step's output
 MARKER = "builder-slurm-step"
@@ -172,13 +175,17 @@ def launcher_argv(
     gpus: str | None = None,
     devices: Sequence[str] = (),
     entrypoint: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """The ``apptainer`` / ``pyxis`` start of one container (pure): the step's command and the extra ``srun``
     options, for ``image`` (pinned ``REPO@sha256:...``) running ``[entrypoint,] *argv``. NVIDIA GPUs
-    (``gpus`` or a CDI ``nvidia.com/gpu`` device) are ``--nv``, AMD's ``/dev/kfd`` is ``--rocm``
+    (``gpus`` or a CDI ``nvidia.com/gpu`` device) are ``--nv``; ``env`` is set by ``env K=V ...`` before the
+    command, AMD's ``/dev/kfd`` is ``--rocm``
     (apptainer); pyxis takes the step's GPUs through enroot's hooks. Raises ValueError for another
     launcher (``docker``/``podman`` go through :func:`builder.engine.run_argv`)."""
     command = [entrypoint, *argv] if entrypoint else list(argv)
+    if env:  # set in the container by env(1), which every image has (neither launcher takes docker's -e)
+        command = ["env", *(f"{k}={v}" for k, v in env.items()), *command]
     insecure = loopback(image)
     if launcher == "apptainer":
         flags: list[str] = []
@@ -310,27 +317,19 @@ class SlurmSession:
         err = err[: m.start()] + err[m.end() :]
         return proc.returncode, _text(proc.stdout), err, seconds
 
-    def run_container(
-        self,
-        image: str,
-        argv: Sequence[str],
-        *,
-        stdin: bytes | None = None,
-        gpus: str | None = None,
-        devices: Sequence[str] = (),
-        group_add: Sequence[str] = (),
-        shm_size: str | None = None,
-        user: str | None = None,
-        entrypoint: str | None = None,
-        timeout: float = 300.0,
-    ) -> ContainerResult:
+    def run_container(self, image: str, argv: Sequence[str], **options: Unpack[ContainerOptions]) -> ContainerResult:
         """One container on the job's node through the cluster's launcher; a timeout removes it there (exit
         code 124: ``docker rm -f`` for an engine; an apptainer/pyxis step ends with its ``srun``)."""
         launcher = self.settings.launcher
         name = container_name()
-        options: list[str] = []
+        gpus, devices, env = options.get("gpus"), options.get("devices", ()), options.get("env")
+        stdin, entrypoint = options.get("stdin"), options.get("entrypoint")
+        timeout = options.get("timeout", DEFAULT_TIMEOUT)
+        srun_options: list[str] = []
         if launcher in ("apptainer", "pyxis"):
-            cmd, options = launcher_argv(launcher, image, argv, gpus=gpus, devices=devices, entrypoint=entrypoint)
+            cmd, srun_options = launcher_argv(
+                launcher, image, argv, gpus=gpus, devices=devices, entrypoint=entrypoint, env=env
+            )
         else:
             cmd = run_argv(
                 name,
@@ -341,19 +340,20 @@ class SlurmSession:
                 # docker: the step's allocation, not the node's GPUs (podman's --gpus takes CDI names: as given)
                 gpus=GPUS if gpus == "all" and launcher == "docker" else gpus,
                 devices=devices,
-                group_add=group_add,
-                shm_size=shm_size,
-                user=user,
+                group_add=options.get("group_add", ()),
+                shm_size=options.get("shm_size"),
+                env=env,
+                user=options.get("user"),
                 entrypoint=entrypoint,
                 options=["--tls-verify=false"] if launcher == "podman" and loopback(image) else [],
             )
         try:
-            code, out, err, seconds = self.step(cmd, stdin, timeout, options)
+            code, out, err, seconds = self.step(cmd, stdin, timeout, srun_options)
         except subprocess.TimeoutExpired:
             if self.job_id is not None and launcher in ("docker", "podman"):
                 process.cleanup(srun_argv(self.job_id, [*self.engine, "rm", "-f", name]))
             return ContainerResult(124, "", f"builder: timed out after {timeout:.0f} s", timeout, tuple(cmd), True)
-        return ContainerResult(code, out, err, seconds, tuple(srun_argv(self.job_id or "?", cmd, options)))
+        return ContainerResult(code, out, err, seconds, tuple(srun_argv(self.job_id or "?", cmd, srun_options)))
 
     def host(self) -> HostInfo:
         """The node's facts: its GPU tools' output and the engine's ``info``, read by the hostinfo parsers."""

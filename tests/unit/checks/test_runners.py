@@ -108,6 +108,22 @@ def test_slurm_docker_step_asks_for_the_allocation_placeholder_not_all() -> None
     assert command[0] == "podman" and command[command.index("--gpus") + 1] == "all"
 
 
+def test_a_declared_checks_env_reaches_the_container_through_a_slurm_step() -> None:
+    """A matrix's ``env:`` (docs/matrices.md) is a runner option like the others: ``-e`` for an engine."""
+    from builder.checks.runners.slurm import SlurmSession
+
+    seen: list[list[str]] = []
+
+    def srun(argv: Sequence[str], stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess[bytes]:
+        seen.append(list(argv))
+        return subprocess.CompletedProcess(list(argv), 0, b"ok", f"{MARKER} job=9 step=0 node=n1\n".encode())
+
+    session = SlurmSession("c", RunnerSettings("slurm"), True, run=srun, job_id="9")
+    session.run_container(IMAGE, ["python3", "-"], env={"BATCH": "64"}, stdin=b"print(1)", entrypoint="")
+    command = seen[0][seen[0].index(MARKER) + 1 :]
+    assert command[command.index("-e") + 1] == "BATCH=64" and "-i" in command
+
+
 # Apptainer and pyxis are not installable on this Debian machine (no package): the argv each produces is
 # checked against their documented syntax. Apptainer: `apptainer exec [--nv|--rocm] docker://REF CMD`
 # (https://apptainer.org/docs/user/latest/gpu.html, https://apptainer.org/docs/user/latest/cli/apptainer_exec.html);
@@ -122,6 +138,9 @@ def test_apptainer_launcher_golden() -> None:
     cdi = launcher_argv("apptainer", REMOTE, ["nvidia-smi"], devices=["nvidia.com/gpu=all"], entrypoint="")
     assert cdi == (["apptainer", "exec", "--nv", f"docker://{REMOTE}", "nvidia-smi"], [])
     amd = launcher_argv("apptainer", REMOTE, ["rocminfo"], devices=["/dev/kfd", "/dev/dri"])
+    # env(1) sets a declared check's variables in the container (neither launcher takes docker's -e)
+    env = launcher_argv("apptainer", REMOTE, ["-c", "probe"], entrypoint="sh", env={"BATCH": "64", "A": "b c"})
+    assert env == (["apptainer", "exec", f"docker://{REMOTE}", "env", "BATCH=64", "A=b c", "sh", "-c", "probe"], [])
     assert amd == (["apptainer", "exec", "--rocm", f"docker://{REMOTE}", "rocminfo"], [])
     cpu = launcher_argv("apptainer", "127.0.0.1:5000/demo/jax@sha256:" + "ef" * 32, ["true"])
     assert cpu[0][:3] == ["apptainer", "exec", "--no-https"]  # builder speaks plain HTTP to loopback
