@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import TypedDict
+from typing_extensions import TypedDict, Unpack
 
 from builder import process
 from builder.errors import (
@@ -393,37 +393,31 @@ def run_argv(
     argv: Sequence[str],
     *,
     client: Sequence[str] = ("docker",),
-    interactive: bool = False,
-    gpus: str | None = None,
-    devices: Sequence[str] = (),
-    group_add: Sequence[str] = (),
-    shm_size: str | None = None,
-    env: Mapping[str, str] | None = None,
-    user: str | None = None,
-    entrypoint: str | None = None,
     pull: str = "missing",
     options: Sequence[str] = (),
+    **container: Unpack[ContainerOptions],
 ) -> list[str]:
     """The argv of ``CLIENT run --rm --name NAME --pull=PULL [-i] [--gpus G] [--device D]... IMAGE ARGV...``
     (pure): what :func:`run_container` runs here, and what a check runner starts on a cluster node
     (``client``: ``docker``, ``podman``; https://docs.docker.com/reference/cli/docker/container/run/;
-    ``options``: more ``run`` options, e.g. Podman's ``--tls-verify=false``)."""
+    ``options``: more ``run`` options, e.g. Podman's ``--tls-verify=false``; ``container``: the
+    :class:`ContainerOptions`, ``-i`` when it sends ``stdin``, its ``timeout`` is the caller's)."""
     cmd = [*client, "run", "--rm", "--name", name, f"--pull={pull}", *options]
-    if interactive:
+    if container.get("stdin") is not None:
         cmd.append("-i")
-    if gpus:
+    if gpus := container.get("gpus"):
         cmd += ["--gpus", gpus]
-    for d in devices:
+    for d in container.get("devices", ()):
         cmd += ["--device", d]
-    for g in group_add:
+    for g in container.get("group_add", ()):
         cmd += ["--group-add", str(g)]
-    if shm_size:
+    if shm_size := container.get("shm_size"):
         cmd += ["--shm-size", shm_size]
-    for k, v in (env or {}).items():
+    for k, v in (container.get("env") or {}).items():
         cmd += ["-e", f"{k}={v}"]
-    if user:
+    if user := container.get("user"):
         cmd += ["--user", user]
-    if entrypoint is not None:
+    if (entrypoint := container.get("entrypoint")) is not None:
         cmd += ["--entrypoint", entrypoint]
     return [*cmd, image, *argv]
 
@@ -432,21 +426,14 @@ def run_container(
     image: str,
     argv: Sequence[str],
     *,
-    stdin: bytes | None = None,
-    gpus: str | None = None,
-    devices: Sequence[str] = (),
-    group_add: Sequence[str] = (),
-    shm_size: str | None = None,
-    env: Mapping[str, str] | None = None,
-    user: str | None = None,
-    entrypoint: str | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
     pull: str = "missing",
     client: Sequence[str] | None = None,
     options: Sequence[str] = (),
+    **container: Unpack[ContainerOptions],
 ) -> ContainerResult:
     """``docker run --rm -i [--gpus G] [--device D]... IMAGE ARGV...`` in a fresh, named container.
 
+    ``container``: :class:`ContainerOptions` (``timeout`` default :data:`DEFAULT_TIMEOUT` s).
     ``client``: the engine CLI's argv prefix (``docker -H ssh://gpu-01``, ``podman``; default
     :func:`docker_command`); ``options``: more ``run`` options (:func:`run_argv`).
 
@@ -457,22 +444,8 @@ def run_container(
     when the daemon cannot be reached at all."""
     name = container_name()
     prefix = list(client) if client else docker_command()
-    cmd = run_argv(
-        name,
-        image,
-        argv,
-        client=prefix,
-        interactive=stdin is not None,
-        gpus=gpus,
-        devices=devices,
-        group_add=group_add,
-        shm_size=shm_size,
-        env=env,
-        user=user,
-        entrypoint=entrypoint,
-        pull=pull,
-        options=options,
-    )
+    stdin, timeout = container.get("stdin"), container.get("timeout", DEFAULT_TIMEOUT)
+    cmd = run_argv(name, image, argv, client=prefix, pull=pull, options=options, **container)
     start = time.monotonic()
     try:
         proc = process.run(cmd, input=stdin, text=False, timeout=timeout)

@@ -331,22 +331,10 @@ class SlurmSession:
                 launcher, image, argv, gpus=gpus, devices=devices, entrypoint=entrypoint, env=env
             )
         else:
-            cmd = run_argv(
-                name,
-                image,
-                argv,
-                client=self.engine,
-                interactive=stdin is not None,
-                # docker: the step's allocation, not the node's GPUs (podman's --gpus takes CDI names: as given)
-                gpus=GPUS if gpus == "all" and launcher == "docker" else gpus,
-                devices=devices,
-                group_add=options.get("group_add", ()),
-                shm_size=options.get("shm_size"),
-                env=env,
-                user=options.get("user"),
-                entrypoint=entrypoint,
-                options=["--tls-verify=false"] if launcher == "podman" and loopback(image) else [],
-            )
+            # docker: the step's allocation, not the node's GPUs (podman's --gpus takes CDI names: as given)
+            step: ContainerOptions = {**options, "gpus": GPUS if gpus == "all" and launcher == "docker" else gpus}
+            tls = ["--tls-verify=false"] if launcher == "podman" and loopback(image) else []
+            cmd = run_argv(name, image, argv, client=self.engine, options=tls, **step)
         try:
             code, out, err, seconds = self.step(cmd, stdin, timeout, srun_options)
         except subprocess.TimeoutExpired:
