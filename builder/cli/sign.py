@@ -364,16 +364,11 @@ def render_verification(
         _render_not_verified(con, report, names, name)
 
 
-def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[str, str]) -> None:
-    """The table of items (one row each) and the reasons of the invalid ones."""
-    from rich.markup import escape
+def verification_columns() -> list[Column]:
+    """The columns of `builder verify`'s table, in order (the signer and when are never split)."""
+    from builder.cli.tables import Column
 
-    from builder.cli.tables import Column, fitted_table, to_seconds
-
-    if not items:
-        con.print("  no signatures or attestations found")
-        return
-    columns = [
+    return [
         Column("#", whole=True),
         Column("status"),
         Column("kind", 1),
@@ -381,6 +376,18 @@ def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[st
         Column("signer", whole=True),
         Column("when", 2, whole=True),
     ]
+
+
+def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[str, str]) -> None:
+    """The table of items (one row each) and the reasons of the invalid ones."""
+    from rich.markup import escape
+
+    from builder.cli.tables import fitted_table, to_seconds
+
+    if not items:
+        con.print("  no signatures or attestations found")
+        return
+    columns = verification_columns()
     rows: list[list[str]] = []
     style = {"ok": "[green]ok[/]", "untrusted": "[yellow]untrusted[/]", "invalid": "[bold red]INVALID[/]"}
     for n, item in enumerate(items, 1):

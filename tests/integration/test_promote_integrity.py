@@ -182,14 +182,7 @@ def test_rerun_after_a_failed_tag_write_signs_a_fresh_record_so_soak_counts_from
         env = w.env(now=entered)
         applied = apply_promotion(env, plan_promotion(env, w.target, "staging"))
         assert applied.record.when == entered  # a fresh record, not the failed run's
-        for who in ("alice", "bob"):
-            w.approve(who, digest, "prod")
-        w.attest(
-            "check-runner",
-            digest,
-            DEVICE_CHECK_V1,
-            device_check("nvidia", gpus=("NVIDIA H200",), driver="580.65.06", digest=digest),
-        )
+        _ready_for_prod(w, digest)
         soon = plan_promotion(w.env(now=entered + dt.timedelta(seconds=2)), w.target, "prod", ticket="CHG-1234")
         assert set(failed_rules(soon)) == {"soak"}, soon.decision.failed()
         later = plan_promotion(w.env(now=entered + dt.timedelta(seconds=61)), w.target, "prod", ticket="CHG-1234")

@@ -10,6 +10,7 @@ import sys
 import pytest
 from rich.console import Console
 
+from builder.cli.sign import verification_columns
 from builder.cli.tables import Column, fitted_table, plan_columns
 from tests.conftest import ROOT, Cli
 
@@ -61,14 +62,7 @@ def test_status_like_table_keeps_ids_and_digests_whole_and_moves_the_rest(width:
 def test_moved_columns_line_never_splits_a_word() -> None:
     """`builder verify`'s table at 80 columns: a narrow first column (#) that holds the moved
     columns' line gets the room of more moved columns, so "signature (bundle)" wraps by words."""
-    columns = [
-        Column("#", whole=True),
-        Column("status"),
-        Column("kind", 1),
-        Column("predicate"),
-        Column("signer", whole=True),
-        Column("when", 2, whole=True),
-    ]
+    columns = verification_columns()
     signer = "k2/builder.pub (SHA256:371044899a64…)"
     rows = [[str(n), "ok", kind, "-", signer, "-"] for n, kind in ((1, "signature"), (2, "signature (bundle)"))]
     out = io.StringIO()
