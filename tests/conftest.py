@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -83,6 +84,28 @@ def docker_host(docker_engine: str) -> str:
         timeout=60,
     )
     return str(json.loads(inspected.stdout))
+
+
+DEMO_CPU_VARIANT = "jax0.7-cpu-py3.11-debian12"
+"""The demo matrix's CPU variant: a real JAX image that runs here (tests of declared checks use it)."""
+
+
+@pytest.fixture(scope="session")
+def demo_cpu_image(registry_address: str, docker_engine: str) -> str:
+    """``REGISTRY/demo/jax:jax0.7-cpu-py3.11-debian12``, the demo's CPU image. A fresh machine has
+    not run ``bash scripts/demo``: the image is then built and pushed here with ``builder build``
+    (a no-op when it is already there), so these tests run, never skip, on a clean CI machine."""
+    from builder.registry import RegistryClient
+
+    if RegistryClient(registry_address, insecure=True).try_resolve("demo/jax", DEMO_CPU_VARIANT) is None:
+        env = {k: v for k, v in os.environ.items() if k != "BUILDER_REPOSITORY_PREFIX"}
+        env["BUILDER_REGISTRY"] = registry_address
+        argv = [sys.executable, "-m", "builder", "build", "--matrix", "matrices/demo.yaml"]
+        argv += ["--select", DEMO_CPU_VARIANT]
+        built = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False)
+        if built.returncode:
+            pytest.fail(f"building the demo CPU image failed (exit {built.returncode}):\n{built.stderr[-3000:]}")
+    return f"{registry_address}/demo/jax:{DEMO_CPU_VARIANT}"
 
 
 @pytest.fixture(scope="session")

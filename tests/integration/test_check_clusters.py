@@ -42,12 +42,10 @@ def slurm() -> str:
 
 
 @pytest.fixture(scope="module")
-def image(registry_address: str, docker_engine: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+def image(registry_address: str, demo_cpu_image: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A CPU image with python3 in a repository of its own: the demo JAX image (scripts/demo) plus a label
     (a variant id the matrices do not know, so no declared tests run after the check)."""
-    base = f"{registry_address}/demo/jax:jax0.7-cpu-py3.11-debian12"
-    if subprocess.run(["docker", "buildx", "imagetools", "inspect", base], capture_output=True, timeout=60).returncode:
-        _unavailable(f"{base} (bash scripts/demo)")
+    base = demo_cpu_image
     ref = f"{registry_address}/test/fleet-{uuid.uuid4().hex[:10]}:cpu"
     ctx = tmp_path_factory.mktemp("ctx")
     (ctx / "Dockerfile").write_text(f'FROM {base}\nLABEL io.builder.variant="fleet-test"\n')

@@ -22,7 +22,7 @@ from builder.engine import run_container
 from builder.models import CheckCommand
 from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1
 from tests.attestations import statements, verify_attestation
-from tests.conftest import ROOT, Cli, _unavailable
+from tests.conftest import ROOT, Cli
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,11 +39,8 @@ def at_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo_image(registry_address: str, docker_engine: str) -> str:
-    base = f"{registry_address}/demo/jax:{VARIANT}"
-    if subprocess.run(["docker", "buildx", "imagetools", "inspect", base], capture_output=True, timeout=60).returncode:
-        _unavailable(f"{base} (bash scripts/demo)")
-    return base
+def demo_image(demo_cpu_image: str) -> str:
+    return demo_cpu_image
 
 
 def _collective(image: str, **env: str) -> tuple[bool, dict[str, Any], tuple[str, ...]]:

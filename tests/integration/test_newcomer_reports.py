@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
     from tests.conftest import Cli
 
-DEMO_REPO = "demo/jax"
 DEMO_TAG = "jax0.7-cpu-py3.11-debian12"
 UBUNTU_PINNED = "sha256:" + "1" * 64
 CDX = "https://cyclonedx.org/bom"
@@ -41,11 +40,8 @@ def project(root: Path, registry: str, matrices: dict[str, str] | None = None) -
 
 
 @pytest.fixture
-def demo(registry_address: str) -> str:
-    client = RegistryClient(registry_address, insecure=True)
-    if client.try_resolve(DEMO_REPO, DEMO_TAG) is None:
-        pytest.skip("run `bash scripts/demo` once: the demo image is not in the registry")
-    return f"{registry_address}/{DEMO_REPO}:{DEMO_TAG}"
+def demo(demo_cpu_image: str) -> str:
+    return demo_cpu_image
 
 
 def test_sbom_output_into_a_missing_folder_creates_it(
