@@ -28,6 +28,7 @@ from builder.registry import Credential, RegistryClient, copy_image
 from tests import gpu_code
 from tests.attestations import statements, verify_attestation
 from tests.conftest import ROOT, Cli
+from tests.faultproxy import Fault, FaultProxy
 from tests.registries import AuthRegistry, auth_registry
 
 if TYPE_CHECKING:
@@ -320,8 +321,6 @@ def test_a_layer_cut_off_mid_download_is_an_error_and_never_cached(
     """The registry connection breaks in the middle of a layer (a real proxy cuts it): inspect exits
     with a registry error naming the layer, no traceback, and caches nothing for that layer; the next
     run reads it whole."""
-    from tests.faultproxy import Fault, FaultProxy
-
     state = {"BUILDER_STATE_DIR": str(tmp_path / "state")}
     with FaultProxy(registry_address) as proxy:
         ref = images["cu128"].replace(registry_address, proxy.address)
@@ -335,28 +334,37 @@ def test_a_layer_cut_off_mid_download_is_an_error_and_never_cached(
     assert whole["stack"]["cuda_runtime"] == "12.8.90"
 
 
-def test_sigterm_stops_inspect_mid_layer(images: dict[str, str], tmp_path: Path) -> None:
-    """SIGTERM while layers stream: builder stops within a chunk (the layer threads see the interruption),
-    exits 143 with `interrupted by SIGTERM`, no traceback."""
+def test_sigterm_stops_inspect_mid_layer(images: dict[str, str], tmp_path: Path, registry_address: str) -> None:
+    """SIGTERM while a layer streams: builder stops (the layer threads see the interruption), exits 143
+    with `interrupted by SIGTERM`, no traceback. A fault proxy holds the first blob GET, so the signal
+    always arrives mid-layer (no race with a fast machine)."""
     import os
     import signal
     import sys
 
     env = {**os.environ, "BUILDER_STATE_DIR": str(tmp_path / "state")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "builder", "inspect", images["cu128"], "--no-cache"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    first = proc.stderr.readline()  # the manifest is read and the first layer finished: streaming is under way
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)  # a hang guard, not a timing assertion
-    if proc.returncode == 0:  # it finished before the signal arrived: nothing to judge
-        pytest.skip(f"inspect finished before SIGTERM ({first.strip()})")
+    with FaultProxy(registry_address) as proxy:
+        hold = proxy.add(Fault("hold", method="GET", path=r"/blobs/sha256:", count=1))
+        ref = images["cu128"].replace(registry_address, proxy.address)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "builder", "inspect", ref, "--no-cache"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            while not hold.held.wait(0.5):  # the manifest, the config, then the first layer's GET
+                if proc.poll() is not None:
+                    pytest.fail(f"inspect exited {proc.returncode} before reading a layer:\n{proc.communicate()[1]}")
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=120)  # a hang guard, not a timing assertion
+        finally:
+            hold.release.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     assert proc.returncode == 143, err
     assert "interrupted by SIGTERM" in err
     assert "Traceback" not in err
