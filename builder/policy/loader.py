@@ -10,6 +10,7 @@ the rules that need it deny. Reference: ``docs/policies.md``.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import glob
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -245,7 +246,7 @@ class _Loader:
             return
         self.problem(path, f"a rule is a mapping with exactly one key, one of: {', '.join(RULE_KINDS)}")
 
-    @property
+    @functools.cached_property
     def rule_builders(self) -> dict[str, RuleBuilder]:
         """Rule kind (``RULE_KINDS``) -> the method building it from its body, path and location."""
         return {
