@@ -30,15 +30,6 @@ def cannot_write(path: Path, exc: OSError, what: str) -> NotFoundError:
     )
 
 
-def make_directory(path: Path, what: str) -> None:
-    """Create folder ``path`` and its missing parents (nothing when it exists). Raises
-    NotFoundError (exit 8) when it cannot be created."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise cannot_write(path, exc, what) from exc
-
-
 def write_output(path: Path, text: str, what: str) -> None:
     """Write ``text`` (UTF-8) to ``path``, creating its missing folders. Raises NotFoundError
     (exit 8) naming ``path`` and ``what`` when it cannot be written."""
