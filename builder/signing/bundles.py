@@ -36,7 +36,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as dt
-import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -200,13 +199,7 @@ def push_referrer(
             artifact_type=BUNDLE_MEDIA_TYPE,
             annotations=tuple(sorted(annotations.items())),
         )
-        tag = fallback_tag(subject.digest)
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        key = hashlib.sha256(f"{client.registry}/{repository}:{tag}".encode()).hexdigest()[:32]
-        from filelock import FileLock  # only a writer needs it (start-up of the queries)
-
-        with FileLock(str(lock_dir / f"referrers-{key}.lock"), timeout=60):
-            index_digest = client.add_referrer_to_fallback_index(repository, subject.digest, descriptor)
+        index_digest = client.add_referrer_to_fallback_index(repository, subject.digest, descriptor, lock_dir=lock_dir)
     return ReferrerWrite(repository, subject.digest, digest, bundle_digest, predicate_type, index_digest)
 
 
