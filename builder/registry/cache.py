@@ -13,9 +13,10 @@ Only bytes whose sha256 was checked are kept. Bounded: items up to ``item_bytes`
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from typing import TYPE_CHECKING
+
+from builder.registry.reference import sha256_digest
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -60,7 +61,7 @@ class ContentCache:
             if (got := self.blob(repository, digest)) is not None:
                 return got
             data = load()
-            if digest.startswith("sha256:") and hashlib.sha256(data).hexdigest() == digest[len("sha256:") :]:
+            if sha256_digest(data) == digest:
                 self.keep_blob(repository, digest, data)
             return data
 
