@@ -268,7 +268,7 @@ class SlurmSession:
                     return
                 if state in _ENDED:
                     break
-            elif proc.returncode != 0 or not line:
+            else:  # no longer listed: the job has ended
                 state = state or "gone"
                 break
             if time.monotonic() > deadline:
