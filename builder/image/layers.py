@@ -111,10 +111,8 @@ class LayerCache:
         path = self._path(digest)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
         except (OSError, ValueError):
-            return None  # unreadable or torn: read the layer again, the write replaces it
+            return None  # missing, unreadable or torn: read the layer again, the write replaces it
         if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or data.get("digest") != digest:
             return None
         return LayerSummary.from_json(data)
