@@ -111,6 +111,16 @@ def ensure_big(client: RegistryClient, variant: str, size_mib: int) -> str:
     return push_image(client, SRC_REPO, variant, layers)
 
 
+def write_fixed_key_pair(directory: Path) -> tuple[Path, Path]:
+    """The fixed benchmark key (private key file, public key file) written into ``directory``: an
+    image's .sig keeps one signature however often a benchmark signs it (status.py and
+    promote_cli.py use it too)."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key, pub, _ = write_key_pair(directory, ec.derive_private_key(20261130, ec.SECP256R1()), None)
+    return key, pub
+
+
 def write_policy(path: Path, pub: Path, dest_prefix: str) -> Path:
     path.write_text(
         build_key_policy(
@@ -272,10 +282,7 @@ def main() -> None:
     registry = os.environ.get("BUILDER_REGISTRY", "127.0.0.1:5000")
     work = Path(tempfile.mkdtemp(prefix="bench-promote-"))
     state = work / "state"
-    # a fixed benchmark key: the source's .sig keeps one signature however often this runs
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    key, pub, _ = write_key_pair(state / "keys", ec.derive_private_key(20261130, ec.SECP256R1()), None)
+    key, pub = write_fixed_key_pair(state / "keys")
     signer = load_signer(key, None)
     setup = RegistryClient(registry, insecure=True)
 

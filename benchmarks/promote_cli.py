@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import promote as bench_promote  # the source image and the policy of benchmarks/promote.py
 
 from builder.registry import RegistryClient
-from builder.signing.keys import load_signer, write_key_pair
+from builder.signing.keys import load_signer
 from builder.signing.sign import sign_image
 
 
@@ -52,11 +52,9 @@ def main() -> None:
     if skopeo is None:
         sys.exit("skopeo is not installed: cannot measure the reference")
     registry = "127.0.0.1:5000"
-    from cryptography.hazmat.primitives.asymmetric import ec
-
     with tempfile.TemporaryDirectory(prefix="bench-promote-cli-") as tmp:
         work = Path(tmp)
-        key, pub, _ = write_key_pair(work / "keys", ec.derive_private_key(20261130, ec.SECP256R1()), None)
+        key, pub = bench_promote.write_fixed_key_pair(work / "keys")
         setup = RegistryClient(registry, insecure=True)
         variant = f"p-{size}mib"
         digest = bench_promote.ensure_big(setup, variant, size)

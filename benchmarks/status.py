@@ -41,7 +41,7 @@ from builder.ledger import open_ledger
 from builder.policy import load_policy
 from builder.promote import PromotionContext, Target, promote_many, status
 from builder.registry import RegistryClient
-from builder.signing.keys import load_signer, write_key_pair
+from builder.signing.keys import load_signer
 from builder.signing.sign import sign_image
 from tests.projects import build_key_policy
 
@@ -106,11 +106,9 @@ def main() -> None:
     if cosign is None:
         sys.exit("cosign is not installed: cannot measure the reference")
     registry = os.environ.get("BUILDER_REGISTRY", "127.0.0.1:5000")
-    from cryptography.hazmat.primitives.asymmetric import ec
-
     with tempfile.TemporaryDirectory(prefix="bench-status-") as tmp:
         work = Path(tmp)
-        key, pub, _ = write_key_pair(work / "keys", ec.derive_private_key(20261130, ec.SECP256R1()), None)
+        key, pub = bench_promote.write_fixed_key_pair(work / "keys")
         policy = write_policy(work / "policy.yaml", pub)
         setup = RegistryClient(registry, insecure=True)
         ctx, _ = context(policy, work, registry, key)
