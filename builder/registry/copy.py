@@ -157,8 +157,6 @@ def put_manifest_repairing(
     reference: str,
     manifest: Manifest,
     stats: CopyStats | None = None,
-    *,
-    repairs: int = BLOB_REPAIRS,
 ) -> str:
     """PUT ``manifest`` into ``dst/dst_repo`` under ``reference``; when the registry answers
     MANIFEST_BLOB_UNKNOWN (a cross-repository mount that reported success but did not stick, a
@@ -166,7 +164,7 @@ def put_manifest_repairing(
     filesystem driver truncates a link file before writing it again), every blob of ``manifest``
     missing there (HEAD) is copied again by streaming it from ``src`` (never a mount: that is
     what failed), then, after the client's retry backoff, the PUT is repeated, at most
-    ``repairs`` times. Returns the digest; raises the registry's RegistryError when the blobs
+    :data:`BLOB_REPAIRS` times. Returns the digest; raises the registry's RegistryError when the blobs
     still do not stick."""
     stats = stats if stats is not None else CopyStats()
     attempt = 0
@@ -174,7 +172,7 @@ def put_manifest_repairing(
         try:
             return dst.put_manifest(dst_repo, reference, manifest.raw, manifest.media_type)
         except RegistryError as exc:
-            if not blob_unknown(exc) or attempt >= repairs:
+            if not blob_unknown(exc) or attempt >= BLOB_REPAIRS:
                 raise
         attempt += 1
         for desc in manifest.blobs:
