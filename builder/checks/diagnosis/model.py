@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from typing_extensions import TypedDict
 
@@ -32,16 +32,7 @@ Layer = Literal[
 #: the layer a diagnosis names (``unknown``: no failure kind matched)
 LayerOrUnknown = Literal[Layer, "unknown"]
 
-LAYERS: tuple[Layer, ...] = (
-    "kernel-driver",
-    "fabric-manager",
-    "interconnect",
-    "container-toolkit",
-    "container-engine",
-    "run-options",
-    "image-user-space",
-    "framework-build",
-)
+LAYERS: tuple[Layer, ...] = get_args(Layer)
 
 CUDA_ERRORS = {
     3: "initialization error",
