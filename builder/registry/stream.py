@@ -70,13 +70,11 @@ class BlobStream:
         desc: Descriptor,
         *,
         chunk: int = CHUNK_BYTES,
-        ahead: int = AHEAD_CHUNKS,
     ) -> None:
         self.src = src
         self.repository = repository
         self.desc = desc
         self.chunk = chunk
-        self.ahead = max(1, ahead)
         self.sent = 0  # bytes handed out since the last (re)start
         self._pass: _Pass | None = None
         self._done = False  # b"" was handed out (the blob is complete)
@@ -130,13 +128,13 @@ class BlobStream:
 
 
 class _Pass(threading.Thread):
-    """One read of the blob from its first byte, ``ahead`` chunks in front of the sender: each
+    """One read of the blob from its first byte, ``AHEAD_CHUNKS`` chunks in front of the sender: each
     chunk, then ``b""`` after the last (size and digest checked), or the error that ended it."""
 
     def __init__(self, stream: BlobStream) -> None:
         super().__init__(name=f"blob-read-{stream.desc.digest[7:19]}", daemon=True)
         self.stream = stream
-        self.items: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=stream.ahead)
+        self.items: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=AHEAD_CHUNKS)
         self.stopped = threading.Event()
         self.resp: requests.Response | None = None
         self.guard = threading.Lock()
