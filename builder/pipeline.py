@@ -373,15 +373,15 @@ def _passed_before(
 
     assert setup.signer is not None
     kinds = {"tests": TEST_RESULT_V1, "benchmark": BENCHMARK_V1, "collective": BENCHMARK_V1}
+    # every attestation read and verified once, then looked up per predicate type
+    passed = {
+        att.predicate_type
+        for att in read_attestations(client, repository, digest, keys=setup.keys)
+        if att.verified and att.signer == setup.signer.fingerprint and (att.predicate or {}).get("result") == "passed"
+    }
     # a collective check may be skipped (fewer GPUs than it needs): its result is never required here
-    for ptype in (DEVICE_CHECK_V1, *(kinds[c.kind] for c in declared if c.kind != "collective")):
-        items = read_attestations(client, repository, digest, keys=setup.keys, predicate_type=ptype)
-        if not any(
-            att.verified and att.signer == setup.signer.fingerprint and (att.predicate or {}).get("result") == "passed"
-            for att in items
-        ):
-            return False
-    return True
+    required = (DEVICE_CHECK_V1, *(kinds[c.kind] for c in declared if c.kind != "collective"))
+    return all(ptype in passed for ptype in required)
 
 
 def promote_through(
