@@ -98,7 +98,8 @@ class GpuCode:
         )
 
 
-def _isa_key(v: str) -> tuple[int, ...]:
+def isa_key(v: str) -> tuple[int, ...]:
+    """A PTX ISA version (``"8.7"``) as numbers, for ordering."""
     return tuple(int(x) for x in v.split(".") if x.isdigit())
 
 
@@ -153,7 +154,7 @@ def scan_stream(path: str, read: Callable[[int], bytes]) -> GpuCode | None:
         path=path,
         sass=tuple(sorted(sass, key=_target_order)),
         ptx=tuple(sorted(ptx, key=_target_order)),
-        ptx_isa=max(isas, key=_isa_key) if isas else None,
+        ptx_isa=max(isas, key=isa_key) if isas else None,
         gfx=tuple(sorted(gfx)),
         compression=tuple(sorted(methods)),
         containers=containers,
@@ -177,4 +178,4 @@ def scan_files(paths: Iterable[str]) -> list[GpuCode]:
     return out
 
 
-__all__ = ["ELF_MAGIC", "GpuCode", "GpuCodeDocument", "scan_bytes", "scan_files", "scan_stream"]
+__all__ = ["ELF_MAGIC", "GpuCode", "GpuCodeDocument", "isa_key", "scan_bytes", "scan_files", "scan_stream"]

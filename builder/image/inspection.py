@@ -21,7 +21,7 @@ from typing_extensions import TypedDict
 from builder.compat import min_driver
 from builder.compat.kernels import KernelBinary, loading_binaries, ptx_isa_needs_cuda, uncovered_claims
 from builder.errors import NotFoundError
-from builder.image.elf import GpuCode, GpuCodeDocument
+from builder.image.elf import GpuCode, GpuCodeDocument, isa_key
 from builder.image.layers import LayerCache, LayerSummary, merge, read_layer
 from builder.image.stack import Stack, StackDocument, read_stack
 from builder.labels import gpu_archs
@@ -154,7 +154,7 @@ class ImageInspection:
         isas = [b.ptx_isa for b in self.kernel_binaries() if b.ptx_isa]
         if not isas:
             return None
-        newest = max(isas, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+        newest = max(isas, key=isa_key)
         return _driver_for(ptx_isa_needs_cuda(newest))
 
     def to_json(self) -> InspectDocument:
