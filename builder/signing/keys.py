@@ -157,19 +157,9 @@ def write_key_pair(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
     key_directory(output_dir)
-    # create exclusively with 0600 so a concurrent writer or an existing file is never clobbered
-    try:
-        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError as exc:
-        raise SigningKeyError(f"{key_path} already exists; keys are never overwritten") from exc
-    with os.fdopen(fd, "wb") as f:
-        f.write(pem)
-    try:
-        fd = os.open(pub_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError as exc:
-        raise SigningKeyError(f"{pub_path} already exists; keys are never overwritten") from exc
-    with os.fdopen(fd, "w") as f:
-        f.write(public_pem(private_key.public_key()))
+    # created exclusively with 0600 so a concurrent writer or an existing file is never clobbered
+    _write_new(key_path, pem, 0o600)
+    _write_new(pub_path, public_pem(private_key.public_key()).encode(), 0o644)
     return key_path, pub_path, fingerprint_of(private_key.public_key())
 
 
