@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 from packaging.version import Version
 from typing_extensions import TypedDict
 
-from builder.compat.verdict import SEVERITY, ImageSpec, Verdict, VerdictDocument, VerdictName, check_compat
+from builder.compat.verdict import SEVERITY, ImageSpec, Verdict, VerdictDocument, VerdictName, check_compat, worst
 from builder.errors import IncompatibleError
 
 if TYPE_CHECKING:
@@ -106,7 +106,8 @@ def check_cluster(
     if not results:
         empty = Verdict("blocked", None, (f"cluster {cluster.name} has no host configurations",), vendor=cluster.vendor)
         return ClusterVerdict(cluster.name, empty, ())
-    _, worst_v = max(results, key=lambda hv: SEVERITY[hv[1].verdict])
+    worst_v = worst([v for _, v in results])
+    assert worst_v is not None  # results is not empty
     reasons = tuple(
         f"{h.label}: {v.verdict}: {r}" for h, v in results if v.verdict == worst_v.verdict for r in v.reasons
     )
