@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
-from builder.labels import OWN
 from builder.labels import gpu_archs as label_gpu_archs
 from builder.labels import read as read_label
 
@@ -25,10 +24,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from builder.registry import RegistryClient
-
-#: The project's label namespace (:data:`builder.labels.OWN`); :func:`builder.labels.read` also
-#: accepts the older ``io.builder.`` keys.
-LABEL_PREFIX = OWN
 
 
 class ImageFactsDocument(TypedDict):
@@ -203,4 +198,4 @@ def probe_image(client: RegistryClient, repository: str, reference: str, *, plat
     )
 
 
-__all__ = ["LABEL_PREFIX", "ImageFacts", "ImageFactsDocument", "arch_list_from_env", "facts_from_config", "probe_image"]
+__all__ = ["ImageFacts", "ImageFactsDocument", "arch_list_from_env", "facts_from_config", "probe_image"]
