@@ -53,7 +53,9 @@ from builder.compat.fleet_model import (
     HostConfig,
     HostFacts,
     HostLoader,
+    RunnerKind,
     RunnerSettings,
+    SlurmLauncher,
 )
 from builder.compat.fleet_verdicts import (
     NOT_APPLICABLE,
@@ -82,14 +84,14 @@ class _RunnerIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", title="Runner")
 
-    kind: Literal["docker", "podman", "slurm", "kubernetes"]
+    kind: RunnerKind
     host: StrictStr | None = None
     partition: StrictStr | None = None
     account: StrictStr | None = None
     qos: StrictStr | None = None
     gres: StrictStr | None = None
     time_limit: StrictInt | None = Field(default=None, gt=0)
-    launcher: Literal["docker", "podman", "apptainer", "pyxis"] = "docker"
+    launcher: SlurmLauncher = "docker"
     context: StrictStr | None = None
     namespace: StrictStr = "default"
     runtime_class: StrictStr | None = None
