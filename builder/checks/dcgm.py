@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 _SECTION = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][A-Za-z /]*?)\s+-+[+|]")
 _ROW = re.compile(r"^\|(?P<name>[^|]*)\|(?P<value>[^|]*)\|?\s*$")
 _RESULT = re.compile(r"^(?P<status>Pass|Fail|Warn|Skip)\b\s*(?:-\s*)?(?P<detail>.*)$", re.IGNORECASE)
-RESULTS = ("pass", "fail", "warn", "skip")
 
 
 class DcgmTestDocument(TypedDict):
@@ -161,4 +160,4 @@ def probe_dcgm(run: Callable[[Sequence[str]], tuple[int, str]] | None = None) ->
     return diag
 
 
-__all__ = ["RESULTS", "DcgmDiag", "DcgmDiagDocument", "DcgmTest", "DcgmTestDocument", "parse_dcgm_diag", "probe_dcgm"]
+__all__ = ["DcgmDiag", "DcgmDiagDocument", "DcgmTest", "DcgmTestDocument", "parse_dcgm_diag", "probe_dcgm"]
