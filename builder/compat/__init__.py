@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from builder.compat.check import ImageSpec, check_compat, check_image
 from builder.compat.drivers import driver_cuda, min_driver, min_driver_row, minor_floor, parse_cuda, parse_driver
 from builder.compat.frameworks import (
     NO_GPU_KERNELS,
@@ -66,7 +67,7 @@ from builder.compat.requirement import (
     require_cuda,
     require_cuda_info,
 )
-from builder.compat.verdict import SEVERITY, ImageSpec, Verdict, VerdictDocument, check_compat, check_image, worst
+from builder.compat.verdict import SEVERITY, Verdict, VerdictDocument, worst
 
 if TYPE_CHECKING:
     from builder.compat.fleets import (

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Literal
 from packaging.version import Version
 from typing_extensions import TypedDict
 
-from builder.compat.verdict import SEVERITY, ImageSpec, Verdict, VerdictDocument, VerdictName, check_compat, worst
+from builder.compat.check import ImageSpec, check_compat
+from builder.compat.verdict import SEVERITY, Verdict, VerdictDocument, VerdictName, worst
 from builder.errors import IncompatibleError
 
 if TYPE_CHECKING:

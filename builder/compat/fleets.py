@@ -74,7 +74,7 @@ from builder.errors import BuilderError, ConfigError, NotFoundError
 from builder.yamldoc import Document, InvalidYaml, Problem, parse, plain, read_text
 
 if TYPE_CHECKING:
-    from builder.compat.verdict import ImageSpec
+    from builder.compat.check import ImageSpec
 
 # ------------------------------------------------------------------------------------ input schema
 
