@@ -7,16 +7,24 @@ of the same repository (a trusted ``promotion/v1`` record each). Every other var
 stage, so half the rows are empty pointers, as in a real matrix where not every variant is
 promoted. Made once and reused by later runs (whatever is already there is not made again).
 
-- ``status_s``: median over rounds of ``builder.promote.status`` of every variant in ``dev`` with
-  fresh registry clients (policy loading and start-up are not in the figure): each row's pointer,
-  its trusted record, its verified signatures and attestation types.
-- ``requests_per_variant``: the registry requests of one such status divided by the variants.
+- ``status_cold_s``: median over rounds of ``builder.promote.status`` of every variant in ``dev``
+  with fresh registry clients and an empty verdict cache (``builder.promote.verdict_cache``; policy
+  loading and start-up are not in the figure): each row's pointer, its trusted record, its verified
+  signatures and attestation types, every layer read and checked.
+- ``status_s`` (warm): the same status again over the cache the cold run filled (what every run
+  after the first on a machine does): pointers and ``.sig``/``.att`` manifests are read again (tags
+  move), layers verified before are not.
+- ``requests_per_variant`` (warm) and ``cold_requests_per_variant``: the registry requests of one
+  such status divided by the variants; ``cpu_s``/``cold_cpu_s``: the process's CPU time of it
+  (``time.process_time``: all threads; load-independent, unlike the wall time).
 - ``cosign_ms``: median of ``cosign verify --key`` of one promoted image (the signature check alone,
   one image); ``cosign_all_s``: that times the promoted variants (what checking each image's
   signature with cosign would take), and ``ratio``: ``cosign_all_s / status_s``.
 
 Ends with one line:
-``benchmark=status variants=.. status_s=.. requests_per_variant=.. cosign_ms=.. cosign_all_s=.. ratio=..``
+``benchmark=status variants=.. status_s=.. requests_per_variant=.. cpu_s=.. status_cold_s=..
+cold_requests_per_variant=.. cold_cpu_s=.. cosign_ms=.. cosign_all_s=.. ratio=.. ratio_cold=..``
+(``ratio``: ``cosign_all_s / status_s``, warm; ``ratio_cold``: the same for the cold run)
 (``--quick``: 100 variants, 2 rounds).
 """
 
@@ -64,7 +72,9 @@ def write_policy(path: Path, pub: Path) -> Path:
     return path
 
 
-def context(policy: Path, state: Path, registry: str, key: Path) -> tuple[PromotionContext, bench_promote.Clients]:
+def context(
+    policy: Path, state: Path, registry: str, key: Path, cache: Path | None = None
+) -> tuple[PromotionContext, bench_promote.Clients]:
     clients = bench_promote.Clients()
     ctx = PromotionContext(
         policy=load_policy(policy),
@@ -73,8 +83,21 @@ def context(policy: Path, state: Path, registry: str, key: Path) -> tuple[Promot
         lock_dir=state / "locks",
         ledger=open_ledger(state / "ledger.sqlite"),
         signer=load_signer(key, None),
+        cache_dir=cache,
     )
     return ctx, clients
+
+
+def measure(
+    policy: Path, work: Path, registry: str, key: Path, cache: Path, targets: list[Target], promoted: int
+) -> tuple[float, float, int]:
+    """One ``status`` of ``targets`` in dev over the verdict cache ``cache``: wall s, CPU s, requests."""
+    ctx, clients = context(policy, work, registry, key, cache)
+    t, c = time.perf_counter(), time.process_time()
+    rows = status(ctx, targets, ["dev"])
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    assert sum(1 for r in rows if r.digest and r.signatures >= 1 and r.action == "promote") == promoted
+    return wall, cpu, sum(c.requests_sent for c in clients.cache.values())
 
 
 def prepare(setup: RegistryClient, ctx: PromotionContext, n: int, key: Path) -> list[Target]:
@@ -114,37 +137,42 @@ def main() -> None:
         ctx, _ = context(policy, work, registry, key)
         targets = prepare(setup, ctx, n, key)
         promoted = sum(1 for i in range(n) if i % 2 == 0)
-        ours: list[float] = []
+        cold: list[tuple[float, float, int]] = []
+        warm: list[tuple[float, float, int]] = []
         theirs: list[float] = []
-        sent: list[int] = []
         first = f"{registry}/{REPO}:{targets[0].variant}-dev"
         verify = [cosign, "verify", "--key", str(pub), "--insecure-ignore-tlog", "--allow-insecure-registry"]
         verify += ["--allow-http-registry", "--output", "text", first]
-        for _ in range(rounds):
-            ctx, clients = context(policy, work, registry, key)
-            t = time.perf_counter()
-            rows = status(ctx, targets, ["dev"])
-            ours.append(time.perf_counter() - t)
-            sent.append(sum(c.requests_sent for c in clients.cache.values()))
-            assert sum(1 for r in rows if r.digest and r.signatures >= 1 and r.action == "promote") == promoted
+        for i in range(rounds):
+            cache = work / f"cache-{i}"  # empty: the cold run fills it, the warm run reads it
+            cold.append(measure(policy, work, registry, key, cache, targets, promoted))
+            warm.append(measure(policy, work, registry, key, cache, targets, promoted))
             t = time.perf_counter()
             proc = subprocess.run(verify, capture_output=True, text=True, env={**os.environ, "COSIGN_YES": "true"})
             theirs.append((time.perf_counter() - t) * 1000)
             if proc.returncode != 0:
                 sys.exit(f"cosign verify failed: {proc.stderr[-1500:]}")
-        status_s = statistics.median(ours)
-        per = statistics.median(sent) / n
+        med = {
+            name: [statistics.median(r[k] for r in runs) for k in range(3)]
+            for name, runs in (("cold", cold), ("warm", warm))
+        }
         cosign_ms = statistics.median(theirs)
         cosign_all = cosign_ms * promoted / 1000
-        each = [round(x, 2) for x in ours]
-        print(f"builder status of {n} variants ({promoted} in dev): median {status_s:.2f} s {each}")
-        print(f"registry requests: {per:.2f} per variant ({statistics.median(sent):.0f} in all)")
+        for name, runs in (("cold", cold), ("warm", warm)):
+            wall, cpu, sent = med[name]
+            each = [round(r[0], 2) for r in runs]
+            how = "empty verdict cache" if name == "cold" else "the cold run's verdict cache"
+            print(f"builder status of {n} variants ({promoted} in dev), {name} ({how}): median {wall:.2f} s {each}")
+            print(f"  CPU {cpu:.2f} s, {sent / n:.2f} registry requests per variant ({sent:.0f} in all)")
         print(f"cosign verify of one image: median {cosign_ms:.0f} ms; x {promoted} promoted = {cosign_all:.1f} s")
         load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"machine: {os.cpu_count()} CPUs, load average {load} (1/5/15 min)")
+        (cold_s, cold_cpu, cold_sent), (warm_s, warm_cpu, warm_sent) = med["cold"], med["warm"]
         print(
-            f"benchmark=status variants={n} status_s={status_s:.2f} requests_per_variant={per:.2f} "
-            f"cosign_ms={cosign_ms:.0f} cosign_all_s={cosign_all:.1f} ratio={cosign_all / status_s:.1f}"
+            f"benchmark=status variants={n} status_s={warm_s:.2f} requests_per_variant={warm_sent / n:.2f} "
+            f"cpu_s={warm_cpu:.2f} status_cold_s={cold_s:.2f} cold_requests_per_variant={cold_sent / n:.2f} "
+            f"cold_cpu_s={cold_cpu:.2f} cosign_ms={cosign_ms:.0f} cosign_all_s={cosign_all:.1f} "
+            f"ratio={cosign_all / warm_s:.1f} ratio_cold={cosign_all / cold_s:.1f}"
         )
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
     from builder.promote.listing import TagLists
     from builder.promote.model import Location
+    from builder.promote.verdict_cache import VerdictCache
     from builder.registry import Manifest
     from builder.signing.report import VerifiedItem
 
@@ -96,6 +97,7 @@ def read_place(
     index: bool = False,
     approvals: bool = True,
     listed: frozenset[str] | None = None,
+    verdicts: VerdictCache | None = None,
 ) -> PlaceRead | None:
     """Every ``.sig``/``.att`` layer of ``digest`` in ``loc``'s repository (and of the approvers' own
     approval tags), verified by
@@ -105,8 +107,9 @@ def read_place(
     same parallel round, when the registry is known to have no referrers API (the copy reuses it).
     ``approvals=False``: the approvers' own tags are not read (``status`` shows ``.sig``/``.att``
     and bundle referrers only). ``listed``: the repository's tags as this run listed them
-    (``tags/list``); a tag not among them is taken as absent without asking for it. Raises
-    registry errors."""
+    (``tags/list``); a tag not among them is taken as absent without asking for it. ``verdicts``:
+    layers verified before with the same trust are answered from it
+    (``builder.promote.verdict_cache``). Raises registry errors."""
     client = ctx.client(loc.registry)
     if check_present and client.try_resolve(loc.repository, digest) is None:
         return None  # not copied there yet: no evidence there either
@@ -127,7 +130,8 @@ def read_place(
         if m is None or sfx == INDEX_KEY:
             continue
         jobs.extend((d, tags[sfx]) for d in m.json.get("layers") or [] if isinstance(d, dict))
-    items = tuple(map_parallel(lambda j: verify_layer(client, loc.repository, digest, j[0], verifiers, tag=j[1]), jobs))
+    check = verdicts.verify_layer if verdicts is not None else verify_layer
+    items = tuple(map_parallel(lambda j: check(client, loc.repository, digest, j[0], verifiers, tag=j[1]), jobs))
     # Sigstore bundle referrers made with a key pair (cosign 3's format): counted like .att layers
     referring = referrers(ctx, loc, digest, got.get(INDEX_KEY, UNSET), seen=got if index else None)
     items += tuple(

@@ -40,6 +40,7 @@ from builder.promote.model import (
 from builder.promote.pool import Once
 from builder.promote.records import chain, pointer_trust
 from builder.promote.targets import resolve_targets, scope_of
+from builder.promote.verdict_cache import VerdictCache
 from builder.signing.layer import ATT_SUFFIX
 
 if TYPE_CHECKING:
@@ -62,7 +63,10 @@ def status(
     cannot be read becomes a row with its ``error`` (the other rows are still read); when no row
     can be read, the first row's error is raised instead (one error, not a table of them); an
     unreachable registry raises RegistryUnavailableError (exit 5) at once. The evidence of one
-    digest in one repository is verified once, however many stages hold it."""
+    digest in one repository is verified once, however many stages hold it; with
+    ``ctx.cache_dir``, layers verified by an earlier run with the same keys are not read or
+    checked again (``builder.promote.verdict_cache``: keyed by content, never by tag; the
+    pointers and ``.sig``/``.att`` manifests are read every time)."""
     names = list(stages or ctx.policy.stage_names)
     now = ctx.now()
     errors: dict[tuple[str, str], BuilderError] = {}
@@ -71,12 +75,15 @@ def status(
     # referrers indexes that are not there are never asked for one by one
     listed = TagLists(ctx, (ctx.stage_location(t, s) for t, s in pairs))
     reports: Once[tuple[str, str, str], PlaceRead] = Once()
+    verdicts = VerdictCache(ctx.cache_dir / "verdicts" if ctx.cache_dir is not None else None)
 
     def evidence(loc: Location, digest: str) -> PlaceRead:
         # .sig, .att and bundle referrers of the digest, read and verified once per repository (the
         # pointer just resolved to it there: no existence check); the .att read also gives the records
         def read() -> PlaceRead:
-            got = read_place(ctx, loc, digest, check_present=False, approvals=False, listed=listed.tags(loc))
+            got = read_place(
+                ctx, loc, digest, check_present=False, approvals=False, listed=listed.tags(loc), verdicts=verdicts
+            )
             assert got is not None  # only None when check_present
             return got
 
@@ -93,7 +100,7 @@ def status(
             if digest is None:
                 return StatusRow(t.variant, stage, str(loc), None, None, None, None, None)
             report = evidence(loc, digest)
-            trust = pointer_trust(ctx, loc, stage, digest, att=report.manifests.get(ATT_SUFFIX))
+            trust = pointer_trust(ctx, loc, stage, digest, att=report.manifests.get(ATT_SUFFIX), verdicts=verdicts)
             rec = trust.record
         except RegistryUnavailableError:  # no row can be read: one error, not a table of them
             raise

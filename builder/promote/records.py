@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import datetime as dt
 
     from builder.promote.context import PromotionContext
+    from builder.promote.verdict_cache import VerdictCache
     from builder.registry import Manifest
 
 
@@ -50,14 +51,21 @@ def read_records(ctx: PromotionContext, loc: Location, digest: str, stage: str) 
 
 
 def records_on(
-    ctx: PromotionContext, loc: Location, digest: str, stage: str, *, att: Manifest | Unset | None = UNSET
+    ctx: PromotionContext,
+    loc: Location,
+    digest: str,
+    stage: str,
+    *,
+    att: Manifest | Unset | None = UNSET,
+    verdicts: VerdictCache | None = None,
 ) -> RecordsOn:
     """Every ``promotion/v1`` layer on ``digest`` for the pointer ``loc``, sorted into the records
     that put it there, the successor records of the moves that replaced it, and, for every other
     layer, who signed it (as text: ``sha256:…`` with the key set it belongs to, or what the layer
     claims): the records that do not count, for the note on an untrusted pointer. ``att``: the
     digest's ``.att`` manifest in ``loc``'s repository as this run already read it (None: absent),
-    not read again; its layers are verified here all the same."""
+    not read again; its layers are verified here all the same (``verdicts``: answered from this
+    cache when verified before with the same trust, ``builder.promote.verdict_cache``)."""
     signers = ctx.record_signers(stage)
     client = ctx.client(loc.registry)
     tag = signature_tag(digest, ATT_SUFFIX)
@@ -71,7 +79,8 @@ def records_on(
         if isinstance(d, dict) and (d.get("annotations") or {}).get(PREDICATE_TYPE_ANNOTATION) == PROMOTION_V1
     ]
     verifiers = verifiers_for(ctx.keys, ctx.verifiers)
-    items = map_parallel(lambda d: verify_layer(client, loc.repository, digest, d, verifiers, tag=tag), layers)
+    check = verdicts.verify_layer if verdicts is not None else verify_layer
+    items = map_parallel(lambda d: check(client, loc.repository, digest, d, verifiers, tag=tag), layers)
     out: list[PromotionRecord] = []
     successors: list[PromotionRecord] = []
     foreign: list[str] = []
@@ -115,10 +124,12 @@ def pointer_trust(
     *,
     att: Manifest | Unset | None = UNSET,
     on: RecordsOn | None = None,
+    verdicts: VerdictCache | None = None,
 ) -> PointerTrust:
     """Read the pointer ``loc`` (unless ``digest``, what it names, is given) and its records
     (``att``: the digest's ``.att`` manifest as already read, see :func:`records_on`; ``on``: the
-    records on ``digest`` as already read and sorted, e.g. ``Chain.head``).
+    records on ``digest`` as already read and sorted, e.g. ``Chain.head``; ``verdicts``: see
+    :func:`records_on`).
     The pointer is trusted only when the newest trusted record about its digest is one that put
     the digest there: a successor record newer than that (the stage moved on, and no signed
     rollback came back) makes it a re-tag back (``PointerTrust.superseded``)."""
@@ -127,7 +138,7 @@ def pointer_trust(
     if digest is None:
         return PointerTrust(loc, None, None)
     if on is None:
-        on = records_on(ctx, loc, digest, stage, att=att)
+        on = records_on(ctx, loc, digest, stage, att=att, verdicts=verdicts)
     rec = on.records[-1] if on.records else None
     later = [s for s in on.successors if rec is not None and s.when > rec.when]
     return PointerTrust(loc, digest, rec, on.foreign, later[-1] if later else None)

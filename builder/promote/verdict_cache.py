@@ -1,0 +1,208 @@
+"""Verdicts on ``.sig``/``.att`` layers kept by content, so that ``status`` on a machine that asked
+before reads neither the layers' blobs nor checks their signatures again (issue 19: ``status`` of
+1,000 variants).
+
+A layer's verdict (``builder.signing.verify.verify_layer``) depends only on the image digest it is
+about, the tag it is read under (``sha256-<hex>.sig``/``.att``, itself a function of that digest),
+the layer's descriptor (its blob's sha256 digest and size, and the annotations that carry the
+signature: cosign's tag layout, https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md),
+the blob (content-addressed by that digest: OCI image-spec v1.1 "Descriptors",
+https://github.com/opencontainers/image-spec/blob/v1.1.0/descriptor.md#digests) and the trust
+material it is checked with. The cache key is the sha256 of all of these (every public key's
+fingerprint: the sha256 of its DER SubjectPublicKeyInfo, ``builder.signing.keys.fingerprint_of``),
+plus the registry and repository it was read from, builder's version and this file's format. A key
+never names a tag's current content: the ``.sig``/``.att`` manifests (tags move) and the stage
+pointer are read from the registry on every run, so a tag that now names another manifest brings
+other descriptors and so other keys, and a key added to or removed from the policy changes every key.
+
+What is kept: only verdicts that verified (``ok``); a failure (a missing blob, a wrong key, an
+edited payload) is checked again on every run. Layers carrying a Sigstore certificate (keyless:
+their verdict also depends on the trusted root, which may be refreshed) are never kept, and nothing
+is kept when a verifier is not one whose trust material this module can name.
+
+Where: ``<state_dir>/cache/verdicts/<2 hex>/<64 hex>.json`` (machine-local, like the keys and the
+ledger next to it; deleting the directory at any time only costs the next run its reads). Written
+atomically (temporary file + ``os.replace``); a file that cannot be read or does not hold its own
+key is a miss. Thread-safe; also remembers verdicts in memory for the run (``status`` verifies the
+``.att`` layers once for the row's attestation types and once for its promotion record).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder import __version__
+from builder.promote.context import KeylessOnFirstUse
+from builder.signing.layer import CERTIFICATE_ANNOTATION
+from builder.signing.report import VerifiedItem
+from builder.signing.verifiers import KeyVerifier
+from builder.signing.verify import verify_layer
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from builder.registry import RegistryClient
+    from builder.signing.verifiers import LayerVerifier
+
+FORMAT = 1
+"""Version of the key material and of the file's shape (a change makes every old file a miss)."""
+
+_KINDS = ("signature", "attestation")
+
+
+def trust_identity(verifiers: Sequence[LayerVerifier]) -> str | None:
+    """sha256 hex naming the trust material of ``verifiers`` in order (a ``KeyVerifier``: the sorted
+    fingerprints of its keys; ``KeylessOnFirstUse``: only its kind, as it answers None for every
+    layer without a certificate and such layers are never kept); None when some verifier is of
+    another kind (its trust cannot be named: nothing is kept)."""
+    parts: list[str] = []
+    for v in verifiers:
+        if isinstance(v, KeyVerifier):
+            parts.append("keys:" + ",".join(sorted(k.fingerprint for k in v.keys)))
+        elif isinstance(v, KeylessOnFirstUse):
+            parts.append("keyless-certificate-layers-only")
+        else:
+            return None
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def verdict_key(
+    registry: str, repository: str, digest: str, descriptor: Mapping[str, Any], trust: str, *, tag: str
+) -> str:
+    """sha256 hex of everything a layer's verdict depends on (see the module's docstring)."""
+    material = {
+        "format": FORMAT,
+        "builder": __version__,
+        "registry": registry,
+        "repository": repository,
+        "subject": digest,
+        "tag": tag,
+        "descriptor": descriptor,
+        "trust": trust,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _item(data: object) -> VerifiedItem | None:
+    """The VerifiedItem a cache file holds; None when it is not one (edited, truncated, older shape)."""
+    if not isinstance(data, dict):
+        return None
+    kind, statement = data.get("kind"), data.get("statement")
+    texts = ("reason", "tag", "layer_digest")
+    optional = ("signer", "predicate_type", "time")
+    if (
+        kind not in _KINDS
+        or data.get("ok") is not True
+        or not all(isinstance(data.get(k), str) for k in texts)
+        or not all(data.get(k) is None or isinstance(data.get(k), str) for k in optional)
+        or not (statement is None or isinstance(statement, dict))
+        or not isinstance(data.get("keyless"), bool)
+    ):
+        return None
+    return VerifiedItem(
+        "signature" if kind == "signature" else "attestation",
+        True,
+        str(data["reason"]),
+        str(data["tag"]),
+        str(data["layer_digest"]),
+        data.get("signer"),
+        data.get("predicate_type"),
+        data.get("time"),
+        statement,
+        False,
+        bool(data["keyless"]),
+    )
+
+
+@dataclasses.dataclass
+class VerdictCache:
+    """Verified layer verdicts under ``directory`` (None: kept in memory for this run only).
+    ``hits``/``misses``/``unwritable``: layers answered from here, layers verified from the
+    registry, verdicts that could not be written (a read-only state directory: counted, never an
+    error)."""
+
+    directory: Path | None
+    hits: int = 0
+    misses: int = 0
+    unwritable: int = 0
+    _memory: dict[str, VerifiedItem] = dataclasses.field(default_factory=dict, repr=False)
+    _guard: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def verify_layer(
+        self,
+        client: RegistryClient,
+        repository: str,
+        digest: str,
+        descriptor: Mapping[str, Any],
+        verifiers: Sequence[LayerVerifier],
+        *,
+        tag: str,
+    ) -> VerifiedItem:
+        """``builder.signing.verify.verify_layer`` (same arguments, result and errors), answered
+        from the cache when this exact layer was verified with this trust before."""
+        annotations = descriptor.get("annotations")
+        trust = trust_identity(verifiers)
+        if trust is None or (isinstance(annotations, dict) and annotations.get(CERTIFICATE_ANNOTATION)):
+            return verify_layer(client, repository, digest, descriptor, verifiers, tag=tag)
+        key = verdict_key(client.registry, repository, digest, descriptor, trust, tag=tag)
+        got = self._recall(key)
+        if got is not None:
+            with self._guard:
+                self.hits += 1
+            return got
+        item = verify_layer(client, repository, digest, descriptor, verifiers, tag=tag)
+        with self._guard:
+            self.misses += 1
+        if item.ok and not item.keyless:
+            self._keep(key, item)
+        return item
+
+    def _path(self, key: str) -> Path | None:
+        return self.directory / key[:2] / f"{key}.json" if self.directory is not None else None
+
+    def _recall(self, key: str) -> VerifiedItem | None:
+        with self._guard:
+            if (got := self._memory.get(key)) is not None:
+                return got
+        path = self._path(key)
+        if path is None:
+            return None
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError):  # absent, unreadable or not JSON: a miss
+            return None
+        item = _item(data.get("item")) if isinstance(data, dict) and data.get("key") == key else None
+        if item is not None:
+            with self._guard:
+                self._memory[key] = item
+        return item
+
+    def _keep(self, key: str, item: VerifiedItem) -> None:
+        with self._guard:
+            self._memory[key] = item
+        path = self._path(key)
+        if path is None:
+            return
+        body = json.dumps({"key": key, "item": item.to_json()}, sort_keys=True).encode()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        except OSError:  # a read-only state directory: the verdict is simply not kept
+            with self._guard:
+                self.unwritable += 1
+            return
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(body)
+            os.replace(tmp, path)
+        except OSError:  # a full disk: not kept, and no partial file left behind
+            Path(tmp).unlink(missing_ok=True)
+            with self._guard:
+                self.unwritable += 1

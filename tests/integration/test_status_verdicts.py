@@ -1,0 +1,171 @@
+"""``status`` with the verified-layer cache (``builder.promote.verdict_cache``) on the real registry:
+a second run answers the layers it verified before without reading their blobs, and a cached
+verdict is never reused once what it was about changed: another trusted key set, or a ``.sig`` /
+``.att`` tag that now names another manifest (here: one whose signature was edited)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.ledger import open_ledger
+from builder.policy import load_policy
+from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, status
+from builder.registry import RegistryClient, client_for
+from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, SIGNATURE_ANNOTATION, signature_tag
+from builder.signing.sign import sign_image
+from tests.integration.test_promote_support import Keys, make_keys, push_image
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.promote import StatusRow
+
+pytestmark = pytest.mark.integration
+
+STAGES = """\
+stages:
+  dev:
+    from: build
+    require:
+      signature: {signers: [build]}
+    rollback: {allowed: [build]}
+"""
+
+
+class Clients:
+    """registry -> one plain-HTTP client each, kept to count their requests."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, RegistryClient] = {}
+
+    def __call__(self, registry: str) -> RegistryClient:
+        return client_for(registry, insecure=lambda _r: True, cache=self.cache)
+
+    @property
+    def sent(self) -> int:
+        return sum(c.requests_sent for c in self.cache.values())
+
+
+class Project:
+    """Three variants in one repository, promoted to dev, signed by ``build``; status contexts over
+    one cache directory, trusting the key files given."""
+
+    def __init__(self, registry: str, repo: str, tmp: Path) -> None:
+        self.registry, self.repo, self.tmp = registry, repo, tmp
+        self.state = tmp / "state"
+        self.state.mkdir()
+        self.keys: Keys = make_keys(self.state)
+        self.client = RegistryClient(registry, insecure=True)
+        self.targets: list[Target] = []
+        self.digests: list[str] = []
+
+    def context(self, *trusted: str) -> tuple[PromotionContext, Clients]:
+        files = ", ".join(f"{{file: {self.keys.pub(k)}}}" for k in trusted or ("build",))
+        policy = self.tmp / f"policy-{'-'.join(trusted or ('build',))}.yaml"
+        policy.write_text(f"version: 1\nkeys:\n  build: [{files}]\npromoters: [build]\n{STAGES}")
+        clients = Clients()
+        ctx = PromotionContext(
+            policy=load_policy(policy),
+            registry=self.registry,
+            clients=clients,
+            lock_dir=self.state / "locks",
+            ledger=open_ledger(self.state / "ledger.sqlite"),
+            signer=self.keys.signer("build"),
+            cache_dir=self.state / "cache",
+        )
+        return ctx, clients
+
+    def make(self, n: int = 3) -> None:
+        for i in range(n):
+            variant = f"verdicts-{i}"
+            digest = push_image(self.client, self.repo, variant)
+            sign_image(self.client, self.repo, digest, self.keys.signer("build"), lock_dir=self.state / "locks")
+            target = Target(variant, self.repo, self.registry)
+            ctx, _ = self.context()
+            apply_promotion(ctx, plan_promotion(ctx, target, "dev"))
+            self.targets.append(target)
+            self.digests.append(digest)
+
+    def status(self, *trusted: str) -> tuple[list[StatusRow], int]:
+        ctx, clients = self.context(*trusted)
+        rows = status(ctx, self.targets, ["dev"])
+        return rows, clients.sent
+
+    def edit_signature(self, digest: str, suffix: str) -> None:
+        """Push another manifest under ``digest``'s ``.sig``/``.att`` tag: the same layers, the
+        first one's signature edited (``.sig``: the signature annotation; ``.att``: the DSSE
+        envelope's signature, a new blob)."""
+        tag = signature_tag(digest, suffix)
+        manifest = self.client.get_manifest(self.repo, tag)
+        doc = json.loads(manifest.raw)
+        layer = doc["layers"][0]
+        if suffix == SIG_SUFFIX:
+            layer["annotations"][SIGNATURE_ANNOTATION] = _flip(layer["annotations"][SIGNATURE_ANNOTATION])
+        else:
+            envelope = json.loads(self.client.get_blob(self.repo, layer["digest"]))
+            envelope["signatures"][0]["sig"] = _flip(envelope["signatures"][0]["sig"])
+            blob = json.dumps(envelope).encode()
+            layer["digest"] = self.client.put_blob(self.repo, blob)
+            layer["size"] = len(blob)
+        self.client.put_manifest(self.repo, tag, json.dumps(doc).encode(), manifest.media_type)
+
+
+def _flip(signature_b64: str) -> str:
+    """A base64 signature with one byte changed (still well-formed base64, no longer valid)."""
+    raw = bytearray(base64.b64decode(signature_b64))
+    raw[len(raw) // 2] ^= 0x01
+    return base64.b64encode(bytes(raw)).decode()
+
+
+@pytest.fixture
+def project(registry_address: str, unique_repo: str, tmp_path: Path) -> Project:
+    p = Project(registry_address, unique_repo, tmp_path)
+    p.make()
+    return p
+
+
+def _shown(rows: list[StatusRow]) -> list[tuple[str | None, int, str | None, str | None]]:
+    return [(r.digest, r.signatures or 0, r.action, r.note) for r in rows]
+
+
+def test_a_second_status_reads_no_blob_and_shows_the_same_rows(project: Project) -> None:
+    """Cold: every layer's blob is read (or derived) and verified. Warm: per row only the pointer
+    and the ``.sig``/``.att`` manifests (tags move, so they are read every time), plus one listing."""
+    cold, _ = project.status()
+    assert all(r.signatures == 1 and r.action == "promote" and not r.note for r in cold), _shown(cold)
+    warm, sent = project.status()
+    assert [r.to_json() | {"age_seconds": None} for r in warm] == [r.to_json() | {"age_seconds": None} for r in cold]
+    assert sent == 1 + 3 * 3, sent
+
+
+def test_a_verdict_is_not_reused_when_the_trusted_keys_change(project: Project) -> None:
+    project.status()  # cache warm for the build key
+    _, warm = project.status()
+    # another key set that still contains the signer: same outcome, but every layer verified again
+    rows, sent = project.status("build", "mallory")
+    assert all(r.signatures == 1 and r.action == "promote" for r in rows)
+    assert sent > warm, (sent, warm)
+    # a key set without the signer: nothing verifies, whatever an earlier run concluded
+    rows, _ = project.status("mallory")
+    assert all(r.signatures == 0 and r.action is None and r.note for r in rows), _shown(rows)
+
+
+@pytest.mark.parametrize("suffix", [SIG_SUFFIX, ATT_SUFFIX])
+def test_a_verdict_is_not_reused_when_the_tag_names_another_manifest(project: Project, suffix: str) -> None:
+    project.status()  # every layer's verdict cached
+    edited = project.digests[1]
+    project.edit_signature(edited, suffix)
+    rows, _ = project.status()
+    by_digest = {r.digest: r for r in rows}
+    for digest in project.digests:
+        row = by_digest[digest]
+        if digest != edited:
+            assert row.signatures == 1 and row.action == "promote" and not row.note
+        elif suffix == SIG_SUFFIX:  # the signature no longer verifies; the record still does
+            assert row.signatures == 0 and row.action == "promote", _shown(rows)
+        else:  # the promotion record no longer verifies: the pointer is not explained
+            assert row.signatures == 1 and row.action is None and row.note, _shown(rows)
