@@ -10,7 +10,10 @@ import dataclasses
 from typing import Literal
 
 AcceleratorKind = Literal["cuda", "rocm", "cpu"]
-Vendor = Literal["nvidia", "amd", "none"]
+#: the GPU vendors builder knows: NVIDIA (CUDA images) and AMD (ROCm images); the one spelling of a vendor
+GpuVendor = Literal["nvidia", "amd"]
+#: a host's, an image's or a policy rule's GPU vendor; ``none``: no GPU (a CPU host or a CPU image)
+Vendor = Literal[GpuVendor, "none"]
 
 
 @dataclasses.dataclass(frozen=True)

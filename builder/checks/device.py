@@ -32,12 +32,13 @@ from typing_extensions import TypedDict
 
 from builder import __version__
 from builder.checks.diagnosis import Diagnosis, DiagnosisDocument  # the rules: only for a failure
-from builder.checks.host.model import HostInfo, Vendor
 from builder.checks.runners import Placement, PlacementDocument
 from builder.errors import BuilderError
+from builder.models import GpuVendor, Vendor
 from builder.predicates import DEVICE_CHECK_V1
 
 if TYPE_CHECKING:
+    from builder.checks.host.model import HostInfo
     from builder.checks.image import ImageFacts
     from builder.compat.kernels import KernelBinary
     from builder.engine import ContainerResult
@@ -58,7 +59,7 @@ PYTHON_SHIM = (
 DEFAULT_SHM = "1g"
 
 #: how the GPUs are requested: ``nvidia`` (``--gpus all`` or CDI), ``amd`` (/dev/kfd, /dev/dri), ``cpu`` (none)
-Mode = Literal["nvidia", "amd", "cpu"]
+Mode = Literal[GpuVendor, "cpu"]
 
 
 # --------------------------------------------------------------------------------------------

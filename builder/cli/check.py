@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from builder.checks.clusters import FleetRun
+    from builder.checks.device import Mode
     from builder.checks.run import DeviceCheck, StaticCheck
     from builder.compat import Verdict
 
@@ -252,7 +253,7 @@ def check(
     fleet_file: Path | None,
     cluster: str | None,
     manifest: bool,
-    mode: Literal["auto", "nvidia", "amd", "cpu"],
+    mode: Literal[Mode, "auto"],
     cdi: bool,
     framework: str,
     timeout: float,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
@@ -24,7 +24,10 @@ from builder.compat.gpus import GpuInfo, gpu_info
 from builder.compat.kernels import KernelBinary, KernelVerdict, kernel_verdicts
 from builder.compat.nvidia_verdict import check_nvidia
 from builder.compat.requirement import parse_requirement, require_cuda
-from builder.compat.verdict import HostVendor, Verdict
+from builder.compat.verdict import Verdict
+
+if TYPE_CHECKING:
+    from builder.models import GpuVendor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +62,7 @@ class ImageSpec:
         return self.require or (require_cuda(self.image_cuda) if self.image_cuda else None)
 
     @property
-    def vendor(self) -> HostVendor:
+    def vendor(self) -> GpuVendor:
         """The GPU vendor the image needs: ``amd`` for a ROCm image, else ``nvidia``."""
         return "amd" if self.rocm else "nvidia"
 
@@ -133,7 +136,7 @@ def check_compat(
         or (info.vendor if info else None)
         or ("amd" if named_amd or (rocm and not (cuda or require)) else "nvidia")
     ).lower()
-    host_vendor: HostVendor = "amd" if given_vendor == "amd" else "nvidia"
+    host_vendor: GpuVendor = "amd" if given_vendor == "amd" else "nvidia"
     target = compute_capability or (info.target if info else None)
     jit_cuda = driver_cuda_version or (driver_cuda(driver) if driver and host_vendor == "nvidia" and kernels else None)
     measured = kernel_verdicts(kernels, target, vendor=host_vendor, driver_cuda=jit_cuda)
@@ -208,7 +211,7 @@ def _apply_kernels(verdict: Verdict, rows: tuple[KernelVerdict, ...]) -> Verdict
 
 
 def _check_vendor(
-    host_vendor: HostVendor,
+    host_vendor: GpuVendor,
     *,
     driver: str | None,
     gpu: str | None,

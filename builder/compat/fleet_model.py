@@ -11,7 +11,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from builder.models import GpuVendor
 
 
 class GpuFacts(Protocol):
@@ -121,7 +124,7 @@ class Cluster:
     product of ``drivers`` x ``gpus``; ``hostinfo``: one per host and GPU model)."""
 
     name: str
-    vendor: Literal["nvidia", "amd"]
+    vendor: GpuVendor
     gpus: tuple[str, ...]
     drivers: tuple[str, ...]
     brand: str | None

@@ -5,7 +5,7 @@ and the one fleet summary every command prints (:class:`FleetSummary`, docs/flee
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 from typing_extensions import TypedDict
@@ -13,15 +13,13 @@ from typing_extensions import TypedDict
 from builder.compat.check import ImageSpec, check_compat
 from builder.compat.verdict import SEVERITY, Verdict, VerdictDocument, VerdictName, worst
 from builder.errors import IncompatibleError
+from builder.models import Vendor
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from builder.compat.fleet_model import Cluster, Fleet, HostConfig
     from builder.compat.kernels import KernelBinary
-
-#: the GPU vendor an image is built for (``none``: a CPU image, every cluster applies)
-ImageVendor = Literal["nvidia", "amd", "none"]
 
 
 class HostConfigDocument(TypedDict):
@@ -146,7 +144,7 @@ def check_fleet(
 NOT_APPLICABLE = "not-applicable"
 
 
-def image_vendor(accelerator: str | None) -> ImageVendor:
+def image_vendor(accelerator: str | None) -> Vendor:
     """The GPU vendor an image is built for, from its accelerator kind (the ``io.builder.accelerator``
     label / ``Accelerator.kind``): ``cuda`` -> ``nvidia``, ``rocm`` -> ``amd``, anything else (``cpu``,
     unknown) -> ``none`` (a CPU image applies to every cluster)."""
@@ -157,7 +155,7 @@ class FleetSummaryDocument(TypedDict):
     """The fleet verdict (:class:`FleetSummary`): the worst over the applicable clusters."""
 
     verdict: VerdictName
-    image_vendor: ImageVendor
+    image_vendor: Vendor
     runs_on: list[str]
     blocked_on: list[str]
     not_applicable: list[str]
@@ -182,7 +180,7 @@ class FleetSummary:
     blocked_on: tuple[str, ...]
     not_applicable: tuple[str, ...]
     clusters: tuple[tuple[str, str], ...]
-    image_vendor: ImageVendor
+    image_vendor: Vendor
 
     @property
     def blocked(self) -> bool:
@@ -218,11 +216,11 @@ class FleetSummary:
         }
 
 
-def summarize(results: Iterable[tuple[str, str, VerdictName]], image_vendor: ImageVendor | None) -> FleetSummary:
+def summarize(results: Iterable[tuple[str, str, VerdictName]], image_vendor: Vendor | None) -> FleetSummary:
     """The fleet verdict (see :class:`FleetSummary`) of ``results``: ``(cluster name, cluster vendor,
     cluster verdict)`` in file order (e.g. from :func:`check_fleet`: ``(c.name, c.vendor, v.verdict)``).
     ``image_vendor``: ``nvidia`` | ``amd`` | ``none``/None (CPU image: every cluster applies)."""
-    vendor: ImageVendor = image_vendor or "none"
+    vendor: Vendor = image_vendor or "none"
     rows: list[tuple[str, str]] = []
     applicable: list[tuple[str, VerdictName]] = []
     skipped: list[str] = []
@@ -308,7 +306,7 @@ class FleetCheck:
 
 
 def check_fleet_image(
-    fleet: Fleet, image: ImageSpec, *, image_vendor: ImageVendor, clusters: Iterable[str] = ()
+    fleet: Fleet, image: ImageSpec, *, image_vendor: Vendor, clusters: Iterable[str] = ()
 ) -> FleetCheck:
     """:func:`check_cluster` for every cluster of ``fleet`` (only those named in ``clusters``, when any) and
     the fleet verdict (:func:`summarize`) for an image built for ``image_vendor``. Raises ConfigError for
@@ -340,7 +338,6 @@ __all__ = [
     "FleetSummaryDocument",
     "HostConfigDocument",
     "HostVerdictDocument",
-    "ImageVendor",
     "check_cluster",
     "check_fleet",
     "check_fleet_image",

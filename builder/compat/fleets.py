@@ -41,7 +41,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
@@ -62,7 +62,6 @@ from builder.compat.fleet_verdicts import (
     ClusterVerdict,
     FleetCheck,
     FleetSummary,
-    ImageVendor,
     check_cluster,
     check_fleet,
     check_fleet_image,
@@ -71,6 +70,7 @@ from builder.compat.fleet_verdicts import (
 )
 from builder.compat.gpus import gpu_info, normalize_brand
 from builder.errors import BuilderError, ConfigError, NotFoundError
+from builder.models import GpuVendor, Vendor
 from builder.yamldoc import Document, InvalidYaml, Problem, parse, plain, read_text
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ class _ClusterIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: StrictStr
-    vendor: Literal["nvidia", "amd"]
+    vendor: GpuVendor
     gpus: list[StrictStr] = Field(default_factory=list)
     drivers: list[StrictStr] = Field(default_factory=list)
     brand: StrictStr | None = None
@@ -216,7 +216,7 @@ def check_fleet_file(
     *,
     fleets_dir: Path,
     load_host: HostLoader,
-    image_vendor: ImageVendor | None = None,
+    image_vendor: Vendor | None = None,
     clusters: Sequence[str] = (),
 ) -> FleetCheck:
     """``builder compat fleet``: the fleet ``fleet`` (a NAME in ``fleets_dir`` or a FILE, as

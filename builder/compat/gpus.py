@@ -20,9 +20,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from builder.compat._data import AmdDeviceRow, GpuRow, amd_device_rows, gpu_rows
+
+if TYPE_CHECKING:
+    from builder.models import GpuVendor
 
 GpuClass = Literal["datacenter", "professional", "consumer", "virtual", "unknown"]
 
@@ -202,7 +205,7 @@ class GpuInfo:
 
     name: str  # the name asked for
     model: str  # the table's row ("H100")
-    vendor: Literal["nvidia", "amd"]
+    vendor: GpuVendor
     gpu_class: GpuClass
     arch_name: str
     target: str
@@ -266,7 +269,7 @@ def gpu_info(name: str) -> GpuInfo | None:
         n = len(key)
         for start in range(len(toks) - n + 1):
             if toks[start : start + n] == key:
-                vendor: Literal["nvidia", "amd"] = "amd" if row.vendor == "amd" else "nvidia"
+                vendor: GpuVendor = "amd" if row.vendor == "amd" else "nvidia"
                 return GpuInfo(
                     name, row.gpu, vendor, _cls(row.brand_class), row.arch_name, row.target, row.brand or None
                 )

@@ -36,13 +36,12 @@ from typing_extensions import TypedDict
 
 from builder.compat.gpus import GpuClass
 from builder.errors import IncompatibleError
+from builder.models import GpuVendor
 
 if TYPE_CHECKING:
     from builder.compat.frameworks import ArchCoverage
 
 VerdictName = Literal["ok", "minor-version-compat", "forward-compat", "blocked"]
-#: the GPU vendor of a host as :func:`check_compat` understood it
-HostVendor = Literal["nvidia", "amd"]
 #: where the brand of a verdict came from: the host's tool (``nvidia-smi -q``), the GPU name, or nowhere
 BrandSource = Literal["host", "gpu-name", "unknown"]
 #: worst last: used to combine verdicts (a fleet's worst cluster, a cluster's worst host).
@@ -57,7 +56,7 @@ class VerdictDocument(TypedDict):
     min_driver: str | None
     reasons: list[str]
     arch_covered: bool | None
-    vendor: HostVendor
+    vendor: GpuVendor
     driver: str | None
     driver_cuda: str | None
     image_cuda: str | None
@@ -86,7 +85,7 @@ class Verdict:
     min_driver: str | None
     reasons: tuple[str, ...]
     arch_covered: bool | None = None
-    vendor: HostVendor = "nvidia"
+    vendor: GpuVendor = "nvidia"
     driver: str | None = None
     driver_cuda: str | None = None
     image_cuda: str | None = None
@@ -168,7 +167,6 @@ def finish_verdict(
 __all__ = [
     "SEVERITY",
     "BrandSource",
-    "HostVendor",
     "Verdict",
     "VerdictDocument",
     "VerdictName",

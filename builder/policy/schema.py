@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from builder.models import Vendor
+
 
 class StrictModel(BaseModel):
     """Base: unknown fields are errors."""
@@ -57,7 +59,7 @@ class DeviceCheckModel(StrictModel):
     from each fleet cluster in ``clusters``."""
 
     signers: list[str] = Field(min_length=1)
-    vendors: list[Literal["nvidia", "amd", "none"]] = Field(default_factory=list)
+    vendors: list[Vendor] = Field(default_factory=list)
     gpu_models: list[str] = Field(default_factory=list)
     driver_branches: list[str] = Field(default_factory=list)
     clusters: list[str] = Field(default_factory=list)

@@ -77,3 +77,32 @@ def test_the_outside_path_pattern_matches_the_kinds_it_must() -> None:
     assert OUTSIDE_PATH.search(f"copied from {shared}/cases/compat/x.csv")
     assert OUTSIDE_PATH.search(f"/work/{shared}/anything") and OUTSIDE_PATH.search("DEVELOPERS" + ".md")
     assert not OUTSIDE_PATH.search(f"SIF=/{shared}/images/pytorch.sif")  # a cluster's path in an example
+
+
+def _vendor_literals(tree: ast.AST) -> list[int]:
+    """Lines of a ``Literal[...]`` that spells the GPU vendors (``"nvidia"`` and ``"amd"`` among its strings)
+    instead of naming ``builder.models.GpuVendor`` / ``Vendor``."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and getattr(node.value, "id", getattr(node.value, "attr", "")) == "Literal":
+            elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            values = {e.value for e in elements if isinstance(e, ast.Constant)}
+            if {"nvidia", "amd"} <= values:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_vendor_literal_detector_finds_a_second_spelling() -> None:
+    code = 'A = Literal["amd", "nvidia", "none"]\nB = Literal[A, "cpu"]\nC = typing.Literal["nvidia", "amd"]\n'
+    assert _vendor_literals(ast.parse(code)) == [1, 3]
+
+
+def test_the_gpu_vendors_are_spelled_once() -> None:
+    found = {
+        p.relative_to(ROOT).as_posix(): lines
+        for p in _modules()
+        if (lines := _vendor_literals(ast.parse(p.read_text())))
+    }
+    # the one definition: builder.models.GpuVendor (Vendor adds "none")
+    assert list(found) == ["builder/models.py"], f"name builder.models.GpuVendor / Vendor instead: {found}"
+    assert len(found["builder/models.py"]) == 1, found

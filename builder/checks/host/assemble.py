@@ -15,11 +15,12 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from builder import compat
-from builder.checks.host.model import EngineInfo, HostGpu, HostInfo, Vendor
+from builder.checks.host.model import EngineInfo, HostGpu, HostInfo
 from builder.checks.host.nvidia import KV_RE
 
 if TYPE_CHECKING:
     from builder.checks.host.accumulator import Accumulator, GpuAccumulator
+    from builder.models import Vendor
 
 _GPU_FIELDS = {f.name for f in dataclasses.fields(HostGpu)}
 

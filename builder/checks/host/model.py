@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from typing_extensions import TypedDict
 
 from builder.errors import HostProbeError
+from builder.models import Vendor
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-Vendor = Literal["nvidia", "amd", "none"]
 
 #: Values the vendor tools print for "unknown".
 UNKNOWN_VALUES = frozenset(

@@ -13,15 +13,18 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder import process
 from builder.checks.host.accumulator import Accumulator
 from builder.checks.host.amd import parse_rocm
 from builder.checks.host.assemble import assemble
 from builder.checks.host.dockerinfo import engine_from_docker_info
-from builder.checks.host.model import CdiSpec, HostInfo, ToolkitInfo, Vendor
+from builder.checks.host.model import CdiSpec, HostInfo, ToolkitInfo
 from builder.checks.host.nvidia import parse_nvidia_smi_csv, parse_nvidia_smi_q, parse_nvidia_smi_table
+
+if TYPE_CHECKING:
+    from builder.models import Vendor
 
 Runner = Callable[[Sequence[str], float], "tuple[int, str, str]"]
 

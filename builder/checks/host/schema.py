@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from builder.checks.host.model import HostInfo
 from builder.compat.drivers import parse_cuda, parse_driver
 from builder.errors import ConfigError, HostProbeError
+from builder.models import Vendor
 
 
 class _Model(BaseModel):
@@ -89,7 +90,7 @@ class EngineDoc(_Model):
 
 
 class HostInfoDoc(_Model):
-    vendor: Literal["nvidia", "amd", "none"]
+    vendor: Vendor
     driver_version: str | None = None
     cuda_version: str | None = None
     smi_version: str | None = None
