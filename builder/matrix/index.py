@@ -22,14 +22,12 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
-import tempfile
 import types
 import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-import builder
+from builder.cachefile import code_stamp, write_json
 from builder.models import Variant
 
 if TYPE_CHECKING:
@@ -39,7 +37,6 @@ if TYPE_CHECKING:
 
 #: Bumped when the stored shape changes.
 CACHE_SCHEMA = 2
-_PACKAGE = Path(builder.__file__).parent
 #: Sources whose change may change the variants of the same matrix bytes.
 _CODE = ("matrix", "compat", "models.py", "bases.py")
 
@@ -47,10 +44,7 @@ _CODE = ("matrix", "compat", "models.py", "bases.py")
 def cache_key(paths: Sequence[Path]) -> str:
     """The key of ``paths``' variants: their paths and bytes, builder's version, and the size and
     mtime of every source under ``_CODE``. Raises OSError for an unreadable matrix file."""
-    h = hashlib.sha256(f"schema={CACHE_SCHEMA} builder={builder.__version__}\n".encode())
-    for src in _code_files():
-        st = src.stat()
-        h.update(f"{src.relative_to(_PACKAGE)} {st.st_size} {st.st_mtime_ns}\n".encode())
+    h = hashlib.sha256(f"schema={CACHE_SCHEMA}\n{code_stamp(_CODE)}".encode())
     for p in paths:
         data = Path(p).read_bytes()
         h.update(f"{Path(p).resolve()} {len(data)}\n".encode())
@@ -126,17 +120,6 @@ def _load(paths: Sequence[Path]) -> MatrixIndex:
     )
 
 
-def _code_files() -> list[Path]:
-    out: list[Path] = []
-    for name in _CODE:
-        path = _PACKAGE / name
-        if path.is_dir():
-            out.extend(sorted(f for f in path.rglob("*") if f.is_file() and f.suffix in (".py", ".csv", ".json")))
-        elif path.is_file():
-            out.append(path)
-    return out
-
-
 def _read(file: Path) -> MatrixIndex | None:
     """The cached index, or None when there is no usable file (missing, another schema, or not
     the expected shape: then it is rebuilt)."""
@@ -159,14 +142,7 @@ def _write(file: Path, index: MatrixIndex) -> None:
         "variants": [dataclasses.asdict(v) for v in index.variants],
         "matrices": [{"path": str(m.path), "policy": m.policy, "fleet": m.fleet} for m in index.matrices],
     }
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".variants-", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, separators=(",", ":"))
-        os.replace(tmp, file)
-    except OSError:
-        return
+    write_json(file, doc)
 
 
 @functools.cache

@@ -21,9 +21,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ValidationError
 
 from builder.config import repository_problem
-from builder.errors import ConfigError, NotFoundError, PolicyError, SigningKeyError
+from builder.errors import ConfigError, PolicyError, SigningKeyError
 from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, weekday_index
 from builder.policy.evidence import BUILD_STAGE
+from builder.policy.inputs import PolicyInputs, read_policy_text
 from builder.policy.model import Policy, Retention, RollbackRule, Stage
 from builder.policy.rules import AllOf, AnyOf, Rule, Unconditional
 from builder.policy.rules_benchmark import evidence_rule_builders
@@ -55,9 +56,9 @@ from builder.policy.schema import (
 )
 from builder.policy.signers import Approver, KeyRef, KeySet
 from builder.registry.reference import registry_problem
-from builder.signing.keys import load_public_keys
+from builder.signing.keys import parse_public_key
 from builder.suggest import did_you_mean
-from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, Severity, errors, parse, read_text
+from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, Severity, errors, parse
 
 M = TypeVar("M", bound=BaseModel)
 """Where a value is in the document: mapping keys and list indexes (``("stages", "dev", "require")``)."""
@@ -88,6 +89,8 @@ class _Loader:
         self.doc = Document(str(path), None)
         self.keysets: dict[str, KeySet] = {}
         self.approvers: dict[str, Approver] = {}
+        #: every key file, key glob and fleet file read (``builder.policy.cache`` keys on them)
+        self.inputs = PolicyInputs()
 
     # locations -------------------------------------------------------------------------
     def where(self, path: Sequence[str | int]) -> tuple[int, int]:
@@ -157,9 +160,12 @@ class _Loader:
         if not file.is_absolute():
             file = self.path.parent / file
         try:
-            (pub,) = load_public_keys([file])
-        except SigningKeyError as exc:
-            why = "file not found" if not file.exists() else exc.message
+            pub = parse_public_key(self.inputs.read(file), file)
+        except (OSError, SigningKeyError) as exc:
+            if isinstance(exc, SigningKeyError):
+                why = exc.message
+            else:
+                why = "file not found" if not file.exists() else f"public key {file} cannot be read: {exc.strerror}"
             self.problem((*path, "file"), f"{file}: {why}; rules that need this key will deny", "warning")
             return KeyRef(file=str(file), problem=f"{file}: {why}")
         if fingerprint and fingerprint != pub.fingerprint:
@@ -189,7 +195,7 @@ class _Loader:
         if not Path(shown).is_absolute():
             pattern = str(Path(glob.escape(str(self.path.parent))) / pattern)
             shown = str(self.path.parent / shown)
-        matches = sorted(m for m in glob.glob(pattern) if Path(m).is_file())
+        matches = self.inputs.expand(pattern)
         if not matches:
             self.problem(
                 (*path, "file"),
@@ -350,10 +356,13 @@ class _Loader:
         fleet = Path(text)
         if not fleet.is_absolute():
             fleet = (self.path.parent / fleet).resolve()
-        if not fleet.exists():
-            self.problem((*p, "file"), f"fleet file {fleet} does not exist")
-        else:
-            self.fleet_problems(fleet, (*p, "file"))
+        try:
+            self.inputs.read(fleet)  # recorded before load_fleet reads it: a later change is a change
+        except OSError:
+            if not fleet.exists():
+                self.problem((*p, "file"), f"fleet file {fleet} does not exist")
+                return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow), m.match_vendor)
+        self.fleet_problems(fleet, (*p, "file"))
         return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow), m.match_vendor)
 
     def fleet_problems(self, fleet: Path, p: FieldPath) -> None:
@@ -578,21 +587,10 @@ def check_policy(path: Path, variables: Mapping[str, str] | None = None) -> tupl
     """Load ``path`` and return (policy or None, every problem found, with locations, warnings included).
 
     ``variables``: values for ``{name}`` in key and fleet file paths (the CLI passes
-    ``state_dir`` and ``root``). Never raises for problems in the file; NotFoundError if absent."""
-    try:
-        text = read_text(path)  # at most yamldoc.MAX_BYTES
-    except FileNotFoundError as exc:
-        raise NotFoundError(
-            f"policy file {path} does not exist",
-            hint="run builder inside your checkout or pass `builder -C DIR`; or create it (docs/policies.md) "
-            "or pass --policy FILE",
-        ) from exc
-    except OSError as exc:
-        raise PolicyError(f"policy file {path} cannot be read: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise PolicyError(f"policy file {path} is not UTF-8 text: {exc}", hint="a policy is a UTF-8 YAML file") from exc
+    ``state_dir`` and ``root``). Never raises for problems in the file; NotFoundError if absent,
+    PolicyError when it cannot be read (``read_policy_text``)."""
     loader = _Loader(path, variables or {})
-    policy = loader.load(text)
+    policy = loader.load(read_policy_text(path))
     return (policy if not errors(loader.problems) else None), loader.problems
 
 
@@ -602,11 +600,21 @@ def load_policy(path: Path, variables: Mapping[str, str] | None = None) -> Polic
     when the file does not exist.
 
     Warnings (e.g. a key file missing on this machine) do not raise: rules needing it deny."""
-    policy, problems = check_policy(path, variables)
-    failing = errors(problems)
+    return load_policy_text(path, read_policy_text(path), variables)[0]
+
+
+def load_policy_text(
+    path: Path, text: str, variables: Mapping[str, str] | None = None
+) -> tuple[Policy, PolicyInputs]:
+    """:func:`load_policy` of ``text`` (the content of ``path``, already read), with every key
+    file, key glob and fleet file it read (:class:`~builder.policy.inputs.PolicyInputs`, for
+    ``builder.policy.cache``). Raises PolicyError as :func:`load_policy` does."""
+    loader = _Loader(path, variables or {})
+    policy = loader.load(text)
+    failing = errors(loader.problems)
     if policy is None or failing:
         raise PolicyError(
             f"{path}: {len(failing)} problem(s):\n" + "\n".join(f"  {p}" for p in failing),
-            problems=[p.to_json() for p in problems],
+            problems=[p.to_json() for p in loader.problems],
         )
-    return policy
+    return policy, loader.inputs

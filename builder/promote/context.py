@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from builder.config import repository_path
 from builder.errors import BuilderError, NotFoundError
-from builder.policy import BUILD_STAGE, KeySet, Policy, load_policy
-from builder.policy.validation import PolicyValidation, policy_files, validate_policies
+from builder.policy import BUILD_STAGE, KeySet, Policy
+from builder.policy.cache import cached_policy
 from builder.promote.gitref import PointerRefs
 from builder.promote.model import FleetChecker, Location, PromotionRecord, Target, short_signer, utcnow
 from builder.signing.layer import CERTIFICATE_ANNOTATION
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from builder.config import Config
     from builder.ledger import Ledger
+    from builder.policy.validation import PolicyValidation
     from builder.registry import RegistryClient
     from builder.signing.keys import PublicKey
     from builder.signing.signer import Signer
@@ -195,14 +196,18 @@ def policy_variables(cfg: Config) -> dict[str, str]:
 
 
 def load_stage_policy(cfg: Config, given: Path | None) -> Policy:
-    """Load the policy file (``policy_path``). Raises PolicyError."""
-    return load_policy(policy_path(cfg, given), policy_variables(cfg))
+    """Load the policy file (``policy_path``), validated once per content of it and of the key
+    and fleet files it reads (``builder.policy.cache``, under ``<state_dir>/cache``). Raises
+    PolicyError, NotFoundError."""
+    return cached_policy(policy_path(cfg, given), policy_variables(cfg), cfg.state_dir / "cache")
 
 
 def validate_stage_policies(cfg: Config, files: Sequence[Path] = ()) -> PolicyValidation:
     """``builder policy validate``: ``files`` (default: every policy file of ``<policies_dir>``)
     checked with the project's variables (``policy_variables``). Raises PolicyError (30) when
     there is no policy file, NotFoundError (8) for a missing one; problems are in the result."""
+    from builder.policy.validation import policy_files, validate_policies  # every problem: never cached
+
     return validate_policies(list(files) or policy_files(cfg.policies_dir), policy_variables(cfg))
 
 
@@ -259,8 +264,6 @@ def open_context(
     when ``need_signer``, locks under
     ``<state_dir>/locks``. Raises PolicyError, SigningKeyError, LedgerError. Close
     ``context.ledger`` when done."""
-    from builder.ledger import open_ledger
-
     signer = None
     if need_signer:
         from builder.signing.keys import load_signer
@@ -268,12 +271,17 @@ def open_context(
         signer = load_signer(key_file or cfg.key_path, key_password)
     policy = load_stage_policy(cfg, policy_file)
     verifiers = policy_verifiers(policy, trust_root)
+    ledger = None
+    if need_signer:  # sqlite3: only for a command that writes the trail
+        from builder.ledger import open_ledger
+
+        ledger = open_ledger(cfg.ledger_path)
     return PromotionContext(
         policy=policy,
         registry=cfg.registry,
         clients=clients,
         lock_dir=cfg.state_dir / "locks",
-        ledger=open_ledger(cfg.ledger_path) if need_signer else None,
+        ledger=ledger,
         signer=signer,
         fleet_checker=fleet_checker,
         verifiers=verifiers,

@@ -343,22 +343,28 @@ def load_public_keys(paths: list[Path] | tuple[Path, ...]) -> list[PublicKey]:
                 hint="pass the .pub file written by `builder keys generate` or `cosign generate-key-pair`",
                 path=str(path),
             ) from exc
-        try:
-            pub = serialization.load_pem_public_key(data)
-        except ValueError as exc:
-            private = b"PRIVATE KEY-----" in data
-            raise SigningKeyError(
-                f"{path} is a private key, not a public key" if private else f"{path} is not a PEM public key",
-                hint="pass its .pub file (verifying needs no secret)"
-                if private
-                else "pass the .pub file written by `builder keys generate` or `cosign generate-key-pair` "
-                "(-----BEGIN PUBLIC KEY-----)",
-                path=str(path),
-            ) from exc
-        if not isinstance(pub, ec.EllipticCurvePublicKey) or not isinstance(pub.curve, ec.SECP256R1):
-            raise SigningKeyError(f"{path} is not an ECDSA P-256 public key", path=str(path))
-        keys.append(PublicKey(pub, source=str(path)))
+        keys.append(parse_public_key(data, path))
     return keys
+
+
+def parse_public_key(data: bytes, path: Path) -> PublicKey:
+    """The PEM public key in ``data`` (the bytes of ``path``, named in errors). Raises
+    SigningKeyError: a private key, not PEM, not ECDSA P-256."""
+    try:
+        pub = serialization.load_pem_public_key(data)
+    except ValueError as exc:
+        private = b"PRIVATE KEY-----" in data
+        raise SigningKeyError(
+            f"{path} is a private key, not a public key" if private else f"{path} is not a PEM public key",
+            hint="pass its .pub file (verifying needs no secret)"
+            if private
+            else "pass the .pub file written by `builder keys generate` or `cosign generate-key-pair` "
+            "(-----BEGIN PUBLIC KEY-----)",
+            path=str(path),
+        ) from exc
+    if not isinstance(pub, ec.EllipticCurvePublicKey) or not isinstance(pub.curve, ec.SECP256R1):
+        raise SigningKeyError(f"{path} is not an ECDSA P-256 public key", path=str(path))
+    return PublicKey(pub, source=str(path))
 
 
 def _require_p256(key: object, path: Path) -> ec.EllipticCurvePrivateKey:

@@ -1,0 +1,225 @@
+"""The policy validated once per content (``builder.policy.cache``): read back equal to what the
+loader gives, without the YAML parser or pydantic, and never stale: a replaced key file, a key
+added to a glob's directory, a removed key, an edited fleet file or policy are each seen on the
+next load."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.errors import PolicyError
+from builder.policy import Policy, Rule, load_policy
+from builder.policy.cache import CLASSES, cached_policy, decode, encode
+from builder.predicates import SLSA_PROVENANCE_V1
+from builder.signing.keys import generate_key_pair
+from tests.unit.policy.support import POLICY, ROOT, Keys, write
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+#: Every rule kind, a freeze window of each form, retention, a key glob and a fleet file.
+EVERY_RULE = """\
+version: 1
+keys:
+  build: [{{file: {build}}}]
+  runners:
+    - file: "{{root}}/runners/*.pub"
+approvers:
+  alice: {{file: {alice}}}
+promoters: [build]
+retention: {{content_tags: 10d, pending_tags: 2h}}
+stages:
+  dev:
+    from: build
+    require:
+      all_of:
+        - signature: {{signers: [build], count: 1}}
+        - attestation: {{type: {slsa}, signers: [build], where: {{a.b: [1, "x"], c: {{d: 2.5}}}}}}
+        - provenance: {{signers: [build], source: "git+https://example.com/*", builder_id: b}}
+        - device_check: {{signers: [runners], vendors: [nvidia], driver_branches: [570], clusters: [c1]}}
+        - tests: {{signers: [runners]}}
+        - benchmark: {{signers: [runners], metric: m, max_regression: 5%, same: [vendor]}}
+        - collective: {{signers: [runners], min_busbw_ratio: 0.7, single_gpu: not-applicable}}
+        - vulnerabilities: {{signers: [build], max_severity: medium, max_age: 7d, ignore: [CVE-1-*]}}
+        - fleet: {{file: {fleet}, allow: [ok]}}
+    rollback: {{allowed: [build]}}
+  prod:
+    from: dev
+    require:
+      any_of:
+        - approvals: {{count: 1, approvers: [alice], same_ticket: true}}
+        - change_ticket: {{pattern: "CHG-[0-9]+"}}
+        - soak: {{min: 1h, signers: [build]}}
+        - freeze:
+            timezone: Europe/Berlin
+            windows:
+              - {{reason: holidays, start: "2026-12-24T00:00:00", end: "2026-12-27T00:00:00"}}
+              - {{days: [fri], from: "16:00", to: "23:59"}}
+        - unconditional: why not
+    rollback: {{allowed: [alice]}}
+"""
+
+
+def _key(dir_: Path, name: str) -> tuple[Path, str]:
+    _, pub, fp = generate_key_pair(dir_ / name, None)
+    return pub, fp
+
+
+@pytest.fixture
+def every_rule(tmp_path: Path, keys: Keys) -> tuple[Path, dict[str, str]]:
+    (tmp_path / "runners").mkdir()
+    shutil.copy(keys["runner"][0], tmp_path / "runners" / "one.pub")
+    fleet = tmp_path / "fleet.yaml"
+    shutil.copy(ROOT / "fleets" / "demo.yaml", fleet)
+    text = EVERY_RULE.format(build=keys["build"][0], alice=keys["alice"][0], slsa=SLSA_PROVENANCE_V1, fleet=fleet)
+    return write(tmp_path, text), {"root": str(tmp_path), "state_dir": str(tmp_path)}
+
+
+def test_every_rule_kind_reads_back_equal(every_rule: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    path, variables = every_rule
+    loaded = load_policy(path, variables)
+    assert decode(json.loads(json.dumps(encode(loaded)))) == loaded
+    cache = tmp_path / "cache"
+    first = cached_policy(path, variables, cache)
+    assert first == loaded
+    assert len(list(cache.glob("policy-*.json"))) == 1
+    assert cached_policy(path, variables, cache) == loaded  # from the file
+
+
+def test_the_shipped_policies_read_back_equal(tmp_path: Path) -> None:
+    variables = {"root": str(ROOT), "state_dir": str(ROOT / ".builder")}
+    for path in sorted((ROOT / "policies").glob("*.yaml")):
+        loaded = load_policy(path, variables)
+        cached_policy(path, variables, tmp_path)
+        assert cached_policy(path, variables, tmp_path) == loaded, path
+
+
+def test_every_rule_class_can_be_stored() -> None:
+    for module in {f"builder.policy.{m}" for m in CLASSES.values()}:
+        importlib.import_module(module)
+    kinds: list[type] = [Rule]
+    seen: set[type] = set()
+    while kinds:
+        cls = kinds.pop()
+        seen.add(cls)
+        kinds.extend(cls.__subclasses__())
+    missing = sorted(c.__name__ for c in seen - {Rule} if c.__module__.startswith("builder.policy."))
+    assert [m for m in missing if m not in CLASSES] == []
+
+
+def test_a_hit_imports_neither_yaml_nor_pydantic_nor_the_loader(
+    every_rule: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    path, variables = every_rule
+    cache = tmp_path / "cache"
+    cached_policy(path, variables, cache)
+    code = textwrap.dedent(f"""\
+        import sys
+        from pathlib import Path
+        from builder.policy.cache import cached_policy
+        p = cached_policy(Path({str(path)!r}), {variables!r}, Path({str(cache)!r}))
+        assert p.stage_names == ("dev", "prod"), p.stage_names
+        print(" ".join(sorted(sys.modules)))
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    for heavy in ("builder.policy.loader", "builder.policy.schema", "pydantic", "ruamel.yaml", "builder.compat.fleets"):
+        assert heavy not in out, heavy
+
+
+def _runners(policy: Policy) -> set[str]:
+    (runners,) = [s for s in policy.keysets if s.name == "runners"]
+    return {k.fingerprint for k in runners.keys if k.fingerprint}
+
+
+def _build(policy: Policy) -> set[str | None]:
+    (build,) = [s for s in policy.keysets if s.name == "build"]
+    return {k.fingerprint for k in build.keys}
+
+
+def test_a_replaced_key_file_is_seen(tmp_path: Path, keys: Keys) -> None:
+    build = tmp_path / "build.pub"
+    shutil.copy(keys["build"][0], build)
+    path = write(tmp_path, POLICY.format(**{k: v[0] for k, v in keys.items()} | {"build": build}, slsa="x"))
+    cache = tmp_path / "cache"
+    assert _build(cached_policy(path, {}, cache)) == {keys["build"][1]}
+    shutil.copy(keys["mallory"][0], build)  # same path, another key
+    assert _build(cached_policy(path, {}, cache)) == {keys["mallory"][1]}
+    build.unlink()  # gone: the key set's entry is unusable (its rules deny)
+    (ref,) = next(s for s in cached_policy(path, {}, cache).keysets if s.name == "build").keys
+    assert ref.fingerprint is None and ref.problem and "not found" in ref.problem
+    shutil.copy(keys["build"][0], build)
+    assert _build(cached_policy(path, {}, cache)) == {keys["build"][1]}
+
+
+def test_a_key_added_to_or_removed_from_a_glob_is_seen(every_rule: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    path, variables = every_rule
+    cache = tmp_path / "cache"
+    before = _runners(cached_policy(path, variables, cache))
+    assert len(before) == 1
+    pub, fp = _key(tmp_path / "made", "second")
+    shutil.copy(pub, tmp_path / "runners" / "second.pub")
+    assert _runners(cached_policy(path, variables, cache)) == before | {fp}
+    (tmp_path / "runners" / "second.pub").unlink()
+    assert _runners(cached_policy(path, variables, cache)) == before
+
+
+def test_an_edited_fleet_file_is_seen(every_rule: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    path, variables = every_rule
+    cache = tmp_path / "cache"
+    cached_policy(path, variables, cache)
+    (tmp_path / "fleet.yaml").write_text("clusters: [[not a cluster\n")
+    with pytest.raises(PolicyError) as exc:
+        cached_policy(path, variables, cache)
+    assert "fleet file" in exc.value.message
+    (tmp_path / "fleet.yaml").unlink()
+    with pytest.raises(PolicyError, match="does not exist"):
+        cached_policy(path, variables, cache)
+
+
+def test_an_edited_policy_or_other_variables_are_another_entry(tmp_path: Path, keys: Keys) -> None:
+    text = POLICY.format(**{k: v[0] for k, v in keys.items()}, slsa="x")
+    path = write(tmp_path, text)
+    cache = tmp_path / "cache"
+    assert cached_policy(path, {}, cache).stage("prod").repository == "prod/{repository}"
+    path.write_text(text.replace('"prod/{repository}"', '"live/{repository}"'))
+    assert cached_policy(path, {}, cache).stage("prod").repository == "live/{repository}"
+    cached_policy(path, {"root": "/elsewhere"}, cache)
+    assert len(list(cache.glob("policy-*.json"))) == 3
+
+
+def test_an_invalid_policy_is_never_cached(tmp_path: Path, keys: Keys) -> None:
+    path = write(tmp_path, "version: 1\nstages: {dev: {from: build}}\n")
+    cache = tmp_path / "cache"
+    for _ in range(2):
+        with pytest.raises(PolicyError, match="require"):
+            cached_policy(path, {}, cache)
+    assert not cache.exists() or not list(cache.glob("policy-*.json"))
+
+
+def test_a_damaged_or_foreign_cache_file_is_loaded_again(tmp_path: Path, keys: Keys) -> None:
+    path = write(tmp_path, POLICY.format(**{k: v[0] for k, v in keys.items()}, slsa="x"))
+    cache = tmp_path / "cache"
+    want = cached_policy(path, {}, cache)
+    (file,) = cache.glob("policy-*.json")
+    for damaged in ("{not json", '{"schema": 1, "inputs": {"files": {}, "globs": {}}, "policy": {"class": "os"}}'):
+        file.write_text(damaged)
+        assert cached_policy(path, {}, cache) == want
+    doc = json.loads(file.read_text())
+    doc["policy"] = {"class": "Popen", "fields": {"args": "true"}}  # only the policy's own classes are built
+    file.write_text(json.dumps(doc))
+    assert cached_policy(path, {}, cache) == want
+
+
+def test_an_unwritable_cache_directory_only_costs_the_speed_up(tmp_path: Path, keys: Keys) -> None:
+    path = write(tmp_path, POLICY.format(**{k: v[0] for k, v in keys.items()}, slsa="x"))
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the directory would be")
+    assert cached_policy(path, {}, blocker).stage_names == ("dev", "staging", "prod")
