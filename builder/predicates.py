@@ -6,6 +6,8 @@ the project owns: ``PREFIX``.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 PREFIX = "https://builder-project.github.io/attestations/"
 
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
@@ -23,3 +25,9 @@ STATEMENT_V01 = "https://in-toto.io/Statement/v0.1"
 COSIGN_SIGN_V1 = "https://sigstore.dev/cosign/sign/v1"
 
 OWN_PREDICATES = (DEVICE_CHECK_V1, APPROVAL_V1, PROMOTION_V1, TEST_RESULT_V1, BENCHMARK_V1)
+
+#: the keys of a ``benchmark/v1`` predicate's ``hardware`` (the hardware class a regression is judged on,
+#: docs/evidence.md): written by ``builder.checks.evidence.hardware_class``, named by a policy's
+#: ``benchmark.same`` and compared by its ``benchmark`` rule
+HardwareKey = Literal["vendor", "gpu_model", "gpu_count", "driver_branch", "cpu_model"]
+HARDWARE_KEYS: tuple[HardwareKey, ...] = get_args(HardwareKey)

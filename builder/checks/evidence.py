@@ -32,7 +32,7 @@ from typing_extensions import TypedDict
 from builder import __version__
 from builder.checks.device import PYTHON_SHIM, Step, container_step
 from builder.checks.script_bundle import bundle_script
-from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1
+from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1, HardwareKey
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -301,7 +301,7 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
     return None
 
 
-def hardware_class(result: CheckResult, cpu: str | None) -> dict[str, Any]:
+def hardware_class(result: CheckResult, cpu: str | None) -> dict[HardwareKey, Any]:
     """What a benchmark is comparable on (policy ``benchmark.same``): ``vendor``, ``gpu_model`` (the
     first GPU's name; None without GPUs), ``gpu_count``, ``driver_branch`` (the driver's major, e.g.
     ``580``), ``cpu_model``."""

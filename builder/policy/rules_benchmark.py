@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder.policy.rules import Notes, Rule, evidence_problems, signed_by
 from builder.policy.signers import KeySet, key_problems, sets_match, sets_names
-from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1
+from builder.predicates import BENCHMARK_V1, HARDWARE_KEYS, TEST_RESULT_V1, HardwareKey
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -29,9 +29,8 @@ if TYPE_CHECKING:
 
 #: the key set ``tests: passed`` (the short form) requires: the shipped policies' check runners
 CHECK_RUNNERS = "check-runners"
-#: the hardware-class keys a ``benchmark/v1`` predicate records (``hardware``) and ``same`` may name
-HARDWARE_KEYS = ("vendor", "gpu_model", "gpu_count", "driver_branch", "cpu_model")
-DEFAULT_SAME = ("gpu_model", "gpu_count", "driver_branch", "cpu_model")
+#: the hardware-class keys a ``benchmark`` rule without ``same`` compares (every key but ``vendor``)
+DEFAULT_SAME: tuple[HardwareKey, ...] = ("gpu_model", "gpu_count", "driver_branch", "cpu_model")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +107,7 @@ class BenchmarkRule(Rule):
     metric: str = ""
     max_regression: float = 0.05
     against: str | float = "stage"
-    same: tuple[str, ...] = DEFAULT_SAME
+    same: tuple[HardwareKey, ...] = DEFAULT_SAME
     allow_first: bool = False
     kind: str = dataclasses.field(default="benchmark", init=False)
 
@@ -307,7 +306,6 @@ def evidence_rule_builders(
 __all__ = [
     "CHECK_RUNNERS",
     "DEFAULT_SAME",
-    "HARDWARE_KEYS",
     "BenchmarkRule",
     "CollectiveRule",
     "TestsRule",

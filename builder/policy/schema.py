@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from builder.models import Vendor
+from builder.predicates import HardwareKey
 
 
 class StrictModel(BaseModel):
@@ -98,7 +99,7 @@ class BenchmarkModel(StrictModel):
     max_regression: float = Field(ge=0, lt=1)
     against: Literal["stage"] | float = "stage"
     #: hardware-class keys that must be equal (empty: the rule's default, docs/policies.md)
-    same: list[Literal["vendor", "gpu_model", "gpu_count", "driver_branch", "cpu_model"]] = Field(default_factory=list)
+    same: list[HardwareKey] = Field(default_factory=list)
     allow_first: bool = False
 
     @field_validator("max_regression", mode="before")

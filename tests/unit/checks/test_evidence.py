@@ -28,7 +28,7 @@ from builder.engine import ContainerResult
 from builder.errors import MatrixError
 from builder.matrix import load_matrix
 from builder.models import CheckCommand
-from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1
+from builder.predicates import BENCHMARK_V1, HARDWARE_KEYS, TEST_RESULT_V1
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -131,6 +131,7 @@ def test_benchmark_script_is_sent_to_the_image_python_with_its_limits() -> None:
         "driver_branch": None,
         "cpu_model": "AMD EPYC",
     }
+    assert tuple(pred["hardware"]) == HARDWARE_KEYS  # the keys a policy's benchmark rule reads and `same` names
     assert pred["metrics"][0]["value"] == 86.008 and pred["topology"]["fabric"] == "none"
 
 
