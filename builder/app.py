@@ -117,6 +117,7 @@ class App:
                     max_delay=cfg.registry_max_delay_ms / 1000,
                     copy_streams=cfg.copy_streams,
                     endpoint=endpoint if endpoint != registry else None,
+                    environ=self.environ,  # HTTPS_PROXY / NO_PROXY, CA bundle, NETRC
                 )
             return self._clients[registry]
 

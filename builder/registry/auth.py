@@ -39,8 +39,9 @@ from builder.errors import RegistryAuthError, RegistryError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    import requests
     from docker.auth import AuthConfig
+
+    from builder.registry.response import Response
 
 #: The server URL Docker uses for Docker Hub in credential stores.
 DOCKER_HUB_SERVER = "https://index.docker.io/v1/"
@@ -258,7 +259,7 @@ class TokenRequest:
 
 
 #: Sends a token request and returns the raw response (the transport maps connection errors).
-TokenSender = Callable[[TokenRequest], "requests.Response"]
+TokenSender = Callable[[TokenRequest], "Response"]
 
 
 class Authenticator:
@@ -348,7 +349,7 @@ class Authenticator:
         basic = (cred.username, cred.password) if cred is not None else None
         return TokenRequest(realm, query=tuple(q), basic=basic)
 
-    def _token_from(self, resp: requests.Response, realm: str, cred: Credential | None, where: str) -> str:
+    def _token_from(self, resp: Response, realm: str, cred: Credential | None, where: str) -> str:
         if resp.status_code in (401, 403):
             who = f"user {cred.username!r}" if cred else "anonymous access"
             raise RegistryAuthError(

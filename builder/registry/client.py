@@ -50,9 +50,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from pathlib import Path
 
-    import requests
-    from requests.adapters import HTTPAdapter
-
+    from builder.registry.response import Response
     from builder.registry.transport import RequestOptions
 
 #: Blob copies (:meth:`RegistryClient.copy_blob_from`) one client streams at once (``copy_streams``).
@@ -77,6 +75,8 @@ class RegistryClient:
     reset with exponential backoff starting at ``backoff`` seconds, no wait (``Retry-After``
     included) longer than ``max_delay`` seconds (:class:`builder.registry.transport.Transport`).
     ``copy_streams``: blobs streamed into this registry at once (:meth:`copy_blob_from`).
+    ``environ``: the environment whose proxy (``HTTPS_PROXY``/``NO_PROXY``), CA-bundle and
+    ``.netrc`` settings apply (:mod:`builder.registry.environment`); None: none of them.
     """
 
     def __init__(
@@ -91,6 +91,7 @@ class RegistryClient:
         max_delay: float = DEFAULT_MAX_DELAY,
         credential_name: str | None = None,
         copy_streams: int = COPY_STREAMS,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.registry = registry
         self.transport = Transport(
@@ -101,6 +102,7 @@ class RegistryClient:
             retries=retries,
             backoff=backoff,
             max_delay=max_delay,
+            environ=environ,
         )
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -129,16 +131,6 @@ class RegistryClient:
         """HTTP requests sent so far, retries and auth round trips included."""
         return self.transport.requests_sent
 
-    @property
-    def session(self) -> requests.Session:
-        """This thread's ``requests.Session`` (see :attr:`Transport.session`)."""
-        return self.transport.session
-
-    @property
-    def adapter(self) -> HTTPAdapter:
-        """The connection pools shared by every thread's session."""
-        return self.transport.adapter
-
     def request(
         self,
         method: str,
@@ -149,8 +141,10 @@ class RegistryClient:
         scopes: tuple[str, ...] = (),
         headers: Mapping[str, str] | None = None,
         **kw: Unpack[RequestOptions],
-    ) -> requests.Response:
-        """One HTTP request (see :meth:`Transport.request`); raises the builder error for the status."""
+    ) -> Response:
+        """One HTTP request (see :meth:`Transport.request`); raises the builder error for the status.
+        The answer is a :class:`builder.registry.response.Response` (``status_code``, ``headers``,
+        ``url``, ``content``; with ``stream=True`` the caller reads and closes it)."""
         return self.transport.request(method, path, ref=ref, ok=ok, scopes=scopes, headers=headers, **kw)
 
     def credential(self) -> Credential | None:
@@ -296,8 +290,9 @@ class RegistryClient:
 
         return self.content.blob_once(repository, digest, load)
 
-    def open_blob(self, repository: str, digest: str) -> requests.Response:
-        """GET a blob as a stream (``resp.iter_content``); the caller closes the response."""
+    def open_blob(self, repository: str, digest: str) -> Response:
+        """GET a blob as a stream (``resp.iter_content``; a redirect to storage is followed); the
+        caller closes the response."""
         return self.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}", stream=True)
 
     def put_blob(self, repository: str, data: bytes | IO[bytes], digest: str | None = None) -> str:
@@ -388,7 +383,7 @@ class RegistryClient:
             self.request("DELETE", urljoin(resp.url, loc), ref=where, ok=_CANCEL_UPLOAD_OK)
         return False
 
-    def _location(self, resp: requests.Response, where: str) -> str:
+    def _location(self, resp: Response, where: str) -> str:
         loc = resp.headers.get("Location")
         if not loc:
             raise RegistryError(f"registry {self.registry} sent no upload Location for {where}")
@@ -564,12 +559,14 @@ def client_for(
     max_delay: float = DEFAULT_MAX_DELAY,
     endpoint: str | None = None,
     copy_streams: int = COPY_STREAMS,
+    environ: Mapping[str, str] | None = None,
 ) -> RegistryClient:
     """A client for ``registry`` (``insecure`` usually ``Config.is_insecure``), cached in ``cache``
     (registry host -> client) so one client per host is shared. ``retries``, ``backoff`` and
     ``max_delay`` (and ``copy_streams``) as in :class:`RegistryClient`. ``endpoint``: the ``host[:port]`` that serves
     ``registry``'s API when it is another (Docker Hub: ``registry-1.docker.io``); credentials are
-    still looked up under ``registry``."""
+    still looked up under ``registry``. ``environ``: the environment whose proxy, CA and netrc
+    variables apply (the composition root passes the process's)."""
     if cache is not None and registry in cache:
         return cache[registry]
     host = endpoint or registry
@@ -582,6 +579,7 @@ def client_for(
         max_delay=max_delay,
         credential_name=registry if host != registry else None,
         copy_streams=copy_streams,
+        environ=environ,
     )
     if cache is not None:
         cache[registry] = c

@@ -3,11 +3,11 @@ into the destination's PUT a chunk at a time, so a copy holds a few chunks of th
 (never the blob) and never writes it to disk.
 
 Shape: :class:`BlobStream` is a file-like request body (``read``, ``__len__``, ``__iter__``)
-that ``requests`` sends with ``Content-Length`` set to the descriptor's size (a monolithic
+that the transport sends with ``Content-Length`` set to the descriptor's size (a monolithic
 upload PUT with known length: distribution-spec v1.1 "Pushing a blob monolithically",
 https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-a-blob-monolithically;
-``requests`` streams any body with ``read`` and sizes it with ``len()``:
-https://requests.readthedocs.io/en/latest/user/advanced/#streaming-uploads). A reader thread
+urllib3 sends any body with ``read`` a piece at a time:
+https://urllib3.readthedocs.io/en/stable/user-guide.html#sending-data-in-the-request-body). A reader thread
 receives (and hashes) up to ``AHEAD_CHUNKS`` chunks ahead of the sender, so the download and the
 upload both keep moving instead of taking turns (about 10 % faster between two loopback
 registries on a loaded 2-core machine, medians of 8 interleaved copies of 4 x 96 MiB).
@@ -29,9 +29,8 @@ from builder.errors import RegistryError, RegistryUnavailableError
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    import requests
-
     from builder.registry.manifest import Descriptor
+    from builder.registry.response import Response
 
 #: Bytes read from the source (and sent to the destination) at a time.
 CHUNK_BYTES = 1 << 20
@@ -45,7 +44,7 @@ class BlobSource(Protocol):
 
     registry: str
 
-    def open_blob(self, repository: str, digest: str) -> requests.Response:
+    def open_blob(self, repository: str, digest: str) -> Response:
         """GET the blob as a stream."""
         ...
 
@@ -136,7 +135,7 @@ class _Pass(threading.Thread):
         self.stream = stream
         self.items: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=AHEAD_CHUNKS)
         self.stopped = threading.Event()
-        self.resp: requests.Response | None = None
+        self.resp: Response | None = None
         self.guard = threading.Lock()
 
     def take(self) -> bytes | BaseException:
@@ -156,7 +155,7 @@ class _Pass(threading.Thread):
             self._put(exc)
 
     def _read(self) -> None:
-        import requests
+        import urllib3
 
         s = self.stream
         resp = s.src.open_blob(s.repository, s.desc.digest)
@@ -175,7 +174,7 @@ class _Pass(threading.Thread):
                 h.update(data)
                 if not self._put(data):
                     return
-        except (requests.RequestException, OSError) as exc:
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
             if self.stopped.is_set():
                 return
             raise BlobSourceError(

@@ -1,40 +1,48 @@
-"""HTTP to one registry host: per-thread sessions on one shared connection pool, the
-environment's proxy/CA/netrc settings resolved once per host, bounded retries, the 401
-challenge round trip (answered by :class:`builder.registry.auth.Authenticator`) and the mapping
-of HTTP answers to builder errors.
+"""HTTP to one registry host through urllib3 (https://urllib3.readthedocs.io/en/stable/): one
+thread-safe ``PoolManager`` of keep-alive connection pools shared by every thread, the
+environment's proxy/CA/netrc settings resolved once per host
+(:mod:`builder.registry.environment`), bounded retries, redirects followed (``Authorization``
+dropped when the host changes), the 401 challenge round trip (answered by
+:class:`builder.registry.auth.Authenticator`) and the mapping of HTTP answers to builder errors.
+Every answer is a :class:`builder.registry.response.Response`.
 
-Sources: requests' environment handling (``Session.merge_environment_settings``,
-``utils.get_netrc_auth``; https://requests.readthedocs.io/en/latest/api/#requests.Session),
-``Retry-After`` (RFC 9110 section 10.2.3), distribution-spec v1.1 error statuses
+Sources: ``Retry-After`` (RFC 9110 section 10.2.3), redirects (RFC 9110 section 15.4; urllib3's
+``Retry.remove_headers_on_redirect`` drops ``Authorization``, ``Proxy-Authorization`` and
+``Cookie`` on a cross-host redirect, as requests' ``should_strip_auth`` did:
+https://urllib3.readthedocs.io/en/stable/reference/urllib3.util.html#urllib3.util.Retry),
+distribution-spec v1.1 error statuses
 (https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#error-codes).
 
 Errors: ``RegistryUnavailableError`` (cannot connect or TLS fails: exit 5), ``RegistryAuthError``
-(401/403: exit 6), ``NotFoundError`` (404: exit 8), ``RegistryError`` (anything else: exit 7).
-Every message names the registry, the request and the HTTP status. 429 and 5xx answers and
-connection resets are retried with exponential backoff a bounded number of times.
+(401/403: exit 6), ``NotFoundError`` (404: exit 8), ``RegistryError`` (anything else, too many
+redirects included: exit 7). Every message names the registry, the request and the HTTP status.
+429 and 5xx answers and connection resets are retried with exponential backoff a bounded number
+of times.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import base64
 import random
 import re
 import threading
 import time
 from typing import IO, TYPE_CHECKING, TypedDict, Unpack
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
+from builder.registry.environment import EnvSettings, env_settings
+from builder.registry.response import Response, decode
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    import requests
-    from requests.adapters import HTTPAdapter, _HostParams, _PoolKwargs  # the stubs' names for the pool key
-    from requests.models import PreparedRequest
+    import urllib3
 
     from builder.registry.auth import Authenticator, TokenRequest
     from builder.registry.stream import BlobStream
+
+__all__ = ["EnvSettings", "Response", "Transport"]
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """The largest response body read into memory (manifests, configs, signature layers, tag lists,
@@ -51,37 +59,26 @@ DEFAULT_RETRIES = 4  # extra attempts after the first one on 429/5xx/connection 
 DEFAULT_BACKOFF = 0.25  # seconds before the first retry; doubled for each next one (plus up to 25 % jitter)
 DEFAULT_MAX_DELAY = 30.0  # seconds: the longest wait between attempts (a longer Retry-After is capped)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+MAX_REDIRECTS = 30  # redirects followed for one request (requests' limit): blob GETs go to storage
+#: Idle keep-alive connections kept per host: more than the threads that may send at once in one
+#: process (a batch's 16 workers, builder.promote's shared pool of 24, a client's executor of 8),
+#: so none is discarded with a "pool is full" warning; beyond that more are opened, never waited for.
+POOL_MAXSIZE = 128
 
 
 class RequestOptions(TypedDict, total=False):
-    """What :meth:`Transport.request` passes on to ``requests.Session.request`` (same names and
-    meanings: https://requests.readthedocs.io/en/latest/api/#requests.Session.request); ``timeout``,
-    ``proxies``, ``verify`` and ``auth`` default to this transport's settings for the host."""
+    """What :meth:`Transport.request` takes besides headers: ``data`` (the body: bytes, a binary
+    file, or a :class:`builder.registry.stream.BlobStream`; a file or stream is sent with
+    ``Content-Length`` from its size, never chunked), ``stream`` (True: the body is left unread
+    for the caller, who closes the response) and ``timeout`` (seconds: one number, or (connect,
+    read); default: the transport's)."""
 
     data: bytes | IO[bytes] | BlobStream
     stream: bool
     timeout: float | tuple[float, float]
-    proxies: dict[str, str]
-    verify: bool | str
-    auth: tuple[str, str]
 
 
 _REPO_PATH_RE = re.compile(r"^/v2/(.+?)/(?:manifests|blobs|tags|referrers)/")
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvSettings:
-    """What ``requests`` would take from the environment for one ``scheme://host``: ``proxies``
-    (scheme -> proxy URL), ``verify`` (True or a CA-bundle path) and ``netrc`` (user, password)."""
-
-    proxies: tuple[tuple[str, str], ...]
-    verify: bool | str
-    netrc: tuple[str, str] | None = None
-
-    @property
-    def proxy_map(self) -> dict[str, str]:
-        """``proxies`` as the dict requests takes."""
-        return dict(self.proxies)
 
 
 class Transport:
@@ -90,7 +87,10 @@ class Transport:
 
     ``timeout``: (connect, read) seconds; ``retries``: extra attempts on 429/5xx/connection
     reset with exponential backoff starting at ``backoff`` seconds (doubling, plus up to 25 %
-    jitter), a ``Retry-After`` honoured; no wait is longer than ``max_delay`` seconds."""
+    jitter), a ``Retry-After`` honoured; no wait is longer than ``max_delay`` seconds.
+    ``environ``: the environment whose proxy, CA and netrc variables apply
+    (:mod:`builder.registry.environment`; the composition root passes the process's; None: none
+    of them, direct connections trusting certifi's CA bundle)."""
 
     def __init__(
         self,
@@ -102,6 +102,7 @@ class Transport:
         retries: int = DEFAULT_RETRIES,
         backoff: float = DEFAULT_BACKOFF,
         max_delay: float = DEFAULT_MAX_DELAY,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.registry = registry
         self.auth = auth
@@ -112,65 +113,41 @@ class Transport:
         self.retries = retries
         self.backoff = backoff
         self.max_delay = max_delay
-        self._local = threading.local()
+        self.environ: Mapping[str, str] = dict(environ or {})
         self._lock = threading.Lock()
-        self._adapter: HTTPAdapter | None = None
+        self._managers: dict[tuple[tuple[str, str | None, str | None], bool], urllib3.PoolManager] = {}
         self._env_cache: dict[str, EnvSettings] = {}
         self.requests_sent = 0  # HTTP requests sent, retries and auth round trips included
         self.max_body_bytes = MAX_BODY_BYTES  # bodies read into memory: at most this many bytes ...
         self.max_body_seconds = MAX_BODY_SECONDS  # ... arriving within this many seconds
 
-    @property
-    def session(self) -> requests.Session:
-        """One ``requests.Session`` per thread, all sharing this transport's connection pool (one
-        ``HTTPAdapter``: urllib3 pools are thread-safe), so a thread started later reuses the
-        keep-alive connections of earlier ones instead of opening its own. ``trust_env`` is off:
-        the environment's proxy, CA-bundle and netrc settings are resolved once per host
-        (:meth:`env_settings`) rather than on every request."""
-        s: requests.Session | None = getattr(self._local, "session", None)
-        if s is None:
-            import requests
-
-            s = requests.Session()
-            s.trust_env = False
-            s.mount("http://", self.adapter)
-            s.mount("https://", self.adapter)
-            self._local.session = s
-        return s
-
-    @property
-    def adapter(self) -> HTTPAdapter:
-        """The one ``HTTPAdapter`` (connection pools) every thread's session uses."""
-        with self._lock:
-            if self._adapter is None:
-                self._adapter = _new_adapter()
-            return self._adapter
-
     def env_settings(self, url: str) -> EnvSettings:
-        """What ``requests`` would take from the environment for ``url``'s host (``HTTP(S)_PROXY``
-        / ``NO_PROXY``, ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``, ``~/.netrc``), read once per
-        ``scheme://host`` and cached: the same values ``Session.trust_env`` looks up per request
-        (requests' ``merge_environment_settings`` and ``get_netrc_auth``)."""
+        """The environment's proxy, CA and netrc settings for ``url``'s ``scheme://host``, read
+        once per ``scheme://host`` and kept (a later change of the environment is not seen)."""
         parts = urlsplit(url)
         key = f"{parts.scheme}://{parts.netloc}"
         with self._lock:
             got = self._env_cache.get(key)
         if got is None:
-            import requests
-            from requests.utils import get_netrc_auth
-
-            probe = requests.Session()  # trust_env on: resolve as requests would
-            merged = probe.merge_environment_settings(key + "/", {}, None, None, None)
-            probe.close()
-            verify = merged.get("verify", True)
-            got = EnvSettings(
-                proxies=tuple(sorted((str(k), str(v)) for k, v in (merged.get("proxies") or {}).items())),
-                verify=verify if isinstance(verify, str) else bool(verify),
-                netrc=get_netrc_auth(key + "/"),
-            )
+            got = env_settings(key + "/", self.environ)
             with self._lock:
                 self._env_cache[key] = got
         return got
+
+    def manager(self, url: str) -> urllib3.PoolManager:
+        """The connection pools that serve ``url`` (one ``PoolManager``, or ``ProxyManager`` when a
+        proxy applies, per distinct proxy/CA setting; urllib3 pools are thread-safe, so every
+        thread reuses the same keep-alive connections). Raises RegistryUnavailableError for a
+        proxy URL or CA path from the environment that cannot be used."""
+        return self._manager_for(self.env_settings(url), url.startswith("https:"))
+
+    def _manager_for(self, env: EnvSettings, tls: bool) -> urllib3.PoolManager:
+        key = (env.pool_key, tls)
+        with self._lock:
+            got = self._managers.get(key)
+            if got is None:
+                got = self._managers[key] = _new_manager(env, tls, self.registry)
+            return got
 
     def url(self, path: str) -> str:
         """``path`` (``/v2/...``) on this registry; an absolute URL (an upload location) as is."""
@@ -188,25 +165,28 @@ class Transport:
         ok_after_loss: tuple[int, ...] = (),
         retry: bool = True,
         **kw: Unpack[RequestOptions],
-    ) -> requests.Response:
+    ) -> Response:
         """One HTTP request to ``/v2/...`` (or an absolute upload URL); raises the builder error
-        for the status. Answers auth challenges once, retries 429/5xx/connection resets.
-        ``scopes``: extra token scopes (e.g. ``repository:other:pull`` for a mount); ``ref``
-        names the request in messages; ``ok_after_loss``: statuses that also count as success
-        when an earlier attempt's connection dropped before its answer (the registry may have
-        acted on it: a repeated DELETE then finds nothing, 404); ``headers`` and ``kw`` go to
-        ``requests.Session.request``. ``retry=False``: no retry of a dropped connection or a
-        429/5xx (the caller starts over itself: a streamed upload cannot be sent twice into one
-        upload session)."""
-        import requests
+        for the status. Answers auth challenges once, retries 429/5xx/connection resets, follows
+        redirects (at most ``MAX_REDIRECTS``). ``scopes``: extra token scopes (e.g.
+        ``repository:other:pull`` for a mount); ``ref`` names the request in messages;
+        ``ok_after_loss``: statuses that also count as success when an earlier attempt's
+        connection dropped before its answer (the registry may have acted on it: a repeated
+        DELETE then finds nothing, 404); ``headers`` and ``kw`` (:class:`RequestOptions`) shape
+        the request. ``retry=False``: no retry of a dropped connection or a 429/5xx (the caller
+        starts over itself: a streamed upload cannot be sent twice into one upload session)."""
+        import urllib3
 
         url = self.url(path)
         where = f"{self.registry}/{ref}" if ref else f"{self.registry}{urlsplit(url).path}"
-        kw.setdefault("timeout", self.timeout)
         env = self.env_settings(url)
-        kw.setdefault("proxies", env.proxy_map)
-        kw.setdefault("verify", env.verify)
+        manager = self._manager_for(env, url.startswith("https:"))
+        timeout = _timeout(kw.get("timeout", self.timeout))
+        stream = bool(kw.get("stream"))
+        data = kw.get("data")
         sent = dict(headers or {})
+        if data is not None and not isinstance(data, bytes) and not any(k.lower() == "content-length" for k in sent):
+            sent["Content-Length"] = str(_body_size(data))  # a known length: never a chunked upload
         key = self._scope_key(url, scopes)
         authed_once = False
         attempt = 0
@@ -216,23 +196,28 @@ class Transport:
             auth_header = self.auth.header_for(key)
             if auth_header:
                 sent["Authorization"] = auth_header
-                kw.pop("auth", None)
             elif env.netrc is not None and "Authorization" not in sent:
-                kw["auth"] = env.netrc  # as trust_env would: netrc only when nothing else authenticates
-            data = kw.get("data")
+                sent["Authorization"] = _basic(*env.netrc)  # netrc only when nothing else authenticates
             if data is not None and hasattr(data, "seek"):
                 data.seek(0)
             with self._lock:
                 self.requests_sent += 1
             try:
-                resp = self.session.request(method, url, headers=sent, **kw)
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                if attempt < retries and is_transient(exc):
+                resp = _send(manager, method, url, sent, data, timeout, stream)
+            except urllib3.exceptions.HTTPError as exc:
+                cause = _reason(exc)
+                if _too_many_redirects(cause):
+                    raise RegistryError(
+                        f"registry {self.registry} redirected {method} {where} more than {MAX_REDIRECTS} times",
+                        hint="the registry or its storage redirects in a loop; check the registry's storage settings",
+                        registry=self.registry,
+                    ) from exc
+                if attempt < retries and is_transient(cause):
                     attempt += 1
                     lost = True
                     self._sleep(attempt, None)
                     continue
-                raise self._unavailable(exc, method, where, attempt) from exc
+                raise self._unavailable(cause, method, where, attempt) from exc
             if resp.status_code == 401 and not authed_once:
                 challenge = resp.headers.get("WWW-Authenticate", "")
                 if challenge:
@@ -249,16 +234,15 @@ class Transport:
         if resp.status_code in ok or (lost and resp.status_code in ok_after_loss):
             return resp
         try:
-            raise self._error_for(resp, method, where, streamed=bool(kw.get("stream")))
+            raise self._error_for(resp, method, where, streamed=stream)
         finally:
             resp.close()  # the body was read into the message (or not needed): free the connection
 
-    def read_body(self, resp: requests.Response, where: str) -> bytes:
+    def read_body(self, resp: Response, where: str) -> bytes:
         """The body of ``resp`` (requested with ``stream=True``) read with the limits: at most
         ``max_body_bytes`` (a larger ``Content-Length`` is refused before reading) within
         ``max_body_seconds`` in total. RegistryError (7) naming the registry and the request
         otherwise; the connection is closed either way."""
-        import requests
         import urllib3
 
         limit, deadline = self.max_body_bytes, time.monotonic() + self.max_body_seconds
@@ -274,8 +258,8 @@ class Transport:
             body = bytearray()
             try:
                 # read1: whatever has arrived (up to 64 KiB), so a trickled body cannot hold one read
-                # open past the deadline (iter_content's read waits for the whole chunk)
-                while chunk := resp.raw.read1(64 * 1024, decode_content=True):
+                # open past the deadline (a sized read waits for the whole piece)
+                while chunk := resp.read1(64 * 1024):
                     body += chunk
                     if len(body) > limit:
                         raise RegistryError(
@@ -291,33 +275,35 @@ class Transport:
                             hint="the registry or a proxy stalls responses; retry later or check it",
                             registry=self.registry,
                         )
-            except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError) as exc:
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
                 raise self._unavailable(exc, "GET", where, 0) from exc
             return bytes(body)
         finally:
             resp.close()
 
-    def send_token_request(self, req: TokenRequest) -> requests.Response:
-        """Send ``req`` to its token service (the environment's proxy/CA/netrc apply); returns the
-        response whatever its status. Raises RegistryUnavailableError when it is unreachable."""
-        import requests
+    def send_token_request(self, req: TokenRequest) -> Response:
+        """Send ``req`` to its token service (the environment's proxy/CA/netrc apply; redirects
+        followed); returns the response, body read, whatever its status. Raises
+        RegistryUnavailableError when it is unreachable."""
+        import urllib3
 
         env = self.env_settings(req.realm)
+        headers: dict[str, str] = {}
+        body: bytes | None = None
+        if req.method == "POST":
+            from urllib.parse import urlencode
+
+            body = urlencode(req.form).encode()
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        elif req.basic or env.netrc:
+            headers["Authorization"] = _basic(*(req.basic or env.netrc or ("", "")))
         try:
-            if req.method == "POST":
-                return self.session.post(
-                    req.url, data=dict(req.form), timeout=self.timeout, proxies=env.proxy_map, verify=env.verify
-                )
-            return self.session.get(
-                req.url,
-                auth=req.basic or env.netrc,
-                timeout=self.timeout,
-                proxies=env.proxy_map,
-                verify=env.verify,
-            )
-        except (requests.ConnectionError, requests.Timeout) as exc:
+            manager = self._manager_for(env, req.realm.startswith("https:"))
+            return _send(manager, req.method, req.url, headers, body, _timeout(self.timeout), False)
+        except urllib3.exceptions.HTTPError as exc:
             raise RegistryUnavailableError(
-                f"token service {req.realm} of registry {self.registry} is not reachable: {connection_cause(exc)}",
+                f"token service {req.realm} of registry {self.registry} is not reachable: "
+                f"{connection_cause(_reason(exc))}",
                 registry=self.registry,
             ) from exc
 
@@ -339,24 +325,22 @@ class Transport:
     def _sleep(self, attempt: int, retry_after: str | None) -> None:
         time.sleep(self.delay(attempt, retry_after))
 
-    def _unavailable(self, exc: Exception, method: str, where: str, attempt: int) -> RegistryUnavailableError:
-        import requests
-
-        if isinstance(exc, requests.exceptions.SSLError):
+    def _unavailable(self, exc: BaseException, method: str, where: str, attempt: int) -> RegistryUnavailableError:
+        if _tls_failed(exc):
             return RegistryUnavailableError(
                 f"TLS to registry {self.registry} failed on {method} {where}: {exc}",
                 hint="if the registry speaks plain HTTP, list it in builder.toml `insecure_registries`; "
-                "otherwise install its CA certificate",
+                "otherwise install its CA certificate (or point REQUESTS_CA_BUNDLE / SSL_CERT_FILE at it)",
                 registry=self.registry,
             )
-        kind = "timed out" if isinstance(exc, requests.Timeout) else "is not reachable"
+        kind = "timed out" if _timed_out(exc) else "is not reachable"
         tries = f"{attempt + 1} attempt" + ("s" if attempt else "")
         return RegistryUnavailableError(
             f"registry {self.registry} {kind} ({self.scheme}) on {method} {where}: {connection_cause(exc)} ({tries})",
             registry=self.registry,
         )
 
-    def _error_for(self, resp: requests.Response, method: str, where: str, *, streamed: bool) -> BuilderError:
+    def _error_for(self, resp: Response, method: str, where: str, *, streamed: bool) -> BuilderError:
         status = resp.status_code
         body = "" if method == "HEAD" else (_error_excerpt(resp) if streamed else resp.text)[:300]
         if status in (401, 403):
@@ -388,73 +372,201 @@ ERROR_EXCERPT_BYTES = 4096
 ERROR_EXCERPT_SECONDS = 5.0
 
 
-def _error_excerpt(resp: requests.Response) -> str:
+def _error_excerpt(resp: Response) -> str:
     """At most ``ERROR_EXCERPT_BYTES`` of a streamed error answer's body, as text (what arrived
     within ``ERROR_EXCERPT_SECONDS``; "" when the connection broke). The caller closes ``resp``."""
-    import requests
     import urllib3
 
     got = bytearray()
     deadline = time.monotonic() + ERROR_EXCERPT_SECONDS
     try:
         while len(got) < ERROR_EXCERPT_BYTES and time.monotonic() < deadline:
-            chunk = resp.raw.read1(ERROR_EXCERPT_BYTES - len(got), decode_content=True)
+            chunk = resp.read1(ERROR_EXCERPT_BYTES - len(got))
             if not chunk:
                 break
             got += chunk
-    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError):
-        return got.decode("utf-8", "replace")  # the message says what arrived; the status says the rest
-    return got.decode(resp.encoding or "utf-8", "replace")
+    except (urllib3.exceptions.HTTPError, OSError):
+        return decode(bytes(got), None)  # the message says what arrived; the status says the rest
+    return decode(bytes(got), resp.encoding)
 
 
-def is_transient(exc: Exception) -> bool:
-    """A connection reset, a dropped keep-alive or a read timeout is retried; a refused
-    connection, a DNS failure or a TLS error is not (retrying would only delay the error)."""
-    import requests
+def _send(
+    manager: urllib3.PoolManager,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes | IO[bytes] | BlobStream | None,
+    timeout: urllib3.Timeout,
+    stream: bool,
+) -> Response:
+    """One exchange through ``manager``, redirects followed (``Authorization`` dropped on a
+    cross-host one), no retries (the caller's loop decides). ``stream``: the body is left for
+    the caller; otherwise it is read and the connection given back. Raises urllib3's HTTPError
+    kinds (a ``MaxRetryError`` wraps the cause in ``.reason``)."""
+    import urllib3
 
-    if isinstance(exc, requests.exceptions.SSLError):
-        return False
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return True
-    text = repr(exc).lower()
-    permanent = ("connection refused", "name or service not known", "nodename nor servname", "no route to host")
-    return not any(p in text for p in permanent)
-
-
-def _new_adapter() -> HTTPAdapter:
-    """Up to 128 idle keep-alive connections per host: more than the threads that may send at
-    once in one process (a batch's 16 workers, builder.promote's shared pool of 24, a client's
-    executor of 8), so urllib3 never discards one with a "pool is full" warning; beyond that it
-    opens more rather than blocking."""
-    from requests.adapters import HTTPAdapter
-
-    class _Adapter(HTTPAdapter):
-        def build_connection_pool_key_attributes(
-            self, request: PreparedRequest, verify: bool | str, cert: str | tuple[str, str] | None = None
-        ) -> tuple[_HostParams, _PoolKwargs]:
-            # plain HTTP checks no certificate: skip requests' per-request stat() of a
-            # CA-bundle path (REQUESTS_CA_BUNDLE); an https URL (e.g. a redirect) keeps it
-            if isinstance(verify, str) and str(request.url).startswith("http://"):
-                verify = True
-            return super().build_connection_pool_key_attributes(request, verify, cert)
-
-    # pool_block=False (requests' default, spelled out): a thread finding every pooled connection
-    # in use opens another instead of waiting; a blocking pool without a timeout would hang the
-    # process on one leaked response (https://urllib3.readthedocs.io/en/stable/reference/urllib3.connectionpool.html)
-    return _Adapter(pool_connections=4, pool_maxsize=128, pool_block=False)
+    raw = manager.urlopen(
+        method,
+        url,
+        body=body,  # urllib3 sends any object with .read() a piece at a time
+        headers=headers,
+        timeout=timeout,
+        retries=urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=MAX_REDIRECTS),
+        preload_content=not stream,
+        decode_content=True,
+    )
+    return Response(raw.status, raw.headers, _final_url(url, raw), raw)
 
 
-def connection_cause(exc: BaseException) -> str:
-    """Why a connection failed, in words, from the innermost cause of ``exc`` (requests wraps
-    urllib3, which wraps the socket error): ``the host name does not resolve (DNS)``
-    (``socket.gaierror``), ``connection refused``, ``connection reset``, ``no answer in time``,
-    else the OS error's text or the exception's type name; ``(through the proxy: ...)`` added when
-    a proxy was in the way. Pure."""
+def _final_url(url: str, raw: urllib3.BaseHTTPResponse) -> str:
+    """The absolute URL that answered: the last redirect target, else ``url``."""
+    history = raw.retries.history if raw.retries is not None else ()
+    for step in reversed(history):
+        if step.redirect_location and step.url:
+            return urljoin(step.url, step.redirect_location)
+    return url
+
+
+def _timeout(value: float | tuple[float, float]) -> urllib3.Timeout:
+    import urllib3
+
+    connect, read = value if isinstance(value, tuple) else (value, value)
+    return urllib3.Timeout(connect=connect, read=read)
+
+
+def _body_size(data: IO[bytes] | BlobStream) -> int:
+    """The bytes an upload body holds: ``len()`` when it has one, else a seekable file's size
+    from its current position."""
+    if hasattr(data, "__len__"):
+        return len(data)
+    pos = data.tell()
+    end = data.seek(0, 2)
+    data.seek(pos)
+    return end - pos
+
+
+def _basic(user: str, password: str) -> str:
+    """An ``Authorization: Basic`` value (RFC 7617)."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def _reason(exc: BaseException) -> BaseException:
+    """What a urllib3 ``MaxRetryError`` wraps (its ``reason``), else ``exc``."""
+    reason = getattr(exc, "reason", None)
+    return reason if type(exc).__name__ == "MaxRetryError" and isinstance(reason, BaseException) else exc
+
+
+def _too_many_redirects(exc: BaseException) -> bool:
+    import urllib3
+
+    return isinstance(exc, urllib3.exceptions.ResponseError) and "redirect" in str(exc)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps (causes, contexts, exceptions among its args), outermost first."""
     seen: list[BaseException] = []
     cur: BaseException | None = exc
     while cur is not None and cur not in seen:
         seen.append(cur)
-        cur = cur.__cause__ or cur.__context__ or next((a for a in cur.args if isinstance(a, BaseException)), None)
+        inner = getattr(cur, "reason", None)
+        if not isinstance(inner, BaseException):
+            inner = cur.__cause__ or cur.__context__
+        if inner is None:
+            inner = next((a for a in cur.args if isinstance(a, BaseException)), None)
+        cur = inner
+    return seen
+
+
+def _tls_failed(exc: BaseException) -> bool:
+    import ssl
+
+    import urllib3
+
+    return any(isinstance(e, urllib3.exceptions.SSLError | ssl.SSLError) for e in _chain(exc))
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """A read timeout or a connect timeout (not a refused or unresolvable connection, which
+    urllib3 also files under ``ConnectTimeoutError``)."""
+    import urllib3
+
+    e = urllib3.exceptions
+    return any(
+        isinstance(x, e.ReadTimeoutError)
+        or (isinstance(x, e.ConnectTimeoutError) and not isinstance(x, e.NewConnectionError))
+        for x in _chain(exc)
+    )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A connection reset, a dropped keep-alive or a timeout is retried; a refused connection,
+    a DNS failure, an unreachable network or a TLS error is not (retrying would only delay the
+    error)."""
+    import errno
+    import socket
+
+    if _tls_failed(exc):
+        return False
+    for e in _chain(exc):
+        if isinstance(e, ConnectionRefusedError | socket.gaierror):
+            return False
+        if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+            return False
+    return True
+
+
+def _new_manager(env: EnvSettings, tls: bool, registry: str) -> urllib3.PoolManager:
+    """Connection pools for one proxy/CA setting: up to ``POOL_MAXSIZE`` idle keep-alive
+    connections per host; ``block=False``: a thread finding every pooled connection in use opens
+    another instead of waiting (a blocking pool without a timeout would hang the process on one
+    leaked response; https://urllib3.readthedocs.io/en/stable/reference/urllib3.poolmanager.html).
+    ``tls``: for ``https`` URLs, trusting ``env.ca`` (a file or a directory) or certifi's bundle.
+    Raises RegistryUnavailableError for a CA path that does not exist or a proxy URL that cannot
+    be used, naming the variable to fix."""
+    import os.path
+
+    import urllib3
+
+    kw: dict[str, object] = {"num_pools": 8, "maxsize": POOL_MAXSIZE, "block": False}
+    if tls:
+        if env.ca and not os.path.exists(env.ca):
+            raise RegistryUnavailableError(
+                f"the CA certificates {env.ca} named for registry {registry} do not exist",
+                hint="point REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE / SSL_CERT_FILE / SSL_CERT_DIR at a PEM file "
+                "(or a directory of certificates), or unset it",
+                registry=registry,
+            )
+        if env.ca and os.path.isdir(env.ca):
+            kw["ca_cert_dir"] = env.ca
+        else:
+            import certifi
+
+            kw["ca_certs"] = env.ca or certifi.where()
+    if not env.proxy:
+        return urllib3.PoolManager(**kw)  # type: ignore[arg-type]
+    try:
+        if env.proxy.startswith("socks"):
+            from urllib3.contrib.socks import SOCKSProxyManager
+
+            user, _, password = (env.proxy_auth or "").partition(":")
+            return SOCKSProxyManager(env.proxy, username=user or None, password=password or None, **kw)  # type: ignore[arg-type]
+        headers = urllib3.make_headers(proxy_basic_auth=env.proxy_auth) if env.proxy_auth else None
+        return urllib3.ProxyManager(env.proxy, proxy_headers=headers, **kw)  # type: ignore[arg-type]
+    except (ImportError, ValueError, AssertionError, urllib3.exceptions.HTTPError) as exc:
+        raise RegistryUnavailableError(
+            f"the proxy {env.proxy} named for registry {registry} (HTTPS_PROXY / HTTP_PROXY / ALL_PROXY) "
+            f"cannot be used: {exc}",
+            hint="use an http:// or https:// proxy URL (socks:// needs the PySocks package), or unset the variable",
+            registry=registry,
+        ) from exc
+
+
+def connection_cause(exc: BaseException) -> str:
+    """Why a connection failed, in words, from the innermost cause of ``exc`` (urllib3 wraps the
+    socket error): ``the host name does not resolve (DNS)`` (``socket.gaierror``), ``connection
+    refused``, ``connection reset``, ``no answer in time``, else the OS error's text or the
+    exception's type name; ``(through the proxy: ...)`` added when a proxy was in the way. Pure."""
+    seen = _chain(exc)
     via = (
         " (through the proxy: HTTPS_PROXY / HTTP_PROXY)" if any(type(e).__name__ == "ProxyError" for e in seen) else ""
     )
@@ -474,9 +586,10 @@ def _innermost_cause(exc: BaseException, seen: list[BaseException]) -> str:
             return "connection reset"
         if isinstance(e, TimeoutError):
             return "no answer in time"
-    names = {type(e).__name__ for e in seen}
+    if _timed_out(exc):
+        return "no answer in time"
     if any(isinstance(e, OSError) and e.strerror for e in seen):
         return next(str(e.strerror) for e in reversed(seen) if isinstance(e, OSError) and e.strerror)
-    if any(n in names for n in ("ReadTimeout", "ConnectTimeout", "Timeout", "ReadTimeoutError")):
-        return "no answer in time"
-    return type(exc).__name__
+    names = {type(e).__name__ for e in seen}
+    broke = any(n in names for n in ("ProtocolError", "RemoteDisconnected", "IncompleteRead"))
+    return "the connection broke off" if broke else type(exc).__name__

@@ -18,7 +18,7 @@ import threading
 from typing import TYPE_CHECKING
 
 import pytest
-from requests.adapters import HTTPAdapter
+import urllib3
 
 from builder.errors import BuilderError, NotFoundError, RegistryError
 from builder.registry import Credential, RegistryClient
@@ -119,11 +119,12 @@ def _one_connection_client(address: str) -> tuple[RegistryClient, Callable[[], i
     """A client whose pool holds one connection and blocks while it is out; and a function
     returning how many of the pool's slots are free (1 when nothing leaked)."""
     client = RegistryClient(address, insecure=True, retries=2, backoff=0.0, auth=Credential("u", "p"))
-    adapter = HTTPAdapter(pool_connections=1, pool_maxsize=1, pool_block=True)
-    client.transport._adapter = adapter  # the probe: a leak now blocks the next request forever
+    pm = urllib3.PoolManager(num_pools=1, maxsize=1, block=True)
+    transport = client.transport
+    env = transport.env_settings(transport.base + "/")
+    transport._managers[(env.pool_key, False)] = pm  # the probe: a leak now blocks the next request forever
 
     def free_slots() -> int:
-        pm = adapter.poolmanager
         pools = [pm.pools[key] for key in pm.pools.keys()]  # noqa: SIM118 - RecentlyUsedContainer
         assert len(pools) == 1 and pools[0].pool is not None  # the one host, one pool
         return int(pools[0].pool.qsize())

@@ -1,0 +1,155 @@
+"""The network settings a user gives through the environment, resolved for one ``scheme://host``:
+the proxy (``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY``, bypassed by ``NO_PROXY``), the CA
+certificates to trust (``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``, else ``SSL_CERT_FILE`` /
+``SSL_CERT_DIR``, else certifi's Mozilla bundle) and ``.netrc`` credentials (``NETRC``, else
+``$HOME/.netrc``). Pure apart from reading the ``.netrc`` file: the environment is a mapping the
+composition root (builder/app.py) hands over; nothing here reads ``os.environ``.
+
+The meanings are those the registry client had through ``requests`` (``trust_env``:
+``Session.merge_environment_settings``, ``utils.get_environ_proxies``, ``should_bypass_proxies``,
+``select_proxy``, ``get_netrc_auth``; https://requests.readthedocs.io/en/latest/user/advanced/#proxies
+and https://github.com/psf/requests/blob/v2.32.3/src/requests/utils.py), which follow Python's
+``urllib.request.getproxies_environment`` / ``proxy_bypass_environment``
+(https://docs.python.org/3/library/urllib.request.html#urllib.request.getproxies): a lower-case
+variable wins over its upper-case twin, an empty one unsets it; upper-case ``HTTP_PROXY`` is
+ignored when ``REQUEST_METHOD`` is set (a CGI request, "httpoxy", https://httpoxy.org/);
+``NO_PROXY`` is a comma-separated list of host suffixes (``.example.com`` and ``example.com``
+alike), ``host:port``, IPv4 addresses or CIDR ranges, or ``*`` for every host. A proxy URL
+without a scheme is ``http://``; ``user:password@`` in it is sent as ``Proxy-Authorization``.
+``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` mean what they mean to OpenSSL, curl and Go
+(https://docs.openssl.org/3.0/man3/SSL_CTX_load_verify_locations/): a PEM bundle, a directory of
+hashed certificates; they are new (requests ignored them) and rank below the two above.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+_IPV4_RE = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+
+#: The variables naming a CA bundle (file) or certificate directory, in the order they are read.
+CA_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSettings:
+    """The environment's settings for one ``scheme://host``: ``proxy`` (the proxy URL without
+    credentials; "" for a direct connection), ``proxy_auth`` (``user:password`` from the proxy
+    URL, or None), ``ca`` (a CA bundle file or certificate directory path; None: certifi's
+    bundle) and ``netrc`` ((user, password) from ``.netrc`` for the host, or None)."""
+
+    proxy: str = ""
+    proxy_auth: str | None = None
+    ca: str | None = None
+    netrc: tuple[str, str] | None = None
+
+    @property
+    def pool_key(self) -> tuple[str, str | None, str | None]:
+        """What decides which connection pools serve a request (everything but ``netrc``)."""
+        return (self.proxy, self.proxy_auth, self.ca)
+
+
+def env_settings(url: str, environ: Mapping[str, str]) -> EnvSettings:
+    """The settings for ``url``'s ``scheme://host`` from ``environ`` (see the module text). Reads
+    the ``.netrc`` file when there is one; an unreadable or malformed one counts as none (as for
+    requests and curl's ``--netrc-optional``)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    proxy = "" if bypasses_proxy(host, parts.port, environ) else select_proxy(parts.scheme, host, environ)
+    auth: str | None = None
+    if proxy:
+        if "://" not in proxy:
+            proxy = "http://" + proxy
+        p = urlsplit(proxy)
+        if p.username is not None:
+            auth = f"{unquote(p.username)}:{unquote(p.password or '')}"
+            netloc = p.netloc.rpartition("@")[2]
+            proxy = p._replace(netloc=netloc).geturl()
+    ca = next((environ[name] for name in CA_VARIABLES if environ.get(name)), None)
+    return EnvSettings(proxy=proxy, proxy_auth=auth, ca=ca, netrc=netrc_auth(host, environ))
+
+
+def environ_proxies(environ: Mapping[str, str]) -> dict[str, str]:
+    """``{"http": URL, "https": URL, "all": URL, "no": LIST, ...}`` from ``*_proxy`` variables,
+    as ``urllib.request.getproxies_environment`` reads them (lower case wins, empty unsets)."""
+    proxies: dict[str, str] = {}
+    for name, value in environ.items():
+        if value and name.lower().endswith("_proxy"):
+            proxies[name[:-6].lower()] = value
+    if "REQUEST_METHOD" in environ:
+        proxies.pop("http", None)  # httpoxy: a CGI request's Proxy header arrives as HTTP_PROXY
+    for name, value in environ.items():
+        if name.endswith("_proxy"):  # lower case: wins over the upper-case twin
+            if value:
+                proxies[name[:-6]] = value
+            else:
+                proxies.pop(name[:-6], None)
+    return proxies
+
+
+def select_proxy(scheme: str, host: str, environ: Mapping[str, str]) -> str:
+    """The proxy URL for ``scheme://host`` ("" for none): the most specific of
+    ``scheme://host``, ``scheme``, ``all://host``, ``all`` (requests' ``select_proxy``)."""
+    proxies = environ_proxies(environ)
+    for key in (f"{scheme}://{host}", scheme, f"all://{host}", "all"):
+        if proxies.get(key):
+            return proxies[key]
+    return ""
+
+
+def bypasses_proxy(host: str, port: int | None, environ: Mapping[str, str]) -> bool:
+    """True when ``NO_PROXY`` (``no_proxy`` first) names ``host`` (with ``port``): ``*``; a
+    suffix of the host name or of ``host:port`` (a leading dot ignored); for an IPv4 ``host``
+    only the address itself or a CIDR range containing it. A URL without a host never uses a proxy."""
+    if not host:
+        return True
+    raw = environ.get("no_proxy") or environ.get("NO_PROXY") or ""
+    entries = [e.strip().lower() for e in raw.split(",") if e.strip()]
+    if "*" in entries:
+        return True
+    if _IPV4_RE.match(host):  # an address: only itself or a CIDR range holding it
+        return any(entry == host or ("/" in entry and _in_network(host, entry)) for entry in entries)
+    host_port = f"{host}:{port}" if port else host
+    for entry in entries:
+        name = entry.lstrip(".")
+        if name and (host.endswith(name) or host_port.endswith(name)):
+            return True
+    return False
+
+
+def _in_network(host: str, cidr: str) -> bool:
+    """``host`` (an IPv4 address) is inside ``cidr``; False when either is not one."""
+    import ipaddress
+
+    try:
+        return ipaddress.IPv4Address(host) in ipaddress.IPv4Network(cidr, strict=False)
+    except ValueError:
+        return False
+
+
+def netrc_auth(host: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """(login, password) for ``host`` from the ``.netrc`` file (``NETRC``, else
+    ``$HOME/.netrc``; https://www.gnu.org/software/inetutils/manual/html_node/The-_002enetrc-file.html),
+    or None: no file, no entry for the host (nor a ``default`` one), or a file that does not parse."""
+    path = environ.get("NETRC") or (environ["HOME"] + "/.netrc" if environ.get("HOME") else "")
+    if not host or not path:
+        return None
+    import netrc
+    import os.path
+
+    if not os.path.isfile(path):
+        return None
+    try:
+        entry = netrc.netrc(path).authenticators(host)
+    except (netrc.NetrcParseError, OSError):
+        return None  # as requests: a broken .netrc is not used (curl --netrc-optional does the same)
+    if entry is None:
+        return None
+    login, account, password = entry
+    return (login or account or "", password or "")
