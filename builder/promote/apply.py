@@ -52,7 +52,7 @@ from builder.promote.records import pointer_trust, records_on
 from builder.promote.transfer import copy_evidence, copy_manifest
 from builder.registry import CopyStats, put_manifest_repairing
 from builder.signing.attest import attest_image, prepare_attestation
-from builder.signing.layer import ATT_SUFFIX, signature_config
+from builder.signing.layer import ATT_SUFFIX, SIGNATURE_CONFIG, SIGNATURE_CONFIG_DIGEST, known_blobs
 from builder.signing.sign import sign_image
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 
     from builder.policy import Decision, RuleResult
     from builder.promote.context import PromotionContext
+    from builder.registry import RegistryClient
     from builder.signing.signer import Signer
 
 EARLY_RECORD_MAX_AGE_S = 2.0
@@ -214,14 +215,8 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
     # conflict, an interrupted run's record reused), nothing refers to them.
     early = new_record(ctx, plan, signer, "promote", digest, expected)
     prepared = prepare_attestation(dc.registry, dst.repository, digest, PROMOTION_V1, early.predicate(), signer)
-    # the config of a one-layer .att only when this run saw no .att there (else the record joins
-    # other layers and append_layer writes the config of the longer list itself)
-    early_blobs = [prepared.layer.blob]
-    if _att_absent(plan):
-        early_blobs.append(signature_config([prepared.layer.digest]))
-    uploading = (
-        [Task(functools.partial(dc.put_blob, dst.repository, b)) for b in early_blobs] if expected != digest else []
-    )
+    known = _known_in_destination(plan)
+    uploading = _early_uploads(plan, dc, prepared.layer.blob, known) if expected != digest else []
     with ctx.lock(dst):
         current = dc.try_resolve(dst.repository, dst.pointer_tag)
         # current == digest: an interrupted run of this promotion (tag moved, ledger row missing)
@@ -272,7 +267,7 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
                 signer,
                 lock_dir=ctx.lock_dir,
                 prepared=prepared,
-                uploaded=Uploads(uploading),  # waited for only when the .att manifest is about to name them
+                uploaded=Uploads(uploading, known),  # waited for only when the .att manifest is about to name them
             )
             return dataclasses.replace(early, signer=signer.fingerprint, layer=write.layer_digest)
 
@@ -312,6 +307,26 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
         mark_replaced(ctx, dst, rec, signer)
         seq = ctx.ledger.append(ledger_row(rec, plan.decision)).seq if ctx.ledger is not None else None
     return Applied(plan, rec, time.perf_counter() - t0, False, CopyCounts.of(stats, evidence_stats), seq)
+
+
+def _early_uploads(plan: Plan, dc: RegistryClient, layer: bytes, known: frozenset[str]) -> list[Task[str]]:
+    """The record's blob, uploading now, and the ``.sig``/``.att`` config (one blob for every such
+    manifest, ``SIGNATURE_CONFIG``) when no manifest the plan read in the destination names it and
+    this run saw no ``.att`` there (else the read under the signature lock shows whether it is)."""
+    blobs = [layer]
+    if _att_absent(plan) and SIGNATURE_CONFIG_DIGEST not in known:
+        blobs.append(SIGNATURE_CONFIG)
+    return [Task(functools.partial(dc.put_blob, plan.destination.repository, b)) for b in blobs]
+
+
+def _known_in_destination(plan: Plan) -> frozenset[str]:
+    """Blobs the destination repository holds by what the plan read there: the config and layers
+    of the ``.sig``/``.att`` manifests of the source when it is the destination (a manifest is
+    stored only with every blob it names)."""
+    known = plan.evidence_manifests
+    if known is None or plan.source.name != plan.destination.name:
+        return frozenset()
+    return known_blobs(*(m.json for m in known.values() if m is not None))
 
 
 def _att_absent(plan: Plan) -> bool:

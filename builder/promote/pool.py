@@ -113,9 +113,9 @@ class Uploads(Collection[str]):
     """Digests of blobs being uploaded by ``Task`` s returning them: ``digest in uploads`` waits for
     every upload (re-raising its registry error), so a caller can read while they finish."""
 
-    def __init__(self, tasks: Sequence[Task[str]]) -> None:
+    def __init__(self, tasks: Sequence[Task[str]], known: Iterable[str] = ()) -> None:
         self.tasks = list(tasks)
-        self.done: set[str] = set()
+        self.done: set[str] = set(known)  # blobs known to be there already (``known_blobs``)
 
     def _wait(self) -> None:
         for t in self.tasks:

@@ -156,7 +156,8 @@ class WriteResult:
 
 
 def signature_config(layer_digests: Sequence[str]) -> bytes:
-    """The config blob cosign writes for a signature manifest (diff_ids = layer digests)."""
+    """The config blob cosign writes for a signature manifest (diff_ids = layer digests); with no
+    digests, the config of cosign's empty signature image (``SIGNATURE_CONFIG``)."""
     doc = {
         "architecture": "",
         "created": ZERO_TIME,
@@ -166,6 +167,35 @@ def signature_config(layer_digests: Sequence[str]) -> bytes:
         "config": {},
     }
     return json.dumps(doc, separators=(",", ":")).encode()
+
+
+SIGNATURE_CONFIG = signature_config(())
+"""The one config blob builder writes into every ``.sig``/``.att`` manifest: the config of the empty
+image cosign appends signature layers to (go-containerregistry ``empty.Image``:
+https://github.com/google/go-containerregistry/blob/main/pkg/v1/empty/image.go), listing no
+layers. Readers take the layers from the manifest, never from the config (cosign's
+``Signatures.Get`` walks ``manifest.layers``:
+https://github.com/sigstore/cosign/blob/main/pkg/oci/remote/signatures.go; checked with
+``cosign verify`` / ``verify-attestation`` 2.5 in tests/integration/test_cosign_interop.py), and
+cosign appending to such a manifest keeps every layer. Being the same bytes for every manifest, it
+is uploaded once per repository: a ``.sig``/``.att`` manifest read in the repository that names it
+proves it is there (``append_layer``'s ``uploaded``), where a per-layer-list config costs two
+requests (upload ``POST`` + ``PUT``) on every write."""
+SIGNATURE_CONFIG_DIGEST = sha256_digest(SIGNATURE_CONFIG)
+
+
+def known_blobs(*manifests: Mapping[str, Any] | None) -> frozenset[str]:
+    """Digests of the config and layer blobs the given manifests (parsed JSON, None: absent) name:
+    blobs their repository holds (a registry stores a manifest only when every blob it names is
+    there: https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-manifests)."""
+    out: set[str] = set()
+    for m in manifests:
+        if not m:
+            continue
+        for d in [m.get("config"), *(m.get("layers") or [])]:
+            if isinstance(d, dict) and isinstance(d.get("digest"), str):
+                out.add(d["digest"])
+    return frozenset(out)
 
 
 def signature_lock_path(lock_dir: Path, registry: str, repository: str, tag: str) -> Path:
@@ -198,8 +228,10 @@ def append_layer(
     and check our layer is there; when it is not (a writer on another machine, not holding our
     lock, replaced the manifest), merge and write again, up to ``attempts`` times. Raises
     SigningError when every attempt lost our layer, registry errors otherwise.
-    ``uploaded``: digests of blobs the caller already put into ``repository`` (e.g. the layer and
-    the config of a one-layer manifest, uploaded before taking the lock): not uploaded again.
+    ``uploaded``: digests of blobs the caller knows ``repository`` holds (e.g. the layer, uploaded
+    before taking the lock, or ``SIGNATURE_CONFIG`` named by a manifest it read there,
+    ``known_blobs``): not uploaded again. The config is ``SIGNATURE_CONFIG``, not uploaded when the
+    manifest read under the lock names it already.
     """
     tag = signature_tag(digest, suffix)
     lock_dir.mkdir(parents=True, exist_ok=True)
@@ -232,16 +264,16 @@ def append_layer(
                         signer,
                     )
             layers.append(ours)
-            config = signature_config([str(d["digest"]) for d in layers])
-            todo = [b for b in (layer.blob, config) if sha256_digest(b) not in uploaded]
+            there = known_blobs(existing) | set(uploaded)  # the config is usually among them
+            todo = [b for b in (layer.blob, SIGNATURE_CONFIG) if sha256_digest(b) not in there]
             _put_blobs(client, repository, todo)
             manifest = {
                 "schemaVersion": 2,
                 "mediaType": OCI_MANIFEST,
                 "config": {
                     "mediaType": OCI_CONFIG,
-                    "size": len(config),
-                    "digest": sha256_digest(config),
+                    "size": len(SIGNATURE_CONFIG),
+                    "digest": SIGNATURE_CONFIG_DIGEST,
                 },
                 "layers": layers,
             }
@@ -268,12 +300,28 @@ def append_layer(
 # reading layers
 
 
-def fetch_blob(client: RegistryClient, repository: str, descriptor: Mapping[str, Any]) -> bytes | None:
+def fetch_blob(
+    client: RegistryClient, repository: str, descriptor: Mapping[str, Any], *, subject: str | None = None
+) -> bytes | None:
     """The bytes of the blob a descriptor names, as served (None when the registry has none).
-    Integrity is checked by ``blob_problem`` so the reason can say what is wrong."""
+    Integrity is checked by ``blob_problem`` so the reason can say what is wrong.
+
+    ``subject``: the image digest a ``.sig`` layer signs. A simple-signing payload is fully
+    determined by the identity and the digest (``simple_signing_payload``; cosign writes the same
+    bytes, ``optional: null`` when nothing was added): when the payload builder would write for
+    ``<registry>/<repository>`` and ``subject`` hashes to the descriptor's digest, those are the
+    blob's bytes (sha256 names content) and no request is sent. Any other payload (annotations,
+    another spelling of the registry) is read from the registry. A manifest names only blobs the
+    registry holds (it refuses a manifest PUT naming a missing blob: OCI distribution spec,
+    https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-manifests),
+    so the derived bytes stand for the stored ones."""
     digest = str(descriptor.get("digest", ""))
     if not digest.startswith("sha256:") or len(digest) != 71:
         return None
+    if subject is not None and descriptor.get("mediaType") == SIMPLESIGNING_MEDIA_TYPE:
+        derived = simple_signing_payload(f"{client.registry}/{repository}", subject)
+        if sha256_digest(derived) == digest:
+            return derived
     try:
         return _get_blob(client, repository, digest)
     except NotFoundError:

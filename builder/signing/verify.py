@@ -37,7 +37,7 @@ def verify_layer(
 ) -> VerifiedItem:
     """Fetch the blob of one layer of the ``.sig`` or ``.att`` manifest ``tag`` and check it:
     ``check_signature_layer``, or ``check_attestation_layer`` for an ``.att`` tag."""
-    blob = fetch_blob(client, repository, descriptor)
+    blob = fetch_blob(client, repository, descriptor, subject=None if tag.endswith(ATT_SUFFIX) else digest)
     if tag.endswith(ATT_SUFFIX):
         return check_attestation_layer(descriptor, blob, digest, verifiers, tag=tag)
     return check_signature_layer(descriptor, blob, digest, verifiers, tag=tag)

@@ -116,12 +116,14 @@ def setup(registry_address: str, unique_repo: str, tmp_path: Path) -> Setup:
     return Setup(registry_address, unique_repo, tmp_path)
 
 
-def test_same_repository_promotion_sends_17_requests(setup: Setup) -> None:
-    """plan: source tag GET, pointer HEAD, .sig GET + its blob, .att GET, fallback referrers index GET
-    (6); apply: the record's two blobs (POST + PUT each), pointer HEAD under the lock, .att read,
-    PUT and re-read (lost-update check), pointer HEAD before the move, tag PUT, HEAD after (11)."""
+def test_same_repository_promotion_sends_14_requests(setup: Setup) -> None:
+    """plan: source tag GET, pointer HEAD, .sig GET (its payload is derived from the digest, not
+    read), .att GET, fallback referrers index GET (5); apply: the record's DSSE blob (POST + PUT;
+    the .sig/.att config is one blob for every such manifest and the .sig the plan read names it),
+    pointer HEAD under the lock, .att read, PUT and re-read (lost-update check), pointer HEAD
+    before the move, tag PUT, HEAD after (9)."""
     target, digest = setup.build("reqs-same")
-    assert setup.promote(target, "dev") == 17
+    assert setup.promote(target, "dev") == 14
     assert setup.client.resolve(setup.repo, "reqs-same-dev") == digest
 
 
@@ -130,7 +132,7 @@ def test_cross_repository_promotion_reads_the_source_referrers_index_once(setup:
     for its new name): the source's fallback referrers index the plan read is not read again."""
     target, digest = setup.build("reqs-cross")
     setup.promote(target, "dev")
-    assert setup.promote(target, "rel") == 37
+    assert setup.promote(target, "rel") == 31
     assert setup.client.resolve(f"rel/{setup.repo}", "reqs-cross-rel") == digest
 
 
@@ -151,10 +153,11 @@ def test_a_batch_mounts_each_shared_blob_once(setup: Setup) -> None:
     outcomes = promote_many(ctx, targets, "rel", confirm=True)
     assert all(o.ok for o in outcomes), [o.to_json() for o in outcomes]
     # the base layer is already in rel/<repo> (mounted by the promotion of `alone`, by another client):
-    # each variant would mount it again without the per-client memory; the batch mounts it once (-2).
+    # each variant would mount it again without the per-client memory; the batch mounts it once (-2),
+    # and so the .sig/.att config, one blob for every such manifest (-2).
     # The batch also lists its two repositories once (+2), which answers for each variant that the
     # source has no fallback referrers index and the stage pointer does not exist yet (-2 each)
-    assert clients.sent == 3 * single - 2 + 2 - 3 * 2, (clients.sent, single)
+    assert clients.sent == 3 * single - 2 - 2 + 2 - 3 * 2, (clients.sent, single)
 
 
 def test_a_batch_lists_its_repository_once_instead_of_asking_for_absent_tags(setup: Setup) -> None:
@@ -165,7 +168,7 @@ def test_a_batch_lists_its_repository_once_instead_of_asking_for_absent_tags(set
     ctx, clients = setup.context()
     outcomes = promote_many(ctx, targets, "dev", confirm=True)
     assert all(o.ok for o in outcomes), [o.to_json() for o in outcomes]
-    assert clients.sent == 3 * (17 - 3) + 1, clients.sent
+    assert clients.sent == 3 * (14 - 3) + 1, clients.sent
     assert [setup.client.try_resolve(setup.repo, f"{t.variant}-dev") for t in targets] == [
         o.applied.record.digest for o in outcomes if o.applied is not None
     ]
@@ -174,8 +177,8 @@ def test_a_batch_lists_its_repository_once_instead_of_asking_for_absent_tags(set
 def test_status_lists_each_repository_once_and_reads_each_digest_once(setup: Setup) -> None:
     """Six variants in one repository, three of them in dev: one tags/list answers which pointers,
     ``.sig``/``.att`` tags and fallback referrers indexes exist; each promoted row then costs its
-    pointer HEAD, ``.sig`` and ``.att`` GETs and their two blobs (signature, record), and nothing is
-    asked for a variant that is not in the stage."""
+    pointer HEAD, ``.sig`` and ``.att`` GETs and the record's blob (the signature's payload is
+    derived from the digest), and nothing is asked for a variant that is not in the stage."""
     targets = []
     for i in range(6):
         target, _ = setup.build(f"reqs-status-{i}")
@@ -186,12 +189,12 @@ def test_status_lists_each_repository_once_and_reads_each_digest_once(setup: Set
     rows = status(ctx, targets, ["dev"])
     assert [r.digest is not None for r in rows] == [True, False] * 3
     assert all(r.signatures == 1 and r.action == "promote" for r in rows if r.digest)
-    assert clients.sent == 1 + 3 * 5, clients.sent
+    assert clients.sent == 1 + 3 * 4, clients.sent
 
     ctx, clients = setup.context()  # one row alone: no listing (it would cost as much as it saves)
     [row] = status(ctx, targets[:1], ["dev"])
     assert row.digest is not None and row.signatures == 1
-    assert clients.sent == 6, clients.sent  # + the fallback referrers index, absent
+    assert clients.sent == 5, clients.sent  # + the fallback referrers index, absent
 
 
 def test_history_reads_the_pointer_and_each_record_once(setup: Setup) -> None:

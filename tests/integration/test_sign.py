@@ -30,7 +30,7 @@ from builder.signing.keys import (
     load_signer,
     short_fingerprint,
 )
-from builder.signing.layer import signature_tag
+from builder.signing.layer import SIGNATURE_CONFIG, signature_tag
 from builder.signing.sign import sign_and_attest_build, sign_image
 from builder.signing.verify import read_attestations, verify_image
 
@@ -125,8 +125,16 @@ def test_sign_attest_verify_round_trip(client: RegistryClient, image: tuple[str,
     assert layer["mediaType"] == "application/vnd.dsse.envelope.v1+json"
     assert layer["annotations"]["dev.cosignproject.cosign/signature"] == ""
     assert layer["annotations"]["predicateType"] == PTYPE
+    # the config is the one of cosign's empty signature image, the same bytes for every .sig/.att
+    # manifest (uploaded once per repository; readers take the layers from the manifest)
     config = json.loads(client.get_blob(repo, manifest["config"]["digest"]))
-    assert config["rootfs"]["diff_ids"] == [d["digest"] for d in manifest["layers"]]
+    assert config["rootfs"] == {"type": "layers", "diff_ids": []} and config["created"] == "0001-01-01T00:00:00Z"
+    sig_manifest = client.get_manifest(repo, signature_tag(digest, ".sig")).json
+    assert sig_manifest["config"] == manifest["config"] == {
+        "mediaType": "application/vnd.oci.image.config.v1+json",
+        "size": len(SIGNATURE_CONFIG),
+        "digest": sha256_digest(SIGNATURE_CONFIG),
+    }
 
 
 def test_read_attestations_for_policies(client: RegistryClient, image: tuple[str, str], tmp_path: Path) -> None:
@@ -471,3 +479,27 @@ def test_cli_verify_output_tells_signers_apart(
     full = json.loads(run_cli(["verify", ref, *both, "--json"], tmp_path, reg).stdout)
     assert [i["classification"] for i in full["items"]].count("ok") == 3
     assert all({"kind", "ok", "reason", "signer", "statement", "classification"} <= set(i) for i in full["items"])
+
+
+def test_a_signature_payload_derived_from_its_digest_is_not_read(
+    client: RegistryClient, image: tuple[str, str], tmp_path: Path
+) -> None:
+    """A plain simple-signing payload is determined by the identity and the digest: verifying it
+    sends no blob GET (the derived bytes hash to the layer's digest); a payload with annotations
+    cannot be derived and is read from the registry, and both verify."""
+    repo, digest = image
+    signer = new_signer(tmp_path / "k")
+    sign_image(client, repo, digest, signer, lock_dir=tmp_path / "locks")
+    keys = [public_key(signer)]
+    fresh = RegistryClient(client.registry, insecure=True)
+    report = verify_image(fresh, repo, digest, keys=keys)
+    assert report.ok and [i.kind for i in report.items] == ["signature"]
+    first = fresh.requests_sent  # manifests, the digest's confirmation, referrers: no blob
+    assert fresh.content.size == 0, "a blob was read"
+
+    sign_image(client, repo, digest, signer, lock_dir=tmp_path / "locks", annotations={"team": "infra"})
+    fresh = RegistryClient(client.registry, insecure=True)
+    report = verify_image(fresh, repo, digest, keys=keys)
+    assert report.ok and [i.ok for i in report.items] == [True, True]
+    assert fresh.requests_sent == first + 1  # + the annotated payload's blob
+    assert fresh.content.size > 0
