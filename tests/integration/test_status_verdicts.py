@@ -169,3 +169,22 @@ def test_a_verdict_is_not_reused_when_the_tag_names_another_manifest(project: Pr
             assert row.signatures == 0 and row.action == "promote", _shown(rows)
         else:  # the promotion record no longer verifies: the pointer is not explained
             assert row.signatures == 1 and row.action is None and row.note, _shown(rows)
+
+
+def test_a_damaged_cache_file_is_a_miss(project: Project) -> None:
+    """Files holding another key's verdict (well-formed), and truncated files, are read as misses:
+    the layers are verified from the registry again (and their files written again), the rows do
+    not change."""
+    cold, cold_sent = project.status()
+    files = sorted((project.state / "cache" / "verdicts").glob("*/*.json"))
+    assert len(files) == 2 * 3  # per promoted row: its signature and its promotion record
+    bodies = [f.read_bytes() for f in files]
+    for f, body in zip(files, bodies[1:] + bodies[:1], strict=True):
+        f.write_bytes(body)  # each file now holds the next one's verdict
+    rows, sent = project.status()
+    assert _shown(rows) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
+    assert [f.read_bytes() for f in files] == bodies  # written again under the right names
+    for f in files:
+        f.write_bytes(f.read_bytes()[:40])  # truncated
+    rows, sent = project.status()
+    assert _shown(rows) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
