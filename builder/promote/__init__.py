@@ -18,8 +18,8 @@ Modules, by concern:
 - ``listing``: a repository's tags listed once for a batch or a ``status`` query
 - ``plan``, ``apply``: plan_promotion; apply_promotion, promote_many
 - ``rollback``: plan_rollback (the dry run), apply_rollback, rollback (``--to DIGEST``)
-- ``queries``: status, stage histories, resolve (and the commands' ``status_report``,
-  ``variant_history``, ``resolve_variant``)
+- ``queries``: status, stage histories (and the commands' ``status_report``, ``variant_history``)
+- ``resolution``: resolve (and the command's ``resolve_variant``)
 - ``batch``: ``builder promote`` / ``builder rollback`` from names (``promote_names``, ``rollback_variant``)
 - ``approve``: ``builder approve`` (judged against the policy, then written)
 - ``fleets``: fleet verdicts through ``builder.compat``
@@ -66,11 +66,8 @@ if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
     )
     from builder.promote.plan import plan_promotion
     from builder.promote.queries import (
-        Resolved,
         StatusReport,
         VariantHistory,
-        resolve,
-        resolve_variant,
         stage_histories,
         status,
         status_report,
@@ -86,6 +83,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
         read_records,
         records_on,
     )
+    from builder.promote.resolution import Resolved, resolve, resolve_variant
     from builder.promote.rollback import apply_rollback, plan_rollback, rollback
     from builder.promote.targets import TargetScope, UnknownVariantError, resolve_targets, scope_of
 
@@ -111,7 +109,7 @@ _EXPORTS: dict[str, str] = {
     "PromotionContext": "context",
     "PromotionRecord": "model",
     "RecordsOn": "records",
-    "Resolved": "queries",
+    "Resolved": "resolution",
     "RollbackResult": "batch",
     "StageHistory": "model",
     "StatusReport": "queries",
@@ -141,9 +139,9 @@ _EXPORTS: dict[str, str] = {
     "promote_names": "batch",
     "read_records": "records",
     "records_on": "records",
-    "resolve": "queries",
+    "resolve": "resolution",
     "resolve_targets": "targets",
-    "resolve_variant": "queries",
+    "resolve_variant": "resolution",
     "rollback": "rollback",
     "rollback_variant": "batch",
     "scope_of": "targets",

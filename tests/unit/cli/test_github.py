@@ -20,7 +20,7 @@ from builder.cli.github import (
     workflow_command,
 )
 from builder.models import BuiltImage, SummaryRow
-from builder.promote.queries import Resolved
+from builder.promote.resolution import Resolved
 from tests.conftest import ROOT, Cli
 
 if TYPE_CHECKING:
