@@ -21,8 +21,9 @@ an Image"; https://github.com/opencontainers/distribution-spec/blob/main/spec.md
 deletes manifests by digest, which removes every tag naming them: a manifest is deleted only when
 all its tags go, so a candidate whose digest a kept tag also names stays (reported).
 
-The age of a tag is its image config's ``created`` time (an index: its first runnable
-platform's); an image without one is never deleted. Bytes reclaimable: the sizes of the unique
+The age of a tag is its image config's ``created`` time (an index: that of its ``linux/amd64``
+platform, else its first runnable one); an image without one is never deleted. Each manifest is read
+once per repository sweep. Bytes reclaimable: the sizes of the unique
 blobs (configs and layers) of the deleted manifests that no kept manifest of the same
 repository references; the registry frees them when its garbage collector runs
 (``registry garbage-collect``), and only when no other repository links them.
@@ -33,8 +34,10 @@ Errors: registry errors (5-7) propagate; a registry that refuses deletes (405, n
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import re
+import threading
 from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import TypedDict
@@ -45,7 +48,8 @@ from builder.policy.durations import format_duration, parse_time
 from builder.promote.pool import map_parallel
 from builder.promote.records import history
 from builder.promote.targets import CONTENT_SUFFIX, resolve_targets, scope_of
-from builder.registry import OCI_EMPTY, OCI_MANIFEST, canonical_json, image_config
+from builder.registry import OCI_EMPTY, OCI_MANIFEST, canonical_json
+from builder.registry.copy import index_platform, manifest_config
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -53,7 +57,7 @@ if TYPE_CHECKING:
 
     from builder.promote.context import PromotionContext
     from builder.promote.model import Target
-    from builder.registry import Descriptor, RegistryClient
+    from builder.registry import Descriptor, Manifest, RegistryClient
 
 PENDING_PREFIX = "pending-"
 """The prefix of a build's pending tag (``builder.build.plan.PENDING_PREFIX``)."""
@@ -276,7 +280,9 @@ class _Candidate:
 
 
 class _Sweep:
-    """One repository: classify its tags, decide, then (with ``confirm``) delete."""
+    """One repository: classify its tags, decide, then (with ``confirm``) delete. Each manifest is read
+    once per sweep (:meth:`manifest`): its age, the platforms of an index and the blobs it references
+    all come from that one read."""
 
     def __init__(
         self,
@@ -293,6 +299,24 @@ class _Sweep:
         self.protected = protected
         self.content_retention, self.pending_retention = retention
         self.now = now
+        self._manifests: dict[str, concurrent.futures.Future[Manifest | None]] = {}
+        self._lock = threading.Lock()
+
+    def manifest(self, digest: str) -> Manifest | None:
+        """The manifest ``digest`` names (None: gone), read from the registry once per sweep - a digest's
+        bytes never change - even when several workers ask for it at once."""
+        with self._lock:
+            pending = self._manifests.get(digest)
+            reader = pending is None
+            if pending is None:
+                pending = self._manifests[digest] = concurrent.futures.Future()
+        if reader:
+            try:
+                pending.set_result(self.client.try_get_manifest(self.repository, digest))
+            except BaseException as exc:  # every waiter sees the reader's error
+                pending.set_exception(exc)
+                raise
+        return pending.result()
 
     def kind_of(self, tag: str) -> tuple[Kind, str] | None:
         """(pending or content, the variant) for a candidate tag of a chosen variant, None for a tag to keep."""
@@ -354,7 +378,7 @@ class _Sweep:
     def children(self, digest: str) -> list[str]:
         """The manifests an index lists (platforms and buildx attestation manifests); [] for an
         image manifest or a digest that is gone."""
-        m = self.client.try_get_manifest(self.repository, digest)
+        m = self.manifest(digest)
         return [d.digest for d in m.manifests] if m is not None and m.is_index else []
 
     def evidence_subjects(self, going: set[str], kept: set[str]) -> dict[str, str]:
@@ -423,8 +447,16 @@ class _Sweep:
         return item(True, f"{what}, older than {format_duration(retention)}")
 
     def age(self, digest: str) -> tuple[str | None, float | None]:
-        """The image config's ``created`` time and the age in seconds (None, None: unknown)."""
-        created = image_config(self.client, self.repository, digest).get("created")
+        """The image config's ``created`` time and the age in seconds (None, None: unknown, or the
+        manifest is gone); an index: that of the platform :func:`builder.registry.copy.platform_manifest`
+        reads. Raises RegistryError for an index without runnable platforms or a manifest without config."""
+        top = self.manifest(digest)
+        if top is not None and top.is_index:
+            where = f"{self.client.registry}/{self.repository}@{digest}"
+            top = self.manifest(index_platform(top, None, where).digest)
+        if top is None:
+            return None, None
+        created = manifest_config(self.client, self.repository, top).get("created")
         when = parse_time(created)
         if when is None:
             return None, None
@@ -432,7 +464,7 @@ class _Sweep:
 
     def blobs(self, digest: str) -> dict[str, int]:
         """Blob digest -> size of everything ``digest`` references (an index: its children's too)."""
-        m = self.client.try_get_manifest(self.repository, digest)
+        m = self.manifest(digest)
         if m is None:
             return {}
         out = {b.digest: b.size for b in m.blobs}

@@ -229,17 +229,24 @@ def platform_manifest(
             if own is None or not platform_matches(own, platform):
                 raise _no_such_platform(where, platform, [own] if own else [])
         return top, top, None
-    plats = runnable_platforms(top)
+    chosen = index_platform(top, platform, where)
+    return top, client.get_manifest(repository, chosen.digest), str(chosen.platform) if chosen.platform else None
+
+
+def index_platform(index: Manifest, platform: str | None, where: str) -> Descriptor:
+    """The descriptor of ``platform`` in ``index`` by the rules of :func:`platform_manifest` (None: its
+    ``linux/amd64`` manifest, else its first runnable one; attestation manifests never). ``where`` names
+    the index in errors: RegistryError for an index without runnable platforms, NotFoundError (exit 8)
+    listing the platforms it has when ``platform`` is not among them."""
+    plats = runnable_platforms(index)
     if not plats:
         raise RegistryError(f"{where} is an index without runnable platforms")
     if platform is None:
-        chosen = next((d for d in plats if d.platform is not None and str(d.platform) == DEFAULT_PLATFORM), plats[0])
-    else:
-        found = next((d for d in plats if d.platform is not None and platform_matches(str(d.platform), platform)), None)
-        if found is None:
-            raise _no_such_platform(where, platform, [str(d.platform) for d in plats if d.platform is not None])
-        chosen = found
-    return top, client.get_manifest(repository, chosen.digest), str(chosen.platform) if chosen.platform else None
+        return next((d for d in plats if d.platform is not None and str(d.platform) == DEFAULT_PLATFORM), plats[0])
+    found = next((d for d in plats if d.platform is not None and platform_matches(str(d.platform), platform)), None)
+    if found is None:
+        raise _no_such_platform(where, platform, [str(d.platform) for d in plats if d.platform is not None])
+    return found
 
 
 #: The platform of an index read when none is asked for (what ``docker pull`` on an x86-64 host runs).
@@ -291,12 +298,19 @@ def platform_config(
     descriptor (not an image manifest) or the config is not a JSON object, and what
     :func:`platform_manifest` raises."""
     top, manifest, chosen = platform_manifest(client, repository, reference, platform)
+    config = manifest_config(client, repository, manifest)
+    return top, manifest, chosen or _platform_of(config), config
+
+
+def manifest_config(client: RegistryClient, repository: str, manifest: Manifest) -> dict[str, Any]:
+    """The image config object of an image ``manifest`` already read (its config blob, read once per
+    client). Raises RegistryError when the manifest has no config descriptor (not an image manifest)
+    or the config is not a JSON object, and the client's errors."""
     cfg = manifest.config
     if cfg is None:
         where = f"{client.registry}/{repository}@{manifest.digest}"
         raise RegistryError(f"{where} has no config descriptor (not an image manifest)")
-    config = parse_json_object(client.get_blob(repository, cfg.digest), f"config {cfg.digest} of {repository}")
-    return top, manifest, chosen or _platform_of(config), config
+    return parse_json_object(client.get_blob(repository, cfg.digest), f"config {cfg.digest} of {repository}")
 
 
 def image_config(client: RegistryClient, repository: str, digest: str, platform: str | None = None) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from builder.promote.gc import _Protection, _Sweep
 from builder.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient, fallback_tag
 from builder.signing.bundles import attest_bundle
 from builder.signing.keys import load_signer
@@ -325,3 +326,30 @@ def test_a_deleted_index_takes_its_platform_signatures_and_bundles_but_not_a_sha
 
 def run_gc(cli: Cli, env: dict[str, str], project: Path, *args: str) -> Any:
     return cli("gc", "--json", *args, env=env, cwd=project).json()
+
+
+def test_a_sweep_reads_each_manifest_once(registry_address: str, unique_repo: str) -> None:
+    """Exact requests of one dry-run sweep (``RegistryClient.requests_sent``): an old image and an old
+    two-platform index (both candidates) and an image under a tag builder does not know (kept). Each of
+    the five manifests is read once, though its age, an index's platforms and the blobs it references
+    all need it; each config blob once."""
+    repo = unique_repo
+    pusher = RegistryClient(registry_address, insecure=True)
+    image = push_dated(pusher, repo, [f"{VARIANT}-{'a' * 12}"], created=OLD, layers=[layer()])
+    amd64, arm64 = (push_platform(pusher, repo, arch, created=OLD) for arch in ("amd64", "arm64"))
+    index = push_index(pusher, repo, [f"{VARIANT}-{'b' * 12}"], [amd64, arm64])
+    push_dated(pusher, repo, ["keep-me"], created=OLD, layers=[layer()])
+    subjects = sorted({image, index, amd64["digest"], arm64["digest"]})
+    lister = RegistryClient(registry_address, insecure=True)
+    for subject in subjects:  # what the referrers of the deleted digests and platforms cost on this registry
+        lister.referrers(repo, subject)
+
+    client = RegistryClient(registry_address, insecure=True)
+    retention = (dt.timedelta(days=30), dt.timedelta(hours=1))
+    sweep = _Sweep(client, repo, frozenset({VARIANT}), _Protection(frozenset(), {}), retention, dt.datetime.now(dt.UTC))
+    report = sweep.run(confirm=False)
+
+    assert set(report.manifests) == {image, index}
+    # 1 tag list + 3 tag HEADs + 5 manifest GETs (image, index, its 2 platforms, keep-me) + 2 config
+    # blobs (the image's, the index's amd64 platform's: the age of an index is that platform's)
+    assert client.requests_sent == 1 + 3 + 5 + 2 + lister.requests_sent
