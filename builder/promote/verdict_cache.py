@@ -10,7 +10,9 @@ the blob (content-addressed by that digest: OCI image-spec v1.1 "Descriptors",
 https://github.com/opencontainers/image-spec/blob/v1.1.0/descriptor.md#digests) and the trust
 material it is checked with. The cache key is the sha256 of all of these (every public key's
 fingerprint: the sha256 of its DER SubjectPublicKeyInfo, ``builder.signing.keys.fingerprint_of``),
-plus the registry and repository it was read from, builder's version and this file's format. A key
+plus the registry and repository it was read from and builder's code that judges layers
+(``builder.cachefile.code_stamp`` of ``builder/signing`` and this module: an edited verifier never
+reads an older one's verdicts). A key
 never names a tag's current content: the ``.sig``/``.att`` manifests (tags move) and the stage
 pointer are read from the registry on every run, so a tag that now names another manifest brings
 other descriptors and so other keys, and a key added to or removed from the policy changes every key.
@@ -22,7 +24,7 @@ is kept when a verifier is not one whose trust material this module can name.
 
 Where: ``<state_dir>/cache/verdicts/<2 hex>/<64 hex>.json`` (machine-local, like the keys and the
 ledger next to it; deleting the directory at any time only costs the next run its reads). Written
-atomically (temporary file + ``os.replace``); a file that cannot be read or does not hold its own
+atomically (``builder.cachefile.write_json``); a file that cannot be read or does not hold its own
 key is a miss. Thread-safe; also remembers verdicts in memory for the run (``status`` verifies the
 ``.att`` layers once for the row's attestation types and once for its promotion record).
 """
@@ -32,13 +34,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from builder import __version__
+from builder.cachefile import code_stamp, write_json
 from builder.promote.context import KeylessOnFirstUse
 from builder.signing.layer import CERTIFICATE_ANNOTATION
 from builder.signing.report import VerifiedItem
@@ -47,12 +46,16 @@ from builder.signing.verify import verify_layer
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
     from builder.registry import RegistryClient
     from builder.signing.verifiers import LayerVerifier
 
 FORMAT = 1
 """Version of the key material and of the file's shape (a change makes every old file a miss)."""
+
+JUDGES = ("signing", "promote/verdict_cache.py")
+"""builder's sources that decide a layer's verdict (``code_stamp`` names, relative to the package)."""
 
 _KINDS = ("signature", "attestation")
 
@@ -74,12 +77,13 @@ def trust_identity(verifiers: Sequence[LayerVerifier]) -> str | None:
 
 
 def verdict_key(
-    registry: str, repository: str, digest: str, descriptor: Mapping[str, Any], trust: str, *, tag: str
+    registry: str, repository: str, digest: str, descriptor: Mapping[str, Any], trust: str, *, tag: str, code: str
 ) -> str:
-    """sha256 hex of everything a layer's verdict depends on (see the module's docstring)."""
+    """sha256 hex of everything a layer's verdict depends on (see the module's docstring); ``code``:
+    the ``code_stamp`` of :data:`JUDGES`."""
     material = {
         "format": FORMAT,
-        "builder": __version__,
+        "code": code,
         "registry": registry,
         "repository": repository,
         "subject": digest,
@@ -133,6 +137,7 @@ class VerdictCache:
     misses: int = 0
     unwritable: int = 0
     _memory: dict[str, VerifiedItem] = dataclasses.field(default_factory=dict, repr=False)
+    _code: str | None = dataclasses.field(default=None, repr=False)
     _guard: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     def verify_layer(
@@ -149,9 +154,10 @@ class VerdictCache:
         from the cache when this exact layer was verified with this trust before."""
         annotations = descriptor.get("annotations")
         trust = trust_identity(verifiers)
-        if trust is None or (isinstance(annotations, dict) and annotations.get(CERTIFICATE_ANNOTATION)):
+        code = self._code_stamp()
+        if trust is None or code is None or (isinstance(annotations, dict) and annotations.get(CERTIFICATE_ANNOTATION)):
             return verify_layer(client, repository, digest, descriptor, verifiers, tag=tag)
-        key = verdict_key(client.registry, repository, digest, descriptor, trust, tag=tag)
+        key = verdict_key(client.registry, repository, digest, descriptor, trust, tag=tag, code=code)
         got = self._recall(key)
         if got is not None:
             with self._guard:
@@ -163,6 +169,17 @@ class VerdictCache:
         if item.ok and not item.keyless:
             self._keep(key, item)
         return item
+
+    def _code_stamp(self) -> str | None:
+        """The code stamp of :data:`JUDGES`, read once; None when a source vanished while read
+        (builder being reinstalled: nothing is cached this run)."""
+        with self._guard:
+            if self._code is None:
+                try:
+                    self._code = code_stamp(JUDGES)
+                except OSError:
+                    return None
+            return self._code
 
     def _path(self, key: str) -> Path | None:
         return self.directory / key[:2] / f"{key}.json" if self.directory is not None else None
@@ -190,19 +207,6 @@ class VerdictCache:
         path = self._path(key)
         if path is None:
             return
-        body = json.dumps({"key": key, "item": item.to_json()}, sort_keys=True).encode()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        except OSError:  # a read-only state directory: the verdict is simply not kept
-            with self._guard:
-                self.unwritable += 1
-            return
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(body)
-            os.replace(tmp, path)
-        except OSError:  # a full disk: not kept, and no partial file left behind
-            Path(tmp).unlink(missing_ok=True)
+        if not write_json(path, {"key": key, "item": item.to_json()}):  # read-only or full: not kept
             with self._guard:
                 self.unwritable += 1

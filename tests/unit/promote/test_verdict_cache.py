@@ -23,6 +23,7 @@ DESCRIPTOR = {
 }
 SUBJECT = "sha256:" + "b" * 64
 TAG = "sha256-" + "b" * 64 + ".sig"
+CODE = "builder=0.1.0\nsigning/verify.py 3000 1\n"
 
 
 class OtherVerifier:
@@ -55,16 +56,17 @@ def test_a_verifier_whose_trust_cannot_be_named_turns_caching_off(tmp_path: Path
 
 def test_every_input_changes_the_key() -> None:
     base = ("127.0.0.1:5000", "demo/jax", SUBJECT, DESCRIPTOR, "t" * 64)
-    key = verdict_key(*base, tag=TAG)
+    key = verdict_key(*base, tag=TAG, code=CODE)
     edited = {**DESCRIPTOR, "annotations": {"dev.cosignproject.cosign/signature": "MEUCIA=="}}
     others = [
-        verdict_key("localhost:5000", *base[1:], tag=TAG),
-        verdict_key(base[0], "demo/other", *base[2:], tag=TAG),
-        verdict_key(*base[:2], "sha256:" + "c" * 64, *base[3:], tag=TAG),
-        verdict_key(*base[:3], edited, base[4], tag=TAG),
-        verdict_key(*base[:3], {**DESCRIPTOR, "digest": "sha256:" + "d" * 64}, base[4], tag=TAG),
-        verdict_key(*base[:4], "u" * 64, tag=TAG),
-        verdict_key(*base, tag=TAG.replace(".sig", ".att")),
+        verdict_key("localhost:5000", *base[1:], tag=TAG, code=CODE),
+        verdict_key(base[0], "demo/other", *base[2:], tag=TAG, code=CODE),
+        verdict_key(*base[:2], "sha256:" + "c" * 64, *base[3:], tag=TAG, code=CODE),
+        verdict_key(*base[:3], edited, base[4], tag=TAG, code=CODE),
+        verdict_key(*base[:3], {**DESCRIPTOR, "digest": "sha256:" + "d" * 64}, base[4], tag=TAG, code=CODE),
+        verdict_key(*base[:4], "u" * 64, tag=TAG, code=CODE),
+        verdict_key(*base, tag=TAG.replace(".sig", ".att"), code=CODE),
     ]
+    others.append(verdict_key(*base, tag=TAG, code=CODE.replace(" 1\n", " 2\n")))  # an edited verifier
     assert key not in others and len(set(others)) == len(others)
-    assert verdict_key(*base, tag=TAG) == key  # deterministic: the same layer finds its verdict
+    assert verdict_key(*base, tag=TAG, code=CODE) == key  # deterministic: the same layer finds its verdict
