@@ -67,7 +67,7 @@ def setup(registry: str, root: Path) -> tuple[str, str, str]:
         "layers": [{"mediaType": "application/octet-stream", "digest": digest, "size": len(blob)}],
     }
     raw = json.dumps(manifest, separators=(",", ":")).encode()
-    client.put_manifest(repo, "bench", raw, manifest["mediaType"])
+    client.put_manifest(repo, "bench", raw, "application/vnd.oci.image.manifest.v1+json")
     return repo, "bench", digest
 
 
@@ -152,7 +152,8 @@ def main() -> None:
     ap.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        print(json.dumps(worker(a.worker, a.registry, *a.args, n=a.n)))
+        repo, tag, digest = a.args
+        print(json.dumps(worker(a.worker, a.registry, repo, tag, digest, a.n)))
         return
     n, rounds = (50, 1) if a.quick else (a.n, a.rounds)
     repo, tag, digest = setup(a.registry, ROOT)

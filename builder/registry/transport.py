@@ -23,6 +23,7 @@ of times.
 from __future__ import annotations
 
 import base64
+import functools
 import random
 import re
 import threading
@@ -181,7 +182,7 @@ class Transport:
         where = f"{self.registry}/{ref}" if ref else f"{self.registry}{urlsplit(url).path}"
         env = self.env_settings(url)
         manager = self._manager_for(env, url.startswith("https:"))
-        timeout = _timeout(kw.get("timeout", self.timeout))
+        timeout = _timeout(kw.get("timeout", self.timeout))  # one urllib3.Timeout per distinct value
         stream = bool(kw.get("stream"))
         data = kw.get("data")
         sent = dict(headers or {})
@@ -403,7 +404,6 @@ def _send(
     cross-host one), no retries (the caller's loop decides). ``stream``: the body is left for
     the caller; otherwise it is read and the connection given back. Raises urllib3's HTTPError
     kinds (a ``MaxRetryError`` wraps the cause in ``.reason``)."""
-    import urllib3
 
     raw = manager.urlopen(
         method,
@@ -411,7 +411,7 @@ def _send(
         body=body,  # urllib3 sends any object with .read() a piece at a time
         headers=headers,
         timeout=timeout,
-        retries=urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=MAX_REDIRECTS),
+        retries=_redirects_only(),
         preload_content=not stream,
         decode_content=True,
     )
@@ -427,11 +427,23 @@ def _final_url(url: str, raw: urllib3.BaseHTTPResponse) -> str:
     return url
 
 
+@functools.cache
 def _timeout(value: float | tuple[float, float]) -> urllib3.Timeout:
+    """urllib3's (connect, read) timeout for ``value`` seconds (kept: urllib3 clones it per use)."""
     import urllib3
 
     connect, read = value if isinstance(value, tuple) else (value, value)
     return urllib3.Timeout(connect=connect, read=read)
+
+
+@functools.cache
+def _redirects_only() -> urllib3.Retry:
+    """urllib3's retry policy for one attempt: redirects followed (at most ``MAX_REDIRECTS``), no
+    retry of anything else (the transport's loop decides those). Immutable: urllib3 derives a
+    new one per redirect."""
+    import urllib3
+
+    return urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=MAX_REDIRECTS)
 
 
 def _body_size(data: IO[bytes] | BlobStream) -> int:

@@ -1,0 +1,340 @@
+"""The registry transport (urllib3) keeps what users set and what registries do, against real peers:
+a TLS registry (a real distribution process with a certificate made here) trusted through
+REQUESTS_CA_BUNDLE / SSL_CERT_FILE, ``.netrc`` credentials on the htpasswd registry, a forwarding
+proxy with credentials in HTTP_PROXY in front of the real registry, a blob GET redirected to
+storage on another host (``Authorization`` dropped there, kept on the same host), and a
+``Retry-After`` waited for. The tiny ``http.server`` peers stand in where the real registry has
+no such behaviour (it never redirects with filesystem storage); they speak plain HTTP/1.1."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import http.client
+import http.server
+import ipaddress
+import subprocess
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.errors import RegistryAuthError, RegistryUnavailableError
+from builder.registry import Credential, RegistryClient
+from tests import registries
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+
+USER, PASSWORD = "netrc-user", "netrc-pass"
+BLOB = b"blob bytes kept in storage"
+BLOB_DIGEST = "sha256:" + hashlib.sha256(BLOB).hexdigest()
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """Quiet: a client closing its connection is not a test failure."""
+
+
+def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> tuple[_Server, int]:
+    srv = _Server(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, int(srv.server_address[1])
+
+
+class _Quiet(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+    def send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+# -- TLS: the CA bundle variables ------------------------------------------------------------
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (its own CA) and its key, as PEM files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "builder test registry")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "registry.pem", directory / "registry.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+@pytest.fixture(scope="module")
+def tls_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """(``127.0.0.1:PORT``, its CA bundle): a real distribution registry serving HTTPS only."""
+    directory = tmp_path_factory.mktemp("tlsreg")
+    cert, key = _self_signed(directory)
+    port = registries.free_port()
+    (directory / "config.yml").write_text(
+        "version: 0.1\nlog:\n  level: warn\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {directory / 'data'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {cert}\n    key: {key}\n"
+    )
+    log_path = directory / "registry.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [registries._registry_binary(), "serve", str(directory / "config.yml")], stdout=log, stderr=log
+        )
+        try:
+            registries.wait_for_port(port, proc, log_path)
+            yield f"127.0.0.1:{port}", cert
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"])
+def test_a_tls_registry_is_trusted_through_the_ca_variables(
+    tls_registry: tuple[str, Path], variable: str, unique_repo: str
+) -> None:
+    address, bundle = tls_registry
+    client = RegistryClient(address, environ={variable: str(bundle)})
+    digest = client.put_blob(unique_repo, b"over TLS")
+    assert client.get_blob(unique_repo, digest) == b"over TLS"
+
+
+def test_a_tls_registry_not_trusted_names_tls_and_what_to_do(tls_registry: tuple[str, Path]) -> None:
+    address, _ = tls_registry
+    with pytest.raises(RegistryUnavailableError) as info:
+        RegistryClient(address, retries=3).ping()  # certifi's bundle: not this certificate; never retried
+    assert info.value.message.startswith(f"TLS to registry {address} failed on GET"), info.value.message
+    assert "REQUESTS_CA_BUNDLE" in info.value.hint and "insecure_registries" in info.value.hint
+
+
+def test_a_ca_bundle_that_does_not_exist_is_named(tls_registry: tuple[str, Path], tmp_path: Path) -> None:
+    address, _ = tls_registry
+    missing = tmp_path / "nowhere.pem"
+    with pytest.raises(RegistryUnavailableError) as info:
+        RegistryClient(address, environ={"REQUESTS_CA_BUNDLE": str(missing)}).ping()
+    assert str(missing) in info.value.message and "REQUESTS_CA_BUNDLE" in info.value.hint
+
+
+# -- .netrc ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def basic_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with registries.auth_registry(tmp_path_factory.mktemp("netrcreg"), "basic", USER, PASSWORD) as reg:
+        yield reg.address
+
+
+def test_netrc_credentials_are_used_when_nothing_else_authenticates(
+    basic_registry: str, tmp_path: Path, unique_repo: str
+) -> None:
+    netrc = tmp_path / "netrc"
+    netrc.write_text(f"machine 127.0.0.1 login {USER} password {PASSWORD}\n")
+    netrc.chmod(0o600)
+    client = RegistryClient(basic_registry, insecure=True, environ={"NETRC": str(netrc)})
+    client.check_auth()
+    digest = client.put_blob(unique_repo, b"netrc")
+    assert client.get_blob(unique_repo, digest) == b"netrc"
+    with pytest.raises(RegistryAuthError):  # control: the same client without the file is refused
+        RegistryClient(basic_registry, insecure=True, environ={"NETRC": str(tmp_path / "none")}).check_auth()
+
+
+# -- proxies ---------------------------------------------------------------------------------
+
+
+class _ForwardingProxy(_Quiet):
+    """An HTTP forward proxy (absolute-form requests, RFC 9112 section 3.2.2) that requires
+    ``Proxy-Authorization: Basic proxy-user:proxy pass`` and records what it forwarded."""
+
+    seen: list[tuple[str, str]]
+
+    def _forward(self) -> None:
+        want = "Basic " + base64.b64encode(b"proxy-user:proxy pass").decode()
+        self.seen.append((self.command, self.path))
+        if self.headers.get("Proxy-Authorization") != want:
+            self.send(407, b"proxy credentials needed", {"Proxy-Authenticate": 'Basic realm="p"'})
+            return
+        target = self.path.split("://", 1)[1]
+        host, _, path = target.partition("/")
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        conn = http.client.HTTPConnection(host, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("proxy-authorization", "connection")}
+        conn.request(self.command, "/" + path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        hop = ("connection", "transfer-encoding", "content-length", "keep-alive")
+        self.send(resp.status, data, {k: v for k, v in resp.getheaders() if k.lower() not in hop})
+        conn.close()
+
+    do_GET = do_HEAD = do_PUT = do_POST = _forward
+
+
+def test_a_proxy_with_credentials_in_http_proxy_carries_the_requests(registry_address: str, unique_repo: str) -> None:
+    seen: list[tuple[str, str]] = []
+    handler = type("Proxy", (_ForwardingProxy,), {"seen": seen})
+    srv, port = _serve(handler)
+    try:
+        env = {"HTTP_PROXY": f"http://proxy-user:proxy%20pass@127.0.0.1:{port}", "NO_PROXY": "example.org"}
+        client = RegistryClient(registry_address, insecure=True, environ=env)
+        digest = client.put_blob(unique_repo, b"through the proxy")
+        assert client.get_blob(unique_repo, digest) == b"through the proxy"
+        assert ("GET", f"http://{registry_address}/v2/{unique_repo}/blobs/{digest}") in seen, seen
+        # NO_PROXY naming the registry: straight there, the proxy sees nothing more
+        before = len(seen)
+        bypass = {**env, "NO_PROXY": registry_address.split(":", maxsplit=1)[0]}
+        RegistryClient(registry_address, insecure=True, environ=bypass).ping()
+        assert len(seen) == before
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+# -- redirects -------------------------------------------------------------------------------
+
+
+def _storage() -> tuple[_Server, int, list[dict[str, str]]]:
+    """A blob store that records the headers of each request it gets."""
+    got: list[dict[str, str]] = []
+
+    class Storage(_Quiet):
+        def do_GET(self) -> None:
+            got.append(dict(self.headers.items()))
+            self.send(200, BLOB, {"Content-Type": "application/octet-stream"})
+
+    srv, port = _serve(Storage)
+    return srv, port, got
+
+
+def _redirecting_registry(location: Callable[[], str]) -> tuple[_Server, int, list[dict[str, str]]]:
+    """A registry that wants Basic credentials and answers a blob GET with 307 to ``location()``."""
+    got: list[dict[str, str]] = []
+    want = "Basic " + base64.b64encode(b"reg-user:reg-pass").decode()
+
+    class Registry(_Quiet):
+        def do_GET(self) -> None:
+            got.append(dict(self.headers.items()))
+            if self.headers.get("Authorization") != want:
+                self.send(401, b"{}", {"WWW-Authenticate": 'Basic realm="registry"'})
+            elif "/blobs/" in self.path:
+                self.send(307, b"", {"Location": location()})
+            else:
+                self.send(200, b"{}")
+
+    srv, port = _serve(Registry)
+    return srv, port, got
+
+
+def test_a_blob_redirected_to_another_host_is_fetched_without_our_credentials() -> None:
+    storage, storage_port, at_storage = _storage()
+    # another host name for the same machine: "localhost" is not "127.0.0.1" to a client
+    registry, port, at_registry = _redirecting_registry(lambda: f"http://localhost:{storage_port}/data?sig=abc")
+    try:
+        client = RegistryClient(f"127.0.0.1:{port}", insecure=True, auth=Credential("reg-user", "reg-pass"))
+        assert client.get_blob("repo", BLOB_DIGEST) == BLOB
+        stream = client.open_blob("repo", BLOB_DIGEST)
+        assert stream.url == f"http://localhost:{storage_port}/data?sig=abc"  # where the bytes came from
+        assert b"".join(stream.iter_content(8)) == BLOB
+        stream.close()
+        assert any("Authorization" in h for h in at_registry)
+        assert len(at_storage) == 2 and not any("Authorization" in h for h in at_storage), at_storage
+    finally:
+        for srv in (storage, registry):
+            srv.shutdown()
+            srv.server_close()
+
+
+def test_a_redirect_on_the_same_host_keeps_the_credentials() -> None:
+    got: list[dict[str, str]] = []
+    want = "Basic " + base64.b64encode(b"reg-user:reg-pass").decode()
+
+    class Registry(_Quiet):
+        def do_GET(self) -> None:
+            got.append(dict(self.headers.items()))
+            if self.headers.get("Authorization") != want:
+                self.send(401, b"{}", {"WWW-Authenticate": 'Basic realm="registry"'})
+            elif self.path.startswith("/v2/"):
+                self.send(302, b"", {"Location": "/storage/blob"})  # relative: the same host
+            else:
+                self.send(200, BLOB)
+
+    srv, port = _serve(Registry)
+    try:
+        client = RegistryClient(f"127.0.0.1:{port}", insecure=True, auth=Credential("reg-user", "reg-pass"))
+        assert client.get_blob("repo", BLOB_DIGEST) == BLOB
+        assert got[-1].get("Authorization") == want
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_redirect_loop_ends_with_a_registry_error() -> None:
+    class Loop(_Quiet):
+        def do_GET(self) -> None:
+            self.send(302, b"", {"Location": self.path})
+
+    srv, port = _serve(Loop)
+    try:
+        with pytest.raises(Exception) as info:
+            RegistryClient(f"127.0.0.1:{port}", insecure=True).get_blob("repo", BLOB_DIGEST)
+        assert type(info.value).__name__ == "RegistryError"
+        assert "redirected GET" in info.value.args[0] and "more than 30 times" in info.value.args[0]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+# -- Retry-After -----------------------------------------------------------------------------
+
+
+def test_retry_after_is_waited_for_before_the_next_attempt() -> None:
+    """The registry asks for 1 s; the client's own backoff is 0: the second attempt arrives at
+    least 1 s after the first (a lower bound, which load cannot break)."""
+    arrivals: list[float] = []
+
+    class Busy(_Quiet):
+        def do_HEAD(self) -> None:
+            arrivals.append(time.monotonic())
+            if len(arrivals) == 1:
+                self.send(503, b"", {"Retry-After": "1"})
+            else:
+                self.send(200, b"", {"Docker-Content-Digest": BLOB_DIGEST})
+
+    srv, port = _serve(Busy)
+    try:
+        client = RegistryClient(f"127.0.0.1:{port}", insecure=True, backoff=0.0, retries=2)
+        assert client.resolve("repo", "tag") == BLOB_DIGEST
+        assert len(arrivals) == 2 and arrivals[1] - arrivals[0] >= 1.0
+    finally:
+        srv.shutdown()
+        srv.server_close()
