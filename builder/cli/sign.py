@@ -22,7 +22,7 @@ from builder.cli._common import (
     key_option,
     keyless_options,
 )
-from builder.signing.keys import short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
 from builder.signing.report import check_result, predicate_label, signer_label, unnamed_signers
 
 if TYPE_CHECKING:

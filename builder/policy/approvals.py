@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from builder.errors import SigningKeyError
 from builder.policy.rules_change import ApprovalRule, ChangeTicketRule
-from builder.signing.keys import short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
 
 if TYPE_CHECKING:
     from builder.policy.model import Policy

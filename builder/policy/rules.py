@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from builder.policy.results import RuleResult
 from builder.policy.signers import KeySet, sets_match, sets_names, signer_text
-from builder.signing.keys import short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence

@@ -11,7 +11,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING
 
-from builder.signing.keys import short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -71,7 +71,7 @@ def short_age(seconds: float | None) -> str:
 def short_signer(signer: str | None) -> str:
     """A signer for people: a key fingerprint as ``SHA256:`` + 12 hex digits and ``…``
     (``builder.signing.keys.short_fingerprint``); a keyless identity as is."""
-    from builder.signing.keys import short_fingerprint
+    from builder.signing.fingerprints import short_fingerprint
 
     if not signer:
         return "unknown signer"

@@ -16,7 +16,6 @@ key, and when a file would be overwritten.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from typing import TYPE_CHECKING
 
@@ -26,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from builder.errors import SigningKeyError
 from builder.signing.cosign_key import COSIGN_PEM_TYPES, cosign_key_pem, decrypt_cosign_key, pem_body
+from builder.signing.fingerprints import spki_fingerprint
 from builder.signing.pkcs8 import encrypted_pkcs8_pem
 
 if TYPE_CHECKING:
@@ -38,21 +38,15 @@ COSIGN_PUB_FILE = "cosign.pub"
 
 
 def fingerprint_of(public_key: ec.EllipticCurvePublicKey) -> str:
-    """``sha256:<hex>`` of the DER SubjectPublicKeyInfo of ``public_key``."""
-    der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return "sha256:" + hashlib.sha256(der).hexdigest()
+    """``sha256:<hex>`` of the DER SubjectPublicKeyInfo of ``public_key`` (``spki_fingerprint``)."""
+    return spki_fingerprint(
+        public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
 
 
 def public_pem(public_key: ec.EllipticCurvePublicKey) -> str:
     """PEM SubjectPublicKeyInfo text (``-----BEGIN PUBLIC KEY-----``)."""
     return public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
-
-
-def short_fingerprint(fingerprint: str) -> str:
-    """A key fingerprint for people: ``SHA256:`` + its first 12 hex digits + ``…`` (upper case,
-    as OpenSSH writes key fingerprints, so that it never reads like an image digest
-    ``sha256:...``); anything else (a keyless identity) unchanged."""
-    return f"SHA256:{fingerprint[7:19]}…" if fingerprint.startswith("sha256:") else fingerprint
 
 
 @dataclasses.dataclass(frozen=True)

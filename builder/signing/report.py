@@ -16,7 +16,7 @@ from typing import Any, Literal
 from typing_extensions import TypedDict
 
 from builder.errors import VerificationError
-from builder.signing.keys import short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
 from builder.signing.verifiers import IDENTITY_MISMATCH
 
 Kind = Literal["signature", "attestation"]

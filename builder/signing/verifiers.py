@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Protocol
 
-from builder.signing.keys import PublicKey, short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
 from builder.signing.layer import CERTIFICATE_ANNOTATION, SIGNER_HINT_ANNOTATION
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
+
+    from builder.signing.keys import PublicKey
 
 #: How ``builder.signing.keyless`` words a certificate (chain, SCT and log entry verified) whose identity
 #: matches none of the given --identity/--issuer policies: an untrusted signer, not tampering.

@@ -33,7 +33,7 @@ from builder.promote import (
     status,
 )
 from builder.registry import RegistryClient, client_for
-from builder.signing.keys import short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
 from tests.integration.test_promote_support import Keys, device_check, make_keys, push_image, write_policy
 
 if TYPE_CHECKING:

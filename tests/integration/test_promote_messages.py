@@ -16,7 +16,8 @@ from builder.errors import PolicyDeniedError
 from builder.predicates import DEVICE_CHECK_V1
 from builder.registry import RegistryClient
 from builder.signing.attest import attest_image
-from builder.signing.keys import load_signer, short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
+from builder.signing.keys import load_signer
 from tests.integration.test_promote_cli import VARIANT, _build, _project
 from tests.integration.test_promote_support import device_check
 

@@ -14,7 +14,7 @@ import pytest
 
 from builder.registry import OCI_MANIFEST, RegistryClient, sha256_digest
 from builder.signing.attest import attest_image
-from builder.signing.keys import short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
 from builder.signing.layer import signature_tag
 from builder.signing.sign import sign_image
 from builder.signing.verify import verify_image

@@ -9,7 +9,8 @@ import pytest
 from builder.errors import NotFoundError, SigningKeyError
 from builder.policy import Policy, load_policy
 from builder.policy.approvals import plan_approval
-from builder.signing.keys import generate_key_pair, short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
+from builder.signing.keys import generate_key_pair
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -12,7 +12,7 @@ from builder.policy import (
     evaluate,
 )
 from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
-from builder.signing.keys import short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
 from tests.unit.policy.support import (
     NOW,
     Keys,

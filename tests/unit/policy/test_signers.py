@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from builder.policy import KeyRef, KeySet
 from builder.policy.signers import key_problems, signer_text
-from builder.signing.keys import short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
 
 GHA = "https://token.actions.githubusercontent.com"
 FP = "sha256:" + "c" * 64

@@ -18,7 +18,8 @@ from rich.console import Console
 from builder.cli.sign import render_verification
 from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
 from builder.signing.attest import prepare_attestation
-from builder.signing.keys import KeyPairSigner, PublicKey, short_fingerprint
+from builder.signing.fingerprints import short_fingerprint
+from builder.signing.keys import KeyPairSigner, PublicKey
 from builder.signing.layer import (
     SIGNATURE_ANNOTATION,
     SIGNER_HINT_ANNOTATION,
