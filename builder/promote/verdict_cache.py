@@ -138,6 +138,11 @@ class VerdictCache:
     unwritable: int = 0
     _memory: dict[str, VerifiedItem] = dataclasses.field(default_factory=dict, repr=False)
     _code: str | None = dataclasses.field(default=None, repr=False)
+    # trust_identity by the identity of the objects it names (kept alive here, so ids stay unique):
+    # every row builds its own KeyVerifier over the same PublicKey objects
+    _trusts: dict[tuple[int, ...], tuple[tuple[object, ...], str | None]] = dataclasses.field(
+        default_factory=dict, repr=False
+    )
     _guard: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     def verify_layer(
@@ -153,7 +158,7 @@ class VerdictCache:
         """``builder.signing.verify.verify_layer`` (same arguments, result and errors), answered
         from the cache when this exact layer was verified with this trust before."""
         annotations = descriptor.get("annotations")
-        trust = trust_identity(verifiers)
+        trust = self._trust(verifiers)
         code = self._code_stamp()
         if trust is None or code is None or (isinstance(annotations, dict) and annotations.get(CERTIFICATE_ANNOTATION)):
             return verify_layer(client, repository, digest, descriptor, verifiers, tag=tag)
@@ -169,6 +174,21 @@ class VerdictCache:
         if item.ok and not item.keyless:
             self._keep(key, item)
         return item
+
+    def _trust(self, verifiers: Sequence[LayerVerifier]) -> str | None:
+        ident: list[int] = []
+        named: list[object] = []
+        for v in verifiers:  # (is a key verifier, how many members, each member's id)
+            members: tuple[object, ...] = v.keys if isinstance(v, KeyVerifier) else (v,)
+            ident.extend((int(isinstance(v, KeyVerifier)), len(members), *map(id, members)))
+            named.extend(members)
+        with self._guard:
+            got = self._trusts.get(tuple(ident))
+        if got is None:
+            got = (tuple(named), trust_identity(verifiers))
+            with self._guard:
+                self._trusts[tuple(ident)] = got
+        return got[1]
 
     def _code_stamp(self) -> str | None:
         """The code stamp of :data:`JUDGES`, read once; None when a source vanished while read
