@@ -32,6 +32,7 @@ from typing_extensions import TypedDict
 from builder import __version__
 from builder.checks.device import PYTHON_SHIM, Step, container_step
 from builder.checks.script_bundle import bundle_script
+from builder.compat.branches import driver_branch
 from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1, HardwareKey
 
 if TYPE_CHECKING:
@@ -306,7 +307,7 @@ def hardware_class(result: CheckResult, cpu: str | None) -> dict[HardwareKey, An
     first GPU's name; None without GPUs), ``gpu_count``, ``driver_branch`` (the driver's major, e.g.
     ``580``), ``cpu_model``."""
     h = result.host
-    driver = h.driver_version.split(".", 1)[0] if h.driver_version else None
+    driver = driver_branch(h.driver_version) if h.driver_version else None
     return {
         "vendor": h.vendor,
         "gpu_model": h.gpus[0].name if h.gpus and result.mode != "cpu" else None,

@@ -106,7 +106,9 @@ def driver_cuda(driver: str) -> str | None:
 
 
 def branch(driver: str) -> int:
-    """Driver branch number: ``"550.144.03"`` -> 550 (branch R550)."""
+    """The driver branch as a number, for the tables (``"550.144.03"`` -> 550, branch R550): the
+    :func:`builder.compat.branches.driver_branch` of a valid version. Raises ConfigError when ``driver``
+    is not a driver version."""
     return parse_driver(driver).major
 
 

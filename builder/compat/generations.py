@@ -21,7 +21,7 @@ import dataclasses
 from packaging.version import Version
 
 from builder.compat._data import GpuArchRow, cuda_driver_rows, gpu_arch_rows
-from builder.compat.drivers import min_driver, parse_cuda, parse_driver
+from builder.compat.drivers import branch, min_driver, parse_cuda
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +100,7 @@ def check_generation(
     supported: list[str] = []
     driver_blocked = cuda_blocked = False
     if driver is not None:
-        b = parse_driver(driver).major
+        b = branch(driver)
         if b < row.min_driver_branch:
             driver_blocked = True
             blocked.append(

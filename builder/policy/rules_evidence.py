@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from builder.compat.branches import driver_branch
 from builder.policy.rules import Notes, Rule, evidence_problems, signed_by
 from builder.policy.signers import KeySet, key_problems, sets_match, sets_names, signer_text
 from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
@@ -152,12 +153,6 @@ class ProvenanceRule(Rule):
             )
         found = notes.text() if notes else "no SLSA provenance attestation on the digest"
         return self.result(False, found + key_problems(self.signers) + evidence_problems(ctx), summary, notes=notes)
-
-
-def driver_branch(version: str) -> str:
-    """Driver branch of a version as a device check records it: the major number
-    (``580.65.06`` -> ``580``; the same rule for AMD and others)."""
-    return version.strip().split(".", 1)[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -333,3 +328,15 @@ class FleetRule(Rule):
             text = "; ".join(f"cluster {r.cluster}: {r.verdict}" + (f" ({r.reason})" if r.reason else "") for r in bad)
             return self.result(False, f"cannot run on {text}", summary)
         return self.result(True, "runs on " + ", ".join(f"{r.cluster} ({r.verdict})" for r in rows), summary)
+
+
+__all__ = [
+    "AttestationRule",
+    "DeviceCheckFacts",
+    "DeviceCheckRule",
+    "FleetRule",
+    "ProvenanceRule",
+    "SignatureRule",
+    "device_check_facts",
+    "driver_branch",  # defined once in builder.compat.drivers; builder.policy exports it from here
+]
