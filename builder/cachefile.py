@@ -13,38 +13,44 @@ Two things every such cache needs, defined once:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import builder
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
 
 PACKAGE = Path(builder.__file__).parent
 """builder's package directory (where :func:`code_stamp` names are looked up)."""
 _SOURCE_SUFFIXES = (".py", ".csv", ".json")
 
 
-def code_stamp(names: Sequence[str]) -> str:
+@functools.cache
+def code_stamp(names: tuple[str, ...]) -> str:
     """``"<path> <size> <mtime_ns>\\n"`` for every source (``.py``, ``.csv``, ``.json``) of builder
     under ``names`` (paths relative to the package: ``"policy"``, ``"signing/keys.py"``), sorted,
-    with builder's version first. Missing names are skipped. Raises OSError when a file vanishes
-    while it is read."""
-    files: list[Path] = []
+    with builder's version first; computed once per process (a command asks for each cache's
+    stamp once or twice). Missing names are skipped. Raises OSError when a file vanishes while it
+    is read."""
+    root = str(PACKAGE)
+    files: list[str] = []
     for name in names:
-        path = PACKAGE / name
-        if path.is_dir():
-            files.extend(sorted(f for f in path.rglob("*") if f.is_file() and f.suffix in _SOURCE_SUFFIXES))
-        elif path.is_file():
+        path = os.path.join(root, name)
+        if os.path.isdir(path):
+            found = [
+                os.path.join(top, f)
+                for top, _dirs, names_in in os.walk(path)
+                for f in names_in
+                if f.endswith(_SOURCE_SUFFIXES)
+            ]
+            files.extend(sorted(found))
+        elif os.path.isfile(path):
             files.append(path)
     lines = [f"builder={builder.__version__}\n"]
     for src in files:
-        st = src.stat()
-        lines.append(f"{src.relative_to(PACKAGE)} {st.st_size} {st.st_mtime_ns}\n")
+        st = os.stat(src)
+        lines.append(f"{os.path.relpath(src, root)} {st.st_size} {st.st_mtime_ns}\n")
     return "".join(lines)
 
 

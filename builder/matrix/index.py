@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 CACHE_SCHEMA = 2
 #: Sources whose change may change the variants of the same matrix bytes.
 _CODE = ("matrix", "compat", "models.py", "bases.py")
+#: Indexes this process read or built, by cache file (whose name is the content's key).
+_READ: dict[Path, MatrixIndex] = {}
 
 
 def cache_key(paths: Sequence[Path]) -> str:
@@ -80,12 +82,12 @@ def matrix_index(paths: Sequence[Path], cache_dir: Path | None) -> MatrixIndex:
         file = cache_dir / f"variants-{cache_key(paths)}.json"
     except OSError:  # a missing or unreadable matrix: load_matrices names it
         return _load(paths)
-    found = _read(file)
-    if found is not None:
-        return found
-    index = _load(paths)
-    _write(file, index)
-    return index
+    found = _READ.get(file) or _read(file)
+    if found is None:
+        found = _load(paths)
+        _write(file, found)
+    _READ[file] = found  # the key names the content: a command asking twice decodes it once
+    return found
 
 
 def project_index(cfg: Config) -> MatrixIndex:
