@@ -364,8 +364,14 @@ def test_promotion_commands_on_a_password_protected_registry(run: Run, tmp_path:
         assert out["record"]["digest"] == d1 and out["record"]["previous"] == d2
         hist = js(run(root, "history", VARIANT, "--stage", "dev", "--json", env=env))["stages"][0]["records"]
         assert [(h["action"], h["digest"]) for h in hist] == [("rollback", d1), ("promote", d2), ("promote", d1)]
-        dev = next(r for r in js(run(root, "status", "--json", *flag))["rows"] if r["stage"] == "dev")
+        rows = js(run(root, "status", "--json", *flag))["rows"]
+        dev = next(r for r in rows if r["stage"] == "dev")
         assert dev["digest"] == d1 and dev["action"] == "rollback" and dev["signatures"] == 1
+        # the verified layers' verdicts are kept (keyed by this registry among the rest); a second
+        # status answers them from there and shows the same rows
+        assert list((root / "state" / "cache" / "verdicts").glob("*/*.json"))
+        again = js(run(root, "status", "--json", *flag))["rows"]
+        assert [{**r, "age_seconds": None} for r in again] == [{**r, "age_seconds": None} for r in rows]
         out = js(run(root, "resolve", VARIANT, "--stage", "dev", "--json", *flag))
         assert out["reference"] == f"{registry}/{unique_repo}@{d1}"
         err = js(run(root, "resolve", VARIANT, "--stage", "dev", "--json", code=6))

@@ -188,3 +188,13 @@ def test_a_damaged_cache_file_is_a_miss(project: Project) -> None:
         f.write_bytes(f.read_bytes()[:40])  # truncated
     rows, sent = project.status()
     assert _shown(rows) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
+
+
+def test_a_cache_directory_that_cannot_be_written_only_costs_the_speed_up(project: Project) -> None:
+    """``<state_dir>/cache`` is a file here (a broken or read-only state directory): every run
+    verifies from the registry, shows the same rows and raises nothing."""
+    (project.state / "cache").write_text("not a directory\n")
+    cold, cold_sent = project.status()
+    assert all(r.signatures == 1 and r.action == "promote" and not r.note for r in cold), _shown(cold)
+    again, sent = project.status()
+    assert _shown(again) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
