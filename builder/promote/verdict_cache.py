@@ -18,7 +18,11 @@ pointer are read from the registry on every run, so a tag that now names another
 other descriptors and so other keys, and a key added to or removed from the policy changes every key.
 
 What is kept: only verdicts that verified (``ok``); a failure (a missing blob, a wrong key, an
-edited payload) is checked again on every run. Layers carrying a Sigstore certificate (keyless:
+edited payload) is checked again on every run. A blob deleted from the registry's storage after its
+layer verified still counts here (its bytes were checked against the digest when read, and a
+registry refuses a manifest naming a missing blob: OCI distribution spec v1.1, "Pushing
+Manifests", https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-manifests);
+``builder verify`` reads every blob and reports such storage damage. Layers carrying a Sigstore certificate (keyless:
 their verdict also depends on the trusted root, which may be refreshed) are never kept, and nothing
 is kept when a verifier is not one whose trust material this module can name.
 
