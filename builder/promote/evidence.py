@@ -21,7 +21,6 @@ from builder.promote.model import UNSET
 from builder.promote.pool import Task, map_parallel, parallel
 from builder.promote.referrers import INDEX_KEY, lacks_referrers_api, referrers
 from builder.registry import fallback_tag
-from builder.signing.bundles import key_bundle_items
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
 from builder.signing.verifiers import verifiers_for
 from builder.signing.verify import verify_layer
@@ -133,6 +132,8 @@ def read_place(
     check = verdicts.verify_layer if verdicts is not None else verify_layer
     items = tuple(map_parallel(lambda j: check(client, loc.repository, digest, j[0], verifiers, tag=j[1]), jobs))
     # Sigstore bundle referrers made with a key pair (cosign 3's format): counted like .att layers
+    from builder.signing.bundles import key_bundle_items  # not at import: resolve's record check never reads them
+
     referring = referrers(ctx, loc, digest, got.get(INDEX_KEY, UNSET), seen=got if index else None)
     items += tuple(
         key_bundle_items(client, loc.repository, digest, verifiers, descriptors=referring, report_keyless=False)

@@ -15,18 +15,21 @@ key, and when a file would be overwritten.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import os
 from typing import TYPE_CHECKING
 
+# the key type builder uses, and nothing else at import: serialization (which loads every key
+# type's module, SSH and bcrypt included), the PKCS#8 and cosign key formats are imported by
+# the functions that read or write private keys or an unusual public key file
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from builder.errors import SigningKeyError
-from builder.signing.cosign_key import COSIGN_PEM_TYPES, cosign_key_pem, decrypt_cosign_key, pem_body
 from builder.signing.fingerprints import spki_fingerprint
-from builder.signing.pkcs8 import encrypted_pkcs8_pem
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,6 +42,8 @@ COSIGN_PUB_FILE = "cosign.pub"
 
 def fingerprint_of(public_key: ec.EllipticCurvePublicKey) -> str:
     """``sha256:<hex>`` of the DER SubjectPublicKeyInfo of ``public_key`` (``spki_fingerprint``)."""
+    from cryptography.hazmat.primitives import serialization
+
     return spki_fingerprint(
         public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
@@ -46,6 +51,8 @@ def fingerprint_of(public_key: ec.EllipticCurvePublicKey) -> str:
 
 def public_pem(public_key: ec.EllipticCurvePublicKey) -> str:
     """PEM SubjectPublicKeyInfo text (``-----BEGIN PUBLIC KEY-----``)."""
+    from cryptography.hazmat.primitives import serialization
+
     return public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
 
 
@@ -80,14 +87,17 @@ class KeyPairSigner:
 
 @dataclasses.dataclass(frozen=True)
 class PublicKey:
-    """A verification key: ECDSA P-256 public key with its fingerprint and the file it came from."""
+    """A verification key: ECDSA P-256 public key with its fingerprint and the file it came from;
+    ``der``: its DER SubjectPublicKeyInfo when read from one (the fingerprint is its hash; empty:
+    encoded from ``key`` when asked)."""
 
     key: ec.EllipticCurvePublicKey = dataclasses.field(repr=False)
     source: str = ""
+    der: bytes = dataclasses.field(default=b"", repr=False, compare=False)
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint_of(self.key)
+        return spki_fingerprint(self.der) if self.der else fingerprint_of(self.key)
 
     def verify(self, data: bytes, signature: bytes) -> bool:
         """True when ``signature`` (DER ECDSA-SHA256) is valid for ``data``."""
@@ -144,6 +154,10 @@ def write_key_pair(
                 hint="choose another --output-dir, or move the existing key pair away first",
                 path=str(p),
             )
+    from cryptography.hazmat.primitives import serialization
+
+    from builder.signing.pkcs8 import encrypted_pkcs8_pem
+
     if password is not None:
         pem = encrypted_pkcs8_pem(private_key, password)
     else:
@@ -172,6 +186,8 @@ def export_cosign_key_pair(
             "no password for the exported cosign key: COSIGN_PASSWORD is not set",
             hint="export COSIGN_PASSWORD=... (cosign reads the same variable when it signs with the key)",
         )
+    from builder.signing.cosign_key import cosign_key_pem
+
     private_key = load_private_key(source, source_password)
     key_path, pub_path = output_dir / COSIGN_KEY_FILE, output_dir / COSIGN_PUB_FILE
     for p in (key_path, pub_path):  # both checked first: never leave half a pair behind
@@ -286,6 +302,10 @@ def load_private_key(path: Path, password: str | None) -> ec.EllipticCurvePrivat
         ) from exc
     except OSError as exc:
         raise SigningKeyError(f"signing key {path} cannot be read: {exc.strerror}", path=str(path)) from exc
+    from cryptography.hazmat.primitives import serialization
+
+    from builder.signing.cosign_key import COSIGN_PEM_TYPES, decrypt_cosign_key, pem_body
+
     text = data.decode("ascii", errors="replace")
     for pem_type in COSIGN_PEM_TYPES:
         if f"-----BEGIN {pem_type}-----" in text:
@@ -343,7 +363,17 @@ def load_public_keys(paths: list[Path] | tuple[Path, ...]) -> list[PublicKey]:
 
 def parse_public_key(data: bytes, path: Path) -> PublicKey:
     """The PEM public key in ``data`` (the bytes of ``path``, named in errors). Raises
-    SigningKeyError: a private key, not PEM, not ECDSA P-256."""
+    SigningKeyError: a private key, not PEM, not ECDSA P-256.
+
+    A file holding just one P-256 key with an uncompressed point (what ``builder keys generate``
+    and ``cosign generate-key-pair`` write) is read with the elliptic-curve module alone
+    (:func:`_p256_spki`); any other file goes through cryptography's general PEM reader."""
+    der = _p256_spki(data)
+    point = _p256_point(der) if der is not None else None
+    if der is not None and point is not None:
+        return PublicKey(point, source=str(path), der=der)
+    from cryptography.hazmat.primitives import serialization
+
     try:
         pub = serialization.load_pem_public_key(data)
     except ValueError as exc:
@@ -359,6 +389,41 @@ def parse_public_key(data: bytes, path: Path) -> PublicKey:
     if not isinstance(pub, ec.EllipticCurvePublicKey) or not isinstance(pub.curve, ec.SECP256R1):
         raise SigningKeyError(f"{path} is not an ECDSA P-256 public key", path=str(path))
     return PublicKey(pub, source=str(path))
+
+
+_P256_SPKI_PREFIX = bytes.fromhex("3059301306072a8648ce3d020106082a8648ce3d030107034200")
+"""The DER SubjectPublicKeyInfo of every P-256 key with an uncompressed point, up to the point:
+SEQUENCE (89 bytes) { SEQUENCE { OID id-ecPublicKey 1.2.840.10045.2.1, OID secp256r1
+1.2.840.10045.3.1.7 }, BIT STRING (66 bytes, no unused bits) } (RFC 5480 section 2:
+https://www.rfc-editor.org/rfc/rfc5480#section-2); the point follows: ``04`` + X + Y, 65 bytes
+(SEC 1 section 2.3.3: https://www.secg.org/sec1-v2.pdf)."""
+_PEM_BEGIN, _PEM_END = b"-----BEGIN PUBLIC KEY-----", b"-----END PUBLIC KEY-----"
+
+
+def _p256_spki(data: bytes) -> bytes | None:
+    """The DER of ``data`` when it is exactly one ``PUBLIC KEY`` PEM block (RFC 7468 section 13:
+    https://www.rfc-editor.org/rfc/rfc7468#section-13) holding a P-256 key with an uncompressed
+    point (:data:`_P256_SPKI_PREFIX` + 65 bytes starting ``04``); None for anything else."""
+    text = data.strip()
+    if not (text.startswith(_PEM_BEGIN) and text.endswith(_PEM_END)) or text.count(b"-----") != 4:
+        return None
+    body = b"".join(text[len(_PEM_BEGIN) : -len(_PEM_END)].split())
+    try:
+        der = base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(der) != len(_P256_SPKI_PREFIX) + 65 or not der.startswith(_P256_SPKI_PREFIX + b"\x04"):
+        return None
+    return der
+
+
+def _p256_point(der: bytes) -> ec.EllipticCurvePublicKey | None:
+    """The key whose :func:`_p256_spki` DER is ``der``; None when its point is not on the curve
+    (the general reader then says why)."""
+    try:
+        return ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), der[len(_P256_SPKI_PREFIX) :])
+    except ValueError:
+        return None
 
 
 def _require_p256(key: object, path: Path) -> ec.EllipticCurvePrivateKey:

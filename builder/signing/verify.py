@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import NotFoundError
-from builder.signing.bundles import key_bundle_items
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, fetch_blob, read_layers
 from builder.signing.layer_check import check_attestation_layer, check_signature_layer
 from builder.signing.report import VerificationReport, VerifiedAttestation, VerifiedItem, describe_failures
@@ -101,6 +100,8 @@ def verify_image(
     att_tag, att_layers = read_layers(client, repository, digest, ATT_SUFFIX)
     for d in att_layers:
         items.append(verify_layer(client, repository, digest, d, vs, tag=att_tag))
+    from builder.signing.bundles import key_bundle_items  # not at import: verify_layer's callers never need it
+
     items.extend(key_bundle_items(client, repository, digest, vs))
     problems += unmet_requirements(
         items,
@@ -162,6 +163,8 @@ def read_attestations(
     vs = verifiers_for(keys, verifiers)
     tag, layers = read_layers(client, repository, digest, ATT_SUFFIX)
     out = [verify_layer(client, repository, digest, d, vs, tag=tag) for d in layers]
+    from builder.signing.bundles import key_bundle_items
+
     out += [i for i in key_bundle_items(client, repository, digest, vs) if i.kind == "attestation"]
     if predicate_type is not None:
         out = [i for i in out if i.predicate_type == predicate_type]
