@@ -35,7 +35,6 @@ key is a miss. Thread-safe; also remembers verdicts in memory for the run (``sta
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import threading
@@ -129,25 +128,23 @@ def _item(data: object) -> VerifiedItem | None:
     )
 
 
-@dataclasses.dataclass
 class VerdictCache:
     """Verified layer verdicts under ``directory`` (None: kept in memory for this run only).
     ``hits``/``misses``/``unwritable``: layers answered from here, layers verified from the
     registry, verdicts that could not be written (a read-only state directory: counted, never an
     error)."""
 
-    directory: Path | None
-    hits: int = 0
-    misses: int = 0
-    unwritable: int = 0
-    _memory: dict[str, VerifiedItem] = dataclasses.field(default_factory=dict, repr=False)
-    _code: str | None = dataclasses.field(default=None, repr=False)
-    # trust_identity by the identity of the objects it names (kept alive here, so ids stay unique):
-    # every row builds its own KeyVerifier over the same PublicKey objects
-    _trusts: dict[tuple[int, ...], tuple[tuple[object, ...], str | None]] = dataclasses.field(
-        default_factory=dict, repr=False
-    )
-    _guard: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+        self.hits = 0
+        self.misses = 0
+        self.unwritable = 0
+        self._memory: dict[str, VerifiedItem] = {}
+        self._code: str | None = None
+        # trust_identity by the identity of the objects it names (kept alive here, so ids stay
+        # unique): every row builds its own KeyVerifier over the same PublicKey objects
+        self._trusts: dict[tuple[int, ...], tuple[tuple[object, ...], str | None]] = {}
+        self._guard = threading.Lock()
 
     def verify_layer(
         self,
