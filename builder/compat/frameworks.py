@@ -33,6 +33,7 @@ WHEEL_ONLY_OS: frozenset[str] = frozenset({"debian12"})
 FRAMEWORKS: tuple[str, ...] = ("torch", "tensorflow", "jax")
 
 
+@functools.lru_cache(maxsize=1024)  # pure over the packaged tables; asked once per matrix cell
 def _v(text: str) -> Version | None:
     try:
         return Version(text)
@@ -76,6 +77,7 @@ def _lines(rows: tuple[WheelRow, ...]) -> str:
     return ", ".join(dict.fromkeys(parts))
 
 
+@functools.lru_cache(maxsize=1024)  # pure over the packaged tables; asked once per matrix cell
 def cuda_image_os(cuda_version: str) -> tuple[str, ...]:
     """Ubuntu releases with official ``nvidia/cuda`` images of a CUDA line (``cuda-images.csv``)."""
     v = _v(cuda_version)
@@ -89,6 +91,7 @@ def cuda_image_os(cuda_version: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1024)  # pure over the packaged tables; asked once per matrix cell
 def rocm_row(rocm_version: str) -> RocmRow | None:
     """The ``rocm.csv`` row of a ROCm release: exact (6.3.3) or the newest of a line (6.3)."""
     v = _v(rocm_version)

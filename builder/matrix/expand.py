@@ -67,25 +67,30 @@ def variant_id(
     return vid
 
 
-def _rule_matches(
-    rule: ExcludeRule, *, accel: AcceleratorSpec, framework_version: str, python: str, os: str, platform: str
-) -> bool:
-    def values(v: RuleValue | None) -> list[str] | None:
-        return None if v is None else ([v] if isinstance(v, str) else v)
+def _values(v: RuleValue | None) -> list[str] | None:
+    """A rule's field as a list of accepted values; None: the field is not set (any value)."""
+    return None if v is None else ([v] if isinstance(v, str) else v)
 
-    acc = values(rule.accelerator)
-    if acc is not None:
-        tag = Accelerator(accel.kind, accel.version).tag
-        names = {accel.kind, tag, f"{accel.kind}{accel.version or ''}"}
-        if not names.intersection(acc):
-            return False
-    fw = values(rule.framework)
-    if fw is not None and not any(_version_matches(framework_version, want) for want in fw):
-        return False
-    for want_list, have in ((values(rule.python), python), (values(rule.os), os), (values(rule.platform), platform)):
-        if want_list is not None and have not in want_list:
-            return False
-    return True
+
+def _accelerator_matches(rule: ExcludeRule, accel: AcceleratorSpec) -> bool:
+    """The rule's ``accelerator`` accepts the accelerator (by kind, tag or ``<kind><version>``)."""
+    acc = _values(rule.accelerator)
+    if acc is None:
+        return True
+    names = {accel.kind, Accelerator(accel.kind, accel.version).tag, f"{accel.kind}{accel.version or ''}"}
+    return bool(names.intersection(acc))
+
+
+def _framework_matches(rule: ExcludeRule, framework_version: str) -> bool:
+    """The rule's ``framework`` accepts the framework version (equal, or a specifier such as ``<2.5``)."""
+    fw = _values(rule.framework)
+    return fw is None or any(_version_matches(framework_version, want) for want in fw)
+
+
+def _value_matches(want: RuleValue | None, have: str) -> bool:
+    """A rule's ``python``/``os``/``platform`` field accepts the value."""
+    wanted = _values(want)
+    return wanted is None or have in wanted
 
 
 def _version_matches(have: str, want: str) -> bool:
@@ -114,22 +119,32 @@ def _axes_cells(spec: MatrixSpec, add: Report, bad: set[str], skipped: Skipped) 
     ax = spec.axes
     cells: list[Cell] = []
     rule_used = [False] * len(spec.exclude)
+    # a rule excludes a cell when every one of its fields accepts the cell's value: the rules
+    # still matching are narrowed axis by axis, so each field is tested once per axis value
+    rules = [(ri, rule) for ri, rule in enumerate(spec.exclude) if ri not in skipped.rules]  # others: reported
     for ai, acc in enumerate(ax.accelerator):
+        if f"accelerator:{ai}" in bad:
+            continue
+        by_acc = [(ri, r) for ri, r in rules if _accelerator_matches(r, acc)]
         for fv in ax.framework.versions:
+            if f"framework:{fv}" in bad:
+                continue
+            by_fw = [(ri, r) for ri, r in by_acc if _framework_matches(r, fv)]
             for py in ax.python:
+                if f"python:{py}" in bad:
+                    continue
+                by_py = [(ri, r) for ri, r in by_fw if _value_matches(r.python, py)]
                 for os_ in ax.os:
+                    if f"os:{os_}" in bad:
+                        continue
+                    by_os = [(ri, r) for ri, r in by_py if _value_matches(r.os, os_)]
                     for plat in ax.platform:
-                        keys = {f"accelerator:{ai}", f"framework:{fv}", f"python:{py}", f"os:{os_}", f"platform:{plat}"}
-                        if keys & bad:
+                        if f"platform:{plat}" in bad:
                             continue
-                        excluded = False
-                        for ri, rule in enumerate(spec.exclude):
-                            if ri in skipped.rules:
-                                continue  # reported: a YAML number where a version belongs
-                            if _rule_matches(rule, accel=acc, framework_version=fv, python=py, os=os_, platform=plat):
-                                rule_used[ri] = True
-                                excluded = True
-                        if not excluded:
+                        excluding = [ri for ri, r in by_os if _value_matches(r.platform, plat)]
+                        for ri in excluding:
+                            rule_used[ri] = True
+                        if not excluding:
                             cells.append((("axes", "accelerator", ai), acc, fv, py, os_, plat, None))
     for ri, used in enumerate(rule_used):
         if not used and ri not in skipped.rules:

@@ -1,0 +1,330 @@
+"""Jinja templates rendered in memoized sections: byte-identical output, each section rendered once
+per distinct value of what it reads.
+
+A Dockerfile template is mostly made of sections that depend on a few axes (the Python step on
+Python and OS, the accelerator environment on the accelerator); only a few lines name the variant
+itself. :class:`SectionLoader` splits a template's top level into *sections* when it loads it:
+consecutive top-level statements are wrapped into synthetic Jinja blocks (names starting with
+``_builder_section_``), grouped so that statements reading the same variables share a section.
+The template's source, its file and its hash are unchanged; Jinja's own block machinery
+(template inheritance, a family's block overrides, ``super()``) renders the result, so the text is
+the same as ``Template.render`` gives.
+
+:class:`SectionedTemplate` then renders a template with one section cache per run: before a section
+is rendered, the values it can read (each variable *path*, such as ``accelerator.kind``, found in
+the section's syntax tree; a whole variable when the template uses it other than by a constant
+attribute or key) are looked up, and a section already rendered with the same values is reused.
+A section is rendered every time (never cached) when it reads something that is not a template
+variable or a Jinja global (``self``, ``super()``, a macro), and a template is not split at all
+when it assigns, imports or includes anything, or extends a template whose name is not a constant.
+Paths named ``volatile`` (different for every render, such as the variant id) make their section
+uncached without looking them up.
+
+Jinja API used (https://jinja.palletsprojects.com/en/3.1.x/api/): ``Environment.parse`` and
+``Environment.compile`` (which "can compile a node or template source"), ``Template.from_code``
+(what ``BaseLoader.load`` itself calls), ``Template.new_context``, ``Template.blocks`` /
+``Template.root_render_func`` (block render functions, as ``Template.render`` uses them) and
+``jinja2.meta.find_undeclared_variables``. Tested against jinja2 3.1 (pyproject pin ``>=3.1,<4``):
+tests/unit/test_templating.py compares every section-rendered text with ``Template.render``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+from jinja2 import meta, nodes
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+
+    from jinja2.runtime import Context
+
+#: Prefix of the synthetic block names (a template's own block with such a name disables splitting).
+SECTION_PREFIX = "_builder_section_"
+
+#: A variable path: the variable's name, then (is_attribute, name) steps (``a.b`` / ``a["b"]``).
+Path = tuple[Any, ...]
+
+#: Statements a template may have at its top level and still be split (no names assigned, nothing
+#: imported or included: a section reads only the render's variables and Jinja's globals).
+_SPLITTABLE = (nodes.Output, nodes.If, nodes.For, nodes.Block)
+_SCOPE_CHANGING = (
+    nodes.Assign,
+    nodes.AssignBlock,
+    nodes.Macro,
+    nodes.CallBlock,
+    nodes.Import,
+    nodes.FromImport,
+    nodes.Include,
+    nodes.Scope,
+    nodes.With,
+    nodes.ExprStmt,
+    nodes.OverlayScope,
+    nodes.ScopedEvalContextModifier,
+)
+
+
+def _free_names(body: list[nodes.Node], env: jinja2.Environment) -> frozenset[str]:
+    """Names ``body`` looks up in the render context (loop variables and the like excluded)."""
+    tree = nodes.Template(body)
+    tree.set_environment(env)
+    return frozenset(meta.find_undeclared_variables(tree))
+
+
+def variable_paths(body: Iterable[nodes.Node], names: frozenset[str]) -> frozenset[Path]:
+    """Every path of the variables ``names`` that ``body`` reads: ``accelerator.kind`` ->
+    ``("accelerator", (True, "kind"))``, ``labels["x"]`` -> ``("labels", (False, "x"))``; a
+    variable used other than through constant attributes or keys is the bare ``(name,)``."""
+    found: set[Path] = set()
+
+    def visit(node: nodes.Node) -> None:
+        steps: list[tuple[bool, str]] = []
+        cur = node
+        while True:
+            if isinstance(cur, nodes.Getattr):
+                steps.append((True, cur.attr))
+                cur = cur.node
+            elif isinstance(cur, nodes.Getitem) and isinstance(cur.arg, nodes.Const) and isinstance(cur.arg.value, str):
+                steps.append((False, cur.arg.value))
+                cur = cur.node
+            else:
+                break
+        if isinstance(cur, nodes.Name):
+            if cur.ctx == "load" and cur.name in names:
+                found.add((cur.name, *reversed(steps)))
+            return
+        for child in cur.iter_child_nodes():
+            visit(child)
+
+    for n in body:
+        visit(n)
+    return frozenset(found)
+
+
+def _overlaps(path: Path, others: Iterable[Path]) -> bool:
+    """Whether ``path`` is a prefix of one of ``others`` or one of them is a prefix of it."""
+    return any(path[: len(o)] == o[: len(path)] for o in others)
+
+
+class SectionLoader(jinja2.FileSystemLoader):
+    """A file system loader that splits each template's top level into synthetic blocks (see the
+    module docstring). ``volatile``: paths that differ on every render (their statements are
+    grouped apart from the others, so the rest stays cacheable). Templates that cannot be split
+    load unchanged. Same arguments as :class:`jinja2.FileSystemLoader` otherwise."""
+
+    def __init__(self, searchpath: str, volatile: frozenset[Path] = frozenset()) -> None:
+        super().__init__(searchpath)
+        self.volatile = volatile
+        #: template name -> its syntax tree after splitting (what was compiled)
+        self.trees: dict[str, nodes.Template] = {}
+
+    def load(
+        self,
+        environment: jinja2.Environment,
+        name: str,
+        globals: MutableMapping[str, Any] | None = None,
+    ) -> jinja2.Template:
+        source, filename, uptodate = self.get_source(environment, name)
+        tree = environment.parse(source, name, filename)
+        if _splittable(tree):
+            tree.body = self._sections(tree.body)
+        self.trees[name] = tree
+        code = environment.compile(tree, name, filename)
+        return environment.template_class.from_code(environment, code, globals or {}, uptodate)
+
+    def _sections(self, body: list[nodes.Node]) -> list[nodes.Node]:
+        """Consecutive statements grouped (same or nested variable paths, or all volatile) and
+        wrapped into synthetic blocks; the template's own blocks stay where they are."""
+        groups: list[tuple[list[nodes.Node], frozenset[Path], bool]] = []
+        for node in body:
+            if isinstance(node, nodes.Block):
+                groups.append(([node], frozenset(), False))
+                continue
+            # grouping only (what is cached is decided by SectionedTemplate): every name read counts,
+            # without Jinja's scope analysis (a loop variable is a name too), which costs a compile
+            names = frozenset(n.name for n in node.find_all(nodes.Name) if n.ctx == "load")
+            paths = variable_paths([node], names)
+            volatile = any(_overlaps(p, self.volatile) for p in paths)
+            if groups and not isinstance(groups[-1][0][0], nodes.Block):
+                members, group_paths, group_volatile = groups[-1]
+                if volatile == group_volatile and (volatile or paths <= group_paths or group_paths <= paths):
+                    groups[-1] = ([*members, node], group_paths | paths, volatile)
+                    continue
+            groups.append(([node], paths, volatile))
+        out: list[nodes.Node] = []
+        for i, (members, _, _) in enumerate(groups):
+            if isinstance(members[0], nodes.Block):
+                out.append(members[0])
+            else:
+                out.append(nodes.Block(f"{SECTION_PREFIX}{i}", members, False, False, lineno=members[0].lineno))
+        return out
+
+
+def _splittable(tree: nodes.Template) -> bool:
+    if not all(isinstance(n, _SPLITTABLE) for n in tree.body):
+        return False
+    if any(True for _ in tree.find_all(_SCOPE_CHANGING)) or tree.find(nodes.Extends) is not None:
+        return False
+    return not any(b.name.startswith(SECTION_PREFIX) for b in tree.find_all(nodes.Block))
+
+
+_MISSING = object()
+
+
+def _value_at(variables: Mapping[str, Any], path: Path) -> object:
+    """The value a path reads, or the whole value of its longest prefix that plain data holds
+    (Jinja looks ``a.b`` up as an attribute first: ``labels.items`` is the dict's method, so the
+    key is the whole dict)."""
+    value: object = variables.get(path[0], _MISSING)
+    for is_attr, name in path[1:]:
+        if not isinstance(value, dict) or name not in value or (is_attr and hasattr(value, name)):
+            break
+        value = value[name]
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class _Section:
+    """A top-level block of the base template: its name, and when it is cached, the render
+    function of its active implementation, the paths its text depends on and its cache."""
+
+    name: str
+    render: Callable[[Context], Iterator[str]] | None = None
+    paths: tuple[Path, ...] = ()
+    cache: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def key(self, variables: Mapping[str, Any]) -> str:
+        """The values this section reads, as a dictionary key (``repr``: ``"True"`` and ``True``
+        differ; the variables are plain JSON values, whose ``repr`` is deterministic)."""
+        return repr([_value_at(variables, p) for p in self.paths])
+
+
+class SectionedTemplate:
+    """A template rendered section by section with a cache (one instance per run: the cache grows
+    with the distinct values seen). ``variable_names``: the names every render passes; a section
+    reading any other name (besides Jinja's globals) is rendered every time. A template whose base
+    could not be split renders as ``Template.render`` does, without a cache."""
+
+    def __init__(self, env: jinja2.Environment, name: str, variable_names: frozenset[str]) -> None:
+        self.env = env
+        self.template = env.get_template(name)
+        #: the base template's top-level blocks in order (its whole output); empty: not split
+        self.sections: tuple[_Section, ...] = ()
+        #: the templates this one extends, parent first (their blocks back ``super()``)
+        self._parents: tuple[jinja2.Template, ...] = ()
+        loader = env.loader
+        if not isinstance(loader, SectionLoader):
+            return
+        chain = _chain(name, loader.trees, env)
+        if chain is None:
+            return
+        trees = [loader.trees[t] for t in chain]
+        if not all(isinstance(n, nodes.Block) for n in trees[-1].body) or not all(
+            t.body and isinstance(t.body[0], nodes.Extends) for t in trees[:-1]
+        ):
+            return  # the output is not just the base's top-level blocks in order
+        known = variable_names | frozenset(env.globals)
+        # the active implementation of each block: the first template of the chain that defines it
+        impls: dict[str, tuple[jinja2.Template, nodes.Block]] = {}
+        for tname, tree in zip(chain, trees, strict=True):
+            for block in tree.find_all(nodes.Block):
+                impls.setdefault(block.name, (env.get_template(tname), block))
+        sections: list[_Section] = []
+        for top in trees[-1].body:
+            assert isinstance(top, nodes.Block)  # checked above
+            tpl, block = impls[top.name]
+            body = _with_nested(block, impls)
+            names = _free_names(body, env)
+            paths = variable_paths(body, names)
+            if not names <= known or _reads_other_blocks(body) or any(_overlaps(p, loader.volatile) for p in paths):
+                sections.append(_Section(top.name))
+            else:
+                sections.append(_Section(top.name, tpl.blocks[top.name], tuple(sorted(paths, key=repr))))
+        self.sections = tuple(sections)
+        self._parents = tuple(env.get_template(t) for t in chain[1:])
+
+    def render(self, variables: Mapping[str, Any]) -> str:
+        """The text ``Template.render(**variables)`` gives. Raises what Jinja raises (TemplateError)."""
+        if not self.sections:
+            return self.template.render(variables)
+        ctx: Context | None = None
+        parts: list[str] = []
+        try:
+            for section in self.sections:
+                if section.render is not None:
+                    key = section.key(variables)
+                    text = section.cache.get(key)
+                    if text is None:
+                        ctx = ctx or self._context(variables)
+                        text = section.cache[key] = "".join(section.render(ctx))
+                else:
+                    ctx = ctx or self._context(variables)
+                    text = "".join(ctx.blocks[section.name][0](ctx))
+                parts.append(text)
+        except Exception:
+            self.env.handle_exception()
+        return "".join(parts)
+
+    def _context(self, variables: Mapping[str, Any]) -> Context:
+        """A render context with every template's blocks registered, child first, as the
+        generated code of ``{% extends %}`` registers them (so ``super()`` finds the parent's)."""
+        ctx = self.template.new_context(dict(variables))
+        for parent in self._parents:
+            for bname, func in parent.blocks.items():
+                ctx.blocks.setdefault(bname, []).append(func)
+        return ctx
+
+
+def _chain(name: str, trees: Mapping[str, nodes.Template], env: jinja2.Environment) -> list[str] | None:
+    """The template and the templates it extends (child first), loaded; None when one was not
+    loaded by a SectionLoader or names its parent by an expression."""
+    chain: list[str] = []
+    while True:
+        if name not in trees:
+            env.get_template(name)  # a parent is loaded on first render otherwise
+        tree = trees.get(name)
+        if tree is None or name in chain:
+            return None
+        chain.append(name)
+        ext = tree.find(nodes.Extends)
+        if ext is None:
+            return chain
+        if not isinstance(ext.template, nodes.Const) or not isinstance(ext.template.value, str):
+            return None
+        name = ext.template.value
+
+
+def _with_nested(block: nodes.Block, impls: Mapping[str, tuple[jinja2.Template, nodes.Block]]) -> list[nodes.Node]:
+    """A block's body plus the active implementation of every block nested in it (recursively): a
+    family's override of a block inside a section changes that section's text."""
+    body: list[nodes.Node] = list(block.body)
+    seen = {block.name}
+    todo = _nested_blocks(block.body)
+    while todo:
+        bname = todo.pop()
+        if bname in seen or bname not in impls:
+            continue
+        seen.add(bname)
+        nested = impls[bname][1]
+        body.extend(nested.body)
+        todo.extend(_nested_blocks(nested.body))
+    return body
+
+
+def _nested_blocks(body: Iterable[nodes.Node]) -> list[str]:
+    """The names of the blocks in ``body``, at any depth."""
+    names: list[str] = []
+    for n in body:
+        if isinstance(n, nodes.Block):
+            names.append(n.name)
+        names.extend(b.name for b in n.find_all(nodes.Block))
+    return names
+
+
+def _reads_other_blocks(body: Iterable[nodes.Node]) -> bool:
+    """Whether ``body`` calls ``super()`` or uses ``self`` (another block's text)."""
+    return any(
+        isinstance(x, nodes.Name) and x.name in {"super", "self"} for n in body for x in (n, *n.find_all(nodes.Name))
+    )
