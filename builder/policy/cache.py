@@ -47,6 +47,7 @@ CACHE_SCHEMA = 1
 CODE = (
     "policy",
     "signing/keys.py",
+    "signing/fingerprints.py",
     "signing/cosign_key.py",
     "compat",
     "yamldoc.py",
