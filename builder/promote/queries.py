@@ -67,7 +67,7 @@ def status(
     # referrers indexes that are not there are never asked for one by one
     listed = TagLists(ctx, (ctx.stage_location(t, s) for t, s in pairs))
     reports: Once[tuple[str, str, str], PlaceRead] = Once()
-    verdicts = VerdictCache(ctx.cache_dir / "verdicts" if ctx.cache_dir is not None else None)
+    verdicts = VerdictCache.of(ctx)
 
     def evidence(loc: Location, digest: str) -> PlaceRead:
         # .sig, .att and bundle referrers of the digest, read and verified once per repository (the
@@ -130,6 +130,7 @@ def stage_histories(
     other stages are still read; when none can be read, the first stage's error is raised);
     RegistryUnavailableError (5) when the registry cannot be reached."""
     check_stages(ctx, stages)
+    verdicts = VerdictCache.of(ctx)  # the records' layers verified before are not read again
     out: list[StageHistory] = []
     errors: list[BuilderError] = []
     for s in stages or ctx.policy.stage_names:
@@ -140,7 +141,7 @@ def stage_histories(
                 out.append(StageHistory(s, None))  # never promoted (not an error)
                 continue
             # the pointer read once: the chain starts from it, and its trust reuses the chain's first read
-            found = chain(ctx, target, s, limit=limit, digest=digest)
+            found = chain(ctx, target, s, limit=limit, digest=digest, verdicts=verdicts)
             trust = pointer_trust(ctx, loc, s, digest, on=found.head)
             recs = found.records
             labelled = tuple((r, ctx.promoter_label(r)) for r in recs)

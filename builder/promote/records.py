@@ -189,11 +189,19 @@ def _forks(on: RecordsOn, entry: PromotionRecord) -> str | None:
     )
 
 
-def chain(ctx: PromotionContext, target: Target, stage: str, *, limit: int = 100, digest: str | None = None) -> Chain:
+def chain(
+    ctx: PromotionContext,
+    target: Target,
+    stage: str,
+    *,
+    limit: int = 100,
+    digest: str | None = None,
+    verdicts: VerdictCache | None = None,
+) -> Chain:
     """The stage pointer's chain of records, newest first, read from the registry alone: the record
     on the digest the tag names (``digest``: as the caller just read the tag; else read here), then
-    the record on its ``previous`` digest older than it, ... Raises NotFoundError when the stage
-    holds no digest for the variant."""
+    the record on its ``previous`` digest older than it, ... (``verdicts``: see :func:`records_on`).
+    Raises NotFoundError when the stage holds no digest for the variant."""
     loc = ctx.stage_location(target, stage)
     if digest is None:
         digest = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
@@ -205,7 +213,7 @@ def chain(ctx: PromotionContext, target: Target, stage: str, *, limit: int = 100
     cur: str | None = digest
     head: RecordsOn | None = None
     while cur is not None and len(out) < limit:
-        on = records_on(ctx, loc, cur, stage)
+        on = records_on(ctx, loc, cur, stage, verdicts=verdicts)
         if head is None:
             head = on
         entries = [r for r in on.records if before is None or r.when < before]

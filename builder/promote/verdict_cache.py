@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
 
+    from builder.promote.context import PromotionContext
     from builder.registry import RegistryClient
     from builder.signing.verifiers import LayerVerifier
 
@@ -145,6 +146,12 @@ class VerdictCache:
         # unique): every row builds its own KeyVerifier over the same PublicKey objects
         self._trusts: dict[tuple[int, ...], tuple[tuple[object, ...], str | None]] = {}
         self._guard = threading.Lock()
+
+    @classmethod
+    def of(cls, ctx: PromotionContext) -> VerdictCache:
+        """The cache under ``<ctx.cache_dir>/verdicts`` (``<state_dir>/cache/verdicts``); in memory
+        only when the context has no cache directory."""
+        return cls(ctx.cache_dir / "verdicts" if ctx.cache_dir is not None else None)
 
     def verify_layer(
         self,

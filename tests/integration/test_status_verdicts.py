@@ -13,7 +13,7 @@ import pytest
 
 from builder.ledger import open_ledger
 from builder.policy import load_policy
-from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, status
+from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, stage_histories, status
 from builder.registry import RegistryClient, client_for
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, SIGNATURE_ANNOTATION, signature_tag
 from builder.signing.sign import sign_image
@@ -198,3 +198,18 @@ def test_a_cache_directory_that_cannot_be_written_only_costs_the_speed_up(projec
     assert all(r.signatures == 1 and r.action == "promote" and not r.note for r in cold), _shown(cold)
     again, sent = project.status()
     assert _shown(again) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
+
+
+def test_history_reads_the_records_it_verified_before_from_the_cache(project: Project) -> None:
+    """``history`` of a variant promoted once: pointer, ``.att`` and its record's blob; the second
+    time the record's verdict comes from the cache (the tags are read again)."""
+
+    def history() -> tuple[list[tuple[str, str]], int]:
+        ctx, clients = project.context()
+        [dev] = stage_histories(ctx, project.targets[0], ["dev"])
+        return [(r.digest, r.action) for r, _ in dev.records], clients.sent
+
+    cold, cold_sent = history()
+    warm, warm_sent = history()
+    assert cold == warm == [(project.digests[0], "promote")]
+    assert (cold_sent, warm_sent) == (3, 2)
