@@ -8,7 +8,8 @@ same run, interleaved for several rounds:
   (its keep-alive pool), in a worker process: client CPU (user + system of the process, imports
   excluded) and wall time;
 - http.client: the same requests on one ``http.client.HTTPConnection`` (the floor of Python HTTP:
-  no pool, no headers object, no retries), in a worker process the same way;
+  no pool, no headers object, no retries; ``TCP_NODELAY`` set as urllib3 and curl set it), in a
+  worker process the same way;
 - curl: one ``curl`` process for the N URLs (``curl -s -I URL URL ...`` for the HEADs, then one
   for the GETs; ``--config`` lists the URLs), CPU from ``getrusage(RUSAGE_CHILDREN)``;
 - ``--baseline DIR``: builder's client imported from another checkout (e.g. ``git archive`` of the
@@ -75,8 +76,12 @@ def worker(kind: str, registry: str, repo: str, tag: str, digest: str, n: int) -
     """Run the 2N requests in this process with ``kind``'s client; CPU and wall seconds."""
     if kind == "httpclient":
         import http.client
+        import socket
 
         conn = http.client.HTTPConnection(registry)
+        conn.connect()
+        assert conn.sock is not None
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as urllib3 and curl do
 
         def head() -> None:
             conn.request("HEAD", f"/v2/{repo}/manifests/{tag}", headers={"Accept": ACCEPT})

@@ -315,12 +315,12 @@ class Transport:
 
     def delay(self, attempt: int, retry_after: str | None) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based): ``backoff * 2**(attempt-1)``
-        plus up to 25 % random jitter (so parallel clients spread out), at least a
-        ``Retry-After`` given in seconds (RFC 9110 section 10.2.3; an HTTP date is not used), at
-        most ``max_delay``."""
+        plus up to 25 % random jitter (so parallel clients spread out), at least what a
+        ``Retry-After`` asks (:func:`retry_after_seconds`), at most ``max_delay``."""
         delay = self.backoff * (2.0 ** (attempt - 1)) * (1 + random.random() / 4)
-        if retry_after and retry_after.strip().isdigit():
-            delay = max(delay, float(retry_after))
+        asked = retry_after_seconds(retry_after, time.time())
+        if asked is not None:
+            delay = max(delay, asked)
         return min(delay, self.max_delay)
 
     def _sleep(self, attempt: int, retry_after: str | None) -> None:
@@ -365,6 +365,28 @@ class Transport:
             registry=self.registry,
             status=status,
         )
+
+
+def retry_after_seconds(value: str | None, now: float) -> float | None:
+    """Seconds a ``Retry-After`` header value asks to wait (RFC 9110 section 10.2.3): a number of
+    seconds, or an HTTP date (``Fri, 31 Dec 1999 23:59:59 GMT``) less ``now`` (Unix seconds; a
+    date in the past: 0). None when absent or neither form. Pure."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    if text.isdigit():
+        return float(text)
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT; a zone-less one (-0000) is read as such
+        import datetime as dt
+
+        when = when.replace(tzinfo=dt.UTC)
+    return max(0.0, when.timestamp() - now)
 
 
 #: Bytes of a streamed error answer read for its message, and the seconds they may take: a

@@ -338,3 +338,16 @@ def test_retry_after_is_waited_for_before_the_next_attempt() -> None:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_retry_after_as_an_http_date_is_read() -> None:
+    from builder.registry.transport import retry_after_seconds
+
+    now = dt.datetime(2026, 12, 2, 3, 0, 0, tzinfo=dt.UTC).timestamp()
+    assert retry_after_seconds("Wed, 02 Dec 2026 03:00:07 GMT", now) == 7.0
+    assert retry_after_seconds("Wed, 02 Dec 2026 02:59:00 GMT", now) == 0.0  # already past
+    assert retry_after_seconds("12", now) == 12.0
+    assert retry_after_seconds("soon", now) is None and retry_after_seconds(None, now) is None
+    client = RegistryClient("127.0.0.1:1", insecure=True, backoff=0.0, max_delay=5.0)
+    far = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    assert client.transport.delay(1, far) == 5.0  # an hour asked for, capped at max_delay
