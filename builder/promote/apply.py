@@ -14,6 +14,7 @@ Errors: ``PolicyDeniedError`` (31), ``PromotionConflictError`` (32), ``NotFoundE
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -27,10 +28,12 @@ from builder.errors import (
     BuilderError,
     PolicyDeniedError,
     PromotionConflictError,
+    SigningError,
     SigningKeyError,
 )
 from builder.ledger import LedgerRecord
 from builder.predicates import PROMOTION_V1
+from builder.promote.context import LOCK_FILE_MODE
 from builder.promote.listing import TagLists
 from builder.promote.model import (
     UNSET,
@@ -46,20 +49,32 @@ from builder.promote.model import (
     fmt_time,
     short_signer,
 )
-from builder.promote.plan import plan_promotion
+from builder.promote.plan import plan_promotion, source_digest
 from builder.promote.pool import Task, Uploads, parallel
 from builder.promote.records import pointer_trust, records_on
 from builder.promote.transfer import copy_evidence, copy_manifest
 from builder.registry import CopyStats, put_manifest_repairing
 from builder.signing.attest import attest_image, prepare_attestation
-from builder.signing.layer import ATT_SUFFIX, SIGNATURE_CONFIG, SIGNATURE_CONFIG_DIGEST, known_blobs
+from builder.signing.layer import (
+    ATT_SUFFIX,
+    SIG_SUFFIX,
+    SIGNATURE_CONFIG_DIGEST,
+    HeldRead,
+    known_blobs,
+    put_signature_config,
+    signature_lock_path,
+    signature_tag,
+)
 from builder.signing.sign import sign_image
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
+
+    from filelock import FileLock
 
     from builder.policy import Decision, RuleResult
     from builder.promote.context import PromotionContext
+    from builder.promote.plan import Source
     from builder.registry import RegistryClient
     from builder.signing.signer import Signer
 
@@ -187,7 +202,18 @@ def soak_hint(ctx: PromotionContext, decisions: Sequence[Decision]) -> str | Non
     )
 
 
-def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: ExpectPrevious = UNSET) -> Applied:
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """What ``promote_many`` holds while it plans and applies one promotion: the stage lock, and
+    within one repository the digest's ``.att`` lock with the read of that ``.att`` made under it
+    (``att``; None: that lock is not held)."""
+
+    att: HeldRead | None = None
+
+
+def apply_promotion(
+    ctx: PromotionContext, plan: Plan, *, expect_previous: ExpectPrevious = UNSET, held: Held | None = None
+) -> Applied:
     """Apply an allowed plan: copy, write the signed record, move the tag, re-read, ledger row.
     Into another repository or registry the copy is also signed for its destination identity
     (``<registry>/<repository>``, index and platform manifests) by the promoter key, before the tag
@@ -197,7 +223,12 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
     the digest from a reviewed plan to turn the apply into a compare-and-swap). A denied plan is
     recorded in the ledger (``denied``) and raises PolicyDeniedError. PromotionConflictError when
     the pointer moved, the chain forks (the digest it names has no trusted record) or another
-    writer moved it during the write."""
+    writer moved it during the write.
+
+    ``held``: the caller holds the stage lock and made ``plan`` under it (``promote_many``): the
+    plan's pointer read is the read under the lock, and its trust of that pointer stands (a plan
+    that found it untrusted is denied); ``held.att``: the record is appended to the ``.att`` as read
+    under its lock, which the caller holds too."""
     t0 = time.perf_counter()
     signer = require_signer(ctx)
     if plan.digest is None or not plan.decision.allowed:
@@ -217,17 +248,17 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
     prepared = prepare_attestation(dc.registry, dst.repository, digest, PROMOTION_V1, early.predicate(), signer)
     known = _known_in_destination(plan)
     uploading = _early_uploads(plan, dc, prepared.layer.blob, known) if expected != digest else []
-    with ctx.lock(dst):
-        current = dc.try_resolve(dst.repository, dst.pointer_tag)
+    with contextlib.nullcontext() if held is not None else ctx.lock(dst):
+        current = plan.previous if held is not None else dc.try_resolve(dst.repository, dst.pointer_tag)
         # current == digest: an interrupted run of this promotion (tag moved, ledger row missing)
         # or a concurrent promotion of the same digest: completed below if a record says so
         # an explicit --expect-previous is a compare-and-swap even when the stage already holds the digest
         allowed_now = (expected,) if not isinstance(expect_previous, Unset) else (digest, expected)
         if current not in allowed_now:
             raise conflict(dst, expected, current, "since the plan was made")
-        # checked again under the lock even when the plan found a trusted record (never trust a plan):
-        # the digest it names must carry the newest record of the stage's chain
-        if current is not None and current != digest:
+        # checked again under the lock even when the plan found a trusted record (never trust a plan
+        # made before the lock): the digest it names must carry the newest record of the stage's chain
+        if current is not None and current != digest and held is None:
             trust = pointer_trust(ctx, dst, plan.stage, current)
             if not trust.trusted:
                 raise PromotionConflictError(
@@ -246,7 +277,7 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
         if manifest is None:
             manifest = ctx.client(src.registry).get_manifest(src.repository, digest)
 
-        def write_record() -> PromotionRecord:
+        def write_record(att: HeldRead | None) -> PromotionRecord:
             # never reuse a record an interrupted run left (its time is when that run signed it, not
             # when the digest entered the stage: soak and age count from the record): sign anew.
             # A record signed long before the lock was ours (another promotion held it) would carry a
@@ -255,7 +286,14 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
             if early.previous != current or not uploading or stale:
                 rec = new_record(ctx, plan, signer, "promote", digest, current)
                 write = attest_image(
-                    dc, dst.repository, digest, PROMOTION_V1, rec.predicate(), signer, lock_dir=ctx.lock_dir
+                    dc,
+                    dst.repository,
+                    digest,
+                    PROMOTION_V1,
+                    rec.predicate(),
+                    signer,
+                    lock_dir=ctx.lock_dir,
+                    held=att,
                 )
                 return dataclasses.replace(rec, signer=signer.fingerprint, layer=write.layer_digest)
             write = attest_image(
@@ -268,6 +306,7 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
                 lock_dir=ctx.lock_dir,
                 prepared=prepared,
                 uploaded=Uploads(uploading, known),  # waited for only when the .att manifest is about to name them
+                held=att,
             )
             return dataclasses.replace(early, signer=signer.fingerprint, layer=write.layer_digest)
 
@@ -276,22 +315,33 @@ def apply_promotion(ctx: PromotionContext, plan: Plan, *, expect_previous: Expec
         evidence_stats = CopyStats()
         written: list[PromotionRecord] = []
 
-        def evidence_then_record() -> None:
-            # the copied .att first, then our record appended to it: the two writers of one tag never
-            # race (a lost update would be merged and written again: more requests, a varying count)
-            if src.name != dst.name:
-                copy_evidence(ctx, src, dst, digest, evidence_stats, known=plan.evidence_manifests)
-            written.append(write_record())
-
-        jobs: list[Callable[[], None]] = [evidence_then_record]
-        if src.name != dst.name:
-            jobs.append(lambda: copy_manifest(ctx, src, dst, manifest, stats, known_absent=not plan.present))
-        parallel(jobs)
-        if src.name != dst.name:
+        def sign_copy(sig: HeldRead | None) -> None:
             # containers/image (podman, CRI-O) checks the signature's docker-reference against the
             # repository it pulls from: sign the copy (index and platform manifests) for its new
             # identity with the promoter key, before the tag makes it visible (kpromo does the same)
-            sign_image(dc, dst.repository, digest, signer, lock_dir=ctx.lock_dir, manifest=manifest)
+            sign_image(dc, dst.repository, digest, signer, lock_dir=ctx.lock_dir, manifest=manifest, held=sig)
+
+        def evidence_and_record() -> None:
+            if src.name == dst.name:
+                written.append(write_record(held.att if held is not None else None))
+                return
+            # the copied .att and our record, the copied .sig and our signature of the copy: each pair
+            # one read-modify-write of its tag in the destination when none is there yet (else the
+            # copy merged first, then ours appended): the two writers of one tag never race
+            copy_evidence(
+                ctx,
+                src,
+                dst,
+                digest,
+                evidence_stats,
+                known=plan.evidence_manifests,
+                then={ATT_SUFFIX: lambda att: written.append(write_record(att)), SIG_SUFFIX: sign_copy},
+            )
+
+        jobs: list[Callable[[], None]] = [evidence_and_record]
+        if src.name != dst.name:
+            jobs.append(lambda: copy_manifest(ctx, src, dst, manifest, stats, known_absent=not plan.present))
+        parallel(jobs)
         rec = written[0]
         again = dc.try_resolve(dst.repository, dst.pointer_tag)
         if again != current:
@@ -313,10 +363,11 @@ def _early_uploads(plan: Plan, dc: RegistryClient, layer: bytes, known: frozense
     """The record's blob, uploading now, and the ``.sig``/``.att`` config (one blob for every such
     manifest, ``SIGNATURE_CONFIG``) when no manifest the plan read in the destination names it and
     this run saw no ``.att`` there (else the read under the signature lock shows whether it is)."""
-    blobs = [layer]
+    repository = plan.destination.repository
+    tasks = [Task(functools.partial(dc.put_blob, repository, layer))]
     if _att_absent(plan) and SIGNATURE_CONFIG_DIGEST not in known:
-        blobs.append(SIGNATURE_CONFIG)
-    return [Task(functools.partial(dc.put_blob, plan.destination.repository, b)) for b in blobs]
+        tasks.append(Task(functools.partial(put_signature_config, dc, repository)))
+    return tasks
 
 
 def _known_in_destination(plan: Plan) -> frozenset[str]:
@@ -409,10 +460,14 @@ def promote_many(
     def one(t: Target) -> Outcome:
         plan = None
         try:
-            plan = plan_promotion(ctx, t, stage, ticket=ticket, listed=listed)
             if not confirm:
-                return Outcome(t, plan)
-            return Outcome(t, plan, apply_promotion(ctx, plan, expect_previous=expect_previous))
+                return Outcome(t, plan_promotion(ctx, t, stage, ticket=ticket, listed=listed))
+            # planned under the locks the apply needs: the plan's reads of the pointer and of the
+            # record's .att are the reads under those locks (not made twice)
+            with _planning_locks(ctx, t, stage, listed) as (source, view, att_locked):
+                plan = plan_promotion(ctx, t, stage, ticket=ticket, listed=view, source=source)
+                held = Held(_att_read(ctx, plan) if att_locked else None)
+                return Outcome(t, plan, apply_promotion(ctx, plan, expect_previous=expect_previous, held=held))
         except BuilderError as exc:  # one target's failure is its outcome, the batch goes on
             return Outcome(t, plan, None, exc)
 
@@ -437,6 +492,63 @@ def promote_many(
         finished = sum(1 for o in done if o.error is None and (o.applied is not None or not confirm))
         exc.left.append(f"{len(targets) - finished} of {len(targets)} {'promotions' if confirm else 'plans'} not done")
         raise
+
+
+@contextlib.contextmanager
+def _planning_locks(
+    ctx: PromotionContext, target: Target, stage: str, listed: TagLists | None
+) -> Iterator[tuple[Source, TagLists | None, bool]]:
+    """Hold the stage lock of ``target``'s pointer in ``stage`` and, when the record goes into the
+    repository the digest comes from, the lock of the digest's ``.att`` (the order every writer
+    takes them in: stage, then signature); yields the source as read (before the locks: what is
+    promoted), the batch's listings made to read the pointer and that ``.att`` (listed before the
+    locks, they cannot answer for them) and whether the ``.att`` lock is held. Raises
+    NotFoundError (unknown stage), SigningError (the ``.att`` lock timed out), registry errors."""
+    st = ctx.policy.stage(stage)
+    src, dst = ctx.stage_location(target, st.source), ctx.stage_location(target, stage)
+    source = source_digest(ctx, target, st.source, src)
+    digest = source[0]
+    att_tag = signature_tag(digest, ATT_SUFFIX) if digest is not None and src.name == dst.name else None
+    view = listed.reading(dst, dst.pointer_tag, *([att_tag] if att_tag else [])) if listed is not None else None
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(ctx.lock(dst))
+        if att_tag is not None:
+            stack.enter_context(_signature_lock(ctx, dst, att_tag))
+        yield source, view, att_tag is not None
+
+
+def _signature_lock(ctx: PromotionContext, loc: Location, tag: str) -> FileLock:
+    """The lock every writer of ``tag`` (``.sig``/``.att``) in ``loc``'s repository takes
+    (``builder.signing.layer.signature_lock_path``), acquired. SigningError on timeout."""
+    from filelock import FileLock, Timeout
+
+    ctx.lock_dir.mkdir(parents=True, exist_ok=True)
+    registry = ctx.client(loc.registry).registry
+    lock = FileLock(
+        str(signature_lock_path(ctx.lock_dir, registry, loc.repository, tag)),
+        timeout=ctx.lock_timeout,
+        mode=LOCK_FILE_MODE,
+    )
+    try:
+        lock.acquire()
+    except Timeout as exc:
+        raise SigningError(
+            f"timed out after {ctx.lock_timeout:.0f}s waiting for the lock on {loc.repository}:{tag}",
+            hint=f"another builder process is writing signatures; lock file {lock.lock_file}",
+        ) from exc
+    return lock
+
+
+def _att_read(ctx: PromotionContext, plan: Plan) -> HeldRead:
+    """The digest's ``.att`` in the destination as the plan read it under its lock (the plan's
+    evidence read, None: absent), or read now (the plan's read failed; the lock is still held)."""
+    known = plan.evidence_manifests
+    if known is not None and ATT_SUFFIX in known:
+        m = known[ATT_SUFFIX]
+    else:
+        dst = plan.destination
+        m = ctx.client(dst.registry).try_get_manifest(dst.repository, signature_tag(plan.digest or "", ATT_SUFFIX))
+    return HeldRead(m.json if m is not None else None)
 
 
 def _batch_listing(ctx: PromotionContext, targets: Sequence[Target], stage: str) -> TagLists | None:

@@ -35,13 +35,25 @@ class TagLists:
         self._ctx = ctx
         self._rows = Counter((loc.registry, loc.repository) for loc in locations)
         self._lists: Once[tuple[str, str], frozenset[str]] = Once()
+        self._unknown: frozenset[str] = frozenset()
+        self._unknown_in: tuple[str, str] | None = None
 
     def tags(self, loc: Location) -> frozenset[str] | None:
         """Every tag of ``loc``'s repository; None when that repository is not listed (one row)."""
         key = (loc.registry, loc.repository)
         if self._rows[key] < 2:
             return None
-        return self._lists.get(key, lambda: frozenset(self._ctx.client(loc.registry).list_tags(loc.repository)))
+        listed = self._lists.get(key, lambda: frozenset(self._ctx.client(loc.registry).list_tags(loc.repository)))
+        return listed | self._unknown if key == self._unknown_in else listed
+
+    def reading(self, loc: Location, *tags: str) -> TagLists:
+        """These listings (shared, listed once), except that ``tags`` of ``loc``'s repository count as
+        possibly there, so they are read rather than answered from the listing: what one promotion
+        must read under a lock it took after the listing was made."""
+        view = TagLists.__new__(TagLists)
+        view._ctx, view._rows, view._lists = self._ctx, self._rows, self._lists
+        view._unknown, view._unknown_in = frozenset(tags), (loc.registry, loc.repository)
+        return view
 
     def absent(self, loc: Location, tag: str) -> bool:
         """True when the listing of ``loc``'s repository shows ``tag`` is not there (False: there, or unknown)."""

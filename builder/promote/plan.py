@@ -65,19 +65,30 @@ def chain_rows(ctx: PromotionContext, stage: str, trust: PointerTrust) -> tuple[
     return (RuleResult("chain", False, trust.note(ctx.promoter_names(stage))),)
 
 
+Source = tuple["str | None", RuleResult, "Manifest | None"]
+"""``source_digest``'s answer: (digest, the ``source`` rule result, the manifest as stored)."""
+
+
 def plan_promotion(
-    ctx: PromotionContext, target: Target, stage: str, *, ticket: str | None = None, listed: TagLists | None = None
+    ctx: PromotionContext,
+    target: Target,
+    stage: str,
+    *,
+    ticket: str | None = None,
+    listed: TagLists | None = None,
+    source: Source | None = None,
 ) -> Plan:
     """Decide (without writing anything) the promotion of ``target`` into ``stage``.
 
     ``listed``: the tags of the batch's repositories (``promote_many``): a stage pointer or
     ``.sig``/``.att``/fallback index tag they show absent is not asked for (the pointer is read
-    again under the stage lock before it moves). Never raises for denied promotions;
-    NotFoundError for an unknown stage; registry errors propagate."""
+    again under the stage lock before it moves). ``source``: ``source_digest`` as the caller
+    already read it. Never raises for denied promotions; NotFoundError for an unknown stage;
+    registry errors propagate."""
     st = ctx.policy.stage(stage)
     src = ctx.stage_location(target, st.source)
     dst = ctx.stage_location(target, stage)
-    digest, source_result, manifest = source_digest(ctx, target, st.source, src)
+    digest, source_result, manifest = source or source_digest(ctx, target, st.source, src)
     same = src.name == dst.name
     if digest is None:
         trust = pointer_trust(ctx, dst, stage)

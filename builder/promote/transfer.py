@@ -26,6 +26,7 @@ from builder.registry import CopyStats, copy_image, put_manifest_repairing
 from builder.signing.layer import (
     ATT_SUFFIX,
     SIG_SUFFIX,
+    HeldRead,
     SignatureLayer,
     append_layer,
     signature_lock_path,
@@ -116,18 +117,30 @@ def copy_evidence(
     stats: CopyStats,
     *,
     known: Mapping[str, Manifest | None] | None = None,
+    then: Mapping[str, Callable[[HeldRead | None], object]] | None = None,
 ) -> None:
     """Copy ``.sig``/``.att`` manifests (byte for byte when the destination has none; otherwise
     every missing layer is appended under the same lock writers use) and referrers (manifest
     copied, destination fallback index rebuilt with each referrer's ``artifactType``).
-    ``known``: the source's ``.sig``/``.att`` manifests already read (suffix -> manifest or None)."""
+    ``known``: the source's ``.sig``/``.att`` manifests already read (suffix -> manifest or None).
+
+    ``then``: suffix -> the caller's own append to that tag in ``dst`` (a signature of the copy, a
+    promotion record), called once whatever the copy found. When the destination has no such
+    manifest yet, the copy and that append are one read-modify-write: the callback gets the source
+    manifest as the read under the destination's lock (still held), so the source's layers and
+    the caller's are written in one ``PUT`` (and re-read once); otherwise it gets None (the copy
+    is done or merged, the lock released: it takes the lock itself)."""
     sc, dc = ctx.client(src.registry), ctx.client(dst.registry)
+    after = dict(then or {})
 
     def one_suffix(suffix: str) -> CopyStats:
         st = CopyStats()
+        follow = after.get(suffix)
         tag = signature_tag(digest, suffix)
         sm = known[suffix] if known is not None and suffix in known else sc.try_get_manifest(src.repository, tag)
         if sm is None:
+            if follow is not None:
+                follow(None)
             return st
         transfer_blobs(ctx, src, dst, sm.blobs, st)
         ctx.lock_dir.mkdir(parents=True, exist_ok=True)
@@ -138,25 +151,29 @@ def copy_evidence(
         ):
             dm = dc.try_get_manifest(dst.repository, tag)
             if dm is None:
-                dc.put_manifest(dst.repository, tag, sm.raw, sm.media_type)
+                if follow is not None:  # the copy and the caller's layer: one write (the blobs are there)
+                    follow(HeldRead(sm.json))
+                else:
+                    dc.put_manifest(dst.repository, tag, sm.raw, sm.media_type)
                 st.manifests += 1
                 return st
-        if dm.digest == sm.digest:
-            return st
-        have = {(d.digest, d.annotations) for d in dm.layers}
-        for layer in sm.layers:
-            if (layer.digest, layer.annotations) in have:
-                continue
-            blob = sc.get_blob(src.repository, layer.digest)
-            append_layer(
-                dc,
-                dst.repository,
-                digest,
-                suffix,
-                SignatureLayer(layer.media_type, blob, layer.annotation_map),
-                lock_dir=ctx.lock_dir,
-            )
-            st.manifests += 1
+        if dm.digest != sm.digest:
+            have = {(d.digest, d.annotations) for d in dm.layers}
+            for layer in sm.layers:
+                if (layer.digest, layer.annotations) in have:
+                    continue
+                blob = sc.get_blob(src.repository, layer.digest)
+                append_layer(
+                    dc,
+                    dst.repository,
+                    digest,
+                    suffix,
+                    SignatureLayer(layer.media_type, blob, layer.annotation_map),
+                    lock_dir=ctx.lock_dir,
+                )
+                st.manifests += 1
+        if follow is not None:
+            follow(None)
         return st
 
     def copy_referrers() -> CopyStats:

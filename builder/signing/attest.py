@@ -24,6 +24,7 @@ from builder.signing.layer import (
     DSSE_MEDIA_TYPE,
     PREDICATE_TYPE_ANNOTATION,
     SIGNATURE_ANNOTATION,
+    HeldRead,
     SignatureLayer,
     WriteResult,
     append_layer,
@@ -76,6 +77,7 @@ def attest_image(
     prepared: PreparedAttestation | None = None,
     uploaded: Collection[str] = (),
     suffix: str = ATT_SUFFIX,
+    held: HeldRead | None = None,
 ) -> WriteResult:
     """Sign an in-toto v1 statement about ``repository@digest`` and append it to ``sha256-<hex>.att``
     (``suffix``: another tag of the same layout, e.g. an approver's own ``builder.signing.approvals.approval_suffix``).
@@ -83,7 +85,8 @@ def attest_image(
     The subject name is ``<registry>/<repository>``. An attestation with the same statement
     already signed by the same key pair is not written twice (``appended=False``).
     ``prepared``: the statement already signed by ``prepare_attestation`` (same arguments);
-    ``uploaded``: blob digests already in the repository (see ``append_layer``).
+    ``uploaded``: blob digests already in the repository; ``held``: the tag's lock is held by the
+    caller, who read the manifest under it (see ``append_layer``).
     Raises SigningError / registry errors.
     """
     if prepared is None:
@@ -104,6 +107,7 @@ def attest_image(
         signer=signer.fingerprint,
         equivalent=equivalent,
         uploaded=uploaded,
+        held=held,
     )
     return dataclasses.replace(result, predicate_type=predicate_type)
 

@@ -25,12 +25,14 @@ import binascii
 import dataclasses
 import hashlib
 import json
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
-from builder.errors import NotFoundError, SigningError
+from builder.errors import NotFoundError, RegistryError, SigningError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping, Sequence
@@ -205,6 +207,14 @@ def signature_lock_path(lock_dir: Path, registry: str, repository: str, tag: str
     return lock_dir / f"sig-{key}.lock"
 
 
+@dataclasses.dataclass(frozen=True)
+class HeldRead:
+    """A ``.sig``/``.att`` manifest read while the caller held its lock
+    (``signature_lock_path``), and still holds it: ``manifest`` parsed (None: the tag was absent)."""
+
+    manifest: Mapping[str, Any] | None
+
+
 def append_layer(
     client: RegistryClient,
     repository: str,
@@ -218,6 +228,7 @@ def append_layer(
     lock_timeout: float = 60.0,
     attempts: int = 3,
     uploaded: Collection[str] = (),
+    held: HeldRead | None = None,
 ) -> WriteResult:
     """Append ``layer`` to the manifest tagged ``signature_tag(digest, suffix)`` (create it if absent).
 
@@ -231,69 +242,91 @@ def append_layer(
     ``uploaded``: digests of blobs the caller knows ``repository`` holds (e.g. the layer, uploaded
     before taking the lock, or ``SIGNATURE_CONFIG`` named by a manifest it read there,
     ``known_blobs``): not uploaded again. The config is ``SIGNATURE_CONFIG``, not uploaded when the
-    manifest read under the lock names it already.
+    manifest read under the lock names it already. ``held``: the caller holds the lock and read the
+    manifest under it: the lock is not taken again and the first attempt builds on that read (the
+    same read-modify-write, its read made earlier under the same lock).
     """
     tag = signature_tag(digest, suffix)
+    if held is not None:
+        return _append_locked(client, repository, tag, layer, signer, equivalent, attempts, uploaded, held)
     lock_dir.mkdir(parents=True, exist_ok=True)
     from filelock import FileLock, Timeout  # only a writer needs it (start-up of the queries)
 
     # mode: rw-r--r-- as under umask 022, and no per-new-file flock probe of the directory (filelock 4)
     lock = FileLock(str(signature_lock_path(lock_dir, client.registry, repository, tag)), mode=0o644)
     try:
-        held = lock.acquire(timeout=lock_timeout)
+        held_lock = lock.acquire(timeout=lock_timeout)
     except Timeout as exc:
         raise SigningError(
             f"timed out after {lock_timeout:.0f}s waiting for the lock on {repository}:{tag}",
             hint=f"another builder process is writing signatures; lock file {lock.lock_file}",
         ) from exc
-    with held:  # released however the body ends (an error, an interrupt unwinding the stack)
-        ours = layer.descriptor()
-        for _attempt in range(attempts):
+    with held_lock:  # released however the body ends (an error, an interrupt unwinding the stack)
+        return _append_locked(client, repository, tag, layer, signer, equivalent, attempts, uploaded, None)
+
+
+def _append_locked(
+    client: RegistryClient,
+    repository: str,
+    tag: str,
+    layer: SignatureLayer,
+    signer: str,
+    equivalent: Callable[[dict[str, Any]], bool] | None,
+    attempts: int,
+    uploaded: Collection[str],
+    first: HeldRead | None,
+) -> WriteResult:
+    """``append_layer``'s read-modify-write, its lock held (``first``: the first read, made under it)."""
+    ours = layer.descriptor()
+    for attempt in range(attempts):
+        if first is not None and attempt == 0:
+            existing = dict(first.manifest) if first.manifest is not None else None
+        else:
             existing = _get_manifest(client, repository, tag)
-            layers: list[dict[str, Any]] = list(existing.get("layers", [])) if existing else []
-            for d in layers:
-                identical = d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
-                if identical or (equivalent is not None and equivalent(d)):
-                    return WriteResult(
-                        repository,
-                        tag,
-                        _digest_of_manifest(client, repository, tag),
-                        str(d.get("digest")),
-                        False,
-                        len(layers),
-                        signer,
-                    )
-            layers.append(ours)
-            there = known_blobs(existing) | set(uploaded)  # the config is usually among them
-            todo = [b for b in (layer.blob, SIGNATURE_CONFIG) if sha256_digest(b) not in there]
-            _put_blobs(client, repository, todo)
-            manifest = {
-                "schemaVersion": 2,
-                "mediaType": OCI_MANIFEST,
-                "config": {
-                    "mediaType": OCI_CONFIG,
-                    "size": len(SIGNATURE_CONFIG),
-                    "digest": SIGNATURE_CONFIG_DIGEST,
-                },
-                "layers": layers,
-            }
-            body = json.dumps(manifest, separators=(",", ":")).encode()
-            manifest_digest = _put_manifest(client, repository, tag, body, OCI_MANIFEST)
-            reread = _get_manifest(client, repository, tag)
-            found = reread is not None and any(
-                d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
-                for d in reread.get("layers", [])
-            )
-            if found:
-                return WriteResult(repository, tag, manifest_digest, ours["digest"], True, len(layers), signer)
-            # another writer (not using our lock: another machine) replaced the manifest: merge again
-        raise SigningError(
-            f"wrote {repository}:{tag} {attempts} times but re-reading it never showed our layer {ours['digest']}",
-            hint="another writer keeps replacing the manifest without the lock (another machine?); "
-            "run signers of one digest in one CI concurrency group, then retry",
-            repository=repository,
-            tag=tag,
+        layers: list[dict[str, Any]] = list(existing.get("layers", [])) if existing else []
+        for d in layers:
+            identical = d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
+            if identical or (equivalent is not None and equivalent(d)):
+                return WriteResult(
+                    repository,
+                    tag,
+                    _digest_of_manifest(client, repository, tag),
+                    str(d.get("digest")),
+                    False,
+                    len(layers),
+                    signer,
+                )
+        layers.append(ours)
+        there = known_blobs(existing) | set(uploaded)  # the config is usually among them
+        todo = [b for b in (layer.blob, SIGNATURE_CONFIG) if sha256_digest(b) not in there]
+        _put_blobs(client, repository, todo)
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": OCI_CONFIG,
+                "size": len(SIGNATURE_CONFIG),
+                "digest": SIGNATURE_CONFIG_DIGEST,
+            },
+            "layers": layers,
+        }
+        body = json.dumps(manifest, separators=(",", ":")).encode()
+        manifest_digest = _put_manifest_resending(client, repository, tag, body, [layer.blob, SIGNATURE_CONFIG])
+        reread = _get_manifest(client, repository, tag)
+        found = reread is not None and any(
+            d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
+            for d in reread.get("layers", [])
         )
+        if found:
+            return WriteResult(repository, tag, manifest_digest, ours["digest"], True, len(layers), signer)
+        # another writer (not using our lock: another machine) replaced the manifest: merge again
+    raise SigningError(
+        f"wrote {repository}:{tag} {attempts} times but re-reading it never showed our layer {ours['digest']}",
+        hint="another writer keeps replacing the manifest without the lock (another machine?); "
+        "run signers of one digest in one CI concurrency group, then retry",
+        repository=repository,
+        tag=tag,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -389,6 +422,33 @@ def _put_manifest(client: RegistryClient, repository: str, tag: str, body: bytes
     return client.put_manifest(repository, tag, body, media_type)
 
 
+BLOB_RESENDS = 3
+"""Times a ``.sig``/``.att`` manifest PUT refused with ``BLOB_UNKNOWN`` is retried after sending its
+blobs again."""
+
+
+def _put_manifest_resending(
+    client: RegistryClient, repository: str, tag: str, body: bytes, blobs: Sequence[bytes]
+) -> str:
+    """PUT the manifest; when the registry answers that a blob it names is unknown
+    (``builder.registry.blob_unknown``), upload ``blobs`` (our layer and ``SIGNATURE_CONFIG``) again
+    and retry, at most ``BLOB_RESENDS`` times. The config is one blob shared by every
+    ``.sig``/``.att`` manifest of the repository, so concurrent writers upload or mount it at the
+    same time, and distribution's filesystem driver rewrites a blob's link file in place on each
+    (truncate, then write): a manifest PUT verifying it meanwhile finds it missing. Other registry
+    errors propagate."""
+    from builder.registry.copy import blob_unknown  # the registry's copy module: imported on a write only
+
+    for attempt in range(BLOB_RESENDS + 1):
+        try:
+            return _put_manifest(client, repository, tag, body, OCI_MANIFEST)
+        except RegistryError as exc:
+            if attempt == BLOB_RESENDS or not blob_unknown(exc):
+                raise
+            _put_blobs(client, repository, blobs, again=True)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 def _get_blob(client: RegistryClient, repository: str, digest: str) -> bytes:
     """The bytes as served, unchecked (the caller checks digest and size to name what is wrong).
     Bytes that match ``digest`` are kept in the client's content cache: the same evidence blob is
@@ -400,14 +460,48 @@ def _get_blob(client: RegistryClient, repository: str, digest: str) -> bytes:
     return client.content.blob_once(repository, digest, load)
 
 
-def _put_blobs(client: RegistryClient, repository: str, blobs: Sequence[bytes]) -> None:
-    """Upload small blobs concurrently (one thread each; the client is thread-safe). No HEAD
-    first: re-uploading a few hundred bytes costs less than a round trip to ask."""
+_CONFIG_UPLOADS: weakref.WeakKeyDictionary[RegistryClient, dict[str, Future[str]]] = weakref.WeakKeyDictionary()
+_CONFIG_LOCK = threading.Lock()
+
+
+def put_signature_config(client: RegistryClient, repository: str, *, again: bool = False) -> str:
+    """Upload ``SIGNATURE_CONFIG`` into ``repository`` once per client (the threads of a batch
+    writing many ``.sig``/``.att`` manifests share one upload: each upload rewrites the blob's link,
+    see ``_put_manifest_resending``); ``again``: upload even if this client did (a PUT found it
+    missing). A failed upload is not remembered. Returns its digest; registry errors propagate."""
+    with _CONFIG_LOCK:
+        mine = _CONFIG_UPLOADS.setdefault(client, {})
+        fut = None if again else mine.get(repository)
+        first = fut is None
+        if fut is None:
+            fut = mine[repository] = Future()
+    if not first:
+        return fut.result()
+    try:
+        fut.set_result(client.put_blob(repository, SIGNATURE_CONFIG))
+    except BaseException as exc:
+        with _CONFIG_LOCK:
+            mine.pop(repository, None)
+        fut.set_exception(exc)
+        raise
+    return fut.result()
+
+
+def _put_blobs(client: RegistryClient, repository: str, blobs: Sequence[bytes], *, again: bool = False) -> None:
+    """Upload small blobs concurrently (one thread each; the client is thread-safe), the shared
+    config through ``put_signature_config``. No HEAD first: re-uploading a few hundred bytes costs
+    less than a round trip to ask."""
+
+    def put(blob: bytes) -> str:
+        if blob == SIGNATURE_CONFIG:
+            return put_signature_config(client, repository, again=again)
+        return client.put_blob(repository, blob)
+
     if not blobs:
         return
     if len(blobs) == 1:
-        client.put_blob(repository, blobs[0])
+        put(blobs[0])
         return
     with ThreadPoolExecutor(max_workers=len(blobs)) as pool:
-        for f in [pool.submit(client.put_blob, repository, b) for b in blobs]:
+        for f in [pool.submit(put, b) for b in blobs]:
             f.result()

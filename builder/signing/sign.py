@@ -21,6 +21,7 @@ from builder.signing.layer import (
     SIG_SUFFIX,
     SIGNATURE_ANNOTATION,
     SIMPLESIGNING_MEDIA_TYPE,
+    HeldRead,
     SignatureLayer,
     WriteResult,
     append_layer,
@@ -46,6 +47,7 @@ def sign_image(
     lock_dir: Path,
     annotations: Mapping[str, str] | None = None,
     manifest: Manifest | None = None,
+    held: HeldRead | None = None,
 ) -> WriteResult:
     """Sign ``repository@digest``: append a simple-signing layer to ``sha256-<hex>.sig``; when the
     digest is an image index, each runnable platform manifest of it is signed too (same identity,
@@ -57,8 +59,9 @@ def sign_image(
     as cosign writes it. ``annotations`` go into the payload's ``optional`` (signed, like
     ``cosign sign -a``). An existing layer with the same payload already signed by this key pair
     is kept and nothing is written (``appended=False``). ``manifest``: the manifest of ``digest``
-    when the caller already holds it (saves reading it again). Returns the write of ``digest``
-    itself (the index). Raises SigningError / registry errors.
+    when the caller already holds it (saves reading it again). ``held``: the caller holds the lock
+    of ``digest``'s ``.sig`` and read it under that lock (``builder.signing.layer.append_layer``).
+    Returns the write of ``digest`` itself (the index). Raises SigningError / registry errors.
     """
     if manifest is not None and manifest.digest == digest:
         children = [d.digest for d in runnable_platforms(manifest)] if manifest.is_index else []
@@ -66,11 +69,11 @@ def sign_image(
         children = platform_manifests(client, repository, digest)
     if children:
         with ThreadPoolExecutor(max_workers=min(4, len(children) + 1)) as pool:
-            top = pool.submit(_sign_one, client, repository, digest, signer, lock_dir, annotations)
+            top = pool.submit(_sign_one, client, repository, digest, signer, lock_dir, annotations, held)
             for f in [pool.submit(_sign_one, client, repository, c, signer, lock_dir, annotations) for c in children]:
                 f.result()
             return top.result()
-    return _sign_one(client, repository, digest, signer, lock_dir, annotations)
+    return _sign_one(client, repository, digest, signer, lock_dir, annotations, held)
 
 
 def platform_manifests(client: RegistryClient, repository: str, digest: str) -> list[str]:
@@ -90,6 +93,7 @@ def _sign_one(
     signer: Signer,
     lock_dir: Path,
     annotations: Mapping[str, str] | None,
+    held: HeldRead | None = None,
 ) -> WriteResult:
     payload = simple_signing_payload(f"{client.registry}/{repository}", digest, annotations)
     layer_equivalent = _same_key_signature(signer, payload) if signer.kind == "key" else None
@@ -108,6 +112,7 @@ def _sign_one(
         lock_dir=lock_dir,
         signer=signer.fingerprint,
         equivalent=layer_equivalent,
+        held=held,
     )
 
 

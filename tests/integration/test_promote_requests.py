@@ -27,6 +27,7 @@ from builder.promote import (
     status,
 )
 from builder.registry import RegistryClient, client_for
+from builder.signing.layer import signature_tag
 from builder.signing.sign import sign_image
 from tests.integration.test_promote_support import Keys, make_keys, push_image, tar_layer
 from tests.projects import build_key_policy
@@ -116,24 +117,51 @@ def setup(registry_address: str, unique_repo: str, tmp_path: Path) -> Setup:
     return Setup(registry_address, unique_repo, tmp_path)
 
 
-def test_same_repository_promotion_sends_14_requests(setup: Setup) -> None:
-    """plan: source tag GET, pointer HEAD, .sig GET (its payload is derived from the digest, not
-    read), .att GET, fallback referrers index GET (5); apply: the record's DSSE blob (POST + PUT;
-    the .sig/.att config is one blob for every such manifest and the .sig the plan read names it),
-    pointer HEAD under the lock, .att read, PUT and re-read (lost-update check), pointer HEAD
-    before the move, tag PUT, HEAD after (9)."""
+def test_same_repository_promotion_sends_12_requests(setup: Setup) -> None:
+    """``builder promote --confirm`` (``promote_many``): the source tag GET, then under the stage lock
+    and the digest's .att lock the plan: pointer HEAD, .sig GET (its payload is derived from the
+    digest, not read), .att GET, fallback referrers index GET (5); the apply builds on those reads
+    (no second pointer HEAD or .att GET under the locks): the record's DSSE blob (POST + PUT; the
+    .sig/.att config is one blob for every such manifest and the .sig the plan read names it), .att
+    PUT and re-read (lost-update check), pointer HEAD before the move, tag PUT, HEAD after (7)."""
     target, digest = setup.build("reqs-same")
-    assert setup.promote(target, "dev") == 14
+    ctx, clients = setup.context()
+    [outcome] = promote_many(ctx, [target], "dev", confirm=True)
+    assert outcome.ok, outcome.to_json()
+    assert clients.sent == 12
     assert setup.client.resolve(setup.repo, "reqs-same-dev") == digest
+
+
+def test_a_reviewed_plan_applied_later_reads_the_pointer_and_att_again_under_the_locks(setup: Setup) -> None:
+    """A plan made without the locks (``plan_promotion``, then ``apply_promotion``, e.g. a reviewed
+    dry run): the apply reads the pointer under the stage lock and the .att under its lock again
+    (14 = 12 + 2)."""
+    target, digest = setup.build("reqs-plan")
+    assert setup.promote(target, "dev") == 14
+    assert setup.client.resolve(setup.repo, "reqs-plan-dev") == digest
 
 
 def test_cross_repository_promotion_reads_the_source_referrers_index_once(setup: Setup) -> None:
     """Into another repository of the same registry (blobs mounted, evidence copied, the copy signed
-    for its new name): the source's fallback referrers index the plan read is not read again."""
+    for its new name): the source's fallback referrers index the plan read is not read again. The
+    copied .att and our record, the copied .sig and our signature of the copy, are one
+    read-modify-write each (a GET under the lock, one PUT, the re-read), not a copy then an append
+    (26 with ``promote_many``, whose plan reads the pointer under the stage lock; 27 for a plan
+    applied later)."""
     target, digest = setup.build("reqs-cross")
     setup.promote(target, "dev")
-    assert setup.promote(target, "rel") == 31
+    ctx, clients = setup.context()
+    [outcome] = promote_many(ctx, [target], "rel", confirm=True)
+    assert outcome.ok, outcome.to_json()
+    assert clients.sent == 26
     assert setup.client.resolve(f"rel/{setup.repo}", "reqs-cross-rel") == digest
+    dst = RegistryClient(setup.registry, insecure=True)  # both tags hold the source's layer and ours
+    assert len(dst.get_manifest(f"rel/{setup.repo}", signature_tag(digest, ".sig")).json["layers"]) == 2
+    assert len(dst.get_manifest(f"rel/{setup.repo}", signature_tag(digest, ".att")).json["layers"]) == 2
+
+    again, _ = setup.build("reqs-cross-plan")
+    setup.promote(again, "dev")
+    assert setup.promote(again, "rel") == 27
 
 
 def test_a_batch_mounts_each_shared_blob_once(setup: Setup) -> None:

@@ -22,13 +22,13 @@ import pytest
 
 from builder.registry import OCI_MANIFEST, RegistryClient, sha256_digest
 from builder.signing.attest import attest_image
+from builder.signing.fingerprints import short_fingerprint
 from builder.signing.keys import (
     KeyPairSigner,
     PublicKey,
     generate_key_pair,
     load_public_keys,
     load_signer,
-    short_fingerprint,
 )
 from builder.signing.layer import SIGNATURE_CONFIG, signature_tag
 from builder.signing.sign import sign_and_attest_build, sign_image
