@@ -503,3 +503,27 @@ def test_a_signature_payload_derived_from_its_digest_is_not_read(
     assert report.ok and [i.ok for i in report.items] == [True, True]
     assert fresh.requests_sent == first + 1  # + the annotated payload's blob
     assert fresh.content.size > 0
+
+
+def test_a_shared_config_the_registry_lost_is_sent_again(
+    client: RegistryClient, image: tuple[str, str], tmp_path: Path
+) -> None:
+    """Every .sig/.att manifest names one config blob, uploaded once per client and repository.
+    When the registry no longer has it in the repository (here deleted; in practice its link being
+    rewritten by a concurrent upload), the manifest PUT's BLOB_UNKNOWN makes the writer send the
+    blobs again and retry: the signature is written."""
+    repo, digest = image
+    signer = new_signer(tmp_path / "k")
+    writer = RegistryClient(client.registry, insecure=True)
+    sign_image(writer, repo, digest, signer, lock_dir=tmp_path / "locks")
+    config = sha256_digest(SIGNATURE_CONFIG)
+    client.request("DELETE", f"/v2/{repo}/blobs/{config}", ok=(202,))
+    assert not client.blob_exists(repo, config)
+    other = push_tiny_image(client, repo, "v2", b"another image\n")
+    sent = writer.requests_sent
+    w = sign_image(writer, repo, other, signer, lock_dir=tmp_path / "locks")
+    # the image manifest (an index?), .sig GET (absent), payload POST + PUT, the refused PUT, both
+    # blobs again (4), PUT, re-read
+    assert writer.requests_sent - sent == 11
+    assert w.appended and client.blob_exists(repo, config)
+    assert verify_image(client, repo, other, keys=[public_key(signer)]).ok
