@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from typing_extensions import TypedDict
 
 from builder.checks.run import (
-    CheckDocument,
     CheckRequest,
     DeviceCheck,
     DeviceRunDocument,
@@ -25,6 +24,7 @@ from builder.checks.run import (
     pin_image,
 )
 from builder.checks.runners import open_session
+from builder.checks.static import StaticFleetDocument, StaticHostDocument
 from builder.errors import (
     BuilderError,
     CheckFailedError,
@@ -308,8 +308,6 @@ def kubernetes_jobs(request: CheckRequest, cluster: Cluster, services: CheckServ
     :func:`builder.checks.runners.kubernetes.job_manifest` of the probed platform manifest. Raises ConfigError
     when the cluster's runner is not ``kubernetes``; registry errors."""
     from builder.checks.device import PYTHON_SHIM, mode_for
-    from builder.checks.host.accumulator import Accumulator
-    from builder.checks.host.assemble import assemble
     from builder.checks.runners.kubernetes import job_manifest
 
     if cluster.runner is None or cluster.runner.kind != "kubernetes":
@@ -320,7 +318,7 @@ def kubernetes_jobs(request: CheckRequest, cluster: Cluster, services: CheckServ
         )
     image = _pin(request, services)
     facts, run_ref = image.facts, image.run_reference
-    mode = mode_for(facts, assemble(Accumulator()), request.mode)  # the image decides; no host is known here
+    mode = mode_for(facts, None, request.mode)  # the image decides; no host is known here
     vendor = {"nvidia": "nvidia", "amd": "amd"}.get(mode)
     steps: list[tuple[str, list[str], bool]] = []
     if mode == "nvidia":
@@ -402,7 +400,9 @@ def check_clusters(
 
 #: ``builder check --json``: a static verdict, a device check (here or on one cluster), a fleet's checks, or
 #: the Kubernetes Jobs of a check (``--manifest``)
-CheckCommandDocument = CheckDocument | FleetRunDocument | KubernetesJobsDocument
+CheckCommandDocument = (
+    StaticHostDocument | StaticFleetDocument | DeviceRunDocument | FleetRunDocument | KubernetesJobsDocument
+)
 
 
 __all__ = [

@@ -302,18 +302,21 @@ class CheckResult:
 Runner = Callable[..., "ContainerResult"]
 
 
-def mode_for(image: ImageFacts | None, host: HostInfo, requested: Mode | Literal["auto"] = "auto") -> Mode:
+def mode_for(image: ImageFacts | None, host: HostInfo | None, requested: Mode | Literal["auto"] = "auto") -> Mode:
     """nvidia | amd | cpu: the requested mode, else from the image's accelerator (cuda -> nvidia,
-    rocm -> amd), else cpu."""
+    rocm -> amd), else (no image facts) from the host's vendor, else cpu. The host is read only without
+    image facts (None: not known)."""
     if requested != "auto":
         return requested
     modes: dict[str, Mode] = {"cuda": "nvidia", "rocm": "amd", "nvidia": "nvidia", "amd": "amd"}
-    return modes.get(image.accelerator if image is not None else host.vendor, "cpu")
+    if image is not None:
+        return modes.get(image.accelerator, "cpu")
+    return modes.get(host.vendor, "cpu") if host is not None else "cpu"
 
 
 def describe_run(
     image: ImageFacts | None,
-    host: HostInfo,
+    host: HostInfo | None,
     run_ref: str,
     *,
     mode: Mode | Literal["auto"] = "auto",
@@ -322,7 +325,7 @@ def describe_run(
     """One honest line saying what ``run_device_check`` is about to run (not a command to paste: each
     step's exact ``docker run`` argv is in its ``detail.command``), e.g. ``running device checks (mode
     nvidia, GPUs requested with --gpus all) in fresh containers from R@sha256:P (the linux/amd64
-    platform manifest of image index sha256:D)``."""
+    platform manifest of image index sha256:D)``. ``host``: read only without image facts (:func:`mode_for`)."""
     m = mode_for(image, host, mode)
     request = {
         "nvidia": "GPUs requested with " + ("--device nvidia.com/gpu=all (CDI)" if cdi else "--gpus all"),
@@ -424,10 +427,49 @@ def with_measured_step(result: CheckResult, measured: Callable[[], tuple[KernelB
     return dataclasses.replace(result, steps=(*result.steps, step), diagnosis=diagnosis)
 
 
+def device_request(mode: Mode, *, cdi: bool = False) -> tuple[str, dict[str, Any]]:
+    """How ``mode``'s containers get the GPUs: the request as the predicate records it (``--gpus all``,
+    ``cdi:nvidia.com/gpu=all``, ``--device /dev/kfd --device /dev/dri --group-add G``..., ``none``) and the
+    :class:`builder.engine.ContainerOptions` that make it (``gpus``, ``devices``, ``group_add``)."""
+    if mode == "nvidia" and cdi:
+        return "cdi:nvidia.com/gpu=all", {"gpus": None, "devices": ["nvidia.com/gpu=all"], "group_add": ()}
+    if mode == "nvidia":
+        return "--gpus all", {"gpus": "all", "devices": [], "group_add": ()}
+    if mode == "amd":
+        gids = amd_group_ids()
+        request = "--device /dev/kfd --device /dev/dri" + "".join(f" --group-add {g}" for g in gids)
+        return request, {"gpus": None, "devices": ["/dev/kfd", "/dev/dri"], "group_add": gids}
+    return "none", {"gpus": None, "devices": [], "group_add": ()}
+
+
+def probe_steps(r: ContainerResult) -> tuple[list[Step], list[str]]:
+    """The steps of the probe container ``r`` (its JSON document on stdout: ``probe/<step>`` each; else one
+    ``probe`` step from the container's exit) and the texts a failure is diagnosed from (failed steps'
+    errors, tracebacks and stderr, the probe's warnings, the container's stderr)."""
+    texts: list[str] = []
+    try:
+        parsed = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        return [container_step("probe", r)], [r.stderr + "\n" + r.stdout]
+    steps: list[Step] = []
+    for s in parsed.get("steps") or []:
+        detail = dict(s.get("detail") or {})
+        ok = bool(s.get("ok"))
+        steps.append(Step("probe/" + str(s.get("name")), ok, float(s.get("seconds") or 0.0), detail, s.get("error")))
+        if not ok:
+            texts += [str(s.get("error") or ""), str(detail.get("traceback") or ""), str(detail.get("stderr") or "")]
+    texts.extend(str(w) for w in parsed.get("warnings") or [])
+    if r.stderr.strip() and not parsed.get("ok", False):
+        texts.append(r.stderr)
+    return steps, texts
+
+
 def run_device_check(
     image_ref: str,
     image: ImageFacts | None,
-    host: HostInfo,
+    host: HostInfo | Callable[[], HostInfo],
     *,
     mode: Mode | Literal["auto"] = "auto",
     cdi: bool = False,
@@ -438,38 +480,22 @@ def run_device_check(
     runner: Runner | None = None,
 ) -> CheckResult:
     """Run the checks for ``image_ref`` (pin it by digest) on this engine; never raises for a
-    failing check (the result says so, with a diagnosis). Engine unavailability raises."""
+    failing check (the result says so, with a diagnosis). Engine unavailability raises.
+
+    ``host``: this host's facts, or a call that gives them, made once the containers ran (a probe of the
+    host then overlaps them), or first when neither ``mode`` nor the ``image`` decides the mode
+    (:func:`mode_for`); what the call raises is raised."""
     if runner is None:
         from builder.engine import run_container
 
         runner = run_container
-    run_mode = mode_for(image, host, mode)
+    if callable(host) and image is None and mode == "auto":
+        host = host()  # only the host's vendor decides the mode
+    run_mode = mode_for(image, None if callable(host) else host, mode)
     started = _now()
     steps: list[Step] = []
-    gpus: str | None = None
-    devices: list[str] = []
-    group_add: tuple[str, ...] = ()
-    if run_mode == "nvidia":
-        if cdi:
-            devices = ["nvidia.com/gpu=all"]
-            request = "cdi:nvidia.com/gpu=all"
-        else:
-            gpus = "all"
-            request = "--gpus all"
-    elif run_mode == "amd":
-        devices = ["/dev/kfd", "/dev/dri"]
-        group_add = amd_group_ids()
-        request = "--device /dev/kfd --device /dev/dri" + "".join(f" --group-add {g}" for g in group_add)
-    else:
-        request = "none"
-    common: dict[str, Any] = {
-        "gpus": gpus,
-        "devices": devices,
-        "group_add": group_add,
-        "shm_size": shm_size,
-        "timeout": timeout,
-        "user": user,
-    }
+    request, devices = device_request(run_mode, cdi=cdi)
+    common: dict[str, Any] = {**devices, "shm_size": shm_size, "timeout": timeout, "user": user}
     texts: list[str] = []
     if run_mode == "nvidia":
         r = runner(image_ref, ["nvidia-smi"], entrypoint="", stdin=None, **common)
@@ -485,36 +511,12 @@ def run_device_check(
             stdin=PROBE_PATH.read_bytes(),
             **common,
         )
-        probe_doc: dict[str, Any] | None = None
-        try:
-            parsed = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
-            probe_doc = parsed if isinstance(parsed, dict) else None
-        except ValueError:
-            probe_doc = None
-        if probe_doc is None:
-            step = container_step("probe", r)
-            steps.append(step)
-            texts.append(r.stderr + "\n" + r.stdout)
-        else:
-            for s in probe_doc.get("steps") or []:
-                detail = dict(s.get("detail") or {})
-                steps.append(
-                    Step(
-                        "probe/" + str(s.get("name")),
-                        bool(s.get("ok")),
-                        float(s.get("seconds") or 0.0),
-                        detail,
-                        s.get("error"),
-                    )
-                )
-                if not s.get("ok"):
-                    texts.append(str(s.get("error") or ""))
-                    texts.append(str(detail.get("traceback") or ""))
-                    texts.append(str(detail.get("stderr") or ""))
-            texts.extend(str(w) for w in probe_doc.get("warnings") or [])
-            if r.stderr.strip() and not probe_doc.get("ok", False):
-                texts.append(r.stderr)
+        probed, said = probe_steps(r)
+        steps.extend(probed)
+        texts.extend(said)
     finished = _now()
+    if callable(host):
+        host = host()
     diagnosis = None
     if not (steps and all(s.ok for s in steps)):
         from builder.checks.context import diagnosis_context
@@ -573,7 +575,9 @@ __all__ = [
     "attest_result",
     "container_step",
     "describe_run",
+    "device_request",
     "meaningful_lines",
     "mode_for",
+    "probe_steps",
     "run_device_check",
 ]

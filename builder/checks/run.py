@@ -10,17 +10,14 @@ clients, the signer and the project's matrices come from the caller (the composi
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Literal, NotRequired
+from typing import TYPE_CHECKING, Literal, NotRequired, TypeVar
 
 from typing_extensions import TypedDict
 
 from builder.checks.device import DeviceCheckDocument, Mode, describe_run, run_device_check, with_measured_step
 from builder.checks.evidence import EvidenceDocument, evidence_documents, evidence_failure
-from builder.checks.host.gather import live_host
-from builder.checks.image import ImageFacts, ImageFactsDocument, probe_image
-from builder.checks.static import HostCheck, HostCheckDocument, fleet_verdict, host_verdict
-from builder.compat.fleet_verdicts import FleetCheck, FleetCheckDocument
-from builder.errors import BuilderError, CheckFailedError, ConfigError, IncompatibleError
+from builder.checks.image import ImageFacts, probe_image
+from builder.errors import CheckFailedError, ConfigError
 from builder.models import SummaryRow
 from builder.predicates import DEVICE_CHECK_V1
 from builder.registry import parse_reference
@@ -34,12 +31,15 @@ if TYPE_CHECKING:
     from builder.checks.evidence import EvidenceRun
     from builder.checks.host.model import HostInfo
     from builder.checks.runners import Placement
+    from builder.checks.static import StaticCheck
     from builder.checks.topology import Topology
     from builder.compat.kernels import KernelBinary
     from builder.image.layers import LayerCache
     from builder.models import CheckCommand
     from builder.registry import RegistryClient
     from builder.signing.signer import Signer
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,22 +76,6 @@ class CheckRequest:
 # ------------------------------------------------------------------------------------- the answers
 
 
-class StaticHostDocument(HostCheckDocument):
-    """``builder check REF --static --host FILE --json``: the pinned reference, the image's facts and the
-    verdict on the host."""
-
-    reference: str
-    image: ImageFactsDocument
-
-
-class StaticFleetDocument(FleetCheckDocument):
-    """``builder check REF --static --fleet NAME --json``: the pinned reference, the image's facts and the
-    fleet verdict (the document of ``builder compat fleet``)."""
-
-    reference: str
-    image: ImageFactsDocument
-
-
 class AttestationDocument(TypedDict):
     """The ``device-check/v1`` attestation attached: its predicate type, the key that signed it and
     whether it was ``written`` (False: an equivalent one was already attached)."""
@@ -108,45 +92,6 @@ class DeviceRunDocument(DeviceCheckDocument):
 
     attestation: NotRequired[AttestationDocument]
     evidence: NotRequired[list[EvidenceDocument]]
-
-
-#: ``builder check --json``: a static verdict (host or fleet) or a device check
-CheckDocument = StaticHostDocument | StaticFleetDocument | DeviceRunDocument
-
-
-@dataclasses.dataclass(frozen=True)
-class StaticCheck:
-    """A static verdict of ``reference`` (``registry/repository@digest``): on a host or on a fleet."""
-
-    reference: str
-    image: ImageFacts
-    verdict: HostCheck | FleetCheck
-
-    @property
-    def blocked(self) -> bool:
-        return self.verdict.summary.blocked if isinstance(self.verdict, FleetCheck) else self.verdict.blocked
-
-    @property
-    def reasons(self) -> tuple[str, ...]:
-        v = self.verdict
-        return v.summary.reasons if isinstance(v, FleetCheck) else v.reasons
-
-    def summary_rows(self) -> tuple[SummaryRow, ...]:
-        """One row: the image (reference without its digest), its digest, ``blocked`` or ``compatible``."""
-        status = "blocked" if self.blocked else "compatible"
-        return (SummaryRow(self.reference.split("@", 1)[0], self.image.digest, f"static {status}"),)
-
-    def to_json(self) -> StaticHostDocument | StaticFleetDocument:
-        if isinstance(self.verdict, FleetCheck):
-            return {"reference": self.reference, "image": self.image.to_json(), **self.verdict.to_json()}
-        return {"reference": self.reference, "image": self.image.to_json(), **self.verdict.to_json()}
-
-    def failure(self) -> IncompatibleError | None:
-        """The error ``builder check --static`` exits with (11) when the verdict is blocked, else None."""
-        if not self.blocked:
-            return None
-        reasons = "; ".join(self.reasons or ("see clusters",))
-        return IncompatibleError(f"{self.reference} is blocked: " + reasons[:800], verdict=self.verdict.to_json())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,36 +226,39 @@ def check_reference(
     signer: Callable[[Path], Signer],
     default_key: Path,
     lock_dir: Path,
-    host: Callable[[], HostInfo] = live_host,
+    host: Callable[[], HostInfo] | None = None,
     on_run: Callable[[str], None] | None = None,
     runner: Runner | None = None,
     placement: Callable[[], Placement] | None = None,
-    commit: str | None = None,
+    commit: Callable[[], str | None] | None = None,
     topology: Callable[[str], Topology] | None = None,
     root: Path | None = None,
-    layer_cache: LayerCache | None = None,
+    layer_dir: Path | None = None,
 ) -> StaticCheck | DeviceCheck:
     """Check ``request.reference`` (see :class:`CheckRequest`).
 
     A variant id becomes its moving tag in ``default_registry`` (``matrices()`` loads the project's
     matrices, only then); the reference is resolved to a digest with the client ``registries(host)``
     gives, and the image's facts are read for ``request.platform``. Static: the verdict on the host file
-    or the fleet (nothing runs). Otherwise ``host()`` describes this host (default: the live probe with
-    the engine; called in a thread while the reference is pinned, so the engine and the registry answer at
-    once), ``on_run`` is told what is about to run (one line, :func:`describe_run`), the checks
-    run in fresh containers from the probed platform manifest (``runner``: a check runner's
-    ``run_container``, default this host's engine; ``placement()`` afterwards says where they ran, for
-    the predicate), and the result is attested with
-    ``signer(key)`` (``request.key`` or ``default_key``; locks under ``lock_dir``) when asked, or by
+    or the fleet (nothing runs). Otherwise ``host()`` describes this host (default:
+    :func:`builder.checks.host.gather.live_host`, the live probe with the engine's ``docker info``; called
+    in a thread while the reference is pinned and the containers run), ``on_run`` is told what runs (one
+    line, :func:`describe_run`; in a thread as the containers start, returned before anything else is
+    said), the checks run in fresh containers from the probed platform manifest (``runner``: a check
+    runner's ``run_container``, default this host's engine; ``placement()`` afterwards says where they ran,
+    for the predicate), and the result is attested with ``signer(key)`` (``request.key`` or
+    ``default_key``; locks under ``lock_dir``) when asked, or by
     default when the key file exists. After a passing device check the ``tests`` and ``benchmark`` the
     image's variant declares in the matrices run with the same runner (:mod:`builder.checks.evidence`),
     recording ``topology(vendor)`` (default :func:`builder.checks.topology.probe_topology`) and the
-    project's ``commit`` (scripts read from the project ``root``; None: no declared checks), attested
-    as ``test-result/v1`` / ``benchmark/v1`` with the same key.
+    project's commit (``commit()``, asked only then; scripts read from the project ``root``; None: no
+    declared checks), attested as ``test-result/v1`` / ``benchmark/v1`` with the same key.
 
     Never raises for a blocked verdict or a failed check (the answer's ``failure()`` is the error).
-    A static verdict judges the GPU code measured in the image's layers (:mod:`builder.image`, layers cached
-    in ``layer_cache``), each library per GPU; the declared architecture list only when none is found.
+    A static verdict judges the GPU code measured in the image's layers (:mod:`builder.image`, layer
+    summaries cached under ``layer_dir``, :class:`builder.image.layers.LayerCache`; None: not cached), each
+    library per GPU; the declared architecture list only when none is found. A passing device check on a
+    host without GPUs imports none of the static, image-layer or diagnosis modules.
 
     Raises ConfigError (a static request without one host or fleet), NotFoundError (unknown variant,
     tag or digest; missing host or fleet file), registry errors, EngineUnavailableError, SigningError /
@@ -319,11 +267,11 @@ def check_reference(
     probing = None
     if not request.static:
         # the engine answers `docker info` while the registry answers the pin: one round trip less
-        from concurrent.futures import ThreadPoolExecutor
+        if host is None:
+            from builder.checks.host.gather import live_host
 
-        prober = ThreadPoolExecutor(1, thread_name_prefix="host-probe")
-        probing = prober.submit(host)
-        prober.shutdown(wait=False)
+            host = live_host
+        probing = in_background(host, "host-probe")
     image = pin_image(
         request.reference,
         registries=registries,
@@ -333,6 +281,7 @@ def check_reference(
     )
     r, client, digest, facts, pinned = image, image.client, image.digest, image.facts, image.reference
     if request.static:
+        from builder.checks.static import StaticCheck, fleet_verdict, host_verdict
         from builder.image.inspection import LayerRead, inspect_image
 
         def layer_read(layer: LayerRead, done: int, total: int) -> None:
@@ -340,7 +289,7 @@ def check_reference(
                 on_run(f"measured GPU code: layer {done}/{total} {layer.digest[:19]} read")
 
         measured = inspect_image(
-            client, r.repository, digest, platform=request.platform, cache=layer_cache, on_layer=layer_read
+            client, r.repository, digest, platform=request.platform, cache=_layer_cache(layer_dir), on_layer=layer_read
         )
         kernels = measured.kernel_binaries()
         if request.host_file is not None:
@@ -351,29 +300,40 @@ def check_reference(
         return StaticCheck(pinned, facts, fleet_verdict(facts, request.fleet_file, kernels=kernels))
 
     assert probing is not None  # started above for every device check
-    this_host = probing.result()
-    # the GPU code in the image's layers, read while the containers run (the arch-measured step)
-    measuring = (
-        measure_in_background(client, r.repository, digest, request.platform, layer_cache)
-        if this_host.vendor in ("nvidia", "amd")
-        else None
+    host_facts = probing
+    # the GPU code in the image's layers, read on a GPU host while the containers run (the arch-measured step)
+    measuring = measure_in_background(
+        client,
+        r.repository,
+        digest,
+        request.platform,
+        layer_dir,
+        when=lambda: host_facts().vendor in ("nvidia", "amd"),
     )
     # run exactly the platform manifest that was probed (an index would let the engine choose)
     run_ref = f"{r.registry}/{r.repository}@{facts.platform_digest}"
-    if on_run is not None:
-        on_run(describe_run(facts, this_host, run_ref, mode=request.mode, cdi=request.cdi))
-    result = run_device_check(
-        run_ref,
-        facts,
-        this_host,
-        mode=request.mode,
-        cdi=request.cdi,
-        framework=request.framework,
-        timeout=request.timeout,
-        shm_size=request.shm_size,
-        runner=runner,
-    )
-    if measuring is not None and result.mode in ("nvidia", "amd"):
+    told = None
+    if on_run is not None:  # in a thread as the containers start: a slow terminal never delays them
+        line = describe_run(facts, None, run_ref, mode=request.mode, cdi=request.cdi)  # the image decides
+        told = in_background(lambda: on_run(line), "announce")
+    try:
+        result = run_device_check(
+            run_ref,
+            facts,
+            # this host: the engine answers `docker info` while the containers run; a cluster session's steps
+            # (a Slurm job's node facts, then its containers) go one after another
+            host_facts if runner is None else host_facts(),
+            mode=request.mode,
+            cdi=request.cdi,
+            framework=request.framework,
+            timeout=request.timeout,
+            shm_size=request.shm_size,
+            runner=runner,
+        )
+    finally:
+        if told is not None:
+            told()  # said before anything after it (an error too)
+    if result.host.vendor in ("nvidia", "amd") and result.mode in ("nvidia", "amd"):
         result = with_measured_step(result, measuring)
     if placement is not None:
         result = dataclasses.replace(result, placement=placement())
@@ -393,18 +353,18 @@ def check_reference(
     from builder.checks.topology import Topology, probe_topology
 
     if topology is not None:
-        topo = topology(this_host.vendor)
+        topo = topology(result.host.vendor)
     elif placement is None:  # the checks ran on this host: its tools describe it
-        topo = probe_topology(this_host.vendor)
+        topo = probe_topology(result.host.vendor)
     else:
         topo = Topology(notes=("the checks ran on a cluster node: its topology is not probed from here",))
-    health = probe_dcgm() if this_host.vendor == "nvidia" and placement is None else None
+    health = probe_dcgm() if result.host.vendor == "nvidia" and placement is None else None
     ev = run_evidence(
         run_ref,
         result,
         declared,
         topology=topo,
-        commit=commit,
+        commit=commit() if commit is not None else None,
         root=root,
         cdi=request.cdi,
         runner=runner,
@@ -414,35 +374,64 @@ def check_reference(
     return DeviceCheck(pinned, facts, result, attestation, ev, ev_written)
 
 
-def measure_in_background(
-    client: RegistryClient, repository: str, digest: str, platform: str | None, cache: LayerCache | None
-) -> Callable[[], tuple[KernelBinary, ...]]:
-    """Start reading the GPU libraries of ``repository@digest`` (``platform``; layers cached in ``cache``)
-    in a daemon thread (an error or a signal never waits on it); the returned call waits for them and
-    raises what :func:`builder.image.inspection.inspect_image` raised."""
+def in_background(call: Callable[[], T], name: str) -> Callable[[], T]:
+    """Start ``call()`` in a daemon thread named ``name`` (an error or a signal in the caller never waits on
+    it); the returned call waits for it and returns its value or raises the exception it raised."""
     import threading
 
-    box: dict[str, tuple[KernelBinary, ...] | BuilderError] = {}
+    box: list[T] = []
+    failed: list[Exception] = []
 
-    def read() -> None:
-        from builder.image.inspection import inspect_image
-
+    def work() -> None:
         try:
-            box["kernels"] = inspect_image(client, repository, digest, platform=platform, cache=cache).kernel_binaries()
-        except BuilderError as exc:  # handed to the caller, which records why the step was skipped
-            box["kernels"] = exc
+            box.append(call())
+        except Exception as exc:  # handed to the caller, raised where it waits
+            failed.append(exc)
 
-    thread = threading.Thread(target=read, name="measure-gpu-code", daemon=True)
+    thread = threading.Thread(target=work, name=name, daemon=True)
     thread.start()
 
-    def wait() -> tuple[KernelBinary, ...]:
+    def wait() -> T:
         thread.join()
-        got = box.get("kernels", ())
-        if isinstance(got, BuilderError):
-            raise got
-        return got
+        if failed:
+            raise failed[0]
+        return box[0]
 
     return wait
+
+
+def measure_in_background(
+    client: RegistryClient,
+    repository: str,
+    digest: str,
+    platform: str | None,
+    layer_dir: Path | None,
+    *,
+    when: Callable[[], bool] | None = None,
+) -> Callable[[], tuple[KernelBinary, ...]]:
+    """Start reading the GPU libraries of ``repository@digest`` (``platform``; layer summaries cached under
+    ``layer_dir``, None: not cached) in a daemon thread (:func:`in_background`), once ``when()`` says so
+    (None: at once; False: nothing is read or imported, no libraries); the returned call waits for them and
+    raises what ``when`` or :func:`builder.image.inspection.inspect_image` raised."""
+
+    def read() -> tuple[KernelBinary, ...]:
+        if when is not None and not when():
+            return ()
+        from builder.image.inspection import inspect_image
+
+        cache = _layer_cache(layer_dir)
+        return inspect_image(client, repository, digest, platform=platform, cache=cache).kernel_binaries()
+
+    return in_background(read, "measure-gpu-code")
+
+
+def _layer_cache(layer_dir: Path | None) -> LayerCache | None:
+    """The layer summaries cached under ``layer_dir`` (None: none), built only where layers are read."""
+    if layer_dir is None:
+        return None
+    from builder.image.layers import LayerCache
+
+    return LayerCache(layer_dir)
 
 
 def declared_checks(matrices: Callable[[], Iterable[HasVariants]], variant_id: str) -> tuple[CheckCommand, ...]:
@@ -458,15 +447,13 @@ def declared_checks(matrices: Callable[[], Iterable[HasVariants]], variant_id: s
 __all__ = [
     "Attestation",
     "AttestationDocument",
-    "CheckDocument",
     "CheckRequest",
     "DeviceCheck",
     "DeviceRunDocument",
     "PinnedImage",
-    "StaticCheck",
-    "StaticFleetDocument",
-    "StaticHostDocument",
     "check_reference",
     "declared_checks",
+    "in_background",
+    "measure_in_background",
     "pin_image",
 ]

@@ -11,15 +11,17 @@ from typing import TYPE_CHECKING
 from typing_extensions import TypedDict
 
 from builder import compat
+from builder.checks.image import ImageFacts, ImageFactsDocument
 from builder.compat import ImageSpec, Verdict, VerdictDocument
-from builder.compat.fleet_verdicts import FleetCheck, check_fleet_image, image_vendor
+from builder.compat.fleet_verdicts import FleetCheck, FleetCheckDocument, check_fleet_image, image_vendor
 from builder.compat.verdict import VerdictName
+from builder.errors import IncompatibleError
+from builder.models import SummaryRow
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.checks.host.model import HostGpu, HostInfo
-    from builder.checks.image import ImageFacts
     from builder.compat.fleets import HostLoader
     from builder.compat.kernels import KernelBinary
 
@@ -142,11 +144,66 @@ def fleet_verdict(
     return check_fleet_image(fleet, image_spec(image, kernels), image_vendor=image_vendor(image.accelerator))
 
 
+class StaticHostDocument(HostCheckDocument):
+    """``builder check REF --static --host FILE --json``: the pinned reference, the image's facts and the
+    verdict on the host."""
+
+    reference: str
+    image: ImageFactsDocument
+
+
+class StaticFleetDocument(FleetCheckDocument):
+    """``builder check REF --static --fleet NAME --json``: the pinned reference, the image's facts and the
+    fleet verdict (the document of ``builder compat fleet``)."""
+
+    reference: str
+    image: ImageFactsDocument
+
+
+@dataclasses.dataclass(frozen=True)
+class StaticCheck:
+    """``builder check REF --static``: the verdict on ``reference`` (``registry/repository@digest``) on a
+    host or on a fleet."""
+
+    reference: str
+    image: ImageFacts
+    verdict: HostCheck | FleetCheck
+
+    @property
+    def blocked(self) -> bool:
+        return self.verdict.summary.blocked if isinstance(self.verdict, FleetCheck) else self.verdict.blocked
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        v = self.verdict
+        return v.summary.reasons if isinstance(v, FleetCheck) else v.reasons
+
+    def summary_rows(self) -> tuple[SummaryRow, ...]:
+        """One row: the image (reference without its digest), its digest, ``blocked`` or ``compatible``."""
+        status = "blocked" if self.blocked else "compatible"
+        return (SummaryRow(self.reference.split("@", 1)[0], self.image.digest, f"static {status}"),)
+
+    def to_json(self) -> StaticHostDocument | StaticFleetDocument:
+        if isinstance(self.verdict, FleetCheck):
+            return {"reference": self.reference, "image": self.image.to_json(), **self.verdict.to_json()}
+        return {"reference": self.reference, "image": self.image.to_json(), **self.verdict.to_json()}
+
+    def failure(self) -> IncompatibleError | None:
+        """The error ``builder check --static`` exits with (11) when the verdict is blocked, else None."""
+        if not self.blocked:
+            return None
+        reasons = "; ".join(self.reasons or ("see clusters",))
+        return IncompatibleError(f"{self.reference} is blocked: " + reasons[:800], verdict=self.verdict.to_json())
+
+
 __all__ = [
     "GpuVerdict",
     "GpuVerdictDocument",
     "HostCheck",
     "HostCheckDocument",
+    "StaticCheck",
+    "StaticFleetDocument",
+    "StaticHostDocument",
     "fleet_verdict",
     "host_verdict",
     "image_spec",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 
+from builder.checks.diagnosis import ENGINES  # the diagnosis's values only (model), never its rules
 from builder.cli._common import (
     app_context,
     console,
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 
     from builder.checks.clusters import FleetRun
     from builder.checks.device import Mode
-    from builder.checks.run import DeviceCheck, StaticCheck
+    from builder.checks.run import DeviceCheck
+    from builder.checks.static import StaticCheck
     from builder.compat import Verdict
 
 
@@ -130,7 +132,7 @@ def hostinfo(from_file: str | None) -> None:
 @click.option("--vendor", type=click.Choice(["nvidia", "amd", "none"]), default=None, help="Host vendor.")
 @click.option(
     "--engine",
-    type=click.Choice(["docker", "podman", "apptainer", "kubernetes", "slurm"]),
+    type=click.Choice(ENGINES),
     default=None,
     help="What ran the failing program; decides between kinds that share a message (e.g. NCCL 'unhandled system "
     "error' in a container is /dev/shm) and spells the fix for that engine.",
@@ -278,8 +280,7 @@ def check(
     (Kubernetes: builder renders its Jobs, --manifest; no runner:).
     """
     from builder.build.source import git_commit
-    from builder.checks.run import CheckRequest, check_reference
-    from builder.image.layers import LayerCache
+    from builder.checks.run import CheckRequest, DeviceCheck, check_reference
     from builder.matrix.index import project_index
 
     app = app_context().app
@@ -301,7 +302,7 @@ def check(
     if manifest and (cluster is None or static):
         raise click.UsageError("--manifest needs --cluster NAME (a cluster with a kubernetes runner), without --static")
     if not static and (cluster is not None or fleet_file is not None):
-        from builder.checks.clusters import CheckServices, KubernetesJobs, check_clusters
+        from builder.checks.clusters import CheckServices, FleetRun, KubernetesJobs, check_clusters
 
         services = CheckServices(
             registries=app.client,
@@ -324,7 +325,13 @@ def check(
             jobs = ran
             emit(jobs.to_json(), lambda: click.echo(jobs.to_yaml(), nl=False))
             return
-        _emit_check(ran, attest=attest, key=key, default_key=cfg.check_key_path)
+        if isinstance(ran, FleetRun):
+            fleet_run = ran
+            checks = [c.check for c in fleet_run.clusters if c.check is not None]
+            _emit_check(ran, lambda: _print_fleet_run(fleet_run), checks, attest, key, cfg.check_key_path)
+        else:
+            one = ran
+            _emit_check(one, lambda: _print_device(one), [one], attest, key, cfg.check_key_path)
         return
     if cluster is not None:
         raise click.UsageError("--cluster runs the check on the cluster: leave out --static")
@@ -339,11 +346,16 @@ def check(
         # what runs, described (not a pseudo-command): each step's exact docker command is in --json
         # (steps[].detail.command)
         on_run=lambda line: console().print(line, markup=False, highlight=False, style="dim", soft_wrap=True),
-        commit=git_commit(cfg.root),  # recorded in test-result/v1 and benchmark/v1
+        commit=lambda: git_commit(cfg.root),  # recorded in test-result/v1 and benchmark/v1 (when declared)
         root=cfg.root,  # the declared tests' and benchmark's scripts
-        layer_cache=LayerCache(cfg.state_dir / "cache" / "layers"),  # --static: measured GPU code, layers once
+        layer_dir=cfg.state_dir / "cache" / "layers",  # measured GPU code: each layer read once
     )
-    _emit_check(outcome, attest=attest, key=key, default_key=cfg.check_key_path)
+    if isinstance(outcome, DeviceCheck):
+        device_check = outcome
+        _emit_check(device_check, lambda: _print_device(device_check), [device_check], attest, key, cfg.check_key_path)
+    else:
+        static_check = outcome
+        _emit_check(static_check, lambda: _print_static(static_check), [], attest, key, cfg.check_key_path)
 
 
 def _progress(cluster: str, line: str) -> None:
@@ -352,18 +364,15 @@ def _progress(cluster: str, line: str) -> None:
 
 
 def _emit_check(
-    outcome: DeviceCheck | StaticCheck | FleetRun, *, attest: bool | None, key: str | None, default_key: Path
+    outcome: DeviceCheck | StaticCheck | FleetRun,
+    human: Callable[[], None],
+    checks: list[DeviceCheck],
+    attest: bool | None,
+    key: str | None,
+    default_key: Path,
 ) -> None:
-    """Print ``outcome`` (one --json document), say when a device check was not signed, raise its failure."""
-    from builder.checks.clusters import FleetRun
-    from builder.checks.run import DeviceCheck
-
-    if isinstance(outcome, FleetRun):
-        human: Callable[[], None] = lambda: _print_fleet_run(outcome)  # noqa: E731
-    elif isinstance(outcome, DeviceCheck):
-        human = lambda: _print_device(outcome)  # noqa: E731
-    else:
-        human = lambda: _print_static(outcome)  # noqa: E731
+    """Print ``outcome`` (one --json document, else ``human()``), say when one of its device ``checks`` was
+    not signed, raise its failure."""
     failure = outcome.failure()
     if failure is None or not app_context().json_output:  # --json: one document (the error carries it)
         emit(outcome.to_json(), human, report=outcome)
@@ -371,8 +380,7 @@ def _emit_check(
         from builder.cli.github import report_result
 
         report_result(outcome)
-    checks = [c.check for c in outcome.clusters] if isinstance(outcome, FleetRun) else [outcome]
-    unsigned_checks = [c for c in checks if isinstance(c, DeviceCheck) and c.attestation is None]
+    unsigned_checks = [c for c in checks if c.attestation is None]
     if unsigned_checks and attest is not False:
         unsigned = Path(key) if key else default_key  # stderr, also with --json
         console().print(

@@ -449,15 +449,17 @@ def test_device_check_measures_the_gpu_code_while_the_containers_run(images: dic
     libraries read from the registry in a background thread; an unknown digest is the registry's error."""
     from builder.checks.run import measure_in_background
     from builder.errors import NotFoundError
-    from builder.image.layers import LayerCache
 
     registry, _, rest = images["stale"].partition("/")
     repo = rest.partition(":")[0]
     client = RegistryClient(registry, insecure=True)
     digest = client.resolve(repo, "stale")
-    wait = measure_in_background(client, repo, digest, "linux/amd64", LayerCache(tmp_path / "layers"))
+    wait = measure_in_background(client, repo, digest, "linux/amd64", tmp_path / "layers")
     by_path = {k.path: k for k in wait()}
     assert by_path["/opt/ext/lib/libcustom_kernels.so"].sass == ("sm_80", "sm_90")
+    assert list((tmp_path / "layers").glob("sha256-*.json")), "each layer's summary is cached under layer_dir"
+    on_a_cpu_host = measure_in_background(client, repo, digest, "linux/amd64", tmp_path / "none", when=lambda: False)
+    assert on_a_cpu_host() == () and not (tmp_path / "none").exists(), "nothing read where `when` says no"
     missing = measure_in_background(client, repo, "sha256:" + "0" * 64, "linux/amd64", None)
     with pytest.raises(NotFoundError):
         missing()

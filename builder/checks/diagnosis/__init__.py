@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # imported on first use (``__getattr__``)
     from builder.checks.diagnosis.matching import diagnose, diagnose_many, read_input
     from builder.checks.diagnosis.model import (
         CUDA_ERRORS,
+        ENGINES,
         LAYERS,
         Context,
         Diagnosis,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # imported on first use (``__getattr__``)
 #: https://peps.python.org/pep-0562/).
 _EXPORTS = {
     "CUDA_ERRORS": "model",
+    "ENGINES": "model",
     "LAYERS": "model",
     "Context": "model",
     "Diagnosis": "model",
@@ -53,6 +55,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 __all__ = [
     "CUDA_ERRORS",
+    "ENGINES",
     "LAYERS",
     "RULES",
     "RULES_BY_KEY",

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 #: engines that run containers (docker's default /dev/shm is 64 MB; Kubernetes pods get the runtime's default)
 CONTAINER_ENGINES = frozenset({"docker", "podman", "kubernetes"})
-ENGINES = ("docker", "podman", "apptainer", "kubernetes", "slurm")
 
 _BANNER = (
     r"built for NVIDIA Driver Release (\d{3}\.\d+(?:\.\d+)?) or later,\s*but\s*version (\d{3}\.\d+(?:\.\d+)?) "
@@ -196,7 +195,6 @@ __all__ = [
     "ALTERNATIVES",
     "CONTAINER_ENGINES",
     "DECIDED_BY_ENGINE",
-    "ENGINES",
     "ENGINE_FIX",
     "DriverCheck",
     "alternatives",

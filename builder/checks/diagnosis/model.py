@@ -46,6 +46,9 @@ CUDA_ERRORS = {
     804: "cudaErrorCompatNotSupportedOnDevice",
 }
 
+#: what can have run the failing program (:attr:`Context.engine`, ``builder diagnose --engine``)
+ENGINES = ("docker", "podman", "apptainer", "kubernetes", "slurm")
+
 
 @dataclasses.dataclass(frozen=True)
 class Context:
@@ -64,7 +67,7 @@ class Context:
     image_cuda: str | None = None
     image_archs: tuple[str, ...] = ()
     driver_capabilities: str | None = None
-    engine: str | None = None  # docker | podman | apptainer | kubernetes | slurm (what started the container)
+    engine: str | None = None  # one of ENGINES (what started the container)
 
 
 class DiagnosisDocument(TypedDict):
@@ -133,6 +136,7 @@ def patterns(*texts: str) -> tuple[re.Pattern[str], ...]:
 
 __all__ = [
     "CUDA_ERRORS",
+    "ENGINES",
     "LAYERS",
     "Context",
     "Diagnosis",
