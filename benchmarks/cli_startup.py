@@ -9,21 +9,31 @@
   pointer exists (`bash scripts/demo`); `--no-verify`, because which promoters a checkout trusts
   is local: the trusted resolve costs one signature verification more.
 
-Every round runs each command once (interleaved), medians over the rounds. Prints one line at the
-end: `benchmark=cli-startup help_s=.. version_s=.. python_s=.. ratio_help=.. [resolve_s=..
-oras_resolve_s=.. ratio_resolve_oras=..]`. A missing peer is left out.
+- `builder resolve VARIANT --stage dev` with the trusted-record check, when the pointer carries a
+  record by a promoter this checkout trusts (`verified_resolve_s`), against `cosign
+  verify-attestation --type <promotion/v1>` of the same digest with the
+  checkout's promoter key when cosign and `.builder/keys/builder.pub` are there.
+
+Every round runs each command once (interleaved), medians over the rounds; besides wall time each
+command's CPU time (user + system, `getrusage(RUSAGE_CHILDREN)`), which moves far less with the
+load of a shared machine. Prints one line at the end: `benchmark=cli-startup help_s=..
+version_s=.. python_s=.. ratio_help=.. [resolve_s=.. resolve_cpu_s=.. oras_resolve_s=..
+ratio_resolve_oras=..]`. A missing peer is left out.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from builder.predicates import PROMOTION_V1
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILDER = [sys.executable, "-m", "builder"]
@@ -33,10 +43,14 @@ DEV_TAG = f"{REGISTRY}/demo/jax:{VARIANT}-dev"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # users' installs have bytecode
 
 
-def once(argv: list[str]) -> float:
+def once(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one run of ``argv``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(argv, check=True, capture_output=True, cwd=ROOT, env=ENV)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def commands() -> dict[str, list[str]]:
@@ -53,9 +67,32 @@ def commands() -> dict[str, list[str]]:
         if shutil.which("oras"):
             cmds["oras_resolve"] = ["oras", "resolve", "--plain-http", DEV_TAG]
         if shutil.which("skopeo"):
-            cmds["skopeo_inspect"] = ["skopeo", "inspect", "--tls-verify=false", "--format", "{{.Digest}}", f"docker://{DEV_TAG}"]
+            cmds["skopeo_inspect"] = [
+                "skopeo",
+                "inspect",
+                "--tls-verify=false",
+                "--format",
+                "{{.Digest}}",
+                f"docker://{DEV_TAG}",
+            ]
     else:
         print(f"no {DEV_TAG} (run `bash scripts/demo`): resolve not measured", file=sys.stderr)
+        return cmds
+    verified = [*BUILDER, "resolve", VARIANT, "--stage", "dev"]
+    if subprocess.run(verified, capture_output=True, cwd=ROOT, env=ENV).returncode == 0:
+        cmds["verified_resolve"] = verified
+        pub = ROOT / ".builder" / "keys" / "builder.pub"
+        cosign = [
+            "cosign", "verify-attestation", "--key", str(pub), "--insecure-ignore-tlog",
+            "--type", PROMOTION_V1, "--allow-http-registry", DEV_TAG,
+        ]  # fmt: skip
+        if shutil.which("cosign") and pub.exists() and subprocess.run(cosign, capture_output=True).returncode == 0:
+            cmds["cosign_verify"] = cosign
+    else:
+        print(
+            "no record by a promoter this checkout trusts on the dev pointer: verified resolve not measured",
+            file=sys.stderr,
+        )
     return cmds
 
 
@@ -69,12 +106,17 @@ def main() -> None:
     for argv in cmds.values():  # warm the page cache and the bytecode once
         once(argv)
     samples: dict[str, list[float]] = {name: [] for name in cmds}
+    cpu: dict[str, list[float]] = {name: [] for name in cmds}
     for _ in range(runs):
         for name, argv in cmds.items():
-            samples[name].append(once(argv))
+            wall, used = once(argv)
+            samples[name].append(wall)
+            cpu[name].append(used)
     med = {name: statistics.median(s) for name, s in samples.items()}
+    med_cpu = {name: statistics.median(s) for name, s in cpu.items()}
     for name, argv in cmds.items():
-        print(f"{' '.join(Path(a).name if i == 0 else a for i, a in enumerate(argv))[:60]:<60} {med[name]:.3f} s")
+        shown = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(argv))[:60]
+        print(f"{shown:<60} {med[name]:.3f} s  (cpu {med_cpu[name]:.3f} s)")
     line = (
         f"benchmark=cli-startup help_s={med['help']:.3f} version_s={med['version']:.3f} "
         f"python_s={med['python']:.3f} ratio_help={med['help'] / med['python']:.1f}"
@@ -83,10 +125,16 @@ def main() -> None:
         if peer in med:
             line += f" {peer}_s={med[peer]:.3f}"
     if "resolve" in med:
-        line += f" resolve_s={med['resolve']:.3f}"
+        line += f" resolve_s={med['resolve']:.3f} resolve_cpu_s={med_cpu['resolve']:.3f}"
         for peer in ("oras_resolve", "skopeo_inspect"):
             if peer in med:
                 line += f" {peer}_s={med[peer]:.3f} ratio_resolve_{peer.split('_')[0]}={med['resolve'] / med[peer]:.1f}"
+    if "verified_resolve" in med:
+        verified = med["verified_resolve"]
+        line += f" verified_resolve_s={verified:.3f} verified_resolve_cpu_s={med_cpu['verified_resolve']:.3f}"
+        if "cosign_verify" in med:
+            cosign = med["cosign_verify"]
+            line += f" cosign_verify_s={cosign:.3f} ratio_verified_cosign={verified / cosign:.1f}"
     print(f"(medians of {runs} interleaved rounds)")
     print(line)
 

@@ -223,3 +223,38 @@ def test_an_unwritable_cache_directory_only_costs_the_speed_up(tmp_path: Path, k
     blocker = tmp_path / "cache"
     blocker.write_text("a file where the directory would be")
     assert cached_policy(path, {}, blocker).stage_names == ("dev", "staging", "prod")
+
+
+def test_a_project_sees_a_promoter_key_added_under_its_glob(tmp_path: Path, keys: Keys) -> None:
+    """Through the promotion context, as ``resolve`` and ``promote`` open it: the policy is read
+    from ``<state_dir>/cache`` the second time, and a key added to ``{root}/keys/promoters`` is
+    trusted at once (a removed one no longer is)."""
+    from builder.config import load_config
+    from builder.promote.context import load_stage_policy
+
+    (tmp_path / "builder.toml").write_text('registry = "127.0.0.1:5000"\nstate_dir = ".state"\n')
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "keys" / "promoters").mkdir(parents=True)
+    shutil.copy(keys["alice"][0], tmp_path / "keys" / "promoters" / "alice.pub")
+    (tmp_path / "policies" / "default.yaml").write_text(
+        textwrap.dedent("""\
+            keys:
+              promoters: [{file: "{root}/keys/promoters/*.pub"}]
+            promoters: [promoters]
+            stages:
+              dev: {from: build, require: {unconditional: x}, rollback: {allowed: [promoters]}}
+            """)
+    )
+    cfg = load_config(tmp_path, {})
+
+    def trusted() -> set[str | None]:
+        (promoters,) = load_stage_policy(cfg, None).promoters
+        return {k.fingerprint for k in promoters.keys}
+
+    assert trusted() == {keys["alice"][1]}
+    assert list((tmp_path / ".state" / "cache").glob("policy-*.json"))
+    assert trusted() == {keys["alice"][1]}  # from the cache
+    shutil.copy(keys["mallory"][0], tmp_path / "keys" / "promoters" / "mallory.pub")
+    assert trusted() == {keys["alice"][1], keys["mallory"][1]}
+    (tmp_path / "keys" / "promoters" / "alice.pub").unlink()
+    assert trusted() == {keys["mallory"][1]}
