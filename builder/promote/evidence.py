@@ -137,6 +137,8 @@ def read_place(
     referring = referrers(ctx, loc, digest, got.get(INDEX_KEY, UNSET), seen=got if index else None)
     items += tuple(
         key_bundle_items(client, loc.repository, digest, verifiers, descriptors=referring, report_keyless=False)
+        if verdicts is None
+        else verdicts.bundle_items(client, loc.repository, digest, verifiers, referring)  # by content, as layers
     )
     problems = () if verifiers else ("no public key or identity given to verify with",)
     return PlaceRead(items, problems, got)

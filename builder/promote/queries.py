@@ -108,11 +108,14 @@ def status(
         who = ctx.promoter_label(rec)
         return StatusRow(t.variant, stage, str(loc), digest, rec.time, age, rec.action, who, sigs, types)
 
-    if len(pairs) <= 1 or workers <= 1:
-        rows = [one(p) for p in pairs]
-    else:
-        with ThreadPoolExecutor(max_workers=min(workers, len(pairs))) as pool:
-            rows = list(pool.map(one, pairs))
+    try:
+        if len(pairs) <= 1 or workers <= 1:
+            rows = [one(p) for p in pairs]
+        else:
+            with ThreadPoolExecutor(max_workers=min(workers, len(pairs))) as pool:
+                rows = list(pool.map(one, pairs))
+    finally:
+        verdicts.flush()  # what this run verified, for the next one (also when the registry went away)
     if rows and len(errors) == len(rows):
         raise errors[(rows[0].variant, rows[0].stage)]
     return rows
@@ -131,6 +134,18 @@ def stage_histories(
     RegistryUnavailableError (5) when the registry cannot be reached."""
     check_stages(ctx, stages)
     verdicts = VerdictCache.of(ctx)  # the records' layers verified before are not read again
+    try:
+        out, errors = _histories(ctx, target, stages, limit, verdicts)
+    finally:
+        verdicts.flush()
+    if out and len(errors) == len(out):
+        raise errors[0]
+    return out
+
+
+def _histories(
+    ctx: PromotionContext, target: Target, stages: Sequence[str], limit: int, verdicts: VerdictCache
+) -> tuple[list[StageHistory], list[BuilderError]]:
     out: list[StageHistory] = []
     errors: list[BuilderError] = []
     for s in stages or ctx.policy.stage_names:
@@ -162,9 +177,7 @@ def stage_histories(
             out.append(StageHistory(s, str(loc), error=exc.to_json()))
             continue
         out.append(StageHistory(s, str(loc), (), trust.digest, trust.note(ctx.promoter_names(s), short=True)))
-    if out and len(errors) == len(out):
-        raise errors[0]
-    return out
+    return out, errors
 
 
 def first_error(errors: Sequence[ErrorBody | None]) -> ErrorBody | None:

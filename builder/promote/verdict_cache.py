@@ -26,10 +26,21 @@ Manifests", https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec
 their verdict also depends on the trusted root, which may be refreshed) are never kept, and nothing
 is kept when a verifier is not one whose trust material this module can name.
 
-Where: ``<state_dir>/cache/verdicts/<2 hex>/<64 hex>.json`` (machine-local, like the keys and the
-ledger next to it; deleting the directory at any time only costs the next run its reads). Written
-atomically (``builder.cachefile.write_json``); a file that cannot be read or does not hold its own
-key is a miss. Thread-safe; also remembers verdicts in memory for the run (``status`` verifies the
+Bundle referrers (cosign 3's key-pair Sigstore bundles, ``builder.signing.bundles``) are kept the same
+way: the referrers listing is read every run, and a listed referrer's verdict is keyed by its
+descriptor (its manifest digest pins the manifest, which pins the bundle blob by digest) with the
+subject, registry, repository and trust, so its manifest and blob are not read again.
+
+Where: one file per repository, ``<state_dir>/cache/verdicts/<2 hex>/<64 hex>.json`` (the sha256 of
+``<registry>/<repository>``), holding ``{"format": 2, "verdicts": {key: {"key": key, "item":
+verdict}}}`` (an entry not holding its own key is a miss): a run reads a
+repository's file once (not a file per layer) and writes the verdicts it verified into it once,
+at the end (:meth:`VerdictCache.flush`: the file read again and merged, so runs writing at once
+lose at most each other's new verdicts, which only costs the next run their reads; at most
+:data:`MAX_PER_REPOSITORY` verdicts, the oldest dropped). Machine-local, like the keys and the
+ledger next to it; deleting the directory at any time only costs the next run its reads. Written
+atomically (``builder.cachefile.write_json``); a file that cannot be read is empty, and an entry
+that is not a verdict is a miss. Thread-safe; also remembers verdicts in memory for the run (``status`` verifies the
 ``.att`` layers once for the row's attestation types and once for its promotion record).
 """
 
@@ -42,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder.cachefile import code_stamp, write_json
 from builder.promote.context import KeylessOnFirstUse
+from builder.promote.pool import Once
 from builder.signing.layer import CERTIFICATE_ANNOTATION
 from builder.signing.report import VerifiedItem
 from builder.signing.verifiers import KeyVerifier
@@ -52,11 +64,18 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.promote.context import PromotionContext
-    from builder.registry import RegistryClient
+    from builder.registry import Descriptor, RegistryClient
     from builder.signing.verifiers import LayerVerifier
 
-FORMAT = 1
-"""Version of the key material and of the file's shape (a change makes every old file a miss)."""
+FORMAT = 2
+"""Version of the key material and of the file's shape (a change makes every old file a miss;
+1: a file per verdict)."""
+
+MAX_PER_REPOSITORY = 20_000
+"""Verdicts kept in one repository's file (about 1 KiB each); the oldest written are dropped."""
+
+REFERRER_TAG = "referrer"
+"""What stands for the tag in the key of a bundle referrer's verdict (it is listed, not tagged)."""
 
 JUDGES = ("signing", "promote/verdict_cache.py")
 """builder's sources that decide a layer's verdict (``code_stamp`` names, relative to the package)."""
@@ -96,6 +115,22 @@ def verdict_key(
         "trust": trust,
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def file_name(registry: str, repository: str) -> str:
+    """sha256 hex naming the file of ``repository``'s verdicts on ``registry``."""
+    return hashlib.sha256(f"{registry}/{repository}".encode()).hexdigest()
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    """The verdicts (key -> verdict as JSON) of one repository's file; empty when it is absent,
+    unreadable, not JSON or of another format."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    verdicts = data.get("verdicts") if isinstance(data, dict) and data.get("format") == FORMAT else None
+    return verdicts if isinstance(verdicts, dict) else {}
 
 
 def _item(data: object) -> VerifiedItem | None:
@@ -141,6 +176,8 @@ class VerdictCache:
         self.misses = 0
         self.unwritable = 0
         self._memory: dict[str, VerifiedItem] = {}
+        self._files: Once[str, dict[str, Any]] = Once()  # each repository's file, read once per run
+        self._fresh: dict[str, dict[str, Any]] = {}  # file name -> verdicts verified this run, to write
         self._code: str | None = None
         # trust_identity by the identity of the objects it names (kept alive here, so ids stay
         # unique): every row builds its own KeyVerifier over the same PublicKey objects
@@ -171,7 +208,7 @@ class VerdictCache:
         if trust is None or code is None or (isinstance(annotations, dict) and annotations.get(CERTIFICATE_ANNOTATION)):
             return verify_layer(client, repository, digest, descriptor, verifiers, tag=tag)
         key = verdict_key(client.registry, repository, digest, descriptor, trust, tag=tag, code=code)
-        got = self._recall(key)
+        got = self._recall(client.registry, repository, key)
         if got is not None:
             with self._guard:
                 self.hits += 1
@@ -180,8 +217,66 @@ class VerdictCache:
         with self._guard:
             self.misses += 1
         if item.ok and not item.keyless:
-            self._keep(key, item)
+            self._keep(client.registry, repository, key, item)
         return item
+
+    def bundle_items(
+        self,
+        client: RegistryClient,
+        repository: str,
+        digest: str,
+        verifiers: Sequence[LayerVerifier],
+        descriptors: Sequence[Descriptor],
+    ) -> list[VerifiedItem]:
+        """``builder.signing.bundles.key_bundle_items`` of the listed referrers ``descriptors``
+        (keyless bundles not reported; same items in the same order, same errors), a referrer
+        verified before with this trust answered from the cache (its manifest and bundle blob not
+        read): keyed by the referrer's descriptor, never by the listing that names it."""
+        from builder.signing.bundles import BUNDLE_LISTING_TYPES, key_bundle_items  # as evidence.read_place
+
+        trust = self._trust(verifiers)
+        code = self._code_stamp()
+        if trust is None or code is None:
+            return key_bundle_items(
+                client, repository, digest, verifiers, descriptors=descriptors, report_keyless=False
+            )
+        out: list[VerifiedItem] = []
+        for desc in descriptors:
+            if desc.artifact_type not in BUNDLE_LISTING_TYPES:
+                continue
+            key = verdict_key(client.registry, repository, digest, desc.to_json(), trust, tag=REFERRER_TAG, code=code)
+            got = self._recall(client.registry, repository, key)
+            if got is not None:
+                with self._guard:
+                    self.hits += 1
+                out.append(got)
+                continue
+            items = key_bundle_items(client, repository, digest, verifiers, descriptors=[desc], report_keyless=False)
+            with self._guard:
+                self.misses += 1
+            if len(items) == 1 and items[0].ok and not items[0].keyless:
+                self._keep(client.registry, repository, key, items[0])
+            out.extend(items)
+        return out
+
+    def flush(self) -> None:
+        """Write the verdicts verified since the last flush into their repositories' files (each
+        file read again and merged with them, the oldest dropped past :data:`MAX_PER_REPOSITORY`;
+        one atomic write per file). A file that cannot be written counts its verdicts in
+        ``unwritable`` (never an error)."""
+        with self._guard:
+            fresh, self._fresh = self._fresh, {}
+        for name, verdicts in fresh.items():
+            path = self._path(name)
+            if path is None:
+                continue
+            merged = {k: v for k, v in _read_file(path).items() if k not in verdicts}  # another run's, since
+            merged.update(verdicts)
+            if len(merged) > MAX_PER_REPOSITORY:
+                merged = dict(list(merged.items())[-MAX_PER_REPOSITORY:])
+            if not write_json(path, {"format": FORMAT, "verdicts": merged}):  # read-only or full: not kept
+                with self._guard:
+                    self.unwritable += len(verdicts)
 
     def _trust(self, verifiers: Sequence[LayerVerifier]) -> str | None:
         ident: list[int] = []
@@ -209,32 +304,27 @@ class VerdictCache:
                     return None
             return self._code
 
-    def _path(self, key: str) -> Path | None:
-        return self.directory / key[:2] / f"{key}.json" if self.directory is not None else None
+    def _path(self, name: str) -> Path | None:
+        return self.directory / name[:2] / f"{name}.json" if self.directory is not None else None
 
-    def _recall(self, key: str) -> VerifiedItem | None:
+    def _recall(self, registry: str, repository: str, key: str) -> VerifiedItem | None:
         with self._guard:
             if (got := self._memory.get(key)) is not None:
                 return got
-        path = self._path(key)
+        name = file_name(registry, repository)
+        path = self._path(name)
         if path is None:
             return None
-        try:
-            data = json.loads(path.read_bytes())
-        except (OSError, ValueError):  # absent, unreadable or not JSON: a miss
-            return None
-        item = _item(data.get("item")) if isinstance(data, dict) and data.get("key") == key else None
+        entry = self._files.get(name, lambda: _read_file(path)).get(key)
+        # each entry names its own key: a verdict moved under another key is a miss
+        item = _item(entry.get("item")) if isinstance(entry, dict) and entry.get("key") == key else None
         if item is not None:
             with self._guard:
                 self._memory[key] = item
         return item
 
-    def _keep(self, key: str, item: VerifiedItem) -> None:
+    def _keep(self, registry: str, repository: str, key: str, item: VerifiedItem) -> None:
         with self._guard:
             self._memory[key] = item
-        path = self._path(key)
-        if path is None:
-            return
-        if not write_json(path, {"key": key, "item": item.to_json()}):  # read-only or full: not kept
-            with self._guard:
-                self.unwritable += 1
+            if self.directory is not None:
+                self._fresh.setdefault(file_name(registry, repository), {})[key] = {"key": key, "item": item.to_json()}

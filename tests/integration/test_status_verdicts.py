@@ -172,20 +172,25 @@ def test_a_verdict_is_not_reused_when_the_tag_names_another_manifest(project: Pr
 
 
 def test_a_damaged_cache_file_is_a_miss(project: Project) -> None:
-    """Files holding another key's verdict (well-formed), and truncated files, are read as misses:
-    the layers are verified from the registry again (and their files written again), the rows do
-    not change."""
+    """The repository's one file of verdicts: entries holding another key's verdict (well-formed),
+    entries that are not verdicts, and a truncated file are read as misses: the layers are verified
+    from the registry again (and written again), the rows do not change."""
     cold, cold_sent = project.status()
-    files = sorted((project.state / "cache" / "verdicts").glob("*/*.json"))
-    assert len(files) == 2 * 3  # per promoted row: its signature and its promotion record
-    bodies = [f.read_bytes() for f in files]
-    for f, body in zip(files, bodies[1:] + bodies[:1], strict=True):
-        f.write_bytes(body)  # each file now holds the next one's verdict
+    [file] = (project.state / "cache" / "verdicts").glob("*/*.json")  # one repository: one file
+    body = file.read_bytes()
+    doc = json.loads(body)
+    keys, items = list(doc["verdicts"]), list(doc["verdicts"].values())
+    assert len(keys) == 2 * 3  # per promoted row: its signature and its promotion record
+    doc["verdicts"] = dict(zip(keys, items[1:] + items[:1], strict=True))  # each key now holds the next verdict
+    file.write_text(json.dumps(doc))
     rows, sent = project.status()
     assert _shown(rows) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
-    assert [f.read_bytes() for f in files] == bodies  # written again under the right names
-    for f in files:
-        f.write_bytes(f.read_bytes()[:40])  # truncated
+    assert json.loads(file.read_bytes())["verdicts"] == json.loads(body)["verdicts"]  # written again
+    doc["verdicts"] = dict.fromkeys(keys, "not a verdict")
+    file.write_text(json.dumps(doc))
+    rows, sent = project.status()
+    assert _shown(rows) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
+    file.write_bytes(file.read_bytes()[:40])  # truncated
     rows, sent = project.status()
     assert _shown(rows) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
 
@@ -213,3 +218,31 @@ def test_history_reads_the_records_it_verified_before_from_the_cache(project: Pr
     warm, warm_sent = history()
     assert cold == warm == [(project.digests[0], "promote")]
     assert (cold_sent, warm_sent) == (3, 2)
+
+
+def test_a_bundle_referrer_verified_before_is_not_read_again(project: Project) -> None:
+    """A key-pair Sigstore bundle referrer (cosign 3's format) on one promoted digest: its attestation
+    type shows in the row; the second run reads the referrers listing again (the fallback index on
+    this registry, which has no referrers API) but neither the referrer's manifest nor its bundle
+    blob; a verdict kept for one key set is not reused for another (``mallory`` alone: no types)."""
+    from builder.signing.bundles import attest_bundle
+
+    ptype = "https://builder.example/verdict-cache-test/v1"
+    attest_bundle(
+        project.client,
+        project.repo,
+        project.digests[0],
+        ptype,
+        {"run": 1},
+        project.keys.signer("build"),
+        lock_dir=project.state / "locks",
+    )
+    cold, cold_sent = project.status()
+    assert [ptype in r.attestations for r in cold] == [True, False, False], [r.attestations for r in cold]
+    warm, sent = project.status()
+    assert [r.to_json() | {"age_seconds": None} for r in warm] == [r.to_json() | {"age_seconds": None} for r in cold]
+    # one listing; per row its pointer, .sig and .att; the one fallback referrers index (the listing)
+    assert sent == 1 + 3 * 3 + 1, (sent, cold_sent)
+    assert cold_sent - sent == 2 + 3, cold_sent  # cold: the referrer's manifest and blob, and each record's blob
+    rows, _ = project.status("mallory")
+    assert not any(r.attestations for r in rows), [r.attestations for r in rows]
