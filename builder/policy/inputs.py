@@ -4,8 +4,10 @@ each key ``file`` glob matched, and the fleet files of its ``fleet`` rules.
 A policy's trust changes with them (a replaced key file is another fingerprint; a key added to
 ``keys/check-runners/*.pub`` joins a key set), so ``builder.policy.cache`` may reuse a loaded policy
 only while every one of them is as the loader read it. The loader reads them through
-:class:`PolicyInputs`, which keeps the sha256 of the very bytes it handed out (a file replaced
-between two reads is never recorded with the other content) and the sorted matches of each glob.
+:class:`PolicyInputs`, which reads each file once per load and hands the same bytes to every later
+read of that path (a policy naming ``keys/builder.pub`` for two key sets binds one key to both even
+when the file is replaced while it loads), keeps the sha256 of those very bytes (a file replaced
+during the load is never recorded with the other content) and the sorted matches of each glob.
 
 :func:`read_policy_text` reads the policy file itself, the one way (the loader and the cache).
 
@@ -32,17 +34,24 @@ class PolicyInputs:
 
     files: dict[str, str | None] = dataclasses.field(default_factory=dict)
     globs: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    _read: dict[str, bytes | OSError] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def read(self, path: Path) -> bytes:
-        """The bytes of ``path``, recorded with their sha256. Raises OSError (recorded as None)."""
+        """The bytes of ``path``, recorded with their sha256; read from disk on the first read of
+        ``path`` (by absolute name) only, every later read gets the same bytes (or error). Raises
+        OSError (recorded as None)."""
         name = str(Path(path).absolute())
-        try:
-            data = Path(path).read_bytes()
-        except OSError:
+        if name not in self._read:
+            try:
+                self._read[name] = Path(path).read_bytes()
+            except OSError as exc:
+                self._read[name] = exc
+        got = self._read[name]
+        if isinstance(got, OSError):
             self.files[name] = None
-            raise
-        self.files[name] = hashlib.sha256(data).hexdigest()
-        return data
+            raise got
+        self.files[name] = hashlib.sha256(got).hexdigest()
+        return got
 
     def expand(self, pattern: str) -> tuple[str, ...]:
         """The regular files ``pattern`` (a ``glob.glob`` pattern) matches, sorted, as ``glob.glob``

@@ -258,3 +258,47 @@ def test_a_project_sees_a_promoter_key_added_under_its_glob(tmp_path: Path, keys
     assert trusted() == {keys["alice"][1], keys["mallory"][1]}
     (tmp_path / "keys" / "promoters" / "alice.pub").unlink()
     assert trusted() == {keys["mallory"][1]}
+
+
+def test_a_key_replaced_between_two_reads_of_one_load_is_never_cached(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A policy naming one key file twice (``build`` and ``promoters``, as policies/default.yaml
+    names ``keys/builder.pub``) binds the same key to both, even when another process replaces the
+    file while the policy loads; the cached copy is then stale and is loaded again."""
+    from builder.policy import loader
+    from builder.signing.keys import PublicKey, parse_public_key
+
+    build = tmp_path / "build.pub"
+    shutil.copy(keys["build"][0], build)
+    path = write(
+        tmp_path,
+        f"""\
+version: 1
+keys:
+  build: [{{file: {build}}}]
+  promoters: [{{file: {build}}}]
+promoters: [promoters]
+stages:
+  dev: {{from: build, require: {{signature: {{signers: [build]}}}}, rollback: {{allowed: [promoters]}}}}
+""",
+    )
+    parsed: list[str] = []
+
+    def rotating(data: bytes, file: Path) -> PublicKey:  # the key rotated right after its first parse
+        pub = parse_public_key(data, file)
+        parsed.append(pub.fingerprint)
+        if len(parsed) == 1:
+            shutil.copy(keys["mallory"][0], tmp_path / "new.pub")
+            (tmp_path / "new.pub").replace(build)
+        return pub
+
+    monkeypatch.setattr(loader, "parse_public_key", rotating)
+    raced = cached_policy(path, {}, tmp_path / "cache")
+    monkeypatch.undo()
+    assert len(parsed) == 2
+    fingerprints = {s.name: {k.fingerprint for k in s.keys} for s in raced.keysets}
+    assert fingerprints["build"] == fingerprints["promoters"] == {keys["build"][1]}
+    again = cached_policy(path, {}, tmp_path / "cache")
+    assert again == load_policy(path, {})
+    assert _build(again) == {keys["mallory"][1]}
