@@ -164,13 +164,16 @@ def _format(problems: list[Problem]) -> str:
     return "\n".join(f"  {p}" for p in problems)
 
 
-def load_fleet(path: Path, *, load_host: HostLoader | None = None) -> Fleet:
+def load_fleet(path: Path, *, load_host: HostLoader | None = None, data: bytes | None = None) -> Fleet:
     """Read and validate a fleet file. ``load_host`` reads the clusters' ``hostinfo:`` files (None: such a
-    cluster is a problem). Raises ConfigError with ``details['problems']`` (every problem, each a
-    ``Problem.to_json()``: file, line, col, path, message, severity); a missing file is a ConfigError too."""
+    cluster is a problem); ``data``: the file's bytes when the caller already read them (validated as
+    given, the file not read again: what a caller hashed is what is validated). Raises ConfigError with
+    ``details['problems']`` (every problem, each a ``Problem.to_json()``: file, line, col, path,
+    message, severity); a missing file is a ConfigError too."""
     path = Path(path)
     try:
-        text = read_text(path)  # UTF-8, at most yamldoc.MAX_BYTES
+        # UTF-8, at most yamldoc.MAX_BYTES (parse refuses a longer text)
+        text = read_text(path) if data is None else data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc})"
         raise ConfigError(

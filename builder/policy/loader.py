@@ -356,23 +356,25 @@ class _Loader:
         fleet = Path(text)
         if not fleet.is_absolute():
             fleet = (self.path.parent / fleet).resolve()
+        data: bytes | None = None
         try:
-            self.inputs.read(fleet)  # recorded before load_fleet reads it: a later change is a change
+            data = self.inputs.read(fleet)  # recorded, and the very bytes validated: a later change is a change
         except OSError:
             if not fleet.exists():
                 self.problem((*p, "file"), f"fleet file {fleet} does not exist")
                 return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow), m.match_vendor)
-        self.fleet_problems(fleet, (*p, "file"))
+        self.fleet_problems(fleet, (*p, "file"), data)
         return FleetRule(location, str(fleet), tuple(m.clusters), tuple(m.allow), m.match_vendor)
 
-    def fleet_problems(self, fleet: Path, p: FieldPath) -> None:
+    def fleet_problems(self, fleet: Path, p: FieldPath, data: bytes | None = None) -> None:
         """An invalid fleet file is a problem of the rule naming it (at ``p``), quoting the fleet's
-        own problems with their locations. Promotion reads the file without host loader
+        own problems with their locations; ``data``: the bytes recorded for it (validated as they
+        are; None: read here). Promotion reads the file without host loader
         (``builder.promote.fleets.check_fleet``), so ``hostinfo:`` clusters are problems here too."""
         from builder.compat.fleets import load_fleet  # fleet files (pydantic models): only for a fleet rule
 
         try:
-            load_fleet(fleet)
+            load_fleet(fleet, data=data)
         except ConfigError as exc:
             found = exc.details.get("problems")
             where = (

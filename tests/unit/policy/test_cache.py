@@ -302,3 +302,32 @@ stages:
     again = cached_policy(path, {}, tmp_path / "cache")
     assert again == load_policy(path, {})
     assert _build(again) == {keys["mallory"][1]}
+
+
+def test_the_fleet_file_validated_is_the_one_hashed(
+    every_rule: tuple[Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An invalid fleet file made valid by another process right after the loader hashed it is
+    refused (the hashed bytes are the ones validated), so no cache entry binds the invalid bytes'
+    hash to a valid policy."""
+    from builder.policy.inputs import PolicyInputs
+
+    path, variables = every_rule
+    fleet = tmp_path / "fleet.yaml"
+    valid = fleet.read_text()
+    fleet.write_text("clusters: [[not a cluster\n")
+    read = PolicyInputs.read
+
+    def fixed_after_read(self: PolicyInputs, file: Path) -> bytes:
+        data = read(self, file)
+        if str(file) == str(fleet):
+            fleet.write_text(valid)
+        return data
+
+    monkeypatch.setattr(PolicyInputs, "read", fixed_after_read)
+    with pytest.raises(PolicyError, match="fleet file"):
+        cached_policy(path, variables, tmp_path / "cache")
+    monkeypatch.undo()
+    fleet.write_text("clusters: [[not a cluster\n")  # as it was hashed: no entry may say it is valid
+    with pytest.raises(PolicyError, match="fleet file"):
+        cached_policy(path, variables, tmp_path / "cache")
