@@ -266,12 +266,8 @@ def check_reference(
     request.validate()
     probing = None
     if not request.static:
-        # the engine answers `docker info` while the registry answers the pin: one round trip less
-        if host is None:
-            from builder.checks.host.gather import live_host
-
-            host = live_host
-        probing = in_background(host, "host-probe")
+        # the engine answers `docker info` while the registry answers the pin and the containers run
+        probing = in_background(host or _live_host, "host-probe")
     image = pin_image(
         request.reference,
         registries=registries,
@@ -423,6 +419,13 @@ def measure_in_background(
         return inspect_image(client, repository, digest, platform=platform, cache=cache).kernel_binaries()
 
     return in_background(read, "measure-gpu-code")
+
+
+def _live_host() -> HostInfo:
+    """:func:`builder.checks.host.gather.live_host`, its modules imported where it runs (a thread)."""
+    from builder.checks.host.gather import live_host
+
+    return live_host()
 
 
 def _layer_cache(layer_dir: Path | None) -> LayerCache | None:
