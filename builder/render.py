@@ -74,6 +74,11 @@ _VOLATILE = frozenset({("variant", (True, "id")), ("labels",), ("label_items",)}
 # --------------------------------------------------------------------------------------------
 
 
+#: The content hash's JSON: sorted keys, no spaces (one encoder for every variant; the same text as
+#: ``json.dumps(doc, sort_keys=True, separators=(",", ":"), default=list)``).
+_HASH_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=list)
+
+
 def _sha256(data: bytes | str) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
@@ -184,7 +189,7 @@ class Renderer:
             "context": {name: _sha256(data) for name, data in context},
             "build_args": dict(variant.build_args),
         }
-        content_hash = _sha256(json.dumps(hash_doc, sort_keys=True, separators=(",", ":"), default=list))
+        content_hash = _sha256(_HASH_JSON.encode(hash_doc))
         labels.update(base_labels(base))
         labels[LABEL_PREFIX + "content-hash"] = content_hash
         if lock.text is not None and variant.packages:
@@ -369,29 +374,53 @@ def require_pinned(rendered: RenderedImage) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Committed renders: rendered/<matrix>/<variant-id>/Dockerfile
+# Committed renders: rendered/<matrix>/<variant-id>.Dockerfile
 # --------------------------------------------------------------------------------------------
 
-RENDER_FILE = "Dockerfile"
+#: A committed render's file name: ``<variant-id>.Dockerfile`` in its matrix's folder (one file per
+#: variant and no folder per variant: creating 10,000 folders cost as much as rendering them).
+RENDER_SUFFIX = ".Dockerfile"
+#: The file of a render in the earlier layout, ``<matrix>/<variant-id>/Dockerfile``: a render of
+#: every variant replaces such files (they are reported ``removed``, their folders deleted).
+LEGACY_RENDER_FILE = "Dockerfile"
 
 
 def render_files(rendered: Iterable[RenderedImage]) -> dict[str, str]:
     """Relative path -> text of the committed render files (only machine-independent content)."""
-    return {f"{r.variant.matrix}/{r.variant.id}/{RENDER_FILE}": r.dockerfile for r in rendered}
+    return {f"{r.variant.matrix}/{r.variant.id}{RENDER_SUFFIX}": r.dockerfile for r in rendered}
+
+
+def _read(path: str) -> str:
+    with open(path, "rb") as f:  # bytes, decoded at once: no text layer for 10,000 small files
+        return f.read().decode("utf-8", errors="replace")
+
+
+def _render_entries(matrix_dir: str) -> list[str]:
+    """The renders in one matrix folder (names relative to it), either layout; [] when it is not a folder."""
+    found: list[str] = []
+    try:
+        entries = list(os.scandir(matrix_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    for e in entries:
+        if e.name.endswith(RENDER_SUFFIX) and e.is_file():
+            found.append(e.name)
+        elif e.is_dir() and os.path.isfile(os.path.join(e.path, LEGACY_RENDER_FILE)):
+            found.append(f"{e.name}/{LEGACY_RENDER_FILE}")
+    return found
 
 
 def _existing(out_dir: Path, matrices: Iterable[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for m in matrices:
-        d = out_dir / m
-        if d.is_dir():
-            for f in d.glob(f"*/{RENDER_FILE}"):
-                found[f.relative_to(out_dir).as_posix()] = f.read_text()
+        d = os.path.join(out_dir, m)
+        for name in _render_entries(d):
+            found[f"{m}/{name}"] = _read(os.path.join(d, name))
     return found
 
 
 class RenderReportDocument(TypedDict):
-    """What a render found, paths relative to ``out_dir`` (``<matrix>/<variant>/Dockerfile``): ``changed``,
+    """What a render found, paths relative to ``out_dir`` (``<matrix>/<variant>.Dockerfile``): ``changed``,
     ``added``, ``removed`` (renders of variants no longer in a matrix), the number ``unchanged``, and
     ``stale`` (any of the three)."""
 
@@ -473,11 +502,11 @@ class RenderOutcome:
 
 
 def _compare(out_dir: Path, wanted: Mapping[str, str], matrices: Iterable[str], prune: bool) -> RenderReport:
-    existing = (
-        _existing(out_dir, matrices)
-        if prune
-        else {k: (out_dir / k).read_text() for k in wanted if (out_dir / k).is_file()}
-    )
+    """Compare by content (a re-render that changes nothing writes nothing), not by time stamps."""
+    if prune:
+        existing = _existing(out_dir, matrices)
+    else:
+        existing = {k: _read(p) for k in wanted if os.path.isfile(p := os.path.join(out_dir, k))}
     changed = tuple(sorted(k for k in wanted if k in existing and existing[k] != wanted[k]))
     added = tuple(sorted(k for k in wanted if k not in existing))
     removed = tuple(sorted(k for k in existing if k not in wanted)) if prune else ()
@@ -488,30 +517,46 @@ def _compare(out_dir: Path, wanted: Mapping[str, str], matrices: Iterable[str], 
 def _matrix_dirs(out_dir: Path, rendered: Sequence[RenderedImage], every_matrix: bool) -> list[str]:
     names = {r.variant.matrix for r in rendered}
     if every_matrix and out_dir.is_dir():
-        names |= {d.name for d in out_dir.iterdir() if d.is_dir() and any(d.glob(f"*/{RENDER_FILE}"))}
+        names |= {d.name for d in out_dir.iterdir() if d.is_dir() and _render_entries(str(d))}
     return sorted(names)
 
 
 def write_renders(
     out_dir: Path, rendered: Sequence[RenderedImage], *, prune: bool = True, every_matrix: bool = False
 ) -> RenderReport:
-    """Write ``<out_dir>/<matrix>/<id>/Dockerfile`` for each render; with ``prune`` remove renders of
-    those matrices' variants that no longer exist (a variant removed from a matrix), and with
-    ``every_matrix`` (all matrices were rendered) also the renders of matrices that no longer exist."""
+    """Write ``<out_dir>/<matrix>/<id>.Dockerfile`` for each render whose file is missing or has other
+    text; with ``prune`` remove renders of those matrices' variants that no longer exist (a variant
+    removed from a matrix, or a render in the earlier ``<matrix>/<id>/Dockerfile`` layout), and with
+    ``every_matrix`` (all matrices were rendered) also the renders of matrices that no longer exist.
+    Raises NotFoundError (exit 8) naming the file that cannot be written."""
     import shutil
 
-    from builder.outputs import write_output
+    from builder.outputs import cannot_write
 
     wanted = render_files(rendered)
     matrices = _matrix_dirs(out_dir, rendered, every_matrix and prune)
     report = _compare(out_dir, wanted, matrices, prune)
+    made: set[str] = set()
     for rel in (*report.changed, *report.added):
-        write_output(out_dir / rel, wanted[rel], "--out (render_dir)")
+        path = os.path.join(out_dir, rel)
+        try:
+            folder = os.path.dirname(path)
+            if folder not in made:
+                os.makedirs(folder, exist_ok=True)
+                made.add(folder)
+            with open(path, "wb") as f:
+                f.write(wanted[rel].encode("utf-8"))
+        except OSError as exc:
+            raise cannot_write(Path(path), exc, "--out (render_dir)") from exc
     for rel in report.removed:
-        variant_dir = (out_dir / rel).parent
-        shutil.rmtree(variant_dir)
-        if not any(variant_dir.parent.iterdir()):
-            variant_dir.parent.rmdir()
+        gone = out_dir / rel
+        if gone.name == LEGACY_RENDER_FILE:
+            shutil.rmtree(gone.parent)  # the earlier layout's folder of one variant
+        else:
+            gone.unlink()
+        matrix_dir = out_dir / rel.split("/", 1)[0]
+        if matrix_dir.is_dir() and not any(matrix_dir.iterdir()):
+            matrix_dir.rmdir()
     return report
 
 

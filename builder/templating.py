@@ -193,12 +193,17 @@ class _Section:
     name: str
     render: Callable[[Context], Iterator[str]] | None = None
     paths: tuple[Path, ...] = ()
-    cache: dict[str, str] = dataclasses.field(default_factory=dict)
+    cache: dict[tuple[object, ...], str] = dataclasses.field(default_factory=dict)
 
-    def key(self, variables: Mapping[str, Any]) -> str:
-        """The values this section reads, as a dictionary key (``repr``: ``"True"`` and ``True``
-        differ; the variables are plain JSON values, whose ``repr`` is deterministic)."""
-        return repr([_value_at(variables, p) for p in self.paths])
+    def key(self, variables: Mapping[str, Any]) -> tuple[object, ...]:
+        """The values this section reads, as a dictionary key: strings as they are, other values
+        as a 1-tuple of their ``repr`` (so ``"True"``, ``True`` and ``1`` differ, and lists and dicts,
+        whose ``repr`` is deterministic for the plain JSON values templates get, can be keys)."""
+        out: list[object] = []
+        for p in self.paths:
+            v = variables.get(p[0], _MISSING) if len(p) == 1 else _value_at(variables, p)
+            out.append(v if type(v) is str else (repr(v),))
+        return tuple(out)
 
 
 class SectionedTemplate:
@@ -212,8 +217,8 @@ class SectionedTemplate:
         self.template = env.get_template(name)
         #: the base template's top-level blocks in order (its whole output); empty: not split
         self.sections: tuple[_Section, ...] = ()
-        #: the templates this one extends, parent first (their blocks back ``super()``)
-        self._parents: tuple[jinja2.Template, ...] = ()
+        #: every block's implementations, the active one first (``super()`` takes the next)
+        self._blocks: dict[str, list[Callable[[Context], Iterator[str]]]] = {}
         loader = env.loader
         if not isinstance(loader, SectionLoader):
             return
@@ -243,7 +248,11 @@ class SectionedTemplate:
             else:
                 sections.append(_Section(top.name, tpl.blocks[top.name], tuple(sorted(paths, key=repr))))
         self.sections = tuple(sections)
-        self._parents = tuple(env.get_template(t) for t in chain[1:])
+        blocks = {bname: [func] for bname, func in self.template.blocks.items()}
+        for parent in chain[1:]:
+            for bname, func in env.get_template(parent).blocks.items():
+                blocks.setdefault(bname, []).append(func)
+        self._blocks = blocks
 
     def render(self, variables: Mapping[str, Any]) -> str:
         """The text ``Template.render(**variables)`` gives. Raises what Jinja raises (TemplateError)."""
@@ -269,11 +278,11 @@ class SectionedTemplate:
 
     def _context(self, variables: Mapping[str, Any]) -> Context:
         """A render context with every template's blocks registered, child first, as the
-        generated code of ``{% extends %}`` registers them (so ``super()`` finds the parent's)."""
+        generated code of ``{% extends %}`` registers them (so ``super()`` finds the parent's);
+        one registry for every render: only the root of a child template adds to it, and that
+        root is not run."""
         ctx = self.template.new_context(dict(variables))
-        for parent in self._parents:
-            for bname, func in parent.blocks.items():
-                ctx.blocks.setdefault(bname, []).append(func)
+        ctx.blocks = self._blocks  # read-only while blocks render (only an `extends` adds to it)
         return ctx
 
 

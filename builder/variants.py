@@ -117,7 +117,7 @@ def render_project(
     check: bool = False,
 ) -> RenderOutcome:
     """``builder render``: the selected variants (``matrix_files``, default every matrix; ``globs``) rendered
-    into ``out_dir`` (default ``cfg.render_dir``) as ``<matrix>/<variant-id>/Dockerfile``, or with ``check``
+    into ``out_dir`` (default ``cfg.render_dir``) as ``<matrix>/<variant-id>.Dockerfile``, or with ``check``
     compared with the committed renders. Without globs the renders of variants no longer in those matrices
     are removed (and, with every matrix rendered, those of matrices that no longer exist). Raises what
     :func:`select_renders` raises, RenderStaleError (``check``: the committed renders differ; the diff in

@@ -29,7 +29,7 @@ from builder.cli._common import (
 @click.option("--check", is_flag=True, help="Write nothing; exit 12 with a diff when committed renders are stale.")
 @json_option
 def render(matrices: tuple[Path, ...], globs: tuple[str, ...], out_dir: str | None, check: bool) -> None:
-    """Render every variant's Dockerfile into <render_dir>/<matrix>/<variant>/Dockerfile.
+    """Render every variant's Dockerfile into <render_dir>/<matrix>/<variant>.Dockerfile.
 
     Committed renders hold no machine-local digest, so `--check` gives the same answer on any
     machine. Renders of variants no longer in a matrix are removed (not with --select).

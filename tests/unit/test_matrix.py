@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import re
@@ -337,3 +338,52 @@ def test_arch_build_args_match_a_real_wheels_arch_list(tmp_path: Path) -> None:
     assert args["CUDA_ARCHITECTURES"] == ";".join(f"{a[3:]}-real" for a in facts["archs"])
     cap = "sm_{}{}".format(*facts["cap"])
     assert cap in v.gpu_archs  # the H200 (9.0) runs this image's kernels
+
+
+EXCLUDE_MATRIX = """\
+family: tiny
+repository: test/excl
+axes:
+  accelerator:
+    - {kind: cpu}
+    - {kind: cuda, version: "12.8"}
+  framework: {name: none, versions: ["0"]}
+  python: ["3.10", "3.11", "3.12"]
+  os: [ubuntu22.04, ubuntu24.04]
+  platform: [linux/amd64, linux/arm64]
+exclude:
+  - {python: "3.10", platform: linux/arm64}
+  - {accelerator: cu128, os: ubuntu22.04}
+  - {accelerator: [cpu], python: ["3.11", "3.12"], os: ubuntu24.04, platform: linux/amd64}
+  - {accelerator: cuda12.8, python: "3.12", platform: [linux/arm64]}
+base:
+  default: "{os_name}:{os_version}"
+"""
+
+
+def test_exclude_rules_remove_exactly_the_cells_all_their_fields_match(tmp_path: Path) -> None:
+    """Every field of a rule must accept the cell (accelerator by kind, tag or kind+version); checked
+    against the cross product filtered here, independently of the expansion's axis-by-axis narrowing."""
+    path = tmp_path / "excl.yaml"
+    path.write_text(EXCLUDE_MATRIX)
+    got = {(v.accelerator.tag, v.python, v.os, v.platform) for v in matrix.load_matrix(path).variants}
+    rules = [
+        {"python": {"3.10"}, "platform": {"linux/arm64"}},
+        {"acc": {"cu128"}, "os": {"ubuntu22.04"}},
+        {"acc": {"cpu"}, "python": {"3.11", "3.12"}, "os": {"ubuntu24.04"}, "platform": {"linux/amd64"}},
+        {"acc": {"cu128"}, "python": {"3.12"}, "platform": {"linux/arm64"}},
+    ]
+    want = set()
+    for acc, py, os_, plat in itertools.product(
+        ["cpu", "cu128"], ["3.10", "3.11", "3.12"], ["ubuntu22.04", "ubuntu24.04"], ["linux/amd64", "linux/arm64"]
+    ):
+        cell = {"acc": acc, "python": py, "os": os_, "platform": plat}
+        if not any(all(cell[k] in vals for k, vals in r.items()) for r in rules):
+            want.add((acc, py, os_, plat))
+    assert got == want and 0 < len(got) < 24
+    # a rule that matches no cell is reported at its own index
+    path.write_text(EXCLUDE_MATRIX.replace("exclude:\n", 'exclude:\n  - {python: "3.9"}\n'))
+    with pytest.raises(MatrixError) as err:
+        matrix.load_matrix(path)
+    assert [p["path"] for p in err.value.details["problems"]] == ["exclude[0]"]
+    assert "matches no cell" in err.value.details["problems"][0]["message"]

@@ -283,7 +283,7 @@ def test_render_check_fails_after_a_template_edit_and_passes_after_rerendering(
     diff = err["details"]["diff"]
     assert '-RUN python -c \'import jax, sys; v = jax.__version__; print("jax", v)' in diff
     assert '+RUN python -c \'import jax, sys; v = jax.__version__; print("jax version", v)' in diff
-    assert "jax/jax0.7-cpu-py3.11-ubuntu24.04/Dockerfile" in " ".join(err["details"]["stale"])
+    assert "jax/jax0.7-cpu-py3.11-ubuntu24.04.Dockerfile" in " ".join(err["details"]["stale"])
     assert all("/jax" in s or s.startswith("demo/") for s in err["details"]["stale"])
     doc = builder(proj, "render", "--json").json()
     assert doc["changed"] == sorted(err["details"]["stale"]) and not doc["added"] and not doc["removed"]
@@ -292,13 +292,19 @@ def test_render_check_fails_after_a_template_edit_and_passes_after_rerendering(
 
 def test_render_check_notices_removed_and_orphaned_variants(tmp_path: Path, builder: InProject) -> None:
     proj = _project_copy(tmp_path)
-    orphan = proj / "rendered" / "jax" / "jax0.1-cpu-py3.11-ubuntu24.04" / "Dockerfile"
-    orphan.parent.mkdir()
+    orphan = proj / "rendered" / "jax" / "jax0.1-cpu-py3.11-ubuntu24.04.Dockerfile"
     orphan.write_text("FROM scratch\n")
+    # a render in the earlier layout (a folder per variant) is replaced like an orphan
+    legacy = proj / "rendered" / "jax" / "jax0.7-cpu-py3.11-ubuntu24.04" / "Dockerfile"
+    legacy.parent.mkdir()
+    legacy.write_text((proj / "rendered" / "jax" / "jax0.7-cpu-py3.11-ubuntu24.04.Dockerfile").read_text())
     res = builder(proj, "--json", "render", "--check", code=12)
-    assert res.json()["error"]["details"]["stale"] == ["jax/jax0.1-cpu-py3.11-ubuntu24.04/Dockerfile"]
+    assert res.json()["error"]["details"]["stale"] == [
+        "jax/jax0.1-cpu-py3.11-ubuntu24.04.Dockerfile",
+        "jax/jax0.7-cpu-py3.11-ubuntu24.04/Dockerfile",
+    ]
     builder(proj, "render")
-    assert not orphan.exists()
+    assert not orphan.exists() and not legacy.parent.exists()
     builder(proj, "render", "--check")
     # a whole matrix removed: its renders are stale too (when every matrix is rendered)
     (proj / "matrices" / "tensorflow.yaml").unlink()
@@ -315,14 +321,14 @@ def test_check_renders_api_raises_with_a_unified_diff(tmp_path: Path) -> None:
     report = render.write_renders(tmp_path, rendered)
     assert len(report.added) == 2 and not report.changed
     assert not render.check_renders(tmp_path, rendered).stale
-    target = tmp_path / "tiny" / "tiny-cpu-py3.11-debian12" / "Dockerfile"
+    target = tmp_path / "tiny" / "tiny-cpu-py3.11-debian12.Dockerfile"
     target.write_text(target.read_text().replace("USER 10001:10001", "USER root"))
     with pytest.raises(RenderStaleError) as err:
         render.check_renders(tmp_path, rendered)
     assert err.value.exit_code == 12
     assert "-USER root" in err.value.details["diff"] and "+USER 10001:10001" in err.value.details["diff"]
-    assert err.value.details["stale"] == ["tiny/tiny-cpu-py3.11-debian12/Dockerfile"]
-    assert render.write_renders(tmp_path, rendered).changed == ("tiny/tiny-cpu-py3.11-debian12/Dockerfile",)
+    assert err.value.details["stale"] == ["tiny/tiny-cpu-py3.11-debian12.Dockerfile"]
+    assert render.write_renders(tmp_path, rendered).changed == ("tiny/tiny-cpu-py3.11-debian12.Dockerfile",)
     assert not render.check_renders(tmp_path, rendered).stale
 
 

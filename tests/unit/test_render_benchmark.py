@@ -1,4 +1,6 @@
-"""benchmarks/render.py --quick keeps working and stays well inside the 1 s target."""
+"""benchmarks/render.py --quick keeps working: it renders and writes every variant, finds them all
+unchanged on the second pass, and its sectioned texts equal plain Jinja's (the script asserts it).
+No time bound: wall time on a shared machine is noise (docs/benchmarks.md has the figures)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ def test_render_benchmark_quick_mode() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    last = proc.stdout.strip().splitlines()[-1]
-    figures = dict(kv.split("=", 1) for kv in last.split())
+    lines = proc.stdout.strip().splitlines()
+    figures = dict(kv.split("=", 1) for kv in lines[-1].split())
     assert figures["benchmark"] == "render"
-    assert int(figures["variants"]) >= 100
-    # ~120 variants: a tenth of the full benchmark; generous bound for a loaded CI machine
-    assert float(figures["seconds"]) < 1.0, last
+    n = int(figures["variants"])
+    assert n >= 100
+    assert f"first write ({n} files)" in proc.stdout and f"write ({n} unchanged)" in proc.stdout
+    assert float(figures["written_s"]) >= float(figures["seconds"]) > 0

@@ -1,0 +1,209 @@
+"""builder.templating: a template rendered in cached sections gives exactly ``Template.render``'s text
+(shipped templates over every shipped and a generated matrix; hand-written templates that use
+inheritance, super(), self, macros, assignments, dict methods and values that compare equal across
+types), and the cache is used (fewer section renders than variants) only where that is safe."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+import pytest
+
+from builder import bases, matrix, render
+from builder.templating import SECTION_PREFIX, SectionedTemplate, SectionLoader
+from tests.conftest import ROOT
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.models import Variant
+
+IMAGES = ROOT / "images"
+RESOLUTION = bases.BaseResolution(upstream={"nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04": "sha256:" + "a" * 64})
+
+
+def _envs(images: Path, volatile: frozenset[Any] = frozenset()) -> tuple[jinja2.Environment, jinja2.Environment]:
+    """(plain Jinja, sectioned) environments with the renderer's options."""
+    out = []
+    for loader in (jinja2.FileSystemLoader(str(images)), SectionLoader(str(images), volatile=volatile)):
+        out.append(
+            jinja2.Environment(
+                loader=loader,
+                undefined=jinja2.StrictUndefined,
+                keep_trailing_newline=True,
+                trim_blocks=True,
+                lstrip_blocks=True,
+            )
+        )
+    return out[0], out[1]
+
+
+def _generated_variants() -> list[Variant]:
+    spec = importlib.util.spec_from_file_location("render_benchmark", ROOT / "benchmarks" / "render.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return list(bench_matrix(bench))
+
+
+def bench_matrix(bench: Any) -> tuple[Variant, ...]:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "gen.yaml"
+        path.write_text(bench.matrix_yaml(["3.10", "3.11", "3.12"], ["ubuntu22.04", "debian12"], ["linux/amd64"]))
+        return matrix.load_matrix(path, bases=RESOLUTION).variants
+
+
+def test_shipped_templates_render_the_same_text_in_sections() -> None:
+    paths = [*sorted((ROOT / "matrices").glob("*.yaml")), ROOT / "tests" / "data" / "matrices" / "tiny.yaml"]
+    variants = [v for m in matrix.load_matrices(paths, bases=RESOLUTION) for v in m.variants]
+    variants += _generated_variants()
+    plain_env, sectioned_env = _envs(IMAGES, render._VOLATILE)
+    inputs = [
+        (f"{v.family}/Dockerfile.j2", render.template_variables(v, RESOLUTION.resolve(v.base.reference)))
+        for v in variants
+    ]
+    names = frozenset(inputs[0][1])
+    sectioned = {name: SectionedTemplate(sectioned_env, name, names) for name, _ in inputs}
+    for name, variables in inputs:
+        assert sectioned[name].render(variables) == plain_env.get_template(name).render(variables), variables["variant"]
+    tiny = sectioned["tiny/Dockerfile.j2"]
+    cached = [s for s in tiny.sections if s.render is not None]
+    uncached = [s for s in tiny.sections if s.render is None]
+    renders = sum(1 for name, _ in inputs if name == "tiny/Dockerfile.j2")
+    assert cached and uncached  # the header and labels name the variant: rendered every time
+    # the Python step was rendered once per Python and OS, not once per variant
+    assert all(len(s.cache) < renders for s in cached), [(s.name, len(s.cache)) for s in cached]
+
+
+def _write(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+BASE = """\
+# {{ title }}
+{% if flag %}
+flag is {{ flag }}
+{% endif %}
+{% for k, v in labels.items() %}
+{{ k }}={{ v }}
+{% endfor %}
+items: {{ labels.items() | list | length }} {{ d["key"] }} {{ d.other }}
+{% if n %}
+n={{ n }}
+{% block inner %}inner {{ n }}
+{% endblock %}
+{% endif %}
+{% block tail %}tail {{ title }}
+{% endblock %}
+"""
+
+CHILD = """\
+{% extends "base.j2" %}
+{% block inner %}child inner {{ flag }} / {{ super() }}{% endblock %}
+{% block tail %}child tail {{ self.inner() }}{% endblock %}
+"""
+
+MACROS = """\
+{% macro m(x) %}[{{ x }} {{ title }}]{% endmacro %}
+{% set local = title ~ "!" %}
+{{ m(n) }} {{ local }}
+"""
+
+DYNAMIC = """\
+{% extends parent %}
+{% block tail %}dynamic {{ title }}{% endblock %}
+"""
+
+
+def _variable_sets() -> list[dict[str, Any]]:
+    """Values that compare equal across types (1 == True, "True" vs True) and dicts whose methods
+    the template calls: a cache keyed carelessly would mix them up."""
+    out = []
+    for flag, n, labels, key in itertools.product(
+        [True, "True", 1, None], [0, 1, "1"], [{"a": "1"}, {"a": "1", "items": "x"}, {"b": "2"}], ["k1", "k2"]
+    ):
+        out.append(
+            {
+                "title": "t",
+                "flag": flag,
+                "n": n,
+                "labels": labels,
+                "d": {"key": key, "other": "o"},
+                "parent": "base.j2",
+            }
+        )
+    return out
+
+
+@pytest.mark.parametrize("name", ["base.j2", "child.j2", "macros.j2", "dynamic.j2"])
+def test_hand_written_templates_render_the_same_text_in_sections(tmp_path: Path, name: str) -> None:
+    images = _write(tmp_path, {"base.j2": BASE, "child.j2": CHILD, "macros.j2": MACROS, "dynamic.j2": DYNAMIC})
+    plain_env, sectioned_env = _envs(images)
+    sets = _variable_sets()
+    template = SectionedTemplate(sectioned_env, name, frozenset(sets[0]))
+    for variables in sets * 2:  # the second round is served from the cache
+        assert template.render(variables) == plain_env.get_template(name).render(variables), variables
+
+
+def test_only_what_can_be_keyed_is_cached(tmp_path: Path) -> None:
+    images = _write(tmp_path, {"base.j2": BASE, "child.j2": CHILD, "macros.j2": MACROS, "dynamic.j2": DYNAMIC})
+    _, env = _envs(images)
+    names = frozenset(_variable_sets()[0])
+    child = SectionedTemplate(env, "child.j2", names)
+    by_name = {s.name: s for s in child.sections}
+    assert set(by_name) >= {"tail"} and any(n.startswith(SECTION_PREFIX) for n in by_name)
+    assert by_name["tail"].render is None  # self.inner(): another block's text
+    # the section holding the `inner` block (overridden with super()) is not cached either
+    assert any(s.render is None and s.name.startswith(SECTION_PREFIX) for s in child.sections)
+    # the labels loop is keyed by the whole dict (labels.items is a method, not the key "items")
+    loop = next(s for s in child.sections if ("labels", (True, "items")) in s.paths)
+    one = _variable_sets()[0]
+    assert loop.render is not None and loop.key(one) == loop.key(dict(one))
+    assert loop.key(one) != loop.key({**one, "labels": {"a": "2"}})
+    assert loop.key(one) != loop.key({**one, "labels": {"a": "1", "items": "x"}})
+    # True, 1 and "True" are three keys (True == 1 in Python; str(True) == "True")
+    flag = next(s for s in child.sections if ("flag",) in s.paths and s.render is not None)
+    assert len({flag.key({**one, "flag": value}) for value in (True, 1, "True")}) == 3
+    # a template that assigns or defines macros, or extends a computed name, is not split
+    assert SectionedTemplate(env, "macros.j2", names).sections == ()
+    assert SectionedTemplate(env, "dynamic.j2", names).sections == ()
+
+
+def test_a_template_error_is_jinjas(tmp_path: Path) -> None:
+    images = _write(tmp_path, {"base.j2": BASE})
+    _, env = _envs(images)
+    variables = _variable_sets()[0]
+    template = SectionedTemplate(env, "base.j2", frozenset(variables))
+    del variables["d"]
+    with pytest.raises(jinja2.UndefinedError, match="'d' is undefined"):
+        template.render(variables)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a\n\n\n\nb\n",
+        "\n\na  \n\t\nb",
+        "a \n\n \n\nb\t",
+        "x\n\n\ny\n\n\n\n\nz\n\n",
+        "no newline",
+        "",
+        "a\r\n\r\n\r\nb",
+    ],
+)
+def test_tidy_gives_the_line_by_line_result(text: str) -> None:
+    lines: list[str] = []
+    for raw in text.split("\n"):
+        line = raw.rstrip(" \t")
+        if line or not lines or lines[-1]:
+            lines.append(line)
+    assert render._tidy(text) == "\n".join(lines).strip("\n") + "\n"
