@@ -11,8 +11,10 @@ really fails as cdi-device-unresolvable (real docker stderr, diagnosed).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 import uuid
 from typing import TYPE_CHECKING
 
@@ -140,6 +142,57 @@ def test_cpu_check_passes_and_attaches_device_check(
     human = cli("check", images["cpu"], "--key", str(tmp_path / "k" / "builder.key"), env=env)
     assert "running device checks (mode cpu, no devices requested)" in human.stderr
     assert "probe/compute" in human.stderr and "attached device-check/v1 to " in human.stderr
+
+
+#: what a passing CPU device check never imports: the diagnosis rules and context (a failure), static
+#: verdicts, clusters and saved host files (pydantic), the image-layer reader (a GPU host, --static),
+#: signing (--no-attest), YAML and the JUnit reader (declared tests)
+NOT_ON_A_PASSING_CHECK = (
+    "builder.checks.diagnosis.rules",
+    "builder.checks.diagnosis.matching",
+    "builder.checks.context",
+    "builder.checks.static",
+    "builder.checks.clusters",
+    "builder.checks.host.reading",
+    "builder.image",
+    "builder.compat.fleets",
+    "builder.signing",
+    "pydantic",
+    "ruamel",
+    "xml",
+)
+
+
+def test_a_passing_check_says_what_runs_first_and_imports_only_what_it_uses(images: dict[str, str]) -> None:
+    """#19 item 4, as a user runs it (a fresh interpreter, the real engine and registry): the line saying
+    what runs comes before the steps (it is printed in a thread as the containers start), the host's engine
+    is described (its `docker info` answered while they ran), and `python -X importtime` lists none of the
+    modules only a failure, a static verdict, a cluster, a GPU host or signing needs."""
+    env = {**os.environ, "NO_COLOR": "1"}
+    argv = ["-m", "builder", "check", images["cpu"], "--no-attest"]
+    subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, timeout=300)  # caches filled
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    imported = {line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")}
+    assert "builder.checks.device" in imported
+    extra = sorted(m for m in imported for f in NOT_ON_A_PASSING_CHECK if m == f or m.startswith(f + "."))
+    assert not extra, f"a passing device check imports {extra}"
+    said = [line for line in lines if line.strip() and not line.startswith("import time:")]
+    assert said[0].startswith("running device checks (mode cpu, no devices requested) in fresh containers from ")
+    assert [line.split()[:2] for line in said[1:]] == [
+        ["ok", "probe/python"],
+        ["ok", "probe/framework-import"],
+        ["ok", "probe/compute"],
+    ]
+    doc = json.loads(
+        subprocess.run(
+            [sys.executable, *argv[:2], "--json", *argv[2:]], cwd=ROOT, env=env, capture_output=True, timeout=300
+        ).stdout
+    )
+    assert doc["passed"] and doc["host"]["engine"]["name"] == "docker" and doc["host"]["engine"]["version"]
 
 
 def require_no_toolkit() -> None:
