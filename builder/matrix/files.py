@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder.errors import ConfigError
+from builder.yamldoc import read_text
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -27,3 +28,17 @@ def matrix_paths(matrices_dir: Path, given: Sequence[Path] = ()) -> tuple[Path, 
             "or set matrices_dir in builder.toml",
         )
     return tuple(sorted([*matrices_dir.glob("*.yaml"), *matrices_dir.glob("*.yml")]))
+
+
+def read_matrix_text(path: Path) -> str:
+    """The UTF-8 text of the matrix file ``path``, at most ``yamldoc.MAX_BYTES`` bytes read (the one
+    read of a matrix: the cache key and the loader take the same text). Raises ConfigError (exit
+    2) when it does not exist, cannot be read, is larger or is not UTF-8, naming the file."""
+    try:
+        return read_text(path)  # at most yamldoc.MAX_BYTES
+    except FileNotFoundError as exc:
+        raise ConfigError(f"matrix file {path} does not exist", hint="pass an existing file with --matrix") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"matrix file {path} cannot be read as UTF-8 text: {exc}", hint="a matrix is a UTF-8 YAML file"
+        ) from exc

@@ -4,13 +4,16 @@ per content: commands that only look a variant up or need the policy the matrice
 instead of parsing and validating every matrix on each call.
 
 ``cached_variants(paths, cache_dir)`` returns exactly what ``load_matrices(paths)`` gives (every
-variant, in order). The cache file ``<cache_dir>/variants-<key>.json`` is keyed by a sha256 over
-the files' paths and bytes, builder's version and the size and modification time of builder's own
-matrix, compatibility and model sources (``builder/matrix``, ``builder/compat`` with its data
-tables, ``builder/models.py``, ``builder/bases.py``): any edit to a matrix or to the code that
-expands it gives a new key, so a stale answer is never read. A miss loads and validates as
-before (MatrixError for an invalid matrix, nothing cached) and writes the file atomically (a
-state directory that cannot be written only costs the speed-up).
+variant, in order). Each matrix file is read once (``files.read_matrix_text``: at most
+``yamldoc.MAX_BYTES``, the loader's errors) and that text is both hashed and, on a miss, parsed: an
+edit landing while it loads is never stored under the old text's key. The cache file
+``<cache_dir>/variants-<key>.json`` is keyed by a sha256 over the files' paths and bytes, builder's
+version and the size and modification time of builder's own matrix, compatibility and model sources
+(``builder/matrix``, ``builder/compat`` with its data tables, ``builder/models.py``,
+``builder/bases.py``): any edit to a matrix or to the code that expands it gives a new key, so a
+stale answer is never read. A miss loads and validates as before (MatrixError for an invalid
+matrix, nothing cached) and writes the file atomically (a state directory that cannot be written
+only costs the speed-up).
 
 Shapes: variants are stored as JSON objects of :class:`builder.models.Variant` fields (nested
 dataclasses as objects, tuples as arrays) and rebuilt with the field types.
@@ -43,12 +46,13 @@ _CODE = ("matrix", "compat", "models.py", "bases.py")
 _READ: dict[Path, MatrixIndex] = {}
 
 
-def cache_key(paths: Sequence[Path]) -> str:
-    """The key of ``paths``' variants: their paths and bytes, builder's version, and the size and
-    mtime of every source under ``_CODE``. Raises OSError for an unreadable matrix file."""
+def cache_key(paths: Sequence[Path], texts: Sequence[str]) -> str:
+    """The key of ``paths``' variants: their paths and ``texts`` (the files' texts, read once by
+    ``files.read_matrix_text``: the very texts then parsed), builder's version, and the size and
+    mtime of every source under ``_CODE``. Raises OSError when a source vanishes while read."""
     h = hashlib.sha256(f"schema={CACHE_SCHEMA}\n{code_stamp(_CODE)}".encode())
-    for p in paths:
-        data = Path(p).read_bytes()
+    for p, text in zip(paths, texts, strict=True):
+        data = text.encode()
         h.update(f"{Path(p).resolve()} {len(data)}\n".encode())
         h.update(data)
     return h.hexdigest()[:40]
@@ -78,13 +82,16 @@ def matrix_index(paths: Sequence[Path], cache_dir: Path | None) -> MatrixIndex:
     None: no cache). Raises MatrixError / ConfigError as ``load_matrices`` does."""
     if cache_dir is None:
         return _load(paths)
+    from builder.matrix.files import read_matrix_text
+
+    texts = [read_matrix_text(Path(p)) for p in paths]  # the loader's limit and errors; parsed as hashed
     try:
-        file = cache_dir / f"variants-{cache_key(paths)}.json"
-    except OSError:  # a missing or unreadable matrix: load_matrices names it
-        return _load(paths)
+        file = cache_dir / f"variants-{cache_key(paths, texts)}.json"
+    except OSError:  # builder's sources changing under it (a reinstall): loaded, not cached
+        return _load(paths, texts)
     found = _READ.get(file) or _read(file)
     if found is None:
-        found = _load(paths)
+        found = _load(paths, texts)
         _write(file, found)
     _READ[file] = found  # the key names the content: a command asking twice decodes it once
     return found
@@ -112,10 +119,10 @@ def cached_variants(paths: Sequence[Path], cache_dir: Path | None) -> tuple[Vari
     return matrix_index(paths, cache_dir).variants
 
 
-def _load(paths: Sequence[Path]) -> MatrixIndex:
+def _load(paths: Sequence[Path], texts: Sequence[str] | None = None) -> MatrixIndex:
     from builder.matrix.load import load_matrices  # parsing and validation: only on a miss
 
-    matrices = load_matrices(paths)
+    matrices = load_matrices(paths, texts=texts)
     return MatrixIndex(
         tuple(v for m in matrices for v in m.variants),
         tuple(MatrixNames(m.path, m.policy, m.fleet) for m in matrices),

@@ -14,11 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from builder.errors import ConfigError, MatrixError
+from builder.errors import MatrixError
 from builder.matrix.expand import expand
+from builder.matrix.files import read_matrix_text
 from builder.matrix.strings import check_strings
 from builder.matrix.validate import check_yaml_numbers, validate_schema
-from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, parse, read_text
+from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, parse
 
 if TYPE_CHECKING:
     from builder.bases import BaseResolution
@@ -39,17 +40,13 @@ class Matrix:
     fleet: str | None = None
 
 
-def read_yaml(path: Path) -> tuple[Document, str]:
-    """(the document with line/column marks, the file's text). Raises ConfigError when the file
-    does not exist, MatrixError (one problem at the error's line) when it is not valid YAML."""
-    try:
-        text = read_text(path)  # at most yamldoc.MAX_BYTES
-    except FileNotFoundError as exc:
-        raise ConfigError(f"matrix file {path} does not exist", hint="pass an existing file with --matrix") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"matrix file {path} cannot be read as UTF-8 text: {exc}", hint="a matrix is a UTF-8 YAML file"
-        ) from exc
+def read_yaml(path: Path, text: str | None = None) -> tuple[Document, str]:
+    """(the document with line/column marks, the file's text). ``text``: the file's text when the
+    caller read it already (parsed as given). Raises ConfigError when the file does not exist or
+    cannot be read (``files.read_matrix_text``), MatrixError (one problem at the error's line) when
+    it is not valid YAML."""
+    if text is None:
+        text = read_matrix_text(path)
     try:
         return parse(text, str(path)), text
     except InvalidYaml as exc:
@@ -60,9 +57,12 @@ def read_yaml(path: Path) -> tuple[Document, str]:
         ) from exc
 
 
-def _problems_of(path: Path, bases: BaseResolution | None) -> tuple[Matrix | None, list[Problem]]:
-    """Load one file: (the matrix, []) or (None, every problem). ConfigError / MatrixError (not YAML)."""
-    doc, text = read_yaml(path)
+def _problems_of(
+    path: Path, bases: BaseResolution | None, text: str | None = None
+) -> tuple[Matrix | None, list[Problem]]:
+    """Load one file (``text``: its text, read already): (the matrix, []) or (None, every
+    problem). ConfigError / MatrixError (not YAML)."""
+    doc, text = read_yaml(path, text)
     raw = doc.root
     problems: list[Problem] = []
     index_map: dict[FieldPath, list[int]] = {}
@@ -124,16 +124,23 @@ def load_matrix(path: Path, *, bases: BaseResolution | None = None) -> Matrix:
     return matrix
 
 
-def load_matrices(paths: Iterable[Path], *, bases: BaseResolution | None = None) -> tuple[Matrix, ...]:
+def load_matrices(
+    paths: Iterable[Path], *, bases: BaseResolution | None = None, texts: Sequence[str] | None = None
+) -> tuple[Matrix, ...]:
     """Load several matrices; problems of all files are collected into one ``MatrixError``.
+    ``texts``: the files' texts in ``paths`` order when the caller read them already (what it
+    hashed is what is parsed; None: each file read here).
 
     Also rejects a variant id that two matrices both produce. ConfigError for a missing file.
     """
     matrices: list[Matrix] = []
     problems: list[Problem] = []
-    for p in paths:
+    paths = list(paths)
+    if texts is not None and len(texts) != len(paths):
+        raise ValueError(f"{len(texts)} texts for {len(paths)} matrix files")
+    for i, p in enumerate(paths):
         try:
-            matrix, found = _problems_of(Path(p), bases)
+            matrix, found = _problems_of(Path(p), bases, None if texts is None else texts[i])
         except MatrixError as exc:  # not YAML: its one problem, as JSON
             problems.extend(Problem(**item) for item in exc.details.get("problems", []))
             continue

@@ -123,3 +123,71 @@ def test_the_project_index_puts_every_repository_under_the_prefix(matrices: Path
     assert [v.repository for v in prefixed.variants] == [f"acme/images/{v.repository}" for v in plain.variants]
     assert [v.tests for v in prefixed.variants] == [v.tests for v in plain.variants]
     assert any(v.tests is not None for v in prefixed.variants)  # the shipped matrices declare tests
+
+
+def test_an_edit_while_loading_is_never_stored_under_the_old_key(
+    matrices: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes the cache key is taken from are the bytes parsed: a matrix edited (then undone)
+    while the index loads never binds the edit's ``policy:`` to the original text."""
+    cache = tmp_path / "cache"
+    demo = matrices / "demo.yaml"
+    original = demo.read_text()
+    assert "policy: default\n" in original
+    load = matrix_load.load_matrices
+
+    def edited_meanwhile(*args: object, **kw: object) -> object:
+        demo.write_text(original.replace("policy: default\n", "policy: lax\n"))
+        try:
+            return load(*args, **kw)  # type: ignore[arg-type]
+        finally:
+            demo.write_text(original)  # undone (an editor's undo, a git checkout)
+
+    monkeypatch.setattr(matrix_load, "load_matrices", edited_meanwhile)
+    matrix_index(matrix_paths(matrices), cache)
+    monkeypatch.undo()
+    names = {m.path.name: m.policy for m in matrix_index(matrix_paths(matrices), cache).matrices}
+    assert names["demo.yaml"] == "default"
+
+
+def test_a_matrix_over_the_size_limit_is_refused_before_it_is_read_whole(tmp_path: Path) -> None:
+    """The cache key reads a matrix with the loader's limit (``yamldoc.MAX_BYTES``) and refuses a
+    larger one with the loader's error: an endless file (a FIFO fed without end, like /dev/zero)
+    is not read past the limit."""
+    import os
+    import threading
+
+    from builder.errors import ConfigError
+    from builder.yamldoc import MAX_BYTES
+
+    fifo = tmp_path / "endless.yaml"
+    os.mkfifo(fifo)
+    cap, chunk = 4 * MAX_BYTES, b"# " + b"x" * 65533 + b"\n"
+    written: list[int] = []
+    stop = threading.Event()
+
+    def feed() -> None:
+        while not stop.is_set():
+            fd = os.open(fifo, os.O_WRONLY)  # blocks until a reader opens it
+            n = 0
+            try:
+                while n < cap and not stop.is_set():
+                    n += os.write(fd, chunk)
+            except BrokenPipeError:
+                written.append(n)  # the reader stopped reading
+            else:
+                written.append(n)
+            finally:
+                os.close(fd)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        with pytest.raises(ConfigError, match="larger than"):
+            matrix_index([fifo], tmp_path / "cache")
+    finally:
+        stop.set()
+        release = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a writer waiting to open: let it end
+        writer.join(timeout=30)
+        os.close(release)
+    assert written and written[0] < 2 * MAX_BYTES
