@@ -354,7 +354,7 @@ def apply_promotion(
         after = dc.resolve(dst.repository, dst.pointer_tag)
         if after != digest:
             raise conflict(dst, digest, after, "right after our write (another writer without the lock)")
-        mark_replaced(ctx, dst, rec, signer)
+        mark_replaced(ctx, dst, rec, signer, fresh=True)
         seq = ctx.ledger.append(ledger_row(rec, plan.decision)).seq if ctx.ledger is not None else None
     return Applied(plan, rec, time.perf_counter() - t0, False, CopyCounts.of(stats, evidence_stats), seq)
 
@@ -399,17 +399,22 @@ def shared_swap(ctx: PromotionContext, dst: Location, expected: str | None, new:
         ctx.pointer_refs.swap(str(dst), expected, new)
 
 
-def mark_replaced(ctx: PromotionContext, dst: Location, rec: PromotionRecord, signer: Signer) -> None:
+def mark_replaced(
+    ctx: PromotionContext, dst: Location, rec: PromotionRecord, signer: Signer, *, fresh: bool = False
+) -> None:
     """After the tag moved from ``rec.previous`` to ``rec.digest``: write the successor record (the
     same predicate, signed on the replaced digest) so that a later re-tag back to the replaced
     digest is seen as such (``records.pointer_trust``). Written after the move, so a failed tag
     write never marks the digest the stage still holds; a run killed in between leaves it to the
-    re-run (``_complete``). Nothing when the stage was empty or the record is already there."""
+    re-run (``_complete``). Nothing when the stage was empty or the record is already there.
+    ``fresh``: ``rec`` was signed by this run (no successor record of it can exist yet): the
+    replaced digest's records are not read to look for one."""
     if rec.previous is None:
         return
-    on = records_on(ctx, dst, rec.previous, rec.stage)
-    if any(s.digest == rec.digest and s.time == rec.time for s in on.successors):
-        return
+    if not fresh:
+        on = records_on(ctx, dst, rec.previous, rec.stage)
+        if any(s.digest == rec.digest and s.time == rec.time for s in on.successors):
+            return
     attest_image(
         ctx.client(dst.registry),
         dst.repository,

@@ -132,6 +132,25 @@ def test_same_repository_promotion_sends_12_requests(setup: Setup) -> None:
     assert setup.client.resolve(setup.repo, "reqs-same-dev") == digest
 
 
+def test_a_promotion_replacing_a_digest_sends_19_requests(setup: Setup) -> None:
+    """A new build promoted over the one ``dev`` holds (``--confirm``): the 12 above, plus the
+    previous digest's .att and its record's blob (the chain check, made once, under the stage
+    lock: 2) and the successor record on the previous digest (its .att GET under the signature
+    lock, the DSSE blob POST + PUT, PUT, re-read: 5). The replaced digest's records are not read a
+    second time to look for a successor record of a record this run just signed (28 before #19)."""
+    first, _ = setup.build("reqs-next")
+    setup.promote(first, "dev")
+    target, digest = setup.build("reqs-next")
+    ctx, clients = setup.context()
+    [outcome] = promote_many(ctx, [target], "dev", confirm=True)
+    assert outcome.ok, outcome.to_json()
+    assert clients.sent == 19
+    assert setup.client.resolve(setup.repo, "reqs-next-dev") == digest
+    ctx, _ = setup.context()  # the chain is whole: the successor record is on the replaced digest
+    [dev] = stage_histories(ctx, target, ["dev"])
+    assert [r.digest for r, _ in dev.records][:1] == [digest] and dev.note is None
+
+
 def test_a_reviewed_plan_applied_later_reads_the_pointer_and_att_again_under_the_locks(setup: Setup) -> None:
     """A plan made without the locks (``plan_promotion``, then ``apply_promotion``, e.g. a reviewed
     dry run): the apply reads the pointer under the stage lock and the .att under its lock again
