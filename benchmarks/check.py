@@ -12,9 +12,14 @@ builder's own cost on top of the containers it must run.
 Two cases: ``full`` (the project, so the variant's declared tests and benchmark run too) and
 ``device`` (from an empty project directory, so only the device-check probe runs).
 
+CPU time (user + system, load-independent where wall time is not) is measured for both sides from
+the finished process tree (``getrusage(RUSAGE_CHILDREN)``): builder's includes the ``docker`` clients
+it starts (``docker info``, ``docker run``), the peer's is those ``docker run`` clients alone, so
+``own_cpu_s`` is builder's own work on top of them (the containers' CPU is the engine's, on neither).
+
 Needs the demo image (``bash scripts/demo``) in 127.0.0.1:5000. Ends with one line per case:
-``benchmark=check case=.. builder_s=.. docker_s=.. ratio=..`` (``--quick``: the device case, one
-round).
+``benchmark=check case=.. builder_s=.. docker_s=.. ratio=.. builder_cpu_s=.. docker_cpu_s=..
+own_cpu_s=..`` (medians; ``--quick``: the device case, one round).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -52,12 +58,20 @@ def builder_argv() -> list[str]:
     return [sys.executable, "-m", "builder", "check", IMAGE, "--no-attest"]
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None = None) -> float:
-    t = time.perf_counter()
+def children_cpu() -> float:
+    """User + system seconds of every finished child process (and the children they waited for)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None = None) -> tuple[float, float]:
+    """Run ``cmd``; its wall time and the CPU time of its process tree, in seconds."""
+    cpu, t = children_cpu(), time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, input=stdin, capture_output=True)
+    wall = time.perf_counter() - t
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd[:8])} ... failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
-    return time.perf_counter() - t
+    return wall, children_cpu() - cpu
 
 
 def record(cwd: Path, env: dict[str, str], work: Path) -> list[tuple[list[str], bytes | None]]:
@@ -76,13 +90,15 @@ def record(cwd: Path, env: dict[str, str], work: Path) -> list[tuple[list[str], 
     return runs
 
 
-def replay(runs: list[tuple[list[str], bytes | None]], env: dict[str, str]) -> float:
-    total = 0.0
+def replay(runs: list[tuple[list[str], bytes | None]], env: dict[str, str]) -> tuple[float, float]:
+    """The recorded ``docker run``s one after another (a fresh ``--name`` each): wall and CPU seconds."""
+    wall = cpu = 0.0
     for recorded, data in runs:
         argv = list(recorded)
         argv[argv.index("--name") + 1] = f"bench-check-{uuid.uuid4().hex[:8]}"
-        total += timed(["docker", *argv], ROOT, env, data)
-    return total
+        w, c = timed(["docker", *argv], ROOT, env, data)
+        wall, cpu = wall + w, cpu + c
+    return wall, cpu
 
 
 def require_image(env: dict[str, str]) -> None:
@@ -112,14 +128,23 @@ def main() -> None:
         for case, cwd in cases:
             runs = record(cwd, env, work)
             print(f"{case}: {len(runs)} container(s) per check", file=sys.stderr)
-            mine: list[float] = []
-            peer: list[float] = []
+            mine: list[tuple[float, float]] = []
+            peer: list[tuple[float, float]] = []
             for i in range(rounds):
                 mine.append(timed(builder_argv(), cwd, env))
                 peer.append(replay(runs, env))
-                print(f"  round {i + 1}: builder {mine[-1]:.2f} s, docker run {peer[-1]:.2f} s", file=sys.stderr)
-            b, d = statistics.median(mine), statistics.median(peer)
-            print(f"benchmark=check case={case} builder_s={b:.2f} docker_s={d:.2f} ratio={b / d:.2f}")
+                print(
+                    f"  round {i + 1}: builder {mine[-1][0]:.2f} s (CPU {mine[-1][1]:.3f} s), "
+                    f"docker run {peer[-1][0]:.2f} s (CPU {peer[-1][1]:.3f} s)",
+                    file=sys.stderr,
+                )
+            b, d = statistics.median(w for w, _ in mine), statistics.median(w for w, _ in peer)
+            bc, dc = statistics.median(c for _, c in mine), statistics.median(c for _, c in peer)
+            own = statistics.median(m[1] - p[1] for m, p in zip(mine, peer, strict=True))
+            print(
+                f"benchmark=check case={case} builder_s={b:.2f} docker_s={d:.2f} ratio={b / d:.2f} "
+                f"builder_cpu_s={bc:.3f} docker_cpu_s={dc:.3f} own_cpu_s={own:.3f}"
+            )
 
 
 if __name__ == "__main__":

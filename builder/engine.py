@@ -59,6 +59,10 @@ _HTTP_STATUS = re.compile(r"\b([1-5]\d\d) [A-Z][A-Za-z ]+$|status(?: code)?:? ([
 _REGISTRY_DOWN = ("connection refused", "connection reset", "broken pipe", "i/o timeout", ": eof", "no route to host")
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
+#: the docker CLI's closing pointer to its help after an error ("Run 'docker run --help' for more
+#: information"; "See 'docker run --help'." before Docker 23): never the reason
+_CLI_HELP = re.compile(r"^(?:Run|See) '[^']+ --help'(?: for more information)?\.?$")
+
 _NO_CLI = "the `docker` command-line client is not installed"
 _NO_CLI_HINT = "run `bash scripts/setup`, or install the Docker CLI"
 
@@ -143,11 +147,12 @@ def engine_error(
         and any(s in low for s in _UNREACHABLE)
         and ("daemon" in low or "docker.sock" in low or "connect" in low)
     ):
-        return EngineUnavailableError(
-            f"the Docker daemon is not reachable: {stderr.strip().splitlines()[-1] if stderr.strip() else 'no answer'}",
-            command=command,
-            exit_status=code,
-        )
+        said = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not _CLI_HELP.match(ln.strip())]
+        # the line that says why (`docker run` prints it as "docker: Cannot connect to the Docker daemon at ...")
+        why = next((ln for ln in reversed(said) if any(s in ln.lower() for s in _UNREACHABLE)), None)
+        reason = (why or (said[-1] if said else "no answer")).removeprefix("docker: ")
+        message = f"the Docker daemon is not reachable: {reason}"
+        return EngineUnavailableError(message, command=command, exit_status=code)
     tail = "\n".join(stderr.strip().splitlines()[-15:])
     return EngineCommandError(
         f"`{' '.join(command)}` failed with exit code {code}:\n{tail}",

@@ -6,6 +6,7 @@ Thin Click layer over ``builder.checks`` (docs/checks.md, docs/diagnosis.md).
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -326,12 +327,10 @@ def check(
             emit(jobs.to_json(), lambda: click.echo(jobs.to_yaml(), nl=False))
             return
         if isinstance(ran, FleetRun):
-            fleet_run = ran
-            checks = [c.check for c in fleet_run.clusters if c.check is not None]
-            _emit_check(ran, lambda: _print_fleet_run(fleet_run), checks, attest, key, cfg.check_key_path)
+            checks = [c.check for c in ran.clusters if c.check is not None]
+            _emit_check(ran, partial(_print_fleet_run, ran), checks, attest, key, cfg.check_key_path)
         else:
-            one = ran
-            _emit_check(one, lambda: _print_device(one), [one], attest, key, cfg.check_key_path)
+            _emit_check(ran, partial(_print_device, ran), [ran], attest, key, cfg.check_key_path)
         return
     if cluster is not None:
         raise click.UsageError("--cluster runs the check on the cluster: leave out --static")
@@ -351,11 +350,9 @@ def check(
         layer_dir=cfg.state_dir / "cache" / "layers",  # measured GPU code: each layer read once
     )
     if isinstance(outcome, DeviceCheck):
-        device_check = outcome
-        _emit_check(device_check, lambda: _print_device(device_check), [device_check], attest, key, cfg.check_key_path)
+        _emit_check(outcome, partial(_print_device, outcome), [outcome], attest, key, cfg.check_key_path)
     else:
-        static_check = outcome
-        _emit_check(static_check, lambda: _print_static(static_check), [], attest, key, cfg.check_key_path)
+        _emit_check(outcome, partial(_print_static, outcome), [], attest, key, cfg.check_key_path)
 
 
 def _progress(cluster: str, line: str) -> None:

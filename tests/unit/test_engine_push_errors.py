@@ -66,8 +66,21 @@ def test_a_refused_push_is_an_auth_error_and_not_retried() -> None:
     assert isinstance(err, RegistryAuthError) and err.exit_code == 6 and not err.details.get("transient")
 
 
+#: `docker run` (Docker CLI 28.2.2) with DOCKER_HOST at a socket nothing listens on, as recorded on this machine
+RUN_NO_DAEMON = (
+    "docker: Cannot connect to the Docker daemon at unix:///nonexistent.sock. Is the docker daemon running?\n\n"
+    "Run 'docker run --help' for more information\n"
+)
+
+
 def test_engine_failures_stay_the_engines() -> None:
     assert registry_failure(CMD, NO_DAEMON) is None
     assert isinstance(engine_error(CMD, 1, "", NO_DAEMON), EngineUnavailableError)
+    err = engine_error(["docker", "run"], 125, "", RUN_NO_DAEMON)  # the reason, not the CLI's pointer to --help
+    assert isinstance(err, EngineUnavailableError) and err.exit_code == 3
+    assert err.message == (
+        "the Docker daemon is not reachable: Cannot connect to the Docker daemon at unix:///nonexistent.sock. "
+        "Is the docker daemon running?"
+    )
     assert registry_failure(CMD, BUILD_FAILED) is None
     assert isinstance(engine_error(CMD, 1, "", BUILD_FAILED), EngineCommandError)
