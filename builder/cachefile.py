@@ -9,17 +9,28 @@ Two things every such cache needs, defined once:
 - :func:`write_json`: the file written atomically (a temporary file in the same directory, then
   ``os.replace``, atomic on POSIX: https://docs.python.org/3/library/os.html#os.replace), so a
   reader never sees half a file; a directory that cannot be written only costs the speed-up.
+  Missing directories are created ``0700`` (like the key directory), whatever the umask;
+- :func:`read_private`: a cache file is trusted only while it and every directory from the cache's
+  root down to it are owned by the current user and writable by no one else (``st_uid``,
+  ``st_mode & 0o022``: https://docs.python.org/3/library/os.html#os.stat_result); otherwise another
+  local user could plant an answer (a verdict, a policy), so it is read as a miss, said once per
+  process at debug level on the ``builder.cachefile`` logger.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 import builder
+
+LOG = logging.getLogger("builder.cachefile")
+_TOLD: list[str] = []  # the first distrusted path this process met (said once)
 
 PACKAGE = Path(builder.__file__).parent
 """builder's package directory (where :func:`code_stamp` names are looked up)."""
@@ -58,7 +69,7 @@ def write_json(file: Path, doc: object) -> bool:
     """Write ``doc`` as compact JSON to ``file`` atomically (parents created); False when the
     directory cannot be written (nothing is left behind), True when written."""
     try:
-        file.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(file.parent)
         fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.stem}-", suffix=".tmp")
     except OSError:
         return False
@@ -75,3 +86,62 @@ def write_json(file: Path, doc: object) -> bool:
         if not written:
             Path(tmp).unlink(missing_ok=True)
     return True
+
+
+def make_private_dirs(directory: Path) -> None:
+    """Create ``directory`` and its missing parents, each ``0700`` (``os.mkdir`` mode; a umask only
+    removes bits). Existing directories are left as they are. Raises OSError."""
+    missing: list[Path] = []
+    d = Path(directory)
+    while not d.is_dir():
+        missing.append(d)
+        if d.parent == d:
+            break
+        d = d.parent
+    for m in reversed(missing):
+        try:
+            os.mkdir(m, 0o700)
+        except FileExistsError:
+            if not m.is_dir():
+                raise
+
+
+def read_private(file: Path, root: Path) -> bytes | None:
+    """The bytes of the cache file ``file`` (under the cache directory ``root``), or None when it
+    cannot be read or is not private: the file (opened without following a symbolic link, checked
+    by ``fstat`` on what was opened), ``root`` or a directory between them is owned by another
+    user or writable by group or others (:func:`private`)."""
+    try:
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            if not private(os.fstat(fd), file):
+                return None
+            d, top = Path(file).parent, Path(root)
+            dirs = [d]
+            while top in d.parents:  # up to root, when the file is under it
+                d = d.parent
+                dirs.append(d)
+            if not all(private(os.stat(x), x) for x in dirs):
+                return None
+            return f.read()
+        except OSError:
+            return None
+
+
+def private(st: os.stat_result, path: Path) -> bool:
+    """Whether ``st`` (of ``path``) is owned by this process's user and not writable by group or
+    others; the first path found otherwise is said once per process (debug level)."""
+    if st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return True
+    if not _TOLD:
+        _TOLD.append(str(path))
+        LOG.debug(
+            "cache %s is not private (owner uid %d, mode %o): its cached answers are not used",
+            path,
+            st.st_uid,
+            stat.S_IMODE(st.st_mode),
+        )
+    return False

@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import posixpath
 import queue
 import tarfile
-import tempfile
 import threading
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -32,6 +30,7 @@ import zstandard
 from isal import isal_zlib
 
 from builder import process
+from builder.cachefile import read_private, write_json
 from builder.errors import RegistryError
 from builder.image.elf import GpuCode, scan_stream
 from builder.image.stack import is_stack_file
@@ -98,7 +97,8 @@ class LayerSummary:
 
 class LayerCache:
     """Layer summaries on disk, one JSON file per layer digest under ``directory``. A file that does
-    not parse or has another format is read as a miss (and rewritten)."""
+    not parse, has another format or is not private (``builder.cachefile.read_private``: owned by
+    another user or writable by others) is read as a miss (and rewritten)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -108,21 +108,19 @@ class LayerCache:
         return self.directory / f"{algo}-{hexpart}.json"
 
     def get(self, digest: str) -> LayerSummary | None:
-        path = self._path(digest)
+        raw = read_private(self._path(digest), self.directory)  # others could have written it: a miss
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(raw) if raw is not None else None
+        except ValueError:
             return None  # missing, unreadable or torn: read the layer again, the write replaces it
         if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or data.get("digest") != digest:
             return None
         return LayerSummary.from_json(data)
 
     def put(self, summary: LayerSummary) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".layer-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(summary.to_json(), f, separators=(",", ":"))
-        os.replace(tmp, self._path(summary.digest))
+        """Write the summary atomically (directories created 0700); a directory that cannot be
+        written only costs the next read of the layer."""
+        write_json(self._path(summary.digest), summary.to_json())
 
 
 class _Chunks:

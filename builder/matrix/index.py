@@ -30,7 +30,7 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from builder.cachefile import code_stamp, write_json
+from builder.cachefile import code_stamp, read_private, write_json
 from builder.models import Variant
 
 if TYPE_CHECKING:
@@ -132,8 +132,11 @@ def _load(paths: Sequence[Path], texts: Sequence[str] | None = None) -> MatrixIn
 def _read(file: Path) -> MatrixIndex | None:
     """The cached index, or None when there is no usable file (missing, another schema, or not
     the expected shape: then it is rebuilt)."""
+    data = read_private(file, file.parent)  # a file others could have written: a miss
+    if data is None:
+        return None
     try:
-        doc = json.loads(file.read_text())
+        doc = json.loads(data)
         if doc.get("schema") != CACHE_SCHEMA:
             return None
         return MatrixIndex(

@@ -34,7 +34,7 @@ import sys
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, cast
 
-from builder.cachefile import code_stamp, write_json
+from builder.cachefile import code_stamp, read_private, write_json
 from builder.policy.inputs import read_policy_text, unchanged
 
 if TYPE_CHECKING:
@@ -155,10 +155,11 @@ def _load(path: Path, text: str, variables: Mapping[str, str]) -> tuple[Policy, 
 
 def _read(file: Path) -> Policy | None:
     """The cached policy, or None when there is no usable file (missing, another schema, another
-    shape, or an input that changed since: then it is loaded again)."""
+    shape, an input that changed since, or a file others could have written: then it is loaded again)."""
+    data = read_private(file, file.parent)
     try:
-        doc = json.loads(file.read_text())
-    except (OSError, ValueError):
+        doc = json.loads(data) if data is not None else None
+    except ValueError:
         return None
     if not isinstance(doc, dict) or doc.get("schema") != CACHE_SCHEMA or not unchanged(doc.get("inputs")):
         return None

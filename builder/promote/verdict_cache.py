@@ -51,7 +51,7 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any
 
-from builder.cachefile import code_stamp, write_json
+from builder.cachefile import code_stamp, read_private, write_json
 from builder.promote.context import KeylessOnFirstUse
 from builder.promote.pool import Once
 from builder.signing.layer import CERTIFICATE_ANNOTATION
@@ -123,11 +123,13 @@ def file_name(registry: str, repository: str) -> str:
 
 
 def _read_file(path: Path) -> dict[str, Any]:
-    """The verdicts (key -> verdict as JSON) of one repository's file; empty when it is absent,
-    unreadable, not JSON or of another format."""
+    """The verdicts (key -> verdict as JSON) of one repository's file
+    (``<directory>/<2 hex>/<64 hex>.json``); empty when it is absent, unreadable, not JSON, of
+    another format, or not private (``cachefile.read_private``: others could have planted verdicts)."""
+    raw = read_private(path, path.parent.parent)
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
         return {}
     verdicts = data.get("verdicts") if isinstance(data, dict) and data.get("format") == FORMAT else None
     return verdicts if isinstance(verdicts, dict) else {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -246,3 +246,47 @@ def test_a_bundle_referrer_verified_before_is_not_read_again(project: Project) -
     assert cold_sent - sent == 2 + 3, cold_sent  # cold: the referrer's manifest and blob, and each record's blob
     rows, _ = project.status("mallory")
     assert not any(r.attestations for r in rows), [r.attestations for r in rows]
+
+
+@pytest.mark.parametrize("planted_by", ["group member", "another user"])
+def test_a_verdict_others_could_have_planted_is_not_used(project: Project, planted_by: str) -> None:
+    """Every input of a verdict's key is public, so anyone who can write the cache can plant an
+    ``ok`` verdict for a signature that does not verify: a repository's file in a directory that
+    group or others may write, or a file another user owns, is a miss (verified from the registry)."""
+    import os
+
+    from builder.promote import verdict_cache
+
+    if planted_by == "another user" and os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    project.status()  # every layer's verdict cached
+    edited = project.digests[1]
+    project.edit_signature(edited, SIG_SUFFIX)  # the signature no longer verifies
+    tag = signature_tag(edited, SIG_SUFFIX)
+    desc = json.loads(project.client.get_manifest(project.repo, tag).raw)["layers"][0]
+    keys: list[str] = []  # the key of the edited layer, as the cache computes it (all public inputs)
+    real_key = verdict_cache.verdict_key
+
+    def noted(*args: Any, **kw: Any) -> str:
+        key = real_key(*args, **kw)
+        if args[2] == edited and kw["tag"] == tag:
+            keys.append(key)
+        return key
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(verdict_cache, "verdict_key", noted)
+        rows, _ = project.status()
+    assert next(r for r in rows if r.digest == edited).signatures == 0 and keys
+    [file] = (project.state / "cache" / "verdicts").glob("*/*.json")
+    doc = json.loads(file.read_bytes())
+    signature = next(e["item"] for e in doc["verdicts"].values() if e["item"]["kind"] == "signature")
+    forged = signature | {"tag": tag, "layer_digest": desc["digest"]}
+    doc["verdicts"][keys[0]] = {"key": keys[0], "item": forged}
+    file.write_text(json.dumps(doc))
+    if planted_by == "group member":
+        os.chmod(file.parent, 0o775)  # what umask 002 gave a cache directory
+    else:
+        os.chown(file, 4242, 4242)
+    rows, _ = project.status()
+    row = next(r for r in rows if r.digest == edited)
+    assert row.signatures == 0, _shown(rows)
