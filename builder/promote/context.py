@@ -21,9 +21,7 @@ from builder.config import repository_path
 from builder.errors import BuilderError, NotFoundError
 from builder.policy import BUILD_STAGE, KeySet, Policy
 from builder.policy.cache import cached_policy
-from builder.promote.gitref import PointerRefs
 from builder.promote.model import FleetChecker, Location, PromotionRecord, Target, short_signer, utcnow
-from builder.signing.layer import CERTIFICATE_ANNOTATION
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -33,6 +31,7 @@ if TYPE_CHECKING:
     from builder.config import Config
     from builder.ledger import Ledger
     from builder.policy.validation import PolicyValidation
+    from builder.promote.gitref import PointerRefs
     from builder.registry import RegistryClient
     from builder.signing.keys import PublicKey
     from builder.signing.signer import Signer
@@ -235,6 +234,8 @@ class KeylessOnFirstUse:
     _guard: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     def check(self, data: bytes, signature: bytes, annotations: Mapping[str, str]) -> LayerCheck | None:
+        from builder.signing.layer import CERTIFICATE_ANNOTATION  # not at import: resolve --no-verify
+
         if not annotations.get(CERTIFICATE_ANNOTATION):
             return None
         with self._guard:
@@ -288,7 +289,15 @@ def open_context(
         matrices_dir=cfg.matrices_dir,
         cache_dir=cfg.state_dir / "cache",
         repository_prefix=cfg.repository_prefix,
-        pointer_refs=PointerRefs(cfg.promotion_remote, cfg.state_dir / "pointer-refs.git")
-        if cfg.promotion_remote
-        else None,
+        pointer_refs=_pointer_refs(cfg),
     )
+
+
+def _pointer_refs(cfg: Config) -> PointerRefs | None:
+    """The git compare-and-swap point of stage pointers when ``builder.toml`` names a
+    ``promotion_remote`` (imported then: most checkouts run registry-only)."""
+    if not cfg.promotion_remote:
+        return None
+    from builder.promote.gitref import PointerRefs
+
+    return PointerRefs(cfg.promotion_remote, cfg.state_dir / "pointer-refs.git")
