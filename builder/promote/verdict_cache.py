@@ -46,6 +46,7 @@ that is not a verdict is a miss. Thread-safe; also remembers verdicts in memory 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -103,7 +104,8 @@ def verdict_key(
     registry: str, repository: str, digest: str, descriptor: Mapping[str, Any], trust: str, *, tag: str, code: str
 ) -> str:
     """sha256 hex of everything a layer's verdict depends on (see the module's docstring); ``code``:
-    the ``code_stamp`` of :data:`JUDGES`."""
+    the sha256 hex of the ``code_stamp`` of :data:`JUDGES` (a line per source: hashed once per run,
+    not JSON-encoded into every key)."""
     material = {
         "format": FORMAT,
         "code": code,
@@ -117,6 +119,7 @@ def verdict_key(
     return hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+@functools.cache
 def file_name(registry: str, repository: str) -> str:
     """sha256 hex naming the file of ``repository``'s verdicts on ``registry``."""
     return hashlib.sha256(f"{registry}/{repository}".encode()).hexdigest()
@@ -296,12 +299,12 @@ class VerdictCache:
         return got[1]
 
     def _code_stamp(self) -> str | None:
-        """The code stamp of :data:`JUDGES`, read once; None when a source vanished while read
-        (builder being reinstalled: nothing is cached this run)."""
+        """The sha256 hex of the code stamp of :data:`JUDGES`, read once; None when a source
+        vanished while read (builder being reinstalled: nothing is cached this run)."""
         with self._guard:
             if self._code is None:
                 try:
-                    self._code = code_stamp(JUDGES)
+                    self._code = hashlib.sha256(code_stamp(JUDGES).encode()).hexdigest()
                 except OSError:
                     return None
             return self._code
