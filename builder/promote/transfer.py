@@ -26,6 +26,7 @@ from builder.registry import CopyStats, copy_image, put_manifest_repairing
 from builder.signing.layer import (
     ATT_SUFFIX,
     SIG_SUFFIX,
+    SIGNATURE_CONFIG_DIGEST,
     HeldRead,
     SignatureLayer,
     append_layer,
@@ -142,7 +143,6 @@ def copy_evidence(
             if follow is not None:
                 follow(None)
             return st
-        transfer_blobs(ctx, src, dst, sm.blobs, st)
         ctx.lock_dir.mkdir(parents=True, exist_ok=True)
         with FileLock(
             str(signature_lock_path(ctx.lock_dir, dc.registry, dst.repository, tag)),
@@ -151,12 +151,20 @@ def copy_evidence(
         ):
             dm = dc.try_get_manifest(dst.repository, tag)
             if dm is None:
-                if follow is not None:  # the copy and the caller's layer: one write (the blobs are there)
-                    follow(HeldRead(sm.json))
+                if follow is not None:
+                    # the copy and the caller's layer: one write, naming the source's layers and the
+                    # shared config (builder.signing.layer.SIGNATURE_CONFIG), not the source's own
+                    # config (cosign's lists the layers: the new manifest does not name it)
+                    cfg = sm.config
+                    shared = [cfg] if cfg is not None and cfg.digest == SIGNATURE_CONFIG_DIGEST else []
+                    transfer_blobs(ctx, src, dst, [*shared, *sm.layers], st)
+                    follow(HeldRead({**sm.json, "config": cfg.to_json() if shared and cfg else None}))
                 else:
+                    transfer_blobs(ctx, src, dst, sm.blobs, st)
                     dc.put_manifest(dst.repository, tag, sm.raw, sm.media_type)
                 st.manifests += 1
                 return st
+        transfer_blobs(ctx, src, dst, sm.blobs, st)
         if dm.digest != sm.digest:
             have = {(d.digest, d.annotations) for d in dm.layers}
             for layer in sm.layers:
