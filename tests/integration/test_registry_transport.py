@@ -14,6 +14,7 @@ import hashlib
 import http.client
 import http.server
 import ipaddress
+import socket
 import subprocess
 import threading
 import time
@@ -199,6 +200,35 @@ class _ForwardingProxy(_Quiet):
 
     do_GET = do_HEAD = do_PUT = do_POST = _forward
 
+    def do_CONNECT(self) -> None:
+        """A tunnel (RFC 9110 section 9.3.6) to ``host:port``: bytes piped both ways until either
+        side closes; what goes through (TLS) is not read."""
+        want = "Basic " + base64.b64encode(b"proxy-user:proxy pass").decode()
+        self.seen.append((self.command, self.path))
+        if self.headers.get("Proxy-Authorization") != want:
+            self.send(407, b"", {"Proxy-Authenticate": 'Basic realm="p"'})
+            return
+        host, _, port = self.path.rpartition(":")
+        upstream = socket.create_connection((host, int(port)), timeout=30)
+        self.send_response(200, "Connection established")
+        self.end_headers()
+        self.wfile.flush()
+
+        def pipe(src: socket.socket, dst: socket.socket) -> None:
+            try:
+                while data := src.recv(65536):
+                    dst.sendall(data)
+            except OSError:
+                return  # the other side closed: the tunnel ends
+            finally:
+                dst.close()
+
+        back = threading.Thread(target=pipe, args=(upstream, self.connection), daemon=True)
+        back.start()
+        pipe(self.connection, upstream)
+        back.join(30)
+        self.close_connection = True
+
 
 def test_a_proxy_with_credentials_in_http_proxy_carries_the_requests(registry_address: str, unique_repo: str) -> None:
     seen: list[tuple[str, str]] = []
@@ -215,6 +245,23 @@ def test_a_proxy_with_credentials_in_http_proxy_carries_the_requests(registry_ad
         bypass = {**env, "NO_PROXY": registry_address.split(":", maxsplit=1)[0]}
         RegistryClient(registry_address, insecure=True, environ=bypass).ping()
         assert len(seen) == before
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_https_through_a_proxy_tunnel_with_the_ca_bundle(tls_registry: tuple[str, Path], unique_repo: str) -> None:
+    """HTTPS_PROXY in front of a TLS registry: a CONNECT tunnel with the proxy's credentials, the
+    registry's certificate checked end to end against REQUESTS_CA_BUNDLE."""
+    address, bundle = tls_registry
+    seen: list[tuple[str, str]] = []
+    srv, port = _serve(type("Proxy", (_ForwardingProxy,), {"seen": seen}))
+    try:
+        env = {"HTTPS_PROXY": f"http://proxy-user:proxy%20pass@127.0.0.1:{port}", "REQUESTS_CA_BUNDLE": str(bundle)}
+        client = RegistryClient(address, environ=env)
+        digest = client.put_blob(unique_repo, b"tunnelled")
+        assert client.get_blob(unique_repo, digest) == b"tunnelled"
+        assert ("CONNECT", address) in seen, seen
     finally:
         srv.shutdown()
         srv.server_close()
