@@ -398,3 +398,20 @@ def test_retry_after_as_an_http_date_is_read() -> None:
     client = RegistryClient("127.0.0.1:1", insecure=True, backoff=0.0, max_delay=5.0)
     far = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%a, %d %b %Y %H:%M:%S GMT")
     assert client.transport.delay(1, far) == 5.0  # an hour asked for, capped at max_delay
+
+
+def test_talking_to_a_registry_imports_neither_requests_nor_its_helpers(registry_address: str) -> None:
+    """The transport is urllib3 alone: a HEAD, a GET and a PUT in a fresh interpreter leave
+    ``requests`` (and what it pulls in: charset_normalizer, http.cookiejar, urllib.request) unloaded."""
+    import sys
+
+    code = (
+        "import sys\n"
+        "from builder.registry import RegistryClient\n"
+        f"c = RegistryClient({registry_address!r}, insecure=True)\n"
+        "c.ping(); c.try_resolve('demo/none', 'missing'); c.put_blob('test/transport-imports', b'x')\n"
+        "heavy = ('requests', 'charset_normalizer', 'http.cookiejar', 'urllib.request')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
