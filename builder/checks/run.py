@@ -205,16 +205,17 @@ def pin_image(
     platform: str | None,
 ) -> PinnedImage:
     """Resolve ``reference`` (an image reference, or a variant id: its moving tag in ``default_registry``;
-    ``matrices()`` is loaded only then) to a digest and read the image's facts for ``platform``. Raises
-    NotFoundError (unknown variant, tag or digest) and registry errors."""
+    ``matrices()`` is loaded only then) to a digest and read the image's facts for ``platform``: the
+    manifest read by tag is the one pinned (its digest is the hash of the bytes read, checked against the
+    registry's ``Docker-Content-Digest``), so a tag is read once, never resolved and then read again.
+    Raises NotFoundError (unknown variant, tag or digest) and registry errors."""
     ref = reference
     if looks_like_variant_id(ref):
         ref = variant_reference(matrices(), ref, default_registry)
     r = parse_reference(ref, default_registry)
     client = registries(r.registry)
-    digest = client.resolve(r.repository, r.digest or r.ref)
-    facts = probe_image(client, r.repository, digest, platform=platform)
-    return PinnedImage(r.registry, r.repository, client, digest, facts)
+    facts = probe_image(client, r.repository, r.digest or r.ref, platform=platform)
+    return PinnedImage(r.registry, r.repository, client, facts.digest, facts)
 
 
 def check_reference(
