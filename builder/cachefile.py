@@ -4,8 +4,12 @@ the matrices' variants (``builder.matrix.index``) and loaded policies (``builder
 Two things every such cache needs, defined once:
 
 - :func:`code_stamp`: a line per source file of builder that shapes the cached answer (its path,
-  size and modification time), hashed into the cache key, so an edited builder never reads an
-  answer an older one computed;
+  inode, size and modification time: a file replaced with the same size and time is another
+  inode) and the installed versions of the libraries that parse, validate and verify
+  (:data:`LIBRARIES`), hashed into the cache key, so an edited builder or an upgraded library never
+  reads an answer an older one computed. Cheap enough for every start: one ``os.stat`` per judged
+  file and one ``os.scandir`` of each ``site-packages`` directory on ``sys.path`` holding a
+  library (no ``importlib.metadata``, no hashing of sources);
 - :func:`write_json`: the file written atomically (a temporary file in the same directory, then
   ``os.replace``, atomic on POSIX: https://docs.python.org/3/library/os.html#os.replace), so a
   reader never sees half a file; a directory that cannot be written only costs the speed-up.
@@ -20,10 +24,12 @@ Two things every such cache needs, defined once:
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -35,15 +41,25 @@ _TOLD: list[str] = []  # the first distrusted path this process met (said once)
 PACKAGE = Path(builder.__file__).parent
 """builder's package directory (where :func:`code_stamp` names are looked up)."""
 _SOURCE_SUFFIXES = (".py", ".csv", ".json")
+LIBRARIES = {
+    "cryptography": "cryptography",
+    "pydantic": "pydantic",
+    "pydantic_core": "pydantic-core",
+    "ruamel": "ruamel-yaml",
+}
+"""The libraries whose version may change a cached answer (import directory -> normalized project
+name of its ``*.dist-info``,
+https://packaging.python.org/en/latest/specifications/recording-installed-packages/): keys
+(cryptography), YAML (ruamel.yaml) and schemas (pydantic)."""
 
 
 @functools.cache
 def code_stamp(names: tuple[str, ...]) -> str:
-    """``"<path> <size> <mtime_ns>\\n"`` for every source (``.py``, ``.csv``, ``.json``) of builder
-    under ``names`` (paths relative to the package: ``"policy"``, ``"signing/keys.py"``), sorted,
-    with builder's version first; computed once per process (a command asks for each cache's
-    stamp once or twice). Missing names are skipped. Raises OSError when a file vanishes while it
-    is read."""
+    """``"<path> <inode> <size> <mtime_ns>\\n"`` for every source (``.py``, ``.csv``, ``.json``) of
+    builder under ``names`` (paths relative to the package: ``"policy"``, ``"signing/keys.py"``),
+    sorted, with builder's version first and :func:`library_stamp` last; computed once per process
+    (a command asks for each cache's stamp once or twice). Missing names are skipped. Raises
+    OSError when a file vanishes while it is read."""
     root = str(PACKAGE)
     files: list[str] = []
     for name in names:
@@ -61,8 +77,45 @@ def code_stamp(names: tuple[str, ...]) -> str:
     lines = [f"builder={builder.__version__}\n"]
     for src in files:
         st = os.stat(src)
-        lines.append(f"{os.path.relpath(src, root)} {st.st_size} {st.st_mtime_ns}\n")
+        lines.append(f"{os.path.relpath(src, root)} {st.st_ino} {st.st_size} {st.st_mtime_ns}\n")
+    lines.append(library_stamp())
     return "".join(lines)
+
+
+@functools.cache
+def code_digest(names: tuple[str, ...]) -> str:
+    """The sha256 hex of :func:`code_stamp` (for a cache that stores its stamp in each file).
+    Raises OSError as ``code_stamp``."""
+    return hashlib.sha256(code_stamp(names).encode()).hexdigest()
+
+
+@functools.cache
+def library_stamp() -> str:
+    """Python's version, then ``"<dir>/<name>.dist-info <inode>\\n"`` for each installed
+    :data:`LIBRARIES` project (its name carries the version; a reinstall is a new directory), from
+    one ``os.scandir`` of each ``site-packages``/``dist-packages`` directory on ``sys.path`` that
+    holds one of them; once per process."""
+    lines = [f"python={sys.version}\n"]
+    for entry in sys.path:
+        if os.path.basename(entry) not in ("site-packages", "dist-packages"):
+            continue
+        try:
+            found = {e.name: e.inode() for e in os.scandir(entry)}
+        except OSError:
+            continue
+        if not found.keys() & LIBRARIES.keys():
+            continue
+        wanted = set(LIBRARIES.values())
+        for name in sorted(found):
+            if name.endswith(".dist-info") and _project(name) in wanted:
+                lines.append(f"{entry}/{name} {found[name]}\n")
+    return "".join(lines)
+
+
+def _project(dist_info: str) -> str:
+    """The normalized project name of a ``<name>-<version>.dist-info`` directory name (``-`` in a
+    name is written ``_`` there, so the first ``-`` ends it)."""
+    return dist_info.removesuffix(".dist-info").split("-", 1)[0].lower().replace("_", "-").replace(".", "-")
 
 
 def write_json(file: Path, doc: object) -> bool:

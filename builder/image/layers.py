@@ -30,7 +30,7 @@ import zstandard
 from isal import isal_zlib
 
 from builder import process
-from builder.cachefile import read_private, write_json
+from builder.cachefile import code_digest, read_private, write_json
 from builder.errors import RegistryError
 from builder.image.elf import GpuCode, scan_stream
 from builder.image.stack import is_stack_file
@@ -51,6 +51,21 @@ TAR_BUFFER = 64 << 10
 #: files the stack is read from are kept up to this size (a dpkg status database can be a few MiB)
 STACK_FILE_MAX = 8 << 20
 CACHE_FORMAT = 2  # 2: AMDGPU code object files
+#: builder's sources that shape a layer's summary (``builder.cachefile.code_stamp`` names): the tar
+#: walk, the ELF/fatbin/offload/AMDGPU readers and kernel names, the stack files kept, the blob reader.
+LAYER_CODE = (
+    "image/layers.py",
+    "image/elf.py",
+    "image/fatbin.py",
+    "image/offload.py",
+    "image/amdgpu.py",
+    "image/cursor.py",
+    "image/stack.py",
+    "compat/kernels.py",
+    "compat/_data.py",
+    "compat/data/ptx-isa.csv",
+    "registry/stream.py",
+)
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 
@@ -96,12 +111,22 @@ class LayerSummary:
 
 
 class LayerCache:
-    """Layer summaries on disk, one JSON file per layer digest under ``directory``. A file that does
-    not parse, has another format or is not private (``builder.cachefile.read_private``: owned by
-    another user or writable by others) is read as a miss (and rewritten)."""
+    """Layer summaries on disk, one JSON file per layer digest under ``directory``, each stamped with
+    the sha256 of builder's :data:`LAYER_CODE` and the libraries' versions
+    (``builder.cachefile.code_digest``). A file that does not parse, has another format or code
+    stamp, or is not private (``builder.cachefile.read_private``: owned by another user or writable
+    by others) is read as a miss (and rewritten)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+
+    @staticmethod
+    def _code() -> str | None:
+        """The code stamp's digest; None when a source vanished while read (a reinstall: no hits)."""
+        try:
+            return code_digest(LAYER_CODE)
+        except OSError:
+            return None
 
     def _path(self, digest: str) -> Path:
         algo, _, hexpart = digest.partition(":")
@@ -115,12 +140,17 @@ class LayerCache:
             return None  # missing, unreadable or torn: read the layer again, the write replaces it
         if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or data.get("digest") != digest:
             return None
+        code = self._code()
+        if code is None or data.get("stamp") != code:  # written by another builder or library version
+            return None
         return LayerSummary.from_json(data)
 
     def put(self, summary: LayerSummary) -> None:
         """Write the summary atomically (directories created 0700); a directory that cannot be
         written only costs the next read of the layer."""
-        write_json(self._path(summary.digest), summary.to_json())
+        code = self._code()
+        if code is not None:
+            write_json(self._path(summary.digest), summary.to_json() | {"stamp": code})
 
 
 class _Chunks:

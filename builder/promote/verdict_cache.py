@@ -11,8 +11,8 @@ https://github.com/opencontainers/image-spec/blob/v1.1.0/descriptor.md#digests) 
 material it is checked with. The cache key is the sha256 of all of these (every public key's
 fingerprint: the sha256 of its DER SubjectPublicKeyInfo, ``builder.signing.keys.fingerprint_of``),
 plus the registry and repository it was read from and builder's code that judges layers
-(``builder.cachefile.code_stamp`` of ``builder/signing`` and this module: an edited verifier never
-reads an older one's verdicts). A key
+(``builder.cachefile.code_stamp`` of :data:`JUDGES`, with the installed cryptography's version: an
+edited verifier or another library never reads an older one's verdicts). A key
 never names a tag's current content: the ``.sig``/``.att`` manifests (tags move) and the stage
 pointer are read from the registry on every run, so a tag that now names another manifest brings
 other descriptors and so other keys, and a key added to or removed from the policy changes every key.
@@ -78,8 +78,11 @@ MAX_PER_REPOSITORY = 20_000
 REFERRER_TAG = "referrer"
 """What stands for the tag in the key of a bundle referrer's verdict (it is listed, not tagged)."""
 
-JUDGES = ("signing", "promote/verdict_cache.py")
-"""builder's sources that decide a layer's verdict (``code_stamp`` names, relative to the package)."""
+JUDGES = ("signing", "registry", "predicates.py", "promote/context.py", "promote/verdict_cache.py")
+"""builder's sources that decide a layer's verdict (``code_stamp`` names, relative to the package):
+the verifiers and layer checks, the registry client that reads the manifests and blobs judged (and
+checks their digests), the predicate types named, ``KeylessOnFirstUse`` (whose trust this module
+names) and this module. Not here: ``errors.py`` (exception classes: a kept verdict raised none)."""
 
 _KINDS = ("signature", "attestation")
 

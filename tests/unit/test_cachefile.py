@@ -121,3 +121,132 @@ def test_a_cache_file_of_another_user_is_a_miss(cache: str, tmp_path: Path) -> N
     file, read, real = FORGERIES[cache](tmp_path)
     os.chown(file, 4242, 4242)
     assert read() == real
+
+
+# ------------------------------------------------------------------------------- code stamps
+
+
+@pytest.fixture
+def package_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A copy of builder's sources that ``code_stamp`` judges instead of the installed package
+    (its memos cleared before and after: they are per process)."""
+    copy = tmp_path / "builder"
+    shutil.copytree(cachefile.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cachefile, "PACKAGE", copy)
+    cachefile.code_stamp.cache_clear()
+    cachefile.code_digest.cache_clear()
+    yield copy
+    cachefile.code_stamp.cache_clear()
+    cachefile.code_digest.cache_clear()
+
+
+def test_a_source_replaced_with_the_same_size_and_time_is_another_stamp(package_copy: Path) -> None:
+    """``cp -p``, an unpacked wheel or a checkout keep size and modification time; the inode tells."""
+    source = package_copy / "signing" / "verify.py"
+    before = cachefile.code_stamp(("signing",))
+    st = source.stat()
+    edited = source.read_bytes().replace(b"def ", b"def_", 1)
+    assert len(edited) == st.st_size
+    replacement = source.with_suffix(".new")
+    replacement.write_bytes(edited)
+    os.utime(replacement, ns=(st.st_atime_ns, st.st_mtime_ns))
+    replacement.replace(source)
+    cachefile.code_stamp.cache_clear()
+    assert cachefile.code_stamp(("signing",)) != before
+
+
+def test_the_stamp_names_the_installed_library_versions() -> None:
+    """Another cryptography, pydantic or ruamel.yaml may parse, validate or verify differently."""
+    import cryptography
+    import pydantic
+    import pydantic_core
+    import ruamel.yaml
+
+    stamp = cachefile.code_stamp(("errors.py",))
+    for project, version in (
+        ("cryptography", cryptography.__version__),
+        ("pydantic", pydantic.VERSION),
+        ("pydantic_core", pydantic_core.__version__),
+        ("ruamel_yaml", ruamel.yaml.__version__),
+    ):
+        assert f"/{project}-{version}.dist-info " in stamp, (project, version, stamp)
+
+
+def test_a_layer_summary_written_by_other_code_is_a_miss(package_copy: Path, tmp_path: Path) -> None:
+    cache = LayerCache(tmp_path / "layers")
+    summary = LayerSummary("sha256:" + "c" * 64, 10, ("/usr/lib/libk.so",))
+    cache.put(summary)
+    assert cache.get(summary.digest) == summary
+    elf = package_copy / "image" / "elf.py"
+    elf.write_text(elf.read_text() + "\n# a new ELF reader\n")
+    cachefile.code_stamp.cache_clear()
+    cachefile.code_digest.cache_clear()
+    assert cache.get(summary.digest) is None
+    cache.put(summary)
+    assert cache.get(summary.digest) == summary
+
+
+def _builder_imports(source: Path) -> set[str]:
+    """The builder modules ``source`` imports (at module level or inside a function)."""
+    import ast
+
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("builder."):
+            out.add(node.module)
+        elif isinstance(node, ast.ImportFrom) and node.module == "builder":
+            out.update(f"builder.{a.name}" for a in node.names)
+    return out
+
+
+def _judged(module: str, names: tuple[str, ...]) -> bool:
+    rel = module.removeprefix("builder.").replace(".", "/")
+    return any(rel == n.removesuffix(".py") or rel.startswith(f"{n}/") for n in names)
+
+
+#: What a verdict's sources import that does not shape a kept (verified) verdict, and why.
+NOT_VERDICT_JUDGES = {
+    "builder.errors": "exception classes: a kept verdict raised none",
+    "builder.__version__": "builder's version is in every stamp",
+    "builder.cachefile": "the stamp itself; the file's shape is verdict_cache.FORMAT",
+    "builder.promote.pool": "reads each repository's file once per run",
+    "builder.models": "provenance writer types (signing/provenance.py writes, never verifies)",
+    "builder.outputs": "key-folder write errors (signing/keys.py)",
+    "builder.process": "runs registry credential helpers (registry/auth.py): no byte judged",
+    "builder.config": "the project's registry settings (registry/reference.py): where to read",
+    # promote/context.py opens a promotion; only its KeylessOnFirstUse shapes a verdict
+    **dict.fromkeys(
+        ("builder.ledger", "builder.policy", "builder.policy.cache", "builder.policy.validation"),
+        "promote/context.py opens a promotion: not a verdict",
+    ),
+    **dict.fromkeys(("builder.promote.gitref", "builder.promote.model"), "promote/context.py: not a verdict"),
+}
+#: The same for a layer summary.
+NOT_LAYER_JUDGES = {
+    "builder.errors": "exception classes: a kept summary raised none",
+    "builder.cachefile": "the stamp itself; the file's shape is layers.CACHE_FORMAT",
+    "builder.process": "runs external commands; no part of a summary",
+    "builder.image": "the package (its __init__ re-exports)",
+    "builder.registry.client": "type only (the blob is read through registry/stream.py)",
+    "builder.registry.manifest": "type only (Descriptor)",
+    "builder.registry.response": "type only",
+}
+
+
+@pytest.mark.parametrize("cache", ["verdicts", "layers"])
+def test_every_builder_module_a_judged_source_imports_is_judged_or_named(cache: str) -> None:
+    """A module that a judged source calls can change the cached answer: it is judged too, or named
+    here with the reason it cannot."""
+    from builder.image.layers import LAYER_CODE
+    from builder.promote.verdict_cache import JUDGES
+
+    names, excused = (JUDGES, NOT_VERDICT_JUDGES) if cache == "verdicts" else (LAYER_CODE, NOT_LAYER_JUDGES)
+    paths = [cachefile.PACKAGE / n for n in names]
+    sources = [f for p in paths for f in (sorted(p.rglob("*.py")) if p.is_dir() else [p]) if f.suffix == ".py"]
+    unjudged = {
+        m: str(f.relative_to(cachefile.PACKAGE))
+        for f in sources
+        for m in _builder_imports(f)
+        if not _judged(m, names) and m not in excused
+    }
+    assert not unjudged, unjudged
