@@ -192,7 +192,8 @@ def private(st: os.stat_result, path: Path) -> bool:
     if not _TOLD:
         _TOLD.append(str(path))
         LOG.debug(
-            "cache %s is not private (owner uid %d, mode %o): its cached answers are not used",
+            "cache %s is not private (owner uid %d, mode %o): its cached answers are not used;"
+            " remove it or `chmod go-w` it",
             path,
             st.st_uid,
             stat.S_IMODE(st.st_mode),

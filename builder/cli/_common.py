@@ -151,13 +151,15 @@ class _EchoHandler(logging.Handler):
 
 def echo_external_commands(enabled: bool) -> None:
     """``--debug``: print each external command (``builder.process`` log) on stderr before it
-    runs; without it, nothing (also when several invocations share one process)."""
-    log = logging.getLogger("builder.process")
-    for handler in [h for h in log.handlers if isinstance(h, _EchoHandler)]:
-        log.removeHandler(handler)
-    if enabled:
-        log.addHandler(_EchoHandler())
-    log.setLevel(logging.DEBUG if enabled else logging.NOTSET)
+    runs, and a cache file not used because others could have written it (``builder.cachefile``);
+    without it, nothing (also when several invocations share one process)."""
+    for name in ("builder.process", "builder.cachefile"):
+        log = logging.getLogger(name)
+        for handler in [h for h in log.handlers if isinstance(h, _EchoHandler)]:
+            log.removeHandler(handler)
+        if enabled:
+            log.addHandler(_EchoHandler())
+        log.setLevel(logging.DEBUG if enabled else logging.NOTSET)
 
 
 # ---------------------------------------------------------------------------------------------
