@@ -167,7 +167,7 @@ def apply_rollback(ctx: PromotionContext, plan: Plan) -> Applied:
         after = dc.resolve(dst.repository, dst.pointer_tag)
         if after != goal:
             raise conflict(dst, goal, after, "right after our write")
-        mark_replaced(ctx, dst, new, signer)
+        mark_replaced(ctx, dst, new, signer, fresh=True)  # `new` was signed just above: no successor of it yet
         seq = ctx.ledger.append(ledger_row(new, plan.decision)).seq if ctx.ledger is not None else None
     return Applied(plan, new, time.perf_counter() - t0, False, CopyCounts(), seq)
 
