@@ -33,6 +33,7 @@ from urllib.parse import urljoin, urlsplit
 
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
 from builder.registry.environment import EnvSettings, env_settings
+from builder.registry.failures import connection_cause, is_transient, timed_out, tls_failed, too_many_redirects, unwrap
 from builder.registry.response import Response, decode
 
 if TYPE_CHECKING:
@@ -206,8 +207,8 @@ class Transport:
             try:
                 resp = _send(manager, method, url, sent, data, timeout, stream)
             except urllib3.exceptions.HTTPError as exc:
-                cause = _reason(exc)
-                if _too_many_redirects(cause):
+                cause = unwrap(exc)
+                if too_many_redirects(cause):
                     raise RegistryError(
                         f"registry {self.registry} redirected {method} {where} more than {MAX_REDIRECTS} times",
                         hint="the registry or its storage redirects in a loop; check the registry's storage settings",
@@ -304,7 +305,7 @@ class Transport:
         except urllib3.exceptions.HTTPError as exc:
             raise RegistryUnavailableError(
                 f"token service {req.realm} of registry {self.registry} is not reachable: "
-                f"{connection_cause(_reason(exc))}",
+                f"{connection_cause(unwrap(exc))}",
                 registry=self.registry,
             ) from exc
 
@@ -327,14 +328,14 @@ class Transport:
         time.sleep(self.delay(attempt, retry_after))
 
     def _unavailable(self, exc: BaseException, method: str, where: str, attempt: int) -> RegistryUnavailableError:
-        if _tls_failed(exc):
+        if tls_failed(exc):
             return RegistryUnavailableError(
                 f"TLS to registry {self.registry} failed on {method} {where}: {exc}",
                 hint="if the registry speaks plain HTTP, list it in builder.toml `insecure_registries`; "
                 "otherwise install its CA certificate (or point REQUESTS_CA_BUNDLE / SSL_CERT_FILE at it)",
                 registry=self.registry,
             )
-        kind = "timed out" if _timed_out(exc) else "is not reachable"
+        kind = "timed out" if timed_out(exc) else "is not reachable"
         tries = f"{attempt + 1} attempt" + ("s" if attempt else "")
         return RegistryUnavailableError(
             f"registry {self.registry} {kind} ({self.scheme}) on {method} {where}: {connection_cause(exc)} ({tries})",
@@ -484,71 +485,6 @@ def _basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-def _reason(exc: BaseException) -> BaseException:
-    """What a urllib3 ``MaxRetryError`` wraps (its ``reason``), else ``exc``."""
-    reason = getattr(exc, "reason", None)
-    return reason if type(exc).__name__ == "MaxRetryError" and isinstance(reason, BaseException) else exc
-
-
-def _too_many_redirects(exc: BaseException) -> bool:
-    import urllib3
-
-    return isinstance(exc, urllib3.exceptions.ResponseError) and "redirect" in str(exc)
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and what it wraps (causes, contexts, exceptions among its args), outermost first."""
-    seen: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and cur not in seen:
-        seen.append(cur)
-        inner = getattr(cur, "reason", None)
-        if not isinstance(inner, BaseException):
-            inner = cur.__cause__ or cur.__context__
-        if inner is None:
-            inner = next((a for a in cur.args if isinstance(a, BaseException)), None)
-        cur = inner
-    return seen
-
-
-def _tls_failed(exc: BaseException) -> bool:
-    import ssl
-
-    import urllib3
-
-    return any(isinstance(e, urllib3.exceptions.SSLError | ssl.SSLError) for e in _chain(exc))
-
-
-def _timed_out(exc: BaseException) -> bool:
-    """A read timeout or a connect timeout (not a refused or unresolvable connection, which
-    urllib3 also files under ``ConnectTimeoutError``)."""
-    import urllib3
-
-    e = urllib3.exceptions
-    return any(
-        isinstance(x, e.ReadTimeoutError)
-        or (isinstance(x, e.ConnectTimeoutError) and not isinstance(x, e.NewConnectionError))
-        for x in _chain(exc)
-    )
-
-
-def is_transient(exc: BaseException) -> bool:
-    """A connection reset, a dropped keep-alive or a timeout is retried; a refused connection,
-    a DNS failure, an unreachable network or a TLS error is not (retrying would only delay the
-    error)."""
-    import errno
-    import socket
-
-    if _tls_failed(exc):
-        return False
-    for e in _chain(exc):
-        if isinstance(e, ConnectionRefusedError | socket.gaierror):
-            return False
-        if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
-            return False
-    return True
-
-
 def _new_manager(env: EnvSettings, tls: bool, registry: str) -> urllib3.PoolManager:
     """Connection pools for one proxy/CA setting: up to ``POOL_MAXSIZE`` idle keep-alive
     connections per host; ``block=False``: a thread finding every pooled connection in use opens
@@ -595,35 +531,3 @@ def _new_manager(env: EnvSettings, tls: bool, registry: str) -> urllib3.PoolMana
         ) from exc
 
 
-def connection_cause(exc: BaseException) -> str:
-    """Why a connection failed, in words, from the innermost cause of ``exc`` (urllib3 wraps the
-    socket error): ``the host name does not resolve (DNS)`` (``socket.gaierror``), ``connection
-    refused``, ``connection reset``, ``no answer in time``, else the OS error's text or the
-    exception's type name; ``(through the proxy: ...)`` added when a proxy was in the way. Pure."""
-    seen = _chain(exc)
-    via = (
-        " (through the proxy: HTTPS_PROXY / HTTP_PROXY)" if any(type(e).__name__ == "ProxyError" for e in seen) else ""
-    )
-    return _innermost_cause(exc, seen) + via
-
-
-def _innermost_cause(exc: BaseException, seen: list[BaseException]) -> str:
-    """:func:`connection_cause` without the proxy note: ``seen`` is ``exc``'s chain, outermost first."""
-    import socket
-
-    for e in reversed(seen):  # innermost first
-        if isinstance(e, socket.gaierror):
-            return "the host name does not resolve (DNS)"
-        if isinstance(e, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(e, ConnectionResetError | BrokenPipeError):
-            return "connection reset"
-        if isinstance(e, TimeoutError):
-            return "no answer in time"
-    if _timed_out(exc):
-        return "no answer in time"
-    if any(isinstance(e, OSError) and e.strerror for e in seen):
-        return next(str(e.strerror) for e in reversed(seen) if isinstance(e, OSError) and e.strerror)
-    names = {type(e).__name__ for e in seen}
-    broke = any(n in names for n in ("ProtocolError", "RemoteDisconnected", "IncompleteRead"))
-    return "the connection broke off" if broke else type(exc).__name__

@@ -1,0 +1,108 @@
+"""Why a request to a registry failed, in words and in kinds, from the exceptions urllib3 raises
+(https://urllib3.readthedocs.io/en/stable/reference/urllib3.exceptions.html) and the socket and
+TLS errors they wrap: what :class:`builder.registry.transport.Transport` retries
+(:func:`is_transient`), what it calls a TLS failure or a timeout, and the cause its messages name
+(:func:`connection_cause`). Pure: nothing here sends or reads anything.
+"""
+
+from __future__ import annotations
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """What a urllib3 ``MaxRetryError`` wraps (its ``reason``), else ``exc``."""
+    reason = getattr(exc, "reason", None)
+    return reason if type(exc).__name__ == "MaxRetryError" and isinstance(reason, BaseException) else exc
+
+
+def too_many_redirects(exc: BaseException) -> bool:
+    """urllib3 gave up following redirects (its ``ResponseError`` "too many redirects")."""
+    import urllib3
+
+    return isinstance(exc, urllib3.exceptions.ResponseError) and "redirect" in str(exc)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps (causes, contexts, exceptions among its args), outermost first."""
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen:
+        seen.append(cur)
+        inner = getattr(cur, "reason", None)
+        if not isinstance(inner, BaseException):
+            inner = cur.__cause__ or cur.__context__
+        if inner is None:
+            inner = next((a for a in cur.args if isinstance(a, BaseException)), None)
+        cur = inner
+    return seen
+
+
+def tls_failed(exc: BaseException) -> bool:
+    import ssl
+
+    import urllib3
+
+    return any(isinstance(e, urllib3.exceptions.SSLError | ssl.SSLError) for e in _chain(exc))
+
+
+def timed_out(exc: BaseException) -> bool:
+    """A read timeout or a connect timeout (not a refused or unresolvable connection, which
+    urllib3 also files under ``ConnectTimeoutError``)."""
+    import urllib3
+
+    e = urllib3.exceptions
+    return any(
+        isinstance(x, e.ReadTimeoutError)
+        or (isinstance(x, e.ConnectTimeoutError) and not isinstance(x, e.NewConnectionError))
+        for x in _chain(exc)
+    )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A connection reset, a dropped keep-alive or a timeout is retried; a refused connection,
+    a DNS failure, an unreachable network or a TLS error is not (retrying would only delay the
+    error)."""
+    import errno
+    import socket
+
+    if tls_failed(exc):
+        return False
+    for e in _chain(exc):
+        if isinstance(e, ConnectionRefusedError | socket.gaierror):
+            return False
+        if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+            return False
+    return True
+
+
+def connection_cause(exc: BaseException) -> str:
+    """Why a connection failed, in words, from the innermost cause of ``exc`` (urllib3 wraps the
+    socket error): ``the host name does not resolve (DNS)`` (``socket.gaierror``), ``connection
+    refused``, ``connection reset``, ``no answer in time``, else the OS error's text or the
+    exception's type name; ``(through the proxy: ...)`` added when a proxy was in the way. Pure."""
+    seen = _chain(exc)
+    via = (
+        " (through the proxy: HTTPS_PROXY / HTTP_PROXY)" if any(type(e).__name__ == "ProxyError" for e in seen) else ""
+    )
+    return _innermost_cause(exc, seen) + via
+
+
+def _innermost_cause(exc: BaseException, seen: list[BaseException]) -> str:
+    """:func:`connection_cause` without the proxy note: ``seen`` is ``exc``'s chain, outermost first."""
+    import socket
+
+    for e in reversed(seen):  # innermost first
+        if isinstance(e, socket.gaierror):
+            return "the host name does not resolve (DNS)"
+        if isinstance(e, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(e, ConnectionResetError | BrokenPipeError):
+            return "connection reset"
+        if isinstance(e, TimeoutError):
+            return "no answer in time"
+    if timed_out(exc):
+        return "no answer in time"
+    if any(isinstance(e, OSError) and e.strerror for e in seen):
+        return next(str(e.strerror) for e in reversed(seen) if isinstance(e, OSError) and e.strerror)
+    names = {type(e).__name__ for e in seen}
+    broke = any(n in names for n in ("ProtocolError", "RemoteDisconnected", "IncompleteRead"))
+    return "the connection broke off" if broke else type(exc).__name__
