@@ -27,10 +27,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import importlib
-import importlib.machinery
 import json
-import os
-import sys
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, cast
 
@@ -60,9 +57,6 @@ CODE = (
     "predicates.py",
     "errors.py",
 )
-#: The libraries the loader validates and reads keys with: another version may accept, refuse or
-#: read a file differently, so each one's installed ``__init__.py`` (path, size, time) is in the key.
-LIBRARIES = ("pydantic", "pydantic_core", "ruamel.yaml", "cryptography")
 #: Every class a cached policy may hold -> the module of ``builder.policy`` defining it.
 CLASSES: dict[str, str] = {
     "Policy": "model",
@@ -114,36 +108,15 @@ def cached_policy(path: Path, variables: Mapping[str, str], cache_dir: Path | No
 
 def cache_key(path: Path, text: str, variables: Mapping[str, str]) -> str:
     """The key of ``path`` holding ``text`` loaded with ``variables``: 40 hex digits of a sha256
-    over the schema, builder's sources (:data:`CODE`), Python's version and the installed
-    :data:`LIBRARIES`, the path as given and absolute, the variables and the text. Raises OSError
-    when a source file vanishes while it is read."""
-    h = hashlib.sha256(f"schema={CACHE_SCHEMA}\n{code_stamp(CODE)}{_library_stamp()}".encode())
+    over the schema, builder's sources (:data:`CODE`) with Python's version and the installed
+    libraries that parse, validate and read keys (``builder.cachefile.code_stamp``), the path as
+    given and absolute, the variables and the text. Raises OSError when a source file vanishes
+    while it is read."""
+    h = hashlib.sha256(f"schema={CACHE_SCHEMA}\n{code_stamp(CODE)}".encode())
     h.update(json.dumps([str(path), str(Path(path).absolute()), sorted(variables.items())]).encode())
     h.update(b"\n")
     h.update(text.encode())
     return h.hexdigest()[:40]
-
-
-def _library_stamp() -> str:
-    """Python's version and ``"<name> <origin> <size> <mtime_ns>"`` of each of :data:`LIBRARIES`,
-    found without importing it (``importlib.machinery.PathFinder``, the parent package's search
-    path for a dotted name); ``"<name> missing"`` when it is not installed."""
-    lines = [sys.version]
-    for name in LIBRARIES:
-        spec, where = None, None
-        parts = name.split(".")
-        for i in range(len(parts)):
-            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]), where)
-            if spec is None:
-                break
-            where = list(spec.submodule_search_locations or [])
-        origin = spec.origin if spec is not None else None
-        if origin and os.path.isfile(origin):
-            st = os.stat(origin)
-            lines.append(f"{name} {origin} {st.st_size} {st.st_mtime_ns}")
-        else:
-            lines.append(f"{name} missing")
-    return "\n".join(lines) + "\n"
 
 
 def _load(path: Path, text: str, variables: Mapping[str, str]) -> tuple[Policy, dict[str, object]]:

@@ -332,14 +332,3 @@ def test_the_fleet_file_validated_is_the_one_hashed(
     with pytest.raises(PolicyError, match="fleet file"):
         cached_policy(path, variables, tmp_path / "cache")
 
-
-def test_another_python_or_library_version_is_another_entry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from builder.policy import cache
-
-    path = tmp_path / "p.yaml"
-    text = "stages: {dev: {from: build, require: {unconditional: x}}}\n"
-    before = cache.cache_key(path, text, {})
-    stamp = cache._library_stamp()
-    assert all(name in stamp for name in cache.LIBRARIES) and "missing" not in stamp
-    monkeypatch.setattr(cache, "_library_stamp", lambda: stamp.replace("pydantic ", "pydantic-upgraded ", 1))
-    assert cache.cache_key(path, text, {}) != before
