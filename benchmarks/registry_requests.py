@@ -2,7 +2,8 @@
 
 Sends N manifest HEADs (``Accept`` as ``RegistryClient.resolve`` sends it) and N small blob GETs
 (1 KiB, body read) to the registry (BUILDER_REGISTRY, default 127.0.0.1:5000), side by side in the
-same run, interleaved for several rounds:
+same run, interleaved for several rounds (each client first in turn, after an untimed warm-up
+round of one request each):
 
 - builder: ``RegistryClient.resolve`` and ``RegistryClient.request("GET", blob)`` on one client
   (its keep-alive pool), in a worker process: client CPU (user + system of the process, imports
@@ -168,8 +169,11 @@ def main() -> None:
     if shutil.which("curl"):
         kinds["curl"] = None
     got: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
-    for _ in range(rounds):
-        for kind, root in kinds.items():
+    run_worker("httpclient", ROOT, a.registry, repo, tag, digest, 1)  # the registry warmed up, untimed
+    names = list(kinds)
+    for r in range(rounds):
+        for kind in names[r % len(names) :] + names[: r % len(names)]:  # each client first in turn
+            root = kinds[kind]
             if kind == "curl":
                 got[kind].append(run_curl(a.registry, repo, tag, digest, n))
             else:
