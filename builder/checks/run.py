@@ -373,16 +373,17 @@ def check_reference(
 
 def in_background(call: Callable[[], T], name: str) -> Callable[[], T]:
     """Start ``call()`` in a daemon thread named ``name`` (an error or a signal in the caller never waits on
-    it); the returned call waits for it and returns its value or raises the exception it raised."""
+    it); the returned call waits for it and returns its value or raises the exception it raised (also
+    :class:`builder.process.Interrupted`: a signal stops the thread's commands too)."""
     import threading
 
     box: list[T] = []
-    failed: list[Exception] = []
+    failed: list[BaseException] = []
 
     def work() -> None:
         try:
             box.append(call())
-        except Exception as exc:  # handed to the caller, raised where it waits
+        except BaseException as exc:  # handed to the caller, raised where it waits (as a thread pool does)
             failed.append(exc)
 
     thread = threading.Thread(target=work, name=name, daemon=True)
