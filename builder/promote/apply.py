@@ -70,8 +70,6 @@ from builder.signing.sign import sign_image
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-    from filelock import FileLock
-
     from builder.policy import Decision, RuleResult
     from builder.promote.context import PromotionContext
     from builder.promote.plan import Source
@@ -522,26 +520,24 @@ def _planning_locks(
         yield source, view, att_tag is not None
 
 
-def _signature_lock(ctx: PromotionContext, loc: Location, tag: str) -> FileLock:
-    """The lock every writer of ``tag`` (``.sig``/``.att``) in ``loc``'s repository takes
-    (``builder.signing.layer.signature_lock_path``), acquired. SigningError on timeout."""
+@contextlib.contextmanager
+def _signature_lock(ctx: PromotionContext, loc: Location, tag: str) -> Iterator[None]:
+    """Hold the lock every writer of ``tag`` (``.sig``/``.att``) in ``loc``'s repository takes
+    (``builder.signing.layer.signature_lock_path``). SigningError on timeout."""
     from filelock import FileLock, Timeout
 
     ctx.lock_dir.mkdir(parents=True, exist_ok=True)
     registry = ctx.client(loc.registry).registry
-    lock = FileLock(
-        str(signature_lock_path(ctx.lock_dir, registry, loc.repository, tag)),
-        timeout=ctx.lock_timeout,
-        mode=LOCK_FILE_MODE,
-    )
+    lock = FileLock(str(signature_lock_path(ctx.lock_dir, registry, loc.repository, tag)), mode=LOCK_FILE_MODE)
     try:
-        lock.acquire()
+        held = lock.acquire(timeout=ctx.lock_timeout)
     except Timeout as exc:
         raise SigningError(
             f"timed out after {ctx.lock_timeout:.0f}s waiting for the lock on {loc.repository}:{tag}",
             hint=f"another builder process is writing signatures; lock file {lock.lock_file}",
         ) from exc
-    return lock
+    with held:  # released once, however the body ends
+        yield
 
 
 def _att_read(ctx: PromotionContext, plan: Plan) -> HeldRead:
