@@ -40,9 +40,14 @@ LOCK_HEADER = "# builder lock"
 LockStatus = Literal["locked", "missing", "stale", "not-needed"]
 
 
+def lock_name(variant: Variant) -> str:
+    """The lock file's name in the locks folder: ``<variant-id>.txt``."""
+    return f"{variant.id}.txt"
+
+
 def lock_path(locks_dir: Path, variant: Variant) -> Path:
     """``<locks_dir>/<variant-id>.txt``."""
-    return Path(locks_dir) / f"{variant.id}.txt"
+    return (locks_dir if isinstance(locks_dir, Path) else Path(locks_dir)) / lock_name(variant)
 
 
 def python_platform(variant: Variant) -> str:
@@ -93,11 +98,12 @@ def read_lock(variant: Variant, locks_dir: Path, *, existing: frozenset[str] | N
     """Find and check the variant's lock. ``not-needed`` when the variant has no packages;
     ``stale`` when the header's inputs differ from the variant's now. ``existing``: the file names
     in ``locks_dir`` when the caller already listed it (saves one failed open per missing lock)."""
+    name = lock_name(variant)
     path = lock_path(locks_dir, variant)
     if not variant.packages:
         return LockState(variant.id, path, "not-needed", "")
     try:
-        if existing is not None and path.name not in existing:
+        if existing is not None and name not in existing:
             raise FileNotFoundError(path)
         text = path.read_text()
     except FileNotFoundError:

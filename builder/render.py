@@ -178,6 +178,7 @@ class Renderer:
         if lock.status not in {"locked", "not-needed"}:
             unpinned.append(lock.reason)
         labels = dict(variables["labels"])
+        lock_sha = _sha256(lock.text) if lock.text is not None else None
         hash_doc = {
             "schema": CONTENT_SCHEMA,
             "variant": variant.id,
@@ -185,15 +186,15 @@ class Renderer:
             "dockerfile": _sha256(dockerfile),
             "variables": {k: v for k, v in variables.items() if k not in ("base_default", "label_items")},
             "base": {"reference": base.reference, "digest": base.digest},
-            "lock": _sha256(lock.text) if lock.text is not None else None,
+            "lock": lock_sha,
             "context": {name: _sha256(data) for name, data in context},
             "build_args": dict(variant.build_args),
         }
         content_hash = _sha256(_HASH_JSON.encode(hash_doc))
         labels.update(base_labels(base))
         labels[LABEL_PREFIX + "content-hash"] = content_hash
-        if lock.text is not None and variant.packages:
-            labels[LABEL_PREFIX + "lock.sha256"] = _sha256(lock.text)
+        if lock_sha is not None and variant.packages:
+            labels[LABEL_PREFIX + "lock.sha256"] = lock_sha
         build_args = dict(variant.build_args)
         build_args["BASE_IMAGE"] = base.pull
         return RenderedImage(
@@ -210,12 +211,8 @@ class Renderer:
 def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
     """The variables every template gets (documented in images/README.md). Plain JSON values."""
     acc = variant.accelerator
-    os_name, os_version = split_os(variant.os)
-    system_python = SYSTEM_PYTHON.get(variant.os)
-    if is_mirror(base.reference):
-        base_default = symbolic_name(base.reference)
-    else:
-        base_default = f"{base.reference}@{base.digest}" if base.digest else base.reference
+    os_name, os_version, system_python = _os_facts(variant.os)
+    base_default, mirror, base_name = _base_facts(base.reference, base.digest)
     require_cuda = min_driver = None
     if acc.kind == "cuda" and acc.version:
         require_cuda, min_driver = _cuda_facts(acc.version)
@@ -223,7 +220,7 @@ def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
         "org.opencontainers.image.title": variant.id,
         "org.opencontainers.image.description": _describe(variant),
         "org.opencontainers.image.version": variant.framework.version if variant.framework.name != "none" else "",
-        label_names.BASE_NAME: qualify(symbolic_name(base.reference)),
+        label_names.BASE_NAME: base_name,
         LABEL_PREFIX + "variant": variant.id,
         LABEL_PREFIX + "matrix": variant.matrix,
         LABEL_PREFIX + "family": variant.family,
@@ -264,7 +261,7 @@ def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
         "base": {
             "reference": base.reference,
             "pinned": base.digest is not None,
-            "mirror": is_mirror(base.reference),
+            "mirror": mirror,
         },
         "base_default": base_default,
         "packages": list(variant.packages),
@@ -307,6 +304,23 @@ def base_labels(base: BaseImage) -> dict[str, str]:
             LABEL_PREFIX + "base.mirror-digest": base.digest,
         }
     return {label_names.BASE_DIGEST: base.digest}
+
+
+@functools.lru_cache(maxsize=256)
+def _os_facts(os_: str) -> tuple[str, str, str | None]:
+    """``(os_name, os_version, system Python or None)`` of a matrix ``os`` (asked once per OS, not per variant)."""
+    os_name, os_version = split_os(os_)
+    return os_name, os_version, SYSTEM_PYTHON.get(os_)
+
+
+@functools.lru_cache(maxsize=4096)
+def _base_facts(reference: str, digest: str | None) -> tuple[str, bool, str]:
+    """``(ARG BASE_IMAGE default, is a mirror base, fully qualified base.name label)`` of a
+    resolved base (module docstring: a mirror's default is its symbolic upstream name)."""
+    mirror = is_mirror(reference)
+    pinned = f"{reference}@{digest}" if digest else reference
+    default = symbolic_name(reference) if mirror else pinned
+    return default, mirror, qualify(symbolic_name(reference))
 
 
 @functools.lru_cache(maxsize=256)

@@ -171,6 +171,9 @@ def _splittable(tree: nodes.Template) -> bool:
 
 
 _MISSING = object()
+#: Public attribute names of a plain ``dict`` (``a.items`` is the method, never the key; names
+#: starting with ``_`` always take :func:`_value_at`).
+_DICT_ATTRS = frozenset(dir(dict))
 
 
 def _value_at(variables: Mapping[str, Any], path: Path) -> object:
@@ -198,10 +201,20 @@ class _Section:
     def key(self, variables: Mapping[str, Any]) -> tuple[object, ...]:
         """The values this section reads, as a dictionary key: strings as they are, other values
         as a 1-tuple of their ``repr`` (so ``"True"``, ``True`` and ``1`` differ, and lists and dicts,
-        whose ``repr`` is deterministic for the plain JSON values templates get, can be keys)."""
+        whose ``repr`` is deterministic for the plain JSON values templates get, can be keys).
+        The value of ``(name, (True, attr))`` on a plain ``dict`` is looked up inline (the same as
+        :func:`_value_at`, without a call: a section key is built about a dozen times a render)."""
         out: list[object] = []
         for p in self.paths:
-            v = variables.get(p[0], _MISSING) if len(p) == 1 else _value_at(variables, p)
+            n = len(p)
+            if n == 1:
+                v = variables.get(p[0], _MISSING)
+            elif n == 2 and p[1][0] and p[1][1] not in _DICT_ATTRS and p[1][1][:1] != "_":
+                v = variables.get(p[0], _MISSING)
+                # a missing key: the whole dict, as _value_at gives
+                v = v.get(p[1][1], v) if type(v) is dict else _value_at(variables, p)
+            else:
+                v = _value_at(variables, p)
             out.append(v if type(v) is str else (repr(v),))
         return tuple(out)
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 import pytest
 
-from builder import bases, matrix, render
+from builder import bases, matrix, render, templating
 from builder.templating import SECTION_PREFIX, SectionedTemplate, SectionLoader
 from tests.conftest import ROOT
 
@@ -170,6 +170,13 @@ def test_only_what_can_be_keyed_is_cached(tmp_path: Path) -> None:
     assert loop.render is not None and loop.key(one) == loop.key(dict(one))
     assert loop.key(one) != loop.key({**one, "labels": {"a": "2"}})
     assert loop.key(one) != loop.key({**one, "labels": {"a": "1", "items": "x"}})
+    # the inline look-up of `name.attr` reads what _value_at reads: the key's value, the whole dict
+    # when the key is missing or names a dict method, the value itself when it is not a dict
+    paths = (("d", (True, "key")), ("d", (True, "nope")), ("d", (True, "items")), ("d", (True, "__class__")))
+    probe = templating._Section("probe", loop.render, (*paths, ("n", (True, "x")), ("gone", (True, "x"))))
+    for variables in (one, {**one, "d": {"items": "i", "__class__": "c"}}, {**one, "d": "text"}):
+        want = [templating._value_at(variables, p) for p in probe.paths]
+        assert probe.key(variables) == tuple(v if type(v) is str else (repr(v),) for v in want)
     # True, 1 and "True" are three keys (True == 1 in Python; str(True) == "True")
     flag = next(s for s in child.sections if ("flag",) in s.paths and s.render is not None)
     assert len({flag.key({**one, "flag": value}) for value in (True, 1, "True")}) == 3
