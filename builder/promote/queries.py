@@ -63,9 +63,12 @@ def status(
     now = ctx.now()
     errors: dict[tuple[str, str], BuilderError] = {}
     pairs = [(t, s) for t in targets for s in names]
+    locs = [ctx.stage_location(t, s) for t, s in pairs]
+    for registry in dict.fromkeys(loc.registry for loc in locs):
+        ctx.client(registry)  # made before the workers share it: the injected factory need not be thread-safe
     # a repository with several rows: its tags listed once, so pointers, .sig/.att and fallback
     # referrers indexes that are not there are never asked for one by one
-    listed = TagLists(ctx, (ctx.stage_location(t, s) for t, s in pairs))
+    listed = TagLists(ctx, locs)
     reports: Once[tuple[str, str, str], PlaceRead] = Once()
     verdicts = VerdictCache.of(ctx)
 
@@ -81,9 +84,8 @@ def status(
 
         return reports.get((loc.registry, loc.repository, digest), read)
 
-    def one(pair: tuple[Target, str]) -> StatusRow:
-        t, stage = pair
-        loc = ctx.stage_location(t, stage)
+    def one(row: tuple[tuple[Target, str], Location]) -> StatusRow:
+        (t, stage), loc = row
         client = ctx.client(loc.registry)
         try:
             digest = (
@@ -110,10 +112,10 @@ def status(
 
     try:
         if len(pairs) <= 1 or workers <= 1:
-            rows = [one(p) for p in pairs]
+            rows = [one(r) for r in zip(pairs, locs, strict=True)]
         else:
             with ThreadPoolExecutor(max_workers=min(workers, len(pairs))) as pool:
-                rows = list(pool.map(one, pairs))
+                rows = list(pool.map(one, zip(pairs, locs, strict=True)))
     finally:
         verdicts.flush()  # what this run verified, for the next one (also when the registry went away)
     if rows and len(errors) == len(rows):

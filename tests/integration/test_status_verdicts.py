@@ -290,3 +290,25 @@ def test_a_verdict_others_could_have_planted_is_not_used(project: Project, plant
     rows, _ = project.status()
     row = next(r for r in rows if r.digest == edited)
     assert row.signatures == 0, _shown(rows)
+
+
+def test_two_runs_writing_at_once_keep_both_runs_verdicts(project: Project) -> None:
+    """Two runs over one cache directory, each verifying other digests, both having read the
+    repository's file before either writes it: the second write merges the first one's verdicts
+    (the file is read again), so a later status reads no layer blob at all."""
+    from builder.promote.evidence import read_place
+    from builder.promote.verdict_cache import VerdictCache
+
+    ctx, _ = project.context()
+    runs = [VerdictCache.of(ctx), VerdictCache.of(ctx)]
+    loc = ctx.stage_location(project.targets[0], "dev")
+    for run, digest in zip(runs, project.digests[:2], strict=True):
+        got = read_place(ctx, loc, digest, check_present=False, approvals=False, verdicts=run)
+        assert got is not None and any(i.ok for i in got.items)
+    assert all(r.misses and not r.hits for r in runs)
+    for run in runs:
+        run.flush()
+    _, warm = project.status()  # digests 0 and 1 answered from the file; digest 2 verified now
+    _, again = project.status()
+    # one listing; per row its pointer, .sig and .att; then only digest 2's record blob (none of 0's or 1's)
+    assert (warm, again) == (1 + 3 * 3 + 1, 1 + 3 * 3), (warm, again)
