@@ -30,7 +30,6 @@ import logging
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 import builder
@@ -123,6 +122,8 @@ def write_json(file: Path, doc: object) -> bool:
     directory cannot be written (nothing is left behind), True when written."""
     try:
         make_private_dirs(file.parent)
+        import tempfile  # only to write (tempfile pulls shutil, bz2, lzma, random: start-up, #19)
+
         fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.stem}-", suffix=".tmp")
     except OSError:
         return False

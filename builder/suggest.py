@@ -6,7 +6,6 @@ candidates scored by ``SequenceMatcher.ratio()`` at or above ``cutoff``, best fi
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,6 +18,8 @@ CUTOFF = 0.6
 def close_matches(word: str, candidates: Iterable[str], *, n: int = 5, cutoff: float = CUTOFF) -> list[str]:
     """Up to ``n`` of ``candidates`` that look like ``word`` (ratio >= ``cutoff``), best first;
     ``[]`` when none does."""
+    import difflib  # only when a name is not found (difflib and heapq: start-up, issue 19)
+
     return difflib.get_close_matches(word, list(candidates), n=n, cutoff=cutoff)
 
 

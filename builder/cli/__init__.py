@@ -8,6 +8,8 @@ Errors: every ``BuilderError`` is caught here (and only here) and turned into it
 
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib
 import json
 import os
@@ -155,7 +157,16 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the CLI, map errors to exit codes.
 
     With ``--json`` every failure, usage errors and bugs included, prints one JSON document
-    ``{"error": {...}}`` on stdout; human messages always go to stderr."""
+    ``{"error": {...}}`` on stdout; human messages always go to stderr.
+
+    ``argv`` None: the process's own command line (the ``builder`` script, ``python -m builder``).
+    Then the interpreter's closing cyclic garbage collection is skipped (``gc.freeze`` at exit,
+    https://docs.python.org/3/library/gc.html#gc.freeze): it walks every object of every imported
+    module only for the operating system to free the memory a moment later (25-80 ms of a 0.2 s
+    ``resolve``; issue 19). Files, locks and connections builder writes are closed by a ``with``
+    or explicitly before then; every atexit handler (logging, thread pools) still runs."""
+    if argv is None:
+        atexit.register(gc.freeze)
     args = sys.argv[1:] if argv is None else argv
     if os.environ.get(COMPLETE_VAR):  # shell completion (docs/commands.md): Click answers and exits
         cli.main(list(args), prog_name="builder", complete_var=COMPLETE_VAR)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import secrets
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -136,6 +135,8 @@ def output_lines(name: str, value: str) -> str:
     spans lines (the delimiter random, so no value can end the block early)."""
     if "\n" not in value and "\r" not in value:
         return f"{name}={value}\n"
+    import secrets  # only for a multi-line output
+
     delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
     return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
 

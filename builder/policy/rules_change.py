@@ -11,7 +11,6 @@ import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo
 
 from builder.policy.durations import format_duration, parse_time
 from builder.policy.evidence import BUILD_STAGE, Context
@@ -161,6 +160,8 @@ class FreezeRule(Rule):
     kind: str = dataclasses.field(default="freeze", init=False)
 
     def evaluate(self, ctx: Context) -> RuleResult:
+        from zoneinfo import ZoneInfo  # zoneinfo pulls sysconfig: only when a freeze rule is evaluated (#19)
+
         zone = ZoneInfo(self.timezone)
         local = ctx.now.astimezone(zone)
         for w in self.windows:

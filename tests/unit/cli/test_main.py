@@ -114,3 +114,25 @@ def test_an_error_document_into_a_closed_pipe_is_no_traceback(tmp_path: Path) ->
         os.close(write_end)
     assert proc.returncode == 16, proc.stderr  # the command's own error (no such key file), not a crash
     assert "Traceback" not in proc.stderr and "public key k.pub cannot be read" in proc.stderr
+
+
+def test_the_process_skips_the_closing_garbage_collection_and_in_process_runs_do_not(cli: Cli) -> None:
+    """``builder`` as a process freezes its objects at exit (the interpreter's closing cyclic
+    collection only walks memory the OS frees anyway); its atexit handlers still run. ``main`` called
+    in-process (this fixture, a library caller) leaves the caller's garbage collector alone."""
+    import gc
+
+    probe = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0, flush=True))\n"
+        "sys.argv = ['builder', '--version']\n"
+        "from builder.cli import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert f"builder, version {__version__}" in proc.stdout
+    assert "frozen at exit: True" in proc.stdout
+    before = gc.get_freeze_count()
+    cli("--version")
+    assert gc.get_freeze_count() == before
