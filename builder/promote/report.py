@@ -23,6 +23,7 @@ from builder.predicates import BENCHMARK_V1, DEVICE_CHECK_V1, TEST_RESULT_V1
 from builder.promote.evidence import read_place
 from builder.promote.queries import stage_histories
 from builder.promote.targets import resolve_targets, scope_of
+from builder.promote.verdict_cache import VerdictCache
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
@@ -247,45 +248,50 @@ def variant_report(
     out: list[StageReport] = []
     chosen = metric
     seen: dict[str, None] = {}  # metric names the digests' benchmarks have, in order
-    for h in stage_histories(ctx, target, stages, limit=limit):
-        if h.error is not None:
-            out.append(StageReport(h.stage, None, error=str(h.error.get("message"))))
-            continue
-        loc = ctx.stage_location(target, h.stage)
-        moves = [(r.time, r.digest) for r, _ in reversed(h.records)]  # oldest first
-        if not moves and h.digest:
-            moves = [("", h.digest)]
-        points: list[Point] = []
-        try:
-            for when, digest in moves:
-                report = read_place(ctx, loc, digest, check_present=False)
-                items = report.items if report is not None else ()
-                bench = _newest(items, BENCHMARK_V1, digest)
-                tests = _newest(items, TEST_RESULT_V1, digest)
-                dev = _newest(items, DEVICE_CHECK_V1, digest)
-                for m in (bench or {}).get("metrics") or []:
-                    if isinstance(m, Mapping) and isinstance(m.get("name"), str):
-                        seen.setdefault(m["name"])
-                name, value, unit = _metric(bench, chosen)
-                chosen = chosen or name
-                hw = class_text(hardware_of(bench), DEFAULT_SAME) if bench else None
-                points.append(
-                    Point(
-                        when,
-                        digest,
-                        str(dev.get("result")) if dev else None,
-                        str(tests.get("result")) if tests else None,
-                        value,
-                        unit,
-                        hw,
+    # the layers history just verified (its records) or an earlier run did are not read again
+    verdicts = VerdictCache.of(ctx)
+    try:
+        for h in stage_histories(ctx, target, stages, limit=limit):
+            if h.error is not None:
+                out.append(StageReport(h.stage, None, error=str(h.error.get("message"))))
+                continue
+            loc = ctx.stage_location(target, h.stage)
+            moves = [(r.time, r.digest) for r, _ in reversed(h.records)]  # oldest first
+            if not moves and h.digest:
+                moves = [("", h.digest)]
+            points: list[Point] = []
+            try:
+                for when, digest in moves:
+                    report = read_place(ctx, loc, digest, check_present=False, verdicts=verdicts)
+                    items = report.items if report is not None else ()
+                    bench = _newest(items, BENCHMARK_V1, digest)
+                    tests = _newest(items, TEST_RESULT_V1, digest)
+                    dev = _newest(items, DEVICE_CHECK_V1, digest)
+                    for m in (bench or {}).get("metrics") or []:
+                        if isinstance(m, Mapping) and isinstance(m.get("name"), str):
+                            seen.setdefault(m["name"])
+                    name, value, unit = _metric(bench, chosen)
+                    chosen = chosen or name
+                    hw = class_text(hardware_of(bench), DEFAULT_SAME) if bench else None
+                    points.append(
+                        Point(
+                            when,
+                            digest,
+                            str(dev.get("result")) if dev else None,
+                            str(tests.get("result")) if tests else None,
+                            value,
+                            unit,
+                            hw,
+                        )
                     )
-                )
-        except RegistryUnavailableError:
-            raise
-        except BuilderError as exc:
-            out.append(StageReport(h.stage, h.digest, tuple(points), exc.message))
-            continue
-        out.append(StageReport(h.stage, h.digest, tuple(points)))
+            except RegistryUnavailableError:
+                raise
+            except BuilderError as exc:
+                out.append(StageReport(h.stage, h.digest, tuple(points), exc.message))
+                continue
+            out.append(StageReport(h.stage, h.digest, tuple(points)))
+    finally:
+        verdicts.flush()
     if metric is not None and seen and metric not in seen:
         raise NotFoundError(
             f"no benchmark/v1 of {variant}'s digests has metric {metric!r}; they have: {', '.join(seen)}",

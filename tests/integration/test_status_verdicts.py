@@ -312,3 +312,21 @@ def test_two_runs_writing_at_once_keep_both_runs_verdicts(project: Project) -> N
     _, again = project.status()
     # one listing; per row its pointer, .sig and .att; then only digest 2's record blob (none of 0's or 1's)
     assert (warm, again) == (1 + 3 * 3 + 1, 1 + 3 * 3), (warm, again)
+
+
+def test_a_second_report_reads_no_layer_blob(project: Project) -> None:
+    """``builder report`` of a promoted variant reads its stage's history and each digest's evidence:
+    the layers verified by ``history`` (in the same run) or by an earlier report are answered from
+    the cache, so a second report reads only tags (pointer, ``.att`` for the chain, ``.sig``/``.att``
+    and the fallback referrers index for the evidence), not the record's blob again."""
+    from builder.promote.report import variant_report
+
+    def report() -> tuple[list[object], int]:
+        ctx, clients = project.context()
+        rep = variant_report(ctx, f"{project.registry}/{project.repo}:{project.targets[0].variant}", ["dev"])
+        return [s.to_json() for s in rep.stages], clients.sent
+
+    first, first_sent = report()
+    again, sent = report()
+    assert first == again and [p["digest"] for p in first[0]["points"]] == [project.digests[0]]  # type: ignore[index]
+    assert (first_sent, sent) == (sent + 1, 5), (first_sent, sent)
