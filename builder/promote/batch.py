@@ -16,7 +16,6 @@ from builder.errors import BuilderError, ConfigError
 from builder.models import SummaryRow
 from builder.promote.apply import batch_error, promote_many
 from builder.promote.model import UNSET, Applied, ExpectPrevious, Outcome, Plan, PromoteDocument, RollbackDocument
-from builder.promote.rollback import apply_rollback, plan_rollback
 from builder.promote.targets import resolve_targets, scope_of
 
 if TYPE_CHECKING:
@@ -159,6 +158,8 @@ def rollback_variant(
     """``builder rollback VARIANT --stage STAGE [--to DIGEST]``: plan (and with ``confirm`` apply) pointing
     ``stage`` back at a digest of its history for ``variant`` (a variant id or image reference).
     Raises what ``plan_rollback`` / ``apply_rollback`` raise."""
+    from builder.promote.rollback import apply_rollback, plan_rollback  # not on promote's start-up (#19)
+
     [target] = resolve_targets(scope_of(ctx), (variant,))
     plan = plan_rollback(ctx, target, stage, to=to, ticket=ticket)
     return RollbackResult(plan, apply_rollback(ctx, plan) if confirm else None)
