@@ -87,6 +87,24 @@ def approver_suffixes(ctx: PromotionContext) -> tuple[str, ...]:
     return tuple(approval_suffix(a.key.fingerprint) for a in ctx.policy.approvers if a.key.fingerprint)
 
 
+def _nothing_listed(ctx: PromotionContext, loc: Location, digest: str, listed: TagLists | None) -> bool:
+    """True when the batch's listing of ``loc``'s repository shows none of ``digest``'s evidence
+    tags (``.sig``, ``.att``, the approvers', the ``sha256-<hex>`` fallback referrers index) and the
+    registry is known to have no referrers API: ``loc`` then has no evidence of ``digest`` to read,
+    and the ``HEAD`` asking whether it holds the digest (issue 19: one request per cross-repository
+    promotion of a batch) answers only whether the copy can be skipped. Taking it as absent copies
+    again at worst (mounts of blobs it has and a ``PUT`` of a manifest it has: idempotent, OCI
+    distribution spec v1.1 "Pushing Manifests",
+    https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-manifests);
+    the decision is the same (no evidence either way). False without a listing or with a referrers
+    API (Sigstore bundles may refer to an untagged digest there)."""
+    tags = listed.tags(loc) if listed is not None else None
+    if tags is None or not lacks_referrers_api(ctx, loc.registry):
+        return False
+    names = [signature_tag(digest, sfx) for sfx in (SIG_SUFFIX, ATT_SUFFIX, *approver_suffixes(ctx))]
+    return not any(t in tags for t in (*names, fallback_tag(digest)))
+
+
 def read_place(
     ctx: PromotionContext,
     loc: Location,
@@ -191,6 +209,8 @@ def gather(
     show absent are not read)."""
 
     def read(i: int, loc: Location) -> PlaceRead | BuilderError | None:
+        if i > 0 and _nothing_listed(ctx, loc, digest, listed):
+            return None  # read as "does not hold the digest": the only difference is a copy made again
         try:
             return read_place(
                 ctx,

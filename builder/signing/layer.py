@@ -487,6 +487,14 @@ def put_signature_config(client: RegistryClient, repository: str, *, again: bool
     return fut.result()
 
 
+def _config_uploaded(client: RegistryClient, repository: str) -> bool:
+    """Whether ``put_signature_config`` finished uploading the shared config into ``repository``
+    through ``client`` (a pending or failed upload: False)."""
+    with _CONFIG_LOCK:
+        fut = _CONFIG_UPLOADS.get(client, {}).get(repository)
+    return fut is not None and fut.done() and fut.exception() is None
+
+
 def _put_blobs(client: RegistryClient, repository: str, blobs: Sequence[bytes], *, again: bool = False) -> None:
     """Upload small blobs concurrently (one thread each; the client is thread-safe), the shared
     config through ``put_signature_config``. No HEAD first: re-uploading a few hundred bytes costs
@@ -497,6 +505,8 @@ def _put_blobs(client: RegistryClient, repository: str, blobs: Sequence[bytes], 
             return put_signature_config(client, repository, again=again)
         return client.put_blob(repository, blob)
 
+    if not again:  # the shared config this client already uploaded there: no thread started for it
+        blobs = [b for b in blobs if b != SIGNATURE_CONFIG or not _config_uploaded(client, repository)]
     if not blobs:
         return
     if len(blobs) == 1:

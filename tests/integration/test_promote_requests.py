@@ -26,7 +26,7 @@ from builder.promote import (
     stage_histories,
     status,
 )
-from builder.registry import RegistryClient, client_for
+from builder.registry import RegistryClient, client_for, copy_image
 from builder.signing.layer import signature_tag
 from builder.signing.sign import sign_image
 from tests.integration.test_promote_support import Keys, make_keys, push_image, tar_layer
@@ -203,8 +203,34 @@ def test_a_batch_mounts_each_shared_blob_once(setup: Setup) -> None:
     # each variant would mount it again without the per-client memory; the batch mounts it once (-2),
     # and so the .sig/.att config, one blob for every such manifest (-2).
     # The batch also lists its two repositories once (+2), which answers for each variant that the
-    # source has no fallback referrers index and the stage pointer does not exist yet (-2 each)
-    assert clients.sent == 3 * single - 2 - 2 + 2 - 3 * 2, (clients.sent, single)
+    # source has no fallback referrers index and the stage pointer does not exist yet (-2 each),
+    # and that the destination holds none of the digest's evidence tags on a registry without the
+    # referrers API (known since `single`): no HEAD asks whether rel/<repo> holds the digest (-1 each;
+    # taken as absent, the copy is made: what the HEAD would have found)
+    assert clients.sent == 3 * single - 2 - 2 + 2 - 3 * 2 - 3, (clients.sent, single)
+
+
+def test_a_batch_copies_again_a_digest_the_destination_holds_untagged(setup: Setup) -> None:
+    """The batch does not ask whether the destination holds a digest whose evidence tags its listing
+    does not show: a digest already there by digest alone (no tag, no evidence) is copied again
+    (idempotent mounts and manifest PUT) and promoted with its record and signature."""
+    targets = []
+    for i in range(2):
+        target, digest = setup.build(f"reqs-untagged-{i}")
+        setup.promote(target, "dev")
+        targets.append((target, digest))
+    held = targets[0][1]
+    copy_image(setup.client, setup.repo, held, setup.client, f"rel/{setup.repo}")  # by digest, untagged
+    ctx, _ = setup.context()
+    outcomes = promote_many(ctx, [t for t, _ in targets], "rel", confirm=True)
+    assert all(o.ok for o in outcomes), [o.to_json() for o in outcomes]
+    for target, digest in targets:
+        assert setup.client.resolve(f"rel/{setup.repo}", f"{target.variant}-rel") == digest
+        sig = setup.client.get_manifest(f"rel/{setup.repo}", signature_tag(digest, ".sig"))
+        assert len(sig.json["layers"]) == 2  # the build's signature copied, ours of the copy
+    ctx, _ = setup.context()
+    [(again, _)] = [t for t in targets if t[1] == held]
+    assert plan_promotion(ctx, again, "rel").decision.allowed  # its evidence there reads back and verifies
 
 
 def test_a_batch_lists_its_repository_once_instead_of_asking_for_absent_tags(setup: Setup) -> None:
