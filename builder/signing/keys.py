@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 import os
 from typing import TYPE_CHECKING
 
@@ -68,15 +69,17 @@ class KeyPairSigner:
     source: str = ""
     kind: str = "key"
 
-    @property
+    # derived once per signer (a batch asks for the fingerprint several times per promotion:
+    # each was a public-key derivation, a DER encoding and a SHA-256)
+    @functools.cached_property
     def public_key(self) -> ec.EllipticCurvePublicKey:
         return self.private_key.public_key()
 
-    @property
+    @functools.cached_property
     def public_key_pem(self) -> str:
         return public_pem(self.public_key)
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
         return fingerprint_of(self.public_key)
 
