@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Protocol
@@ -330,6 +331,27 @@ def test_check_renders_api_raises_with_a_unified_diff(tmp_path: Path) -> None:
     assert err.value.details["stale"] == ["tiny/tiny-cpu-py3.11-debian12.Dockerfile"]
     assert render.write_renders(tmp_path, rendered).changed == ("tiny/tiny-cpu-py3.11-debian12.Dockerfile",)
     assert not render.check_renders(tmp_path, rendered).stale
+
+
+def test_render_files_are_written_and_compared_as_bytes(tmp_path: Path) -> None:
+    """The os.open/os.write path: the file holds the UTF-8 text, gets 0666 less the umask (as
+    open() gives), a longer old file is truncated, and a file whose bytes are not the render's
+    (invalid UTF-8 that decodes to the same replacement text) is rewritten, not called unchanged."""
+    r = _render("tiny-cpu-py3.11-debian12")
+    target = tmp_path / "tiny" / "tiny-cpu-py3.11-debian12.Dockerfile"
+    old_umask = os.umask(0o027)
+    try:
+        assert render.write_renders(tmp_path, [r]).added == ("tiny/tiny-cpu-py3.11-debian12.Dockerfile",)
+    finally:
+        os.umask(old_umask)
+    assert target.read_bytes() == r.dockerfile.encode() and stat.S_IMODE(target.stat().st_mode) == 0o640
+    target.write_bytes(r.dockerfile.encode() + b"# a longer file than the render\n" * 100)
+    assert render.write_renders(tmp_path, [r]).changed and target.read_bytes() == r.dockerfile.encode()
+    target.write_bytes(r.dockerfile.encode() + b"\xff")
+    with_replacement = dataclasses.replace(r, dockerfile=r.dockerfile + "\ufffd")
+    report = render.write_renders(tmp_path, [with_replacement])
+    assert report.changed and target.read_bytes() == with_replacement.dockerfile.encode()
+    assert render.write_renders(tmp_path, [with_replacement]).unchanged == 1
 
 
 def test_demo_cuda_image_declares_no_gpu_kernels_and_checks_do_not_claim_coverage() -> None:
