@@ -404,36 +404,8 @@ def render_files(rendered: Iterable[RenderedImage]) -> dict[str, str]:
     return {f"{r.variant.matrix}/{r.variant.id}{RENDER_SUFFIX}": r.dockerfile for r in rendered}
 
 
-#: ``os.open`` flags of a render file written in place (as ``open(path, "wb")``: mode 0666 less the umask).
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-
-
 def _encoded(texts: Mapping[str, str]) -> dict[str, bytes]:
     return {rel: text.encode("utf-8") for rel, text in texts.items()}
-
-
-def _read(path: str) -> bytes:
-    """A render file's bytes: ``os.open``/``os.read`` (no buffered file object and its ``fstat``
-    per file; 10,000 files are read on every re-render)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _write(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` (created or truncated) with three system calls. Raises OSError."""
-    fd = os.open(path, _WRITE_FLAGS, 0o666)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
 
 
 def _render_entries(matrix_dir: str) -> list[str]:
@@ -452,11 +424,13 @@ def _render_entries(matrix_dir: str) -> list[str]:
 
 
 def _existing(out_dir: Path, matrices: Iterable[str]) -> dict[str, bytes]:
+    from builder.outputs import read_bytes
+
     found: dict[str, bytes] = {}
     for m in matrices:
         d = os.path.join(out_dir, m)
         for name in _render_entries(d):
-            found[f"{m}/{name}"] = _read(os.path.join(d, name))
+            found[f"{m}/{name}"] = read_bytes(os.path.join(d, name))
     return found
 
 
@@ -544,10 +518,12 @@ class RenderOutcome:
 
 def _compare(out_dir: Path, wanted: Mapping[str, bytes], matrices: Iterable[str], prune: bool) -> RenderReport:
     """Compare by content, as bytes (a re-render that changes nothing writes nothing), not by time stamps."""
+    from builder.outputs import read_bytes
+
     if prune:
         existing = _existing(out_dir, matrices)
     else:
-        existing = {k: _read(p) for k in wanted if os.path.isfile(p := os.path.join(out_dir, k))}
+        existing = {k: read_bytes(p) for k in wanted if os.path.isfile(p := os.path.join(out_dir, k))}
     changed = tuple(sorted(k for k in wanted if k in existing and existing[k] != wanted[k]))
     added = tuple(sorted(k for k in wanted if k not in existing))
     removed = tuple(sorted(k for k in existing if k not in wanted)) if prune else ()
@@ -572,7 +548,7 @@ def write_renders(
     Raises NotFoundError (exit 8) naming the file that cannot be written."""
     import shutil
 
-    from builder.outputs import cannot_write
+    from builder.outputs import cannot_write, write_bytes
 
     wanted = _encoded(render_files(rendered))
     matrices = _matrix_dirs(out_dir, rendered, every_matrix and prune)
@@ -585,7 +561,7 @@ def write_renders(
             if folder not in made:
                 os.makedirs(folder, exist_ok=True)
                 made.add(folder)
-            _write(path, wanted[rel])
+            write_bytes(path, wanted[rel])
         except OSError as exc:
             raise cannot_write(Path(path), exc, "--out (render_dir)") from exc
     for rel in report.removed:
