@@ -33,11 +33,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from builder.cachefile import code_stamp, read_private, write_json
 from builder.policy.inputs import read_policy_text, unchanged
+from builder.policy.rules import Rule
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
+    from builder.policy.evidence import Context
     from builder.policy.model import Policy
+    from builder.policy.results import RuleResult
 
 #: Bumped when the stored shape changes.
 CACHE_SCHEMA = 1
@@ -94,7 +97,7 @@ def cached_policy(path: Path, variables: Mapping[str, str], cache_dir: Path | No
     if cache_dir is None:
         return _load(path, text, variables)[0]
     file = cache_dir / f"policy-{cache_key(path, text, variables)}.json"
-    found = _read(file)
+    found = _read(file, lambda: _load(path, text, variables)[0])
     if found is not None:
         return found
     policy, inputs = _load(path, text, variables)
@@ -126,9 +129,11 @@ def _load(path: Path, text: str, variables: Mapping[str, str]) -> tuple[Policy, 
     return policy, inputs.to_json()
 
 
-def _read(file: Path) -> Policy | None:
+def _read(file: Path, reload: Callable[[], Policy]) -> Policy | None:
     """The cached policy, or None when there is no usable file (missing, another schema, another
-    shape, an input that changed since, or a file others could have written: then it is loaded again)."""
+    shape, an input that changed since, or a file others could have written: then it is loaded again).
+    Each stage's ``require`` rule is decoded on first use (:class:`StoredRule`; ``reload`` loads
+    the policy from its file should that stored rule not decode)."""
     data = read_private(file, file.parent)
     try:
         doc = json.loads(data) if data is not None else None
@@ -137,7 +142,7 @@ def _read(file: Path) -> Policy | None:
     if not isinstance(doc, dict) or doc.get("schema") != CACHE_SCHEMA or not unchanged(doc.get("inputs")):
         return None
     try:
-        policy = decode(doc["policy"])
+        policy = decode(doc["policy"], lambda name, stored: StoredRule(stored, lambda: reload().stage(name).require))
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     from builder.policy.model import Policy
@@ -168,21 +173,31 @@ def encode(value: object) -> object:
     raise TypeError(f"cannot store a {type(value).__qualname__} in the policy cache")
 
 
-def decode(value: object) -> object:
-    """The value :func:`encode` gave ``value`` for. Raises TypeError / ValueError / KeyError for
-    another shape (a class not in :data:`CLASSES` included)."""
+def decode(value: object, defer: Callable[[str, object], Rule] | None = None) -> object:
+    """The value :func:`encode` gave ``value`` for. ``defer(stage_name, stored)``, when given,
+    makes the ``require`` rule of each ``Stage`` from its stored form instead of decoding it (the
+    cache's :class:`StoredRule`). Raises TypeError / ValueError / KeyError for another shape (a
+    class not in :data:`CLASSES` included)."""
     if isinstance(value, list):
-        return [decode(v) for v in value]
+        return [decode(v, defer) for v in value]
     if not isinstance(value, dict):
         return value
     if value.keys() == {"class", "fields"}:
         name, fields = value["class"], value["fields"]
         if not isinstance(name, str) or name not in CLASSES or not isinstance(fields, dict):
             raise TypeError(f"not a policy class: {name!r}")
-        return _class(name)(**{k: decode(v) for k, v in fields.items()})
+        if defer is not None and name == "Stage":
+            stage, stored = fields["name"], fields["require"]
+            if not isinstance(stage, str) or not _stored_rule_shape(stored):
+                raise TypeError(f"not a stored stage rule: {stored!r}")
+            args = {k: defer(stage, v) if k == "require" else decode(v, defer) for k, v in fields.items()}
+            return _class(name)(**args)
+        return _class(name)(**{k: decode(v, defer) for k, v in fields.items()})
     if len(value) != 1:
         raise ValueError(f"a tagged value has one key, not {sorted(value)}")
     ((tag, body),) = value.items()
+    if tag == "tuple" and isinstance(body, list):
+        return tuple(decode(v, defer) for v in body)
     read = _DECODERS.get(tag)
     if read is None:
         raise ValueError(f"unknown tag {tag!r}")
@@ -208,3 +223,66 @@ _DECODERS: dict[str, Callable[[Any], object]] = {
 
 def _class(name: str) -> type:
     return cast("type", getattr(importlib.import_module(f"builder.policy.{CLASSES[name]}"), name))
+
+
+def _stored_rule_shape(value: object) -> bool:
+    """Whether ``value`` is shaped like a stored rule (a tagged policy class whose name is in
+    :data:`CLASSES`); what the class's constructor says of its fields is known when it is decoded."""
+    return (
+        isinstance(value, dict)
+        and value.keys() == {"class", "fields"}
+        and value["class"] in CLASSES
+        and isinstance(value["fields"], dict)
+    )
+
+
+class StoredRule(Rule):
+    """A stage's ``require`` rule as the cache stored it, decoded on first use: a command that
+    uses one stage (``resolve``, ``promote --to``) builds only that stage's rules and imports only
+    their modules. It behaves as the decoded rule (``evaluate``, ``walk``, ``kind``, ``location``;
+    equal to and hashed as it). Read after the cache file's inputs were checked (key files, key
+    globs, fleet files), from the same document; should the stored form not decode (a damaged
+    file), the rule comes from ``reload`` (the policy loaded from its file) instead. Raises what
+    ``reload`` raises (PolicyError, NotFoundError)."""
+
+    def __init__(self, stored: object, reload: Callable[[], Rule]) -> None:  # no dataclass fields of its own
+        object.__setattr__(self, "_stored", stored)
+        object.__setattr__(self, "_reload", reload)
+        object.__setattr__(self, "_rule", None)
+
+    def rule(self) -> Rule:
+        """The decoded rule (decoded once)."""
+        rule = cast("Rule | None", self.__dict__["_rule"])
+        if rule is None:
+            try:
+                decoded = decode(self.__dict__["_stored"])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                decoded = None
+            rule = decoded if isinstance(decoded, Rule) else cast("Callable[[], Rule]", self.__dict__["_reload"])()
+            object.__setattr__(self, "_rule", rule)
+        return rule
+
+    @property
+    def location(self) -> str:
+        return self.rule().location
+
+    @property
+    def kind(self) -> str:
+        return self.rule().kind
+
+    def evaluate(self, ctx: Context) -> RuleResult:
+        return self.rule().evaluate(ctx)
+
+    def walk(self) -> Iterator[Rule]:
+        return self.rule().walk()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StoredRule):
+            other = other.rule()
+        return self.rule() == other
+
+    def __hash__(self) -> int:
+        return hash(self.rule())
+
+    def __repr__(self) -> str:
+        return repr(self.rule())

@@ -10,7 +10,6 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 from builder.errors import NotFoundError
-from builder.policy.rules_evidence import FleetRule
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -122,4 +121,6 @@ class Policy:
     def fleets(self, stage: str) -> tuple[str, ...]:
         """The fleet files (resolved paths) the rules of ``stage`` name, each once, in rule order.
         Raises NotFoundError for an unknown stage."""
+        from builder.policy.rules_evidence import FleetRule  # the evidence rules: imported with a stage's rules
+
         return tuple(dict.fromkeys(r.fleet for r in self.stage(stage).require.walk() if isinstance(r, FleetRule)))

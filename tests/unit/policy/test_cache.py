@@ -17,7 +17,7 @@ import pytest
 
 from builder.errors import PolicyError
 from builder.policy import Policy, Rule, load_policy
-from builder.policy.cache import CLASSES, cached_policy, decode, encode
+from builder.policy.cache import CLASSES, StoredRule, cached_policy, decode, encode
 from builder.predicates import SLSA_PROVENANCE_V1
 from builder.signing.keys import generate_key_pair
 from tests.unit.policy.support import POLICY, ROOT, Keys, write
@@ -111,7 +111,8 @@ def test_every_rule_class_can_be_stored() -> None:
         cls = kinds.pop()
         seen.add(cls)
         kinds.extend(cls.__subclasses__())
-    missing = sorted(c.__name__ for c in seen - {Rule} if c.__module__.startswith("builder.policy."))
+    # StoredRule is the cache's own stand-in for a stored rule, never stored itself
+    missing = sorted(c.__name__ for c in seen - {Rule, StoredRule} if c.__module__.startswith("builder.policy."))
     assert [m for m in missing if m not in CLASSES] == []
 
 
@@ -142,6 +143,55 @@ def _runners(policy: Policy) -> set[str]:
 def _build(policy: Policy) -> set[str | None]:
     (build,) = [s for s in policy.keysets if s.name == "build"]
     return {k.fingerprint for k in build.keys}
+
+
+def test_a_hit_builds_only_the_rules_of_the_stage_it_uses(
+    every_rule: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    path, variables = every_rule
+    cache = tmp_path / "cache"
+    loaded = load_policy(path, variables)
+    cached_policy(path, variables, cache)
+    code = textwrap.dedent(f"""\
+        import sys
+        from pathlib import Path
+        from builder.policy.cache import cached_policy
+        p = cached_policy(Path({str(path)!r}), {variables!r}, Path({str(cache)!r}))
+        before = set(sys.modules)
+        kinds = [r.kind for r in p.stage("prod").require.walk()]
+        print(" ".join(sorted(before)))
+        print(" ".join(kinds))
+        """)
+    modules, kinds = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    # prod's rules (approvals, change ticket, soak, freeze) and dev's evidence rules: not built on reading the file
+    for module in ("builder.policy.rules_change", "builder.policy.rules_evidence", "builder.policy.rules_benchmark"):
+        assert module not in modules.split(), module
+    assert kinds.split() == [r.kind for r in loaded.stage("prod").require.walk()]
+    assert kinds.split()[:3] == ["any_of", "approvals", "change_ticket"]
+
+
+def test_a_stored_stage_rule_that_does_not_decode_is_loaded_again(
+    every_rule: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    path, variables = every_rule
+    cache = tmp_path / "cache"
+    loaded = load_policy(path, variables)
+    cached_policy(path, variables, cache)
+    (file,) = cache.glob("policy-*.json")
+    doc = json.loads(file.read_text())
+    (prod,) = [s for s in doc["policy"]["fields"]["stages"]["tuple"] if s["fields"]["name"] == "prod"]
+    prod["fields"]["require"]["fields"]["rules"] = {"tuple": []}  # an empty any_of: its constructor refuses it
+    file.write_text(json.dumps(doc))
+    policy = cached_policy(path, variables, cache)
+    assert isinstance(policy.stage("prod").require, StoredRule)
+    assert policy.stage("prod").require.kind == "any_of"
+    assert policy == loaded
+    prod["fields"]["require"] = {"class": "Popen", "fields": {"args": "true"}}  # not a policy class: a miss at once
+    file.write_text(json.dumps(doc))
+    assert not isinstance(cached_policy(path, variables, cache).stage("prod").require, StoredRule)
+    assert cached_policy(path, variables, cache) == loaded
 
 
 def test_a_replaced_key_file_is_seen(tmp_path: Path, keys: Keys) -> None:
@@ -331,4 +381,3 @@ def test_the_fleet_file_validated_is_the_one_hashed(
     fleet.write_text("clusters: [[not a cluster\n")  # as it was hashed: no entry may say it is valid
     with pytest.raises(PolicyError, match="fleet file"):
         cached_policy(path, variables, tmp_path / "cache")
-
