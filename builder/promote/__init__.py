@@ -9,7 +9,8 @@ referrers travel byte for byte, and the destination digest is verified equal.
 
 Modules, by concern:
 
-- ``model``: the frozen values (Location, Target, PromotionRecord, Plan, Applied, Outcome, ...)
+- ``model``: the frozen values (PromotionRecord, Plan, Applied, Outcome, ...)
+- ``location``: where a stage keeps a variant and what is promoted (Location, Target), the clock
 - ``context``: ``PromotionContext`` (policy, injected registry clients, locks, ledger, signer)
 - ``pool``: the shared worker pool for parallel registry calls
 - ``evidence``: signatures, attestations and fleet verdicts read for a decision
@@ -48,21 +49,19 @@ if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
     from builder.promote.context import LOCK_FILE_MODE, ClientFactory, PromotionContext, open_context
     from builder.promote.evidence import gather_evidence, keyless_identity
     from builder.promote.fleets import ImageNeeds, cluster_reason, compat_fleet_checker, image_requirements
+    from builder.promote.location import Location, Target, utcnow
     from builder.promote.model import (
         UNSET,
         Applied,
         CopyCounts,
         FleetChecker,
-        Location,
         Outcome,
         Plan,
         PointerTrust,
         PromotionRecord,
         StageHistory,
         StatusRow,
-        Target,
         fmt_time,
-        utcnow,
     )
     from builder.promote.plan import plan_promotion
     from builder.promote.queries import (
@@ -102,7 +101,7 @@ _EXPORTS: dict[str, str] = {
     "FleetChecker": "model",
     "ImageNeeds": "fleets",
     "LOCK_FILE_MODE": "context",
-    "Location": "model",
+    "Location": "location",
     "Outcome": "model",
     "Plan": "model",
     "PointerTrust": "model",
@@ -114,7 +113,7 @@ _EXPORTS: dict[str, str] = {
     "StageHistory": "model",
     "StatusReport": "queries",
     "StatusRow": "model",
-    "Target": "model",
+    "Target": "location",
     "TargetScope": "targets",
     "UNSET": "model",
     "UnknownVariantError": "targets",
@@ -148,7 +147,7 @@ _EXPORTS: dict[str, str] = {
     "stage_histories": "queries",
     "status": "queries",
     "status_report": "queries",
-    "utcnow": "model",
+    "utcnow": "location",
     "variant_history": "queries",
 }
 

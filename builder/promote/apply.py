@@ -40,11 +40,9 @@ from builder.promote.model import (
     Applied,
     CopyCounts,
     ExpectPrevious,
-    Location,
     Outcome,
     Plan,
     PromotionRecord,
-    Target,
     Unset,
     fmt_time,
     short_signer,
@@ -72,6 +70,7 @@ if TYPE_CHECKING:
 
     from builder.policy import Decision, RuleResult
     from builder.promote.context import PromotionContext
+    from builder.promote.location import Location, Target
     from builder.promote.plan import Source
     from builder.registry import RegistryClient
     from builder.signing.signer import Signer

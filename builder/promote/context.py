@@ -21,7 +21,7 @@ from builder.config import repository_path
 from builder.errors import BuilderError, NotFoundError
 from builder.policy import BUILD_STAGE, KeySet, Policy
 from builder.policy.cache import cached_policy
-from builder.promote.model import FleetChecker, Location, PromotionRecord, Target, short_signer, utcnow
+from builder.promote.location import Location, Target, utcnow
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from builder.ledger import Ledger
     from builder.policy.validation import PolicyValidation
     from builder.promote.gitref import PointerRefs
+    from builder.promote.model import FleetChecker, PromotionRecord
     from builder.registry import RegistryClient
     from builder.signing.keys import PublicKey
     from builder.signing.signer import Signer
@@ -132,6 +133,8 @@ class PromotionContext:
         if name:
             return name
         sets = [s.name for s in self.policy.keysets if any(k.fingerprint == fp for k in s.keys)]
+        from builder.promote.model import short_signer  # the records' module: not for a resolve
+
         return sets[0] if sets else short_signer(fp)
 
     def stage_location(self, target: Target, stage: str) -> Location:

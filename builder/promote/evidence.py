@@ -28,7 +28,7 @@ from builder.signing.verify import verify_layer
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
     from builder.promote.listing import TagLists
-    from builder.promote.model import Location
+    from builder.promote.location import Location
     from builder.promote.verdict_cache import VerdictCache
     from builder.registry import Manifest
     from builder.signing.report import VerifiedItem

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from builder.promote.context import PromotionContext
-    from builder.promote.model import Target
+    from builder.promote.location import Target
     from builder.registry import Descriptor, Manifest, RegistryClient
 
 PENDING_PREFIX = "pending-"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from typing_extensions import TypedDict
 
 from builder.errors import BuilderError, LedgerError
-from builder.promote.model import Location
+from builder.promote.location import Location
 from builder.promote.pool import map_parallel
 from builder.promote.records import records_on
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from builder.promote.context import PromotionContext
-    from builder.promote.model import Location
+    from builder.promote.location import Location
 
 
 class TagLists:

@@ -1,5 +1,6 @@
-"""The promotion's values: where a stage keeps a variant, what is promoted, the ``promotion/v1``
-record, plans, applied promotions, batch outcomes, status rows and history entries.
+"""The promotion's values: the ``promotion/v1`` record, plans, applied promotions, batch outcomes,
+status rows and history entries; where a stage keeps a variant and what is promoted
+(``Location``, ``Target``) and the clock (``utcnow``) are ``builder.promote.location``'s, named here too.
 
 All frozen; ``to_json()`` gives the ``--json`` document shapes (docs/promotion.md).
 """
@@ -20,6 +21,7 @@ from builder.policy.results import DecisionDocument
 from builder.promote.changes import ChangesDocument, PlanChanges
 
 if TYPE_CHECKING:
+    from builder.promote.location import Location, Target
     from builder.registry import CopyStats, Manifest, RegistryClient
 
 FleetChecker = Callable[["RegistryClient", str, str, str], list[FleetEvidence]]
@@ -47,11 +49,6 @@ def parse_expect_previous(text: str | None) -> ExpectPrevious:
     return None if text == "none" else text
 
 
-def utcnow() -> dt.datetime:
-    """The current time, timezone-aware UTC."""
-    return dt.datetime.now(dt.UTC)
-
-
 def fmt_time(t: dt.datetime) -> str:
     """RFC 3339 UTC with microseconds (records written in one second stay ordered)."""
     return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -76,48 +73,6 @@ def short_signer(signer: str | None) -> str:
     if not signer:
         return "unknown signer"
     return short_fingerprint(signer)
-
-
-@dataclasses.dataclass(frozen=True)
-class Location:
-    """``registry/repository[:tag]``."""
-
-    registry: str
-    repository: str
-    tag: str | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.registry}/{self.repository}"
-
-    def __str__(self) -> str:
-        return self.name + (f":{self.tag}" if self.tag else "")
-
-    def pinned(self, digest: str) -> str:
-        return f"{self.name}@{digest}"
-
-    @property
-    def pointer_tag(self) -> str:
-        """The tag of a stage pointer or variant tag. Raises ValueError for a location without one."""
-        if self.tag is None:
-            raise ValueError(f"{self} names no tag")
-        return self.tag
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """What to promote: a variant id and its matrix repository (relative to ``registry``), or an
-    explicit reference (``digest`` pinned, or ``tag`` to resolve) in that repository."""
-
-    variant: str
-    repository: str
-    registry: str
-    tag: str | None = None
-    digest: str | None = None
-
-    @property
-    def explicit(self) -> bool:
-        return self.tag is not None or self.digest is not None
 
 
 class PromotionDecision(TypedDict):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from builder.policy import BUILD_STAGE, Decision, RuleResult, evaluate
 from builder.promote.evidence import gather, with_baseline
-from builder.promote.model import UNSET, Location, Plan, PointerTrust, Target
+from builder.promote.model import UNSET, Plan, PointerTrust
 from builder.promote.pool import Task
 from builder.promote.records import pointer_trust
 from builder.signing.layer import ATT_SUFFIX
@@ -20,6 +20,7 @@ from builder.signing.layer import ATT_SUFFIX
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
     from builder.promote.listing import TagLists
+    from builder.promote.location import Location, Target
     from builder.registry import Manifest
 
 

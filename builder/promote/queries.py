@@ -21,14 +21,7 @@ from builder.errors import (
 )
 from builder.promote.evidence import PlaceRead, read_place
 from builder.promote.listing import TagLists
-from builder.promote.model import (
-    HistoryDocument,
-    Location,
-    StageHistory,
-    StatusDocument,
-    StatusRow,
-    Target,
-)
+from builder.promote.model import HistoryDocument, StageHistory, StatusDocument, StatusRow
 from builder.promote.pool import Once
 from builder.promote.records import chain, pointer_trust
 from builder.promote.targets import resolve_targets, scope_of
@@ -39,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from builder.promote.context import PromotionContext
+    from builder.promote.location import Location, Target
 
 
 def check_stages(ctx: PromotionContext, stages: Sequence[str]) -> None:

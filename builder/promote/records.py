@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from builder.errors import NotFoundError
 from builder.predicates import PROMOTION_V1
 from builder.promote.evidence import keyless_identity
-from builder.promote.model import UNSET, Location, PointerTrust, PromotionRecord, Target, Unset, short_signer
+from builder.promote.model import UNSET, PointerTrust, PromotionRecord, Unset, short_signer
 from builder.promote.pool import map_parallel
 from builder.registry.reference import canonical_reference
 from builder.signing.layer import ATT_SUFFIX, PREDICATE_TYPE_ANNOTATION, signature_tag
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import datetime as dt
 
     from builder.promote.context import PromotionContext
+    from builder.promote.location import Location, Target
     from builder.promote.verdict_cache import VerdictCache
     from builder.registry import Manifest
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from builder.promote.model import UNSET, Location, Unset
+from builder.promote.model import UNSET, Unset
 from builder.registry import OCI_INDEX, fallback_tag
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
+    from builder.promote.location import Location
     from builder.registry import Descriptor, Manifest
 
 KNOWN_REFERRER_TYPES = (

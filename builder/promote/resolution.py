@@ -24,7 +24,8 @@ from builder.promote.targets import resolve_targets, scope_of
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
-    from builder.promote.model import ResolveDocument, Target
+    from builder.promote.location import Target
+    from builder.promote.model import ResolveDocument
 
 
 def resolve(

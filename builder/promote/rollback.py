@@ -27,13 +27,14 @@ from builder.errors import ConfigError, NotFoundError, PolicyDeniedError, Verifi
 from builder.policy import Decision, RuleResult
 from builder.predicates import PROMOTION_V1
 from builder.promote.apply import conflict, ledger_row, mark_replaced, new_record, require_signer, shared_swap
-from builder.promote.model import Applied, CopyCounts, Plan, Target, short_signer
+from builder.promote.model import Applied, CopyCounts, Plan, short_signer
 from builder.promote.records import chain, pointer_trust
 from builder.signing.attest import attest_image
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
-    from builder.promote.model import Location, PromotionRecord
+    from builder.promote.location import Location, Target
+    from builder.promote.model import PromotionRecord
 
 DIGEST_RE = re.compile(r"sha256:[a-f0-9]{64}")
 """A digest ``--to`` accepts (the sha256 digests the OCI image spec names:

@@ -24,7 +24,7 @@ from builder.config import repository_path
 from builder.errors import ConfigError, NotFoundError, RegistryError
 from builder.labels import own
 from builder.labels import read as read_label
-from builder.promote.model import Target
+from builder.promote.location import Target
 from builder.registry import Reference, image_config, parse_reference
 from builder.selection import check_variant_id, looks_like_variant_id, select, variant_reference
 

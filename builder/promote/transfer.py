@@ -19,7 +19,7 @@ from filelock import FileLock
 
 from builder.promote.context import LOCK_FILE_MODE, PromotionContext
 from builder.promote.evidence import approver_suffixes
-from builder.promote.model import UNSET, Location, Unset
+from builder.promote.model import UNSET, Unset
 from builder.promote.pool import map_parallel, parallel
 from builder.promote.referrers import INDEX_KEY, copyable, referrers
 from builder.registry import CopyStats, copy_image, put_manifest_repairing
@@ -37,6 +37,7 @@ from builder.signing.layer import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from builder.promote.location import Location
     from builder.registry import Descriptor, Manifest
 
 _COUNTERS = ("mounted", "present", "copied", "copied_bytes", "manifests")

@@ -219,7 +219,10 @@ NOT_VERDICT_JUDGES = {
         ("builder.ledger", "builder.policy", "builder.policy.cache", "builder.policy.validation"),
         "promote/context.py opens a promotion: not a verdict",
     ),
-    **dict.fromkeys(("builder.promote.gitref", "builder.promote.model"), "promote/context.py: not a verdict"),
+    **dict.fromkeys(
+        ("builder.promote.gitref", "builder.promote.location", "builder.promote.model"),
+        "promote/context.py: not a verdict",
+    ),
 }
 #: The same for a layer summary.
 NOT_LAYER_JUDGES = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
+from builder.promote.location import Location
 from builder.promote.model import (
     UNSET,
-    Location,
     PointerTrust,
     PromotionRecord,
     StageHistory,

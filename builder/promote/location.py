@@ -1,0 +1,59 @@
+"""Where a stage keeps a variant (``Location``), what is promoted (``Target``) and the promotion
+clock (``utcnow``): the values a query of one stage (``builder resolve``) needs, apart from
+``builder.promote.model``'s records, plans and documents (which name them too) so that such a
+query does not build those.
+
+All frozen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+
+def utcnow() -> dt.datetime:
+    """The current time, timezone-aware UTC."""
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    """``registry/repository[:tag]``."""
+
+    registry: str
+    repository: str
+    tag: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.registry}/{self.repository}"
+
+    def __str__(self) -> str:
+        return self.name + (f":{self.tag}" if self.tag else "")
+
+    def pinned(self, digest: str) -> str:
+        return f"{self.name}@{digest}"
+
+    @property
+    def pointer_tag(self) -> str:
+        """The tag of a stage pointer or variant tag. Raises ValueError for a location without one."""
+        if self.tag is None:
+            raise ValueError(f"{self} names no tag")
+        return self.tag
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What to promote: a variant id and its matrix repository (relative to ``registry``), or an
+    explicit reference (``digest`` pinned, or ``tag`` to resolve) in that repository."""
+
+    variant: str
+    repository: str
+    registry: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @property
+    def explicit(self) -> bool:
+        return self.tag is not None or self.digest is not None
