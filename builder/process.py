@@ -20,12 +20,12 @@ import logging
 import os
 import shlex
 import signal
-import subprocess
 import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Callable, Iterator, Mapping, Sequence
     from pathlib import Path
 
@@ -202,6 +202,8 @@ def _run(
     env: Mapping[str, str] | None,
     cleaning: bool = False,
 ) -> subprocess.CompletedProcess[Any]:
+    import subprocess  # on first use: a command that runs nothing (resolve) does not import it
+
     argv = [str(a) for a in argv]
     announce(argv)
     child = subprocess.Popen(
@@ -258,6 +260,8 @@ def stream(
     program is not installed. If the caller is interrupted (:class:`Interrupted`, raised here
     too when :func:`interrupt` stopped this child), the child is terminated before the exception
     propagates: no orphaned work."""
+    import subprocess  # on first use: a command that runs nothing (resolve) does not import it
+
     _refuse_when_interrupted()
     argv = [str(a) for a in argv]
     announce(argv)
@@ -290,6 +294,8 @@ def stream(
 
 def _wait(proc: subprocess.Popen[Any]) -> int:
     """Wait for a child whose output has ended; once interrupted, SIGKILL it after ``GRACE``."""
+    import subprocess  # on first use: a command that runs nothing (resolve) does not import it
+
     if _CHILDREN.signum is None:
         return proc.wait()
     try:
@@ -301,6 +307,8 @@ def _wait(proc: subprocess.Popen[Any]) -> int:
 
 def terminate(proc: subprocess.Popen[Any], grace: float = GRACE) -> None:
     """Stop a child and its process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
+    import subprocess  # on first use: a command that runs nothing (resolve) does not import it
+
     if proc.poll() is not None:
         return
     _signal_group(proc, signal.SIGTERM)
