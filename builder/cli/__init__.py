@@ -9,16 +9,22 @@ Errors: every ``BuilderError`` is caught here (and only here) and turned into it
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import importlib
+import io
 import json
 import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 import click
 from typing_extensions import override
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 from builder import __version__, process
 from builder.cli._common import AppContext, console, echo_external_commands, json_option
@@ -164,10 +170,80 @@ def main(argv: list[str] | None = None) -> None:
     https://docs.python.org/3/library/gc.html#gc.freeze): it walks every object of every imported
     module only for the operating system to free the memory a moment later (25-80 ms of a 0.2 s
     ``resolve``; issue 19). Files, locks and connections builder writes are closed by a ``with``
-    or explicitly before then; every atexit handler (logging, thread pools) still runs."""
+    or explicitly before then; every atexit handler (logging, thread pools) still runs.
+
+    A reader that went away (stdout or stderr: ``builder status 2>&1 | head -2``) stops builder
+    quietly with ``READER_GONE`` (141) when the command would have succeeded; a failing command
+    keeps its own exit code (what it could still write was written)."""
     if argv is None:
         atexit.register(gc.freeze)
     args = sys.argv[1:] if argv is None else argv
+    try:
+        _main(args)
+    except SystemExit as stop:
+        if not _delivered() and stop.code in (0, None):  # `--help | head`: the reader went away
+            sys.exit(READER_GONE)
+        raise
+    except BrokenPipeError:  # raised by any write (rich console, click.echo, print), either stream
+        _silence_outputs()
+        sys.exit(READER_GONE)
+    if not _delivered():  # the last buffered output could not be written
+        sys.exit(READER_GONE)
+
+
+#: the exit status when the reader of builder's output (stdout or stderr) went away before it was
+#: all written (`builder status 2>&1 | head -2`): 128 + SIGPIPE, as a shell reports a Unix tool
+#: stopped by a closed pipe (https://tldp.org/LDP/abs/html/exitcodes.html)
+READER_GONE = 128 + signal.SIGPIPE
+
+
+def _delivered() -> bool:
+    """Flush stdout and stderr; False (and both silenced) when a reader went away."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        _silence_outputs()
+        return False
+    return True
+
+
+def _silence_outputs() -> None:
+    """Point each of stdout and stderr whose reader went away at /dev/null, so nothing builder
+    still writes there (the interpreter's closing flush included) raises again
+    (https://docs.python.org/3/library/signal.html#note-on-sigpipe); the other stream still
+    carries the message. A pipe without a reader polls as an error (POLLERR, poll(2))."""
+    import select
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                fd = stream.fileno()
+            except (AttributeError, ValueError, io.UnsupportedOperation):
+                continue  # an in-process caller's captured stream: not a pipe of this process
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            if any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):
+                os.dup2(devnull, fd)
+                if stream is sys.stderr:
+                    console().quiet = True
+    finally:
+        os.close(devnull)
+
+
+@contextlib.contextmanager
+def _reader_may_be_gone() -> Iterator[None]:
+    """Around reporting a failure: when the reader went away meanwhile, stop writing and keep
+    the failure's own exit code (it says more than 141)."""
+    try:
+        yield
+    except BrokenPipeError:
+        _silence_outputs()
+
+
+def _main(args: list[str]) -> None:
+    """``main`` for ``args``: every outcome but success leaves by ``sys.exit``."""
     if os.environ.get(COMPLETE_VAR):  # shell completion (docs/commands.md): Click answers and exits
         cli.main(list(args), prog_name="builder", complete_var=COMPLETE_VAR)
     app: AppContext | None = None
@@ -179,41 +255,43 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
-        if _json_mode(app, args):
-            _print_json_error("usage", exc.exit_code, exc.format_message(), "see `builder COMMAND --help`")
-        _annotate("usage", exc.format_message())
+        with _reader_may_be_gone():
+            exc.show()
+            if _json_mode(app, args):
+                _print_json_error("usage", exc.exit_code, exc.format_message(), "see `builder COMMAND --help`")
+            _annotate("usage", exc.format_message())
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:  # Click turns an interrupt during a prompt into Abort
         signum = process.interrupted()
-        if signum is not None:
-            _report_interrupt(process.Interrupted(signum), app, args)
-        console().print("[red]aborted[/]")
+        with _reader_may_be_gone():
+            if signum is not None:
+                _report_interrupt(process.Interrupted(signum), app, args)
+            console().print("[red]aborted[/]")
         sys.exit(128 + (signum or signal.SIGINT))
     except BuilderError as exc:
-        _report(exc, app, args)
+        with _reader_may_be_gone():
+            _report(exc, app, args)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt as exc:
         interrupt = exc if isinstance(exc, process.Interrupted) else process.Interrupted(signal.SIGINT)
-        _report_interrupt(interrupt, app, args)
+        with _reader_may_be_gone():
+            _report_interrupt(interrupt, app, args)
         sys.exit(interrupt.exit_code)
     except BrokenPipeError:
-        # the reader went away (`builder ... | head`): stop quietly with 128 + SIGPIPE, as a
-        # shell reports a Unix tool stopped by a closed pipe
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(128 + signal.SIGPIPE)
+        raise  # the reader went away: main stops quietly with READER_GONE
     except Exception as exc:  # a bug: traceback always, and still one JSON document with --json
         import traceback
 
-        traceback.print_exc()
-        if _json_mode(app, args):
-            _print_json_error(
-                "unexpected",
-                1,
-                f"{type(exc).__name__}: {exc}",
-                "this is a bug in builder: report it with the traceback",
-            )
-        _annotate("unexpected", f"{type(exc).__name__}: {exc}")
+        with _reader_may_be_gone():
+            traceback.print_exc()
+            if _json_mode(app, args):
+                _print_json_error(
+                    "unexpected",
+                    1,
+                    f"{type(exc).__name__}: {exc}",
+                    "this is a bug in builder: report it with the traceback",
+                )
+            _annotate("unexpected", f"{type(exc).__name__}: {exc}")
         sys.exit(1)
     finally:
         _restore_signal_handlers(previous)
@@ -277,10 +355,8 @@ def _report(exc: BuilderError, app: AppContext | None, args: list[str]) -> None:
 
         traceback.print_exc()
     if _json_mode(app, args):
-        try:
+        with _reader_may_be_gone():  # `builder verify --json | head`: the message and exit code still tell
             print(json.dumps({"error": exc.to_json()}, indent=2, default=str), flush=True)
-        except BrokenPipeError:  # `builder verify --json | head`: the message and exit code still tell
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     from rich.markup import escape  # messages quote outside text (engine stderr: `capabilities: [[gpu]]`)
 
     con = console()

@@ -11,7 +11,9 @@ pipes. Lines of text are not folded by builder: a reference or digest stays one 
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import re
 import warnings
 from typing import TYPE_CHECKING
@@ -55,6 +57,12 @@ def make_console(environ: Mapping[str, str]) -> Console:
             return super()._render_buffer(
                 s if s.control else Segment(escape_controls(s.text), s.style, s.control) for s in buffer
             )
+
+        def on_broken_pipe(self) -> None:
+            # the reader of stderr went away (`builder status 2>&1 | head`): raise it on to
+            # builder.cli.main, the one place a closed reader is handled (rich's default exits 1)
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
     no_color = _set(environ, "NO_COLOR")
     force = _set(environ, "FORCE_COLOR") and not no_color

@@ -116,6 +116,40 @@ def test_an_error_document_into_a_closed_pipe_is_no_traceback(tmp_path: Path) ->
     assert "Traceback" not in proc.stderr and "public key k.pub cannot be read" in proc.stderr
 
 
+def _into_closed_pipes(args: list[str], *, stdout: bool, stderr: bool) -> int:
+    """Exit status of ``builder ARGS`` (a process, in the checkout) whose stdout and/or stderr is a
+    pipe whose reader already went away (``builder ... 2>&1 | head -2`` once head has exited)."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "builder", *args],
+            stdout=write_end if stdout else subprocess.DEVNULL,
+            stderr=write_end if stderr else subprocess.DEVNULL,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    return proc.returncode
+
+
+def test_a_reader_gone_from_either_stream_stops_builder_with_141() -> None:
+    """docs/exit-codes.md: a closed reader is 141 (quietly), never 1 (a bug) and never 120 (the
+    interpreter's failed closing flush): human output on stderr (rich tables), the `--json`
+    document and `--help` on stdout (click.echo), and both streams into one pipe (`2>&1 | head`)."""
+    assert _into_closed_pipes(["matrix", "list"], stdout=False, stderr=True) == 141
+    assert _into_closed_pipes(["matrix", "list"], stdout=True, stderr=True) == 141
+    assert _into_closed_pipes(["--json", "matrix", "list"], stdout=True, stderr=False) == 141
+    assert _into_closed_pipes(["--help"], stdout=True, stderr=True) == 141
+    # a failing command keeps its own exit code when its error message cannot be written
+    assert _into_closed_pipes(["resolve", "no-such-variant", "--stage", "dev"], stdout=True, stderr=True) == 8
+
+
 def test_the_process_skips_the_closing_garbage_collection_and_in_process_runs_do_not(cli: Cli) -> None:
     """``builder`` as a process freezes its objects at exit (the interpreter's closing cyclic
     collection only walks memory the OS frees anyway); its atexit handlers still run. ``main`` called
