@@ -14,7 +14,11 @@ and https://github.com/psf/requests/blob/v2.32.3/src/requests/utils.py), which f
 variable wins over its upper-case twin, an empty one unsets it; upper-case ``HTTP_PROXY`` is
 ignored when ``REQUEST_METHOD`` is set (a CGI request, "httpoxy", https://httpoxy.org/);
 ``NO_PROXY`` is a comma-separated list of host suffixes (``.example.com`` and ``example.com``
-alike), ``host:port``, IPv4 addresses or CIDR ranges, or ``*`` for every host. A proxy URL
+alike), ``host:port``, IPv4 addresses or CIDR ranges, or ``*`` for every host. ``localhost`` and
+loopback addresses (127.0.0.0/8, ``::1``) are never proxied, whatever ``NO_PROXY`` says: the rule
+of Go's ``net/http.ProxyFromEnvironment`` (https://pkg.go.dev/net/http#ProxyFromEnvironment,
+``golang.org/x/net/http/httpproxy`` ``useProxy``), so builder agrees with docker, skopeo, oras
+and cosign about a registry on this machine (a proxy elsewhere could not reach it anyway). A proxy URL
 without a scheme is ``http://``; ``user:password@`` in it is sent as ``Proxy-Authorization``.
 ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` mean what they mean to OpenSSL, curl and Go
 (https://docs.openssl.org/3.0/man3/SSL_CTX_load_verify_locations/): a PEM bundle, a directory of
@@ -42,12 +46,15 @@ class EnvSettings:
     """The environment's settings for one ``scheme://host``: ``proxy`` (the proxy URL without
     credentials; "" for a direct connection), ``proxy_auth`` (``user:password`` from the proxy
     URL, or None), ``ca`` (a CA bundle file or certificate directory path; None: certifi's
-    bundle) and ``netrc`` ((user, password) from ``.netrc`` for the host, or None)."""
+    bundle), ``netrc`` ((user, password) from ``.netrc`` for the host, or None) and
+    ``proxy_variable`` (the variable that named the proxy, such as ``HTTPS_PROXY`` or
+    ``all_proxy``; "" for a direct connection), for messages."""
 
     proxy: str = ""
     proxy_auth: str | None = None
     ca: str | None = None
     netrc: tuple[str, str] | None = None
+    proxy_variable: str = ""
 
     @property
     def pool_key(self) -> tuple[str, str | None, str | None]:
@@ -61,7 +68,8 @@ def env_settings(url: str, environ: Mapping[str, str]) -> EnvSettings:
     requests and curl's ``--netrc-optional``)."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
-    proxy = "" if bypasses_proxy(host, parts.port, environ) else select_proxy(parts.scheme, host, environ)
+    variable = "" if bypasses_proxy(host, parts.port, environ) else proxy_variable(parts.scheme, host, environ)
+    proxy = environ[variable] if variable else ""
     auth: str | None = None
     if proxy:
         if "://" not in proxy:
@@ -72,7 +80,7 @@ def env_settings(url: str, environ: Mapping[str, str]) -> EnvSettings:
             netloc = p.netloc.rpartition("@")[2]
             proxy = p._replace(netloc=netloc).geturl()
     ca = next((environ[name] for name in CA_VARIABLES if environ.get(name)), None)
-    return EnvSettings(proxy=proxy, proxy_auth=auth, ca=ca, netrc=netrc_auth(host, environ))
+    return EnvSettings(proxy=proxy, proxy_auth=auth, ca=ca, netrc=netrc_auth(host, environ), proxy_variable=variable)
 
 
 def environ_proxies(environ: Mapping[str, str]) -> dict[str, str]:
@@ -96,18 +104,27 @@ def environ_proxies(environ: Mapping[str, str]) -> dict[str, str]:
 def select_proxy(scheme: str, host: str, environ: Mapping[str, str]) -> str:
     """The proxy URL for ``scheme://host`` ("" for none): the most specific of
     ``scheme://host``, ``scheme``, ``all://host``, ``all`` (requests' ``select_proxy``)."""
+    variable = proxy_variable(scheme, host, environ)
+    return environ[variable] if variable else ""
+
+
+def proxy_variable(scheme: str, host: str, environ: Mapping[str, str]) -> str:
+    """The name of the variable whose proxy :func:`select_proxy` chooses for ``scheme://host``
+    (``https_proxy`` when set, else ``HTTPS_PROXY``, ...); "" when none applies."""
     proxies = environ_proxies(environ)
     for key in (f"{scheme}://{host}", scheme, f"all://{host}", "all"):
         if proxies.get(key):
-            return proxies[key]
+            lower = f"{key}_proxy"
+            return lower if environ.get(lower) else next(n for n in environ if n.lower() == lower and environ[n])
     return ""
 
 
 def bypasses_proxy(host: str, port: int | None, environ: Mapping[str, str]) -> bool:
     """True when ``NO_PROXY`` (``no_proxy`` first) names ``host`` (with ``port``): ``*``; a
     suffix of the host name or of ``host:port`` (a leading dot ignored); for an IPv4 ``host``
-    only the address itself or a CIDR range containing it. A URL without a host never uses a proxy."""
-    if not host:
+    only the address itself or a CIDR range containing it. A URL without a host, ``localhost`` and
+    a loopback address (:func:`is_loopback_host`) never use a proxy."""
+    if not host or is_loopback_host(host):
         return True
     raw = environ.get("no_proxy") or environ.get("NO_PROXY") or ""
     entries = [e.strip().lower() for e in raw.split(",") if e.strip()]
@@ -121,6 +138,20 @@ def bypasses_proxy(host: str, port: int | None, environ: Mapping[str, str]) -> b
         if name and (host.endswith(name) or host_port.endswith(name)):
             return True
     return False
+
+
+def is_loopback_host(host: str) -> bool:
+    """``host`` (a URL's host name, IPv6 without brackets) is ``localhost`` or a loopback address
+    (127.0.0.0/8, ``::1``): the hosts Go's ``httpproxy`` never proxies (``useProxy``:
+    https://cs.opensource.google/go/x/net/+/master:http/httpproxy/proxy.go)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _in_network(host: str, cidr: str) -> bool:

@@ -57,6 +57,18 @@ def timed_out(exc: BaseException) -> bool:
     )
 
 
+def proxy_refusal(exc: BaseException) -> str:
+    """The status line a proxy refused a ``CONNECT`` tunnel with (``403 Forbidden``, ``407 Proxy
+    Authentication Required``: http.client's and urllib3's ``OSError("Tunnel connection failed:
+    403 Forbidden")``, RFC 9110 section 9.3.6), or "" when ``exc`` is no such refusal."""
+    marker = "Tunnel connection failed:"
+    for e in _chain(exc):
+        text = str(e)
+        if isinstance(e, OSError) and marker in text:
+            return text.split(marker, 1)[1].strip()
+    return ""
+
+
 def is_transient(exc: BaseException) -> bool:
     """A connection reset, a dropped keep-alive or a timeout is retried; a refused connection,
     a DNS failure, an unreachable network or a TLS error is not (retrying would only delay the
@@ -64,7 +76,7 @@ def is_transient(exc: BaseException) -> bool:
     import errno
     import socket
 
-    if tls_failed(exc):
+    if tls_failed(exc) or proxy_refusal(exc):
         return False
     for e in _chain(exc):
         if isinstance(e, ConnectionRefusedError | socket.gaierror):
@@ -74,15 +86,20 @@ def is_transient(exc: BaseException) -> bool:
     return True
 
 
-def connection_cause(exc: BaseException) -> str:
+def connection_cause(exc: BaseException, proxy: str = "") -> str:
     """Why a connection failed, in words, from the innermost cause of ``exc`` (urllib3 wraps the
     socket error): ``the host name does not resolve (DNS)`` (``socket.gaierror``), ``connection
     refused``, ``connection reset``, ``no answer in time``, else the OS error's text or the
-    exception's type name; ``(through the proxy: ...)`` added when a proxy was in the way. Pure."""
+    exception's type name; `` (through the proxy PROXY)`` added when the request went through
+    one (``proxy``: its URL and the variable naming it, such as ``http://p:3128 from
+    HTTPS_PROXY``; without it, a generic note when urllib3 says a proxy was in the way). Pure."""
     seen = _chain(exc)
-    via = (
-        " (through the proxy: HTTPS_PROXY / HTTP_PROXY)" if any(type(e).__name__ == "ProxyError" for e in seen) else ""
-    )
+    if proxy:
+        via = f" (through the proxy {proxy})"
+    elif any(type(e).__name__ == "ProxyError" for e in seen):
+        via = " (through the proxy: HTTPS_PROXY / HTTP_PROXY)"
+    else:
+        via = ""
     return _innermost_cause(exc, seen) + via
 
 

@@ -33,7 +33,15 @@ from urllib.parse import urljoin, urlsplit
 
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
 from builder.registry.environment import EnvSettings, env_settings
-from builder.registry.failures import connection_cause, is_transient, timed_out, tls_failed, too_many_redirects, unwrap
+from builder.registry.failures import (
+    connection_cause,
+    is_transient,
+    proxy_refusal,
+    timed_out,
+    tls_failed,
+    too_many_redirects,
+    unwrap,
+)
 from builder.registry.response import Response, decode
 
 if TYPE_CHECKING:
@@ -219,7 +227,7 @@ class Transport:
                     lost = True
                     self._sleep(attempt, None)
                     continue
-                raise self._unavailable(cause, method, where, attempt) from exc
+                raise self._unavailable(cause, method, where, attempt, env) from exc
             if resp.status_code == 401 and not authed_once:
                 challenge = resp.headers.get("WWW-Authenticate", "")
                 if challenge:
@@ -236,7 +244,7 @@ class Transport:
         if resp.status_code in ok or (lost and resp.status_code in ok_after_loss):
             return resp
         try:
-            raise self._error_for(resp, method, where, streamed=stream)
+            raise self._error_for(resp, method, where, streamed=stream, env=env)
         finally:
             resp.close()  # the body was read into the message (or not needed): free the connection
 
@@ -278,7 +286,7 @@ class Transport:
                             registry=self.registry,
                         )
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                raise self._unavailable(exc, "GET", where, 0) from exc
+                raise self._unavailable(exc, "GET", where, 0, self.env_settings(resp.url)) from exc
             return bytes(body)
         finally:
             resp.close()
@@ -303,9 +311,13 @@ class Transport:
             manager = self._manager_for(env, req.realm.startswith("https:"))
             return _send(manager, req.method, req.url, headers, body, _timeout(self.timeout), False)
         except urllib3.exceptions.HTTPError as exc:
+            cause = unwrap(exc)
+            if env.proxy and proxy_refusal(cause):
+                raise self._proxy_refused(env, proxy_refusal(cause), f"the token service {req.realm}") from exc
             raise RegistryUnavailableError(
                 f"token service {req.realm} of registry {self.registry} is not reachable: "
-                f"{connection_cause(unwrap(exc))}",
+                f"{connection_cause(cause, _via(env))}",
+                hint=_proxy_hint(env, urlsplit(req.realm).hostname or ""),
                 registry=self.registry,
             ) from exc
 
@@ -327,7 +339,15 @@ class Transport:
     def _sleep(self, attempt: int, retry_after: str | None) -> None:
         time.sleep(self.delay(attempt, retry_after))
 
-    def _unavailable(self, exc: BaseException, method: str, where: str, attempt: int) -> RegistryUnavailableError:
+    def _unavailable(
+        self, exc: BaseException, method: str, where: str, attempt: int, env: EnvSettings
+    ) -> RegistryUnavailableError:
+        """The error for a request that got no HTTP answer: TLS, a proxy refusing the tunnel, or
+        no connection / no answer (named with the cause, the proxy it went through and the
+        attempts made); the hint names the proxy variable and NO_PROXY when a proxy was used."""
+        refusal = proxy_refusal(exc) if env.proxy else ""
+        if refusal:
+            return self._proxy_refused(env, refusal, f"registry {self.registry} ({method} {where})")
         if tls_failed(exc):
             return RegistryUnavailableError(
                 f"TLS to registry {self.registry} failed on {method} {where}: {exc}",
@@ -338,19 +358,50 @@ class Transport:
         kind = "timed out" if timed_out(exc) else "is not reachable"
         tries = f"{attempt + 1} attempt" + ("s" if attempt else "")
         return RegistryUnavailableError(
-            f"registry {self.registry} {kind} ({self.scheme}) on {method} {where}: {connection_cause(exc)} ({tries})",
+            f"registry {self.registry} {kind} ({self.scheme}) on {method} {where}: "
+            f"{connection_cause(exc, _via(env))} ({tries})",
+            hint=_proxy_hint(env, urlsplit(self.base).hostname or ""),
             registry=self.registry,
         )
 
-    def _error_for(self, resp: Response, method: str, where: str, *, streamed: bool) -> BuilderError:
+    def _proxy_refused(self, env: EnvSettings, status: str, target: str) -> RegistryUnavailableError:
+        """The proxy (not the registry) refused: a CONNECT tunnel answered 403/407, or a 407
+        (only proxies send it: RFC 9110 section 15.5.8) to a plain-HTTP request."""
+        host = urlsplit(self.base).hostname or self.registry
+        if status.startswith("407"):
+            what = (
+                f"the proxy wants credentials: put them in {env.proxy_variable} "
+                "(http://USER:PASSWORD@HOST:PORT)"
+            )
+        else:
+            what = f"ask the proxy's administrator to allow {host}"
+        return RegistryUnavailableError(
+            f"the proxy {_via(env)} refused to reach {target}: HTTP {status} (the proxy refused, "
+            "not the registry)",
+            hint=f"{what}, or list {host} in NO_PROXY if it is reachable directly",
+            registry=self.registry,
+        )
+
+    def _error_for(
+        self, resp: Response, method: str, where: str, *, streamed: bool, env: EnvSettings
+    ) -> BuilderError:
         status = resp.status_code
         body = "" if method == "HEAD" else (_error_excerpt(resp) if streamed else resp.text)[:300]
+        if status == 407 and env.proxy:
+            return self._proxy_refused(env, f"407 {body}".strip(), f"registry {self.registry} ({method} {where})")
         if status in (401, 403):
             cred = self.auth.credential()
             who = f"as user {cred.username!r}" if cred else "without credentials"
+            hint = self.auth.login_hint("for 403, ask for push/pull rights on the repository")
+            if status == 403 and env.proxy:
+                host = urlsplit(self.base).hostname or self.registry
+                hint += (
+                    f"; the request went through the proxy {_via(env)}: if the proxy refused it, "
+                    f"list {host} in NO_PROXY or ask the proxy's administrator to allow it"
+                )
             return RegistryAuthError(
                 f"registry {self.registry} refused {method} {where} {who}: HTTP {status} {body}".rstrip(),
-                hint=self.auth.login_hint("for 403, ask for push/pull rights on the repository"),
+                hint=hint,
                 registry=self.registry,
                 status=status,
             )
@@ -366,6 +417,22 @@ class Transport:
             registry=self.registry,
             status=status,
         )
+
+
+def _via(env: EnvSettings) -> str:
+    """``PROXY from VARIABLE`` for messages ("" for a direct connection)."""
+    return f"{env.proxy} from {env.proxy_variable}" if env.proxy else ""
+
+
+def _proxy_hint(env: EnvSettings, host: str) -> str | None:
+    """The hint for a request through a proxy that got no answer: the proxy's variable and
+    NO_PROXY (None without a proxy: the error's default hint applies)."""
+    if not env.proxy:
+        return None
+    return (
+        f"the request went through the proxy {env.proxy} ({env.proxy_variable}): check that the proxy runs "
+        f"and can reach {host}, fix or unset {env.proxy_variable}, or list {host} in NO_PROXY to connect directly"
+    )
 
 
 def retry_after_seconds(value: str | None, now: float) -> float | None:

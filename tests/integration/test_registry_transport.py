@@ -68,7 +68,7 @@ class _Quiet(http.server.BaseHTTPRequestHandler):
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 (its own CA) and its key, as PEM files."""
+    """A certificate for 127.0.0.1 and ``PROXIED`` (its own CA) and its key, as PEM files."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -86,7 +86,10 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName(PROXIED)]),
+            critical=False,
+        )
         .sign(key, hashes.SHA256())
     )
     cert_path, key_path = directory / "registry.pem", directory / "registry.key"
@@ -173,6 +176,18 @@ def test_netrc_credentials_are_used_when_nothing_else_authenticates(
 # -- proxies ---------------------------------------------------------------------------------
 
 
+#: The name the test proxies resolve to 127.0.0.1: a registry on this machine named by its own
+#: address is never proxied (Go's ProxyFromEnvironment rule, builder.registry.environment), so
+#: the proxied registry goes by a name only the proxy knows (.test never resolves: RFC 2606).
+PROXIED = "registry.test"
+
+
+def _upstream(host: str) -> str:
+    """Where the proxy connects for ``host`` (``name[:port]``): ``PROXIED`` is 127.0.0.1."""
+    name, sep, port = host.partition(":")
+    return ("127.0.0.1" if name == PROXIED else name) + sep + port
+
+
 class _ForwardingProxy(_Quiet):
     """An HTTP forward proxy (absolute-form requests, RFC 9112 section 3.2.2) that requires
     ``Proxy-Authorization: Basic proxy-user:proxy pass`` and records what it forwarded."""
@@ -189,7 +204,7 @@ class _ForwardingProxy(_Quiet):
         host, _, path = target.partition("/")
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
-        conn = http.client.HTTPConnection(host, timeout=30)
+        conn = http.client.HTTPConnection(_upstream(host), timeout=30)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("proxy-authorization", "connection")}
         conn.request(self.command, "/" + path, body=body, headers=headers)
         resp = conn.getresponse()
@@ -208,7 +223,7 @@ class _ForwardingProxy(_Quiet):
         if self.headers.get("Proxy-Authorization") != want:
             self.send(407, b"", {"Proxy-Authenticate": 'Basic realm="p"'})
             return
-        host, _, port = self.path.rpartition(":")
+        host, _, port = _upstream(self.path).rpartition(":")
         upstream = socket.create_connection((host, int(port)), timeout=30)
         self.send_response(200, "Connection established")
         self.end_headers()
@@ -236,14 +251,17 @@ def test_a_proxy_with_credentials_in_http_proxy_carries_the_requests(registry_ad
     srv, port = _serve(handler)
     try:
         env = {"HTTP_PROXY": f"http://proxy-user:proxy%20pass@127.0.0.1:{port}", "NO_PROXY": "example.org"}
-        client = RegistryClient(registry_address, insecure=True, environ=env)
+        proxied = PROXIED + ":" + registry_address.rsplit(":", 1)[1]
+        client = RegistryClient(proxied, insecure=True, environ=env)
         digest = client.put_blob(unique_repo, b"through the proxy")
         assert client.get_blob(unique_repo, digest) == b"through the proxy"
-        assert ("GET", f"http://{registry_address}/v2/{unique_repo}/blobs/{digest}") in seen, seen
-        # NO_PROXY naming the registry: straight there, the proxy sees nothing more
+        assert ("GET", f"http://{proxied}/v2/{unique_repo}/blobs/{digest}") in seen, seen
+        # NO_PROXY naming the registry: straight there (a name only the proxy knows: DNS fails),
+        # and the registry by its loopback address: never proxied; the proxy sees nothing more
         before = len(seen)
-        bypass = {**env, "NO_PROXY": registry_address.split(":", maxsplit=1)[0]}
-        RegistryClient(registry_address, insecure=True, environ=bypass).ping()
+        with pytest.raises(RegistryUnavailableError, match="does not resolve"):
+            RegistryClient(proxied, insecure=True, retries=0, environ={**env, "NO_PROXY": PROXIED}).ping()
+        RegistryClient(registry_address, insecure=True, environ=env).ping()
         assert len(seen) == before
     finally:
         srv.shutdown()
@@ -258,10 +276,11 @@ def test_https_through_a_proxy_tunnel_with_the_ca_bundle(tls_registry: tuple[str
     srv, port = _serve(type("Proxy", (_ForwardingProxy,), {"seen": seen}))
     try:
         env = {"HTTPS_PROXY": f"http://proxy-user:proxy%20pass@127.0.0.1:{port}", "REQUESTS_CA_BUNDLE": str(bundle)}
-        client = RegistryClient(address, environ=env)
+        proxied = PROXIED + ":" + address.rsplit(":", 1)[1]
+        client = RegistryClient(proxied, environ=env)
         digest = client.put_blob(unique_repo, b"tunnelled")
         assert client.get_blob(unique_repo, digest) == b"tunnelled"
-        assert ("CONNECT", address) in seen, seen
+        assert ("CONNECT", proxied) in seen, seen
     finally:
         srv.shutdown()
         srv.server_close()

@@ -70,3 +70,22 @@ def test_netrc_entries_default_and_a_broken_file(tmp_path: Path) -> None:
     assert netrc_auth("registry.lan", {"NETRC": str(tmp_path / "no")}) is None
     f.write_text('machine "unterminated')
     assert netrc_auth("registry.lan", {"NETRC": str(f)}) is None  # as requests: a broken file is not used
+
+
+def test_localhost_and_loopback_addresses_are_never_proxied() -> None:
+    """Go's net/http ProxyFromEnvironment (docker, skopeo, oras, cosign) never proxies them,
+    whatever NO_PROXY says: https://pkg.go.dev/net/http#ProxyFromEnvironment."""
+    env = {"HTTP_PROXY": "http://127.0.0.1:9", "ALL_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
+    for url in ("http://127.0.0.1:5000/v2/", "http://localhost:5000/", "http://127.1.2.3/", "http://[::1]:5000/"):
+        assert env_settings(url, env).proxy == "", url
+    assert env_settings("http://registry.lan:5000/", env).proxy == "http://127.0.0.1:9"
+    assert env_settings("http://localhost.example:5000/", env).proxy == "http://127.0.0.1:9"  # only the name itself
+
+
+def test_the_variable_that_named_the_proxy_is_kept_for_messages() -> None:
+    assert env_settings("https://ghcr.io/", {"HTTPS_PROXY": "http://p:1"}).proxy_variable == "HTTPS_PROXY"
+    assert env_settings("https://ghcr.io/", {"https_proxy": "http://p:1", "HTTPS_PROXY": "x"}).proxy_variable == (
+        "https_proxy"
+    )
+    assert env_settings("https://ghcr.io/", {"ALL_PROXY": "http://p:1"}).proxy_variable == "ALL_PROXY"
+    assert env_settings("https://ghcr.io/", {"NO_PROXY": "*", "ALL_PROXY": "http://p:1"}).proxy_variable == ""
