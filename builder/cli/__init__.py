@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 from builder import __version__, process
-from builder.cli._common import AppContext, console, echo_external_commands, json_option
+from builder.cli._common import AppContext, PathParam, console, echo_external_commands, json_option
 from builder.cli.terminal import HELP_MAX_WIDTH, quiet_third_parties
 from builder.errors import BuilderError
 
@@ -128,7 +128,7 @@ def _available(name: str) -> bool:
 @click.option(
     "-C",
     "--root",
-    type=click.Path(file_okay=False, exists=True),
+    type=PathParam(file_okay=False, exists=True),
     default=None,
     help="Project root holding builder.toml (default: nearest above the current directory).",
 )

@@ -13,9 +13,11 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+
+from builder.errors import BuilderError, NotFoundError, SigningKeyError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -178,36 +180,94 @@ def option_group(*options: Callable[[F], F]) -> Callable[[F], F]:
     return decorate
 
 
-class ExistingFile(click.Path):
-    """A file that must exist, passed as a ``Path``: a missing one is NotFoundError (exit 8, as
-    for every named input file, docs/exit-codes.md) naming the option, raised while the command
-    line is parsed (before any work); a directory is a usage error (exit 2)."""
+class PathParam(click.Path):
+    """A path given on the command line, passed as a ``Path``: the one path type of every command.
 
-    def __init__(self) -> None:
-        super().__init__(dir_okay=False, path_type=Path)
+    Every check of it fails as one builder error naming the path and the option, while the command
+    line is read (before any work): by default NotFoundError (exit 8, docs/exit-codes.md: a path
+    given on the command line that is wrong), ``error=SigningKeyError`` (16) for key files. Checked:
+    ``exists`` (a missing path), ``dir_okay=False`` (a folder where a file is named),
+    ``file_okay=False`` (a file where a folder is named: ``render --out README.md``), and what else
+    Click checks (readable). A path that need not exist yet (an output) is only checked when it does.
+    """
+
+    def __init__(
+        self,
+        *,
+        file_okay: bool = True,
+        dir_okay: bool = True,
+        exists: bool = False,
+        readable: bool = True,
+        allow_dash: bool = False,
+        error: type[BuilderError] | None = None,
+    ) -> None:
+        super().__init__(
+            file_okay=file_okay,
+            dir_okay=dir_okay,
+            exists=exists,
+            readable=readable,
+            allow_dash=allow_dash,
+            path_type=Path,
+        )
+        self.error = error
+
+    def _raise(self, message: str, hint: str, value: object) -> NoReturn:
+        raise (self.error or NotFoundError)(message, hint=hint, path=str(value))
 
     def convert(
         self, value: str | os.PathLike[str], param: click.Parameter | None, ctx: click.Context | None
     ) -> str | bytes | os.PathLike[str]:
-        from builder.errors import NotFoundError
-
-        if not os.path.lexists(value):
-            name = param.get_error_hint(ctx) if param is not None and ctx is not None else "file"
-            raise NotFoundError(
-                f"{value} does not exist (given as {name})",
-                hint="check the path (a relative one is read from the current directory)",
-                path=str(value),
+        name = _param_name(param, ctx)
+        dash = self.allow_dash and os.fspath(value) in ("-", b"-")
+        if not dash and not os.path.exists(value):
+            if self.exists:
+                self._raise(
+                    f"{os.fspath(value)!s} does not exist (given as {name})",
+                    "check the path (a relative one is read from the current directory)",
+                    value,
+                )
+        elif not dash and os.path.isdir(value) and not self.dir_okay:
+            self._raise(f"{os.fspath(value)!s} is a folder; {name} names a file", "give the path of a file", value)
+        elif not dash and not os.path.isdir(value) and not self.file_okay:
+            self._raise(
+                f"{os.fspath(value)!s} is a file; {name} names a folder",
+                "give the path of a folder" + ("" if self.exists else " (a missing one is created)"),
+                value,
             )
-        return super().convert(value, param, ctx)
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:  # what else Click finds wrong (not readable): the same error
+            self._raise(f"{exc.message.rstrip('.')} (given as {name})", "check the path and its permissions", value)
 
 
-def file_option(*param_decls: str, help: str, exists: bool = False, required: bool = False) -> Callable[[F], F]:
-    """An option naming one file, passed as a ``Path`` (``None`` when not given); with ``exists``
-    a missing file is NotFoundError (exit 8, :class:`ExistingFile`), with ``required`` a missing
-    option a usage error (exit 2)."""
+def _param_name(param: click.Parameter | None, ctx: click.Context | None) -> str:
+    """How an error names the parameter: ``'--out'``, ``the argument FILES``."""
+    if isinstance(param, click.Option):
+        return param.get_error_hint(ctx)
+    return f"the argument {param.human_readable_name}" if param is not None else "a path"
+
+
+class ExistingFile(PathParam):
+    """A file that must exist: a missing one, or a folder, is NotFoundError (exit 8, as for every
+    named input file, docs/exit-codes.md) naming the option (:class:`PathParam`)."""
+
+    def __init__(self, *, error: type[BuilderError] | None = None) -> None:
+        super().__init__(dir_okay=False, exists=True, error=error)
+
+
+def file_option(
+    *param_decls: str,
+    help: str,
+    exists: bool = False,
+    required: bool = False,
+    error: type[BuilderError] | None = None,
+) -> Callable[[F], F]:
+    """An option naming one file, passed as a ``Path`` (``None`` when not given); a folder, or with
+    ``exists`` a missing file, is NotFoundError (exit 8, :class:`PathParam`; ``error``: another
+    builder error, SigningKeyError for keys), with ``required`` a missing option a usage error (exit 2)."""
     return click.option(
         *param_decls,
-        type=ExistingFile() if exists else click.Path(dir_okay=False, path_type=Path),
+        type=PathParam(dir_okay=False, exists=exists, error=error),
         default=None,
         required=required,
         help=help,
@@ -245,7 +305,7 @@ allow_unpinned_option = click.option(
 policy_option = file_option(
     "--policy", "policy_file", exists=True, help="Policy file (default: <policies_dir>/default.yaml)."
 )
-key_option = file_option("--key", help="Private signing key (default: builder.toml `key`).")
+key_option = file_option("--key", help="Private signing key (default: builder.toml `key`).", error=SigningKeyError)
 
 
 def bundle_option(what: str, legacy: str) -> Callable[[F], F]:
@@ -271,7 +331,7 @@ def _store_docker_config(ctx: click.Context, _param: click.Parameter, value: Pat
 
 docker_config_option = click.option(
     "--docker-config",
-    type=click.Path(path_type=Path),
+    type=PathParam(),
     default=None,
     is_eager=True,
     expose_value=False,

@@ -6,12 +6,12 @@ them). Reference: docs/promotion.md and docs/policies.md."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from builder.cli._common import (
+    PathParam,
     app_context,
     console,
     docker_config_option,
@@ -26,6 +26,8 @@ from builder.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from builder.errors import ErrorBody
     from builder.promote import Batch, StatusReport, VariantHistory
     from builder.promote.changes import PlanChanges
@@ -52,7 +54,7 @@ def policy() -> None:
 
 
 @policy.command("validate")
-@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, type=PathParam(dir_okay=False))
 @json_option
 def policy_validate(files: tuple[Path, ...]) -> None:
     """List every problem of the policy files (default: every policies/*.yaml) with its location."""

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from builder.cli._common import (
+    PathParam,
     app_context,
     console,
     emit,
@@ -15,6 +16,9 @@ from builder.cli._common import (
     select_option,
 )
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 @click.command()
 @matrix_option
@@ -22,13 +26,13 @@ from builder.cli._common import (
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False),
+    type=PathParam(file_okay=False),
     default=None,
     help="Output directory (default: render_dir of builder.toml, `rendered/`).",
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 12 with a diff when committed renders are stale.")
 @json_option
-def render(matrices: tuple[Path, ...], globs: tuple[str, ...], out_dir: str | None, check: bool) -> None:
+def render(matrices: tuple[Path, ...], globs: tuple[str, ...], out_dir: Path | None, check: bool) -> None:
     """Render every variant's Dockerfile into <render_dir>/<matrix>/<variant>.Dockerfile.
 
     Committed renders hold no machine-local digest, so `--check` gives the same answer on any
@@ -36,9 +40,7 @@ def render(matrices: tuple[Path, ...], globs: tuple[str, ...], out_dir: str | No
     """
     from builder.variants import render_project
 
-    outcome = render_project(
-        app_context().config, matrices, globs, out_dir=Path(out_dir) if out_dir else None, check=check
-    )
+    outcome = render_project(app_context().config, matrices, globs, out_dir=out_dir, check=check)
     report = outcome.report
 
     def human() -> None:

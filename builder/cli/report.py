@@ -3,12 +3,12 @@ each stage's history as a terminal sparkline and an SVG chart (builder.promote.r
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from builder.cli._common import (
+    PathParam,
     app_context,
     console,
     docker_config_option,
@@ -19,6 +19,8 @@ from builder.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from builder.promote.report import VariantReport
 
 
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 @click.option(
     "--svg",
     "svg_file",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathParam(dir_okay=False),
     help="Write the chart here (default: <state_dir>/reports/<variant>.svg).",
 )
 @click.option("--no-svg", is_flag=True, help="Do not write the chart.")

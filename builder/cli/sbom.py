@@ -4,25 +4,37 @@ signed attestation. Thin Click layer over :func:`builder.sbom.sbom_reference` (d
 from __future__ import annotations
 
 import json
-import pathlib
+from typing import TYPE_CHECKING
 
 import click
 
-from builder.cli._common import app_context, console, docker_config_option, emit, json_option, platform_option
+from builder.cli._common import (
+    PathParam,
+    app_context,
+    console,
+    docker_config_option,
+    emit,
+    json_option,
+    platform_option,
+)
+from builder.errors import SigningKeyError
+
+if TYPE_CHECKING:
+    import pathlib
 
 
 @click.command()
 @click.argument("reference")
 @click.option(
     "--key",
-    type=click.Path(dir_okay=False, path_type=pathlib.Path),
+    type=PathParam(dir_okay=False, error=SigningKeyError),
     default=None,
     help="Sign and attach the SBOM with this private key (cosign .att, predicate https://cyclonedx.org/bom).",
 )
 @click.option(
     "--output",
     "-o",
-    type=click.Path(dir_okay=False, path_type=pathlib.Path),
+    type=PathParam(dir_okay=False),
     default=None,
     help="Write the CycloneDX JSON to this file (missing folders are created).",
 )

@@ -6,13 +6,13 @@ Thin Click layer: options, the environment (passwords), one call into ``builder.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from builder.cli._common import (
     ExistingFile,
+    PathParam,
     app_context,
     bundle_option,
     console,
@@ -22,11 +22,13 @@ from builder.cli._common import (
     key_option,
     keyless_options,
 )
+from builder.errors import SigningKeyError
 from builder.signing.fingerprints import short_fingerprint
 from builder.signing.report import check_result, predicate_label, signer_label, unnamed_signers
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
     from rich.console import Console
 
@@ -55,7 +57,7 @@ def keys() -> None:
 @keys.command("generate")
 @click.option(
     "--output-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathParam(file_okay=False),
     default=None,
     help="Directory for builder.key and builder.pub (default: <state_dir>/keys).",
 )
@@ -78,7 +80,7 @@ def generate(output_dir: Path | None, no_password: bool) -> None:
 @click.argument("source", type=ExistingFile())
 @click.option(
     "--output-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathParam(file_okay=False),
     default=None,
     help="Directory for builder.key and builder.pub (default: <state_dir>/keys).",
 )
@@ -101,7 +103,7 @@ def import_(source: Path, output_dir: Path | None, no_password: bool) -> None:
 @key_option
 @click.option(
     "--output-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathParam(file_okay=False),
     required=True,
     help="Directory for cosign.key and cosign.pub (never overwritten).",
 )
@@ -230,7 +232,7 @@ def attest(
     "--key",
     "key_files",
     multiple=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathParam(dir_okay=False, error=SigningKeyError),
     help="Trusted public key (repeatable).",
 )
 @click.option("--attestation", "predicate_types", multiple=True, help="Require a valid attestation of this type.")
