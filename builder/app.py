@@ -52,13 +52,33 @@ def _check_fleet(
 
 
 def docker_config_path(option: Path | None, environ: Mapping[str, str], home: Path) -> Path:
-    """Where Docker's client configuration is: ``option``, else ``$DOCKER_CONFIG``, else
-    ``<home>/.docker`` (a directory holding ``config.json``, or the file itself)."""
-    if option is not None:
-        return option
-    if environ.get("DOCKER_CONFIG"):
-        return Path(environ["DOCKER_CONFIG"])
-    return home / ".docker"
+    """Where Docker's client configuration is: ``option`` (``--docker-config``), else
+    ``$DOCKER_CONFIG``, else ``<home>/.docker`` (a directory holding ``config.json``, or the file
+    itself). A location the user named (the option or the variable) must exist: a typo there would
+    otherwise read as "no credentials" and fail later as a refused login (exit 6), so it raises
+    NotFoundError (exit 8) naming the path and where it was given. The default ``~/.docker`` may be
+    missing (nobody logged in yet), as may ``config.json`` in a named folder (Docker reads none)."""
+    from builder.errors import NotFoundError
+
+    named = (
+        (option, "--docker-config")
+        if option is not None
+        else (Path(environ["DOCKER_CONFIG"]), "DOCKER_CONFIG")
+        if environ.get("DOCKER_CONFIG")
+        else None
+    )
+    if named is None:
+        return home / ".docker"
+    path, given = named
+    if not path.exists():
+        raise NotFoundError(
+            f"Docker config {path} (given as {given}) does not exist",
+            hint=f"give the config.json (or the folder holding it) that `docker login` wrote, or unset {given}"
+            if given == "DOCKER_CONFIG"
+            else "give the config.json (or the folder holding it) that `docker login` wrote",
+            path=str(path),
+        )
+    return path
 
 
 @dataclasses.dataclass
@@ -115,6 +135,7 @@ class App:
                     retries=cfg.registry_retries,
                     backoff=cfg.registry_backoff_ms / 1000,
                     max_delay=cfg.registry_max_delay_ms / 1000,
+                    timeout=cfg.registry_timeout_s,
                     copy_streams=cfg.copy_streams,
                     endpoint=endpoint if endpoint != registry else None,
                     environ=self.environ,  # HTTPS_PROXY / NO_PROXY, CA bundle, NETRC

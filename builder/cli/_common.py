@@ -331,12 +331,13 @@ def _store_docker_config(ctx: click.Context, _param: click.Parameter, value: Pat
 
 docker_config_option = click.option(
     "--docker-config",
-    type=PathParam(),
+    type=PathParam(exists=True),
     default=None,
     is_eager=True,
     expose_value=False,
     callback=_store_docker_config,
-    help="Docker config file or directory with registry credentials (default: $DOCKER_CONFIG or ~/.docker).",
+    help="Docker config file or directory with registry credentials, which must exist (default: $DOCKER_CONFIG, "
+    "else ~/.docker).",
 )
 keyless_options = option_group(
     click.option(

@@ -243,6 +243,7 @@ def test_slurm_check_of_an_image_in_a_password_protected_registry(
         doc = cli(*args, "--json", env=env).json()
         assert doc["passed"] is True and doc["placement"]["runner"] == "slurm" and doc["attestation"]["written"]
         # without the credentials the registry refuses builder itself (exit 6), before any job is submitted
+        (tmp_path / "empty").mkdir()  # a Docker config folder with no config.json: no credentials
         denied = cli(*args, "--no-attest", code=6, env={"DOCKER_CONFIG": str(tmp_path / "empty")})
         assert reg.address in denied.stderr
         cv = subprocess.run(

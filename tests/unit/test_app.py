@@ -8,19 +8,41 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING
 
+import pytest
+
 from builder.app import App, docker_config_path
 from builder.config import Config
+from builder.errors import NotFoundError
+from tests.conftest import ROOT
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests.conftest import Cli
+
 
 def test_docker_config_lookup_order(tmp_path: Path) -> None:
     option, env_dir = tmp_path / "opt", tmp_path / "env"
+    option.mkdir()
+    env_dir.mkdir()
     assert docker_config_path(option, {"DOCKER_CONFIG": str(env_dir)}, tmp_path) == option
     assert docker_config_path(None, {"DOCKER_CONFIG": str(env_dir)}, tmp_path) == env_dir
     assert docker_config_path(None, {"DOCKER_CONFIG": ""}, tmp_path) == tmp_path / ".docker"
     assert docker_config_path(None, {}, tmp_path) == tmp_path / ".docker"
+
+
+@pytest.mark.parametrize("given", ["--docker-config", "DOCKER_CONFIG"])
+def test_a_named_docker_config_that_does_not_exist_is_refused_naming_it(tmp_path: Path, given: str) -> None:
+    """A typo in --docker-config or $DOCKER_CONFIG is exit 8 naming the path and where it was
+    given, not "no credentials" and a refused login later; the default ~/.docker may be missing."""
+    missing = tmp_path / "nonexist-dc"
+    with pytest.raises(NotFoundError) as info:
+        if given == "DOCKER_CONFIG":
+            docker_config_path(None, {"DOCKER_CONFIG": str(missing)}, tmp_path)
+        else:
+            docker_config_path(missing, {}, tmp_path)
+    assert str(missing) in info.value.message and given in info.value.message
+    assert docker_config_path(None, {}, tmp_path / "no-home") == tmp_path / "no-home" / ".docker"
 
 
 def test_every_client_of_an_invocation_carries_the_credentials(tmp_path: Path) -> None:
@@ -77,3 +99,15 @@ def test_a_variant_id_is_its_moving_tag_under_the_prefix_once(tmp_path: Path) ->
     prefixed = under.image_reference("tiny-cpu-py3.11-debian12")
     assert prefixed == "127.0.0.1:5000/nu2/test/tiny:tiny-cpu-py3.11-debian12"
     assert App(cfg, tmp_path).image_reference("registry.example/x/y:1") == "registry.example/x/y:1"  # as given
+
+
+def test_the_command_line_refuses_a_missing_docker_config_before_any_request(cli: Cli, tmp_path: Path) -> None:
+    """`builder status --docker-config /tmp/nonexist-dc` and `DOCKER_CONFIG=... builder resolve`:
+    exit 8 naming the path and the option or variable, not a refused login (6) later."""
+    missing = str(tmp_path / "nonexist-dc")
+    error = cli("status", "--docker-config", missing, "--json", code=8, cwd=ROOT).json()["error"]
+    assert missing in error["message"] and "--docker-config" in error["message"]
+    variant = "jax0.7-cpu-py3.11-debian12"
+    env = {"DOCKER_CONFIG": missing}
+    error = cli("resolve", variant, "--stage", "dev", "--json", code=8, cwd=ROOT, env=env).json()["error"]
+    assert missing in error["message"] and "DOCKER_CONFIG" in error["message"]
