@@ -49,6 +49,7 @@ class Config:
     registry_retries: int = 4  # extra attempts of a registry request on 429/5xx/connection reset
     registry_backoff_ms: int = 250  # wait before the first retry; doubled for each next one
     registry_max_delay_ms: int = 30_000  # longest wait between attempts (Retry-After capped)
+    registry_timeout_s: int = 60  # seconds a registry may stay silent before a request times out
     copy_streams: int = 4  # blobs streamed into one registry at once by a cross-registry copy
     promotion_remote: str | None = None  # git remote whose refs serialise stage pointers (docs/promotion.md)
 

@@ -557,6 +557,7 @@ def client_for(
     retries: int = DEFAULT_RETRIES,
     backoff: float = DEFAULT_BACKOFF,
     max_delay: float = DEFAULT_MAX_DELAY,
+    timeout: float = DEFAULT_TIMEOUT[1],
     endpoint: str | None = None,
     copy_streams: int = COPY_STREAMS,
     environ: Mapping[str, str] | None = None,
@@ -565,8 +566,9 @@ def client_for(
     (registry host -> client) so one client per host is shared. ``retries``, ``backoff`` and
     ``max_delay`` (and ``copy_streams``) as in :class:`RegistryClient`. ``endpoint``: the ``host[:port]`` that serves
     ``registry``'s API when it is another (Docker Hub: ``registry-1.docker.io``); credentials are
-    still looked up under ``registry``. ``environ``: the environment whose proxy, CA and netrc
-    variables apply (the composition root passes the process's)."""
+    still looked up under ``registry``. ``timeout``: seconds the registry may stay silent (the
+    read timeout; connecting may take at most 5 s of it, ``DEFAULT_TIMEOUT``). ``environ``: the
+    environment whose proxy, CA and netrc variables apply (the composition root passes the process's)."""
     if cache is not None and registry in cache:
         return cache[registry]
     host = endpoint or registry
@@ -577,6 +579,7 @@ def client_for(
         retries=retries,
         backoff=backoff,
         max_delay=max_delay,
+        timeout=(min(DEFAULT_TIMEOUT[0], timeout), timeout),
         credential_name=registry if host != registry else None,
         copy_streams=copy_streams,
         environ=environ,

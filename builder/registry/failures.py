@@ -69,6 +69,15 @@ def proxy_refusal(exc: BaseException) -> str:
     return ""
 
 
+def connect_timed_out(exc: BaseException) -> bool:
+    """:func:`timed_out` while connecting (no TCP or TLS connection in time), not while waiting
+    for the answer."""
+    import urllib3
+
+    e = urllib3.exceptions
+    return any(isinstance(x, e.ConnectTimeoutError) and not isinstance(x, e.NewConnectionError) for x in _chain(exc))
+
+
 def is_transient(exc: BaseException) -> bool:
     """A connection reset, a dropped keep-alive or a timeout is retried; a refused connection,
     a DNS failure, an unreachable network or a TLS error is not (retrying would only delay the

@@ -34,6 +34,7 @@ from urllib.parse import urljoin, urlsplit
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
 from builder.registry.environment import EnvSettings, env_settings
 from builder.registry.failures import (
+    connect_timed_out,
     connection_cause,
     is_transient,
     proxy_refusal,
@@ -64,8 +65,12 @@ MAX_BODY_SECONDS = 120.0
 """The longest a response body may take to arrive in total: the read timeout bounds one silent
 gap, this bounds a registry that trickles a byte at a time to stay under it."""
 
-DEFAULT_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
+DEFAULT_TIMEOUT = (5.0, 60.0)  # connect, read (seconds); builder.toml `registry_timeout_s` sets the read one
 DEFAULT_RETRIES = 4  # extra attempts after the first one on 429/5xx/connection reset
+#: Attempts that may end in a timeout before the request gives up, whatever ``retries`` allows: a
+#: registry (or proxy) that did not answer within the read timeout is rarely helped by more than
+#: one more try, and 5 x 60 s of silence is a hang to the user.
+MAX_TIMEOUT_ATTEMPTS = 2
 DEFAULT_BACKOFF = 0.25  # seconds before the first retry; doubled for each next one (plus up to 25 % jitter)
 DEFAULT_MAX_DELAY = 30.0  # seconds: the longest wait between attempts (a longer Retry-After is capped)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -96,7 +101,8 @@ class Transport:
     ``insecure`` (only for loopback or explicitly insecure registries). Thread-safe.
 
     ``timeout``: (connect, read) seconds; ``retries``: extra attempts on 429/5xx/connection
-    reset with exponential backoff starting at ``backoff`` seconds (doubling, plus up to 25 %
+    reset (a timed-out attempt retried at most once: ``MAX_TIMEOUT_ATTEMPTS``) with exponential
+    backoff starting at ``backoff`` seconds (doubling, plus up to 25 %
     jitter), a ``Retry-After`` honoured; no wait is longer than ``max_delay`` seconds.
     ``environ``: the environment whose proxy, CA and netrc variables apply
     (:mod:`builder.registry.environment`; the composition root passes the process's; None: none
@@ -201,6 +207,7 @@ class Transport:
         authed_once = False
         attempt = 0
         lost = False  # an attempt's connection dropped before its answer
+        timeouts = 0  # attempts that ended in a timeout
         retries = self.retries if retry else 0
         while True:
             auth_header = self.auth.header_for(key)
@@ -222,12 +229,13 @@ class Transport:
                         hint="the registry or its storage redirects in a loop; check the registry's storage settings",
                         registry=self.registry,
                     ) from exc
-                if attempt < retries and is_transient(cause):
+                timeouts += timed_out(cause)
+                if attempt < retries and is_transient(cause) and timeouts < MAX_TIMEOUT_ATTEMPTS:
                     attempt += 1
                     lost = True
                     self._sleep(attempt, None)
                     continue
-                raise self._unavailable(cause, method, where, attempt, env) from exc
+                raise self._unavailable(cause, method, where, attempt, env, timeout) from exc
             if resp.status_code == 401 and not authed_once:
                 challenge = resp.headers.get("WWW-Authenticate", "")
                 if challenge:
@@ -286,7 +294,8 @@ class Transport:
                             registry=self.registry,
                         )
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                raise self._unavailable(exc, "GET", where, 0, self.env_settings(resp.url)) from exc
+                env = self.env_settings(resp.url)
+                raise self._unavailable(exc, "GET", where, 0, env, _timeout(self.timeout)) from exc
             return bytes(body)
         finally:
             resp.close()
@@ -340,11 +349,18 @@ class Transport:
         time.sleep(self.delay(attempt, retry_after))
 
     def _unavailable(
-        self, exc: BaseException, method: str, where: str, attempt: int, env: EnvSettings
+        self,
+        exc: BaseException,
+        method: str,
+        where: str,
+        attempt: int,
+        env: EnvSettings,
+        timeout: urllib3.Timeout,
     ) -> RegistryUnavailableError:
-        """The error for a request that got no HTTP answer: TLS, a proxy refusing the tunnel, or
-        no connection / no answer (named with the cause, the proxy it went through and the
-        attempts made); the hint names the proxy variable and NO_PROXY when a proxy was used."""
+        """The error for a request that got no HTTP answer: TLS, a proxy refusing the tunnel, a
+        timeout (named with its seconds and the ``registry_timeout_s`` setting), or no connection
+        (named with the cause, the proxy it went through and the attempts made); the hint names
+        the proxy variable and NO_PROXY when a proxy was used."""
         refusal = proxy_refusal(exc) if env.proxy else ""
         if refusal:
             return self._proxy_refused(env, refusal, f"registry {self.registry} ({method} {where})")
@@ -357,12 +373,29 @@ class Transport:
             )
         kind = "timed out" if timed_out(exc) else "is not reachable"
         tries = f"{attempt + 1} attempt" + ("s" if attempt else "")
+        if timed_out(exc):
+            connecting = connect_timed_out(exc)
+            seconds = timeout.connect_timeout if connecting else timeout.read_timeout
+            what = "no connection" if connecting else "no answer"
+            via = f" through the proxy {_via(env)}" if env.proxy else ""
+            return RegistryUnavailableError(
+                f"registry {self.registry} timed out ({self.scheme}) on {method} {where}{via}: {what} within "
+                f"{_seconds(seconds)} s ({tries})",
+                hint="the registry (or a proxy in between) did not answer in time: check that it runs and is not "
+                "overloaded; builder.toml `registry_timeout_s` (or BUILDER_REGISTRY_TIMEOUT_S) sets how long "
+                "to wait for an answer" + (f"; {_proxy_hint(env, self._host())}" if env.proxy else ""),
+                registry=self.registry,
+            )
         return RegistryUnavailableError(
             f"registry {self.registry} {kind} ({self.scheme}) on {method} {where}: "
             f"{connection_cause(exc, _via(env))} ({tries})",
             hint=_proxy_hint(env, urlsplit(self.base).hostname or ""),
             registry=self.registry,
         )
+
+    def _host(self) -> str:
+        """The registry's host name (no port), as NO_PROXY lists it."""
+        return urlsplit(self.base).hostname or self.registry
 
     def _proxy_refused(self, env: EnvSettings, status: str, target: str) -> RegistryUnavailableError:
         """The proxy (not the registry) refused: a CONNECT tunnel answered 403/407, or a 407
@@ -417,6 +450,11 @@ class Transport:
             registry=self.registry,
             status=status,
         )
+
+
+def _seconds(value: object) -> str:
+    """A timeout's seconds for messages: ``60``, ``0.5``; ``?`` when urllib3 has none."""
+    return f"{value:g}" if isinstance(value, int | float) else "?"
 
 
 def _via(env: EnvSettings) -> str:
