@@ -141,6 +141,7 @@ def load_config(root: Path, environ: Mapping[str, str]) -> Config:
     """
     root = root.resolve()
     values: dict[str, Any] = {}
+    origins: dict[str, str] = {}  # key -> where its value was set (for errors)
     known = {f.name for f in dataclasses.fields(Config)} - {"root"}
     path = root / CONFIG_FILE
     if path.exists():
@@ -155,10 +156,12 @@ def load_config(root: Path, environ: Mapping[str, str]) -> Config:
                     hint=f"known keys: {', '.join(sorted(known - _SECRET_FIELDS))}",
                 )
             values[key] = _coerce(key, value, str(path))
+            origins[key] = f"{path}: `{key}`"
     for key in known:
         env = ENV_PREFIX + key.upper()
         if env in environ:
             values[key] = _coerce(key, environ[env], f"environment variable {env}")
+            origins[key] = f"environment variable {env}"
     for key in _PATH_FIELDS:
         p = values.get(key)
         if isinstance(p, Path) and not p.is_absolute():
@@ -171,7 +174,28 @@ def load_config(root: Path, environ: Mapping[str, str]) -> Config:
         for k in _PATH_FIELDS
         if isinstance(getattr(cfg, k), Path) and not getattr(cfg, k).is_absolute()
     }
-    return dataclasses.replace(cfg, **fixed) if fixed else cfg
+    cfg = dataclasses.replace(cfg, **fixed) if fixed else cfg
+    _check_folders(cfg, origins)
+    return cfg
+
+
+#: the settings that name a folder (``state_dir``, ``render_dir``, ``matrices_dir``, ...)
+_DIR_FIELDS = tuple(sorted(name for name in _PATH_FIELDS if name.endswith("_dir")))
+
+
+def _check_folders(cfg: Config, origins: Mapping[str, str]) -> None:
+    """Every folder setting that exists must be a folder: a file there (``BUILDER_STATE_DIR=README.md``)
+    would otherwise read as an empty folder (no keys, so every signature "unknown signer"; no
+    matrices) or fail later at a write. ConfigError (exit 2) naming the path and where it was set.
+    A folder that does not exist yet is fine (builder creates ``state_dir``; the others say so
+    where they are read)."""
+    for name in _DIR_FIELDS:
+        folder: Path = getattr(cfg, name)
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(
+                f"{origins.get(name, f'`{name}` (default)')}: {folder} is a file, not a folder",
+                hint=f"set `{name}` (builder.toml) or {ENV_PREFIX}{name.upper()} to a folder",
+            )
 
 
 def _check_values(values: dict[str, Any], source: str) -> None:

@@ -112,3 +112,23 @@ def test_registry_endpoints(tmp_path: Path) -> None:
         load_config(tmp_path, {"BUILDER_REGISTRY_ENDPOINTS": "dockerhub=127.0.0.1:5000"})
     assert "docker.io" in err.value.message
     assert load_config(tmp_path, {"BUILDER_REGISTRY_ENDPOINTS": "localhost=127.0.0.1:5001"}).endpoint_overrides()
+
+
+@pytest.mark.parametrize("where", ["env", "file"])
+def test_a_folder_setting_naming_a_file_is_refused_naming_it(cli: Cli, tmp_path: Path, where: str) -> None:
+    """`BUILDER_STATE_DIR=README.md builder status` read a file as an empty state folder (no keys:
+    every signature "unknown signer", exit 0): now exit 2 naming the path and where it was set."""
+    (tmp_path / "README.md").write_text("# not a folder\n")
+    env = {"BUILDER_STATE_DIR": str(tmp_path / "README.md")} if where == "env" else {}
+    if where == "file":
+        (tmp_path / "builder.toml").write_text('render_dir = "README.md"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, env)
+    assert str(tmp_path / "README.md") in info.value.message and "not a folder" in info.value.message
+    assert ("BUILDER_STATE_DIR" if where == "env" else "`render_dir`") in info.value.message
+    if where == "env":
+        error = cli("-C", str(tmp_path), "status", "--json", code=2, env=env).json()["error"]
+        assert error["kind"] == "config" and "BUILDER_STATE_DIR" in error["message"]
+    (tmp_path / "builder.toml").unlink(missing_ok=True)
+    fresh = load_config(tmp_path, {"BUILDER_STATE_DIR": str(tmp_path / "new")})  # not made yet: fine
+    assert fresh.state_dir == tmp_path / "new"
