@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from builder.cli._common import app_context, console, docker_config_option, emit, json_option, platform_option
+from builder.cli.terminal import counted
 
 if TYPE_CHECKING:
     from builder.image.inspection import ImageInspection, LayerRead
@@ -110,7 +111,7 @@ def _print(result: ImageInspection) -> None:
         c.print("no GPU code in the image's ELF files", markup=False)
         return
     loading = {b.path for b in result.kernel_binaries()}
-    c.print(f"GPU code in {len(result.binaries)} ELF files:", markup=False)
+    c.print(f"GPU code in {counted(len(result.binaries), 'ELF file')}:", markup=False)
     for b in result.binaries:
         c.print(f"  {b.path}", markup=False, highlight=False, soft_wrap=True)  # a path is never cut
         if b.path not in loading and not b.code_object:

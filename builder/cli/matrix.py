@@ -18,6 +18,7 @@ from builder.cli._common import (
     select_option,
     shard_option,
 )
+from builder.cli.terminal import counted
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -87,7 +88,7 @@ def list_(
             fw = f"{v.framework.name} {v.framework.version}"
             rows.append([escape(v.id), escape(acc), escape(fw), v.python, escape(v.os), v.platform, base])
         console().print(fitted_table(columns, rows, console().width, boxed=False))
-        console().print(f"{len(variants)} variants from {len(loaded)} matrices")
+        console().print(f"{counted(len(variants), 'variant')} from {counted(len(loaded), 'matrix', 'matrices')}")
 
     emit(chosen.to_json(), human)
     _warn(chosen.problems)

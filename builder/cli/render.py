@@ -15,6 +15,7 @@ from builder.cli._common import (
     matrix_option,
     select_option,
 )
+from builder.cli.terminal import counted
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -46,13 +47,12 @@ def render(matrices: tuple[Path, ...], globs: tuple[str, ...], out_dir: Path | N
     def human() -> None:
         verb = "checked" if check else "rendered"
         console().print(
-            f"{verb} {len(outcome.rendered)} variants into {report.out_dir}: {len(report.changed)} changed, "
+            f"{verb} {counted(len(outcome.rendered), 'variant')} into {report.out_dir}: {len(report.changed)} changed, "
             f"{len(report.added)} added, {len(report.removed)} removed, {report.unchanged} unchanged"
         )
         if outcome.unbuildable:
-            console().print(
-                f"[yellow]{outcome.unbuildable} variants are not buildable yet (unpinned base or missing lock)[/]"
-            )
+            left = counted(outcome.unbuildable, "variant")
+            console().print(f"[yellow]{left} not buildable yet (unpinned base or missing lock)[/]")
 
     emit(outcome.to_json(), human)
 

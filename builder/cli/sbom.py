@@ -17,6 +17,7 @@ from builder.cli._common import (
     json_option,
     platform_option,
 )
+from builder.cli.terminal import counted
 from builder.errors import SigningKeyError
 
 if TYPE_CHECKING:
@@ -75,7 +76,8 @@ def sbom(reference: str, key: pathlib.Path | None, output: pathlib.Path | None, 
     def human() -> None:
         c = console()
         c.print(result.reference, markup=False, highlight=False, soft_wrap=True)
-        c.print(f"  {doc['components']} components ({doc['gpu_libraries']} GPU libraries)", markup=False)
+        gpu = counted(doc["gpu_libraries"], "GPU library", "GPU libraries")
+        c.print(f"  {counted(doc['components'], 'component')} ({gpu})", markup=False)
         if output is not None:
             c.print(f"  written to {output}", markup=False, highlight=False)
         if result.tag is not None:

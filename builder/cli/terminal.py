@@ -44,6 +44,12 @@ def escape_controls(text: str) -> str:
     return CONTROL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun`` in the number it takes: ``1 variant``, ``2 variants``, ``0 variants``;
+    ``plural`` when it is not ``noun`` + ``s`` (``counted(1, "matrix", "matrices")``)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def make_console(environ: Mapping[str, str]) -> Console:
     """The rich console for human output on stderr, configured from ``environ`` (see the module).
     Every piece of text it writes has its control characters escaped (:func:`escape_controls`);
@@ -103,4 +109,4 @@ def quiet_third_parties(debug: bool) -> None:
         warnings.filterwarnings("ignore")
 
 
-__all__ = ["HELP_MAX_WIDTH", "LOG_WIDTH", "make_console", "quiet_third_parties"]
+__all__ = ["HELP_MAX_WIDTH", "LOG_WIDTH", "counted", "make_console", "quiet_third_parties"]

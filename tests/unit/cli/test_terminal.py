@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
 from rich.console import Console
@@ -13,6 +14,9 @@ from rich.console import Console
 from builder.cli.sign import verification_columns
 from builder.cli.tables import Column, fitted_table, plan_columns
 from tests.conftest import ROOT, Cli
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 LONG_IDS = [
     "torch2.11-cu128-py3.12-ubuntu24.04-linux-amd64-cudnn9",
@@ -140,3 +144,15 @@ def _command_paths() -> list[tuple[str, ...]]:
 def test_every_help_fits_80_columns(cli: Cli, path: tuple[str, ...]) -> None:
     text = cli(*path, "--help", env={"COLUMNS": "80"}, cwd=ROOT).stdout
     assert [line for line in text.splitlines() if len(line) > 80] == []
+
+
+def test_counts_take_the_number_of_their_noun(cli: Cli, tmp_path: Path) -> None:
+    """`rendered 1 variants` read wrong: every count in human output says 1 variant, 2 variants."""
+    from builder.cli.terminal import counted
+
+    one = ("--matrix", "matrices/demo.yaml", "--select", "jax0.7-cpu-py3.11-debian12")
+    err = cli("render", *one, "--out", str(tmp_path / "r"), cwd=ROOT).stderr
+    assert "rendered 1 variant into" in err, err
+    err = cli("matrix", "list", *one, cwd=ROOT).stderr
+    assert "1 variant from 1 matrix" in err, err
+    assert (counted(0, "variant"), counted(2, "matrix", "matrices")) == ("0 variants", "2 matrices")
