@@ -160,6 +160,7 @@ def _reference_target(
     scope: TargetScope, name: str, variant_id: str | None, variants: Callable[[], Sequence[Variant]]
 ) -> Target:
     ref = parse_reference(name, scope.registry)
+    _check_under_prefix(scope.repository_prefix, ref, name)
     from_label = False
     if variant_id is not None:
         vid: str | None = check_variant_id(variant_id, "--variant-id")
@@ -174,6 +175,24 @@ def _reference_target(
     if from_label:
         _check_label_claim(scope, variants(), vid, ref.repository, name)
     return Target(vid, ref.repository, ref.registry, tag=ref.tag if not ref.digest else None, digest=ref.digest)
+
+
+def _check_under_prefix(prefix: str, ref: Reference, name: str) -> None:
+    """A reference given to a checkout with a ``repository_prefix`` must name a repository under
+    it: every stage pointer of the checkout is named under the prefix (``stage_location``), so a
+    repository outside it would be read as another checkout's image (its digest) yet reported and
+    promoted under this checkout's prefixed name. NotFoundError (exit 8) naming both names."""
+    if not prefix or ref.repository.startswith(prefix + "/"):
+        return
+    inside = f"{ref.registry}/{repository_path(prefix, ref.repository)}" + (
+        f"@{ref.digest}" if ref.digest else f":{ref.tag}"
+    )
+    raise NotFoundError(
+        f"{name} is outside this checkout's repository_prefix {prefix!r}: repository {ref.repository} "
+        f"is another checkout's (or an unprefixed one's); this checkout's images are under {prefix}/",
+        hint=f"give {inside} or the variant id; to work on the unprefixed images, unset repository_prefix "
+        "(builder.toml / BUILDER_REPOSITORY_PREFIX)",
+    )
 
 
 def _check_label_claim(scope: TargetScope, variants: Sequence[Variant], vid: str, repository: str, name: str) -> None:
