@@ -21,7 +21,15 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "exit-codes.md").read_text()
 DOCUMENTED = {int(c) for c in re.findall(r"^\| (\d+) \|", DOC, re.MULTILINE)} - {1}
-OFFLINE = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
+#: No registry is reached: remote hosts go to a dead proxy; registries on this machine (never
+#: proxied, as Go's ProxyFromEnvironment) are sent to the closed discard port through registry_endpoints.
+OFFLINE = {
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "NO_PROXY": "",
+    "BUILDER_REGISTRY": "127.0.0.1:9",
+    "BUILDER_REGISTRY_ENDPOINTS": "127.0.0.1:5000=127.0.0.1:9,localhost=127.0.0.1:9,[::1]=127.0.0.1:9",
+}
 FUZZ = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], database=None
 )
