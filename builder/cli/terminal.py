@@ -66,8 +66,9 @@ def make_console(environ: Mapping[str, str]) -> Console:
 
         def on_broken_pipe(self) -> None:
             # the reader of stderr went away (`builder status 2>&1 | head`): raise it on to
-            # builder.cli.main, the one place a closed reader is handled (rich's default exits 1)
-            self.quiet = True
+            # builder.cli.main, the one place a closed reader is handled (rich's default exits 1);
+            # every later write raises too (a write from a progress thread must not silence the
+            # main thread's), until main points stderr at /dev/null
             raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
     no_color = _set(environ, "NO_COLOR")
