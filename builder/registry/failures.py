@@ -2,10 +2,16 @@
 (https://urllib3.readthedocs.io/en/stable/reference/urllib3.exceptions.html) and the socket and
 TLS errors they wrap: what :class:`builder.registry.transport.Transport` retries
 (:func:`is_transient`), what it calls a TLS failure or a timeout, and the cause its messages name
-(:func:`connection_cause`). Pure: nothing here sends or reads anything.
+(:func:`connection_cause`), and the proxy and timeout notes its messages and hints carry
+(:func:`proxy_note`, :func:`proxy_hint`, :func:`timeout_seconds`). Pure: nothing here sends or reads anything.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from builder.registry.environment import EnvSettings
 
 
 def unwrap(exc: BaseException) -> BaseException:
@@ -132,3 +138,24 @@ def _innermost_cause(exc: BaseException, seen: list[BaseException]) -> str:
     names = {type(e).__name__ for e in seen}
     broke = any(n in names for n in ("ProtocolError", "RemoteDisconnected", "IncompleteRead"))
     return "the connection broke off" if broke else type(exc).__name__
+
+
+def timeout_seconds(value: object) -> str:
+    """A timeout's seconds for messages: ``60``, ``0.5``; ``?`` when urllib3 has none."""
+    return f"{value:g}" if isinstance(value, int | float) else "?"
+
+
+def proxy_note(env: EnvSettings) -> str:
+    """``PROXY from VARIABLE`` for messages ("" for a direct connection)."""
+    return f"{env.proxy} from {env.proxy_variable}" if env.proxy else ""
+
+
+def proxy_hint(env: EnvSettings, host: str) -> str | None:
+    """The hint for a request through a proxy that got no answer: the proxy's variable and
+    NO_PROXY (None without a proxy: the error's default hint applies)."""
+    if not env.proxy:
+        return None
+    return (
+        f"the request went through the proxy {env.proxy} ({env.proxy_variable}): check that the proxy runs "
+        f"and can reach {host}, fix or unset {env.proxy_variable}, or list {host} in NO_PROXY to connect directly"
+    )

@@ -37,8 +37,11 @@ from builder.registry.failures import (
     connect_timed_out,
     connection_cause,
     is_transient,
+    proxy_hint,
+    proxy_note,
     proxy_refusal,
     timed_out,
+    timeout_seconds,
     tls_failed,
     too_many_redirects,
     unwrap,
@@ -325,8 +328,8 @@ class Transport:
                 raise self._proxy_refused(env, proxy_refusal(cause), f"the token service {req.realm}") from exc
             raise RegistryUnavailableError(
                 f"token service {req.realm} of registry {self.registry} is not reachable: "
-                f"{connection_cause(cause, _via(env))}",
-                hint=_proxy_hint(env, urlsplit(req.realm).hostname or ""),
+                f"{connection_cause(cause, proxy_note(env))}",
+                hint=proxy_hint(env, urlsplit(req.realm).hostname or ""),
                 registry=self.registry,
             ) from exc
 
@@ -340,7 +343,7 @@ class Transport:
         plus up to 25 % random jitter (so parallel clients spread out), at least what a
         ``Retry-After`` asks (:func:`retry_after_seconds`), at most ``max_delay``."""
         delay = self.backoff * (2.0 ** (attempt - 1)) * (1 + random.random() / 4)
-        asked = retry_after_seconds(retry_after, time.time())
+        asked = retry_aftertimeout_seconds(retry_after, time.time())
         if asked is not None:
             delay = max(delay, asked)
         return min(delay, self.max_delay)
@@ -377,19 +380,19 @@ class Transport:
             connecting = connect_timed_out(exc)
             seconds = timeout.connect_timeout if connecting else timeout.read_timeout
             what = "no connection" if connecting else "no answer"
-            via = f" through the proxy {_via(env)}" if env.proxy else ""
+            via = f" through the proxy {proxy_note(env)}" if env.proxy else ""
             return RegistryUnavailableError(
                 f"registry {self.registry} timed out ({self.scheme}) on {method} {where}{via}: {what} within "
-                f"{_seconds(seconds)} s ({tries})",
+                f"{timeout_seconds(seconds)} s ({tries})",
                 hint="the registry (or a proxy in between) did not answer in time: check that it runs and is not "
                 "overloaded; builder.toml `registry_timeout_s` (or BUILDER_REGISTRY_TIMEOUT_S) sets how long "
-                "to wait for an answer" + (f"; {_proxy_hint(env, self._host())}" if env.proxy else ""),
+                "to wait for an answer" + (f"; {proxy_hint(env, self._host())}" if env.proxy else ""),
                 registry=self.registry,
             )
         return RegistryUnavailableError(
             f"registry {self.registry} {kind} ({self.scheme}) on {method} {where}: "
-            f"{connection_cause(exc, _via(env))} ({tries})",
-            hint=_proxy_hint(env, urlsplit(self.base).hostname or ""),
+            f"{connection_cause(exc, proxy_note(env))} ({tries})",
+            hint=proxy_hint(env, urlsplit(self.base).hostname or ""),
             registry=self.registry,
         )
 
@@ -409,7 +412,7 @@ class Transport:
         else:
             what = f"ask the proxy's administrator to allow {host}"
         return RegistryUnavailableError(
-            f"the proxy {_via(env)} refused to reach {target}: HTTP {status} (the proxy refused, "
+            f"the proxy {proxy_note(env)} refused to reach {target}: HTTP {status} (the proxy refused, "
             "not the registry)",
             hint=f"{what}, or list {host} in NO_PROXY if it is reachable directly",
             registry=self.registry,
@@ -429,7 +432,7 @@ class Transport:
             if status == 403 and env.proxy:
                 host = urlsplit(self.base).hostname or self.registry
                 hint += (
-                    f"; the request went through the proxy {_via(env)}: if the proxy refused it, "
+                    f"; the request went through the proxy {proxy_note(env)}: if the proxy refused it, "
                     f"list {host} in NO_PROXY or ask the proxy's administrator to allow it"
                 )
             return RegistryAuthError(
@@ -452,28 +455,7 @@ class Transport:
         )
 
 
-def _seconds(value: object) -> str:
-    """A timeout's seconds for messages: ``60``, ``0.5``; ``?`` when urllib3 has none."""
-    return f"{value:g}" if isinstance(value, int | float) else "?"
-
-
-def _via(env: EnvSettings) -> str:
-    """``PROXY from VARIABLE`` for messages ("" for a direct connection)."""
-    return f"{env.proxy} from {env.proxy_variable}" if env.proxy else ""
-
-
-def _proxy_hint(env: EnvSettings, host: str) -> str | None:
-    """The hint for a request through a proxy that got no answer: the proxy's variable and
-    NO_PROXY (None without a proxy: the error's default hint applies)."""
-    if not env.proxy:
-        return None
-    return (
-        f"the request went through the proxy {env.proxy} ({env.proxy_variable}): check that the proxy runs "
-        f"and can reach {host}, fix or unset {env.proxy_variable}, or list {host} in NO_PROXY to connect directly"
-    )
-
-
-def retry_after_seconds(value: str | None, now: float) -> float | None:
+def retry_aftertimeout_seconds(value: str | None, now: float) -> float | None:
     """Seconds a ``Retry-After`` header value asks to wait (RFC 9110 section 10.2.3): a number of
     seconds, or an HTTP date (``Fri, 31 Dec 1999 23:59:59 GMT``) less ``now`` (Unix seconds; a
     date in the past: 0). None when absent or neither form. Pure."""
