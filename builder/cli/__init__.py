@@ -25,6 +25,7 @@ from typing_extensions import override
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 from builder import __version__, process
 from builder.cli._common import AppContext, PathParam, console, echo_external_commands, json_option
@@ -133,7 +134,7 @@ def _available(name: str) -> bool:
     help="Project root holding builder.toml (default: nearest above the current directory).",
 )
 @click.pass_context
-def cli(ctx: click.Context, json_output: bool, debug: bool, root: str | None) -> None:
+def cli(ctx: click.Context, json_output: bool, debug: bool, root: Path | None) -> None:
     """builder: turn a CUDA/ROCm x framework matrix into signed, tested container images
     and promote their digests through stages (dev -> staging -> prod) under policy.
 
@@ -149,7 +150,7 @@ def cli(ctx: click.Context, json_output: bool, debug: bool, root: str | None) ->
 
     Exit codes are listed in docs/exit-codes.md.
     """
-    ctx.obj = AppContext(json_output=json_output, debug=debug, root_option=root)
+    ctx.obj = AppContext(json_output=json_output, debug=debug, root_option=None if root is None else str(root))
     ctx.call_on_close(ctx.obj.close)
     echo_external_commands(debug)
     quiet_third_parties(debug)
