@@ -168,7 +168,7 @@ class _Chunks:
             signum = process.interrupted()
             if signum is not None:  # SIGTERM/SIGINT: stop within a chunk, not after the layer
                 raise process.Interrupted(signum)
-            self._buf, self._pos = self._blob.read(), 0
+            self._buf, self._pos = bytes(self._blob.read()), 0  # a view valid until the next read
         end = len(self._buf) if n < 0 else self._pos + n
         out = self._buf[self._pos : end]
         self._pos += len(out)

@@ -20,6 +20,7 @@ before the registry can store anything.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import queue
 import threading
 from typing import TYPE_CHECKING, Protocol
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 from builder.errors import RegistryError, RegistryUnavailableError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from builder.registry.manifest import Descriptor
     from builder.registry.response import Response
@@ -81,7 +82,7 @@ class BlobStream:
     def __len__(self) -> int:
         return self.desc.size
 
-    def __iter__(self) -> Iterator[bytes]:
+    def __iter__(self) -> Iterator[memoryview | bytes]:
         while data := self.read():
             yield data
 
@@ -101,10 +102,12 @@ class BlobStream:
             self._done = False
         return 0
 
-    def read(self, size: int = -1) -> bytes:
+    def read(self, size: int = -1) -> memoryview | bytes:
         """The next piece of the blob: up to ``chunk`` bytes whatever ``size`` asks (senders read
-        until ``b""``; handing on the pieces as they came avoids copying them); ``b""`` at the
-        end, once the size and digest were checked. Raises what the reader met."""
+        until ``b""``), as a memoryview over one of the reader's buffers, valid until the next
+        ``read`` (a sender writes it out before asking again: urllib3 passes each piece to
+        ``socket.sendall``); ``b""`` at the end, once the size and digest were checked. Raises
+        what the reader met."""
         del size
         if self._done:
             return b""
@@ -128,18 +131,34 @@ class BlobStream:
 
 class _Pass(threading.Thread):
     """One read of the blob from its first byte, ``AHEAD_CHUNKS`` chunks in front of the sender: each
-    chunk, then ``b""`` after the last (size and digest checked), or the error that ended it."""
+    chunk, then ``b""`` after the last (size and digest checked), or the error that ended it.
+
+    The bytes are received straight into a ring of ``AHEAD_CHUNKS + 2`` buffers allocated once
+    (``readinto``: no new object, no copy, no fresh pages per chunk) and hashed there (hashlib
+    releases the GIL while it hashes); the sender gets memoryviews over them and gives each buffer
+    back by asking for the next piece."""
 
     def __init__(self, stream: BlobStream) -> None:
         super().__init__(name=f"blob-read-{stream.desc.digest[7:19]}", daemon=True)
         self.stream = stream
-        self.items: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=AHEAD_CHUNKS)
+        self.items: queue.Queue[memoryview | bytes | BaseException] = queue.Queue(maxsize=AHEAD_CHUNKS)
+        self.free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
+        size = max(1, min(stream.chunk, stream.desc.size))
+        for _ in range(AHEAD_CHUNKS + 2):
+            self.free.put(memoryview(bytearray(size)))
+        self.lent: memoryview | None = None  # the buffer the sender holds
         self.stopped = threading.Event()
         self.resp: Response | None = None
         self.guard = threading.Lock()
 
-    def take(self) -> bytes | BaseException:
-        return self.items.get()
+    def take(self) -> memoryview | bytes | BaseException:
+        if self.lent is not None:
+            self.free.put(self.lent)  # the sender wrote it out before asking again
+            self.lent = None
+        item = self.items.get()
+        if isinstance(item, memoryview):
+            self.lent = item.obj if isinstance(item.obj, memoryview) else memoryview(item.obj)
+        return item
 
     def cancel(self) -> None:
         self.stopped.set()
@@ -166,15 +185,25 @@ class _Pass(threading.Thread):
             self.resp = resp
         h = hashlib.sha256()
         n = 0
+        readinto = _reader(resp)
+        length = resp.headers.get("Content-Length", "")
         try:
-            for data in resp.iter_content(chunk_size=s.chunk):
-                n += len(data)
+            while (buf := self._free()) is not None:
+                got = _fill(readinto, buf)
+                if not got:
+                    if length.isdigit() and n < int(length):  # the connection ended early
+                        raise http.client.IncompleteRead(b"", int(length) - n)
+                    break
+                n += got
                 if n > s.desc.size:
                     raise _mismatch(s, f"is longer than the {s.desc.size} bytes its descriptor says")
-                h.update(data)
-                if not self._put(data):
+                piece = buf[:got]
+                h.update(piece)
+                if not self._put(piece):
                     return
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            else:
+                return  # cancelled
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError) as exc:
             if self.stopped.is_set():
                 return
             raise BlobSourceError(
@@ -187,12 +216,21 @@ class _Pass(threading.Thread):
             resp.close()  # after the last chunk (the sender still has the ones queued) or on an error
         if n != s.desc.size:
             raise _mismatch(s, f"ended after {n} of the {s.desc.size} bytes its descriptor says")
-        got = "sha256:" + h.hexdigest()
-        if s.desc.digest.startswith("sha256:") and got != s.desc.digest:
-            raise _mismatch(s, f"hashes to {got}")
+        got_digest = "sha256:" + h.hexdigest()
+        if s.desc.digest.startswith("sha256:") and got_digest != s.desc.digest:
+            raise _mismatch(s, f"hashes to {got_digest}")
         self._put(b"")
 
-    def _put(self, item: bytes | BaseException) -> bool:
+    def _free(self) -> memoryview | None:
+        """A buffer the sender is done with, waiting for one; None once cancelled."""
+        while not self.stopped.is_set():
+            try:
+                return self.free.get(timeout=0.2)
+            except queue.Empty:
+                continue
+        return None
+
+    def _put(self, item: memoryview | bytes | BaseException) -> bool:
         """Hand ``item`` on, waiting while the queue is full; False once cancelled."""
         while not self.stopped.is_set():
             try:
@@ -201,6 +239,32 @@ class _Pass(threading.Thread):
                 continue
             return True
         return False
+
+
+def _reader(resp: Response) -> Callable[[memoryview], int]:
+    """What receives ``resp``'s body into a buffer: the ``readinto`` of the standard library's
+    ``http.client.HTTPResponse`` under urllib3's (straight from the socket into the buffer,
+    https://docs.python.org/3/library/http.client.html#http.client.HTTPResponse.readinto), when the
+    body has no ``Content-Encoding`` to decode (a blob's bytes are sent as stored); else a copy
+    of each decoded piece urllib3 hands out (``Response.read1``)."""
+    fp = getattr(resp.raw, "_fp", None)  # urllib3 keeps the http.client response there (1.x and 2.x)
+    if isinstance(fp, http.client.HTTPResponse) and not resp.headers.get("Content-Encoding"):
+        return fp.readinto
+
+    def decoded(buf: memoryview) -> int:
+        data = resp.read1(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+    return decoded
+
+
+def _fill(readinto: Callable[[memoryview], int], buf: memoryview) -> int:
+    """Receive into ``buf`` until it is full or the body ends; the bytes received."""
+    got = 0
+    while got < len(buf) and (n := readinto(buf[got:])):
+        got += n
+    return got
 
 
 def _mismatch(s: BlobStream, what: str) -> RegistryError:
