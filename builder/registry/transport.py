@@ -343,7 +343,7 @@ class Transport:
         plus up to 25 % random jitter (so parallel clients spread out), at least what a
         ``Retry-After`` asks (:func:`retry_after_seconds`), at most ``max_delay``."""
         delay = self.backoff * (2.0 ** (attempt - 1)) * (1 + random.random() / 4)
-        asked = retry_aftertimeout_seconds(retry_after, time.time())
+        asked = retry_after_seconds(retry_after, time.time())
         if asked is not None:
             delay = max(delay, asked)
         return min(delay, self.max_delay)
@@ -455,7 +455,7 @@ class Transport:
         )
 
 
-def retry_aftertimeout_seconds(value: str | None, now: float) -> float | None:
+def retry_after_seconds(value: str | None, now: float) -> float | None:
     """Seconds a ``Retry-After`` header value asks to wait (RFC 9110 section 10.2.3): a number of
     seconds, or an HTTP date (``Fri, 31 Dec 1999 23:59:59 GMT``) less ``now`` (Unix seconds; a
     date in the past: 0). None when absent or neither form. Pure."""
