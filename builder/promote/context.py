@@ -168,8 +168,17 @@ class PromotionContext:
             if foreign
             else "the tag was moved outside builder: "
         )
+        # a promoter key file the policy names that cannot be read (docs/policies.md: a warning, the
+        # records it signed do not count): the likeliest cause, named first
+        unusable = [p for s in self.policy.promoters for p in s.problems()]
+        missing = (
+            f"the policy's promoter keys cannot be read ({'; '.join(dict.fromkeys(unusable))}): records "
+            f"signed with them are not trusted - restore the key file or fix {self.policy.path}; "
+            if unusable
+            else ""
+        )
         return (
-            f"{fix}point the tag back at a digest with a trusted record (or delete it) and promote again; "
+            f"{missing}{fix}point the tag back at a digest with a trusted record (or delete it) and promote again; "
             f"`builder history {variant} --stage {stage}` shows the chain"
         )
 

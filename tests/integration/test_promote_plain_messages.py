@@ -1,0 +1,50 @@
+"""What a new user reads from ``builder promote`` and ``builder resolve`` against a real registry:
+a promoter key file the policy names that does not exist is named in the hint of the command
+it makes fail (not only "key set build, not a promoter")."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.integration.test_promote_cli import VARIANT, _build, _project
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import Cli, CliResult
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def project(tmp_path: Path, registry_address: str, unique_repo: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in list(os.environ):
+        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
+            monkeypatch.delenv(name)
+    return _project(tmp_path / "project", registry_address, unique_repo)
+
+
+def _in(cli: Cli, project: Path, *args: str, code: int = 0) -> CliResult:
+    return cli(*args, code=code, env={"HOME": str(project), "COLUMNS": "400"}, cwd=project)
+
+
+def test_a_missing_promoter_key_file_is_named_where_it_makes_resolve_fail(
+    cli: Cli, project: Path, registry_address: str, unique_repo: str
+) -> None:
+    _build(project, registry_address, unique_repo, b"missing promoter key")
+    _in(cli, project, "promote", VARIANT, "--to", "dev", "--confirm")
+    assert _in(cli, project, "resolve", VARIANT, "--stage", "dev").stdout.strip()
+    policy = project / "policies" / "default.yaml"
+    missing = project / "keys" / "ci" / "promoter.pub"
+    text, n = re.subn(r"(?m)^(\s*promoters:\n\s*- file: ).*$", rf"\g<1>{missing}", policy.read_text())
+    assert n == 1
+    policy.write_text(text)
+    error = _in(cli, project, "resolve", VARIANT, "--stage", "dev", "--json", code=18).json()["error"]
+    assert "not a promoter" in error["message"]
+    assert f"{missing}: file not found" in error["hint"], error["hint"]
+    human = _in(cli, project, "resolve", VARIANT, "--stage", "dev", code=18).stderr
+    assert str(missing) in human
