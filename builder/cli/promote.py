@@ -28,10 +28,10 @@ from builder.cli._common import (
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from builder.errors import ErrorBody
+    from builder.errors import BuilderError, ErrorBody
     from builder.promote import Batch, StatusReport, VariantHistory
     from builder.promote.changes import PlanChanges
-    from builder.promote.model import ExpectPrevious
+    from builder.promote.model import ExpectPrevious, Outcome
 
 trust_option = file_option(
     "--trust-root",
@@ -216,7 +216,17 @@ def _print_batch(batch: Batch) -> None:
     for o in batch.outcomes:
         p = o.plan
         if p is None:
-            con.print(f"[red]error[/] {o.target.variant}: {o.error.message if o.error else ''}")
+            if not _said_by_failure(batch, o.error):
+                con.print(f"[red]error[/] {o.target.variant}: {o.error.message if o.error else ''}")
+            continue
+        if _already_held(o):
+            con.print(
+                f"[green]already in {p.stage}[/] {p.target.variant}: {p.destination} holds {p.digest}\n"
+                "  --confirm would move nothing (it only completes a promotion an interrupted run left)"
+            )
+            for r in p.decision.reasons:
+                for line in r.lines(1):
+                    con.print(line, markup=False)
             continue
         color = "green" if o.ok else "red"
         con.print(
@@ -232,10 +242,35 @@ def _print_batch(batch: Batch) -> None:
             a = o.applied
             extra = " (completed an interrupted promotion)" if a.completed else ""
             con.print(f"  applied in {a.seconds * 1000:.0f} ms{extra}: {a.plan.destination.pinned(a.record.digest)}")
-        elif o.error is not None and not isinstance(o.error, PolicyDeniedError):
+        elif (
+            o.error is not None and not isinstance(o.error, PolicyDeniedError) and not _said_by_failure(batch, o.error)
+        ):
             con.print(f"  [red]{o.error.kind}[/]: {o.error.message}")
-    if batch.would_apply:
+    if batch.would_apply and not all(_already_held(o) for o in batch.outcomes if o.plan and o.plan.decision.allowed):
         con.print("[dim]dry run: add --confirm to apply[/]")
+
+
+def _said_by_failure(batch: Batch, error: BuilderError | None) -> bool:
+    """Whether the error the command exits with (``batch.failure``, printed once by
+    ``builder.cli.main``) already says ``error``: every target failed with that message (one
+    target, or one cause for all, such as an undefined stage). Then no target line repeats it."""
+    failure = batch.failure
+    if failure is None or error is None or error.message != failure.message:
+        return False
+    return all(o.error is not None and o.error.message == failure.message for o in batch.outcomes)
+
+
+def _already_held(o: Outcome) -> bool:
+    """A dry run the policy allows of a digest the stage already holds (nothing to move)."""
+    p = o.plan
+    return (
+        p is not None
+        and o.applied is None
+        and o.error is None
+        and p.decision.allowed
+        and p.digest is not None
+        and p.digest == p.previous
+    )
 
 
 def _print_changes(changes: PlanChanges) -> None:

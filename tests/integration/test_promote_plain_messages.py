@@ -1,5 +1,7 @@
 """What a new user reads from ``builder promote`` and ``builder resolve`` against a real registry:
-a promoter key file the policy names that does not exist is named in the hint of the command
+an error printed once (not once per target and again as the command's error), a dry run into a
+stage that already holds the digest says so (not "would promote ... (now <the same digest>)"),
+and a promoter key file the policy names that does not exist is named in the hint of the command
 it makes fail (not only "key set build, not a promoter")."""
 
 from __future__ import annotations
@@ -30,6 +32,30 @@ def project(tmp_path: Path, registry_address: str, unique_repo: str, monkeypatch
 
 def _in(cli: Cli, project: Path, *args: str, code: int = 0) -> CliResult:
     return cli(*args, code=code, env={"HOME": str(project), "COLUMNS": "400"}, cwd=project)
+
+
+def test_an_error_every_target_shares_is_printed_once(
+    cli: Cli, project: Path, registry_address: str, unique_repo: str
+) -> None:
+    _build(project, registry_address, unique_repo, b"printed once")
+    err = _in(cli, project, "promote", VARIANT, "--to", "qa", code=8).stderr
+    assert err.count("stage 'qa' is not defined") == 1, err
+    assert "error:" in err and "hint: stages: dev, staging, prod" in err
+
+
+def test_a_dry_run_into_a_stage_that_holds_the_digest_says_so(
+    cli: Cli, project: Path, registry_address: str, unique_repo: str
+) -> None:
+    digest = _build(project, registry_address, unique_repo, b"already held")
+    first = _in(cli, project, "promote", VARIANT, "--to", "dev").stderr
+    assert "would promote" in first and "dry run: add --confirm to apply" in first
+    _in(cli, project, "promote", VARIANT, "--to", "dev", "--confirm")
+    again = _in(cli, project, "promote", VARIANT, "--to", "dev").stderr
+    assert f"already in dev {VARIANT}:" in again and digest in again, again
+    assert "--confirm would move nothing" in again
+    assert "would promote" not in again and "add --confirm to apply" not in again
+    # --confirm indeed moves nothing and says it applied nothing new
+    assert _in(cli, project, "promote", VARIANT, "--to", "dev", "--confirm", "--json").json()["results"][0]["applied"]
 
 
 def test_a_missing_promoter_key_file_is_named_where_it_makes_resolve_fail(
