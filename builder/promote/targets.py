@@ -160,7 +160,7 @@ def _reference_target(
     scope: TargetScope, name: str, variant_id: str | None, variants: Callable[[], Sequence[Variant]]
 ) -> Target:
     ref = parse_reference(name, scope.registry)
-    _check_under_prefix(scope.repository_prefix, ref, name)
+    _check_under_prefix(scope, ref, name)
     from_label = False
     if variant_id is not None:
         vid: str | None = check_variant_id(variant_id, "--variant-id")
@@ -177,19 +177,24 @@ def _reference_target(
     return Target(vid, ref.repository, ref.registry, tag=ref.tag if not ref.digest else None, digest=ref.digest)
 
 
-def _check_under_prefix(prefix: str, ref: Reference, name: str) -> None:
-    """A reference given to a checkout with a ``repository_prefix`` must name a repository under
-    it: every stage pointer of the checkout is named under the prefix (``stage_location``), so a
-    repository outside it would be read as another checkout's image (its digest) yet reported and
-    promoted under this checkout's prefixed name. NotFoundError (exit 8) naming both names."""
-    if not prefix or ref.repository.startswith(prefix + "/"):
+def _check_under_prefix(scope: TargetScope, ref: Reference, name: str) -> None:
+    """A stage pointer given by reference (``REPO:VARIANT-STAGE``) to a checkout with a
+    ``repository_prefix`` must be under it: every stage pointer of the checkout is
+    (``stage_location``), so one outside it is another checkout's, whose digest would be read yet
+    reported and promoted as this checkout's stage under the prefixed name. NotFoundError (exit 8)
+    naming both names. A build's image (a variant or content tag, a digest) may come from
+    anywhere: that is a source, named as given."""
+    prefix = scope.repository_prefix
+    if not prefix or ref.repository.startswith(prefix + "/") or ref.digest or not ref.tag:
+        return
+    if not any(ref.tag.endswith("-" + stage) for stage in scope.stage_names):
         return
     inside = f"{ref.registry}/{repository_path(prefix, ref.repository)}" + (
         f"@{ref.digest}" if ref.digest else f":{ref.tag}"
     )
     raise NotFoundError(
-        f"{name} is outside this checkout's repository_prefix {prefix!r}: repository {ref.repository} "
-        f"is another checkout's (or an unprefixed one's); this checkout's images are under {prefix}/",
+        f"{name} is a stage pointer outside this checkout's repository_prefix {prefix!r}: repository "
+        f"{ref.repository} is another checkout's (or an unprefixed one's); this checkout's stages are under {prefix}/",
         hint=f"give {inside} or the variant id; to work on the unprefixed images, unset repository_prefix "
         "(builder.toml / BUILDER_REPOSITORY_PREFIX)",
     )

@@ -108,10 +108,13 @@ def test_a_reference_outside_the_repository_prefix_is_refused_naming_both() -> N
     images) was read there yet reported and promoted as nu4q/demo/jax (its stage pointers), a
     prefixed name next to another name's digest. Every reference must be under the prefix."""
     scope = TargetScope(lambda: VARIANTS, "127.0.0.1:5000", ("dev", "prod"), _no_registry, repository_prefix="nu4q")
-    with pytest.raises(NotFoundError, match="outside this checkout's repository_prefix 'nu4q'") as exc:
+    with pytest.raises(NotFoundError, match="stage pointer outside this checkout's repository_prefix 'nu4q'") as exc:
         resolve_targets(scope, ["127.0.0.1:5000/demo/jax:jax0.7-cpu-dev"])
     assert "127.0.0.1:5000/nu4q/demo/jax:jax0.7-cpu-dev" in (exc.value.hint or "")
     assert resolve_targets(scope, ["127.0.0.1:5000/nu4q/demo/jax:jax0.7-cpu-dev"]) == [
         Target("jax0.7-cpu", "nu4q/demo/jax", "127.0.0.1:5000", tag="jax0.7-cpu-dev")
     ]
     assert resolve_targets(scope, ["jax0.7-cpu"]) == [Target("jax0.7-cpu", "nu4q/demo/jax", "127.0.0.1:5000")]
+    # a build's image from outside the prefix is a source named as given (a variant tag, a digest)
+    built = resolve_targets(scope, ["127.0.0.1:5000/demo/jax:jax0.7-cpu"], variant_id="jax0.7-cpu")
+    assert built == [Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000", tag="jax0.7-cpu")]
