@@ -13,7 +13,7 @@ upload both keep moving instead of taking turns (about 10 % faster between two l
 registries on a loaded 2-core machine, medians of 8 interleaved copies of 4 x 96 MiB). The
 chunks live in ``AHEAD_CHUNKS + 2`` buffers allocated once per pass: bytes are received into them
 (``readinto``) and sent from them (memoryviews passed to ``socket.sendall``), so a chunk costs no
-new object, copy or fresh memory pages (CPU of a 512 MiB copy 0.80 -> 0.69 s, docs/benchmarks.md).
+new object, copy or fresh memory pages (5-15 % less copy CPU, docs/benchmarks.md).
 Errors: :class:`BlobSourceError` (a RegistryUnavailableError, exit 5) when the source stops
 answering in the middle of a blob; ``RegistryError`` (exit 7) when the bytes read do not have
 the descriptor's size or digest. Both are raised from ``read`` and so end the upload request
