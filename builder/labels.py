@@ -46,6 +46,15 @@ DESCRIPTION = OCI + "description"
 BASE_NAME = OCI + "base.name"
 BASE_DIGEST = OCI + "base.digest"
 
+#: The key, in a simple-signing payload's signed ``optional`` map, naming why builder wrote the
+#: signature (cosign's ``sign -a key=value`` annotations land in the same map and ``cosign verify
+#: -a key=value`` checks them: https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md).
+#: Absent: an image signature (``builder build``/``builder sign``, cosign).
+SIGNATURE_ROLE = OWN + "signature.role"
+#: :data:`SIGNATURE_ROLE`'s value on the signature a promotion writes for the copy's new identity:
+#: such a signature says "promoted here", never "built by us" (a ``signature`` rule never counts it).
+PROMOTION_ROLE = "promotion"
+
 #: The value of the ``gpu-archs`` label for an image without GPU code (one spelling; the compat
 #: package's ``NO_GPU_KERNELS`` is the same word).
 NO_GPU_CODE = "none"

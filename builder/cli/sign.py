@@ -404,6 +404,7 @@ def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[st
             else:
                 who = "key not named in the layer [dim](not given)[/]"
         kind = f"{item.kind} (bundle)" if item.is_bundle else item.kind
+        kind = "signature (promotion)" if item.is_promotion else kind  # written by a promotion into here
         when = escape(to_seconds(item.time) if item.time else "-")
         rows.append([str(n), style[item.classification], kind, _what(item), who, when])
     legend = _signer_legend(columns, rows, con.width)
@@ -457,13 +458,18 @@ def _render_verified(con: Console, report: VerificationReport, names: Mapping[st
 
     from builder.predicates import DEVICE_CHECK_V1
 
-    ok_sigs = [i for i in report.items if i.ok and i.kind == "signature"]
+    ok_sigs = [i for i in report.items if i.ok and i.kind == "signature" and not i.is_promotion]
+    promoted = [i for i in report.items if i.is_promotion]
     ok_atts = [i for i in report.items if i.ok and i.kind == "attestation"]
     also = _also_present(report)
     sig_by = sorted({_summary_name(i, names) for i in ok_sigs})
+    promoted_by = sorted({_summary_name(i, names) for i in promoted})
+    said = [f"signature by {', '.join(sig_by)}"] if sig_by else []
+    if promoted_by:  # written by a promotion into this repository: "promoted here", never "built by"
+        said.append(f"promotion signature by {', '.join(promoted_by)}" + ("" if sig_by else " (no image signature)"))
     con.print(
         f"[bold green]VERIFIED[/] {escape(name)}@{report.digest}: "
-        + (f"signature by {escape(', '.join(sig_by))}" if sig_by else "no signature required")
+        + (escape("; ".join(said)) if said else "no signature required")
     )
     if ok_atts:
         atts: list[str] = []

@@ -20,13 +20,17 @@ class SignatureEvidence:
     """One signature found on the digest. ``signer``: key fingerprint ``sha256:<hex>`` (key mode) or
     ``None``; ``identity``: ``(issuer, subject)`` for keyless; ``verified``: the signature checked
     against a known key and names this digest; ``reason``: why not, when not verified;
-    ``untrusted``: well formed, but by a key or identity the policy does not list."""
+    ``untrusted``: well formed, but by a key or identity the policy does not list; ``role``: why
+    builder wrote it, as its signed payload states (``builder.labels.SIGNATURE_ROLE``):
+    ``promotion`` for the signature a promotion writes for the copy's new identity, which says
+    "promoted here", never "built by us"; None for an image signature."""
 
     signer: str | None
     verified: bool
     reason: str = ""
     identity: tuple[str, str] | None = None
     untrusted: bool = False
+    role: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.compat.branches import driver_branch
+from builder.labels import PROMOTION_ROLE
 from builder.policy.rules import Notes, Rule, evidence_problems, signed_by
 from builder.policy.signers import KeySet, key_problems, sets_match, sets_names, signer_text
 from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
@@ -26,7 +27,11 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class SignatureRule(Rule):
-    """At least ``count`` verified signatures on the digest by keys of ``signers``."""
+    """At least ``count`` verified image signatures on the digest by keys of ``signers``. A
+    promotion signature (its signed payload names the promotion role,
+    ``builder.labels.PROMOTION_ROLE``: written when a promotion copied the digest into another
+    repository) never counts, whoever's key made it: it says where the digest was promoted, not
+    who built it (the promotion itself is evidenced by its record: ``soak``/``promoted`` rules)."""
 
     signers: tuple[KeySet, ...] = ()
     count: int = 1
@@ -42,6 +47,13 @@ class SignatureRule(Rule):
                 notes.add_foreign(f"signature by {who} does not verify ({s.reason or 'unverifiable'})")
             elif not s.verified:
                 notes.add(f"signature by {who} does not verify ({s.reason or 'unverifiable'})", s.signer, s.identity)
+            elif s.role == PROMOTION_ROLE:
+                notes.add(
+                    f"signature by {who} is a promotion signature (written when the digest was promoted into "
+                    "this repository), not an image signature: not counted",
+                    s.signer,
+                    s.identity,
+                )
             elif not sets_match(self.signers, s.signer, s.identity):
                 notes.add(f"signature by {who} is not from a listed key", s.signer, s.identity)
             else:

@@ -114,5 +114,56 @@ def validate_policies(files: Sequence[Path], variables: Mapping[str, str]) -> Po
     checked = []
     for path in files:
         policy, problems = check_policy(path, variables)
-        checked.append(PolicyFileCheck(path, policy, tuple(problems)))
+        more = shared_key_warnings(policy, str(path)) if policy is not None else []
+        checked.append(PolicyFileCheck(path, policy, (*problems, *more)))
     return PolicyValidation(tuple(checked))
+
+
+def shared_key_warnings(policy: Policy, file: str) -> list[Problem]:
+    """A warning at each ``signature`` rule whose signers share a key with the policy's
+    ``promoters``: builder marks the signature a promotion writes (its signed payload names the
+    promotion role, ``builder.labels.PROMOTION_ROLE``) and never counts it for a ``signature``
+    rule, but other verifiers cannot tell the two apart by key (``cosign verify --key``;
+    containers/image ``signedBy``, which checks the key and identity only:
+    https://github.com/containers/image/blob/main/docs/containers-policy.json.5.md). One warning
+    per key; none when no key is shared."""
+    from builder.policy.rules_evidence import SignatureRule
+    from builder.signing.fingerprints import short_fingerprint
+
+    promoting = {k.fingerprint: ks.name for ks in policy.promoters for k in ks.keys if k.fingerprint}
+    out: list[Problem] = []
+    seen: set[str] = set()
+    for stage in policy.stages:
+        for rule in stage.require.walk():
+            if not isinstance(rule, SignatureRule):
+                continue
+            for ks in rule.signers:
+                for k in ks.keys:
+                    if k.fingerprint is None or k.fingerprint not in promoting or k.fingerprint in seen:
+                        continue
+                    seen.add(k.fingerprint)
+                    name, line, col = _split_location(rule.location, file)
+                    key = f"{k.file or 'key'} ({short_fingerprint(k.fingerprint)})"
+                    out.append(
+                        Problem(
+                            name,
+                            line,
+                            col,
+                            f"stages.{stage.name}.require",
+                            f"key {key} signs builds (key set '{ks.name}', named by this signature rule) and "
+                            f"promotions (promoters '{promoting[k.fingerprint]}'): builder never counts a promotion "
+                            "signature for a signature rule, but cosign and containers/image cannot tell the two "
+                            "apart; give promoters their own key (`builder keys generate --output-dir DIR`)",
+                            "warning",
+                        )
+                    )
+    return out
+
+
+def _split_location(location: str, file: str) -> tuple[str, int, int]:
+    """``file:line:col`` as (file, line, col); ``file`` with 0, 0 when it names no line."""
+    head, _, col = location.rpartition(":")
+    name, _, line = head.rpartition(":")
+    if name and line.isdigit() and col.isdigit():
+        return name, int(line), int(col)
+    return file, 0, 0

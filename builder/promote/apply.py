@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from builder import process
+from builder import labels, process
 from builder.errors import (
     BuilderError,
     PolicyDeniedError,
@@ -315,8 +315,13 @@ def apply_promotion(
         def sign_copy(sig: HeldRead | None) -> None:
             # containers/image (podman, CRI-O) checks the signature's docker-reference against the
             # repository it pulls from: sign the copy (index and platform manifests) for its new
-            # identity with the promoter key, before the tag makes it visible (kpromo does the same)
-            sign_image(dc, dst.repository, digest, signer, lock_dir=ctx.lock_dir, manifest=manifest, held=sig)
+            # identity with the promoter key, before the tag makes it visible (kpromo does the same).
+            # Its signed payload names the promotion role: it never counts as a build signature
+            # (builder.labels.SIGNATURE_ROLE; docs/signing.md), even when one key serves both roles
+            role = {labels.SIGNATURE_ROLE: labels.PROMOTION_ROLE}
+            sign_image(
+                dc, dst.repository, digest, signer, lock_dir=ctx.lock_dir, annotations=role, manifest=manifest, held=sig
+            )
 
         def evidence_and_record() -> None:
             if src.name == dst.name:

@@ -249,7 +249,8 @@ def gather(
                 continue
             seen.add(key)
             if it.kind == "signature":
-                sigs.append(SignatureEvidence(it.signer, it.ok, it.reason, keyless_identity(it.signer), it.untrusted))
+                ident = keyless_identity(it.signer)
+                sigs.append(SignatureEvidence(it.signer, it.ok, it.reason, ident, it.untrusted, it.role))
             else:
                 atts.append(_attestation(it))
     problems.extend(fleet_problems)

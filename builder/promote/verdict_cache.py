@@ -78,10 +78,11 @@ MAX_PER_REPOSITORY = 20_000
 REFERRER_TAG = "referrer"
 """What stands for the tag in the key of a bundle referrer's verdict (it is listed, not tagged)."""
 
-JUDGES = ("signing", "registry", "predicates.py", "promote/context.py", "promote/verdict_cache.py")
+JUDGES = ("signing", "registry", "predicates.py", "labels.py", "promote/context.py", "promote/verdict_cache.py")
 """builder's sources that decide a layer's verdict (``code_stamp`` names, relative to the package):
 the verifiers and layer checks, the registry client that reads the manifests and blobs judged (and
-checks their digests), the predicate types named, ``KeylessOnFirstUse`` (whose trust this module
+checks their digests), the predicate types named, the signature role key (``labels.py``: a kept
+verdict names the role its payload states), ``KeylessOnFirstUse`` (whose trust this module
 names) and this module. Not here: ``errors.py`` (exception classes: a kept verdict raised none)."""
 
 _KINDS = ("signature", "attestation")
@@ -147,7 +148,7 @@ def _item(data: object) -> VerifiedItem | None:
         return None
     kind, statement = data.get("kind"), data.get("statement")
     texts = ("reason", "tag", "layer_digest")
-    optional = ("signer", "predicate_type", "time")
+    optional = ("signer", "predicate_type", "time", "role")
     if (
         kind not in _KINDS
         or data.get("ok") is not True
@@ -169,6 +170,7 @@ def _item(data: object) -> VerifiedItem | None:
         statement,
         False,
         bool(data["keyless"]),
+        data.get("role"),
     )
 
 

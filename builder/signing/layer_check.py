@@ -14,6 +14,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
+from builder.labels import SIGNATURE_ROLE
 from builder.signing.dsse import IN_TOTO_PAYLOAD_TYPE, STATEMENT_TYPES, pae
 from builder.signing.layer import (
     CERTIFICATE_ANNOTATION,
@@ -84,7 +85,24 @@ def _check_signature_layer(
         return VerifiedItem(
             "signature", False, check.reason, tag, layer_digest, signer=check.signer, time=check.time, untrusted=True
         )
-    return VerifiedItem("signature", True, "", tag, layer_digest, signer=check.signer, time=check.time)
+    return VerifiedItem(
+        "signature", True, "", tag, layer_digest, signer=check.signer, time=check.time, role=signed_role(blob)
+    )
+
+
+def signed_role(payload: bytes) -> str | None:
+    """Why builder wrote a simple-signing ``payload``: the value of
+    :data:`builder.labels.SIGNATURE_ROLE` in its signed ``optional`` map (``promotion`` for the
+    signature a promotion writes for the copy's new identity), None for an image signature (no
+    such key, as cosign and ``builder sign`` write them) or a payload that is not JSON. Only
+    meaningful once the signature over ``payload`` verified (the map is signed with it; cosign
+    ``specs/SIGNATURE_SPEC.md``: https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md)."""
+    try:
+        optional = json.loads(payload).get("optional")
+    except (ValueError, AttributeError):
+        return None
+    role = optional.get(SIGNATURE_ROLE) if isinstance(optional, dict) else None
+    return str(role) if role not in (None, "") else None
 
 
 def simple_signing_problem(payload: bytes, digest: str) -> str:

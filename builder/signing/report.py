@@ -28,7 +28,9 @@ class VerifiedItemDocument(TypedDict):
     """One signature or attestation in ``--json`` (:class:`VerifiedItem`): ``statement`` is the
     in-toto statement as signed (free-form: its predicate is whatever the attester wrote; None
     when unread or untrusted), ``classification`` the verdict, ``keyless`` true for a Sigstore
-    certificate signature (checked only by ``--identity``/``--issuer``, never by a key)."""
+    certificate signature (checked only by ``--identity``/``--issuer``, never by a key), ``role``
+    ``promotion`` for a promotion signature (written when a promotion copied the digest into
+    another repository; never a build signature), else None."""
 
     kind: Kind
     ok: bool
@@ -42,6 +44,7 @@ class VerifiedItemDocument(TypedDict):
     untrusted: bool
     classification: Classification
     keyless: bool
+    role: str | None
 
 
 class VerifyDocument(TypedDict):
@@ -78,6 +81,10 @@ class VerifiedItem:
     which name no key) or the keyless identity. Such items never count, and never carry a
     ``statement`` (unverified content). ``keyless``: a Sigstore certificate signature (legacy
     layer or bundle), which only an identity policy (``--identity``/``--issuer``) can check.
+    ``role``: for an ok signature, why builder wrote it as its signed payload states
+    (``builder.labels.SIGNATURE_ROLE``): ``promotion`` for the signature a promotion writes for
+    the copy's new identity (a promotion signature: never a build signature); None for an image
+    signature.
     """
 
     kind: Kind
@@ -91,6 +98,7 @@ class VerifiedItem:
     statement: Mapping[str, Any] | None = None
     untrusted: bool = False
     keyless: bool = False
+    role: str | None = None
 
     def __post_init__(self) -> None:
         if not self.ok and not self.untrusted and IDENTITY_MISMATCH in self.reason:
@@ -99,6 +107,13 @@ class VerifiedItem:
     @property
     def verified(self) -> bool:
         return self.ok
+
+    @property
+    def is_promotion(self) -> bool:
+        """A verified signature a promotion wrote (signed payload names the promotion role)."""
+        from builder.labels import PROMOTION_ROLE
+
+        return self.ok and self.kind == "signature" and self.role == PROMOTION_ROLE
 
     @property
     def is_bundle(self) -> bool:
@@ -134,6 +149,7 @@ class VerifiedItem:
             "untrusted": self.untrusted,
             "classification": self.classification,
             "keyless": self.keyless,
+            "role": self.role,
         }
 
 

@@ -245,3 +245,30 @@ def test_labels() -> None:
     assert check_result({"passed": True}) == "passed" and check_result({}) == "unknown"
     assert signer_label("sha256:" + "a" * 64, {}) == "SHA256:aaaaaaaaaaaa…"
     assert signer_label("dev@example.com", {}) == "dev@example.com" and signer_label(None, {}) == "-"
+
+
+def test_a_promotion_signature_is_named_as_one_and_its_role_is_signed() -> None:
+    """The role a promotion signature carries is read from the signed payload (``optional``, as
+    ``cosign sign -a`` writes it): the verdict names it, ``--json`` carries it, the summary says
+    "promotion signature", not "signature by"; an edited role no longer verifies."""
+    from builder.labels import PROMOTION_ROLE, SIGNATURE_ROLE
+
+    signer = _signer()
+    payload = simple_signing_payload("r/x", DIGEST, {SIGNATURE_ROLE: PROMOTION_ROLE})
+    ann = {SIGNATURE_ANNOTATION: base64.b64encode(signer.sign(payload)).decode()}
+    layer = SignatureLayer(SIMPLESIGNING_MEDIA_TYPE, payload, ann)
+    item = check_signature_layer(layer.descriptor(), payload, DIGEST, verifiers_for([_pub(signer)]))
+    assert item.ok and item.role == PROMOTION_ROLE and item.is_promotion and item.to_json()["role"] == "promotion"
+    names = {signer.fingerprint: "given.pub"}
+    text = _render(_report([item]), names)
+    assert "promotion signature by given.pub" in text and "(no image signature)" in text, text
+    assert "signature (promotion)" in text
+    desc, plain = _sig_layer(signer)
+    image = check_signature_layer(desc, plain, DIGEST, verifiers_for([_pub(signer)]))
+    assert image.ok and image.role is None and not image.is_promotion
+    both = _render(_report([image, item]), names)
+    assert "signature by given.pub; promotion signature by given.pub" in both, both
+    assert "(no image signature)" not in both
+    stripped = payload.replace(b'"promotion"', b'"build"')  # the role is signed: editing it breaks the signature
+    forged = SignatureLayer(SIMPLESIGNING_MEDIA_TYPE, stripped, ann)
+    assert not check_signature_layer(forged.descriptor(), stripped, DIGEST, verifiers_for([_pub(signer)])).ok
