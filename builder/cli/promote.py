@@ -230,7 +230,8 @@ def _print_batch(batch: Batch) -> None:
             continue
         color = "green" if o.ok else "red"
         con.print(
-            f"[{color}]{o.verb}[/] {p.target.variant}: {p.source} ({p.digest or '-'}) -> {p.destination}"
+            f"[{color}]{o.verb}[/] {p.target.variant}: {p.target.given or p.source} ({p.digest or '-'}) -> "
+            f"{p.destination}"
             f" (now {p.previous or 'empty'})"
         )
         for r in p.decision.reasons:

@@ -57,3 +57,12 @@ class Target:
     @property
     def explicit(self) -> bool:
         return self.tag is not None or self.digest is not None
+
+    @property
+    def given(self) -> str | None:
+        """The reference as the user gave it, for messages: ``registry/repository@digest`` or
+        ``registry/repository:tag`` for an explicit target (never the variant tag the plan reads
+        it as: the build may never have written that tag); None for a variant id."""
+        if self.digest is not None:
+            return f"{self.registry}/{self.repository}@{self.digest}"
+        return f"{self.registry}/{self.repository}:{self.tag}" if self.tag is not None else None

@@ -285,7 +285,8 @@ class PointerTrust:
 
 class PlanDocument(TypedDict):
     """A planned promotion in ``--json``: ``digest`` (None: the source holds nothing) from
-    ``source`` into ``destination`` (the stage pointer, ``registry/repository:tag``), which now
+    ``source`` (the reference given, when one was; else the previous stage's pointer or the
+    build's variant tag) into ``destination`` (the stage pointer, ``registry/repository:tag``), which now
     holds ``previous``; ``already``: the stage names the digest with a trusted record; ``trusted``
     and ``untrusted_signers``: whether a trusted record explains the pointer, and who signed the
     records that do not count; ``allowed`` and the policy's ``decision``."""
@@ -340,7 +341,7 @@ class Plan:
             "variant": self.target.variant,
             "stage": self.stage,
             "from_stage": self.from_stage,
-            "source": str(self.source),
+            "source": self.target.given or str(self.source),  # the reference the user gave
             "digest": self.digest,
             "destination": str(self.destination),
             "previous": self.previous,
