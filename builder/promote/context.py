@@ -162,15 +162,26 @@ class PromotionContext:
     def untrusted_hint(self, stage: str, variant: str = "VARIANT", *, foreign: bool = True) -> str:
         """What to do about a pointer no trusted promotion record explains (``foreign``: records by
         other keys exist)."""
+        import glob  # only on this error path
+
         fix = (
-            f"if those records come from a legitimate promoter (e.g. another checkout sharing the registry), "
-            f"list its public key in a key set named under `promoters` in {self.policy.path}; otherwise "
+            "if another checkout shares the registry, give each checkout its own repository_prefix "
+            "(BUILDER_REPOSITORY_PREFIX; README, 'Sharing a registry'); if those records come from a "
+            f"legitimate promoter, list its public key in a key set named under `promoters` in {self.policy.path}; "
+            "otherwise "
             if foreign
             else "the tag was moved outside builder: "
         )
         # a promoter key file the policy names that cannot be read (docs/policies.md: a warning, the
-        # records it signed do not count): the likeliest cause, named first
-        unusable = [p for s in self.policy.promoters for p in s.problems()]
+        # records it signed do not count): the likeliest cause, named first - a named file, or a glob
+        # of a set left without any usable key (a glob matching nothing next to usable keys, like the
+        # shipped policy's keys/promoters/*.pub, only adds no key)
+        unusable = [
+            f"key set `{s.name}`: {k.problem}"
+            for s in self.policy.promoters
+            for k in s.keys
+            if k.problem and not (k.file and glob.has_magic(k.file) and any(not u.problem for u in s.keys))
+        ]
         missing = (
             f"the policy's promoter keys cannot be read ({'; '.join(dict.fromkeys(unusable))}): records "
             f"signed with them are not trusted - restore the key file or fix {self.policy.path}; "

@@ -74,3 +74,32 @@ def test_a_missing_promoter_key_file_is_named_where_it_makes_resolve_fail(
     assert f"{missing}: file not found" in error["hint"], error["hint"]
     human = _in(cli, project, "resolve", VARIANT, "--stage", "dev", code=18).stderr
     assert str(missing) in human
+
+
+def test_records_by_another_key_point_to_the_prefix_not_to_an_empty_promoter_glob(
+    cli: Cli, project: Path, registry_address: str, unique_repo: str
+) -> None:
+    """A pointer whose records another checkout's key signed (the registry shared without a
+    repository_prefix): the hint names the prefix; a promoter glob matching nothing next to a usable
+    promoter key (as the shipped policy's keys/promoters/*.pub) is not called unreadable."""
+    from builder.signing.keys import generate_key_pair
+
+    _build(project, registry_address, unique_repo, b"records by another key")
+    _in(cli, project, "promote", VARIANT, "--to", "dev", "--confirm")
+    policy = project / "policies" / "default.yaml"
+    text, n = re.subn(
+        r"(?m)^(\s*)(promoters:\n)(\s*)(- file: .*)$",
+        lambda m: f"{m[1]}{m[2]}{m[3]}{m[4]}\n{m[3]}- file: {project}/keys/promoters/*.pub",
+        policy.read_text(),
+    )
+    assert n == 1
+    other = project / "other-checkout"
+    other.mkdir()
+    _, other_pub, _ = generate_key_pair(other, None)
+    promoter_pub = re.search(r"(?m)^\s*promoters:\n\s*- file: (.*)$", text)
+    assert promoter_pub is not None
+    (project / promoter_pub[1].strip()).write_bytes(other_pub.read_bytes())  # this checkout's key is now another
+    policy.write_text(text)
+    error = _in(cli, project, "resolve", VARIANT, "--stage", "dev", "--json", code=18).json()["error"]
+    assert "repository_prefix" in error["hint"] and "BUILDER_REPOSITORY_PREFIX" in error["hint"], error["hint"]
+    assert "cannot be read" not in error["hint"], error["hint"]
