@@ -239,10 +239,8 @@ class SectionedTemplate:
         if chain is None:
             return
         trees = [loader.trees[t] for t in chain]
-        if not all(isinstance(n, nodes.Block) for n in trees[-1].body) or not all(
-            t.body and isinstance(t.body[0], nodes.Extends) for t in trees[:-1]
-        ):
-            return  # the output is not just the base's top-level blocks in order
+        if not all(isinstance(n, nodes.Block) for n in trees[-1].body) or not all(map(_only_overrides, trees[:-1])):
+            return  # the output is not just the base's top-level blocks in order, read from the variables alone
         known = variable_names | frozenset(env.globals)
         # the active implementation of each block: the first template of the chain that defines it
         impls: dict[str, tuple[jinja2.Template, nodes.Block]] = {}
@@ -316,6 +314,16 @@ def _chain(name: str, trees: Mapping[str, nodes.Template], env: jinja2.Environme
         if not isinstance(ext.template, nodes.Const) or not isinstance(ext.template.value, str):
             return None
         name = ext.template.value
+
+
+def _only_overrides(tree: nodes.Template) -> bool:
+    """Whether a child template only extends and overrides blocks: its ``{% extends %}`` first, then
+    blocks and text (never output after ``extends``). A name it assigns or imports at its top level
+    reaches the blocks of the render that runs it, never a section rendered alone."""
+    body = tree.body
+    if not body or not isinstance(body[0], nodes.Extends):
+        return False
+    return all(isinstance(n, (nodes.Block, nodes.Output)) for n in body[1:])
 
 
 def _with_nested(block: nodes.Block, impls: Mapping[str, tuple[jinja2.Template, nodes.Block]]) -> list[nodes.Node]:

@@ -123,6 +123,21 @@ DYNAMIC = """\
 {% block tail %}dynamic {{ title }}{% endblock %}
 """
 
+#: a family that names something at its top level (Jinja's "active page" pattern): its blocks and the
+#: base's read the name, which only the render that runs the child's top level defines
+CHILD_SET = """\
+{% extends "base.j2" %}
+{% set suffix = title ~ "!" %}
+{% from "lib.j2" import shout %}
+{% block tail %}child tail {{ suffix }} {{ shout(title) }}{% endblock %}
+"""
+
+LIB = """\
+{% macro shout(x) %}{{ x | upper }}{% endmacro %}
+"""
+
+FILES = {"base.j2": BASE, "child.j2": CHILD, "macros.j2": MACROS, "dynamic.j2": DYNAMIC, "child_set.j2": CHILD_SET}
+
 
 def _variable_sets() -> list[dict[str, Any]]:
     """Values that compare equal across types (1 == True, "True" vs True) and dicts whose methods
@@ -144,9 +159,9 @@ def _variable_sets() -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("name", ["base.j2", "child.j2", "macros.j2", "dynamic.j2"])
+@pytest.mark.parametrize("name", ["base.j2", "child.j2", "macros.j2", "dynamic.j2", "child_set.j2"])
 def test_hand_written_templates_render_the_same_text_in_sections(tmp_path: Path, name: str) -> None:
-    images = _write(tmp_path, {"base.j2": BASE, "child.j2": CHILD, "macros.j2": MACROS, "dynamic.j2": DYNAMIC})
+    images = _write(tmp_path, {**FILES, "lib.j2": LIB})
     plain_env, sectioned_env = _envs(images)
     sets = _variable_sets()
     template = SectionedTemplate(sectioned_env, name, frozenset(sets[0]))
@@ -155,7 +170,7 @@ def test_hand_written_templates_render_the_same_text_in_sections(tmp_path: Path,
 
 
 def test_only_what_can_be_keyed_is_cached(tmp_path: Path) -> None:
-    images = _write(tmp_path, {"base.j2": BASE, "child.j2": CHILD, "macros.j2": MACROS, "dynamic.j2": DYNAMIC})
+    images = _write(tmp_path, {**FILES, "lib.j2": LIB})
     _, env = _envs(images)
     names = frozenset(_variable_sets()[0])
     child = SectionedTemplate(env, "child.j2", names)
@@ -180,9 +195,11 @@ def test_only_what_can_be_keyed_is_cached(tmp_path: Path) -> None:
     # True, 1 and "True" are three keys (True == 1 in Python; str(True) == "True")
     flag = next(s for s in child.sections if ("flag",) in s.paths and s.render is not None)
     assert len({flag.key({**one, "flag": value}) for value in (True, 1, "True")}) == 3
-    # a template that assigns or defines macros, or extends a computed name, is not split
+    # a template that assigns or defines macros, or extends a computed name, is not split; a child that
+    # assigns or imports at its top level renders whole too (its names are not the variables')
     assert SectionedTemplate(env, "macros.j2", names).sections == ()
     assert SectionedTemplate(env, "dynamic.j2", names).sections == ()
+    assert SectionedTemplate(env, "child_set.j2", names).sections == ()
 
 
 def test_a_template_error_is_jinjas(tmp_path: Path) -> None:
