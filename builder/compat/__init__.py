@@ -25,7 +25,7 @@ Public API (used by matrix, render, checks, policy and resolve):
 Sources of every fact: the header lines of each data file and ``docs/compat.md``.
 
 Names are imported on first use (``builder.lazy.lazy_exports``): ``from builder.compat.drivers import
-driver_branch`` or ``compat.gpu_info`` loads that module and the tables it reads, not every module
+min_driver`` or ``compat.gpu_info`` loads that module and the tables it reads, not every module
 of the package (the fleets' pydantic schemas and YAML parser only for a fleet name).
 """
 
