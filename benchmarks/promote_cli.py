@@ -54,7 +54,7 @@ def main() -> None:
     skopeo = shutil.which("skopeo")
     if skopeo is None:
         sys.exit("skopeo is not installed: cannot measure the reference")
-    registry = "127.0.0.1:5000"
+    registry = os.environ.get("BUILDER_REGISTRY", "127.0.0.1:5000")  # as the other benchmarks and tests
     with tempfile.TemporaryDirectory(prefix="bench-promote-cli-") as tmp:
         work = Path(tmp)
         key, pub = bench_promote.write_fixed_key_pair(work / "keys")
