@@ -22,9 +22,11 @@ edited payload) is checked again on every run. A blob deleted from the registry'
 layer verified still counts here (its bytes were checked against the digest when read, and a
 registry refuses a manifest naming a missing blob: OCI distribution spec v1.1, "Pushing
 Manifests", https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-manifests);
-``builder verify`` reads every blob and reports such storage damage. Layers carrying a Sigstore certificate (keyless:
-their verdict also depends on the trusted root, which may be refreshed) are never kept, and nothing
-is kept when a verifier is not one whose trust material this module can name.
+``builder verify`` reads every blob it cannot derive and reports such storage damage (a ``.sig``
+payload without annotations is derived from the digest, not read: ``builder.signing.layer.fetch_blob``).
+Layers carrying a Sigstore certificate (keyless: their verdict also depends on the trusted root,
+which may be refreshed) are never kept, and nothing is kept when a verifier is not one whose trust
+material this module can name.
 
 Bundle referrers (cosign 3's key-pair Sigstore bundles, ``builder.signing.bundles``) are kept the same
 way: the referrers listing is read every run, and a listed referrer's verdict is keyed by its
