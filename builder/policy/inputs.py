@@ -19,13 +19,14 @@ an absolute glob pattern to the sorted regular files it matched.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import glob
 import hashlib
 import os
 from pathlib import Path
 
 from builder.errors import NotFoundError, PolicyError
-from builder.yamldoc import read_text
+from builder.yamldoc import MAX_BYTES, TooLarge, read_text
 
 
 @dataclasses.dataclass
@@ -37,13 +38,13 @@ class PolicyInputs:
     _read: dict[str, bytes | OSError] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def read(self, path: Path) -> bytes:
-        """The bytes of ``path``, recorded with their sha256; read from disk on the first read of
-        ``path`` (by absolute name) only, every later read gets the same bytes (or error). Raises
-        OSError (recorded as None)."""
+        """The bytes of ``path``, recorded with their sha256; read from disk (:func:`read_input`)
+        on the first read of ``path`` (by absolute name) only, every later read gets the same
+        bytes (or error). Raises OSError (recorded as None)."""
         name = str(Path(path).absolute())
         if name not in self._read:
             try:
-                self._read[name] = Path(path).read_bytes()
+                self._read[name] = read_input(Path(path))
             except OSError as exc:
                 self._read[name] = exc
         got = self._read[name]
@@ -81,12 +82,24 @@ def unchanged(doc: object) -> bool:
             return False
     for name, digest in files.items():
         try:
-            now: str | None = hashlib.sha256(Path(name).read_bytes()).hexdigest()
+            now: str | None = hashlib.sha256(read_input(Path(name))).hexdigest()
         except OSError:
             now = None
         if now != digest:
             return False
     return True
+
+
+def read_input(path: Path) -> bytes:
+    """The bytes of a key or fleet file, at most ``yamldoc.MAX_BYTES`` read (as the loader reads a
+    YAML document): a larger file, or an endless one (``/dev/zero``, a FIFO), raises
+    ``yamldoc.TooLarge`` (an OSError) instead of being read into memory. Raises OSError."""
+    with path.open("rb") as f:
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        limit = f"larger than the {MAX_BYTES // (1024 * 1024)} MiB limit for a policy's key or fleet file"
+        raise TooLarge(errno.EFBIG, limit, str(path))
+    return data
 
 
 def read_policy_text(path: Path) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -380,4 +381,25 @@ def test_the_fleet_file_validated_is_the_one_hashed(
     monkeypatch.undo()
     fleet.write_text("clusters: [[not a cluster\n")  # as it was hashed: no entry may say it is valid
     with pytest.raises(PolicyError, match="fleet file"):
+        cached_policy(path, variables, tmp_path / "cache")
+
+
+def test_a_key_or_fleet_file_is_read_only_up_to_the_size_limit(
+    every_rule: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """Key and fleet files are read as the loader reads YAML (at most ``yamldoc.MAX_BYTES``): a
+    larger one, or an endless one (``/dev/zero``, a FIFO), is refused instead of read into memory,
+    on a load and on each check of a cached copy's inputs."""
+    from builder.policy.inputs import PolicyInputs, unchanged
+    from builder.yamldoc import MAX_BYTES
+
+    path, variables = every_rule
+    fleet = tmp_path / "fleet.yaml"
+    os.truncate(fleet, 4 * MAX_BYTES)  # the valid fleet, then zeros (a sparse file)
+    inputs = PolicyInputs()
+    with pytest.raises(OSError, match="larger than"):
+        inputs.read(fleet)
+    assert inputs.files == {str(fleet): None}
+    assert unchanged(inputs.to_json())  # still too large: still unreadable
+    with pytest.raises(PolicyError, match="larger than"):
         cached_policy(path, variables, tmp_path / "cache")
