@@ -13,8 +13,9 @@ and https://github.com/psf/requests/blob/v2.32.3/src/requests/utils.py), which f
 (https://docs.python.org/3/library/urllib.request.html#urllib.request.getproxies): a lower-case
 variable wins over its upper-case twin, an empty one unsets it; upper-case ``HTTP_PROXY`` is
 ignored when ``REQUEST_METHOD`` is set (a CGI request, "httpoxy", https://httpoxy.org/);
-``NO_PROXY`` is a comma-separated list of host suffixes (``.example.com`` and ``example.com``
-alike), ``host:port``, IPv4 addresses or CIDR ranges, or ``*`` for every host. ``localhost`` and
+``NO_PROXY`` is a comma-separated list of host suffixes (``.example.com``: that domain and the
+hosts under it; ``example.com``: any name ending so), ``host:port``, IPv4 addresses or CIDR
+ranges, or ``*`` for every host. ``localhost`` and
 loopback addresses (127.0.0.0/8, ``::1``) are never proxied, whatever ``NO_PROXY`` says: the rule
 of Go's ``net/http.ProxyFromEnvironment`` (https://pkg.go.dev/net/http#ProxyFromEnvironment,
 ``golang.org/x/net/http/httpproxy`` ``useProxy``), so builder agrees with docker, skopeo, oras
@@ -121,9 +122,11 @@ def proxy_variable(scheme: str, host: str, environ: Mapping[str, str]) -> str:
 
 def bypasses_proxy(host: str, port: int | None, environ: Mapping[str, str]) -> bool:
     """True when ``NO_PROXY`` (``no_proxy`` first) names ``host`` (with ``port``): ``*``; a
-    suffix of the host name or of ``host:port`` (a leading dot ignored); for an IPv4 ``host``
-    only the address itself or a CIDR range containing it. A URL without a host, ``localhost`` and
-    a loopback address (:func:`is_loopback_host`) never use a proxy."""
+    suffix of the host name or of ``host:port`` (requests' rule: ``.example.com`` names the hosts
+    under it, ``example.com`` any name ending so) or that name without its leading dot (urllib's
+    rule); for an IPv4 ``host`` only the address itself or a CIDR range containing it. A URL
+    without a host, ``localhost`` and a loopback address (:func:`is_loopback_host`) never use a
+    proxy."""
     if not host or is_loopback_host(host):
         return True
     raw = environ.get("no_proxy") or environ.get("NO_PROXY") or ""
@@ -134,8 +137,7 @@ def bypasses_proxy(host: str, port: int | None, environ: Mapping[str, str]) -> b
         return any(entry == host or ("/" in entry and _in_network(host, entry)) for entry in entries)
     host_port = f"{host}:{port}" if port else host
     for entry in entries:
-        name = entry.lstrip(".")
-        if name and (host.endswith(name) or host_port.endswith(name)):
+        if host.endswith(entry) or host_port.endswith(entry) or entry.lstrip(".") in (host, host_port):
             return True
     return False
 

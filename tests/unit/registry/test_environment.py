@@ -43,6 +43,7 @@ def test_no_proxy_names_hosts_by_suffix_port_address_range_or_star() -> None:
     env = {"NO_PROXY": " .corp.example, registry.lan:5000 ,10.0.0.0/8, 192.168.1.7"}
     assert bypasses_proxy("ghcr.corp.example", None, env)
     assert bypasses_proxy("corp.example", None, env)  # a leading dot also names the domain itself
+    assert not bypasses_proxy("badcorp.example", None, env)  # ... not every name ending so (requests, urllib)
     assert bypasses_proxy("registry.lan", 5000, env) and not bypasses_proxy("registry.lan", 443, env)
     assert bypasses_proxy("10.1.2.3", None, env) and bypasses_proxy("192.168.1.7", 5000, env)
     assert not bypasses_proxy("110.0.0.1", None, {"NO_PROXY": "10.0.0.1"})  # an address is not a suffix
