@@ -162,16 +162,20 @@ def make_private_dirs(directory: Path) -> None:
 
 def read_private(file: Path, root: Path) -> bytes | None:
     """The bytes of the cache file ``file`` (under the cache directory ``root``), or None when it
-    cannot be read or is not private: the file (opened without following a symbolic link, checked
-    by ``fstat`` on what was opened), ``root`` or a directory between them is owned by another
-    user or writable by group or others (:func:`private`)."""
+    cannot be read, is not a regular file or is not private: the file (opened without following a
+    symbolic link nor waiting on a FIFO, checked by ``fstat`` on what was opened), ``root`` or a
+    directory between them is owned by another user or writable by group or others
+    (:func:`private`)."""
     try:
-        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        # O_NONBLOCK: a FIFO planted under the name is opened without waiting for a writer
+        nonblock = getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | nonblock)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
         try:
-            if not private(os.fstat(fd), file):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or not private(st, file):
                 return None
             d, top = Path(file).parent, Path(root)
             dirs = [d]

@@ -123,6 +123,25 @@ def test_a_cache_file_of_another_user_is_a_miss(cache: str, tmp_path: Path) -> N
     assert read() == real
 
 
+def test_a_fifo_planted_as_a_cache_file_is_a_miss_at_once(tmp_path: Path) -> None:
+    """Whoever could write a cache directory could put a FIFO under a cache file's name: it is read
+    as a miss, without waiting for a writer (which would hang the command)."""
+    import threading
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    fifo = cache / "policy-0.json"
+    os.mkfifo(fifo, 0o600)
+    got: list[bytes | None] = []
+    reader = threading.Thread(target=lambda: got.append(cachefile.read_private(fifo, cache)), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():  # blocked opening the FIFO: give it a writer (then EOF) so the thread ends
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(timeout=10)
+    assert got == [None]
+
+
 # ------------------------------------------------------------------------------- code stamps
 
 
