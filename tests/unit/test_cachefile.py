@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
-AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
-
 
 @pytest.fixture
 def group_umask() -> Iterator[None]:
@@ -115,11 +113,14 @@ def test_a_cache_file_others_can_write_is_a_miss(cache: str, tmp_path: Path) -> 
     assert read() == real
 
 
-@AS_ROOT
 @pytest.mark.parametrize("cache", sorted(FORGERIES))
-def test_a_cache_file_of_another_user_is_a_miss(cache: str, tmp_path: Path) -> None:
+def test_a_cache_file_of_another_user_is_a_miss(cache: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     file, read, real = FORGERIES[cache](tmp_path)
-    os.chown(file, 4242, 4242)
+    if os.geteuid() == 0:
+        os.chown(file, 4242, 4242)
+    else:  # only root gives a file away (CI runs as a user): this process is another user instead
+        uid = os.geteuid()
+        monkeypatch.setattr(os, "geteuid", lambda: uid + 1)
     assert read() == real
 
 
