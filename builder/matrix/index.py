@@ -7,11 +7,12 @@ instead of parsing and validating every matrix on each call.
 variant, in order). Each matrix file is read once (``files.read_matrix_text``: at most
 ``yamldoc.MAX_BYTES``, the loader's errors) and that text is both hashed and, on a miss, parsed: an
 edit landing while it loads is never stored under the old text's key. The cache file
-``<cache_dir>/variants-<key>.json`` is keyed by a sha256 over the files' paths and bytes, builder's
-version and the size and modification time of builder's own matrix, compatibility and model sources
-(``builder/matrix``, ``builder/compat`` with its data tables, ``builder/models.py``,
-``builder/bases.py``): any edit to a matrix or to the code that expands it gives a new key, so a
-stale answer is never read. A miss loads and validates as before (MatrixError for an invalid
+``<cache_dir>/variants-<key>.json`` is keyed by a sha256 over the files' paths and bytes and the
+code stamp (``builder.cachefile.code_stamp``: builder's version, the inode, size and modification
+time of builder's own matrix, compatibility and model sources (``builder/matrix``,
+``builder/compat`` with its data tables, ``builder/models.py``, ``builder/bases.py``), Python's and
+the parsing libraries' versions): any edit to a matrix or to the code that expands it gives a new
+key, so a stale answer is never read. A miss loads and validates as before (MatrixError for an invalid
 matrix, nothing cached) and writes the file atomically (a state directory that cannot be written
 only costs the speed-up).
 
@@ -48,8 +49,9 @@ _READ: dict[Path, MatrixIndex] = {}
 
 def cache_key(paths: Sequence[Path], texts: Sequence[str]) -> str:
     """The key of ``paths``' variants: their paths and ``texts`` (the files' texts, read once by
-    ``files.read_matrix_text``: the very texts then parsed), builder's version, and the size and
-    mtime of every source under ``_CODE``. Raises OSError when a source vanishes while read."""
+    ``files.read_matrix_text``: the very texts then parsed) and ``cachefile.code_stamp(_CODE)``
+    (builder's version, each source's inode, size and mtime, the library versions). Raises OSError
+    when a source vanishes while read."""
     h = hashlib.sha256(f"schema={CACHE_SCHEMA}\n{code_stamp(_CODE)}".encode())
     for p, text in zip(paths, texts, strict=True):
         data = text.encode()
