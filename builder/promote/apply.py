@@ -28,12 +28,10 @@ from builder.errors import (
     BuilderError,
     PolicyDeniedError,
     PromotionConflictError,
-    SigningError,
     SigningKeyError,
 )
 from builder.ledger import LedgerRecord
 from builder.predicates import PROMOTION_V1
-from builder.promote.context import LOCK_FILE_MODE
 from builder.promote.listing import TagLists
 from builder.promote.model import (
     UNSET,
@@ -60,7 +58,7 @@ from builder.signing.layer import (
     HeldRead,
     known_blobs,
     put_signature_config,
-    signature_lock_path,
+    signature_lock,
     signature_tag,
 )
 from builder.signing.sign import sign_image
@@ -524,24 +522,10 @@ def _planning_locks(
         yield source, view, att_tag is not None
 
 
-@contextlib.contextmanager
-def _signature_lock(ctx: PromotionContext, loc: Location, tag: str) -> Iterator[None]:
-    """Hold the lock every writer of ``tag`` (``.sig``/``.att``) in ``loc``'s repository takes
-    (``builder.signing.layer.signature_lock_path``). SigningError on timeout."""
-    from filelock import FileLock, Timeout
-
-    ctx.lock_dir.mkdir(parents=True, exist_ok=True)
-    registry = ctx.client(loc.registry).registry
-    lock = FileLock(str(signature_lock_path(ctx.lock_dir, registry, loc.repository, tag)), mode=LOCK_FILE_MODE)
-    try:
-        held = lock.acquire(timeout=ctx.lock_timeout)
-    except Timeout as exc:
-        raise SigningError(
-            f"timed out after {ctx.lock_timeout:.0f}s waiting for the lock on {loc.repository}:{tag}",
-            hint=f"another builder process is writing signatures; lock file {lock.lock_file}",
-        ) from exc
-    with held:  # released once, however the body ends
-        yield
+def _signature_lock(ctx: PromotionContext, loc: Location, tag: str) -> contextlib.AbstractContextManager[None]:
+    """The lock every writer of ``tag`` (``.sig``/``.att``) in ``loc``'s repository takes
+    (``builder.signing.layer.signature_lock``). SigningError on timeout."""
+    return signature_lock(ctx.lock_dir, ctx.client(loc.registry).registry, loc.repository, tag, ctx.lock_timeout)
 
 
 def _att_read(ctx: PromotionContext, plan: Plan) -> HeldRead:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -35,7 +36,7 @@ from typing_extensions import TypedDict
 from builder.errors import NotFoundError, RegistryError, SigningError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Mapping, Sequence
+    from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
     from pathlib import Path
 
     from builder.registry import RegistryClient
@@ -249,20 +250,29 @@ def append_layer(
     tag = signature_tag(digest, suffix)
     if held is not None:
         return _append_locked(client, repository, tag, layer, signer, equivalent, attempts, uploaded, held)
+    with signature_lock(lock_dir, client.registry, repository, tag, lock_timeout):
+        return _append_locked(client, repository, tag, layer, signer, equivalent, attempts, uploaded, None)
+
+
+@contextlib.contextmanager
+def signature_lock(lock_dir: Path, registry: str, repository: str, tag: str, timeout: float) -> Iterator[None]:
+    """Hold the lock every writer of ``tag`` (``.sig``/``.att``) in ``registry/repository`` takes
+    (:func:`signature_lock_path` under ``lock_dir``), waiting up to ``timeout`` seconds; released
+    however the body ends (an error, an interrupt unwinding the stack). SigningError on timeout."""
     lock_dir.mkdir(parents=True, exist_ok=True)
     from filelock import FileLock, Timeout  # only a writer needs it (start-up of the queries)
 
     # mode: rw-r--r-- as under umask 022, and no per-new-file flock probe of the directory (filelock 4)
-    lock = FileLock(str(signature_lock_path(lock_dir, client.registry, repository, tag)), mode=0o644)
+    lock = FileLock(str(signature_lock_path(lock_dir, registry, repository, tag)), mode=0o644)
     try:
-        held_lock = lock.acquire(timeout=lock_timeout)
+        held = lock.acquire(timeout=timeout)
     except Timeout as exc:
         raise SigningError(
-            f"timed out after {lock_timeout:.0f}s waiting for the lock on {repository}:{tag}",
+            f"timed out after {timeout:.0f}s waiting for the lock on {repository}:{tag}",
             hint=f"another builder process is writing signatures; lock file {lock.lock_file}",
         ) from exc
-    with held_lock:  # released however the body ends (an error, an interrupt unwinding the stack)
-        return _append_locked(client, repository, tag, layer, signer, equivalent, attempts, uploaded, None)
+    with held:
+        yield
 
 
 def _append_locked(
