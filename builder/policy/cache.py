@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 CACHE_SCHEMA = 1
 #: builder's sources whose change may change the policy loaded from the same files: the policy
 #: package, key parsing (fingerprints), fleet validation (a fleet rule's file), YAML locations, and
-#: the repository, registry and did-you-mean checks the loader calls.
+#: the repository, registry and did-you-mean checks the loader calls, the GPU vendor names (models).
 CODE = (
     "policy",
     "signing/keys.py",
@@ -59,6 +59,7 @@ CODE = (
     "suggest.py",
     "predicates.py",
     "errors.py",
+    "models.py",
 )
 #: Every class a cached policy may hold -> the module of ``builder.policy`` defining it.
 CLASSES: dict[str, str] = {
