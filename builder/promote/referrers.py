@@ -42,6 +42,8 @@ class _NoReferrersApi:
     def __init__(self) -> None:
         self.bases: set[str] = set()
         self.guard = threading.Lock()
+        self.answered: set[str] = set()  # bases whose referrers API answered (or was found missing) here
+        self.probes: dict[str, threading.Lock] = {}  # one probe at a time per base until one answers
 
 
 _MEMORY = _NoReferrersApi()
@@ -68,20 +70,40 @@ def referrers(
     (so a later copy in the same run does not read it again)."""
     client = ctx.client(loc.registry)
     if not lacks_referrers_api(ctx, loc.registry):
-        resp = client.request(
-            "GET", f"/v2/{loc.repository}/referrers/{digest}", ref=f"{loc.repository}@{digest}", ok=(200, 404)
-        )
-        if resp.status_code == 200 and resp.headers.get("Content-Type", "").split(";")[0].strip() == OCI_INDEX:
-            return client.referrers(loc.repository, digest)
         with _MEMORY.guard:
-            ctx.no_referrers_api.add(loc.registry)
-            _MEMORY.bases.add(client.base)
+            known = client.base in _MEMORY.answered
+            probe = None if known else _MEMORY.probes.setdefault(client.base, threading.Lock())
+        if probe is None:
+            listed = _api_listing(ctx, loc, digest)
+        else:
+            # rows of a new process (status runs 16 at once) ask the registry once whether it has
+            # the API: the first asks, the others wait for its answer instead of asking too
+            with probe:
+                listed = None if lacks_referrers_api(ctx, loc.registry) else _api_listing(ctx, loc, digest)
+        if listed is not None:
+            return listed
     index = (
         client.try_get_manifest(loc.repository, fallback_tag(digest)) if isinstance(known_index, Unset) else known_index
     )
     if seen is not None:
         seen[INDEX_KEY] = index
     return index.manifests if index is not None and index.is_index else []
+
+
+def _api_listing(ctx: PromotionContext, loc: Location, digest: str) -> list[Descriptor] | None:
+    """The referrers API's listing of ``digest``; None (remembered for the registry, this context
+    and this process) when the registry has no referrers API."""
+    client = ctx.client(loc.registry)
+    resp = client.request(
+        "GET", f"/v2/{loc.repository}/referrers/{digest}", ref=f"{loc.repository}@{digest}", ok=(200, 404)
+    )
+    has = resp.status_code == 200 and resp.headers.get("Content-Type", "").split(";")[0].strip() == OCI_INDEX
+    with _MEMORY.guard:
+        _MEMORY.answered.add(client.base)
+        if not has:
+            ctx.no_referrers_api.add(loc.registry)
+            _MEMORY.bases.add(client.base)
+    return client.referrers(loc.repository, digest) if has else None
 
 
 def copyable(manifest: Manifest, digest: str) -> str | None:

@@ -26,6 +26,7 @@ from builder.promote import (
     stage_histories,
     status,
 )
+from builder.promote import referrers as referrers_module
 from builder.registry import RegistryClient, client_for, copy_image
 from builder.signing.layer import signature_tag
 from builder.signing.sign import sign_image
@@ -268,6 +269,22 @@ def test_status_lists_each_repository_once_and_reads_each_digest_once(setup: Set
     [row] = status(ctx, targets[:1], ["dev"])
     assert row.digest is not None and row.signatures == 1
     assert clients.sent == 5, clients.sent  # + the fallback referrers index, absent
+
+
+def test_status_in_a_new_process_asks_for_the_referrers_api_once(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that has not asked this registry yet (what builder forgets between runs): the
+    rows read at once (16 workers) ask whether it has the referrers API once, the first row's
+    probe; the others wait for its answer (they each asked before: 1-4 probes, by timing)."""
+    targets = []
+    for i in range(8):
+        target, _ = setup.build(f"reqs-probe-{i}")
+        targets.append(target)
+        setup.promote(target, "dev")
+    monkeypatch.setattr(referrers_module, "_MEMORY", referrers_module._NoReferrersApi())
+    ctx, clients = setup.context()
+    rows = status(ctx, targets, ["dev"])
+    assert all(r.signatures == 1 and r.action == "promote" for r in rows)
+    assert clients.sent == 1 + 8 * 4 + 1, clients.sent  # the listing, 4 per row, one probe (404 here)
 
 
 def test_history_reads_the_pointer_and_each_record_once(setup: Setup) -> None:
