@@ -76,7 +76,8 @@ _VOLATILE = frozenset({("variant", (True, "id")), ("labels",), ("label_items",)}
 
 #: The content hash's JSON: sorted keys, no spaces (one encoder for every variant; the same text as
 #: ``json.dumps(doc, sort_keys=True, separators=(",", ":"), default=list)``).
-_HASH_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=list)
+# check_circular off: the document is a tree of fresh dicts and lists (the same text, no id() bookkeeping)
+_HASH_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=list, check_circular=False)
 
 
 def _sha256(data: bytes | str) -> str:
@@ -106,6 +107,7 @@ class Renderer:
         self._locks: frozenset[str] | None = None
         self._families: dict[str, _Family] = {}
         self._sectioned: dict[str, SectionedTemplate | None] = {}
+        self._resolved: dict[str, BaseImage] = {}  # reference -> its resolution (a pure function of both)
 
     def _lock_names(self) -> frozenset[str]:
         if self._locks is None:
@@ -159,7 +161,9 @@ class Renderer:
         import jinja2
 
         template, template_hashes, family_context = self._family(variant.family)
-        base = self.bases.resolve(variant.base.reference)
+        base = self._resolved.get(variant.base.reference)
+        if base is None:
+            base = self._resolved[variant.base.reference] = self.bases.resolve(variant.base.reference)
         lock = read_lock(variant, self.locks_dir, existing=self._lock_names())
         variables = template_variables(variant, base)
         try:
@@ -198,7 +202,7 @@ class Renderer:
         build_args = dict(variant.build_args)
         build_args["BASE_IMAGE"] = base.pull
         return RenderedImage(
-            variant=dataclasses.replace(variant, base=base),
+            variant=variant if variant.base == base else dataclasses.replace(variant, base=base),
             dockerfile=dockerfile,
             context=tuple(context),
             content_hash=content_hash,

@@ -197,6 +197,20 @@ class _Section:
     render: Callable[[Context], Iterator[str]] | None = None
     paths: tuple[Path, ...] = ()
     cache: dict[tuple[object, ...], str] = dataclasses.field(default_factory=dict)
+    #: each path as ``(kind, first name, attribute, path)``, worked out once: kind 1 a top-level
+    #: name, 2 ``name.attr`` looked up inline on a plain dict, 0 :func:`_value_at`
+    plan: tuple[tuple[int, str, str, Path], ...] = dataclasses.field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        plan: list[tuple[int, str, str, Path]] = []
+        for p in self.paths:
+            if len(p) == 1:
+                plan.append((1, p[0], "", p))
+            elif len(p) == 2 and p[1][0] and p[1][1] not in _DICT_ATTRS and p[1][1][:1] != "_":
+                plan.append((2, p[0], p[1][1], p))
+            else:
+                plan.append((0, "", "", p))
+        object.__setattr__(self, "plan", tuple(plan))
 
     def key(self, variables: Mapping[str, Any]) -> tuple[object, ...]:
         """The values this section reads, as a dictionary key: strings as they are, other values
@@ -205,14 +219,14 @@ class _Section:
         The value of ``(name, (True, attr))`` on a plain ``dict`` is looked up inline (the same as
         :func:`_value_at`, without a call: a section key is built about a dozen times a render)."""
         out: list[object] = []
-        for p in self.paths:
-            n = len(p)
-            if n == 1:
-                v = variables.get(p[0], _MISSING)
-            elif n == 2 and p[1][0] and p[1][1] not in _DICT_ATTRS and p[1][1][:1] != "_":
-                v = variables.get(p[0], _MISSING)
+        get = variables.get
+        for kind, name, attr, p in self.plan:
+            if kind == 1:
+                v = get(name, _MISSING)
+            elif kind == 2:
+                v = get(name, _MISSING)
                 # a missing key: the whole dict, as _value_at gives
-                v = v.get(p[1][1], v) if type(v) is dict else _value_at(variables, p)
+                v = v.get(attr, v) if type(v) is dict else _value_at(variables, p)
             else:
                 v = _value_at(variables, p)
             out.append(v if type(v) is str else (repr(v),))
@@ -228,6 +242,9 @@ class SectionedTemplate:
     def __init__(self, env: jinja2.Environment, name: str, variable_names: frozenset[str]) -> None:
         self.env = env
         self.template = env.get_template(name)
+        #: the template's globals (Jinja's and the environment's), merged once: ``new_context``
+        #: otherwise copies its ChainMap of them for every render
+        self._globals: dict[str, Any] = dict(self.template.globals)
         #: the base template's top-level blocks in order (its whole output); empty: not split
         self.sections: tuple[_Section, ...] = ()
         #: every block's implementations, the active one first (``super()`` takes the next)
@@ -292,7 +309,8 @@ class SectionedTemplate:
         generated code of ``{% extends %}`` registers them (so ``super()`` finds the parent's);
         one registry for every render: only the root of a child template adds to it, and that
         root is not run."""
-        ctx = self.template.new_context(dict(variables))
+        # what new_context(variables) builds (globals, then the variables over them), from the merged globals
+        ctx = self.template.new_context({**self._globals, **variables}, shared=True)
         ctx.blocks = self._blocks  # read-only while blocks render (only an `extends` adds to it)
         return ctx
 

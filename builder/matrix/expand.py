@@ -172,10 +172,16 @@ def _include_is_valid(cell: Cell, add: Report) -> bool:
 
 
 def _variant(
-    spec: MatrixSpec, name: str, cell: Cell, vid: str, accel: Accelerator, bases: BaseResolution | None
+    spec: MatrixSpec,
+    name: str,
+    cell: Cell,
+    vid: str,
+    accel: Accelerator,
+    bases: BaseResolution | None,
+    resolved: dict[str, BaseImage],
 ) -> Variant | None:
     """The variant of one cell; None when a template cannot be filled or there is no base (both
-    reported by ``check_axes``)."""
+    reported by ``check_axes``). ``resolved``: the bases resolved so far in this matrix, by reference."""
     _where, acc, fv, py, os_, plat, inc = cell
     fw_name = spec.axes.framework.name
     values = format_values(framework=fw_name, framework_version=fv, accel=acc, python=py, os=os_, platform=plat)
@@ -193,7 +199,10 @@ def _variant(
     archs = gpu_archs(fw_name, fv, accel, plat, _pick(spec.gpu_archs, acc.kind))
     build_args = dict(spec.build_args)
     build_args.update(arch_build_args(fw_name, accel, archs))
-    base = bases.resolve(base_ref) if bases is not None else BaseImage(base_ref, None, base_ref)
+    base = resolved.get(base_ref)
+    if base is None:
+        base = BaseImage(base_ref, None, base_ref) if bases is None else bases.resolve(base_ref)
+        resolved[base_ref] = base
     return Variant(
         id=vid,
         matrix=name,
@@ -230,6 +239,7 @@ def expand(
         )
     fw_name = spec.axes.framework.name
     out: dict[str, Variant] = {}
+    resolved: dict[str, BaseImage] = {}
     for cell in cells:
         where, acc, fv, py, os_, plat, inc = cell
         if inc is not None and not _include_is_valid(cell, add):
@@ -245,7 +255,7 @@ def expand(
         for msg in cell_problems(fw_name, fv, acc.kind, accel.version, py, os_, plat):
             hint = " (add an `exclude` rule for it)" if inc is None else ""
             add(where, f"cell {vid}: {msg}{hint}")
-        variant = _variant(spec, path.stem, cell, vid, accel, bases)
+        variant = _variant(spec, path.stem, cell, vid, accel, bases, resolved)
         if variant is not None:
             out[vid] = variant
     variants = tuple(out[k] for k in sorted(out))
