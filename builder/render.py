@@ -183,12 +183,14 @@ class Renderer:
             unpinned.append(lock.reason)
         labels = dict(variables["labels"])
         lock_sha = _sha256(lock.text) if lock.text is not None else None
+        hashed_variables = dict(variables)  # all but the two derived ones (a copy, then two deletions)
+        del hashed_variables["base_default"], hashed_variables["label_items"]
         hash_doc = {
             "schema": CONTENT_SCHEMA,
             "variant": variant.id,
             "templates": template_hashes,
             "dockerfile": _sha256(dockerfile),
-            "variables": {k: v for k, v in variables.items() if k not in ("base_default", "label_items")},
+            "variables": hashed_variables,
             "base": {"reference": base.reference, "digest": base.digest},
             "lock": lock_sha,
             "context": {name: _sha256(data) for name, data in context},
