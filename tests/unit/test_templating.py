@@ -169,6 +169,28 @@ def test_hand_written_templates_render_the_same_text_in_sections(tmp_path: Path,
         assert template.render(variables) == plain_env.get_template(name).render(variables), variables
 
 
+GLOBALS = """\
+{% block head %}{% for i in range(n | int + 1) %}{{ i }}{% endfor %} {{ site }}
+{% endblock %}
+{% block tail %}{{ title }} {{ site }} {% set ns = namespace(seen=title) %}{{ ns.seen }}
+{% endblock %}
+"""
+
+
+def test_jinja_and_environment_globals_reach_every_section(tmp_path: Path) -> None:
+    # the render context is built from the template's globals merged once (range, namespace and an
+    # environment global), the variables over them: the same names as Template.render's context
+    images = _write(tmp_path, {"globals.j2": GLOBALS})
+    plain_env, sectioned_env = _envs(images)
+    for env in (plain_env, sectioned_env):
+        env.globals["site"] = "lab-1"
+    sets = _variable_sets()
+    template = SectionedTemplate(sectioned_env, "globals.j2", frozenset(sets[0]))
+    assert template.sections
+    for variables in sets * 2:
+        assert template.render(variables) == plain_env.get_template("globals.j2").render(variables), variables
+
+
 def test_only_what_can_be_keyed_is_cached(tmp_path: Path) -> None:
     images = _write(tmp_path, {**FILES, "lib.j2": LIB})
     _, env = _envs(images)
