@@ -27,30 +27,16 @@ from builder.promote import (
     status,
 )
 from builder.promote import referrers as referrers_module
-from builder.registry import RegistryClient, client_for, copy_image
+from builder.registry import RegistryClient, copy_image
 from builder.signing.layer import signature_tag
 from builder.signing.sign import sign_image
-from tests.integration.test_promote_support import Keys, make_keys, push_image, tar_layer
+from tests.integration.test_promote_support import Clients, Keys, make_keys, push_image, tar_layer
 from tests.projects import build_key_policy
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = pytest.mark.integration
-
-
-class Clients:
-    """registry -> one plain-HTTP client each (loopback registry), kept to count their requests."""
-
-    def __init__(self) -> None:
-        self.cache: dict[str, RegistryClient] = {}
-
-    def __call__(self, registry: str) -> RegistryClient:
-        return client_for(registry, insecure=lambda _r: True, cache=self.cache)
-
-    @property
-    def sent(self) -> int:
-        return sum(c.requests_sent for c in self.cache.values())
 
 
 def _policy(path: Path, keys: Keys) -> Path:

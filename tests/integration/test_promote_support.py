@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from builder.registry import OCI_MANIFEST, RegistryClient
+from builder.registry import OCI_MANIFEST, RegistryClient, client_for
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -228,3 +228,18 @@ def test_push_image_round_trips(registry_address: str, unique_repo: str) -> None
     assert client.resolve(unique_repo, "t1") == digest
     m = client.get_manifest(unique_repo, digest)
     assert m.digest == digest and len(m.layers) == 1
+
+
+class Clients:
+    """registry -> one plain-HTTP client each (the loopback registry), kept to count their requests
+    (``sent``: requests of every client made so far)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, RegistryClient] = {}
+
+    def __call__(self, registry: str) -> RegistryClient:
+        return client_for(registry, insecure=lambda _r: True, cache=self.cache)
+
+    @property
+    def sent(self) -> int:
+        return sum(c.requests_sent for c in self.cache.values())

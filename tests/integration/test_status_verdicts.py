@@ -15,10 +15,10 @@ import pytest
 from builder.ledger import open_ledger
 from builder.policy import load_policy
 from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, stage_histories, status
-from builder.registry import RegistryClient, client_for
+from builder.registry import RegistryClient
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, SIGNATURE_ANNOTATION, signature_tag
 from builder.signing.sign import sign_image
-from tests.integration.test_promote_support import Keys, make_keys, push_image
+from tests.integration.test_promote_support import Clients, Keys, make_keys, push_image
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -35,20 +35,6 @@ stages:
       signature: {signers: [build]}
     rollback: {allowed: [build]}
 """
-
-
-class Clients:
-    """registry -> one plain-HTTP client each, kept to count their requests."""
-
-    def __init__(self) -> None:
-        self.cache: dict[str, RegistryClient] = {}
-
-    def __call__(self, registry: str) -> RegistryClient:
-        return client_for(registry, insecure=lambda _r: True, cache=self.cache)
-
-    @property
-    def sent(self) -> int:
-        return sum(c.requests_sent for c in self.cache.values())
 
 
 class Project:
