@@ -302,20 +302,23 @@ def _storage() -> tuple[_Server, int, list[dict[str, str]]]:
     return srv, port, got
 
 
-def _redirecting_registry(location: Callable[[], str]) -> tuple[_Server, int, list[dict[str, str]]]:
-    """A registry that wants Basic credentials and answers a blob GET with 307 to ``location()``."""
+CREDENTIALS = "Basic " + base64.b64encode(b"reg-user:reg-pass").decode()
+
+
+def _redirecting_registry(location: Callable[[], str], status: int = 307) -> tuple[_Server, int, list[dict[str, str]]]:
+    """A registry that wants Basic credentials and answers a blob GET with ``status`` to
+    ``location()``; a path outside ``/v2/`` (a relative redirect's target) is the blob."""
     got: list[dict[str, str]] = []
-    want = "Basic " + base64.b64encode(b"reg-user:reg-pass").decode()
 
     class Registry(_Quiet):
         def do_GET(self) -> None:
             got.append(dict(self.headers.items()))
-            if self.headers.get("Authorization") != want:
+            if self.headers.get("Authorization") != CREDENTIALS:
                 self.send(401, b"{}", {"WWW-Authenticate": 'Basic realm="registry"'})
             elif "/blobs/" in self.path:
-                self.send(307, b"", {"Location": location()})
+                self.send(status, b"", {"Location": location()})
             else:
-                self.send(200, b"{}")
+                self.send(200, b"{}" if self.path.startswith("/v2/") else BLOB)
 
     srv, port = _serve(Registry)
     return srv, port, got
@@ -341,24 +344,11 @@ def test_a_blob_redirected_to_another_host_is_fetched_without_our_credentials() 
 
 
 def test_a_redirect_on_the_same_host_keeps_the_credentials() -> None:
-    got: list[dict[str, str]] = []
-    want = "Basic " + base64.b64encode(b"reg-user:reg-pass").decode()
-
-    class Registry(_Quiet):
-        def do_GET(self) -> None:
-            got.append(dict(self.headers.items()))
-            if self.headers.get("Authorization") != want:
-                self.send(401, b"{}", {"WWW-Authenticate": 'Basic realm="registry"'})
-            elif self.path.startswith("/v2/"):
-                self.send(302, b"", {"Location": "/storage/blob"})  # relative: the same host
-            else:
-                self.send(200, BLOB)
-
-    srv, port = _serve(Registry)
+    srv, port, got = _redirecting_registry(lambda: "/storage/blob", status=302)  # relative: the same host
     try:
         client = RegistryClient(f"127.0.0.1:{port}", insecure=True, auth=Credential("reg-user", "reg-pass"))
         assert client.get_blob("repo", BLOB_DIGEST) == BLOB
-        assert got[-1].get("Authorization") == want
+        assert got[-1].get("Authorization") == CREDENTIALS
     finally:
         srv.shutdown()
         srv.server_close()
