@@ -199,13 +199,7 @@ def _texts(variants: Sequence[Variant], bases: BaseResolution) -> tuple[float, f
 
     names = {"tiny/Dockerfile.j2"} | {f"{v.family}/Dockerfile.j2" for v in variants}
     envs = [
-        jinja2.Environment(
-            loader=loader,
-            undefined=jinja2.StrictUndefined,
-            keep_trailing_newline=True,
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
+        render.jinja_environment(loader)
         for loader in (
             jinja2.FileSystemLoader(str(ROOT / "images")),
             SectionLoader(str(ROOT / "images"), volatile=render._VOLATILE),

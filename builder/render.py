@@ -84,26 +84,33 @@ def _sha256(data: bytes | str) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
+def jinja_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
+    """The Jinja environment every Dockerfile is rendered with (``loader``: where templates come
+    from): undefined names are errors, no escaping, the template's final newline kept, block tags
+    take their own line's whitespace (https://jinja.palletsprojects.com/en/stable/api/#jinja2.Environment)."""
+    import jinja2
+
+    return jinja2.Environment(
+        loader=loader,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
 class Renderer:
     """Holds one Jinja environment and the file hashes of the template families, so many
     variants render fast. Create one per run (it caches file contents)."""
 
     def __init__(self, images_dir: Path, locks_dir: Path, bases: BaseResolution) -> None:
-        import jinja2
-
         from builder.templating import SectionLoader
 
         self.images_dir = Path(images_dir)
         self.locks_dir = Path(locks_dir)
         self.bases = bases
-        self.env = jinja2.Environment(
-            loader=SectionLoader(str(self.images_dir), volatile=_VOLATILE),
-            undefined=jinja2.StrictUndefined,
-            autoescape=False,
-            keep_trailing_newline=True,
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
+        self.env = jinja_environment(SectionLoader(str(self.images_dir), volatile=_VOLATILE))
         self._locks: frozenset[str] | None = None
         self._families: dict[str, _Family] = {}
         self._sectioned: dict[str, SectionedTemplate | None] = {}

@@ -27,17 +27,10 @@ RESOLUTION = bases.BaseResolution(upstream={"nvidia/cuda:12.8.1-cudnn-runtime-ub
 
 def _envs(images: Path, volatile: frozenset[Any] = frozenset()) -> tuple[jinja2.Environment, jinja2.Environment]:
     """(plain Jinja, sectioned) environments with the renderer's options."""
-    out = []
-    for loader in (jinja2.FileSystemLoader(str(images)), SectionLoader(str(images), volatile=volatile)):
-        out.append(
-            jinja2.Environment(
-                loader=loader,
-                undefined=jinja2.StrictUndefined,
-                keep_trailing_newline=True,
-                trim_blocks=True,
-                lstrip_blocks=True,
-            )
-        )
+    out = [
+        render.jinja_environment(loader)
+        for loader in (jinja2.FileSystemLoader(str(images)), SectionLoader(str(images), volatile=volatile))
+    ]
     return out[0], out[1]
 
 
