@@ -500,6 +500,9 @@ def _print_history(result: VariantHistory) -> None:
 
 # --------------------------------------------------------------------------------------------- resolve
 
+NO_VERIFY_WARNING = "warning: --no-verify: no trusted promotion record was checked (tag taken as is)"
+"""What ``resolve --no-verify`` says on stderr (one line, under 80 columns): the check it skipped."""
+
 
 @click.command()
 @click.argument("variant")
@@ -509,7 +512,11 @@ def _print_history(result: VariantHistory) -> None:
     "Fleet naming the cluster (default: the stage's policy `fleet` rule files, then every fleet "
     "in fleets/, as check --cluster looks)."
 )
-@click.option("--no-verify", is_flag=True, help="Do not require a trusted promotion record on the digest.")
+@click.option(
+    "--no-verify",
+    is_flag=True,
+    help="Do not require a trusted promotion record on the digest (stderr warns; --json: verified false).",
+)
 @policy_option
 @trust_option
 @docker_config_option
@@ -538,6 +545,8 @@ def resolve(
 
         fleet = cluster_fleet_file(ctx.policy, stage, cluster, app.config.fleets_dir)
     resolved = resolve_variant(ctx, variant, stage, cluster=cluster, fleet=fleet, verify=not no_verify)
+    if not resolved.verified:  # plain write: rich is not imported on this path (start-up budget)
+        sys.stderr.write(NO_VERIFY_WARNING + "\n")
     if app_context().json_output:
         emit(resolved.to_json(), report=resolved)
     else:

@@ -628,12 +628,15 @@ class HistoryDocument(TypedDict):
 
 class ResolveDocument(TypedDict):
     """``builder resolve --json``: the validated ``reference`` (``registry/repository@sha256:...``)
-    ``stage`` holds for ``variant``, and the ``cluster`` it was checked against (None: none)."""
+    ``stage`` holds for ``variant``, the ``cluster`` it was checked against (None: none), and
+    whether the digest was checked to carry a trusted promotion record (``verified``; false with
+    ``--no-verify``: the registry's tag taken as is)."""
 
     variant: str
     stage: str
     cluster: str | None
     reference: str
+    verified: bool
 
 
 @dataclasses.dataclass(frozen=True)

@@ -127,21 +127,30 @@ def resolve_newest_for_cluster(
             passed_over=passed_over,
         )
     _, target, pinned = max(found, key=lambda f: f[0])
-    return Resolved(target.variant, stage, cluster, pinned)
+    return Resolved(target.variant, stage, cluster, pinned, verify)
 
 
 @dataclasses.dataclass(frozen=True)
 class Resolved:
     """``builder resolve``: the validated ``reference`` (``registry/repository@sha256:...``)
-    ``stage`` holds for ``variant``, checked against ``cluster`` when one was given."""
+    ``stage`` holds for ``variant``, checked against ``cluster`` when one was given; ``verified``:
+    whether the digest was checked to carry a trusted promotion record (False: ``--no-verify``,
+    the registry's tag taken as is)."""
 
     variant: str
     stage: str
     cluster: str | None
     reference: str
+    verified: bool = True
 
     def to_json(self) -> ResolveDocument:
-        return {"variant": self.variant, "stage": self.stage, "cluster": self.cluster, "reference": self.reference}
+        return {
+            "variant": self.variant,
+            "stage": self.stage,
+            "cluster": self.cluster,
+            "reference": self.reference,
+            "verified": self.verified,
+        }
 
     def outputs(self) -> dict[str, str]:
         """Named values for a CI step: ``reference`` (``registry/repository@sha256:...``)."""
@@ -171,4 +180,4 @@ def resolve_variant(
         return resolve_newest_for_cluster(ctx, variant, stage, cluster=cluster, fleet=fleet, verify=verify)
     [target] = resolve_targets(scope_of(ctx), (variant,))
     pinned = resolve(ctx, target, stage, cluster=cluster, fleet=str(fleet) if fleet else None, verify=verify)
-    return Resolved(variant, stage, cluster, pinned)
+    return Resolved(variant, stage, cluster, pinned, verify)

@@ -235,7 +235,7 @@ def test_untrusted_pointer_is_shown_in_the_dry_run(
     history says why as status does, resolve exits 18 (verification), not 32 (retry)."""
     from tests.integration.test_promote_support import push_image as push
 
-    _build(project, registry_address, unique_repo, b"trusted one")
+    first = _build(project, registry_address, unique_repo, b"trusted one")
     run(project, "promote", VARIANT, "--to", "dev", "--confirm")
     client = RegistryClient(registry_address, insecure=True)
     rogue = push(client, unique_repo, f"{VARIANT}-dev", content=b"moved by hand")
@@ -252,9 +252,22 @@ def test_untrusted_pointer_is_shown_in_the_dry_run(
     assert out["digest"] == rogue and "moved outside builder" in out["note"]
     err = js(run(project, "resolve", VARIANT, "--stage", "dev", "--json", code=18))
     assert err["error"]["kind"] == "verification-failed" and "--no-verify" in err["error"]["hint"]
+    # --no-verify takes the tag as is, and says so: one stderr line (80 columns) and `verified`
+    taken = run(project, "resolve", VARIANT, "--stage", "dev", "--no-verify")
+    assert taken.stdout.strip().endswith("@" + rogue)
+    [warning] = taken.stderr.splitlines()
+    assert warning.startswith("warning: --no-verify: ") and len(warning) <= 80
+    out = js(run(project, "resolve", VARIANT, "--stage", "dev", "--no-verify", "--json"))
+    assert out["reference"].endswith("@" + rogue) and out["verified"] is False
     alice = str(project / "state" / "keys" / "alice" / "builder.key")
     err = js(run(project, "rollback", "dev", VARIANT, "--key", alice, "--json", code=18))
     assert "cannot tell where to roll back to" in err["error"]["message"]
+    # --to a digest of the stage's history: the same integrity failure, the same code as resolve's
+    # (18, docs/exit-codes.md), never "not in the history" (8) or a conflict (32)
+    assert err["error"]["details"]["found"] == rogue
+    to = ("--to", first, "--key", alice, "--json")
+    err = js(run(project, "rollback", VARIANT, "--stage", "dev", *to, code=18))
+    assert err["error"]["kind"] == "verification-failed" and err["error"]["details"]["pointer"].endswith("-dev")
 
 
 def test_rollback_of_a_first_promotion_says_what_to_do(
