@@ -85,20 +85,84 @@ def connect_timed_out(exc: BaseException) -> bool:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """A connection reset, a dropped keep-alive or a timeout is retried; a refused connection,
-    a DNS failure, an unreachable network or a TLS error is not (retrying would only delay the
-    error)."""
+    """Whether a failed exchange is worth sending again: only a connection lost or a timeout is
+    (urllib3 raises its ``HTTPError`` kinds for both and for answers it cannot read).
+    Transient (:func:`lost_connection`): a connection reset or aborted, a broken pipe, the peer
+    closing a kept-alive connection without an answer (``RemoteDisconnected``), a body broken off
+    (``IncompleteRead``, urllib3's ``ProtocolError`` "Response ended prematurely"), a connect or
+    read timeout. Not transient (retrying only delays the error): a refused connection, a DNS
+    failure, an unreachable network, a TLS error, a proxy refusing the tunnel, and whatever is
+    wrong with the answer or the URL itself rather than with the connection
+    (:func:`unusable_answer`: a ``Location`` that does not parse or has an unknown scheme, a body
+    that does not decode, an answer that is not HTTP). Kinds from urllib3's exception reference
+    (https://urllib3.readthedocs.io/en/stable/reference/urllib3.exceptions.html) and http.client's
+    (https://docs.python.org/3/library/http.client.html#http.client.HTTPException). Pure."""
     import errno
     import socket
 
-    if tls_failed(exc) or proxy_refusal(exc):
+    if tls_failed(exc) or proxy_refusal(exc) or unusable_answer(exc):
         return False
-    for e in _chain(exc):
+    chain = _chain(exc)
+    for e in chain:
         if isinstance(e, ConnectionRefusedError | socket.gaierror):
             return False
         if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
             return False
-    return True
+    return any(lost_connection(e) for e in chain)
+
+
+def unusable_answer(exc: BaseException) -> str:
+    """What was wrong with the answer (or the URL it sent us to) rather than with the connection,
+    in words, or "" when ``exc`` is no such failure: ``a body that does not decode as its
+    Content-Encoding says`` (urllib3 ``DecodeError``), ``an answer that is not HTTP``
+    (http.client ``BadStatusLine`` other than ``RemoteDisconnected``, ``LineTooLong``, urllib3
+    ``ResponseNotChunked``, ``HeaderParsingError``, ``InvalidHeader``), ``an invalid chunk length``
+    (urllib3 ``InvalidChunkLength`` with a length line that is not empty: an empty one is a
+    connection lost between chunks; http.client, which reads preloaded bodies, reports both as
+    ``IncompleteRead``: retried), ``a URL that cannot be used (...)`` (urllib3
+    ``LocationValueError``: a ``Location`` that does not parse or names an unknown scheme)."""
+    import http.client
+
+    import urllib3
+
+    e = urllib3.exceptions
+    for x in _chain(exc):
+        if isinstance(x, e.DecodeError):
+            return "a body that does not decode as its Content-Encoding says"
+        if isinstance(x, e.LocationValueError):
+            return f"a URL that cannot be used ({x})"
+        if isinstance(x, e.InvalidChunkLength) and x.length.strip():
+            return f"an invalid chunk length ({x.length[:40]!r})"
+        if isinstance(x, http.client.BadStatusLine) and not isinstance(x, http.client.RemoteDisconnected):
+            return "an answer that is not HTTP"  # RemoteDisconnected: it closed without answering
+        if isinstance(x, http.client.LineTooLong | e.ResponseNotChunked | e.HeaderParsingError | e.InvalidHeader):
+            return "an answer that is not HTTP"
+    return ""
+
+
+def lost_connection(exc: BaseException) -> bool:
+    """``exc`` itself (not what it wraps) says the connection was lost or timed out: a reset, an
+    abort, a broken pipe, ``TimeoutError``, an incomplete body, urllib3's ``ProtocolError``, a read
+    timeout or a connect timeout (not ``NewConnectionError``, which urllib3 files under connect
+    timeouts too: whether it is transient depends on the socket error it wraps)."""
+    import http.client
+
+    import urllib3
+
+    e = urllib3.exceptions
+    if isinstance(exc, e.NewConnectionError):
+        return False
+    return isinstance(
+        exc,
+        ConnectionResetError
+        | ConnectionAbortedError
+        | BrokenPipeError
+        | TimeoutError
+        | http.client.IncompleteRead
+        | e.ProtocolError
+        | e.ReadTimeoutError
+        | e.ConnectTimeoutError,
+    )
 
 
 def connection_cause(exc: BaseException, proxy: str = "") -> str:

@@ -44,6 +44,7 @@ from builder.registry.failures import (
     timeout_seconds,
     tls_failed,
     too_many_redirects,
+    unusable_answer,
     unwrap,
 )
 from builder.registry.response import Response, decode
@@ -359,11 +360,21 @@ class Transport:
         attempt: int,
         env: EnvSettings,
         timeout: urllib3.Timeout,
-    ) -> RegistryUnavailableError:
+    ) -> RegistryUnavailableError | RegistryError:
         """The error for a request that got no HTTP answer: TLS, a proxy refusing the tunnel, a
         timeout (named with its seconds and the ``registry_timeout_s`` setting), or no connection
         (named with the cause, the proxy it went through and the attempts made); the hint names
-        the proxy variable and NO_PROXY when a proxy was used."""
+        the proxy variable and NO_PROXY when a proxy was used. An answer that came but cannot be
+        read (``failures.unusable_answer``: not HTTP, a body that does not decode, a URL that
+        cannot be used) is a RegistryError (7) saying what was wrong with it."""
+        bad = unusable_answer(exc)
+        if bad:
+            return RegistryError(
+                f"registry {self.registry} answered {method} {where} ({self.scheme}) with {bad}; not retried",
+                hint="the registry, or a proxy or load balancer in front of it, sends answers that are not valid "
+                "HTTP for this request: check its logs and that REGISTRY names a registry (not another service)",
+                registry=self.registry,
+            )
         refusal = proxy_refusal(exc) if env.proxy else ""
         if refusal:
             return self._proxy_refused(env, refusal, f"registry {self.registry} ({method} {where})")
@@ -515,16 +526,25 @@ def _send(
     the caller; otherwise it is read and the connection given back. Raises urllib3's HTTPError
     kinds (a ``MaxRetryError`` wraps the cause in ``.reason``)."""
 
-    raw = manager.urlopen(
-        method,
-        url,
-        body=body,  # urllib3 sends any object with .read() a piece at a time
-        headers=headers,
-        timeout=timeout,
-        retries=_redirects_only(),
-        preload_content=not stream,
-        decode_content=True,
-    )
+    import urllib3
+
+    try:
+        raw = manager.urlopen(
+            method,
+            url,
+            body=body,  # urllib3 sends any object with .read() a piece at a time
+            headers=headers,
+            timeout=timeout,
+            retries=_redirects_only(),
+            preload_content=not stream,
+            decode_content=True,
+        )
+    except ValueError as exc:
+        if isinstance(exc, urllib3.exceptions.HTTPError):
+            raise
+        # urllib.parse's own ValueError (urljoin of a redirect's Location such as "http://[::1"),
+        # raised past urllib3: the URL kind of its errors
+        raise urllib3.exceptions.LocationValueError(str(exc)) from exc
     return Response(raw.status, raw.headers, _final_url(url, raw), raw)
 
 
