@@ -354,6 +354,30 @@ def test_render_files_are_written_and_compared_as_bytes(tmp_path: Path) -> None:
     assert render.write_renders(tmp_path, [with_replacement]).unchanged == 1
 
 
+def test_a_rerender_leaves_unchanged_files_untouched(tmp_path: Path) -> None:
+    """A re-render writes only the files whose bytes differ: the others keep their inode and
+    modification time (docker's build context and git see no change), even when the clock has
+    moved on; a changed file is rewritten in place (same inode: no temporary file renamed over it)."""
+    rendered = [_render("tiny-cpu-py3.11-debian12"), _render("tiny-cu128-py3.11-debian12")]
+    render.write_renders(tmp_path, rendered)
+    files = sorted((tmp_path / "tiny").iterdir())
+    past = 1_000_000_000 * 1_000_000_000  # 2001-09-09, in ns: a rewrite now would move it
+    for f in files:
+        os.utime(f, ns=(past, past))
+    before = {f.name: (f.stat().st_ino, f.stat().st_mtime_ns) for f in files}
+    edited = tmp_path / "tiny" / "tiny-cpu-py3.11-debian12.Dockerfile"
+    edited.write_bytes(edited.read_bytes().replace(b"USER 10001:10001", b"USER root"))
+    os.utime(edited, ns=(past, past))
+    report = render.write_renders(tmp_path, rendered)
+    assert report.changed == ("tiny/tiny-cpu-py3.11-debian12.Dockerfile",) and report.unchanged == 1
+    after = {f.name: (f.stat().st_ino, f.stat().st_mtime_ns) for f in files}
+    assert after["tiny-cu128-py3.11-debian12.Dockerfile"] == before["tiny-cu128-py3.11-debian12.Dockerfile"]
+    assert after[edited.name][0] == before[edited.name][0] and after[edited.name][1] > past
+    assert edited.read_bytes() == rendered[0].dockerfile.encode()
+    assert render.write_renders(tmp_path, rendered).unchanged == 2
+    assert {f.name: (f.stat().st_ino, f.stat().st_mtime_ns) for f in files} == after
+
+
 def test_demo_cuda_image_declares_no_gpu_kernels_and_checks_do_not_claim_coverage() -> None:
     """matrices/demo.yaml's CUDA variant installs CPU jaxlib (no jax-cuda12-plugin): `gpu_archs: {cuda: []}`
     renders the gpu-archs label "none", no arch build arguments, and the static check (labels read by

@@ -1,5 +1,6 @@
-"""benchmarks/render.py --quick keeps working: it renders and writes every variant, finds them all
-unchanged on the second pass, and its sectioned texts equal plain Jinja's (the script asserts it).
+"""benchmarks/render.py --quick keeps working: it renders and writes every variant into a new folder,
+finds them all unchanged on the second pass and leaves those files untouched (inode and mtime), and
+its sectioned texts equal plain Jinja's (the script asserts each).
 No time bound: wall time on a shared machine is noise (docs/benchmarks.md has the figures)."""
 
 from __future__ import annotations
@@ -28,3 +29,5 @@ def test_render_benchmark_quick_mode() -> None:
     assert n >= 100
     assert f"first write ({n} files)" in proc.stdout and f"write ({n} unchanged)" in proc.stdout
     assert float(figures["written_s"]) >= float(figures["seconds"]) > 0
+    assert "every file kept its inode and mtime" in proc.stdout
+    assert float(figures["cpu_s"]) >= float(figures["write_cpu_s"]) >= 0 and float(figures["sync_s"]) >= 0
