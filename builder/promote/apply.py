@@ -201,9 +201,18 @@ def soak_hint(ctx: PromotionContext, decisions: Sequence[Decision]) -> str | Non
 class Held:
     """What ``promote_many`` holds while it plans and applies one promotion: the stage lock, and
     within one repository the digest's ``.att`` lock with the read of that ``.att`` made under it
-    (``att``; None: that lock is not held)."""
+    (``att``; None: that lock is not held). ``release`` lets that ``.att`` lock go (idempotent):
+    ``mark_replaced`` calls it, once the record is written, before it takes the replaced digest's
+    ``.att`` lock, so no writer holds two ``.att`` locks: two promotions crossing (dev A -> B while
+    staging B -> A) never wait for each other."""
 
     att: HeldRead | None = None
+    release: Callable[[], object] | None = None
+
+    def let_go(self) -> None:
+        """Release the ``.att`` lock (nothing when it is not held or already released)."""
+        if self.release is not None:
+            self.release()
 
 
 def apply_promotion(
@@ -266,7 +275,7 @@ def apply_promotion(
                     hint=ctx.untrusted_hint(plan.stage, plan.target.variant),
                 )
         if current == digest:
-            return _complete(ctx, plan, t0)
+            return _complete(ctx, plan, t0, held)
         src = plan.source
         manifest = plan.manifest if plan.manifest is not None and plan.manifest.digest == digest else None
         if manifest is None:
@@ -354,7 +363,7 @@ def apply_promotion(
         after = dc.resolve(dst.repository, dst.pointer_tag)
         if after != digest:
             raise conflict(dst, digest, after, "right after our write (another writer without the lock)")
-        mark_replaced(ctx, dst, rec, signer, fresh=True)
+        mark_replaced(ctx, dst, rec, signer, fresh=True, holding=held)  # our record is written: lets its lock go
         seq = ctx.ledger.append(ledger_row(rec, plan.decision)).seq if ctx.ledger is not None else None
     return Applied(plan, rec, time.perf_counter() - t0, False, CopyCounts.of(stats, evidence_stats), seq)
 
@@ -400,7 +409,13 @@ def shared_swap(ctx: PromotionContext, dst: Location, expected: str | None, new:
 
 
 def mark_replaced(
-    ctx: PromotionContext, dst: Location, rec: PromotionRecord, signer: Signer, *, fresh: bool = False
+    ctx: PromotionContext,
+    dst: Location,
+    rec: PromotionRecord,
+    signer: Signer,
+    *,
+    fresh: bool = False,
+    holding: Held | None = None,
 ) -> None:
     """After the tag moved from ``rec.previous`` to ``rec.digest``: write the successor record (the
     same predicate, signed on the replaced digest) so that a later re-tag back to the replaced
@@ -408,7 +423,11 @@ def mark_replaced(
     write never marks the digest the stage still holds; a run killed in between leaves it to the
     re-run (``_complete``). Nothing when the stage was empty or the record is already there.
     ``fresh``: ``rec`` was signed by this run (no successor record of it can exist yet): the
-    replaced digest's records are not read to look for one."""
+    replaced digest's records are not read to look for one. ``holding``: the caller's held
+    ``.att`` lock of ``rec.digest``, let go first (``Held.release``): the replaced digest's
+    ``.att`` lock is never taken while another is held (lock order: stage, then one signature)."""
+    if holding is not None:
+        holding.let_go()
     if rec.previous is None:
         return
     if not fresh:
@@ -426,7 +445,7 @@ def mark_replaced(
     )
 
 
-def _complete(ctx: PromotionContext, plan: Plan, t0: float) -> Applied:
+def _complete(ctx: PromotionContext, plan: Plan, t0: float, held: Held | None = None) -> Applied:
     digest = plan.digest or ""
     trust = pointer_trust(ctx, plan.destination, plan.stage, digest)
     rec = trust.record
@@ -438,7 +457,7 @@ def _complete(ctx: PromotionContext, plan: Plan, t0: float) -> Applied:
             pointer=str(plan.destination),
         )
     if ctx.signer is not None:
-        mark_replaced(ctx, plan.destination, rec, ctx.signer)  # a run killed after its tag move
+        mark_replaced(ctx, plan.destination, rec, ctx.signer, holding=held)  # a run killed after its tag move
     seq = None
     if ctx.ledger is not None and rec.layer and not ctx.ledger.has_attestation(rec.layer):
         seq = ctx.ledger.append(ledger_row(rec, plan.decision)).seq
@@ -469,9 +488,9 @@ def promote_many(
                 return Outcome(t, plan_promotion(ctx, t, stage, ticket=ticket, listed=listed))
             # planned under the locks the apply needs: the plan's reads of the pointer and of the
             # record's .att are the reads under those locks (not made twice)
-            with _planning_locks(ctx, t, stage, listed) as (source, view, att_locked):
+            with _planning_locks(ctx, t, stage, listed) as (source, view, release_att):
                 plan = plan_promotion(ctx, t, stage, ticket=ticket, listed=view, source=source)
-                held = Held(_att_read(ctx, plan) if att_locked else None)
+                held = Held(_att_read(ctx, plan) if release_att else None, release_att)
                 return Outcome(t, plan, apply_promotion(ctx, plan, expect_previous=expect_previous, held=held))
         except BuilderError as exc:  # one target's failure is its outcome, the batch goes on
             return Outcome(t, plan, None, exc)
@@ -502,13 +521,14 @@ def promote_many(
 @contextlib.contextmanager
 def _planning_locks(
     ctx: PromotionContext, target: Target, stage: str, listed: TagLists | None
-) -> Iterator[tuple[Source, TagLists | None, bool]]:
+) -> Iterator[tuple[Source, TagLists | None, Callable[[], object] | None]]:
     """Hold the stage lock of ``target``'s pointer in ``stage`` and, when the record goes into the
     repository the digest comes from, the lock of the digest's ``.att`` (the order every writer
     takes them in: stage, then signature); yields the source as read (before the locks: what is
     promoted), the batch's listings made to read the pointer and that ``.att`` (listed before the
-    locks, they cannot answer for them) and whether the ``.att`` lock is held. Raises
-    NotFoundError (unknown stage), SigningError (the ``.att`` lock timed out), registry errors."""
+    locks, they cannot answer for them) and, when the ``.att`` lock is held, what releases it
+    before the stage lock (``Held.release``; None: not held). Raises NotFoundError (unknown
+    stage), SigningError (the ``.att`` lock timed out), registry errors."""
     st = ctx.policy.stage(stage)
     src, dst = ctx.stage_location(target, st.source), ctx.stage_location(target, stage)
     source = source_digest(ctx, target, st.source, src)
@@ -517,9 +537,10 @@ def _planning_locks(
     view = listed.reading(dst, dst.pointer_tag, *([att_tag] if att_tag else [])) if listed is not None else None
     with contextlib.ExitStack() as stack:
         stack.enter_context(ctx.lock(dst))
+        att = stack.enter_context(contextlib.ExitStack())  # closed early by Held.release, or here
         if att_tag is not None:
-            stack.enter_context(_signature_lock(ctx, dst, att_tag))
-        yield source, view, att_tag is not None
+            att.enter_context(_signature_lock(ctx, dst, att_tag))
+        yield source, view, att.close if att_tag is not None else None
 
 
 def _signature_lock(ctx: PromotionContext, loc: Location, tag: str) -> contextlib.AbstractContextManager[None]:
