@@ -14,19 +14,26 @@ registry in its blob-info cache). The source is one more registry process, fille
   ``RegistryClient``s (the blob copy every cross-registry promotion uses:
   ``RegistryClient.copy_blob_from``, ``copy_streams`` at once); it imports
   ``builder.promote.apply`` as ``builder promote`` does, so its time and memory include the
-  promotion's modules (not the policy evaluation, signing and record of a full promotion).
+  promotion's modules (not the policy evaluation, signing and record of a full promotion), and
+  skips the interpreter's closing garbage collection as builder's console entry point does
+  (``builder.cli.main``). It reports its CPU split: start-up (interpreter and imports) and the copy.
 - ``oras``: ``oras cp --from-plain-http --to-plain-http SRC@digest DST:copied``.
 - ``skopeo``: ``skopeo copy --preserve-digests`` (TLS verification off for loopback).
 - ``crane``: ``crane copy --insecure`` (skipped when not installed).
 - ``curl``: the upload floor: every layer file already on disk, ``POST`` + ``PUT -T FILE`` (streamed from the file)
   per blob, all blobs at once (one curl per blob), no download at all.
 
-Wall time, peak resident memory (GNU ``time`` ``%M`` of each process) and CPU time
-(user + system) per run; medians per tool; ratios against oras. Every copy is verified: the
+Wall time, peak resident memory (GNU ``time`` ``%M`` of each process), CPU time (user + system)
+and the destination registry's CPU time during the copy (``/proc``) per run; medians per tool;
+ratios against oras; and the CPU hashlib's sha256 takes for the image's bytes here (builder checks
+the digest of every byte it streams; oras leaves that to the registry: its user CPU stays near
+zero). On a 2-core machine the client and both registries share the cores, so these CPU figures,
+unlike wall time, say where a copy's time goes whatever else runs. Every copy is verified: the
 destination tag resolves to the source digest.
 
 Ends with one line per image and a summary line:
-``benchmark=registry-stream image=512MiB builder_mibs=.. oras_mibs=.. ratio_oras=.. builder_rss_mib=..``
+``benchmark=registry-stream image=512MiB builder_mibs=.. builder_rss_mib=.. builder_cpu_s=..
+builder_startup_cpu_s=.. builder_copy_cpu_s=.. sha256_cpu_s=.. oras_mibs=.. oras_cpu_s=.. ratio_oras=..``
 (``--quick``: a 16 MiB image, 1 round).
 """
 
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import shutil
 import statistics
@@ -58,21 +66,40 @@ IMAGES = {"512MiB": (4, 128), "2GiB": (4, 512), "16x48MiB": (16, 48)}
 QUICK = {"16MiB": (4, 4)}
 
 BUILDER_CHILD = """
-import sys
+import atexit, gc, sys, time
+atexit.register(gc.freeze)  # no closing garbage collection, as builder's console entry point
 import builder.promote.apply  # what `builder promote` imports besides the registry client
 from builder.registry import CopyStats, RegistryClient, copy_image
+imported = time.process_time()
 src_host, dst_host, repo, digest = sys.argv[1:5]
 src = RegistryClient(src_host, insecure=True)
 dst = RegistryClient(dst_host, insecure=True)
 stats = CopyStats()
 copy_image(src, repo, digest, dst, repo, tag="copied", stats=stats)
 assert stats.copied >= 1, stats
+print(f"cpu-split {imported:.3f} {time.process_time() - imported:.3f}", file=sys.stderr)
 """
+
+
+#: ``127.0.0.1:PORT`` -> process id of each registry :func:`registry` runs (for its CPU time)
+REGISTRY_PIDS: dict[str, int] = {}
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (Linux ``/proc/PID/stat`` fields
+    14 and 15, in clock ticks: https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html); NaN
+    where there is no ``/proc``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
 def registry(root: Path) -> Iterator[str]:
-    """A CNCF distribution process with empty storage under ``root``; yields ``127.0.0.1:PORT``."""
+    """A CNCF distribution process with empty storage under ``root``; yields ``127.0.0.1:PORT``
+    (its process id in :data:`REGISTRY_PIDS` while it runs)."""
     binary = shutil.which("docker-registry") or shutil.which("registry")
     if binary is None:
         sys.exit("docker-registry is not installed: run `bash scripts/setup`")
@@ -91,8 +118,10 @@ def registry(root: Path) -> Iterator[str]:
             wait_for_port(port, proc)
         except RuntimeError as exc:
             sys.exit(f"registry under {root} did not start: {exc}")
+        REGISTRY_PIDS[f"127.0.0.1:{port}"] = proc.pid
         yield f"127.0.0.1:{port}"
     finally:
+        REGISTRY_PIDS.pop(f"127.0.0.1:{port}", None)
         proc.terminate()
         proc.wait(timeout=10)
         shutil.rmtree(root, ignore_errors=True)
@@ -153,8 +182,28 @@ def push_source(client: RegistryClient, repo: str, paths: list[Path]) -> tuple[s
     return client.put_manifest(repo, "source", manifest, OCI_MANIFEST), blobs
 
 
-def measured(cmds: list[list[str]], scratch: Path) -> tuple[float, float, float]:
-    """Run ``cmds`` at once; (wall seconds, peak RSS MiB of the largest, CPU seconds of all).
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One copy by one tool: wall seconds, peak RSS MiB (the largest process), user and system CPU
+    seconds (all its processes), the destination registry's CPU seconds during the copy, and for
+    builder the CPU of its start-up (interpreter and imports) and of the copy itself (NaN for peers)."""
+
+    wall: float
+    rss: float
+    user: float
+    system: float
+    registry_cpu: float
+    startup_cpu: float = float("nan")
+    copy_cpu: float = float("nan")
+
+    @property
+    def cpu(self) -> float:
+        return self.user + self.system
+
+
+def measured(cmds: list[list[str]], scratch: Path) -> tuple[float, float, float, float, str]:
+    """Run ``cmds`` at once; (wall seconds, peak RSS MiB of the largest, user and system CPU
+    seconds of all, the last line the first command wrote on stderr).
     Each runs under GNU ``time`` (``%M``: the command's own peak RSS in KiB; ``ru_maxrss`` of a
     child forked from this Python would include this process's pages: Linux keeps the larger
     high-water mark across ``exec``)."""
@@ -168,14 +217,42 @@ def measured(cmds: list[list[str]], scratch: Path) -> tuple[float, float, float]
     ]
     errs = [p.communicate()[1] for p in procs]
     wall = time.perf_counter() - t
-    rss, cpu = 0.0, 0.0
+    rss, user_s, system_s = 0.0, 0.0, 0.0
     for cmd, p, err, out in zip(cmds, procs, errs, outs, strict=True):
         if p.returncode != 0:
             sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {err.decode(errors='replace')[-2000:]}")
         kib, user, system = out.read_text().split()[-3:]
         rss = max(rss, int(kib) / 1024)
-        cpu += float(user) + float(system)
-    return wall, rss, cpu
+        user_s += float(user)
+        system_s += float(system)
+    last = (errs[0].decode(errors="replace").strip().splitlines() or [""])[-1]
+    return wall, rss, user_s, system_s, last
+
+
+def copy_run(cmds: list[list[str]], scratch: Path, dst: str) -> Run:
+    """:func:`measured` of one tool's copy into ``dst``, with the destination registry's CPU
+    during it and builder's start-up / copy CPU split (its ``cpu-split`` line)."""
+    before = process_cpu(REGISTRY_PIDS[dst])
+    wall, rss, user, system, last = measured(cmds, scratch)
+    reg = process_cpu(REGISTRY_PIDS[dst]) - before
+    if last.startswith("cpu-split "):
+        startup, copy = (float(x) for x in last.split()[1:3])
+        return Run(wall, rss, user, system, reg, startup, copy)
+    return Run(wall, rss, user, system, reg)
+
+
+def sha256_seconds(mib: int) -> float:
+    """CPU seconds hashlib's sha256 takes for ``mib`` MiB here (1 MiB updates): the digest check
+    builder makes of every streamed byte, a floor under its copy CPU that a client trusting the
+    registry's own check (oras: its user CPU stays near zero) does not pay."""
+    import hashlib
+
+    buf = bytes(MIB)
+    h = hashlib.sha256()
+    t = time.process_time()
+    for _ in range(mib):
+        h.update(buf)
+    return time.process_time() - t
 
 
 def tool_commands(
@@ -208,9 +285,23 @@ def tool_commands(
     return [["bash", "-c", script, "curl", dst, repo, str(path), d] for path, d in blobs]
 
 
-def row(tool: str, size_mib: int, wall: float, rss: float, cpu: float) -> str:
-    """One result as text: throughput, wall time, peak RSS, CPU time."""
-    return f"{tool:8} {size_mib / wall:7.1f} MiB/s  {wall:6.2f} s  rss {rss:6.1f} MiB  cpu {cpu:5.2f} s"
+def row(tool: str, size_mib: int, run: Run) -> str:
+    """One result as text (80 columns): throughput, wall time, peak RSS, CPU time (user + system),
+    the destination registry's CPU time; for builder, its start-up and copy CPU."""
+    text = f"{tool:7}{size_mib / run.wall:6.1f} MiB/s {run.wall:5.2f} s rss {run.rss:3.0f} MiB"
+    return text + f" cpu {run.cpu:4.2f} ({run.user:4.2f}+{run.system:4.2f}) reg {run.registry_cpu:4.2f}"
+
+
+def split_row(run: Run) -> str:
+    """builder's CPU split: start-up (interpreter, imports) and the copy; empty for a peer."""
+    if run.startup_cpu != run.startup_cpu:  # NaN: a peer
+        return ""
+    return f"\n{'':7}builder cpu: start-up {run.startup_cpu:.2f} s + copy {run.copy_cpu:.2f} s"
+
+
+def median_run(runs: list[Run]) -> Run:
+    """Field by field medians of ``runs``."""
+    return Run(*(statistics.median(getattr(r, f.name) for r in runs) for f in dataclasses.fields(Run)))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -238,29 +329,35 @@ def main(argv: list[str] | None = None) -> None:
                 digest, blobs = push_source(setup, repo, paths)
                 size = layers * mib
                 print(f"\n{name}: {layers} x {mib} MiB, {src}/{repo}@{digest}")
-                results: dict[str, list[tuple[float, float, float]]] = {t: [] for t in tools}
+                sha256_s = sha256_seconds(size)
+                results: dict[str, list[Run]] = {t: [] for t in tools}
                 for r in range(rounds):
                     order = tools[r % len(tools) :] + tools[: r % len(tools)]  # interleaved, rotated
                     for tool in order:
                         with registry(base / f"dst-{tool}-{r}") as dst:
-                            wall, rss, cpu = measured(tool_commands(tool, src, dst, repo, digest, blobs), base)
+                            run = copy_run(tool_commands(tool, src, dst, repo, digest, blobs), base, dst)
                             if tool != "curl":
                                 got = RegistryClient(dst, insecure=True).resolve(repo, "copied")
                                 assert got == digest, f"{tool} copied {got}, expected {digest}"
-                        results[tool].append((wall, rss, cpu))
-                        print(f"  round {r + 1} {row(tool, size, wall, rss, cpu)}")
-                med = {t: tuple(statistics.median(x[i] for x in v) for i in range(3)) for t, v in results.items()}
-                print(f"  medians over {rounds} round(s):")
-                for t, (wall, rss, cpu) in med.items():
-                    ratio = med["oras"][0] / wall if "oras" in med else float("nan")
-                    print(f"    {row(t, size, wall, rss, cpu)}  vs oras {ratio:.2f}x")
+                        results[tool].append(run)
+                        print(f"  r{r + 1} {row(tool, size, run)}{split_row(run)}")
+                med = {t: median_run(v) for t, v in results.items()}
+                print(f"  medians of {rounds} round(s), x oras's throughput; sha256 of {size} MiB: {sha256_s:.2f} s")
+                for t, m in med.items():
+                    ratio = med["oras"].wall / m.wall if "oras" in med else float("nan")
+                    print(f"  {row(t, size, m)} x{ratio:.2f}{split_row(m)}")
                 b = med["builder"]
-                line = f"benchmark=registry-stream image={name} builder_mibs={size / b[0]:.0f}"
-                line += f" builder_rss_mib={b[1]:.0f} builder_cpu_s={b[2]:.2f}"
+                line = f"benchmark=registry-stream image={name} builder_mibs={size / b.wall:.0f}"
+                line += f" builder_rss_mib={b.rss:.0f} builder_cpu_s={b.cpu:.2f}"
+                line += f" builder_startup_cpu_s={b.startup_cpu:.2f} builder_copy_cpu_s={b.copy_cpu:.2f}"
+                line += f" sha256_cpu_s={sha256_s:.2f} builder_registry_cpu_s={b.registry_cpu:.2f}"
                 for t in tools[1:]:
-                    line += f" {t}_mibs={size / med[t][0]:.0f} {t}_rss_mib={med[t][1]:.0f}"
+                    line += f" {t}_mibs={size / med[t].wall:.0f} {t}_rss_mib={med[t].rss:.0f}"
                 if "oras" in med:
-                    line += f" ratio_oras={med['oras'][0] / b[0]:.2f}"
+                    o = med["oras"]
+                    line += f" oras_cpu_s={o.cpu:.2f} oras_user_cpu_s={o.user:.2f}"
+                    line += f" oras_registry_cpu_s={o.registry_cpu:.2f}"
+                    line += f" ratio_oras={o.wall / b.wall:.2f}"
                 summary.append(line)
                 shutil.rmtree(base / "files" / name)
     print(f"\nload average after: {os.getloadavg()[0]:.1f}")
