@@ -349,7 +349,10 @@ def apply_promotion(
 
         jobs: list[Callable[[], None]] = [evidence_and_record]
         if src.name != dst.name:
-            jobs.append(lambda: copy_manifest(ctx, src, dst, manifest, stats, known_absent=not plan.present))
+            # the manifest itself is stored by the tag's PUT below (copy_manifest's tagged_later)
+            jobs.append(
+                lambda: copy_manifest(ctx, src, dst, manifest, stats, known_absent=not plan.present, tagged_later=True)
+            )
         parallel(jobs)
         rec = written[0]
         again = dc.try_resolve(dst.repository, dst.pointer_tag)

@@ -21,7 +21,7 @@ from builder.promote.context import LOCK_FILE_MODE, PromotionContext
 from builder.promote.evidence import approver_suffixes
 from builder.promote.model import UNSET, Unset
 from builder.promote.pool import map_parallel, parallel
-from builder.promote.referrers import INDEX_KEY, copyable, referrers
+from builder.promote.referrers import INDEX_KEY, copyable, lacks_referrers_api, referrers
 from builder.registry import CopyStats, copy_image, put_manifest_repairing
 from builder.signing.layer import (
     ATT_SUFFIX,
@@ -58,11 +58,24 @@ def copy_manifest(
     stats: CopyStats,
     *,
     known_absent: bool = False,
+    tagged_later: bool = False,
 ) -> None:
     """Manifest-level copy of ``manifest`` (and its index children) from ``src`` to ``dst``: every
     blob mounted (same registry) or copied only when missing (another registry), in parallel;
     then the manifests PUT by digest, children first. ``known_absent``: ``dst`` is known not to
-    hold the manifest (not re-checked). Counts go into ``stats``."""
+    hold the manifest (not re-checked). Counts go into ``stats``.
+
+    ``tagged_later``: ``manifest`` itself is not PUT by digest: the caller PUTs the same bytes under
+    a tag (the stage pointer) once everything else is written, and that one PUT stores it (a
+    manifest PUT by tag stores the manifest and points the tag at it: OCI distribution spec v1.1,
+    "Pushing Manifests",
+    https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-manifests);
+    its index children and every blob are still in place first (the registry refuses a manifest
+    naming a missing one). Counted in ``stats.manifests`` here. One request fewer per promotion
+    into a repository that does not hold the digest (issue 19), and the digest is not pullable
+    from ``dst`` before the tag moves. Only on a registry known to have no referrers API
+    (``lacks_referrers_api``): on one with it, the referrers the evidence copy stores alongside
+    find their ``subject`` in place, as before."""
     sc, dc = ctx.client(src.registry), ctx.client(dst.registry)
     manifests: list[Manifest] = []
     blobs: dict[str, Descriptor] = {}
@@ -80,9 +93,11 @@ def copy_manifest(
     if not known_absent and dc.try_resolve(dst.repository, manifest.digest) == manifest.digest:
         return  # a manifest in the registry implies its blobs and children are there
     collect(manifest)
+    tagged_later = tagged_later and lacks_referrers_api(ctx, dst.registry)
     transfer_blobs(ctx, src, dst, list(blobs.values()), stats)
     for m in manifests:  # a blob a mount did not keep is copied again (MANIFEST_BLOB_UNKNOWN)
-        put_manifest_repairing(sc, src.repository, dc, dst.repository, m.digest, m, stats)
+        if not (tagged_later and m is manifest):
+            put_manifest_repairing(sc, src.repository, dc, dst.repository, m.digest, m, stats)
         stats.manifests += 1
 
 

@@ -151,15 +151,16 @@ def test_cross_repository_promotion_reads_the_source_referrers_index_once(setup:
     """Into another repository of the same registry (blobs mounted, evidence copied, the copy signed
     for its new name): the source's fallback referrers index the plan read is not read again. The
     copied .att and our record, the copied .sig and our signature of the copy, are one
-    read-modify-write each (a GET under the lock, one PUT, the re-read), not a copy then an append
-    (26 with ``promote_many``, whose plan reads the pointer under the stage lock; 27 for a plan
-    applied later)."""
+    read-modify-write each (a GET under the lock, one PUT, the re-read), not a copy then an append;
+    the copied manifest is stored by the stage tag's PUT, not PUT by digest first (25 with
+    ``promote_many``, whose plan reads the pointer under the stage lock; 26 for a plan applied
+    later)."""
     target, digest = setup.build("reqs-cross")
     setup.promote(target, "dev")
     ctx, clients = setup.context()
     [outcome] = promote_many(ctx, [target], "rel", confirm=True)
     assert outcome.ok, outcome.to_json()
-    assert clients.sent == 26
+    assert clients.sent == 25
     assert setup.client.resolve(f"rel/{setup.repo}", "reqs-cross-rel") == digest
     dst = RegistryClient(setup.registry, insecure=True)  # both tags hold the source's layer and ours
     assert len(dst.get_manifest(f"rel/{setup.repo}", signature_tag(digest, ".sig")).json["layers"]) == 2
@@ -167,7 +168,35 @@ def test_cross_repository_promotion_reads_the_source_referrers_index_once(setup:
 
     again, _ = setup.build("reqs-cross-plan")
     setup.promote(again, "dev")
-    assert setup.promote(again, "rel") == 27
+    assert setup.promote(again, "rel") == 26
+
+
+def test_a_copied_manifest_is_stored_by_the_stage_tag_put(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``copy_manifest(tagged_later=True)`` puts the blobs in place but leaves the manifest itself to
+    the caller's PUT under the stage tag (one request fewer) on a registry known to have no
+    referrers API; while that is not known (a new process that has not asked yet), the manifest is
+    PUT by digest as before, so referrers copied alongside would find their subject."""
+    from builder.promote import Location
+    from builder.promote.transfer import copy_manifest
+    from builder.registry import CopyStats
+
+    _, digest = setup.build("reqs-tagged-later")
+    manifest = setup.client.get_manifest(setup.repo, digest)
+    src, dst = Location(setup.registry, setup.repo), Location(setup.registry, f"later/{setup.repo}")
+    ctx, clients = setup.context()
+    stats = CopyStats()
+    copy_manifest(ctx, src, dst, manifest, stats, known_absent=True, tagged_later=True)
+    assert (stats.mounted, stats.manifests, clients.sent) == (2, 1, 2), (stats, clients.sent)  # two mounts
+    assert setup.client.try_resolve(dst.repository, digest) is None  # not stored by digest
+    assert all(setup.client.blob_exists(dst.repository, b.digest) for b in manifest.blobs)
+    setup.client.put_manifest(dst.repository, "stage", manifest.raw, manifest.media_type)  # the tag's PUT
+    assert setup.client.resolve(dst.repository, digest) == digest
+
+    monkeypatch.setattr(referrers_module, "_MEMORY", referrers_module._NoReferrersApi())
+    ctx, clients = setup.context()  # the referrers API not known: the manifest is PUT by digest
+    other = Location(setup.registry, f"later2/{setup.repo}")
+    copy_manifest(ctx, src, other, manifest, CopyStats(), known_absent=True, tagged_later=True)
+    assert clients.sent == 3 and setup.client.resolve(other.repository, digest) == digest
 
 
 def test_a_batch_mounts_each_shared_blob_once(setup: Setup) -> None:
