@@ -6,8 +6,8 @@ registry verifies each digest); ``.sig``/``.att`` manifests byte for byte (merge
 when the destination already has some); referrers copied and the destination's fallback
 referrers index rebuilt.
 
-Errors: registry errors (exit 5-7) propagate; a lock timeout (filelock.Timeout) when another
-writer holds a ``.sig``/``.att`` lock too long.
+Errors: registry errors (exit 5-7) propagate; SigningError (17) when another writer holds a
+``.sig``/``.att`` lock longer than ``ctx.lock_timeout`` (``builder.signing.layer.signature_lock``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from filelock import FileLock
-
-from builder.promote.context import LOCK_FILE_MODE, PromotionContext
 from builder.promote.evidence import approver_suffixes
 from builder.promote.model import UNSET, Unset
 from builder.promote.pool import map_parallel, parallel
@@ -30,13 +27,14 @@ from builder.signing.layer import (
     HeldRead,
     SignatureLayer,
     append_layer,
-    signature_lock_path,
+    signature_lock,
     signature_tag,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from builder.promote.context import PromotionContext
     from builder.promote.location import Location
     from builder.registry import Descriptor, Manifest
 
@@ -159,12 +157,7 @@ def copy_evidence(
             if follow is not None:
                 follow(None)
             return st
-        ctx.lock_dir.mkdir(parents=True, exist_ok=True)
-        with FileLock(
-            str(signature_lock_path(ctx.lock_dir, dc.registry, dst.repository, tag)),
-            timeout=ctx.lock_timeout,
-            mode=LOCK_FILE_MODE,
-        ):
+        with signature_lock(ctx.lock_dir, dc.registry, dst.repository, tag, ctx.lock_timeout):
             dm = dc.try_get_manifest(dst.repository, tag)
             if dm is None:
                 if follow is not None:
@@ -174,7 +167,9 @@ def copy_evidence(
                     cfg = sm.config
                     shared = [cfg] if cfg is not None and cfg.digest == SIGNATURE_CONFIG_DIGEST else []
                     transfer_blobs(ctx, src, dst, [*shared, *sm.layers], st)
-                    follow(HeldRead({**sm.json, "config": cfg.to_json() if shared and cfg else None}))
+                    # stored=False: the read is what to write, not yet there (a layer of ours already
+                    # in it saves no write: the manifest is written as it is)
+                    follow(HeldRead({**sm.json, "config": cfg.to_json() if shared and cfg else None}, stored=False))
                 else:
                     transfer_blobs(ctx, src, dst, sm.blobs, st)
                     dc.put_manifest(dst.repository, tag, sm.raw, sm.media_type)
@@ -194,6 +189,7 @@ def copy_evidence(
                     suffix,
                     SignatureLayer(layer.media_type, blob, layer.annotation_map),
                     lock_dir=ctx.lock_dir,
+                    lock_timeout=ctx.lock_timeout,  # each append takes the tag's lock itself
                 )
                 st.manifests += 1
         if follow is not None:

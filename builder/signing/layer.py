@@ -211,9 +211,13 @@ def signature_lock_path(lock_dir: Path, registry: str, repository: str, tag: str
 @dataclasses.dataclass(frozen=True)
 class HeldRead:
     """A ``.sig``/``.att`` manifest read while the caller held its lock
-    (``signature_lock_path``), and still holds it: ``manifest`` parsed (None: the tag was absent)."""
+    (``signature_lock_path``), and still holds it: ``manifest`` parsed (None: the tag was absent).
+    ``stored``: False when ``manifest`` is not in the registry yet but what the caller wants
+    written there (a promotion's evidence copy, ``builder.promote.transfer.copy_evidence``): a
+    layer already in it saves no write, the manifest is written as it is."""
 
     manifest: Mapping[str, Any] | None
+    stored: bool = True
 
 
 def append_layer(
@@ -294,21 +298,24 @@ def _append_locked(
         else:
             existing = _get_manifest(client, repository, tag)
         layers: list[dict[str, Any]] = list(existing.get("layers", [])) if existing else []
-        for d in layers:
-            identical = d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
-            if identical or (equivalent is not None and equivalent(d)):
-                return WriteResult(
-                    repository,
-                    tag,
-                    _digest_of_manifest(client, repository, tag),
-                    str(d.get("digest")),
-                    False,
-                    len(layers),
-                    signer,
-                )
-        layers.append(ours)
+        kept = next((d for d in layers if _same_layer(d, ours) or (equivalent is not None and equivalent(d))), None)
+        unstored = first is not None and attempt == 0 and not first.stored  # a read still to be written
+        if kept is not None and not unstored:
+            return WriteResult(
+                repository,
+                tag,
+                _digest_of_manifest(client, repository, tag),
+                str(kept.get("digest")),
+                False,
+                len(layers),
+                signer,
+            )
+        want = kept if kept is not None else ours  # the layer the written manifest must show
+        if kept is None:
+            layers.append(ours)
         there = known_blobs(existing) | set(uploaded)  # the config is usually among them
-        todo = [b for b in (layer.blob, SIGNATURE_CONFIG) if sha256_digest(b) not in there]
+        blobs = (layer.blob, SIGNATURE_CONFIG) if kept is None else (SIGNATURE_CONFIG,)
+        todo = [b for b in blobs if sha256_digest(b) not in there]
         _put_blobs(client, repository, todo)
         manifest = {
             "schemaVersion": 2,
@@ -323,12 +330,9 @@ def _append_locked(
         body = json.dumps(manifest, separators=(",", ":")).encode()
         manifest_digest = _put_manifest_resending(client, repository, tag, body, [layer.blob, SIGNATURE_CONFIG])
         reread = _get_manifest(client, repository, tag)
-        found = reread is not None and any(
-            d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == ours["annotations"]
-            for d in reread.get("layers", [])
-        )
+        found = reread is not None and any(_same_layer(d, want) for d in reread.get("layers", []))
         if found:
-            return WriteResult(repository, tag, manifest_digest, ours["digest"], True, len(layers), signer)
+            return WriteResult(repository, tag, manifest_digest, str(want["digest"]), kept is None, len(layers), signer)
         # another writer (not using our lock: another machine) replaced the manifest: merge again
     raise SigningError(
         f"wrote {repository}:{tag} {attempts} times but re-reading it never showed our layer {ours['digest']}",
@@ -422,6 +426,11 @@ def _get_manifest(client: RegistryClient, repository: str, reference: str) -> di
     if not isinstance(doc, dict):
         raise SigningError(f"{client.registry}/{repository}:{reference} is not a JSON manifest")
     return doc
+
+
+def _same_layer(d: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:
+    """Descriptor ``d`` names the same blob with the same annotations as ``ours``."""
+    return bool(d.get("digest") == ours["digest"] and (d.get("annotations") or {}) == (ours.get("annotations") or {}))
 
 
 def _digest_of_manifest(client: RegistryClient, repository: str, reference: str) -> str:
