@@ -10,23 +10,22 @@ credentials the user configured.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder.config import repository_path
-from builder.errors import BuilderError, NotFoundError
+from builder.errors import BuilderError, NotFoundError, PromotionConflictError
 from builder.policy import BUILD_STAGE, KeySet, Policy
 from builder.policy.cache import cached_policy
 from builder.promote.location import Location, Target, utcnow
 
 if TYPE_CHECKING:
     import datetime as dt
-
-    from filelock import FileLock
 
     from builder.config import Config
     from builder.ledger import Ledger
@@ -150,14 +149,34 @@ class PromotionContext:
         repository = repository_path(prefix, st.repository_for(relative))
         return Location(st.registry or target.registry, repository, st.tag_for(target.variant))
 
-    def lock(self, loc: Location, kind: str = "stage") -> FileLock:
-        """The file lock of ``loc`` (``<lock_dir>/<kind>-<hash>.lock``): one writer per stage
-        pointer across processes of this machine; Timeout after ``lock_timeout`` seconds."""
-        from filelock import FileLock  # only a writer takes it (start-up of the queries)
+    def lock_path(self, loc: Location, kind: str = "stage") -> Path:
+        """The lock file of ``loc``: ``<lock_dir>/<kind>-<hash>.lock``."""
+        key = hashlib.sha256(str(loc).encode()).hexdigest()[:32]
+        return self.lock_dir / f"{kind}-{key}.lock"
+
+    @contextlib.contextmanager
+    def lock(self, loc: Location, kind: str = "stage") -> Iterator[None]:
+        """Hold the file lock of ``loc`` (:meth:`lock_path`): one writer per stage pointer across
+        processes of this machine. PromotionConflictError (32) naming the pointer and the lock
+        file when another writer holds it longer than ``lock_timeout`` seconds (filelock's
+        ``Timeout``: https://py-filelock.readthedocs.io/en/latest/api.html#filelock.Timeout);
+        released however the body ends."""
+        from filelock import FileLock, Timeout  # only a writer takes it (start-up of the queries)
 
         self.lock_dir.mkdir(parents=True, exist_ok=True)
-        key = hashlib.sha256(str(loc).encode()).hexdigest()[:32]
-        return FileLock(str(self.lock_dir / f"{kind}-{key}.lock"), timeout=self.lock_timeout, mode=LOCK_FILE_MODE)
+        lock = FileLock(str(self.lock_path(loc, kind)), mode=LOCK_FILE_MODE)
+        try:
+            held = lock.acquire(timeout=self.lock_timeout)
+        except Timeout as exc:
+            raise PromotionConflictError(
+                f"another promotion or rollback of {loc} held its lock for over {self.lock_timeout:g} s "
+                f"({lock.lock_file}); nothing was written",
+                pointer=str(loc),
+                hint="a builder process on this machine (or one sharing this state_dir) is writing the stage: "
+                "let it finish, then `builder status` and retry",
+            ) from exc
+        with held:
+            yield
 
     def untrusted_hint(self, stage: str, variant: str = "VARIANT", *, foreign: bool = True) -> str:
         """What to do about a pointer no trusted promotion record explains (``foreign``: records by

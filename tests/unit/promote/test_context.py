@@ -3,15 +3,19 @@ injected factory (never a client with default, empty credentials), per-pointer l
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.errors import NotFoundError
+from builder.errors import NotFoundError, PromotionConflictError
 from builder.policy import load_policy
 from builder.promote import PromotionContext, Target
 from builder.registry import RegistryClient
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DIGEST = "sha256:" + "c" * 64
 
@@ -59,6 +63,23 @@ def test_one_lock_file_per_pointer(tmp_path: Path) -> None:
     ctx = _context(tmp_path, [])
     t = Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000")
     dev, prod = ctx.stage_location(t, "dev"), ctx.stage_location(t, "prod")
-    assert ctx.lock(dev).lock_file != ctx.lock(prod).lock_file
-    assert ctx.lock(dev).lock_file == ctx.lock(dev).lock_file
-    assert Path(ctx.lock(dev).lock_file).parent == tmp_path / "locks"
+    assert ctx.lock_path(dev) != ctx.lock_path(prod)
+    assert ctx.lock_path(dev) == ctx.lock_path(dev)
+    assert ctx.lock_path(dev).parent == tmp_path / "locks"
+
+
+def test_a_lock_held_too_long_is_a_conflict_naming_the_pointer(tmp_path: Path) -> None:
+    """Another writer (a lock of its own on the same file, as another process takes it) holds the
+    stage lock past ``lock_timeout``: PromotionConflictError (32), never filelock's Timeout (a
+    traceback); the lock is free again once that writer lets go."""
+    from filelock import FileLock
+
+    ctx = dataclasses.replace(_context(tmp_path, []), lock_timeout=0.05)
+    dev = ctx.stage_location(Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000"), "dev")
+    other = FileLock(str(ctx.lock_path(dev)))
+    with other, pytest.raises(PromotionConflictError) as info, ctx.lock(dev):
+        pass
+    assert str(dev) in info.value.message and str(ctx.lock_path(dev)) in info.value.message
+    assert info.value.details["pointer"] == str(dev) and info.value.exit_code == 32
+    with ctx.lock(dev):  # free again
+        pass
