@@ -34,7 +34,7 @@ from builder.signing.attest import attest_image
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
     from builder.promote.location import Location, Target
-    from builder.promote.model import PromotionRecord
+    from builder.promote.model import PointerTrust, PromotionRecord
 
 DIGEST_RE = re.compile(r"sha256:[a-f0-9]{64}")
 """A digest ``--to`` accepts (the sha256 digests the OCI image spec names:
@@ -80,18 +80,26 @@ def plan_rollback(
         )
     trust = pointer_trust(ctx, dst, stage, current)
     if not trust.trusted:
-        raise VerificationError(
-            trust.note(ctx.promoter_names(stage)) + ": cannot tell where to roll back to",
-            found=current,
-            pointer=str(dst),
-            foreign=list(trust.foreign),
-            hint=ctx.untrusted_hint(stage, target.variant, foreign=bool(trust.foreign)),
-        )
+        raise _untrusted(ctx, target, stage, dst, current, trust, "cannot tell where to roll back to")
     records = chain(ctx, target, stage, limit=HISTORY_LIMIT).records
     goal = _default_target(dst, target, stage, current, records) if to is None else to
     _check_target(ctx, dst, target, stage, current, goal, records)
     decision = Decision(stage, goal, True, (RuleResult("rollback", True, f"allowed for {who}", st.rollback.location),))
     return Plan(target, stage, stage, dst, goal, dst, current, decision, ticket)
+
+
+def _untrusted(
+    ctx: PromotionContext, target: Target, stage: str, dst: Location, current: str, trust: PointerTrust, why: str
+) -> VerificationError:
+    """The integrity failure of a rollback whose pointer no trusted record explains: exit 18, as
+    ``resolve`` of the same pointer (docs/exit-codes.md), the note saying why and who signed."""
+    return VerificationError(
+        f"{trust.note(ctx.promoter_names(stage))}: {why}",
+        found=current,
+        pointer=str(dst),
+        foreign=list(trust.foreign),
+        hint=ctx.untrusted_hint(stage, target.variant, foreign=bool(trust.foreign)),
+    )
 
 
 def _default_target(
@@ -154,8 +162,9 @@ def apply_rollback(ctx: PromotionContext, plan: Plan) -> Applied:
         current = dc.try_resolve(dst.repository, dst.pointer_tag)
         if current != plan.previous:
             raise conflict(dst, plan.previous, current, "since the rollback was planned")
-        if not pointer_trust(ctx, dst, plan.stage, current).trusted:
-            raise VerificationError(f"{dst} is no longer trusted: refusing to roll back", pointer=str(dst))
+        trust = pointer_trust(ctx, dst, plan.stage, current)
+        if not trust.trusted:  # the plan's check again, under the lock: the same error (18)
+            raise _untrusted(ctx, plan.target, plan.stage, dst, current, trust, "refusing to roll back")
         new = new_record(ctx, plan, signer, "rollback", goal, current)
         write = attest_image(dc, dst.repository, goal, PROMOTION_V1, new.predicate(), signer, lock_dir=ctx.lock_dir)
         new = dataclasses.replace(new, signer=signer.fingerprint, layer=write.layer_digest)

@@ -526,3 +526,26 @@ def test_a_shared_git_ref_serialises_promotions_across_machines(world: World, tm
     assert applied.record.digest == da and world.client.resolve(world.repo, f"{VARIANT}-dev") == da
     assert b.pointer_refs.read(pointer)[1] == da
     assert db != da
+
+
+def test_rollback_applied_on_a_pointer_moved_back_meanwhile_is_an_integrity_failure(world: World) -> None:
+    """The plan saw a trusted pointer; before the apply, the stage moved on (a record away from
+    that digest) and the tag was put back by hand: the same digest, no longer trusted. Under the
+    lock the rollback refuses with the plan's own error, exit 18 as resolve, naming why and what to
+    do (it said only "no longer trusted", without the digest or a hint)."""
+    d1 = _dev(world, b"late one")
+    d2 = _dev(world, b"late two")
+    alice = world.env(signer="alice")
+    plan = plan_rollback(alice, world.target, "dev")
+    assert (plan.previous, plan.digest) == (d2, d1)
+    _dev(world, b"late three")  # d2 -> d3: the successor record on d2 says the stage left it
+    _retag(world, "dev", d2)  # ... and someone put the tag back by hand
+    with pytest.raises(VerificationError) as err:
+        resolve(alice, world.target, "dev")
+    assert err.value.exit_code == 18
+    with pytest.raises(VerificationError) as late:
+        apply_rollback(alice, plan)
+    assert late.value.exit_code == 18 and "refusing to roll back" in late.value.message
+    assert "newer record moved the stage away" in late.value.message
+    assert late.value.details["found"] == d2 and late.value.hint
+    assert world.client.resolve(world.repo, f"{VARIANT}-dev") == d2  # nothing was written
