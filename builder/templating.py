@@ -17,8 +17,14 @@ attribute or key) are looked up, and a section already rendered with the same va
 A section is rendered every time (never cached) when it reads something that is not a template
 variable or a Jinja global (``self``, ``super()``, a macro), and a template is not split at all
 when it assigns, imports or includes anything, or extends a template whose name is not a constant.
-Paths named ``volatile`` (different for every render, such as the variant id) make their section
-uncached without looking them up.
+Paths named ``volatile`` (different for every render, such as the variant id) are never part of a
+key. A section that reads them only to print them verbatim (``{{ variant.id }}``, or a ``{% for %}``
+over a volatile list whose items it only prints, reading nothing of ``loop`` but its position) is
+cached *with holes*: rendered once per key and shape (the lists' lengths) with a unique marker
+string in place of each volatile string, kept as a format string, and filled with the render's
+strings (``str.format``: the text Jinja would print, since ``{{ s }}`` of a ``str`` is ``s`` when
+there is no ``finalize`` and no autoescaping). Any other use (a test, a filter, a call, an output
+captured by ``{% filter %}``, ``{% set %}`` or a macro) makes the section render every time.
 
 Jinja API used (https://jinja.palletsprojects.com/en/3.1.x/api/): ``Environment.parse`` and
 ``Environment.compile`` (which "can compile a node or template source"), ``Template.from_code``
@@ -31,6 +37,8 @@ tests/unit/test_templating.py compares every section-rendered text with ``Templa
 from __future__ import annotations
 
 import dataclasses
+import re
+import secrets
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -188,6 +196,17 @@ def _value_at(variables: Mapping[str, Any], path: Path) -> object:
     return value
 
 
+def _exact(variables: Mapping[str, Any], path: Path) -> object:
+    """The value at exactly ``path`` through plain dicts, as Jinja reads it (``a.b``: the key ``b``
+    of a dict that has no attribute ``b``), or ``_MISSING``."""
+    value: object = variables.get(path[0], _MISSING)
+    for is_attr, name in path[1:]:
+        if type(value) is not dict or name not in value or (is_attr and hasattr(value, name)):
+            return _MISSING
+        value = value[name]
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class _Section:
     """A top-level block of the base template: its name, and when it is cached, the render
@@ -197,6 +216,10 @@ class _Section:
     render: Callable[[Context], Iterator[str]] | None = None
     paths: tuple[Path, ...] = ()
     cache: dict[tuple[object, ...], str] = dataclasses.field(default_factory=dict)
+    #: volatile paths printed verbatim (:func:`_holes`): ``(path, kind)``, kind -1 a string printed,
+    #: 0 a list of strings a loop prints, k > 0 a list of k-string lists a loop unpacks and prints;
+    #: when set, the cache holds format strings keyed by the key plus the lists' lengths
+    holes: tuple[tuple[Path, int], ...] = ()
     #: each path as ``(kind, first name, attribute, path)``, worked out once: kind 1 a top-level
     #: name, 2 ``name.attr`` looked up inline on a plain dict, 0 :func:`_value_at`
     plan: tuple[tuple[int, str, str, Path], ...] = dataclasses.field(init=False, default=())
@@ -231,6 +254,36 @@ class _Section:
                 v = _value_at(variables, p)
             out.append(v if type(v) is str else (repr(v),))
         return tuple(out)
+
+    def fill(self, variables: Mapping[str, Any]) -> tuple[tuple[int, ...], list[str]] | None:
+        """The lengths of the hole lists and the strings that fill the holes, in marker order;
+        None when a value is not of the kind the holes were planned for (a non-string, a missing
+        key): then the section is rendered by Jinja."""
+        shape: list[int] = []
+        leaves: list[str] = []
+        for path, kind in self.holes:
+            v = _exact(variables, path)
+            if kind < 0:
+                if type(v) is not str:
+                    return None
+                leaves.append(v)
+                continue
+            if type(v) is not list and type(v) is not tuple:
+                return None
+            for item in v:
+                if kind == 0:
+                    if type(item) is not str:
+                        return None
+                    leaves.append(item)
+                elif (type(item) is list or type(item) is tuple) and len(item) == kind:
+                    for x in item:
+                        if type(x) is not str:
+                            return None
+                    leaves.extend(item)
+                else:
+                    return None
+            shape.append(len(v))
+        return tuple(shape), leaves
 
 
 class SectionedTemplate:
@@ -271,10 +324,13 @@ class SectionedTemplate:
             body = _with_nested(block, impls)
             names = _free_names(body, env)
             paths = variable_paths(body, names)
-            if not names <= known or _reads_other_blocks(body) or any(_overlaps(p, loader.volatile) for p in paths):
+            volatile = frozenset(p for p in paths if _overlaps(p, loader.volatile))
+            holes = _holes(body, volatile, loader.volatile) if volatile and _verbatim_output(env) else ()
+            if not names <= known or _reads_other_blocks(body) or holes is None:
                 sections.append(_Section(top.name))
             else:
-                sections.append(_Section(top.name, tpl.blocks[top.name], tuple(sorted(paths, key=repr))))
+                stable = tuple(sorted(paths - volatile, key=repr))
+                sections.append(_Section(top.name, tpl.blocks[top.name], stable, holes=holes))
         self.sections = tuple(sections)
         blocks = {bname: [func] for bname, func in self.template.blocks.items()}
         for parent in chain[1:]:
@@ -290,19 +346,57 @@ class SectionedTemplate:
         parts: list[str] = []
         try:
             for section in self.sections:
-                if section.render is not None:
-                    key = section.key(variables)
-                    text = section.cache.get(key)
-                    if text is None:
-                        ctx = ctx or self._context(variables)
-                        text = section.cache[key] = "".join(section.render(ctx))
-                else:
+                if section.render is None:
                     ctx = ctx or self._context(variables)
                     text = "".join(ctx.blocks[section.name][0](ctx))
+                elif not section.holes:
+                    key = section.key(variables)
+                    cached = section.cache.get(key)
+                    if cached is None:
+                        ctx = ctx or self._context(variables)
+                        cached = section.cache[key] = "".join(section.render(ctx))
+                    text = cached
+                elif (filled := section.fill(variables)) is None:
+                    ctx = ctx or self._context(variables)
+                    text = "".join(section.render(ctx))
+                else:
+                    shape, leaves = filled
+                    key = section.key(variables) + shape
+                    fmt = section.cache.get(key)
+                    if fmt is None:
+                        fmt = section.cache[key] = self._format(section, variables, shape)
+                    text = fmt.format(*leaves)
                 parts.append(text)
         except Exception:
             self.env.handle_exception()
         return "".join(parts)
+
+    def _format(self, section: _Section, variables: Mapping[str, Any], shape: tuple[int, ...]) -> str:
+        """The section rendered with a marker in place of each hole's string, as a format string
+        (``{n}``: the n-th string :meth:`_Section.fill` gives; the text's braces doubled)."""
+        assert section.render is not None
+        marked = dict(variables)
+        n = 0
+        lengths = iter(shape)
+        for path, kind in section.holes:
+            value: object
+            if kind < 0:
+                value, n = _MARK.format(n), n + 1
+            elif kind == 0:
+                count = next(lengths)
+                value, n = [_MARK.format(n + i) for i in range(count)], n + count
+            else:
+                count = next(lengths)
+                value = [[_MARK.format(n + i * kind + j) for j in range(kind)] for i in range(count)]
+                n += count * kind
+            _put(marked, path, value)
+        pieces = _MARK_RE.split("".join(section.render(self._context(marked))))
+        # split() alternates text and the captured hole numbers: text at even positions
+        out = [
+            piece.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else f"{{{piece}}}"
+            for i, piece in enumerate(pieces)
+        ]
+        return "".join(out)
 
     def _context(self, variables: Mapping[str, Any]) -> Context:
         """A render context with every template's blocks registered, child first, as the
@@ -376,3 +470,120 @@ def _reads_other_blocks(body: Iterable[nodes.Node]) -> bool:
     return any(
         isinstance(x, nodes.Name) and x.name in {"super", "self"} for n in body for x in (n, *n.find_all(nodes.Name))
     )
+
+
+#: The marker printed in place of a hole's string while a section with holes is rendered once: NUL
+#: and a random token of this process (no template text or variable holds it), then its number.
+_TOKEN = secrets.token_hex(8)
+_MARK = "\x00" + _TOKEN + "{}\x00"
+_MARK_RE = re.compile("\x00" + _TOKEN + "([0-9]+)\x00")
+#: ``loop`` attributes that depend only on the number of items and the position (not on an item)
+_LOOP_SHAPE = frozenset({"first", "last", "index", "index0", "revindex", "revindex0", "length"})
+#: Statements whose output goes to the section's text as it is (others, such as ``filter``,
+#: ``set`` blocks, macros and ``call``, capture or transform it)
+_PASS_THROUGH = (nodes.Output, nodes.If, nodes.For, nodes.Block)
+
+
+def _verbatim_output(env: jinja2.Environment) -> bool:
+    """Whether ``{{ s }}`` prints a string ``s`` as it is (no ``finalize``, no autoescaping)."""
+    return env.finalize is None and env.autoescape is False
+
+
+def _put(variables: dict[str, Any], path: Path, value: object) -> None:
+    """Set ``path`` (plain dicts, as :func:`_exact` reads it) to ``value`` in ``variables``,
+    copying each dict on the way (the caller's values are not changed)."""
+    if len(path) == 1:
+        variables[path[0]] = value
+        return
+    parent = variables[path[0]] = dict(variables[path[0]])
+    for _, name in path[1:-1]:
+        parent[name] = dict(parent[name])
+        parent = parent[name]
+    parent[path[-1][1]] = value
+
+
+def _path_of(node: nodes.Node) -> Path | None:
+    """The variable path an expression reads (``a.b["c"]``), or None when it is not one."""
+    steps: list[tuple[bool, str]] = []
+    while True:
+        if isinstance(node, nodes.Getattr):
+            steps.append((True, node.attr))
+            node = node.node
+        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+            steps.append((False, node.arg.value))
+            node = node.node
+        elif isinstance(node, nodes.Name) and node.ctx == "load":
+            return (node.name, *reversed(steps))
+        else:
+            return None
+
+
+def _holes(
+    body: list[nodes.Node], paths: frozenset[Path], volatile: frozenset[Path]
+) -> tuple[tuple[Path, int], ...] | None:
+    """The holes of a section whose volatile ``paths`` it only prints (module docstring), each
+    ``(path, kind)`` in the order :meth:`_Section.fill` reads them; None when a volatile value is
+    used any other way (the section then renders every time)."""
+    if not paths <= volatile:
+        return None  # a part or a container of a volatile value is read
+    planner = _HolePlanner(paths)
+    if not all(planner.visit(n, True, frozenset(), False) for n in body):
+        return None
+    return tuple(sorted(planner.kinds.items(), key=repr))
+
+
+class _HolePlanner:
+    """Walks a section's syntax tree (see :func:`_holes`). In :meth:`visit`, ``verbatim``: an output
+    there reaches the section's text as it is; ``printed``: the loop variables holding a hole's
+    strings; ``in_loop``: inside a loop over a volatile list (whose ``loop`` may be read by position
+    only)."""
+
+    def __init__(self, paths: frozenset[Path]) -> None:
+        self.paths = paths
+        self.kinds: dict[Path, int] = {}
+
+    def _plan(self, path: Path, kind: int) -> bool:
+        return self.kinds.setdefault(path, kind) == kind
+
+    def visit(self, node: nodes.Node, verbatim: bool, printed: frozenset[str], in_loop: bool) -> bool:
+        if isinstance(node, nodes.For) and _path_of(node.iter) in self.paths:
+            return verbatim and not in_loop and self._volatile_loop(node)
+        path = _path_of(node) if isinstance(node, nodes.Expr) else None
+        if path is not None:
+            return self._read(path, printed, in_loop)
+        if isinstance(node, nodes.Output):
+            return all(self._printed(child, verbatim, printed, in_loop) for child in node.nodes)
+        inner = verbatim and isinstance(node, _PASS_THROUGH) if isinstance(node, nodes.Stmt) else verbatim
+        return all(self.visit(child, inner, printed, in_loop) for child in node.iter_child_nodes())
+
+    def _read(self, path: Path, printed: frozenset[str], in_loop: bool) -> bool:
+        """A read that is not printed as it is: never a volatile value or a loop's item."""
+        if path in self.paths or path[0] in printed:
+            return False
+        if path[0] == "loop" and in_loop:
+            return len(path) == 2 and path[1][0] and path[1][1] in _LOOP_SHAPE
+        return True
+
+    def _printed(self, child: nodes.Node, verbatim: bool, printed: frozenset[str], in_loop: bool) -> bool:
+        """One expression of an output (``{{ ... }}``)."""
+        path = _path_of(child)
+        if path is not None and path in self.paths:
+            return verbatim and self._plan(path, -1)
+        if path is not None and len(path) == 1 and path[0] in printed:
+            return verbatim
+        return self.visit(child, verbatim, printed, in_loop)
+
+    def _volatile_loop(self, node: nodes.For) -> bool:
+        """A ``{% for %}`` over a volatile list: no filter, not recursive, items unpacked into names."""
+        target = node.target
+        names = [target] if isinstance(target, nodes.Name) else list(getattr(target, "items", []))
+        if node.test is not None or node.recursive or not names:
+            return False
+        if not all(isinstance(n, nodes.Name) for n in names):
+            return False
+        path = _path_of(node.iter)
+        assert path is not None
+        if not self._plan(path, 0 if isinstance(target, nodes.Name) else len(names)):
+            return False
+        loop_names = frozenset(n.name for n in names if isinstance(n, nodes.Name))
+        return all(self.visit(n, True, loop_names, True) for n in (*node.body, *node.else_))
