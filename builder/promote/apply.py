@@ -70,7 +70,6 @@ if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
     from builder.promote.location import Location, Target
     from builder.promote.plan import Source
-    from builder.registry import RegistryClient
     from builder.signing.signer import Signer
 
 EARLY_RECORD_MAX_AGE_S = 2.0
@@ -251,7 +250,7 @@ def apply_promotion(
     early = new_record(ctx, plan, signer, "promote", digest, expected)
     prepared = prepare_attestation(dc.registry, dst.repository, digest, PROMOTION_V1, early.predicate(), signer)
     known = _known_in_destination(plan)
-    uploading = _early_uploads(plan, dc, prepared.layer.blob, known) if expected != digest else []
+    uploading = _early_uploads(ctx, plan, prepared.layer.blob, known) if expected != digest else []
     with contextlib.nullcontext() if held is not None else ctx.lock(dst):
         current = plan.previous if held is not None else dc.try_resolve(dst.repository, dst.pointer_tag)
         # current == digest: an interrupted run of this promotion (tag moved, ledger row missing)
@@ -371,15 +370,38 @@ def apply_promotion(
     return Applied(plan, rec, time.perf_counter() - t0, False, CopyCounts.of(stats, evidence_stats), seq)
 
 
-def _early_uploads(plan: Plan, dc: RegistryClient, layer: bytes, known: frozenset[str]) -> list[Task[str]]:
+def _early_uploads(ctx: PromotionContext, plan: Plan, layer: bytes, known: frozenset[str]) -> list[Task[str]]:
     """The record's blob, uploading now, and the ``.sig``/``.att`` config (one blob for every such
     manifest, ``SIGNATURE_CONFIG``) when no manifest the plan read in the destination names it and
     this run saw no ``.att`` there (else the read under the signature lock shows whether it is)."""
-    repository = plan.destination.repository
-    tasks = [Task(functools.partial(dc.put_blob, repository, layer))]
+    dc = ctx.client(plan.destination.registry)
+    tasks = [Task(functools.partial(dc.put_blob, plan.destination.repository, layer))]
     if _att_absent(plan) and SIGNATURE_CONFIG_DIGEST not in known:
-        tasks.append(Task(functools.partial(put_signature_config, dc, repository)))
+        tasks.append(Task(functools.partial(_signature_config_into, ctx, plan)))
     return tasks
+
+
+def _signature_config_into(ctx: PromotionContext, plan: Plan) -> str:
+    """Put ``SIGNATURE_CONFIG`` into the destination repository; returns its digest. Mounted from the
+    source repository when both are on one registry and the source's ``.sig`` (as the plan read it)
+    names it as its config: the copy of that ``.sig`` mounts the same blob, and a client mounts a
+    blob into a repository once (``RegistryClient.mount_blob``: threads asking at once share one
+    request), so the config costs that one mount instead of a mount and an upload (issue 19: two
+    requests fewer for a single promotion). Otherwise, or when the registry does not mount it,
+    uploaded once per client and repository (``put_signature_config``). Registry errors propagate."""
+    src, dst = plan.source, plan.destination
+    sc, dc = ctx.client(src.registry), ctx.client(dst.registry)
+    sig = plan.evidence_manifests.get(SIG_SUFFIX) if plan.evidence_manifests is not None else None
+    config = sig.config if sig is not None else None
+    same_registry = sc.registry == dc.registry and sc.base == dc.base and src.repository != dst.repository
+    if (
+        same_registry
+        and config is not None
+        and config.digest == SIGNATURE_CONFIG_DIGEST
+        and dc.mount_blob(dst.repository, SIGNATURE_CONFIG_DIGEST, src.repository)
+    ):
+        return SIGNATURE_CONFIG_DIGEST
+    return put_signature_config(dc, dst.repository)
 
 
 def _known_in_destination(plan: Plan) -> frozenset[str]:
