@@ -540,12 +540,22 @@ def _send(
             decode_content=True,
         )
     except ValueError as exc:
-        if isinstance(exc, urllib3.exceptions.HTTPError):
+        if isinstance(exc, urllib3.exceptions.HTTPError) or not _raised_in_url_parsing(exc):
             raise
         # urllib.parse's own ValueError (urljoin of a redirect's Location such as "http://[::1"),
         # raised past urllib3: the URL kind of its errors
         raise urllib3.exceptions.LocationValueError(str(exc)) from exc
     return Response(raw.status, raw.headers, _final_url(url, raw), raw)
+
+
+def _raised_in_url_parsing(exc: BaseException) -> bool:
+    """``exc`` was raised inside ``urllib.parse`` (its innermost frame): a URL it cannot split."""
+    import urllib.parse
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename == urllib.parse.__file__
 
 
 def _final_url(url: str, raw: urllib3.BaseHTTPResponse) -> str:
