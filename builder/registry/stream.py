@@ -17,7 +17,9 @@ new object, copy or fresh memory pages (5-15 % less copy CPU, docs/benchmarks.md
 Errors: :class:`BlobSourceError` (a RegistryUnavailableError, exit 5) when the source stops
 answering in the middle of a blob; ``RegistryError`` (exit 7) when the bytes read do not have
 the descriptor's size or digest. Both are raised from ``read`` and so end the upload request
-before the registry can store anything.
+before the registry can store anything: the size and digest are compared before the piece that
+completes the blob is handed out, so an upload of unverified bytes stops one piece short of its
+``Content-Length`` (the registry's own check of ``?digest=`` is a second line, not the only one).
 """
 
 from __future__ import annotations
@@ -65,8 +67,9 @@ class BlobStream:
 
     The GET is opened (by a reader thread) on the first ``read``, so a body that is never sent
     opens nothing; ``seek(0)`` (what a sender does before sending a body again) starts over with
-    a new GET when bytes were already taken. The size and sha256 are checked as the last byte
-    passes. One stream feeds one request: ``read`` is called from one thread."""
+    a new GET when bytes were already taken. The size and sha256 are checked before the piece that
+    completes the blob is handed out, so a sender never sends a blob's last byte unverified. One
+    stream feeds one request: ``read`` is called from one thread."""
 
     def __init__(
         self,
@@ -136,7 +139,8 @@ class BlobStream:
 
 class _Pass(threading.Thread):
     """One read of the blob from its first byte, ``AHEAD_CHUNKS`` chunks in front of the sender: each
-    chunk, then ``b""`` after the last (size and digest checked), or the error that ended it.
+    chunk (the last one only once the size, the digest and the end of the source's body were
+    checked), then ``b""``, or the error that ended it.
 
     The bytes are received straight into a ring of ``AHEAD_CHUNKS + 2`` buffers allocated once
     (``readinto``: no new object, no copy, no fresh pages per chunk) and hashed there (hashlib
@@ -192,8 +196,12 @@ class _Pass(threading.Thread):
         n = 0
         readinto = _reader(resp)
         length = resp.headers.get("Content-Length", "")
+        last = False  # the piece that completes the blob was hashed and checked
         try:
-            while (buf := self._free()) is not None:
+            if s.desc.size == 0:
+                _check_complete(s, h, readinto)
+                last = True
+            while not last and (buf := self._free()) is not None:
                 got = _fill(readinto, buf)
                 if not got:
                     if length.isdigit() and n < int(length):  # the connection ended early
@@ -204,9 +212,12 @@ class _Pass(threading.Thread):
                     raise _mismatch(s, f"is longer than the {s.desc.size} bytes its descriptor says")
                 piece = buf[:got]
                 h.update(piece)
+                if n == s.desc.size:  # the last piece: checked before the sender may send it
+                    _check_complete(s, h, readinto)
+                    last = True
                 if not self._put(piece):
                     return
-            else:
+            if not last and self.stopped.is_set():
                 return  # cancelled
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError) as exc:
             if self.stopped.is_set():
@@ -221,9 +232,6 @@ class _Pass(threading.Thread):
             resp.close()  # after the last chunk (the sender still has the ones queued) or on an error
         if n != s.desc.size:
             raise _mismatch(s, f"ended after {n} of the {s.desc.size} bytes its descriptor says")
-        got_digest = "sha256:" + h.hexdigest()
-        if s.desc.digest.startswith("sha256:") and got_digest != s.desc.digest:
-            raise _mismatch(s, f"hashes to {got_digest}")
         self._put(b"")
 
     def _free(self) -> memoryview | None:
@@ -270,6 +278,20 @@ def _fill(readinto: Callable[[memoryview], int], buf: memoryview) -> int:
     while got < len(buf) and (n := readinto(buf[got:])):
         got += n
     return got
+
+
+def _check_complete(s: BlobStream, h: hashlib._Hash, readinto: Callable[[memoryview], int]) -> None:
+    """All ``s.desc.size`` bytes were received and hashed into ``h``: raise RegistryError unless they
+    hash to the descriptor's sha256 digest and the source's body ends there.
+    Called before the piece that completes the blob is handed to the sender: an upload whose
+    ``Content-Length`` is the blob's size is then cut off one piece short of it, so the
+    destination never receives, let alone commits, a blob builder has not verified (the registry's
+    own check of ``?digest=`` is a second line)."""
+    got_digest = "sha256:" + h.hexdigest()
+    if s.desc.digest.startswith("sha256:") and got_digest != s.desc.digest:
+        raise _mismatch(s, f"hashes to {got_digest}")
+    if _fill(readinto, memoryview(bytearray(1))):
+        raise _mismatch(s, f"is longer than the {s.desc.size} bytes its descriptor says")
 
 
 def _mismatch(s: BlobStream, what: str) -> RegistryError:

@@ -21,6 +21,7 @@ from builder.registry import (
 )
 from builder.registry.stream import AHEAD_CHUNKS, CHUNK_BYTES, BlobStream
 from tests import registries
+from tests.corrupt_source import corrupt_source
 from tests.faultproxy import Fault, FaultProxy
 from tests.integration.test_registry import push_image
 
@@ -138,6 +139,22 @@ def test_a_descriptor_longer_than_the_blob_stores_nothing(
     with pytest.raises(RegistryError, match=r"ended after 1048576 of the 1048586 bytes"):
         other.copy_blob_from(source, unique_repo, unique_repo + "-l", lying)
     assert not other.blob_exists(unique_repo + "-l", layer.digest)
+
+
+def test_a_source_serving_other_bytes_stores_nothing(source: RegistryClient, unique_repo: str) -> None:
+    """A source whose bytes have the descriptor's size but not its digest (the last byte changed):
+    builder's own comparison stops the upload (exit 7, naming the digest the bytes have, never
+    retried: one GET), and the real registry holds nothing under the digest."""
+    data = bytes(i % 251 for i in range(2 * MIB + 9))
+    desc = Descriptor(media_type="application/vnd.oci.image.layer.v1.tar", digest=sha256_digest(data), size=len(data))
+    with corrupt_source() as bad:
+        bad.body = data[:-1] + bytes([data[-1] ^ 1])
+        src = RegistryClient(bad.address, insecure=True, retries=0)
+        with pytest.raises(RegistryError, match=f"hashes to {sha256_digest(bad.body)}") as err:
+            source.copy_blob_from(src, "x/y", unique_repo + "-v", desc)
+        assert src.requests_sent == 1
+    assert err.value.exit_code == 7
+    assert not source.blob_exists(unique_repo + "-v", desc.digest)
 
 
 def test_blobs_already_there_are_not_sent_again(

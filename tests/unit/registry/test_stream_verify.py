@@ -1,0 +1,97 @@
+"""A streamed blob is verified before its last byte can leave (issue 19: every byte hashed and
+compared before the upload is committed; the registry's check of ``?digest=`` is a second line).
+
+The source is :mod:`tests.corrupt_source` (a real HTTP server answering blob GETs with bytes of
+its choosing); tests/integration/test_registry_stream.py copies from it into the real registry."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.errors import RegistryError
+from builder.registry import Descriptor, RegistryClient, sha256_digest
+from builder.registry.stream import CHUNK_BYTES, BlobStream
+from tests.corrupt_source import CorruptSource, corrupt_source
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+LAYER = "application/vnd.oci.image.layer.v1.tar"
+
+
+@pytest.fixture
+def bad_source() -> Iterator[CorruptSource]:
+    with corrupt_source() as server:
+        yield server
+
+
+def blob(size: int) -> tuple[bytes, Descriptor]:
+    data = bytes(i % 251 for i in range(size))
+    return data, Descriptor(media_type=LAYER, digest=sha256_digest(data), size=size)
+
+
+def handed_out(stream: BlobStream) -> tuple[int, RegistryError | None]:
+    """Bytes ``stream.read`` handed out before it ended, and the error that ended it (None: ``b""``)."""
+    n = 0
+    try:
+        while piece := stream.read():
+            n += len(piece)
+    except RegistryError as exc:
+        return n, exc
+    finally:
+        stream.close()
+    return n, None
+
+
+@pytest.mark.parametrize("where", [0, CHUNK_BYTES + 5, 3 * CHUNK_BYTES + 16])
+def test_bytes_of_the_right_size_but_another_digest_never_reach_the_last_byte(
+    where: int, bad_source: CorruptSource
+) -> None:
+    """One byte changed (in the first piece, a middle one, the very last byte): the mismatch is
+    raised before the piece that completes the blob is handed out, so an upload sent with the
+    blob's ``Content-Length`` stops short of it and cannot be committed."""
+    data, desc = blob(3 * CHUNK_BYTES + 17)
+    corrupt = bytearray(data)
+    corrupt[where] ^= 0xFF
+    bad_source.body = bytes(corrupt)
+    src = RegistryClient(bad_source.address, insecure=True, retries=0)
+    n, err = handed_out(BlobStream(src, "x/y", desc))
+    assert err is not None and f"hashes to {sha256_digest(bytes(corrupt))}" in err.message
+    assert err.exit_code == 7 and "do not copy from it" in (err.hint or "")
+    assert n == 3 * CHUNK_BYTES  # every piece but the last 17 bytes
+
+
+def test_a_source_longer_than_its_descriptor_is_refused_before_the_last_piece(bad_source: CorruptSource) -> None:
+    """The blob's own bytes followed by more: the first ``size`` bytes hash right, yet the
+    surplus is found before the last piece goes (a blob ending on a chunk boundary, where the
+    surplus arrives only with the next receive)."""
+    data, desc = blob(2 * CHUNK_BYTES)
+    bad_source.body = data + b"extra"
+    src = RegistryClient(bad_source.address, insecure=True, retries=0)
+    n, err = handed_out(BlobStream(src, "x/y", desc))
+    assert err is not None and f"is longer than the {2 * CHUNK_BYTES} bytes" in err.message
+    assert n == CHUNK_BYTES
+
+
+@pytest.mark.parametrize(("body", "error"), [(b"", None), (b"x", "is longer than the 0 bytes")])
+def test_an_empty_blob_is_checked_too(body: bytes, error: str | None, bad_source: CorruptSource) -> None:
+    _, desc = blob(0)
+    bad_source.body = body
+    src = RegistryClient(bad_source.address, insecure=True, retries=0)
+    n, err = handed_out(BlobStream(src, "x/y", desc))
+    assert n == 0
+    if error is None:
+        assert err is None
+    else:
+        assert err is not None and error in err.message
+
+
+def test_the_right_bytes_are_all_handed_out_then_the_end(bad_source: CorruptSource) -> None:
+    data, desc = blob(2 * CHUNK_BYTES + 3)
+    bad_source.body = data
+    src = RegistryClient(bad_source.address, insecure=True, retries=0)
+    stream = BlobStream(src, "x/y", desc)
+    assert b"".join(bytes(p) for p in stream) == data
+    assert stream.read() == b""
