@@ -29,7 +29,8 @@ Ends with one line:
 batch_requests=.. requests=..`` (``batch_cpu_s``: this process's CPU time during the batch, which
 does not move with the machine's load; ``batch_requests``: registry requests per promotion of the
 batch)
-(``--quick``: 16 MiB, 2 runs; the batch is still 100 variants).
+(``--quick``: 16 MiB, 2 runs; the batch is still 100 variants; ``--requests``: the batch's requests
+per promotion listed by method, path and status before the last line).
 """
 
 from __future__ import annotations
@@ -37,19 +38,23 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from builder.errors import BuilderError
 from builder.ledger import open_ledger
 from builder.policy import load_policy
 from builder.promote import PromotionContext, Target, promote_many
@@ -59,6 +64,7 @@ from builder.signing.sign import sign_image
 from tests.projects import build_key_policy
 
 if TYPE_CHECKING:
+    from builder.registry.response import Response
     from builder.signing.signer import Signer
 
 LAYERS = 4
@@ -144,20 +150,59 @@ def write_policy(path: Path, pub: Path, dest_prefix: str) -> Path:
 
 
 class Clients:
-    """registry host -> one plain-HTTP client each (the loopback registry), kept to count requests."""
+    """registry host -> one plain-HTTP client each (the loopback registry), kept to count requests.
+    ``kinds``: when given, each request the clients send through ``RegistryClient.request`` is
+    counted there by (method, path with digests, tags and upload ids named by kind, status)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kinds: Counter[tuple[str, str, str]] | None = None) -> None:
         self.cache: dict[str, RegistryClient] = {}
+        self.kinds = kinds
 
     def __call__(self, registry: str) -> RegistryClient:
-        return client_for(registry, insecure=lambda _registry: True, cache=self.cache)
+        fresh = registry not in self.cache
+        client = client_for(registry, insecure=lambda _registry: True, cache=self.cache)
+        if fresh and self.kinds is not None:
+            count_kinds(client, self.kinds)
+        return client
 
 
-def environment(policy: Path, state: Path, registry: str, signer_key: Path) -> PromotionContext:
+def request_kind(path: str) -> str:
+    """``/v2/<repo>/manifests/sha256-<hex>.sig`` -> ``/v2/<repo>/manifests/<digest>.sig``: the
+    digests, upload session ids and query strings of a request path named by kind."""
+    path = re.sub(r"^https?://[^/]+", "", path).split("?", 1)[0]
+    path = re.sub(r"uploads/[0-9a-f-]{8,}", "uploads/<session>", path)
+    path = re.sub(r"sha256[-:][0-9a-f]{64}", "<digest>", path)
+    return re.sub(r"p-small-\d+", "<variant>", path)
+
+
+def count_kinds(client: RegistryClient, kinds: Counter[tuple[str, str, str]]) -> None:
+    """Count every request ``client`` sends through ``request`` (what all its operations call;
+    auth round trips and retries inside the transport are not seen here, ``requests_sent`` counts
+    them) into ``kinds`` by (method, ``request_kind`` of the path, status)."""
+    send = client.request
+    guard = threading.Lock()
+
+    def counted(method: str, path: str, **kw: Any) -> Response:  # noqa: ANN401 (RegistryClient.request's options)
+        try:
+            resp = send(method, path, **kw)
+        except BuilderError as exc:
+            with guard:
+                kinds[(method, request_kind(path), str(exc.details.get("status", type(exc).__name__)))] += 1
+            raise
+        with guard:
+            kinds[(method, request_kind(path), str(resp.status_code))] += 1
+        return resp
+
+    client.request = counted  # type: ignore[method-assign]
+
+
+def environment(
+    policy: Path, state: Path, registry: str, signer_key: Path, kinds: Counter[tuple[str, str, str]] | None = None
+) -> PromotionContext:
     return PromotionContext(
         policy=load_policy(policy),
         registry=registry,
-        clients=Clients(),
+        clients=Clients(kinds),
         lock_dir=state / "locks",
         ledger=open_ledger(state / "ledger.sqlite"),
         signer=load_signer(signer_key, None),
@@ -251,10 +296,11 @@ def measure_docker(docker: str, registry: str, digest: str) -> float:
 
 
 def measure_batch(
-    setup: RegistryClient, work: Path, state: Path, key: Path, pub: Path, signer: Signer, batch: int
+    setup: RegistryClient, work: Path, state: Path, key: Path, pub: Path, signer: Signer, batch: int, *, kinds: bool
 ) -> tuple[float, float, float]:
     """Seconds, CPU seconds of this process and registry requests per promotion of one
-    ``promote_many`` (16 threads) of ``batch`` small signed variants."""
+    ``promote_many`` (16 threads) of ``batch`` small signed variants. ``kinds``: also print the
+    requests per promotion by method, path and status."""
     registry = setup.registry
     targets = []
     t0 = time.perf_counter()
@@ -265,12 +311,17 @@ def measure_batch(
         targets.append(Target(v, SRC_REPO, registry))
     print(f"{batch} small variants ready in {time.perf_counter() - t0:.1f} s")
     prefix = f"bench/batch-{uuid.uuid4().hex[:10]}"
-    env = environment(write_policy(work / "policy.yaml", pub, prefix), state, registry, key)
+    counted: Counter[tuple[str, str, str]] | None = Counter() if kinds else None
+    env = environment(write_policy(work / "policy.yaml", pub, prefix), state, registry, key, counted)
     t, cpu = time.perf_counter(), time.process_time()
     outcomes = promote_many(env, targets, "rel", confirm=True, workers=16)
     batch_s, batch_cpu = time.perf_counter() - t, time.process_time() - cpu
     failed = [o for o in outcomes if not o.ok]
     assert not failed, failed[0].to_json()
+    if counted is not None:
+        print(f"requests per promotion of the batch by kind ({prefix} = <dst>):")
+        for (method, path, status), n in sorted(counted.items(), key=lambda kv: (-kv[1], kv[0])):
+            print(f"  {n / batch:6.2f}  {method:<6} {status:<4} {path.replace(prefix, '<dst>')}")
     print(
         f"promote_many of {batch} variants (16 threads): {batch_s:.2f} s, CPU {batch_cpu:.2f} s, "
         f"{requests_sent(env) / batch:.1f} registry requests each"
@@ -284,6 +335,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="16 MiB, 2 runs (what CI runs)")
+    parser.add_argument(
+        "--requests",
+        action="store_true",
+        help="also list the batch's requests per promotion by method, path and status",
+    )
     args = parser.parse_args()
     size = 16 if args.quick else args.size_mib
     runs = 2 if args.quick else args.runs
@@ -309,7 +365,9 @@ def main() -> None:
     skopeo_ms = measure_skopeo(skopeo, setup, registry, digest, max(1, runs // 2))
     docker_ms = measure_docker(docker, registry, digest)
     # a batch of small variants, each its own signed image
-    batch_s, batch_cpu, batch_requests = measure_batch(setup, work, state, key, pub, signer, args.batch)
+    batch_s, batch_cpu, batch_requests = measure_batch(
+        setup, work, state, key, pub, signer, args.batch, kinds=args.requests
+    )
     shutil.rmtree(work, ignore_errors=True)
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)")
