@@ -48,7 +48,7 @@ from builder.promote.model import (
 from builder.promote.plan import plan_promotion, source_digest
 from builder.promote.pool import Task, Uploads, parallel
 from builder.promote.records import pointer_trust, records_on
-from builder.promote.transfer import copy_evidence, copy_manifest
+from builder.promote.transfer import copy_evidence, copy_manifest, put_shared_config
 from builder.registry import CopyStats, put_manifest_repairing
 from builder.signing.attest import attest_image, prepare_attestation
 from builder.signing.layer import (
@@ -57,7 +57,6 @@ from builder.signing.layer import (
     SIGNATURE_CONFIG_DIGEST,
     HeldRead,
     known_blobs,
-    put_signature_config,
     signature_lock,
     signature_tag,
 )
@@ -377,31 +376,9 @@ def _early_uploads(ctx: PromotionContext, plan: Plan, layer: bytes, known: froze
     dc = ctx.client(plan.destination.registry)
     tasks = [Task(functools.partial(dc.put_blob, plan.destination.repository, layer))]
     if _att_absent(plan) and SIGNATURE_CONFIG_DIGEST not in known:
-        tasks.append(Task(functools.partial(_signature_config_into, ctx, plan)))
+        sig = plan.evidence_manifests.get(SIG_SUFFIX) if plan.evidence_manifests is not None else None
+        tasks.append(Task(functools.partial(put_shared_config, ctx, plan.source, plan.destination, sig)))
     return tasks
-
-
-def _signature_config_into(ctx: PromotionContext, plan: Plan) -> str:
-    """Put ``SIGNATURE_CONFIG`` into the destination repository; returns its digest. Mounted from the
-    source repository when both are on one registry and the source's ``.sig`` (as the plan read it)
-    names it as its config: the copy of that ``.sig`` mounts the same blob, and a client mounts a
-    blob into a repository once (``RegistryClient.mount_blob``: threads asking at once share one
-    request), so the config costs that one mount instead of a mount and an upload (issue 19: two
-    requests fewer for a single promotion). Otherwise, or when the registry does not mount it,
-    uploaded once per client and repository (``put_signature_config``). Registry errors propagate."""
-    src, dst = plan.source, plan.destination
-    sc, dc = ctx.client(src.registry), ctx.client(dst.registry)
-    sig = plan.evidence_manifests.get(SIG_SUFFIX) if plan.evidence_manifests is not None else None
-    config = sig.config if sig is not None else None
-    same_registry = sc.registry == dc.registry and sc.base == dc.base and src.repository != dst.repository
-    if (
-        same_registry
-        and config is not None
-        and config.digest == SIGNATURE_CONFIG_DIGEST
-        and dc.mount_blob(dst.repository, SIGNATURE_CONFIG_DIGEST, src.repository)
-    ):
-        return SIGNATURE_CONFIG_DIGEST
-    return put_signature_config(dc, dst.repository)
 
 
 def _known_in_destination(plan: Plan) -> frozenset[str]:

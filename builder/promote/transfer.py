@@ -27,6 +27,7 @@ from builder.signing.layer import (
     HeldRead,
     SignatureLayer,
     append_layer,
+    put_signature_config,
     signature_lock,
     signature_tag,
 )
@@ -122,6 +123,28 @@ def transfer_blobs(
 
     if blobs:
         add_stats(stats, *map_parallel(one, blobs))
+
+
+def put_shared_config(ctx: PromotionContext, src: Location, dst: Location, source_sig: Manifest | None) -> str:
+    """Put ``SIGNATURE_CONFIG`` (the config of every ``.sig``/``.att`` manifest builder writes) into
+    ``dst``'s repository; returns its digest. Mounted from ``src``'s repository when both are on
+    one registry and ``source_sig`` (the source's ``.sig`` as read; None: absent) names it: the
+    copy of that ``.sig`` mounts the same blob, and a client mounts a blob into a repository once
+    (``RegistryClient.mount_blob``: threads asking at once share one request), so a promotion
+    pays one mount for it, not a mount and an upload (issue 19: two requests fewer for a build
+    promoted into another repository). Otherwise, or when the registry does not mount it,
+    uploaded once per client and repository (``put_signature_config``). Registry errors propagate."""
+    sc, dc = ctx.client(src.registry), ctx.client(dst.registry)
+    config = source_sig.config if source_sig is not None else None
+    same_registry = sc.registry == dc.registry and sc.base == dc.base and src.repository != dst.repository
+    if (
+        same_registry
+        and config is not None
+        and config.digest == SIGNATURE_CONFIG_DIGEST
+        and dc.mount_blob(dst.repository, SIGNATURE_CONFIG_DIGEST, src.repository)
+    ):
+        return SIGNATURE_CONFIG_DIGEST
+    return put_signature_config(dc, dst.repository)
 
 
 def copy_evidence(
