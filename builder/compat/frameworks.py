@@ -41,6 +41,7 @@ def _v(text: str) -> Version | None:
         return None
 
 
+@functools.lru_cache(maxsize=1024)  # asked once per matrix cell, for a few distinct Pythons
 def _python_version(python: str) -> Version | None:
     m = re.match(r"^(?:py|python)?(\d+\.\d+)", python.strip())
     return _v(m.group(1)) if m else None
