@@ -570,6 +570,9 @@ def write_renders(
     text; with ``prune`` remove renders of those matrices' variants that no longer exist (a variant
     removed from a matrix, or a render in the earlier ``<matrix>/<id>/Dockerfile`` layout), and with
     ``every_matrix`` (all matrices were rendered) also the renders of matrices that no longer exist.
+    A file that already holds the render's bytes is left alone (inode and mtime unchanged); a new
+    or changed one is written in place (``open(O_TRUNC)``, ``write``, ``close``; no ``fsync``, no
+    temporary file: a render cut short is a file the next render finds different and rewrites).
     Raises NotFoundError (exit 8) naming the file that cannot be written."""
     import shutil
 
