@@ -17,15 +17,25 @@ promoted. Made once and reused by later runs (whatever is already there is not m
 - ``requests_per_variant`` (warm) and ``cold_requests_per_variant``: the registry requests of one
   such status divided by the variants; ``cpu_s``/``cold_cpu_s``: the process's CPU time of it
   (``time.process_time``: all threads; load-independent, unlike the wall time).
+- ``registry_cpu_s``/``cold_registry_cpu_s``: the registry process's own CPU time during the same
+  call (``/proc/PID/stat``; the process named by ``BUILDER_REGISTRY_PID``, else the one
+  ``scripts/setup`` started, ``<state dir>/registry.pid``, when it serves the default
+  ``127.0.0.1:5000``; ``nan`` when neither is known). On one machine the registry and builder share
+  the cores: ``(cpu + registry cpu) / cores`` is the least wall time the call can take, printed as
+  ``bound``. A ``GET`` of a blob costs CNCF distribution about three times a manifest request (its
+  storage reader allocates a 4 MiB buffer per blob read: ``fileReaderBufferSize``,
+  https://github.com/distribution/distribution/blob/main/registry/storage/filereader.go), which is
+  what the cold run's record blobs cost the registry.
 - ``cosign_ms``: median of ``cosign verify --key`` of one promoted image (the signature check alone,
   one image); ``cosign_all_s``: that times the promoted variants (what checking each image's
   signature with cosign would take), and ``ratio``: ``cosign_all_s / status_s``.
 
 Ends with one line:
 ``benchmark=status variants=.. status_s=.. requests_per_variant=.. cpu_s=.. status_cold_s=..
-cold_requests_per_variant=.. cold_cpu_s=.. cosign_ms=.. cosign_all_s=.. ratio=.. ratio_cold=..``
+cold_requests_per_variant=.. cold_cpu_s=.. cosign_ms=.. cosign_all_s=.. ratio=.. ratio_cold=..
+registry_cpu_s=.. cold_registry_cpu_s=..``
 (``ratio``: ``cosign_all_s / status_s``, warm; ``ratio_cold``: the same for the cold run)
-(``--quick``: 100 variants, 2 rounds).
+(``--quick``: 100 variants, 2 rounds; ``--workers N``: ``status`` 's row threads, default its own).
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import promote as bench_promote  # the fixed key, the image helpers and the client factory
+from registry_stream import process_cpu  # CPU seconds of a process, from /proc
 
 from builder.ledger import open_ledger
 from builder.policy import load_policy
@@ -54,6 +65,26 @@ from builder.signing.sign import sign_image
 from tests.projects import build_key_policy
 
 REPO = "bench/status-src"
+DEFAULT_REGISTRY = "127.0.0.1:5000"  # what scripts/setup starts (state dir: registry.pid)
+
+
+def registry_pid(registry: str) -> int | None:
+    """The process id of the registry serving ``registry`` on this machine, for its CPU time:
+    ``BUILDER_REGISTRY_PID``, else (for the default ``127.0.0.1:5000``) the ``registry.pid`` that
+    ``scripts/setup`` writes into the state dir (``BUILDER_STATE_DIR``, default ``.builder``) while
+    that process is a registry; None when not known."""
+    given = os.environ.get("BUILDER_REGISTRY_PID", "")
+    if given.isdigit():
+        return int(given)
+    if registry != DEFAULT_REGISTRY:
+        return None
+    state = Path(os.environ.get("BUILDER_STATE_DIR") or Path(__file__).resolve().parents[1] / ".builder")
+    try:
+        pid = int((state / "registry.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    return pid if b"registry" in cmdline else None
 
 
 def write_policy(path: Path, pub: Path) -> Path:
@@ -89,15 +120,29 @@ def context(
 
 
 def measure(
-    policy: Path, work: Path, registry: str, key: Path, cache: Path, targets: list[Target], promoted: int
-) -> tuple[float, float, int]:
-    """One ``status`` of ``targets`` in dev over the verdict cache ``cache``: wall s, CPU s, requests."""
+    policy: Path,
+    work: Path,
+    registry: str,
+    key: Path,
+    cache: Path,
+    targets: list[Target],
+    promoted: int,
+    *,
+    workers: int | None = None,
+    pid: int | None = None,
+) -> tuple[float, float, int, float]:
+    """One ``status`` of ``targets`` in dev over the verdict cache ``cache`` (``workers``: its row
+    threads, None: its default): wall s, CPU s, requests, and the CPU s of the registry process
+    ``pid`` meanwhile (NaN when None)."""
     ctx, clients = context(policy, work, registry, key, cache)
+    threads = {} if workers is None else {"workers": workers}
+    before = process_cpu(pid) if pid is not None else float("nan")
     t, c = time.perf_counter(), time.process_time()
-    rows = status(ctx, targets, ["dev"])
+    rows = status(ctx, targets, ["dev"], **threads)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
+    served = (process_cpu(pid) if pid is not None else float("nan")) - before
     assert sum(1 for r in rows if r.digest and r.signatures >= 1 and r.action == "promote") == promoted
-    return wall, cpu, sum(c.requests_sent for c in clients.cache.values())
+    return wall, cpu, sum(c.requests_sent for c in clients.cache.values()), served
 
 
 def prepare(setup: RegistryClient, ctx: PromotionContext, n: int, key: Path) -> list[Target]:
@@ -123,12 +168,14 @@ def main() -> None:
     parser.add_argument("--variants", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="100 variants, 2 rounds")
+    parser.add_argument("--workers", type=int, default=None, help="status's row threads (default: its own)")
     args = parser.parse_args()
     n, rounds = (100, 2) if args.quick else (args.variants, args.rounds)
     cosign = shutil.which("cosign")
     if cosign is None:
         sys.exit("cosign is not installed: cannot measure the reference")
-    registry = os.environ.get("BUILDER_REGISTRY", "127.0.0.1:5000")
+    registry = os.environ.get("BUILDER_REGISTRY", DEFAULT_REGISTRY)
+    pid = registry_pid(registry)
     with tempfile.TemporaryDirectory(prefix="bench-status-") as tmp:
         work = Path(tmp)
         key, pub = bench_promote.write_fixed_key_pair(work / "keys")
@@ -137,42 +184,51 @@ def main() -> None:
         ctx, _ = context(policy, work, registry, key)
         targets = prepare(setup, ctx, n, key)
         promoted = sum(1 for i in range(n) if i % 2 == 0)
-        cold: list[tuple[float, float, int]] = []
-        warm: list[tuple[float, float, int]] = []
+        cold: list[tuple[float, float, int, float]] = []
+        warm: list[tuple[float, float, int, float]] = []
         theirs: list[float] = []
         first = f"{registry}/{REPO}:{targets[0].variant}-dev"
         verify = [cosign, "verify", "--key", str(pub), "--insecure-ignore-tlog", "--allow-insecure-registry"]
         verify += ["--allow-http-registry", "--output", "text", first]
         for i in range(rounds):
             cache = work / f"cache-{i}"  # empty: the cold run fills it, the warm run reads it
-            cold.append(measure(policy, work, registry, key, cache, targets, promoted))
-            warm.append(measure(policy, work, registry, key, cache, targets, promoted))
+            for runs in (cold, warm):
+                runs.append(
+                    measure(policy, work, registry, key, cache, targets, promoted, workers=args.workers, pid=pid)
+                )
             t = time.perf_counter()
             proc = subprocess.run(verify, capture_output=True, text=True, env={**os.environ, "COSIGN_YES": "true"})
             theirs.append((time.perf_counter() - t) * 1000)
             if proc.returncode != 0:
                 sys.exit(f"cosign verify failed: {proc.stderr[-1500:]}")
         med = {
-            name: [statistics.median(r[k] for r in runs) for k in range(3)]
+            name: [statistics.median(r[k] for r in runs) for k in range(4)]
             for name, runs in (("cold", cold), ("warm", warm))
         }
         cosign_ms = statistics.median(theirs)
         cosign_all = cosign_ms * promoted / 1000
         for name, runs in (("cold", cold), ("warm", warm)):
-            wall, cpu, sent = med[name]
+            wall, cpu, sent, served = med[name]
             each = [round(r[0], 2) for r in runs]
             how = "empty verdict cache" if name == "cold" else "the cold run's verdict cache"
             print(f"builder status of {n} variants ({promoted} in dev), {name} ({how}): median {wall:.2f} s {each}")
             print(f"  CPU {cpu:.2f} s, {sent / n:.2f} registry requests per variant ({sent:.0f} in all)")
+            if pid is not None:
+                cores = os.cpu_count() or 1
+                print(
+                    f"  registry process CPU {served:.2f} s ({served / sent * 1000:.2f} ms per request); bound: "
+                    f"(builder + registry CPU) / {cores} cores = {(cpu + served) / cores:.2f} s"
+                )
         print(f"cosign verify of one image: median {cosign_ms:.0f} ms; x {promoted} promoted = {cosign_all:.1f} s")
         load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"machine: {os.cpu_count()} CPUs, load average {load} (1/5/15 min)")
-        (cold_s, cold_cpu, cold_sent), (warm_s, warm_cpu, warm_sent) = med["cold"], med["warm"]
+        (cold_s, cold_cpu, cold_sent, cold_reg), (warm_s, warm_cpu, warm_sent, warm_reg) = med["cold"], med["warm"]
         print(
             f"benchmark=status variants={n} status_s={warm_s:.2f} requests_per_variant={warm_sent / n:.2f} "
             f"cpu_s={warm_cpu:.2f} status_cold_s={cold_s:.2f} cold_requests_per_variant={cold_sent / n:.2f} "
             f"cold_cpu_s={cold_cpu:.2f} cosign_ms={cosign_ms:.0f} cosign_all_s={cosign_all:.1f} "
-            f"ratio={cosign_all / warm_s:.1f} ratio_cold={cosign_all / cold_s:.1f}"
+            f"ratio={cosign_all / warm_s:.1f} ratio_cold={cosign_all / cold_s:.1f} registry_cpu_s={warm_reg:.2f} "
+            f"cold_registry_cpu_s={cold_reg:.2f}"
         )
 
 

@@ -41,8 +41,21 @@ def check_stages(ctx: PromotionContext, stages: Sequence[str]) -> None:
         ctx.policy.stage(s)
 
 
+STATUS_WORKERS = 32
+"""Rows ``status`` reads at once (each a pointer ``HEAD``, then its ``.sig``/``.att`` reads and
+layer checks on the shared pool). Wall time is CPU on both sides (builder's and the registry's):
+with more requests waiting, each process handles several per wake-up. 1,000 variants cold on a
+loaded 2-core machine with the registry on it, medians of 6 interleaved rounds: 16 rows 5.89 s
+(builder CPU 2.17 s, registry 4.15 s), 32 rows 5.41 s (2.01 s, 3.80 s), 48 rows 4.98 s (1.90 s,
+3.53 s); the connection pool keeps up to ``builder.registry.transport.POOL_MAXSIZE`` (128)."""
+
+
 def status(
-    ctx: PromotionContext, targets: Sequence[Target], stages: Sequence[str] | None = None, *, workers: int = 16
+    ctx: PromotionContext,
+    targets: Sequence[Target],
+    stages: Sequence[str] | None = None,
+    *,
+    workers: int = STATUS_WORKERS,
 ) -> list[StatusRow]:
     """Variant x stage: the digest each pointer names, since when (its trusted record), who moved
     it, and the evidence on it (verified signatures, verified attestation types). A pointer that

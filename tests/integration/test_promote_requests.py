@@ -314,7 +314,7 @@ def test_status_lists_each_repository_once_and_reads_each_digest_once(setup: Set
 
 def test_status_in_a_new_process_asks_for_the_referrers_api_once(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
     """A process that has not asked this registry yet (what builder forgets between runs): the
-    rows read at once (16 workers) ask whether it has the referrers API once, the first row's
+    rows read at once (``queries.STATUS_WORKERS``) ask whether it has the referrers API once, the first row's
     probe; the others wait for its answer (they each asked before: 1-4 probes, by timing)."""
     targets = []
     for i in range(8):

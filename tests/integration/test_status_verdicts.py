@@ -6,6 +6,7 @@ verdict is never reused once what it was about changed: another trusted key set,
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ import pytest
 from builder.ledger import open_ledger
 from builder.policy import load_policy
 from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, stage_histories, status
+from builder.promote.queries import STATUS_WORKERS
 from builder.registry import RegistryClient
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, SIGNATURE_ANNOTATION, signature_tag
 from builder.signing.sign import sign_image
@@ -328,3 +330,23 @@ def test_a_second_report_reads_no_layer_blob(project: Project) -> None:
     again, sent = report()
     assert first == again and [p["digest"] for p in first[0]["points"]] == [project.digests[0]]  # type: ignore[index]
     assert (first_sent, sent) == (sent + 1, 5), (first_sent, sent)
+
+
+def test_more_rows_than_threads_read_as_one_thread_reads_them(project: Project) -> None:
+    """``status`` of more rows than it reads at once (``STATUS_WORKERS``): the same rows, in the
+    same order, for the same requests as one thread reading them one after another (racing rows
+    share the listing and each digest's evidence: nothing is read twice). Three promoted variants
+    among never-promoted ones (the listing answers those: no request each)."""
+    absent = [Target(f"never-{i}", project.repo, project.registry) for i in range(STATUS_WORKERS + 5)]
+    targets = [absent[0], project.targets[0], *absent[1:20], project.targets[1], *absent[20:], project.targets[2]]
+    assert len(targets) > STATUS_WORKERS
+    seen = []
+    for workers in (1, STATUS_WORKERS):
+        ctx, clients = project.context()
+        ctx = dataclasses.replace(ctx, cache_dir=project.tmp / f"cache-{workers}")  # both cold
+        rows = status(ctx, targets, ["dev"], workers=workers)
+        seen.append(([r.to_json() | {"age_seconds": None} for r in rows], clients.sent))
+    (one, one_sent), (many, many_sent) = seen
+    assert many == one and [r["variant"] for r in many] == [t.variant for t in targets]
+    assert sum(1 for r in many if r["digest"]) == 3
+    assert many_sent == one_sent == 1 + 3 * 4, (one_sent, many_sent)  # the listing, 4 per promoted row
