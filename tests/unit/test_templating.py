@@ -71,6 +71,11 @@ def test_shipped_templates_render_the_same_text_in_sections() -> None:
     # the header, the labels and the lock step print the variant's id and labels: cached with holes
     holes = {path for s in tiny.sections for path, _ in s.holes}
     assert holes == {("variant", (True, "id")), ("label_items",)}
+    # the keys picked from the paths looked up once a render are each section's own
+    for name, variables in inputs:
+        template = sectioned[name]
+        values = templating._key_values(template._plan, variables)
+        assert [pick(values) for pick in template._pickers] == [s.key(variables) for s in template.sections]
     # the Python step was rendered once per Python and OS, not once per variant; the sections with
     # holes once per key and number of labels
     assert all(len(s.cache) < renders for s in tiny.sections), [(s.name, len(s.cache)) for s in tiny.sections]

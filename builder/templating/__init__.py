@@ -37,12 +37,16 @@ tests/unit/test_templating.py compares every section-rendered text with ``Templa
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
 import secrets
 from typing import TYPE_CHECKING, Any
 
 import jinja2
 from jinja2 import meta, nodes
+
+from builder.templating.holes import Path, verbatim_output
+from builder.templating.holes import holes as find_holes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
@@ -52,8 +56,6 @@ if TYPE_CHECKING:
 #: Prefix of the synthetic block names (a template's own block with such a name disables splitting).
 SECTION_PREFIX = "_builder_section_"
 
-#: A variable path: the variable's name, then (is_attribute, name) steps (``a.b`` / ``a["b"]``).
-Path = tuple[Any, ...]
 
 #: Statements a template may have at its top level and still be split (no names assigned, nothing
 #: imported or included: a section reads only the render's variables and Jinja's globals).
@@ -207,6 +209,55 @@ def _exact(variables: Mapping[str, Any], path: Path) -> object:
     return value
 
 
+#: How a path's value is looked up (see :func:`_key_values`): ``(kind, first name, attribute, path)``.
+_Lookup = tuple[int, str, str, Path]
+
+
+def _plan_of(paths: Iterable[Path]) -> tuple[_Lookup, ...]:
+    """Each path as ``(kind, first name, attribute, path)``, worked out once: kind 1 a top-level
+    name, 2 ``name.attr`` looked up inline on a plain dict, 0 :func:`_value_at`."""
+    plan: list[_Lookup] = []
+    for p in paths:
+        if len(p) == 1:
+            plan.append((1, p[0], "", p))
+        elif len(p) == 2 and p[1][0] and p[1][1] not in _DICT_ATTRS and p[1][1][:1] != "_":
+            plan.append((2, p[0], p[1][1], p))
+        else:
+            plan.append((0, "", "", p))
+    return tuple(plan)
+
+
+def _key_values(plan: Iterable[_Lookup], variables: Mapping[str, Any]) -> list[object]:
+    """The values the paths of ``plan`` read, as parts of a dictionary key: strings as they are,
+    other values as a 1-tuple of their ``repr`` (so ``"True"``, ``True`` and ``1`` differ, and
+    lists and dicts, whose ``repr`` is deterministic for the plain JSON values templates get, can be
+    keys). The value of ``(name, (True, attr))`` on a plain ``dict`` is looked up inline (the same
+    as :func:`_value_at`, without a call)."""
+    out: list[object] = []
+    get = variables.get
+    for kind, name, attr, p in plan:
+        if kind == 1:
+            v = get(name, _MISSING)
+        elif kind == 2:
+            v = get(name, _MISSING)
+            # a missing key: the whole dict, as _value_at gives
+            v = v.get(attr, v) if type(v) is dict else _value_at(variables, p)
+        else:
+            v = _value_at(variables, p)
+        out.append(v if type(v) is str else (repr(v),))
+    return out
+
+
+def _picker(indexes: list[int]) -> Callable[[list[object]], tuple[object, ...]]:
+    """A function giving the tuple of the values at ``indexes`` of a list (one C call for two or more)."""
+    if not indexes:
+        return lambda _values: ()
+    if len(indexes) == 1:
+        i = indexes[0]
+        return lambda values: (values[i],)
+    return operator.itemgetter(*indexes)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Section:
     """A top-level block of the base template: its name, and when it is cached, the render
@@ -216,44 +267,20 @@ class _Section:
     render: Callable[[Context], Iterator[str]] | None = None
     paths: tuple[Path, ...] = ()
     cache: dict[tuple[object, ...], str] = dataclasses.field(default_factory=dict)
-    #: volatile paths printed verbatim (:func:`_holes`): ``(path, kind)``, kind -1 a string printed,
-    #: 0 a list of strings a loop prints, k > 0 a list of k-string lists a loop unpacks and prints;
+    #: volatile paths printed verbatim (:func:`builder.templating.holes.holes`): ``(path, kind)``,
+    #: kind -1 a string printed, 0 a list of strings a loop prints, k > 0 a list of k-string lists a
+    #: loop unpacks and prints;
     #: when set, the cache holds format strings keyed by the key plus the lists' lengths
     holes: tuple[tuple[Path, int], ...] = ()
-    #: each path as ``(kind, first name, attribute, path)``, worked out once: kind 1 a top-level
-    #: name, 2 ``name.attr`` looked up inline on a plain dict, 0 :func:`_value_at`
-    plan: tuple[tuple[int, str, str, Path], ...] = dataclasses.field(init=False, default=())
+    #: how each path is looked up (:func:`_plan_of`)
+    plan: tuple[_Lookup, ...] = dataclasses.field(init=False, default=())
 
     def __post_init__(self) -> None:
-        plan: list[tuple[int, str, str, Path]] = []
-        for p in self.paths:
-            if len(p) == 1:
-                plan.append((1, p[0], "", p))
-            elif len(p) == 2 and p[1][0] and p[1][1] not in _DICT_ATTRS and p[1][1][:1] != "_":
-                plan.append((2, p[0], p[1][1], p))
-            else:
-                plan.append((0, "", "", p))
-        object.__setattr__(self, "plan", tuple(plan))
+        object.__setattr__(self, "plan", _plan_of(self.paths))
 
     def key(self, variables: Mapping[str, Any]) -> tuple[object, ...]:
-        """The values this section reads, as a dictionary key: strings as they are, other values
-        as a 1-tuple of their ``repr`` (so ``"True"``, ``True`` and ``1`` differ, and lists and dicts,
-        whose ``repr`` is deterministic for the plain JSON values templates get, can be keys).
-        The value of ``(name, (True, attr))`` on a plain ``dict`` is looked up inline (the same as
-        :func:`_value_at`, without a call: a section key is built about a dozen times a render)."""
-        out: list[object] = []
-        get = variables.get
-        for kind, name, attr, p in self.plan:
-            if kind == 1:
-                v = get(name, _MISSING)
-            elif kind == 2:
-                v = get(name, _MISSING)
-                # a missing key: the whole dict, as _value_at gives
-                v = v.get(attr, v) if type(v) is dict else _value_at(variables, p)
-            else:
-                v = _value_at(variables, p)
-            out.append(v if type(v) is str else (repr(v),))
-        return tuple(out)
+        """The values this section reads, as a dictionary key (:func:`_key_values`)."""
+        return tuple(_key_values(self.plan, variables))
 
     def fill(self, variables: Mapping[str, Any]) -> tuple[tuple[int, ...], list[str]] | None:
         """The lengths of the hole lists and the strings that fill the holes, in marker order;
@@ -300,6 +327,8 @@ class SectionedTemplate:
         self._globals: dict[str, Any] = dict(self.template.globals)
         #: the base template's top-level blocks in order (its whole output); empty: not split
         self.sections: tuple[_Section, ...] = ()
+        self._plan: tuple[_Lookup, ...] = ()
+        self._pickers: tuple[Callable[[list[object]], tuple[object, ...]], ...] = ()
         #: every block's implementations, the active one first (``super()`` takes the next)
         self._blocks: dict[str, list[Callable[[Context], Iterator[str]]]] = {}
         loader = env.loader
@@ -325,13 +354,20 @@ class SectionedTemplate:
             names = _free_names(body, env)
             paths = variable_paths(body, names)
             volatile = frozenset(p for p in paths if _overlaps(p, loader.volatile))
-            holes = _holes(body, volatile, loader.volatile) if volatile and _verbatim_output(env) else ()
+            holes = find_holes(body, volatile, loader.volatile) if volatile and verbatim_output(env) else ()
             if not names <= known or _reads_other_blocks(body) or holes is None:
                 sections.append(_Section(top.name))
             else:
                 stable = tuple(sorted(paths - volatile, key=repr))
                 sections.append(_Section(top.name, tpl.blocks[top.name], stable, holes=holes))
         self.sections = tuple(sections)
+        # every path any section reads, looked up once a render; each section's key picked from them
+        distinct: dict[Path, int] = {}
+        for section in sections:
+            for path in section.paths:
+                distinct.setdefault(path, len(distinct))
+        self._plan = _plan_of(distinct)
+        self._pickers = tuple(_picker([distinct[p] for p in s.paths]) for s in sections)
         blocks = {bname: [func] for bname, func in self.template.blocks.items()}
         for parent in chain[1:]:
             for bname, func in env.get_template(parent).blocks.items():
@@ -344,13 +380,14 @@ class SectionedTemplate:
             return self.template.render(variables)
         ctx: Context | None = None
         parts: list[str] = []
+        values = _key_values(self._plan, variables)
         try:
-            for section in self.sections:
+            for section, pick in zip(self.sections, self._pickers, strict=True):
                 if section.render is None:
                     ctx = ctx or self._context(variables)
                     text = "".join(ctx.blocks[section.name][0](ctx))
                 elif not section.holes:
-                    key = section.key(variables)
+                    key = pick(values)
                     cached = section.cache.get(key)
                     if cached is None:
                         ctx = ctx or self._context(variables)
@@ -361,7 +398,7 @@ class SectionedTemplate:
                     text = "".join(section.render(ctx))
                 else:
                     shape, leaves = filled
-                    key = section.key(variables) + shape
+                    key = pick(values) + shape
                     fmt = section.cache.get(key)
                     if fmt is None:
                         fmt = section.cache[key] = self._format(section, variables, shape)
@@ -477,16 +514,6 @@ def _reads_other_blocks(body: Iterable[nodes.Node]) -> bool:
 _TOKEN = secrets.token_hex(8)
 _MARK = "\x00" + _TOKEN + "{}\x00"
 _MARK_RE = re.compile("\x00" + _TOKEN + "([0-9]+)\x00")
-#: ``loop`` attributes that depend only on the number of items and the position (not on an item)
-_LOOP_SHAPE = frozenset({"first", "last", "index", "index0", "revindex", "revindex0", "length"})
-#: Statements whose output goes to the section's text as it is (others, such as ``filter``,
-#: ``set`` blocks, macros and ``call``, capture or transform it)
-_PASS_THROUGH = (nodes.Output, nodes.If, nodes.For, nodes.Block)
-
-
-def _verbatim_output(env: jinja2.Environment) -> bool:
-    """Whether ``{{ s }}`` prints a string ``s`` as it is (no ``finalize``, no autoescaping)."""
-    return env.finalize is None and env.autoescape is False
 
 
 def _put(variables: dict[str, Any], path: Path, value: object) -> None:
@@ -500,90 +527,3 @@ def _put(variables: dict[str, Any], path: Path, value: object) -> None:
         parent[name] = dict(parent[name])
         parent = parent[name]
     parent[path[-1][1]] = value
-
-
-def _path_of(node: nodes.Node) -> Path | None:
-    """The variable path an expression reads (``a.b["c"]``), or None when it is not one."""
-    steps: list[tuple[bool, str]] = []
-    while True:
-        if isinstance(node, nodes.Getattr):
-            steps.append((True, node.attr))
-            node = node.node
-        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
-            steps.append((False, node.arg.value))
-            node = node.node
-        elif isinstance(node, nodes.Name) and node.ctx == "load":
-            return (node.name, *reversed(steps))
-        else:
-            return None
-
-
-def _holes(
-    body: list[nodes.Node], paths: frozenset[Path], volatile: frozenset[Path]
-) -> tuple[tuple[Path, int], ...] | None:
-    """The holes of a section whose volatile ``paths`` it only prints (module docstring), each
-    ``(path, kind)`` in the order :meth:`_Section.fill` reads them; None when a volatile value is
-    used any other way (the section then renders every time)."""
-    if not paths <= volatile:
-        return None  # a part or a container of a volatile value is read
-    planner = _HolePlanner(paths)
-    if not all(planner.visit(n, True, frozenset(), False) for n in body):
-        return None
-    return tuple(sorted(planner.kinds.items(), key=repr))
-
-
-class _HolePlanner:
-    """Walks a section's syntax tree (see :func:`_holes`). In :meth:`visit`, ``verbatim``: an output
-    there reaches the section's text as it is; ``printed``: the loop variables holding a hole's
-    strings; ``in_loop``: inside a loop over a volatile list (whose ``loop`` may be read by position
-    only)."""
-
-    def __init__(self, paths: frozenset[Path]) -> None:
-        self.paths = paths
-        self.kinds: dict[Path, int] = {}
-
-    def _plan(self, path: Path, kind: int) -> bool:
-        return self.kinds.setdefault(path, kind) == kind
-
-    def visit(self, node: nodes.Node, verbatim: bool, printed: frozenset[str], in_loop: bool) -> bool:
-        if isinstance(node, nodes.For) and _path_of(node.iter) in self.paths:
-            return verbatim and not in_loop and self._volatile_loop(node)
-        path = _path_of(node) if isinstance(node, nodes.Expr) else None
-        if path is not None:
-            return self._read(path, printed, in_loop)
-        if isinstance(node, nodes.Output):
-            return all(self._printed(child, verbatim, printed, in_loop) for child in node.nodes)
-        inner = verbatim and isinstance(node, _PASS_THROUGH) if isinstance(node, nodes.Stmt) else verbatim
-        return all(self.visit(child, inner, printed, in_loop) for child in node.iter_child_nodes())
-
-    def _read(self, path: Path, printed: frozenset[str], in_loop: bool) -> bool:
-        """A read that is not printed as it is: never a volatile value or a loop's item."""
-        if path in self.paths or path[0] in printed:
-            return False
-        if path[0] == "loop" and in_loop:
-            return len(path) == 2 and path[1][0] and path[1][1] in _LOOP_SHAPE
-        return True
-
-    def _printed(self, child: nodes.Node, verbatim: bool, printed: frozenset[str], in_loop: bool) -> bool:
-        """One expression of an output (``{{ ... }}``)."""
-        path = _path_of(child)
-        if path is not None and path in self.paths:
-            return verbatim and self._plan(path, -1)
-        if path is not None and len(path) == 1 and path[0] in printed:
-            return verbatim
-        return self.visit(child, verbatim, printed, in_loop)
-
-    def _volatile_loop(self, node: nodes.For) -> bool:
-        """A ``{% for %}`` over a volatile list: no filter, not recursive, items unpacked into names."""
-        target = node.target
-        names = [target] if isinstance(target, nodes.Name) else list(getattr(target, "items", []))
-        if node.test is not None or node.recursive or not names:
-            return False
-        if not all(isinstance(n, nodes.Name) for n in names):
-            return False
-        path = _path_of(node.iter)
-        assert path is not None
-        if not self._plan(path, 0 if isinstance(target, nodes.Name) else len(names)):
-            return False
-        loop_names = frozenset(n.name for n in names if isinstance(n, nodes.Name))
-        return all(self.visit(n, True, loop_names, True) for n in (*node.body, *node.else_))
