@@ -35,6 +35,9 @@ class Accelerator:
 
 @dataclasses.dataclass(frozen=True)
 class Framework:
+    """The framework a variant ships: ``name`` (``torch``, ``jax``, ``tensorflow`` or ``none``) and its
+    ``version`` as the matrix writes it (``2.9``)."""
+
     name: str  # "torch" | "jax" | "tensorflow" | "none"
     version: str
 

@@ -72,7 +72,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rollback": ("builder.cli.promote:rollback", "Point a stage back at its previous digest."),
     "status": ("builder.cli.promote:status", "Show which digest each stage holds for each variant."),
     "history": ("builder.cli.promote:history", "Show the promotion history of a variant and stage."),
-    "resolve": ("builder.cli.promote:resolve", "Print the validated repo@digest of a variant in a stage."),
+    "resolve": ("builder.cli.resolve:resolve", "Print the validated repo@digest of a variant in a stage."),
     "report": (
         "builder.cli.report:report",
         "Evidence of a variant's digests per stage and its benchmark over time (sparkline, SVG chart).",

@@ -306,6 +306,10 @@ policy_option = file_option(
     "--policy", "policy_file", exists=True, help="Policy file (default: <policies_dir>/default.yaml)."
 )
 key_option = file_option("--key", help="Private signing key (default: builder.toml `key`).", error=SigningKeyError)
+trust_option = file_option(
+    "--trust-root",
+    help="Sigstore trusted_root.json for keyless identities in the policy (default: public-good, offline copy).",
+)
 
 
 def bundle_option(what: str, legacy: str) -> Callable[[F], F]:

@@ -10,9 +10,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from builder.cli._common import app_context, console, docker_config_option, emit, fleet_option, json_option
+from builder.cli._common import (
+    app_context,
+    console,
+    docker_config_option,
+    emit,
+    fleet_option,
+    json_option,
+    trust_option,
+)
 from builder.cli._common import policy_option as _policy_option
-from builder.cli.promote import trust_option
 
 if TYPE_CHECKING:
     from builder.promote.audit import FleetAudit

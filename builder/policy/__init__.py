@@ -17,7 +17,7 @@ Errors: ``PolicyError`` (exit 30) with ``details['problems']`` listing every pro
 (``builder.yamldoc.Problem.to_json()``); ``NotFoundError`` for an unknown stage or a missing file.
 
 Names are imported on first use (``builder.lazy.lazy_exports``): ``from builder.policy import
-BUILD_STAGE`` loads ``builder.policy.evidence`` alone, not the loader's pydantic schema, YAML
+BUILD_STAGE`` loads ``builder.policy.model`` alone, not the loader's pydantic schema, YAML
 parser and key files, which a command reading a cached policy (``builder.policy.cache``) never needs.
 """
 
@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
     from builder.policy.durations import format_duration, parse_duration, parse_time, weekday_index
     from builder.policy.evaluation import evaluate
     from builder.policy.evidence import (
-        BUILD_STAGE,
         AttestationEvidence,
         Context,
         Evidence,
@@ -39,7 +38,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
         SignatureEvidence,
     )
     from builder.policy.loader import check_policy, load_policy
-    from builder.policy.model import Policy, Retention, RollbackRule, Stage
+    from builder.policy.model import BUILD_STAGE, Policy, Retention, RollbackRule, Stage
     from builder.policy.results import Decision, RuleResult
     from builder.policy.rules import AllOf, AnyOf, Rule, Unconditional
     from builder.policy.rules_change import (
@@ -73,7 +72,7 @@ _EXPORTS: dict[str, str] = {
     "Approver": "signers",
     "AttestationEvidence": "evidence",
     "AttestationRule": "rules_evidence",
-    "BUILD_STAGE": "evidence",
+    "BUILD_STAGE": "model",
     "ChangeTicketRule": "rules_change",
     "Context": "evidence",
     "Decision": "results",

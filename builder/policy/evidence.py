@@ -11,9 +11,6 @@ if TYPE_CHECKING:
     import datetime as dt
     from collections.abc import Iterator, Mapping
 
-BUILD_STAGE = "build"
-"""The pseudo-stage ``from: build``: the variant tag written by ``builder build``."""
-
 
 @dataclasses.dataclass(frozen=True)
 class SignatureEvidence:

@@ -23,9 +23,8 @@ from pydantic import BaseModel, ValidationError
 from builder.config import repository_problem
 from builder.errors import ConfigError, PolicyError, SigningKeyError
 from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, weekday_index
-from builder.policy.evidence import BUILD_STAGE
 from builder.policy.inputs import PolicyInputs, read_policy_text
-from builder.policy.model import Policy, Retention, RollbackRule, Stage
+from builder.policy.model import BUILD_STAGE, Policy, Retention, RollbackRule, Stage
 from builder.policy.rules import AllOf, AnyOf, Rule, Unconditional
 from builder.policy.rules_benchmark import evidence_rule_builders
 from builder.policy.rules_change import ApprovalRule, ChangeTicketRule, FreezeRule, FreezeWindow, SoakRule

@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING
 
 from builder.errors import NotFoundError
 
+BUILD_STAGE = "build"
+"""The pseudo-stage ``from: build``: the variant tag written by ``builder build``. Defined with the
+stages (not with the evidence values) so that a command reading a stage's source needs no evidence classes."""
+
 if TYPE_CHECKING:
     from pathlib import Path
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from builder.policy.results import RuleResult
 from builder.policy.signers import KeySet, sets_match, sets_names, signer_text
 from builder.signing.fingerprints import short_fingerprint
 
@@ -18,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
 
     from builder.policy.evidence import AttestationEvidence, Context
+    from builder.policy.results import RuleResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +42,8 @@ class Rule:
         notes: Notes | None = None,
     ) -> RuleResult:
         """A ``RuleResult`` of this rule (``kind`` + ``summary``, its location, every note)."""
+        from builder.policy.results import RuleResult  # evaluation only: reading a policy never builds results
+
         rule = f"{self.kind}" + (f" {summary}" if summary else "")
         return RuleResult(rule, passed, reason, self.location, tuple(children), notes.all() if notes else ())
 

@@ -13,12 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from builder.policy.durations import format_duration, parse_time
-from builder.policy.evidence import BUILD_STAGE, Context
+from builder.policy.model import BUILD_STAGE
 from builder.policy.rules import Rule, evidence_problems
 from builder.policy.signers import Approver, KeySet, sets_match, signer_text
 from builder.predicates import APPROVAL_V1, PROMOTION_V1
 
 if TYPE_CHECKING:
+    from builder.policy.evidence import Context
     from builder.policy.results import RuleResult
 
 

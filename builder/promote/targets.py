@@ -25,7 +25,7 @@ from builder.errors import ConfigError, NotFoundError, RegistryError
 from builder.labels import own
 from builder.labels import read as read_label
 from builder.promote.location import Target
-from builder.registry import Reference, image_config, parse_reference
+from builder.registry.reference import Reference, parse_reference
 from builder.selection import check_variant_id, looks_like_variant_id, select, variant_reference
 
 if TYPE_CHECKING:
@@ -108,6 +108,8 @@ def variant_from_tag(tag: str | None, stage_names: Sequence[str]) -> str | None:
 def variant_from_labels(clients: ClientFactory, ref: Reference) -> str | None:
     """The ``io.github.builder-project.variant`` label ``builder render`` writes into every image (or
     the older ``io.builder.variant``); None when the image or its config is missing or has no label."""
+    from builder.registry.copy import image_config  # only for a reference without a variant in its tag
+
     try:
         config = image_config(clients(ref.registry), ref.repository, ref.ref)
     except (NotFoundError, RegistryError):  # no image to read: the caller asks for --variant-id
@@ -145,6 +147,8 @@ def resolve_targets(
 
 @dataclasses.dataclass(frozen=True)
 class _Matrices:
+    """The variants as :func:`builder.selection.variant_reference` reads matrices (``HasVariants``)."""
+
     variants: Sequence[Variant]
 
 
