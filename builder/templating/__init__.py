@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import os
 import re
-import secrets
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -511,7 +511,7 @@ def _reads_other_blocks(body: Iterable[nodes.Node]) -> bool:
 
 #: The marker printed in place of a hole's string while a section with holes is rendered once: NUL
 #: and a random token of this process (no template text or variable holds it), then its number.
-_TOKEN = secrets.token_hex(8)
+_TOKEN = os.urandom(8).hex()  # (not `secrets`: its imports, for the same 8 random bytes)
 _MARK = "\x00" + _TOKEN + "{}\x00"
 _MARK_RE = re.compile("\x00" + _TOKEN + "([0-9]+)\x00")
 
