@@ -3,6 +3,8 @@
 - `builder --help` and `builder --version` (no daemon needed; target under 0.3 s each) against a
   bare `python -c pass` in the same interpreter (the floor) and the peers' own start-up:
   `skopeo --version`, `oras version`, `cosign version`.
+- `python -c "import click, urllib3"` (`libraries_s`): the command-line parser and the HTTP client
+  every registry command imports, and nothing of builder: the floor under `resolve`.
 - `builder resolve VARIANT --stage dev --no-verify` (start-up, policy, the stage pointer read from
   the registry; issue 19 target: under 0.15 s) against the same tag resolved by
   `oras resolve --plain-http` and `skopeo inspect --format {{.Digest}}`, when the demo's dev
@@ -17,8 +19,8 @@
 Every round runs each command once (interleaved), medians over the rounds; besides wall time each
 command's CPU time (user + system, `getrusage(RUSAGE_CHILDREN)`), which moves far less with the
 load of a shared machine. Prints one line at the end: `benchmark=cli-startup help_s=..
-version_s=.. python_s=.. ratio_help=.. [resolve_s=.. resolve_cpu_s=.. oras_resolve_s=..
-ratio_resolve_oras=..]`. A missing peer is left out.
+version_s=.. python_s=.. ratio_help=.. libraries_s=.. libraries_cpu_s=.. [resolve_s=..
+resolve_cpu_s=.. oras_resolve_s=.. ratio_resolve_oras=..]`. A missing peer is left out.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ def commands() -> dict[str, list[str]]:
         "help": [*BUILDER, "--help"],
         "version": [*BUILDER, "--version"],
         "python": [sys.executable, "-c", "pass"],
+        # the libraries every registry command needs, imported and nothing else: the floor of resolve
+        "libraries": [sys.executable, "-c", "import click, urllib3"],
     }
     peers = {"skopeo": ["skopeo", "--version"], "oras": ["oras", "version"], "cosign": ["cosign", "version"]}
     cmds.update({name: argv for name, argv in peers.items() if shutil.which(argv[0])})
@@ -124,6 +128,7 @@ def main() -> None:
     for peer in ("skopeo", "oras", "cosign"):
         if peer in med:
             line += f" {peer}_s={med[peer]:.3f}"
+    line += f" libraries_s={med['libraries']:.3f} libraries_cpu_s={med_cpu['libraries']:.3f}"
     if "resolve" in med:
         line += f" resolve_s={med['resolve']:.3f} resolve_cpu_s={med_cpu['resolve']:.3f}"
         for peer in ("oras_resolve", "skopeo_inspect"):
