@@ -308,6 +308,7 @@ policy_option = file_option(
 key_option = file_option("--key", help="Private signing key (default: builder.toml `key`).", error=SigningKeyError)
 trust_option = file_option(
     "--trust-root",
+    exists=True,
     help="Sigstore trusted_root.json for keyless identities in the policy (default: public-good, offline copy).",
 )
 

@@ -158,7 +158,8 @@ def test_resolve_a_glob_for_a_cluster_picks_the_newest_digest_that_runs_there(
     ref = f"{registry_address}/{unique_repo}@"
     args = ("resolve", "jax0.*", "--stage", "prod", "--json")
     old_driver = _run(cli, monkeypatch, project, *args, "--cluster", "ws-4090").json()
-    assert old_driver == {"variant": older, "stage": "prod", "cluster": "ws-4090", "reference": ref + digests[older]}
+    expected = {"variant": older, "stage": "prod", "cluster": "ws-4090", "reference": ref + digests[older]}
+    assert old_driver == {**expected, "verified": True}
     both = _run(cli, monkeypatch, project, *args, "--cluster", "h100-train").json()
     assert both["variant"] == VARIANT and both["reference"] == ref + digests[VARIANT]
     # a pattern needs a cluster; an unknown cluster is named

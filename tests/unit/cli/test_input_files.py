@@ -33,6 +33,7 @@ MISSING = "no-such-file.yaml"
         (("check", "jax0.7-cpu-py3.11-debian12", "--static", "--fleet", "no-such-fleet"), "no-such-fleet"),
         (("status", "--policy", MISSING), MISSING),
         (("promote", "variant", "--to", "dev", "--policy", MISSING), MISSING),
+        (("resolve", "variant", "--stage", "dev", "--trust-root", MISSING), MISSING),
         (("check", "jax0.7-cpu-py3.11-debian12", "--static", "--host", MISSING), MISSING),
         (("diagnose", "--host", MISSING, "-"), MISSING),
         (("diagnose", MISSING), MISSING),
