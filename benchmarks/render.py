@@ -18,11 +18,17 @@ pays; library imports are reported separately), wall and CPU time:
    unchanged and writes none of them (the script asserts that each file keeps its inode and
    modification time, so docker's build context and git see no change); ``rerender_s``.
 
-Method: ``os.sync()`` runs before the clock starts and again after the script's own clean-up.
-Deleting 10,000 files (an earlier run's temporary folder) leaves journal and, on a file system
-mounted with ``discard``, discard work that otherwise lands inside the next timed write; a user's
-render does not delete the previous output first, so neither is charged to the write. The time
-of the first sync is printed (not counted).
+Method: ``os.sync()`` runs before the clock starts and again after the script's own clean-up;
+the time of the first sync is printed (not counted). On a file system without a journal (the
+development VM's root: ``/proc/fs/jbd2`` is empty) ext4 does not reuse an inode deleted less than
+60 s ago (300 s more while its inode-table block is dirty) and checks every such inode, one by one,
+each time it allocates one (``recently_deleted`` in fs/ext4/ialloc.c,
+https://github.com/torvalds/linux/blob/master/fs/ext4/ialloc.c): creating 10,000 files within a
+minute of deleting 10,000 costs seconds of system CPU (``perf``: half of it in
+``recently_deleted``) against 0.3-0.4 s otherwise. The sync shortens that window to 60 s; it does
+not close it. A user's render does not delete the previous output first: for runs back to back,
+``--keep-output`` leaves each run's folder in place (delete them after the last run, and wait a
+minute before a timed run).
 
 Then the best of three warm repeats of load + render. Peers in the same run: the naive way, one
 ``render_variant`` call (a new Jinja environment and template compile) per variant, extrapolated
@@ -127,6 +133,12 @@ def main() -> None:
     parser.add_argument(
         "--variants", type=int, default=1000, metavar="N", help="at least N variants (default 1000; #19: 10000)"
     )
+    parser.add_argument(
+        "--keep-output",
+        action="store_true",
+        help="leave the scratch folder (its path is printed; delete it after the last run): runs back to "
+        "back then do not create their files right after the previous run deleted as many",
+    )
     args = parser.parse_args()
     oses = ["ubuntu20.04", "ubuntu22.04", "ubuntu24.04", "debian12"]
     platforms = ["linux/amd64", "linux/arm64"]
@@ -150,7 +162,10 @@ def main() -> None:
         path.write_text(matrix_yaml(pythons, oses, platforms))
         f = _measure(path, Path(tmp))
     finally:
-        shutil.rmtree(tmp)
+        if args.keep_output:
+            print(f"kept {tmp} (--keep-output: delete it after the last run)")
+        else:
+            shutil.rmtree(tmp)
         os.sync()  # this clean-up's work is not left to the next run's timed write
 
     n = f["variants"]
