@@ -173,11 +173,12 @@ def netrc_auth(host: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
     path = environ.get("NETRC") or (environ["HOME"] + "/.netrc" if environ.get("HOME") else "")
     if not host or not path:
         return None
-    import netrc
     import os.path
 
     if not os.path.isfile(path):
         return None
+    import netrc  # only with a file to read: most machines have none
+
     try:
         entry = netrc.netrc(path).authenticators(host)
     except (netrc.NetrcParseError, OSError):

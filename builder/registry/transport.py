@@ -29,10 +29,11 @@ import re
 import threading
 import time
 from typing import IO, TYPE_CHECKING, TypedDict, Unpack
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
 from builder.registry.environment import EnvSettings, env_settings
+from builder.registry.exchange import MAX_REDIRECTS, direct_pool, send, split_url
 from builder.registry.failures import (
     connect_timed_out,
     connection_cause,
@@ -78,7 +79,6 @@ MAX_TIMEOUT_ATTEMPTS = 2
 DEFAULT_BACKOFF = 0.25  # seconds before the first retry; doubled for each next one (plus up to 25 % jitter)
 DEFAULT_MAX_DELAY = 30.0  # seconds: the longest wait between attempts (a longer Retry-After is capped)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-MAX_REDIRECTS = 30  # redirects followed for one request (requests' limit): blob GETs go to storage
 #: Idle keep-alive connections kept per host: more than the threads that may send at once in one
 #: process (a batch's 16 workers, builder.promote's shared pool of 24, a client's executor of 8),
 #: so none is discarded with a "pool is full" warning; beyond that more are opened, never waited for.
@@ -137,6 +137,8 @@ class Transport:
         self._lock = threading.Lock()
         self._managers: dict[tuple[tuple[str, str | None, str | None], bool], urllib3.PoolManager] = {}
         self._env_cache: dict[str, EnvSettings] = {}
+        #: origin (scheme://netloc) -> its settings, pools and direct pool (:meth:`_route`)
+        self._routes: dict[str, tuple[EnvSettings, urllib3.PoolManager, urllib3.HTTPConnectionPool | None]] = {}
         self.requests_sent = 0  # HTTP requests sent, retries and auth round trips included
         self.max_body_bytes = MAX_BODY_BYTES  # bodies read into memory: at most this many bytes ...
         self.max_body_seconds = MAX_BODY_SECONDS  # ... arriving within this many seconds
@@ -169,6 +171,30 @@ class Transport:
                 got = self._managers[key] = _new_manager(env, tls, self.registry)
             return got
 
+    def _route(self, origin: str) -> tuple[EnvSettings, urllib3.PoolManager, urllib3.HTTPConnectionPool | None]:
+        """How requests to ``origin`` (``scheme://netloc``) go, resolved on its first request and
+        kept: its environment settings, the connection pools for them and, for a direct
+        connection, the origin's own pool (:func:`builder.registry.exchange.direct_pool`; None
+        through a proxy). Raises RegistryUnavailableError as :meth:`manager` does."""
+        with self._lock:
+            got = self._routes.get(origin)
+        if got is None:
+            env = self.env_settings(origin + "/")
+            manager = self._manager_for(env, origin.startswith("https:"))
+            got = (env, manager, None if env.proxy else direct_pool(origin, manager))
+            with self._lock:
+                got = self._routes.setdefault(origin, got)
+        return got
+
+    def _locate(self, path: str) -> tuple[str, str, str, str]:
+        """``(url, origin, target, path)`` of a request for ``path`` (see :meth:`url`): the
+        absolute URL, its ``scheme://netloc``, the request target on that origin and the path
+        alone. A path on this registry is not parsed at all; an absolute URL once."""
+        if "://" in path:  # an absolute URL (an upload location)
+            return (path, *split_url(path))
+        target = path.partition("#")[0]
+        return self.base + path, self.base, target, target.partition("?")[0]
+
     def url(self, path: str) -> str:
         """``path`` (``/v2/...``) on this registry; an absolute URL (an upload location) as is."""
         return path if "://" in path else f"{self.base}{path}"
@@ -197,17 +223,16 @@ class Transport:
         starts over itself: a streamed upload cannot be sent twice into one upload session)."""
         import urllib3
 
-        url = self.url(path)
-        where = f"{self.registry}/{ref}" if ref else f"{self.registry}{urlsplit(url).path}"
-        env = self.env_settings(url)
-        manager = self._manager_for(env, url.startswith("https:"))
+        url, origin, target, url_path = self._locate(path)
+        where = f"{self.registry}/{ref}" if ref else f"{self.registry}{url_path}"
+        env, manager, pool = self._route(origin)
         timeout = _timeout(kw.get("timeout", self.timeout))  # one urllib3.Timeout per distinct value
         stream = bool(kw.get("stream"))
         data = kw.get("data")
         sent = dict(headers or {})
         if data is not None and not isinstance(data, bytes) and not any(k.lower() == "content-length" for k in sent):
             sent["Content-Length"] = str(_body_size(data))  # a known length: never a chunked upload
-        key = self._scope_key(url, scopes)
+        key = self._scope_key(url_path, scopes)
         authed_once = False
         attempt = 0
         lost = False  # an attempt's connection dropped before its answer
@@ -224,7 +249,7 @@ class Transport:
             with self._lock:
                 self.requests_sent += 1
             try:
-                resp = _send(manager, method, url, sent, data, timeout, stream)
+                resp = send(manager, pool, method, url, target, sent, data, timeout, stream)
             except urllib3.exceptions.HTTPError as exc:
                 cause = unwrap(exc)
                 if too_many_redirects(cause):
@@ -310,7 +335,9 @@ class Transport:
         RegistryUnavailableError when it is unreachable."""
         import urllib3
 
-        env = self.env_settings(req.realm)
+        url = req.url
+        origin, target, _ = split_url(url)
+        env, manager, pool = self._route(origin)
         headers: dict[str, str] = {}
         body: bytes | None = None
         if req.method == "POST":
@@ -321,8 +348,7 @@ class Transport:
         elif req.basic or env.netrc:
             headers["Authorization"] = _basic(*(req.basic or env.netrc or ("", "")))
         try:
-            manager = self._manager_for(env, req.realm.startswith("https:"))
-            return _send(manager, req.method, req.url, headers, body, _timeout(self.timeout), False)
+            return send(manager, pool, req.method, url, target, headers, body, _timeout(self.timeout), False)
         except urllib3.exceptions.HTTPError as exc:
             cause = unwrap(exc)
             if env.proxy and proxy_refusal(cause):
@@ -334,8 +360,8 @@ class Transport:
                 registry=self.registry,
             ) from exc
 
-    def _scope_key(self, url: str, extra_scopes: tuple[str, ...]) -> str:
-        m = _REPO_PATH_RE.match(urlsplit(url).path)
+    def _scope_key(self, path: str, extra_scopes: tuple[str, ...]) -> str:
+        m = _REPO_PATH_RE.match(path)
         repo = m.group(1) if m else ""
         return " ".join((repo, *extra_scopes))
 
@@ -512,61 +538,6 @@ def _error_excerpt(resp: Response) -> str:
     return decode(bytes(got), resp.encoding)
 
 
-def _send(
-    manager: urllib3.PoolManager,
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    body: bytes | IO[bytes] | BlobStream | None,
-    timeout: urllib3.Timeout,
-    stream: bool,
-) -> Response:
-    """One exchange through ``manager``, redirects followed (``Authorization`` dropped on a
-    cross-host one), no retries (the caller's loop decides). ``stream``: the body is left for
-    the caller; otherwise it is read and the connection given back. Raises urllib3's HTTPError
-    kinds (a ``MaxRetryError`` wraps the cause in ``.reason``)."""
-
-    import urllib3
-
-    try:
-        raw = manager.urlopen(
-            method,
-            url,
-            body=body,  # urllib3 sends any object with .read() a piece at a time
-            headers=headers,
-            timeout=timeout,
-            retries=_redirects_only(),
-            preload_content=not stream,
-            decode_content=True,
-        )
-    except ValueError as exc:
-        if isinstance(exc, urllib3.exceptions.HTTPError) or not _raised_in_url_parsing(exc):
-            raise
-        # urllib.parse's own ValueError (urljoin of a redirect's Location such as "http://[::1"),
-        # raised past urllib3: the URL kind of its errors
-        raise urllib3.exceptions.LocationValueError(str(exc)) from exc
-    return Response(raw.status, raw.headers, _final_url(url, raw), raw)
-
-
-def _raised_in_url_parsing(exc: BaseException) -> bool:
-    """``exc`` was raised inside ``urllib.parse`` (its innermost frame): a URL it cannot split."""
-    import urllib.parse
-
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename == urllib.parse.__file__
-
-
-def _final_url(url: str, raw: urllib3.BaseHTTPResponse) -> str:
-    """The absolute URL that answered: the last redirect target, else ``url``."""
-    history = raw.retries.history if raw.retries is not None else ()
-    for step in reversed(history):
-        if step.redirect_location and step.url:
-            return urljoin(step.url, step.redirect_location)
-    return url
-
-
 @functools.cache
 def _timeout(value: float | tuple[float, float]) -> urllib3.Timeout:
     """urllib3's (connect, read) timeout for ``value`` seconds (kept: urllib3 clones it per use)."""
@@ -574,16 +545,6 @@ def _timeout(value: float | tuple[float, float]) -> urllib3.Timeout:
 
     connect, read = value if isinstance(value, tuple) else (value, value)
     return urllib3.Timeout(connect=connect, read=read)
-
-
-@functools.cache
-def _redirects_only() -> urllib3.Retry:
-    """urllib3's retry policy for one attempt: redirects followed (at most ``MAX_REDIRECTS``), no
-    retry of anything else (the transport's loop decides those). Immutable: urllib3 derives a
-    new one per redirect."""
-    import urllib3
-
-    return urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=MAX_REDIRECTS)
 
 
 def _body_size(data: IO[bytes] | BlobStream) -> int:
