@@ -22,6 +22,8 @@ from builder.signing.dsse import IN_TOTO_PAYLOAD_TYPE, dsse_envelope, make_state
 from builder.signing.layer import (
     ATT_SUFFIX,
     DSSE_MEDIA_TYPE,
+    ENVELOPE_ANNOTATION,
+    ENVELOPE_ANNOTATION_MAX,
     PREDICATE_TYPE_ANNOTATION,
     SIGNATURE_ANNOTATION,
     HeldRead,
@@ -53,7 +55,10 @@ def prepare_attestation(
     registry: str, repository: str, digest: str, predicate_type: str, predicate: Mapping[str, Any], signer: Signer
 ) -> PreparedAttestation:
     """Sign the statement about ``registry/repository@digest`` without writing anything (so a
-    caller can upload the layer blob early and pass the result to ``attest_image``)."""
+    caller can upload the layer blob early and pass the result to ``attest_image``). The layer
+    carries the envelope's exact JSON text in ``ENVELOPE_ANNOTATION`` when it is at most
+    ``ENVELOPE_ANNOTATION_MAX`` bytes: a reader whose bytes hash to the layer's digest needs no blob
+    read (``builder.signing.layer.embedded_envelope``); the blob is written all the same."""
     statement = make_statement(f"{registry}/{repository}", digest, predicate_type, predicate)
     signature = signer.sign(pae(IN_TOTO_PAYLOAD_TYPE, statement))
     envelope = dsse_envelope(statement, signature)
@@ -62,6 +67,8 @@ def prepare_attestation(
         PREDICATE_TYPE_ANNOTATION: predicate_type,
         **layer_annotations(signer, pae(IN_TOTO_PAYLOAD_TYPE, statement), signature),
     }
+    if len(envelope) <= ENVELOPE_ANNOTATION_MAX:
+        annotations[ENVELOPE_ANNOTATION] = envelope.decode()  # JSON text: ASCII (json.dumps escapes)
     return PreparedAttestation(predicate_type, statement, SignatureLayer(DSSE_MEDIA_TYPE, envelope, annotations))
 
 

@@ -54,6 +54,18 @@ BUNDLE_ANNOTATION = "dev.sigstore.cosign/bundle"
 PREDICATE_TYPE_ANNOTATION = "predicateType"
 #: Unsigned hint naming the key that made a layer (fingerprint); only used to explain failures.
 SIGNER_HINT_ANNOTATION = "dev.builder-project/signer"
+#: The DSSE envelope of an attestation layer builder writes, as its exact UTF-8 JSON text: a reader
+#: takes it for the blob only when it hashes to the layer's digest and has its size (``fetch_blob``),
+#: saving one blob read per layer; cosign ignores annotations it does not know (it reads
+#: ``dev.cosignproject.cosign/*`` and ``dev.sigstore.cosign/*`` only:
+#: https://github.com/sigstore/cosign/blob/main/pkg/oci/static/signature.go).
+ENVELOPE_ANNOTATION = "dev.builder-project/envelope"
+#: Envelopes larger than this many bytes are not carried in the annotation (the blob is read).
+ENVELOPE_ANNOTATION_MAX = 16 * 1024
+#: A manifest body larger than this many bytes gets no further envelope annotation: registries cap
+#: a manifest at 4 MiB (distribution: ``maxManifestBodySize = 4 << 20``,
+#: https://github.com/distribution/distribution/blob/main/registry/handlers/manifests.go).
+ENVELOPE_MANIFEST_BUDGET = 1 << 20
 SIMPLE_SIGNING_TYPE = "cosign container image signature"
 ZERO_TIME = "0001-01-01T00:00:00Z"
 
@@ -310,6 +322,8 @@ def _append_locked(
                 len(layers),
                 signer,
             )
+        if kept is None and len(json.dumps(layers)) + len(json.dumps(ours)) > ENVELOPE_MANIFEST_BUDGET:
+            ours = without_envelope(ours)  # a manifest this large keeps its layers' envelopes in blobs
         want = kept if kept is not None else ours  # the layer the written manifest must show
         if kept is None:
             layers.append(ours)
@@ -369,10 +383,41 @@ def fetch_blob(
         derived = simple_signing_payload(f"{client.registry}/{repository}", subject)
         if sha256_digest(derived) == digest:
             return derived
+    carried = embedded_envelope(descriptor)
+    if carried is not None:
+        return carried
     try:
         return _get_blob(client, repository, digest)
     except NotFoundError:
         return None
+
+
+def embedded_envelope(descriptor: Mapping[str, Any]) -> bytes | None:
+    """The DSSE envelope a layer descriptor carries in ``ENVELOPE_ANNOTATION`` (UTF-8 bytes) when
+    they are exactly the blob's: the same length as the descriptor's ``size`` and the same sha256
+    as its ``digest`` (the checks a blob read gets); None otherwise (absent, edited, another layer
+    type): the blob is then read from the registry. sha256 names content, so these bytes are the
+    stored blob's (OCI image spec, descriptor digests:
+    https://github.com/opencontainers/image-spec/blob/v1.1.0/descriptor.md#digests)."""
+    annotations = descriptor.get("annotations")
+    text = annotations.get(ENVELOPE_ANNOTATION) if isinstance(annotations, dict) else None
+    if descriptor.get("mediaType") != DSSE_MEDIA_TYPE or not isinstance(text, str):
+        return None
+    data = text.encode()
+    if len(data) != descriptor.get("size") or sha256_digest(data) != descriptor.get("digest"):
+        return None
+    return data
+
+
+def without_envelope(descriptor: Mapping[str, Any]) -> dict[str, Any]:
+    """``descriptor`` without ``ENVELOPE_ANNOTATION`` (a copy)."""
+    out = dict(descriptor)
+    annotations = {k: v for k, v in (descriptor.get("annotations") or {}).items() if k != ENVELOPE_ANNOTATION}
+    if annotations:
+        out["annotations"] = annotations
+    else:
+        out.pop("annotations", None)
+    return out
 
 
 def blob_problem(descriptor: Mapping[str, Any], blob: bytes | None) -> str:

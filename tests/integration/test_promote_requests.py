@@ -125,19 +125,20 @@ def test_same_repository_promotion_sends_12_requests(setup: Setup) -> None:
     assert setup.client.resolve(setup.repo, "reqs-same-dev") == digest
 
 
-def test_a_promotion_replacing_a_digest_sends_19_requests(setup: Setup) -> None:
+def test_a_promotion_replacing_a_digest_sends_18_requests(setup: Setup) -> None:
     """A new build promoted over the one ``dev`` holds (``--confirm``): the 12 above, plus the
-    previous digest's .att and its record's blob (the chain check, made once, under the stage
-    lock: 2) and the successor record on the previous digest (its .att GET under the signature
-    lock, the DSSE blob POST + PUT, PUT, re-read: 5). The replaced digest's records are not read a
-    second time to look for a successor record of a record this run just signed (28 before #19)."""
+    previous digest's .att (the chain check, made once, under the stage lock: 1; its record's
+    envelope is in the layer's descriptor, no blob read) and the successor record on the previous
+    digest (its .att GET under the signature lock, the DSSE blob POST + PUT, PUT, re-read: 5). The
+    replaced digest's records are not read a second time to look for a successor record of a
+    record this run just signed (28 before #19)."""
     first, _ = setup.build("reqs-next")
     setup.promote(first, "dev")
     target, digest = setup.build("reqs-next")
     ctx, clients = setup.context()
     [outcome] = promote_many(ctx, [target], "dev", confirm=True)
     assert outcome.ok, outcome.to_json()
-    assert clients.sent == 19
+    assert clients.sent == 18
     assert setup.client.resolve(setup.repo, "reqs-next-dev") == digest
     ctx, _ = setup.context()  # the chain is whole: the successor record is on the replaced digest
     [dev] = stage_histories(ctx, target, ["dev"])
@@ -158,15 +159,16 @@ def test_cross_repository_promotion_reads_the_source_referrers_index_once(setup:
     for its new name): the source's fallback referrers index the plan read is not read again. The
     copied .att and our record, the copied .sig and our signature of the copy, are one
     read-modify-write each (a GET under the lock, one PUT, the re-read), not a copy then an append;
-    the copied manifest is stored by the stage tag's PUT, not PUT by digest first (25 with
-    ``promote_many``, whose plan reads the pointer under the stage lock; 26 for a plan applied
+    the copied manifest is stored by the stage tag's PUT, not PUT by digest first; the source's
+    ``dev`` record is verified from the envelope its descriptor carries, no blob read (24 with
+    ``promote_many``, whose plan reads the pointer under the stage lock; 25 for a plan applied
     later)."""
     target, digest = setup.build("reqs-cross")
     setup.promote(target, "dev")
     ctx, clients = setup.context()
     [outcome] = promote_many(ctx, [target], "rel", confirm=True)
     assert outcome.ok, outcome.to_json()
-    assert clients.sent == 25
+    assert clients.sent == 24
     assert setup.client.resolve(f"rel/{setup.repo}", "reqs-cross-rel") == digest
     dst = RegistryClient(setup.registry, insecure=True)  # both tags hold the source's layer and ours
     assert len(dst.get_manifest(f"rel/{setup.repo}", signature_tag(digest, ".sig")).json["layers"]) == 2
@@ -174,7 +176,7 @@ def test_cross_repository_promotion_reads_the_source_referrers_index_once(setup:
 
     again, _ = setup.build("reqs-cross-plan")
     setup.promote(again, "dev")
-    assert setup.promote(again, "rel") == 26
+    assert setup.promote(again, "rel") == 25
 
 
 def test_a_build_promoted_into_another_repository_mounts_the_signature_config_once(setup: Setup) -> None:
@@ -292,8 +294,9 @@ def test_a_batch_lists_its_repository_once_instead_of_asking_for_absent_tags(set
 def test_status_lists_each_repository_once_and_reads_each_digest_once(setup: Setup) -> None:
     """Six variants in one repository, three of them in dev: one tags/list answers which pointers,
     ``.sig``/``.att`` tags and fallback referrers indexes exist; each promoted row then costs its
-    pointer HEAD, ``.sig`` and ``.att`` GETs and the record's blob (the signature's payload is
-    derived from the digest), and nothing is asked for a variant that is not in the stage."""
+    pointer HEAD, ``.sig`` and ``.att`` GETs (the signature's payload is derived from the digest,
+    the record's envelope is carried by its layer descriptor: no blob read), and nothing is asked
+    for a variant that is not in the stage."""
     targets = []
     for i in range(6):
         target, _ = setup.build(f"reqs-status-{i}")
@@ -304,12 +307,12 @@ def test_status_lists_each_repository_once_and_reads_each_digest_once(setup: Set
     rows = status(ctx, targets, ["dev"])
     assert [r.digest is not None for r in rows] == [True, False] * 3
     assert all(r.signatures == 1 and r.action == "promote" for r in rows if r.digest)
-    assert clients.sent == 1 + 3 * 4, clients.sent
+    assert clients.sent == 1 + 3 * 3, clients.sent
 
     ctx, clients = setup.context()  # one row alone: no listing (it would cost as much as it saves)
     [row] = status(ctx, targets[:1], ["dev"])
     assert row.digest is not None and row.signatures == 1
-    assert clients.sent == 5, clients.sent  # + the fallback referrers index, absent
+    assert clients.sent == 4, clients.sent  # + the fallback referrers index, absent
 
 
 def test_status_in_a_new_process_asks_for_the_referrers_api_once(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -325,14 +328,15 @@ def test_status_in_a_new_process_asks_for_the_referrers_api_once(setup: Setup, m
     ctx, clients = setup.context()
     rows = status(ctx, targets, ["dev"])
     assert all(r.signatures == 1 and r.action == "promote" for r in rows)
-    assert clients.sent == 1 + 8 * 4 + 1, clients.sent  # the listing, 4 per row, one probe (404 here)
+    assert clients.sent == 1 + 8 * 3 + 1, clients.sent  # the listing, 3 per row, one probe (404 here)
 
 
 def test_history_reads_the_pointer_and_each_record_once(setup: Setup) -> None:
     """Three promotions of one variant into dev: ``history`` reads the pointer once (3 HEADs before),
-    then each digest's ``.att`` and its layers' blobs once: the record that put it there, and on the
-    two older digests the successor record written when the stage moved on (the newest digest's
-    records also decide whether the pointer is trusted: its ``.att`` is not read again for that)."""
+    then each digest's ``.att`` once; its layers (the record that put it there, and on the two
+    older digests the successor record written when the stage moved on) carry their envelopes in
+    their descriptors: no blob read (the newest digest's records also decide whether the pointer
+    is trusted: its ``.att`` is not read again for that)."""
     digests = []
     for _ in range(3):
         target, digest = setup.build("reqs-history")
@@ -341,4 +345,4 @@ def test_history_reads_the_pointer_and_each_record_once(setup: Setup) -> None:
     ctx, clients = setup.context()
     [dev] = stage_histories(ctx, target, ["dev"])
     assert [r.digest for r, _ in dev.records] == digests[::-1] and dev.note is None
-    assert clients.sent == 9, clients.sent
+    assert clients.sent == 4, clients.sent

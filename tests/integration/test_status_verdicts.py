@@ -1,11 +1,13 @@
 """``status`` with the verified-layer cache (``builder.promote.verdict_cache``) on the real registry:
-a second run answers the layers it verified before without reading their blobs, and a cached
+a second run answers the layers it verified before without verifying them again (nor reading
+the blobs a cold run reads), and a cached
 verdict is never reused once what it was about changed: another trusted key set, or a ``.sig`` /
 ``.att`` tag that now names another manifest (here: one whose signature was edited)."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import json
 import os
@@ -18,14 +20,23 @@ from builder.policy import load_policy
 from builder.promote import PromotionContext, Target, apply_promotion, plan_promotion, stage_histories, status
 from builder.promote.queries import STATUS_WORKERS
 from builder.registry import RegistryClient
-from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, SIGNATURE_ANNOTATION, signature_tag
+from builder.signing.layer import (
+    ATT_SUFFIX,
+    ENVELOPE_ANNOTATION,
+    SIG_SUFFIX,
+    SIGNATURE_ANNOTATION,
+    sha256_digest,
+    signature_tag,
+)
 from builder.signing.sign import sign_image
 from tests.integration.test_promote_support import Clients, Keys, make_keys, push_image
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from builder.promote import StatusRow
+    from builder.signing.report import VerifiedItem
 
 pytestmark = pytest.mark.integration
 
@@ -84,6 +95,12 @@ class Project:
         rows = status(ctx, self.targets, ["dev"])
         return rows, clients.sent
 
+    def status_verified(self, *trusted: str) -> tuple[list[StatusRow], int, int]:
+        """``status`` plus how many layers it verified from the registry (not from the cache)."""
+        with verified_layers() as verified:
+            rows, sent = self.status(*trusted)
+        return rows, sent, len(verified)
+
     def edit_signature(self, digest: str, suffix: str) -> None:
         """Push another manifest under ``digest``'s ``.sig``/``.att`` tag: the same layers, the
         first one's signature edited (``.sig``: the signature annotation; ``.att``: the DSSE
@@ -101,6 +118,23 @@ class Project:
             layer["digest"] = self.client.put_blob(self.repo, blob)
             layer["size"] = len(blob)
         self.client.put_manifest(self.repo, tag, json.dumps(doc).encode(), manifest.media_type)
+
+
+@contextlib.contextmanager
+def verified_layers() -> Iterator[list[str]]:
+    """The digests of the layers the verdict cache verifies from the registry while inside (the
+    real ``verify_layer``, each call noted): a layer answered from the cache is not among them."""
+    from builder.promote import verdict_cache
+    from builder.signing.verify import verify_layer as real  # what the cache calls on a miss
+    seen: list[str] = []
+
+    def noted(*args: Any, **kw: Any) -> VerifiedItem:
+        seen.append(str(args[3].get("digest")))
+        return real(*args, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(verdict_cache, "verify_layer", noted)
+        yield seen
 
 
 class _AnotherUser:
@@ -133,22 +167,25 @@ def _shown(rows: list[StatusRow]) -> list[tuple[str | None, int, str | None, str
 
 
 def test_a_second_status_reads_no_blob_and_shows_the_same_rows(project: Project) -> None:
-    """Cold: every layer's blob is read (or derived) and verified. Warm: per row only the pointer
-    and the ``.sig``/``.att`` manifests (tags move, so they are read every time), plus one listing."""
-    cold, _ = project.status()
+    """Cold: every layer verified, its bytes derived (the ``.sig`` payload) or carried by its
+    descriptor (the record's envelope annotation): no blob read. Warm: no layer verified again;
+    per row only the pointer and the ``.sig``/``.att`` manifests (tags move, so they are read every
+    time), plus one listing."""
+    cold, cold_sent, cold_verified = project.status_verified()
     assert all(r.signatures == 1 and r.action == "promote" and not r.note for r in cold), _shown(cold)
-    warm, sent = project.status()
+    warm, sent, verified = project.status_verified()
     assert [r.to_json() | {"age_seconds": None} for r in warm] == [r.to_json() | {"age_seconds": None} for r in cold]
-    assert sent == 1 + 3 * 3, sent
+    assert cold_sent == sent == 1 + 3 * 3, (cold_sent, sent)
+    assert (cold_verified, verified) == (2 * 3, 0)
 
 
 def test_a_verdict_is_not_reused_when_the_trusted_keys_change(project: Project) -> None:
     project.status()  # cache warm for the build key
-    _, warm = project.status()
+    _, _, warm = project.status_verified()
     # another key set that still contains the signer: same outcome, but every layer verified again
-    rows, sent = project.status("build", "mallory")
+    rows, _, verified = project.status_verified("build", "mallory")
     assert all(r.signatures == 1 and r.action == "promote" for r in rows)
-    assert sent > warm, (sent, warm)
+    assert (warm, verified) == (0, 2 * 3), (warm, verified)
     # a key set without the signer: nothing verifies, whatever an earlier run concluded
     rows, _ = project.status("mallory")
     assert all(r.signatures == 0 and r.action is None and r.note for r in rows), _shown(rows)
@@ -206,18 +243,20 @@ def test_a_cache_directory_that_cannot_be_written_only_costs_the_speed_up(projec
 
 
 def test_history_reads_the_records_it_verified_before_from_the_cache(project: Project) -> None:
-    """``history`` of a variant promoted once: pointer, ``.att`` and its record's blob; the second
-    time the record's verdict comes from the cache (the tags are read again)."""
+    """``history`` of a variant promoted once: pointer and ``.att`` (the record's envelope is in its
+    descriptor: no blob read); the second time the record's verdict comes from the cache (the tags
+    are read again)."""
 
-    def history() -> tuple[list[tuple[str, str]], int]:
+    def history() -> tuple[list[tuple[str, str]], int, int]:
         ctx, clients = project.context()
-        [dev] = stage_histories(ctx, project.targets[0], ["dev"])
-        return [(r.digest, r.action) for r, _ in dev.records], clients.sent
+        with verified_layers() as verified:
+            [dev] = stage_histories(ctx, project.targets[0], ["dev"])
+        return [(r.digest, r.action) for r, _ in dev.records], clients.sent, len(verified)
 
-    cold, cold_sent = history()
-    warm, warm_sent = history()
+    cold, cold_sent, cold_verified = history()
+    warm, warm_sent, warm_verified = history()
     assert cold == warm == [(project.digests[0], "promote")]
-    assert (cold_sent, warm_sent) == (3, 2)
+    assert (cold_sent, warm_sent, cold_verified, warm_verified) == (2, 2, 1, 0)
 
 
 def test_a_bundle_referrer_verified_before_is_not_read_again(project: Project) -> None:
@@ -243,7 +282,7 @@ def test_a_bundle_referrer_verified_before_is_not_read_again(project: Project) -
     assert [r.to_json() | {"age_seconds": None} for r in warm] == [r.to_json() | {"age_seconds": None} for r in cold]
     # one listing; per row its pointer, .sig and .att; the one fallback referrers index (the listing)
     assert sent == 1 + 3 * 3 + 1, (sent, cold_sent)
-    assert cold_sent - sent == 2 + 3, cold_sent  # cold: the referrer's manifest and blob, and each record's blob
+    assert cold_sent - sent == 2, cold_sent  # cold: the referrer's manifest and blob (records: no blob read)
     rows, _ = project.status("mallory")
     assert not any(r.attestations for r in rows), [r.attestations for r in rows]
 
@@ -308,28 +347,31 @@ def test_two_runs_writing_at_once_keep_both_runs_verdicts(project: Project) -> N
     assert all(r.misses and not r.hits for r in runs)
     for run in runs:
         run.flush()
-    _, warm = project.status()  # digests 0 and 1 answered from the file; digest 2 verified now
-    _, again = project.status()
-    # one listing; per row its pointer, .sig and .att; then only digest 2's record blob (none of 0's or 1's)
-    assert (warm, again) == (1 + 3 * 3 + 1, 1 + 3 * 3), (warm, again)
+    _, warm, warm_verified = project.status_verified()  # digests 0 and 1 answered from the file
+    _, again, verified = project.status_verified()
+    # one listing; per row its pointer, .sig and .att; only digest 2's two layers verified (none of 0's or 1's)
+    assert (warm, again) == (1 + 3 * 3, 1 + 3 * 3), (warm, again)
+    assert (warm_verified, verified) == (2, 0), (warm_verified, verified)
 
 
 def test_a_second_report_reads_no_layer_blob(project: Project) -> None:
     """``builder report`` of a promoted variant reads its stage's history and each digest's evidence:
     the layers verified by ``history`` (in the same run) or by an earlier report are answered from
     the cache, so a second report reads only tags (pointer, ``.att`` for the chain, ``.sig``/``.att``
-    and the fallback referrers index for the evidence), not the record's blob again."""
+    and the fallback referrers index for the evidence) and verifies no layer again."""
     from builder.promote.report import variant_report
 
-    def report() -> tuple[list[object], int]:
+    def report() -> tuple[list[object], int, int]:
         ctx, clients = project.context()
-        rep = variant_report(ctx, f"{project.registry}/{project.repo}:{project.targets[0].variant}", ["dev"])
-        return [s.to_json() for s in rep.stages], clients.sent
+        with verified_layers() as verified:
+            rep = variant_report(ctx, f"{project.registry}/{project.repo}:{project.targets[0].variant}", ["dev"])
+        return [s.to_json() for s in rep.stages], clients.sent, len(verified)
 
-    first, first_sent = report()
-    again, sent = report()
+    first, first_sent, first_verified = report()
+    again, sent, verified = report()
     assert first == again and [p["digest"] for p in first[0]["points"]] == [project.digests[0]]  # type: ignore[index]
-    assert (first_sent, sent) == (sent + 1, 5), (first_sent, sent)
+    assert (first_sent, sent) == (5, 5), (first_sent, sent)
+    assert first_verified > 0 and verified == 0, (first_verified, verified)
 
 
 def test_more_rows_than_threads_read_as_one_thread_reads_them(project: Project) -> None:
@@ -349,4 +391,55 @@ def test_more_rows_than_threads_read_as_one_thread_reads_them(project: Project) 
     (one, one_sent), (many, many_sent) = seen
     assert many == one and [r["variant"] for r in many] == [t.variant for t in targets]
     assert sum(1 for r in many if r["digest"]) == 3
-    assert many_sent == one_sent == 1 + 3 * 4, (one_sent, many_sent)  # the listing, 4 per promoted row
+    # the listing, 3 per promoted row (pointer, .sig, .att: the record's envelope is in its descriptor)
+    assert many_sent == one_sent == 1 + 3 * 3, (one_sent, many_sent)
+
+
+def _rewrite_record(project: Project, digest: str, edit: str) -> None:
+    """Push another ``.att`` manifest for ``digest``: its promotion record's layer with the envelope
+    annotation ``edit`` ed: ``"edited"`` (the envelope's signature flipped in the annotation only:
+    the same size, another sha256 than the layer's digest), ``"absent"`` (as written before records
+    carried it), ``"both"`` (the edited envelope also uploaded as the layer's blob, digest and size
+    naming it: annotation and blob agree, the signature is wrong)."""
+    tag = signature_tag(digest, ATT_SUFFIX)
+    manifest = project.client.get_manifest(project.repo, tag)
+    doc = json.loads(manifest.raw)
+    [layer] = doc["layers"]
+    text = layer["annotations"][ENVELOPE_ANNOTATION]
+    assert sha256_digest(text.encode()) == layer["digest"]  # what a record carries as written
+    envelope = json.loads(text)
+    envelope["signatures"][0]["sig"] = _flip(envelope["signatures"][0]["sig"])
+    forged = json.dumps(envelope, separators=(",", ":"))
+    assert len(forged) == len(text)
+    if edit == "absent":
+        del layer["annotations"][ENVELOPE_ANNOTATION]
+    else:
+        layer["annotations"][ENVELOPE_ANNOTATION] = forged
+    if edit == "both":
+        layer["digest"] = project.client.put_blob(project.repo, forged.encode())
+    project.client.put_manifest(project.repo, tag, json.dumps(doc).encode(), manifest.media_type)
+
+
+@pytest.mark.parametrize("edit", ["edited", "absent"])
+def test_a_record_envelope_annotation_is_used_only_when_it_is_the_blob(project: Project, edit: str) -> None:
+    """A record layer whose envelope annotation does not hash to the layer's digest (edited), or
+    has none (a record written before records carried it), is verified from its blob: one blob
+    read more, the same rows; the other records are read from their annotations."""
+    edited = project.digests[1]
+    _rewrite_record(project, edited, edit)
+    rows, sent, verified = project.status_verified()
+    assert all(r.signatures == 1 and r.action == "promote" and not r.note for r in rows), _shown(rows)
+    assert (sent, verified) == (1 + 3 * 3 + 1, 2 * 3), (sent, verified)  # the edited record's blob
+
+
+def test_a_record_whose_annotation_and_blob_agree_on_a_forged_envelope_is_refused(project: Project) -> None:
+    """Annotation and blob both hold an envelope whose signature was edited (digest and size name
+    it): no blob is read (the annotation is those bytes) and the record does not verify: the
+    pointer is not explained, as with a forged blob read from the registry."""
+    edited = project.digests[1]
+    _rewrite_record(project, edited, "both")
+    rows, sent = project.status()
+    by_digest = {r.digest: r for r in rows}
+    assert by_digest[edited].action is None and by_digest[edited].note, _shown(rows)
+    assert all(r.action == "promote" and not r.note for r in rows if r.digest != edited), _shown(rows)
+    assert sent == 1 + 3 * 3, sent
