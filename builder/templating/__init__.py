@@ -354,7 +354,9 @@ class SectionedTemplate:
             names = _free_names(body, env)
             paths = variable_paths(body, names)
             volatile = frozenset(p for p in paths if _overlaps(p, loader.volatile))
-            holes = find_holes(body, volatile, loader.volatile) if volatile and verbatim_output(env) else ()
+            # no volatile value: no holes; volatile values printed through autoescape or finalize: no
+            # caching at all (None), as the filled-in text would skip what those do to each value
+            holes = (find_holes(body, volatile, loader.volatile) if verbatim_output(env) else None) if volatile else ()
             if not names <= known or _reads_other_blocks(body) or holes is None:
                 sections.append(_Section(top.name))
             else:

@@ -311,3 +311,22 @@ def test_tidy_gives_the_line_by_line_result(text: str) -> None:
         if line or not lines or lines[-1]:
             lines.append(line)
     assert render._tidy(text) == "\n".join(lines).strip("\n") + "\n"
+
+
+@pytest.mark.parametrize("options", [{"autoescape": True}, {"finalize": lambda value: value}])
+def test_volatile_values_through_autoescape_or_finalize_are_rendered_every_time(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    """A volatile value printed through autoescaping or ``finalize`` is not cached with holes (the
+    filled-in text would skip what those do): every variant gets its own value, as Jinja renders it."""
+    images = _write(tmp_path, {"t.j2": "{% block a %}ID {{ v.id }} {{ title }}{% endblock %}\n"})
+    volatile = frozenset({("v", (True, "id"))})
+    plain, sectioned = (
+        jinja2.Environment(loader=loader, **options)
+        for loader in (jinja2.FileSystemLoader(str(images)), SectionLoader(str(images), volatile=volatile))
+    )
+    template = SectionedTemplate(sectioned, "t.j2", frozenset({"v", "title"}))
+    for vid in ("a", "b<&>", "a"):
+        variables = {"v": {"id": vid}, "title": "x"}
+        assert template.render(variables) == plain.get_template("t.j2").render(variables)
+    assert not any(s.holes for s in template.sections)
