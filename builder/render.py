@@ -221,14 +221,12 @@ class Renderer:
         )
 
 
-#: The project's per-variant label names (:data:`LABEL_PREFIX` + name), spelled once.
-_L_VARIANT, _L_MATRIX, _L_FAMILY, _L_ACCELERATOR = (
-    LABEL_PREFIX + n for n in ("variant", "matrix", "family", "accelerator")
-)
-_L_FRAMEWORK, _L_FRAMEWORK_VERSION = LABEL_PREFIX + "framework", LABEL_PREFIX + "framework.version"
-_L_PYTHON, _L_OS, _L_PLATFORM = (LABEL_PREFIX + n for n in ("python", "os", "platform"))
-_L_GPU_ARCHS, _L_CUDA_VERSION, _L_MIN_DRIVER = (LABEL_PREFIX + n for n in ("gpu-archs", "cuda.version", "min-driver"))
-_L_ROCM_VERSION = LABEL_PREFIX + "rocm.version"
+#: The project's per-variant label names (:func:`builder.labels.own`), computed once, not per variant.
+_L_VARIANT, _L_MATRIX, _L_FAMILY, _L_ACCELERATOR = map(label_names.own, ("variant", "matrix", "family", "accelerator"))
+_L_FRAMEWORK, _L_FRAMEWORK_VERSION = map(label_names.own, ("framework", "framework.version"))
+_L_PYTHON, _L_OS, _L_PLATFORM = map(label_names.own, ("python", "os", "platform"))
+_L_GPU_ARCHS, _L_CUDA_VERSION, _L_MIN_DRIVER = map(label_names.own, ("gpu-archs", "cuda.version", "min-driver"))
+_L_ROCM_VERSION = label_names.own("rocm.version")
 
 
 def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
@@ -241,9 +239,9 @@ def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
         require_cuda, min_driver = _cuda_facts(acc.version)
     framework = variant.framework
     labels: dict[str, str] = {
-        "org.opencontainers.image.title": variant.id,
-        "org.opencontainers.image.description": _describe(variant),
-        "org.opencontainers.image.version": framework.version if framework.name != "none" else "",
+        label_names.TITLE: variant.id,
+        label_names.DESCRIPTION: _describe(variant),
+        label_names.VERSION: framework.version if framework.name != "none" else "",
         label_names.BASE_NAME: base_name,
         _L_VARIANT: variant.id,
         _L_MATRIX: variant.matrix,
@@ -263,8 +261,8 @@ def template_variables(variant: Variant, base: BaseImage) -> dict[str, Any]:
         labels[_L_MIN_DRIVER] = min_driver or ""
     elif acc.kind == "rocm":
         labels[_L_ROCM_VERSION] = acc.version or ""
-    if not labels["org.opencontainers.image.version"]:
-        del labels["org.opencontainers.image.version"]
+    if not labels[label_names.VERSION]:
+        del labels[label_names.VERSION]
     return {
         "variant": {
             "id": variant.id,
