@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
         promote_many,
     )
     from builder.promote.batch import Batch, RollbackResult, promote_names, rollback_variant
-    from builder.promote.context import LOCK_FILE_MODE, ClientFactory, PromotionContext, open_context
+    from builder.promote.context import ClientFactory, PromotionContext, open_context
     from builder.promote.evidence import gather_evidence, keyless_identity
     from builder.promote.fleets import ImageNeeds, cluster_reason, compat_fleet_checker, image_requirements
     from builder.promote.location import Location, Target, utcnow
@@ -100,7 +100,6 @@ _EXPORTS: dict[str, str] = {
     "EARLY_RECORD_MAX_AGE_S": "apply",
     "FleetChecker": "model",
     "ImageNeeds": "fleets",
-    "LOCK_FILE_MODE": "context",
     "Location": "location",
     "Outcome": "model",
     "Plan": "model",
@@ -177,7 +176,6 @@ __getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 __all__ = [
     "EARLY_RECORD_MAX_AGE_S",
-    "LOCK_FILE_MODE",
     "UNSET",
     "Applied",
     "Batch",

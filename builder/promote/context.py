@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from builder.config import repository_path
 from builder.errors import BuilderError, NotFoundError, PromotionConflictError
+from builder.lockfile import held
 from builder.policy import BUILD_STAGE, KeySet, Policy
 from builder.policy.cache import cached_policy
 from builder.promote.location import Location, Target, utcnow
@@ -39,11 +40,6 @@ if TYPE_CHECKING:
 
 ClientFactory = Callable[[str], "RegistryClient"]
 """registry host (``host[:port]``) -> a registry client carrying the user's credentials."""
-
-LOCK_FILE_MODE = 0o644
-"""Lock files are created ``rw-r--r--`` (what filelock's default 0o666 gives under the usual umask
-022); an explicit mode without group/other write also spares filelock 4 its per-new-file probe of
-the directory's flock support (a temporary file opened, locked and closed each time)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,21 +157,17 @@ class PromotionContext:
         file when another writer holds it longer than ``lock_timeout`` seconds (filelock's
         ``Timeout``: https://py-filelock.readthedocs.io/en/latest/api.html#filelock.Timeout);
         released however the body ends."""
-        from filelock import FileLock, Timeout  # only a writer takes it (start-up of the queries)
-
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(self.lock_path(loc, kind)), mode=LOCK_FILE_MODE)
-        try:
-            held = lock.acquire(timeout=self.lock_timeout)
-        except Timeout as exc:
-            raise PromotionConflictError(
+        with held(
+            self.lock_path(loc, kind),
+            self.lock_timeout,
+            lambda path: PromotionConflictError(
                 f"another promotion or rollback of {loc} held its lock for over {self.lock_timeout:g} s "
-                f"({lock.lock_file}); nothing was written",
+                f"({path}); nothing was written",
                 pointer=str(loc),
                 hint="a builder process on this machine (or one sharing this state_dir) is writing the stage: "
                 "let it finish, then `builder status` and retry",
-            ) from exc
-        with held:
+            ),
+        ):
             yield
 
     def untrusted_hint(self, stage: str, variant: str = "VARIANT", *, foreign: bool = True) -> str:

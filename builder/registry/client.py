@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Any, Unpack
 from urllib.parse import urlencode, urljoin
 
 from builder.errors import NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
+from builder.lockfile import held
 from builder.registry.auth import Authenticator, Credential, DockerCredentials
 from builder.registry.cache import ContentCache
 from builder.registry.manifest import (
@@ -453,18 +454,16 @@ class RegistryClient:
         with _index_lock(self.registry, repository, tag):
             if lock_dir is None:
                 return self._add_to_fallback_index(repository, tag, descriptor, attempts)
-            from filelock import FileLock, Timeout
-
-            lock_dir.mkdir(parents=True, exist_ok=True)
             key = hashlib.sha256(f"{self.registry}/{repository}:{tag}".encode()).hexdigest()[:32]
-            try:
-                with FileLock(str(lock_dir / f"referrers-{key}.lock"), timeout=lock_timeout):
-                    return self._add_to_fallback_index(repository, tag, descriptor, attempts)
-            except Timeout as exc:
-                raise RegistryError(
+            with held(
+                lock_dir / f"referrers-{key}.lock",
+                lock_timeout,
+                lambda path: RegistryError(
                     f"another process holds the lock of {self.registry}/{repository}:{tag} for {lock_timeout:.0f} s",
-                    hint=f"wait for it to finish, or remove a stale lock file in {lock_dir}",
-                ) from exc
+                    hint=f"wait for it to finish, or remove a stale lock file {path}",
+                ),
+            ):
+                return self._add_to_fallback_index(repository, tag, descriptor, attempts)
 
     def _add_to_fallback_index(self, repository: str, tag: str, descriptor: Descriptor, attempts: int) -> str:
         for attempt in range(attempts):

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import TypedDict
 
 from builder.errors import NotFoundError, RegistryError, SigningError
+from builder.lockfile import held
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -275,19 +276,14 @@ def signature_lock(lock_dir: Path, registry: str, repository: str, tag: str, tim
     """Hold the lock every writer of ``tag`` (``.sig``/``.att``) in ``registry/repository`` takes
     (:func:`signature_lock_path` under ``lock_dir``), waiting up to ``timeout`` seconds; released
     however the body ends (an error, an interrupt unwinding the stack). SigningError on timeout."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    from filelock import FileLock, Timeout  # only a writer needs it (start-up of the queries)
-
-    # mode: rw-r--r-- as under umask 022, and no per-new-file flock probe of the directory (filelock 4)
-    lock = FileLock(str(signature_lock_path(lock_dir, registry, repository, tag)), mode=0o644)
-    try:
-        held = lock.acquire(timeout=timeout)
-    except Timeout as exc:
-        raise SigningError(
+    with held(
+        signature_lock_path(lock_dir, registry, repository, tag),
+        timeout,
+        lambda path: SigningError(
             f"timed out after {timeout:.0f}s waiting for the lock on {repository}:{tag}",
-            hint=f"another builder process is writing signatures; lock file {lock.lock_file}",
-        ) from exc
-    with held:
+            hint=f"another builder process is writing signatures; lock file {path}",
+        ),
+    ):
         yield
 
 
