@@ -11,6 +11,9 @@ round of one request each):
 - http.client: the same requests on one ``http.client.HTTPConnection`` (the floor of Python HTTP:
   no pool, no headers object, no retries; ``TCP_NODELAY`` set as urllib3 and curl set it), in a
   worker process the same way;
+- urllib3: the same requests on one ``urllib3.HTTPConnectionPool`` (``urlopen`` with the path,
+  retries off): the floor of the library builder's transport is built on, so ``ratio_urllib3``
+  is what builder's own layer (retries, auth, errors, redirects) adds to it;
 - curl: one ``curl`` process for the N URLs (``curl -s -I URL URL ...`` for the HEADs, then one
   for the GETs; ``--config`` lists the URLs), CPU from ``getrusage(RUSAGE_CHILDREN)``;
 - ``--baseline DIR``: builder's client imported from another checkout (e.g. ``git archive`` of the
@@ -19,8 +22,8 @@ round of one request each):
 Prints, per client, CPU ms per request and requests per second (medians over the rounds), and the
 ratios ``cpu_ratio_*`` = builder CPU per request / that peer's. Wall-clock figures move with the
 machine's load; CPU per request is the figure to compare. The last line:
-``benchmark=registry_requests n=.. builder_cpu_ms=.. httpclient_cpu_ms=.. curl_cpu_ms=..
-ratio_httpclient=.. ratio_curl=.. builder_rps=.. httpclient_rps=.. curl_rps=..`` (plus
+``benchmark=registry_requests n=.. builder_cpu_ms=.. httpclient_cpu_ms=.. urllib3_cpu_ms=..
+curl_cpu_ms=.. ratio_httpclient=.. ratio_urllib3=.. ratio_curl=.. builder_rps=.. ...`` (plus
 ``baseline_cpu_ms=.. ratio_baseline=..`` with ``--baseline``). ``--quick``: N=50, one round.
 """
 
@@ -95,6 +98,20 @@ def worker(kind: str, registry: str, repo: str, tag: str, digest: str, n: int) -
             r = conn.getresponse()
             assert len(r.read()) == 1024 and r.status == 200
 
+    elif kind == "urllib3":
+        import urllib3
+
+        host, _, port = registry.rpartition(":")
+        pool = urllib3.HTTPConnectionPool(host, int(port), maxsize=1)
+
+        def head() -> None:
+            r = pool.urlopen("HEAD", f"/v2/{repo}/manifests/{tag}", headers={"Accept": ACCEPT}, retries=False)
+            assert r.status == 200 and r.headers.get("Docker-Content-Digest"), r.status
+
+        def get() -> None:
+            r = pool.urlopen("GET", f"/v2/{repo}/blobs/{digest}", retries=False)
+            assert len(r.data) == 1024 and r.status == 200
+
     else:
         from builder.registry import RegistryClient
 
@@ -163,7 +180,7 @@ def main() -> None:
         return
     n, rounds = (50, 1) if a.quick else (a.n, a.rounds)
     repo, tag, digest = setup(a.registry, ROOT)
-    kinds: dict[str, object] = {"builder": ROOT, "httpclient": ROOT}
+    kinds: dict[str, object] = {"builder": ROOT, "httpclient": ROOT, "urllib3": ROOT}
     if a.baseline is not None:
         kinds["baseline"] = a.baseline.resolve()
     if shutil.which("curl"):
