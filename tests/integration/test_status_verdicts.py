@@ -212,7 +212,7 @@ def test_a_damaged_cache_file_is_a_miss(project: Project) -> None:
     """The repository's one file of verdicts: entries holding another key's verdict (well-formed),
     entries that are not verdicts, and a truncated file are read as misses: the layers are verified
     from the registry again (and written again), the rows do not change."""
-    cold, cold_sent = project.status()
+    cold, cold_sent, cold_verified = project.status_verified()
     [file] = (project.state / "cache" / "verdicts").glob("*/*.json")  # one repository: one file
     body = file.read_bytes()
     doc = json.loads(body)
@@ -220,16 +220,17 @@ def test_a_damaged_cache_file_is_a_miss(project: Project) -> None:
     assert len(keys) == 2 * 3  # per promoted row: its signature and its promotion record
     doc["verdicts"] = dict(zip(keys, items[1:] + items[:1], strict=True))  # each key now holds the next verdict
     file.write_text(json.dumps(doc))
-    rows, sent = project.status()
-    assert _shown(rows) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
+    rows, sent, verified = project.status_verified()
+    assert _shown(rows) == _shown(cold) and (sent, verified) == (cold_sent, cold_verified), (sent, verified)
     assert json.loads(file.read_bytes())["verdicts"] == json.loads(body)["verdicts"]  # written again
     doc["verdicts"] = dict.fromkeys(keys, "not a verdict")
     file.write_text(json.dumps(doc))
-    rows, sent = project.status()
-    assert _shown(rows) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
+    rows, sent, verified = project.status_verified()
+    assert _shown(rows) == _shown(cold) and (sent, verified) == (cold_sent, cold_verified), (sent, verified)
     file.write_bytes(file.read_bytes()[:40])  # truncated
-    rows, sent = project.status()
-    assert _shown(rows) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
+    rows, sent, verified = project.status_verified()
+    assert _shown(rows) == _shown(cold) and (sent, verified) == (cold_sent, cold_verified), (sent, verified)
+    assert cold_verified == 2 * 3
 
 
 def test_a_cache_directory_that_cannot_be_written_only_costs_the_speed_up(project: Project) -> None:
@@ -238,8 +239,8 @@ def test_a_cache_directory_that_cannot_be_written_only_costs_the_speed_up(projec
     (project.state / "cache").write_text("not a directory\n")
     cold, cold_sent = project.status()
     assert all(r.signatures == 1 and r.action == "promote" and not r.note for r in cold), _shown(cold)
-    again, sent = project.status()
-    assert _shown(again) == _shown(cold) and sent == cold_sent, (sent, cold_sent)
+    again, sent, verified = project.status_verified()
+    assert _shown(again) == _shown(cold) and (sent, verified) == (cold_sent, 2 * 3), (sent, verified)
 
 
 def test_history_reads_the_records_it_verified_before_from_the_cache(project: Project) -> None:
