@@ -188,13 +188,16 @@ def _follow(
 
 
 def _raised_in_url_parsing(exc: BaseException) -> bool:
-    """``exc`` was raised inside ``urllib.parse`` (its innermost frame): a URL it cannot split."""
+    """``exc`` was raised inside ``urllib.parse`` (any frame of its traceback, as it may call on:
+    a bracketed host is checked by ``ipaddress``, Python >= 3.11.4): a URL it cannot split."""
     import urllib.parse
 
     tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == urllib.parse.__file__:
+            return True
         tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename == urllib.parse.__file__
+    return False
 
 
 def _final_url(url: str, raw: urllib3.BaseHTTPResponse) -> str:

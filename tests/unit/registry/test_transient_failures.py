@@ -95,6 +95,11 @@ UNUSABLE = {
         b"HTTP/1.1 307 Temporary Redirect\r\nLocation: http://[::1\r\nContent-Length: 0\r\n\r\n",
         "a URL that cannot be used (Invalid IPv6 URL)",
     ),
+    # urllib.parse checks a bracketed host with ipaddress (Python >= 3.11.4): raised a frame deeper
+    "Location whose bracketed host is no address": (
+        b"HTTP/1.1 307 Temporary Redirect\r\nLocation: http://[zz::1]/v2/x\r\nContent-Length: 0\r\n\r\n",
+        "a URL that cannot be used ('zz::1' does not appear to be an IPv4 or IPv6 address)",
+    ),
     "Location with an unknown scheme": (
         b"HTTP/1.1 307 Temporary Redirect\r\nLocation: gopher://example.org/x\r\nContent-Length: 0\r\n\r\n",
         "a URL that cannot be used (Not supported URL scheme gopher)",
