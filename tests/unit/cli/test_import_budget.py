@@ -94,10 +94,11 @@ CHECK = ("pydantic", "ruamel", "sigstore", "builder.checks.diagnosis.rules", "bu
 #: status 342, check REF 332), after ``builder.registry`` resolved its names on first use, ``resolve``
 #: moved to ``builder.cli.resolve`` and ``BUILD_STAGE`` to ``builder.policy.model``: --help 138,
 #: --version 130, check --help 143, matrix list 324, resolve --no-verify 320, history 341, status 341,
-#: check REF 332; then 321 for resolve when the lock files' one definition became ``builder.lockfile``
-#: (imported by the modules that take locks; 2026-12-02 06:40 UTC). Earlier figures (``python -X
-#: importtime``, which does not list modules imported through ``importlib``): resolve --no-verify 314 on 03:48 UTC, 334 on 03:05, 558 on 01:00 (error
-#: path with rich's 42 modules; 508 on the success path).
+#: check REF 332; then 321 for resolve when the lock files' one definition became
+#: ``builder.lockfile`` (imported by the modules that take locks; 2026-12-02 06:40 UTC). Earlier
+#: figures (``python -X importtime``, which does not list modules imported through ``importlib``):
+#: resolve --no-verify 314 on 03:48 UTC, 334 on 03:05, 558 on 01:00 (error path with rich's 42
+#: modules; 508 on the success path).
 BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
     ("--help",): (138, LIGHT),
     ("--version",): (130, LIGHT),
