@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 from jinja2 import meta, nodes
 
-from builder.templating.holes import Path, verbatim_output
+from builder.templating.holes import Path, lookups, verbatim_output
 from builder.templating.holes import holes as find_holes
 
 if TYPE_CHECKING:
@@ -90,20 +90,10 @@ def variable_paths(body: Iterable[nodes.Node], names: frozenset[str]) -> frozens
     found: set[Path] = set()
 
     def visit(node: nodes.Node) -> None:
-        steps: list[tuple[bool, str]] = []
-        cur = node
-        while True:
-            if isinstance(cur, nodes.Getattr):
-                steps.append((True, cur.attr))
-                cur = cur.node
-            elif isinstance(cur, nodes.Getitem) and isinstance(cur.arg, nodes.Const) and isinstance(cur.arg.value, str):
-                steps.append((False, cur.arg.value))
-                cur = cur.node
-            else:
-                break
+        cur, steps = lookups(node)
         if isinstance(cur, nodes.Name):
             if cur.ctx == "load" and cur.name in names:
-                found.add((cur.name, *reversed(steps)))
+                found.add((cur.name, *steps))
             return
         for child in cur.iter_child_nodes():
             visit(child)

@@ -34,8 +34,9 @@ def verbatim_output(env: jinja2.Environment) -> bool:
     return env.finalize is None and env.autoescape is False
 
 
-def _path_of(node: nodes.Node) -> Path | None:
-    """The variable path an expression reads (``a.b["c"]``), or None when it is not one."""
+def lookups(node: nodes.Node) -> tuple[nodes.Node, tuple[tuple[bool, str], ...]]:
+    """``node`` split into what it looks up in and its constant lookups, first one first:
+    ``a.b["c"]`` -> (the node ``a``, ((True, "b"), (False, "c"))); (``node``, ()) for no lookup."""
     steps: list[tuple[bool, str]] = []
     while True:
         if isinstance(node, nodes.Getattr):
@@ -44,10 +45,14 @@ def _path_of(node: nodes.Node) -> Path | None:
         elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
             steps.append((False, node.arg.value))
             node = node.node
-        elif isinstance(node, nodes.Name) and node.ctx == "load":
-            return (node.name, *reversed(steps))
         else:
-            return None
+            return node, tuple(reversed(steps))
+
+
+def _path_of(node: nodes.Node) -> Path | None:
+    """The variable path an expression reads (``a.b["c"]``), or None when it is not one."""
+    base, steps = lookups(node)
+    return (base.name, *steps) if isinstance(base, nodes.Name) and base.ctx == "load" else None
 
 
 def holes(
