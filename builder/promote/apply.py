@@ -444,6 +444,7 @@ def mark_replaced(
         rec.predicate(),
         signer,
         lock_dir=ctx.lock_dir,
+        lock_timeout=ctx.lock_timeout,
     )
 
 

@@ -166,7 +166,16 @@ def apply_rollback(ctx: PromotionContext, plan: Plan) -> Applied:
         if not trust.trusted:  # the plan's check again, under the lock: the same error (18)
             raise _untrusted(ctx, plan.target, plan.stage, dst, current, trust, "refusing to roll back")
         new = new_record(ctx, plan, signer, "rollback", goal, current)
-        write = attest_image(dc, dst.repository, goal, PROMOTION_V1, new.predicate(), signer, lock_dir=ctx.lock_dir)
+        write = attest_image(
+            dc,
+            dst.repository,
+            goal,
+            PROMOTION_V1,
+            new.predicate(),
+            signer,
+            lock_dir=ctx.lock_dir,
+            lock_timeout=ctx.lock_timeout,
+        )
         new = dataclasses.replace(new, signer=signer.fingerprint, layer=write.layer_digest)
         again = dc.try_resolve(dst.repository, dst.pointer_tag)
         if again != current:

@@ -85,6 +85,7 @@ def attest_image(
     uploaded: Collection[str] = (),
     suffix: str = ATT_SUFFIX,
     held: HeldRead | None = None,
+    lock_timeout: float = 60.0,
 ) -> WriteResult:
     """Sign an in-toto v1 statement about ``repository@digest`` and append it to ``sha256-<hex>.att``
     (``suffix``: another tag of the same layout, e.g. an approver's own ``builder.signing.approvals.approval_suffix``).
@@ -93,8 +94,8 @@ def attest_image(
     already signed by the same key pair is not written twice (``appended=False``).
     ``prepared``: the statement already signed by ``prepare_attestation`` (same arguments);
     ``uploaded``: blob digests already in the repository; ``held``: the tag's lock is held by the
-    caller, who read the manifest under it (see ``append_layer``).
-    Raises SigningError / registry errors.
+    caller, who read the manifest under it (see ``append_layer``); else its lock is waited for up to
+    ``lock_timeout`` seconds. Raises SigningError / registry errors.
     """
     if prepared is None:
         prepared = prepare_attestation(client.registry, repository, digest, predicate_type, predicate, signer)
@@ -115,6 +116,7 @@ def attest_image(
         equivalent=equivalent,
         uploaded=uploaded,
         held=held,
+        lock_timeout=lock_timeout,
     )
     return dataclasses.replace(result, predicate_type=predicate_type)
 

@@ -96,3 +96,31 @@ def test_crossing_promotions_do_not_wait_for_each_other(
         assert resolve(env, world.target, "dev") == f"{proxy.address}/{unique_repo}@{b}"
         assert resolve(env, world.target, "staging") == f"{proxy.address}/{unique_repo}@{a}"
         assert proxy.injected("hold") == 2  # the crossing happened: both tag writes were in flight at once
+
+
+def test_the_replaced_digests_att_lock_waits_only_the_contexts_lock_timeout(
+    registry_address: str, unique_repo: str, tmp_path: Path
+) -> None:
+    """The successor record on the replaced digest (``mark_replaced``) waits for that ``.att``'s
+    lock as long as the context says (``lock_timeout``), as every other lock of a promotion does,
+    not a fixed 60 s: another writer holding it past that is a SigningError naming the wait."""
+    from builder.signing.layer import ATT_SUFFIX, signature_lock, signature_tag
+
+    state = tmp_path / "state"
+    state.mkdir()
+    keys = make_keys(state)
+    client = RegistryClient(registry_address, insecure=True)
+    target = Target(VARIANT, unique_repo, registry_address)
+    world = World(
+        registry_address, unique_repo, client, keys, write_policy(tmp_path / "policy.yaml", keys), state, target
+    )
+    env = world.env()
+    a = world.build(b"replaced A")
+    apply_promotion(env, plan_promotion(env, target, "dev"))
+    world.build(b"replacing B")
+    tag = signature_tag(a, ATT_SUFFIX)
+    with signature_lock(env.lock_dir, client.registry, unique_repo, tag, 1):  # another writer of A's .att
+        outcomes = promote_many(dataclasses.replace(env, lock_timeout=1.0), [target], "dev", confirm=True)
+    [outcome] = outcomes
+    assert outcome.error is not None and outcome.error.exit_code == 17, outcome.to_json()
+    assert f"timed out after 1s waiting for the lock on {unique_repo}:{tag}" in outcome.error.message
