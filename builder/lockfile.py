@@ -30,14 +30,19 @@ the directory's flock support (a temporary file opened, locked and closed each t
 def held(path: Path, timeout: float, timed_out: Callable[[Path], BuilderError]) -> Iterator[None]:
     """Hold the lock file ``path`` (its directory created when missing), waiting up to ``timeout``
     seconds; released however the body ends (an error, an interrupt unwinding the stack).
-    Raises ``timed_out(path)`` when another holder keeps it past ``timeout``."""
+    Raises ``timed_out(path)`` when another holder keeps it past ``timeout``, NotFoundError (exit 8,
+    :func:`builder.outputs.cannot_write`) when the lock file or its folder cannot be created."""
     from filelock import FileLock, Timeout  # only writers lock (start-up of the read-only commands)
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path), mode=LOCK_FILE_MODE)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         acquired = lock.acquire(timeout=timeout)
     except Timeout as exc:
         raise timed_out(path) from exc
+    except OSError as exc:  # a file where the lock folder should be, no permission, a read-only disk
+        from builder.outputs import cannot_write  # only on this error path
+
+        raise cannot_write(path, exc, "a lock file under state_dir") from exc
     with acquired:
         yield

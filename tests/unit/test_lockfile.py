@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 from filelock import FileLock
 
-from builder.errors import PromotionConflictError
+from builder.errors import NotFoundError, PromotionConflictError
 from builder.lockfile import held
 
 if TYPE_CHECKING:
@@ -37,3 +37,12 @@ def test_the_lock_is_released_when_the_body_raises(tmp_path: Path) -> None:
     other = FileLock(str(path))
     other.acquire(timeout=0)  # free again
     other.release()
+
+
+def test_a_file_where_the_lock_folder_should_be_is_named_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "locks").write_text("x")
+    with pytest.raises(NotFoundError) as info, held(tmp_path / "locks" / "a.lock", 1, _conflict):
+        pass
+    assert info.value.exit_code == 8
+    assert "a file is there where a folder is needed" in info.value.message
+    assert str(tmp_path / "locks") in info.value.message
