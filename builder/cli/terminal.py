@@ -76,6 +76,9 @@ def make_console(environ: Mapping[str, str]) -> Console:
     con = SafeConsole(
         stderr=True,
         highlight=False,
+        # `:smile:` in text is text: a tag followed by a colon (`jax:x: connection refused`) would
+        # otherwise print as an emoji (rich replaces emoji codes wherever markup is rendered)
+        emoji=False,
         # lines of text are written whole (the terminal folds them), so a reference or digest is
         # never split into pieces that cannot be copied; tables still fit the width
         soft_wrap=True,

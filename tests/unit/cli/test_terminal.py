@@ -156,3 +156,10 @@ def test_counts_take_the_number_of_their_noun(cli: Cli, tmp_path: Path) -> None:
     err = cli("matrix", "list", *one, cwd=ROOT).stderr
     assert "1 variant from 1 matrix" in err, err
     assert (counted(0, "variant"), counted(2, "matrix", "matrices")) == ("0 variants", "2 matrices")
+
+
+def test_emoji_codes_in_messages_print_as_written(cli: Cli) -> None:
+    """A reference whose tag is followed by a colon (``jax:x: connection refused``) reads like rich's
+    emoji codes; messages print as written, never as emoji."""
+    err = cli("resolve", "no:smile:here", "--stage", "dev", code=2, cwd=ROOT).stderr
+    assert "'no:smile:here'" in err and "\N{SMILING FACE WITH OPEN MOUTH AND SMILING EYES}" not in err
