@@ -167,6 +167,7 @@ def load_config(root: Path, environ: Mapping[str, str]) -> Config:
         if isinstance(p, Path) and not p.is_absolute():
             values[key] = root / p
     _check_values(values, str(path))
+    _check_registry(values, origins)
     cfg = Config(root=root, **values)
     # defaults that are relative paths
     fixed = {
@@ -177,6 +178,19 @@ def load_config(root: Path, environ: Mapping[str, str]) -> Config:
     cfg = dataclasses.replace(cfg, **fixed) if fixed else cfg
     _check_folders(cfg, origins)
     return cfg
+
+
+def _check_registry(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
+    """The ``registry`` setting must be a registry ``host[:port]`` (:func:`registry_problem`):
+    ``BUILDER_REGISTRY='bad registry!'`` is a setting to fix, not a registry that answered badly.
+    ConfigError (exit 2) naming where it was set."""
+    registry = values.get("registry")
+    if isinstance(registry, str) and (why := registry_problem(registry)) is not None:
+        raise ConfigError(
+            f"{origins.get('registry', '`registry`')}: the registry {why}",
+            hint=f"set `registry` (builder.toml) or {ENV_PREFIX}REGISTRY to a registry host[:port], "
+            "e.g. 127.0.0.1:5000 or ghcr.io",
+        )
 
 
 #: the settings that name a folder (``state_dir``, ``render_dir``, ``matrices_dir``, ...)
@@ -251,6 +265,25 @@ def repository_problem(repository: str) -> str | None:
     for comp in repository.split("/"):
         if not _COMPONENT_RE.match(comp):
             return f"component {comp!r} must be lowercase letters/digits separated by . _ __ -"
+    return None
+
+
+#: ``host[:port]`` of a registry: DNS labels or a bracketed IPv6 literal, optional port (the
+#: reference grammar: https://github.com/distribution/reference/blob/main/regexp.go).
+_HOST_RE = re.compile(r"^(?:\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::[0-9]+)?$")
+
+
+def registry_problem(host: str) -> str | None:
+    """Why ``host`` is not a registry ``host[:port]`` (None: it is): DNS labels or an IPv6 literal,
+    no empty label (``..``, a leading or trailing ``.``), so a registry can never read as a path
+    (the reference grammar: https://github.com/distribution/reference/blob/main/regexp.go). The one
+    definition: ``builder.registry.reference`` parses references with it, the ``registry`` setting
+    and policy validation judge hosts with it."""
+    if not _HOST_RE.match(host):
+        return f"{host!r} is not host[:port]"
+    name = host if host.startswith("[") else host.rsplit(":", 1)[0]
+    if not name.startswith("[") and any(label in ("", "-") for label in name.split(".")):
+        return f"{host!r} has an empty host label ('..', or a leading or trailing '.')"
     return None
 
 

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ValidationError
 
-from builder.config import repository_problem
+from builder.config import registry_problem, repository_problem
 from builder.errors import ConfigError, PolicyError, SigningKeyError
 from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, weekday_index
 from builder.policy.inputs import PolicyInputs, read_policy_text
@@ -54,7 +54,6 @@ from builder.policy.schema import (
     TicketModel,
 )
 from builder.policy.signers import Approver, KeyRef, KeySet
-from builder.registry.reference import registry_problem
 from builder.signing.keys import parse_public_key
 from builder.suggest import did_you_mean
 from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, Severity, errors, parse

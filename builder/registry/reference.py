@@ -21,13 +21,12 @@ import dataclasses
 import hashlib
 import re
 
-from builder.config import repository_problem
+from builder.config import registry_problem, repository_problem
 from builder.errors import ConfigError
 
 _DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
 _SHA256_RE = re.compile(r"^sha256:[a-f0-9]{64}$")
 _TAG_RE = re.compile(r"^[\w][\w.-]{0,127}$")
-_HOST_RE = re.compile(r"^(?:\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::[0-9]+)?$")
 
 
 #: Docker Hub's canonical registry name (what references and identities use).
@@ -121,16 +120,10 @@ class Reference:
         return dataclasses.replace(self, tag=tag)
 
 
-def registry_problem(host: str) -> str | None:
-    """Why ``host`` is not a registry ``host[:port]`` (None: it is): DNS labels or an IPv6 literal,
-    no empty label (``..``, a leading or trailing ``.``), so a registry can never read as a path
-    (the reference grammar: https://github.com/distribution/reference/blob/main/regexp.go)."""
-    if not _HOST_RE.match(host):
-        return f"{host!r} is not host[:port]"
-    name = host if host.startswith("[") else host.rsplit(":", 1)[0]
-    if not name.startswith("[") and any(label in ("", "-") for label in name.split(".")):
-        return f"{host!r} has an empty host label ('..', or a leading or trailing '.')"
-    return None
+def is_sha256_digest(text: str) -> bool:
+    """Whether ``text`` is a whole ``sha256:<64 lowercase hex>`` digest (the OCI image spec's
+    registered sha256 form: https://github.com/opencontainers/image-spec/blob/main/descriptor.md#digests)."""
+    return _SHA256_RE.match(text) is not None
 
 
 def parse_reference(ref: str, default_registry: str) -> Reference:

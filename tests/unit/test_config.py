@@ -132,3 +132,24 @@ def test_a_folder_setting_naming_a_file_is_refused_naming_it(cli: Cli, tmp_path:
     (tmp_path / "builder.toml").unlink(missing_ok=True)
     fresh = load_config(tmp_path, {"BUILDER_STATE_DIR": str(tmp_path / "new")})  # not made yet: fine
     assert fresh.state_dir == tmp_path / "new"
+
+
+@pytest.mark.parametrize("registry", ["bad registry!", "a..b:5000", "reg.example/path", ".example.com", "host:port"])
+def test_a_registry_setting_that_is_not_host_port_is_a_setting_error(tmp_path: Path, registry: str) -> None:
+    # no registry answered anything: the setting is wrong, named with where it was set
+    with pytest.raises(ConfigError, match=r"environment variable BUILDER_REGISTRY: the registry .* is not|label"):
+        load_config(tmp_path, {"BUILDER_REGISTRY": registry})
+    (tmp_path / "builder.toml").write_text(f"registry = {registry!r}\n".replace("'", '"'))
+    with pytest.raises(ConfigError, match=r"builder.toml: `registry`") as info:
+        load_config(tmp_path, {})
+    assert "BUILDER_REGISTRY" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize("registry", ["127.0.0.1:5000", "localhost:5000", "ghcr.io", "[::1]:5000", "reg.example:443"])
+def test_a_registry_host_port_is_accepted(tmp_path: Path, registry: str) -> None:
+    assert load_config(tmp_path, {"BUILDER_REGISTRY": registry}).registry == registry
+
+
+def test_a_bad_registry_setting_on_the_command_line_exits_2(cli: Cli, tmp_path: Path) -> None:
+    out = cli("status", code=2, env={"BUILDER_REGISTRY": "bad registry!"}, cwd=tmp_path)
+    assert "BUILDER_REGISTRY" in out.stderr and "answered" not in out.stderr and "Traceback" not in out.stderr

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.config import repository_problem
-from builder.registry.reference import registry_problem
+from builder.config import registry_problem, repository_problem
 from builder.yamldoc import MAX_BYTES, InvalidYaml, expanded_size, parse
 
 if TYPE_CHECKING:
