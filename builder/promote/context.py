@@ -133,11 +133,14 @@ class PromotionContext:
         return sets[0] if sets else short_signer(fp)
 
     def stage_location(self, target: Target, stage: str) -> Location:
-        """Where ``stage`` keeps ``target``: the build's variant tag for ``build``, else the stage's
+        """Where ``stage`` keeps ``target``: the build's variant tag for ``build`` (for an explicit
+        reference: the reference's own registry/repository/tag), else the stage's
         pointer ``<variant-id>-<stage>`` in the stage's repository/registry, under the checkout's
         ``repository_prefix`` (``prod/{repository}`` of ``team-a/ml/jax`` is ``team-a/prod/ml/jax``).
         NotFoundError for a stage the policy does not define."""
         if stage == BUILD_STAGE:
+            if target.explicit:  # the image the reference names, wherever it lives (mirror, a stage's repository)
+                return target.reference_location
             return Location(target.registry, target.repository, target.variant)
         st = self.policy.stage(stage)
         prefix = self.repository_prefix

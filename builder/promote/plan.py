@@ -31,9 +31,10 @@ def source_digest(
     ``src`` (the previous stage's pointer, or the build's variant tag). Raises registry errors."""
     client = ctx.client(src.registry)
     if target.explicit:
+        at = target.reference_location  # the reference names the digest; the stages are the variant's
         ref = target.digest or target.tag or ""
-        manifest = client.try_get_manifest(target.repository, ref)
-        given = f"{target.registry}/{target.repository}{'@' if target.digest else ':'}{ref}"
+        manifest = ctx.client(at.registry).try_get_manifest(at.repository, ref)
+        given = target.given or ref
         if manifest is None:
             return None, RuleResult("source", False, f"{given} does not exist"), None
         digest = manifest.digest

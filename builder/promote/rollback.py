@@ -111,7 +111,8 @@ def _default_target(
             f"nothing to roll back to: {current} was the first promotion of {target.variant} into {stage} "
             f"({dst} had no digest before it)",
             hint=f"to replace it, promote another digest explicitly: `builder promote "
-            f"{dst.name}@sha256:… --to {stage} --confirm` (it must be what the previous stage holds), or "
+            f"{dst.name}@sha256:… --variant-id {target.variant} --to {stage} --confirm` (it must be what the "
+            "previous stage holds; the pointer stays in the variant's stage repository), or "
             f"name a digest of the stage's history with `--to`; `builder history {target.variant} "
             f"--stage {stage}` shows the chain",
         )
@@ -143,7 +144,8 @@ def _check_target(
     if ctx.client(dst.registry).try_resolve(dst.repository, goal) != goal:
         raise NotFoundError(
             f"previous digest {goal} is no longer in {dst.name} (deleted from the registry): cannot roll back to it",
-            hint=f"promote a digest that still exists explicitly: `builder promote REF@sha256:… --to {stage}`",
+            hint=f"promote a digest that still exists explicitly: `builder promote REF@sha256:… --variant-id "
+            f"{target.variant} --to {stage}`",
         )
 
 

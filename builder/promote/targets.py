@@ -24,7 +24,7 @@ from builder.config import repository_path
 from builder.errors import ConfigError, NotFoundError, RegistryError
 from builder.labels import own
 from builder.labels import read as read_label
-from builder.promote.location import Target
+from builder.promote.location import Location, Target
 from builder.registry.reference import Reference, parse_reference
 from builder.selection import check_variant_id, looks_like_variant_id, select, variant_reference
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.models import Variant
+    from builder.policy import Stage
     from builder.promote.context import ClientFactory, PromotionContext
 
 CONTENT_SUFFIX = re.compile(r"-[0-9a-f]{12}$")
@@ -60,13 +61,15 @@ class TargetScope:
     """Where names are looked up: ``variants`` (called at most once, when a name needs it) gives
     every variant of the matrices; ``registry`` is the default registry; ``stage_names`` the
     policy's stages (pointer tags); ``clients`` reads image labels; ``repository_prefix`` the
-    checkout's, under which its variants' repositories live."""
+    checkout's, under which its variants' repositories live; ``stages`` the policy's stages
+    (their ``repository`` templates map a reference in a stage's repository back to the build's)."""
 
     variants: Callable[[], Sequence[Variant]]
     registry: str
     stage_names: Sequence[str]
     clients: ClientFactory
     repository_prefix: str = ""
+    stages: Sequence[Stage] = ()
 
 
 def matrix_variants(matrices_dir: Path | None, cache_dir: Path | None = None) -> list[Variant]:
@@ -89,6 +92,7 @@ def scope_of(ctx: PromotionContext) -> TargetScope:
         stage_names=ctx.policy.stage_names,
         clients=ctx.clients,
         repository_prefix=ctx.repository_prefix,
+        stages=ctx.policy.stages,
     )
 
 
@@ -177,8 +181,63 @@ def _reference_target(
     if vid is None:
         raise UnknownVariantError(name)
     if from_label:
-        _check_label_claim(scope, variants(), vid, ref.repository, name)
-    return Target(vid, ref.repository, ref.registry, tag=ref.tag if not ref.digest else None, digest=ref.digest)
+        _check_label_claim(scope, variants(), vid, ref, name)
+    registry, repository = _variant_repository(scope, variants(), vid, ref, name)
+    at = Location(ref.registry, ref.repository)
+    return Target(
+        vid,
+        repository,
+        registry,
+        tag=ref.tag if not ref.digest else None,
+        digest=ref.digest,
+        source=None if (registry, repository) == (ref.registry, ref.repository) else at,
+    )
+
+
+def _variant_repository(
+    scope: TargetScope, variants: Sequence[Variant], vid: str, ref: Reference, name: str
+) -> tuple[str, str]:
+    """(registry, repository) of the variant a reference is promoted as: the reference names only
+    the digest, every stage pointer goes to the variant's matrix repository mapped by the stage's
+    ``repository`` template (docs/promotion.md, "Where things live"). The matrices' repository
+    when they define ``vid``; else the reference's repository, mapped back to the build's when it
+    is a stage's (``prod/{repository}``: ``prod/demo/jax`` -> ``demo/jax``), so a stage's own
+    image never becomes ``prod/prod/...``. NotFoundError (8) when two stages' templates map it
+    back differently (then the variant's matrix must say)."""
+    v = next((v for v in variants if v.id == vid), None)
+    if v is not None:
+        return scope.registry, repository_path(scope.repository_prefix, v.repository)
+    builds = _builds_of(scope, ref)
+    if len(builds) > 1:
+        raise NotFoundError(
+            f"cannot tell which build repository {name} belongs to: the stages' repository templates "
+            f"map {ref.repository} back to {' or '.join(sorted(builds))}, and no matrix of this checkout "
+            f"defines variant {vid!r}",
+            hint="run from the checkout whose matrices define the variant (--matrices DIR), or give the "
+            "image by its build repository (`builder status` shows it)",
+        )
+    if builds:
+        [build] = builds
+        return scope.registry, build
+    return ref.registry, ref.repository
+
+
+def _builds_of(scope: TargetScope, ref: Reference) -> set[str]:
+    """The build repositories (under the prefix) whose stage repository ``ref`` is, by the
+    stages' ``repository`` templates other than the identity ``{repository}``: ``prod/{repository}``
+    holds ``prod/demo/jax`` for ``demo/jax``; a stage on its own ``registry`` only on that one."""
+    prefix = scope.repository_prefix
+    relative = ref.repository.removeprefix(f"{prefix}/") if prefix else ref.repository
+    found: set[str] = set()
+    for st in scope.stages:
+        if st.repository == "{repository}" or "{repository}" not in st.repository:
+            continue
+        if st.registry is not None and st.registry != ref.registry:
+            continue
+        before, _, after = st.repository.partition("{repository}")
+        if relative.startswith(before) and relative.endswith(after) and len(relative) > len(before) + len(after):
+            found.add(repository_path(prefix, relative[len(before) : len(relative) - len(after)]))
+    return found
 
 
 def _check_under_prefix(scope: TargetScope, ref: Reference, name: str) -> None:
@@ -204,9 +263,10 @@ def _check_under_prefix(scope: TargetScope, ref: Reference, name: str) -> None:
     )
 
 
-def _check_label_claim(scope: TargetScope, variants: Sequence[Variant], vid: str, repository: str, name: str) -> None:
+def _check_label_claim(scope: TargetScope, variants: Sequence[Variant], vid: str, ref: Reference, name: str) -> None:
     """An image's variant label is a claim the image makes about itself: it must name a variant
-    of the matrices that is built into the image's repository (NotFoundError, exit 8, otherwise),
+    of the matrices that is built into the image's repository or whose stage repository it is
+    (``prod/{repository}``; NotFoundError, exit 8, otherwise),
     or anyone who can push an image could choose which variant's stage pointer it moves. Without
     matrices in the checkout there is nothing to check against (the id grammar still holds).
     ``--variant-id`` is the user's own statement and is not second-guessed."""
@@ -219,7 +279,8 @@ def _check_label_claim(scope: TargetScope, variants: Sequence[Variant], vid: str
             hint="labels are claims: pass --variant-id VARIANT to name the variant yourself",
         )
     built = repository_path(scope.repository_prefix, v.repository)
-    if built != repository:
+    repository = ref.repository
+    if built != repository and built not in _builds_of(scope, ref):
         raise NotFoundError(
             f"the {VARIANT_LABEL} label of {name} claims variant {vid!r}, which is built into {built}, "
             f"not {repository}",

@@ -12,6 +12,7 @@ import pytest
 from builder.errors import NotFoundError, PromotionConflictError
 from builder.policy import load_policy
 from builder.promote import PromotionContext, Target
+from builder.promote.location import Location
 from builder.registry import RegistryClient
 
 if TYPE_CHECKING:
@@ -50,6 +51,12 @@ def test_stage_locations(tmp_path: Path) -> None:
     assert prod.pinned(DIGEST) == f"registry.example:443/prod/demo/jax@{DIGEST}"
     with pytest.raises(NotFoundError):
         ctx.stage_location(t, "qa")
+    # an explicit reference: the build's image is the one it names; the stages stay the variant's
+    mirror = dataclasses.replace(t, tag="bookworm", source=Location("127.0.0.1:5000", "mirror/debian"))
+    assert str(ctx.stage_location(mirror, "build")) == "127.0.0.1:5000/mirror/debian:bookworm"
+    assert str(ctx.stage_location(mirror, "dev")) == "127.0.0.1:5000/demo/jax:jax0.7-cpu-dev"
+    pinned = dataclasses.replace(t, digest=DIGEST)
+    assert str(ctx.stage_location(pinned, "build")) == "127.0.0.1:5000/demo/jax"
 
 
 def test_clients_come_from_the_injected_factory(tmp_path: Path) -> None:

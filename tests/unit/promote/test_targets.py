@@ -3,6 +3,7 @@ references (variant id from --variant-id or the tag), each once; unknown names s
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING
 
@@ -10,10 +11,15 @@ import pytest
 
 from builder.errors import ConfigError, NotFoundError
 from builder.models import Accelerator, BaseImage, Framework, Variant
+from builder.policy import load_policy
 from builder.promote import Target, TargetScope, UnknownVariantError, resolve_targets
+from builder.promote.location import Location
 from builder.promote.targets import variant_from_tag
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.policy import Stage
     from builder.registry import RegistryClient
 
 
@@ -62,17 +68,72 @@ def test_ids_globs_and_references_each_once() -> None:
         Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000"),
         Target("jax0.7-cuda12.8", "demo/jax", "127.0.0.1:5000"),
         Target("torch2.8-cpu", "demo/torch", "127.0.0.1:5000"),
-        Target("jax0.7-cpu", "demo/jax", "r.example", tag="jax0.7-cpu-dev"),
+        # a reference names the digest; the variant's stages stay in its matrix repository
+        Target(
+            "jax0.7-cpu", "demo/jax", "127.0.0.1:5000", tag="jax0.7-cpu-dev", source=Location("r.example", "demo/jax")
+        ),
     ]
     assert loads == [1]  # the matrices are read once
 
 
 def test_references_need_no_matrices() -> None:
-    loads: list[int] = []
     digest = "sha256:" + "d" * 64
-    got = resolve_targets(_scope(loads), [f"127.0.0.1:5000/demo/jax@{digest}"], variant_id="jax0.7-cpu")
+    scope = TargetScope(list, "127.0.0.1:5000", ("dev", "prod"), _no_registry)
+    got = resolve_targets(scope, [f"127.0.0.1:5000/demo/jax@{digest}"], variant_id="jax0.7-cpu")
     assert got == [Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000", digest=digest)]
-    assert loads == []
+
+
+def _stages(tmp_path: Path, prod: str = "prod/{repository}", extra: str = "") -> tuple[Stage, ...]:
+    policy_file = tmp_path / "p.yaml"
+    policy_file.write_text(
+        "stages:\n  dev: {from: build, require: {unconditional: x}}\n"
+        f'  prod: {{from: dev, repository: "{prod}", require: {{unconditional: x}}}}\n{extra}'
+    )
+    return load_policy(policy_file).stages
+
+
+def test_a_reference_names_the_digest_and_the_variant_keeps_its_repository(tmp_path: Path) -> None:
+    """Newcomer report (F1): promoting mirror/debian:bookworm --variant-id V put V's dev pointer in
+    mirror/debian, and prod/demo/jax@sha256:... targeted prod/prod/demo/jax. The stage pointers are
+    the variant's (its matrix repository, mapped by each stage's template), the reference only
+    names the image the digest is read and copied from."""
+    digest = "sha256:" + "d" * 64
+    scope = TargetScope(lambda: VARIANTS, "127.0.0.1:5000", ("dev", "prod"), _no_registry, "f1", _stages(tmp_path))
+    mirror = resolve_targets(scope, ["127.0.0.1:5000/mirror/debian:bookworm"], variant_id="jax0.7-cpu")
+    assert mirror == [
+        Target(
+            "jax0.7-cpu",
+            "f1/demo/jax",
+            "127.0.0.1:5000",
+            tag="bookworm",
+            source=Location("127.0.0.1:5000", "mirror/debian"),
+        )
+    ]
+    assert mirror[0].given == "127.0.0.1:5000/mirror/debian:bookworm"
+    assert mirror[0].reference_location == Location("127.0.0.1:5000", "mirror/debian", "bookworm")
+    for name, vid in (
+        (f"127.0.0.1:5000/f1/prod/demo/jax@{digest}", "jax0.7-cpu"),
+        ("127.0.0.1:5000/f1/prod/demo/jax:jax0.7-cpu-prod", None),
+    ):
+        [t] = resolve_targets(scope, [name], variant_id=vid)
+        assert (t.variant, t.registry, t.repository) == ("jax0.7-cpu", "127.0.0.1:5000", "f1/demo/jax"), name
+        assert t.given == name
+    # without matrices the stage's template maps its repository back to the build's
+    bare = dataclasses.replace(scope, variants=list)
+    [t] = resolve_targets(bare, [f"127.0.0.1:5000/f1/prod/demo/jax@{digest}"], variant_id="jax0.7-cpu")
+    assert t.repository == "f1/demo/jax" and t.source == Location("127.0.0.1:5000", "f1/prod/demo/jax")
+    [t] = resolve_targets(bare, [f"127.0.0.1:5000/f1/demo/jax@{digest}"], variant_id="jax0.7-cpu")
+    assert t == Target("jax0.7-cpu", "f1/demo/jax", "127.0.0.1:5000", digest=digest)
+
+
+def test_a_stage_repository_two_templates_map_back_differently_is_refused(tmp_path: Path) -> None:
+    extra = '  qa: {from: dev, repository: "{repository}/prod", require: {unconditional: x}}\n'
+    stages = _stages(tmp_path, "prod/{repository}", extra)
+    scope = TargetScope(list, "127.0.0.1:5000", ("dev", "prod", "qa"), _no_registry, stages=stages)
+    digest = "sha256:" + "d" * 64
+    with pytest.raises(NotFoundError, match="prod/x/prod back to prod/x or x/prod") as exc:
+        resolve_targets(scope, [f"127.0.0.1:5000/prod/x/prod@{digest}"], variant_id="jax0.7-cpu")
+    assert "--matrices" in (exc.value.hint or "")
 
 
 def test_unknown_names_say_what_exists() -> None:
@@ -116,5 +177,14 @@ def test_a_reference_outside_the_repository_prefix_is_refused_naming_both() -> N
     ]
     assert resolve_targets(scope, ["jax0.7-cpu"]) == [Target("jax0.7-cpu", "nu4q/demo/jax", "127.0.0.1:5000")]
     # a build's image from outside the prefix is a source named as given (a variant tag, a digest)
+    # (its stages are this checkout's: the variant's repository under the prefix)
     built = resolve_targets(scope, ["127.0.0.1:5000/demo/jax:jax0.7-cpu"], variant_id="jax0.7-cpu")
-    assert built == [Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000", tag="jax0.7-cpu")]
+    assert built == [
+        Target(
+            "jax0.7-cpu",
+            "nu4q/demo/jax",
+            "127.0.0.1:5000",
+            tag="jax0.7-cpu",
+            source=Location("127.0.0.1:5000", "demo/jax"),
+        )
+    ]
