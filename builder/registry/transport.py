@@ -486,7 +486,7 @@ class Transport:
                 status=404,
             )
         return RegistryError(
-            f"registry {self.registry} answered HTTP {status} to {method} {where}: {body}",
+            f"registry {self.registry} answered HTTP {status} to {method} {where}: {body or '(no body)'}",
             registry=self.registry,
             status=status,
         )

@@ -137,3 +137,13 @@ def test_a_streamed_manifest_that_does_not_decode_is_named(serve: list[RawServer
         server.client().get_manifest("demo/jax", "latest")
     assert type(info.value) is RegistryError and len(server.requests) == 1
     assert "demo/jax:latest (http) with a body that does not decode" in info.value.message, info.value.message
+
+
+def test_an_unexpected_status_without_a_body_says_so(serve: list[RawServer]) -> None:
+    """A redirect without ``Location`` (or any unexpected status with an empty body) is named with
+    its status and "(no body)", not a message ending in a bare colon."""
+    server = _server(serve, b"HTTP/1.1 302 Found\r\nContent-Length: 0\r\n\r\n")
+    with pytest.raises(RegistryError) as info:
+        server.client().ping()
+    message = info.value.message
+    assert message.endswith(f"answered HTTP 302 to GET 127.0.0.1:{server.port}/v2/: (no body)"), message
