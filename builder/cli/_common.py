@@ -240,6 +240,31 @@ class PathParam(click.Path):
             self._raise(f"{exc.message.rstrip('.')} (given as {name})", "check the path and its permissions", value)
 
 
+class DigestParam(click.ParamType[str, str]):
+    """A content digest given on the command line: a whole ``sha256:<64 lowercase hex>`` (the OCI
+    image spec's sha256 form, https://github.com/opencontainers/image-spec/blob/main/descriptor.md#digests),
+    or one of ``special`` words (``--expect-previous none``), passed on as the text. Anything else
+    is a usage error (exit 2) naming the option while the command line is read, before any plan
+    or registry request; the one type of ``promote --expect-previous`` and ``rollback --to``."""
+
+    name = "digest"
+
+    def __init__(self, *special: str) -> None:
+        self.special = special
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str | None:  # noqa: ARG002 (Click's signature)
+        return "|".join(("DIGEST", *self.special))
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from builder.registry.reference import is_sha256_digest
+
+        text = str(value).strip()
+        if text in self.special or is_sha256_digest(text):
+            return text
+        words = "".join(f" or {s!r}" for s in self.special)
+        raise click.BadParameter(f"{text!r} is not a digest (sha256:<64 hex>){words}", ctx, param)
+
+
 def _param_name(param: click.Parameter | None, ctx: click.Context | None) -> str:
     """How an error names the parameter: ``'--out'``, ``the argument FILES``."""
     if isinstance(param, click.Option):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from builder.cli._common import (
+    DigestParam,
     PathParam,
     app_context,
     console,
@@ -148,6 +149,7 @@ def approve(
 @click.option("--variant-id", default=None, help="Variant id of a REFERENCE whose tag does not tell it.")
 @click.option(
     "--expect-previous",
+    type=DigestParam("none"),
     default=None,
     callback=_expect_previous,
     help="Digest the stage must still hold (compare-and-swap with a reviewed plan); 'none' = empty.",
@@ -304,8 +306,8 @@ def _rollback_target(words: tuple[str, ...], stage: str | None) -> tuple[str, st
 @click.option(
     "--to",
     "to",
+    type=DigestParam(),
     default=None,
-    metavar="DIGEST",
     help="Digest of the stage's history to return to (default: what the current digest replaced "
     "when it was promoted; `builder history` lists them).",
 )

@@ -63,3 +63,28 @@ def test_every_registry_command_takes_docker_config() -> None:
         "history", "resolve", "run", "bases update", "doctor",
     }  # fmt: skip
     assert registry_commands <= _commands_with("--docker-config")
+
+
+#: every option that names a digest, with the command line that gets it as far as parsing
+DIGEST_OPTIONS = {
+    "--expect-previous": ["promote", "jax0.7-cpu-py3.11-debian12", "--to", "staging"],
+    "--to": ["rollback", "jax0.7-cpu-py3.11-debian12", "--stage", "prod"],
+}
+
+
+@pytest.mark.parametrize("option", sorted(DIGEST_OPTIONS))
+@pytest.mark.parametrize("value", ["garbage", "sha256:abc", "SHA256:" + "a" * 64, "a" * 64, "sha512:" + "a" * 128])
+def test_a_digest_option_refuses_what_is_not_a_digest_before_any_plan(cli: Cli, option: str, value: str) -> None:
+    # issue: `promote --expect-previous garbage` planned (exit 0) and with --confirm said the stage
+    # "changed since the plan was made: expected garbage" (32); `rollback --to garbage` said exit 2
+    out = cli(*DIGEST_OPTIONS[option], option, value, "--json", code=2, cwd=ROOT)
+    err = out.json()["error"]
+    assert err["kind"] == "usage" and option in err["message"] and repr(value) in err["message"]
+
+
+def test_only_expect_previous_takes_none_and_both_show_the_shape_in_help(cli: Cli) -> None:
+    promote = cli("promote", "--help", cwd=ROOT).stdout
+    rollback = cli("rollback", "--help", cwd=ROOT).stdout
+    assert "--expect-previous DIGEST|none" in promote and "--to DIGEST " in rollback
+    err = cli("rollback", "v", "--stage", "prod", "--to", "none", "--json", code=2, cwd=ROOT).json()["error"]
+    assert "'none' is not a digest" in err["message"]
