@@ -165,8 +165,8 @@ def fitted_table(
             table.add_column(c.header, no_wrap=c.whole, overflow="ignore" if c.whole else "fold", width=first)
         elif c.whole:
             table.add_column(c.header, no_wrap=True, overflow="ignore", width=natural[i])
-        else:
-            table.add_column(c.header, overflow="fold")
+        else:  # at least as wide as the header's longest word: a header is never split mid-word
+            table.add_column(c.header, overflow="fold", min_width=max(map(plain_width, c.header.split()), default=0))
     for row in rows:
         cells: list[Any] = []
         for i in layout.kept:

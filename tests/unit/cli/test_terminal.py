@@ -163,3 +163,15 @@ def test_emoji_codes_in_messages_print_as_written(cli: Cli) -> None:
     emoji codes; messages print as written, never as emoji."""
     err = cli("resolve", "no:smile:here", "--stage", "dev", code=2, cwd=ROOT).stderr
     assert "'no:smile:here'" in err and "\N{SMILING FACE WITH OPEN MOUTH AND SMILING EYES}" not in err
+
+
+def test_a_squeezed_column_keeps_its_header_words_whole() -> None:
+    """A column that folds its cells still shows each word of its header on one line (at 86 columns
+    this status-like table printed ``attestatio`` / ``ns``)."""
+    columns = [Column(h, whole=True) for h in ("variant", "stage", "digest")]
+    columns += [Column("signatures"), Column("attestations")]
+    rows = [["jax0.7-cpu-py3.11-debian12", "dev", DIGEST, "-", "-"]]
+    out = io.StringIO()
+    Console(file=out, width=86).print(fitted_table(columns, rows, 86))
+    text = out.getvalue()
+    assert "signatures" in text and "attestations" in text, text
