@@ -82,7 +82,11 @@ def plan_rollback(
     if not trust.trusted:
         raise _untrusted(ctx, target, stage, dst, current, trust, "cannot tell where to roll back to")
     records = chain(ctx, target, stage, limit=HISTORY_LIMIT).records
-    goal = _default_target(dst, target, stage, current, records) if to is None else to
+    goal = (
+        _default_target(ctx.stage_location(target, st.source), dst, target, stage, current, records)
+        if to is None
+        else to
+    )
     _check_target(ctx, dst, target, stage, current, goal, records)
     decision = Decision(stage, goal, True, (RuleResult("rollback", True, f"allowed for {who}", st.rollback.location),))
     return Plan(target, stage, stage, dst, goal, dst, current, decision, ticket)
@@ -103,16 +107,19 @@ def _untrusted(
 
 
 def _default_target(
-    dst: Location, target: Target, stage: str, current: str, records: tuple[PromotionRecord, ...]
+    src: Location, dst: Location, target: Target, stage: str, current: str, records: tuple[PromotionRecord, ...]
 ) -> str:
+    """The digest ``current`` replaced when it was promoted; NotFoundError (8) for a first
+    promotion, whose hint names a promotion that would replace it: a digest of ``src`` (the
+    previous stage's repository, where what it holds lives) promoted as ``target.variant``."""
     promoted = next((r for r in records if r.digest == current and r.action == "promote"), None)
     if promoted is None or promoted.previous is None:
         raise NotFoundError(
             f"nothing to roll back to: {current} was the first promotion of {target.variant} into {stage} "
             f"({dst} had no digest before it)",
             hint=f"to replace it, promote another digest explicitly: `builder promote "
-            f"{dst.name}@sha256:… --variant-id {target.variant} --to {stage} --confirm` (it must be what the "
-            "previous stage holds; the pointer stays in the variant's stage repository), or "
+            f"{src.name}@sha256:… --variant-id {target.variant} --to {stage} --confirm` (it must be what "
+            f"{src} holds; the pointer stays {dst}), or "
             f"name a digest of the stage's history with `--to`; `builder history {target.variant} "
             f"--stage {stage}` shows the chain",
         )
