@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class CheckServices:
-    """What a device check needs from the composition root (see :func:`builder.checks.run.check_reference`)."""
+    """What a device check needs from the composition root (see :func:`builder.checks.run.check_reference`):
+    ``root`` is the project whose matrices declare the variant's tests and benchmark (their scripts are read
+    from it), ``commit()`` its commit, recorded in their signed results."""
 
     registries: Callable[[str], RegistryClient]
     default_registry: str
@@ -56,6 +58,8 @@ class CheckServices:
     signer: Callable[[Path], Signer]
     default_key: Path
     lock_dir: Path
+    root: Path
+    commit: Callable[[], str | None]
 
 
 def no_runner(cluster: str, fleet_path: str | None) -> ChecksIncompleteError:
@@ -79,7 +83,9 @@ def check_on_cluster(
     *,
     on_run: Callable[[str], None] | None = None,
 ) -> DeviceCheck:
-    """Run ``request``'s device check on ``cluster`` through its runner; the result carries the placement.
+    """Run ``request``'s device check on ``cluster`` through its runner, then the tests and benchmark the
+    variant declares (as a local check: :func:`builder.checks.run.check_reference`) through the same runner;
+    the result carries the placement.
     Raises RunnerError (the runner could not run it), ChecksIncompleteError (no ``runner:``,
     :func:`no_runner`; a Kubernetes cluster: builder does not reach it), and what
     :func:`check_reference` raises. A failed check is a result (its ``failure()``)."""
@@ -102,6 +108,9 @@ def check_on_cluster(
             on_run=on_run,
             runner=session.run_container,
             placement=session.placement,
+            # the same declared tests and benchmark as a local check, through the same runner (srun + launcher)
+            commit=services.commit,
+            root=services.root,
         )
     assert isinstance(outcome, DeviceCheck)  # not static
     return outcome

@@ -323,6 +323,25 @@ def _now() -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class SkippedCheck:
+    """A declared check that did not run: its ``kind`` (``tests``, ``benchmark``, ``collective``) and the
+    ``reason`` (e.g. the device check failed; fewer GPUs than its ``min_devices``)."""
+
+    kind: str
+    reason: str
+
+    def to_json(self) -> SkippedDocument:
+        return {"kind": self.kind, "reason": self.reason}
+
+
+class SkippedDocument(TypedDict):
+    """A declared check that did not run (``builder check --json`` ``evidence_skipped[]``): its kind and why."""
+
+    kind: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class EvidenceRun:
     """The declared checks of one image run after its device check: ``device`` (the device-check
     result whose host facts they share), the ``runs``, the ``topology``, ``cpu`` model, the ``commit``
@@ -335,6 +354,7 @@ class EvidenceRun:
     commit: str | None
     finished_at: str = dataclasses.field(default_factory=_now)
     health: DcgmDiag | None = None  # the host's short DCGM diagnostic (None: dcgmi not installed)
+    skipped: tuple[SkippedCheck, ...] = ()  # declared checks that did not run, each with its reason
 
     @property
     def passed(self) -> bool:
@@ -474,8 +494,9 @@ def run_evidence(
 ) -> EvidenceRun:
     """Run each of ``checks`` (tests, the benchmark, then the collective check when the device check saw
     at least its ``min_devices`` GPUs; scripts read from the project ``root``) in its own fresh container
-    after a passing device check (``device``); nothing runs after a failed one (an empty run). ``cpu``:
-    the CPU model (default: this host's :func:`cpu_model`)."""
+    after a passing device check (``device``); nothing runs after a failed one. A check that does not run
+    is in the answer's ``skipped`` with its reason (never left out silently). ``cpu``: the CPU model
+    (default: this host's :func:`cpu_model`)."""
     if runner is None:
         from builder.engine import run_container
 
@@ -483,17 +504,26 @@ def run_evidence(
     from builder.checks.device import amd_group_ids
 
     runs: list[DeclaredRun] = []
-    if device.passed:
+    skipped: list[SkippedCheck] = []
+    order = {"tests": 0, "benchmark": 1, "collective": 2}
+    if not device.passed:
+        skipped = [SkippedCheck(c.kind, "the device check failed") for c in sorted(checks, key=lambda c: order[c.kind])]
+    else:
         groups = amd_group_ids() if device.mode == "amd" else ()
         gpus = len(device.host.gpus) if device.mode != "cpu" else 0
-        order = {"tests": 0, "benchmark": 1, "collective": 2}
         for check in sorted(checks, key=lambda c: order[c.kind]):
             if check.kind == "collective" and gpus < check.min_devices:
-                continue  # a multi-GPU check on a host with fewer GPUs (min_devices: 0 runs it on the CPU)
+                # a multi-GPU check on a host with fewer GPUs (min_devices: 0 runs it on the CPU)
+                seen = f"{gpus} GPU(s)" if device.mode != "cpu" else "no GPUs (mode cpu)"
+                skipped.append(
+                    SkippedCheck(check.kind, f"needs at least {check.min_devices} GPUs; the check saw {seen}")
+                )
+                continue
             runs.append(
                 run_declared(image_ref, check, mode=device.mode, runner=runner, root=root, cdi=cdi, group_add=groups)
             )
-    return EvidenceRun(device, tuple(runs), topology, cpu if cpu is not None else cpu_model(), commit, health=health)
+    cpu = cpu if cpu is not None else cpu_model()
+    return EvidenceRun(device, tuple(runs), topology, cpu, commit, health=health, skipped=tuple(skipped))
 
 
 def attest_evidence(
@@ -588,6 +618,8 @@ __all__ = [
     "EvidenceRun",
     "JunitSummary",
     "Metric",
+    "SkippedCheck",
+    "SkippedDocument",
     "attest_evidence",
     "cpu_model",
     "evidence_documents",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, NotRequired, TypeVar
 from typing_extensions import TypedDict
 
 from builder.checks.device import DeviceCheckDocument, Mode, describe_run, run_device_check, with_measured_step
-from builder.checks.evidence import EvidenceDocument, evidence_documents, evidence_failure
+from builder.checks.evidence import EvidenceDocument, SkippedDocument, evidence_documents, evidence_failure
 from builder.checks.image import ImageFacts, probe_image
 from builder.errors import CheckFailedError, ConfigError
 from builder.models import SummaryRow
@@ -88,10 +88,12 @@ class AttestationDocument(TypedDict):
 class DeviceRunDocument(DeviceCheckDocument):
     """``builder check REF --json``: the device check (the ``device-check/v1`` predicate with ``passed``)
     and, when it was attached, the attestation; ``evidence``: the tests and benchmark the variant
-    declares, run after it (docs/evidence.md)."""
+    declares, run after it (docs/evidence.md); ``evidence_skipped``: the declared checks that did not run,
+    each with its reason (the device check failed; fewer GPUs than a collective check needs)."""
 
     attestation: NotRequired[AttestationDocument]
     evidence: NotRequired[list[EvidenceDocument]]
+    evidence_skipped: NotRequired[list[SkippedDocument]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +148,8 @@ class DeviceCheck:
             doc["attestation"] = self.attestation.to_json()
         if self.evidence is not None:
             doc["evidence"] = evidence_documents(self.evidence, self.evidence_written)
+            if self.evidence.skipped:
+                doc["evidence_skipped"] = [s.to_json() for s in self.evidence.skipped]
         return doc
 
     def failure(self) -> CheckFailedError | None:
@@ -252,8 +256,9 @@ def check_reference(
     default when the key file exists. After a passing device check the ``tests`` and ``benchmark`` the
     image's variant declares in the matrices run with the same runner (:mod:`builder.checks.evidence`),
     recording ``topology(vendor)`` (default :func:`builder.checks.topology.probe_topology`) and the
-    project's commit (``commit()``, asked only then; scripts read from the project ``root``; None: no
-    declared checks), attested as ``test-result/v1`` / ``benchmark/v1`` with the same key.
+    project's commit (``commit()``, asked only then; scripts read from the project ``root``; None: the
+    declared checks are reported skipped with that reason), attested as ``test-result/v1`` /
+    ``benchmark/v1`` with the same key. A cluster check (``runner``) runs them through the same runner.
 
     Never raises for a blocked verdict or a failed check (the answer's ``failure()`` is the error).
     A static verdict judges the GPU code measured in the image's layers (:mod:`builder.image`, layer
@@ -342,12 +347,20 @@ def check_reference(
 
         written = attest_result(result, client, r.repository, digest, signer(key), lock_dir=lock_dir)
         attestation = Attestation(key, written.appended)
-    declared = declared_checks(matrices, facts.variant) if facts.variant and root is not None else ()
-    if not declared or root is None:
+    # the one list of what a variant gets after its probe, wherever the probe ran (this host or a cluster)
+    declared = declared_checks(matrices, facts.variant) if facts.variant else ()
+    if not declared:
         return DeviceCheck(pinned, facts, result, attestation)
     from builder.checks.dcgm import probe_dcgm
-    from builder.checks.evidence import attest_evidence, run_evidence
+    from builder.checks.evidence import EvidenceRun, SkippedCheck, attest_evidence, run_evidence
     from builder.checks.topology import Topology, probe_topology
+
+    if root is None:  # never silently: the declared checks are named as not run, with the reason
+        why = "no project root was given to read the declared scripts from"
+        skipped = tuple(SkippedCheck(c.kind, why) for c in declared)
+        return DeviceCheck(
+            pinned, facts, result, attestation, EvidenceRun(result, (), Topology(), None, None, skipped=skipped)
+        )
 
     if topology is not None:
         topo = topology(result.host.vendor)

@@ -312,6 +312,8 @@ def check(
             signer=app.signer,
             default_key=cfg.check_key_path,
             lock_dir=cfg.state_dir / "locks",
+            root=cfg.root,  # the declared tests' and benchmark's scripts, as for a local check
+            commit=lambda: git_commit(cfg.root),
         )
         ran = check_clusters(
             request,
@@ -377,6 +379,15 @@ def _emit_check(
         from builder.cli.github import report_result
 
         report_result(outcome)
+    for done in checks:  # declared checks that did not run: stderr, also with --json (evidence_skipped[])
+        where = done.result.placement.cluster
+        for s in done.evidence.skipped if done.evidence is not None else ():
+            console().print(
+                (f"[{where}] " if where else "") + f"{s.kind} not run: {s.reason}",
+                style="yellow",
+                markup=False,
+                highlight=False,
+            )
     unsigned_checks = [c for c in checks if c.attestation is None]
     if unsigned_checks and attest is not False:
         unsigned = Path(key) if key else default_key  # stderr, also with --json

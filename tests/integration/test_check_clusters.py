@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.predicates import DEVICE_CHECK_V1
+from builder.predicates import BENCHMARK_V1, DEVICE_CHECK_V1, TEST_RESULT_V1
 from tests.attestations import statements, verify_attestation
 from tests.conftest import ROOT, Cli, _unavailable, require_tool
 
@@ -93,6 +93,47 @@ def test_demo_cluster_check_runs_through_sbatch_srun_and_signs_job_and_node(
     statements = _statement(cosign_bin, key.with_suffix(".pub"), image)
     placements = [s["predicate"]["placement"] for s in statements]  # type: ignore[index]
     assert where in placements
+
+
+@pytest.fixture(scope="module")
+def variant_image(registry_address: str, demo_cpu_image: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The demo JAX image (variant jax0.7-cpu-py3.11-debian12, whose matrix declares tests, a benchmark and a
+    2-GPU collective check) in a repository of its own, so its attestations are this test's alone."""
+    ref = f"{registry_address}/test/fleet-variant-{uuid.uuid4().hex[:10]}:cpu"
+    ctx = tmp_path_factory.mktemp("ctx")
+    (ctx / "Dockerfile").write_text(f"FROM {demo_cpu_image}\n")  # its variant label stays
+    subprocess.run(["docker", "buildx", "build", "--push", "-q", "-t", ref, str(ctx)], check=True, timeout=600)
+    return ref
+
+
+def test_cluster_check_runs_the_declared_tests_and_benchmark_through_slurm_as_a_local_check_does(
+    slurm: str, variant_image: str, key: Path, cosign_bin: str, cli: Cli
+) -> None:
+    """`check --cluster` runs what a local check runs after a passing probe: the variant's tests and benchmark,
+    each a step of the same Slurm job (srun + docker on the node), signed with the job and node; the collective
+    check this CPU run cannot do is named with its reason in --json and on stderr, never left out silently."""
+    env = {"BUILDER_KEY_PASSWORD": "fleet"}
+    args = ("check", variant_image, "--fleet", "demo", "--cluster", "h100-train", "--key", str(key), "--json")
+    res = cli(*args, env=env)
+    doc = res.json()
+    assert doc["passed"] is True and doc["placement"]["runner"] == "slurm"
+    ev = {e["predicate_type"]: e for e in doc["evidence"]}
+    assert set(ev) == {TEST_RESULT_V1, BENCHMARK_V1}
+    assert ev[TEST_RESULT_V1]["passed"] and ev[TEST_RESULT_V1]["summary"]["tests"] > 0
+    assert ev[BENCHMARK_V1]["passed"] and ev[BENCHMARK_V1]["metrics"]
+    assert all(e["written"] for e in ev.values())
+    assert doc["evidence_skipped"] == [
+        {"kind": "collective", "reason": "needs at least 2 GPUs; the check saw no GPUs (mode cpu)"}
+    ]
+    assert "[h100-train] collective not run: needs at least 2 GPUs" in res.stderr
+    # the signed test result ran in the same job as the probe, on the node Slurm gave it
+    pub = key.with_suffix(".pub")
+    for ptype in (TEST_RESULT_V1, BENCHMARK_V1):
+        cv = verify_attestation(cosign_bin, pub, variant_image, ptype)
+        assert cv.returncode == 0, cv.stderr
+        preds = [s["predicate"] for s in statements(cv.stdout)]
+        assert [p["placement"] for p in preds] == [doc["placement"]]
+        assert all(p["result"] == "passed" for p in preds)
 
 
 def test_fleet_check_runs_every_cluster_and_shows_one_row_each(

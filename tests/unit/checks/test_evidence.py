@@ -4,6 +4,7 @@ result of the real demo image (the in-container run itself: tests/integration/te
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from builder.checks.evidence import (
     parse_junit,
     parse_metrics,
     run_declared,
+    run_evidence,
 )
 from builder.checks.host.model import HostInfo
 from builder.checks.script_bundle import bundle_script
@@ -314,3 +316,26 @@ def test_each_declared_run_is_one_line_for_people() -> None:
     assert lines[2].endswith("(2.5 s)")
     assert len(lines) == 3
     assert evidence_lines(EvidenceRun(_device(), (), Topology(), None, None)) == ()
+
+
+def test_a_declared_check_that_does_not_run_is_named_with_its_reason() -> None:
+    """Never left out silently: after a failed device check every declared check is skipped as such, and a
+    collective check is skipped naming the GPUs it needs and the GPUs the check saw; the rest still run."""
+    checks = (
+        CheckCommand("collective", command=("python", "-c", "0")),
+        CheckCommand("tests", command=("true",)),
+    )
+    runner = _runner("ok\n")
+    ev = run_evidence("r", _device(), checks, topology=Topology(), commit=None, root=ROOT, runner=runner, cpu="x")
+    assert [r.check.kind for r in ev.runs] == ["tests"] and len(runner.calls) == 1
+    assert [s.to_json() for s in ev.skipped] == [
+        {"kind": "collective", "reason": "needs at least 2 GPUs; the check saw no GPUs (mode cpu)"}
+    ]
+    failed = dataclasses.replace(_device(), steps=(Step("probe/compute", False, 0.1, error="boom"),))
+    runner = _runner("ok\n")
+    none = run_evidence("r", failed, checks, topology=Topology(), commit=None, root=ROOT, runner=runner, cpu="x")
+    assert none.runs == () and runner.calls == []
+    assert [(s.kind, s.reason) for s in none.skipped] == [
+        ("tests", "the device check failed"),
+        ("collective", "the device check failed"),
+    ]
