@@ -331,10 +331,49 @@ policy_option = file_option(
     "--policy", "policy_file", exists=True, help="Policy file (default: <policies_dir>/default.yaml)."
 )
 key_option = file_option("--key", help="Private signing key (default: builder.toml `key`).", error=SigningKeyError)
-trust_option = file_option(
-    "--trust-root",
-    exists=True,
-    help="Sigstore trusted_root.json for keyless identities in the policy (default: public-good, offline copy).",
+_TRUST_ALIAS = "builder.trust_root_alias"
+
+
+def _check_trust_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """``--trust-config FILE``: a Sigstore trusted root JSON (checked cheaply while the command line is
+    read, ConfigError exit 2); not given: what the hidden old spelling ``--trust-root`` gave."""
+    if value is None:
+        alias: Path | None = ctx.meta.get(_TRUST_ALIAS)
+        return alias
+    from builder.signing.keyless.trust import check_trust_file
+
+    if param.name == "trust_root_alias":
+        if ctx.params.get("trust_root") is not None:
+            raise click.UsageError("give the trusted root once: --trust-config (--trust-root is its old name)", ctx)
+        check_trust_file(value)
+        ctx.meta[_TRUST_ALIAS] = value
+        ctx.params["trust_root"] = value  # when --trust-config was already read (not given)
+        return None
+    if ctx.meta.get(_TRUST_ALIAS) is not None:
+        raise click.UsageError("give the trusted root once: --trust-config (--trust-root is its old name)", ctx)
+    check_trust_file(value)
+    return value
+
+
+trust_option = option_group(
+    click.option(
+        "--trust-config",
+        "trust_root",
+        type=PathParam(dir_okay=False, exists=True),
+        default=None,
+        callback=_check_trust_file,
+        help="Sigstore trusted_root.json (or client trust config) for keyless identities in the policy, "
+        "checked when given (default: public-good, offline copy).",
+    ),
+    click.option(
+        "--trust-root",
+        "trust_root_alias",
+        type=PathParam(dir_okay=False, exists=True),
+        default=None,
+        hidden=True,
+        expose_value=False,
+        callback=_check_trust_file,
+    ),
 )
 
 

@@ -55,6 +55,38 @@ def load_trust_config(path: Path | None, *, offline: bool = False) -> ClientTrus
     return tc
 
 
+#: The mediaType prefixes of the files a pinned trusted root may be given as: a ``TrustedRoot``
+#: (``application/vnd.dev.sigstore.trustedroot+json;version=0.1``, ``...trustedroot.v0.2+json``)
+#: or a ``ClientTrustConfig`` (``application/vnd.dev.sigstore.clienttrustconfig.v0.1+json``), per
+#: https://github.com/sigstore/protobuf-specs/blob/main/protos/sigstore_trustroot.proto
+TRUST_FILE_MEDIA_TYPES = ("application/vnd.dev.sigstore.trustedroot", "application/vnd.dev.sigstore.clienttrustconfig")
+
+
+def check_trust_file(path: Path) -> None:
+    """A cheap check that ``path`` is a Sigstore trusted root or client trust config: a JSON object
+    whose ``mediaType`` starts with one of :data:`TRUST_FILE_MEDIA_TYPES` (no sigstore import, so
+    a command that never verifies a keyless identity still refuses a wrong file while its command
+    line is read). :func:`load_trusted_root` parses the whole file where it is used. Raises
+    ConfigError (exit 2) naming the file and what it holds instead."""
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the trusted root {path}: {exc}") from exc
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise ConfigError(f"{path} is not a Sigstore trusted root: not JSON ({exc})", hint=_TRUST_FILE_HINT) from exc
+    media_type = data.get("mediaType") if isinstance(data, dict) else None
+    if not isinstance(media_type, str) or not media_type.startswith(TRUST_FILE_MEDIA_TYPES):
+        got = (
+            f"JSON of a {type(data).__name__}, not an object"
+            if not isinstance(data, dict)
+            else ("no mediaType" if media_type is None else f"mediaType {media_type!r}")
+        )
+        raise ConfigError(f"{path} is not a Sigstore trusted root: {got}", hint=_TRUST_FILE_HINT)
+
+
+_TRUST_FILE_HINT = "give a Sigstore trusted_root.json (`cosign trusted-root create` writes one)"
+
+
 def load_trusted_root(path: Path | None, *, offline: bool = True) -> TrustedRoot:
     """The pinned trusted root for verification: a ``trusted_root.json`` or a client trust config
     file (its ``trustedRoot`` is used); None: the public-good root (offline: cached/bundled copy).

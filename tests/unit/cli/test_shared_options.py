@@ -3,6 +3,8 @@ took a name in one command and only a file in another)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import pytest
 
@@ -88,3 +90,48 @@ def test_only_expect_previous_takes_none_and_both_show_the_shape_in_help(cli: Cl
     assert "--expect-previous DIGEST|none" in promote and "--to DIGEST " in rollback
     err = cli("rollback", "v", "--stage", "prod", "--to", "none", "--json", code=2, cwd=ROOT).json()["error"]
     assert "'none' is not a digest" in err["message"]
+
+
+def _public_good_trusted_root() -> Path:
+    """The public-good trusted_root.json sigstore-python ships (a real file of the format)."""
+    import sigstore
+
+    found = sorted(Path(sigstore.__file__).parent.glob("_store/*sigstore.dev*/trusted_root.json"))
+    assert found, "sigstore-python ships its public-good trusted root"
+    return found[0]
+
+
+@pytest.mark.parametrize("spelling", ["--trust-config", "--trust-root"])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"a": 1}', "no mediaType"),
+        ("not json", "not JSON"),
+        ("[1]", "not an object"),
+        ('{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}', "bundle"),
+    ],
+)
+def test_a_trust_file_that_is_not_a_trusted_root_is_refused_even_when_unused(
+    cli: Cli, tmp_path: Path, spelling: str, text: str, why: str
+) -> None:
+    # issue: `resolve --trust-root garbage.json` exited 0 (the policy has no keyless identity, so
+    # the file was never read) while `verify --trust-config` refused the same file (exit 2)
+    bad = tmp_path / "garbage.json"
+    bad.write_text(text)
+    for command in (["resolve", "jax0.7-cpu-py3.11-debian12", "--stage", "dev"], ["status"]):
+        err = cli(*command, spelling, str(bad), "--json", code=2, cwd=ROOT).json()["error"]
+        assert err["kind"] == "config" and str(bad) in err["message"] and why in err["message"], err
+
+
+def test_the_trust_option_has_one_name_and_takes_a_real_trusted_root(cli: Cli, tmp_path: Path) -> None:
+    from builder.signing.keyless.trust import check_trust_file
+
+    check_trust_file(_public_good_trusted_root())  # the real format passes the cheap check
+    assert _commands_with("--trust-root") == _commands_with("--trust-config") - {"attest", "build", "sign", "verify"}
+    for command in ("promote", "resolve", "rollback"):
+        text = cli(command, "--help", cwd=ROOT).stdout
+        assert "--trust-config" in text and "--trust-root" not in text  # the old name is a hidden alias
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    out = cli("resolve", "v", "--stage", "dev", "--trust-root", str(bad), "--trust-config", str(bad), code=2, cwd=ROOT)
+    assert "Traceback" not in out.stderr
