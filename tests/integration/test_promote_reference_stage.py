@@ -79,7 +79,8 @@ def test_a_reference_moves_the_variants_pointer_wherever_the_image_lives(
     reg = registry_address
     repo, prod = f"{PREFIX}/{unique_repo}", f"{PREFIX}/prod/{unique_repo}"
     client = RegistryClient(reg, insecure=True)
-    d1 = push_image(client, repo, VARIANT, content=b"f1 first build")
+    label = {"io.github.builder-project.variant": VARIANT}  # as `builder render` writes it
+    d1 = push_image(client, repo, VARIANT, content=b"f1 first build", labels=label)
     for stage in ("dev", "staging", "prod"):
         run("promote", VARIANT, "--to", stage, "--confirm")
     assert client.resolve(prod, f"{VARIANT}-prod") == d1
@@ -94,6 +95,9 @@ def test_a_reference_moves_the_variants_pointer_wherever_the_image_lives(
         plan = run("promote", ref, "--variant-id", VARIANT, "--to", "prod")["results"][0]
         assert plan["destination"] == f"{reg}/{prod}:{VARIANT}-prod", plan
         assert plan["source"] == ref and plan["allowed"], plan
+    # the variant told by the image's label: its claim holds in the variant's stage repository too
+    plan = run("promote", f"{reg}/{prod}@{d1}", "--to", "prod")["results"][0]
+    assert plan["variant"] == VARIANT and plan["destination"] == f"{reg}/{prod}:{VARIANT}-prod", plan
     assert client.try_resolve(f"{PREFIX}/prod/{prod}", f"{VARIANT}-prod") is None
 
     # a prod pointer given to staging reads dev where dev is (it named prod/<repo>:V-dev, "holds nothing")
