@@ -184,7 +184,12 @@ def promote(
     """
     from builder.promote import promote_names
 
-    ctx = app_context().app.promotion(policy_file, key, need_signer=confirm, trust_root=trust_root)
+    app = app_context().app
+    ctx = app.promotion(policy_file, key, need_signer=confirm, trust_root=trust_root)
+    if not confirm and key is not None:  # the dry run checks the key --confirm would sign with
+        import dataclasses
+
+        ctx = dataclasses.replace(ctx, signer=app.signer(key))
     batch = promote_names(
         ctx,
         names,

@@ -43,9 +43,8 @@ from builder.promote.model import (
     PromotionRecord,
     Unset,
     fmt_time,
-    short_signer,
 )
-from builder.promote.plan import plan_promotion, source_digest
+from builder.promote.plan import plan_promotion, promoter_problem, source_digest
 from builder.promote.pool import Task, Uploads, parallel
 from builder.promote.records import pointer_trust, records_on
 from builder.promote.transfer import copy_evidence, copy_manifest, put_shared_config
@@ -85,13 +84,11 @@ def require_signer(ctx: PromotionContext) -> Signer:
     return ctx.signer
 
 
-def _require_promoter(ctx: PromotionContext, signer: Signer) -> None:
-    if not any(s.match(signer.fingerprint, None) for s in ctx.policy.promoters):
-        listed = ", ".join(s.name for s in ctx.policy.promoters) or "none"
+def _require_promoter(ctx: PromotionContext) -> None:
+    why = promoter_problem(ctx)
+    if why is not None:
         raise SigningKeyError(
-            f"key {short_signer(signer.fingerprint)} is not a promoter in {ctx.policy.path} (promoters: {listed}); "
-            "records it signs would not be trusted by status, history and rollback",
-            hint="sign with a promoter key (--key) or add its public key to the policy's promoter key set",
+            why, hint="sign with a promoter key (--key) or add its public key to the policy's promoter key set"
         )
 
 
@@ -233,9 +230,9 @@ def apply_promotion(
     under its lock, which the caller holds too."""
     t0 = time.perf_counter()
     signer = require_signer(ctx)
+    _require_promoter(ctx)  # first: the plan's `promoter` row would otherwise read as a policy denial
     if plan.digest is None or not plan.decision.allowed:
         raise _deny(ctx, plan, signer)
-    _require_promoter(ctx, signer)
     digest = plan.digest
     dst = plan.destination
     dc = ctx.client(dst.registry)

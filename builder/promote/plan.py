@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from builder.policy import BUILD_STAGE, Decision, RuleResult, evaluate
 from builder.promote.evidence import gather, with_baseline
-from builder.promote.model import UNSET, Plan, PointerTrust
+from builder.promote.model import UNSET, Plan, PointerTrust, short_signer
 from builder.promote.pool import Task
 from builder.promote.records import pointer_trust
 from builder.signing.layer import ATT_SUFFIX
@@ -65,6 +65,28 @@ def chain_rows(ctx: PromotionContext, stage: str, trust: PointerTrust) -> tuple[
     if trust.trusted:
         return ()
     return (RuleResult("chain", False, trust.note(ctx.promoter_names(stage))),)
+
+
+def promoter_problem(ctx: PromotionContext) -> str | None:
+    """Why the context's signing key cannot sign a trusted promotion record (None: it can, or no
+    key is loaded): its fingerprint is in none of the policy's ``promoters`` key sets, so status,
+    history and rollback would not trust what it signs. The one wording of the dry run's
+    ``promoter`` row and of the apply's SigningKeyError (exit 16)."""
+    signer = ctx.signer
+    if signer is None or any(s.match(signer.fingerprint, None) for s in ctx.policy.promoters):
+        return None
+    listed = ", ".join(s.name for s in ctx.policy.promoters) or "none"
+    return (
+        f"key {short_signer(signer.fingerprint)} is not a promoter in {ctx.policy.path} (promoters: {listed}); "
+        "records it signs would not be trusted by status, history and rollback"
+    )
+
+
+def promoter_rows(ctx: PromotionContext) -> tuple[RuleResult, ...]:
+    """A failing ``promoter`` row when the dry run was given a key (``--key``) that is not a
+    promoter: ``--confirm`` would refuse it (exit 16), so the plan must not read 'would promote'."""
+    why = promoter_problem(ctx)
+    return () if why is None else (RuleResult("promoter", False, f"{why}: sign with a promoter key (--key)"),)
 
 
 Source = tuple["str | None", RuleResult, "Manifest | None"]
@@ -132,8 +154,9 @@ def plan_promotion(
     evidence = with_baseline(ctx, stage, dst, trust.digest, got.evidence)  # benchmark: {against: stage}
     policy_decision = evaluate(ctx.policy, stage, evidence, ctx.now())
     chain = chain_rows(ctx, stage, trust)
-    reasons = (source_result, *chain, *policy_decision.reasons)
-    allowed = source_result.passed and not chain and policy_decision.allowed
+    signer_rows = promoter_rows(ctx)
+    reasons = (source_result, *chain, *signer_rows, *policy_decision.reasons)
+    allowed = source_result.passed and not chain and not signer_rows and policy_decision.allowed
     return Plan(
         target,
         stage,
