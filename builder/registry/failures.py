@@ -223,3 +223,20 @@ def proxy_hint(env: EnvSettings, host: str) -> str | None:
         f"the request went through the proxy {env.proxy} ({env.proxy_variable}): check that the proxy runs "
         f"and can reach {host}, fix or unset {env.proxy_variable}, or list {host} in NO_PROXY to connect directly"
     )
+
+
+def error_text(body: str) -> str:
+    """A registry's error answer as a person reads it: the OCI distribution error document
+    (``{"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": ...}]}``,
+    "Error Codes" in https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#error-codes)
+    as ``MANIFEST_UNKNOWN: manifest unknown`` (several joined by ``; ``); any other body as it is."""
+    import json
+
+    try:
+        errors = json.loads(body).get("errors") if body.lstrip().startswith("{") else None
+    except (ValueError, AttributeError):
+        return body
+    if not isinstance(errors, list) or not errors or not all(isinstance(e, dict) for e in errors):
+        return body
+    parts = [": ".join(str(e[k]) for k in ("code", "message") if e.get(k)) for e in errors]
+    return "; ".join(p for p in parts if p) or body

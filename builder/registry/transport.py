@@ -37,6 +37,7 @@ from builder.registry.exchange import MAX_REDIRECTS, direct_pool, send, split_ur
 from builder.registry.failures import (
     connect_timed_out,
     connection_cause,
+    error_text,
     is_transient,
     proxy_hint,
     proxy_note,
@@ -459,7 +460,7 @@ class Transport:
         self, resp: Response, method: str, where: str, *, streamed: bool, env: EnvSettings
     ) -> BuilderError:
         status = resp.status_code
-        body = "" if method == "HEAD" else (_error_excerpt(resp) if streamed else resp.text)[:300]
+        body = "" if method == "HEAD" else error_text(_error_excerpt(resp) if streamed else resp.text)[:300]
         if status == 407 and env.proxy:
             return self._proxy_refused(env, f"407 {body}".strip(), f"registry {self.registry} ({method} {where})")
         if status in (401, 403):

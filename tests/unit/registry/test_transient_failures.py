@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.errors import RegistryError, RegistryUnavailableError
+from builder.errors import NotFoundError, RegistryError, RegistryUnavailableError
 from builder.registry import RegistryClient
 
 if TYPE_CHECKING:
@@ -147,3 +147,21 @@ def test_an_unexpected_status_without_a_body_says_so(serve: list[RawServer]) -> 
         server.client().ping()
     message = info.value.message
     assert message.endswith(f"answered HTTP 302 to GET 127.0.0.1:{server.port}/v2/: (no body)"), message
+
+
+# distribution 2.8's answer to GET /v2/<name>/manifests/<missing tag> (recorded from the registry
+# scripts/setup starts); the document format: "Error Codes", https://github.com/opencontainers/
+# distribution-spec/blob/v1.1.0/spec.md#error-codes
+MANIFEST_UNKNOWN = b'{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":{"Tag":"nope"}}]}\n'
+
+
+def test_a_registry_error_document_reads_as_code_and_message(serve: list[RawServer]) -> None:
+    answer = b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(MANIFEST_UNKNOWN),
+        MANIFEST_UNKNOWN,
+    )
+    server = _server(serve, answer)
+    with pytest.raises(NotFoundError) as info:
+        server.client().get_manifest("demo/jax", "nope")
+    assert info.value.exit_code == 8
+    assert "MANIFEST_UNKNOWN: manifest unknown" in info.value.message and "{" not in info.value.message
