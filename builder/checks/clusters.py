@@ -111,6 +111,7 @@ def check_on_cluster(
             # the same declared tests and benchmark as a local check, through the same runner (srun + launcher)
             commit=services.commit,
             root=services.root,
+            cpu=session.cpu_model,  # the node's CPU model for the benchmark's hardware class
         )
     assert isinstance(outcome, DeviceCheck)  # not static
     return outcome

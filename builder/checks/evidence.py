@@ -23,19 +23,20 @@ import hashlib
 import json
 import math
 import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
 from builder import __version__
 from builder.checks.device import PYTHON_SHIM, Step, container_step
+from builder.checks.host.cpu import cpu_model, cpu_model_of
 from builder.checks.script_bundle import bundle_script
 from builder.compat.branches import driver_branch
 from builder.predicates import BENCHMARK_V1, TEST_RESULT_V1, HardwareKey
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
     from builder.checks.dcgm import DcgmDiag
     from builder.checks.device import CheckResult, Mode, Runner
@@ -287,20 +288,6 @@ def parse_collective(text: str) -> tuple[dict[str, Any] | None, tuple[str, ...]]
 # --------------------------------------------------------------------------------------------
 # host facts beyond hostinfo, the hardware class, the predicates
 # --------------------------------------------------------------------------------------------
-
-
-def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
-    """The first ``model name`` of ``/proc/cpuinfo`` (Linux, x86), else ``Model`` (arm64), else None."""
-    try:
-        text = cpuinfo.read_text(errors="replace")
-    except OSError:
-        return None
-    for key in ("model name", "Model"):
-        for line in text.splitlines():
-            k, sep, v = line.partition(":")
-            if sep and k.strip() == key and v.strip():
-                return " ".join(v.split())
-    return None
 
 
 def hardware_class(result: CheckResult, cpu: str | None) -> dict[HardwareKey, Any]:
@@ -622,6 +609,7 @@ __all__ = [
     "SkippedDocument",
     "attest_evidence",
     "cpu_model",
+    "cpu_model_of",
     "evidence_documents",
     "evidence_failure",
     "evidence_lines",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from pathlib import Path
 
+    from builder.checks.dcgm import DcgmDiag
     from builder.checks.device import CheckResult, Runner
     from builder.checks.evidence import EvidenceRun
     from builder.checks.host.model import HostInfo
@@ -239,6 +240,7 @@ def check_reference(
     topology: Callable[[str], Topology] | None = None,
     root: Path | None = None,
     layer_dir: Path | None = None,
+    cpu: Callable[[], str | None] | None = None,
 ) -> StaticCheck | DeviceCheck:
     """Check ``request.reference`` (see :class:`CheckRequest`).
 
@@ -258,7 +260,9 @@ def check_reference(
     recording ``topology(vendor)`` (default :func:`builder.checks.topology.probe_topology`) and the
     project's commit (``commit()``, asked only then; scripts read from the project ``root``; None: the
     declared checks are reported skipped with that reason), attested as ``test-result/v1`` /
-    ``benchmark/v1`` with the same key. A cluster check (``runner``) runs them through the same runner.
+    ``benchmark/v1`` with the same key. A cluster check (``runner``) runs them through the same runner;
+    ``cpu()`` names the CPU model of the node they ran on (None: this host's; the call answering None: not
+    known).
 
     Never raises for a blocked verdict or a failed check (the answer's ``failure()`` is the error).
     A static verdict judges the GPU code measured in the image's layers (:mod:`builder.image`, layer
@@ -351,9 +355,8 @@ def check_reference(
     declared = declared_checks(matrices, facts.variant) if facts.variant else ()
     if not declared:
         return DeviceCheck(pinned, facts, result, attestation)
-    from builder.checks.dcgm import probe_dcgm
     from builder.checks.evidence import EvidenceRun, SkippedCheck, attest_evidence, run_evidence
-    from builder.checks.topology import Topology, probe_topology
+    from builder.checks.topology import Topology
 
     if root is None:  # never silently: the declared checks are named as not run, with the reason
         why = "no project root was given to read the declared scripts from"
@@ -362,13 +365,8 @@ def check_reference(
             pinned, facts, result, attestation, EvidenceRun(result, (), Topology(), None, None, skipped=skipped)
         )
 
-    if topology is not None:
-        topo = topology(result.host.vendor)
-    elif placement is None:  # the checks ran on this host: its tools describe it
-        topo = probe_topology(result.host.vendor)
-    else:
-        topo = Topology(notes=("the checks ran on a cluster node: its topology is not probed from here",))
-    health = probe_dcgm() if result.host.vendor == "nvidia" and placement is None else None
+    topo, health = _topology_and_health(result.host.vendor, topology, here=placement is None)
+    node_cpu = cpu() if cpu is not None else None  # the node the checks ran on, not this host
     ev = run_evidence(
         run_ref,
         result,
@@ -379,9 +377,29 @@ def check_reference(
         cdi=request.cdi,
         runner=runner,
         health=health,
+        cpu=node_cpu,
     )
+    if cpu is not None and node_cpu is None:  # not known there: never this host's CPU in its place
+        ev = dataclasses.replace(ev, cpu=None)
     ev_written = attest_evidence(ev, client, r.repository, digest, signer(key), lock_dir=lock_dir) if attest else ()
     return DeviceCheck(pinned, facts, result, attestation, ev, ev_written)
+
+
+def _topology_and_health(
+    vendor: str, topology: Callable[[str], Topology] | None, *, here: bool
+) -> tuple[Topology, DcgmDiag | None]:
+    """The topology (``topology(vendor)``; else this host's tools when the checks ran ``here``, else empty with
+    a note) and the DCGM diagnostic (this NVIDIA host only) the declared checks' predicates record."""
+    from builder.checks.dcgm import probe_dcgm
+    from builder.checks.topology import Topology, probe_topology
+
+    if topology is not None:
+        topo = topology(vendor)
+    elif here:  # the checks ran on this host: its tools describe it
+        topo = probe_topology(vendor)
+    else:
+        topo = Topology(notes=("the checks ran on a cluster node: its topology is not probed from here",))
+    return topo, probe_dcgm() if vendor == "nvidia" and here else None
 
 
 def in_background(call: Callable[[], T], name: str) -> Callable[[], T]:

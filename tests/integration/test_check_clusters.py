@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from builder.checks.host.cpu import cpu_model
 from builder.predicates import BENCHMARK_V1, DEVICE_CHECK_V1, TEST_RESULT_V1
 from tests.attestations import statements, verify_attestation
 from tests.conftest import ROOT, Cli, _unavailable, require_tool
@@ -134,6 +135,8 @@ def test_cluster_check_runs_the_declared_tests_and_benchmark_through_slurm_as_a_
         preds = [s["predicate"] for s in statements(cv.stdout)]
         assert [p["placement"] for p in preds] == [doc["placement"]]
         assert all(p["result"] == "passed" for p in preds)
+        # the node's CPU, read by a step of the job (the single-node Slurm's node is this machine)
+        assert all(p["hardware"]["cpu_model"] == cpu_model() for p in preds)
 
 
 def test_fleet_check_runs_every_cluster_and_shows_one_row_each(

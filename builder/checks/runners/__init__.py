@@ -73,6 +73,11 @@ class RunnerSession(Protocol):
         """Where the containers ran (after :meth:`run_container`: the node and job id are known)."""
         ...
 
+    def cpu_model(self) -> str | None:
+        """The CPU model of the node the containers run on (``/proc/cpuinfo`` there; None: not known), which a
+        benchmark's hardware class records."""
+        ...
+
 
 def open_session(
     cluster: str | None, settings: RunnerSettings, *, gpus: bool = True

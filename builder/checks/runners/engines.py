@@ -84,6 +84,14 @@ class EngineSession:
     def placement(self) -> Placement:
         return Placement(self.cluster, self.settings.kind, self.node, None)
 
+    def cpu_model(self) -> str | None:
+        """This host's CPU model for a local engine; None for a remote one (its ``info`` names no CPU model)."""
+        if self.settings.host:
+            return None
+        from builder.checks.host.cpu import cpu_model
+
+        return cpu_model()
+
 
 def _nothing_known() -> HostInfo:
     """A remote host whose engine's ``info`` builder does not read (Podman's): no facts."""

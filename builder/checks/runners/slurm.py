@@ -361,6 +361,13 @@ class SlurmSession:
     def placement(self) -> Placement:
         return Placement(self.cluster, "slurm", self.node, self.job_id)
 
+    def cpu_model(self) -> str | None:
+        """The CPU model of the job's node: a step that reads its ``/proc/cpuinfo`` (None when that fails)."""
+        from builder.checks.host.cpu import cpu_model_of
+
+        code, out, _, _ = self.step(["cat", "/proc/cpuinfo"], None, 60.0)
+        return cpu_model_of(out) if code == 0 else None
+
     def cancel(self) -> None:
         """Cancel the job (``scancel``); an already finished job is fine."""
         if self.job_id is not None:

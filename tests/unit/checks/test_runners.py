@@ -327,3 +327,28 @@ def test_fleet_outcome_exit_codes_failed_then_runner_error_then_skipped() -> Non
         return failure.exit_code if failure is not None else 0
 
     assert (code(broken, skipped), code(skipped, other_vendor), code(other_vendor)) == (22, 23, 0)
+
+
+def test_a_slurm_checks_cpu_model_is_the_nodes_read_in_a_step_not_this_hosts() -> None:
+    """The benchmark's hardware class (policy ``benchmark.same: cpu_model``) names the CPU of the node the job
+    ran on: a step of the job reads that node's /proc/cpuinfo (here real lines of a GitHub runner's, recorded
+    in tests/data/cpuinfo-epyc-7763.txt with their source); a failing step is "not known", never this host's."""
+    from builder.checks.host.cpu import cpu_model_of
+    from builder.checks.runners.slurm import SlurmSession
+
+    node = (GOLDEN.parents[1] / "cpuinfo-epyc-7763.txt").read_text()
+    assert cpu_model_of(node.splitlines()[-1]) == "AMD EPYC 7763 64-Core Processor"  # MSYS's padding dropped
+    seen: list[list[str]] = []
+
+    def srun(argv: Sequence[str], stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess[bytes]:
+        seen.append(list(argv))
+        return subprocess.CompletedProcess(list(argv), 0, node.encode(), f"{MARKER} job=9 step=3 node=n7\n".encode())
+
+    session = SlurmSession("c", RunnerSettings("slurm"), True, run=srun, job_id="9")
+    assert session.cpu_model() == "AMD EPYC 7763 64-Core Processor"
+    assert seen[0][seen[0].index(MARKER) + 1 :] == ["cat", "/proc/cpuinfo"] and "--jobid=9" in seen[0]
+
+    def failing(argv: Sequence[str], stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.CompletedProcess(list(argv), 1, b"", f"{MARKER} job=9 step=4 node=n7\ncat: denied\n".encode())
+
+    assert SlurmSession("c", RunnerSettings("slurm"), True, run=failing, job_id="9").cpu_model() is None
