@@ -112,6 +112,7 @@ def check_on_cluster(
             commit=services.commit,
             root=services.root,
             cpu=session.cpu_model,  # the node's CPU model for the benchmark's hardware class
+            node_tools=session.node_tools(),  # its topology and DCGM diagnostic, read on the node
         )
     assert isinstance(outcome, DeviceCheck)  # not static
     return outcome

@@ -24,7 +24,7 @@ from builder.registry import parse_reference
 from builder.selection import HasVariants, looks_like_variant_id, variant_reference
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
     from pathlib import Path
 
     from builder.checks.dcgm import DcgmDiag
@@ -241,6 +241,7 @@ def check_reference(
     root: Path | None = None,
     layer_dir: Path | None = None,
     cpu: Callable[[], str | None] | None = None,
+    node_tools: Callable[[Sequence[str]], tuple[int, str]] | None = None,
 ) -> StaticCheck | DeviceCheck:
     """Check ``request.reference`` (see :class:`CheckRequest`).
 
@@ -262,7 +263,8 @@ def check_reference(
     declared checks are reported skipped with that reason), attested as ``test-result/v1`` /
     ``benchmark/v1`` with the same key. A cluster check (``runner``) runs them through the same runner;
     ``cpu()`` names the CPU model of the node they ran on (None: this host's; the call answering None: not
-    known).
+    known) and ``node_tools(argv) -> (exit code, output)`` runs that node's GPU tools, outside containers:
+    the topology and the DCGM diagnostic are read with it (None: this host's tools).
 
     Never raises for a blocked verdict or a failed check (the answer's ``failure()`` is the error).
     A static verdict judges the GPU code measured in the image's layers (:mod:`builder.image`, layer
@@ -365,7 +367,7 @@ def check_reference(
             pinned, facts, result, attestation, EvidenceRun(result, (), Topology(), None, None, skipped=skipped)
         )
 
-    topo, health = _topology_and_health(result.host.vendor, topology, here=placement is None)
+    topo, health = _topology_and_health(result.host.vendor, topology, node_tools)
     node_cpu = cpu() if cpu is not None else None  # the node the checks ran on, not this host
     ev = run_evidence(
         run_ref,
@@ -386,20 +388,17 @@ def check_reference(
 
 
 def _topology_and_health(
-    vendor: str, topology: Callable[[str], Topology] | None, *, here: bool
+    vendor: str,
+    topology: Callable[[str], Topology] | None,
+    tools: Callable[[Sequence[str]], tuple[int, str]] | None,
 ) -> tuple[Topology, DcgmDiag | None]:
-    """The topology (``topology(vendor)``; else this host's tools when the checks ran ``here``, else empty with
-    a note) and the DCGM diagnostic (this NVIDIA host only) the declared checks' predicates record."""
+    """The topology (``topology(vendor)``; else read with the node's ``tools``, None: this host's) and the DCGM
+    diagnostic (NVIDIA) the declared checks' predicates record."""
     from builder.checks.dcgm import probe_dcgm
-    from builder.checks.topology import Topology, probe_topology
+    from builder.checks.topology import probe_topology
 
-    if topology is not None:
-        topo = topology(vendor)
-    elif here:  # the checks ran on this host: its tools describe it
-        topo = probe_topology(vendor)
-    else:
-        topo = Topology(notes=("the checks ran on a cluster node: its topology is not probed from here",))
-    return topo, probe_dcgm() if vendor == "nvidia" and here else None
+    topo = topology(vendor) if topology is not None else probe_topology(vendor, run=tools)
+    return topo, probe_dcgm(run=tools) if vendor == "nvidia" else None
 
 
 def in_background(call: Callable[[], T], name: str) -> Callable[[], T]:

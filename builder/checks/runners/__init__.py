@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 from typing_extensions import TypedDict, Unpack
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from contextlib import AbstractContextManager
 
     from builder.checks.host.model import HostInfo
@@ -71,6 +71,12 @@ class RunnerSession(Protocol):
 
     def placement(self) -> Placement:
         """Where the containers ran (after :meth:`run_container`: the node and job id are known)."""
+        ...
+
+    def node_tools(self) -> Callable[[Sequence[str]], tuple[int, str]] | None:
+        """How to run a tool on the node itself, outside any container (``nvidia-smi topo -m``, ``dcgmi diag``):
+        a call returning the exit code and the output (127: not installed there); None when builder cannot
+        run commands on the node (a remote engine)."""
         ...
 
     def cpu_model(self) -> str | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from builder.checks.runners import Placement
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from typing_extensions import Unpack
 
@@ -84,6 +84,11 @@ class EngineSession:
     def placement(self) -> Placement:
         return Placement(self.cluster, self.settings.kind, self.node, None)
 
+    def node_tools(self) -> Callable[[Sequence[str]], tuple[int, str]] | None:
+        """None for a local engine (its node is this host: the tools run as for a local check); a remote
+        engine's host is reached through its engine only, so every tool there is not run (:func:`_remote`)."""
+        return None if not self.settings.host else _remote
+
     def cpu_model(self) -> str | None:
         """This host's CPU model for a local engine; None for a remote one (its ``info`` names no CPU model)."""
         if self.settings.host:
@@ -91,6 +96,12 @@ class EngineSession:
         from builder.checks.host.cpu import cpu_model
 
         return cpu_model()
+
+
+def _remote(argv: Sequence[str]) -> tuple[int, str]:
+    """A tool on a remote engine's host: builder reaches only the engine there, not a shell (exit 127, the
+    shell's "not found", with the reason as its output)."""
+    return 127, f"{argv[0]}: not run: builder reaches a remote engine's host through the engine only"
 
 
 def _nothing_known() -> HostInfo:

@@ -361,6 +361,19 @@ class SlurmSession:
     def placement(self) -> Placement:
         return Placement(self.cluster, "slurm", self.node, self.job_id)
 
+    def node_tools(self) -> Callable[[Sequence[str]], tuple[int, str]]:
+        """Run a tool on the job's node as a step of the job, outside any container: its exit code and output
+        (with its standard error when it failed; ``(127, "")`` when the node does not have it, as a missing
+        program here)."""
+
+        def run(argv: Sequence[str]) -> tuple[int, str]:
+            code, out, err, _ = self.step(list(argv), None, 300.0)
+            if code == 127 and not out:  # the step's `exec` found no such program on the node
+                return 127, ""
+            return code, out if code == 0 else out + err
+
+        return run
+
     def cpu_model(self) -> str | None:
         """The CPU model of the job's node: a step that reads its ``/proc/cpuinfo`` (None when that fails)."""
         from builder.checks.host.cpu import cpu_model_of

@@ -352,3 +352,31 @@ def test_a_slurm_checks_cpu_model_is_the_nodes_read_in_a_step_not_this_hosts() -
         return subprocess.CompletedProcess(list(argv), 1, b"", f"{MARKER} job=9 step=4 node=n7\ncat: denied\n".encode())
 
     assert SlurmSession("c", RunnerSettings("slurm"), True, run=failing, job_id="9").cpu_model() is None
+
+
+def test_a_slurm_checks_topology_and_dcgm_are_read_on_the_node_by_steps_of_the_job() -> None:
+    """The topology a benchmark records is the node's: ``nvidia-smi topo -m`` runs as a step of the job (the
+    recorded 4x H100 NV6 output of NVIDIA/nccl#1617 replayed as srun's answer); a tool the node lacks (the
+    step's exec says "not found", exit 127) is "not installed" as it is here: no DCGM diagnostic."""
+    from builder.checks.dcgm import probe_dcgm
+    from builder.checks.runners.slurm import SlurmSession
+    from builder.checks.topology import probe_topology
+
+    recorded = (GOLDEN.parents[1] / "topology" / "nvidia-smi-topo-06-h100x4-nv6-nics.txt").read_text()
+    topo = "\n".join(recorded.splitlines()[1:]) + "\n"  # without the source line
+    seen: list[list[str]] = []
+
+    def srun(argv: Sequence[str], stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess[bytes]:
+        seen.append(list(argv))
+        tool = list(argv[list(argv).index(MARKER) + 1 :])
+        where = f"{MARKER} job=9 step={len(seen)} node=n7\n"
+        if tool == ["nvidia-smi", "topo", "-m"]:
+            return subprocess.CompletedProcess(list(argv), 0, topo.encode(), where.encode())
+        missing = f"{where}sh: 1: exec: {tool[0]}: not found\n"
+        return subprocess.CompletedProcess(list(argv), 127, b"", missing.encode())
+
+    tools = SlurmSession("c", RunnerSettings("slurm"), True, run=srun, job_id="9").node_tools()
+    t = probe_topology("nvidia", run=tools)
+    assert len(t.gpus) == 4 and {x.code for x in t.links} == {"NV6"}
+    assert all("--jobid=9" in argv for argv in seen)  # every tool ran in the check's job, on its node
+    assert probe_dcgm(run=tools) is None and tools(["dcgmi", "diag", "-r", "1"]) == (127, "")
