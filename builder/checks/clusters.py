@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import TypedDict
 
+from builder.checks.evidence import SkippedCheck, SkippedDocument
 from builder.checks.run import (
     CheckRequest,
     DeviceCheck,
     DeviceRunDocument,
     PinnedImage,
     check_reference,
+    declared_checks,
     pin_image,
 )
 from builder.checks.runners import open_session
@@ -277,12 +279,14 @@ def check_on_fleet(
 class KubernetesJobsDocument(TypedDict):
     """``builder check REF --cluster NAME --manifest --json``: the ``batch/v1`` Jobs (Kubernetes objects) that
     run the check's steps on a ``kubernetes`` cluster, in order, for the pinned ``reference``; ``stdin``: the
-    step whose container reads the probe from standard input (``kubectl attach -i``)."""
+    step whose container reads the probe from standard input (``kubectl attach -i``); ``evidence_skipped``:
+    the tests, benchmark and collective the variant declares, which these Jobs do not run, each with why."""
 
     cluster: str
     reference: str
     stdin: str
     jobs: list[dict[str, Any]]
+    evidence_skipped: list[SkippedDocument]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,9 +297,16 @@ class KubernetesJobs:
     reference: str
     jobs: tuple[dict[str, Any], ...]
     stdin: str
+    skipped: tuple[SkippedCheck, ...] = ()
 
     def to_json(self) -> KubernetesJobsDocument:
-        return {"cluster": self.cluster, "reference": self.reference, "stdin": self.stdin, "jobs": list(self.jobs)}
+        return {
+            "cluster": self.cluster,
+            "reference": self.reference,
+            "stdin": self.stdin,
+            "jobs": list(self.jobs),
+            "evidence_skipped": [s.to_json() for s in self.skipped],
+        }
 
     def to_yaml(self) -> str:
         """The Jobs as one YAML stream (``kubectl apply -f -`` reads it)."""
@@ -351,7 +362,11 @@ def kubernetes_jobs(request: CheckRequest, cluster: Cluster, services: CheckServ
         )
         for step, command, stdin in steps
     )
-    return KubernetesJobs(cluster.name, image.reference, jobs, stdin="probe")
+    # the variant's declared checks are not rendered (yet): named, never left out silently
+    why = "the rendered Jobs run the probe only; run the declared checks with a slurm/docker/podman runner"
+    declared = declared_checks(services.matrices, facts.variant) if facts.variant else ()
+    skipped = tuple(SkippedCheck(c.kind, why) for c in declared)
+    return KubernetesJobs(cluster.name, image.reference, jobs, stdin="probe", skipped=skipped)
 
 
 def _pin(request: CheckRequest, services: CheckServices) -> PinnedImage:

@@ -327,6 +327,8 @@ def check(
         if isinstance(ran, KubernetesJobs):
             jobs = ran
             emit(jobs.to_json(), lambda: click.echo(jobs.to_yaml(), nl=False))
+            for s in jobs.skipped:  # stderr, also with --json (evidence_skipped[])
+                console().print(f"[{jobs.cluster}] {s.kind} not rendered: {s.reason}", style="yellow", markup=False)
             return
         if isinstance(ran, FleetRun):
             checks = [c.check for c in ran.clusters if c.check is not None]

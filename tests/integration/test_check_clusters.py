@@ -139,6 +139,17 @@ def test_cluster_check_runs_the_declared_tests_and_benchmark_through_slurm_as_a_
         assert all(p["hardware"]["cpu_model"] == cpu_model() for p in preds)
 
 
+def test_kubernetes_jobs_name_the_declared_checks_they_do_not_run(variant_image: str, cli: Cli) -> None:
+    """`--manifest` renders the probe's Jobs only: the variant's tests, benchmark and collective check are
+    named as not rendered (--json `evidence_skipped[]` and stderr), never left out silently."""
+    res = cli("check", variant_image, "--fleet", "demo", "--cluster", "a100-inference", "--manifest", "--json")
+    doc = res.json()
+    assert [j["kind"] for j in doc["jobs"]] == ["Job"]  # a CPU image: the probe's Job
+    assert [s["kind"] for s in doc["evidence_skipped"]] == ["tests", "benchmark", "collective"]
+    assert all("run the probe only" in s["reason"] for s in doc["evidence_skipped"])
+    assert "[a100-inference] tests not rendered: the rendered Jobs run the probe only" in res.stderr
+
+
 def test_fleet_check_runs_every_cluster_and_shows_one_row_each(
     slurm: str, image: str, key: Path, tmp_path: Path, cli: Cli
 ) -> None:
