@@ -182,7 +182,7 @@ def _reference_target(
         raise UnknownVariantError(name)
     if from_label:
         _check_label_claim(scope, variants(), vid, ref, name)
-    registry, repository = _variant_repository(scope, variants(), vid, ref, name)
+    registry, repository = _variant_repository(scope, variants() if variant_id is not None else (), vid, ref, name)
     at = Location(ref.registry, ref.repository)
     return Target(
         vid,
@@ -197,13 +197,14 @@ def _reference_target(
 def _variant_repository(
     scope: TargetScope, variants: Sequence[Variant], vid: str, ref: Reference, name: str
 ) -> tuple[str, str]:
-    """(registry, repository) of the variant a reference is promoted as: the reference names only
-    the digest, every stage pointer goes to the variant's matrix repository mapped by the stage's
-    ``repository`` template (docs/promotion.md, "Where things live"). The matrices' repository
-    when they define ``vid``; else the reference's repository, mapped back to the build's when it
-    is a stage's (``prod/{repository}``: ``prod/demo/jax`` -> ``demo/jax``), so a stage's own
-    image never becomes ``prod/prod/...``. NotFoundError (8) when two stages' templates map it
-    back differently (then the variant's matrix must say)."""
+    """(registry, repository) of the variant a reference is promoted as: the reference names only the
+    digest, every stage pointer goes to the variant's matrix repository mapped by the stage's
+    ``repository`` template (docs/promotion.md, "Where things live"). The matrices' repository when
+    ``variants`` (the matrices, passed when the user named the variant with ``--variant-id``) define
+    ``vid``; else (a variant named by the reference's tag or label) the reference's repository,
+    mapped back to the build's when it is a stage's (``prod/{repository}``: ``prod/demo/jax`` ->
+    ``demo/jax``), so a stage's own image never becomes ``prod/prod/...``. NotFoundError (8) when
+    two stages' templates map it back differently (then the variant's matrix must say)."""
     v = next((v for v in variants if v.id == vid), None)
     if v is not None:
         return scope.registry, repository_path(scope.repository_prefix, v.repository)
@@ -211,10 +212,9 @@ def _variant_repository(
     if len(builds) > 1:
         raise NotFoundError(
             f"cannot tell which build repository {name} belongs to: the stages' repository templates "
-            f"map {ref.repository} back to {' or '.join(sorted(builds))}, and no matrix of this checkout "
-            f"defines variant {vid!r}",
-            hint="run from the checkout whose matrices define the variant (--matrices DIR), or give the "
-            "image by its build repository (`builder status` shows it)",
+            f"map {ref.repository} back to {' or '.join(sorted(builds))}",
+            hint=f"run from the checkout whose matrices define the variant (--matrices DIR) with --variant-id {vid}, "
+            "or give the image by its build repository (`builder status` shows it)",
         )
     if builds:
         [build] = builds

@@ -68,10 +68,8 @@ def test_ids_globs_and_references_each_once() -> None:
         Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000"),
         Target("jax0.7-cuda12.8", "demo/jax", "127.0.0.1:5000"),
         Target("torch2.8-cpu", "demo/torch", "127.0.0.1:5000"),
-        # a reference names the digest; the variant's stages stay in its matrix repository
-        Target(
-            "jax0.7-cpu", "demo/jax", "127.0.0.1:5000", tag="jax0.7-cpu-dev", source=Location("r.example", "demo/jax")
-        ),
+        # a reference whose tag names the variant: its own repository (--variant-id: the matrix's)
+        Target("jax0.7-cpu", "demo/jax", "r.example", tag="jax0.7-cpu-dev"),
     ]
     assert loads == [1]  # the matrices are read once
 
