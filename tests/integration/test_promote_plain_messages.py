@@ -1,8 +1,9 @@
 """What a new user reads from ``builder promote`` and ``builder resolve`` against a real registry:
 an error printed once (not once per target and again as the command's error), a dry run into a
 stage that already holds the digest says so (not "would promote ... (now <the same digest>)"),
-and a promoter key file the policy names that does not exist is named in the hint of the command
-it makes fail (not only "key set build, not a promoter")."""
+a promoter key file the policy names that does not exist is named in the hint of the command it
+makes fail (not only "key set build, not a promoter"), and a dry run with a key that is not a
+promoter says so as --confirm does."""
 
 from __future__ import annotations
 
@@ -103,3 +104,27 @@ def test_records_by_another_key_point_to_the_prefix_not_to_an_empty_promoter_glo
     error = _in(cli, project, "resolve", VARIANT, "--stage", "dev", "--json", code=18).json()["error"]
     assert "repository_prefix" in error["hint"] and "BUILDER_REPOSITORY_PREFIX" in error["hint"], error["hint"]
     assert "cannot be read" not in error["hint"], error["hint"]
+
+
+# A dry run checks the key `--confirm` would sign with (`builder promote REF --to dev --key other.key`
+# planned "would promote" with no warning, then `--confirm` failed with exit 16 "not a promoter"): a
+# key that is not one of the policy's promoters is a failing `promoter` row of the plan.
+def test_a_dry_run_with_a_key_that_is_not_a_promoter_says_so_as_confirm_does(
+    cli: Cli, project: Path, registry_address: str, unique_repo: str, tmp_path: Path
+) -> None:
+    from builder.signing.keys import generate_key_pair
+
+    _build(project, registry_address, unique_repo, b"dry run signer")
+    other, _pub, _fp = generate_key_pair(tmp_path / "other", None)
+    promoter = project / "state" / "keys" / "build" / "builder.key"
+    # the project's own promoter key: the dry run is as before
+    assert "would promote" in _in(cli, project, "promote", VARIANT, "--to", "dev", "--key", str(promoter)).stderr
+    dry = _in(cli, project, "promote", VARIANT, "--to", "dev", "--key", str(other), "--json", code=31).json()
+    rows = {r["rule"]: r for r in dry["error"]["details"]["results"][0]["decision"]["reasons"]}
+    assert rows["promoter"]["passed"] is False and "is not a promoter" in rows["promoter"]["reason"], rows
+    assert "is not a promoter" in dry["error"]["message"]
+    human = _in(cli, project, "promote", VARIANT, "--to", "dev", "--key", str(other), code=31).stderr
+    assert "would promote" not in human and "is not a promoter" in human, human
+    confirm = _in(cli, project, "promote", VARIANT, "--to", "dev", "--key", str(other), "--confirm", "--json", code=16)
+    message = confirm.json()["error"]["message"]
+    assert "is not a promoter" in message and rows["promoter"]["reason"].startswith(message.split(";")[0])
