@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
@@ -43,8 +42,6 @@ MIRROR_PREFIX = "mirror:"
 # --------------------------------------------------------------------------------------------
 # Resolution: committed lock, machine-local mirror record, mirror map
 # --------------------------------------------------------------------------------------------
-
-_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,13 +117,15 @@ def read_bases_lock(path: Path) -> dict[str, str | None]:
     """
     if not path.exists():
         return {}
+    from builder.registry.reference import is_sha256_digest
+
     try:
         data = json.loads(path.read_text())
         entries = data["bases"]
         out: dict[str, str | None] = {}
         for ref, entry in entries.items():
             digest = entry.get("digest") if isinstance(entry, dict) else None
-            if digest is not None and not _DIGEST_RE.match(str(digest)):
+            if digest is not None and not is_sha256_digest(str(digest)):
                 raise ValueError(f"{ref}: digest {digest!r} is not sha256:<64 hex>")
             out[str(ref)] = digest
         return out

@@ -19,7 +19,6 @@ errors (5-7), LedgerError (33).
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from typing import TYPE_CHECKING
 
@@ -29,6 +28,7 @@ from builder.predicates import PROMOTION_V1
 from builder.promote.apply import conflict, ledger_row, mark_replaced, new_record, require_signer, shared_swap
 from builder.promote.model import Applied, CopyCounts, Plan, short_signer
 from builder.promote.records import chain, pointer_trust
+from builder.registry.reference import is_sha256_digest
 from builder.signing.attest import attest_image
 
 if TYPE_CHECKING:
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from builder.promote.location import Location, Target
     from builder.promote.model import PointerTrust, PromotionRecord
 
-DIGEST_RE = re.compile(r"sha256:[a-f0-9]{64}")
 """A digest ``--to`` accepts (the sha256 digests the OCI image spec names:
 https://github.com/opencontainers/image-spec/blob/main/descriptor.md#digests)."""
 
@@ -53,7 +52,7 @@ def plan_rollback(
     # what the stage holds first: a stage that never held the variant has nothing to roll back,
     # whoever asks (saying the key may not roll it back sent people after the wrong problem)
     st = ctx.policy.stage(stage)  # an unknown stage is named first
-    if to is not None and not DIGEST_RE.fullmatch(to):
+    if to is not None and not is_sha256_digest(to):
         raise ConfigError(f"--to {to!r} is not a digest", hint="give a digest of the stage's history: sha256:<64 hex>")
     dst = ctx.stage_location(target, stage)
     current = ctx.client(dst.registry).try_resolve(dst.repository, dst.pointer_tag)
