@@ -367,8 +367,11 @@ def check_reference(
             pinned, facts, result, attestation, EvidenceRun(result, (), Topology(), None, None, skipped=skipped)
         )
 
-    topo, health = _topology_and_health(result.host.vendor, topology, node_tools)
-    node_cpu = cpu() if cpu is not None else None  # the node the checks ran on, not this host
+    # a failed device check runs no declared check (all named as skipped): no node probes for them
+    # either (a DCGM diagnostic is minutes of a job's steps)
+    probed = result.passed
+    topo, health = _topology_and_health(result.host.vendor, topology, node_tools) if probed else (Topology(), None)
+    node_cpu = cpu() if cpu is not None and probed else None  # the node the checks ran on, not this host
     ev = run_evidence(
         run_ref,
         result,

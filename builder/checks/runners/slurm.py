@@ -72,6 +72,10 @@ if TYPE_CHECKING:
 
 #: printed by every step before its command (standard error), then removed from the step's output
 MARKER = "builder-slurm-step"
+NODE_TOOL_TIMEOUT_S = 300.0
+"""Seconds a tool run on the node outside a container (``dcgmi diag``, ``nvidia-smi topo -m``) may take
+as a step of the job; past it the step is stopped and the tool's result says so (exit 124, as
+``timeout(1)``), never the whole check."""
 _MARKER_RE = re.compile(rf"^{MARKER} job=(\S*) step=(\S*) node=(\S*)\n?", re.MULTILINE)
 
 #: the argument the step's wrapper replaces by the step's GPUs (``"device=0,1"``; ``all`` without an allocation)
@@ -367,7 +371,12 @@ class SlurmSession:
         program here)."""
 
         def run(argv: Sequence[str]) -> tuple[int, str]:
-            code, out, err, _ = self.step(list(argv), None, 300.0)
+            try:
+                code, out, err, _ = self.step(list(argv), None, NODE_TOOL_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                return 124, f"{argv[0]} ran past {NODE_TOOL_TIMEOUT_S:.0f} s on node {self.node} (step stopped)"
+            except RunnerError as exc:  # the step did not start (the job ended, the node went away)
+                return 125, exc.message
             if code == 127 and not out:  # the step's `exec` found no such program on the node
                 return 127, ""
             return code, out if code == 0 else out + err
@@ -378,7 +387,10 @@ class SlurmSession:
         """The CPU model of the job's node: a step that reads its ``/proc/cpuinfo`` (None when that fails)."""
         from builder.checks.host.cpu import cpu_model_of
 
-        code, out, _, _ = self.step(["cat", "/proc/cpuinfo"], None, 60.0)
+        try:
+            code, out, _, _ = self.step(["cat", "/proc/cpuinfo"], None, 60.0)
+        except (subprocess.TimeoutExpired, RunnerError):
+            return None
         return cpu_model_of(out) if code == 0 else None
 
     def cancel(self) -> None:

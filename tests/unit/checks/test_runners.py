@@ -380,3 +380,26 @@ def test_a_slurm_checks_topology_and_dcgm_are_read_on_the_node_by_steps_of_the_j
     assert len(t.gpus) == 4 and {x.code for x in t.links} == {"NV6"}
     assert all("--jobid=9" in argv for argv in seen)  # every tool ran in the check's job, on its node
     assert probe_dcgm(run=tools) is None and tools(["dcgmi", "diag", "-r", "1"]) == (127, "")
+
+
+@pytest.mark.parametrize("failure", ["timeout", "not started"])
+def test_a_node_step_that_hangs_or_does_not_start_is_a_tool_result_not_a_crash(failure: str) -> None:
+    """A ``dcgmi diag`` that hangs past its limit, or a step Slurm does not start (the holding job ended):
+    the node tool's answer says so (exit 124 / 125 with the reason) and the CPU model is "not known";
+    the passed device check keeps its result (before, ``TimeoutExpired`` / RunnerError escaped the check)."""
+    from builder.checks.dcgm import probe_dcgm
+    from builder.checks.runners.slurm import NODE_TOOL_TIMEOUT_S, SlurmSession
+
+    def srun(argv: Sequence[str], stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess[bytes]:
+        if failure == "timeout":
+            raise subprocess.TimeoutExpired(list(argv), timeout)
+        return subprocess.CompletedProcess(list(argv), 1, b"", b"srun: error: Unable to create step for job 9\n")
+
+    session = SlurmSession("c", RunnerSettings("slurm"), True, run=srun, job_id="9")
+    code, text = session.node_tools()(["dcgmi", "diag", "-r", "1"])
+    if failure == "timeout":
+        assert code == 124 and f"dcgmi ran past {NODE_TOOL_TIMEOUT_S:.0f} s" in text
+    else:
+        assert code == 125 and "srun did not start a step of job 9" in text
+    assert session.cpu_model() is None
+    probe_dcgm(run=session.node_tools())  # answers (a failed diagnostic or none), raises nothing
