@@ -182,7 +182,7 @@ def _reference_target(
         raise UnknownVariantError(name)
     if from_label:
         _check_label_claim(scope, variants(), vid, ref, name)
-    registry, repository = _variant_repository(scope, variants() if variant_id is not None else (), vid, ref, name)
+    registry, repository = _variant_repository(scope, variants(), vid, ref, name, named=variant_id is not None)
     at = Location(ref.registry, ref.repository)
     return Target(
         vid,
@@ -195,19 +195,23 @@ def _reference_target(
 
 
 def _variant_repository(
-    scope: TargetScope, variants: Sequence[Variant], vid: str, ref: Reference, name: str
+    scope: TargetScope, variants: Sequence[Variant], vid: str, ref: Reference, name: str, *, named: bool
 ) -> tuple[str, str]:
     """(registry, repository) of the variant a reference is promoted as: the reference names only the
-    digest, every stage pointer goes to the variant's matrix repository mapped by the stage's
-    ``repository`` template (docs/promotion.md, "Where things live"). The matrices' repository when
-    ``variants`` (the matrices, passed when the user named the variant with ``--variant-id``) define
-    ``vid``; else (a variant named by the reference's tag or label) the reference's repository,
+    digest; the stage pointers are the variant's, its build repository mapped by each stage's
+    ``repository`` template (docs/promotion.md, "Where things live"). The matrices' repository for
+    ``vid`` when the user ``named`` the variant (``--variant-id``), or when the reference is in that
+    repository or one of its stage repositories; else (a tag or label naming a variant the
+    reference's repository is not the home of, or no matrix defining it) the reference's repository,
     mapped back to the build's when it is a stage's (``prod/{repository}``: ``prod/demo/jax`` ->
     ``demo/jax``), so a stage's own image never becomes ``prod/prod/...``. NotFoundError (8) when
-    two stages' templates map it back differently (then the variant's matrix must say)."""
+    two stages' templates map it back differently."""
     v = next((v for v in variants if v.id == vid), None)
     if v is not None:
-        return scope.registry, repository_path(scope.repository_prefix, v.repository)
+        built = repository_path(scope.repository_prefix, v.repository)
+        home = ref.registry == scope.registry and (built == ref.repository or built in _builds_of(scope, ref))
+        if named or home:
+            return scope.registry, built
     builds = _builds_of(scope, ref)
     if len(builds) > 1:
         raise NotFoundError(

@@ -186,3 +186,16 @@ def test_a_reference_outside_the_repository_prefix_is_refused_naming_both() -> N
             source=Location("127.0.0.1:5000", "demo/jax"),
         )
     ]
+
+
+def test_a_tag_named_variant_keeps_its_home_repository_and_another_repository_keeps_its_own(tmp_path: Path) -> None:
+    """Without --variant-id: a reference in the variant's build repository (even one whose name
+    looks like a stage's, ``prod/tools`` under ``prod/{repository}``) is that variant's; a reference
+    in an unrelated repository keeps its own pointers (a tag naming a variant does not move the
+    matrix repository's)."""
+    variants = [*VARIANTS, _variant("tools1", "prod/tools")]
+    scope = TargetScope(lambda: variants, "127.0.0.1:5000", ("dev", "prod"), _no_registry, stages=_stages(tmp_path))
+    [t] = resolve_targets(scope, ["127.0.0.1:5000/prod/tools:tools1-0123456789ab"])
+    assert (t.repository, t.source) == ("prod/tools", None)
+    [t] = resolve_targets(scope, ["127.0.0.1:5000/test/x:jax0.7-cpu"])
+    assert (t.variant, t.repository, t.source) == ("jax0.7-cpu", "test/x", None)
