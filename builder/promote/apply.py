@@ -84,9 +84,13 @@ def require_signer(ctx: PromotionContext) -> Signer:
     return ctx.signer
 
 
-def _require_promoter(ctx: PromotionContext) -> None:
+def _require_promoter(ctx: PromotionContext, plan: Plan, signer: Signer) -> None:
+    """SigningKeyError (16) when ``signer`` is no promoter of the policy; a plan the policy denied
+    too is still appended to the ledger as ``denied`` first (the audit trail keeps the attempt)."""
     why = promoter_problem(ctx)
     if why is not None:
+        if not plan.decision.allowed:
+            _record_denied(ctx, plan, signer)
         raise SigningKeyError(
             why, hint="sign with a promoter key (--key) or add its public key to the policy's promoter key set"
         )
@@ -159,10 +163,15 @@ def conflict(loc: Location, expected: str | None, found: str | None, when: str) 
     )
 
 
-def _deny(ctx: PromotionContext, plan: Plan, signer: Signer) -> PolicyDeniedError:
+def _record_denied(ctx: PromotionContext, plan: Plan, signer: Signer) -> None:
+    """Append the denied plan to the ledger (``denied``), when it names a digest and there is one."""
     if plan.digest is not None and ctx.ledger is not None:
         denied = new_record(ctx, plan, signer, "promote", plan.digest, plan.previous)
         ctx.ledger.append(ledger_row(denied, plan.decision))
+
+
+def _deny(ctx: PromotionContext, plan: Plan, signer: Signer) -> PolicyDeniedError:
+    _record_denied(ctx, plan, signer)
     failed = plan.decision.failed()
     return PolicyDeniedError(
         f"promotion of {plan.target.variant} to {plan.stage} denied: "
@@ -230,7 +239,7 @@ def apply_promotion(
     under its lock, which the caller holds too."""
     t0 = time.perf_counter()
     signer = require_signer(ctx)
-    _require_promoter(ctx)  # first: the plan's `promoter` row would otherwise read as a policy denial
+    _require_promoter(ctx, plan, signer)  # first: the plan's `promoter` row would otherwise read as a policy denial
     if plan.digest is None or not plan.decision.allowed:
         raise _deny(ctx, plan, signer)
     digest = plan.digest

@@ -128,3 +128,8 @@ def test_a_dry_run_with_a_key_that_is_not_a_promoter_says_so_as_confirm_does(
     confirm = _in(cli, project, "promote", VARIANT, "--to", "dev", "--key", str(other), "--confirm", "--json", code=16)
     message = confirm.json()["error"]["message"]
     assert "is not a promoter" in message and rows["promoter"]["reason"].startswith(message.split(";")[0])
+    # the refused --confirm is in the audit trail as a denial (the plan's promoter row failed)
+    from builder.ledger import open_ledger
+
+    actions = [r.action for r in open_ledger(project / "state" / "ledger.sqlite").records()]
+    assert actions == ["denied"], actions
