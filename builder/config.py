@@ -263,7 +263,7 @@ def repository_problem(repository: str) -> str | None:
     if len(repository) > 255:
         return "longer than 255 characters"
     for comp in repository.split("/"):
-        if not _COMPONENT_RE.match(comp):
+        if not _COMPONENT_RE.fullmatch(comp):
             return f"component {comp!r} must be lowercase letters/digits separated by . _ __ -"
     return None
 
@@ -279,7 +279,7 @@ def registry_problem(host: str) -> str | None:
     (the reference grammar: https://github.com/distribution/reference/blob/main/regexp.go). The one
     definition: ``builder.registry.reference`` parses references with it, the ``registry`` setting
     and policy validation judge hosts with it."""
-    if not _HOST_RE.match(host):
+    if not _HOST_RE.fullmatch(host):
         return f"{host!r} is not host[:port]"
     name = host if host.startswith("[") else host.rsplit(":", 1)[0]
     if not name.startswith("[") and any(label in ("", "-") for label in name.split(".")):

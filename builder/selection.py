@@ -142,7 +142,7 @@ def check_variant_id(text: str, source: str) -> str:
     """``text`` when it is a valid variant id; ConfigError (exit 2) naming ``source`` (``--variant-id``,
     ``the io.builder.variant label of REF``) otherwise, so that untrusted data never chooses where a
     tag is written (``../`` or ``/`` would reach another repository's path)."""
-    if VARIANT_ID_RE.match(text) and not text.startswith("sha256-"):
+    if VARIANT_ID_RE.fullmatch(text) and not text.startswith("sha256-"):
         return text
     raise ConfigError(
         f"{source}: {text!r} is not a variant id (lowercase letters, digits, '.', '_', '-'; at most 96)",

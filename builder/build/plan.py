@@ -9,7 +9,6 @@ built. Tags follow the OCI distribution spec's tag grammar (at most 128 characte
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -17,6 +16,7 @@ from typing_extensions import TypedDict
 
 from builder.config import repository_path
 from builder.errors import ConfigError, UnpinnedBaseError
+from builder.registry.reference import is_tag
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -37,9 +37,6 @@ CACHE_PREFIX = "buildcache-"
 
 
 MAX_TAG = 128
-
-
-_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 #: What happens to a variant: built, already in the registry, or left out because its base or
@@ -195,7 +192,7 @@ def check_tags(rendered: Iterable[RenderedImage]) -> None:
     bad: list[str] = []
     for r in rendered:
         for tag in (r.content_tag, r.variant.id):
-            if len(tag) > MAX_TAG or not _TAG_RE.match(tag) or tag.startswith("sha256-"):
+            if len(tag) > MAX_TAG or not is_tag(tag) or tag.startswith("sha256-"):
                 bad.append(f"{r.variant.id}: tag {tag!r}")
     if bad:
         raise ConfigError(

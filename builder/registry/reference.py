@@ -26,7 +26,7 @@ from builder.errors import ConfigError
 
 _DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
 _SHA256_RE = re.compile(r"^sha256:[a-f0-9]{64}$")
-_TAG_RE = re.compile(r"^[\w][\w.-]{0,127}$")
+_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 #: Docker Hub's canonical registry name (what references and identities use).
@@ -120,10 +120,16 @@ class Reference:
         return dataclasses.replace(self, tag=tag)
 
 
+def is_tag(text: str) -> bool:
+    """Whether ``text`` is a whole OCI tag: ``[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}`` (ASCII only;
+    https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pulling-manifests)."""
+    return _TAG_RE.fullmatch(text) is not None
+
+
 def is_sha256_digest(text: str) -> bool:
     """Whether ``text`` is a whole ``sha256:<64 lowercase hex>`` digest (the OCI image spec's
     registered sha256 form: https://github.com/opencontainers/image-spec/blob/main/descriptor.md#digests)."""
-    return _SHA256_RE.match(text) is not None
+    return _SHA256_RE.fullmatch(text) is not None
 
 
 def parse_reference(ref: str, default_registry: str) -> Reference:
@@ -148,14 +154,14 @@ def parse_reference(ref: str, default_registry: str) -> Reference:
     digest: str | None = None
     if "@" in text:
         text, digest = text.split("@", 1)
-        if not _DIGEST_RE.match(digest) or (digest.startswith("sha256:") and not _SHA256_RE.match(digest)):
+        if not _DIGEST_RE.fullmatch(digest) or (digest.startswith("sha256:") and not _SHA256_RE.fullmatch(digest)):
             shape = "sha256:<64 hex digits>" if digest.startswith("sha256:") else "<algorithm>:<hex>"
             raise bad(f"digest {digest!r} is not {shape} (copy the whole digest, not a short form)")
     tag: str | None = None
     last = text.rsplit("/", 1)[-1]
     if ":" in last:
         text, tag = text.rsplit(":", 1)
-        if not _TAG_RE.match(tag):
+        if not is_tag(tag):
             raise bad(f"tag {tag!r} is not valid (letters, digits, _ . -; at most 128; no leading . or -)")
     parts = text.split("/")
     if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):

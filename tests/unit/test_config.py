@@ -134,7 +134,9 @@ def test_a_folder_setting_naming_a_file_is_refused_naming_it(cli: Cli, tmp_path:
     assert fresh.state_dir == tmp_path / "new"
 
 
-@pytest.mark.parametrize("registry", ["bad registry!", "a..b:5000", "reg.example/path", ".example.com", "host:port"])
+@pytest.mark.parametrize(
+    "registry", ["bad registry!", "a..b:5000", "reg.example/path", ".example.com", "host:port", "127.0.0.1:5000\n"]
+)
 def test_a_registry_setting_that_is_not_host_port_is_a_setting_error(tmp_path: Path, registry: str) -> None:
     # no registry answered anything: the setting is wrong, named with where it was set
     with pytest.raises(ConfigError, match=r"environment variable BUILDER_REGISTRY: the registry .* is not|label"):

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from builder.errors import ConfigError
-from builder.registry.reference import Reference, fallback_tag, join_reference, parse_reference, sha256_digest
+from builder.registry.reference import (
+    Reference,
+    fallback_tag,
+    is_sha256_digest,
+    is_tag,
+    join_reference,
+    parse_reference,
+    sha256_digest,
+)
 
 D = "sha256:" + "ab" * 32
 REG = "127.0.0.1:5000"
@@ -36,7 +44,8 @@ def test_parse_reference(text: str, expected: Reference) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "UPPER/case:t", "a:b:c@sha256:12", f"x@{D[:-1]}", "x:-tag", "a//b:t", "x:" + "t" * 129],
+    # a tag is ASCII (Python's \w would let "täg" by)
+    ["", "UPPER/case:t", "a:b:c@sha256:12", f"x@{D[:-1]}", "x:-tag", "a//b:t", "x:" + "t" * 129, "x:täg"],
 )
 def test_parse_reference_rejects(text: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -66,6 +75,12 @@ def test_sha256_digest_and_join_reference() -> None:
     assert sha256_digest(b"") == "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     assert join_reference("ml/jax", "t") == "ml/jax:t"
     assert join_reference("ml/jax", D) == f"ml/jax@{D}"
+
+
+def test_a_digest_and_a_tag_are_whole_strings() -> None:
+    """No trailing newline slips through a ``$``-anchored pattern (lock files, registry settings)."""
+    assert is_sha256_digest(D) and not is_sha256_digest(D + "\n")
+    assert is_tag("v1.0_rc-2") and not is_tag("v1\n") and not is_tag("täg")
 
 
 def test_a_short_digest_is_named_as_such() -> None:
