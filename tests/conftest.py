@@ -28,6 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def unset_builder_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remove the test environment's ``BUILDER_*`` settings, ``DOCKER_CONFIG`` and ``COSIGN_PASSWORD``
+    (for this test): what a project's own builder.toml and keys say is what the command reads."""
+    for name in list(os.environ):
+        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
+            monkeypatch.delenv(name)
+
+
 def _unavailable(what: str) -> None:
     msg = f"{what} is not available: run `bash scripts/setup` first"
     if os.environ.get("CI", "").lower() == "true":

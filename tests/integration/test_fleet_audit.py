@@ -4,12 +4,12 @@ the cluster and exit 11 (real registry, real promotion records, the fleet checke
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from builder.registry import RegistryClient
+from tests.conftest import unset_builder_settings
 from tests.integration.test_promote_support import make_keys, push_image
 from tests.projects import build_key_policy, jax_matrix
 
@@ -74,9 +74,7 @@ def project(tmp_path: Path, registry_address: str, unique_repo: str) -> Path:
 
 
 def _run(cli: Cli, monkeypatch: pytest.MonkeyPatch, project: Path, *args: str, code: int = 0) -> CliResult:
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     return cli(*args, code=code, env={"HOME": str(project)}, cwd=project)
 
 

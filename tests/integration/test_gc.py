@@ -12,7 +12,6 @@ import datetime as dt
 import gzip
 import hashlib
 import json
-import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from builder.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient, fallback_t
 from builder.signing.bundles import attest_bundle
 from builder.signing.keys import load_signer
 from builder.signing.sign import sign_image
+from tests.conftest import unset_builder_settings
 from tests.integration.test_promote_cli import VARIANT, _project
 from tests.integration.test_promote_support import OCI_CONFIG, OCI_LAYER_GZIP, tar_layer
 
@@ -94,9 +94,7 @@ def test_gc_deletes_only_what_no_stage_needs(
     keys = project / "state" / "keys"
 
     def run(*args: str, code: int = 0) -> CliResult:
-        for name in list(os.environ):
-            if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-                monkeypatch.delenv(name)
+        unset_builder_settings(monkeypatch)
         return cli(*args, code=code, env={"HOME": str(project)}, cwd=project)
 
     client = RegistryClient(registry_address, insecure=True)
@@ -171,9 +169,7 @@ def test_policy_retention_is_validated_and_applied(
     project = _project(tmp_path / "project", registry_address, unique_repo)
     policy = project / "policies" / "default.yaml"
     text = policy.read_text()
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     env = {"HOME": str(project)}
     policy.write_text(text + "retention:\n  content_tags: soon\n")
     err = cli("policy", "validate", "--json", code=30, env=env, cwd=project).json()
@@ -206,9 +202,7 @@ def test_a_pointer_no_trusted_record_explains_keeps_every_manifest_of_its_varian
     """dev's pointer was moved outside builder: its rollback target is unknown, so no manifest of
     the variant goes (an old pending tag still loses its tag, never its manifest)."""
     project = _project(tmp_path / "project", registry_address, unique_repo)
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     env = {"HOME": str(project)}
     client = RegistryClient(registry_address, insecure=True)
     push_dated(client, unique_repo, [f"{VARIANT}-dev"], created=OLD, layers=[layer()])
@@ -267,9 +261,7 @@ def test_a_deleted_index_takes_its_platform_signatures_and_bundles_but_not_a_sha
     referrer manifest) go; the shared platform's signature and bundle stay, since the kept index
     still serves them (containers/image verifies the platform it pulls)."""
     project = _project(tmp_path / "project", registry_address, unique_repo)
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     env = {"HOME": str(project)}
     keys = project / "state" / "keys"
     locks = project / "state" / "locks"

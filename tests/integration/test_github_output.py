@@ -5,13 +5,12 @@ the runner's files in a temporary directory, builder in-process through the ``cl
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, unset_builder_settings
 from tests.integration.test_promote_cli import VARIANT, _build, _project
 
 if TYPE_CHECKING:
@@ -30,9 +29,7 @@ def _run(cli: Cli, project: Path, *args: str, env: dict[str, str], code: int = 0
 def test_promote_and_resolve_write_their_outputs(
     cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in list(os.environ):  # the project's builder.toml, not the test's environment
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     project = _project(tmp_path / "project", registry_address, unique_repo)
     digest = _build(project, registry_address, unique_repo, b"github one")
     output, summary = tmp_path / "output", tmp_path / "summary.md"

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -13,6 +12,7 @@ import pytest
 
 from builder.registry import RegistryClient
 from builder.signing.keys import load_signer
+from tests.conftest import unset_builder_settings
 from tests.integration.test_promote_support import (
     docker_config_dir,
     make_keys,
@@ -42,9 +42,7 @@ def run(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Run:
     test's own environment or an earlier call."""
 
     def go(project: Path, *args: str, code: int = 0, env: dict[str, str] | None = None) -> CliResult:
-        for name in list(os.environ):
-            if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-                monkeypatch.delenv(name)
+        unset_builder_settings(monkeypatch)
         return cli(*args, code=code, env={"HOME": str(project), **(env or {})}, cwd=project)
 
     return go

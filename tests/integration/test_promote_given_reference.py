@@ -5,13 +5,13 @@ reference the user gave: by tag or by digest, dry run or applied."""
 
 from __future__ import annotations
 
-import os
 import re
 from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.registry import RegistryClient
+from tests.conftest import unset_builder_settings
 from tests.integration.test_promote_cli import VARIANT, _project
 from tests.integration.test_promote_support import push_image
 
@@ -26,9 +26,7 @@ pytestmark = pytest.mark.integration
 def test_promote_shows_the_reference_given_not_the_variant_tag(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, registry_address: str, unique_repo: str
 ) -> None:
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     root = _project(tmp_path / "project", registry_address, unique_repo)
     client = RegistryClient(registry_address, insecure=True)
     repo = f"{unique_repo}/mirror/debian"

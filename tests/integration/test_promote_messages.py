@@ -5,7 +5,6 @@ for an image digest."""
 
 from __future__ import annotations
 
-import os
 import re
 import textwrap
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ from builder.registry import RegistryClient
 from builder.signing.attest import attest_image
 from builder.signing.fingerprints import short_fingerprint
 from builder.signing.keys import load_signer
+from tests.conftest import unset_builder_settings
 from tests.integration.test_promote_cli import VARIANT, _build, _project
 from tests.integration.test_promote_support import device_check
 
@@ -54,9 +54,7 @@ stages:
 
 @pytest.fixture
 def project(tmp_path: Path, registry_address: str, unique_repo: str, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     root = _project(tmp_path / "project", registry_address, unique_repo)
     keys = root / "state" / "keys"
     (root / "policies" / "default.yaml").write_text(textwrap.dedent(POLICY.format(keys=keys)))

@@ -7,12 +7,12 @@ promoter says so as --confirm does."""
 
 from __future__ import annotations
 
-import os
 import re
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.conftest import unset_builder_settings
 from tests.integration.test_promote_cli import VARIANT, _build, _project
 
 if TYPE_CHECKING:
@@ -25,9 +25,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def project(tmp_path: Path, registry_address: str, unique_repo: str, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     return _project(tmp_path / "project", registry_address, unique_repo)
 
 

@@ -11,13 +11,13 @@ the stage's ``repository`` template. Run with a ``repository_prefix`` as the rep
 
 from __future__ import annotations
 
-import os
 import textwrap
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from builder.registry import RegistryClient
+from tests.conftest import unset_builder_settings
 from tests.integration.test_promote_cli import VARIANT
 from tests.integration.test_promote_support import make_keys, push_image
 from tests.projects import jax_matrix
@@ -67,9 +67,7 @@ def _project(root: Path, registry: str, repo: str) -> Path:
 def test_a_reference_moves_the_variants_pointer_wherever_the_image_lives(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, registry_address: str, unique_repo: str
 ) -> None:
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     root = _project(tmp_path / "project", registry_address, unique_repo)
     env = {"HOME": str(root), "BUILDER_REPOSITORY_PREFIX": PREFIX}
 

@@ -10,7 +10,6 @@ reference the user gave (not the variant tag it is read as).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from builder.labels import PROMOTION_ROLE, SIGNATURE_ROLE
 from builder.registry import RegistryClient
 from builder.signing.keys import generate_key_pair
+from tests.conftest import unset_builder_settings
 from tests.integration.test_promote_support import push_image
 
 if TYPE_CHECKING:
@@ -49,9 +49,7 @@ def fresh_project(root: Path, registry: str) -> Path:
 
 
 def user(cli: Cli, monkeypatch: pytest.MonkeyPatch, root: Path, *args: str, code: int = 0) -> CliResult:
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     return cli(*args, code=code, env={"HOME": str(root)}, cwd=root)
 
 

@@ -28,7 +28,7 @@ from builder.signing.bundles import BUNDLE_MEDIA_TYPE
 from builder.signing.keys import generate_key_pair, load_public_keys
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
 from tests.attestations import statements
-from tests.conftest import require_tool
+from tests.conftest import require_tool, unset_builder_settings
 from tests.integration.test_promote_support import docker_config_dir, password_registry, push_image
 from tests.projects import jax_matrix
 
@@ -84,9 +84,7 @@ def verify_bundle(
 
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No BUILDER_* setting, Docker config or cosign password of the machine running the tests."""
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
 
 
 def doc_snippet(name: str) -> str:

@@ -5,12 +5,12 @@ first error's code."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.errors import RegistryAuthError, RegistryUnavailableError
+from tests.conftest import unset_builder_settings
 from tests.integration.test_promote_cli import VARIANT, _build, _project
 from tests.integration.test_promote_support import password_registry
 
@@ -25,9 +25,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def run(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     yield cli
 
 

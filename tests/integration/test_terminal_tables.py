@@ -3,11 +3,11 @@ digest whole on one line, nothing wider than the terminal."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.conftest import unset_builder_settings
 from tests.integration.test_promote_cli import VARIANT, _build, _project
 
 if TYPE_CHECKING:
@@ -22,9 +22,7 @@ pytestmark = pytest.mark.integration
 def test_status_keeps_ids_and_digests_whole(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, registry_address: str, unique_repo: str, columns: int
 ) -> None:
-    for name in list(os.environ):
-        if name.startswith("BUILDER_") or name in ("DOCKER_CONFIG", "COSIGN_PASSWORD"):
-            monkeypatch.delenv(name)
+    unset_builder_settings(monkeypatch)
     project = _project(tmp_path / "project", registry_address, unique_repo)
     digest = _build(project, registry_address, unique_repo, b"terminal tables")
     env = {"HOME": str(project)}
