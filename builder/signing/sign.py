@@ -53,7 +53,10 @@ def sign_image(
     digest is an image index, each runnable platform manifest of it is signed too (same identity,
     concurrently; buildx attestation manifests skipped), because containers/image (skopeo, podman,
     CRI-O) verifies the signature of the platform manifest it pulls, not only the index's
-    (https://github.com/containers/image/blob/main/docs/containers-policy.json.5.md).
+    (https://github.com/containers/image/blob/main/docs/containers-policy.json.5.md). The index is
+    signed last, once every platform manifest's signature is written: a run killed midway never
+    leaves a signed index over an unsigned platform manifest, so a signed index (what
+    ``builder.publish.is_signed`` checks) means the whole image is signed.
 
     The payload's identity (``critical.identity.docker-reference``) is ``<registry>/<repository>``
     as cosign writes it. ``annotations`` go into the payload's ``optional`` (signed, like
@@ -68,12 +71,10 @@ def sign_image(
     else:
         children = platform_manifests(client, repository, digest)
     if children:
-        with ThreadPoolExecutor(max_workers=min(4, len(children) + 1)) as pool:
-            top = pool.submit(_sign_one, client, repository, digest, signer, lock_dir, annotations, held)
+        with ThreadPoolExecutor(max_workers=min(4, len(children))) as pool:
             for f in [pool.submit(_sign_one, client, repository, c, signer, lock_dir, annotations) for c in children]:
                 f.result()
-            return top.result()
-    return _sign_one(client, repository, digest, signer, lock_dir, annotations, held)
+    return _sign_one(client, repository, digest, signer, lock_dir, annotations, held)  # last: see above
 
 
 def platform_manifests(client: RegistryClient, repository: str, digest: str) -> list[str]:

@@ -154,7 +154,9 @@ def test_a_matrix_over_the_size_limit_is_refused_before_it_is_read_whole(tmp_pat
     """The cache key reads a matrix with the loader's limit (``yamldoc.MAX_BYTES``) and refuses a
     larger one with the loader's error: an endless file (a FIFO fed without end, like /dev/zero)
     is not read past the limit."""
+    import contextlib
     import os
+    import select
     import threading
 
     from builder.errors import ConfigError
@@ -167,17 +169,21 @@ def test_a_matrix_over_the_size_limit_is_refused_before_it_is_read_whole(tmp_pat
     stop = threading.Event()
 
     def feed() -> None:
+        # Non-blocking writes, polled: a write blocked on a full pipe would wait for ever if a
+        # second reader (the release below) opened before the kernel woke it with EPIPE.
         while not stop.is_set():
             fd = os.open(fifo, os.O_WRONLY)  # blocks until a reader opens it
+            os.set_blocking(fd, False)
             n = 0
             try:
                 while n < cap and not stop.is_set():
-                    n += os.write(fd, chunk)
+                    if select.select([], [fd], [], 0.1)[1]:
+                        with contextlib.suppress(BlockingIOError):
+                            n += os.write(fd, chunk)
             except BrokenPipeError:
-                written.append(n)  # the reader stopped reading
-            else:
-                written.append(n)
+                pass  # the reader stopped reading
             finally:
+                written.append(n)
                 os.close(fd)
 
     writer = threading.Thread(target=feed, daemon=True)
