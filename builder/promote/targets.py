@@ -25,11 +25,11 @@ from builder.errors import ConfigError, NotFoundError, RegistryError
 from builder.labels import own
 from builder.labels import read as read_label
 from builder.promote.location import Location, Target
-from builder.registry.reference import Reference, parse_reference
+from builder.registry.reference import Reference, is_sha256_digest, parse_reference
 from builder.selection import check_variant_id, looks_like_variant_id, select, variant_reference
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
 
     from builder.models import Variant
@@ -109,17 +109,17 @@ def variant_from_tag(tag: str | None, stage_names: Sequence[str]) -> str | None:
     return tag
 
 
-def variant_from_labels(clients: ClientFactory, ref: Reference) -> str | None:
-    """The ``io.github.builder-project.variant`` label ``builder render`` writes into every image (or
-    the older ``io.builder.variant``); None when the image or its config is missing or has no label."""
+def image_labels(clients: ClientFactory, ref: Reference) -> Mapping[str, object]:
+    """The ``Labels`` of ``ref``'s image config (``builder render`` writes the variant and the
+    content hash into every image); {} when the image or its config is missing or has none."""
     from builder.registry.copy import image_config  # only for a reference without a variant in its tag
 
     try:
         config = image_config(clients(ref.registry), ref.repository, ref.ref)
     except (NotFoundError, RegistryError):  # no image to read: the caller asks for --variant-id
-        return None
-    label = read_label((config.get("config") or {}).get("Labels") or {}, "variant")
-    return str(label) if label else None
+        return {}
+    labels = (config.get("config") or {}).get("Labels")
+    return labels if isinstance(labels, dict) else {}
 
 
 def resolve_targets(
@@ -170,18 +170,20 @@ def _reference_target(
     ref = parse_reference(name, scope.registry)
     _check_under_prefix(scope, ref, name)
     from_label = False
+    labels: Mapping[str, object] = {}
     if variant_id is not None:
         vid: str | None = check_variant_id(variant_id, "--variant-id")
     else:
         vid = variant_from_tag(ref.tag, scope.stage_names)
         if vid is None:
-            label = variant_from_labels(scope.clients, ref)
+            labels = image_labels(scope.clients, ref)
+            label = read_label(labels, "variant")
             vid = check_variant_id(label, f"the {VARIANT_LABEL} label of {name}") if label is not None else None
             from_label = vid is not None
     if vid is None:
         raise UnknownVariantError(name)
     if from_label:
-        _check_label_claim(scope, variants(), vid, ref, name)
+        _check_label_claim(scope, variants(), vid, ref, name, read_label(labels, "content-hash"))
     registry, repository = _variant_repository(scope, variants(), vid, ref, name, named=variant_id is not None)
     at = Location(ref.registry, ref.repository)
     return Target(
@@ -267,11 +269,16 @@ def _check_under_prefix(scope: TargetScope, ref: Reference, name: str) -> None:
     )
 
 
-def _check_label_claim(scope: TargetScope, variants: Sequence[Variant], vid: str, ref: Reference, name: str) -> None:
+def _check_label_claim(
+    scope: TargetScope, variants: Sequence[Variant], vid: str, ref: Reference, name: str, content_hash: str | None
+) -> None:
     """An image's variant label is a claim the image makes about itself: it must name a variant
     of the matrices that is built into the image's repository or whose stage repository it is
-    (``prod/{repository}``; NotFoundError, exit 8, otherwise),
-    or anyone who can push an image could choose which variant's stage pointer it moves. Without
+    (``prod/{repository}``), and the build must confirm it: the variant's write-once content tag
+    ``<variant>-<hash12>`` (the hash from the image's ``content-hash`` label) in the build
+    repository names this very digest, as only a finished build of that variant writes it
+    (NotFoundError, exit 8, otherwise). Else anyone who can push an image could choose which
+    variant's stage pointer it moves, also among the variants that share one repository. Without
     matrices in the checkout there is nothing to check against (the id grammar still holds).
     ``--variant-id`` is the user's own statement and is not second-guessed."""
     if not variants:
@@ -290,4 +297,13 @@ def _check_label_claim(scope: TargetScope, variants: Sequence[Variant], vid: str
             f"not {repository}",
             hint="labels are claims: promote the image from the variant's repository, or pass --variant-id "
             "to name the variant yourself",
+        )
+    tag = f"{vid}-{content_hash[:12]}" if content_hash and is_sha256_digest(f"sha256:{content_hash}") else None
+    if tag is None or scope.clients(scope.registry).try_resolve(built, tag) != ref.digest:
+        why = f"{built}:{tag} does not name this digest" if tag else "the image has no content-hash label"
+        raise NotFoundError(
+            f"the {VARIANT_LABEL} label of {name} claims variant {vid!r}, but no build of that variant "
+            f"confirms it: {why}",
+            hint="labels are claims: promote the variant's content tag (`builder status` shows it), or pass "
+            "--variant-id to name the variant yourself",
         )

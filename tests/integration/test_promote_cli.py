@@ -17,6 +17,7 @@ from tests.integration.test_promote_support import (
     docker_config_dir,
     make_keys,
     password_registry,
+    push_build,
     push_image,
     write_policy,
 )
@@ -161,7 +162,7 @@ def test_promotion_commands(run: Run, project: Path, registry_address: str, uniq
     _resolve_finds_the_cluster_as_check_does(run, project, f"{registry_address}/{unique_repo}@{d1}")
 
     # a reference by digest alone: the variant comes from the image's io.builder.variant label
-    d3 = push_image(client, unique_repo, None, content=b"by digest", labels={"io.builder.variant": VARIANT})
+    d3 = push_build(client, unique_repo, VARIANT, b"by digest")
     plan = js(run(project, "promote", f"{registry_address}/{unique_repo}@{d3}", "--to", "dev", "--json"))
     assert plan["results"][0]["variant"] == VARIANT and plan["results"][0]["digest"] == d3
 

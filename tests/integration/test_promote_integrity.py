@@ -23,6 +23,7 @@ from builder.errors import (
     RegistryError,
     VerificationError,
 )
+from builder.labels import own
 from builder.predicates import DEVICE_CHECK_V1
 from builder.promote import (
     Target,
@@ -466,10 +467,13 @@ def test_a_label_claiming_another_variant_or_repository_is_refused(
     cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str
 ) -> None:
     """The attack: an image pushed with a well-formed label naming a variant the matrices do not
-    have, or a real variant built into another repository: refused (exit 8) before any write."""
+    have, a real variant built into another repository, or a real variant in its own repository
+    that no build of the variant confirms (no content tag names the digest: any image pushed
+    there, or another variant's build in a repository several variants share): refused (exit 8)
+    before any write."""
     from tests.integration.test_promote_cli import VARIANT as CLI_VARIANT
     from tests.integration.test_promote_cli import _project
-    from tests.integration.test_promote_support import push_image
+    from tests.integration.test_promote_support import push_build, push_image
 
     project = _project(tmp_path / "p", registry_address, unique_repo)
     run = functools.partial(cli, cwd=project, env={"HOME": str(project)})
@@ -482,8 +486,21 @@ def test_a_label_claiming_another_variant_or_repository_is_refused(
     err = run("promote", f"{registry_address}/{elsewhere}@{moved}", "--to", "dev", "--confirm", "--json", code=8)
     assert f"built into {unique_repo}, not {elsewhere}" in err.json()["error"]["message"]
     assert client.list_tags(elsewhere) == [] or all(not t.endswith("-dev") for t in client.list_tags(elsewhere))
-    # the label of an image in the variant's own repository is accepted as before
-    ours = push_image(client, unique_repo, None, content=b"ours", labels={"io.builder.variant": CLI_VARIANT})
+    # in the variant's own repository: a label alone, or a content-hash label whose content tag names
+    # another digest (the variant's real build), is no build of the variant
+    pushed = push_image(client, unique_repo, None, content=b"pushed", labels={"io.builder.variant": CLI_VARIANT})
+    err = run("promote", f"{registry_address}/{unique_repo}@{pushed}", "--to", "dev", "--json", code=8).json()
+    assert "no build of that variant confirms it" in err["error"]["message"], err
+    assert "no content-hash label" in err["error"]["message"] and "--variant-id" in err["error"]["hint"]
+    ours = push_build(client, unique_repo, CLI_VARIANT, b"ours")
+    claimed = client.get_blob(unique_repo, client.get_manifest(unique_repo, ours).json["config"]["digest"])
+    labels = json.loads(claimed)["config"]["Labels"]
+    copied = push_image(client, unique_repo, None, content=b"copied", labels=labels)  # the build's labels, copied
+    err = run("promote", f"{registry_address}/{unique_repo}@{copied}", "--to", "dev", "--json", code=8).json()
+    tag = f"{CLI_VARIANT}-{labels[own('content-hash')][:12]}"
+    assert f"{unique_repo}:{tag} does not name this digest" in " ".join(err["error"]["message"].split()), err
+    assert not any(t.endswith("-dev") for t in client.list_tags(unique_repo))
+    # the variant's own build, by digest: its label is confirmed by its content tag
     plan = run("promote", f"{registry_address}/{unique_repo}@{ours}", "--to", "dev", "--json").json()
     assert plan["results"][0]["variant"] == CLI_VARIANT
 

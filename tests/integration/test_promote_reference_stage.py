@@ -19,7 +19,7 @@ import pytest
 from builder.registry import RegistryClient
 from tests.conftest import unset_builder_settings
 from tests.integration.test_promote_cli import VARIANT
-from tests.integration.test_promote_support import make_keys, push_image
+from tests.integration.test_promote_support import make_keys, push_build, push_image
 from tests.projects import jax_matrix
 
 if TYPE_CHECKING:
@@ -77,8 +77,7 @@ def test_a_reference_moves_the_variants_pointer_wherever_the_image_lives(
     reg = registry_address
     repo, prod = f"{PREFIX}/{unique_repo}", f"{PREFIX}/prod/{unique_repo}"
     client = RegistryClient(reg, insecure=True)
-    label = {"io.github.builder-project.variant": VARIANT}  # as `builder render` writes it
-    d1 = push_image(client, repo, VARIANT, content=b"f1 first build", labels=label)
+    d1 = push_build(client, repo, VARIANT, b"f1 first build")  # labelled and content-tagged as a build
     for stage in ("dev", "staging", "prod"):
         run("promote", VARIANT, "--to", stage, "--confirm")
     assert client.resolve(prod, f"{VARIANT}-prod") == d1

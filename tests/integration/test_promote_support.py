@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from builder.labels import own
 from builder.registry import OCI_MANIFEST, RegistryClient, client_for
 
 if TYPE_CHECKING:
@@ -88,6 +89,18 @@ def push_image(
     raw_manifest = json.dumps(manifest, separators=(",", ":")).encode()
     digest = "sha256:" + hashlib.sha256(raw_manifest).hexdigest()
     client.put_manifest(repository, tag or digest, raw_manifest, OCI_MANIFEST)
+    return digest
+
+
+def push_build(client: RegistryClient, repository: str, variant: str, content: bytes) -> str:
+    """What a finished build of ``variant`` leaves in ``repository`` (small image, real labels): an
+    image labelled with the variant and a content hash, under its content tag ``<variant>-<hash12>``
+    (the tag by which the build confirms the label's claim) and its moving variant tag; returns its
+    digest."""
+    content_hash = hashlib.sha256(content).hexdigest()
+    labels = {own("variant"): variant, own("content-hash"): content_hash}  # as `builder render` writes them
+    for tag in (f"{variant}-{content_hash[:12]}", variant):
+        digest = push_image(client, repository, tag, content=content, labels=labels)
     return digest
 
 
