@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 from builder import __version__, process
-from builder.cli._common import AppContext, PathParam, console, echo_external_commands, json_option
+from builder.cli._common import AppContext, PathParam, console, echo_external_commands, json_option, show_lock_waits
 from builder.cli.terminal import HELP_MAX_WIDTH, quiet_third_parties
 from builder.errors import BuilderError
 
@@ -153,6 +153,7 @@ def cli(ctx: click.Context, json_output: bool, debug: bool, root: Path | None) -
     ctx.obj = AppContext(json_output=json_output, debug=debug, root_option=None if root is None else str(root))
     ctx.call_on_close(ctx.obj.close)
     echo_external_commands(debug)
+    show_lock_waits()
     quiet_third_parties(debug)
 
 

@@ -164,6 +164,25 @@ def echo_external_commands(enabled: bool) -> None:
         log.setLevel(logging.DEBUG if enabled else logging.NOTSET)
 
 
+class _NoteHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        from rich.markup import escape
+
+        console().print(f"[dim]{escape(record.getMessage())}[/]", highlight=False)
+
+
+def show_lock_waits() -> None:
+    """Print on stderr the one notice ``builder.lockfile`` logs when a lock wait passes ~2 s (what
+    is awaited, the lock file, the timeout), in every output mode (``--json`` keeps stdout); only
+    this handler prints it (not propagated to the root logger). Idempotent (several invocations
+    may share one process: the tests)."""
+    log = logging.getLogger("builder.lockfile")
+    for handler in [h for h in log.handlers if isinstance(h, _NoteHandler)]:
+        log.removeHandler(handler)
+    log.addHandler(_NoteHandler())
+    log.propagate = False
+
+
 # ---------------------------------------------------------------------------------------------
 # Shared options: each is defined once here, so every command that takes it parses and documents
 # it the same way. Nothing here imports more than click at import time (`builder --help` stays fast).

@@ -170,6 +170,7 @@ class PromotionContext:
                 hint="a builder process on this machine (or one sharing this state_dir) is writing the stage: "
                 "let it finish, then `builder status` and retry",
             ),
+            what=f"the {kind} pointer {loc}",
         ):
             yield
 

@@ -462,6 +462,7 @@ class RegistryClient:
                     f"another process holds the lock of {self.registry}/{repository}:{tag} for {lock_timeout:.0f} s",
                     hint=f"wait for it to finish, or remove a stale lock file {path}",
                 ),
+                what=f"the referrers index {self.registry}/{repository}:{tag}",
             ):
                 return self._add_to_fallback_index(repository, tag, descriptor, attempts)
 

@@ -283,6 +283,7 @@ def signature_lock(lock_dir: Path, registry: str, repository: str, tag: str, tim
             f"timed out after {timeout:.0f}s waiting for the lock on {repository}:{tag}",
             hint=f"another builder process is writing signatures; lock file {path}",
         ),
+        what=f"the signature tag {registry}/{repository}:{tag}",
     ):
         yield
 
