@@ -175,6 +175,19 @@ def variant_reference(matrices: Iterable[HasVariants], variant_id: str, registry
     return f"{registry}/{repository_path(prefix, v.repository)}:{v.id}"
 
 
+def unbuilt_variant(variant_id: str, reference: str) -> NotFoundError:
+    """The error for a variant id whose moving tag ``reference`` (:func:`variant_reference`) names no
+    image: the variant is in the matrices but no build pushed it yet. NotFoundError (exit 8) with
+    the command that builds and pushes it (``builder build --select <variant-id>``) as the hint;
+    ``details``: ``variant``, ``reference``."""
+    return NotFoundError(
+        f"variant {variant_id} has no image: {reference} does not exist (no build pushed it)",
+        hint=f"build and push it first: `builder build --select {variant_id}`; or give an image reference",
+        variant=variant_id,
+        reference=reference,
+    )
+
+
 def target_reference(text: str, matrices: Iterable[HasVariants], registry: str, prefix: str = "") -> str:
     """A command's target as an image reference: a variant id becomes its moving variant tag
     (:func:`variant_reference` under the repository ``prefix``, NotFoundError when unknown);
