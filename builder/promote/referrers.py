@@ -12,7 +12,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from builder.promote.model import UNSET, Unset
-from builder.registry import OCI_INDEX, fallback_tag
+from builder.registry import fallback_tag
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
@@ -94,16 +94,13 @@ def _api_listing(ctx: PromotionContext, loc: Location, digest: str) -> list[Desc
     """The referrers API's listing of ``digest``; None (remembered for the registry, this context
     and this process) when the registry has no referrers API."""
     client = ctx.client(loc.registry)
-    resp = client.request(
-        "GET", f"/v2/{loc.repository}/referrers/{digest}", ref=f"{loc.repository}@{digest}", ok=(200, 404)
-    )
-    has = resp.status_code == 200 and resp.headers.get("Content-Type", "").split(";")[0].strip() == OCI_INDEX
+    listed = client.referrers_api(loc.repository, digest)  # the probe's answer is the listing: one GET
     with _MEMORY.guard:
         _MEMORY.answered.add(client.base)
-        if not has:
+        if listed is None:
             ctx.no_referrers_api.add(loc.registry)
             _MEMORY.bases.add(client.base)
-    return client.referrers(loc.repository, digest) if has else None
+    return listed
 
 
 def copyable(manifest: Manifest, digest: str) -> str | None:

@@ -409,26 +409,35 @@ class RegistryClient:
 
     def referrers(self, repository: str, digest: str, artifact_type: str | None = None) -> list[Descriptor]:
         """Manifests whose ``subject`` is ``digest``: the referrers API when it answers a 200 OCI
-        index, else the ``sha256-<hex>`` fallback tag index (none: empty list). Filtered by
-        ``artifact_type`` when given."""
-        path = f"/v2/{repository}/referrers/{digest}"
-        if artifact_type:
-            path += "?" + urlencode({"artifactType": artifact_type})
-        descs: list[Descriptor] | None = None
+        index (:meth:`referrers_api`), else the ``sha256-<hex>`` fallback tag index (none: empty
+        list). Filtered by ``artifact_type`` when given."""
         try:
-            resp = self.request("GET", path, ref=f"{repository}@{digest} (referrers)", ok=(200,))
-            ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
-            if ctype == OCI_INDEX:
-                body = parse_json_object(resp.content, f"referrers of {repository}@{digest}")
-                descs = [Descriptor.from_json(d, where="referrers") for d in body.get("manifests") or []]
-        except (NotFoundError, RegistryError):
-            descs = None  # no referrers API (distribution 2.8 answers 404): use the fallback tag
+            descs = self.referrers_api(repository, digest, artifact_type)
+        except RegistryError:  # an answer other than 200/404 (e.g. 400, 405): treated as no API
+            descs = None
         if descs is None:
             index = self.try_get_manifest(repository, fallback_tag(digest))
             descs = index.manifests if index is not None and index.is_index else []
         if artifact_type:
             descs = [d for d in descs if d.artifact_type == artifact_type]
         return descs
+
+    def referrers_api(self, repository: str, digest: str, artifact_type: str | None = None) -> list[Descriptor] | None:
+        """One GET of the referrers API (``/v2/<name>/referrers/<digest>``, ``?artifactType=`` when
+        given; OCI distribution-spec v1.1, "Listing Referrers":
+        https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#listing-referrers):
+        the descriptors of its OCI index, as the registry filtered them; None when the registry has
+        no referrers API (404, as distribution 2.8 answers, or a 200 that is not an OCI index).
+        Raises RegistryError (NotFoundError excluded) for other answers, RegistryAuthError."""
+        path = f"/v2/{repository}/referrers/{digest}"
+        if artifact_type:
+            path += "?" + urlencode({"artifactType": artifact_type})
+        where = f"{repository}@{digest} (referrers)"
+        resp = self.request("GET", path, ref=where, ok=(200, 404))
+        if resp.status_code != 200 or resp.headers.get("Content-Type", "").split(";")[0].strip() != OCI_INDEX:
+            return None
+        body = parse_json_object(resp.content, f"referrers of {repository}@{digest}")
+        return [Descriptor.from_json(d, where="referrers") for d in body.get("manifests") or []]
 
     def add_referrer_to_fallback_index(
         self,
