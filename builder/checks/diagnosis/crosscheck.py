@@ -149,7 +149,12 @@ ALTERNATIVES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "no-gpu-visible": (
         ("gpu-fallen-off-bus", "the host's dmesg shows Xid 79 / 'fallen off the bus'"),
+        ("gpu-driver-fault", "the host's dmesg shows 'RmInitAdapter failed' or a GSP timeout (Xid 119/120)"),
         ("wsl-gpu-unavailable", "on WSL 1, or a GPU WSL 2 cannot use (TCC mode)"),
+    ),
+    "gpu-program-fault": (
+        ("gpu-ecc-error", "the host's dmesg shows Xid 48/63/64/94/95 at the same time (a memory error of the GPU)"),
+        ("gpu-fallen-off-bus", "the host's dmesg shows Xid 79, or the same image passes on another GPU"),
     ),
 }
 

@@ -158,6 +158,21 @@ def facts_not_injected(text: str, ctx: Context) -> dict[str, Any]:
     return facts
 
 
+def facts_nvml_permissions(text: str, ctx: Context) -> dict[str, Any]:
+    """The engine, and ``cause_hint`` when the text names it: ``selinux`` (SELinux / setsebool / restorecon),
+    ``rootless`` (rootless engine or no-cgroups), ``mig`` (a MIG device or profile)."""
+    facts = facts_engine(text, ctx)
+    for hint, pattern in (
+        ("selinux", r"SELinux|setsebool|restorecon|getenforce"),
+        ("rootless", r"rootless|no-cgroups|--userns"),
+        ("mig", r"\bMIG\b|MIG-[0-9a-f]{8}|\b\dg\.\d+gb\b"),
+    ):
+        if re.search(pattern, text, re.I if hint != "mig" else 0):
+            facts["cause_hint"] = hint
+            break
+    return facts
+
+
 RULES: tuple[FailureRule, ...] = (
     FailureRule(
         "cdi-not-enabled",
@@ -261,6 +276,25 @@ RULES: tuple[FailureRule, ...] = (
             r"Requested GRES option unsupported",
         ),
         facts_gres,
+    ),
+    FailureRule(
+        "nvml-insufficient-permissions",
+        "container-engine",
+        "image-user-space",
+        "NVML answered 'Insufficient Permissions': the container's process may not use the GPU device nodes the "
+        "toolkit gave it - SELinux denies containers the devices (Fedora/RHEL), a rootless engine maps them to a user "
+        "without access, or, with a MIG device, the query needs the parent GPU, which a MIG container may not read",
+        "on the host: with SELinux enforcing allow containers the devices (`setsebool -P container_use_devices 1`, "
+        "or relabel: `nvidia-container-cli -k list | restorecon -v -f -`); rootless podman: use the CDI spec "
+        "(`nvidia-ctk cdi generate`) and check the device nodes' owners; a MIG device: query the MIG device's own "
+        "handle (memory of the parent GPU is not readable inside the container) - `--privileged` only hides it",
+        patterns(
+            r"Failed to initialize NVML: Insufficient Permissions",
+            r"nvml error: insufficient permissions",
+            r"NVMLError_NoPermission",
+            r"NVML_ERROR_NO_PERMISSION",
+        ),
+        facts_nvml_permissions,
     ),
 )
 

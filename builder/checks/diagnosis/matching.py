@@ -221,7 +221,9 @@ def _driver_too_old_answer(facts: dict[str, object], summary: str, fix: str) -> 
     return summary, fix
 
 
-_AMBIGUOUS = frozenset({"nccl-system-error", "driver-not-loaded", "gpu-not-requested", "no-gpu-visible"})
+_AMBIGUOUS = frozenset(
+    {"nccl-system-error", "driver-not-loaded", "gpu-not-requested", "no-gpu-visible", "gpu-program-fault"}
+)
 
 
 def diagnose(text: str, context: Context | None = None) -> Diagnosis:

@@ -15,6 +15,7 @@ from builder.checks.diagnosis.facts import (
     facts_perm,
     facts_tool,
 )
+from builder.checks.diagnosis.faults import RULES as FAULT_RULES
 from builder.checks.diagnosis.integration import HOST_LIBS_MISSING, NOT_INJECTED, facts_capabilities
 from builder.checks.diagnosis.integration import RULES as INTEGRATION_RULES
 from builder.checks.diagnosis.model import FailureRule, patterns
@@ -244,7 +245,9 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             r"/proc/driver/nvidia/version does not exist",
             r"nvidia-container-cli: initialization error: load library failed: libnvidia-ml",
             # rocminfo's check of the amdgpu KFD ("ROCk") module
-            r"ROCk module is NOT loaded",
+            r"ROCk module is NOT (?:loaded|live)",
+            # rocm-smi / amd-smi read /sys/module/amdgpu/initstate (https://github.com/ROCm/amdsmi/issues/172)
+            r"amdgpu not found in modules",
         ),
         # rocminfo runs `lsmod`: in an image without kmod the check fails although the module is loaded
         # (ROCm/tensorflow-upstream#1364, ROCm/rocminfo#49) - a misleading warning, not this kind
@@ -344,16 +347,25 @@ _BASE_RULES: tuple[FailureRule, ...] = (
 #: the summary and fix of a kind on an AMD host (the kinds' texts name NVIDIA's driver): kind -> (summary, fix)
 AMD_ANSWERS: dict[str, tuple[str, str]] = {
     "driver-not-loaded": (
-        "the amdgpu kernel driver, or its KFD (\"ROCk\") part that ROCm needs, is not loaded on the host (or there is "
+        'the amdgpu kernel driver, or its KFD ("ROCk") part that ROCm needs, is not loaded on the host (or there is '
         "no GPU ROCm can use), so nothing can run on the GPU",
         "on the host: load amdgpu (`modprobe amdgpu`; the amdgpu-dkms package after a kernel upgrade), check "
         "`dmesg | grep -i -E 'amdgpu|kfd'` and that /dev/kfd exists, and that the GPU is one ROCm supports; "
-        "then check `rocminfo` lists a GPU agent before starting containers",
+        "then check `rocminfo` lists a GPU agent before starting containers; rocm-smi/amd-smi's 'amdgpu not found in "
+        "modules' is wrong when amdgpu is built into the kernel (CONFIG_DRM_AMDGPU=y): then /dev/kfd exists and "
+        "rocminfo lists the GPU",
     ),
 }
 
 #: every kind, most specific first: the integration and runtime kinds carry more specific evidence than the base kinds
-RULES: tuple[FailureRule, ...] = (*INTEGRATION_RULES, *RUNTIME_RULES, *_BASE_RULES, NOT_INJECTED, HOST_LIBS_MISSING)
+RULES: tuple[FailureRule, ...] = (
+    *INTEGRATION_RULES,
+    *RUNTIME_RULES,
+    *FAULT_RULES,
+    *_BASE_RULES,
+    NOT_INJECTED,
+    HOST_LIBS_MISSING,
+)
 
 RULES_BY_KEY = {r.key: r for r in RULES}
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from builder.checks.diagnosis.faults import xid_codes, xid_pattern
 from builder.checks.diagnosis.model import FailureRule, patterns
 
 if TYPE_CHECKING:
@@ -104,9 +105,9 @@ def facts_hardware(text: str, _ctx: Context) -> dict[str, Any]:
     m = re.search(r"\b([0-9A-Fa-f]{3,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?)\b", text)
     if m:
         facts["pci_bus"] = m.group(1)
-    xid = re.search(r"\bXid\b\D{0,40}?\b(\d{2,3})\b", text, re.I)
-    if xid:
-        facts["xid"] = int(xid.group(1))
+    xids = xid_codes(text)
+    if xids:  # the hardware code over a program's Xid 13/31/43 reported beside it
+        facts["xid"] = next((c for c in xids if c in (79, 48, 63, 64, 94, 95)), xids[0])
     code = re.search(r"code #?(\d{3})|\((\d{2,3}) vs\. 0\)", text)
     if code:
         facts["cuda_error"] = int(code.group(1) or code.group(2))
@@ -140,6 +141,33 @@ def facts_wsl(text: str, _ctx: Context) -> dict[str, Any]:
     return {"kernel": m.group(1), "wsl": 2} if m else {}
 
 
+#: CUDA and ROCm user-space libraries a framework loads from the image (the toolkit's runtime, math and DNN libraries;
+#: never the driver's libcuda / libnvidia-*, which the GPU request injects)
+_USER_SPACE_LIB = (
+    r"lib(?:cudart|cublas(?:Lt)?|cufft|curand|cusolver(?:Mg)?|cusparse(?:Lt)?|cudnn\w*|nvJitLink|nvrtc\w*|nccl|"
+    r"nvinfer\w*|cupti|npp\w*|amdhip64|rocblas|rocsolver|rocfft|hipfft|hipblas(?:lt)?|MIOpen|rccl|hsa-runtime64)"
+    r"\.so(?:\.\d+)*"
+)
+#: a library the dynamic loader could not open: TensorFlow's dso_loader ("dlerror: X: cannot open"), ImportError /
+#: OSError of Python, ld.so ("error while loading shared libraries: X"), cuDNN's "Could not load library ... Error: X"
+_CANNOT_OPEN = r"(?:^|[\s:'\"(])(lib[\w.+-]+\.so[\w.]*): cannot open shared object file"
+
+
+def facts_missing_libraries(text: str, _ctx: Context) -> dict[str, Any]:
+    """``missing_libraries``: the user-space libraries the loader could not open (``["libnvJitLink.so.12"]``);
+    ``requested``: the libraries the framework asked for when that differs (TensorFlow's ``Could not load dynamic
+    library 'libcusolver.so.11'`` failing on a dependency)."""
+    missing = [lib for lib in re.findall(_CANNOT_OPEN, text, re.M) if re.fullmatch(_USER_SPACE_LIB, lib)]
+    missing += re.findall(r"Couldn't open CUDA library (" + _USER_SPACE_LIB + ")", text)
+    requested = re.findall(r"Could not load (?:dynamic )?library '?(lib[\w.+-]+\.so[\w.]*?)'?[;.] ", text)
+    facts: dict[str, Any] = {}
+    if missing:
+        facts["missing_libraries"] = list(dict.fromkeys(missing))
+    if requested and set(requested) != set(missing):
+        facts["requested"] = list(dict.fromkeys(requested))
+    return facts
+
+
 _WSL = r"(?:\bWSL\b|\b\d+\.\d+\.\d+-\d+-Microsoft\b|microsoft-standard-WSL2)"
 _NO_DRIVER = r"(?:couldn't communicate with the NVIDIA driver|No devices were found|no CUDA-capable device)"
 
@@ -157,6 +185,30 @@ RULES: tuple[FailureRule, ...] = (
             r"cuDNN version (?:incompatibility|mismatch): PyTorch was compiled\s+against",
         ),
         facts_cudnn,
+    ),
+    FailureRule(
+        "gpu-libraries-missing-in-image",
+        "image-user-space",
+        "image-user-space",
+        "the framework could not load a CUDA/ROCm user-space library it needs (cuDNN, cuBLAS, the CUDA runtime, "
+        "nvJitLink, hipBLAS ...): the image does not ship it, or not where the loader looks; these come with the "
+        "image, not with the driver or the GPU request",
+        "in the image: install the libraries of the CUDA/ROCm line the framework was built for (its pip "
+        "`nvidia-*-cuNN` wheels, a `-cudnn-runtime` CUDA base image, the ROCm math libraries) and make them "
+        "findable (ldconfig or LD_LIBRARY_PATH); `tf.sysconfig.get_build_info()` / `torch.version.cuda` name the "
+        "versions expected",
+        patterns(
+            _CANNOT_OPEN.replace(r"(lib[\w.+-]+\.so[\w.]*)", "(?:" + _USER_SPACE_LIB + ")"),
+            r"Couldn't open CUDA library " + _USER_SPACE_LIB,
+            r"Cannot dlopen some GPU libraries",
+            r"Unable to load cuDNN DSO",
+        ),
+        facts_missing_libraries,
+        # the driver's own library missing is another layer (gpu-not-requested / driver-libs-not-injected)
+        unless=patterns(
+            r"(?:^|[\s:'\"(])libcuda\.so(?:\.1)?: cannot open shared object file",
+            r"Couldn't open CUDA library libcuda\.so",
+        ),
     ),
     FailureRule(
         "nccl-shm-too-small",
@@ -231,9 +283,11 @@ RULES: tuple[FailureRule, ...] = (
         "supported); check power, cooling and seating; replace the GPU if it happens again",
         patterns(
             r"fallen off the bus",
-            r"\bXid\b\D{0,40}?\b79\b",
+            xid_pattern(79),
             r"Unable to determine the device handle for GPU.*Unknown Error",
             r"\bGPU_IS_LOST\b|\bGpuIsLost\b",
+            # nvidia-smi once the driver has lost the GPU (https://github.com/JosephKJ/OWOD/issues/81)
+            r"GPU is lost\.\s+Reboot the system",
         ),
         facts_hardware,
     ),
@@ -248,7 +302,8 @@ RULES: tuple[FailureRule, ...] = (
         patterns(
             r"uncorrectable ECC error",
             r"ECC_UNCORRECTABLE|cudaErrorECCUncorrectable",
-            r"\bXid\b\D{0,40}?\b(?:48|63|64|94|95)\b",
+            xid_pattern(48, 63, 64, 94, 95),
+            r"uncorrectable double bit error",
         ),
         facts_hardware,
     ),

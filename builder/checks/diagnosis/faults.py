@@ -1,0 +1,154 @@
+"""GPU faults while work runs or the driver starts: a program's kernel that faulted on the GPU (illegal address,
+launch failure; the driver's Xid 13/31/43 lines; ROCm's "Memory access fault by GPU node") and the kernel driver
+failing to initialise or to keep control of a GPU (``RmInitAdapter failed``, GSP firmware RPC timeouts, Xid
+119/120). One grammar reads the driver's Xid lines in all their printed forms (:data:`XID`, :func:`xid_codes`).
+
+Sources of the facts:
+- Xid catalogue (13 Graphics Engine Exception, 31 GPU memory page fault, 43 GPU stopped processing: causes
+  include a user application fault; 119/120 GSP RPC timeout / GSP error; 79 fallen off the bus; 48/63/64/94/95
+  memory errors): https://docs.nvidia.com/deploy/xid-errors/index.html
+- the dmesg form ``NVRM: Xid (PCI:0000:01:00): 31, pid=..., ...`` as NVIDIA's driver prints it:
+  https://github.com/autumnai/collenchyma-blas/issues/14 (352), https://github.com/leptonai/gpud/pull/46 (550),
+  https://github.com/NVIDIA/gpu-operator/issues/1146; nvidia-docker's health checks print ``XID 79(...)``:
+  https://github.com/leptonai/gpud/issues/604
+- CUDA error codes (700 ``cudaErrorIllegalAddress``, 715 ``cudaErrorIllegalInstruction``, 716
+  ``cudaErrorMisalignedAddress``, 719 ``cudaErrorLaunchFailure``; 4 was ``cudaErrorLaunchFailure`` before
+  CUDA 10.1): https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html
+- GSP firmware (driver 510+ offloads GPU initialisation to it; RPC timeouts are Xid 119):
+  https://github.com/Azure/azurehpc/pull/714, https://github.com/NVIDIA/open-gpu-kernel-modules/issues/446
+- ``RmInitAdapter failed! (0x62:0x65:1792)`` with ``Cannot initialize GSP firmware RM``:
+  https://github.com/NVIDIA/open-gpu-kernel-modules/issues/789
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from builder.checks.diagnosis.model import FailureRule, patterns
+
+if TYPE_CHECKING:
+    from builder.checks.diagnosis.model import Context
+
+#: the start of an Xid report up to its code, in every printed form: the driver's ``NVRM: Xid (PCI:0000:01:00): 31,``
+#: (with or without the ``PCI:`` prefix), ``Xid 79`` / ``XID 79(...)`` of health checkers, ``Xid error 48``
+XID = r"\bXid\b(?:\s*\((?:PCI:)?[0-9A-Fa-f]{1,8}(?::[0-9A-Fa-f]{1,8}){1,3}(?:\.[0-9A-Fa-f])?\))?\s*:?\s*(?:error\s*)?"
+_XID_CODE = re.compile(XID + r"(\d{1,3})\b", re.I)
+
+
+def xid_pattern(*codes: int) -> str:
+    """The pattern of an Xid report with one of ``codes`` (``xid_pattern(79)`` matches ``NVRM: Xid
+    (PCI:0000:3b:00): 79, ...`` and ``XID 79(GPU has fallen off the bus)``)."""
+    return XID + r"(?:" + "|".join(str(c) for c in codes) + r")\b"
+
+
+def xid_codes(text: str) -> tuple[int, ...]:
+    """The Xid codes ``text`` reports, in order of first appearance: ``(48, 64)``; ``()`` when none."""
+    return tuple(dict.fromkeys(int(m.group(1)) for m in _XID_CODE.finditer(text)))
+
+
+#: CUDA error names and numbers of a faulting kernel -> the code (runtime API numbering)
+_FAULT_CODES = (
+    (r"illegal memory access|cudaErrorIllegalAddress|CUDA_ERROR_ILLEGAL_ADDRESS", 700),
+    (r"illegal instruction|cudaErrorIllegalInstruction|CUDA_ERROR_ILLEGAL_INSTRUCTION", 715),
+    (r"misaligned address|cudaErrorMisalignedAddress|CUDA_ERROR_MISALIGNED_ADDRESS", 716),
+    (r"unspecified launch failure|cudaErrorLaunchFailure|CUDA_ERROR_LAUNCH_FAILED", 719),
+)
+
+
+def _pci_bus(text: str) -> str | None:
+    m = re.search(r"\b(?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?)\b", text)
+    return m.group(1) if m else None
+
+
+def facts_program_fault(text: str, _ctx: Context) -> dict[str, Any]:
+    """``cuda_error`` (700/715/716/719, or the legacy number printed), ``xid`` codes, ``pci_bus``, and for ROCm the
+    ``gpu_node`` and faulting ``address``."""
+    facts: dict[str, Any] = {}
+    legacy = re.search(r"cuda runtime error \((\d+)\)|\(error (\d+)\) due to", text)
+    for pattern, code in _FAULT_CODES:
+        if re.search(pattern, text, re.I):
+            facts["cuda_error"] = int(legacy.group(1) or legacy.group(2)) if legacy else code
+            break
+    xids = xid_codes(text)
+    if xids:
+        facts["xid"] = list(xids)
+    bus = _pci_bus(text)
+    if bus:
+        facts["pci_bus"] = bus
+    m = re.search(r"Memory access fault by GPU node-(\d+).*?on address (\S+?)\.? Reason: ([^.\n]+)", text)
+    if m:
+        facts.update(gpu_node=int(m.group(1)), address=m.group(2), reason=m.group(3).strip())
+    return facts
+
+
+def facts_driver_fault(text: str, _ctx: Context) -> dict[str, Any]:
+    """``pci_bus``, the ``rm_init_status`` triple of ``RmInitAdapter failed! (a:b:c)``, ``gsp`` (True when the
+    GSP firmware is named), ``xid`` codes and the ``device_minor``."""
+    facts: dict[str, Any] = {}
+    bus = _pci_bus(text)
+    if bus:
+        facts["pci_bus"] = bus
+    m = re.search(r"RmInitAdapter failed! \((0x[0-9a-f]+:0x[0-9a-f]+:\d+)\)", text, re.I)
+    if m:
+        facts["rm_init_status"] = m.group(1)
+    if re.search(r"\bGSP\b|kgsp", text):
+        facts["gsp"] = True
+    xids = xid_codes(text)
+    if xids:
+        facts["xid"] = list(xids)
+    m = re.search(r"device (?:bearing )?minor number (\d+)", text)
+    if m:
+        facts["device_minor"] = int(m.group(1))
+    return facts
+
+
+RULES: tuple[FailureRule, ...] = (
+    FailureRule(
+        "gpu-driver-fault",
+        "kernel-driver",
+        "kernel-driver",
+        "the NVIDIA kernel driver could not initialise the GPU or lost control of it (RmInitAdapter failed; the "
+        "GPU's GSP firmware stopped answering, Xid 119/120): programs then see no device or hang",
+        "on the host: read `dmesg | grep NVRM`; reset the GPU or reboot; install the driver's current release of "
+        "its branch (GSP timeouts are fixed there, e.g. 525.105.17); with the proprietary module the GSP firmware "
+        "can be turned off (`NVreg_EnableGpuFirmware=0`); if it persists on one GPU, drain the node and have the "
+        "GPU checked (`nvidia-bug-report.sh`)",
+        patterns(
+            r"RmInitAdapter failed",
+            r"rm_init_adapter failed",
+            r"Cannot initialize GSP firmware",
+            r"Timeout (?:after \d+s )?(?:of )?waiting for RPC (?:response )?from (?:GPU\d+ )?GSP",
+            r"_kgspLogRpcTimeout|_kgspIsHeartbeatTimedOut|GSP Timeout\b",
+            xid_pattern(119, 120),
+        ),
+        facts_driver_fault,
+    ),
+    FailureRule(
+        "gpu-program-fault",
+        "image-user-space",
+        "image-user-space",
+        "a GPU kernel of the program (or a library it loads) faulted: an illegal or misaligned memory access, an "
+        "illegal instruction or an unspecified launch failure (CUDA 700/715/716/719; Xid 13/31/43; ROCm 'Memory "
+        "access fault by GPU node'); the CUDA context is lost and every later call fails",
+        "in the image: rerun with `CUDA_LAUNCH_BLOCKING=1` (ROCm: `AMD_SERIALIZE_KERNEL=3`) to find the kernel, "
+        "and `compute-sanitizer` to find the access; try the framework's current release; if the same image passes "
+        "on another GPU, or the host's dmesg shows memory or bus Xids (48, 63, 64, 79, 94, 95) at the same time, "
+        "treat the GPU as faulty instead",
+        patterns(
+            r"an illegal memory access was encountered",
+            r"unspecified launch failure",
+            r"misaligned address",
+            r"an illegal instruction was encountered",
+            r"cudaError(?:IllegalAddress|LaunchFailure|MisalignedAddress|IllegalInstruction)\b",
+            r"CUDA_ERROR_(?:ILLEGAL_ADDRESS|LAUNCH_FAILED|MISALIGNED_ADDRESS|ILLEGAL_INSTRUCTION)\b",
+            r"hipError(?:IllegalAddress|LaunchFailure)\b",
+            r"Memory access fault by GPU node-\d+",
+            xid_pattern(13, 31, 43),
+        ),
+        facts_program_fault,
+    ),
+)
+
+
+__all__ = ["RULES", "XID", "xid_codes", "xid_pattern"]

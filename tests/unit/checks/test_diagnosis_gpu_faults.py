@@ -1,0 +1,217 @@
+"""Diagnosis of GPU faults and of the stack's permissions and libraries, over real recorded outputs
+(tests/data/errors/<kind>-NN.txt, the thread's URL on line 1): a program's faulting kernel, the driver failing to
+initialise or losing a GPU, the driver's Xid lines in their printed forms, user-space libraries missing from the
+image (and not the driver's libcuda), NVML's Insufficient Permissions, and rocm-smi's amdgpu check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder.checks.diagnosis import Context, Diagnosis, diagnose
+from builder.checks.diagnosis.faults import xid_codes
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "errors"
+
+
+def d(name: str, ctx: Context | None = None) -> Diagnosis:
+    return diagnose((DATA / name).read_text(), ctx)
+
+
+# --- a program's kernel that faulted on the GPU: the image, not the host -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "cuda_error"),
+    [
+        ("gpu-program-fault-01.txt", 4),  # torch 0.x THC: "cuda runtime error (4) : unspecified launch failure"
+        ("gpu-program-fault-02.txt", 700),  # torch 2.x: "CUDA error: an illegal memory access was encountered"
+        ("gpu-program-fault-03.txt", 719),  # cuda-memcheck: CUDA_ERROR_LAUNCH_FAILED (error 719)
+    ],
+)
+def test_a_faulting_kernel_is_the_program_in_the_image(name: str, cuda_error: int) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault, r.noticed_by) == ("gpu-program-fault", "image-user-space", "image-user-space")
+    assert r.facts["cuda_error"] == cuda_error
+    assert "CUDA_LAUNCH_BLOCKING=1" in r.fix and "compute-sanitizer" in r.fix
+    assert any("dmesg" in a["decided_by"] for a in r.facts["alternatives"]), "names what would make it the GPU"
+
+
+def test_rocm_memory_access_fault_names_the_node_and_address() -> None:
+    r = d("gpu-program-fault-04.txt")
+    assert r.key == "gpu-program-fault"
+    assert r.facts["gpu_node"] == 2
+    assert r.facts["address"] == "0x7fc133800000"
+    assert r.facts["reason"] == "Page not present or supervisor privilege"
+
+
+@pytest.mark.parametrize(
+    ("name", "xid", "bus"),
+    [("gpu-program-fault-05.txt", 31, "0000:01:00"), ("gpu-program-fault-06.txt", 13, "0000:cb:00")],
+)
+def test_program_xids_in_the_drivers_dmesg_form(name: str, xid: int, bus: str) -> None:
+    r = d(name)
+    assert r.key == "gpu-program-fault"
+    assert r.facts["xid"] == [xid]
+    assert r.facts["pci_bus"] == bus
+
+
+def test_a_hardware_xid_beside_a_program_fault_is_the_hardware() -> None:
+    # the same node's log: the application's Xid 13 and, after it, the GPU falling off the bus
+    text = (DATA / "gpu-program-fault-06.txt").read_text() + (DATA / "gpu-fallen-off-bus-03.txt").read_text()
+    r = diagnose(text)
+    assert (r.key, r.at_fault) == ("gpu-fallen-off-bus", "kernel-driver")
+    assert r.facts["xid"] == 79
+    assert "gpu-program-fault" in r.also_matched
+
+
+# --- the driver could not initialise or lost the GPU -------------------------------------------------------------
+
+
+def test_rm_init_adapter_failed_is_the_driver_not_an_invisible_gpu() -> None:
+    # nvidia-smi says "No devices were found" (no-gpu-visible alone); dmesg says why: the GSP firmware did not start
+    r = d("gpu-driver-fault-01.txt")
+    assert (r.key, r.at_fault) == ("gpu-driver-fault", "kernel-driver")
+    assert r.facts["rm_init_status"] == "0x62:0x65:1792"
+    assert r.facts["gsp"] is True
+    assert r.facts["pci_bus"] == "0000:98:00.0"
+    assert "no-gpu-visible" in r.also_matched
+    assert "NVreg_EnableGpuFirmware=0" in r.fix
+
+
+@pytest.mark.parametrize(
+    ("name", "minor"),
+    [("gpu-driver-fault-02.txt", 5), ("gpu-driver-fault-03.txt", 0)],  # 550-era and 358-era wording
+)
+def test_rm_init_adapter_in_both_wordings(name: str, minor: int) -> None:
+    r = d(name)
+    assert r.key == "gpu-driver-fault"
+    assert r.facts["device_minor"] == minor
+
+
+def test_gsp_rpc_timeout() -> None:
+    r = d("gpu-driver-fault-04.txt")
+    assert (r.key, r.noticed_by) == ("gpu-driver-fault", "kernel-driver")
+    assert r.facts["gsp"] is True
+
+
+# --- one Xid grammar -----------------------------------------------------------------------------------------------
+
+
+def test_xid_codes_read_every_printed_form() -> None:
+    assert xid_codes((DATA / "gpu-ecc-error-04.txt").read_text()) == (48, 64)
+    assert xid_codes((DATA / "gpu-fallen-off-bus-03.txt").read_text()) == (79,)
+    assert xid_codes((DATA / "gpu-program-fault-05.txt").read_text()) == (31,)
+    assert xid_codes("Xid error 95 on GPU 3") == (95,)
+    assert xid_codes("NVRM: GPU at PCI:0000:01:00: GPU-1234") == ()
+
+
+@pytest.mark.parametrize(("name", "xid"), [("gpu-ecc-error-04.txt", 48), ("gpu-ecc-error-05.txt", 94)])
+def test_ecc_xids_in_the_drivers_dmesg_form(name: str, xid: int) -> None:
+    # before: the driver's "Xid (PCI:0000:07:00): 48" form was not read (only "Xid 48"); these were unknown
+    r = d(name)
+    assert (r.key, r.at_fault) == ("gpu-ecc-error", "kernel-driver")
+    assert r.facts["xid"] == xid
+
+
+def test_gpu_is_lost_is_the_bus() -> None:
+    r = d("gpu-fallen-off-bus-05.txt")
+    assert (r.key, r.at_fault) == ("gpu-fallen-off-bus", "kernel-driver")
+    assert r.facts["pci_bus"] == "0000:02:00.0"
+
+
+# --- user-space libraries missing from the image --------------------------------------------------------------------
+
+
+def test_a_dependency_of_a_requested_library_is_named() -> None:
+    r = d("gpu-libraries-missing-in-image-01.txt")
+    assert (r.key, r.at_fault) == ("gpu-libraries-missing-in-image", "image-user-space")
+    assert r.facts["missing_libraries"] == ["libnvJitLink.so.12"]
+    assert r.facts["requested"] == ["libcusolver.so.11"]
+
+
+@pytest.mark.parametrize(
+    ("name", "missing"),
+    [
+        ("gpu-libraries-missing-in-image-02.txt", ["libcublas.so.11"]),
+        ("gpu-libraries-missing-in-image-03.txt", ["libcudnn.so.8"]),
+        ("gpu-libraries-missing-in-image-04.txt", ["libcudnn.so.5"]),
+    ],
+)
+def test_missing_user_space_libraries(name: str, missing: list[str]) -> None:
+    r = d(name)
+    assert r.key == "gpu-libraries-missing-in-image"
+    assert r.facts["missing_libraries"] == missing
+    assert "nvidia-" in r.fix and "driver" in r.summary
+
+
+def test_the_drivers_libcuda_missing_under_a_cudnn_load_is_not_the_image() -> None:
+    # https://github.com/TinyLLaVA/TinyLLaVA_Factory/issues/134: cuDNN asked for, the loader failed on libcuda.so
+    text = (
+        "Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object file: "
+        "No such file or directory\nPlease make sure libcudnn_cnn_infer.so.8 is in your library path!\n"
+    )
+    r = diagnose(text)
+    assert r.key != "gpu-libraries-missing-in-image"
+    assert r.key == "gpu-not-requested"
+
+
+def test_tensorflow_without_libcuda_is_not_the_image() -> None:
+    text = (DATA / "gpu-not-requested-05.txt").read_text() + (
+        "W tensorflow/core/common_runtime/gpu/gpu_device.cc:1850] Cannot dlopen some GPU libraries.\n"
+    )
+    assert diagnose(text).key == "gpu-not-requested"
+
+
+# --- NVML: Insufficient Permissions ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "engine", "noticed_by"),
+    [
+        ("nvml-insufficient-permissions-01.txt", "podman", "image-user-space"),
+        ("nvml-insufficient-permissions-02.txt", "docker", "container-toolkit"),
+        ("nvml-insufficient-permissions-03.txt", "docker", "image-user-space"),
+    ],
+)
+def test_nvml_insufficient_permissions(name: str, engine: str, noticed_by: str) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault, r.noticed_by) == ("nvml-insufficient-permissions", "container-engine", noticed_by)
+    assert r.facts["engine"] == engine
+    assert "container_use_devices" in r.fix
+
+
+def test_nvml_no_permission_of_pynvml_on_a_mig_device() -> None:
+    r = d("nvml-insufficient-permissions-04.txt")
+    assert r.key == "nvml-insufficient-permissions"
+    assert "MIG" in r.fix
+
+
+def test_cause_hint_from_the_text() -> None:
+    failed = "Failed to initialize NVML: Insufficient Permissions\n"
+    text = "$ getenforce\nEnforcing\n$ docker run --gpus all ubuntu nvidia-smi\n" + failed
+    assert diagnose(text).facts["cause_hint"] == "selinux"
+    text = "nvidia-smi -L\n  MIG 1g.10gb Device 0: (UUID: MIG-0a1b2c3d-...)\n" + failed
+    assert diagnose(text).facts["cause_hint"] == "mig"
+
+
+# --- AMD: rocm-smi / amd-smi's amdgpu check ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["driver-not-loaded-08.txt", "driver-not-loaded-09.txt"])
+def test_rocm_smi_amdgpu_not_found_is_the_amd_driver(name: str) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault) == ("driver-not-loaded", "kernel-driver")
+    assert "amdgpu" in r.summary and "modprobe amdgpu" in r.fix, "the AMD answer, not NVIDIA's"
+
+
+def test_amd_smi_wording() -> None:
+    # https://github.com/ROCm/amdsmi/issues/172 (amd-smi 26.1: "Unable to get devices, driver not initialized")
+    text = (
+        "ERROR:root:Unable to get devices, driver not initialized (amdgpu not found in modules)\n"
+        "ERROR:root:Unable to detect any GPU devices, check amdgpu version and module status (sudo modprobe amdgpu)\n"
+    )
+    r = diagnose(text)
+    assert r.key == "driver-not-loaded" and "amdgpu" in r.summary
