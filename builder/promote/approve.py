@@ -123,18 +123,24 @@ def approve_reference(
 def earlier_approvals(client: RegistryClient, repository: str, digest: str, stage: str, fingerprint: str) -> list[str]:
     """Times of the approvals of ``digest`` for ``stage`` already under this key's own tag
     (``builder.signing.approvals.approval_suffix``; read for a note only, not verified: the
-    policy verifies every approval it counts)."""
+    policy verifies every approval it counts). Each layer's envelope is read as status and
+    promote read it (``builder.signing.layer.fetch_blob``): the copy its descriptor carries in
+    ``dev.builder-project/envelope`` when its size and sha256 are the layer's, else the blob:
+    one request (the manifest) for approvals builder wrote."""
     import base64
     import json
 
     from builder.signing.approvals import approval_suffix
-    from builder.signing.layer import signature_tag
+    from builder.signing.layer import fetch_blob, signature_tag
 
     m = client.try_get_manifest(repository, signature_tag(digest, approval_suffix(fingerprint)))
     times: list[str] = []
     for d in (m.json.get("layers") or []) if m is not None else []:
         try:
-            envelope = json.loads(client.get_blob(repository, str(d["digest"])))
+            blob = fetch_blob(client, repository, d) if isinstance(d, dict) else None
+            if blob is None:  # no blob under that digest: no note
+                continue
+            envelope = json.loads(blob)
             pred = json.loads(base64.b64decode(envelope["payload"])).get("predicate") or {}
         except (ValueError, KeyError, TypeError, BuilderError):
             continue  # unreadable: no note, nothing else depends on it
