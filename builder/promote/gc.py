@@ -195,8 +195,9 @@ class GcReport:
 
 
 def collect_garbage(ctx: PromotionContext, globs: Sequence[str] = (), *, confirm: bool = False) -> GcReport:
-    """``builder gc``: the variants ``globs`` select (default: all) are the candidates; every
-    variant of the matrices protects what its stages and their histories name. With ``confirm``
+    """``builder gc``: the variants ``globs`` select (default: all) are the candidates, and only
+    the repositories holding one are swept and reported; every variant of the matrices protects
+    what its stages and their histories name (in any repository). With ``confirm``
     the manifests are deleted (each tag re-read first: one that moved since is kept), else
     nothing is written. Raises NotFoundError (8) for a glob selecting nothing, registry errors."""
     scope = scope_of(ctx)
@@ -210,10 +211,13 @@ def collect_garbage(ctx: PromotionContext, globs: Sequence[str] = (), *, confirm
         repos.setdefault((t.registry, t.repository), []).append(t.variant)
     out = []
     for (registry, repository), variants in sorted(repos.items()):
+        mine = frozenset(v for v in variants if v in chosen)
+        if not mine:  # no selected variant lives here: nothing in it is a candidate, not listed or read
+            continue
         sweep = _Sweep(
             ctx.client(registry),
             repository,
-            frozenset(v for v in variants if v in chosen),
+            mine,
             protected,
             (retention.content_tags, retention.pending_tags),
             now,
