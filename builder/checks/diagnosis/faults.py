@@ -18,6 +18,10 @@ Sources of the facts:
   https://github.com/Azure/azurehpc/pull/714, https://github.com/NVIDIA/open-gpu-kernel-modules/issues/446
 - ``RmInitAdapter failed! (0x62:0x65:1792)`` with ``Cannot initialize GSP firmware RM``:
   https://github.com/NVIDIA/open-gpu-kernel-modules/issues/789
+- CUDA's unknown error at initialisation and the nvidia_uvm module (reloading it, or creating /dev/nvidia-uvm with
+  ``nvidia-modprobe -u``, fixes it; after suspend/resume): https://github.com/pytorch/pytorch/issues/49081,
+  https://github.com/pytorch/pytorch/issues/88639, https://github.com/gorgonia/cu/issues/2,
+  https://github.com/NVlabs/nvbio-gpl/issues/7 (``cudaGetDeviceCount returned 30``)
 """
 
 from __future__ import annotations
@@ -103,6 +107,20 @@ def facts_driver_fault(text: str, _ctx: Context) -> dict[str, Any]:
     return facts
 
 
+def facts_uvm(text: str, _ctx: Context) -> dict[str, Any]:
+    """``cuda_error`` (999 for CUDA_ERROR_UNKNOWN / torch's unknown error, 30 for the legacy code, or the number
+    TensorFlow prints) and ``after_suspend`` when the text names a suspend/resume."""
+    facts: dict[str, Any] = {}
+    m = re.search(r"UNKNOWN ERROR \((\d+)\)|returned (30)\b|error=(30)\b|runtime error \((30)\)", text)
+    if m:
+        facts["cuda_error"] = int(next(g for g in m.groups() if g))
+    elif re.search(r"CUDA_ERROR_UNKNOWN|CUDA unknown error", text):
+        facts["cuda_error"] = 999
+    if re.search(r"suspend|resum|wake", text, re.I):
+        facts["after_suspend"] = True
+    return facts
+
+
 RULES: tuple[FailureRule, ...] = (
     FailureRule(
         "gpu-driver-fault",
@@ -150,5 +168,29 @@ RULES: tuple[FailureRule, ...] = (
     ),
 )
 
+#: CUDA's unknown error at initialisation: weaker evidence than every other kind, so it is matched after them
+UVM_UNAVAILABLE = FailureRule(
+    "nvidia-uvm-unavailable",
+    "kernel-driver",
+    "image-user-space",
+    "CUDA could not initialise and gave only an unknown error (CUDA 999 CUDA_ERROR_UNKNOWN, legacy 30; torch "
+    "'CUDA unknown error'): most often the nvidia_uvm kernel module is not loaded, broken after a suspend/resume, "
+    "or its device node /dev/nvidia-uvm is missing",
+    "on the host: reload the module (`sudo modprobe -r nvidia_uvm && sudo modprobe nvidia_uvm`; after a "
+    "suspend/resume stop the GPU programs first), create the device nodes (`sudo nvidia-modprobe -u -c 0`), check "
+    "`ls -l /dev/nvidia-uvm*`; a container given raw devices needs /dev/nvidia-uvm and /dev/nvidia-uvm-tools too; "
+    "if it persists, reboot",
+    patterns(
+        r"CUDA unknown error - this may be due to an incorrectly set up environment",
+        r"failed call to cuInit: (?:CUDA_ERROR_UNKNOWN|UNKNOWN ERROR \(\d+\))",
+        r"\bCUDA_ERROR_UNKNOWN\b",
+        r"cudaGetDeviceCount returned 30\b",
+        r"\berror=30 : unknown error",
+        r"cuda runtime error \(30\)",
+        r"could not insert '?nvidia[\w-]*uvm'?",
+    ),
+    facts_uvm,
+)
 
-__all__ = ["RULES", "XID", "xid_codes", "xid_pattern"]
+
+__all__ = ["RULES", "UVM_UNAVAILABLE", "XID", "xid_codes", "xid_pattern"]

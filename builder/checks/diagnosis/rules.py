@@ -16,6 +16,7 @@ from builder.checks.diagnosis.facts import (
     facts_tool,
 )
 from builder.checks.diagnosis.faults import RULES as FAULT_RULES
+from builder.checks.diagnosis.faults import UVM_UNAVAILABLE
 from builder.checks.diagnosis.integration import HOST_LIBS_MISSING, NOT_INJECTED, facts_capabilities
 from builder.checks.diagnosis.integration import RULES as INTEGRATION_RULES
 from builder.checks.diagnosis.model import FailureRule, patterns
@@ -147,6 +148,10 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             r"compatibility mode is UNAVAILABLE",
             # nvidia-docker 1's own check (https://github.com/NVIDIA/nvidia-docker/issues/177)
             r"unsupported CUDA version: driver [\d.]+ < image [\d.]+",
+            # PTX from a newer CUDA compiler than the driver can JIT (CUDA error 222): the driver is older than the
+            # CUDA the image was built with (https://github.com/li-plus/chatglm.cpp/issues/12)
+            r"the provided PTX was compiled with an unsupported toolchain",
+            r"cudaErrorUnsupportedPtxVersion|CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
         ),
         facts_driver_too_old,
     ),
@@ -363,6 +368,7 @@ RULES: tuple[FailureRule, ...] = (
     *RUNTIME_RULES,
     *FAULT_RULES,
     *_BASE_RULES,
+    UVM_UNAVAILABLE,
     NOT_INJECTED,
     HOST_LIBS_MISSING,
 )

@@ -304,6 +304,10 @@ RULES: tuple[FailureRule, ...] = (
             r"ECC_UNCORRECTABLE|cudaErrorECCUncorrectable",
             xid_pattern(48, 63, 64, 94, 95),
             r"uncorrectable double bit error",
+            # nvidia-smi -q: rows or pages waiting for a GPU reset (https://github.com/leptonai/gpud/pull/80)
+            r"(?s)Remapped Rows\s*\n.{0,300}?\bPending\s*:\s*Yes",
+            r"Pending Page Blacklist\s*:\s*Yes",
+            r"Remapping Failure Occurred\s*:\s*Yes",
         ),
         facts_hardware,
     ),

@@ -165,7 +165,7 @@ def test_tensorflow_without_libcuda_is_not_the_image() -> None:
     assert diagnose(text).key == "gpu-not-requested"
 
 
-# --- NVML: Insufficient Permissions ----------------------------------------------------------------------------------
+# --- NVML: Insufficient Permissions ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -215,3 +215,72 @@ def test_amd_smi_wording() -> None:
     )
     r = diagnose(text)
     assert r.key == "driver-not-loaded" and "amdgpu" in r.summary
+
+
+# --- CUDA's unknown error at initialisation: the nvidia_uvm module --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "cuda_error"),
+    [
+        ("nvidia-uvm-unavailable-01.txt", 999),  # torch 1.13 after suspend: "CUDA unknown error - this may be ..."
+        ("nvidia-uvm-unavailable-02.txt", 30),  # CUDA 6 sample: "cudaGetDeviceCount returned 30" (no uvm module)
+        ("nvidia-uvm-unavailable-03.txt", 30),  # cutorch: "error=30 : unknown error"
+        ("nvidia-uvm-unavailable-04.txt", 999),  # a Go binding: "panic: CUDA_ERROR_UNKNOWN"
+        ("nvidia-uvm-unavailable-05.txt", 999),  # TensorFlow: "failed call to cuInit: CUDA_ERROR_UNKNOWN"
+    ],
+)
+def test_cuda_unknown_error_is_the_uvm_module(name: str, cuda_error: int) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault) == ("nvidia-uvm-unavailable", "kernel-driver")
+    assert r.facts["cuda_error"] == cuda_error
+    assert "modprobe nvidia_uvm" in r.fix and "/dev/nvidia-uvm" in r.fix
+
+
+def test_suspend_named_in_the_text_is_a_fact() -> None:
+    assert d("nvidia-uvm-unavailable-01.txt").facts["after_suspend"] is True
+    assert "after_suspend" not in d("nvidia-uvm-unavailable-03.txt").facts
+
+
+def test_the_unknown_error_is_weaker_than_a_named_kind() -> None:
+    text = (DATA / "driver-not-loaded-01.txt").read_text() + "failed call to cuInit: CUDA_ERROR_UNKNOWN\n"
+    r = diagnose(text)
+    assert r.key == "driver-not-loaded"
+    assert "nvidia-uvm-unavailable" in r.also_matched
+
+
+# --- PTX from a newer compiler than the driver: the driver is too old -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["driver-too-old-for-image-09.txt", "driver-too-old-for-image-10.txt", "driver-too-old-for-image-11.txt"]
+)
+def test_unsupported_ptx_toolchain_is_an_old_driver(name: str) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault) == ("driver-too-old-for-image", "kernel-driver")
+
+
+def test_unsupported_ptx_with_the_image_cuda_names_the_minimum_driver() -> None:
+    r = d("driver-too-old-for-image-09.txt", Context(image_cuda="11.3"))
+    assert r.facts["host_driver"] == "460.80"  # from the log's "NVRM version" line
+    assert r.facts["min_driver"].startswith("465.")
+    assert "465." in r.summary
+
+
+# --- nvidia-smi -q: rows waiting for a reset ------------------------------------------------------------------------
+
+
+def test_remapped_rows_pending_is_a_memory_error() -> None:
+    r = d("gpu-ecc-error-06.txt")
+    assert (r.key, r.at_fault) == ("gpu-ecc-error", "kernel-driver")
+    assert "reset" in r.fix
+
+
+def test_remapped_rows_not_pending_is_no_failure() -> None:
+    healthy = (
+        (DATA / "gpu-ecc-error-06.txt")
+        .read_text()
+        .replace("Uncorrectable Error               : 4", "Uncorrectable Error               : 0")
+        .replace("Yes", "No")
+    )
+    assert diagnose(healthy).key == "unknown"
