@@ -7,11 +7,15 @@ image (and not the driver's libcuda), NVML's Insufficient Permissions, and rocm-
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.checks.diagnosis import Context, Diagnosis, diagnose
 from builder.checks.diagnosis.faults import xid_codes
+
+if TYPE_CHECKING:
+    from tests.conftest import Cli
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "errors"
 
@@ -284,3 +288,35 @@ def test_remapped_rows_not_pending_is_no_failure() -> None:
         .replace("Yes", "No")
     )
     assert diagnose(healthy).key == "unknown"
+
+
+# --- as `builder check` sees them: the host's facts as context, through the CLI --------------------------------------
+
+NEW = ("gpu-program-fault", "gpu-driver-fault", "gpu-libraries-missing-in-image", "nvml-insufficient-permissions")
+#: the recordings from AMD hosts (the context is then an MI300X's rocm-smi)
+AMD = {"gpu-program-fault-04.txt", "driver-not-loaded-08.txt", "driver-not-loaded-09.txt"}
+RECORDED = sorted(
+    [p.name for key in (*NEW, "nvidia-uvm-unavailable") for p in DATA.glob(f"{key}-0*.txt")]
+    + ["driver-not-loaded-08.txt", "driver-not-loaded-09.txt"]
+)
+HOSTS = Path(__file__).resolve().parents[2] / "data"
+
+
+def test_every_new_kind_has_its_recordings() -> None:
+    for key in (*NEW, "nvidia-uvm-unavailable"):
+        files = [n for n in RECORDED if n.rsplit("-", 1)[0] == key]
+        assert len(files) >= 4, (key, files)
+        assert all((DATA / n).read_text().startswith("# Source: https://github.com/") for n in files)
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_recorded_outputs_with_the_host_as_context(cli: Cli, name: str) -> None:
+    host = HOSTS / ("compat/fleets/hosts/mi300x-rocm-smi.txt" if name in AMD else "h200/hostinfo.json")
+    doc = cli("diagnose", str(DATA / name), "--host", str(host), "--json").json()
+    assert doc["diagnosis"] == name.rsplit("-", 1)[0], (name, doc["diagnosis"], doc["evidence"])
+    assert doc["evidence"], "the matched lines are quoted"
+
+
+def test_human_output_names_the_layer(cli: Cli) -> None:
+    out = cli("diagnose", str(DATA / "gpu-driver-fault-01.txt")).stderr
+    assert "gpu-driver-fault" in out and "kernel-driver" in out and "0x62:0x65:1792" in out
