@@ -108,16 +108,14 @@ def facts_driver_fault(text: str, _ctx: Context) -> dict[str, Any]:
 
 
 def facts_uvm(text: str, _ctx: Context) -> dict[str, Any]:
-    """``cuda_error`` (999 for CUDA_ERROR_UNKNOWN / torch's unknown error, 30 for the legacy code, or the number
-    TensorFlow prints) and ``after_suspend`` when the text names a suspend/resume."""
+    """``cuda_error``: 999 for CUDA_ERROR_UNKNOWN / torch's unknown error, 30 for the legacy code, or the number
+    TensorFlow prints."""
     facts: dict[str, Any] = {}
     m = re.search(r"UNKNOWN ERROR \((\d+)\)|returned (30)\b|error=(30)\b|runtime error \((30)\)", text)
     if m:
         facts["cuda_error"] = int(next(g for g in m.groups() if g))
     elif re.search(r"CUDA_ERROR_UNKNOWN|CUDA unknown error", text):
         facts["cuda_error"] = 999
-    if re.search(r"suspend|resum|wake", text, re.I):
-        facts["after_suspend"] = True
     return facts
 
 

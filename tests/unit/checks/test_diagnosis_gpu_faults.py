@@ -13,6 +13,7 @@ import pytest
 
 from builder.checks.diagnosis import Context, Diagnosis, diagnose
 from builder.checks.diagnosis.faults import xid_codes
+from tests.unit.checks.test_diagnosis import message
 
 if TYPE_CHECKING:
     from tests.conftest import Cli
@@ -21,7 +22,8 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "errors"
 
 
 def d(name: str, ctx: Context | None = None) -> Diagnosis:
-    return diagnose((DATA / name).read_text(), ctx)
+    """The diagnosis of a recording's message (its ``# Source:`` header and description line left out)."""
+    return diagnose(message(name), ctx)
 
 
 # --- a program's kernel that faulted on the GPU: the image, not the host -----------------------------------------
@@ -64,7 +66,7 @@ def test_program_xids_in_the_drivers_dmesg_form(name: str, xid: int, bus: str) -
 
 def test_a_hardware_xid_beside_a_program_fault_is_the_hardware() -> None:
     # the same node's log: the application's Xid 13 and, after it, the GPU falling off the bus
-    text = (DATA / "gpu-program-fault-06.txt").read_text() + (DATA / "gpu-fallen-off-bus-03.txt").read_text()
+    text = message("gpu-program-fault-06.txt") + message("gpu-fallen-off-bus-03.txt")
     r = diagnose(text)
     assert (r.key, r.at_fault) == ("gpu-fallen-off-bus", "kernel-driver")
     assert r.facts["xid"] == 79
@@ -105,9 +107,9 @@ def test_gsp_rpc_timeout() -> None:
 
 
 def test_xid_codes_read_every_printed_form() -> None:
-    assert xid_codes((DATA / "gpu-ecc-error-04.txt").read_text()) == (48, 64)
-    assert xid_codes((DATA / "gpu-fallen-off-bus-03.txt").read_text()) == (79,)
-    assert xid_codes((DATA / "gpu-program-fault-05.txt").read_text()) == (31,)
+    assert xid_codes(message("gpu-ecc-error-04.txt")) == (48, 64)
+    assert xid_codes(message("gpu-fallen-off-bus-03.txt")) == (79,)
+    assert xid_codes(message("gpu-program-fault-05.txt")) == (31,)
     assert xid_codes("Xid error 95 on GPU 3") == (95,)
     assert xid_codes("NVRM: GPU at PCI:0000:01:00: GPU-1234") == ()
 
@@ -163,7 +165,7 @@ def test_the_drivers_libcuda_missing_under_a_cudnn_load_is_not_the_image() -> No
 
 
 def test_tensorflow_without_libcuda_is_not_the_image() -> None:
-    text = (DATA / "gpu-not-requested-05.txt").read_text() + (
+    text = message("gpu-not-requested-05.txt") + (
         "W tensorflow/core/common_runtime/gpu/gpu_device.cc:1850] Cannot dlopen some GPU libraries.\n"
     )
     assert diagnose(text).key == "gpu-not-requested"
@@ -241,13 +243,8 @@ def test_cuda_unknown_error_is_the_uvm_module(name: str, cuda_error: int) -> Non
     assert "modprobe nvidia_uvm" in r.fix and "/dev/nvidia-uvm" in r.fix
 
 
-def test_suspend_named_in_the_text_is_a_fact() -> None:
-    assert d("nvidia-uvm-unavailable-01.txt").facts["after_suspend"] is True
-    assert "after_suspend" not in d("nvidia-uvm-unavailable-03.txt").facts
-
-
 def test_the_unknown_error_is_weaker_than_a_named_kind() -> None:
-    text = (DATA / "driver-not-loaded-01.txt").read_text() + "failed call to cuInit: CUDA_ERROR_UNKNOWN\n"
+    text = message("driver-not-loaded-01.txt") + "failed call to cuInit: CUDA_ERROR_UNKNOWN\n"
     r = diagnose(text)
     assert r.key == "driver-not-loaded"
     assert "nvidia-uvm-unavailable" in r.also_matched
@@ -281,12 +278,7 @@ def test_remapped_rows_pending_is_a_memory_error() -> None:
 
 
 def test_remapped_rows_not_pending_is_no_failure() -> None:
-    healthy = (
-        (DATA / "gpu-ecc-error-06.txt")
-        .read_text()
-        .replace("Uncorrectable Error               : 4", "Uncorrectable Error               : 0")
-        .replace("Yes", "No")
-    )
+    healthy = message("gpu-ecc-error-06.txt").replace(": 4", ": 0").replace("Yes", "No")
     assert diagnose(healthy).key == "unknown"
 
 
@@ -312,11 +304,11 @@ def test_every_new_kind_has_its_recordings() -> None:
 @pytest.mark.parametrize("name", RECORDED)
 def test_recorded_outputs_with_the_host_as_context(cli: Cli, name: str) -> None:
     host = HOSTS / ("compat/fleets/hosts/mi300x-rocm-smi.txt" if name in AMD else "h200/hostinfo.json")
-    doc = cli("diagnose", str(DATA / name), "--host", str(host), "--json").json()
+    doc = cli("diagnose", "-", "--host", str(host), "--json", stdin=message(name)).json()
     assert doc["diagnosis"] == name.rsplit("-", 1)[0], (name, doc["diagnosis"], doc["evidence"])
     assert doc["evidence"], "the matched lines are quoted"
 
 
 def test_human_output_names_the_layer(cli: Cli) -> None:
-    out = cli("diagnose", str(DATA / "gpu-driver-fault-01.txt")).stderr
+    out = cli("diagnose", "-", stdin=message("gpu-driver-fault-01.txt")).stderr
     assert "gpu-driver-fault" in out and "kernel-driver" in out and "0x62:0x65:1792" in out
