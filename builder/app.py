@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from builder.config import Config
+    from builder.errors import BuilderError
     from builder.labels import SourceFacts
     from builder.pipeline import ProgressFn, RunReport, RunRequest
     from builder.policy import FleetEvidence
@@ -94,6 +95,8 @@ class App:
     _clients: dict[str, RegistryClient] = dataclasses.field(default_factory=dict, repr=False)
     _contexts: list[PromotionContext] = dataclasses.field(default_factory=list, repr=False)
     _guard: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+    #: reference -> the variant id a command's REF gave for it (:meth:`image_reference`, :meth:`explain`)
+    _variant_refs: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
 
     @functools.cached_property
     def credentials(self) -> DockerCredentials:
@@ -194,7 +197,37 @@ class App:
             return text
         cfg = self.config
         # the index's repositories are already under the prefix (project_index): not prefixed again
-        return target_reference(text, (project_index(cfg),), cfg.registry)
+        reference = target_reference(text, (project_index(cfg),), cfg.registry)
+        self._variant_refs[reference] = text
+        return reference
+
+    def explain(self, error: BuilderError) -> BuilderError:
+        """``error`` as the command's user should read it: a registry's 404 (NotFoundError with
+        ``status`` 404) while the command read a REF given as a variant id whose moving tag does not
+        exist becomes :func:`builder.selection.unbuilt_variant` (exit 8, hint ``builder build
+        --select <variant-id>``: the variant is in the matrices, no build pushed it); any other error
+        is returned as it is (a built variant's missing platform or blob, a missing file). On that
+        404 path only: one manifest request per variant REF of the command (at most two: ``diff``).
+        Registry errors of that request leave ``error`` as it is."""
+        from builder.errors import BuilderError, NotFoundError
+        from builder.registry import parse_reference
+        from builder.selection import unbuilt_variant
+
+        if not isinstance(error, NotFoundError) or error.details.get("status") != 404:
+            return error
+        for reference, variant in self._variant_refs.items():
+            r = parse_reference(reference, self.config.registry)
+            if error.details.get("registry") != self.client(r.registry).registry:
+                continue  # the 404 came from another registry: not this REF's tag
+            try:
+                absent = self.client(r.registry).try_get_manifest(r.repository, r.ref) is None
+            except BuilderError:  # cannot tell: the registry's own answer stands
+                return error
+            if absent:
+                explained = unbuilt_variant(variant, reference)
+                explained.__cause__ = error
+                return explained
+        return error
 
     def signer(self, key: Path | None = None) -> KeyPairSigner:
         """The key pair signer of ``key`` (default: ``builder.toml`` ``key``). Raises

@@ -17,11 +17,11 @@ from typing_extensions import TypedDict
 from builder.checks.device import DeviceCheckDocument, Mode, describe_run, run_device_check, with_measured_step
 from builder.checks.evidence import EvidenceDocument, SkippedDocument, evidence_documents, evidence_failure
 from builder.checks.image import ImageFacts, probe_image
-from builder.errors import CheckFailedError, ConfigError, NotFoundError
+from builder.errors import CheckFailedError, ConfigError
 from builder.models import SummaryRow
 from builder.predicates import DEVICE_CHECK_V1
 from builder.registry import parse_reference
-from builder.selection import HasVariants, looks_like_variant_id, unbuilt_variant, variant_reference
+from builder.selection import HasVariants, looks_like_variant_id, variant_reference
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -213,21 +213,13 @@ def pin_image(
     ``matrices()`` is loaded only then) to a digest and read the image's facts for ``platform``: the
     manifest read by tag is the one pinned (its digest is the hash of the bytes read, checked against the
     registry's ``Docker-Content-Digest``), so a tag is read once, never resolved and then read again.
-    Raises NotFoundError (unknown variant, tag or digest; a variant never built:
-    :func:`builder.selection.unbuilt_variant`) and registry errors."""
+    Raises NotFoundError (unknown variant, tag or digest) and registry errors."""
     ref = reference
-    variant = ref if looks_like_variant_id(ref) else None
-    if variant is not None:
-        ref = variant_reference(matrices(), variant, default_registry)
+    if looks_like_variant_id(ref):
+        ref = variant_reference(matrices(), ref, default_registry)
     r = parse_reference(ref, default_registry)
     client = registries(r.registry)
-    try:
-        facts = probe_image(client, r.repository, r.digest or r.ref, platform=platform)
-    except NotFoundError:
-        # the moving tag itself is absent (not a missing platform or blob of an image that is there)
-        if variant is None or client.try_get_manifest(r.repository, r.ref) is not None:
-            raise
-        raise unbuilt_variant(variant, ref) from None
+    facts = probe_image(client, r.repository, r.digest or r.ref, platform=platform)
     return PinnedImage(r.registry, r.repository, client, facts.digest, facts)
 
 

@@ -249,10 +249,12 @@ def _main(args: list[str]) -> None:
     if os.environ.get(COMPLETE_VAR):  # shell completion (docs/commands.md): Click answers and exits
         cli.main(list(args), prog_name="builder", complete_var=COMPLETE_VAR)
     app: AppContext | None = None
+    made: click.Context | None = None
     previous = _install_signal_handlers()
     try:
         with cli.make_context("builder", list(args)) as ctx:
             app = ctx.obj
+            made = ctx
             cli.invoke(ctx)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -270,10 +272,12 @@ def _main(args: list[str]) -> None:
                 _report_interrupt(process.Interrupted(signum), app, args)
             console().print("[red]aborted[/]")
         sys.exit(128 + (signum or signal.SIGINT))
-    except BuilderError as exc:
+    except BuilderError as raised:
+        owner = made.obj if made is not None else None  # the root command made the AppContext
+        error = owner.explain(raised) if isinstance(owner, AppContext) else raised  # a variant REF never built
         with _reader_may_be_gone():
-            _report(exc, app, args)
-        sys.exit(exc.exit_code)
+            _report(error, app, args)
+        sys.exit(error.exit_code)
     except KeyboardInterrupt as exc:
         interrupt = exc if isinstance(exc, process.Interrupted) else process.Interrupted(signal.SIGINT)
         with _reader_may_be_gone():

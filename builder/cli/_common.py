@@ -60,6 +60,10 @@ class AppContext:
             process.set_child_environment(os.environ)  # children never get the key password
         return self._app
 
+    def explain(self, error: BuilderError) -> BuilderError:
+        """``error`` as reported: :meth:`builder.app.App.explain` when the invocation built an ``App``."""
+        return error if self._app is None else self._app.explain(error)
+
     def close(self) -> None:
         """End of the invocation: release what the ``App`` opened."""
         if self._app is not None:

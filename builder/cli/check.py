@@ -287,7 +287,7 @@ def check(
     app = app_context().app
     cfg = app.config
     request = CheckRequest(
-        ref,  # a variant id: its moving tag (check_reference: the hint names `builder build` when it is absent)
+        app.image_reference(ref),  # a variant id: its moving tag, as every command reads REF
         static=static,
         host_file=Path(host_file) if host_file else None,
         fleet_file=fleet_file,

@@ -1,8 +1,9 @@
-"""`builder check VARIANT` of a variant the matrices define but no build pushed: the error names the
-variant and its absent moving tag and hints `builder build --select VARIANT` (it hinted
-`builder status`, which lists stages, not how to get an image). A variant that was built but lacks
-the asked platform keeps the registry's own error (the image exists: building it again is not the fix).
-Real parts: the registry, a project checkout, the command line in-process."""
+"""`builder check VARIANT` (and every command whose REF may be a variant id: inspect, diff, sbom,
+sign, ...) of a variant the matrices define but no build pushed: the error names the variant and its
+absent moving tag and hints `builder build --select VARIANT` (it hinted `builder status`, which
+lists stages, not how to get an image). A variant that was built but lacks the asked platform, and
+an image reference (not a variant id) that names nothing, keep the registry's own error. Real
+parts: the registry, a project checkout, the command line in-process."""
 
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ def test_checking_a_variant_never_built_says_how_to_build_it(
     human = cli("check", VARIANT, "--no-attest", code=8, env={**env, "COLUMNS": "200"}, cwd=root).stderr
     assert f"`builder build --select {VARIANT}`" in human and "builder status" not in human
     assert "Traceback" not in human
+    for args in (("inspect", VARIANT), ("diff", VARIANT, VARIANT), ("sbom", VARIANT)):
+        other = cli(*args, "--json", code=8, env=env, cwd=root).json()["error"]
+        assert other["details"] == error["details"] and other["hint"] == error["hint"], (args, other)
+    by_reference = cli("inspect", f"{registry_address}/{unique_repo}:nope", "--json", code=8, env=env, cwd=root)
+    assert "builder build" not in by_reference.json()["error"]["hint"]  # not a variant id: the registry's 404
 
     push_build(RegistryClient(registry_address, insecure=True), unique_repo, VARIANT, b"built once")
     other = cli("check", VARIANT, "--platform", "linux/arm64", "--no-attest", "--json", code=8, env=env, cwd=root)
