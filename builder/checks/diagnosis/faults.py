@@ -104,6 +104,15 @@ def facts_driver_fault(text: str, _ctx: Context) -> dict[str, Any]:
     m = re.search(r"device (?:bearing )?minor number (\d+)", text)
     if m:
         facts["device_minor"] = int(m.group(1))
+    m = re.search(r"init of IP block <(\w+)> failed", text)
+    if m:
+        facts["ip_block"] = m.group(1)
+    m = re.search(r"amdgpu: probe of \S+ failed with error (-\d+)", text)
+    if m:
+        facts["probe_error"] = int(m.group(1))
+    m = re.search(r"Failed to load firmware \"?([\w/.-]+)", text)
+    if m:
+        facts["firmware"] = m.group(1)
     return facts
 
 
@@ -137,6 +146,11 @@ RULES: tuple[FailureRule, ...] = (
             r"Timeout (?:after \d+s )?(?:of )?waiting for RPC (?:response )?from (?:GPU\d+ )?GSP",
             r"_kgspLogRpcTimeout|_kgspIsHeartbeatTimedOut|GSP Timeout\b",
             xid_pattern(119, 120),
+            # amdgpu (https://github.com/ROCm/amdgpu/pull/113, https://github.com/ROCm/rocm-install-on-linux/issues/615)
+            r"amdgpu.{0,60}Fatal error during GPU init",
+            r"amdgpu_device_ip_init failed",
+            r"\*ERROR\* (?:hw|sw)_init of IP block <\w+> failed",
+            r"amdgpu: probe of \S+ failed with error -\d+",
         ),
         facts_driver_fault,
     ),

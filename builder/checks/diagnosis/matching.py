@@ -67,7 +67,9 @@ def _amd(text: str, ctx: Context) -> bool:
     """Whether the failure is on an AMD host: the context's vendor, else AMD-only words in the text."""
     if ctx.vendor:
         return ctx.vendor.lower() == "amd"
-    return bool(re.search(r"\bROCk module\b|/dev/kfd|\bamdgpu\b|\brocminfo\b|\bROCm\b", text))
+    return bool(
+        re.search(r"\bROCk module\b|/dev/kfd|\bamdgpu\b|\brocminfo\b|\bROCm\b|\brocBLAS\b|\bTensile\b|\bhipError", text)
+    )
 
 
 def _first_lines(text: str, pattern: re.Pattern[str]) -> list[str]:

@@ -279,6 +279,8 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             r"hipErrorNoDevice",
             r"No HIP GPUs are available",
             r"No visible GPU devices",
+            # rocBLAS found no HIP device (https://github.com/ollama/ollama/issues/6423)
+            r"Could not initialize Tensile host: No devices found",
         ),
         facts_error_code,
     ),
@@ -359,6 +361,23 @@ AMD_ANSWERS: dict[str, tuple[str, str]] = {
         "then check `rocminfo` lists a GPU agent before starting containers; rocm-smi/amd-smi's 'amdgpu not found in "
         "modules' is wrong when amdgpu is built into the kernel (CONFIG_DRM_AMDGPU=y): then /dev/kfd exists and "
         "rocminfo lists the GPU",
+    ),
+    "no-gpu-visible": (
+        "ROCm found no GPU it can use: the process cannot open /dev/kfd and /dev/dri/renderD* (not passed to the "
+        "container, or the user lacks the groups that own them), or the GPU is not one this ROCm release supports",
+        "check `rocminfo` lists a gfx agent where the program runs; in a container pass `--device /dev/kfd "
+        "--device /dev/dri` with `--group-add video --group-add render` (the host's gids); check the GPU's gfx "
+        "target against the ROCm release's supported GPUs (HSA_OVERRIDE_GFX_VERSION is only a user-level "
+        "workaround)",
+    ),
+    "gpu-driver-fault": (
+        "the amdgpu kernel driver could not initialise the GPU ('Fatal error during GPU init'; an IP block's init "
+        "failed, the probe failed): firmware missing or not matching the driver, BIOS settings (large BARs), a VM "
+        "without working passthrough, or a hardware fault",
+        "on the host: `dmesg | grep -i amdgpu` names the failing IP block; install the amdgpu-dkms and its firmware "
+        "of the ROCm release; probe error -12 (out of memory for the BARs): enable Above 4G Decoding and Resizable "
+        "BAR in the BIOS; in a VM check the passthrough/SR-IOV setup; reboot, and have the GPU checked if it "
+        "persists",
     ),
 }
 

@@ -32,9 +32,12 @@ def _version(text: str) -> str:
     t = text.strip()
     if t.startswith("("):
         return ".".join(p.strip() for p in t.strip("()").split(","))
-    if re.fullmatch(r"\d{4,5}", t):
+    if re.fullmatch(r"\d{4}", t):  # cuDNN 7/8 and JAX's 4-digit form: 8906 = 8.9.6
         n = int(t)
         return f"{n // 1000}.{(n % 1000) // 100}.{n % 100}"
+    if re.fullmatch(r"\d{5}", t):  # cuDNN 9's CUDNN_VERSION: 90100 = 9.1.0
+        n = int(t)
+        return f"{n // 10000}.{(n % 10000) // 100}.{n % 100}"
     return t
 
 
@@ -46,7 +49,21 @@ def facts_cudnn(text: str, _ctx: Context) -> dict[str, Any]:
         r"(?:found runtime version|linked against)\s+(\(.*?\)|\d+)",
         text,
     )
-    if not m:
+    if not m:  # JAX's own checks: "Found cuDNN version 8600, but JAX was built against version 8906"
+        jax = re.search(r"Found cuDNN version (\d+), but JAX was built against version (\d+)", text)
+        if jax:
+            return {"cudnn_compiled_with": _version(jax.group(2)), "cudnn_loaded": _version(jax.group(1))}
+        outdated = re.search(
+            r"Outdated cuDNN installation found\.\s*Version JAX was built against: (\d+)\s*Minimum supported: (\d+)"
+            r"\s*Installed version: (\d+)",
+            text,
+        )
+        if outdated:
+            return {
+                "cudnn_compiled_with": _version(outdated.group(1)),
+                "cudnn_minimum": _version(outdated.group(2)),
+                "cudnn_loaded": _version(outdated.group(3)),
+            }
         return {}
     if m.re.pattern.startswith("Loaded"):
         runtime, compiled = m.group(1), m.group(2)
@@ -165,6 +182,12 @@ def facts_missing_libraries(text: str, _ctx: Context) -> dict[str, Any]:
         facts["missing_libraries"] = list(dict.fromkeys(missing))
     if requested and set(requested) != set(missing):
         facts["requested"] = list(dict.fromkeys(requested))
+    if not missing and re.search(r"cudart_stub\.cc:\d+\] Could not find cuda drivers", text):
+        facts["note"] = (
+            "TensorFlow's cudart_stub says 'Could not find cuda drivers' when it cannot load the CUDA runtime "
+            "(libcudart) of the CUDA line it was built for, whatever the driver; `pip install tensorflow[and-cuda]` "
+            "installs it"
+        )
     return facts
 
 
@@ -183,6 +206,9 @@ RULES: tuple[FailureRule, ...] = (
         patterns(
             r"Loaded runtime CuDNN library:\s*[\d.]+\s+but source was compiled with",
             r"cuDNN version (?:incompatibility|mismatch): PyTorch was compiled\s+against",
+            # JAX's version checks (jax/_src/lib/__init__.py; https://github.com/MIT-REALM/gcbfplus/issues/1)
+            r"Found cuDNN version \d+, but JAX was built against version \d+",
+            r"Outdated cuDNN installation found",
         ),
         facts_cudnn,
     ),
@@ -202,6 +228,9 @@ RULES: tuple[FailureRule, ...] = (
             r"Couldn't open CUDA library " + _USER_SPACE_LIB,
             r"Cannot dlopen some GPU libraries",
             r"Unable to load cuDNN DSO",
+            # TensorFlow's stub of the CUDA runtime says "drivers" when it cannot load libcudart
+            # (https://github.com/tensorflow/tensorflow/blob/master/third_party/xla/xla/tsl/cuda/cudart_stub.cc)
+            r"cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine",
         ),
         facts_missing_libraries,
         # the driver's own library missing is another layer (gpu-not-requested / driver-libs-not-injected)

@@ -286,7 +286,12 @@ def test_remapped_rows_not_pending_is_no_failure() -> None:
 
 NEW = ("gpu-program-fault", "gpu-driver-fault", "gpu-libraries-missing-in-image", "nvml-insufficient-permissions")
 #: the recordings from AMD hosts (the context is then an MI300X's rocm-smi)
-AMD = {"gpu-program-fault-04.txt", "driver-not-loaded-08.txt", "driver-not-loaded-09.txt"}
+AMD = {
+    "gpu-program-fault-04.txt",
+    "driver-not-loaded-08.txt",
+    "driver-not-loaded-09.txt",
+    *(f"gpu-driver-fault-0{n}.txt" for n in (5, 6, 7)),
+}
 RECORDED = sorted(
     [p.name for key in (*NEW, "nvidia-uvm-unavailable") for p in DATA.glob(f"{key}-0*.txt")]
     + ["driver-not-loaded-08.txt", "driver-not-loaded-09.txt"]
@@ -312,3 +317,51 @@ def test_recorded_outputs_with_the_host_as_context(cli: Cli, name: str) -> None:
 def test_human_output_names_the_layer(cli: Cli) -> None:
     out = cli("diagnose", "-", stdin=message("gpu-driver-fault-01.txt")).stderr
     assert "gpu-driver-fault" in out and "kernel-driver" in out and "0x62:0x65:1792" in out
+
+
+# --- more wordings: TensorFlow's cudart stub, JAX's cuDNN checks, amdgpu's init, rocBLAS without a device ---------
+
+
+@pytest.mark.parametrize("name", ["gpu-libraries-missing-in-image-05.txt", "gpu-libraries-missing-in-image-06.txt"])
+def test_tensorflows_could_not_find_cuda_drivers_is_the_cuda_runtime(name: str) -> None:
+    # the message says "drivers"; the stub failed to load libcudart (TF 2.13 tsl and the newer xla/tsl path)
+    r = d(name)
+    assert (r.key, r.at_fault) == ("gpu-libraries-missing-in-image", "image-user-space")
+    assert "libcudart" in r.facts["note"]
+
+
+@pytest.mark.parametrize(
+    ("name", "compiled", "loaded"),
+    [("cudnn-version-mismatch-05.txt", "8.9.6", "8.6.0"), ("cudnn-version-mismatch-06.txt", "8.9.7", "8.9.7")],
+)
+def test_jax_cudnn_checks(name: str, compiled: str, loaded: str) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault) == ("cudnn-version-mismatch", "image-user-space")
+    assert (r.facts["cudnn_compiled_with"], r.facts["cudnn_loaded"]) == (compiled, loaded)
+
+
+def test_jax_outdated_cudnn_names_the_minimum() -> None:
+    assert d("cudnn-version-mismatch-06.txt").facts["cudnn_minimum"] == "9.1.0"
+
+
+@pytest.mark.parametrize(
+    ("name", "facts"),
+    [
+        ("gpu-driver-fault-05.txt", {"probe_error": -12, "pci_bus": "0000:83:00.0"}),  # MI210, ROCm 7.1
+        ("gpu-driver-fault-06.txt", {"ip_block": "gfx_v9_0", "firmware": "amdgpu/vega20_rlc.bin", "probe_error": -2}),
+        ("gpu-driver-fault-07.txt", {"ip_block": "psp"}),  # V620 in a VM
+    ],
+)
+def test_amdgpu_init_failure_is_the_driver_with_the_amd_answer(name: str, facts: dict[str, object]) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault) == ("gpu-driver-fault", "kernel-driver")
+    assert facts.items() <= dict(r.facts).items()
+    assert "amdgpu" in r.summary and "Above 4G Decoding" in r.fix, "the AMD answer, not NVIDIA's GSP advice"
+    assert "NVreg" not in r.fix
+
+
+@pytest.mark.parametrize("name", ["no-gpu-visible-05.txt", "no-gpu-visible-06.txt"])
+def test_rocblas_without_a_device(name: str) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault) == ("no-gpu-visible", "kernel-driver")
+    assert "/dev/kfd" in r.fix and "ROCm" in r.summary
