@@ -18,6 +18,9 @@ Sources of the facts:
   https://github.com/Azure/azurehpc/pull/714, https://github.com/NVIDIA/open-gpu-kernel-modules/issues/446
 - ``RmInitAdapter failed! (0x62:0x65:1792)`` with ``Cannot initialize GSP firmware RM``:
   https://github.com/NVIDIA/open-gpu-kernel-modules/issues/789
+- the open kernel modules need the GSP (Turing and newer): https://download.nvidia.com/XFree86/Linux-x86_64/515.43.04/README/gsp.html,
+  https://github.com/NVIDIA/open-gpu-kernel-modules (README: supported GPUs); refused GPUs:
+  https://github.com/NVIDIA/open-gpu-kernel-modules/issues/696, https://github.com/negativo17/nvidia-driver/issues/158
 - CUDA's unknown error at initialisation and the nvidia_uvm module (reloading it, or creating /dev/nvidia-uvm with
   ``nvidia-modprobe -u``, fixes it; after suspend/resume): https://github.com/pytorch/pytorch/issues/49081,
   https://github.com/pytorch/pytorch/issues/88639, https://github.com/gorgonia/cu/issues/2,
@@ -128,6 +131,12 @@ def facts_uvm(text: str, _ctx: Context) -> dict[str, Any]:
     return facts
 
 
+def facts_open_module(text: str, _ctx: Context) -> dict[str, Any]:
+    """``pci_bus`` and ``pci_id`` (``10de:1b82``) of the GPU the open module refused."""
+    m = re.search(r"The NVIDIA GPU ([0-9A-Fa-f:.]+) \(PCI ID: ([0-9a-f]{4}:[0-9a-f]{4})\)", text)
+    return {"pci_bus": m.group(1), "pci_id": m.group(2)} if m else {}
+
+
 RULES: tuple[FailureRule, ...] = (
     FailureRule(
         "gpu-driver-fault",
@@ -153,6 +162,20 @@ RULES: tuple[FailureRule, ...] = (
             r"amdgpu: probe of \S+ failed with error -\d+",
         ),
         facts_driver_fault,
+    ),
+    FailureRule(
+        "open-module-unsupported-gpu",
+        "kernel-driver",
+        "kernel-driver",
+        "the host runs NVIDIA's open kernel modules (the default flavour from driver 560), which need a GPU with the "
+        "GSP processor (Turing / GTX 16xx and newer): this GPU has none, so the driver leaves it uninitialised",
+        "on the host: install the proprietary kernel module flavour of the same driver (the package without "
+        "`-open`, `.run -m=kernel`, or the distribution's switch, e.g. negativo17's /etc/nvidia/kernel.conf), or "
+        "pin a branch that still ships it for this GPU; then reload the module or reboot",
+        patterns(
+            r"not supported by open\s+(?:NVRM:\s+)?nvidia\.ko because it does not include the required GPU",
+        ),
+        facts_open_module,
     ),
     FailureRule(
         "gpu-program-fault",

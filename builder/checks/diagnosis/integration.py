@@ -158,6 +158,26 @@ def facts_not_injected(text: str, ctx: Context) -> dict[str, Any]:
     return facts
 
 
+def facts_unknown_device(text: str, ctx: Context) -> dict[str, Any]:
+    """``device``: what the request named (``1``, ``MIG-GPU-<uuid>/1/0``, ``/var/run/nvidia-container-devices``),
+    ``meaning`` when its form says why, and the engine."""
+    facts = facts_engine(text, ctx)
+    m = re.search(r"device error: (\S+?): unknown device", text)
+    if not m:
+        return facts
+    device = facts["device"] = m.group(1)
+    if device.startswith("/var/run/nvidia-container-devices"):
+        facts["meaning"] = (
+            "the device list was passed as volume mounts, which this toolkit is not configured to accept "
+            "(accept-nvidia-visible-devices-as-volume-mounts)"
+        )
+    elif re.fullmatch(r"MIG-GPU-[0-9a-f-]+/\d+/\d+", device):
+        facts["meaning"] = "a MIG device named in the form of drivers before 470; newer drivers name it MIG-<uuid>"
+    elif device.isdigit():
+        facts["meaning"] = f"GPU index {device}: the host has fewer GPUs (indices start at 0)"
+    return facts
+
+
 def facts_nvml_permissions(text: str, ctx: Context) -> dict[str, Any]:
     """The engine, and ``cause_hint`` when the text names it: ``selinux`` (SELinux / setsebool / restorecon),
     ``rootless`` (rootless engine or no-cgroups), ``mig`` (a MIG device or profile)."""
@@ -246,6 +266,8 @@ RULES: tuple[FailureRule, ...] = (
             r"did you configure the NVIDIA Container Toolkit\?",
             r"did you set the docker default runtime to",
             r"invalid device discovery strategy",
+            # a RuntimeClass whose handler containerd does not know (https://github.com/NVIDIA/gpu-operator/issues/730)
+            r"no runtime for \\?\"?nvidia\\?\"? is configured",
         ),
         facts_engine,
     ),
@@ -276,6 +298,20 @@ RULES: tuple[FailureRule, ...] = (
             r"Requested GRES option unsupported",
         ),
         facts_gres,
+    ),
+    FailureRule(
+        "gpu-device-unknown",
+        "run-options",
+        "container-toolkit",
+        "the GPU request names a device the host does not have: an index past the last GPU (`--gpus N` asks for N "
+        "GPUs, `device=N` for index N), an old-style MIG name (`MIG-GPU-<uuid>/gi/ci`, replaced by `MIG-<uuid>` "
+        "since driver 470), an index kept from another allocation, or a device list the toolkit is not set up to read",
+        "in the run options: request GPUs that exist as `nvidia-smi -L` lists them (indices 0..count-1, `GPU-<uuid>`, "
+        "`MIG-<uuid>`), e.g. `--gpus all` or `--gpus '\"device=0\"'`; under Slurm/enroot leave "
+        "NVIDIA_VISIBLE_DEVICES to the GRES allocation; in Kubernetes the device plugin's deviceListStrategy "
+        "(volume-mounts) must match the toolkit's accept-nvidia-visible-devices-as-volume-mounts",
+        patterns(r"nvidia-container-cli(?:\.real)?: device error: \S+?: unknown device"),
+        facts_unknown_device,
     ),
     FailureRule(
         "nvml-insufficient-permissions",

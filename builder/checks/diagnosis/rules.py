@@ -279,6 +279,8 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             r"hipErrorNoDevice",
             r"No HIP GPUs are available",
             r"No visible GPU devices",
+            # slurmd's NVML autodetection (https://github.com/ComputeCanada/puppet-magic_castle/pull/276)
+            r"MIG mode is enabled, but no MIG devices were found",
             # rocBLAS found no HIP device (https://github.com/ollama/ollama/issues/6423)
             r"Could not initialize Tensile host: No devices found",
         ),
