@@ -220,17 +220,23 @@ def facts_arch(text: str, ctx: Context) -> dict[str, Any]:
 
 
 def _captured(text: str, patterns: Mapping[str, str]) -> dict[str, Any]:
-    """``{fact: first group}`` for each pattern that matches ``text``."""
+    """``{fact: the first group that took part}`` for each pattern that matches ``text`` (a pattern may offer
+    alternative wordings, each with its own group)."""
     found = {name: re.search(pattern, text) for name, pattern in patterns.items()}
-    return {name: m.group(1) for name, m in found.items() if m}
+    return {name: next(g for g in m.groups() if g is not None) for name, m in found.items() if m}
 
 
 def facts_mismatch(text: str, _ctx: Context) -> dict[str, Any]:
+    """``user_space_version`` (NVML's library version, or the NVRM client's) and ``kernel_module_version``, in the
+    wordings of drivers 367-595 (``the client has the version X, but ... this kernel module has the version Y``;
+    595 names the client process; syslog may join the lines with ``#012``)."""
     return _captured(
         text,
         {
-            "user_space_version": r"NVML library version:\s*([\d.]+)",
-            "kernel_module_version": r"kernel module has version ([\d.]+)",
+            "user_space_version": r"NVML library version:\s*([\d.]+)|the client (?:'[^']*' \(pid \d+\)\s*)?"
+            r"(?:NVRM:\s*)?has the version ([\d.]*\d)",
+            "kernel_module_version": r"kernel module has (?:the )?version ([\d.]*\d)|kernel module has\s*"
+            r"(?:#012)?(?:NVRM:\s*)?the version ([\d.]*\d)",
         },
     )
 

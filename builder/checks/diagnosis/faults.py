@@ -162,6 +162,8 @@ RULES: tuple[FailureRule, ...] = (
             r"amdgpu: probe of \S+ failed with error -\d+",
         ),
         facts_driver_fault,
+        # a module and user space of different versions explain the failed init (the firmware of one of them missing)
+        unless=patterns(r"API mismatch: the (?:client|NVIDIA kernel module)"),
     ),
     FailureRule(
         "open-module-unsupported-gpu",

@@ -71,6 +71,8 @@ _BASE_RULES: tuple[FailureRule, ...] = (
         patterns(
             r"Driver/library version mismatch",
             r"API mismatch: the NVIDIA kernel module has version",
+            # NVRM's own wording, 367-595 (https://github.com/Frogging-Family/nvidia-all/issues/394)
+            r"API mismatch: the client (?:'[^']*' \(pid \d+\)\s*)?(?:NVRM:\s*)?has the version",
             r"cudaErrorSystemDriverMismatch",
             r"CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
             r"\berror 803\b",

@@ -424,3 +424,31 @@ def test_slurmd_mig_enabled_without_instances() -> None:
 def test_podman_without_the_hook_is_a_missing_request_not_the_vendor() -> None:
     r = d("gpu-not-requested-06.txt")
     assert (r.key, r.at_fault) == ("gpu-not-requested", "run-options")
+
+
+# --- NVRM's API mismatch in its wordings: user space and module of different versions --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "user_space", "module"),
+    [
+        ("driver-library-mismatch-04.txt", "535.54.03", "530.30.02"),  # syslog, lines joined by #012
+        ("driver-library-mismatch-05.txt", "595.84", "595.80"),  # 595 names the client process
+        ("driver-library-mismatch-06.txt", "570.153.02", "570.144"),  # with the init failure it causes
+    ],
+)
+def test_nvrm_api_mismatch(name: str, user_space: str, module: str) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault) == ("driver-library-mismatch", "kernel-driver")
+    assert (r.facts["user_space_version"], r.facts["kernel_module_version"]) == (user_space, module)
+
+
+def test_nvml_mismatch_names_the_library_version() -> None:
+    r = d("driver-library-mismatch-07.txt")  # 570: nvidia-smi adds "NVML library version: 570.124"
+    assert r.key == "driver-library-mismatch" and r.facts["user_space_version"] == "570.124"
+
+
+def test_the_mismatch_explains_the_failed_init() -> None:
+    # the RmInitAdapter lines of a half-applied update are the mismatch's consequence, not a driver fault
+    assert "RmInitAdapter failed" in message("driver-library-mismatch-06.txt")
+    assert d("driver-library-mismatch-06.txt").key == "driver-library-mismatch"
