@@ -272,6 +272,22 @@ RULES: tuple[FailureRule, ...] = (
         facts_nccl,
     ),
     FailureRule(
+        "rdma-memlock-too-small",
+        "run-options",
+        "image-user-space",
+        "registering memory with the InfiniBand/RoCE device failed with ENOMEM ('Cannot allocate memory'): the "
+        "process's locked-memory limit (`ulimit -l`) is too small for RDMA - containers get 64 MiB, login shells "
+        "often 8 MiB",
+        "in the run options: `--ulimit memlock=-1` (docker/podman), `ulimit -l unlimited` in the job or "
+        "/etc/security/limits.conf (memlock unlimited; Slurm: PropagateResourceLimits), then check `ulimit -l` where "
+        "the ranks run (inside `mpirun`/`srun`); the NCCL troubleshooting guide's InfiniBand section",
+        patterns(
+            r"ibv_\w+(?:\(\))? failed(?: with error)?:? Cannot allocate memory",
+            r"Call to ibv_\w+ failed with error Cannot allocate memory",
+        ),
+        facts_nccl,
+    ),
+    FailureRule(
         "nccl-network-failure",
         "interconnect",
         "image-user-space",

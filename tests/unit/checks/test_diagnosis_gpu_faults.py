@@ -452,3 +452,14 @@ def test_the_mismatch_explains_the_failed_init() -> None:
     # the RmInitAdapter lines of a half-applied update are the mismatch's consequence, not a driver fault
     assert "RmInitAdapter failed" in message("driver-library-mismatch-06.txt")
     assert d("driver-library-mismatch-06.txt").key == "driver-library-mismatch"
+
+
+@pytest.mark.parametrize("name", ["rdma-memlock-too-small-01.txt", "rdma-memlock-too-small-02.txt"])
+def test_rdma_registration_enomem_is_the_memlock_limit_not_the_fabric(name: str) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault) == ("rdma-memlock-too-small", "run-options")
+    assert "--ulimit memlock=-1" in r.fix
+
+
+def test_a_work_completion_error_stays_the_fabric() -> None:
+    assert d("nccl-network-failure-01.txt").key == "nccl-network-failure"
