@@ -191,8 +191,13 @@ def facts_missing_libraries(text: str, _ctx: Context) -> dict[str, Any]:
     return facts
 
 
-_WSL = r"(?:\bWSL\b|\b\d+\.\d+\.\d+-\d+-Microsoft\b|microsoft-standard-WSL2)"
-_NO_DRIVER = r"(?:couldn't communicate with the NVIDIA driver|No devices were found|no CUDA-capable device)"
+#: WSL (and Hyper-V GPU paravirtualization, which shares its dxgkrnl path /usr/lib/wsl/lib)
+_WSL = r"(?:\bWSL\b|\b\d+\.\d+\.\d+-\d+-Microsoft\b|microsoft-standard-WSL2|/usr/lib/wsl/lib)"
+_NO_DRIVER = (
+    r"(?:couldn't communicate with the NVIDIA driver|No devices were found|no CUDA-capable device|"
+    # NVML's operating-system error: Windows does not expose the GPU to the WSL VM (a GPU in TCC mode)
+    r"GPU access blocked by the operating system)"
+)
 
 RULES: tuple[FailureRule, ...] = (
     FailureRule(
@@ -380,9 +385,11 @@ RULES: tuple[FailureRule, ...] = (
         "kernel-driver",
         "kernel-driver",
         "the GPU is used from WSL, where it only works under WSL 2 with the Windows NVIDIA driver: WSL 1 has no GPU, "
-        "and a Linux driver installed inside WSL cannot talk to the GPU",
+        "and a Linux driver installed inside WSL cannot talk to the GPU; a GPU in TCC mode (data-center GPUs' default "
+        "on Windows) is not shared with WSL ('GPU access blocked by the operating system')",
         "on Windows: `wsl -l -v`; convert the distribution to WSL 2 (`wsl --set-version <distro> 2`); install only "
-        "the Windows NVIDIA driver (no Linux driver inside WSL; the CUDA toolkit only, WSL-Ubuntu packages)",
+        "the Windows NVIDIA driver (no Linux driver inside WSL; the CUDA toolkit only, WSL-Ubuntu packages); put the "
+        "GPU in WDDM mode where the driver allows it (`nvidia-smi -i 0 -dm 0` on Windows, then reboot)",
         patterns(rf"(?s){_WSL}.*{_NO_DRIVER}", rf"(?s){_NO_DRIVER}.*{_WSL}"),
         facts_wsl,
     ),

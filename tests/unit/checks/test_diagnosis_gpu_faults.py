@@ -463,3 +463,18 @@ def test_rdma_registration_enomem_is_the_memlock_limit_not_the_fabric(name: str)
 
 def test_a_work_completion_error_stays_the_fabric() -> None:
     assert d("nccl-network-failure-01.txt").key == "nccl-network-failure"
+
+
+@pytest.mark.parametrize(("name", "wsl"), [("wsl-gpu-unavailable-04.txt", 2), ("wsl-gpu-unavailable-05.txt", None)])
+def test_nvml_blocked_by_the_operating_system_under_wsl(name: str, wsl: int | None) -> None:
+    # WSL 2 with a data-center GPU in TCC mode; a Hyper-V GPU-PV guest (dxgkrnl's /usr/lib/wsl/lib)
+    r = d(name)
+    assert (r.key, r.at_fault) == ("wsl-gpu-unavailable", "kernel-driver")
+    assert r.facts.get("wsl") == wsl
+    assert "WDDM" in r.fix
+
+
+def test_nvml_blocked_without_wsl_is_not_claimed() -> None:
+    # the same NVML error with nothing naming WSL or GPU-PV: no kind is sure (an old nvidia-docker container
+    # without devices printed it too: https://github.com/Kaixhin/dockerfiles/issues/1)
+    assert diagnose("Failed to initialize NVML: GPU access blocked by the operating system\n").key == "unknown"
