@@ -21,6 +21,8 @@ Sources of the facts:
 - the open kernel modules need the GSP (Turing and newer): https://download.nvidia.com/XFree86/Linux-x86_64/515.43.04/README/gsp.html,
   https://github.com/NVIDIA/open-gpu-kernel-modules (README: supported GPUs); refused GPUs:
   https://github.com/NVIDIA/open-gpu-kernel-modules/issues/696, https://github.com/negativo17/nvidia-driver/issues/158
+- the toolkit's driver service timing out without persistence mode (the maintainers' answer):
+  https://github.com/NVIDIA/nvidia-container-toolkit/issues/202, https://github.com/NVIDIA/nvidia-container-toolkit/issues/556
 - CUDA's unknown error at initialisation and the nvidia_uvm module (reloading it, or creating /dev/nvidia-uvm with
   ``nvidia-modprobe -u``, fixes it; after suspend/resume): https://github.com/pytorch/pytorch/issues/49081,
   https://github.com/pytorch/pytorch/issues/88639, https://github.com/gorgonia/cu/issues/2,
@@ -164,6 +166,19 @@ RULES: tuple[FailureRule, ...] = (
         facts_driver_fault,
         # a module and user space of different versions explain the failed init (the firmware of one of them missing)
         unless=patterns(r"API mismatch: the (?:client|NVIDIA kernel module)"),
+    ),
+    FailureRule(
+        "driver-init-timeout",
+        "kernel-driver",
+        "container-toolkit",
+        "the toolkit's driver service timed out while the kernel driver initialised the GPUs: without persistence "
+        "mode (nvidia-persistenced) every container start re-initialises them, which can take longer than the "
+        "toolkit waits (many GPUs, after a resume from hibernation, a GPU that is slow or failing to come up)",
+        "on the host: keep the driver initialised - `systemctl enable --now nvidia-persistenced` (or `nvidia-smi "
+        "-pm 1`); check `nvidia-smi` answers quickly and dmesg for Xid / RmInitAdapter errors; update the container "
+        "toolkit; reboot after a hibernation",
+        patterns(r"nvidia-container-cli: initialization error: driver (?:rpc )?error: (?:timed out|failed to process)"),
+        facts_driver_fault,
     ),
     FailureRule(
         "open-module-unsupported-gpu",

@@ -291,6 +291,7 @@ NEW = (
     "nvml-insufficient-permissions",
     "open-module-unsupported-gpu",
     "gpu-device-unknown",
+    "driver-init-timeout",
 )
 #: the recordings from AMD hosts (the context is then an MI300X's rocm-smi)
 AMD = {
@@ -478,3 +479,14 @@ def test_nvml_blocked_without_wsl_is_not_claimed() -> None:
     # the same NVML error with nothing naming WSL or GPU-PV: no kind is sure (an old nvidia-docker container
     # without devices printed it too: https://github.com/Kaixhin/dockerfiles/issues/1)
     assert diagnose("Failed to initialize NVML: GPU access blocked by the operating system\n").key == "unknown"
+
+
+@pytest.mark.parametrize(
+    "name", ["driver-init-timeout-01.txt", "driver-init-timeout-02.txt", "driver-init-timeout-03.txt"]
+)
+def test_the_toolkits_driver_service_timing_out_is_persistence_mode(name: str) -> None:
+    # 2024 "driver rpc error: timed out" (legacy mode), 2021 "driver error: timed out" in an escaped hook, and the
+    # same from `nvidia-container-cli -k -d /dev/tty info`
+    r = d(name)
+    assert (r.key, r.at_fault, r.noticed_by) == ("driver-init-timeout", "kernel-driver", "container-toolkit")
+    assert "nvidia-persistenced" in r.fix
