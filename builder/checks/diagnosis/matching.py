@@ -68,7 +68,11 @@ def _amd(text: str, ctx: Context) -> bool:
     if ctx.vendor:
         return ctx.vendor.lower() == "amd"
     return bool(
-        re.search(r"\bROCk module\b|/dev/kfd|\bamdgpu\b|\brocminfo\b|\bROCm\b|\brocBLAS\b|\bTensile\b|\bhipError", text)
+        re.search(
+            r"\bROCk module\b|/dev/kfd|\bamdgpu\b|\brocminfo\b|\bROCm\b|\brocBLAS\b|\bTensile\b|\bhipError|"
+            r"\bHIP_ERROR_|\blibhip|\brocm[_/]",
+            text,
+        )
     )
 
 

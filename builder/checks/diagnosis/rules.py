@@ -280,6 +280,8 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             r"WARNING: No AMD GPUs specified",
             r"hipErrorNoDevice",
             r"No HIP GPUs are available",
+            r"no ROCm-capable device is detected",
+            r"HIP_ERROR_NoDevice",
             r"No visible GPU devices",
             # slurmd's NVML autodetection (https://github.com/ComputeCanada/puppet-magic_castle/pull/276)
             r"MIG mode is enabled, but no MIG devices were found",
@@ -322,6 +324,8 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             r"exec nvidia-smi failed: No such file or directory",
             r"CUDA driver initialization failed, you might not have a CUDA gpu",
             r"\bnvidia-smi: (command )?not found",
+            # ROCm in a container without /dev/kfd (the host's module is loaded: rocminfo says so)
+            r"Unable to open /dev/kfd read-write: No such file or directory",
         ),
         None,
     ),
@@ -365,6 +369,13 @@ AMD_ANSWERS: dict[str, tuple[str, str]] = {
         "then check `rocminfo` lists a GPU agent before starting containers; rocm-smi/amd-smi's 'amdgpu not found in "
         "modules' is wrong when amdgpu is built into the kernel (CONFIG_DRM_AMDGPU=y): then /dev/kfd exists and "
         "rocminfo lists the GPU",
+    ),
+    "gpu-not-requested": (
+        "the container was started without the AMD GPU device nodes (/dev/kfd, /dev/dri/renderD*): the host's amdgpu "
+        "driver is loaded, but nothing inside can reach the GPU",
+        "in the run options: `--device /dev/kfd --device /dev/dri --group-add video --group-add render` (docker, "
+        "podman; compose `devices:`), `--rocm` for apptainer (with `--containall` also `--bind /dev/kfd,/dev/dri`), "
+        "or the AMD device plugin's `amd.com/gpu` in Kubernetes",
     ),
     "no-gpu-visible": (
         "ROCm found no GPU it can use: the process cannot open /dev/kfd and /dev/dri/renderD* (not passed to the "

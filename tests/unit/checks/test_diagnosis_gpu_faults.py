@@ -490,3 +490,16 @@ def test_the_toolkits_driver_service_timing_out_is_persistence_mode(name: str) -
     r = d(name)
     assert (r.key, r.at_fault, r.noticed_by) == ("driver-init-timeout", "kernel-driver", "container-toolkit")
     assert "nvidia-persistenced" in r.fix
+
+
+def test_rocm_container_without_dev_kfd_is_the_request() -> None:
+    # rocminfo inside the container: the host's module is loaded, /dev/kfd was not passed
+    r = d("gpu-not-requested-07.txt")
+    assert (r.key, r.at_fault) == ("gpu-not-requested", "run-options")
+    assert "--device /dev/kfd" in r.fix and "AMD" in r.summary
+
+
+def test_rocm_no_device_in_tensorflows_rocm_driver() -> None:
+    r = d("no-gpu-visible-08.txt")  # "could not retrieve ROCM device count: HIP_ERROR_NoDevice" under podman
+    assert (r.key, r.at_fault) == ("no-gpu-visible", "kernel-driver")
+    assert r.summary.startswith("ROCm found no GPU")
