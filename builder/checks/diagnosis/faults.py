@@ -208,7 +208,7 @@ RULES: tuple[FailureRule, ...] = (
         patterns(
             r"an illegal memory access was encountered",
             r"unspecified launch failure",
-            r"misaligned address",
+            r"(?:CUDA|HIP|cuda)[^\n]{0,40}misaligned address",
             r"an illegal instruction was encountered",
             r"cudaError(?:IllegalAddress|LaunchFailure|MisalignedAddress|IllegalInstruction)\b",
             r"CUDA_ERROR_(?:ILLEGAL_ADDRESS|LAUNCH_FAILED|MISALIGNED_ADDRESS|ILLEGAL_INSTRUCTION)\b",

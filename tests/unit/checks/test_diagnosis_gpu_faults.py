@@ -503,3 +503,10 @@ def test_rocm_no_device_in_tensorflows_rocm_driver() -> None:
     r = d("no-gpu-visible-08.txt")  # "could not retrieve ROCM device count: HIP_ERROR_NoDevice" under podman
     assert (r.key, r.at_fault) == ("no-gpu-visible", "kernel-driver")
     assert r.summary.startswith("ROCm found no GPU")
+
+
+def test_cpu_faults_are_not_gpu_faults() -> None:
+    # the shell's report of SIGILL (a CPU without AVX running a TensorFlow wheel) and a kernel trap line name no GPU
+    assert diagnose("Illegal instruction (core dumped)\n").key == "unknown"
+    assert diagnose("kernel: traps: python3[4242] misaligned address\n").key == "unknown"
+    assert diagnose("RuntimeError: CUDA error: misaligned address\n").key == "gpu-program-fault"
