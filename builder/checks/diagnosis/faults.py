@@ -4,7 +4,8 @@ failing to initialise or to keep control of a GPU (``RmInitAdapter failed``, GSP
 119/120). One grammar reads the driver's Xid lines in all their printed forms (:data:`XID`, :func:`xid_codes`).
 
 Sources of the facts:
-- Xid catalogue (13 Graphics Engine Exception, 31 GPU memory page fault, 43 GPU stopped processing: causes
+- Xid catalogue (74 NVLink error, 144-150 NVLink errors of NVLink 5 systems, 45 preemptive cleanup "caused by
+  previous Xid"; 13 Graphics Engine Exception, 31 GPU memory page fault, 43 GPU stopped processing: causes
   include a user application fault; 119/120 GSP RPC timeout / GSP error; 79 fallen off the bus; 48/63/64/94/95
   memory errors): https://docs.nvidia.com/deploy/xid-errors/index.html
 - the dmesg form ``NVRM: Xid (PCI:0000:01:00): 31, pid=..., ...`` as NVIDIA's driver prints it:
@@ -139,7 +140,40 @@ def facts_open_module(text: str, _ctx: Context) -> dict[str, Any]:
     return {"pci_bus": m.group(1), "pci_id": m.group(2)} if m else {}
 
 
+def facts_nvlink(text: str, _ctx: Context) -> dict[str, Any]:
+    """``xid`` codes (the NVLink ones, also those named by ``caused by previous Xid N``), ``links`` (numbers), and
+    ``fatal`` when an NVLink Xid says Fatal."""
+    facts: dict[str, Any] = {}
+    codes = [c for c in xid_codes(text) if c == 74 or 144 <= c <= 150]
+    codes += [int(c) for c in re.findall(r"caused by previous Xid (\d+)", text) if int(c) not in codes]
+    if codes:
+        facts["xid"] = list(dict.fromkeys(codes))
+    links = re.findall(r"\bLink (-?\d+)\b", text)
+    if links:
+        facts["links"] = list(dict.fromkeys(int(n) for n in links))
+    if re.search(r"\bFatal XC\d", text):
+        facts["fatal"] = True
+    return facts
+
+
 RULES: tuple[FailureRule, ...] = (
+    FailureRule(
+        "nvlink-error",
+        "interconnect",
+        "kernel-driver",
+        "the driver reported NVLink errors (Xid 74; Xid 144-150 on NVLink 5 / NVLink-switch systems, 'Fatal' or "
+        "'Nonfatal' with the link number): a link between GPUs (or to the switch) is failing; work on those GPUs "
+        "stops with Xid 45 'caused by previous Xid'",
+        "in the interconnect: read the link counters (`nvidia-smi nvlink -s` / `-e`), the fabric manager's log and "
+        "dmesg; a fatal NVLink Xid needs the GPUs reset (drain the node first); reseat bridges/cables or run DCGM "
+        "diagnostics (`dcgmi diag -r 3`) when one link keeps failing; nonfatal events alone are to be watched",
+        patterns(
+            xid_pattern(74, 144, 145, 146, 147, 148, 149, 150),
+            r"caused by previous Xid (?:74|14[4-9]|150)\b",
+            r"knvlink\w+: .{0,80}failed",
+        ),
+        facts_nvlink,
+    ),
     FailureRule(
         "gpu-driver-fault",
         "kernel-driver",

@@ -292,6 +292,7 @@ NEW = (
     "open-module-unsupported-gpu",
     "gpu-device-unknown",
     "driver-init-timeout",
+    "nvlink-error",
 )
 #: the recordings from AMD hosts (the context is then an MI300X's rocm-smi)
 AMD = {
@@ -510,3 +511,23 @@ def test_cpu_faults_are_not_gpu_faults() -> None:
     assert diagnose("Illegal instruction (core dumped)\n").key == "unknown"
     assert diagnose("kernel: traps: python3[4242] misaligned address\n").key == "unknown"
     assert diagnose("RuntimeError: CUDA error: misaligned address\n").key == "gpu-program-fault"
+
+
+@pytest.mark.parametrize(
+    ("name", "xids", "fatal"),
+    [
+        ("nvlink-error-01.txt", [144, 149], True),  # Nonfatal then Fatal NVLink 5 Xids
+        ("nvlink-error-02.txt", [149, 145], True),
+        ("nvlink-error-03.txt", [149, 145], False),  # 590: Xid 45 lines "caused by previous Xid 149/145"
+    ],
+)
+def test_nvlink_xids_are_the_interconnect(name: str, xids: list[int], fatal: bool) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault, r.noticed_by) == ("nvlink-error", "interconnect", "kernel-driver")
+    assert r.facts["xid"] == xids
+    assert r.facts.get("fatal", False) is fatal
+    assert "nvidia-smi nvlink" in r.fix
+
+
+def test_nvlink_link_discovery_failure() -> None:
+    assert d("nvlink-error-04.txt").key == "nvlink-error"  # knvlinkDiscoverPostRxDetLinks_GH100 ... failed
