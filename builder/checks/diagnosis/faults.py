@@ -1,7 +1,9 @@
-"""GPU faults while work runs or the driver starts: a program's kernel that faulted on the GPU (illegal address,
-launch failure; the driver's Xid 13/31/43 lines; ROCm's "Memory access fault by GPU node") and the kernel driver
-failing to initialise or to keep control of a GPU (``RmInitAdapter failed``, GSP firmware RPC timeouts, Xid
-119/120). One grammar reads the driver's Xid lines in all their printed forms (:data:`XID`, :func:`xid_codes`).
+"""GPU faults while work runs or the driver starts: NVLink errors (Xid 74, 144-150), the kernel driver failing to
+initialise or to keep control of a GPU (``RmInitAdapter failed``, GSP firmware RPC timeouts, Xid 119/120; amdgpu's
+init failures), the toolkit's driver service timing out, the open kernel modules refusing a GPU without GSP, a
+program's kernel that faulted on the GPU (illegal address, launch failure; Xid 13/31/43; ROCm's "Memory access
+fault by GPU node") and CUDA's unknown error at initialisation (the nvidia_uvm module: :data:`UVM_UNAVAILABLE`).
+One grammar reads the driver's Xid lines in all their printed forms (:data:`XID`, :func:`xid_codes`).
 
 Sources of the facts:
 - Xid catalogue (74 NVLink error, 144-150 NVLink errors of NVLink 5 systems, 45 preemptive cleanup "caused by
@@ -10,7 +12,7 @@ Sources of the facts:
   memory errors): https://docs.nvidia.com/deploy/xid-errors/index.html
 - the dmesg form ``NVRM: Xid (PCI:0000:01:00): 31, pid=..., ...`` as NVIDIA's driver prints it:
   https://github.com/autumnai/collenchyma-blas/issues/14 (352), https://github.com/leptonai/gpud/pull/46 (550),
-  https://github.com/NVIDIA/gpu-operator/issues/1146; nvidia-docker's health checks print ``XID 79(...)``:
+  https://github.com/NVIDIA/gpu-operator/issues/1146; gpud's reports print ``XID 79(...)``:
   https://github.com/leptonai/gpud/issues/604
 - CUDA error codes (700 ``cudaErrorIllegalAddress``, 715 ``cudaErrorIllegalInstruction``, 716
   ``cudaErrorMisalignedAddress``, 719 ``cudaErrorLaunchFailure``; 4 was ``cudaErrorLaunchFailure`` before
