@@ -1,7 +1,8 @@
 """Failure kinds where the GPU stack's *integration* is wrong: the engine's CDI switch, the container toolkit's
 configuration (ldconfig path, device cgroups for rootless / nested containers), driver libraries baked into the
-image, the Kubernetes node runtime, Apptainer's GPU library binding, Slurm GRES requests, and a container that
-never received the host's driver libraries although the driver is new enough.
+image, the Kubernetes node runtime, Apptainer's GPU library binding, Slurm GRES requests, a GPU request naming a
+device the host does not have, NVML refused by the container's permissions (SELinux, rootless, MIG), and a container
+that never received the host's driver libraries although the driver is new enough.
 
 Sources of the facts (docs/diagnosis.md lists every kind with its recorded messages):
 Docker CDI (``"features": {"cdi": true}``): https://docs.docker.com/reference/cli/dockerd/#enable-cdi-devices;

@@ -1,6 +1,7 @@
-"""Failure kinds noticed while a GPU program runs: libraries in the image that do not match the framework (cuDNN),
-NCCL/RCCL collectives (shared memory, the network, ranks that disagree), the GPU hardware (fallen off the bus,
-uncorrectable ECC errors) and the host platform (WSL).
+"""Failure kinds noticed while a GPU program runs: libraries in the image that do not match the framework (cuDNN)
+or are missing from it (the CUDA/ROCm user-space libraries the loader could not open), NCCL/RCCL collectives (shared
+memory, the network, RDMA's locked-memory limit, ranks that disagree), the GPU hardware (fallen off the bus,
+uncorrectable ECC errors, rows pending a reset) and the host platform (WSL, Hyper-V GPU-PV).
 
 Sources of the facts: NCCL troubleshooting (shared memory in containers, ``--shm-size``/``--ipc=host``, IB/RoCE
 settings, PCIe ACS): https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html; work completion
