@@ -10,7 +10,12 @@ toolkit configuration (``ldconfig``, ``no-cgroups``) and rootless setup:
 https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html;
 Kubernetes device plugin prerequisites (nvidia as the default runtime or a RuntimeClass):
 https://github.com/NVIDIA/k8s-device-plugin#prerequisites; Apptainer ``--nv``/``--rocm``:
-https://apptainer.org/docs/user/latest/gpu.html; Slurm GRES: https://slurm.schedmd.com/gres.html.
+https://apptainer.org/docs/user/latest/gpu.html; Slurm GRES: https://slurm.schedmd.com/gres.html; an unknown device
+is a request for more GPUs than the host has (https://github.com/NVIDIA/nvidia-docker/issues/1283) or a pre-470 MIG
+name (https://github.com/NVIDIA/nvidia-container-toolkit/issues/203); NVML's Insufficient Permissions under SELinux
+(``setsebool -P container_use_devices 1``: https://github.com/NVIDIA/nvidia-container-toolkit/issues/33, relabelling:
+https://github.com/NVIDIA/nvidia-docker/issues/676) and on MIG devices
+(https://github.com/NVIDIA/nvidia-container-toolkit/issues/842).
 """
 
 from __future__ import annotations
