@@ -183,6 +183,9 @@ def facts_missing_libraries(text: str, _ctx: Context) -> dict[str, Any]:
         facts["missing_libraries"] = list(dict.fromkeys(missing))
     if requested and set(requested) != set(missing):
         facts["requested"] = list(dict.fromkeys(requested))
+    jax = re.findall(r"Unable to load (CUDA|cu[A-Z]\w+|NCCL)\.|The (cu[A-Z]\w+) library was not found", text)
+    if jax:
+        facts["jax_components"] = list(dict.fromkeys(a or b for a, b in jax))
     if not missing and re.search(r"cudart_stub\.cc:\d+\] Could not find cuda drivers", text):
         facts["note"] = (
             "TensorFlow's cudart_stub says 'Could not find cuda drivers' when it cannot load the CUDA runtime "
@@ -227,7 +230,8 @@ RULES: tuple[FailureRule, ...] = (
         "image, not with the driver or the GPU request",
         "in the image: install the libraries of the CUDA/ROCm line the framework was built for (its pip "
         "`nvidia-*-cuNN` wheels, a `-cudnn-runtime` CUDA base image, the ROCm math libraries) and make them "
-        "findable (ldconfig or LD_LIBRARY_PATH); `tf.sysconfig.get_build_info()` / `torch.version.cuda` name the "
+        "findable (ldconfig or LD_LIBRARY_PATH); an LD_LIBRARY_PATH naming another CUDA's libraries shadows the "
+        "framework's own pip wheels (JAX: unset it); `tf.sysconfig.get_build_info()` / `torch.version.cuda` name the "
         "versions expected",
         patterns(
             _CANNOT_OPEN.replace(r"(lib[\w.+-]+\.so[\w.]*)", "(?:" + _USER_SPACE_LIB + ")"),
@@ -237,6 +241,10 @@ RULES: tuple[FailureRule, ...] = (
             # TensorFlow's stub of the CUDA runtime says "drivers" when it cannot load libcudart
             # (https://github.com/tensorflow/tensorflow/blob/master/third_party/xla/xla/tsl/cuda/cudart_stub.cc)
             r"cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine",
+            # JAX's CUDA plugin checks each library it loads (jax_plugins/xla_cuda12: _check_cuda_versions); the
+            # "CUDA-enabled jaxlib is not installed" warning after it is a consequence, not a CPU build
+            r"Unable to load (?:CUDA|cu[A-Z]\w+|NCCL)\. (?:Is it installed\?|\(Set TF_CPP)",
+            r"The cu[A-Z]\w+ library was not found",
         ),
         facts_missing_libraries,
         # the driver's own library missing is another layer (gpu-not-requested / driver-libs-not-injected)

@@ -531,3 +531,27 @@ def test_nvlink_xids_are_the_interconnect(name: str, xids: list[int], fatal: boo
 
 def test_nvlink_link_discovery_failure() -> None:
     assert d("nvlink-error-04.txt").key == "nvlink-error"  # knvlinkDiscoverPostRxDetLinks_GH100 ... failed
+
+
+@pytest.mark.parametrize(
+    ("name", "component"),
+    [
+        ("gpu-libraries-missing-in-image-07.txt", "cuSPARSE"),  # JAX 0.6.x traceback, then the CPU fallback warning
+        ("gpu-libraries-missing-in-image-08.txt", "cuSPARSE"),
+        ("gpu-libraries-missing-in-image-09.txt", "cuSPARSE"),  # versions_helpers: "library was not found"
+        ("gpu-libraries-missing-in-image-10.txt", "CUDA"),  # older JAX: "Unable to load CUDA."
+    ],
+)
+def test_jax_plugin_that_cannot_load_a_cuda_library_is_not_a_cpu_build(name: str, component: str) -> None:
+    # before: "a CUDA-enabled jaxlib is not installed" (printed after the failed check) made it a CPU build
+    r = d(name)
+    assert (r.key, r.at_fault) == ("gpu-libraries-missing-in-image", "image-user-space")
+    assert r.facts["jax_components"] == [component]
+    assert "LD_LIBRARY_PATH" in r.fix
+
+
+def test_a_jax_cpu_build_alone_stays_the_framework() -> None:
+    text = (
+        "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed. Falling back to cpu."
+    )
+    assert diagnose(text).key == "framework-without-gpu-support"
