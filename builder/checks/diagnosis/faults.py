@@ -15,8 +15,8 @@ Sources of the facts:
   https://github.com/NVIDIA/gpu-operator/issues/1146; gpud's reports print ``XID 79(...)``:
   https://github.com/leptonai/gpud/issues/604
 - CUDA error codes (700 ``cudaErrorIllegalAddress``, 715 ``cudaErrorIllegalInstruction``, 716
-  ``cudaErrorMisalignedAddress``, 719 ``cudaErrorLaunchFailure``; 4 was ``cudaErrorLaunchFailure`` before
-  CUDA 10.1): https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html
+  ``cudaErrorMisalignedAddress``, 719 ``cudaErrorLaunchFailure``, 710 ``cudaErrorAssert``; 4 was
+  ``cudaErrorLaunchFailure`` before CUDA 10.1): https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html
 - GSP firmware (driver 510+ offloads GPU initialisation to it; RPC timeouts are Xid 119):
   https://github.com/Azure/azurehpc/pull/714, https://github.com/NVIDIA/open-gpu-kernel-modules/issues/446
 - ``RmInitAdapter failed! (0x62:0x65:1792)`` with ``Cannot initialize GSP firmware RM``:
@@ -65,6 +65,7 @@ _FAULT_CODES = (
     (r"illegal instruction|cudaErrorIllegalInstruction|CUDA_ERROR_ILLEGAL_INSTRUCTION", 715),
     (r"misaligned address|cudaErrorMisalignedAddress|CUDA_ERROR_MISALIGNED_ADDRESS", 716),
     (r"unspecified launch failure|cudaErrorLaunchFailure|CUDA_ERROR_LAUNCH_FAILED", 719),
+    (r"device-side assert|cudaErrorAssert|CUDA_ERROR_ASSERT|thread: \[[\d,]+\] Assertion", 710),
 )
 
 
@@ -88,6 +89,9 @@ def facts_program_fault(text: str, _ctx: Context) -> dict[str, Any]:
     bus = _pci_bus(text)
     if bus:
         facts["pci_bus"] = bus
+    m = re.search(r"thread: \[[\d,]+\] Assertion `([^`]+)` failed", text)
+    if m:
+        facts["assertion"] = m.group(1)
     m = re.search(r"Memory access fault by GPU node-(\d+).*?on address (\S+?)\.? Reason: ([^.\n]+)", text)
     if m:
         facts.update(gpu_node=int(m.group(1)), address=m.group(2), reason=m.group(3).strip())
@@ -235,8 +239,9 @@ RULES: tuple[FailureRule, ...] = (
         "image-user-space",
         "image-user-space",
         "a GPU kernel of the program (or a library it loads) faulted: an illegal or misaligned memory access, an "
-        "illegal instruction or an unspecified launch failure (CUDA 700/715/716/719; Xid 13/31/43; ROCm 'Memory "
-        "access fault by GPU node'); the CUDA context is lost and every later call fails",
+        "illegal instruction, an unspecified launch failure or a failed device-side assertion (CUDA 700/715/716/719/"
+        "710; Xid 13/31/43; ROCm 'Memory access fault by GPU node'); the CUDA context is lost and every later call "
+        "fails",
         "in the image: rerun with `CUDA_LAUNCH_BLOCKING=1` (ROCm: `AMD_SERIALIZE_KERNEL=3`) to find the kernel, "
         "and `compute-sanitizer` to find the access; try the framework's current release; if the same image passes "
         "on another GPU, or the host's dmesg shows memory or bus Xids (48, 63, 64, 79, 94, 95) at the same time, "
@@ -251,6 +256,9 @@ RULES: tuple[FailureRule, ...] = (
             r"hipError(?:IllegalAddress|LaunchFailure)\b",
             r"Memory access fault by GPU node-\d+",
             xid_pattern(13, 31, 43),
+            # a device-side assertion of the program (CUDA 710): the kernel's own check failed
+            r"device-side assert(?:ion)? triggered|cudaErrorAssert\b|CUDA_ERROR_ASSERT\b",
+            r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion `",
         ),
         facts_program_fault,
     ),

@@ -555,3 +555,11 @@ def test_a_jax_cpu_build_alone_stays_the_framework() -> None:
         "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed. Falling back to cpu."
     )
     assert diagnose(text).key == "framework-without-gpu-support"
+
+
+@pytest.mark.parametrize("name", ["gpu-program-fault-07.txt", "gpu-program-fault-08.txt"])
+def test_a_device_side_assertion_is_the_program(name: str) -> None:
+    # torch 2.x (Indexing.cu, then the RuntimeError) and torch 1.x THC (the assertion lines alone)
+    r = d(name)
+    assert (r.key, r.at_fault) == ("gpu-program-fault", "image-user-space")
+    assert (r.facts["cuda_error"], r.facts["assertion"]) == (710, "srcIndex < srcSelectDimSize")
