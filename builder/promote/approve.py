@@ -128,20 +128,21 @@ def earlier_approvals(client: RegistryClient, repository: str, digest: str, stag
     ``dev.builder-project/envelope`` when its size and sha256 are the layer's, else the blob:
     one request (the manifest) for approvals builder wrote."""
     import base64
-    import json
 
+    from builder.registry.manifest import load_json
     from builder.signing.approvals import approval_suffix
-    from builder.signing.layer import fetch_blob, signature_tag
+    from builder.signing.layer import evidence_layers, fetch_blob, signature_tag
 
-    m = client.try_get_manifest(repository, signature_tag(digest, approval_suffix(fingerprint)))
+    tag = signature_tag(digest, approval_suffix(fingerprint))
+    m = client.try_get_manifest(repository, tag)
     times: list[str] = []
-    for d in (m.json.get("layers") or []) if m is not None else []:
+    for d in evidence_layers(m.json if m is not None else None, f"{client.registry}/{repository}:{tag}"):
         try:
             blob = fetch_blob(client, repository, d) if isinstance(d, dict) else None
             if blob is None:  # no blob under that digest: no note
                 continue
-            envelope = json.loads(blob)
-            pred = json.loads(base64.b64decode(envelope["payload"])).get("predicate") or {}
+            envelope = load_json(blob)
+            pred = load_json(base64.b64decode(envelope["payload"])).get("predicate") or {}
         except (ValueError, KeyError, TypeError, BuilderError):
             continue  # unreadable: no note, nothing else depends on it
         if pred.get("stage") == stage and pred.get("digest") == digest:

@@ -21,7 +21,7 @@ from builder.promote.model import UNSET
 from builder.promote.pool import Task, map_parallel, parallel
 from builder.promote.referrers import INDEX_KEY, lacks_referrers_api, referrers
 from builder.registry import fallback_tag
-from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
+from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, evidence_layers, signature_tag
 from builder.signing.verifiers import verifiers_for
 from builder.signing.verify import verify_layer
 
@@ -146,7 +146,7 @@ def read_place(
     for sfx, m in got.items():
         if m is None or sfx == INDEX_KEY:
             continue
-        jobs.extend((d, tags[sfx]) for d in m.json.get("layers") or [] if isinstance(d, dict))
+        jobs.extend((d, tags[sfx]) for d in evidence_layers(m.json, f"{loc.registry}/{loc.repository}:{tags[sfx]}"))
     check = verdicts.verify_layer if verdicts is not None else verify_layer
     items = tuple(map_parallel(lambda j: check(client, loc.repository, digest, j[0], verifiers, tag=j[1]), jobs))
     # Sigstore bundle referrers made with a key pair (cosign 3's format): counted like .att layers

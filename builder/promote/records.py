@@ -18,7 +18,7 @@ from builder.promote.evidence import keyless_identity
 from builder.promote.model import UNSET, PointerTrust, PromotionRecord, Unset, short_signer
 from builder.promote.pool import map_parallel
 from builder.registry.reference import canonical_reference
-from builder.signing.layer import ATT_SUFFIX, PREDICATE_TYPE_ANNOTATION, signature_tag
+from builder.signing.layer import ATT_SUFFIX, PREDICATE_TYPE_ANNOTATION, evidence_layers, signature_tag
 from builder.signing.verifiers import verifiers_for
 from builder.signing.verify import verify_layer
 
@@ -76,8 +76,8 @@ def records_on(
     # check_attestation_layer rejects an annotation that differs from the signed type)
     layers = [
         d
-        for d in (att.json.get("layers") or [] if att is not None else [])
-        if isinstance(d, dict) and (d.get("annotations") or {}).get(PREDICATE_TYPE_ANNOTATION) == PROMOTION_V1
+        for d in evidence_layers(att.json if att is not None else None, f"{loc.registry}/{loc.repository}:{tag}")
+        if (d.get("annotations") or {}).get(PREDICATE_TYPE_ANNOTATION) == PROMOTION_V1
     ]
     verifiers = verifiers_for(ctx.keys, ctx.verifiers)
     check = verdicts.verify_layer if verdicts is not None else verify_layer

@@ -392,17 +392,31 @@ class RegistryClient:
 
     def list_tags(self, repository: str, *, page_size: int = 1000) -> list[str]:
         """Every tag of a repository, following ``Link: <...>; rel="next"`` pages. A repository
-        that does not exist has no tags (empty list)."""
+        that does not exist has no tags (empty list). Bounded against a registry that never
+        stops: each page is read with the body limits (``Transport.read_body``), and a page
+        linking back to one already read, or more than :data:`MAX_LISTED_TAGS` tags in all, is a
+        RegistryError (7) naming the repository."""
         tags: list[str] = []
         url: str | None = f"/v2/{repository}/tags/list?n={page_size}"
+        seen: set[str] = set()
+        where = f"{repository} (tags)"
         while url:
             try:
-                resp = self.request("GET", url, ref=f"{repository} (tags)")
+                resp = self.request("GET", url, ref=where, stream=True)
             except NotFoundError:
                 return tags
-            body = parse_json_object(resp.content, f"{self.registry}/{repository} tag list")
+            seen.add(resp.url)
+            body = parse_json_object(self.transport.read_body(resp, where), f"{self.registry}/{repository} tag list")
             tags.extend(str(t) for t in body.get("tags") or [])
             url = next_link(resp.headers.get("Link"), resp.url)
+            if (url is not None and url in seen) or len(tags) > MAX_LISTED_TAGS:
+                raise RegistryError(
+                    f"registry {self.registry} listed over {min(len(tags), MAX_LISTED_TAGS):,} tags of {repository}"
+                    + (" and links back to a page already read" if url in seen else "")
+                    + "; stopped listing",
+                    hint="a registry or proxy whose tag list never ends is broken or hostile",
+                    registry=self.registry,
+                )
         return tags
 
     # -- referrers --------------------------------------------------------------------------
@@ -555,6 +569,12 @@ class RegistryClient:
                     time.sleep(self.transport.delay(session, None))
                 finally:
                     body.close()
+
+
+MAX_LISTED_TAGS = 1_000_000
+"""The most tags :meth:`RegistryClient.list_tags` collects from one repository (a registry whose
+pages never end is refused past it). The shipped matrices' largest repository holds a few
+thousand variants, each with a handful of tags (variant, content, stages, ``.sig``/``.att``)."""
 
 
 def client_for(

@@ -230,10 +230,10 @@ def error_text(body: str) -> str:
     (``{"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": ...}]}``,
     "Error Codes" in https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#error-codes)
     as ``MANIFEST_UNKNOWN: manifest unknown`` (several joined by ``; ``); any other body as it is."""
-    import json
+    from builder.registry.manifest import load_json
 
     try:
-        errors = json.loads(body).get("errors") if body.lstrip().startswith("{") else None
+        errors = load_json(body).get("errors") if body.lstrip().startswith("{") else None
     except (ValueError, AttributeError):
         return body
     if not isinstance(errors, list) or not errors or not all(isinstance(e, dict) for e in errors):

@@ -204,10 +204,23 @@ def platform_names(index: Manifest) -> tuple[str, ...]:
     return tuple(str(d.platform) for d in runnable_platforms(index) if d.platform is not None)
 
 
-def parse_json_object(raw: bytes, where: str) -> dict[str, Any]:
-    """``raw`` parsed as a JSON object; RegistryError naming ``where`` when it is not JSON or not an object."""
+def load_json(raw: bytes | str) -> Any:  # noqa: ANN401  (JSON from outside: a true boundary)
+    """``raw`` parsed as JSON, for documents from a registry or its blobs (untrusted). Raises
+    ValueError when it is not JSON, also when it nests deeper than the parser's recursion limit
+    (``[[[[...`` 100,000 deep makes :func:`json.loads` raise RecursionError, which no caller
+    expects from bad input: https://docs.python.org/3/library/json.html#json.JSONDecodeError only
+    covers malformed text)."""
     try:
-        data = json.loads(raw)
+        return json.loads(raw)
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply to be a registry document (crafted or broken)") from exc
+
+
+def parse_json_object(raw: bytes, where: str) -> dict[str, Any]:
+    """``raw`` parsed as a JSON object; RegistryError naming ``where`` when it is not JSON (nested
+    too deeply included, :func:`load_json`) or not an object."""
+    try:
+        data = load_json(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RegistryError(f"{where}: the registry sent a document that is not JSON ({exc})") from exc
     if not isinstance(data, dict):

@@ -18,7 +18,6 @@ builder errors. ``json()`` raises ``ValueError`` for a body that is not JSON.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -60,8 +59,11 @@ class Response:
         return decode(self.content, self.encoding)
 
     def json(self) -> object:
-        """The body parsed as JSON. Raises ValueError when it is not JSON."""
-        return json.loads(self.content)
+        """The body parsed as JSON. Raises ValueError when it is not JSON (or nests too deeply:
+        :func:`builder.registry.manifest.load_json`)."""
+        from builder.registry.manifest import load_json
+
+        return load_json(self.content)
 
     def iter_content(self, chunk_size: int) -> Iterator[bytes]:
         """The body in pieces of ``chunk_size`` bytes (the last may be shorter), as it arrives;

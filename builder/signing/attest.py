@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import json
 from typing import TYPE_CHECKING, Any
 
+from builder.registry.manifest import load_json
 from builder.signing.dsse import IN_TOTO_PAYLOAD_TYPE, dsse_envelope, make_statement, pae
 from builder.signing.layer import (
     ATT_SUFFIX,
@@ -134,7 +134,7 @@ def _same_statement(
         if blob is None:
             return False
         try:
-            env = json.loads(blob)
+            env = load_json(blob)
             if base64.b64decode(env["payload"]) != statement:
                 return False
             return any(

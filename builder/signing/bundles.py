@@ -44,6 +44,7 @@ from typing_extensions import TypedDict
 from builder.errors import NotFoundError
 from builder.predicates import COSIGN_SIGN_V1
 from builder.registry import Descriptor, fallback_tag
+from builder.registry.manifest import load_json
 from builder.signing.dsse import IN_TOTO_PAYLOAD_TYPE, make_statement, pae
 from builder.signing.layer import (
     DSSE_MEDIA_TYPE,
@@ -269,7 +270,7 @@ def _same_key_bundle(
         if read.blob is None or not is_key_bundle(read.blob):
             continue
         try:
-            env = json.loads(read.blob)["dsseEnvelope"]
+            env = load_json(read.blob)["dsseEnvelope"]
             if base64.b64decode(env["payload"]) != statement:
                 continue
             sigs = [base64.b64decode(s["sig"]) for s in env["signatures"]]
@@ -344,7 +345,7 @@ def _public_key_material(doc: object) -> dict[str, Any] | None:
 def is_key_bundle(blob: bytes) -> bool:
     """True when ``blob`` is a bundle whose verification material is a public key (not a certificate)."""
     try:
-        doc = json.loads(blob)
+        doc = load_json(blob)
     except ValueError:
         return False
     return _public_key_material(doc) is not None
@@ -365,7 +366,7 @@ def check_key_bundle(
     referrer shown as the item's ``tag``; ``annotated_type``: the referrer's
     ``dev.sigstore.bundle.predicateType`` (compared with the signed statement's). Never raises."""
     try:
-        doc = json.loads(blob)
+        doc = load_json(blob)
         envelope = doc["dsseEnvelope"]
         hint = str((_public_key_material(doc) or {}).get("hint", ""))
         sigs = envelope["signatures"]
@@ -396,7 +397,7 @@ def check_key_bundle(
 
 def _unsigned_predicate_type(envelope: Mapping[str, Any]) -> str | None:
     try:
-        ptype = json.loads(base64.b64decode(str(envelope["payload"])))["predicateType"]
+        ptype = load_json(base64.b64decode(str(envelope["payload"])))["predicateType"]
     except (ValueError, KeyError, TypeError):
         return None
     return ptype if isinstance(ptype, str) else None

@@ -24,6 +24,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from builder.predicates import STATEMENT_V01, STATEMENT_V1
+from builder.registry.manifest import load_json
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -81,7 +82,7 @@ def payload_of_pae(pae_bytes: bytes) -> bytes | None:
 def envelope_holds(data: bytes, payload_type: str, payload: bytes) -> bool:
     """True when ``data`` is a DSSE envelope JSON of ``payload_type`` carrying ``payload`` (never raises)."""
     try:
-        env = json.loads(data)
+        env = load_json(data)
         return bool(env.get("payloadType") == payload_type and base64.b64decode(env.get("payload", "")) == payload)
     except (ValueError, TypeError, AttributeError):
         return False

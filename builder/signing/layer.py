@@ -14,7 +14,7 @@ and distribution 2.8.2):
   one, never drop another signer's layers; under a file lock per registry+repository+tag; re-read
   after the write to confirm our layer is there.
 
-Errors: ``SigningError`` (17) when a write cannot be confirmed or a manifest is not JSON;
+Errors: ``SigningError`` (17) when a write cannot be confirmed; RegistryError (7) when a manifest is not JSON;
 ``NotFoundError`` (8) and other registry errors from ``builder.registry``.
 """
 
@@ -35,6 +35,7 @@ from typing_extensions import TypedDict
 
 from builder.errors import NotFoundError, RegistryError, SigningError
 from builder.lockfile import held
+from builder.registry.manifest import parse_json_object
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -442,14 +443,39 @@ def fetch_layer_blob(
     return (None, why) if why else (blob, "")
 
 
+MAX_EVIDENCE_LAYERS = 1000
+"""The most layers builder reads from one ``.sig``/``.att``/approval manifest. Each layer costs a
+verification (and, unless derived or embedded, a blob request), so a manifest listing 100,000 of
+them, which fits under the 16 MiB body limit, would keep a command busy for hours: the
+"endless data" attack cosign was fixed for (CVE-2023-46737,
+https://github.com/golang/vulndb/issues/2181). builder writes one layer per signature,
+attestation or promotion record, and re-signing with the same key keeps the layer
+(``append_layer``), so a genuine manifest stays far below this."""
+
+
+def evidence_layers(manifest: Mapping[str, Any] | None, where: str) -> list[dict[str, Any]]:
+    """The layer descriptors (objects only) of the evidence manifest ``manifest`` read from
+    ``where`` (``registry/repository:tag``); [] for None. RegistryError (exit 7) naming ``where``
+    when it lists more than :data:`MAX_EVIDENCE_LAYERS`: none of them is read."""
+    layers = manifest.get("layers") if manifest is not None else None
+    if not isinstance(layers, list):
+        return []
+    if len(layers) > MAX_EVIDENCE_LAYERS:
+        raise RegistryError(
+            f"{where} lists {len(layers)} layers, over the {MAX_EVIDENCE_LAYERS} builder reads from one "
+            "signature or attestation manifest: crafted or broken, none of them read",
+            hint="someone who can push to the registry wrote it: look at it (skopeo inspect --raw "
+            "docker://REF), delete the tag and sign or attest again",
+        )
+    return [d for d in layers if isinstance(d, dict)]
+
+
 def read_layers(client: RegistryClient, repository: str, digest: str, suffix: str) -> tuple[str, list[dict[str, Any]]]:
-    """(tag, layer descriptors) of the ``.sig``/``.att`` manifest for ``digest`` ([] when absent)."""
+    """(tag, layer descriptors) of the ``.sig``/``.att`` manifest for ``digest`` ([] when absent).
+    RegistryError (7) for one over :data:`MAX_EVIDENCE_LAYERS` layers (:func:`evidence_layers`)."""
     tag = signature_tag(digest, suffix)
     manifest = _get_manifest(client, repository, tag)
-    if manifest is None:
-        return tag, []
-    layers = manifest.get("layers")
-    return tag, [d for d in layers if isinstance(d, dict)] if isinstance(layers, list) else []
+    return tag, evidence_layers(manifest, f"{client.registry}/{repository}:{tag}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -457,17 +483,13 @@ def read_layers(client: RegistryClient, repository: str, digest: str, suffix: st
 
 
 def _get_manifest(client: RegistryClient, repository: str, reference: str) -> dict[str, Any] | None:
-    """The OCI manifest at ``reference`` parsed, or None when the tag does not exist."""
+    """The OCI manifest at ``reference`` parsed (a fresh object the caller may change), or None
+    when the tag does not exist. RegistryError (7) when it is not a JSON object (also: nested too
+    deeply, ``builder.registry.manifest.load_json``)."""
     manifest = client.try_get_manifest(repository, reference)
     if manifest is None:
         return None
-    try:
-        doc = json.loads(manifest.raw)
-    except ValueError as exc:
-        raise SigningError(f"{client.registry}/{repository}:{reference} is not a JSON manifest") from exc
-    if not isinstance(doc, dict):
-        raise SigningError(f"{client.registry}/{repository}:{reference} is not a JSON manifest")
-    return doc
+    return parse_json_object(manifest.raw, f"{client.registry}/{repository}:{reference}")
 
 
 def _same_layer(d: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:

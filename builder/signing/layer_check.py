@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import json
 from typing import TYPE_CHECKING, Any
 
 from builder.labels import SIGNATURE_ROLE
+from builder.registry.manifest import load_json
 from builder.signing.dsse import IN_TOTO_PAYLOAD_TYPE, STATEMENT_TYPES, pae
 from builder.signing.layer import (
     CERTIFICATE_ANNOTATION,
@@ -98,7 +98,7 @@ def signed_role(payload: bytes) -> str | None:
     meaningful once the signature over ``payload`` verified (the map is signed with it; cosign
     ``specs/SIGNATURE_SPEC.md``: https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md)."""
     try:
-        optional = json.loads(payload).get("optional")
+        optional = load_json(payload).get("optional")
     except (ValueError, AttributeError):
         return None
     role = optional.get(SIGNATURE_ROLE) if isinstance(optional, dict) else None
@@ -110,7 +110,7 @@ def simple_signing_problem(payload: bytes, digest: str) -> str:
     not the format, another payload type, another digest
     (https://github.com/containers/image/blob/main/docs/containers-signature.5.md)."""
     try:
-        critical = json.loads(payload)["critical"]
+        critical = load_json(payload)["critical"]
         signed_digest = critical["image"]["docker-manifest-digest"]
         payload_type = critical["type"]
     except (ValueError, KeyError, TypeError):
@@ -209,7 +209,7 @@ def _check_attestation_layer(
     if not check.ok and not check.untrusted:
         return fail(check.reason, check.signer)
     try:
-        statement = json.loads(envelope.payload)
+        statement = load_json(envelope.payload)
         if not isinstance(statement, dict):
             raise TypeError("statement is not an object")
     except (ValueError, TypeError):
@@ -274,7 +274,7 @@ def _in_toto_envelope(blob: bytes) -> _Envelope | str:
     """The DSSE envelope in ``blob``, or why it is not one carrying an in-toto statement
     (https://github.com/secure-systems-lab/dsse/blob/master/envelope.md)."""
     try:
-        env = json.loads(blob)
+        env = load_json(blob)
         payload_type = env["payloadType"]
         payload = base64.b64decode(env["payload"], validate=True)
         sigs = env["signatures"]

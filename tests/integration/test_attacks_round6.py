@@ -11,14 +11,18 @@ lie; oversized and hostile documents; an approval reused for another digest or s
 
 from __future__ import annotations
 
+import hashlib
+import http.server
 import json
+import threading
 from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.errors import PolicyDeniedError, PromotionConflictError, VerificationError
+from builder.errors import PolicyDeniedError, PromotionConflictError, RegistryError, VerificationError
 from builder.predicates import DEVICE_CHECK_V1
-from builder.promote import apply_promotion, plan_promotion, resolve, status
+from builder.promote import Target, apply_promotion, plan_promotion, resolve, status
+from builder.registry import OCI_MANIFEST
 from builder.signing.approvals import approval_suffix
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, signature_tag
 from builder.signing.verify import verify_image
@@ -27,6 +31,8 @@ from tests.integration.test_promote import VARIANT, World, failed_rules
 from tests.integration.test_promote_support import device_check, push_image
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from builder.signing.keys import PublicKey
     from tests.conftest import Cli
 
@@ -228,3 +234,198 @@ def test_approvals_reused_for_another_digest_or_stage_do_not_count(world: World)
     world.approve("bob", other, "staging")
     why = failed_rules(plan_promotion(env, world.target, "prod", ticket="CHG-1234"))["approvals"]
     assert "has 0" in why and "for stage 'staging', not 'prod'" in why
+
+
+# -- 4, 5. a registry that lies, and hostile documents -----------------------------------------
+# A registry the attacker runs (or answers for): a real HTTP server speaking the distribution API
+# (https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md) for the paths a test
+# gives it, 404 MANIFEST_UNKNOWN for the rest. Each answer is built by the test.
+
+Answer = tuple[int, dict[str, str], "bytes | Callable[[], Iterator[bytes]]"]
+
+
+class HostileRegistry:
+    """``routes``: (method, path without query) -> (status, headers, body or a generator of body
+    pieces; a generator is sent without Content-Length, the connection closed after it), or a
+    function of the full request path giving one. ``seen``: requests, in order."""
+
+    def __init__(self) -> None:
+        self.routes: dict[tuple[str, str], Answer | Callable[[str], Answer]] = {}
+        self.seen: list[str] = []
+        hostile = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def answer(self) -> None:
+                path = self.path.split("?")[0]
+                hostile.seen.append(f"{self.command} {self.path}")
+                method = "GET" if self.command == "HEAD" else self.command
+                route = hostile.routes.get(
+                    (method, path),
+                    (404, {"Content-Type": "application/json"}, b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}'),
+                )
+                status_code, headers, body = route(self.path) if callable(route) else route
+                self.send_response(status_code)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                if isinstance(body, bytes):
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(body)
+                    return
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                if self.command != "HEAD":
+                    try:
+                        for piece in body():
+                            self.wfile.write(piece)
+                    except (BrokenPipeError, ConnectionResetError):
+                        return  # the client stopped reading: what a bounded reader does
+
+            do_GET = do_HEAD = answer
+
+            def log_message(self, format: str, *args: object) -> None:
+                del format, args
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        self.routes[("GET", "/v2/")] = (200, {"Content-Type": "application/json"}, b"{}")
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def manifest(self, repo: str, ref: str, raw: bytes | Callable[[], Iterator[bytes]], **headers: str) -> None:
+        head = {"Content-Type": OCI_MANIFEST, **{k.replace("_", "-"): v for k, v in headers.items()}}
+        self.routes[("GET", f"/v2/{repo}/manifests/{ref}")] = (200, head, raw)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hostile() -> Iterator[HostileRegistry]:
+    h = HostileRegistry()
+    yield h
+    h.close()
+
+
+def _manifest(layers: list[dict[str, object]] | None = None) -> bytes:
+    config = {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:" + "0" * 64, "size": 2}
+    doc = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": config, "layers": layers or []}
+    return json.dumps(doc).encode()
+
+
+def _sha(raw: bytes) -> str:
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def _verify(cli: Cli, world: World, ref: str, code: int) -> dict[str, object]:
+    res = cli("verify", ref, "--key", str(world.keys.pub("build")), "--json", code=code)
+    assert "Traceback" not in res.stderr and "Traceback" not in res.stdout
+    return dict(res.json()["error"])
+
+
+def test_a_manifest_whose_bytes_or_header_lie_is_refused(hostile: HostileRegistry, world: World, cli: Cli) -> None:
+    image = _manifest()
+    digest = _sha(image)
+    # HEAD of the digest answers as the registry should; the .sig tag's bytes are served under a
+    # Docker-Content-Digest header naming other bytes (a real signature manifest's digest)
+    hostile.manifest("evil/app", digest, image, Docker_Content_Digest=digest)
+    sig = _manifest([{"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json", "digest": digest, "size": 1}])
+    hostile.manifest("evil/app", signature_tag(digest, SIG_SUFFIX), sig, Docker_Content_Digest=_sha(b"other"))
+    err = _verify(cli, world, f"{hostile.address}/evil/app@{digest}", 7)
+    assert "bytes hash to" in str(err["message"]) and _sha(sig) in str(err["message"])
+    # a manifest asked for by digest whose bytes hash to something else (no header at all)
+    other = _manifest([{"mediaType": "x", "digest": "sha256:" + "1" * 64, "size": 1}])
+    hostile.manifest("evil/app", digest, other)
+    res = cli("inspect", f"{hostile.address}/evil/app@{digest}", "--json", code=7)
+    assert f"hash to {_sha(other)}" in res.json()["error"]["message"] and "Traceback" not in res.stderr
+
+
+def test_an_oversized_manifest_is_refused_before_it_is_read(
+    hostile: HostileRegistry, world: World, cli: Cli
+) -> None:
+    image = _manifest()
+    digest = _sha(image)
+    hostile.manifest("evil/big", digest, image, Docker_Content_Digest=digest)
+    tag = signature_tag(digest, SIG_SUFFIX)
+    sent = [0]
+
+    def fifty_mib() -> Iterator[bytes]:  # no Content-Length: only the reader's own limit stops it
+        yield b'{"schemaVersion":2,"layers":[' + b" " * (64 * 1024 - 29)
+        for _ in range(50 * 16 - 1):
+            sent[0] += 64 * 1024
+            yield b" " * (64 * 1024)
+
+    hostile.manifest("evil/big", tag, fifty_mib)
+    err = _verify(cli, world, f"{hostile.address}/evil/big@{digest}", 7)
+    assert "more than 16 MiB" in str(err["message"]) and tag in str(err["message"])
+    assert sent[0] < 40 * 1024 * 1024  # stopped reading well before the end
+    # a declared Content-Length over the limit is refused without reading the body
+    hostile.manifest("evil/big", tag, b" " * (50 * 1024 * 1024))
+    err = _verify(cli, world, f"{hostile.address}/evil/big@{digest}", 7)
+    assert "over the 16 MiB limit" in str(err["message"])
+
+
+def test_deeply_nested_json_is_an_invalid_document_not_a_crash(
+    hostile: HostileRegistry, world: World, cli: Cli
+) -> None:
+    image = _manifest()
+    digest = _sha(image)
+    hostile.manifest("evil/deep", digest, image, Docker_Content_Digest=digest)
+    deep = b'{"layers":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    hostile.manifest("evil/deep", signature_tag(digest, SIG_SUFFIX), deep)
+    err = _verify(cli, world, f"{hostile.address}/evil/deep@{digest}", 7)
+    assert "nested" in str(err["message"])
+
+
+def test_a_sig_with_100000_layers_is_refused_without_fetching_them(
+    hostile: HostileRegistry, world: World, cli: Cli
+) -> None:
+    image = _manifest()
+    digest = _sha(image)
+    hostile.manifest("evil/many", digest, image, Docker_Content_Digest=digest)
+    layer = {"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json", "size": 1}
+    many = _manifest([{**layer, "digest": f"sha256:{i:064x}"} for i in range(100_000)])
+    assert len(many) < 16 * 1024 * 1024  # under the body limit: only a layer count can stop it
+    hostile.manifest("evil/many", signature_tag(digest, SIG_SUFFIX), many)
+    err = _verify(cli, world, f"{hostile.address}/evil/many@{digest}", 7)
+    assert "100000 layers" in str(err["message"])
+    assert not [p for p in hostile.seen if "/blobs/" in p]  # not one of them was fetched
+
+
+def test_an_endless_tag_list_is_bounded(hostile: HostileRegistry, world: World) -> None:
+    """``status`` of two variants in one repository lists its tags once (builder.promote.listing):
+    a registry whose pages link back to themselves, or never end, or one page of a million tags,
+    is an error (exit 7) after a bounded read, never an endless loop."""
+    repo = "evil/tags"
+    targets = [Target(v, repo, hostile.address) for v in (VARIANT, VARIANT + "-b")]
+    env = world.env()
+
+    def rows_fail(what: str) -> None:
+        hostile.seen.clear()
+        with pytest.raises(RegistryError) as err:  # no row can be read: the first row's error
+            status(env, targets, ["dev"])
+        assert err.value.exit_code == 7 and what in err.value.message, err.value.message
+
+    def page(path: str) -> Answer:
+        n = int(path.rpartition("last=p")[2]) if "last=p" in path else 0
+        tags = json.dumps({"name": repo, "tags": [f"p{n:05d}-{i:05d}" for i in range(10_000)]}).encode()
+        after = 0 if loop_back else n + 1  # loop_back: every page links to the first page again
+        link = f'</v2/{repo}/tags/list?n=1000&last=p{after}>; rel="next"'
+        return 200, {"Content-Type": "application/json", "Link": link}, tags
+
+    hostile.routes[("GET", f"/v2/{repo}/tags/list")] = page
+    loop_back = True
+    rows_fail("links back to a page already read")
+    assert len([p for p in hostile.seen if "/tags/list" in p]) <= 3
+    loop_back = False  # pages that never end: stopped past the tag limit
+    rows_fail("listed over 1,000,000 tags")
+    assert len([p for p in hostile.seen if "/tags/list" in p]) <= 102
+    million = json.dumps({"name": repo, "tags": [f"tag-{i:012d}" for i in range(1_000_000)]}).encode()
+    assert len(million) > 16 * 1024 * 1024
+    hostile.routes[("GET", f"/v2/{repo}/tags/list")] = (200, {"Content-Type": "application/json"}, million)
+    rows_fail("16 MiB")
