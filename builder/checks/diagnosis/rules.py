@@ -184,6 +184,9 @@ _BASE_RULES: tuple[FailureRule, ...] = (
             r"No (?:NVIDIA )?supported GPU\(s\) detected to run this container",
             # rocBLAS without Tensile kernels for the GPU (the AMD math library the frameworks load)
             r"TensileLibrary[\w.]*: .{0,60}for GPU arch ?: ?gfx",
+            # cuBLAS status 8: a routine the GPU's compute capability does not support
+            # (https://docs.nvidia.com/cuda/cublas/index.html#cublasstatus-t)
+            r"CUBLAS_STATUS_ARCH_MISMATCH",
         ),
         facts_arch,
     ),

@@ -563,3 +563,11 @@ def test_a_device_side_assertion_is_the_program(name: str) -> None:
     r = d(name)
     assert (r.key, r.at_fault) == ("gpu-program-fault", "image-user-space")
     assert (r.facts["cuda_error"], r.facts["assertion"]) == (710, "srcIndex < srcSelectDimSize")
+
+
+@pytest.mark.parametrize("name", ["gpu-arch-not-in-image-14.txt", "gpu-arch-not-in-image-15.txt"])
+def test_cublas_arch_mismatch_is_the_gpu_arch(name: str) -> None:
+    # cuBLAS status 8 on Kepler (K40m, K80: compute capability 3.x); the host's facts name the architecture
+    r = d(name, Context(gpu_arch="sm_37"))
+    assert (r.key, r.at_fault) == ("gpu-arch-not-in-image", "framework-build")
+    assert r.facts["gpu_arch"] == "sm_37"
