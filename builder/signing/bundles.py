@@ -53,6 +53,7 @@ from builder.signing.layer import (
     SIGNATURE_ANNOTATION,
     SIGNER_HINT_ANNOTATION,
     fetch_layer_blob,
+    refuse_excess,
     sha256_digest,
 )
 from builder.signing.layer_check import check_attestation_layer
@@ -418,10 +419,10 @@ def key_bundle_items(
     ``builder.signing.keyless.verify``; here, with ``report_keyless``, each is an ``untrusted`` item
     (as a keyless legacy layer is to a key verifier). Raises registry errors."""
     listed = bundle_referrers(client, repository, digest) if descriptors is None else descriptors
+    bundles = [d for d in listed if d.artifact_type in BUNDLE_LISTING_TYPES]
+    refuse_excess(len(bundles), f"{client.registry}/{repository}: the referrers of {digest}", "bundle referrers")
     items: list[VerifiedItem] = []
-    for desc in listed:
-        if desc.artifact_type not in BUNDLE_LISTING_TYPES:
-            continue
+    for desc in bundles:
         where = f"{fallback_tag(digest)} -> {desc.digest[:19]}"
         read = referrer_bundle(client, repository, digest, desc)
         kind: Kind = "signature" if read.predicate_type == COSIGN_SIGN_V1 else "attestation"

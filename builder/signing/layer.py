@@ -460,14 +460,21 @@ def evidence_layers(manifest: Mapping[str, Any] | None, where: str) -> list[dict
     layers = manifest.get("layers") if manifest is not None else None
     if not isinstance(layers, list):
         return []
-    if len(layers) > MAX_EVIDENCE_LAYERS:
+    refuse_excess(len(layers), where, "layers")
+    return [d for d in layers if isinstance(d, dict)]
+
+
+def refuse_excess(count: int, where: str, what: str) -> None:
+    """RegistryError (exit 7) naming ``where`` when ``count`` pieces of evidence (``what``: the
+    layers of one manifest, the bundle referrers of one digest) are more than
+    :data:`MAX_EVIDENCE_LAYERS`: none of them is to be read."""
+    if count > MAX_EVIDENCE_LAYERS:
         raise RegistryError(
-            f"{where} lists {len(layers)} layers, over the {MAX_EVIDENCE_LAYERS} builder reads from one "
-            "signature or attestation manifest: crafted or broken, none of them read",
+            f"{where} lists {count} {what}, over the {MAX_EVIDENCE_LAYERS} builder reads for one "
+            "signature or attestation list: crafted or broken, none of them read",
             hint="someone who can push to the registry wrote it: look at it (skopeo inspect --raw "
             "docker://REF), delete the tag and sign or attest again",
         )
-    return [d for d in layers if isinstance(d, dict)]
 
 
 def read_layers(client: RegistryClient, repository: str, digest: str, suffix: str) -> tuple[str, list[dict[str, Any]]]:

@@ -345,9 +345,7 @@ def test_a_manifest_whose_bytes_or_header_lie_is_refused(hostile: HostileRegistr
     assert f"hash to {_sha(other)}" in res.json()["error"]["message"] and "Traceback" not in res.stderr
 
 
-def test_an_oversized_manifest_is_refused_before_it_is_read(
-    hostile: HostileRegistry, world: World, cli: Cli
-) -> None:
+def test_an_oversized_manifest_is_refused_before_it_is_read(hostile: HostileRegistry, world: World, cli: Cli) -> None:
     image = _manifest()
     digest = _sha(image)
     hostile.manifest("evil/big", digest, image, Docker_Content_Digest=digest)
@@ -395,6 +393,32 @@ def test_a_sig_with_100000_layers_is_refused_without_fetching_them(
     err = _verify(cli, world, f"{hostile.address}/evil/many@{digest}", 7)
     assert "100000 layers" in str(err["message"])
     assert not [p for p in hostile.seen if "/blobs/" in p]  # not one of them was fetched
+
+
+def test_a_referrers_index_of_60000_bundles_is_refused_without_fetching_them(
+    hostile: HostileRegistry, world: World, cli: Cli
+) -> None:
+    """The ``sha256-<hex>`` fallback referrers index (the registry has no referrers API: 404)
+    listing 60,000 Sigstore bundle referrers, under the 16 MiB body limit: refused by count."""
+    from builder.registry import OCI_INDEX, fallback_tag
+    from builder.signing.bundles import BUNDLE_MEDIA_TYPE
+
+    image = _manifest()
+    digest = _sha(image)
+    hostile.manifest("evil/refs", digest, image, Docker_Content_Digest=digest)
+    one = {"mediaType": OCI_MANIFEST, "size": 400, "artifactType": BUNDLE_MEDIA_TYPE}
+    index = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [{**one, "digest": f"sha256:{i:064x}"} for i in range(60_000)],
+        }
+    ).encode()
+    assert len(index) < 16 * 1024 * 1024
+    hostile.manifest("evil/refs", fallback_tag(digest), index, Content_Type=OCI_INDEX)
+    err = _verify(cli, world, f"{hostile.address}/evil/refs@{digest}", 7)
+    assert "60000 bundle referrers" in str(err["message"])
+    assert len(hostile.seen) < 20  # the index, never its 60,000 manifests
 
 
 def test_an_endless_tag_list_is_bounded(hostile: HostileRegistry, world: World) -> None:
