@@ -45,7 +45,7 @@ def facts_engine(text: str, ctx: Context) -> dict[str, Any]:
 
 def _engine_in_text(text: str) -> str | None:
     for name, pattern in (
-        ("kubernetes", r"\bkubectl\b|\bkubelet\b|device[- ]plugin|k8s"),
+        ("kubernetes", r"\bkubectl\b|\bkubelet\b|device[- ]plugin|k8s|default-scheduler|\bFailedScheduling\b"),
         ("apptainer", r"\bapptainer\b|\bsingularity\b"),
         ("slurm", r"\bsrun\b|\bsbatch\b|\bsalloc\b|\bslurm"),
         ("podman", r"\bpodman\b"),
@@ -161,6 +161,21 @@ def facts_not_injected(text: str, ctx: Context) -> dict[str, Any]:
         facts["raw_devices"] = devices
     if ctx.driver_version:
         facts["driver_version"] = ctx.driver_version
+    return facts
+
+
+def facts_unschedulable(text: str, ctx: Context) -> dict[str, Any]:
+    """``nodes`` (how many the scheduler considered), ``insufficient_gpu`` (how many lacked a free GPU) and the
+    other reasons it gave (``node(s) didn't match node selector`` ...), and the engine."""
+    facts = facts_engine(text, ctx)
+    m = re.search(r"0/(\d+) nodes are available: ([^\n]*)", text)
+    if m:
+        facts["nodes"] = int(m.group(1))
+        reasons = [r.strip().rstrip(".") for r in m.group(2).split(",") if r.strip()]
+        facts["reasons"] = reasons
+    g = re.search(r"(\d+) Insufficient ((?:nvidia|amd)\.com/gpu)", text)
+    if g:
+        facts["insufficient_gpu"], facts["resource"] = int(g.group(1)), g.group(2)
     return facts
 
 
@@ -304,6 +319,20 @@ RULES: tuple[FailureRule, ...] = (
             r"Requested GRES option unsupported",
         ),
         facts_gres,
+    ),
+    FailureRule(
+        "k8s-gpu-unschedulable",
+        "container-engine",
+        "container-engine",
+        "the Kubernetes scheduler found no node with a free GPU of the resource requested ('Insufficient "
+        "nvidia.com/gpu'): no node advertises it (the device plugin is not running or finds no GPU), the advertised "
+        "GPUs are all allocated, or the pod's selectors/taints rule the GPU nodes out",
+        "in the cluster: `kubectl describe node` - Capacity/Allocatable must list nvidia.com/gpu (amd.com/gpu); if "
+        "absent, read the device plugin's logs (a node runtime without the NVIDIA runtime is "
+        "k8s-runtime-not-configured); if present, free or add GPUs, request no more than one node has, and check "
+        "the pod's nodeSelector and tolerations",
+        patterns(r"\d+ Insufficient (?:nvidia\.com|amd\.com)/gpu"),
+        facts_unschedulable,
     ),
     FailureRule(
         "gpu-device-unknown",

@@ -294,6 +294,8 @@ NEW = (
     "driver-init-timeout",
     "nvlink-error",
 )
+#: kinds of round 6 with two recordings (the CLI test below takes them too)
+NEW_TWO = ("k8s-gpu-unschedulable", "rdma-memlock-too-small")
 #: the recordings from AMD hosts (the context is then an MI300X's rocm-smi)
 AMD = {
     "gpu-program-fault-04.txt",
@@ -302,7 +304,7 @@ AMD = {
     *(f"gpu-driver-fault-0{n}.txt" for n in (5, 6, 7)),
 }
 RECORDED = sorted(
-    [p.name for key in (*NEW, "nvidia-uvm-unavailable") for p in DATA.glob(f"{key}-0*.txt")]
+    [p.name for key in (*NEW, *NEW_TWO, "nvidia-uvm-unavailable") for p in DATA.glob(f"{key}-0*.txt")]
     + ["driver-not-loaded-08.txt", "driver-not-loaded-09.txt"]
 )
 HOSTS = Path(__file__).resolve().parents[2] / "data"
@@ -571,3 +573,13 @@ def test_cublas_arch_mismatch_is_the_gpu_arch(name: str) -> None:
     r = d(name, Context(gpu_arch="sm_37"))
     assert (r.key, r.at_fault) == ("gpu-arch-not-in-image", "framework-build")
     assert r.facts["gpu_arch"] == "sm_37"
+
+
+@pytest.mark.parametrize(
+    ("name", "nodes", "insufficient"), [("k8s-gpu-unschedulable-01.txt", 6, 6), ("k8s-gpu-unschedulable-02.txt", 2, 1)]
+)
+def test_scheduler_without_a_free_gpu(name: str, nodes: int, insufficient: int) -> None:
+    r = d(name)
+    assert (r.key, r.at_fault) == ("k8s-gpu-unschedulable", "container-engine")
+    assert (r.facts["nodes"], r.facts["insufficient_gpu"], r.facts["engine"]) == (nodes, insufficient, "kubernetes")
+    assert "Allocatable" in r.fix
