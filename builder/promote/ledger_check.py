@@ -9,7 +9,10 @@ repository): it must be there, verify, and be signed by a key the policy trusts 
 A record deleted from the registry, or replaced, is named with its row. The other direction: for
 each stage pointer the ledger has rows of, the registry's newest trusted record of what the
 pointer holds, when signed by a promoter of this ledger, must have its row (rows removed at the
-end leave the hash chain of the rest intact).
+end leave the hash chain of the rest intact), and must not be older than the ledger's last move
+of that pointer (a pointer put back by hand after the registry's newer records were removed or
+an older ``.att`` manifest replayed: what the registry alone cannot tell, docs/promotion.md
+"Integrity under attack, round 6").
 
 Errors: LedgerError (33) when any problem is found (``details['problems']``); registry errors
 (5-7) propagate.
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 from typing_extensions import TypedDict
 
 from builder.errors import BuilderError, LedgerError
+from builder.policy import parse_time
 from builder.promote.location import Location
 from builder.promote.pool import map_parallel
 from builder.promote.records import records_on
@@ -142,7 +146,9 @@ def _check_pointer(ctx: PromotionContext, rows: list[LedgerRecord], writers: set
     registry's newest trusted record of what the pointer holds now, when written by a promoter
     that wrote rows of this ledger (``writers``: their fingerprints), must have its row here. A
     missing one is a row removed (at the end, where the hash chain of what is left stays intact)
-    or a promotion applied with another ledger by the same key."""
+    or a promotion applied with another ledger by the same key. A pointer naming another digest
+    than the last row, whose newest trusted record is older than that row, was moved back by hand
+    with the newer records gone from the registry."""
     last = rows[-1]
     loc = pointer_location(last.reference)
     try:
@@ -153,6 +159,16 @@ def _check_pointer(ctx: PromotionContext, rows: list[LedgerRecord], writers: set
     if on is None or not on.records:
         return None  # moved away or untrusted: the rows' own checks say so
     newest = max(on.records, key=lambda r: r.time)
+    moved_at = parse_time(last.time)
+    if current is not None and current != last.digest and moved_at is not None and newest.when < moved_at:
+        # the pointer holds a digest whose newest trusted record is older than this ledger's last
+        # move of it: put back by hand, with the records that would say so (the successor record)
+        # removed from the registry, e.g. an older .att manifest replayed
+        return (
+            f"{last.reference}: names {current[:19]}…, whose newest record ({newest.time[:19]}Z) is older than "
+            f"row {last.seq} ({last.time[:19]}Z {last.action} {last.digest[:19]}…): the stage was moved back outside "
+            "builder and the registry no longer holds the record of the move away"
+        )
     if newest.promoter not in writers or any(r.attestation == newest.layer for r in rows):
         return None
     by = newest.promoter_name or newest.promoter[:19]

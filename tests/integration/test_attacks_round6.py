@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.errors import PolicyDeniedError, PromotionConflictError, RegistryError, VerificationError
+from builder.errors import LedgerError, PolicyDeniedError, PromotionConflictError, RegistryError, VerificationError
 from builder.predicates import DEVICE_CHECK_V1
 from builder.promote import Target, apply_promotion, plan_promotion, resolve, status
 from builder.registry import OCI_MANIFEST
@@ -204,6 +204,28 @@ def test_a_replayed_att_manifest_without_the_successor_record_is_caught(world: W
     _retag(world, "dev", old)
     with pytest.raises(VerificationError):
         resolve(world.env(), world.target, "dev")
+
+
+def test_the_promoting_machines_ledger_names_a_replayed_att_manifest(world: World) -> None:
+    """What the registry alone cannot tell (the xfail above), the ledger of the machine that
+    promoted can: its last move of the pointer is newer than any record on what the pointer names."""
+    from builder.promote.ledger_check import verify_ledger
+
+    old = _dev(world, b"ledger replay old")
+    att_tag = signature_tag(old, ATT_SUFFIX)
+    before = world.client.get_manifest(world.repo, att_tag)
+    new = _dev(world, b"ledger replay new")
+    env = world.env()
+    assert verify_ledger(env, env.ledger, "ledger.sqlite").ok  # before the attack: agrees
+    world.client.put_manifest(world.repo, att_tag, before.raw, before.media_type)
+    _retag(world, "dev", old)
+    report = verify_ledger(env, env.ledger, "ledger.sqlite")
+    assert not report.ok
+    [problem] = report.registry
+    assert f"names {old[:19]}" in problem and new[:19] in problem and "moved back outside builder" in problem
+    with pytest.raises(LedgerError) as err:
+        report.raise_for_problems()
+    assert err.value.exit_code == 33
 
 
 # -- 6. an approval reused for another digest or stage -----------------------------------------
