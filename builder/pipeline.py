@@ -461,7 +461,7 @@ def run_pipeline(
     by_id = {r.variant.id: r for r in rendered}
     results: list[VariantRun] = []
     for result in run.results:
-        built = sign_earlier(result, client, on_built, by_id, sign_keys, progress)
+        built = sign_earlier(result, client, on_built, by_id, sign_keys, progress, state_dir=options.state_dir)
         if built.status == "failed":
             results.append(VariantRun(built.variant_id, built, None, ()))
             continue

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder.build.run import BuildPreview, BuildRun, ProgressFn, build_variants, preview
 from builder.build.source import git_commit as source_commit
-from builder.errors import BuilderError, ConfigError
+from builder.errors import BuilderError, ConfigError, TagConflictError
 from builder.signing.keyless.trust import KeylessSetup, key_or_keyless, keyless_setup
 
 if TYPE_CHECKING:
@@ -133,14 +133,15 @@ def attach_sbom(
     attest_image(client, repository, digest, predicate_type, bom, signer, lock_dir=lock_dir)
 
 
-def is_signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey]) -> bool:
-    """``built`` has a valid signature and SLSA provenance v1 attestation by one of ``keys``
-    (``builder.signing.verify.verify_image``). Raises registry errors."""
+def is_signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey], *, provenance: bool = True) -> bool:
+    """``built`` has a valid signature and (``provenance``) SLSA provenance v1 attestation by one of
+    ``keys`` (``builder.signing.verify.verify_image``). Raises registry errors."""
     from builder.predicates import SLSA_PROVENANCE_V1
     from builder.signing.verify import verify_image
 
     repository = built.reference.split("/", 1)[1]
-    report = verify_image(client, repository, built.digest, keys=keys, predicate_types=(SLSA_PROVENANCE_V1,))
+    wanted = (SLSA_PROVENANCE_V1,) if provenance else ()
+    report = verify_image(client, repository, built.digest, keys=keys, predicate_types=wanted)
     return report.ok
 
 
@@ -151,13 +152,32 @@ def sign_earlier(
     rendered: Mapping[str, RenderedImage],
     keys: Sequence[PublicKey],
     progress: ProgressFn,
+    *,
+    state_dir: Path,
 ) -> BuiltImage:
     """``built`` as is, unless it was built earlier (``up-to-date``) without a valid signature and
     provenance by ``keys``: then ``on_built`` signs it and its status becomes ``signed`` (``failed``
-    with the reason when that signing fails). ``rendered``: the rendered images by variant id;
-    ``progress(variant, event, detail)`` hears ``sign`` before and ``signed`` after."""
+    with the reason when that signing fails). Only an image this checkout pushed under that content
+    tag (:func:`builder.build.pushed.pushed_here`, records under ``state_dir``), or one the key
+    already signed (``builder sign REF``: the user's word), is signed and given provenance: anyone
+    who may push to the repository can point a content tag at any image, and the build key must not
+    vouch for it; such an image is ``failed`` with a ``tag-conflict`` error (exit 15) and nothing is
+    written. ``rendered``: the rendered images by variant id; ``progress(variant, event, detail)``
+    hears ``sign`` before and ``signed`` after."""
     if built.status != "up-to-date" or on_built is None or is_signed(client, built, keys):
         return built
+    from builder.build.pushed import pushed_dir, pushed_here
+
+    mine = pushed_here(state_dir, built.digest)
+    if not mine and not is_signed(client, built, keys, provenance=False):  # a signature: the user's word
+        error = TagConflictError(
+            f"{built.reference}:{built.content_tag} names {built.digest}, which carries no signature by the "
+            f"key and which this checkout did not push (no record in {pushed_dir(state_dir)}): builder signs "
+            f"only images it built. If it is your build from another machine, inspect it and sign it yourself "
+            f"(builder sign {built.reference}@{built.digest}; the next build --sign adds its provenance)"
+        )
+        progress(built.variant_id, "failed", error.message)
+        return dataclasses.replace(built, status="failed", error=f"{error.kind}: {error.message}")
     progress(built.variant_id, "sign", "signing an image built earlier without signature/provenance")
     try:
         on_built(built, rendered[built.variant_id])
@@ -247,5 +267,7 @@ def build_images(
     keys = (signer_public_key(chosen),)
     by_id = {r.variant.id: r for r in rendered}
     progress = on_progress or (lambda _v, _e, _d: None)
-    results = tuple(sign_earlier(b, client, on_built, by_id, keys, progress) for b in run.results)
+    results = tuple(
+        sign_earlier(b, client, on_built, by_id, keys, progress, state_dir=options.state_dir) for b in run.results
+    )
     return dataclasses.replace(run, results=results)

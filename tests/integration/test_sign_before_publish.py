@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -107,5 +108,49 @@ def test_a_build_killed_at_its_first_signature_write_is_signed_by_the_rerun(
     assert again.code == 0, again.stderr[-3000:]
     assert {i["variant"]: i["status"] for i in json.loads(again.stdout)["images"]} == {B: "signed"}
     assert builder(project, "verify", ref, "--key", pub, "--attestation", "https://slsa.dev/provenance/v1").code == 0
+    settled = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
+    assert {i["variant"]: i["status"] for i in json.loads(settled.stdout)["images"]} == {B: "up-to-date"}
+
+
+def test_an_image_pushed_under_a_content_tag_is_signed_only_when_this_checkout_pushed_it(
+    builder: BuilderCli, docker_engine: str, registry_address: str, unique_repo: str, project: Path
+) -> None:
+    """The attack: someone who may push to the repository but holds no key points a content tag at
+    their own image (a registry keeps no tag write-once). `build --sign` must not give it the build
+    key's signature: exit 15 (tag-conflict), nothing written. The same for a real unsigned build
+    that another checkout (another machine, a fresh CI runner) pushed: not provably ours, so the
+    hint says to sign it explicitly, after which the build is up to date."""
+    from tests.integration.test_promote_support import push_image
+
+    env = {"BUILDER_KEY_PASSWORD": "pw-for-test"}
+    keys = builder(project, "keys", "generate", "--json", env=env)
+    assert keys.code == 0, keys.stderr
+    unsigned = builder(project, "build", "--json", "--select", "tiny2*", "--no-sign", env=env)
+    assert unsigned.code == 0, unsigned.stderr[-3000:]
+    [image] = json.loads(unsigned.stdout)["images"]
+    tag, ours = image["content_tag"], image["digest"]
+    client = RegistryClient(registry_address, insecure=True)
+    original = client.get_manifest(unique_repo, ours)
+
+    evil = push_image(client, unique_repo, tag, content=b"backdoor")  # the content tag, overwritten
+    attacked = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
+    assert attacked.code == 15, attacked.stderr[-3000:]
+    error = json.loads(attacked.stdout)["error"]
+    said = " ".join(error["message"].split())
+    assert evil in said and "did not push" in said and "builder signs only images it built" in said, said
+    assert client.try_resolve(unique_repo, f"sha256-{evil[7:]}.sig") is None  # nothing signed
+    assert client.try_resolve(unique_repo, f"sha256-{evil[7:]}.att") is None
+
+    # the real build back under its tag, but this checkout's record of the push gone (another runner)
+    client.put_manifest(unique_repo, tag, original.raw, original.media_type)
+    shutil.rmtree(project / "state" / "pushed")
+    elsewhere = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
+    assert elsewhere.code == 15, elsewhere.stderr[-3000:]
+    told = " ".join(json.loads(elsewhere.stdout)["error"]["message"].split())
+    ref = f"{registry_address}/{unique_repo}@{ours}"
+    assert f"builder sign {ref}" in told, told
+    assert builder(project, "sign", ref, env=env).code == 0  # the user's own word
+    completed = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)  # + provenance
+    assert {i["variant"]: i["status"] for i in json.loads(completed.stdout)["images"]} == {B: "signed"}
     settled = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
     assert {i["variant"]: i["status"] for i in json.loads(settled.stdout)["images"]} == {B: "up-to-date"}
