@@ -36,6 +36,27 @@ def unset_builder_settings(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
+_LOCK_HOLDER = """
+import sys
+from filelock import FileLock
+lock = FileLock(sys.argv[1])
+lock.acquire(timeout=0)
+print("held", flush=True)
+sys.stdin.readline()  # until the test says so
+lock.release()
+"""
+
+
+def lock_holder(path: Path) -> subprocess.Popen[str]:
+    """Another process holding the lock file ``path`` (``filelock``, as builder's locks) when this
+    returns, until a line reaches its stdin (the caller kills it in the end)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _LOCK_HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
 def _unavailable(what: str) -> None:
     msg = f"{what} is not available: run `bash scripts/setup` first"
     if os.environ.get("CI", "").lower() == "true":

@@ -14,22 +14,13 @@ import pytest
 
 from builder.registry import RegistryClient
 from builder.signing.layer import signature_lock_path, signature_tag
+from tests.conftest import lock_holder
 from tests.integration.test_sign import push_tiny_image
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = pytest.mark.integration
-
-_HOLDER = """
-import sys
-from filelock import FileLock
-lock = FileLock(sys.argv[1])
-lock.acquire(timeout=0)
-print("held", flush=True)
-sys.stdin.readline()  # until the test says so
-lock.release()
-"""
 
 
 def test_a_sign_waiting_for_another_process_says_what_it_waits_for(
@@ -44,10 +35,7 @@ def test_a_sign_waiting_for_another_process_says_what_it_waits_for(
     tag = signature_tag(digest, ".sig")
     lock = signature_lock_path(tmp_path / "state" / "locks", registry_address, unique_repo, tag)
     lock.parent.mkdir(parents=True)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    holder = lock_holder(lock)
     sign = subprocess.Popen(
         [sys.executable, "-m", "builder", "sign", f"{unique_repo}@{digest}", "--key", "k/builder.key", "--json"],
         cwd=tmp_path,

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import logging
 import stat
-import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,8 +13,10 @@ from filelock import FileLock
 
 from builder.errors import NotFoundError, PromotionConflictError
 from builder.lockfile import LOG, held
+from tests.conftest import lock_holder
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Iterator
     from pathlib import Path
 
@@ -52,16 +52,6 @@ def test_a_file_where_the_lock_folder_should_be_is_named_not_a_traceback(tmp_pat
     assert str(tmp_path / "locks") in info.value.message
 
 
-_HOLDER = """
-import sys
-from filelock import FileLock
-lock = FileLock(sys.argv[1])
-lock.acquire(timeout=0)
-print("held", flush=True)
-sys.stdin.readline()  # until the test says so
-lock.release()
-"""
-
 
 class _Releasing(logging.Handler):
     """Records the notices; the first one lets the holding process go (no timed wait in the test:
@@ -82,13 +72,10 @@ class _Releasing(logging.Handler):
 def test_a_wait_on_another_process_is_said_once_with_what_why_and_how_long(tmp_path: Path) -> None:
     path = tmp_path / "locks" / "sig.lock"
     path.parent.mkdir()
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    holder = lock_holder(path)
     handler = _Releasing(holder)
     LOG.addHandler(handler)
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with held(path, 60, _conflict, what="the signature tag r/x:sha256-ab.sig", notice_after=0.2):
             assert holder.wait(30) == 0  # we hold it only after the other process let it go
     finally:
