@@ -10,15 +10,12 @@ nvidia-container-cli names only the *last* clause of ``NVIDIA_REQUIRE_CUDA`` it 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from builder import compat
-from builder.checks.diagnosis.model import CUDA_ERRORS, Context
+from builder.checks.diagnosis.model import CUDA_ERRORS, Context, captured
 from builder.compat.generations import capability
 from builder.errors import NotFoundError
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 
 def _cuda_error(text: str) -> int | None:
@@ -219,18 +216,11 @@ def facts_arch(text: str, ctx: Context) -> dict[str, Any]:
     return facts
 
 
-def _captured(text: str, patterns: Mapping[str, str]) -> dict[str, Any]:
-    """``{fact: the first group that took part}`` for each pattern that matches ``text`` (a pattern may offer
-    alternative wordings, each with its own group)."""
-    found = {name: re.search(pattern, text) for name, pattern in patterns.items()}
-    return {name: next(g for g in m.groups() if g is not None) for name, m in found.items() if m}
-
-
 def facts_mismatch(text: str, _ctx: Context) -> dict[str, Any]:
     """``user_space_version`` (NVML's library version, or the NVRM client's) and ``kernel_module_version``, in the
     wordings of drivers 367-595 (``the client has the version X, but ... this kernel module has the version Y``;
     595 names the client process; syslog may join the lines with ``#012``)."""
-    return _captured(
+    return captured(
         text,
         {
             "user_space_version": r"NVML library version:\s*([\d.]+)|the client (?:'[^']*' \(pid \d+\)\s*)?"
@@ -243,14 +233,14 @@ def facts_mismatch(text: str, _ctx: Context) -> dict[str, Any]:
 
 def facts_perm(text: str, _ctx: Context) -> dict[str, Any]:
     # device names keep their hyphens: /dev/nvidia-uvm, /dev/nvidia-caps/nvidia-cap1 (never cut to /dev/nvidia)
-    return _captured(
+    return captured(
         text,
         {"device": r"(/dev/(?:kfd|dri/[\w-]+|nvidia[\w-]*(?:/[\w-]+)?))", "group_hint": r'member of "?(\w+)"? group'},
     )
 
 
 def facts_cdi(text: str, _ctx: Context) -> dict[str, Any]:
-    return _captured(text, {"cdi_device": r"(?i)unresolvable CDI devices?\s*:?\s*([\w./-]+=[\w:.,-]+)"})
+    return captured(text, {"cdi_device": r"(?i)unresolvable CDI devices?\s*:?\s*([\w./-]+=[\w:.,-]+)"})
 
 
 def facts_tool(text: str, ctx: Context) -> dict[str, Any]:

@@ -23,15 +23,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from builder.checks.diagnosis.model import FailureRule, patterns
+from builder.checks.diagnosis.model import FailureRule, captured, patterns
 
 if TYPE_CHECKING:
     from builder.checks.diagnosis.model import Context
-
-
-def _captured(text: str, pats: dict[str, str]) -> dict[str, Any]:
-    found = {name: re.search(p, text) for name, p in pats.items()}
-    return {name: m.group(1) for name, m in found.items() if m}
 
 
 def facts_engine(text: str, ctx: Context) -> dict[str, Any]:
@@ -57,7 +52,7 @@ def _engine_in_text(text: str) -> str | None:
 
 
 def facts_ldconfig(text: str, _ctx: Context) -> dict[str, Any]:
-    facts = _captured(
+    facts = captured(
         text,
         {
             "ldconfig": r"(?:ldcache error: (?:open failed:|process)|could not start)\s+(/[\w/.]*ldconfig[\w.]*)",
@@ -73,11 +68,11 @@ def facts_ldconfig(text: str, _ctx: Context) -> dict[str, Any]:
 
 
 def facts_library(text: str, _ctx: Context) -> dict[str, Any]:
-    return _captured(text, {"library": r"file creation failed: \S*/((?:lib)?(?:nvidia|cuda)[\w.-]*\.so[\w.]*)"})
+    return captured(text, {"library": r"file creation failed: \S*/((?:lib)?(?:nvidia|cuda)[\w.-]*\.so[\w.]*)"})
 
 
 def facts_gres(text: str, _ctx: Context) -> dict[str, Any]:
-    return _captured(text, {"request": r"(--gres[= ]\S+|--gpus(?:-per-\w+)?[= ]\S+)"})
+    return captured(text, {"request": r"(--gres[= ]\S+|--gpus(?:-per-\w+)?[= ]\S+)"})
 
 
 #: what each symptom needs from NVIDIA_DRIVER_CAPABILITIES, most specific first. The toolkit injects only the
@@ -141,7 +136,7 @@ def facts_capabilities(text: str, ctx: Context) -> dict[str, Any]:
 def facts_host_libs(text: str, _ctx: Context) -> dict[str, Any]:
     """The kernel module's version (``NVRM version`` / TensorFlow's ``kernel reported version``), the host and the
     LD_LIBRARY_PATH the process searched."""
-    found = _captured(
+    found = captured(
         text,
         {
             "kernel_module_version": r"(?:Kernel Module\s+|kernel reported version is:?\s*)(\d{3}\.\d+(?:\.\d+)?)",

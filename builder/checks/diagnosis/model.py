@@ -134,6 +134,14 @@ def patterns(*texts: str) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p, re.I | re.M) for p in texts)
 
 
+def captured(text: str, wordings: Mapping[str, str]) -> dict[str, Any]:
+    """``{fact: the first group that took part}`` for each pattern of ``wordings`` (fact name ->
+    regular expression) that matches ``text``; a pattern may offer alternative wordings, each
+    with its own group."""
+    found = {name: re.search(pattern, text) for name, pattern in wordings.items()}
+    return {name: next((g for g in m.groups() if g is not None), m.group(0)) for name, m in found.items() if m}
+
+
 __all__ = [
     "CUDA_ERRORS",
     "ENGINES",
@@ -144,5 +152,6 @@ __all__ = [
     "FailureRule",
     "Layer",
     "LayerOrUnknown",
+    "captured",
     "patterns",
 ]
