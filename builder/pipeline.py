@@ -148,8 +148,7 @@ class StageOutcome:
 
     @property
     def short_reasons(self) -> tuple[str, ...]:
-        """Each reason's first clause, at most ``SHORT_REASON`` characters (for tables; ``--json``
-        has the full text)."""
+        """Each reason's first clause (for the summary; ``--json`` has the full text)."""
         return tuple(short_reason(r) for r in self.reasons)
 
     def to_json(self) -> StageOutcomeDocument:
@@ -275,13 +274,10 @@ class RunRequest:
     bundle: bool = False  # the provenance and device-check results also as Sigstore bundle referrers
 
 
-SHORT_REASON = 110
-
-
-def short_reason(reason: str, limit: int = SHORT_REASON) -> str:
-    """The first clause of a rule's reason (up to ``"; "``), cut to ``limit`` characters with ``…``."""
-    text = reason.split("; ", maxsplit=1)[0]
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def short_reason(reason: str) -> str:
+    """The first clause of a rule's reason (up to ``"; "``), whole: the summary folds it at the
+    console's width, and a cut would drop the cause it names (a digest, a key file)."""
+    return reason.split("; ", maxsplit=1)[0]
 
 
 def stages_to_run(stage_names: Sequence[str], to_stage: str | None) -> tuple[str, ...]:
