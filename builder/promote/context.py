@@ -180,6 +180,8 @@ class PromotionContext:
         import glob  # only on this error path
 
         fix = (
+            "if this checkout's promoter key was replaced, the records its old key signed no longer count: "
+            "list the old public key under `promoters` too, or promote again with the new key; "
             "if another checkout shares the registry, give each checkout its own repository_prefix "
             "(BUILDER_REPOSITORY_PREFIX; README, 'Sharing a registry'); if those records come from a "
             f"legitimate promoter, list its public key in a key set named under `promoters` in {self.policy.path}; "

@@ -102,6 +102,8 @@ def test_records_by_another_key_point_to_the_prefix_not_to_an_empty_promoter_glo
     error = _in(cli, project, "resolve", VARIANT, "--stage", "dev", "--json", code=18).json()["error"]
     assert "repository_prefix" in error["hint"] and "BUILDER_REPOSITORY_PREFIX" in error["hint"], error["hint"]
     assert "cannot be read" not in error["hint"], error["hint"]
+    # the same state after a local key swap: the hint says that first (it led with another checkout)
+    assert error["hint"].startswith("if this checkout's promoter key was replaced"), error["hint"]
 
 
 # A dry run checks the key `--confirm` would sign with (`builder promote REF --to dev --key other.key`
