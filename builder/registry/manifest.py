@@ -213,7 +213,7 @@ def load_json(raw: bytes | str) -> Any:  # noqa: ANN401  (JSON from outside: a t
     try:
         return json.loads(raw)
     except RecursionError as exc:
-        raise ValueError("JSON nested too deeply to be a registry document (crafted or broken)") from exc
+        raise ValueError("nested too deeply: crafted or broken") from exc
 
 
 def parse_json_object(raw: bytes, where: str) -> dict[str, Any]:

@@ -470,8 +470,8 @@ def refuse_excess(count: int, where: str, what: str) -> None:
     :data:`MAX_EVIDENCE_LAYERS`: none of them is to be read."""
     if count > MAX_EVIDENCE_LAYERS:
         raise RegistryError(
-            f"{where} lists {count} {what}, over the {MAX_EVIDENCE_LAYERS} builder reads for one "
-            "signature or attestation list: crafted or broken, none of them read",
+            f"{where} lists {count} {what}, over the {MAX_EVIDENCE_LAYERS:,} builder reads: crafted or "
+            "broken, none of them read",
             hint="someone who can push to the registry wrote it: look at it (skopeo inspect --raw "
             "docker://REF), delete the tag and sign or attest again",
         )
