@@ -15,7 +15,7 @@ import hashlib
 import http.server
 import json
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -32,6 +32,7 @@ from tests.integration.test_promote_support import device_check, push_image
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from pathlib import Path
 
     from builder.signing.keys import PublicKey
     from tests.conftest import Cli
@@ -226,6 +227,51 @@ def test_the_promoting_machines_ledger_names_a_replayed_att_manifest(world: Worl
     with pytest.raises(LedgerError) as err:
         report.raise_for_problems()
     assert err.value.exit_code == 33
+
+
+def test_as_a_user_runs_them_resolve_and_status_refuse_a_copied_record_and_a_moved_back_tag(
+    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kinds 2 and 3 through the command line of a real project: exit 18 and the row's note, with
+    the digests named; never a traceback."""
+    from builder.registry import RegistryClient
+    from tests.conftest import unset_builder_settings
+    from tests.integration.test_promote_cli import VARIANT as CLI_VARIANT
+    from tests.integration.test_promote_cli import _build, _project
+
+    unset_builder_settings(monkeypatch)
+    project = _project(tmp_path / "project", registry_address, unique_repo)
+    client = RegistryClient(registry_address, insecure=True)
+
+    def run(*args: str, code: int = 0) -> Any:
+        res = cli(*args, code=code, env={"HOME": str(project), "COLUMNS": "80"}, cwd=project)
+        assert "Traceback" not in res.stderr + res.stdout
+        return res
+
+    def put(tag: str, src: str) -> None:
+        m = client.get_manifest(unique_repo, src)
+        client.put_manifest(unique_repo, tag, m.raw, m.media_type)
+
+    d1 = _build(project, registry_address, unique_repo, b"cli attack one")
+    run("promote", CLI_VARIANT, "--to", "dev", "--confirm")
+    d2 = _build(project, registry_address, unique_repo, b"cli attack two")
+    run("promote", CLI_VARIANT, "--to", "dev", "--confirm")
+    assert run("resolve", CLI_VARIANT, "--stage", "dev").stdout.strip().endswith("@" + d2)
+    # 3: the stage tag moved back by hand
+    put(f"{CLI_VARIANT}-dev", d1)
+    err = run("resolve", CLI_VARIANT, "--stage", "dev", "--json", code=18).json()["error"]
+    assert d1 in err["details"]["found"] and d2[:19] in err["message"]
+    assert "error:" in run("resolve", CLI_VARIANT, "--stage", "dev", code=18).stderr
+    [row] = [r for r in run("status", "--json").json()["rows"] if r["stage"] == "dev"]
+    assert row["digest"] == d1 and row["action"] is None and "moved back outside builder" in row["note"]
+    # 2: d2's genuine record copied onto a digest never promoted, the tag moved onto it
+    intruder = push_image(client, unique_repo, "intruder", content=b"cli intruder")
+    put(signature_tag(intruder, ATT_SUFFIX), signature_tag(d2, ATT_SUFFIX))
+    put(f"{CLI_VARIANT}-dev", intruder)
+    err = run("resolve", CLI_VARIANT, "--stage", "dev", "--json", code=18).json()["error"]
+    assert err["details"]["found"] == intruder
+    [row] = [r for r in run("status", "--json").json()["rows"] if r["stage"] == "dev"]
+    assert row["digest"] == intruder and row["action"] is None and row["note"]
 
 
 # -- 6. an approval reused for another digest or stage -----------------------------------------
