@@ -182,6 +182,8 @@ def _reference_target(
             from_label = vid is not None
     if vid is None:
         raise UnknownVariantError(name)
+    if variant_id is None and not from_label:
+        _check_tag_claim(variants(), vid, name)
     if from_label:
         _check_label_claim(scope, variants(), vid, ref, name, read_label(labels, "content-hash"))
     registry, repository = _variant_repository(scope, variants(), vid, ref, name, named=variant_id is not None)
@@ -267,6 +269,19 @@ def _check_under_prefix(scope: TargetScope, ref: Reference, name: str) -> None:
         hint=f"give {inside} or the variant id; to work on the unprefixed images, unset repository_prefix "
         "(builder.toml / BUILDER_REPOSITORY_PREFIX)",
     )
+
+
+def _check_tag_claim(variants: Sequence[Variant], vid: str, name: str) -> None:
+    """A variant id read from a tag (``jax:V``, ``jax:V-<hash12>``, ``jax:V-dev``) must be one the
+    matrices define (NotFoundError, exit 8): a tag is anyone's name for an image, and ``evil`` or
+    ``bookworm`` would otherwise become a variant with stage pointers of its own. Without matrices
+    in the checkout there is nothing to check against (the id grammar still holds)."""
+    if variants and all(v.id != vid for v in variants):
+        raise NotFoundError(
+            f"the tag of {name} names variant {vid!r}, which no matrix defines",
+            hint="give a variant id, or pass --variant-id VARIANT to say which variant the image is",
+            reference=name,
+        )
 
 
 def _check_label_claim(

@@ -503,6 +503,11 @@ def test_a_label_claiming_another_variant_or_repository_is_refused(
     # the variant's own build, by digest: its label is confirmed by its content tag
     plan = run("promote", f"{registry_address}/{unique_repo}@{ours}", "--to", "dev", "--json").json()
     assert plan["results"][0]["variant"] == CLI_VARIANT
+    # a tag is anyone's name for an image: one naming no variant of the matrices is no variant
+    push_image(client, unique_repo, "evil", content=b"evil")
+    err = run("promote", f"{registry_address}/{unique_repo}:evil", "--to", "dev", "--confirm", "--json", code=8)
+    assert "names variant 'evil', which no matrix defines" in err.json()["error"]["message"]
+    assert "evil-dev" not in client.list_tags(unique_repo)
 
 
 def test_a_shared_git_ref_serialises_promotions_across_machines(world: World, tmp_path: Path) -> None:
