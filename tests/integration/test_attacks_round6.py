@@ -217,10 +217,12 @@ def test_the_promoting_machines_ledger_names_a_replayed_att_manifest(world: Worl
     before = world.client.get_manifest(world.repo, att_tag)
     new = _dev(world, b"ledger replay new")
     env = world.env()
-    assert verify_ledger(env, env.ledger, "ledger.sqlite").ok  # before the attack: agrees
+    ledger = env.ledger
+    assert ledger is not None
+    assert verify_ledger(env, ledger, "ledger.sqlite").ok  # before the attack: agrees
     world.client.put_manifest(world.repo, att_tag, before.raw, before.media_type)
     _retag(world, "dev", old)
-    report = verify_ledger(env, env.ledger, "ledger.sqlite")
+    report = verify_ledger(env, ledger, "ledger.sqlite")
     assert not report.ok
     [problem] = report.registry
     assert f"names {old[:19]}" in problem and new[:19] in problem and "moved back outside builder" in problem
