@@ -525,8 +525,11 @@ class StatusRowDocument(TypedDict):
     """One variant x stage of ``builder status --json``: the stage ``pointer``, the ``digest`` it
     names (None: no tag, or unreadable), ``since`` (RFC 3339) and ``age_seconds``, the record's
     ``action`` and ``promoter``, verified ``signatures`` and attestation types, ``note`` (why
-    the pointer is untrusted; empty otherwise) and ``error`` (None, or why the row could not be
-    read, as every ``--json`` error body: the command then exits with the first row's code)."""
+    the pointer is untrusted; empty otherwise), ``trusted`` (true: a trusted promotion record
+    explains the digest; false: the pointer names a digest none explains, as ``resolve`` refuses
+    it with exit 18; null: no pointer, or the row could not be read) and ``error`` (None, or why the
+    row could not be read, as every ``--json`` error body: the command then exits with the first
+    row's code)."""
 
     variant: str
     stage: str
@@ -539,6 +542,7 @@ class StatusRowDocument(TypedDict):
     signatures: int
     attestations: list[str]
     note: str
+    trusted: bool | None
     error: ErrorBody | None
 
 
@@ -575,6 +579,14 @@ class StatusRow:
         return short_age(self.age_seconds)
 
     @property
+    def trusted(self) -> bool | None:
+        """True when a trusted promotion record explains the digest, False when the pointer names a
+        digest none explains (``note`` says why), None when there is no pointer or it was not read."""
+        if self.digest is None or self.error is not None:
+            return None
+        return not self.note
+
+    @property
     def attestation_names(self) -> tuple[str, ...]:
         """The attestation types without their URI prefix and version (``.../device-check/v1`` ->
         ``device-check``; a type without ``/`` as is)."""
@@ -593,6 +605,7 @@ class StatusRow:
             "signatures": self.signatures,
             "attestations": list(self.attestations),
             "note": self.note,
+            "trusted": self.trusted,
             "error": self.error,
         }
 

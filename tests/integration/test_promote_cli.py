@@ -142,6 +142,7 @@ def test_promotion_commands(run: Run, project: Path, registry_address: str, uniq
     rows = js(run(project, "status", "--json"))["rows"]
     dev = next(r for r in rows if r["stage"] == "dev")
     assert dev["digest"] == d1 and dev["action"] == "rollback" and dev["signatures"] == 1
+    assert dev["trusted"] is True and next(r for r in rows if r["stage"] == "prod")["trusted"] is None
     assert [h["by"] for h in hist] == ["alice", "build", "build"]  # the policy's names, for every action
     human = run(project, "history", VARIANT, "--stage", "dev").stderr
     from builder.signing.keys import load_signer
@@ -165,6 +166,11 @@ def test_promotion_commands(run: Run, project: Path, registry_address: str, uniq
     d3 = push_build(client, unique_repo, VARIANT, b"by digest")
     plan = js(run(project, "promote", f"{registry_address}/{unique_repo}@{d3}", "--to", "dev", "--json"))
     assert plan["results"][0]["variant"] == VARIANT and plan["results"][0]["digest"] == d3
+
+    # the dev tag moved by hand: status says so in a field CI can test (and resolve refuses it)
+    push_image(client, unique_repo, f"{VARIANT}-dev", content=b"moved by hand")
+    dev = next(r for r in js(run(project, "status", "--json"))["rows"] if r["stage"] == "dev")
+    assert dev["trusted"] is False and dev["note"], dev
 
 
 def _resolve_finds_the_cluster_as_check_does(run: Run, project: Path, pinned: str) -> None:
