@@ -169,6 +169,32 @@ def test_a_record_for_another_stage_does_not_make_this_stage_trusted(world: Worl
     assert resolve(env, world.target, "dev").endswith("@" + promoted)  # dev itself stays trusted
 
 
+def test_a_record_for_another_repositorys_pointer_does_not_make_this_pointer_trusted(world: World) -> None:
+    """The same digest (same bytes) pushed into a second repository with its .att copied along:
+    the genuine record names the first repository's pointer, so the second's is not explained."""
+    promoted = _dev(world, b"repository record")
+    other = world.repo + "-mirror"
+    for tag in (promoted, signature_tag(promoted, SIG_SUFFIX), signature_tag(promoted, ATT_SUFFIX)):
+        m = world.client.get_manifest(world.repo, tag)
+        for d in [m.json["config"], *m.json.get("layers", [])]:
+            world.client.mount_blob(other, d["digest"], world.repo)
+        world.client.put_manifest(other, tag, m.raw, m.media_type)
+    world.client.put_manifest(other, f"{VARIANT}-dev", *_raw(world, promoted))
+    env = world.env()
+    elsewhere = Target(VARIANT, other, world.registry)
+    with pytest.raises(VerificationError) as err:
+        resolve(env, elsewhere, "dev")
+    assert "no promotion record for this pointer" in err.value.message
+    [row] = status(env, [elsewhere], ["dev"])
+    assert row.digest == promoted and row.action is None and row.note
+    assert resolve(env, world.target, "dev").endswith("@" + promoted)  # the real pointer stays trusted
+
+
+def _raw(w: World, digest: str) -> tuple[bytes, str]:
+    m = w.client.get_manifest(w.repo, digest)
+    return m.raw, m.media_type
+
+
 # -- 3. a stage tag moved back by hand (rollback attack) ---------------------------------------
 
 
