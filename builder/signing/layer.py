@@ -540,12 +540,16 @@ def _put_manifest_resending(
 
 
 def _get_blob(client: RegistryClient, repository: str, digest: str) -> bytes:
-    """The bytes as served, unchecked (the caller checks digest and size to name what is wrong).
-    Bytes that match ``digest`` are kept in the client's content cache: the same evidence blob is
-    read once per invocation (``status`` over several stages of one digest, plan then apply)."""
+    """The bytes as served, unchecked (the caller checks digest and size to name what is wrong),
+    read with the registry body limits (``Transport.read_body``: 16 MiB, RegistryError exit 7
+    past it, so a hostile layer cannot fill memory). Bytes that match ``digest`` are kept in the
+    client's content cache: the same evidence blob is read once per invocation (``status`` over
+    several stages of one digest, plan then apply)."""
 
     def load() -> bytes:
-        return bytes(client.request("GET", f"/v2/{repository}/blobs/{digest}", ref=f"{repository}@{digest}").content)
+        where = f"{repository}@{digest}"
+        resp = client.request("GET", f"/v2/{repository}/blobs/{digest}", ref=where, stream=True)
+        return client.transport.read_body(resp, where)
 
     return client.content.blob_once(repository, digest, load)
 

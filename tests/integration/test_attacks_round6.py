@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -386,7 +387,15 @@ class HostileRegistry:
             def log_message(self, format: str, *args: object) -> None:
                 del format, args
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            def handle_error(self, request: object, client_address: object) -> None:
+                # the client hung up mid-answer (what a bounded reader does): kept, not printed
+                # into the stderr the test reads
+                del request
+                hostile.errors.append(f"{client_address}: {sys.exc_info()[1]}")
+
+        self.errors: list[str] = []
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
         self.routes[("GET", "/v2/")] = (200, {"Content-Type": "application/json"}, b"{}")
@@ -462,6 +471,21 @@ def test_an_oversized_manifest_is_refused_before_it_is_read(hostile: HostileRegi
     hostile.manifest("evil/big", tag, b" " * (50 * 1024 * 1024))
     err = _verify(cli, world, f"{hostile.address}/evil/big@{digest}", 7)
     assert "over the 16 MiB limit" in str(err["message"])
+    # a small .sig whose one layer's blob is 50 MiB (no Content-Length): the blob read stops too
+    blob = "sha256:" + "2" * 64
+    layer = {"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json", "digest": blob, "size": 52428800}
+    hostile.manifest(
+        "evil/big", tag, _manifest([{**layer, "annotations": {"dev.cosignproject.cosign/signature": "MEU="}}])
+    )
+    sent[0] = 0
+    hostile.routes[("GET", f"/v2/evil/big/blobs/{blob}")] = (
+        200,
+        {"Content-Type": "application/octet-stream"},
+        fifty_mib,
+    )
+    err = _verify(cli, world, f"{hostile.address}/evil/big@{digest}", 7)
+    assert "more than 16 MiB" in str(err["message"]) and blob in str(err["message"])
+    assert sent[0] < 40 * 1024 * 1024
 
 
 def test_deeply_nested_json_is_an_invalid_document_not_a_crash(
