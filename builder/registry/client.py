@@ -447,10 +447,12 @@ class RegistryClient:
         if artifact_type:
             path += "?" + urlencode({"artifactType": artifact_type})
         where = f"{repository}@{digest} (referrers)"
-        resp = self.request("GET", path, ref=where, ok=(200, 404))
+        resp = self.request("GET", path, ref=where, ok=(200, 404), stream=True)
         if resp.status_code != 200 or resp.headers.get("Content-Type", "").split(";")[0].strip() != OCI_INDEX:
+            resp.close()  # not read: the connection goes back to the pool
             return None
-        body = parse_json_object(resp.content, f"referrers of {repository}@{digest}")
+        # read with the body limits: a referrers answer is a document, never a stream to fill memory with
+        body = parse_json_object(self.transport.read_body(resp, where), f"referrers of {repository}@{digest}")
         return [Descriptor.from_json(d, where="referrers") for d in body.get("manifests") or []]
 
     def add_referrer_to_fallback_index(

@@ -541,6 +541,32 @@ def test_a_referrers_index_of_60000_bundles_is_refused_without_fetching_them(
     assert len(hostile.seen) < 20  # the index, never its 60,000 manifests
 
 
+def test_an_endless_referrers_answer_is_cut_at_the_body_limit(
+    hostile: HostileRegistry, world: World, cli: Cli
+) -> None:
+    """A registry with the referrers API (distribution-spec v1.1, "Listing Referrers") whose
+    answer never ends: read with the body limits like every document, and, as any answer of the
+    API that is not a usable index, taken as no API (``RegistryClient.referrers``): nothing it
+    names counts, so the digest has no signature (exit 18, fail closed)."""
+    from builder.registry import OCI_INDEX
+
+    image = _manifest()
+    digest = _sha(image)
+    hostile.manifest("evil/api", digest, image, Docker_Content_Digest=digest)
+    sent = [0]
+
+    def endless() -> Iterator[bytes]:
+        yield b'{"schemaVersion":2,"mediaType":"' + OCI_INDEX.encode() + b'","manifests":['
+        while sent[0] < 200 * 1024 * 1024:
+            sent[0] += 64 * 1024
+            yield b" " * (64 * 1024)
+
+    hostile.routes[("GET", f"/v2/evil/api/referrers/{digest}")] = (200, {"Content-Type": OCI_INDEX}, endless)
+    err = _verify(cli, world, f"{hostile.address}/evil/api@{digest}", 18)
+    assert "no signatures found" in str(err["message"])
+    assert sent[0] < 100 * 1024 * 1024  # stopped reading (before: read whole, 200 MiB into memory)
+
+
 def test_an_endless_tag_list_is_bounded(hostile: HostileRegistry, world: World) -> None:
     """``status`` of two variants in one repository lists its tags once (builder.promote.listing):
     a registry whose pages link back to themselves, or never end, or one page of a million tags,
