@@ -37,7 +37,7 @@ from builder.registry.manifest import (
     canonical_json,
     parse_json_object,
 )
-from builder.registry.reference import fallback_tag, join_reference, sha256_digest
+from builder.registry.reference import fallback_tag, is_sha256_digest, join_reference, sha256_digest
 from builder.registry.transport import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_DELAY,
@@ -174,7 +174,8 @@ class RegistryClient:
         self.request("GET", "/v2/", ok=(200,))
 
     def resolve(self, repository: str, reference: str) -> str:
-        """Tag or digest -> manifest digest (``sha256:<hex>``) via HEAD with every manifest type.
+        """Tag or digest -> manifest digest (``sha256:<hex>``) via HEAD with every manifest type
+        (its ``Docker-Content-Digest``; absent or not a sha256 digest: the bytes of a GET hashed).
 
         Raises NotFoundError (404), RegistryAuthError, RegistryUnavailableError, RegistryError."""
         resp = self.request(
@@ -184,8 +185,9 @@ class RegistryClient:
             headers={"Accept": ACCEPT},
         )
         digest = resp.headers.get("Docker-Content-Digest")
-        if not digest:
-            # a registry may omit the header on HEAD: fall back to GET and hash the bytes
+        if not digest or not is_sha256_digest(digest):
+            # a registry may omit the header on HEAD, and a hostile one may send any text
+            # (`sha256:../..`, which would become a tag and a path): GET and hash the bytes
             return self.get_manifest(repository, reference).digest
         return digest
 

@@ -450,6 +450,26 @@ def test_a_manifest_whose_bytes_or_header_lie_is_refused(hostile: HostileRegistr
     assert f"hash to {_sha(other)}" in res.json()["error"]["message"] and "Traceback" not in res.stderr
 
 
+@pytest.mark.parametrize(
+    "header", ["sha256:../../../../etc/passwd", "sha256:" + "../" * 21 + "x", "md5:abc", "sha256:AB"]
+)
+def test_a_malformed_digest_header_is_not_believed(
+    hostile: HostileRegistry, world: World, cli: Cli, header: str
+) -> None:
+    """A tag whose HEAD answer carries a Docker-Content-Digest that is no sha256 digest: builder
+    hashes the manifest bytes itself (a GET) and goes on with that digest, never the header's text
+    (which would become a tag, a path, a lock name). The GET's own header, when it claims a
+    sha256 digest the bytes do not have, is the registry lying: exit 7 naming both."""
+    image = _manifest()
+    digest = _sha(image)
+    hostile.manifest("evil/hdr", "v1", image, Docker_Content_Digest=header)
+    lie = header.startswith("sha256:")
+    err = _verify(cli, world, f"{hostile.address}/evil/hdr:v1", 7 if lie else 18)
+    assert digest in str(err["message"])
+    assert ("but its bytes hash to" in str(err["message"])) == lie
+    assert not [p for p in hostile.seen if ".." in p.split(" ", 1)[1]]
+
+
 def test_an_oversized_manifest_is_refused_before_it_is_read(hostile: HostileRegistry, world: World, cli: Cli) -> None:
     image = _manifest()
     digest = _sha(image)
@@ -541,9 +561,7 @@ def test_a_referrers_index_of_60000_bundles_is_refused_without_fetching_them(
     assert len(hostile.seen) < 20  # the index, never its 60,000 manifests
 
 
-def test_an_endless_referrers_answer_is_cut_at_the_body_limit(
-    hostile: HostileRegistry, world: World, cli: Cli
-) -> None:
+def test_an_endless_referrers_answer_is_cut_at_the_body_limit(hostile: HostileRegistry, world: World, cli: Cli) -> None:
     """A registry with the referrers API (distribution-spec v1.1, "Listing Referrers") whose
     answer never ends: read with the body limits like every document, and, as any answer of the
     API that is not a usable index, taken as no API (``RegistryClient.referrers``): nothing it
