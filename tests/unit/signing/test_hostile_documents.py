@@ -89,4 +89,4 @@ def test_evidence_layers_are_bounded_by_count() -> None:
     with pytest.raises(RegistryError) as err:
         evidence_layers({"layers": [layer] * (MAX_EVIDENCE_LAYERS + 1)}, "reg/r/x:sha256-ab.sig")
     assert err.value.exit_code == 7
-    assert f"reg/r/x:sha256-ab.sig lists {MAX_EVIDENCE_LAYERS + 1} layers" in err.value.message
+    assert f"reg/r/x:sha256-ab.sig lists {MAX_EVIDENCE_LAYERS + 1:,} layers" in err.value.message
