@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from builder.models import BuiltImage, RenderedImage
     from builder.registry import RegistryClient
     from builder.signing.keys import PublicKey
+    from builder.signing.report import VerificationReport
     from builder.signing.signer import Signer
 
 
@@ -133,16 +134,15 @@ def attach_sbom(
     attest_image(client, repository, digest, predicate_type, bom, signer, lock_dir=lock_dir)
 
 
-def is_signed(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey], *, provenance: bool = True) -> bool:
-    """``built`` has a valid signature and (``provenance``) SLSA provenance v1 attestation by one of
-    ``keys`` (``builder.signing.verify.verify_image``). Raises registry errors."""
+def signing_report(client: RegistryClient, built: BuiltImage, keys: Sequence[PublicKey]) -> VerificationReport:
+    """The verification of ``built``'s signatures and SLSA provenance v1 by ``keys``
+    (``builder.signing.verify.verify_image``; ``ok``: both are there and valid). Raises registry
+    errors."""
     from builder.predicates import SLSA_PROVENANCE_V1
     from builder.signing.verify import verify_image
 
     repository = built.reference.split("/", 1)[1]
-    wanted = (SLSA_PROVENANCE_V1,) if provenance else ()
-    report = verify_image(client, repository, built.digest, keys=keys, predicate_types=wanted)
-    return report.ok
+    return verify_image(client, repository, built.digest, keys=keys, predicate_types=(SLSA_PROVENANCE_V1,))
 
 
 def sign_earlier(
@@ -159,17 +159,22 @@ def sign_earlier(
     provenance by ``keys``: then ``on_built`` signs it and its status becomes ``signed`` (``failed``
     with the reason when that signing fails). Only an image this checkout pushed under that content
     tag (:func:`builder.build.pushed.pushed_here`, records under ``state_dir``), or one the key
-    already signed (``builder sign REF``: the user's word), is signed and given provenance: anyone
+    already gave an image signature (``builder sign REF``: the user's word; a promotion's signature
+    of a copy does not count), is signed and given provenance: anyone
     who may push to the repository can point a content tag at any image, and the build key must not
     vouch for it; such an image is ``failed`` with a ``tag-conflict`` error (exit 15) and nothing is
     written. ``rendered``: the rendered images by variant id; ``progress(variant, event, detail)``
     hears ``sign`` before and ``signed`` after."""
-    if built.status != "up-to-date" or on_built is None or is_signed(client, built, keys):
+    if built.status != "up-to-date" or on_built is None:
+        return built
+    report = signing_report(client, built, keys)
+    if report.ok:
         return built
     from builder.build.pushed import pushed_dir, pushed_here
 
-    mine = pushed_here(state_dir, built.digest)
-    if not mine and not is_signed(client, built, keys, provenance=False):  # a signature: the user's word
+    # the user's word: an image signature by the key (a promotion's signature of a copy is none)
+    vouched = any(i.ok and i.kind == "signature" and not i.is_promotion for i in report.items)
+    if not vouched and not pushed_here(state_dir, built.digest, built.content_tag):
         error = TagConflictError(
             f"{built.reference}:{built.content_tag} names {built.digest}, which carries no signature by the "
             f"key and which this checkout did not push (no record in {pushed_dir(state_dir)}): builder signs "

@@ -7,9 +7,9 @@ tag replaces it, https://github.com/opencontainers/distribution-spec/blob/v1.1.0
 So an unsigned image found under a content tag is not, by that alone, an image builder built, and
 signing it with the build key would vouch for whatever was pushed there. ``builder build --sign``
 signs such an image (``builder.publish.sign_earlier``) only when this checkout recorded pushing that
-digest: ``<state_dir>/pushed/sha256-<hex>`` (written atomically and private before the content
-tag's PUT). A digest names its bytes, so the record holds wherever those bytes are (another
-registry address for the same registry, a mirror).
+digest as that content tag: ``<state_dir>/pushed/sha256-<hex>`` holds the content tag (written
+atomically and private before the tag's PUT). A digest names its bytes, so the record holds
+wherever those bytes are (another registry address for the same registry, a mirror).
 """
 
 from __future__ import annotations
@@ -28,17 +28,19 @@ def pushed_dir(state_dir: Path) -> Path:
     return state_dir / "pushed"
 
 
-def record_push(state_dir: Path, digest: str, reference: str) -> bool:
-    """Record that this checkout built and pushes ``digest`` (``sha256:<hex>``) to ``reference``
-    (``registry/repository:tag``, kept for people reading the file). False when the state directory
-    cannot be written (the push goes on; the image is then not signed later without ``builder sign``).
-    Raises ValueError for a string that is no sha256 digest."""
-    return write_json(_file(state_dir, digest), {"digest": digest, "reference": reference})
+def record_push(state_dir: Path, digest: str, content_tag: str, reference: str) -> bool:
+    """Record that this checkout built ``digest`` (``sha256:<hex>``) as ``content_tag`` and pushes it
+    to ``reference`` (``registry/repository``, kept for people reading the file). False when the
+    state directory cannot be written (the push goes on; the image is then not signed later without
+    ``builder sign``). Raises ValueError for a string that is no sha256 digest."""
+    return write_json(_file(state_dir, digest), {"digest": digest, "tag": content_tag, "reference": reference})
 
 
-def pushed_here(state_dir: Path, digest: str) -> bool:
-    """Whether this checkout recorded pushing ``digest`` (a record that is missing, unreadable, not
-    private or names another digest: False)."""
+def pushed_here(state_dir: Path, digest: str, content_tag: str) -> bool:
+    """Whether this checkout recorded building ``digest`` as ``content_tag`` (a record that is
+    missing, unreadable, not private, or names another digest or content tag: False). The content
+    tag names the variant and its inputs' hash: another variant's build, or an older build of this
+    variant, moved under the tag by someone who can push, is not this build."""
     import json
 
     try:
@@ -46,7 +48,7 @@ def pushed_here(state_dir: Path, digest: str) -> bool:
         doc = json.loads(data) if data is not None else None
     except ValueError:
         return False
-    return isinstance(doc, dict) and doc.get("digest") == digest
+    return isinstance(doc, dict) and doc.get("digest") == digest and doc.get("tag") == content_tag
 
 
 def _file(state_dir: Path, digest: str) -> Path:

@@ -534,7 +534,7 @@ def _build_one(
             log(f"# annotations written on the index and platform manifests: {p.reference}@{annotated}")
             digest = annotated
         _check_claims(p, options, client, digest, tuple(req.platforms), log)  # before any tag or signature
-        if not record_push(options.state_dir, digest, f"{p.reference}:{p.content_tag}"):
+        if not record_push(options.state_dir, digest, p.content_tag, p.reference):
             log(f"# could not record the push under {pushed_dir(options.state_dir)}: a later run will not sign it")
         written = publish_content_tag(client, p.repository, p.content_tag, digest)
         recorded = client.resolve(p.repository, p.content_tag)  # the digest the registry returns

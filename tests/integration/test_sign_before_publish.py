@@ -132,6 +132,17 @@ def test_an_image_pushed_under_a_content_tag_is_signed_only_when_this_checkout_p
     client = RegistryClient(registry_address, insecure=True)
     original = client.get_manifest(unique_repo, ours)
 
+    # another variant's build, unsigned, that this checkout pushed itself, moved under the tag: its
+    # push record names its own content tag, so it is not this variant's build
+    other = builder(project, "build", "--json", "--select", "tiny-*", "--no-sign", env=env)
+    assert other.code == 0, other.stderr[-3000:]
+    [built_a] = json.loads(other.stdout)["images"]
+    moved = client.get_manifest(unique_repo, built_a["digest"])
+    client.put_manifest(unique_repo, tag, moved.raw, moved.media_type)
+    swapped = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
+    assert swapped.code == 15 and built_a["digest"] in swapped.stdout, swapped.stderr[-3000:]
+    assert client.try_resolve(unique_repo, f"sha256-{built_a['digest'][7:]}.sig") is None
+
     evil = push_image(client, unique_repo, tag, content=b"backdoor")  # the content tag, overwritten
     attacked = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
     assert attacked.code == 15, attacked.stderr[-3000:]

@@ -1,0 +1,38 @@
+"""builder.build.pushed: the record of what this checkout built and pushed, the evidence that lets
+`build --sign` sign an earlier unsigned digest (builder.publish.sign_earlier)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.build.pushed import pushed_dir, pushed_here, record_push
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+DIGEST = "sha256:" + "ab" * 32
+OTHER = "sha256:" + "cd" * 32
+
+
+def test_a_push_is_recognised_only_for_its_digest_and_content_tag(tmp_path: Path) -> None:
+    assert not pushed_here(tmp_path, DIGEST, "v-0123456789ab")  # nothing recorded
+    assert record_push(tmp_path, DIGEST, "v-0123456789ab", "reg/repo")
+    assert pushed_here(tmp_path, DIGEST, "v-0123456789ab")
+    assert not pushed_here(tmp_path, DIGEST, "w-0123456789ab")  # another variant's tag
+    assert not pushed_here(tmp_path, DIGEST, "v-ba9876543210")  # the same variant, other inputs
+    assert not pushed_here(tmp_path, OTHER, "v-0123456789ab")
+
+
+def test_a_record_others_could_have_written_does_not_count(tmp_path: Path) -> None:
+    assert record_push(tmp_path, DIGEST, "v-0123456789ab", "reg/repo")
+    os.chmod(pushed_dir(tmp_path), 0o777)  # a directory anyone can write to: its files are no evidence
+    assert not pushed_here(tmp_path, DIGEST, "v-0123456789ab")
+
+
+def test_a_string_that_is_no_digest_never_names_a_path(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a sha256 digest"):
+        record_push(tmp_path, "sha256:../../etc/passwd", "v-0123456789ab", "reg/repo")
+    assert not pushed_dir(tmp_path).exists()
