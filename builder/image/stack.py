@@ -27,12 +27,13 @@ Where each fact comes from (first found wins, in this order):
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
+
+from builder.registry.manifest import load_json
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -268,7 +269,7 @@ class _Files:
 
 def _cuda_json(text: str) -> str | None:
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
     except ValueError:
         return None
     v = (doc.get("cuda") or {}).get("version") if isinstance(doc, dict) else None

@@ -11,7 +11,6 @@ import base64
 import dataclasses
 import datetime as dt
 import hashlib
-import json
 from typing import TYPE_CHECKING, Any
 
 import rfc8785
@@ -22,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.verification import Criticality, ExtensionPolicy, PolicyBuilder, Store, VerificationError
 
+from builder.registry.manifest import load_json
 from builder.signing.dsse import payload_of_pae
 from builder.signing.keyless.bundle import (
     rfc3339,
@@ -108,7 +108,7 @@ class _LogEntry:
 def _log_entry(annotation: str) -> _LogEntry:
     """Parse cosign's ``bundle`` annotation (``{"SignedEntryTimestamp", "Payload": {...}}``).
     Raises ValueError, KeyError or TypeError when it does not have that shape."""
-    doc = json.loads(annotation)
+    doc = load_json(annotation)
     set_signature = base64.b64decode(doc["SignedEntryTimestamp"])
     p = doc["Payload"]
     body_b64, integrated, log_id, log_index = (
@@ -117,7 +117,7 @@ def _log_entry(annotation: str) -> _LogEntry:
         str(p["logID"]),
         int(p["logIndex"]),
     )
-    body = json.loads(base64.b64decode(body_b64))
+    body = load_json(base64.b64decode(body_b64))
     if not isinstance(body, dict):
         raise TypeError("the entry body is not a JSON object")
     return _LogEntry(body_b64, integrated, log_id, log_index, set_signature, body)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import json
 from typing import TYPE_CHECKING
 
 from cryptography import x509
@@ -22,6 +21,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from builder.predicates import COSIGN_SIGN_V1
 from builder.registry import Descriptor, fallback_tag
+from builder.registry.manifest import load_json
 from builder.signing.bundles import (
     EMPTY_MEDIA_TYPE,
     ReferrerBundle,
@@ -146,7 +146,7 @@ class KeylessLayerVerifier:
                     time=out.time,
                     reason="the layer's DSSE envelope is not the one logged in Rekor (edited after signing)",
                 )
-            logged = {str(x.get("sig", "")) for x in (json.loads(full).get("dsseEnvelope") or {}).get("signatures", [])}
+            logged = {str(x.get("sig", "")) for x in (load_json(full).get("dsseEnvelope") or {}).get("signatures", [])}
             if signature and base64.b64encode(signature).decode() not in logged:
                 return LayerCheck(
                     False,
@@ -161,7 +161,7 @@ def _annotations_match(full: str, annotations: Mapping[str, str], cert_pem: str)
     """'' when the full bundle agrees with the cosign annotations, else the reason."""
 
     try:
-        doc = json.loads(full)
+        doc = load_json(full)
         vm = doc["verificationMaterial"]
         cert_der = base64.b64decode(vm["certificate"]["rawBytes"])
         entry = vm["tlogEntries"][0]
@@ -173,7 +173,7 @@ def _annotations_match(full: str, annotations: Mapping[str, str], cert_pem: str)
     legacy = annotations.get(BUNDLE_ANNOTATION)
     if legacy:
         try:
-            body = json.loads(legacy)["Payload"]["body"]
+            body = load_json(legacy)["Payload"]["body"]
         except (ValueError, KeyError, TypeError):
             return f"annotation {BUNDLE_ANNOTATION} does not parse"
         if body != entry.get("canonicalizedBody"):
@@ -241,7 +241,7 @@ def _verify_referrer(
     if not out.ok or out.payload is None:
         return fail(out.reason or "the bundle has no DSSE payload", out.signer, out.time)
     try:
-        statement = json.loads(out.payload)
+        statement = load_json(out.payload)
         subjects = statement.get("subject") or []
         stmt_ptype = str(statement.get("predicateType", ""))
     except (ValueError, AttributeError):

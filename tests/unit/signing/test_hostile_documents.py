@@ -90,3 +90,17 @@ def test_evidence_layers_are_bounded_by_count() -> None:
         evidence_layers({"layers": [layer] * (MAX_EVIDENCE_LAYERS + 1)}, "reg/r/x:sha256-ab.sig")
     assert err.value.exit_code == 7
     assert f"reg/r/x:sha256-ab.sig lists {MAX_EVIDENCE_LAYERS + 1:,} layers" in err.value.message
+
+
+def test_deep_nesting_in_keyless_annotations_and_image_files_is_bad_input_not_a_traceback() -> None:
+    """The other parsers of registry content: cosign's ``bundle`` annotation of a keyless ``.sig``
+    layer (any pusher can attach one with a self-made certificate), the full Sigstore bundle
+    annotation, and a file inside an inspected image (``cuda/version.json``)."""
+    from builder.image.stack import _cuda_json
+    from builder.signing.keyless.set_layer import _log_entry
+    from builder.signing.keyless.verify import _annotations_match
+
+    with pytest.raises(ValueError, match="nested too deeply"):
+        _log_entry(DEEP.decode())
+    assert "does not parse" in _annotations_match(DEEP.decode(), {}, "")
+    assert _cuda_json(DEEP.decode()) is None
