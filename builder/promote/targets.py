@@ -289,13 +289,15 @@ def _check_label_claim(
 ) -> None:
     """An image's variant label is a claim the image makes about itself: it must name a variant
     of the matrices that is built into the image's repository or whose stage repository it is
-    (``prod/{repository}``), and the build must confirm it: the variant's write-once content tag
-    ``<variant>-<hash12>`` (the hash from the image's ``content-hash`` label) in the build
-    repository names this very digest, as only a finished build of that variant writes it
-    (NotFoundError, exit 8, otherwise). Else anyone who can push an image could choose which
-    variant's stage pointer it moves, also among the variants that share one repository. Without
-    matrices in the checkout there is nothing to check against (the id grammar still holds).
-    ``--variant-id`` is the user's own statement and is not second-guessed."""
+    (``prod/{repository}``), and the build repository must agree: the variant's content tag
+    ``<variant>-<hash12>`` (the hash from the image's ``content-hash`` label) names this very
+    digest (NotFoundError, exit 8, otherwise). That refuses a label alone, labels copied from a
+    build, and another variant's build in a repository several variants share. It is a
+    consistency check, not a proof: whoever can push can write the content tag too; what stops
+    such an image is a stage's signature rule (the build key signs only what this checkout built,
+    ``builder.publish.sign_earlier``). Without matrices in the checkout there is nothing to check
+    against (the id grammar still holds). ``--variant-id`` is the user's own statement and is not
+    second-guessed."""
     if not variants:
         return
     v = next((v for v in variants if v.id == vid), None)
