@@ -244,8 +244,7 @@ class VerdictCache:
         (keyless bundles not reported; same items in the same order, same errors), a referrer
         verified before with this trust answered from the cache (its manifest and bundle blob not
         read): keyed by the referrer's descriptor, never by the listing that names it."""
-        from builder.signing.bundles import BUNDLE_LISTING_TYPES, key_bundle_items  # as evidence.read_place
-        from builder.signing.layer import refuse_excess
+        from builder.signing.bundles import key_bundle_items, listed_bundles  # as evidence.read_place
 
         trust = self._trust(verifiers)
         code = self._code_stamp()
@@ -253,8 +252,7 @@ class VerdictCache:
             return key_bundle_items(
                 client, repository, digest, verifiers, descriptors=descriptors, report_keyless=False
             )
-        bundles = [d for d in descriptors if d.artifact_type in BUNDLE_LISTING_TYPES]
-        refuse_excess(len(bundles), f"{client.registry}/{repository}: the referrers of {digest}", "bundle referrers")
+        bundles = listed_bundles(client, repository, digest, descriptors)
         out: list[VerifiedItem] = []
         for desc in bundles:
             key = verdict_key(client.registry, repository, digest, desc.to_json(), trust, tag=REFERRER_TAG, code=code)

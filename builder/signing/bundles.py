@@ -404,6 +404,16 @@ def _unsigned_predicate_type(envelope: Mapping[str, Any]) -> str | None:
     return ptype if isinstance(ptype, str) else None
 
 
+def listed_bundles(
+    client: RegistryClient, repository: str, digest: str, referrers: Sequence[Descriptor]
+) -> list[Descriptor]:
+    """The Sigstore bundle referrers among ``referrers`` of ``repository@digest``; RegistryError
+    (exit 7) when there are more than builder reads (``builder.signing.layer.refuse_excess``)."""
+    bundles = [d for d in referrers if d.artifact_type in BUNDLE_LISTING_TYPES]
+    refuse_excess(len(bundles), f"{client.registry}/{repository}: the referrers of {digest}", "bundle referrers")
+    return bundles
+
+
 def key_bundle_items(
     client: RegistryClient,
     repository: str,
@@ -419,8 +429,7 @@ def key_bundle_items(
     ``builder.signing.keyless.verify``; here, with ``report_keyless``, each is an ``untrusted`` item
     (as a keyless legacy layer is to a key verifier). Raises registry errors."""
     listed = bundle_referrers(client, repository, digest) if descriptors is None else descriptors
-    bundles = [d for d in listed if d.artifact_type in BUNDLE_LISTING_TYPES]
-    refuse_excess(len(bundles), f"{client.registry}/{repository}: the referrers of {digest}", "bundle referrers")
+    bundles = listed_bundles(client, repository, digest, listed)
     items: list[VerifiedItem] = []
     for desc in bundles:
         where = f"{fallback_tag(digest)} -> {desc.digest[:19]}"
