@@ -233,7 +233,7 @@ def _print_batch(batch: Batch) -> None:
         con.print(
             f"[{color}]{o.verb}[/] {p.target.variant}: {p.target.given or p.source} ({p.digest or '-'}) -> "
             f"{p.destination}"
-            f" (now {p.previous or 'empty'})"
+            f" ({'was' if o.applied is not None else 'now'} {p.previous or 'empty'})"
         )
         for r in p.decision.reasons:
             for line in r.lines(1):

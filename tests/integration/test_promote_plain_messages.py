@@ -47,8 +47,9 @@ def test_a_dry_run_into_a_stage_that_holds_the_digest_says_so(
 ) -> None:
     digest = _build(project, registry_address, unique_repo, b"already held")
     first = _in(cli, project, "promote", VARIANT, "--to", "dev").stderr
-    assert "would promote" in first and "dry run: add --confirm to apply" in first
-    _in(cli, project, "promote", VARIANT, "--to", "dev", "--confirm")
+    assert "would promote" in first and "dry run: add --confirm to apply" in first and "(now empty)" in first
+    applied = _in(cli, project, "promote", VARIANT, "--to", "dev", "--confirm").stderr
+    assert "(was empty)" in applied and "(now " not in applied, applied  # what it held before, not now
     again = _in(cli, project, "promote", VARIANT, "--to", "dev").stderr
     assert f"already in dev {VARIANT}:" in again and digest in again, again
     assert "--confirm would move nothing" in again
