@@ -71,7 +71,8 @@ class ApprovalRule(Rule):
         if len(names) >= self.count:
             return self.result(True, f"approved by {', '.join(sorted(names))}", summary)
         have = f"{len(names)} ({', '.join(sorted(names))})" if names else "0"
-        extra = ("; " + "; ".join(notes)) if notes else ""
+        # one note per cause: copied approval layers would repeat the same sentence each
+        extra = ("; " + "; ".join(dict.fromkeys(notes))) if notes else ""
         key_probs = "".join(f"; approver {a.name}: {a.key.problem}" for a in self.approvers if a.key.problem)
         return self.result(
             False,

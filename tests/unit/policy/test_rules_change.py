@@ -53,6 +53,10 @@ def test_approvals_count_distinct_listed_approvers_for_this_digest_and_stage(pol
         r = reasons(d)
         assert list(r) == ["approvals"], (name, r)
         assert "has 1 (alice)" in r["approvals"] and expect[name] in r["approvals"], (name, r["approvals"])
+    # the same bad approval copied four times (four layers) is one note, not four
+    copied = [att(APPROVAL_V1, approval(bob), bob, ok=False, reason="wrong key")] * 4
+    said = reasons(evaluate(policy, "prod", prod_evidence(keys, *copied, approvers=("alice",)), NOW))["approvals"]
+    assert said.count("does not verify (wrong key)") == 1, said
 
 
 def test_ticket_and_soak(policy: Policy, keys: Keys) -> None:
