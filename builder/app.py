@@ -201,6 +201,38 @@ class App:
         self._variant_refs[reference] = text
         return reference
 
+    def signable_reference(self, text: str) -> str:
+        """The image ``builder sign``/``attest`` vouch for: :meth:`image_reference` of ``text``; for a
+        variant id, its moving tag's digest (``registry/repository@sha256:…``) when this checkout
+        built that digest as the variant (``builder.build.pushed.pushed_as``). Anyone who can push
+        can move a variant tag, and the key must not sign what it points at on the tag's word: a
+        digest this checkout did not build is TagConflictError (exit 15) naming it, with the
+        command that signs it by digest (the user's own word, after looking at it). Raises what
+        :meth:`image_reference` raises, NotFoundError (8) for a variant never built, registry errors."""
+        from builder.build.pushed import pushed_as
+        from builder.errors import BuilderError, TagConflictError
+        from builder.registry import parse_reference
+
+        reference = self.image_reference(text)
+        variant = self._variant_refs.get(reference)
+        if variant is None:
+            return reference
+        r = parse_reference(reference, self.config.registry)
+        try:
+            digest = self.client(r.registry).resolve(r.repository, r.ref)
+        except BuilderError as exc:
+            raise self.explain(exc) from exc
+        pinned = f"{r.registry}/{r.repository}@{digest}"
+        if not pushed_as(self.config.state_dir, digest, variant):
+            raise TagConflictError(
+                f"{reference} names {digest}, which this checkout did not build as {variant} (no record in "
+                f"{self.config.state_dir / 'pushed'}): builder does not sign or attest what a moving tag "
+                "points at on the tag's word",
+                hint=f"look at it (builder inspect {pinned}); if it is the variant's build, give the digest: "
+                f"builder sign {pinned}",
+            )
+        return pinned
+
     def explain(self, error: BuilderError) -> BuilderError:
         """``error`` as the command's user should read it: a registry's 404 (NotFoundError with
         ``status`` 404) while the command read a REF given as a variant id whose moving tag does not

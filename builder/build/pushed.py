@@ -14,6 +14,7 @@ wherever those bytes are (another registry address for the same registry, a mirr
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from builder.cachefile import read_private, write_json
@@ -41,14 +42,27 @@ def pushed_here(state_dir: Path, digest: str, content_tag: str) -> bool:
     missing, unreadable, not private, or names another digest or content tag: False). The content
     tag names the variant and its inputs' hash: another variant's build, or an older build of this
     variant, moved under the tag by someone who can push, is not this build."""
+    record = _record(state_dir, digest)
+    return record is not None and record.get("tag") == content_tag
+
+
+def pushed_as(state_dir: Path, digest: str, variant: str) -> bool:
+    """Whether this checkout recorded building ``digest`` as a build of ``variant`` (any of its
+    content tags ``<variant>-<hash12>``: an older build of the variant counts too)."""
+    record = _record(state_dir, digest)
+    tag = record.get("tag") if record is not None else None
+    return isinstance(tag, str) and re.fullmatch(re.escape(variant) + r"-[0-9a-f]{12}", tag) is not None
+
+
+def _record(state_dir: Path, digest: str) -> dict[str, object] | None:
     import json
 
     try:
         data = read_private(_file(state_dir, digest), pushed_dir(state_dir))
         doc = json.loads(data) if data is not None else None
     except ValueError:
-        return False
-    return isinstance(doc, dict) and doc.get("digest") == digest and doc.get("tag") == content_tag
+        return None
+    return doc if isinstance(doc, dict) and doc.get("digest") == digest else None
 
 
 def _file(state_dir: Path, digest: str) -> Path:

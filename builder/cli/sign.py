@@ -141,8 +141,8 @@ def export(key: Path | None, output_dir: Path) -> None:
 def sign(
     reference: str, key: Path | None, bundle: bool, keyless_: bool, oidc_token: str | None, trust_config: Path | None
 ) -> None:
-    """Sign the digest REFERENCE (an image reference, or a variant id: its moving tag) resolves to
-    (writes sha256-<hex>.sig, cosign format).
+    """Sign the digest REFERENCE (an image reference, or a variant id: its moving tag, if this
+    checkout built that digest) resolves to (writes sha256-<hex>.sig, cosign format).
 
     An index is signed together with each of its platform manifests (podman and
     CRI-O verify the one they pull). With --bundle (key pair) or --keyless also a
@@ -151,7 +151,7 @@ def sign(
     from builder.signing.operations import keyless_write_reference, sign_reference
 
     key_or_keyless(key, keyless_)
-    reference = app_context().app.image_reference(reference)
+    reference = app_context().app.signable_reference(reference)
     if keyless_:
         _emit_keyless(keyless_write_reference(reference, keyless_setup(oidc_token, trust_config), _place()))
         return
@@ -198,8 +198,8 @@ def attest(
     oidc_token: str | None,
     trust_config: Path | None,
 ) -> None:
-    """Attach a signed in-toto v1 attestation to the digest REFERENCE (or a variant id's moving tag)
-    resolves to.
+    """Attach a signed in-toto v1 attestation to the digest REFERENCE (or a variant id's moving tag,
+    if this checkout built that digest) resolves to.
 
     Writes the legacy sha256-<hex>.att tag (cosign 2, Kyverno, policy-controller) and, with
     --bundle, the same statement as a Sigstore bundle referrer (cosign 3). Keyless writes both."""
@@ -207,7 +207,7 @@ def attest(
     from builder.signing.operations import attest_reference, keyless_write_reference
 
     key_or_keyless(key, keyless_)
-    reference = app_context().app.image_reference(reference)
+    reference = app_context().app.signable_reference(reference)
     if keyless_:
         setup = keyless_setup(oidc_token, trust_config)
         _emit_keyless(

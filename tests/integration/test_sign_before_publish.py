@@ -165,3 +165,35 @@ def test_an_image_pushed_under_a_content_tag_is_signed_only_when_this_checkout_p
     assert {i["variant"]: i["status"] for i in json.loads(completed.stdout)["images"]} == {B: "signed"}
     settled = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
     assert {i["variant"]: i["status"] for i in json.loads(settled.stdout)["images"]} == {B: "up-to-date"}
+
+
+def test_sign_and_attest_of_a_variant_id_vouch_only_for_what_this_checkout_built(
+    builder: BuilderCli, docker_engine: str, registry_address: str, unique_repo: str, project: Path, tmp_path: Path
+) -> None:
+    """`builder sign VARIANT` signs the digest the variant's moving tag names. Anyone who can push
+    can move that tag: a digest this checkout did not build as the variant is exit 15 with nothing
+    written, and the message gives the command that signs it by digest (the user's own word)."""
+    from tests.integration.test_promote_support import push_image
+
+    env = {"BUILDER_KEY_PASSWORD": "pw-for-test"}
+    assert builder(project, "keys", "generate", "--json", env=env).code == 0
+    built = builder(project, "build", "--json", "--select", "tiny2*", "--no-sign", env=env)
+    assert built.code == 0, built.stderr[-3000:]
+    ours = json.loads(built.stdout)["images"][0]["digest"]
+    client = RegistryClient(registry_address, insecure=True)
+    evil = push_image(client, unique_repo, B, content=b"moved variant tag")  # the moving tag, moved
+    predicate = tmp_path / "note.json"
+    predicate.write_text('{"note": "a release note"}')
+    attest = ("attest", B, "--predicate-type", "https://example.com/note/v1", "--predicate", str(predicate))
+    for args in (("sign", B), attest):
+        refused = builder(project, *args, "--json", env=env)
+        assert refused.code == 15, refused.stderr[-3000:]
+        error = json.loads(refused.stdout)["error"]
+        assert evil in error["message"] and f"builder sign {registry_address}/{unique_repo}@{evil}" in error["hint"]
+    assert client.try_resolve(unique_repo, f"sha256-{evil[7:]}.sig") is None
+    assert client.try_resolve(unique_repo, f"sha256-{evil[7:]}.att") is None
+    original = client.get_manifest(unique_repo, ours)
+    client.put_manifest(unique_repo, B, original.raw, original.media_type)  # the tag back on our build
+    signed = builder(project, "sign", B, "--json", env=env)
+    assert signed.code == 0, signed.stderr[-3000:]
+    assert client.try_resolve(unique_repo, f"sha256-{ours[7:]}.sig") is not None
