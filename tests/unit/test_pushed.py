@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.build.pushed import pushed_dir, pushed_here, record_push
+from builder.build.pushed import pushed_as, pushed_dir, pushed_here, record_push
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,3 +36,10 @@ def test_a_string_that_is_no_digest_never_names_a_path(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a sha256 digest"):
         record_push(tmp_path, "sha256:../../etc/passwd", "v-0123456789ab", "reg/repo")
     assert not pushed_dir(tmp_path).exists()
+
+
+def test_a_build_of_a_variant_is_any_of_its_content_tags_never_a_prefix_of_another_id(tmp_path: Path) -> None:
+    assert record_push(tmp_path, DIGEST, "jax-cpu-0123456789ab", "reg/repo")
+    assert pushed_as(tmp_path, DIGEST, "jax-cpu")
+    assert not pushed_as(tmp_path, DIGEST, "jax")  # "jax" + "-cpu-0123…" is no content tag of "jax"
+    assert not pushed_as(tmp_path, OTHER, "jax-cpu")
