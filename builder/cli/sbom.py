@@ -63,7 +63,7 @@ def sbom(reference: str, key: pathlib.Path | None, output: pathlib.Path | None, 
     place = Place(app.client, cfg.registry, cfg.state_dir / "locks")
     signer = app.signer(key) if key is not None else None
     result = sbom_reference(
-        app.image_reference(reference),
+        app.signable_reference(reference) if signer is not None else app.image_reference(reference),
         place,
         signer=signer,
         platform=platform,

@@ -170,13 +170,16 @@ def test_an_image_pushed_under_a_content_tag_is_signed_only_when_this_checkout_p
 def test_sign_and_attest_of_a_variant_id_vouch_only_for_what_this_checkout_built(
     builder: BuilderCli, docker_engine: str, registry_address: str, unique_repo: str, project: Path, tmp_path: Path
 ) -> None:
-    """`builder sign VARIANT` signs the digest the variant's moving tag names. Anyone who can push
+    """`builder sign VARIANT` (and `attest`, `sbom --key`) signs the digest the variant's moving tag
+    names. Anyone who can push
     can move that tag: a digest this checkout did not build as the variant is exit 15 with nothing
     written, and the message gives the command that signs it by digest (the user's own word)."""
     from tests.integration.test_promote_support import push_image
 
     env = {"BUILDER_KEY_PASSWORD": "pw-for-test"}
-    assert builder(project, "keys", "generate", "--json", env=env).code == 0
+    keys = builder(project, "keys", "generate", "--json", env=env)
+    assert keys.code == 0, keys.stderr
+    key = json.loads(keys.stdout)["private_key"]
     built = builder(project, "build", "--json", "--select", "tiny2*", "--no-sign", env=env)
     assert built.code == 0, built.stderr[-3000:]
     ours = json.loads(built.stdout)["images"][0]["digest"]
@@ -185,7 +188,7 @@ def test_sign_and_attest_of_a_variant_id_vouch_only_for_what_this_checkout_built
     predicate = tmp_path / "note.json"
     predicate.write_text('{"note": "a release note"}')
     attest = ("attest", B, "--predicate-type", "https://example.com/note/v1", "--predicate", str(predicate))
-    for args in (("sign", B), attest):
+    for args in (("sign", B), attest, ("sbom", B, "--key", key)):
         refused = builder(project, *args, "--json", env=env)
         assert refused.code == 15, refused.stderr[-3000:]
         error = json.loads(refused.stdout)["error"]
