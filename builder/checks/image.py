@@ -121,10 +121,12 @@ def facts_from_config(
     config: Mapping[str, Any], *, repository: str, digest: str, platform_digest: str, platform: str | None
 ) -> ImageFacts:
     """Build ImageFacts from an OCI image config document (pure; tested on real configs)."""
-    cfg = config.get("config") or {}
-    labels: dict[str, str] = {str(k): str(v) for k, v in (cfg.get("Labels") or {}).items()}
+    cfg = config.get("config")
+    cfg = cfg if isinstance(cfg, dict) else {}  # an image's config is its pusher's: any JSON shape
+    raw_labels, raw_env = cfg.get("Labels"), cfg.get("Env")
+    labels: dict[str, str] = {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, dict) else {}
     env: dict[str, str] = {}
-    for item in cfg.get("Env") or []:
+    for item in raw_env if isinstance(raw_env, list) else []:
         k, _, v = str(item).partition("=")
         env[k] = v
     sources: dict[str, str] = {}

@@ -314,7 +314,7 @@ def _sm_coverage(target: str, archs: tuple[str, ...]) -> ArchCoverage:
     ptx: list[tuple[int, int]] = []
     for listed_arch in archs:
         base = listed_arch.lower().rstrip("af")  # sm_90a / sm_100f are arch-specific: treat as their base
-        mm = re.fullmatch(r"(sm|compute)_(\d+)", base)
+        mm = re.fullmatch(r"(sm|compute)_(\d{2,4})", base)  # a label's claim: sm_<5,000 digits> is no arch
         if not mm:
             continue
         d = mm.group(2)

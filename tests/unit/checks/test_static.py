@@ -121,3 +121,16 @@ def test_fleet_verdict_applies_the_image_vendor(tmp_path: Path) -> None:
     doc = check.to_json()
     assert doc["fleet"] == "mixed" and doc["header"].startswith("fleet mixed: ok")
     assert [(c["cluster"], c["applies"]) for c in doc["clusters"]] == [("a100", True), ("mi300x", False)]
+
+
+def test_a_hostile_config_is_facts_with_nothing_claimed_never_a_traceback() -> None:
+    """An image's config is whatever its pusher wrote: Labels as a list, Env as a number, config as a
+    string, and a gpu-archs label with an arch of 5,000 digits (Python refuses to convert more than
+    4,300) read as no labels, no environment and no such arch."""
+    for doc in ({"config": {"Labels": ["a", "b"], "Env": 3}}, {"config": "x"}, {"config": {"Labels": None}}):
+        facts = facts_from_config(doc, repository="r", digest="d", platform_digest="d", platform=None)
+        assert facts.gpu_archs in ((), None), facts
+    from builder.compat.frameworks import arch_coverage
+
+    coverage = arch_coverage("9.0", ("sm_" + "9" * 5000,))
+    assert coverage.covered is not True, coverage
