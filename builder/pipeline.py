@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 from typing_extensions import TypedDict
 
 from builder.build.run import BuiltImageDocument, built_json
-from builder.errors import BuilderError, BuildFailedError, CheckFailedError
+from builder.errors import BuilderError, BuildFailedError, CheckFailedError, PromotionConflictError
 from builder.models import SummaryRow
 from builder.publish import sign_earlier
 from builder.selection import Selection
@@ -99,8 +99,8 @@ class VariantRunDocument(TypedDict):
 
 
 class RunDocument(TypedDict):
-    """``builder run --json``: ``ok`` when every build succeeded (denials are reported, not
-    failures), wall time in ``seconds`` and every variant."""
+    """``builder run --json``: ``ok`` when every build succeeded and no stage promotion ended in
+    an error (denials are reported, not failures), wall time in ``seconds`` and every variant."""
 
     ok: bool
     seconds: float
@@ -139,12 +139,14 @@ class CheckOutcome:
 
 @dataclasses.dataclass(frozen=True)
 class StageOutcome:
-    """One stage for one variant: ``status`` promoted | already | denied | error."""
+    """One stage for one variant: ``status`` promoted | already | denied | error; ``error``: what
+    made it ``error`` (the command then ends with it, after the summary)."""
 
     stage: str
     status: StageStatus
     reasons: tuple[str, ...] = ()
     destination: str | None = None
+    error: BuilderError | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def short_reasons(self) -> tuple[str, ...]:
@@ -210,10 +212,17 @@ class RunReport:
             rows.append(SummaryRow(v.variant_id, v.built.digest or "", ", ".join(status), v.reached or ""))
         return tuple(rows)
 
+    @property
+    def ok(self) -> bool:
+        """Every build succeeded and no stage promotion ended in an error (denials are not errors)."""
+        return not self.failed_builds and not any(s.status == "error" for v in self.variants for s in v.stages)
+
     def raise_for_failures(self) -> None:
         """BuildFailedError (14) naming each variant that failed to build and its log, with the
-        whole report under ``details['summary']``; nothing when every build succeeded (denials
-        are reported, not errors)."""
+        whole report under ``details['summary']``; else the first stage promotion that ended in an
+        error (its own error and exit code: 32 for a tag moved meanwhile, 5 for a registry gone,
+        ...), the report added under ``details['summary']``; nothing when every build and stage
+        succeeded or was denied (denials are reported, not errors)."""
         failed = self.failed_builds
         if failed:
             raise BuildFailedError(
@@ -221,10 +230,14 @@ class RunReport:
                 + ", ".join(f"{v.variant_id} (log {v.built.log_path})" for v in failed),
                 summary=self.to_json(),
             )
+        errors = [s.error for v in self.variants for s in v.stages if s.status == "error" and s.error is not None]
+        if errors:
+            errors[0].details.setdefault("summary", self.to_json())
+            raise errors[0]
 
     def to_json(self) -> RunDocument:
         return {
-            "ok": not self.failed_builds,
+            "ok": self.ok,
             "seconds": round(self.seconds, 3),
             "variants": [v.to_json() for v in self.variants],
         }
@@ -397,7 +410,13 @@ def promote_through(
         [o] = promote_many(promotion, [target], stage, ticket=ticket, confirm=False)
         plan = o.plan
         if plan is not None and plan.digest != built.digest and plan.from_stage == "build":
-            out.append(StageOutcome(stage, "error", (f"the build tag names {plan.digest}, not {built.digest}",)))
+            moved = PromotionConflictError(
+                f"{built.variant_id}: the build tag names {plan.digest}, not {built.digest} (built or checked "
+                f"by this run): someone moved it meanwhile; nothing was promoted to {stage}",
+                hint="find who pushes to the variant's tag (builder status, the registry's logs), then run again",
+            )
+            reason = f"the build tag names {plan.digest}, not {built.digest}"
+            out.append(StageOutcome(stage, "error", (reason,), error=moved))
             break
         if o.error is None and plan is not None and plan.already:
             out.append(StageOutcome(stage, "already", destination=plan.destination.pinned(plan.digest or "")))
@@ -414,7 +433,7 @@ def promote_through(
             out.append(StageOutcome(stage, "denied", reasons))
         else:
             reasons = (o.error.message,) if o.error else ("no plan",)
-            out.append(StageOutcome(stage, "error", reasons))
+            out.append(StageOutcome(stage, "error", reasons, error=o.error))
         break
     return tuple(out)
 

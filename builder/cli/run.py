@@ -136,9 +136,9 @@ def run(
 
     with steps:
         report = app.app.run_pipeline(request, on_progress=progress, on_key=key_generated)
-    if report.failed_builds and not app.json_output:
+    if not report.ok and not app.json_output:
         _summary(report, cfg)
-    if report.failed_builds:  # the step summary lists the failures too (the error below ends the command)
+    if not report.ok:  # the step summary lists the failures too (the error below ends the command)
         from builder.cli.github import report_result
 
         report_result(report)

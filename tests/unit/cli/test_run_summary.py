@@ -4,6 +4,7 @@ width (the policy text was squeezed into the variant column, and nothing said th
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from typing import TYPE_CHECKING
 
@@ -71,3 +72,22 @@ def test_summary_at_80_columns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert "  checks passed earlier: their signed results were reused (nothing re-ran)" in lines
     prose = [line for line in lines if not line.lstrip().startswith(("docker", "cosign", "prod needs approvals"))]
     assert max(len(line) for line in prose) <= 80, body
+
+
+def test_a_stage_that_ended_in_an_error_fails_the_run_with_its_own_exit_code() -> None:
+    """`builder run` exited 0 when a stage's promotion failed (the variant's tag moved meanwhile:
+    "dev error: the build tag names …"): denials are reported, errors end the command."""
+    import pytest
+
+    from builder.errors import PromotionConflictError
+
+    report = _report()
+    assert report.ok and report.to_json()["ok"]
+    report.raise_for_failures()  # prod denied: reported, not an error
+    moved = PromotionConflictError("the build tag names sha256:b…, not sha256:a…")
+    variant = dataclasses.replace(report.variants[0], stages=(StageOutcome("dev", "error", ("moved",), error=moved),))
+    failed = dataclasses.replace(report, variants=(variant, *report.variants[1:]))
+    assert not failed.ok and failed.to_json()["ok"] is False
+    with pytest.raises(PromotionConflictError) as err:
+        failed.raise_for_failures()
+    assert err.value.exit_code == 32 and err.value.details["summary"]["ok"] is False
