@@ -211,17 +211,20 @@ def _run(
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=text,
         cwd=cwd,
         env=child_environment(env),
         start_new_session=True,  # its own process group: interrupt() reaches grandchildren
     )
+    data = input.encode() if isinstance(input, str) else input
     with _tracked(child, track=not cleaning) as proc:
+        captured = _Captured(proc, data)
         try:
-            stdout, stderr = proc.communicate(input, timeout=timeout)
+            proc.wait(timeout=timeout)
+            stdout, stderr = captured.result(text)
         except subprocess.TimeoutExpired:
             _signal_group(proc, signal.SIGKILL)
-            stdout, stderr = proc.communicate()
+            proc.wait()
+            stdout, stderr = captured.result(text, wait=GRACE)
             raise subprocess.TimeoutExpired(argv, timeout or 0.0, output=stdout, stderr=stderr) from None
         except BaseException:
             terminate(proc)
@@ -229,6 +232,89 @@ def _run(
         if not cleaning:
             _refuse_when_interrupted()
         return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+CAPTURE_LIMIT = 16 * 1024 * 1024
+"""The most bytes of one output stream (stdout or stderr) :func:`run` keeps: its first and last
+halves, with a line saying how much was left out between them. A command's output is as long
+as its author wants (an image's ``python3`` replaced by ``yes`` fills memory at tens of MB/s);
+every output builder parses (``docker inspect``, ``nvidia-smi -q``, a check's JSON) is far
+shorter."""
+
+
+class _Capture:
+    """One output stream's bytes, bounded by :data:`CAPTURE_LIMIT` (head and tail kept)."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_size = 0
+        self.left_out = 0
+
+    def feed(self, chunk: bytes) -> None:
+        half = CAPTURE_LIMIT // 2
+        room = half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail.append(chunk)
+        self.tail_size += len(chunk)
+        while self.tail_size - len(self.tail[0]) >= half:  # whole chunks past the kept tail
+            self.left_out += len(self.tail[0])
+            self.tail_size -= len(self.tail.popleft())
+
+    def value(self) -> bytes:
+        tail = b"".join(self.tail)
+        if not self.left_out:
+            return bytes(self.head) + tail
+        return bytes(self.head) + f"\n[... {self.left_out} bytes of output left out ...]\n".encode() + tail
+
+
+class _Captured:
+    """A child's stdout and stderr read by two threads into :class:`_Capture` buffers (and
+    ``data`` written to its stdin by a third): bounded memory, unlike ``Popen.communicate``."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], data: bytes | None) -> None:
+        self.out, self.err = _Capture(), _Capture()
+        self.threads = [
+            threading.Thread(target=_drain, args=(proc.stdout, self.out), daemon=True),
+            threading.Thread(target=_drain, args=(proc.stderr, self.err), daemon=True),
+        ]
+        if data is not None:
+            self.threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
+        for t in self.threads:
+            t.start()
+
+    def result(self, text: bool, wait: float | None = None) -> tuple[Any, Any]:
+        """(stdout, stderr) once both streams ended (or after ``wait`` seconds: what arrived), as
+        text (the locale's encoding, undecodable bytes replaced, universal newlines) or bytes."""
+        for t in self.threads:
+            t.join(wait)
+        out, err = self.out.value(), self.err.value()
+        if not text:
+            return out, err
+        import locale
+
+        encoding = locale.getpreferredencoding(False)
+
+        def decoded(b: bytes) -> str:
+            return b.decode(encoding, errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+        return decoded(out), decoded(err)
+
+
+def _drain(pipe: Any, capture: _Capture) -> None:  # noqa: ANN401  (a Popen pipe: BufferedReader)
+    with contextlib.suppress(OSError, ValueError):  # closed under us: what was read is kept
+        while chunk := pipe.read1(65536):
+            capture.feed(chunk)
+
+
+def _feed(pipe: Any, data: bytes) -> None:  # noqa: ANN401  (a Popen pipe: BufferedWriter)
+    with contextlib.suppress(OSError, ValueError):  # BrokenPipeError: the child stopped reading
+        pipe.write(data)
+        pipe.close()
 
 
 @contextlib.contextmanager
@@ -280,7 +366,8 @@ def stream(
     with _tracked(child) as proc:
         try:
             assert proc.stdout is not None
-            for raw in proc.stdout:
+            out = proc.stdout
+            for raw in iter(lambda: out.readline(LINE_LIMIT), ""):  # a line without end comes in pieces
                 line = raw.rstrip("\n")
                 tail.append(line)
                 on_line(line)
@@ -290,6 +377,11 @@ def stream(
             raise
         _refuse_when_interrupted()
         return code, tuple(tail)
+
+
+LINE_LIMIT = 64 * 1024
+"""The longest piece of one output line :func:`stream` passes on (characters): a line longer than
+that (a command printing without newlines) arrives in pieces, so memory stays bounded."""
 
 
 def _wait(proc: subprocess.Popen[Any]) -> int:

@@ -133,3 +133,34 @@ def test_main_exits_128_plus_signal_with_a_message(sig: signal.Signals, code: in
     assert proc.returncode == code, out + err
     assert f"interrupted by {sig.name}" in err
     assert f"::error title=interrupted::interrupted by {sig.name}" in err
+
+
+FLOOD = "import sys\nwhile True:\n    sys.stdout.buffer.write(b'A' * 65535 + b'\\n')\n"
+
+
+def test_an_endless_output_is_kept_to_its_first_and_last_part() -> None:
+    """A command that prints without end (an image whose python3 is `yes`): run keeps at most
+    CAPTURE_LIMIT bytes of it, head and tail, and the timeout still ends it."""
+    with pytest.raises(subprocess.TimeoutExpired) as err:
+        process.run([sys.executable, "-c", FLOOD], timeout=3)
+    out = err.value.output
+    assert isinstance(out, str) and "bytes of output left out" in out
+    assert len(out) < process.CAPTURE_LIMIT + 200
+
+
+def test_a_long_output_that_ends_is_whole_below_the_limit_and_trimmed_above_it() -> None:
+    small = process.run([sys.executable, "-c", "print('x' * 100000); print('end')"], timeout=60)
+    assert small.stdout == "x" * 100000 + "\nend\n"
+    n = process.CAPTURE_LIMIT // 65536 + 8
+    script = f"import sys\nfor i in range({n}): sys.stdout.write(str(i % 10) * 65535 + '\\n')\nprint('last')"
+    big = process.run([sys.executable, "-c", script], timeout=120)
+    assert big.stdout.startswith("0" * 65535) and big.stdout.endswith("last\n")
+    assert "bytes of output left out" in big.stdout and len(big.stdout) < process.CAPTURE_LIMIT + 200
+
+
+def test_stream_passes_a_line_without_end_in_pieces() -> None:
+    pieces: list[int] = []
+    code, _tail = process.stream(
+        [sys.executable, "-c", "import sys; sys.stdout.write('y' * 300000)"], on_line=lambda s: pieces.append(len(s))
+    )
+    assert code == 0 and sum(pieces) == 300000 and max(pieces) <= process.LINE_LIMIT
