@@ -37,7 +37,7 @@ from builder.registry.manifest import (
     canonical_json,
     parse_json_object,
 )
-from builder.registry.reference import fallback_tag, is_sha256_digest, join_reference, sha256_digest
+from builder.registry.reference import fallback_tag, is_digest, is_sha256_digest, join_reference, sha256_digest
 from builder.registry.transport import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_DELAY,
@@ -145,7 +145,11 @@ class RegistryClient:
     ) -> Response:
         """One HTTP request (see :meth:`Transport.request`); raises the builder error for the status.
         The answer is a :class:`builder.registry.response.Response` (``status_code``, ``headers``,
-        ``url``, ``content``; with ``stream=True`` the caller reads and closes it)."""
+        ``url``, ``content``; with ``stream=True`` the caller reads and closes it). A blob path whose
+        digest is no digest (a manifest's ``sha256:../../x``) is RegistryError (exit 7), never sent."""
+        blob = path.partition("/blobs/")[2].partition("?")[0]
+        if blob and not blob.startswith("uploads/") and not is_digest(blob):
+            raise RegistryError(f"{ref or path}: {blob!r} is not a digest (algorithm:hex); nothing was requested")
         return self.transport.request(method, path, ref=ref, ok=ok, scopes=scopes, headers=headers, **kw)
 
     def credential(self) -> Credential | None:

@@ -126,6 +126,12 @@ def is_tag(text: str) -> bool:
     return _TAG_RE.fullmatch(text) is not None
 
 
+def is_digest(text: str) -> bool:
+    """Whether ``text`` is a whole OCI digest ``algorithm:encoded`` (a sha256 one with 64 lowercase
+    hex: https://github.com/opencontainers/image-spec/blob/main/descriptor.md#digests)."""
+    return _DIGEST_RE.fullmatch(text) is not None and (not text.startswith("sha256:") or is_sha256_digest(text))
+
+
 def is_sha256_digest(text: str) -> bool:
     """Whether ``text`` is a whole ``sha256:<64 lowercase hex>`` digest (the OCI image spec's
     registered sha256 form: https://github.com/opencontainers/image-spec/blob/main/descriptor.md#digests)."""
@@ -154,7 +160,7 @@ def parse_reference(ref: str, default_registry: str) -> Reference:
     digest: str | None = None
     if "@" in text:
         text, digest = text.split("@", 1)
-        if not _DIGEST_RE.fullmatch(digest) or (digest.startswith("sha256:") and not _SHA256_RE.fullmatch(digest)):
+        if not is_digest(digest):
             shape = "sha256:<64 hex digits>" if digest.startswith("sha256:") else "<algorithm>:<hex>"
             raise bad(f"digest {digest!r} is not {shape} (copy the whole digest, not a short form)")
     tag: str | None = None

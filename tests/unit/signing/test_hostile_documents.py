@@ -104,3 +104,15 @@ def test_deep_nesting_in_keyless_annotations_and_image_files_is_bad_input_not_a_
         _log_entry(DEEP.decode())
     assert "does not parse" in _annotations_match(DEEP.decode(), {}, "")
     assert _cuda_json(DEEP.decode()) is None
+
+
+def test_a_layer_digest_that_is_no_digest_is_never_put_in_a_request_path() -> None:
+    """A manifest names its layers' digests; a crafted ``sha256:../../x`` would become a blob URL
+    path the server normalises elsewhere: refused before any request (exit 7)."""
+    from builder.registry import RegistryClient
+
+    client = RegistryClient("127.0.0.1:9", insecure=True)  # nothing listens: a request would fail otherwise
+    for digest in ("sha256:../../../../tmp/pwn", "sha256:" + "A" * 64, "../x", "sha256:ab"):
+        with pytest.raises(RegistryError, match="is not a digest"):
+            client.get_blob("r/x", digest)
+    assert client.requests_sent == 0
