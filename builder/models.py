@@ -145,6 +145,12 @@ class BuiltImage:
     error: str | None = None
 
     @property
+    def failure_note(self) -> str:
+        """Where a failed variant's cause is told: ``log <path>`` when a build ran, else its error
+        (signing refused before any build, for instance)."""
+        return f"log {self.log_path}" if self.log_path else (self.error or "no log")
+
+    @property
     def pinned(self) -> str:
         return f"{self.reference}@{self.digest}"
 

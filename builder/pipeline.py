@@ -227,7 +227,7 @@ class RunReport:
         if failed:
             raise BuildFailedError(
                 f"{len(failed)} of {len(self.variants)} variant(s) failed to build: "
-                + ", ".join(f"{v.variant_id} (log {v.built.log_path})" for v in failed),
+                + ", ".join(f"{v.variant_id} ({v.built.failure_note})" for v in failed),
                 summary=self.to_json(),
             )
         errors = [s.error for v in self.variants for s in v.stages if s.status == "error" and s.error is not None]

@@ -255,7 +255,7 @@ def raise_for_failures(run: BuildRun) -> None:
         )
     raise BuildFailedError(
         f"{len(run.failed)} of {len(run.results)} variant(s) failed: "
-        + ", ".join(f"{b.variant_id} (log {b.log_path})" for b in run.failed),
+        + ", ".join(f"{b.variant_id} ({b.failure_note})" for b in run.failed),
         failed=failed,
         summary=run.to_json(),
     )

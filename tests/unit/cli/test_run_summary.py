@@ -91,3 +91,18 @@ def test_a_stage_that_ended_in_an_error_fails_the_run_with_its_own_exit_code() -
     with pytest.raises(PromotionConflictError) as err:
         failed.raise_for_failures()
     assert err.value.exit_code == 32 and err.value.details["summary"]["ok"] is False
+
+
+def test_a_variant_refused_before_any_build_names_its_error_not_a_log() -> None:
+    """A variant that failed without a build (signing refused: no log file) was named "(log None)"."""
+    import pytest
+
+    from builder.errors import BuildFailedError
+
+    report = _report()
+    why = "tag-conflict: … which this checkout did not push"
+    refused = dataclasses.replace(report.variants[0].built, status="failed", log_path=None, error=why)
+    failed = dataclasses.replace(report, variants=(dataclasses.replace(report.variants[0], built=refused),))
+    with pytest.raises(BuildFailedError) as err:
+        failed.raise_for_failures()
+    assert f"({why})" in err.value.message and "None" not in err.value.message
