@@ -427,7 +427,11 @@ class VerifyRequest:
                 hint="pass the builder.pub / cosign.pub file, or the keyless signer's identity and issuer",
             )
         if self.attestations_only and not self.predicate_types:
-            raise ConfigError("--attestations-only needs at least one --attestation TYPE")
+            raise ConfigError(
+                "--attestations-only needs at least one --attestation TYPE",
+                hint="name the attestation to require instead of a signature, e.g. "
+                "--attestation https://slsa.dev/provenance/v1",
+            )
         for ptype in self.predicate_types:
             check_predicate_type(ptype, "--attestation")
 

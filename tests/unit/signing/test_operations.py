@@ -15,8 +15,9 @@ from builder.signing.operations import VerifyRequest, check_predicate_type, gene
 def test_verify_request_needs_a_key_or_an_identity() -> None:
     with pytest.raises(ConfigError, match="at least one --key"):
         VerifyRequest().check()
-    with pytest.raises(ConfigError, match="--attestations-only needs"):
+    with pytest.raises(ConfigError, match="--attestations-only needs") as err:
         VerifyRequest(key_files=(Path("k.pub"),), attestations_only=True).check()
+    assert "--attestation https://" in err.value.hint and "builder.toml" not in err.value.hint
     VerifyRequest(identities=("me@example.com",), issuer="https://issuer.example").check()
     with pytest.raises(ConfigError, match="--attestation 'slsaprovenance' is not a URI"):
         VerifyRequest(key_files=(Path("k.pub"),), predicate_types=("slsaprovenance",)).check()
