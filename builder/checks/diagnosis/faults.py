@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from builder.checks.diagnosis.model import FailureRule, patterns
+from builder.checks.diagnosis.model import FailureRule, captured, patterns
 
 if TYPE_CHECKING:
     from builder.checks.diagnosis.model import Context
@@ -113,19 +113,19 @@ def facts_driver_fault(text: str, _ctx: Context) -> dict[str, Any]:
     xids = xid_codes(text)
     if xids:
         facts["xid"] = list(xids)
-    m = re.search(r"device (?:bearing )?minor number (\d+)", text)
-    if m:
-        facts["device_minor"] = int(m.group(1))
-    m = re.search(r"init of IP block <(\w+)> failed", text)
-    if m:
-        facts["ip_block"] = m.group(1)
-    m = re.search(r"amdgpu: probe of \S+ failed with error (-\d+)", text)
-    if m:
-        facts["probe_error"] = int(m.group(1))
-    m = re.search(r"Failed to load firmware \"?([\w/.-]+)", text)
-    if m:
-        facts["firmware"] = m.group(1)
-    return facts
+    found = captured(
+        text,
+        {
+            "device_minor": r"device (?:bearing )?minor number (\d+)",
+            "ip_block": r"init of IP block <(\w+)> failed",
+            "probe_error": r"amdgpu: probe of \S+ failed with error (-\d+)",
+            "firmware": r"Failed to load firmware \"?([\w/.-]+)",
+        },
+    )
+    for number in ("device_minor", "probe_error"):
+        if number in found:
+            found[number] = int(found[number])
+    return facts | found
 
 
 def facts_uvm(text: str, _ctx: Context) -> dict[str, Any]:
