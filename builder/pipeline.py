@@ -464,19 +464,20 @@ def run_pipeline(
         raise error
     start = time.monotonic()
     progress = on_progress or (lambda _v, _s, _d: None)
+    by_id = {r.variant.id: r for r in rendered}
     run = build_variants(
         rendered,
         options,
         client=client,
         on_built=on_built,
         on_progress=lambda v, e, d: progress(v, f"build:{e}", d),
+        # signed or refused before its variant tag moves: a refused digest is given no tag
+        vet=lambda b: sign_earlier(b, client, on_built, by_id, sign_keys, progress, state_dir=options.state_dir),
     )
     if host_probe is None:
         host_probe = _default_host_probe()
-    by_id = {r.variant.id: r for r in rendered}
     results: list[VariantRun] = []
-    for result in run.results:
-        built = sign_earlier(result, client, on_built, by_id, sign_keys, progress, state_dir=options.state_dir)
+    for built in run.results:
         if built.status == "failed":
             results.append(VariantRun(built.variant_id, built, None, ()))
             continue

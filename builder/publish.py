@@ -246,8 +246,9 @@ def build_images(
     built); else every variant of ``rendered`` built and pushed (:func:`build_variants`) and, per
     ``signing`` (keys through ``signer_of``), each pushed digest signed with its SLSA provenance
     (the git commit of ``source_root``); with a key, a digest built earlier that carries no valid
-    signature and provenance by it is signed too (status ``signed``, :func:`sign_earlier`; keyless
-    signing leaves earlier digests as they are). Nothing selected: an empty run. Failed variants
+    signature and provenance by it is signed too (status ``signed``, :func:`sign_earlier`, decided
+    before its variant tag is moved: a refused digest moves no tag; keyless signing leaves earlier
+    digests as they are). Nothing selected: an empty run. Failed variants
     are in the run; raises before building what ``build_variants`` and
     :meth:`SigningRequest.resolve` raise, registry errors while checking earlier signatures."""
     if dry_run:
@@ -266,13 +267,13 @@ def build_images(
             keyless=chosen if isinstance(chosen, KeylessSetup) else None,
             bundle=signing.bundle,
         )
-    run = build_variants(rendered, options, client=client, on_built=on_built, on_progress=on_progress)
-    if chosen is None or isinstance(chosen, KeylessSetup):
-        return run
-    keys = (signer_public_key(chosen),)
-    by_id = {r.variant.id: r for r in rendered}
-    progress = on_progress or (lambda _v, _e, _d: None)
-    results = tuple(
-        sign_earlier(b, client, on_built, by_id, keys, progress, state_dir=options.state_dir) for b in run.results
-    )
-    return dataclasses.replace(run, results=results)
+    vet = None
+    if chosen is not None and not isinstance(chosen, KeylessSetup):
+        keys = (signer_public_key(chosen),)
+        by_id = {r.variant.id: r for r in rendered}
+        progress = on_progress or (lambda _v, _e, _d: None)
+
+        def vet(built: BuiltImage) -> BuiltImage:  # before its variant tag moves: a refused digest keeps none
+            return sign_earlier(built, client, on_built, by_id, keys, progress, state_dir=options.state_dir)
+
+    return build_variants(rendered, options, client=client, on_built=on_built, on_progress=on_progress, vet=vet)

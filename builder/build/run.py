@@ -269,6 +269,7 @@ def build_variants(
     on_built: Callable[[BuiltImage, RenderedImage], None] | None = None,
     on_progress: ProgressFn | None = None,
     engine_ping: Callable[[], object] | None = None,
+    vet: Callable[[BuiltImage], BuiltImage] | None = None,
 ) -> BuildRun:
     """Plan, then build every variant whose content tag is missing (see module docstring).
 
@@ -277,7 +278,11 @@ def build_variants(
     ``up-to-date``, ``retagged`` (an up-to-date variant's moving tag pointed elsewhere and was
     moved back), ``building``, ``step`` (detail: the BuildKit step started, ``#N [stage] step``),
     ``pushed``, ``built``, ``failed``. Returns a :class:`BuildRun`
-    (failed variants are in it; nothing raises for them). Raises, before building anything:
+    (failed variants are in it; nothing raises for them). ``vet(built)`` decides on an image found
+    up to date before its variant tag is moved to it (``builder.publish.sign_earlier``: sign it, or
+    refuse a digest this checkout did not push); its result is the variant's, and a ``failed`` one
+    leaves the variant tag where it was, so nothing is retagged to a digest the build refuses.
+    Raises, before building anything:
     UnpinnedBaseError, ConfigError (bad tags), RegistryUnavailableError/RegistryAuthError (look-ups),
     EngineUnavailableError (no engine while something must be built). When every build failed
     for the same infrastructure reason (engine or registry gone), that error is raised.
@@ -302,11 +307,7 @@ def build_variants(
     for p in plan:
         if p.action == "up-to-date":
             assert p.existing_digest is not None
-            if found.get((p.repository, p.variant_tag)) != p.existing_digest:
-                # e.g. a template change was reverted: the variant tag goes back to this image
-                move_tag(client, p.repository, p.variant_tag, p.existing_digest)
-                progress(p.variant_id, "retagged", f"{p.variant_tag} -> {p.existing_digest}")
-            results[p.variant_id] = BuiltImage(
+            earlier = BuiltImage(
                 variant_id=p.variant_id,
                 reference=p.reference,
                 digest=p.existing_digest,
@@ -314,6 +315,13 @@ def build_variants(
                 status="up-to-date",
                 platforms=(p.rendered.variant.platform,),
             )
+            results[p.variant_id] = earlier = vet(earlier) if vet is not None else earlier
+            if earlier.status == "failed":  # refused (vet reported why): the variant tag stays
+                continue
+            if found.get((p.repository, p.variant_tag)) != p.existing_digest:
+                # e.g. a template change was reverted: the variant tag goes back to this image
+                move_tag(client, p.repository, p.variant_tag, p.existing_digest)
+                progress(p.variant_id, "retagged", f"{p.variant_tag} -> {p.existing_digest}")
             progress(p.variant_id, "up-to-date", p.existing_digest)
     todo = [p for p in plan if p.action == "build"]
     if todo:

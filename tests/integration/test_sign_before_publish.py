@@ -200,3 +200,38 @@ def test_sign_and_attest_of_a_variant_id_vouch_only_for_what_this_checkout_built
     signed = builder(project, "sign", B, "--json", env=env)
     assert signed.code == 0, signed.stderr[-3000:]
     assert client.try_resolve(unique_repo, f"sha256-{ours[7:]}.sig") is not None
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [(("build", "--sign"), 15), (("run", "--to", "dev", "--policy", str(ROOT / "policies" / "default.yaml")), 14)],
+)
+def test_a_refused_foreign_digest_does_not_move_the_variant_tag(
+    builder: BuilderCli,
+    docker_engine: str,
+    registry_address: str,
+    unique_repo: str,
+    project: Path,
+    command: tuple[str, ...],
+    code: int,
+) -> None:
+    """A foreign push under the content tag, then `build --sign` (exit 15) or `run`, which signs
+    (exit 14, its build failed with tag-conflict): the moving variant tag stays on the build it
+    named. Before, the plan pointed it at the foreign digest before the signing decision refused
+    that digest, so `promote VARIANT --to dev` would carry it on."""
+    from tests.integration.test_promote_support import push_image
+
+    env = {"BUILDER_KEY_PASSWORD": "pw-for-test"}
+    assert builder(project, "keys", "generate", "--json", env=env).code == 0
+    unsigned = builder(project, "build", "--json", "--select", "tiny2*", "--no-sign", env=env)
+    assert unsigned.code == 0, unsigned.stderr[-3000:]
+    [image] = json.loads(unsigned.stdout)["images"]
+    client = RegistryClient(registry_address, insecure=True)
+    assert client.resolve(unique_repo, B) == image["digest"]
+    evil = push_image(client, unique_repo, image["content_tag"], content=b"foreign push")
+    attacked = builder(project, *command, "--json", "--select", "tiny2*", env=env)
+    assert attacked.code == code, attacked.stderr[-3000:]
+    assert evil in json.loads(attacked.stdout)["error"]["message"]
+    assert client.resolve(unique_repo, B) == image["digest"]  # the variant tag: not moved to the refused digest
+    assert "retagged" not in attacked.stderr
+    assert client.try_resolve(unique_repo, f"sha256-{evil[7:]}.sig") is None
