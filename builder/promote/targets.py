@@ -284,6 +284,26 @@ def _check_tag_claim(variants: Sequence[Variant], vid: str, name: str) -> None:
         )
 
 
+def _check_platform_of(scope: TargetScope, built: str, tagged: str, index: str, digest: str, name: str) -> None:
+    """When ``tagged`` (the content tag, in ``built``) names an index (``index``) that lists
+    ``digest`` as one of its platform manifests, NotFoundError (exit 8) saying so, with the command
+    that promotes the index: a multi-platform build is promoted whole, its signature and records
+    are the index's. Otherwise nothing (one GET of ``index``; registry errors raise). The index
+    media types: https://github.com/opencontainers/image-spec/blob/v1.1.0/image-index.md"""
+    listed = scope.clients(scope.registry).get_manifest(built, index)
+    child = next((d for d in listed.manifests if d.digest == digest), None)
+    if child is None:
+        return
+    platform = f" ({child.platform})" if child.platform is not None else ""
+    raise NotFoundError(
+        f"{name} is a platform manifest{platform} of the index {index} that the content tag {tagged} "
+        "names: a multi-platform build is promoted as its whole index",
+        hint=f"promote the index instead: builder promote {scope.registry}/{built}@{index} --to STAGE "
+        "(its platform manifests go with it)",
+        reference=name,
+    )
+
+
 def _check_label_claim(
     scope: TargetScope, variants: Sequence[Variant], vid: str, ref: Reference, name: str, content_hash: str | None
 ) -> None:
@@ -316,7 +336,10 @@ def _check_label_claim(
             "to name the variant yourself",
         )
     tag = f"{vid}-{content_hash[:12]}" if content_hash and is_sha256_digest(f"sha256:{content_hash}") else None
-    if tag is None or scope.clients(scope.registry).try_resolve(built, tag) != ref.digest:
+    named = scope.clients(scope.registry).try_resolve(built, tag) if tag is not None else None
+    if tag is None or named != ref.digest:
+        if tag is not None and named is not None and ref.digest is not None:
+            _check_platform_of(scope, built, f"{built}:{tag}", named, ref.digest, name)
         why = f"{built}:{tag} does not name this digest" if tag else "the image has no content-hash label"
         raise NotFoundError(
             f"the {VARIANT_LABEL} label of {name} claims variant {vid!r}, but no build of that variant "
