@@ -344,7 +344,9 @@ def check_reference(
     if result.host.vendor in ("nvidia", "amd") and result.mode in ("nvidia", "amd"):
         result = with_measured_step(result, measuring)
     if placement is not None:
-        result = dataclasses.replace(result, placement=placement())
+        where = placement()
+        found = result.diagnosis.on_node(where.node) if result.diagnosis is not None else None  # the fix names it
+        result = dataclasses.replace(result, placement=where, diagnosis=found)
     key = request.key or default_key
     attest = request.attest if request.attest is not None else (request.key is not None or key.exists())
     attestation = None

@@ -86,6 +86,11 @@ class DiagnosisDocument(TypedDict):
     also_matched: list[str]
 
 
+#: how a fix addresses the machine the check ran on ("on the host: upgrade the driver ..."): the one
+#: phrase the fixes use for it, named by :meth:`Diagnosis.on_node` when that machine is a known node
+HOST_ADDRESS = re.compile(r"\bon the host\b")
+
+
 @dataclasses.dataclass(frozen=True)
 class Diagnosis:
     """The answer: ``key`` (failure kind), ``at_fault`` (layer that is wrong), ``noticed_by``
@@ -100,6 +105,15 @@ class Diagnosis:
     facts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     evidence: tuple[str, ...] = ()
     also_matched: tuple[str, ...] = ()
+
+    def on_node(self, node: str | None) -> Diagnosis:
+        """This diagnosis of a check that ran on the cluster node ``node`` (a Slurm node, a cluster
+        engine's host name): the fix says ``on node NAME`` wherever it says ``on the host``
+        (:data:`HOST_ADDRESS`), so the reader knows which machine to act on. ``node`` None or empty
+        (not known): unchanged."""
+        if not node:
+            return self
+        return dataclasses.replace(self, fix=HOST_ADDRESS.sub(f"on node {node}", self.fix))
 
     def to_json(self) -> DiagnosisDocument:
         return {
