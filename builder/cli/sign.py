@@ -23,8 +23,9 @@ from builder.cli._common import (
     keyless_options,
 )
 from builder.errors import SigningKeyError
+from builder.predicates import display_name
 from builder.signing.fingerprints import short_fingerprint
-from builder.signing.report import check_result, predicate_label, signer_label, unnamed_signers
+from builder.signing.report import check_result, signer_label, unnamed_signers
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -327,7 +328,7 @@ def _what(item: VerifiedItem) -> str:
 
     if item.kind != "attestation":
         return "-"
-    label = escape(predicate_label(item.predicate_type))
+    label = escape(display_name(item.predicate_type))
     if item.predicate_type == DEVICE_CHECK_V1 and item.ok:
         result = check_result(item.predicate)
         colour = "green" if result == "passed" else "bold red"
@@ -474,7 +475,7 @@ def _render_verified(con: Console, report: VerificationReport, names: Mapping[st
     if ok_atts:
         atts: list[str] = []
         for i in ok_atts:
-            text = escape(predicate_label(i.predicate_type))
+            text = escape(display_name(i.predicate_type))
             if i.predicate_type == DEVICE_CHECK_V1:
                 result = check_result(i.predicate)
                 text += " passed" if result == "passed" else f" [bold red]{escape(str(result).upper())}[/]"

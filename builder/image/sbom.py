@@ -27,12 +27,14 @@ from cyclonedx.model.component import Component, ComponentType
 from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 
+from builder.predicates import CYCLONEDX_BOM
+
 if TYPE_CHECKING:
     from builder.image.elf import GpuCode
     from builder.image.inspection import ImageInspection
 
 #: in-toto predicate type of a CycloneDX BOM (what ``cosign attest --type cyclonedx`` writes)
-CYCLONEDX_PREDICATE = "https://cyclonedx.org/bom"
+CYCLONEDX_PREDICATE = CYCLONEDX_BOM
 STACK_FACTS = ("os", "cuda_runtime", "cuda_toolkit", "cudnn", "nccl", "cublas", "rocm", "hip", "rccl")
 
 

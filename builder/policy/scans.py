@@ -37,12 +37,15 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-COSIGN_VULN = "https://cosign.sigstore.dev/attestation/vuln/v1"
-COSIGN_VULN_LEGACY = "cosign.sigstore.dev/attestation/vuln/v1"
-SARIF_PREDICATE = "https://docs.oasis-open.org/sarif/sarif/v2.1.0"
-CYCLONEDX_BOM = "https://cyclonedx.org/bom"
-CYCLONEDX_VEX = "https://cyclonedx.org/vex"
-OPENVEX = "https://openvex.dev/ns"
+from builder.predicates import (
+    COSIGN_VULN,
+    COSIGN_VULN_LEGACY,
+    CYCLONEDX_BOM,
+    CYCLONEDX_VEX,
+    OPENVEX,
+    SARIF_PREDICATE,
+)
+
 #: predicate types whose predicate is (or carries) scan findings or VEX statements
 SCAN_TYPES = (COSIGN_VULN, COSIGN_VULN_LEGACY, SARIF_PREDICATE, CYCLONEDX_BOM, CYCLONEDX_VEX, OPENVEX)
 #: OpenVEX statuses that say the vulnerability does not affect the product

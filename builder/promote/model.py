@@ -588,9 +588,11 @@ class StatusRow:
 
     @property
     def attestation_names(self) -> tuple[str, ...]:
-        """The attestation types without their URI prefix and version (``.../device-check/v1`` ->
-        ``device-check``; a type without ``/`` as is)."""
-        return tuple(t.rsplit("/", 2)[-2] if "/" in t else t for t in self.attestations)
+        """The attestation types by the names people read (``device-check``, ``slsa-provenance``,
+        ``cyclonedx-sbom``: :func:`builder.predicates.display_name`, as ``verify`` names them)."""
+        from builder.predicates import display_name
+
+        return tuple(display_name(t) for t in self.attestations)
 
     def to_json(self) -> StatusRowDocument:
         return {

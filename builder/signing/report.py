@@ -298,27 +298,6 @@ def describe_failures(items: Sequence[VerifiedItem]) -> str:
 # ---------------------------------------------------------------------------------------------
 # Labels for people (``builder verify``'s table and summary)
 
-_SHORT_TYPES = {
-    "https://slsa.dev/provenance/v1": "slsa provenance",
-    "https://slsa.dev/provenance/v0.2": "slsa provenance v0.2",
-}
-
-
-def predicate_label(predicate_type: str | None) -> str:
-    """A short name for the predicate types this project knows (``slsa provenance``,
-    ``device-check``, ``approval``, ``promotion``; :mod:`builder.predicates`), else the URI
-    itself; ``-`` for none."""
-    from builder.predicates import PREFIX
-
-    if not predicate_type:
-        return "-"
-    if predicate_type in _SHORT_TYPES:
-        return _SHORT_TYPES[predicate_type]
-    if predicate_type.startswith(PREFIX):
-        return predicate_type[len(PREFIX) :].removesuffix("/v1")
-    return predicate_type
-
-
 def check_result(predicate: Mapping[str, Any] | None) -> str | None:
     """The ``result`` a device-check predicate states: ``passed``/``failed``/... (a mapping's
     ``status``/``outcome``; a boolean ``passed``), ``unknown`` when it states none, None for no
