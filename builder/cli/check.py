@@ -74,8 +74,6 @@ def hostinfo(from_file: str | None) -> None:
             f"{esc(info.cuda_version or '?')}" + (f"  ROCm: {esc(info.rocm_version)}" if info.rocm_version else "")
         )
         if info.gpus:  # a fitted table: at 80 columns what does not fit moves under the GPU's name
-            from rich.padding import Padding
-
             from builder.cli.tables import Column, fitted_table
 
             columns = [
@@ -101,7 +99,7 @@ def hostinfo(from_file: str | None) -> None:
                 ]
                 for g in info.gpus
             ]
-            c.print(Padding(fitted_table(columns, rows, c.width - 2, boxed=False), (0, 0, 0, 2)))
+            c.print(fitted_table(columns, rows, c.width - 2, boxed=False, indent=2))
         if info.fabric_manager:
             c.print(f"fabric manager: {info.fabric_manager}", markup=False)
         if info.toolkit is not None:

@@ -471,7 +471,6 @@ def _print_history(result: VariantHistory) -> None:
             con.print(f"  {h.note}", style="yellow", markup=False)
         if h.records:  # a fitted table (builder.cli.tables): at 80 columns what does not fit moves under the time
             from rich.markup import escape
-            from rich.padding import Padding
 
             from builder.cli.tables import Column, fitted_table, to_seconds
 
@@ -494,6 +493,6 @@ def _print_history(result: VariantHistory) -> None:
                 ]
                 for r, by in h.records
             ]
-            con.print(Padding(fitted_table(columns, rows, con.width - 2, boxed=False), (0, 0, 0, 2)))
+            con.print(fitted_table(columns, rows, con.width - 2, boxed=False, indent=2))
         if h.gap:
             con.print(f"  gap: {h.gap}", style="yellow", markup=False)

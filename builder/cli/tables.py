@@ -19,9 +19,11 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
-    from rich.table import Table
+    from rich.console import Console, ConsoleOptions, RenderableType
+    from rich.measure import Measurement
+    from rich.segment import Segment
 
 #: the fewest cells a wrappable column is given before it is moved to the second line
 FLEX_MIN = 10
@@ -144,10 +146,12 @@ def fitted_table(
     title: str | None = None,
     show_lines: bool = False,
     boxed: bool = True,
-) -> Table:
+    indent: int = 0,
+) -> Trimmed:
     """A rich ``Table`` of ``rows`` (cells are rich markup) laid out for ``width`` cells by
     ``plan_columns``, with ``title``, lines between rows or not, a box or none (``boxed=False``:
-    no borders, no edge padding)."""
+    no borders, no edge padding), each line after ``indent`` spaces and without trailing spaces
+    (:class:`Trimmed`)."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -185,7 +189,40 @@ def fitted_table(
             second.no_wrap, second.overflow = False, "fold"
             cells[0] = Group(cells[0], second)
         table.add_row(*cells)
-    return table
+    return Trimmed(table, indent)
+
+
+@dataclasses.dataclass(frozen=True)
+class Trimmed:
+    """A rich renderable printed line by line, each line after ``indent`` spaces and cut after its
+    last visible character: rich pads every table cell to its column's width (and ``Padding`` pads
+    lines to the terminal's), which left trailing spaces on every unboxed row (``builder history``).
+    Rich's render protocol: https://rich.readthedocs.io/en/stable/protocol.html"""
+
+    renderable: RenderableType
+    indent: int = 0
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        from rich.segment import Segment
+
+        inner = options.update_width(max(1, options.max_width - self.indent))
+        for line in console.render_lines(self.renderable, inner, pad=False):
+            kept = list(line)
+            while kept and not kept[-1].control and not kept[-1].text.rstrip():
+                kept.pop()
+            if kept and not kept[-1].control:
+                last = kept[-1]
+                kept[-1] = Segment(last.text.rstrip(), last.style, last.control)
+            if kept and self.indent:
+                yield Segment(" " * self.indent)
+            yield from kept
+            yield Segment.line()
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        from rich.measure import Measurement
+
+        inner = Measurement.get(console, options.update_width(max(1, options.max_width - self.indent)), self.renderable)
+        return Measurement(inner.minimum + self.indent, inner.maximum + self.indent)
 
 
 def to_seconds(time: str) -> str:

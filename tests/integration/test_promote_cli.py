@@ -153,6 +153,7 @@ def test_promotion_commands(run: Run, project: Path, registry_address: str, uniq
     # at 80 columns every line fits (a fitted table; the lines were 87 characters), the ticket kept
     narrow = run(project, "history", VARIANT, "--stage", "dev", env={"COLUMNS": "80"}).stderr
     assert max(len(line.rstrip()) for line in narrow.splitlines()) <= 80, narrow
+    assert all(line == line.rstrip() for line in narrow.splitlines()), narrow  # rows end at their last character
     assert "CHG-9" in narrow and d1[:19] in narrow and d2[:19] in narrow
     dev_row = next(r for r in js(run(project, "status", "--json"))["rows"] if r["stage"] == "dev")
     assert dev_row["promoter"] == "alice"
