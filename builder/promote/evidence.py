@@ -19,7 +19,7 @@ from builder.errors import BuilderError
 from builder.policy import AttestationEvidence, Evidence, FleetEvidence, SignatureEvidence
 from builder.promote.model import UNSET
 from builder.promote.pool import Task, map_parallel, parallel
-from builder.promote.referrers import INDEX_KEY, lacks_referrers_api, referrers
+from builder.promote.referrers import INDEX_KEY, lacks_referrers_api, learn_referrers_api, referrers
 from builder.registry import fallback_tag
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, evidence_layers, signature_tag
 from builder.signing.verifiers import verifiers_for
@@ -87,7 +87,9 @@ def approver_suffixes(ctx: PromotionContext) -> tuple[str, ...]:
     return tuple(approval_suffix(a.key.fingerprint) for a in ctx.policy.approvers if a.key.fingerprint)
 
 
-def _nothing_listed(ctx: PromotionContext, loc: Location, digest: str, listed: TagLists | None) -> bool:
+def _nothing_listed(
+    ctx: PromotionContext, loc: Location, digest: str, listed: TagLists | None, source: Location
+) -> bool:
     """True when the batch's listing of ``loc``'s repository shows none of ``digest``'s evidence
     tags (``.sig``, ``.att``, the approvers', the ``sha256-<hex>`` fallback referrers index) and the
     registry is known to have no referrers API: ``loc`` then has no evidence of ``digest`` to read,
@@ -97,9 +99,16 @@ def _nothing_listed(ctx: PromotionContext, loc: Location, digest: str, listed: T
     distribution spec v1.1 "Pushing Manifests",
     https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-manifests);
     the decision is the same (no evidence either way). False without a listing or with a referrers
-    API (Sigstore bundles may refer to an untagged digest there)."""
+    API (Sigstore bundles may refer to an untagged digest there). ``source``: the place the digest
+    comes from (it exists); on the same registry, whether the registry has the referrers API is
+    learnt there first (``learn_referrers_api``, once per process) rather than found unknown by the
+    first plans of a process, which each asked the ``HEAD`` (16 of a batch of 100 on 16 threads)."""
     tags = listed.tags(loc) if listed is not None else None
-    if tags is None or not lacks_referrers_api(ctx, loc.registry):
+    if tags is None:
+        return False
+    if source.registry == loc.registry:
+        learn_referrers_api(ctx, source)
+    if not lacks_referrers_api(ctx, loc.registry):
         return False
     names = [signature_tag(digest, sfx) for sfx in (SIG_SUFFIX, ATT_SUFFIX, *approver_suffixes(ctx))]
     return not any(t in tags for t in (*names, fallback_tag(digest)))
@@ -209,7 +218,7 @@ def gather(
     show absent are not read)."""
 
     def read(i: int, loc: Location) -> PlaceRead | BuilderError | None:
-        if i > 0 and _nothing_listed(ctx, loc, digest, listed):
+        if i > 0 and _nothing_listed(ctx, loc, digest, listed, places[0]):
             return None  # read as "does not hold the digest": the only difference is a copy made again
         try:
             return read_place(

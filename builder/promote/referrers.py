@@ -90,6 +90,33 @@ def referrers(
     return index.manifests if index is not None and index.is_index else []
 
 
+PROBE_DIGEST = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+"""The digest ``learn_referrers_api`` asks the referrers of: SHA-256 of no bytes, a well-formed
+digest (a registry with the API answers an existing repository 200 with an empty index for a
+digest nothing refers to, never 404: OCI distribution spec v1.1, "Listing Referrers",
+https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#listing-referrers)."""
+
+
+def learn_referrers_api(ctx: PromotionContext, loc: Location) -> None:
+    """Make whether ``loc``'s registry has the referrers API known to this context and process, if
+    it is not yet: one GET of the referrers of ``PROBE_DIGEST`` in ``loc``'s repository, which must
+    exist (a source the caller has read). Threads asking at once send one request: the others wait
+    for its answer (the same probe lock ``referrers`` takes, so a plan's own listing and this
+    probe never both ask). Used before deciding from a batch's tag listing
+    (``builder.promote.evidence``), where an unknown answer costs a request per promotion.
+    Raises RegistryError (exit 5-7) / RegistryAuthError as the GET does."""
+    client = ctx.client(loc.registry)
+    with _MEMORY.guard:
+        if client.base in _MEMORY.answered or loc.registry in ctx.no_referrers_api:
+            return
+        probe = _MEMORY.probes.setdefault(client.base, threading.Lock())
+    with probe:
+        with _MEMORY.guard:
+            known = client.base in _MEMORY.answered or loc.registry in ctx.no_referrers_api
+        if not known:
+            _api_listing(ctx, loc, PROBE_DIGEST)
+
+
 def _api_listing(ctx: PromotionContext, loc: Location, digest: str) -> list[Descriptor] | None:
     """The referrers API's listing of ``digest``; None (remembered for the registry, this context
     and this process) when the registry has no referrers API."""

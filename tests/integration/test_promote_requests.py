@@ -254,6 +254,36 @@ def test_a_batch_mounts_each_shared_blob_once(setup: Setup) -> None:
     assert clients.sent == 3 * single - 2 - 2 + 2 - 3 * 2 - 3, (clients.sent, single)
 
 
+def test_a_batch_in_a_new_process_learns_the_referrers_api_before_deciding_from_its_listing(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first promotions of a process (what builder forgets between runs) do not each ask whether
+    the destination holds the digest: the batch's listing answers that once the registry is known
+    to have no referrers API, and that is learnt first (one probe) instead of found unknown by the
+    plans running at once. The same batch shape with the registry already known sends one request
+    fewer: the probe, and nothing else."""
+
+    def batch(prefix: str, *, new_process: bool) -> int:
+        targets = []
+        for i in range(3):
+            target, _ = setup.build(f"{prefix}-{i}")
+            setup.promote(target, "dev")
+            targets.append(target)
+        if new_process:
+            monkeypatch.setattr(referrers_module, "_MEMORY", referrers_module._NoReferrersApi())
+        ctx, clients = setup.context()
+        outcomes = promote_many(ctx, targets, "rel", confirm=True)
+        assert all(o.ok for o in outcomes), [o.to_json() for o in outcomes]
+        for target, o in zip(targets, outcomes, strict=True):
+            assert o.applied is not None
+            assert setup.client.resolve(f"rel/{setup.repo}", f"{target.variant}-rel") == o.applied.record.digest
+        return clients.sent
+
+    first = batch("reqs-learn-new", new_process=True)
+    known = batch("reqs-learn-known", new_process=False)
+    assert first == known + 1, (first, known)  # before: + 1 + a HEAD per plan that found the answer unknown
+
+
 def test_a_batch_copies_again_a_digest_the_destination_holds_untagged(setup: Setup) -> None:
     """The batch does not ask whether the destination holds a digest whose evidence tags its listing
     does not show: a digest already there by digest alone (no tag, no evidence) is copied again
