@@ -535,11 +535,11 @@ class RegistryClient:
 
     def copy_blob_from(self, src: RegistryClient, src_repo: str, dst_repo: str, desc: Descriptor) -> int:
         """Copy one blob from ``src`` (any registry) by streaming: the source's GET is the body of
-        this registry's upload PUT (``Content-Length`` from ``desc.size``), a few 1 MiB chunks in
-        memory, nothing on disk (:class:`builder.registry.stream.BlobStream`). At most ``copy_streams``
-        copies of this client run at once; more wait. When the source or this registry drops
-        the connection or answers 429/5xx mid-way, a HEAD asks whether the blob arrived anyway,
-        else a new upload session streams it again from the first byte (at most
+        this registry's upload PUT (``Content-Length`` from ``desc.size``), one 1 MiB buffer in
+        memory, nothing on disk (:class:`builder.registry.stream.BlobStream`, read in the uploading
+        thread). At most ``copy_streams`` copies of this client run at once; more wait. When the
+        source or this registry drops the connection or answers 429/5xx mid-way, a HEAD asks
+        whether the blob arrived anyway, else a new upload session streams it again from the first byte (at most
         ``UPLOAD_SESSIONS`` sessions, after the transport's backoff). Returns ``desc.size``, or 0
         when an attempt failed and the HEAD then found the blob there (stored by that attempt
         or by another writer). Raises RegistryError when the source's bytes do not match ``desc``
@@ -554,7 +554,7 @@ class RegistryClient:
                 resp = self.request("POST", f"/v2/{dst_repo}/blobs/uploads/", ref=where, ok=(202,))
                 location = self._location(resp, where)
                 sep = "&" if "?" in location else "?"
-                body = BlobStream(src, src_repo, desc)
+                body = BlobStream(src, src_repo, desc, ahead=False)  # read in this thread: no hand-offs
                 try:
                     self.transport.request(
                         "PUT",

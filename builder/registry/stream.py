@@ -1,19 +1,29 @@
 """A blob read from one registry as the body of an upload to another: the source's GET is piped
-into the destination's PUT a chunk at a time, so a copy holds a few chunks of the blob in memory
-(never the blob) and never writes it to disk.
+into the destination's PUT a piece at a time, so a copy holds one 1 MiB buffer of the blob in
+memory (never the blob) and never writes it to disk.
 
 Shape: :class:`BlobStream` is a file-like request body (``read``, ``__len__``, ``__iter__``)
 that the transport sends with ``Content-Length`` set to the descriptor's size (a monolithic
 upload PUT with known length: distribution-spec v1.1 "Pushing a blob monolithically",
 https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-a-blob-monolithically;
 urllib3 sends any body with ``read`` a piece at a time:
-https://urllib3.readthedocs.io/en/stable/user-guide.html#sending-data-in-the-request-body). A reader thread
-receives (and hashes) up to ``AHEAD_CHUNKS`` chunks ahead of the sender, so the download and the
-upload both keep moving instead of taking turns (about 10 % faster between two loopback
-registries on a loaded 2-core machine, medians of 8 interleaved copies of 4 x 96 MiB). The
-chunks live in ``AHEAD_CHUNKS + 2`` buffers allocated once per pass: bytes are received into them
-(``readinto``) and sent from them (memoryviews passed to ``socket.sendall``), so a chunk costs no
-new object, copy or fresh memory pages (5-15 % less copy CPU, docs/benchmarks.md).
+https://urllib3.readthedocs.io/en/stable/user-guide.html#sending-data-in-the-request-body).
+Bytes are received straight into buffers allocated once per pass (``readinto``) and sent from
+them (memoryviews passed to ``socket.sendall``), so a piece costs no new object, copy or fresh
+memory pages. A copy reads in the uploading thread (``ahead=False``: receive, hash, send, one
+buffer; the kernel's socket buffers keep both registries moving meanwhile); a layer summary
+has a reader thread receive and hash up to ``AHEAD_CHUNKS`` pieces ahead (``ahead=True``), so
+the download overlaps its decompression. Figures: docs/benchmarks.md "#19, round 7 (X)".
+
+Every byte is hashed here although the destination registry is asked to check ``?digest=``
+too: the spec leaves that check to the registry ("The server MAY verify none or all of them but
+MUST notify the client if the content is rejected", distribution-spec "Completed Upload",
+https://github.com/opencontainers/distribution-spec/blob/a6e5b091b1468662730ab1e5be55c61838643ab4/spec.md#completed-upload;
+v1.1.0 lists ``DIGEST_INVALID`` among the codes a registry may answer and requires no check,
+https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#error-codes). A
+destination that does not verify would store a hostile source's bytes under the digest builder
+names, so builder's own check is the one that holds (0.30 s of CPU per 512 MiB on the 2-core
+benchmark machine; ``oras cp`` does not hash and trusts the registry).
 Errors: :class:`BlobSourceError` (a RegistryUnavailableError, exit 5) when the source stops
 answering in the middle of a blob; ``RegistryError`` (exit 7) when the bytes read do not have
 the descriptor's size or digest. Both are raised from ``read`` and so end the upload request
@@ -33,17 +43,17 @@ from typing import TYPE_CHECKING, Protocol
 from builder.errors import RegistryError, RegistryUnavailableError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Generator, Iterator
 
     from builder.registry.manifest import Descriptor
     from builder.registry.response import Response
 
 #: Bytes read from the source (and sent to the destination) at a time.
 CHUNK_BYTES = 1 << 20
-#: Chunks the reader may hold ahead of the sender: a stream's blob memory is
+#: Chunks a reader thread (``ahead=True``) may hold ahead of the caller: its blob memory is
 #: ``(AHEAD_CHUNKS + 2) * CHUNK_BYTES``, allocated once (the queue, the chunk being sent, the one
-#: being read). 4 or 8 MiB chunks cost no less CPU (within noise, 4 interleaved rounds) and would
-#: hold 64 or 128 MiB for ``copy_streams`` = 4, against the 128 MiB target of issue 19.
+#: being read); a stream read inline holds one chunk. 4 MiB chunks cost no less CPU (within noise,
+#: interleaved rounds in rounds 4 and 7).
 AHEAD_CHUNKS = 2
 
 
@@ -65,11 +75,19 @@ class BlobSourceError(RegistryUnavailableError):
 class BlobStream:
     """``src/repository@desc.digest`` as an upload body of exactly ``desc.size`` bytes.
 
-    The GET is opened (by a reader thread) on the first ``read``, so a body that is never sent
-    opens nothing; ``seek(0)`` (what a sender does before sending a body again) starts over with
-    a new GET when bytes were already taken. The size and sha256 are checked before the piece that
-    completes the blob is handed out, so a sender never sends a blob's last byte unverified. One
-    stream feeds one request: ``read`` is called from one thread."""
+    The GET is opened on the first ``read``, so a body that is never sent opens nothing;
+    ``seek(0)`` (what a sender does before sending a body again) starts over with a new GET when
+    bytes were already taken. The size and sha256 are checked before the piece that completes the
+    blob is handed out, so a sender never sends a blob's last byte unverified. One stream feeds one
+    request: ``read`` is called from one thread.
+
+    ``ahead``: True (the default): a reader thread receives and hashes up to ``AHEAD_CHUNKS``
+    chunks in front of the caller, in ``AHEAD_CHUNKS + 2`` buffers (what a layer summary wants:
+    the download overlaps its decompression). False: each ``read`` receives and hashes the next
+    piece in the caller's thread into one buffer (what a copy wants: the kernel's socket buffers
+    already let the source and the destination move while builder hashes, and a copy streams
+    ``copy_streams`` blobs at once; no thread, queue or hand-off per chunk: 0.70 instead of 0.84 s
+    of copy CPU per 512 MiB, peak RSS 40 instead of 52 MiB, docs/benchmarks.md "#19, round 7")."""
 
     def __init__(
         self,
@@ -78,13 +96,16 @@ class BlobStream:
         desc: Descriptor,
         *,
         chunk: int = CHUNK_BYTES,
+        ahead: bool = True,
     ) -> None:
         self.src = src
         self.repository = repository
         self.desc = desc
         self.chunk = chunk
+        self.ahead = ahead
         self.sent = 0  # bytes handed out since the last (re)start
-        self._pass: _Pass | None = None
+        self._pass: _Pass | None = None  # ahead: the reader thread
+        self._inline: Generator[memoryview] | None = None  # not ahead: the pieces, read on demand
         self._done = False  # b"" was handed out (the blob is complete)
 
     def __len__(self) -> int:
@@ -104,7 +125,7 @@ class BlobStream:
         byte was read). Raises ValueError for any other position."""
         if offset != 0 or whence != 0:
             raise ValueError("a streamed blob can only be restarted from its first byte")
-        if self._pass is not None:
+        if self._pass is not None or self._inline is not None:
             self.close()
             self.sent = 0
             self._done = False
@@ -112,29 +133,92 @@ class BlobStream:
 
     def read(self, size: int = -1) -> memoryview | bytes:
         """The next piece of the blob: up to ``chunk`` bytes whatever ``size`` asks (senders read
-        until ``b""``), as a memoryview over one of the reader's buffers, valid until the next
+        until ``b""``), as a memoryview over one of the stream's buffers, valid until the next
         ``read`` (a sender writes it out before asking again: urllib3 passes each piece to
         ``socket.sendall``); ``b""`` at the end, once the size and digest were checked. Raises
-        what the reader met."""
+        BlobSourceError or RegistryError (see the module)."""
         del size
         if self._done:
             return b""
-        if self._pass is None:
-            self._pass = _Pass(self)
-            self._pass.start()
-        item = self._pass.take()
-        if isinstance(item, BaseException):
-            raise item
+        item: memoryview | bytes | BaseException
+        if not self.ahead:
+            if self._inline is None:
+                self._inline = _inline(self)
+            item = next(self._inline, b"")
+        else:
+            if self._pass is None:
+                self._pass = _Pass(self)
+                self._pass.start()
+            item = self._pass.take()
+            if isinstance(item, BaseException):
+                raise item
         self.sent += len(item)
         self._done = not item
         return item
 
     def close(self) -> None:
-        """Stop the reader and close the source response (a reader blocked in a receive ends
+        """Stop reading and close the source response (a reader thread blocked in a receive ends
         with it; it never hands anything on after this)."""
         if self._pass is not None:
             self._pass.cancel()
         self._pass = None
+        if self._inline is not None:
+            self._inline.close()  # its ``finally`` closes the response
+        self._inline = None
+
+
+def _pieces(s: BlobStream, resp: Response, buffer: Callable[[], memoryview | None]) -> Generator[memoryview]:
+    """The bytes of ``resp`` (the source's answer for ``s``) received into the buffers ``buffer``
+    gives (None: stop, nothing more is handed on), one memoryview per buffer, each hashed; the piece
+    that completes the blob only once the size, the sha256 and the end of the source's body were
+    checked. Closes ``resp`` when it ends (or is closed). Raises BlobSourceError when the source's
+    answer breaks off, RegistryError when its bytes are not the descriptor's."""
+    import urllib3
+
+    h = hashlib.sha256()
+    n = 0
+    readinto = _reader(resp)
+    length = resp.headers.get("Content-Length", "")
+    try:
+        if s.desc.size == 0:
+            _check_complete(s, h, readinto)
+            return
+        while (buf := buffer()) is not None:
+            got = _fill(readinto, buf)
+            if not got:
+                if length.isdigit() and n < int(length):  # the connection ended early
+                    raise http.client.IncompleteRead(b"", int(length) - n)
+                break
+            n += got
+            if n > s.desc.size:
+                raise _mismatch(s, f"is longer than the {s.desc.size} bytes its descriptor says")
+            piece = buf[:got]
+            h.update(piece)  # hashlib releases the GIL for a piece this large
+            if n == s.desc.size:  # the last piece: checked before the sender may send it
+                _check_complete(s, h, readinto)
+                yield piece
+                return
+            yield piece
+        else:
+            return  # stopped
+    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError) as exc:
+        raise BlobSourceError(
+            f"registry {s.src.registry} stopped sending {s.where} after {n} of {s.desc.size} bytes: "
+            f"{type(exc).__name__}",
+            hint="the copy is tried again from the start; if it keeps failing, check the source registry",
+            registry=s.src.registry,
+        ) from exc
+    finally:
+        resp.close()  # after the last piece, on an error, or when the consumer stops
+    raise _mismatch(s, f"ended after {n} of the {s.desc.size} bytes its descriptor says")
+
+
+def _inline(s: BlobStream) -> Generator[memoryview]:
+    """``s``'s pieces read in the caller's thread into one buffer (the caller has written a piece
+    out before it asks for the next)."""
+    resp = s.src.open_blob(s.repository, s.desc.digest)
+    buf = memoryview(bytearray(max(1, min(s.chunk, s.desc.size))))
+    yield from _pieces(s, resp, lambda: buf)
 
 
 class _Pass(threading.Thread):
@@ -180,11 +264,10 @@ class _Pass(threading.Thread):
         try:
             self._read()
         except BaseException as exc:  # handed to the sender's read(), which raises it
-            self._put(exc)
+            if not self.stopped.is_set():  # a receive ended by cancel() is no error
+                self._put(exc)
 
     def _read(self) -> None:
-        import urllib3
-
         s = self.stream
         resp = s.src.open_blob(s.repository, s.desc.digest)
         with self.guard:
@@ -192,47 +275,11 @@ class _Pass(threading.Thread):
                 resp.close()
                 return
             self.resp = resp
-        h = hashlib.sha256()
-        n = 0
-        readinto = _reader(resp)
-        length = resp.headers.get("Content-Length", "")
-        last = False  # the piece that completes the blob was hashed and checked
-        try:
-            if s.desc.size == 0:
-                _check_complete(s, h, readinto)
-                last = True
-            while not last and (buf := self._free()) is not None:
-                got = _fill(readinto, buf)
-                if not got:
-                    if length.isdigit() and n < int(length):  # the connection ended early
-                        raise http.client.IncompleteRead(b"", int(length) - n)
-                    break
-                n += got
-                if n > s.desc.size:
-                    raise _mismatch(s, f"is longer than the {s.desc.size} bytes its descriptor says")
-                piece = buf[:got]
-                h.update(piece)
-                if n == s.desc.size:  # the last piece: checked before the sender may send it
-                    _check_complete(s, h, readinto)
-                    last = True
-                if not self._put(piece):
-                    return
-            if not last and self.stopped.is_set():
-                return  # cancelled
-        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError) as exc:
-            if self.stopped.is_set():
+        for piece in _pieces(s, resp, self._free):
+            if not self._put(piece):
                 return
-            raise BlobSourceError(
-                f"registry {s.src.registry} stopped sending {s.where} after {n} of {s.desc.size} bytes: "
-                f"{type(exc).__name__}",
-                hint="the copy is tried again from the start; if it keeps failing, check the source registry",
-                registry=s.src.registry,
-            ) from exc
-        finally:
-            resp.close()  # after the last chunk (the sender still has the ones queued) or on an error
-        if n != s.desc.size:
-            raise _mismatch(s, f"ended after {n} of the {s.desc.size} bytes its descriptor says")
-        self._put(b"")
+        if not self.stopped.is_set():
+            self._put(b"")
 
     def _free(self) -> memoryview | None:
         """A buffer the sender is done with, waiting for one; None once cancelled."""

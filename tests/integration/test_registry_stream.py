@@ -19,15 +19,17 @@ from builder.registry import (
     sha256_digest,
     verify_complete,
 )
-from builder.registry.stream import AHEAD_CHUNKS, CHUNK_BYTES, BlobStream
+from builder.registry.stream import CHUNK_BYTES, BlobStream
 from tests import registries
 from tests.corrupt_source import corrupt_source
 from tests.faultproxy import Fault, FaultProxy
 from tests.integration.test_registry import push_image
 
 MIB = 1024 * 1024
-#: What one stream may hold: the chunks read ahead, the one being sent, the one being received.
-PER_STREAM = (AHEAD_CHUNKS + 2) * CHUNK_BYTES
+#: What one copy stream holds: the one buffer it receives a piece into and sends it from (a copy
+#: reads in the uploading thread, ``BlobStream(ahead=False)``; a reader thread would hold
+#: ``AHEAD_CHUNKS + 2`` of them).
+PER_STREAM = CHUNK_BYTES
 
 
 @pytest.fixture
@@ -189,17 +191,20 @@ def test_a_streamed_copy_into_a_password_protected_registry(
         assert verify_complete(dst, unique_repo, digest) == []
 
 
-def test_a_stream_ends_once_and_restarts_from_its_first_byte(source: RegistryClient, unique_repo: str) -> None:
+@pytest.mark.parametrize("ahead", [True, False], ids=["reader-thread", "inline"])
+def test_a_stream_ends_once_and_restarts_from_its_first_byte(
+    ahead: bool, source: RegistryClient, unique_repo: str
+) -> None:
     """What a sender relies on: ``b""`` after the last byte (and after that), ``seek(0)`` starts
-    over with a new GET, and closing in the middle stops the reader."""
+    over with a new GET, and closing in the middle stops the reading (and closes the GET)."""
     digest = push_image(source, unique_repo, layers=1, size=3 * MIB + 17)
     layer = source.get_manifest(unique_repo, digest).layers[0]
-    stream = BlobStream(source, unique_repo, layer)
-    first = b"".join(stream)
+    stream = BlobStream(source, unique_repo, layer, ahead=ahead)
+    first = b"".join(bytes(piece) for piece in stream)  # a piece is valid until the next read
     assert sha256_digest(first) == layer.digest and len(stream) == layer.size == len(first)
     assert stream.read() == b"" and stream.read() == b""
     stream.seek(0)
-    assert b"".join(stream) == first
+    assert b"".join(bytes(piece) for piece in stream) == first
     stream.seek(0)
     assert len(stream.read()) > 0
     stream.close()

@@ -21,6 +21,13 @@ if TYPE_CHECKING:
 LAYER = "application/vnd.oci.image.layer.v1.tar"
 
 
+@pytest.fixture(params=[True, False], ids=["reader-thread", "inline"])
+def ahead(request: pytest.FixtureRequest) -> bool:
+    """Both ways a stream reads: a reader thread ahead of the caller (layer summaries), or in the
+    caller's thread (copies)."""
+    return bool(request.param)
+
+
 @pytest.fixture
 def bad_source() -> Iterator[CorruptSource]:
     with corrupt_source() as server:
@@ -47,7 +54,7 @@ def handed_out(stream: BlobStream) -> tuple[int, RegistryError | None]:
 
 @pytest.mark.parametrize("where", [0, CHUNK_BYTES + 5, 3 * CHUNK_BYTES + 16])
 def test_bytes_of_the_right_size_but_another_digest_never_reach_the_last_byte(
-    where: int, bad_source: CorruptSource
+    where: int, bad_source: CorruptSource, ahead: bool
 ) -> None:
     """One byte changed (in the first piece, a middle one, the very last byte): the mismatch is
     raised before the piece that completes the blob is handed out, so an upload sent with the
@@ -57,30 +64,32 @@ def test_bytes_of_the_right_size_but_another_digest_never_reach_the_last_byte(
     corrupt[where] ^= 0xFF
     bad_source.body = bytes(corrupt)
     src = RegistryClient(bad_source.address, insecure=True, retries=0)
-    n, err = handed_out(BlobStream(src, "x/y", desc))
+    n, err = handed_out(BlobStream(src, "x/y", desc, ahead=ahead))
     assert err is not None and f"hashes to {sha256_digest(bytes(corrupt))}" in err.message
     assert err.exit_code == 7 and "do not copy from it" in (err.hint or "")
     assert n == 3 * CHUNK_BYTES  # every piece but the last 17 bytes
 
 
-def test_a_source_longer_than_its_descriptor_is_refused_before_the_last_piece(bad_source: CorruptSource) -> None:
+def test_a_source_longer_than_its_descriptor_is_refused_before_the_last_piece(
+    bad_source: CorruptSource, ahead: bool
+) -> None:
     """The blob's own bytes followed by more: the first ``size`` bytes hash right, yet the
     surplus is found before the last piece goes (a blob ending on a chunk boundary, where the
     surplus arrives only with the next receive)."""
     data, desc = blob(2 * CHUNK_BYTES)
     bad_source.body = data + b"extra"
     src = RegistryClient(bad_source.address, insecure=True, retries=0)
-    n, err = handed_out(BlobStream(src, "x/y", desc))
+    n, err = handed_out(BlobStream(src, "x/y", desc, ahead=ahead))
     assert err is not None and f"is longer than the {2 * CHUNK_BYTES} bytes" in err.message
     assert n == CHUNK_BYTES
 
 
 @pytest.mark.parametrize(("body", "error"), [(b"", None), (b"x", "is longer than the 0 bytes")])
-def test_an_empty_blob_is_checked_too(body: bytes, error: str | None, bad_source: CorruptSource) -> None:
+def test_an_empty_blob_is_checked_too(body: bytes, error: str | None, bad_source: CorruptSource, ahead: bool) -> None:
     _, desc = blob(0)
     bad_source.body = body
     src = RegistryClient(bad_source.address, insecure=True, retries=0)
-    n, err = handed_out(BlobStream(src, "x/y", desc))
+    n, err = handed_out(BlobStream(src, "x/y", desc, ahead=ahead))
     assert n == 0
     if error is None:
         assert err is None
@@ -88,10 +97,10 @@ def test_an_empty_blob_is_checked_too(body: bytes, error: str | None, bad_source
         assert err is not None and error in err.message
 
 
-def test_the_right_bytes_are_all_handed_out_then_the_end(bad_source: CorruptSource) -> None:
+def test_the_right_bytes_are_all_handed_out_then_the_end(bad_source: CorruptSource, ahead: bool) -> None:
     data, desc = blob(2 * CHUNK_BYTES + 3)
     bad_source.body = data
     src = RegistryClient(bad_source.address, insecure=True, retries=0)
-    stream = BlobStream(src, "x/y", desc)
+    stream = BlobStream(src, "x/y", desc, ahead=ahead)
     assert b"".join(bytes(p) for p in stream) == data
     assert stream.read() == b""
