@@ -26,9 +26,13 @@ bytes (a real image docker can pull), pushed and signed once, reused by later ru
 
 Ends with one line:
 ``benchmark=promote size_mib=512 ms=.. skopeo_ms=.. docker_ms=.. ratio_skopeo=.. batch100_s=.. batch_cpu_s=..
-batch_requests=.. requests=..`` (``batch_cpu_s``: this process's CPU time during the batch, which
-does not move with the machine's load; ``batch_requests``: registry requests per promotion of the
-batch)
+batch_requests=.. requests=.. batch_registry_cpu_s=.. batch_cpu_floor_s=..`` (``batch_cpu_s``: this
+process's CPU time during the batch, which does not move with the machine's load;
+``batch_requests``: registry requests per promotion of the batch; ``batch_registry_cpu_s``: the
+registry process's CPU time during the batch (``/proc/PID/stat``, the process ``status.py``'s
+``registry_pid`` finds: ``BUILDER_REGISTRY_PID``, else the one ``scripts/setup`` started; ``nan``
+when unknown); ``batch_cpu_floor_s``: (builder + registry CPU) / CPU count, the least wall time
+the batch can take on this machine when the two share its cores, as on a development machine)
 (``--quick``: 16 MiB, 2 runs; the batch is still 100 variants; ``--requests``: the batch's requests
 per promotion listed by method, path and status before the last line).
 """
@@ -295,12 +299,22 @@ def measure_docker(docker: str, registry: str, digest: str) -> float:
     return docker_ms
 
 
+def registry_cpu(registry: str) -> float:
+    """CPU seconds the process serving ``registry`` on this machine has used so far; NaN when it is
+    not known (``status.registry_pid``) or there is no ``/proc``."""
+    from registry_stream import process_cpu
+    from status import registry_pid  # not at import: status.py imports this module
+
+    pid = registry_pid(registry)
+    return process_cpu(pid) if pid is not None else float("nan")
+
+
 def measure_batch(
     setup: RegistryClient, work: Path, state: Path, key: Path, pub: Path, signer: Signer, batch: int, *, kinds: bool
-) -> tuple[float, float, float]:
-    """Seconds, CPU seconds of this process and registry requests per promotion of one
-    ``promote_many`` (16 threads) of ``batch`` small signed variants. ``kinds``: also print the
-    requests per promotion by method, path and status."""
+) -> tuple[float, float, float, float]:
+    """Seconds, CPU seconds of this process, registry requests per promotion and CPU seconds of the
+    registry process (NaN: not known) of one ``promote_many`` (16 threads) of ``batch`` small signed
+    variants. ``kinds``: also print the requests per promotion by method, path and status."""
     registry = setup.registry
     targets = []
     t0 = time.perf_counter()
@@ -313,9 +327,11 @@ def measure_batch(
     prefix = f"bench/batch-{uuid.uuid4().hex[:10]}"
     counted: Counter[tuple[str, str, str]] | None = Counter() if kinds else None
     env = environment(write_policy(work / "policy.yaml", pub, prefix), state, registry, key, counted)
+    reg_cpu = registry_cpu(registry)
     t, cpu = time.perf_counter(), time.process_time()
     outcomes = promote_many(env, targets, "rel", confirm=True, workers=16)
     batch_s, batch_cpu = time.perf_counter() - t, time.process_time() - cpu
+    reg_cpu = registry_cpu(registry) - reg_cpu
     failed = [o for o in outcomes if not o.ok]
     assert not failed, failed[0].to_json()
     if counted is not None:
@@ -324,9 +340,9 @@ def measure_batch(
             print(f"  {n / batch:6.2f}  {method:<6} {status:<4} {path.replace(prefix, '<dst>')}")
     print(
         f"promote_many of {batch} variants (16 threads): {batch_s:.2f} s, CPU {batch_cpu:.2f} s, "
-        f"{requests_sent(env) / batch:.1f} registry requests each"
+        f"{requests_sent(env) / batch:.2f} registry requests each, registry CPU {reg_cpu:.2f} s"
     )
-    return batch_s, batch_cpu, requests_sent(env) / batch
+    return batch_s, batch_cpu, requests_sent(env) / batch, reg_cpu
 
 
 def main() -> None:
@@ -366,7 +382,7 @@ def main() -> None:
     # removal deletes files: on ext4 without a journal (this development VM's root) every file the
     # registry creates in the minute after a deletion scans the recently deleted inodes
     # (`recently_deleted` in https://github.com/torvalds/linux/blob/master/fs/ext4/ialloc.c)
-    batch_s, batch_cpu, batch_requests = measure_batch(
+    batch_s, batch_cpu, batch_requests, batch_reg_cpu = measure_batch(
         setup, work, state, key, pub, signer, args.batch, kinds=args.requests
     )
     skopeo_ms = measure_skopeo(skopeo, setup, registry, digest, max(1, runs // 2))
@@ -377,7 +393,8 @@ def main() -> None:
     print(
         f"benchmark=promote size_mib={size} ms={ms:.1f} skopeo_ms={skopeo_ms:.1f} docker_ms={docker_ms:.1f} "
         f"ratio_skopeo={skopeo_ms / ms:.1f} batch{args.batch}_s={batch_s:.2f} batch_cpu_s={batch_cpu:.2f} "
-        f"batch_requests={batch_requests:.1f} requests={reqs:.0f}"
+        f"batch_requests={batch_requests:.2f} requests={reqs:.0f} batch_registry_cpu_s={batch_reg_cpu:.2f} "
+        f"batch_cpu_floor_s={(batch_cpu + batch_reg_cpu) / (os.cpu_count() or 1):.2f}"
     )
 
 
