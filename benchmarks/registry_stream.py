@@ -17,6 +17,7 @@ registry in its blob-info cache). The source is one more registry process, fille
   promotion's modules (not the policy evaluation, signing and record of a full promotion), and
   skips the interpreter's closing garbage collection as builder's console entry point does
   (``builder.cli.main``). It reports its CPU split: start-up (interpreter and imports) and the copy.
+- ``b@N`` (with ``--streams N,..``): builder again with ``copy_streams`` N (blobs streamed at once).
 - ``oras``: ``oras cp --from-plain-http --to-plain-http SRC@digest DST:copied``.
 - ``skopeo``: ``skopeo copy --preserve-digests`` (TLS verification off for loopback).
 - ``crane``: ``crane copy --insecure`` (skipped when not installed).
@@ -71,9 +72,9 @@ atexit.register(gc.freeze)  # no closing garbage collection, as builder's consol
 import builder.promote.apply  # what `builder promote` imports besides the registry client
 from builder.registry import CopyStats, RegistryClient, copy_image
 imported = time.process_time()
-src_host, dst_host, repo, digest = sys.argv[1:5]
+src_host, dst_host, repo, digest, streams = sys.argv[1:6]
 src = RegistryClient(src_host, insecure=True)
-dst = RegistryClient(dst_host, insecure=True)
+dst = RegistryClient(dst_host, insecure=True, **({"copy_streams": int(streams)} if streams != "0" else {}))
 stats = CopyStats()
 copy_image(src, repo, digest, dst, repo, tag="copied", stats=stats)
 assert stats.copied >= 1, stats
@@ -258,8 +259,9 @@ def sha256_seconds(mib: int) -> float:
 def tool_commands(
     tool: str, src: str, dst: str, repo: str, digest: str, blobs: list[tuple[Path, str]]
 ) -> list[list[str]]:
-    if tool == "builder":
-        return [[sys.executable, "-c", BUILDER_CHILD, src, dst, repo, digest]]
+    if tool == "builder" or tool.startswith("b@"):  # b@N: builder with copy_streams N
+        streams = tool.removeprefix("b@") if tool != "builder" else "0"
+        return [[sys.executable, "-c", BUILDER_CHILD, src, dst, repo, digest, streams]]
     if tool == "oras":
         return [
             ["oras", "cp", "--from-plain-http", "--to-plain-http", f"{src}/{repo}@{digest}", f"{dst}/{repo}:copied"]
@@ -309,11 +311,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median of each tool)")
     parser.add_argument("--images", default=",".join(IMAGES), help=f"comma-separated, of {', '.join(IMAGES)}")
     parser.add_argument("--quick", action="store_true", help="a 16 MiB image, 1 round (CI keeps the script working)")
+    parser.add_argument(
+        "--streams",
+        default="",
+        help="also run builder with these copy_streams values (comma-separated, e.g. 2,6; rows b@N): "
+        "how many blobs at once suits this machine (builder's setting copy_streams, default 4)",
+    )
     args = parser.parse_args(argv)
     images = QUICK if args.quick else {k: IMAGES[k] for k in args.images.split(",")}
     rounds = 1 if args.quick else args.rounds
     tools = ["builder", "oras", "skopeo", "crane", "curl"]
     tools = [t for t in tools if t in ("builder", "curl") or shutil.which(t)]
+    streams = [n.strip() for n in args.streams.split(",") if n.strip()]
+    if not all(n.isdigit() and int(n) > 0 for n in streams):
+        parser.error(f"--streams takes positive whole numbers separated by commas, not {args.streams!r}")
+    tools[1:1] = [f"b@{int(n)}" for n in streams]
     missing = sorted({"oras", "skopeo", "crane"} - set(tools))
     if missing:
         print(f"not installed, not measured: {', '.join(missing)}")
@@ -352,7 +364,10 @@ def main(argv: list[str] | None = None) -> None:
                 line += f" builder_startup_cpu_s={b.startup_cpu:.2f} builder_copy_cpu_s={b.copy_cpu:.2f}"
                 line += f" sha256_cpu_s={sha256_s:.2f} builder_registry_cpu_s={b.registry_cpu:.2f}"
                 for t in tools[1:]:
-                    line += f" {t}_mibs={size / med[t].wall:.0f} {t}_rss_mib={med[t].rss:.0f}"
+                    key = t.replace("b@", "builder_s")  # b@2: builder_s2_...
+                    line += f" {key}_mibs={size / med[t].wall:.0f} {key}_rss_mib={med[t].rss:.0f}"
+                    if t.startswith("b@"):
+                        line += f" {key}_cpu_s={med[t].cpu:.2f}"
                 if "oras" in med:
                     o = med["oras"]
                     line += f" oras_cpu_s={o.cpu:.2f} oras_user_cpu_s={o.user:.2f}"
