@@ -11,26 +11,10 @@ Codes: 0 success, 1 unexpected error (a bug: traceback shown), 2 usage or config
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from typing_extensions import TypedDict
-
-
-class ErrorBody(TypedDict):
-    """One failure: ``kind`` (the error class's name in docs/exit-codes.md), ``exit_code``,
-    ``message``, ``hint`` (what to do next; may be empty) and ``details`` (facts of that kind)."""
-
-    kind: str
-    exit_code: int
-    message: str
-    hint: str
-    details: dict[str, Any]
-
-
-class ErrorDocument(TypedDict):
-    """What ``--json`` prints on any failure, usage errors and bugs included."""
-
-    error: ErrorBody
+if TYPE_CHECKING:  # the JSON shapes: typing_extensions, not imported to raise an error (issue 19)
+    from builder.error_documents import ErrorBody
 
 
 class BuilderError(Exception):
@@ -44,7 +28,7 @@ class BuilderError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint or self.default_hint
-        # free-form JSON facts of the failure kind (the ``details`` object of ErrorDocument)
+        # free-form JSON facts of the failure kind (the ``details`` object of ``builder.error_documents.ErrorDocument``)
         self.details: dict[str, Any] = details
 
     default_hint: ClassVar[str] = ""

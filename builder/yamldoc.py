@@ -16,27 +16,13 @@ from __future__ import annotations
 import dataclasses
 import errno
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
-
-from typing_extensions import TypedDict
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-Severity = Literal["error", "warning"]
-
-
-class ProblemDocument(TypedDict):
-    """One validation problem in JSON (every ``--json`` document that reports problems): the
-    ``file`` as named, 1-based ``line`` and ``col`` (0: unknown), the dotted field ``path``
-    (empty: the whole document), the ``message`` and its ``severity``."""
-
-    file: str
-    line: int
-    col: int
-    path: str
-    message: str
-    severity: Severity
+    # the JSON shape (typing_extensions): not imported to read a file or report a problem (issue 19)
+    from builder.error_documents import ProblemDocument, Severity
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,12 +27,12 @@ from builder.checks.run import (
 )
 from builder.checks.runners import open_session
 from builder.checks.static import StaticFleetDocument, StaticHostDocument
+from builder.error_documents import ErrorBody
 from builder.errors import (
     BuilderError,
     CheckFailedError,
     ChecksIncompleteError,
     ConfigError,
-    ErrorBody,
     IncompatibleError,
     RunnerError,
 )

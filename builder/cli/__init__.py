@@ -21,7 +21,6 @@ import threading
 from typing import TYPE_CHECKING
 
 import click
-from typing_extensions import override
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -89,12 +88,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 class LazyGroup(click.Group):
     """A group whose sub-commands are imported only when invoked."""
 
-    @override
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: ARG002 - click.Group's signature
         return [name for name in COMMANDS if _available(name)]
 
-    @override
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:  # noqa: ARG002 - as above
         if cmd_name not in COMMANDS or not _available(cmd_name):
             return None
         target, _ = COMMANDS[cmd_name]
@@ -104,7 +101,6 @@ class LazyGroup(click.Group):
             raise TypeError(f"{target} is not a click command")
         return cmd
 
-    @override
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
@@ -150,6 +146,9 @@ def cli(ctx: click.Context, json_output: bool, debug: bool, root: Path | None) -
 
     Exit codes are listed in docs/exit-codes.md.
     """
+    if ctx.meta.pop(RESUME_COLLECTOR, False):  # start-up is over: the command's own work collects
+        gc.freeze()
+        gc.enable()
     ctx.obj = AppContext(json_output=json_output, debug=debug, root_option=None if root is None else str(root))
     ctx.call_on_close(ctx.obj.close)
     echo_external_commands(debug)
@@ -161,8 +160,12 @@ def cli(ctx: click.Context, json_output: bool, debug: bool, root: Path | None) -
 COMPLETE_VAR = "_BUILDER_COMPLETE"
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the CLI, map errors to exit codes.
+#: ``ctx.meta`` key: the process paused the cyclic garbage collector for start-up (``builder.__main__``)
+RESUME_COLLECTOR = "builder.resume_collector"
+
+
+def main(argv: list[str] | None = None, *, resume_collector: bool = False) -> None:
+    """Run the CLI, map errors to exit codes (``builder.__main__.run`` calls it for a process).
 
     With ``--json`` every failure, usage errors and bugs included, prints one JSON document
     ``{"error": {...}}`` on stdout; human messages always go to stderr.
@@ -174,6 +177,10 @@ def main(argv: list[str] | None = None) -> None:
     ``resolve``; issue 19). Files, locks and connections builder writes are closed by a ``with``
     or explicitly before then; every atexit handler (logging, thread pools) still runs.
 
+    ``resume_collector``: the caller paused the cyclic garbage collector while builder imported
+    (``builder.__main__``); it is frozen (``gc.freeze``) and resumed once the invoked command's module
+    is imported, before the command's own work.
+
     A reader that went away (stdout or stderr: ``builder status 2>&1 | head -2``) stops builder
     quietly with ``READER_GONE`` (141) when the command would have succeeded; a failing command
     keeps its own exit code (what it could still write was written)."""
@@ -181,7 +188,7 @@ def main(argv: list[str] | None = None) -> None:
         atexit.register(gc.freeze)
     args = sys.argv[1:] if argv is None else argv
     try:
-        _main(args)
+        _main(args, resume_collector=resume_collector)
     except SystemExit as stop:
         if not _delivered() and stop.code in (0, None):  # `--help | head`: the reader went away
             sys.exit(READER_GONE)
@@ -244,7 +251,7 @@ def _reader_may_be_gone() -> Iterator[None]:
         _silence_outputs()
 
 
-def _main(args: list[str]) -> None:
+def _main(args: list[str], *, resume_collector: bool = False) -> None:
     """``main`` for ``args``: every outcome but success leaves by ``sys.exit``."""
     if os.environ.get(COMPLETE_VAR):  # shell completion (docs/commands.md): Click answers and exits
         cli.main(list(args), prog_name="builder", complete_var=COMPLETE_VAR)
@@ -255,6 +262,7 @@ def _main(args: list[str]) -> None:
         with cli.make_context("builder", list(args)) as ctx:
             app = ctx.obj
             made = ctx
+            ctx.meta[RESUME_COLLECTOR] = resume_collector
             cli.invoke(ctx)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

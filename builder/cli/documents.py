@@ -55,7 +55,7 @@ DOCUMENTS: dict[str, str] = {
 }
 
 #: the document of every failure (usage errors and bugs included)
-ERROR = "builder.errors:ErrorDocument"
+ERROR = "builder.error_documents:ErrorDocument"
 SCHEMA_ID = "https://builder-project.github.io/schemas/{name}.json"
 
 

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
+    from builder.error_documents import ProblemDocument
     from builder.models import SummaryRow
-    from builder.yamldoc import ProblemDocument
 
 
 @runtime_checkable

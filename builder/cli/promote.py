@@ -28,7 +28,8 @@ from builder.cli._common import (
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from builder.errors import BuilderError, ErrorBody
+    from builder.error_documents import ErrorBody
+    from builder.errors import BuilderError
     from builder.promote import Batch, StatusReport, VariantHistory
     from builder.promote.changes import PlanChanges
     from builder.promote.model import ExpectPrevious, Outcome

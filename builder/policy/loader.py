@@ -15,7 +15,7 @@ import glob
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ValidationError
@@ -56,7 +56,10 @@ from builder.policy.schema import (
 from builder.policy.signers import Approver, KeyRef, KeySet
 from builder.signing.keys import parse_public_key
 from builder.suggest import did_you_mean
-from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, Severity, errors, parse
+from builder.yamldoc import Document, FieldPath, InvalidYaml, Problem, errors, parse
+
+if TYPE_CHECKING:
+    from builder.error_documents import Severity
 
 M = TypeVar("M", bound=BaseModel)
 """Where a value is in the document: mapping keys and list indexes (``("stages", "dev", "require")``)."""

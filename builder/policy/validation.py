@@ -19,7 +19,8 @@ from typing_extensions import TypedDict
 
 from builder.errors import PolicyError
 from builder.policy.loader import check_policy
-from builder.yamldoc import Problem, ProblemDocument
+from builder.error_documents import ProblemDocument
+from builder.yamldoc import Problem
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

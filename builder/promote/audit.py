@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
 
-from builder.errors import ErrorBody, IncompatibleError
+from builder.error_documents import ErrorBody
+from builder.errors import IncompatibleError
 from builder.models import SummaryRow
 from builder.promote.queries import first_error, status_report
 from builder.registry import parse_reference

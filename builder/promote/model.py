@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-from builder.errors import BuilderError, ErrorBody
+from builder.error_documents import ErrorBody
+from builder.errors import BuilderError
 from builder.policy import Decision, FleetEvidence, parse_time
 from builder.policy.results import DecisionDocument
 from builder.promote.changes import ChangesDocument, PlanChanges

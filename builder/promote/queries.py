@@ -14,9 +14,9 @@ import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from builder.error_documents import ErrorBody
 from builder.errors import (
     BuilderError,
-    ErrorBody,
     RegistryUnavailableError,
 )
 from builder.promote.evidence import PlaceRead, read_place

@@ -149,11 +149,15 @@ def resolve_targets(
     return list(dict.fromkeys(targets))
 
 
-@dataclasses.dataclass(frozen=True)
 class _Matrices:
-    """The variants as :func:`builder.selection.variant_reference` reads matrices (``HasVariants``)."""
+    """The variants as :func:`builder.selection.variant_reference` reads matrices (``HasVariants``).
+    A plain class, private to this module: a dataclass costs ``resolve`` about 1 ms of start-up
+    (``dataclasses`` compiles its methods), more than this adapter is worth (issue 19)."""
 
-    variants: Sequence[Variant]
+    __slots__ = ("variants",)
+
+    def __init__(self, variants: Sequence[Variant]) -> None:
+        self.variants = variants
 
 
 def _variant_target(scope: TargetScope, variants: Sequence[Variant], name: str) -> Target:

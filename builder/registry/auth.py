@@ -27,7 +27,6 @@ import base64
 import dataclasses
 import json
 import re
-import shutil
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -149,6 +148,8 @@ class DockerCredentials:
         return self._config
 
     def _lookup(self, host: str) -> Credential | None:
+        import shutil  # a credential helper's lookup only (start-up, issue 19)
+
         from docker.auth import resolve_authconfig
         from docker.errors import DockerException
 
@@ -221,7 +222,8 @@ def _credential(found: Mapping[str, object]) -> Credential | None:
 # challenges
 # --------------------------------------------------------------------------------------------
 
-_CHALLENGE_RE = re.compile(r'([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))')
+#: one auth-param of a challenge; compiled on the first challenge (``re``'s own cache), not at import
+_CHALLENGE = r'([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))'
 
 
 def parse_www_authenticate(header: str) -> tuple[str, dict[str, str]]:
@@ -231,7 +233,7 @@ def parse_www_authenticate(header: str) -> tuple[str, dict[str, str]]:
     header = header.strip()
     scheme, _, rest = header.partition(" ")
     params: dict[str, str] = {}
-    for m in _CHALLENGE_RE.finditer(rest):
+    for m in re.finditer(_CHALLENGE, rest):
         val = m.group(2) if m.group(2) is not None else m.group(3)
         params[m.group(1).lower()] = re.sub(r"\\(.)", r"\1", val or "")
     return scheme.lower(), params
