@@ -30,6 +30,8 @@ from tests.conftest import ROOT
 VARIANT = "jax0.7-cpu-py3.11-debian12"
 #: No registry, policy, GPU or Sigstore machinery for help and version.
 LIGHT = ("requests", "urllib3", "pydantic", "cryptography", "ruamel", "sigstore", "docker", "jinja2")
+#: ``--help`` and ``--version`` besides: the JSON documents' TypedDicts (``builder.error_documents``)
+PLAIN = (*LIGHT, "typing_extensions")
 #: What a query of the registry (resolve, status, history) must not import.
 QUERY = (
     "sigstore",
@@ -81,6 +83,10 @@ NO_VERIFY = (
     "builder.policy.evidence",
     "builder.policy.results",
     "builder.registry.copy",
+    # the JSON documents' TypedDicts: raising or reporting an error does not need them (resolve
+    # prints a reference; --json writes the same shape as a plain dict)
+    "typing_extensions",
+    "builder.error_documents",
 )
 
 #: What a device check that passes must not import: the diagnosis rules (compiled regular expressions,
@@ -98,17 +104,20 @@ CHECK = ("pydantic", "ruamel", "sigstore", "builder.checks.diagnosis.rules", "bu
 #: ``builder.lockfile`` (imported by the modules that take locks; 2026-12-02 06:40 UTC). Earlier
 #: figures (``python -X importtime``, which does not list modules imported through ``importlib``):
 #: resolve --no-verify 314 on 03:48 UTC, 334 on 03:05, 558 on 01:00 (error path with rich's 42
-#: modules; 508 on the success path).
+#: modules; 508 on the success path). Round 7 (2026-12-02 12:00 UTC), after the JSON TypedDicts
+#: moved to ``builder.error_documents`` (no ``typing_extensions`` to raise an error) and
+#: ``builder.registry.auth`` imports ``shutil`` for a credential helper only: --help 136, --version
+#: 128, check --help 143, matrix list 324, resolve 319, history 342, status 342, check REF 333.
 BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
-    ("--help",): (138, LIGHT),
-    ("--version",): (130, LIGHT),
+    ("--help",): (136, PLAIN),
+    ("--version",): (128, PLAIN),
     ("check", "--help"): (143, LIGHT),
-    ("matrix", "list", "--json"): (326, ("requests", "cryptography", "sigstore", "docker")),
-    ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (321, NO_VERIFY),
-    ("history", VARIANT, "--stage", "dev"): (343, QUERY),
-    ("status", "--select", VARIANT): (343, QUERY),
+    ("matrix", "list", "--json"): (324, ("requests", "cryptography", "sigstore", "docker")),
+    ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (319, NO_VERIFY),
+    ("history", VARIANT, "--stage", "dev"): (342, QUERY),
+    ("status", "--select", VARIANT): (342, QUERY),
     # pinned before anything runs: the closed port ends it there, after the engine's `docker info`
-    ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (334, CHECK),
+    ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (333, CHECK),
 }
 
 
@@ -116,8 +125,9 @@ BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
 #: than most modules: ``dataclasses`` compiles its ``__init__``, ``__repr__``, ``__eq__``, ``__hash__``
 #: and, frozen, ``__setattr__`` / ``__delattr__``, about 1 ms each on the 2-core machine). Counted on
 #: the closed port's error path (``builder.cli.github`` reports the failure): 55 before round 5
-#: (2026-12-02 05:30 UTC), 47 after (06:10): no evidence, result or copy classes.
-RESOLVE_DATACLASSES = 47
+#: (2026-12-02 05:30 UTC), 47 after (06:10): no evidence, result or copy classes; 46 in round 7
+#: (targets' private ``_Matrices`` adapter a plain class).
+RESOLVE_DATACLASSES = 46
 
 #: run ``builder`` as ``python -m builder`` does, then list ``sys.modules`` on stderr at exit (after
 #: builder's own exit handlers), and the dataclasses builder's modules define
@@ -178,3 +188,36 @@ def test_resolve_defines_few_dataclasses() -> None:
     assert len(classes) <= RESOLVE_DATACLASSES, (
         f"`builder resolve` defines {len(classes)} dataclasses (budget {RESOLVE_DATACLASSES}): {sorted(classes)}"
     )
+
+
+#: run ``builder matrix list --json`` as the console script does (``builder.__main__.run``) and record
+#: each collection of the cyclic garbage collector: had the invoked command's module been imported?
+COLLECTOR = """
+import atexit, gc, sys
+seen = []
+gc.callbacks.append(lambda phase, info: phase == "start" and seen.append("builder.cli.matrix" in sys.modules))
+atexit.register(lambda: sys.stderr.write(
+    f"\\ncollector: {len(seen)} {seen.count(False)} {gc.isenabled()}\\n"
+))
+sys.argv = ["builder", "matrix", "list", "--json"]
+from builder.__main__ import run
+run()
+"""
+
+
+def test_process_collects_garbage_only_after_start_up() -> None:
+    """The ``builder`` process pauses the cyclic garbage collector while it imports (builder.__main__)
+    and resumes it before the command's own work (builder.cli.main): no collection before the
+    invoked command's module is imported, at least one after it (a long command keeps collecting),
+    and the collector on at exit."""
+    proc = subprocess.run(
+        [sys.executable, "-c", COLLECTOR], cwd=ROOT, env={**os.environ, "NO_COLOR": "1"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [line.split()[1:] for line in proc.stderr.splitlines() if line.startswith("collector: ")]
+    assert lines, f"no collector report: {proc.stderr[-2000:]}"
+    collections, during_start_up, enabled = lines[-1]
+    assert during_start_up == "0", f"{during_start_up} collections while builder imported"
+    assert int(collections) >= 1, "the command ran without the collector"
+    assert enabled == "True"
