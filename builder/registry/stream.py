@@ -25,11 +25,13 @@ destination that does not verify would store a hostile source's bytes under the 
 names, so builder's own check is the one that holds (0.30 s of CPU per 512 MiB on the 2-core
 benchmark machine; ``oras cp`` does not hash and trusts the registry).
 Errors: :class:`BlobSourceError` (a RegistryUnavailableError, exit 5) when the source stops
-answering in the middle of a blob; ``RegistryError`` (exit 7) when the bytes read do not have
-the descriptor's size or digest. Both are raised from ``read`` and so end the upload request
-before the registry can store anything: the size and digest are compared before the piece that
-completes the blob is handed out, so an upload of unverified bytes stops one piece short of its
-``Content-Length`` (the registry's own check of ``?digest=`` is a second line, not the only one).
+answering in the middle of a blob; ``builder.process.Interrupted`` at the next piece once a
+signal interrupted the process (a 2 GiB copy stops within 1 MiB, not after its last byte);
+``RegistryError`` (exit 7) when the bytes read do not have the descriptor's size or digest.
+All are raised from ``read`` and so end the upload request before the registry can store
+anything: the size and digest are compared before the piece that completes the blob is handed
+out, so an upload of unverified bytes stops one piece short of its ``Content-Length`` (the
+registry's own check of ``?digest=`` is a second line, not the only one).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Protocol
 
+from builder import process
 from builder.errors import RegistryError, RegistryUnavailableError
 
 if TYPE_CHECKING:
@@ -172,7 +175,10 @@ def _pieces(s: BlobStream, resp: Response, buffer: Callable[[], memoryview | Non
     gives (None: stop, nothing more is handed on), one memoryview per buffer, each hashed; the piece
     that completes the blob only once the size, the sha256 and the end of the source's body were
     checked. Closes ``resp`` when it ends (or is closed). Raises BlobSourceError when the source's
-    answer breaks off, RegistryError when its bytes are not the descriptor's."""
+    answer breaks off, RegistryError when its bytes are not the descriptor's, and
+    ``process.Interrupted`` before the next piece once the process was interrupted (SIGTERM,
+    SIGINT, SIGHUP): an upload stops short of its ``Content-Length``, so nothing is stored and
+    the stage pointer a promotion would move stays where it was."""
     import urllib3
 
     h = hashlib.sha256()
@@ -184,6 +190,8 @@ def _pieces(s: BlobStream, resp: Response, buffer: Callable[[], memoryview | Non
             _check_complete(s, h, readinto)
             return
         while (buf := buffer()) is not None:
+            if (signum := process.interrupted()) is not None:  # SIGTERM/SIGINT: stop within a piece
+                raise process.Interrupted(signum)
             got = _fill(readinto, buf)
             if not got:
                 if length.isdigit() and n < int(length):  # the connection ended early

@@ -4,11 +4,13 @@ takes the cross-registry path), with the fault proxy in front of the source or t
 
 from __future__ import annotations
 
+import signal
 import tracemalloc
 from typing import Literal
 
 import pytest
 
+from builder import process
 from builder.errors import RegistryError
 from builder.registry import (
     CopyStats,
@@ -157,6 +159,23 @@ def test_a_source_serving_other_bytes_stores_nothing(source: RegistryClient, uni
         assert src.requests_sent == 1
     assert err.value.exit_code == 7
     assert not source.blob_exists(unique_repo + "-v", desc.digest)
+
+
+def test_an_interrupted_copy_stores_nothing(source: RegistryClient, other: RegistryClient, unique_repo: str) -> None:
+    """A signal (SIGTERM: the command line's handler calls ``process.interrupt``) stops a streamed
+    copy at its next piece: the upload ends short of its ``Content-Length`` and the real registry
+    stores nothing under the digest; the same copy afterwards stores it whole."""
+    digest = push_image(source, unique_repo, layers=1, size=3 * MIB)
+    layer = source.get_manifest(unique_repo, digest).layers[0]
+    process.interrupt(signal.SIGTERM)
+    try:
+        with pytest.raises(process.Interrupted):
+            other.copy_blob_from(source, unique_repo, unique_repo + "-i", layer)
+    finally:
+        process.reset_interrupt()
+    assert not other.blob_exists(unique_repo + "-i", layer.digest)
+    assert other.copy_blob_from(source, unique_repo, unique_repo + "-i", layer) == layer.size
+    assert other.blob_exists(unique_repo + "-i", layer.digest)
 
 
 def test_blobs_already_there_are_not_sent_again(

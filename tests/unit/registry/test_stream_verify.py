@@ -6,13 +6,15 @@ its choosing); tests/integration/test_registry_stream.py copies from it into the
 
 from __future__ import annotations
 
+import signal
 from typing import TYPE_CHECKING
 
 import pytest
 
+from builder import process
 from builder.errors import RegistryError
 from builder.registry import Descriptor, RegistryClient, sha256_digest
-from builder.registry.stream import CHUNK_BYTES, BlobStream
+from builder.registry.stream import AHEAD_CHUNKS, CHUNK_BYTES, BlobStream
 from tests.corrupt_source import CorruptSource, corrupt_source
 
 if TYPE_CHECKING:
@@ -104,3 +106,26 @@ def test_the_right_bytes_are_all_handed_out_then_the_end(bad_source: CorruptSour
     stream = BlobStream(src, "x/y", desc, ahead=ahead)
     assert b"".join(bytes(p) for p in stream) == data
     assert stream.read() == b""
+
+
+def test_a_signal_stops_the_stream_at_the_next_piece(bad_source: CorruptSource, ahead: bool) -> None:
+    """SIGTERM after the first piece (the command line's handler calls ``process.interrupt``):
+    the stream raises ``Interrupted`` (exit 143) before it receives another piece, so an upload
+    stops short of its ``Content-Length``; a reader thread hands out at most what it had already
+    queued. (Before, a copy went on to the blob's last byte.)"""
+    data, desc = blob(8 * CHUNK_BYTES)
+    bad_source.body = data
+    src = RegistryClient(bad_source.address, insecure=True, retries=0)
+    stream = BlobStream(src, "x/y", desc, ahead=ahead)
+    more = 0
+    try:
+        assert len(stream.read()) == CHUNK_BYTES
+        process.interrupt(signal.SIGTERM)
+        with pytest.raises(process.Interrupted) as err:
+            while stream.read():
+                more += 1
+    finally:
+        process.reset_interrupt()
+        stream.close()
+    assert err.value.exit_code == 143
+    assert more <= (AHEAD_CHUNKS + 1 if ahead else 0)
