@@ -24,13 +24,15 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from builder.config import repository_path
 from builder.errors import ConfigError, NotFoundError
-from builder.models import RenderedImage, Variant
 from builder.suggest import close_matches
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Sequence
 
-Item = TypeVar("Item", Variant, RenderedImage)
+    from builder.models import RenderedImage, Variant
+
+#: a variant or its rendered image (names: ``RenderedImage`` is imported where an item is one)
+Item = TypeVar("Item", "Variant", "RenderedImage")
 
 
 class HasVariants(Protocol):
@@ -69,6 +71,8 @@ class Selection:
 
 def variant_of(item: Variant | RenderedImage) -> Variant:
     """The variant of a Variant or RenderedImage."""
+    from builder.models import RenderedImage  # not at import: resolve never renders (start-up, issue 19)
+
     return item.variant if isinstance(item, RenderedImage) else item
 
 

@@ -22,12 +22,11 @@ Formats and escaping: https://docs.github.com/en/actions/using-workflows/workflo
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -50,10 +49,11 @@ class WithOutputs(Protocol):
     def outputs(self) -> Mapping[str, str]: ...
 
 
-@dataclasses.dataclass(frozen=True)
-class GitHub:
+class GitHub(NamedTuple):
     """Where this GitHub Actions step takes outputs (``output``) and its summary (``summary``);
-    None when the runner did not set the variable."""
+    None when the runner did not set the variable. A named tuple, not a dataclass: every command's
+    ``emit`` imports this module, and a frozen dataclass costs about 1 ms of start-up to create
+    (``dataclasses`` compiles six methods; issue 19), a named tuple a fraction of it."""
 
     output: Path | None
     summary: Path | None

@@ -10,7 +10,7 @@ edit landing while it loads is never stored under the old text's key. The cache 
 ``<cache_dir>/variants-<key>.json`` is keyed by a sha256 over the files' paths and bytes and the
 code stamp (``builder.cachefile.code_stamp``: builder's version, the inode, size and modification
 time of builder's own matrix, compatibility and model sources (``builder/matrix``,
-``builder/compat`` with its data tables, ``builder/models.py``, ``builder/bases.py``), Python's and
+``builder/compat`` with its data tables, ``builder/models``, ``builder/bases.py``), Python's and
 the parsing libraries' versions): any edit to a matrix or to the code that expands it gives a new
 key, so a stale answer is never read. A miss loads and validates as before (MatrixError for an invalid
 matrix, nothing cached) and writes the file atomically (a state directory that cannot be written
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 #: Bumped when the stored shape changes.
 CACHE_SCHEMA = 2
 #: Sources whose change may change the variants of the same matrix bytes.
-_CODE = ("matrix", "compat", "models.py", "bases.py", "yamldoc.py")  # yamldoc: the loader parses with it
+_CODE = ("matrix", "compat", "models", "bases.py", "yamldoc.py")  # yamldoc: the loader parses with it
 #: Indexes this process read or built, by cache file (whose name is the content's key).
 _READ: dict[Path, MatrixIndex] = {}
 

@@ -59,7 +59,7 @@ CODE = (
     "suggest.py",
     "predicates.py",
     "errors.py",
-    "models.py",
+    "models",
 )
 #: Every class a cached policy may hold -> the module of ``builder.policy`` defining it.
 CLASSES: dict[str, str] = {

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
 
+from builder.error_documents import ProblemDocument
 from builder.errors import PolicyError
 from builder.policy.loader import check_policy
-from builder.error_documents import ProblemDocument
 from builder.yamldoc import Problem
 
 if TYPE_CHECKING:

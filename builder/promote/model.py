@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired
 from typing_extensions import TypedDict
 
 from builder.error_documents import ErrorBody
-from builder.errors import BuilderError
 from builder.policy import Decision, FleetEvidence, parse_time
 from builder.policy.results import DecisionDocument
 from builder.promote.changes import ChangesDocument, PlanChanges
 
 if TYPE_CHECKING:
+    from builder.errors import BuilderError
     from builder.promote.location import Location, Target
     from builder.registry import CopyStats, Manifest, RegistryClient
 

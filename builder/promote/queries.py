@@ -14,7 +14,6 @@ import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from builder.error_documents import ErrorBody
 from builder.errors import (
     BuilderError,
     RegistryUnavailableError,
@@ -31,6 +30,7 @@ from builder.signing.layer import ATT_SUFFIX
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from builder.error_documents import ErrorBody
     from builder.promote.context import PromotionContext
     from builder.promote.location import Location, Target
 

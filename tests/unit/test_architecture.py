@@ -104,5 +104,5 @@ def test_the_gpu_vendors_are_spelled_once() -> None:
         if (lines := _vendor_literals(ast.parse(p.read_text())))
     }
     # the one definition: builder.models.GpuVendor (Vendor adds "none")
-    assert list(found) == ["builder/models.py"], f"name builder.models.GpuVendor / Vendor instead: {found}"
-    assert len(found["builder/models.py"]) == 1, found
+    assert list(found) == ["builder/models/__init__.py"], f"name builder.models.GpuVendor / Vendor instead: {found}"
+    assert len(found["builder/models/__init__.py"]) == 1, found

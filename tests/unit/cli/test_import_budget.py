@@ -87,6 +87,9 @@ NO_VERIFY = (
     # prints a reference; --json writes the same shape as a plain dict)
     "typing_extensions",
     "builder.error_documents",
+    # what the steps make of a variant (rendered, built, a summary line): resolve decodes variants only
+    "builder.models.images",
+    "builder.models.summary",
 )
 
 #: What a device check that passes must not import: the diagnosis rules (compiled regular expressions,
@@ -107,17 +110,20 @@ CHECK = ("pydantic", "ruamel", "sigstore", "builder.checks.diagnosis.rules", "bu
 #: modules; 508 on the success path). Round 7 (2026-12-02 12:00 UTC), after the JSON TypedDicts
 #: moved to ``builder.error_documents`` (no ``typing_extensions`` to raise an error) and
 #: ``builder.registry.auth`` imports ``shutil`` for a credential helper only: --help 136, --version
-#: 128, check --help 143, matrix list 324, resolve 319, history 342, status 342, check REF 333.
+#: 128, check --help 143, matrix list 324, resolve 319, history 342, status 342, check REF 333; then
+#: ``RenderedImage``/``BuiltImage`` and ``SummaryRow`` in modules of their own under ``builder.models``
+#: (imported on first use): one module more where a command uses them (matrix list 325, status 343,
+#: check REF 334), four dataclasses fewer for resolve.
 BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
     ("--help",): (136, PLAIN),
     ("--version",): (128, PLAIN),
     ("check", "--help"): (143, LIGHT),
-    ("matrix", "list", "--json"): (324, ("requests", "cryptography", "sigstore", "docker")),
+    ("matrix", "list", "--json"): (325, ("requests", "cryptography", "sigstore", "docker")),
     ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (319, NO_VERIFY),
     ("history", VARIANT, "--stage", "dev"): (342, QUERY),
-    ("status", "--select", VARIANT): (342, QUERY),
+    ("status", "--select", VARIANT): (343, QUERY),
     # pinned before anything runs: the closed port ends it there, after the engine's `docker info`
-    ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (333, CHECK),
+    ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (334, CHECK),
 }
 
 
@@ -126,8 +132,9 @@ BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
 #: and, frozen, ``__setattr__`` / ``__delattr__``, about 1 ms each on the 2-core machine). Counted on
 #: the closed port's error path (``builder.cli.github`` reports the failure): 55 before round 5
 #: (2026-12-02 05:30 UTC), 47 after (06:10): no evidence, result or copy classes; 46 in round 7
-#: (targets' private ``_Matrices`` adapter a plain class).
-RESOLVE_DATACLASSES = 46
+#: (targets' private ``_Matrices`` adapter a plain class), 42 with ``RenderedImage``, ``BuiltImage``
+#: and ``SummaryRow`` imported on first use and ``builder.cli.github.GitHub`` a named tuple.
+RESOLVE_DATACLASSES = 42
 
 #: run ``builder`` as ``python -m builder`` does, then list ``sys.modules`` on stderr at exit (after
 #: builder's own exit handlers), and the dataclasses builder's modules define

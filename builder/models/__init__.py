@@ -1,13 +1,38 @@
 """Frozen value types that flow between the steps (matrix -> render -> build -> sign/check -> promote).
 
 No I/O here. Modules that own a step may add their own value types next to their code; the types
-below are the shared contracts named in DESIGN.md.
+below are the shared contracts named in DESIGN.md. A variant and what it is made of are defined
+here; what the steps make of it lives in modules of this package, imported on first use (PEP 562,
+:func:`builder.lazy.lazy_exports`): ``images`` (``RenderedImage``, ``BuiltImage``) and ``summary``
+(``SummaryRow``). ``from builder.models import BuiltImage`` works as before; ``builder resolve``,
+which decodes variants only, no longer creates those classes (each frozen dataclass costs about
+1 ms of start-up; issue 19).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+from builder.lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
+    from builder.models.images import BuiltImage, RenderedImage
+    from builder.models.summary import SummaryRow
+
+__all__ = [
+    "Accelerator",
+    "AcceleratorKind",
+    "BaseImage",
+    "BuiltImage",
+    "CheckCommand",
+    "Framework",
+    "GpuVendor",
+    "RenderedImage",
+    "SummaryRow",
+    "Variant",
+    "Vendor",
+]
 
 AcceleratorKind = Literal["cuda", "rocm", "cpu"]
 #: the GPU vendors builder knows: NVIDIA (CUDA images) and AMD (ROCm images); the one spelling of a vendor
@@ -108,61 +133,7 @@ class Variant:
     collective: CheckCommand | None = None  # matrix `collective` (multi-device checks)
 
 
-@dataclasses.dataclass(frozen=True)
-class RenderedImage:
-    """A variant rendered: Dockerfile text, context files (relative path -> bytes) and the
-    content hash over everything that determines the image. ``content_tag`` is
-    ``<variant-id>-<hash12>``."""
-
-    variant: Variant
-    dockerfile: str
-    context: tuple[tuple[str, bytes], ...]
-    content_hash: str  # sha256 hex
-    labels: tuple[tuple[str, str], ...]
-    # build arguments the build must pass (e.g. BASE_IMAGE=<pull reference>@<digest>, arch lists)
-    build_args: tuple[tuple[str, str], ...] = ()
-    # why this image is not reproducible yet (unpinned base, missing/stale lock); empty = pinned
-    unpinned: tuple[str, ...] = ()
-
-    @property
-    def content_tag(self) -> str:
-        return f"{self.variant.id}-{self.content_hash[:12]}"
-
-
-@dataclasses.dataclass(frozen=True)
-class BuiltImage:
-    """A variant in the registry. ``reference`` = ``registry/repository``; ``digest`` is the one the
-    registry returns for the pushed content tag (an index digest when buildx pushed an index)."""
-
-    variant_id: str
-    reference: str
-    digest: str
-    content_tag: str
-    status: Literal["built", "up-to-date", "signed", "failed"]  # signed: built earlier, signed by this run
-    seconds: float = 0.0
-    log_path: str | None = None
-    platforms: tuple[str, ...] = ()
-    error: str | None = None
-
-    @property
-    def failure_note(self) -> str:
-        """Where a failed variant's cause is told: ``log <path>`` when a build ran, else its error
-        (signing refused before any build, for instance)."""
-        return f"log {self.log_path}" if self.log_path else (self.error or "no log")
-
-    @property
-    def pinned(self) -> str:
-        return f"{self.reference}@{self.digest}"
-
-
-@dataclasses.dataclass(frozen=True)
-class SummaryRow:
-    """One line of a command's result summary (a CI step summary table): the ``variant`` id (or
-    the reference checked), its ``digest`` (``sha256:<hex>``; empty when none is known), the
-    ``status`` word the command uses (``built``, ``up-to-date``, ``failed``, ``promoted``,
-    ``denied``, ``passed``, ...) and the ``stage`` (empty when the command works on no stage)."""
-
-    variant: str
-    digest: str
-    status: str
-    stage: str = ""
+#: Public name -> the module of this package that defines it (https://peps.python.org/pep-0562/).
+__getattr__ = lazy_exports(
+    __name__, {"RenderedImage": "images", "BuiltImage": "images", "SummaryRow": "summary"}, globals()
+)
