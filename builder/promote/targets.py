@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING
 
 from builder.config import repository_path
 from builder.errors import ConfigError, NotFoundError, RegistryError
-from builder.labels import own
-from builder.labels import read as read_label
 from builder.promote.location import Location, Target
 from builder.registry.reference import Reference, is_sha256_digest, parse_reference
 from builder.selection import check_variant_id, looks_like_variant_id, select, variant_reference
@@ -39,9 +37,14 @@ if TYPE_CHECKING:
 CONTENT_SUFFIX = re.compile(r"-[0-9a-f]{12}$")
 """The content-hash suffix of a build's write-once tag."""
 
-#: The label naming an image's variant (:func:`builder.labels.own`; images built before carry
-#: ``io.builder.variant``, still read).
-VARIANT_LABEL = own("variant")
+
+def variant_label() -> str:
+    """The label naming an image's variant (:func:`builder.labels.own`; images built before carry
+    ``io.builder.variant``, still read). ``builder.labels`` is imported here, for a reference's
+    label only: ``resolve VARIANT`` never reads one (start-up, issue 19)."""
+    from builder.labels import own
+
+    return own("variant")
 
 
 class UnknownVariantError(ConfigError):
@@ -50,7 +53,7 @@ class UnknownVariantError(ConfigError):
     def __init__(self, name: str) -> None:
         super().__init__(
             f"cannot tell the variant of {name}: pass --variant-id ID",
-            hint=f"the tag names no variant and the image has no {VARIANT_LABEL} label",
+            hint=f"the tag names no variant and the image has no {variant_label()} label",
             reference=name,
         )
         self.name = name
@@ -171,6 +174,8 @@ def _variant_target(scope: TargetScope, variants: Sequence[Variant], name: str) 
 def _reference_target(
     scope: TargetScope, name: str, variant_id: str | None, variants: Callable[[], Sequence[Variant]]
 ) -> Target:
+    from builder.labels import read as read_label  # an image reference's labels (not a variant id's)
+
     ref = parse_reference(name, scope.registry)
     _check_under_prefix(scope, ref, name)
     from_label = False
@@ -182,7 +187,7 @@ def _reference_target(
         if vid is None:
             labels = image_labels(scope.clients, ref)
             label = read_label(labels, "variant")
-            vid = check_variant_id(label, f"the {VARIANT_LABEL} label of {name}") if label is not None else None
+            vid = check_variant_id(label, f"the {variant_label()} label of {name}") if label is not None else None
             from_label = vid is not None
     if vid is None:
         raise UnknownVariantError(name)
@@ -327,14 +332,14 @@ def _check_label_claim(
     v = next((v for v in variants if v.id == vid), None)
     if v is None:
         raise NotFoundError(
-            f"the {VARIANT_LABEL} label of {name} claims variant {vid!r}, which no matrix defines",
+            f"the {variant_label()} label of {name} claims variant {vid!r}, which no matrix defines",
             hint="labels are claims: pass --variant-id VARIANT to name the variant yourself",
         )
     built = repository_path(scope.repository_prefix, v.repository)
     repository = ref.repository
     if built != repository and built not in _builds_of(scope, ref):
         raise NotFoundError(
-            f"the {VARIANT_LABEL} label of {name} claims variant {vid!r}, which is built into {built}, "
+            f"the {variant_label()} label of {name} claims variant {vid!r}, which is built into {built}, "
             f"not {repository}",
             hint="labels are claims: promote the image from the variant's repository, or pass --variant-id "
             "to name the variant yourself",
@@ -346,7 +351,7 @@ def _check_label_claim(
             _check_platform_of(scope, built, f"{built}:{tag}", named, ref.digest, name)
         why = f"{built}:{tag} does not name this digest" if tag else "the image has no content-hash label"
         raise NotFoundError(
-            f"the {VARIANT_LABEL} label of {name} claims variant {vid!r}, but no build of that variant "
+            f"the {variant_label()} label of {name} claims variant {vid!r}, but no build of that variant "
             f"confirms it: {why}",
             hint="labels are claims: promote the variant's content tag (`builder status` shows it), or pass "
             "--variant-id to name the variant yourself",

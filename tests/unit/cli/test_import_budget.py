@@ -90,6 +90,8 @@ NO_VERIFY = (
     # what the steps make of a variant (rendered, built, a summary line): resolve decodes variants only
     "builder.models.images",
     "builder.models.summary",
+    # image labels: read for an image reference, never for a variant id
+    "builder.labels",
 )
 
 #: What a device check that passes must not import: the diagnosis rules (compiled regular expressions,
@@ -113,13 +115,13 @@ CHECK = ("pydantic", "ruamel", "sigstore", "builder.checks.diagnosis.rules", "bu
 #: 128, check --help 143, matrix list 324, resolve 319, history 342, status 342, check REF 333; then
 #: ``RenderedImage``/``BuiltImage`` and ``SummaryRow`` in modules of their own under ``builder.models``
 #: (imported on first use): one module more where a command uses them (matrix list 325, status 343,
-#: check REF 334), four dataclasses fewer for resolve.
+#: check REF 334), four dataclasses fewer for resolve; resolve 318 without ``builder.labels``.
 BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
     ("--help",): (136, PLAIN),
     ("--version",): (128, PLAIN),
     ("check", "--help"): (143, LIGHT),
     ("matrix", "list", "--json"): (325, ("requests", "cryptography", "sigstore", "docker")),
-    ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (319, NO_VERIFY),
+    ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (318, NO_VERIFY),
     ("history", VARIANT, "--stage", "dev"): (342, QUERY),
     ("status", "--select", VARIANT): (343, QUERY),
     # pinned before anything runs: the closed port ends it there, after the engine's `docker info`
@@ -133,8 +135,9 @@ BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
 #: the closed port's error path (``builder.cli.github`` reports the failure): 55 before round 5
 #: (2026-12-02 05:30 UTC), 47 after (06:10): no evidence, result or copy classes; 46 in round 7
 #: (targets' private ``_Matrices`` adapter a plain class), 42 with ``RenderedImage``, ``BuiltImage``
-#: and ``SummaryRow`` imported on first use and ``builder.cli.github.GitHub`` a named tuple.
-RESOLVE_DATACLASSES = 42
+#: and ``SummaryRow`` imported on first use and ``builder.cli.github.GitHub`` a named tuple, 41 without
+#: ``builder.labels`` (its ``SourceFacts``).
+RESOLVE_DATACLASSES = 41
 
 #: run ``builder`` as ``python -m builder`` does, then list ``sys.modules`` on stderr at exit (after
 #: builder's own exit handlers), and the dataclasses builder's modules define
