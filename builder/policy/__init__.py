@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
     from builder.policy.loader import check_policy, load_policy
     from builder.policy.model import BUILD_STAGE, Policy, Retention, RollbackRule, Stage
     from builder.policy.results import Decision, RuleResult
-    from builder.policy.rules import AllOf, AnyOf, Rule, Unconditional
+    from builder.policy.rules import Rule
     from builder.policy.rules_change import (
         ApprovalRule,
         ChangeTicketRule,
@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
         device_check_facts,
         driver_branch,
     )
+    from builder.policy.rules_groups import AllOf, AnyOf, Unconditional
     from builder.policy.schema import RULE_KINDS
     from builder.policy.signers import Approver, KeyRef, KeySet
 
@@ -66,8 +67,8 @@ if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
 #: https://peps.python.org/pep-0562/). ``tests/unit/policy/test_exports.py`` keeps it equal to
 #: ``__all__`` and the imports above.
 _EXPORTS: dict[str, str] = {
-    "AllOf": "rules",
-    "AnyOf": "rules",
+    "AllOf": "rules_groups",
+    "AnyOf": "rules_groups",
     "ApprovalRule": "rules_change",
     "Approver": "signers",
     "AttestationEvidence": "evidence",
@@ -96,7 +97,7 @@ _EXPORTS: dict[str, str] = {
     "SignatureRule": "rules_evidence",
     "SoakRule": "rules_change",
     "Stage": "model",
-    "Unconditional": "rules",
+    "Unconditional": "rules_groups",
     "check_policy": "loader",
     "device_check_facts": "rules_evidence",
     "driver_branch": "rules_evidence",

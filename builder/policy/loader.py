@@ -25,7 +25,7 @@ from builder.errors import ConfigError, PolicyError, SigningKeyError
 from builder.policy.durations import WEEKDAY_NAMES, WEEKDAYS, parse_duration, weekday_index
 from builder.policy.inputs import PolicyInputs, read_policy_text
 from builder.policy.model import BUILD_STAGE, Policy, Retention, RollbackRule, Stage
-from builder.policy.rules import AllOf, AnyOf, Rule, Unconditional
+from builder.policy.rules import Rule
 from builder.policy.rules_benchmark import evidence_rule_builders
 from builder.policy.rules_change import ApprovalRule, ChangeTicketRule, FreezeRule, FreezeWindow, SoakRule
 from builder.policy.rules_evidence import (
@@ -35,6 +35,7 @@ from builder.policy.rules_evidence import (
     ProvenanceRule,
     SignatureRule,
 )
+from builder.policy.rules_groups import AllOf, AnyOf, Unconditional
 from builder.policy.rules_vulnerabilities import vulnerability_rule_builders
 from builder.policy.schema import (
     RULE_KINDS,

@@ -1,8 +1,9 @@
-"""The policy rule: the ``Rule`` base class, its groups (``all_of``, ``any_of``), ``unconditional``,
-and the helpers the evidence rules share to read signed evidence and say why it did not count.
+"""The policy rule: the ``Rule`` base class and the helpers the evidence rules share to read signed
+evidence and say why it did not count.
 
-The rule kinds that read evidence live in ``rules_evidence`` (signature, attestation, provenance,
-device check, fleet) and ``rules_change`` (approvals, change ticket, freeze, soak).
+The rules that read no evidence, the groups ``all_of`` / ``any_of`` and ``unconditional``, live in
+``rules_groups``; the rule kinds that read evidence in ``rules_evidence`` (signature, attestation,
+provenance, device check, fleet) and ``rules_change`` (approvals, change ticket, freeze, soak).
 """
 
 from __future__ import annotations
@@ -50,63 +51,6 @@ class Rule:
     def walk(self) -> Iterator[Rule]:
         """This rule and, for groups, every rule below it (depth first)."""
         yield self
-
-
-@dataclasses.dataclass(frozen=True)
-class AllOf(Rule):
-    """Passes when every rule of ``rules`` passes. Raises ValueError when ``rules`` is empty."""
-
-    rules: tuple[Rule, ...] = ()
-    kind: str = dataclasses.field(default="all_of", init=False)
-
-    def __post_init__(self) -> None:
-        if not self.rules:
-            raise ValueError("an empty all_of would allow everything; list at least one rule")
-
-    def evaluate(self, ctx: Context) -> RuleResult:
-        results = [r.evaluate(ctx) for r in self.rules]
-        failed = [r for r in results if not r.passed]
-        reason = f"all {len(results)} rules pass" if not failed else f"{len(failed)} of {len(results)} rules fail"
-        return self.result(not failed, reason, children=results)
-
-    def walk(self) -> Iterator[Rule]:
-        yield self
-        for r in self.rules:
-            yield from r.walk()
-
-
-@dataclasses.dataclass(frozen=True)
-class AnyOf(Rule):
-    """Passes when at least one rule of ``rules`` passes. Raises ValueError when ``rules`` is empty."""
-
-    rules: tuple[Rule, ...] = ()
-    kind: str = dataclasses.field(default="any_of", init=False)
-
-    def __post_init__(self) -> None:
-        if not self.rules:
-            raise ValueError("an empty any_of can never pass; list at least one rule")
-
-    def evaluate(self, ctx: Context) -> RuleResult:
-        results = [r.evaluate(ctx) for r in self.rules]
-        passed = [r for r in results if r.passed]
-        reason = f"{len(passed)} of {len(results)} alternatives pass" if passed else "no alternative passes"
-        return self.result(bool(passed), reason, children=results)
-
-    def walk(self) -> Iterator[Rule]:
-        yield self
-        for r in self.rules:
-            yield from r.walk()
-
-
-@dataclasses.dataclass(frozen=True)
-class Unconditional(Rule):
-    """Explicitly lets every digest in (e.g. ``dev`` takes every build); ``why`` is shown."""
-
-    why: str = ""
-    kind: str = dataclasses.field(default="unconditional", init=False)
-
-    def evaluate(self, _ctx: Context) -> RuleResult:
-        return self.result(True, self.why or "unconditional")
 
 
 class Notes:

@@ -56,6 +56,8 @@ QUERY = (
     "ruamel",
     "builder.policy.loader",
     "builder.policy.schema",
+    # a stage's rules are built when a decision evaluates them: a query builds none
+    "builder.policy.rules_groups",
     "builder.matrix.load",
     # fleet files only with --cluster or a fleet rule judging an image; the ledger only for writers
     "builder.compat.fleets",
@@ -136,8 +138,9 @@ BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
 #: (2026-12-02 05:30 UTC), 47 after (06:10): no evidence, result or copy classes; 46 in round 7
 #: (targets' private ``_Matrices`` adapter a plain class), 42 with ``RenderedImage``, ``BuiltImage``
 #: and ``SummaryRow`` imported on first use and ``builder.cli.github.GitHub`` a named tuple, 41 without
-#: ``builder.labels`` (its ``SourceFacts``).
-RESOLVE_DATACLASSES = 41
+#: ``builder.labels`` (its ``SourceFacts``), 38 with ``all_of``/``any_of``/``unconditional`` in
+#: ``builder.policy.rules_groups`` (built with a stage's rules, on first use).
+RESOLVE_DATACLASSES = 38
 
 #: run ``builder`` as ``python -m builder`` does, then list ``sys.modules`` on stderr at exit (after
 #: builder's own exit handlers), and the dataclasses builder's modules define
