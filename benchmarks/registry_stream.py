@@ -306,7 +306,10 @@ def median_run(runs: list[Run]) -> Run:
     return Run(*(statistics.median(getattr(r, f.name) for r in runs) for f in dataclasses.fields(Run)))
 
 
-def main(argv: list[str] | None = None) -> None:
+def arguments(argv: list[str] | None) -> tuple[dict[str, tuple[int, int]], int, list[str]]:
+    """The images to copy (name -> (layers, MiB each)), the rounds and the tools to run (builder,
+    ``b@N`` for each ``--streams`` value, the installed peers, curl); a usage error (exit 2)
+    names a wrong ``--images`` or ``--streams`` value."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median of each tool)")
     parser.add_argument("--images", default=",".join(IMAGES), help=f"comma-separated, of {', '.join(IMAGES)}")
@@ -318,14 +321,21 @@ def main(argv: list[str] | None = None) -> None:
         "how many blobs at once suits this machine (builder's setting copy_streams, default 4)",
     )
     args = parser.parse_args(argv)
-    images = QUICK if args.quick else {k: IMAGES[k] for k in args.images.split(",")}
-    rounds = 1 if args.quick else args.rounds
-    tools = ["builder", "oras", "skopeo", "crane", "curl"]
-    tools = [t for t in tools if t in ("builder", "curl") or shutil.which(t)]
+    unknown = [k for k in args.images.split(",") if k not in IMAGES]
+    if unknown and not args.quick:
+        parser.error(f"--images: unknown {', '.join(unknown)}; choose from {', '.join(IMAGES)}")
     streams = [n.strip() for n in args.streams.split(",") if n.strip()]
     if not all(n.isdigit() and int(n) > 0 for n in streams):
         parser.error(f"--streams takes positive whole numbers separated by commas, not {args.streams!r}")
+    images = QUICK if args.quick else {k: IMAGES[k] for k in args.images.split(",")}
+    tools = ["builder", "oras", "skopeo", "crane", "curl"]
+    tools = [t for t in tools if t in ("builder", "curl") or shutil.which(t)]
     tools[1:1] = [f"b@{int(n)}" for n in streams]
+    return images, 1 if args.quick else args.rounds, tools
+
+
+def main(argv: list[str] | None = None) -> None:
+    images, rounds, tools = arguments(argv)
     missing = sorted({"oras", "skopeo", "crane"} - set(tools))
     if missing:
         print(f"not installed, not measured: {', '.join(missing)}")
