@@ -14,13 +14,12 @@ message`` and ``--json`` as :meth:`Problem.to_json`, the same shape for every ki
 from __future__ import annotations
 
 import dataclasses
-import errno
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pathlib import Path
+from builder.textfiles import MAX_BYTES  # the read limit; a longer text is refused by parse too
 
+if TYPE_CHECKING:
     # the JSON shape (typing_extensions): not imported to read a file or report a problem (issue 19)
     from builder.error_documents import ProblemDocument, Severity
 
@@ -163,31 +162,10 @@ def plain(node: object) -> object:
     return node
 
 
-MAX_BYTES = 4 * 1024 * 1024
-"""The largest YAML document read (bytes): matrices, policies and fleets are hand-written files of
-a few KiB; a larger one (or ``/dev/zero``) is refused instead of read into memory."""
-
 MAX_NODES = 200_000
 """The most nodes a document may have with every alias expanded (its size as plain data). A
 "billion laughs" alias bomb (https://en.wikipedia.org/wiki/Billion_laughs_attack) is a few hundred
 bytes whose expansion has billions of nodes: refused before anything walks it."""
-
-
-class TooLarge(OSError):
-    """A file over :data:`MAX_BYTES` (an ``OSError`` with ``errno.EFBIG``, so every reader that
-    reports unreadable files reports it too)."""
-
-
-def read_text(path: Path, limit: int = MAX_BYTES) -> str:
-    """The UTF-8 text of ``path``, read with a size limit: at most ``limit`` bytes. Raises
-    :class:`TooLarge` (an OSError) over the limit, OSError / UnicodeDecodeError as ``read_text``."""
-    with path.open("rb") as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise TooLarge(
-            errno.EFBIG, f"larger than the {limit // (1024 * 1024)} MiB limit for a YAML document", str(path)
-        )
-    return data.decode("utf-8")
 
 
 def expanded_size(root: object, limit: int = MAX_NODES) -> int | None:

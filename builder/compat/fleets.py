@@ -71,7 +71,8 @@ from builder.compat.fleet_verdicts import (
 from builder.compat.gpus import gpu_info, normalize_brand
 from builder.errors import BuilderError, ConfigError, NotFoundError
 from builder.models import GpuVendor, Vendor
-from builder.yamldoc import Document, InvalidYaml, Problem, parse, plain, read_text
+from builder.textfiles import read_text
+from builder.yamldoc import Document, InvalidYaml, Problem, parse, plain
 
 if TYPE_CHECKING:
     from builder.compat.check import ImageSpec

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder.errors import ConfigError
-from builder.yamldoc import read_text
+from builder.textfiles import read_text
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 #: Bumped when the stored shape changes.
 CACHE_SCHEMA = 2
 #: Sources whose change may change the variants of the same matrix bytes.
-_CODE = ("matrix", "compat", "models", "bases.py", "yamldoc.py")  # yamldoc: the loader parses with it
+#: (yamldoc and textfiles: the loader reads and parses with them)
+_CODE = ("matrix", "compat", "models", "bases.py", "yamldoc.py", "textfiles.py")
 #: Indexes this process read or built, by cache file (whose name is the content's key).
 _READ: dict[Path, MatrixIndex] = {}
 

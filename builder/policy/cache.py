@@ -54,6 +54,7 @@ CODE = (
     "signing/cosign_key.py",
     "compat",
     "yamldoc.py",
+    "textfiles.py",
     "config.py",
     "registry/reference.py",
     "suggest.py",

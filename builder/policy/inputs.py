@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 
 from builder.errors import NotFoundError, PolicyError
-from builder.yamldoc import MAX_BYTES, TooLarge, read_text
+from builder.textfiles import MAX_BYTES, TooLarge, read_text
 
 
 @dataclasses.dataclass
