@@ -284,7 +284,7 @@ def _print_summary(run: BuildRun) -> None:
     for b in run.results:
         if b.status != "failed":
             continue
-        console().print(f"[red]{b.variant_id}[/]: {b.error}", highlight=False, markup=False)
+        console().print(f"[red]{escape(b.variant_id)}[/]: {escape(b.error or '')}", highlight=False)
         tail = log_tail(b)
         if tail:
             console().print("\n".join(f"  [dim]|[/] {escape(line)}" for line in tail), highlight=False)

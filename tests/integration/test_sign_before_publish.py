@@ -235,3 +235,5 @@ def test_a_refused_foreign_digest_does_not_move_the_variant_tag(
     assert client.resolve(unique_repo, B) == image["digest"]  # the variant tag: not moved to the refused digest
     assert "retagged" not in attacked.stderr
     assert client.try_resolve(unique_repo, f"sha256-{evil[7:]}.sig") is None
+    human = builder(project, *command, "--select", "tiny2*", env=env).stderr  # as a user reads it
+    assert evil in human and "[red]" not in human and "[/]" not in human, human[-2000:]  # styled, not printed
