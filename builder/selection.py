@@ -42,6 +42,25 @@ class HasVariants(Protocol):
     def variants(self) -> Sequence[Variant]: ...
 
 
+class VariantName(Protocol):
+    """What a variant id's image reference needs of a variant: its ``id`` and ``repository`` (a
+    :class:`builder.models.Variant`, or the matrix index's names, read without decoding variants:
+    :func:`builder.matrix.index.variant_names`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def repository(self) -> str: ...
+
+
+class HasVariantNames(Protocol):
+    """Anything with variant names (:class:`VariantName`): every :class:`HasVariants` is one."""
+
+    @property
+    def variants(self) -> Sequence[VariantName]: ...
+
+
 _SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
@@ -160,12 +179,12 @@ def looks_like_variant_id(text: str) -> bool:
     return bool(text) and not any(c in text for c in "/:@")
 
 
-def variant_reference(matrices: Iterable[HasVariants], variant_id: str, registry: str, prefix: str = "") -> str:
+def variant_reference(matrices: Iterable[HasVariantNames], variant_id: str, registry: str, prefix: str = "") -> str:
     """``<registry>/<repository>:<variant-id>``: the moving variant tag ``builder build`` points at the
     variant's latest image (docs/build.md), the repository under the checkout's repository
     ``prefix`` (:func:`builder.config.repository_path`). Raises NotFoundError (``details['close_matches']``: up to
     five close ids, :func:`builder.suggest.close_matches`) when no variant has ``variant_id``."""
-    ids: dict[str, Variant] = {v.id: v for m in matrices for v in m.variants}
+    ids: dict[str, VariantName] = {v.id: v for m in matrices for v in m.variants}
     v = ids.get(variant_id)
     if v is None:
         close = close_matches(variant_id, ids, n=5)
@@ -192,7 +211,7 @@ def unbuilt_variant(variant_id: str, reference: str) -> NotFoundError:
     )
 
 
-def target_reference(text: str, matrices: Iterable[HasVariants], registry: str, prefix: str = "") -> str:
+def target_reference(text: str, matrices: Iterable[HasVariantNames], registry: str, prefix: str = "") -> str:
     """A command's target as an image reference: a variant id becomes its moving variant tag
     (:func:`variant_reference` under the repository ``prefix``, NotFoundError when unknown);
     anything else is returned as given."""

@@ -40,11 +40,11 @@ def matrix_binding(cfg: Config, kind: str, matrix_files: Sequence[Path] = ()) ->
     it; a matrix naming no fleet has none. When the matrices name different ones, ConfigError
     (exit 2) listing each matrix's, with the option that chooses; NotFoundError (exit 8) naming the
     matrix and field when the file does not exist (:func:`bound_file`)."""
-    from builder.matrix.index import matrix_index  # validated once per content (<state_dir>/cache)
+    from builder.matrix.index import matrix_names  # validated once per content (<state_dir>/cache)
 
     named: dict[Path, list[str]] = {}
     default = (cfg.policies_dir / "default.yaml").resolve()
-    for m in matrix_index(matrix_paths(cfg.matrices_dir, matrix_files), cfg.state_dir / "cache").matrices:
+    for m in matrix_names(matrix_paths(cfg.matrices_dir, matrix_files), cfg.state_dir / "cache"):
         value = m.policy if kind == "policy" else m.fleet
         if value is None:
             if kind == "policy":

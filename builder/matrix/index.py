@@ -29,15 +29,15 @@ import json
 import types
 import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from builder.cachefile import code_stamp, read_private, write_json
-from builder.models import Variant
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from builder.config import Config
+    from builder.models import Variant  # decoded from the cache only where variants are asked for
 
 #: Bumped when the stored shape changes.
 CACHE_SCHEMA = 2
@@ -46,6 +46,8 @@ CACHE_SCHEMA = 2
 _CODE = ("matrix", "compat", "models", "bases.py", "yamldoc.py", "textfiles.py")
 #: Indexes this process read or built, by cache file (whose name is the content's key).
 _READ: dict[Path, MatrixIndex] = {}
+#: Cache files this process parsed (not yet decoded): their variants' JSON objects and matrix names.
+_STORED: dict[Path, tuple[list[dict[str, object]], tuple[MatrixNames, ...]]] = {}
 
 
 def cache_key(paths: Sequence[Path], texts: Sequence[str]) -> str:
@@ -80,17 +82,21 @@ class MatrixIndex:
     matrices: tuple[MatrixNames, ...]
 
 
+class IndexedVariant(NamedTuple):
+    """A variant as the index names it, read without decoding it (:func:`variant_names`): its
+    ``id`` and ``repository`` (relative to the registry, not under the repository prefix)."""
+
+    id: str
+    repository: str
+
+
 def matrix_index(paths: Sequence[Path], cache_dir: Path | None) -> MatrixIndex:
     """The :class:`MatrixIndex` of ``paths``, from the cache when its key matches (``cache_dir``
     None: no cache). Raises MatrixError / ConfigError as ``load_matrices`` does."""
     if cache_dir is None:
         return _load(paths)
-    from builder.matrix.files import read_matrix_text
-
-    texts = [read_matrix_text(Path(p)) for p in paths]  # the loader's limit and errors; parsed as hashed
-    try:
-        file = cache_dir / f"variants-{cache_key(paths, texts)}.json"
-    except OSError:  # builder's sources changing under it (a reinstall): loaded, not cached
+    file, texts = _cache_file(paths, cache_dir)
+    if file is None:  # builder's sources changing under it (a reinstall): loaded, not cached
         return _load(paths, texts)
     found = _READ.get(file) or _read(file)
     if found is None:
@@ -98,6 +104,54 @@ def matrix_index(paths: Sequence[Path], cache_dir: Path | None) -> MatrixIndex:
         _write(file, found)
     _READ[file] = found  # the key names the content: a command asking twice decodes it once
     return found
+
+
+def matrix_names(paths: Sequence[Path], cache_dir: Path | None) -> tuple[MatrixNames, ...]:
+    """What each matrix file of ``paths`` names (file order), as :func:`matrix_index` has it, from
+    the cache without decoding a variant (the promotion commands' default policy, issue 19);
+    :func:`matrix_index`'s on a miss (which fills the cache). Raises what it raises."""
+    stored = _stored_for(paths, cache_dir)
+    return stored[1] if stored is not None else matrix_index(paths, cache_dir).matrices
+
+
+def variant_names(paths: Sequence[Path], cache_dir: Path | None) -> tuple[IndexedVariant, ...]:
+    """Every variant's id and repository (:func:`matrix_index` order), from the cache without
+    decoding a variant: what ``builder resolve VARIANT`` needs of the matrices, with no work per
+    variant besides reading two strings (start-up, issue 19). :func:`matrix_index`'s variants on a
+    miss or a stored variant without string ``id`` / ``repository``. Raises what it raises."""
+    stored = _stored_for(paths, cache_dir)
+    if stored is not None:
+        names: list[IndexedVariant] = []
+        for item in stored[0]:
+            vid, repository = item.get("id"), item.get("repository")
+            if not (isinstance(vid, str) and isinstance(repository, str)):
+                break
+            names.append(IndexedVariant(vid, repository))
+        else:
+            return tuple(names)
+    return tuple(IndexedVariant(v.id, v.repository) for v in matrix_index(paths, cache_dir).variants)
+
+
+def _cache_file(paths: Sequence[Path], cache_dir: Path) -> tuple[Path | None, list[str]]:
+    """The cache file of ``paths`` (None when the key cannot be computed: a source vanished) and the
+    files' texts (read once, with the loader's limit and errors: parsed as hashed)."""
+    from builder.matrix.files import read_matrix_text
+
+    texts = [read_matrix_text(Path(p)) for p in paths]
+    try:
+        return cache_dir / f"variants-{cache_key(paths, texts)}.json", texts
+    except OSError:
+        return None, texts
+
+
+def _stored_for(
+    paths: Sequence[Path], cache_dir: Path | None
+) -> tuple[list[dict[str, object]], tuple[MatrixNames, ...]] | None:
+    """The cache file of ``paths`` parsed, not decoded (:func:`_stored`); None without a usable one."""
+    if cache_dir is None:
+        return None
+    file, _ = _cache_file(paths, cache_dir)
+    return None if file is None else _stored(file)
 
 
 def project_index(cfg: Config) -> MatrixIndex:
@@ -132,21 +186,39 @@ def _load(paths: Sequence[Path], texts: Sequence[str] | None = None) -> MatrixIn
     )
 
 
-def _read(file: Path) -> MatrixIndex | None:
-    """The cached index, or None when there is no usable file (missing, another schema, or not
-    the expected shape: then it is rebuilt)."""
+def _stored(file: Path) -> tuple[list[dict[str, object]], tuple[MatrixNames, ...]] | None:
+    """The cache file parsed: its variants' JSON objects (not decoded) and each matrix's names;
+    None when there is no usable file (missing, another schema, or not the expected shape: then it
+    is rebuilt). Parsed once per process."""
+    if file in _STORED:
+        return _STORED[file]
     data = read_private(file, file.parent)  # a file others could have written: a miss
     if data is None:
         return None
     try:
         doc = json.loads(data)
-        if doc.get("schema") != CACHE_SCHEMA:
+        if doc.get("schema") != CACHE_SCHEMA or not isinstance(doc["variants"], list):
             return None
-        return MatrixIndex(
-            tuple(cast("Variant", _decode(Variant, item)) for item in doc["variants"]),
-            tuple(MatrixNames(Path(m["path"]), m["policy"], m["fleet"]) for m in doc["matrices"]),
-        )
+        if not all(isinstance(item, dict) for item in doc["variants"]):
+            return None
+        names = tuple(MatrixNames(Path(m["path"]), m["policy"], m["fleet"]) for m in doc["matrices"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    _STORED[file] = (doc["variants"], names)
+    return _STORED[file]
+
+
+def _read(file: Path) -> MatrixIndex | None:
+    """The cached index (:func:`_stored`, every variant decoded), or None when there is no usable
+    file (then it is rebuilt)."""
+    from builder.models import Variant  # decoding only: names are read without it
+
+    stored = _stored(file)
+    if stored is None:
+        return None
+    try:
+        return MatrixIndex(tuple(cast("Variant", _decode(Variant, item)) for item in stored[0]), stored[1])
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

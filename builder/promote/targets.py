@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from builder.models import Variant
     from builder.policy import Stage
     from builder.promote.context import ClientFactory, PromotionContext
+    from builder.selection import VariantName
 
 CONTENT_SUFFIX = re.compile(r"-[0-9a-f]{12}$")
 """The content-hash suffix of a build's write-once tag."""
@@ -65,7 +66,9 @@ class TargetScope:
     every variant of the matrices; ``registry`` is the default registry; ``stage_names`` the
     policy's stages (pointer tags); ``clients`` reads image labels; ``repository_prefix`` the
     checkout's, under which its variants' repositories live; ``stages`` the policy's stages
-    (their ``repository`` templates map a reference in a stage's repository back to the build's)."""
+    (their ``repository`` templates map a reference in a stage's repository back to the build's);
+    ``names`` (None: ``variants``) gives every variant's id and repository only, what a variant
+    id's target needs (read from the matrix index without decoding a variant)."""
 
     variants: Callable[[], Sequence[Variant]]
     registry: str
@@ -73,6 +76,7 @@ class TargetScope:
     clients: ClientFactory
     repository_prefix: str = ""
     stages: Sequence[Stage] = ()
+    names: Callable[[], Sequence[VariantName]] | None = None
 
 
 def matrix_variants(matrices_dir: Path | None, cache_dir: Path | None = None) -> list[Variant]:
@@ -86,6 +90,18 @@ def matrix_variants(matrices_dir: Path | None, cache_dir: Path | None = None) ->
     return list(cached_variants(matrix_paths(matrices_dir), cache_dir))
 
 
+def matrix_variant_names(matrices_dir: Path | None, cache_dir: Path | None = None) -> list[VariantName]:
+    """Every variant's id and repository (:func:`matrix_variants`' order), read from the matrix index
+    without decoding a variant when ``cache_dir`` holds it (:func:`builder.matrix.index.variant_names`):
+    ``builder resolve VARIANT`` does no work per variant of the project. Raises MatrixError."""
+    if matrices_dir is None:
+        return []
+    from builder.matrix.files import matrix_paths
+    from builder.matrix.index import variant_names
+
+    return list(variant_names(matrix_paths(matrices_dir), cache_dir))
+
+
 def scope_of(ctx: PromotionContext) -> TargetScope:
     """The scope of a promotion context: the variants of its ``matrices_dir``, its default
     registry, the policy's stages and its clients."""
@@ -96,6 +112,7 @@ def scope_of(ctx: PromotionContext) -> TargetScope:
         clients=ctx.clients,
         repository_prefix=ctx.repository_prefix,
         stages=ctx.policy.stages,
+        names=lambda: matrix_variant_names(ctx.matrices_dir, ctx.cache_dir),
     )
 
 
@@ -133,11 +150,17 @@ def resolve_targets(
     an unknown variant id (with close matches); UnknownVariantError for a reference whose variant
     cannot be told."""
     cache: list[Sequence[Variant]] = []
+    named: list[Sequence[VariantName]] = []
 
     def variants() -> Sequence[Variant]:
         if not cache:
             cache.append(scope.variants())
         return cache[0]
+
+    def ids() -> Sequence[VariantName]:  # a variant id needs no more of the matrices
+        if not named:
+            named.append(variants() if scope.names is None or cache else scope.names())
+        return named[0]
 
     targets: list[Target] = []
     if globs:
@@ -146,24 +169,24 @@ def resolve_targets(
         targets.extend(Target(v.id, repository_path(prefix, v.repository), scope.registry) for v in chosen)
     for name in names:
         if looks_like_variant_id(name):
-            targets.append(_variant_target(scope, variants(), name))
+            targets.append(_variant_target(scope, ids(), name))
         else:
             targets.append(_reference_target(scope, name, variant_id, variants))
     return list(dict.fromkeys(targets))
 
 
 class _Matrices:
-    """The variants as :func:`builder.selection.variant_reference` reads matrices (``HasVariants``).
+    """The variants as :func:`builder.selection.variant_reference` reads matrices (``HasVariantNames``).
     A plain class, private to this module: a dataclass costs ``resolve`` about 1 ms of start-up
     (``dataclasses`` compiles its methods), more than this adapter is worth (issue 19)."""
 
     __slots__ = ("variants",)
 
-    def __init__(self, variants: Sequence[Variant]) -> None:
+    def __init__(self, variants: Sequence[VariantName]) -> None:
         self.variants = variants
 
 
-def _variant_target(scope: TargetScope, variants: Sequence[Variant], name: str) -> Target:
+def _variant_target(scope: TargetScope, variants: Sequence[VariantName], name: str) -> Target:
     """A variant id's target: the repository of its moving variant tag (``variant_reference``,
     NotFoundError naming close ids when the matrices have no such variant)."""
     text = variant_reference([_Matrices(variants)], name, scope.registry, scope.repository_prefix)

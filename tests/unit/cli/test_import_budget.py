@@ -95,6 +95,8 @@ NO_VERIFY = (
     "builder.models.summary",
     # image labels: read for an image reference, never for a variant id
     "builder.labels",
+    # a variant id's repository is read from the matrix index without decoding any variant
+    "builder.models",
 )
 
 #: What a device check that passes must not import: the diagnosis rules (compiled regular expressions,
@@ -120,14 +122,15 @@ CHECK = ("pydantic", "ruamel", "sigstore", "builder.checks.diagnosis.rules", "bu
 #: (imported on first use): one module more where a command uses them (matrix list 325, status 343,
 #: check REF 334), four dataclasses fewer for resolve; resolve 318 without ``builder.labels``; the
 #: read limit in ``builder.textfiles``: resolve 318 without ``builder.yamldoc``, matrix list 326
-#: (it parses: both modules).
+#: (it parses: both modules); variant ids and the matrices' policy read from the index without
+#: decoding a variant (``builder.matrix.index.variant_names`` / ``matrix_names``): resolve 317, history 341.
 BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
     ("--help",): (136, PLAIN),
     ("--version",): (128, PLAIN),
     ("check", "--help"): (143, LIGHT),
     ("matrix", "list", "--json"): (326, ("requests", "cryptography", "sigstore", "docker")),
-    ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (318, NO_VERIFY),
-    ("history", VARIANT, "--stage", "dev"): (342, QUERY),
+    ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (317, NO_VERIFY),
+    ("history", VARIANT, "--stage", "dev"): (341, QUERY),
     ("status", "--select", VARIANT): (343, QUERY),
     # pinned before anything runs: the closed port ends it there, after the engine's `docker info`
     ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (334, CHECK),
@@ -143,8 +146,9 @@ BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
 #: and ``SummaryRow`` imported on first use and ``builder.cli.github.GitHub`` a named tuple, 41 without
 #: ``builder.labels`` (its ``SourceFacts``), 38 with ``all_of``/``any_of``/``unconditional`` in
 #: ``builder.policy.rules_groups`` (built with a stage's rules, on first use), 36 without
-#: ``builder.yamldoc``'s ``Problem`` and ``Document`` (the read limit is ``builder.textfiles``').
-RESOLVE_DATACLASSES = 36
+#: ``builder.yamldoc``'s ``Problem`` and ``Document`` (the read limit is ``builder.textfiles``'), 31
+#: without decoding variants (no ``builder.models``: ``Variant`` and its four parts).
+RESOLVE_DATACLASSES = 31
 
 #: run ``builder`` as ``python -m builder`` does, then list ``sys.modules`` on stderr at exit (after
 #: builder's own exit handlers), and the dataclasses builder's modules define
