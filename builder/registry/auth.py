@@ -30,7 +30,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 from builder import process
 from builder.errors import RegistryAuthError, RegistryError
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from docker.auth import AuthConfig
 
     from builder.registry.response import Response
+    from builder.registry.token import TokenRequest as TokenRequest  # noqa: PLC0414 - re-exported: the transport imports it from here
 
 #: The server URL Docker uses for Docker Hub in credential stores.
 DOCKER_HUB_SERVER = "https://index.docker.io/v1/"
@@ -239,29 +240,8 @@ def parse_www_authenticate(header: str) -> tuple[str, dict[str, str]]:
     return scheme.lower(), params
 
 
-@dataclasses.dataclass(frozen=True)
-class TokenRequest:
-    """One request to a token service: ``GET realm?query`` with ``basic`` (user, password) or
-    anonymously, or, for an identity token, ``POST realm`` with the ``form`` fields."""
-
-    realm: str
-    query: tuple[tuple[str, str], ...] = ()
-    form: tuple[tuple[str, str], ...] = ()
-    basic: tuple[str, str] | None = None
-
-    @property
-    def method(self) -> str:
-        """``POST`` for a refresh-token exchange, else ``GET``."""
-        return "POST" if self.form else "GET"
-
-    @property
-    def url(self) -> str:
-        """The realm, with the query for a GET."""
-        return f"{self.realm}?{urlencode(self.query)}" if self.query and not self.form else self.realm
-
-
 #: Sends a token request and returns the raw response (the transport maps connection errors).
-TokenSender = Callable[[TokenRequest], "Response"]
+TokenSender = Callable[["TokenRequest"], "Response"]
 
 
 class Authenticator:
@@ -332,6 +312,8 @@ class Authenticator:
     def _token_request(
         self, params: Mapping[str, str], scopes: tuple[str, ...], cred: Credential | None, where: str
     ) -> TokenRequest:
+        from builder.registry.token import TokenRequest  # a Bearer challenge only
+
         realm = params.get("realm")
         if not realm:
             raise RegistryAuthError(f"registry {self.registry} sent a Bearer challenge without realm for {where}")

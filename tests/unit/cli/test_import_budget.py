@@ -97,6 +97,8 @@ NO_VERIFY = (
     "builder.labels",
     # a variant id's repository is read from the matrix index without decoding any variant
     "builder.models",
+    # a token service's request: only for a registry answering with a Bearer challenge
+    "builder.registry.token",
 )
 
 #: What a device check that passes must not import: the diagnosis rules (compiled regular expressions,
@@ -147,8 +149,9 @@ BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
 #: ``builder.labels`` (its ``SourceFacts``), 38 with ``all_of``/``any_of``/``unconditional`` in
 #: ``builder.policy.rules_groups`` (built with a stage's rules, on first use), 36 without
 #: ``builder.yamldoc``'s ``Problem`` and ``Document`` (the read limit is ``builder.textfiles``'), 31
-#: without decoding variants (no ``builder.models``: ``Variant`` and its four parts).
-RESOLVE_DATACLASSES = 31
+#: without decoding variants (no ``builder.models``: ``Variant`` and its four parts), 30 with the
+#: token request in ``builder.registry.token`` (a Bearer challenge only).
+RESOLVE_DATACLASSES = 30
 
 #: run ``builder`` as ``python -m builder`` does, then list ``sys.modules`` on stderr at exit (after
 #: builder's own exit handlers), and the dataclasses builder's modules define
