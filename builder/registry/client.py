@@ -15,7 +15,6 @@ digest mismatch or a document that is not JSON).
 
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import random
 import re
@@ -48,6 +47,7 @@ from builder.registry.transport import (
 )
 
 if TYPE_CHECKING:
+    import concurrent.futures  # imported where a pool or a mount is made (start-up, issue 19)
     from collections.abc import Callable, Mapping
     from pathlib import Path
 
@@ -160,6 +160,8 @@ class RegistryClient:
     def executor(self) -> concurrent.futures.ThreadPoolExecutor:
         """A small thread pool owned by this client (reused, so its threads keep their
         keep-alive connections): parallel blob mounts/copies. Never submit from inside it."""
+        import concurrent.futures
+
         with self._lock:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -348,6 +350,8 @@ class RegistryClient:
         A blob mounted into ``repository`` is mounted once per client (a batch sharing base layers;
         threads mounting it at once share one request); a failed mount is not remembered. A blob
         the registry lost since fails the manifest PUT (``put_manifest_repairing`` copies it)."""
+        import concurrent.futures
+
         key = (repository, digest)
         with self._lock:
             fut = self._mounts.get(key)
