@@ -27,15 +27,7 @@ from builder.errors import NotFoundError, RegistryAuthError, RegistryError, Regi
 from builder.lockfile import held
 from builder.registry.auth import Authenticator, Credential, DockerCredentials
 from builder.registry.cache import ContentCache
-from builder.registry.manifest import (
-    ACCEPT,
-    MANIFEST_TYPES,
-    OCI_INDEX,
-    Descriptor,
-    Manifest,
-    canonical_json,
-    parse_json_object,
-)
+from builder.registry.media import ACCEPT, MANIFEST_TYPES, OCI_INDEX, canonical_json, parse_json_object
 from builder.registry.reference import fallback_tag, is_digest, is_sha256_digest, join_reference, sha256_digest
 from builder.registry.transport import (
     DEFAULT_BACKOFF,
@@ -51,6 +43,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from pathlib import Path
 
+    # the content model's classes: made where a manifest or referrers list is read (start-up, issue 19)
+    from builder.registry.manifest import Descriptor, Manifest
     from builder.registry.response import Response
     from builder.registry.transport import RequestOptions
 
@@ -228,6 +222,8 @@ class RegistryClient:
         media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
         if media_type not in MANIFEST_TYPES:
             media_type = str(parse_json_object(raw, where).get("mediaType") or media_type)
+        from builder.registry.manifest import Manifest
+
         return Manifest(raw=raw, media_type=media_type, digest=digest)
 
     def try_get_manifest(self, repository: str, reference: str) -> Manifest | None:
@@ -463,6 +459,8 @@ class RegistryClient:
             return None
         # read with the body limits: a referrers answer is a document, never a stream to fill memory with
         body = parse_json_object(self.transport.read_body(resp, where), f"referrers of {repository}@{digest}")
+        from builder.registry.manifest import Descriptor
+
         return [Descriptor.from_json(d, where="referrers") for d in body.get("manifests") or []]
 
     def add_referrer_to_fallback_index(

@@ -1,4 +1,5 @@
-"""OCI content model: media types, platforms, descriptors, manifests and indexes as stored.
+"""OCI content model: platforms, descriptors, manifests and indexes as stored; the media types and
+the JSON of the registry's documents are :mod:`builder.registry.media`'s (named here too).
 
 Sources: OCI image-spec v1.1 (descriptors, ``artifactType``, ``subject``, the image index;
 https://github.com/opencontainers/image-spec/blob/v1.1.0/descriptor.md and
@@ -15,24 +16,46 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from builder.errors import RegistryError
+from builder.registry.media import (
+    ACCEPT,
+    ATTESTATION_REF_TYPE,
+    ATTESTATION_REF_TYPE_KEY,
+    DOCKER_LIST,
+    DOCKER_MANIFEST,
+    INDEX_TYPES,
+    MANIFEST_TYPES,
+    OCI_EMPTY,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    canonical_json,
+    load_json,
+    parse_json_object,
+)
 
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-MANIFEST_TYPES = (OCI_INDEX, OCI_MANIFEST, DOCKER_LIST, DOCKER_MANIFEST)
-INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
-ACCEPT = ", ".join(MANIFEST_TYPES)
-OCI_EMPTY = "application/vnd.oci.empty.v1+json"
-
-#: buildx attestation manifests (in-toto provenance/SBOM) inside an index: never a runnable platform.
-ATTESTATION_REF_TYPE_KEY = "vnd.docker.reference.type"
-ATTESTATION_REF_TYPE = "attestation-manifest"
+__all__ = [
+    "ACCEPT",
+    "ATTESTATION_REF_TYPE",
+    "ATTESTATION_REF_TYPE_KEY",
+    "DOCKER_LIST",
+    "DOCKER_MANIFEST",
+    "INDEX_TYPES",
+    "MANIFEST_TYPES",
+    "OCI_EMPTY",
+    "OCI_INDEX",
+    "OCI_MANIFEST",
+    "Descriptor",
+    "Manifest",
+    "Platform",
+    "canonical_json",
+    "load_json",
+    "parse_json_object",
+    "platform_names",
+    "runnable_platforms",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,32 +225,3 @@ def runnable_platforms(index: Manifest) -> list[Descriptor]:
 def platform_names(index: Manifest) -> tuple[str, ...]:
     """``("linux/amd64", ...)`` of :func:`runnable_platforms` (descriptors without platform skipped)."""
     return tuple(str(d.platform) for d in runnable_platforms(index) if d.platform is not None)
-
-
-def load_json(raw: bytes | str) -> Any:  # noqa: ANN401  (JSON from outside: a true boundary)
-    """``raw`` parsed as JSON, for documents from a registry or its blobs (untrusted). Raises
-    ValueError when it is not JSON, also when it nests deeper than the parser's recursion limit
-    (``[[[[...`` 100,000 deep makes :func:`json.loads` raise RecursionError, which no caller
-    expects from bad input: https://docs.python.org/3/library/json.html#json.JSONDecodeError only
-    covers malformed text)."""
-    try:
-        return json.loads(raw)
-    except RecursionError as exc:
-        raise ValueError("nested too deeply: crafted or broken") from exc
-
-
-def parse_json_object(raw: bytes, where: str) -> dict[str, Any]:
-    """``raw`` parsed as a JSON object; RegistryError naming ``where`` when it is not JSON (nested
-    too deeply included, :func:`load_json`) or not an object."""
-    try:
-        data = load_json(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RegistryError(f"{where}: the registry sent a document that is not JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise RegistryError(f"{where}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def canonical_json(data: object) -> bytes:
-    """Compact, key-sorted JSON bytes (what this project writes for manifests and indexes)."""
-    return json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()

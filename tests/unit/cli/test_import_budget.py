@@ -101,6 +101,8 @@ NO_VERIFY = (
     "builder.registry.token",
     # the registry client's thread pool: parallel mounts and copies only
     "concurrent.futures",
+    # the content model's classes: a manifest HEAD names media types only (builder.registry.media)
+    "builder.registry.manifest",
 )
 
 #: What a device check that passes must not import: the diagnosis rules (compiled regular expressions,
@@ -128,17 +130,19 @@ CHECK = ("pydantic", "ruamel", "sigstore", "builder.checks.diagnosis.rules", "bu
 #: read limit in ``builder.textfiles``: resolve 318 without ``builder.yamldoc``, matrix list 326
 #: (it parses: both modules); variant ids and the matrices' policy read from the index without
 #: decoding a variant (``builder.matrix.index.variant_names`` / ``matrix_names``): resolve 317, history
-#: 341; resolve 314 when the registry client imports its thread pool's module where it makes one.
+#: 341; resolve 314 when the registry client imports its thread pool's module where it makes one;
+#: the media types and JSON helpers in ``builder.registry.media``: history 342 and status 344 (both
+#: modules), check REF 332.
 BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
     ("--help",): (136, PLAIN),
     ("--version",): (128, PLAIN),
     ("check", "--help"): (143, LIGHT),
     ("matrix", "list", "--json"): (326, ("requests", "cryptography", "sigstore", "docker")),
     ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (314, NO_VERIFY),
-    ("history", VARIANT, "--stage", "dev"): (341, QUERY),
-    ("status", "--select", VARIANT): (343, QUERY),
+    ("history", VARIANT, "--stage", "dev"): (342, QUERY),
+    ("status", "--select", VARIANT): (344, QUERY),
     # pinned before anything runs: the closed port ends it there, after the engine's `docker info`
-    ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (334, CHECK),
+    ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (332, CHECK),
 }
 
 
@@ -153,8 +157,9 @@ BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
 #: ``builder.policy.rules_groups`` (built with a stage's rules, on first use), 36 without
 #: ``builder.yamldoc``'s ``Problem`` and ``Document`` (the read limit is ``builder.textfiles``'), 31
 #: without decoding variants (no ``builder.models``: ``Variant`` and its four parts), 30 with the
-#: token request in ``builder.registry.token`` (a Bearer challenge only).
-RESOLVE_DATACLASSES = 30
+#: token request in ``builder.registry.token`` (a Bearer challenge only), 27 without the content
+#: model's ``Platform``, ``Descriptor`` and ``Manifest`` (media types: ``builder.registry.media``).
+RESOLVE_DATACLASSES = 27
 
 #: run ``builder`` as ``python -m builder`` does, then list ``sys.modules`` on stderr at exit (after
 #: builder's own exit handlers), and the dataclasses builder's modules define
