@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, SupportsInt, cast
 
@@ -137,7 +136,13 @@ def _coerce(name: str, value: object, source: str) -> Path | tuple[str, ...] | i
 def load_config(root: Path, environ: Mapping[str, str]) -> Config:
     """Read ``root/builder.toml`` (optional) and apply ``BUILDER_*`` overrides.
 
-    Raises ConfigError naming the file and key for unknown keys or bad values.
+    Raises ConfigError naming the file and key for unknown keys or bad values, and the file with the
+    parser's line and column for text that is not TOML 1.0.
+
+    The file is parsed with rtoml (the Rust ``toml`` crate, TOML 1.0: https://github.com/samuelcolvin/rtoml)
+    rather than the standard library's ``tomllib``: every command reads ``builder.toml``, and importing
+    ``tomllib`` compiles its regular expressions in pure Python, about 28 M instructions (5-7 ms) of
+    each command's start-up against under 2 M for rtoml (issue 19, docs/benchmarks.md "#19, round 7").
     """
     root = root.resolve()
     values: dict[str, Any] = {}
@@ -145,9 +150,11 @@ def load_config(root: Path, environ: Mapping[str, str]) -> Config:
     known = {f.name for f in dataclasses.fields(Config)} - {"root"}
     path = root / CONFIG_FILE
     if path.exists():
+        import rtoml  # only where builder.toml is read
+
         try:
-            data = tomllib.loads(path.read_text())
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            data = rtoml.loads(path.read_text())
+        except (rtoml.TomlParsingError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
         for key, value in data.items():
             if key not in known - _SECRET_FIELDS:
