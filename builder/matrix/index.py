@@ -44,10 +44,8 @@ CACHE_SCHEMA = 2
 #: Sources whose change may change the variants of the same matrix bytes.
 #: (yamldoc and textfiles: the loader reads and parses with them)
 _CODE = ("matrix", "compat", "models", "bases.py", "yamldoc.py", "textfiles.py")
-#: Indexes this process read or built, by cache file (whose name is the content's key).
-_READ: dict[Path, MatrixIndex] = {}
-#: Cache files this process parsed (not yet decoded): their variants' JSON objects and matrix names.
-_STORED: dict[Path, tuple[list[dict[str, object]], tuple[MatrixNames, ...]]] = {}
+#: Cache files this process read or wrote, by file (whose name is the content's key).
+_READ: dict[Path, _Entry] = {}
 
 
 def cache_key(paths: Sequence[Path], texts: Sequence[str]) -> str:
@@ -98,11 +96,12 @@ def matrix_index(paths: Sequence[Path], cache_dir: Path | None) -> MatrixIndex:
     file, texts = _cache_file(paths, cache_dir)
     if file is None:  # builder's sources changing under it (a reinstall): loaded, not cached
         return _load(paths, texts)
-    found = _READ.get(file) or _read(file)
+    entry = _entry(file)
+    found = entry.decoded() if entry is not None else None  # a command asking twice decodes it once
     if found is None:
         found = _load(paths, texts)
         _write(file, found)
-    _READ[file] = found  # the key names the content: a command asking twice decodes it once
+        _READ[file] = _Entry(None, found.matrices, found)
     return found
 
 
@@ -110,8 +109,8 @@ def matrix_names(paths: Sequence[Path], cache_dir: Path | None) -> tuple[MatrixN
     """What each matrix file of ``paths`` names (file order), as :func:`matrix_index` has it, from
     the cache without decoding a variant (the promotion commands' default policy, issue 19);
     :func:`matrix_index`'s on a miss (which fills the cache). Raises what it raises."""
-    stored = _stored_for(paths, cache_dir)
-    return stored[1] if stored is not None else matrix_index(paths, cache_dir).matrices
+    entry = _entry_for(paths, cache_dir)
+    return entry.matrices if entry is not None else matrix_index(paths, cache_dir).matrices
 
 
 def variant_names(paths: Sequence[Path], cache_dir: Path | None) -> tuple[IndexedVariant, ...]:
@@ -119,10 +118,10 @@ def variant_names(paths: Sequence[Path], cache_dir: Path | None) -> tuple[Indexe
     decoding a variant: what ``builder resolve VARIANT`` needs of the matrices, with no work per
     variant besides reading two strings (start-up, issue 19). :func:`matrix_index`'s variants on a
     miss or a stored variant without string ``id`` / ``repository``. Raises what it raises."""
-    stored = _stored_for(paths, cache_dir)
-    if stored is not None:
+    entry = _entry_for(paths, cache_dir)
+    if entry is not None and entry.index is None and entry.items is not None:
         names: list[IndexedVariant] = []
-        for item in stored[0]:
+        for item in entry.items:
             vid, repository = item.get("id"), item.get("repository")
             if not (isinstance(vid, str) and isinstance(repository, str)):
                 break
@@ -144,14 +143,12 @@ def _cache_file(paths: Sequence[Path], cache_dir: Path) -> tuple[Path | None, li
         return None, texts
 
 
-def _stored_for(
-    paths: Sequence[Path], cache_dir: Path | None
-) -> tuple[list[dict[str, object]], tuple[MatrixNames, ...]] | None:
-    """The cache file of ``paths`` parsed, not decoded (:func:`_stored`); None without a usable one."""
+def _entry_for(paths: Sequence[Path], cache_dir: Path | None) -> _Entry | None:
+    """The cache file of ``paths`` as read (:func:`_entry`); None without a usable one."""
     if cache_dir is None:
         return None
     file, _ = _cache_file(paths, cache_dir)
-    return None if file is None else _stored(file)
+    return None if file is None else _entry(file)
 
 
 def project_index(cfg: Config) -> MatrixIndex:
@@ -186,40 +183,52 @@ def _load(paths: Sequence[Path], texts: Sequence[str] | None = None) -> MatrixIn
     )
 
 
-def _stored(file: Path) -> tuple[list[dict[str, object]], tuple[MatrixNames, ...]] | None:
-    """The cache file parsed: its variants' JSON objects (not decoded) and each matrix's names;
-    None when there is no usable file (missing, another schema, or not the expected shape: then it
-    is rebuilt). Parsed once per process."""
-    if file in _STORED:
-        return _STORED[file]
+class _Entry:
+    """A cache file this process read or wrote: its variants as stored (``items``: JSON objects, not
+    decoded; None when this process built the index) and each matrix's names, and the index decoded
+    from them when first asked for (:meth:`decoded`)."""
+
+    __slots__ = ("index", "items", "matrices")
+
+    def __init__(
+        self, items: list[dict[str, object]] | None, matrices: tuple[MatrixNames, ...], index: MatrixIndex | None
+    ) -> None:
+        self.items, self.matrices, self.index = items, matrices, index
+
+    def decoded(self) -> MatrixIndex | None:
+        """The index, every variant decoded once; None when a stored variant does not decode (the
+        index is then rebuilt)."""
+        if self.index is None and self.items is not None:
+            from builder.models import Variant  # decoding only: names are read without it
+
+            try:
+                variants = tuple(cast("Variant", _decode(Variant, item)) for item in self.items)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                return None
+            self.index = MatrixIndex(variants, self.matrices)
+        return self.index
+
+
+def _entry(file: Path) -> _Entry | None:
+    """The cache file as read once per process (:class:`_Entry`), or None when there is no usable
+    file (missing, another schema, or not the expected shape: then it is rebuilt)."""
+    if file in _READ:
+        return _READ[file]
     data = read_private(file, file.parent)  # a file others could have written: a miss
     if data is None:
         return None
     try:
         doc = json.loads(data)
-        if doc.get("schema") != CACHE_SCHEMA or not isinstance(doc["variants"], list):
+        items = doc["variants"]
+        if doc.get("schema") != CACHE_SCHEMA or not isinstance(items, list):
             return None
-        if not all(isinstance(item, dict) for item in doc["variants"]):
+        if not all(isinstance(item, dict) for item in items):
             return None
         names = tuple(MatrixNames(Path(m["path"]), m["policy"], m["fleet"]) for m in doc["matrices"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    _STORED[file] = (doc["variants"], names)
-    return _STORED[file]
-
-
-def _read(file: Path) -> MatrixIndex | None:
-    """The cached index (:func:`_stored`, every variant decoded), or None when there is no usable
-    file (then it is rebuilt)."""
-    from builder.models import Variant  # decoding only: names are read without it
-
-    stored = _stored(file)
-    if stored is None:
-        return None
-    try:
-        return MatrixIndex(tuple(cast("Variant", _decode(Variant, item)) for item in stored[0]), stored[1])
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
+    _READ[file] = _Entry(items, names, None)
+    return _READ[file]
 
 
 def _write(file: Path, index: MatrixIndex) -> None:

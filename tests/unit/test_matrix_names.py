@@ -36,7 +36,7 @@ def test_names_are_what_loading_gives(matrices: Path, tmp_path: Path) -> None:
     assert len(expected) > 10
     assert variant_names(matrix_paths(matrices), cache) == expected  # a miss: the index is built
     assert len(list(cache.glob("variants-*.json"))) == 1
-    matrix_index_module._STORED.clear()
+    matrix_index_module._READ.clear()  # a new process: nothing read yet
     assert variant_names(matrix_paths(matrices), cache) == expected  # a hit: read back
     assert matrix_names(matrix_paths(matrices), cache) == matrix_index(matrix_paths(matrices), cache).matrices
     assert variant_names(matrix_paths(matrices), None) == expected  # no cache: loaded
@@ -67,8 +67,7 @@ def test_a_stored_variant_without_string_names_is_answered_as_the_decoded_index(
     doc = json.loads(file.read_text())
     doc["variants"][0]["id"] = 7  # not a string: a cache written by something else
     file.write_text(json.dumps(doc))
-    matrix_index_module._STORED.clear()
-    matrix_index_module._READ.clear()
+    matrix_index_module._READ.clear()  # a new process: nothing read yet
     names = variant_names(matrix_paths(matrices), cache)
     decoded = matrix_index(matrix_paths(matrices), cache).variants
     assert names == tuple(IndexedVariant(v.id, v.repository) for v in decoded)  # one answer, either way
