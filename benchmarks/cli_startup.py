@@ -4,7 +4,9 @@
   bare `python -c pass` in the same interpreter (the floor) and the peers' own start-up:
   `skopeo --version`, `oras version`, `cosign version`.
 - `python -c "import click, urllib3"` (`libraries_s`): the command-line parser and the HTTP client
-  every registry command imports, and nothing of builder: the floor under `resolve`.
+  every registry command imports, and nothing of builder: the floor under `resolve`;
+  `ratio_resolve_libraries` is `resolve` over it, which moves less than either between machines
+  and loads (builder's own part: 1.49 before round 7, 1.26 after, on the 2-core machine).
 - `builder resolve VARIANT --stage dev --no-verify` (start-up, policy, the stage pointer read from
   the registry; issue 19 target: under 0.15 s) against the same tag resolved by
   `oras resolve --plain-http` and `skopeo inspect --format {{.Digest}}`, when the demo's dev
@@ -131,6 +133,7 @@ def main() -> None:
     line += f" libraries_s={med['libraries']:.3f} libraries_cpu_s={med_cpu['libraries']:.3f}"
     if "resolve" in med:
         line += f" resolve_s={med['resolve']:.3f} resolve_cpu_s={med_cpu['resolve']:.3f}"
+        line += f" ratio_resolve_libraries={med['resolve'] / med['libraries']:.2f}"
         for peer in ("oras_resolve", "skopeo_inspect"):
             if peer in med:
                 line += f" {peer}_s={med[peer]:.3f} ratio_resolve_{peer.split('_')[0]}={med['resolve'] / med[peer]:.1f}"
