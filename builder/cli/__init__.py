@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import gc
+import gc as collector  # not `gc`: the `builder gc` command module, once loaded, is this package's `gc`
 import importlib
 import io
 import json
@@ -147,8 +147,8 @@ def cli(ctx: click.Context, json_output: bool, debug: bool, root: Path | None) -
     Exit codes are listed in docs/exit-codes.md.
     """
     if ctx.meta.pop(RESUME_COLLECTOR, False):  # start-up is over: the command's own work collects
-        gc.freeze()
-        gc.enable()
+        collector.freeze()
+        collector.enable()
     ctx.obj = AppContext(json_output=json_output, debug=debug, root_option=None if root is None else str(root))
     ctx.call_on_close(ctx.obj.close)
     echo_external_commands(debug)
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None, *, resume_collector: bool = False) -> No
     quietly with ``READER_GONE`` (141) when the command would have succeeded; a failing command
     keeps its own exit code (what it could still write was written)."""
     if argv is None:
-        atexit.register(gc.freeze)
+        atexit.register(collector.freeze)
     args = sys.argv[1:] if argv is None else argv
     try:
         _main(args, resume_collector=resume_collector)

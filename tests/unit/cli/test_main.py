@@ -37,6 +37,27 @@ def test_every_registered_command_imports_and_is_a_click_command() -> None:
         assert cmd.help or cmd.short_help or cmd.callback.__doc__, f"{name} has no help text"
 
 
+def test_every_command_runs_through_the_process_entry_point() -> None:
+    """``builder NAME --help`` for every command, through ``builder.__main__.run`` (what the
+    console script and ``python -m builder`` run), in one process: the start-up path that pauses
+    and resumes the garbage collector. (Before: loading the ``gc`` command module replaced
+    ``builder.cli``'s ``gc`` name, and ``builder gc`` died with an AttributeError.)"""
+    script = (
+        "import sys\n"
+        "from builder.__main__ import run\n"
+        "from builder.cli import COMMANDS\n"
+        "for name in COMMANDS:\n"
+        "    sys.argv = ['builder', name, '--help']\n"
+        "    try:\n"
+        "        run()\n"
+        "    except SystemExit as stop:\n"
+        "        assert stop.code in (0, None), (name, stop.code)\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith("ok"), proc.stderr[-2000:]
+
+
 def test_help_imports_no_heavy_module() -> None:
     """`builder --help` must not import the engine client, HTTP stack, sigstore or rich (a fresh
     interpreter: what this test process already imported does not count)."""
