@@ -80,7 +80,7 @@ class BlobStream:
 
     The GET is opened on the first ``read``, so a body that is never sent opens nothing;
     ``seek(0)`` (what a sender does before sending a body again) starts over with a new GET when
-    bytes were already taken. The size and sha256 are checked before the piece that completes the
+    bytes were already taken. The size and digest are checked before the piece that completes the
     blob is handed out, so a sender never sends a blob's last byte unverified. One stream feeds one
     request: ``read`` is called from one thread.
 
@@ -173,7 +173,7 @@ class BlobStream:
 def _pieces(s: BlobStream, resp: Response, buffer: Callable[[], memoryview | None]) -> Generator[memoryview]:
     """The bytes of ``resp`` (the source's answer for ``s``) received into the buffers ``buffer``
     gives (None: stop, nothing more is handed on), one memoryview per buffer, each hashed; the piece
-    that completes the blob only once the size, the sha256 and the end of the source's body were
+    that completes the blob only once the size, the digest and the end of the source's body were
     checked. Closes ``resp`` when it ends (or is closed). Raises BlobSourceError when the source's
     answer breaks off, RegistryError when its bytes are not the descriptor's, and
     ``process.Interrupted`` before the next piece once the process was interrupted (SIGTERM,
@@ -181,11 +181,11 @@ def _pieces(s: BlobStream, resp: Response, buffer: Callable[[], memoryview | Non
     the stage pointer a promotion would move stays where it was."""
     import urllib3
 
-    h = hashlib.sha256()
     n = 0
     readinto = _reader(resp)
     length = resp.headers.get("Content-Length", "")
     try:
+        h = _hasher(s)
         if s.desc.size == 0:
             _check_complete(s, h, readinto)
             return
@@ -337,16 +337,37 @@ def _fill(readinto: Callable[[memoryview], int], buf: memoryview) -> int:
 
 def _check_complete(s: BlobStream, h: hashlib._Hash, readinto: Callable[[memoryview], int]) -> None:
     """All ``s.desc.size`` bytes were received and hashed into ``h``: raise RegistryError unless they
-    hash to the descriptor's sha256 digest and the source's body ends there.
+    hash to the descriptor's digest and the source's body ends there.
     Called before the piece that completes the blob is handed to the sender: an upload whose
     ``Content-Length`` is the blob's size is then cut off one piece short of it, so the
     destination never receives, let alone commits, a blob builder has not verified (the registry's
     own check of ``?digest=`` is a second line)."""
-    got_digest = "sha256:" + h.hexdigest()
-    if s.desc.digest.startswith("sha256:") and got_digest != s.desc.digest:
+    got_digest = f"{h.name}:{h.hexdigest()}"
+    if got_digest != s.desc.digest:
         raise _mismatch(s, f"hashes to {got_digest}")
     if _fill(readinto, memoryview(bytearray(1))):
         raise _mismatch(s, f"is longer than the {s.desc.size} bytes its descriptor says")
+
+
+#: The digest algorithms a streamed blob is checked with: those the OCI image specification
+#: registers (sha256, sha512: https://github.com/opencontainers/image-spec/blob/v1.1.0/descriptor.md#registered-algorithms)
+#: and sha384, which the go-digest library registries use also accepts
+#: (https://github.com/opencontainers/go-digest/blob/master/algorithm.go).
+VERIFIABLE_ALGORITHMS = frozenset({"sha256", "sha384", "sha512"})
+
+
+def _hasher(s: BlobStream) -> hashlib._Hash:
+    """A new hash of the algorithm ``s``'s digest names. Raises RegistryError (7) for any other
+    algorithm: a blob builder cannot verify is never handed on."""
+    algorithm = s.desc.digest.partition(":")[0]
+    if algorithm not in VERIFIABLE_ALGORITHMS:
+        raise RegistryError(
+            f"blob {s.where} has a digest of algorithm {algorithm!r}, which builder cannot verify; not copied",
+            hint="copy images whose blobs have sha256 or sha512 digests (the OCI image specification's registered "
+            "algorithms)",
+            registry=s.src.registry,
+        )
+    return hashlib.new(algorithm)
 
 
 def _mismatch(s: BlobStream, what: str) -> RegistryError:

@@ -6,6 +6,7 @@ its choosing); tests/integration/test_registry_stream.py copies from it into the
 
 from __future__ import annotations
 
+import hashlib
 import signal
 from typing import TYPE_CHECKING
 
@@ -84,6 +85,35 @@ def test_a_source_longer_than_its_descriptor_is_refused_before_the_last_piece(
     n, err = handed_out(BlobStream(src, "x/y", desc, ahead=ahead))
     assert err is not None and f"is longer than the {2 * CHUNK_BYTES} bytes" in err.message
     assert n == CHUNK_BYTES
+
+
+@pytest.mark.parametrize("algorithm", ["sha512", "sha384"])
+def test_a_blob_of_another_registered_algorithm_is_verified_with_it(
+    algorithm: str, bad_source: CorruptSource, ahead: bool
+) -> None:
+    """A sha512 (OCI-registered) or sha384 descriptor: its own bytes pass, other bytes of the same
+    size are refused before the last piece. (Before, only sha256 digests were compared: wrong bytes
+    under a sha512 digest were all handed out, checked for their size alone.)"""
+    data = bytes(i % 251 for i in range(2 * CHUNK_BYTES + 9))
+    digest = f"{algorithm}:{hashlib.new(algorithm, data).hexdigest()}"
+    desc = Descriptor(media_type=LAYER, digest=digest, size=len(data))
+    src = RegistryClient(bad_source.address, insecure=True, retries=0)
+    bad_source.body = data
+    assert handed_out(BlobStream(src, "x/y", desc, ahead=ahead)) == (len(data), None)
+    bad_source.body = bytes(reversed(data))
+    n, err = handed_out(BlobStream(src, "x/y", desc, ahead=ahead))
+    assert err is not None and f"hashes to {algorithm}:" in err.message
+    assert n == 2 * CHUNK_BYTES
+
+
+def test_a_digest_algorithm_builder_cannot_verify_hands_out_nothing(bad_source: CorruptSource, ahead: bool) -> None:
+    data = b"x" * 100
+    bad_source.body = data
+    desc = Descriptor(media_type=LAYER, digest="md5:" + hashlib.md5(data).hexdigest(), size=len(data))
+    src = RegistryClient(bad_source.address, insecure=True, retries=0)
+    n, err = handed_out(BlobStream(src, "x/y", desc, ahead=ahead))
+    assert n == 0
+    assert err is not None and err.exit_code == 7 and "'md5', which builder cannot verify" in err.message
 
 
 @pytest.mark.parametrize(("body", "error"), [(b"", None), (b"x", "is longer than the 0 bytes")])
