@@ -113,7 +113,7 @@ class Diagnosis:
         (not known): unchanged."""
         if not node:
             return self
-        return dataclasses.replace(self, fix=HOST_ADDRESS.sub(f"on node {node}", self.fix))
+        return dataclasses.replace(self, fix=HOST_ADDRESS.sub(lambda _: f"on node {node}", self.fix))
 
     def to_json(self) -> DiagnosisDocument:
         return {
