@@ -496,6 +496,17 @@ def test_docker_runner_at_a_host_address_talks_to_that_engine(
     assert doc["host"]["engine"]["name"] == "docker" and doc["host"]["engine"]["version"]
 
 
+def test_a_remote_engine_that_does_not_answer_is_named_with_its_fleet_host(
+    image: str, tmp_path: Path, cli: Cli
+) -> None:
+    """A docker runner whose `host:` answers nothing: exit 3, and the hint names the cluster and that
+    address, not this machine's daemon or DOCKER_HOST (which the check never used; newcomer trial)."""
+    fleet = _fleet(tmp_path / "f.yaml", [{"name": "far", "runner": {"kind": "docker", "host": "tcp://127.0.0.1:1"}}])
+    res = cli("check", image, "--fleet", str(fleet), "--cluster", "far", "--no-attest", "--json", code=3)
+    hint = res.json()["error"]["hint"]
+    assert "cluster far" in hint and "tcp://127.0.0.1:1" in hint and "DOCKER_HOST" not in hint, hint
+
+
 def test_a_gpu_image_is_not_checked_on_a_cluster_of_the_other_vendor(
     python_image: str, tmp_path: Path, cli: Cli
 ) -> None:

@@ -123,8 +123,23 @@ def _engine_only(data: dict[str, object]) -> HostInfo:
 
 @contextlib.contextmanager
 def engine_session(cluster: str | None, settings: RunnerSettings) -> Iterator[EngineSession]:
-    """A session on the engine ``settings`` names; nothing to release afterwards."""
-    yield EngineSession(cluster, settings)
+    """A session on the engine ``settings`` names; nothing to release afterwards. An engine at a
+    ``host`` the fleet file names that does not answer is EngineUnavailableError (3) whose hint names
+    the cluster and that ``host:`` (not this machine's daemon or ``DOCKER_HOST``, which the check did
+    not use)."""
+    from builder.errors import EngineUnavailableError
+
+    try:
+        yield EngineSession(cluster, settings)
+    except EngineUnavailableError as exc:
+        if not settings.host:
+            raise
+        raise EngineUnavailableError(
+            exc.message,
+            hint=f"cluster {cluster}'s runner is the {settings.kind} engine at {settings.host} (its fleet file's "
+            "`runner: host:`): start that engine, or fix the address in the fleet file",
+            **exc.details,
+        ) from exc
 
 
 __all__ = ["EngineSession", "client_argv", "engine_session", "loopback"]
