@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, SupportsInt, cast
+from typing import TYPE_CHECKING, Any
 
 from builder.errors import ConfigError
 
@@ -101,36 +101,75 @@ class Config:
         return loopback or registry in self.insecure_registries
 
 
-_PATH_FIELDS = {f.name for f in dataclasses.fields(Config) if f.name != "root" and "Path" in str(f.type)}
+_FIELD_TYPES = {f.name: str(f.type) for f in dataclasses.fields(Config) if f.name != "root"}
+"""Each key's type, as :class:`Config` declares it (the one definition: what a key takes is read
+from its field, never listed twice)."""
+_PATH_FIELDS = {name for name, kind in _FIELD_TYPES.items() if "Path" in kind}
 _SECRET_FIELDS = {"key_password"}
 _ZERO_ALLOWED = {"registry_retries", "registry_backoff_ms", "registry_max_delay_ms"}  # other ints must be >= 1
 
 
-def _coerce(name: str, value: object, source: str) -> Path | tuple[str, ...] | int | str | None:
-    """``value`` (from TOML or an environment variable) as field ``name`` of :class:`Config` takes it. Raises
-    ConfigError naming ``source``, the key and the value when it does not fit."""
-    field_type = str({f.name: f.type for f in dataclasses.fields(Config)}[name])
-    try:
-        if name in _PATH_FIELDS:
-            if value in ("", None):
-                return None
-            return Path(str(value))
-        if field_type.startswith("tuple"):
-            if isinstance(value, str):
-                return tuple(v.strip() for v in value.split(",") if v.strip())
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise TypeError("expected a list of strings")
-            return tuple(value)
-        if field_type == "int":
-            n = int(cast("str | SupportsInt", value))  # int() refuses other types: TypeError, reported below
-            if n < (0 if name in _ZERO_ALLOWED else 1):
-                raise ValueError("must be >= 0" if name in _ZERO_ALLOWED else "must be >= 1")
-            return n
+def _expected(name: str) -> str:
+    """What key ``name`` takes, in words (from its field's type): ``a path (a string)``,
+    ``a whole number >= 1``, ``a list of strings``, ``a string``."""
+    kind = _FIELD_TYPES[name]
+    if name in _PATH_FIELDS:
+        return "a path (a string)"
+    if kind.startswith("tuple"):
+        return "a list of strings (or one comma-separated string)"
+    if kind == "int":
+        return f"a whole number >= {0 if name in _ZERO_ALLOWED else 1}"
+    return "a string"
+
+
+def _toml_type(value: object) -> str:
+    """The TOML type of a parsed ``value`` in the words of the TOML 1.0 spec (https://toml.io/en/v1.0.0):
+    a boolean, an integer, a float, a string, an array, a table, a date-time."""
+    for python, toml in ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string")):
+        if isinstance(value, python):
+            return toml
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return "a date-time"
+
+
+def _coerce(name: str, value: object, source: str, *, typed: bool) -> Path | tuple[str, ...] | int | str | None:
+    """``value`` as field ``name`` of :class:`Config` takes it: from an environment variable
+    (always text, converted: ``BUILDER_WORKERS=4``) or from builder.toml (``typed``: TOML-typed,
+    checked as declared: a boolean, a float or a quoted ``"4"`` is never an integer, a path is a
+    string). ``""`` for a path
+    means "not set" (its default). Raises ConfigError naming ``source``, the key, the value given
+    and what the key takes when it does not fit."""
+    kind = _FIELD_TYPES[name]
+    given = repr(value) if isinstance(value, str) else f"{value!r} ({_toml_type(value)})"
+    problem = ConfigError(
+        f"{source}: invalid value for `{name}`: {given}; expected {_expected(name)}",
+        hint=f"set `{name}` (builder.toml) or {ENV_PREFIX}{name.upper()} to {_expected(name)} (docs/configuration.md)",
+    )
+    if name in _PATH_FIELDS:
         if not isinstance(value, str):
-            raise TypeError("expected a string")
+            raise problem
+        return Path(value) if value else None
+    if kind.startswith("tuple"):
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise problem
+        return tuple(value)
+    if kind == "int":
+        if isinstance(value, str) and not typed:
+            try:
+                value = int(value)  # an environment variable's text; "2.5" and "true" are refused
+            except ValueError:
+                raise problem from None
+        if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name in _ZERO_ALLOWED else 1):
+            raise problem
         return value
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{source}: invalid value for `{name}`: {value!r} ({exc})") from exc
+    if not isinstance(value, str):
+        raise problem
+    return value
 
 
 def load_config(root: Path, environ: Mapping[str, str]) -> Config:
@@ -150,26 +189,28 @@ def load_config(root: Path, environ: Mapping[str, str]) -> Config:
     origins: dict[str, str] = {}  # key -> where its value was set (for errors)
     known = {f.name for f in dataclasses.fields(Config)} - {"root"}
     path = root / CONFIG_FILE
-    if path.exists():
-        import rtoml  # only where builder.toml is read
-
-        try:
-            data = rtoml.loads(path.read_text())
-        except (rtoml.TomlParsingError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    if path.is_symlink() or path.exists():  # a dangling link is a file to fix, not "no file"
+        data = _read_config_file(path)
         for key, value in data.items():
-            if key not in known - _SECRET_FIELDS:
+            if key in _SECRET_FIELDS:
+                raise ConfigError(
+                    f"{path}: `{key}` is not read from builder.toml (a secret in a file of the checkout)",
+                    hint=f"remove it from {CONFIG_FILE}; set {ENV_PREFIX}{key.upper()} in the environment instead",
+                )
+            if key not in known:
                 raise ConfigError(
                     f"{path}: unknown key `{key}`",
                     hint=f"known keys: {', '.join(sorted(known - _SECRET_FIELDS))}",
                 )
-            values[key] = _coerce(key, value, str(path))
+            values[key] = _coerce(key, value, str(path), typed=True)
             origins[key] = f"{path}: `{key}`"
     for key in known:
         env = ENV_PREFIX + key.upper()
         if env in environ:
-            values[key] = _coerce(key, environ[env], f"environment variable {env}")
+            values[key] = _coerce(key, environ[env], f"environment variable {env}", typed=False)
             origins[key] = f"environment variable {env}"
+    for key in [k for k, v in values.items() if v is None and "None" not in _FIELD_TYPES[k]]:
+        del values[key]  # "" for a path that has a default: the default
     for key in _PATH_FIELDS:
         p = values.get(key)
         if isinstance(p, Path) and not p.is_absolute():
@@ -186,6 +227,33 @@ def load_config(root: Path, environ: Mapping[str, str]) -> Config:
     cfg = dataclasses.replace(cfg, **fixed) if fixed else cfg
     _check_folders(cfg, origins)
     return cfg
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    """The TOML table of ``path`` (builder.toml), read with the hand-written files' size limit
+    (:func:`builder.textfiles.read_text`). Raises ConfigError (exit 2) naming the file and what to
+    do when it is a folder, a link to nothing, unreadable, over the limit, not UTF-8 or not TOML 1.0
+    (with the parser's line and column)."""
+    import rtoml  # only where builder.toml is read
+
+    from builder.textfiles import read_text
+
+    hint = f"make {path} a readable UTF-8 TOML file (docs/configuration.md), or remove it to use the defaults"
+    try:
+        text = read_text(path)
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a folder, not the configuration file", hint=hint) from None
+    except FileNotFoundError:
+        target = path.readlink() if path.is_symlink() else "nothing"
+        raise ConfigError(f"{path} is a symbolic link to {target}, which does not exist", hint=hint) from None
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read: {exc.strerror or exc}", hint=hint) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text: {exc}", hint=hint) from None
+    try:
+        return dict(rtoml.loads(text))
+    except rtoml.TomlParsingError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
 
 
 def _check_registry(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
@@ -314,6 +382,6 @@ def check_repository_prefix(prefix: str) -> str:
 def find_root(start: Path) -> Path:
     """The nearest directory at or above ``start`` holding builder.toml, else ``start``."""
     for d in (start, *start.parents):
-        if (d / CONFIG_FILE).exists():
+        if (d / CONFIG_FILE).is_symlink() or (d / CONFIG_FILE).exists():
             return d
     return start

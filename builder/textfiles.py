@@ -1,4 +1,4 @@
-"""The project's hand-written files (matrices, policies, fleets, keys) read with a size limit:
+"""The project's hand-written files (builder.toml, matrices, policies, fleets, keys) read with a size limit:
 :data:`MAX_BYTES`, :class:`TooLarge`, :func:`read_text`. A larger file (or ``/dev/zero``) is refused
 instead of read into memory.
 
@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 MAX_BYTES = 4 * 1024 * 1024
-"""The largest YAML document read (bytes): matrices, policies and fleets are hand-written files of
-a few KiB; a larger one (or ``/dev/zero``) is refused instead of read into memory."""
+"""The largest hand-written file read (bytes): builder.toml, matrices, policies and fleets are
+files of a few KiB; a larger one (or ``/dev/zero``) is refused instead of read into memory."""
 
 
 class TooLarge(OSError):
@@ -34,6 +34,6 @@ def read_text(path: Path, limit: int = MAX_BYTES) -> str:
         data = f.read(limit + 1)
     if len(data) > limit:
         raise TooLarge(
-            errno.EFBIG, f"larger than the {limit // (1024 * 1024)} MiB limit for a YAML document", str(path)
+            errno.EFBIG, f"larger than the {limit // (1024 * 1024)} MiB limit for a hand-written file", str(path)
         )
     return data.decode("utf-8")

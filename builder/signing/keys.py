@@ -335,7 +335,7 @@ def load_private_key(path: Path, password: str | None) -> ec.EllipticCurvePrivat
     except (ValueError, TypeError) as exc:
         reason = "wrong password or corrupt key" if encrypted else str(exc)
         hint = (
-            "the password given (BUILDER_KEY_PASSWORD, builder.toml key_password, else COSIGN_PASSWORD) "
+            "the password given (BUILDER_KEY_PASSWORD, else COSIGN_PASSWORD) "
             "does not open it: set the one the key was generated with"
             if encrypted
             else "pass a key written by `builder keys generate` or `cosign generate-key-pair`"

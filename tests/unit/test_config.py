@@ -155,3 +155,106 @@ def test_a_registry_host_port_is_accepted(tmp_path: Path, registry: str) -> None
 def test_a_bad_registry_setting_on_the_command_line_exits_2(cli: Cli, tmp_path: Path) -> None:
     out = cli("status", code=2, env={"BUILDER_REGISTRY": "bad registry!"}, cwd=tmp_path)
     assert "BUILDER_REGISTRY" in out.stderr and "answered" not in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("kind", ["folder", "dangling link", "link loop", "too large", "not utf-8"])
+def test_a_builder_toml_that_cannot_be_read_is_exit_2_naming_it(cli: Cli, tmp_path: Path, kind: str) -> None:
+    """`mkdir builder.toml; builder resolve ...` was an IsADirectoryError traceback, and a link to a
+    removed file silently fell back to the defaults (another registry, another state folder): both
+    are now exit 2 naming the file and what to do, as a new user meets them."""
+    path = tmp_path / "builder.toml"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "dangling link":
+        path.symlink_to(tmp_path / "gone.toml")
+    elif kind == "link loop":
+        path.symlink_to(path)
+    elif kind == "too large":
+        path.write_text("# " + "x" * (4 * 1024 * 1024) + "\n")
+    else:
+        path.write_bytes(b'registry = "\xff"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, {})
+    assert str(path) in info.value.message and info.value.exit_code == 2
+    assert "remove it" in (info.value.hint or "")
+    if kind == "folder":
+        assert "is a folder" in info.value.message
+    if kind == "too large":
+        assert "larger than the 4 MiB limit for a hand-written file" in info.value.message
+    if kind == "dangling link":
+        assert "gone.toml" in info.value.message and "does not exist" in info.value.message
+    out = cli("resolve", "jax0.7-cpu-py3.11-debian12", "--stage", "staging", code=2, cwd=tmp_path)
+    assert str(path) in out.stderr.replace("\n", "") and "Traceback" not in out.stderr
+    error = cli("status", "--json", code=2, cwd=tmp_path).json()["error"]
+    assert error["kind"] == "config" and "builder.toml" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("line", "given", "expected"),
+    [
+        ('state_dir = ["a"]', "['a'] (an array)", "a path (a string)"),
+        ("state_dir = 7", "7 (an integer)", "a path (a string)"),
+        ("mirror_map = true", "True (a boolean)", "a path (a string)"),
+        ("workers = 2.9", "2.9 (a float)", "a whole number >= 1"),
+        ("copy_streams = 2.5", "2.5 (a float)", "a whole number >= 1"),
+        ("workers = true", "True (a boolean)", "a whole number >= 1"),
+        ('workers = "4"', "'4'", "a whole number >= 1"),
+        ("registry_retries = -1", "-1 (an integer)", "a whole number >= 0"),
+        ("registry = 5000", "5000 (an integer)", "a string"),
+        ("image_licenses = {a = 1}", "{'a': 1} (a table)", "a string"),
+        ("insecure_registries = [1, 2]", "[1, 2] (an array)", "a list of strings"),
+        ("promotion_remote = 1979-05-27", "(a date-time)", "a string"),
+    ],
+)
+def test_every_key_of_builder_toml_is_type_checked(tmp_path: Path, line: str, given: str, expected: str) -> None:
+    """`state_dir = ["a"]` made a folder `['a']/` in the checkout and `workers = 2.9` or `true` were
+    taken while BUILDER_COPY_STREAMS=2.5 was refused: each key's type is its Config field's, a
+    boolean or a float is no integer, a path is a string; exit 2 naming the file, the key, what was
+    given and what the key takes."""
+    (tmp_path / "builder.toml").write_text(line + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, {})
+    key = line.split(" ", 1)[0]
+    message = info.value.message
+    assert str(tmp_path / "builder.toml") in message and f"`{key}`" in message and info.value.exit_code == 2
+    assert given in message and f"expected {expected}" in message
+    assert f"BUILDER_{key.upper()}" in (info.value.hint or "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["builder.toml"]  # no folder made
+
+
+def test_the_environment_takes_the_same_types_as_text(tmp_path: Path) -> None:
+    for variable, value in [("BUILDER_COPY_STREAMS", "2.5"), ("BUILDER_WORKERS", "true"), ("BUILDER_WORKERS", "0")]:
+        with pytest.raises(ConfigError, match=f"environment variable {variable}: .*expected a whole number >= 1"):
+            load_config(tmp_path, {variable: value})
+    cfg = load_config(tmp_path, {"BUILDER_COPY_STREAMS": "3", "BUILDER_REGISTRY_RETRIES": "0"})
+    assert cfg.copy_streams == 3 and cfg.registry_retries == 0
+    (tmp_path / "builder.toml").write_text('workers = 3\nstate_dir = "st"\ninsecure_registries = ["a:1"]\n')
+    cfg = load_config(tmp_path, {})
+    assert cfg.workers == 3 and cfg.state_dir == tmp_path / "st" and cfg.insecure_registries == ("a:1",)
+    # an empty path is "not set": the default, never a None state folder
+    assert load_config(tmp_path, {"BUILDER_STATE_DIR": ""}).state_dir == tmp_path / ".builder"
+
+
+def test_key_password_in_builder_toml_says_where_it_is_read(tmp_path: Path) -> None:
+    (tmp_path / "builder.toml").write_text('key_password = "hunter2"\n')
+    with pytest.raises(ConfigError, match=r"`key_password` is not read from builder\.toml") as info:
+        load_config(tmp_path, {})
+    assert "BUILDER_KEY_PASSWORD" in (info.value.hint or "") and "hunter2" not in info.value.message
+
+
+def test_every_builder_toml_key_named_in_the_source_is_one_it_takes() -> None:
+    """A hint naming "builder.toml key_password" sent users to a key builder.toml refuses: every
+    `builder.toml KEY` the code names (messages, hints, docstrings) is a key the file takes."""
+    import dataclasses
+    import re
+
+    from builder.config import Config
+
+    takes = {f.name for f in dataclasses.fields(Config)} - {"root", "key_password"}
+    package = Path(__file__).resolve().parents[2] / "builder"
+    named = {
+        (str(path.relative_to(package)), key)
+        for path in package.rglob("*.py")
+        for key in re.findall(r"builder\.toml`*\s+`*([a-z]+_[a-z_]+|key)\b", path.read_text())
+    }
+    assert named and {(where, key) for where, key in named if key not in takes} == set()

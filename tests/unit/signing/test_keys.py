@@ -82,6 +82,8 @@ def test_the_wrong_half_of_a_key_pair_is_named(tmp_path: Path) -> None:
     with pytest.raises(SigningKeyError, match="wrong password") as err:
         load_signer(key_path, "wrong")
     assert "the one the key was generated with" in err.value.hint
+    # only what sets the password: builder.toml refuses `key_password` (a secret in the checkout)
+    assert "BUILDER_KEY_PASSWORD" in err.value.hint and "builder.toml" not in err.value.hint
 
 
 def test_non_p256_key_is_refused(tmp_path: Path) -> None:
