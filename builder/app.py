@@ -9,7 +9,7 @@ environment, owning what every command shares.
   same shape: https://github.com/google/go-containerregistry/tree/main/cmd/crane).
 - **Registry clients**: one per registry host, reused by every step of a command.
 - **Signers**: the signing key (``--key``, else ``builder.toml`` ``key``) decrypted with
-  ``BUILDER_KEY_PASSWORD`` (``builder.toml`` ``key_password``), else ``COSIGN_PASSWORD`` as cosign
+  ``BUILDER_KEY_PASSWORD`` (the environment only, never builder.toml), else ``COSIGN_PASSWORD`` as cosign
   reads it for its own key files.
 - **The promotion context**: the stage policy, its verifiers, the ledger and the fleet checker,
   over the same clients; closed with the ``App``.
@@ -152,8 +152,8 @@ class App:
 
     @property
     def key_password(self) -> str | None:
-        """The password of encrypted key files: ``BUILDER_KEY_PASSWORD`` (``builder.toml``
-        ``key_password``), else ``COSIGN_PASSWORD``; None: keys are not encrypted."""
+        """The password of encrypted key files: ``BUILDER_KEY_PASSWORD`` (the environment only:
+        builder.toml refuses a password), else ``COSIGN_PASSWORD``; None: keys are not encrypted."""
         if self.config.key_password is not None:
             return self.config.key_password
         return self.environ.get("COSIGN_PASSWORD")
