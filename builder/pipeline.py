@@ -472,7 +472,9 @@ def run_pipeline(
         on_built=on_built,
         on_progress=lambda v, e, d: progress(v, f"build:{e}", d),
         # signed or refused before its variant tag moves: a refused digest is given no tag
-        vet=lambda b: sign_earlier(b, client, on_built, by_id, sign_keys, progress, state_dir=options.state_dir),
+        vet=lambda b, retag: sign_earlier(
+            b, retag, client, on_built, by_id, sign_keys, progress, state_dir=options.state_dir
+        ),
     )
     if host_probe is None:
         host_probe = _default_host_probe()

@@ -147,6 +147,7 @@ def signing_report(client: RegistryClient, built: BuiltImage, keys: Sequence[Pub
 
 def sign_earlier(
     built: BuiltImage,
+    retag: bool,
     client: RegistryClient,
     on_built: Callable[[BuiltImage, RenderedImage], None] | None,
     rendered: Mapping[str, RenderedImage],
@@ -154,19 +155,36 @@ def sign_earlier(
     progress: ProgressFn,
     *,
     state_dir: Path,
+    keyless: bool = False,
 ) -> BuiltImage:
-    """``built`` as is, unless it was built earlier (``up-to-date``) without a valid signature and
-    provenance by ``keys``: then ``on_built`` signs it and its status becomes ``signed`` (``failed``
-    with the reason when that signing fails). Only an image this checkout pushed under that content
+    """The ``vet`` of :func:`builder.build.run.build_variants`: ``built`` as is, unless it was built
+    earlier (``up-to-date``) without a valid signature and provenance by ``keys``: then ``on_built``
+    signs it and its status becomes ``signed`` (``failed`` with the reason when that signing fails).
+    Only an image this checkout pushed under that content
     tag (:func:`builder.build.pushed.pushed_here`, records under ``state_dir``), or one the key
     already gave an image signature (``builder sign REF``: the user's word; a promotion's signature
     of a copy does not count), is signed and given provenance: anyone
     who may push to the repository can point a content tag at any image, and the build key must not
     vouch for it; such an image is ``failed`` with a ``tag-conflict`` error (exit 15) and nothing is
     written. ``rendered``: the rendered images by variant id; ``progress(variant, event, detail)``
-    hears ``sign`` before and ``signed`` after."""
-    if built.status != "up-to-date" or on_built is None:
+    hears ``sign`` before and ``signed`` after.
+
+    ``retag``: the variant tag names another digest and would be moved to this one. Not signing
+    (``on_built`` None) and ``keyless`` (no key to check a signature by): the variant tag moves only
+    to a digest this checkout pushed (:func:`builder.build.run.refuse_foreign_retag`, else ``failed``,
+    exit 15); keylessly, such a digest of this checkout's that carries no signature at all (no
+    ``sha256-<hex>.sig`` tag, cosign's legacy signature tag,
+    https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md) is signed, status ``signed``.
+    Raises registry errors (RegistryUnavailableError, RegistryAuthError, RegistryError) while reading
+    signatures."""
+    from builder.build.run import refuse_foreign_retag
+
+    if built.status != "up-to-date":
         return built
+    if on_built is None:
+        return refuse_foreign_retag(built, retag, state_dir, progress)
+    if keyless:
+        return _sign_own_unsigned(built, retag, client, on_built, rendered, progress, state_dir=state_dir)
     report = signing_report(client, built, keys)
     if report.ok:
         return built
@@ -183,6 +201,38 @@ def sign_earlier(
         )
         progress(built.variant_id, "failed", error.message)
         return dataclasses.replace(built, status="failed", error=f"{error.kind}: {error.message}")
+    return _sign(built, on_built, rendered, progress)
+
+
+def _sign_own_unsigned(
+    built: BuiltImage,
+    retag: bool,
+    client: RegistryClient,
+    on_built: Callable[[BuiltImage, RenderedImage], None],
+    rendered: Mapping[str, RenderedImage],
+    progress: ProgressFn,
+    *,
+    state_dir: Path,
+) -> BuiltImage:
+    """Keylessly (see :func:`sign_earlier`): this checkout's own push without any signature is signed;
+    a digest it did not push keeps what it has and is given no variant tag."""
+    from builder.build.pushed import pushed_here
+    from builder.build.run import refuse_foreign_retag
+
+    if not pushed_here(state_dir, built.digest, built.content_tag):
+        return refuse_foreign_retag(built, retag, state_dir, progress)
+    repository = built.reference.split("/", 1)[1]  # BuiltImage.reference is registry/repository
+    if client.try_resolve(repository, "sha256-" + built.digest.removeprefix("sha256:") + ".sig") is not None:
+        return built
+    return _sign(built, on_built, rendered, progress)
+
+
+def _sign(
+    built: BuiltImage,
+    on_built: Callable[[BuiltImage, RenderedImage], None],
+    rendered: Mapping[str, RenderedImage],
+    progress: ProgressFn,
+) -> BuiltImage:
     progress(built.variant_id, "sign", "signing an image built earlier without signature/provenance")
     try:
         on_built(built, rendered[built.variant_id])
@@ -247,8 +297,10 @@ def build_images(
     ``signing`` (keys through ``signer_of``), each pushed digest signed with its SLSA provenance
     (the git commit of ``source_root``); with a key, a digest built earlier that carries no valid
     signature and provenance by it is signed too (status ``signed``, :func:`sign_earlier`, decided
-    before its variant tag is moved: a refused digest moves no tag; keyless signing leaves earlier
-    digests as they are). Nothing selected: an empty run. Failed variants
+    before its variant tag is moved: a refused digest moves no tag); keylessly, one this checkout
+    pushed that carries no signature at all; in every mode (``--no-sign`` too) the variant tag moves
+    only to a digest this checkout pushed or the key signed (else exit 15, no tag moved). Nothing
+    selected: an empty run. Failed variants
     are in the run; raises before building what ``build_variants`` and
     :meth:`SigningRequest.resolve` raise, registry errors while checking earlier signatures."""
     if dry_run:
@@ -267,13 +319,14 @@ def build_images(
             keyless=chosen if isinstance(chosen, KeylessSetup) else None,
             bundle=signing.bundle,
         )
-    vet = None
-    if chosen is not None and not isinstance(chosen, KeylessSetup):
-        keys = (signer_public_key(chosen),)
-        by_id = {r.variant.id: r for r in rendered}
-        progress = on_progress or (lambda _v, _e, _d: None)
+    keyless = isinstance(chosen, KeylessSetup)
+    keys = (signer_public_key(chosen),) if chosen is not None and not isinstance(chosen, KeylessSetup) else ()
+    by_id = {r.variant.id: r for r in rendered}
+    progress = on_progress or (lambda _v, _e, _d: None)
 
-        def vet(built: BuiltImage) -> BuiltImage:  # before its variant tag moves: a refused digest keeps none
-            return sign_earlier(built, client, on_built, by_id, keys, progress, state_dir=options.state_dir)
+    def vet(built: BuiltImage, retag: bool) -> BuiltImage:  # before its variant tag moves: a refused digest keeps none
+        return sign_earlier(
+            built, retag, client, on_built, by_id, keys, progress, state_dir=options.state_dir, keyless=keyless
+        )
 
     return build_variants(rendered, options, client=client, on_built=on_built, on_progress=on_progress, vet=vet)

@@ -269,7 +269,7 @@ def build_variants(
     on_built: Callable[[BuiltImage, RenderedImage], None] | None = None,
     on_progress: ProgressFn | None = None,
     engine_ping: Callable[[], object] | None = None,
-    vet: Callable[[BuiltImage], BuiltImage] | None = None,
+    vet: Callable[[BuiltImage, bool], BuiltImage] | None = None,
 ) -> BuildRun:
     """Plan, then build every variant whose content tag is missing (see module docstring).
 
@@ -278,14 +278,22 @@ def build_variants(
     ``up-to-date``, ``retagged`` (an up-to-date variant's moving tag pointed elsewhere and was
     moved back), ``building``, ``step`` (detail: the BuildKit step started, ``#N [stage] step``),
     ``pushed``, ``built``, ``failed``. Returns a :class:`BuildRun`
-    (failed variants are in it; nothing raises for them). ``vet(built)`` decides on an image found
-    up to date before its variant tag is moved to it (``builder.publish.sign_earlier``: sign it, or
-    refuse a digest this checkout did not push); its result is the variant's, and a ``failed`` one
-    leaves the variant tag where it was, so nothing is retagged to a digest the build refuses.
+    (failed variants are in it; nothing raises for them). ``vet(built, retag)`` decides on an image
+    found up to date before its variant tag is moved to it (``retag``: the variant tag names another
+    digest and would move; ``builder.publish.sign_earlier``: sign it, or refuse a digest this
+    checkout did not push); its result is the variant's, and a ``failed`` one leaves the variant tag
+    where it was, so nothing is retagged to a digest the build refuses. Without ``vet``,
+    :func:`refuse_foreign_retag` decides: the variant tag moves only to a digest this checkout pushed.
+    A built image gets its variant tag only after ``on_built`` (signing) succeeded and the content tag
+    still names the digest this build pushed (else TagConflictError, exit 15, for that variant).
     Raises, before building anything:
-    UnpinnedBaseError, ConfigError (bad tags), RegistryUnavailableError/RegistryAuthError (look-ups),
-    EngineUnavailableError (no engine while something must be built). When every build failed
-    for the same infrastructure reason (engine or registry gone), that error is raised.
+    UnpinnedBaseError, ConfigError (bad tags), RegistryUnavailableError/RegistryAuthError/RegistryError
+    (the content and variant tag look-ups), EngineUnavailableError (no engine while something must be
+    built), ConfigError (an unknown ``options.builder``), and what ``vet`` raises for an up-to-date
+    image (``builder.publish.sign_earlier``: RegistryUnavailableError, RegistryAuthError, RegistryError
+    while reading its signatures and provenance, or a ``.sig`` tag; its signing errors are turned into a
+    failed variant instead). When every build failed for the same infrastructure reason (engine or
+    registry gone), that error is raised.
     """
     start = time.monotonic()
     check_tags(rendered)
@@ -315,10 +323,15 @@ def build_variants(
                 status="up-to-date",
                 platforms=(p.rendered.variant.platform,),
             )
-            results[p.variant_id] = earlier = vet(earlier) if vet is not None else earlier
+            retag = found.get((p.repository, p.variant_tag)) != p.existing_digest
+            if vet is not None:
+                earlier = vet(earlier, retag)
+            else:
+                earlier = refuse_foreign_retag(earlier, retag, options.state_dir, progress)
+            results[p.variant_id] = earlier
             if earlier.status == "failed":  # refused (vet reported why): the variant tag stays
                 continue
-            if found.get((p.repository, p.variant_tag)) != p.existing_digest:
+            if retag:
                 # e.g. a template change was reverted: the variant tag goes back to this image
                 move_tag(client, p.repository, p.variant_tag, p.existing_digest)
                 progress(p.variant_id, "retagged", f"{p.variant_tag} -> {p.existing_digest}")
@@ -494,6 +507,44 @@ def _check_claims(
     check_label_claim(client, p.repository, digest, labels, platforms=platforms, cache=cache, log=log)
 
 
+def refuse_foreign_retag(built: BuiltImage, retag: bool, state_dir: Path, progress: ProgressFn) -> BuiltImage:
+    """``built`` (an up-to-date image) as is, unless its variant tag would move to it (``retag``) and
+    this checkout did not push that digest under its content tag (:func:`builder.build.pushed.pushed_here`,
+    records under ``state_dir``): then ``failed`` with a ``tag-conflict`` error (exit 15), reported
+    through ``progress``, and the variant tag stays. Anyone who may push can point a content tag at
+    any image; without a key to check a signature, only this checkout's own push is evidence."""
+    from builder.build.pushed import pushed_here
+
+    if built.status != "up-to-date" or not retag or pushed_here(state_dir, built.digest, built.content_tag):
+        return built
+    error = TagConflictError(
+        f"{built.reference}:{built.content_tag} names {built.digest}, which this checkout did not push (no "
+        f"record in {pushed_dir(state_dir)}); the variant tag {built.variant_id} was not moved to it. If it is "
+        f"your build from another machine, inspect it and sign it (builder sign {built.reference}@{built.digest}), "
+        "then run builder build --sign, which moves the tag to an image the key signed"
+    )
+    progress(built.variant_id, "failed", error.message)
+    return dataclasses.replace(built, status="failed", error=f"{error.kind}: {error.message}")
+
+
+def _check_content_tag(client: RegistryClient, p: PlannedBuild, digest: str) -> None:
+    """Raise TagConflictError (exit 15) when the content tag no longer names ``digest``, the image
+    this build pushed and wrote under it (someone who may push replaced it meanwhile: a registry
+    keeps no tag write-once, OCI distribution spec "Pushing Manifests",
+    https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-manifests)."""
+    now = client.try_resolve(p.repository, p.content_tag)
+    if now != digest:
+        where = f"{p.reference}:{p.content_tag}"
+        raise TagConflictError(
+            f"content tag {where} was moved to {now} after this build wrote {digest} under it; the variant "
+            f"tag {p.variant_tag} was not moved and {now} was not signed. Inspect who pushed it; the "
+            f"build itself is {p.reference}@{digest}",
+            reference=where,
+            existing=now,
+            built=digest,
+        )
+
+
 def _build_one(
     p: PlannedBuild,
     options: BuildOptions,
@@ -545,22 +596,24 @@ def _build_one(
         if not record_push(options.state_dir, digest, p.content_tag, p.reference):
             log(f"# could not record the push under {pushed_dir(options.state_dir)}: a later run will not sign it")
         written = publish_content_tag(client, p.repository, p.content_tag, digest)
-        recorded = client.resolve(p.repository, p.content_tag)  # the digest the registry returns
-        move_tag(client, p.repository, p.variant_tag, recorded)
-        log(f"# content tag {p.content_tag} -> {recorded} ({'written' if written else 'already there'})")
+        log(f"# content tag {p.content_tag} -> {digest} ({'written' if written else 'already there'})")
+        # from here on only the digest this build pushed and checked: the tag is not read for it
+        # again, so a push landing under the content tag now is neither signed nor given the variant tag
         built = BuiltImage(
             variant_id=p.variant_id,
             reference=p.reference,
-            digest=recorded,
+            digest=digest,
             content_tag=p.content_tag,
             status="built",
             seconds=time.monotonic() - t0,
             log_path=str(log_path),
-            platforms=platforms_of(client, p.repository, recorded, tuple(req.platforms)),
+            platforms=platforms_of(client, p.repository, digest, tuple(req.platforms)),
         )
         if on_built is not None:
-            on_built(built, p.rendered)
-        progress(p.variant_id, "built", recorded)
+            on_built(built, p.rendered)  # signing first: an unsigned build gets no variant tag
+        _check_content_tag(client, p, digest)
+        move_tag(client, p.repository, p.variant_tag, digest)
+        progress(p.variant_id, "built", digest)
         return built, None
     except BuilderError as exc:
         log(f"# FAILED: {exc.message}")

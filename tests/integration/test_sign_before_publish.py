@@ -19,8 +19,11 @@ import pytest
 from builder.registry import RegistryClient
 from tests.faultproxy import Fault, FaultProxy
 from tests.integration import test_build_cli
+from tests.sigstore_instance import SigstoreTestInstance, TrustFiles, write_trust_files
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from tests.integration.test_build_cli import BuilderCli
 
 pytestmark = pytest.mark.integration
@@ -202,9 +205,29 @@ def test_sign_and_attest_of_a_variant_id_vouch_only_for_what_this_checkout_built
     assert client.try_resolve(unique_repo, f"sha256-{ours[7:]}.sig") is not None
 
 
+@pytest.fixture(scope="module")
+def sigstore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SigstoreTestInstance, TrustFiles]]:
+    """The offline Sigstore test instance (real Fulcio v2 / Rekor v1 protocols on loopback), the
+    keyless test double for public Sigstore that tests/integration/test_build_keyless.py uses."""
+    with SigstoreTestInstance() as inst:
+        yield inst, write_trust_files(inst, tmp_path_factory.mktemp("sigstore-trust"))
+
+
+def _keyless(sigstore: tuple[SigstoreTestInstance, TrustFiles]) -> tuple[str, ...]:
+    inst, trust = sigstore
+    token = inst.token(job_workflow_ref="builder-org/builder/.github/workflows/images.yml@refs/heads/main")
+    return ("build", "--keyless", "--oidc-token", token, "--trust-config", str(trust.trust_config))
+
+
 @pytest.mark.parametrize(
     ("command", "code"),
-    [(("build", "--sign"), 15), (("run", "--to", "dev", "--policy", str(ROOT / "policies" / "default.yaml")), 14)],
+    [
+        (("build", "--sign"), 15),
+        (("build", "--no-sign"), 15),
+        (("keyless",), 15),
+        (("run", "--to", "dev", "--policy", str(ROOT / "policies" / "default.yaml")), 14),
+    ],
+    ids=["build-sign", "build-no-sign", "build-keyless", "run"],
 )
 def test_a_refused_foreign_digest_does_not_move_the_variant_tag(
     builder: BuilderCli,
@@ -212,15 +235,20 @@ def test_a_refused_foreign_digest_does_not_move_the_variant_tag(
     registry_address: str,
     unique_repo: str,
     project: Path,
+    sigstore: tuple[SigstoreTestInstance, TrustFiles],
     command: tuple[str, ...],
     code: int,
 ) -> None:
-    """A foreign push under the content tag, then `build --sign` (exit 15) or `run`, which signs
-    (exit 14, its build failed with tag-conflict): the moving variant tag stays on the build it
-    named. Before, the plan pointed it at the foreign digest before the signing decision refused
-    that digest, so `promote VARIANT --to dev` would carry it on."""
+    """A foreign push under the content tag, then `build --sign` (exit 15), `build --no-sign` or
+    `build --keyless` (exit 15: no key to check a signature by, and this checkout did not push it), or
+    `run`, which signs (exit 14, its build failed with tag-conflict): the moving variant tag stays on
+    the build it named. Before, the plan pointed it at the foreign digest before the signing decision
+    refused that digest, so `promote VARIANT --to dev` would carry it on; `--no-sign`/`--keyless`
+    moved it with exit 0 ("retagged")."""
     from tests.integration.test_promote_support import push_image
 
+    if command == ("keyless",):
+        command = _keyless(sigstore)
     env = {"BUILDER_KEY_PASSWORD": "pw-for-test"}
     assert builder(project, "keys", "generate", "--json", env=env).code == 0
     unsigned = builder(project, "build", "--json", "--select", "tiny2*", "--no-sign", env=env)
@@ -237,3 +265,72 @@ def test_a_refused_foreign_digest_does_not_move_the_variant_tag(
     assert client.try_resolve(unique_repo, f"sha256-{evil[7:]}.sig") is None
     human = builder(project, *command, "--select", "tiny2*", env=env).stderr  # as a user reads it
     assert evil in human and "[red]" not in human and "[/]" not in human, human[-2000:]  # styled, not printed
+
+
+def test_a_push_under_the_content_tag_after_the_build_wrote_it_is_neither_signed_nor_tagged(
+    builder: BuilderCli,
+    docker_engine: str,
+    registry_address: str,
+    unique_repo: str,
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The race: `build --sign` wrote its content tag (publish_content_tag checked it names the pushed
+    digest), then someone who may push replaces the tag before the build signs. Before, the build read
+    the tag again and signed, provenance and all, and variant-tagged whatever it named then. Now it
+    signs only the digest it pushed, and the replaced content tag is a tag conflict (exit 15): the
+    foreign digest gets no signature, no attestation and no variant tag."""
+    from builder.build.tags import publish_content_tag as real
+    from tests.integration.test_promote_support import push_image
+
+    env = {"BUILDER_KEY_PASSWORD": "pw-for-test"}
+    keys = builder(project, "keys", "generate", "--json", env=env)
+    assert keys.code == 0, keys.stderr
+    pub = json.loads(keys.stdout)["public_key"]
+    client = RegistryClient(registry_address, insecure=True)
+    pushed: list[str] = []
+
+    def publish_then_overwritten(c: RegistryClient, repository: str, content_tag: str, digest: str) -> bool:
+        written = real(c, repository, content_tag, digest)  # the real write-once PUT and its re-read
+        pushed.append(digest)
+        evil = push_image(client, unique_repo, content_tag, content=b"pushed between the two reads")
+        assert client.resolve(unique_repo, content_tag) == evil
+        return written
+
+    monkeypatch.setattr("builder.build.run.publish_content_tag", publish_then_overwritten)
+    raced = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
+    assert raced.code == 15, raced.stderr[-3000:]
+    [ours] = pushed
+    [tag] = [t for t in client.list_tags(unique_repo) if t.startswith(B + "-") and len(t) == len(B) + 13]
+    evil = client.resolve(unique_repo, tag)
+    assert evil != ours
+    assert evil in json.loads(raced.stdout)["error"]["message"]
+    assert client.try_resolve(unique_repo, f"sha256-{evil[7:]}.sig") is None  # the foreign digest: unsigned
+    assert client.try_resolve(unique_repo, f"sha256-{evil[7:]}.att") is None
+    assert client.try_resolve(unique_repo, B) is None  # no variant tag on anything
+    ref = f"{registry_address}/{unique_repo}@{ours}"  # the build itself is signed with its provenance
+    assert builder(project, "verify", ref, "--key", pub, "--attestation", "https://slsa.dev/provenance/v1").code == 0
+
+
+def test_keyless_signs_an_unsigned_image_this_checkout_pushed(
+    builder: BuilderCli,
+    docker_engine: str,
+    registry_address: str,
+    unique_repo: str,
+    project: Path,
+    sigstore: tuple[SigstoreTestInstance, TrustFiles],
+) -> None:
+    """`build --keyless` finds this checkout's own unsigned build up to date (a `--no-sign` run, or a
+    run killed before its signature write): it signs it (status `signed`), as `build --sign` does,
+    and then leaves the signed image as it is (`up-to-date`)."""
+    unsigned = builder(project, "build", "--json", "--select", "tiny2*", "--no-sign")
+    assert unsigned.code == 0, unsigned.stderr[-3000:]
+    [image] = json.loads(unsigned.stdout)["images"]
+    client = RegistryClient(registry_address, insecure=True)
+    assert client.try_resolve(unique_repo, f"sha256-{image['digest'][7:]}.sig") is None
+    signed = builder(project, *_keyless(sigstore), "--json", "--select", "tiny2*")
+    assert signed.code == 0, signed.stderr[-3000:]
+    assert {i["variant"]: i["status"] for i in json.loads(signed.stdout)["images"]} == {B: "signed"}
+    assert client.try_resolve(unique_repo, f"sha256-{image['digest'][7:]}.sig") is not None
+    again = builder(project, *_keyless(sigstore), "--json", "--select", "tiny2*")
+    assert {i["variant"]: i["status"] for i in json.loads(again.stdout)["images"]} == {B: "up-to-date"}
