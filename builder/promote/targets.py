@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from builder.models import Variant
     from builder.policy import Stage
     from builder.promote.context import ClientFactory, PromotionContext
+    from builder.registry.manifest import Descriptor, Manifest
     from builder.selection import VariantName
 
 CONTENT_SUFFIX = re.compile(r"-[0-9a-f]{12}$")
@@ -201,6 +202,10 @@ def _reference_target(
 
     ref = parse_reference(name, scope.registry)
     _check_under_prefix(scope, ref, name)
+    manifest = _digest_manifest(scope, ref)
+    said = check_variant_id(variant_id, "--variant-id") if variant_id is not None else None
+    if manifest is not None:  # whatever names the variant, a digest promoted is an image
+        _check_is_image(scope, variants, manifest, ref, name, said or variant_from_tag(ref.tag, scope.stage_names))
     from_label = False
     labels: Mapping[str, object] = {}
     if variant_id is not None:
@@ -219,6 +224,8 @@ def _reference_target(
     if from_label:
         _check_label_claim(scope, variants(), vid, ref, name, read_label(labels, "content-hash"))
     registry, repository = _variant_repository(scope, variants(), vid, ref, name, named=variant_id is not None)
+    if manifest is not None and not manifest.is_index and not from_label:  # the label's check names it
+        _check_not_platform(scope, manifest, ref, name, vid, (registry, repository))
     at = Location(ref.registry, ref.repository)
     return Target(
         vid,
@@ -316,6 +323,116 @@ def _check_tag_claim(variants: Sequence[Variant], vid: str, name: str) -> None:
         )
 
 
+def _digest_manifest(scope: TargetScope, ref: Reference) -> Manifest | None:
+    """The manifest a digest reference names (one GET), None for a tag or a digest the registry does
+    not have (the plan reports it missing); other registry errors raise."""
+    if ref.digest is None:
+        return None
+    try:
+        return scope.clients(ref.registry).try_get_manifest(ref.repository, ref.digest)
+    except NotFoundError:  # no such repository or registry entry: the plan reports it missing
+        return None
+
+
+def _check_is_image(
+    scope: TargetScope,
+    variants: Callable[[], Sequence[Variant]],
+    manifest: Manifest,
+    ref: Reference,
+    name: str,
+    vid: str | None,
+) -> None:
+    """NotFoundError (exit 8) when the digest ``ref`` names is not an image
+    (:func:`builder.registry.manifest.not_an_image`: a BuildKit attestation manifest, a signature,
+    another artifact), naming the index that lists it when the variant's tags find one: promoting
+    it would point a stage at something no host can run."""
+    from builder.registry.manifest import not_an_image  # a digest reference only (start-up of resolve)
+
+    why = not_an_image(manifest)
+    if why is None:
+        return
+    found = _listing_index(scope, variants, ref, manifest.digest, vid, None)
+    where = f" listed by the index {found[2]} that {found[0]}/{found[1]} names" if found else ""
+    raise NotFoundError(
+        f"{name} is {why}{where}: only an image (an index or a platform image) is promoted",
+        hint=(
+            f"promote the index instead: builder promote {found[0]}@{found[2]} --to STAGE"
+            if found
+            else "promote the build's index or image digest (`builder status` shows it), or its variant id"
+        ),
+        reference=name,
+    )
+
+
+def _check_not_platform(
+    scope: TargetScope, manifest: Manifest, ref: Reference, name: str, vid: str, home: tuple[str, str]
+) -> None:
+    """NotFoundError (exit 8, :func:`_platform_error`) when the image manifest ``ref`` names is a
+    platform manifest of the index that the variant's content tag (the hash from the image's
+    ``content-hash`` label) or variant tag names, in the variant's repository ``home`` or the
+    reference's: a multi-platform build is promoted whole, whoever names the variant (tag,
+    ``--variant-id``). One GET of the config and of each tag read."""
+    from builder.labels import read as read_label
+    from builder.registry.copy import manifest_config
+
+    client = scope.clients(ref.registry)
+    try:
+        labels = (manifest_config(client, ref.repository, manifest).get("config") or {}).get("Labels")
+    except RegistryError:  # no readable config: the variant tag alone is looked at
+        labels = None
+    content_hash = read_label(labels, "content-hash") if isinstance(labels, dict) else None
+    found = _listing_index(scope, lambda: (), ref, manifest.digest, vid, content_hash, home)
+    if found is not None:
+        raise _platform_error(found, name)
+
+
+def _listing_index(
+    scope: TargetScope,
+    variants: Callable[[], Sequence[Variant]],
+    ref: Reference,
+    digest: str,
+    vid: str | None,
+    content_hash: str | None,
+    home: tuple[str, str] | None = None,
+) -> tuple[str, str, str, Descriptor] | None:
+    """(registry/repository, tag, index digest, the child's descriptor) of the first index that
+    lists ``digest``, read under the variant's content tag (``<vid>-<hash12>``) and variant tag in
+    the variant's repository (``home``, else the matrices') and the reference's; None when no
+    variant is known or none lists it. One GET per tag read; registry errors raise."""
+    if vid is None:
+        return None
+    hashed = content_hash is not None and is_sha256_digest(f"sha256:{content_hash}")
+    tags = ([f"{vid}-{content_hash[:12]}"] if content_hash and hashed else []) + [vid]
+    places = [home] if home is not None else []
+    if home is None:
+        v = next((v for v in variants() if v.id == vid), None)
+        if v is not None:
+            places.append((scope.registry, repository_path(scope.repository_prefix, v.repository)))
+    places.append((ref.registry, ref.repository))
+    for registry, repository in dict.fromkeys(places):
+        client = scope.clients(registry)
+        for tag in tags:
+            index = client.try_get_manifest(repository, tag)
+            child = next((d for d in index.manifests if d.digest == digest), None) if index is not None else None
+            if index is not None and child is not None:
+                return f"{registry}/{repository}", tag, index.digest, child
+    return None
+
+
+def _platform_error(found: tuple[str, str, str, Descriptor], name: str) -> NotFoundError:
+    """The refusal of a platform manifest ``name`` of an indexed build, naming the index and the tag
+    that names it, with the command that promotes the index (https://github.com/opencontainers/image-spec/blob/v1.1.0/image-index.md)."""
+    at, tag, index, child = found
+    platform = f" ({child.platform})" if child.platform is not None else ""
+    kind = "content tag" if CONTENT_SUFFIX.search(tag) else "tag"
+    return NotFoundError(
+        f"{name} is a platform manifest{platform} of the index {index} that the {kind} {at}:{tag} "
+        "names: a multi-platform build is promoted as its whole index",
+        hint=f"promote the index instead: builder promote {at}@{index} --to STAGE (its platform manifests go with it)",
+        reference=name,
+    )
+
+
 def _check_platform_of(scope: TargetScope, built: str, tagged: str, index: str, digest: str, name: str) -> None:
     """When ``tagged`` (the content tag, in ``built``) names an index (``index``) that lists
     ``digest`` as one of its platform manifests, NotFoundError (exit 8) saying so, with the command
@@ -326,14 +443,7 @@ def _check_platform_of(scope: TargetScope, built: str, tagged: str, index: str, 
     child = next((d for d in listed.manifests if d.digest == digest), None)
     if child is None:
         return
-    platform = f" ({child.platform})" if child.platform is not None else ""
-    raise NotFoundError(
-        f"{name} is a platform manifest{platform} of the index {index} that the content tag {tagged} "
-        "names: a multi-platform build is promoted as its whole index",
-        hint=f"promote the index instead: builder promote {scope.registry}/{built}@{index} --to STAGE "
-        "(its platform manifests go with it)",
-        reference=name,
-    )
+    raise _platform_error((f"{scope.registry}/{built}", tagged.rpartition(":")[2], index, child), name)
 
 
 def _check_label_claim(

@@ -52,6 +52,7 @@ __all__ = [
     "Platform",
     "canonical_json",
     "load_json",
+    "not_an_image",
     "parse_json_object",
     "platform_names",
     "runnable_platforms",
@@ -213,6 +214,37 @@ class Manifest:
         """The ``subject`` descriptor of a referrer (OCI 1.1), else None."""
         s = self.json.get("subject")
         return Descriptor.from_json(s, where=self.digest) if isinstance(s, Mapping) else None
+
+
+IN_TOTO_LAYER = "application/vnd.in-toto+json"
+"""The layer media type of a buildx attestation manifest's in-toto blobs
+(https://docs.docker.com/build/metadata/attestations/attestation-storage/)."""
+IMAGE_CONFIG_TYPES = ("application/vnd.oci.image.config.v1+json", "application/vnd.docker.container.image.v1+json")
+"""An image config (https://github.com/opencontainers/image-spec/blob/v1.1.0/config.md, Docker v2 schema 2)."""
+FILESYSTEM_LAYER_PREFIXES = ("application/vnd.oci.image.layer.", "application/vnd.docker.image.rootfs.")
+"""Filesystem layers (https://github.com/opencontainers/image-spec/blob/v1.1.0/layer.md, Docker v2 schema 2)."""
+
+
+def not_an_image(manifest: Manifest) -> str | None:
+    """Why ``manifest`` is not a runnable image, else None (an index, or an image manifest whose
+    config is an image config and whose layers are filesystem layers). A buildx attestation
+    manifest has an image config "only for compatibility" and ``application/vnd.in-toto+json``
+    layers (https://docs.docker.com/build/metadata/attestations/attestation-storage/); a cosign
+    signature, an SBOM or another OCI artifact has an ``artifactType``, another config or
+    non-filesystem layers (https://github.com/opencontainers/image-spec/blob/v1.1.0/artifacts-guidance.md)."""
+    if manifest.is_index:
+        return None
+    types = [d.media_type for d in manifest.layers]
+    if IN_TOTO_LAYER in types:
+        return "a BuildKit attestation manifest (in-toto provenance/SBOM of a platform image), not an image"
+    config = manifest.config
+    kind = manifest.json.get("artifactType") or (config.media_type if config is not None else "no config")
+    other = next((t for t in types if not t.startswith(FILESYSTEM_LAYER_PREFIXES)), None)
+    if config is None or config.media_type not in IMAGE_CONFIG_TYPES or manifest.json.get("artifactType"):
+        return f"an artifact ({kind}), not an image"
+    if other is not None:
+        return f"an artifact (a layer of {other}), not an image"
+    return None
 
 
 def runnable_platforms(index: Manifest) -> list[Descriptor]:

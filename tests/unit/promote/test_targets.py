@@ -49,6 +49,15 @@ def _no_registry(registry: str) -> RegistryClient:
     raise AssertionError(f"no registry read expected ({registry})")
 
 
+def _local_registry(registry: str) -> RegistryClient:
+    """The running registry (127.0.0.1:5000): a digest reference's manifest is read to check it is an
+    image; the digests these tests name are not there, so nothing else is read."""
+    from builder.registry import RegistryClient
+
+    assert registry == "127.0.0.1:5000", f"no read of {registry} expected"
+    return RegistryClient(registry, insecure=True)
+
+
 def _scope(loads: list[int]) -> TargetScope:
     def variants() -> list[Variant]:
         loads.append(1)
@@ -76,7 +85,7 @@ def test_ids_globs_and_references_each_once() -> None:
 
 def test_references_need_no_matrices() -> None:
     digest = "sha256:" + "d" * 64
-    scope = TargetScope(list, "127.0.0.1:5000", ("dev", "prod"), _no_registry)
+    scope = TargetScope(list, "127.0.0.1:5000", ("dev", "prod"), _local_registry)
     got = resolve_targets(scope, [f"127.0.0.1:5000/demo/jax@{digest}"], variant_id="jax0.7-cpu")
     assert got == [Target("jax0.7-cpu", "demo/jax", "127.0.0.1:5000", digest=digest)]
 
@@ -96,7 +105,7 @@ def test_a_reference_names_the_digest_and_the_variant_keeps_its_repository(tmp_p
     the variant's (its matrix repository, mapped by each stage's template), the reference only
     names the image the digest is read and copied from."""
     digest = "sha256:" + "d" * 64
-    scope = TargetScope(lambda: VARIANTS, "127.0.0.1:5000", ("dev", "prod"), _no_registry, "f1", _stages(tmp_path))
+    scope = TargetScope(lambda: VARIANTS, "127.0.0.1:5000", ("dev", "prod"), _local_registry, "f1", _stages(tmp_path))
     mirror = resolve_targets(scope, ["127.0.0.1:5000/mirror/debian:bookworm"], variant_id="jax0.7-cpu")
     assert mirror == [
         Target(
@@ -127,7 +136,7 @@ def test_a_reference_names_the_digest_and_the_variant_keeps_its_repository(tmp_p
 def test_a_stage_repository_two_templates_map_back_differently_is_refused(tmp_path: Path) -> None:
     extra = '  qa: {from: dev, repository: "{repository}/prod", require: {unconditional: x}}\n'
     stages = _stages(tmp_path, "prod/{repository}", extra)
-    scope = TargetScope(list, "127.0.0.1:5000", ("dev", "prod", "qa"), _no_registry, stages=stages)
+    scope = TargetScope(list, "127.0.0.1:5000", ("dev", "prod", "qa"), _local_registry, stages=stages)
     digest = "sha256:" + "d" * 64
     with pytest.raises(NotFoundError, match="prod/x/prod back to prod/x or x/prod") as exc:
         resolve_targets(scope, [f"127.0.0.1:5000/prod/x/prod@{digest}"], variant_id="jax0.7-cpu")
