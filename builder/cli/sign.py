@@ -6,6 +6,7 @@ Thin Click layer: options, the environment (passwords), one call into ``builder.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import click
@@ -321,7 +322,9 @@ def _emit_keyless(result: KeylessSigned) -> None:
 
 
 def _what(item: VerifiedItem) -> str:
-    """The predicate column: the short type; for a device check also its result (red unless passed)."""
+    """The predicate column: the short type; for a device check also its result (red unless passed)
+    and where it ran when the predicate's ``placement`` names a cluster or node
+    (``device-check: passed on gpu-a100/node-7``; builder.checks.runners.Placement)."""
     from rich.markup import escape
 
     from builder.predicates import DEVICE_CHECK_V1
@@ -333,7 +336,12 @@ def _what(item: VerifiedItem) -> str:
         result = check_result(item.predicate)
         colour = "green" if result == "passed" else "bold red"
         shown = str(result) if result == "passed" else str(result).upper()
-        return f"{label}: [{colour}]{escape(shown)}[/]"
+        placement = (item.predicate or {}).get("placement")
+        where = (
+            [str(placement[k]) for k in ("cluster", "node") if placement.get(k)] if isinstance(placement, dict) else []
+        )
+        on = f" on {escape('/'.join(where))}" if where else ""
+        return f"{label}: [{colour}]{escape(shown)}[/]{on}"
     return label
 
 
@@ -374,8 +382,8 @@ def verification_columns() -> list[Column]:
     return [
         Column("#", whole=True),
         Column("status"),
-        Column("kind", 1),
-        Column("predicate"),
+        Column("kind", 1, words=True),
+        Column("predicate", words=True),
         Column("signer", whole=True),
         Column("when", 2, whole=True),
     ]
@@ -409,6 +417,8 @@ def _render_items(con: Console, items: Sequence[VerifiedItem], names: Mapping[st
         when = escape(to_seconds(item.time) if item.time else "-")
         rows.append([str(n), style[item.classification], kind, _what(item), who, when])
     legend = _signer_legend(columns, rows, con.width)
+    if legend:  # a letter under "by" (4 cells narrower than "signer": room for whole predicate names)
+        columns = [dataclasses.replace(c, header="by") if c.header == "signer" else c for c in columns]
     con.print(fitted_table(columns, rows, con.width))
     for label, who in legend:
         con.print(f"  signer {label}: {who}", soft_wrap=True)

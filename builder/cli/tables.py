@@ -27,17 +27,21 @@ if TYPE_CHECKING:
 
 #: the fewest cells a wrappable column is given before it is moved to the second line
 FLEX_MIN = 10
+#: the longest word a ``words`` column keeps whole (longer ones, a node's DNS name, fold)
+WORD_MAX = 24
 
 
 @dataclasses.dataclass(frozen=True)
 class Column:
     """One column: its ``header``; ``priority`` (0: kept first; higher numbers are moved to the
     second line first; the first column of a table is always kept); ``whole``: an id, digest or
-    reference, never wrapped or cut."""
+    reference, never wrapped or cut; ``words``: wrapped at spaces only, never inside a word of up
+    to ``WORD_MAX`` cells (names such as ``slsa-provenance``, ``(promotion)``)."""
 
     header: str
     priority: int = 0
     whole: bool = False
+    words: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,13 +68,26 @@ def header_word(column: Column) -> int:
     return max(map(plain_width, column.header.split()), default=0)
 
 
-def least_width(column: Column, natural: int) -> int:
-    """The fewest cells ``column`` is kept at, ``natural`` being its widest value or header: all of
-    them for a ``whole`` column, else ``min(natural, FLEX_MIN)`` but never under its header's
-    longest word. ``plan_columns`` counts this and ``fitted_table`` gives rich the same floor:
-    where they differed (10 against 12 for "attestations") the table came out wider than planned
-    and the terminal cut its right border off."""
-    return natural if column.whole else min(natural, max(FLEX_MIN, header_word(column)))
+def longest_word(cells: Sequence[str]) -> int:
+    """The longest space-separated word of ``cells`` (rich markup) in cells, at most ``WORD_MAX``."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    words = (w for c in cells for w in Text.from_markup(c).plain.split())
+    return min(WORD_MAX, max(map(cell_len, words), default=0))
+
+
+def least_width(column: Column, natural: int, values: Sequence[str] = ()) -> int:
+    """The fewest cells ``column`` is kept at, ``natural`` being its widest value or header and
+    ``values`` its cells: all of them for a ``whole`` column, else ``min(natural, FLEX_MIN)`` but
+    never under its header's longest word nor, for a ``words`` column, its values' longest word
+    (``longest_word``). ``plan_columns`` counts this and ``fitted_table`` gives rich the same
+    floor: where they differed (10 against 12 for "attestations") the table came out wider than
+    planned and the terminal cut its right border off."""
+    if column.whole:
+        return natural
+    least = min(natural, max(FLEX_MIN, header_word(column)))
+    return max(least, longest_word(values)) if column.words else least
 
 
 def overhead(columns: int, *, boxed: bool) -> int:
@@ -86,7 +103,7 @@ def plan_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width
     natural = [max([plain_width(c.header)] + [plain_width(r[i]) for r in rows]) for i, c in enumerate(columns)]
 
     def need(i: int) -> int:
-        return least_width(columns[i], natural[i])
+        return least_width(columns[i], natural[i], [r[i] for r in rows])
 
     def moved_line(i: int) -> int:  # a moved whole value, on its own line under the first cell
         return plain_width(columns[i].header) + 2 + max((plain_width(r[i]) for r in rows), default=0)
@@ -152,6 +169,41 @@ def room_for_words(
     return layout
 
 
+def column_widths(
+    layout: Layout,
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    *,
+    first: int,
+    fixed: bool,
+    boxed: bool,
+) -> list[int]:
+    """The cells of each kept column (``layout.kept`` order): its natural width, the widest
+    wrappable ones narrowed one cell at a time, never under ``least_width``, until the table fits
+    ``width``; the first column is ``first`` cells (exactly, when ``fixed``: it holds moved
+    columns). Rich's own shrinking (``Table._collapse_widths``) narrows the widest wrappable
+    column without regard to ``min_width`` and then widens it back, so a table could come out
+    wider than ``width`` and be cut by the terminal."""
+    natural = [max([plain_width(c.header)] + [plain_width(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    floors, widths = [], []
+    for i in layout.kept:
+        if i == 0:
+            floors.append(first)
+            widths.append(first if fixed or columns[0].whole else max(first, natural[0]))
+        else:
+            floors.append(least_width(columns[i], natural[i], [r[i] for r in rows]))
+            widths.append(natural[i])
+    excess = sum(widths) + overhead(len(widths), boxed=boxed) - width
+    while excess > 0:
+        k = max(range(len(widths)), key=lambda k: widths[k] - floors[k])
+        if widths[k] <= floors[k]:
+            break  # nothing left to narrow (the plan leaves room: never reached)
+        widths[k] -= 1
+        excess -= 1
+    return widths
+
+
 def fitted_table(
     columns: Sequence[Column],
     rows: Sequence[Sequence[str]],
@@ -175,16 +227,15 @@ def fitted_table(
     first = layout.first
     if layout.moved:  # the first cell holds the moved columns: give it what the others leave
         first = _first_width(layout, natural, width, boxed=boxed)
+    widths = column_widths(layout, columns, rows, width, first=first, fixed=bool(layout.moved), boxed=boxed)
     options: dict[str, Any] = {} if boxed else {"box": None, "pad_edge": False}
     table = Table(title=title, show_lines=show_lines, **options)
-    for i in layout.kept:
+    for i, cells_wide in zip(layout.kept, widths, strict=True):  # widths given: rich's own collapse ignores min_width
         c = columns[i]
-        if i == 0:
-            table.add_column(c.header, no_wrap=c.whole, overflow="ignore" if c.whole else "fold", width=first)
-        elif c.whole:
-            table.add_column(c.header, no_wrap=True, overflow="ignore", width=natural[i])
-        else:  # at least as wide as the header's longest word: a header is never split mid-word
-            table.add_column(c.header, overflow="fold", min_width=header_word(c))
+        if c.whole:
+            table.add_column(c.header, no_wrap=True, overflow="ignore", width=cells_wide)
+        else:
+            table.add_column(c.header, overflow="fold", width=cells_wide)
     for row in rows:
         cells: list[Any] = []
         for i in layout.kept:
@@ -248,11 +299,14 @@ def to_seconds(time: str) -> str:
 
 __all__ = [
     "FLEX_MIN",
+    "WORD_MAX",
     "Column",
     "Layout",
+    "column_widths",
     "fitted_table",
     "header_word",
     "least_width",
+    "longest_word",
     "overhead",
     "plain_width",
     "plan_columns",

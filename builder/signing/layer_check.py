@@ -127,8 +127,12 @@ _TIME_KEYS = ("timestamp", "time", "finishedOn", "finishedAt", "approvedAt", "pr
 
 def predicate_time(predicate: object) -> str | None:
     """A timestamp the predicate states (RFC 3339 text), if any: top-level ``timestamp``/``time``/
-    ``finishedOn``/``approvedAt``/``promotedAt``/``createdAt``/``startedOn``, SLSA v1
-    ``runDetails.metadata.finishedOn``/``startedOn``, SLSA v0.2 ``metadata.buildFinishedOn``."""
+    ``finishedOn``/``approvedAt``/``promotedAt``/``createdAt``/``startedOn`` (builder's
+    ``approval/v1``: ``time``), SLSA v1 ``runDetails.metadata.finishedOn``/``startedOn``
+    (https://slsa.dev/spec/v1.0/provenance), SLSA v0.2 ``metadata.buildFinishedOn``
+    (https://slsa.dev/spec/v0.2/provenance), CycloneDX ``metadata.timestamp``
+    (https://cyclonedx.org/docs/1.6/json/#metadata_timestamp), builder's ``device-check``,
+    ``test-result`` and ``benchmark`` ``run.finished_at``/``started_at`` (docs/evidence.md)."""
     if not isinstance(predicate, dict):
         return None
     for k in _TIME_KEYS:
@@ -137,11 +141,16 @@ def predicate_time(predicate: object) -> str | None:
             return v
     run = predicate.get("runDetails")
     meta = run.get("metadata") if isinstance(run, dict) else predicate.get("metadata")
-    if isinstance(meta, dict):
-        for k in ("finishedOn", "startedOn", "buildFinishedOn", "buildStartedOn"):
-            v = meta.get(k)
-            if isinstance(v, str) and v:
-                return v
+    own = predicate.get("run")
+    for place, keys in (
+        (meta, ("finishedOn", "startedOn", "buildFinishedOn", "buildStartedOn", "timestamp")),
+        (own, ("finished_at", "started_at")),
+    ):
+        if isinstance(place, dict):
+            for k in keys:
+                v = place.get(k)
+                if isinstance(v, str) and v:
+                    return v
     return None
 
 
