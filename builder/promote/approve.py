@@ -6,8 +6,10 @@ Decisions (#20): a key the policy does not list as an approver is refused (Signi
 exit 16) unless ``allow_unlisted`` (``--unlisted``: an approver whose listing is not merged yet),
 since its approval would never count; approving by tag resolves the tag and says which digest
 was approved (the approval is for the digest, never the tag), or with ``strict`` refuses a tag
-(ConfigError, exit 2); approving a digest the key already approved for the stage writes the new
-approval and notes that it counts once.
+(ConfigError, exit 2); a digest promote never promotes (a platform manifest of an indexed build,
+whose index's approvals promote reads; an attestation manifest or another artifact:
+``builder.promote.targets.never_promoted``) is approved with a warning naming the index;
+approving a digest the key already approved for the stage writes the new approval and notes that it counts once.
 
 Errors: NotFoundError (8) unknown stage or image; SigningKeyError (16) ``--name`` of another
 approver, or an unlisted key; ConfigError (2) a tag with ``strict``; RegistryError /
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from builder.errors import BuilderError, ConfigError, SigningKeyError
 from builder.policy.approvals import plan_approval
+from builder.promote.targets import never_promoted, scope_of
 from builder.registry import parse_reference
 from builder.signing.approvals import Approval, ApprovalDocument, approve
 
@@ -100,6 +103,7 @@ def approve_reference(
         notes.append(f"{reference} names {digest} now: that digest is approved, not the tag")
     else:
         digest = ref.digest
+    never = never_promoted(scope_of(ctx), ref, digest)  # an attestation, a platform manifest of an index
     earlier = earlier_approvals(client, ref.repository, digest, stage, signer.fingerprint)
     if earlier:
         notes.append(
@@ -117,7 +121,8 @@ def approve_reference(
         ticket=ticket,
         comment=comment,
     )
-    return ApprovalOutcome(written, plan.listed_name, plan.warnings, plan.who, digest, tuple(notes))
+    warnings = (*plan.warnings, never) if never is not None else plan.warnings
+    return ApprovalOutcome(written, plan.listed_name, warnings, plan.who, digest, tuple(notes))
 
 
 def earlier_approvals(client: RegistryClient, repository: str, digest: str, stage: str, fingerprint: str) -> list[str]:

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 CONTENT_SUFFIX = re.compile(r"-[0-9a-f]{12}$")
 """The content-hash suffix of a build's write-once tag."""
+MAX_VARIANT_TAGS = 8
+"""The most variant tags read to find the index listing a digest whose variant is not known."""
 
 
 def variant_label() -> str:
@@ -323,6 +325,46 @@ def _check_tag_claim(variants: Sequence[Variant], vid: str, name: str) -> None:
         )
 
 
+def never_promoted(scope: TargetScope, ref: Reference, digest: str) -> str | None:
+    """Why ``digest`` (in ``ref``'s repository) can never be promoted, so that an approval of it
+    would never count (promote reads the approvals of what it promotes): it is not an image
+    (:func:`builder.registry.manifest.not_an_image`), or it is a platform manifest of the index that
+    its variant's content tag or variant tag names (the variant from ``ref``'s tag or the image's
+    ``variant`` label, the hash from its ``content-hash`` label). None otherwise, also for a digest
+    the registry does not have. The same check ``promote REF@DIGEST`` refuses by (exit 8). Two to
+    four GETs (manifest, config, one per tag); registry errors raise."""
+    from builder.labels import read as read_label
+    from builder.registry.copy import manifest_config
+    from builder.registry.manifest import not_an_image
+
+    at = Reference(ref.registry, ref.repository, digest=digest)
+    manifest = _digest_manifest(scope, at)
+    if manifest is None or manifest.is_index:
+        return None
+    vid = variant_from_tag(ref.tag, scope.stage_names)
+    why = not_an_image(manifest)
+    content_hash = None
+    if why is None:
+        try:
+            labels = (manifest_config(scope.clients(ref.registry), ref.repository, manifest).get("config") or {}).get(
+                "Labels"
+            )
+        except RegistryError:  # no readable config: no label to find the index by
+            labels = None
+        if isinstance(labels, dict):
+            vid = vid or read_label(labels, "variant")
+            content_hash = read_label(labels, "content-hash")
+    found = _listing_index(scope, scope.names or scope.variants, at, digest, vid, content_hash)
+    instead = f"; approve the index instead: {found[0]}@{found[2]}" if found else ""
+    if why is not None:
+        listed = f", listed by the index {found[2]} that {found[0]}:{found[1]} names" if found else ""
+        return f"{digest} is {why}{listed}: it is never promoted, so this approval would never count{instead}"
+    if found is None:
+        return None
+    said = _platform_error(found, f"{ref.registry}/{ref.repository}@{digest}").message
+    return f"{said}; promote reads the approvals of the index, so this approval would never count{instead}"
+
+
 def _digest_manifest(scope: TargetScope, ref: Reference) -> Manifest | None:
     """The manifest a digest reference names (one GET), None for a tag or a digest the registry does
     not have (the plan reports it missing); other registry errors raise."""
@@ -388,7 +430,7 @@ def _check_not_platform(
 
 def _listing_index(
     scope: TargetScope,
-    variants: Callable[[], Sequence[Variant]],
+    variants: Callable[[], Sequence[VariantName]],
     ref: Reference,
     digest: str,
     vid: str | None,
@@ -397,25 +439,25 @@ def _listing_index(
 ) -> tuple[str, str, str, Descriptor] | None:
     """(registry/repository, tag, index digest, the child's descriptor) of the first index that
     lists ``digest``, read under the variant's content tag (``<vid>-<hash12>``) and variant tag in
-    the variant's repository (``home``, else the matrices') and the reference's; None when no
-    variant is known or none lists it. One GET per tag read; registry errors raise."""
+    the variant's repository (``home``, else the matrices') and the reference's. Without ``vid``
+    (an attestation manifest has no labels) the variant tags of the matrices' variants built into
+    ``ref``'s repository are read (at most :data:`MAX_VARIANT_TAGS`). None when none lists it.
+    One GET per tag read; registry errors raise."""
+    named = [(scope.registry, repository_path(scope.repository_prefix, v.repository), v.id) for v in variants()]
     if vid is None:
-        return None
-    hashed = content_hash is not None and is_sha256_digest(f"sha256:{content_hash}")
-    tags = ([f"{vid}-{content_hash[:12]}"] if content_hash and hashed else []) + [vid]
-    places = [home] if home is not None else []
-    if home is None:
-        v = next((v for v in variants() if v.id == vid), None)
-        if v is not None:
-            places.append((scope.registry, repository_path(scope.repository_prefix, v.repository)))
-    places.append((ref.registry, ref.repository))
-    for registry, repository in dict.fromkeys(places):
-        client = scope.clients(registry)
-        for tag in tags:
-            index = client.try_get_manifest(repository, tag)
-            child = next((d for d in index.manifests if d.digest == digest), None) if index is not None else None
-            if index is not None and child is not None:
-                return f"{registry}/{repository}", tag, index.digest, child
+        here = [v for registry, repository, v in named if (registry, repository) == (ref.registry, ref.repository)]
+        tries = [(ref.registry, ref.repository, v) for v in here[:MAX_VARIANT_TAGS]]
+    else:
+        hashed = content_hash is not None and is_sha256_digest(f"sha256:{content_hash}")
+        tags = ([f"{vid}-{content_hash[:12]}"] if content_hash and hashed else []) + [vid]
+        places = [home] if home is not None else [(r, repo) for r, repo, v in named if v == vid]
+        places.append((ref.registry, ref.repository))
+        tries = [(registry, repository, tag) for registry, repository in dict.fromkeys(places) for tag in tags]
+    for registry, repository, tag in tries:
+        index = scope.clients(registry).try_get_manifest(repository, tag)
+        child = next((d for d in index.manifests if d.digest == digest), None) if index is not None else None
+        if index is not None and child is not None:
+            return f"{registry}/{repository}", tag, index.digest, child
     return None
 
 

@@ -112,9 +112,9 @@ def test_an_attestation_manifest_is_never_promoted_whoever_names_the_variant(
         err = run("promote", name, "--to", "dev", "--confirm", *extra, "--json", code=8).json()["error"]
         said = " ".join(err["message"].split())
         assert f"{attestation} is a BuildKit attestation manifest" in said and "not an image" in said, said
-        if extra:  # the variant's tags find the index that lists it
-            assert f"listed by the index {index}" in said, said
-            assert f"builder promote {registry_address}/{unique_repo}@{index} --to STAGE" in err["hint"], err
+        # the variant's tags (--variant-id, else those of the variants built into the repository)
+        assert f"listed by the index {index}" in said, said
+        assert f"builder promote {registry_address}/{unique_repo}@{index} --to STAGE" in err["hint"], err
     assert not any(t.endswith("-dev") for t in client.list_tags(unique_repo))  # nothing written
     human = run("promote", name, "--to", "dev", "--variant-id", VARIANT, code=8).stderr
     assert "attestation manifest" in human and "would promote" not in human, human
@@ -140,3 +140,31 @@ def test_a_platform_manifest_named_by_variant_id_names_its_index(
 
     plan = run("promote", f"{registry_address}/{unique_repo}@{index}", "--to", "dev", "--variant-id", VARIANT, "--json")
     assert plan.json()["results"][0]["variant"] == VARIANT  # the index itself is promoted
+
+
+def test_approving_what_promote_never_promotes_warns_naming_the_index(
+    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str
+) -> None:
+    """Newcomer report: `approve REPO@<platform digest> --stage prod --key alice` said "approved ...
+    as alice" and nothing else, though promote reads the approvals of the index: the approval is
+    written (the key is alice's), with a warning naming the index to approve instead."""
+    project = _project(tmp_path / "p", registry_address, unique_repo)
+    run = functools.partial(cli, cwd=project, env={"HOME": str(project)})
+    client = RegistryClient(registry_address, insecure=True)
+    index, image, attestation = _push_buildkit_build(client, unique_repo, b"buildkit approve")
+    alice = str(project / "state" / "keys" / "alice" / "builder.key")  # the policy's approver of prod
+    base = f"{registry_address}/{unique_repo}"
+
+    done = run("approve", f"{base}@{image}", "--stage", "prod", "--key", alice, "--ticket", "CHG-1234", "--json")
+    [warning] = done.json()["warnings"]
+    assert f"platform manifest (linux/amd64) of the index {index}" in warning, warning
+    assert f"approve the index instead: {base}@{index}" in warning and "would never count" in warning, warning
+    assert "warning:" in done.stderr
+
+    done = run("approve", f"{base}@{attestation}", "--stage", "prod", "--key", alice, "--ticket", "CHG-1234", "--json")
+    [warning] = done.json()["warnings"]
+    assert "attestation manifest" in warning and f"{base}@{index}" in warning, warning
+
+    for counted in (f"{base}@{index}", f"{base}:{VARIANT}"):  # the index itself: no warning
+        done = run("approve", counted, "--stage", "prod", "--key", alice, "--ticket", "CHG-1234", "--json")
+        assert done.json()["warnings"] == [], done.json()
