@@ -111,11 +111,19 @@ def test_build_push_noop_and_selective_rebuild(
     assert client.resolve(unique_repo, "tiny-a") == third.results[0].digest  # variant tag moved
     assert client.resolve(unique_repo, a.content_tag) == run.results[0].digest  # old content tag kept
 
-    # revert the change: nothing is built, the variant tag goes back to the first image
+    # revert the change in a checkout that did not push the first image (no push record, no key to
+    # check a signature by): the variant tag is not moved back to a digest it cannot vouch for
+    refused = build_variants([a, b], _options(registry_address, tmp_path / "s4"), client=client, engine_ping=_no_engine)
+    assert [r.status for r in refused.results] == ["failed", "up-to-date"]
+    error = refused.results[0].error or ""
+    assert error.startswith("tag-conflict:") and "did not push" in error, error
+    assert client.resolve(unique_repo, "tiny-a") == third.results[0].digest
+
+    # revert the change where the first image was pushed: nothing is built, the variant tag goes back
     events.clear()
     reverted = build_variants(
         [a, b],
-        _options(registry_address, tmp_path / "s4"),
+        _options(registry_address, tmp_path / "s1"),
         client=client,
         engine_ping=_no_engine,
         on_progress=lambda v, e, _d: events.append((v, e)),
