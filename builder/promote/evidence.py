@@ -19,7 +19,7 @@ from builder.errors import BuilderError
 from builder.policy import AttestationEvidence, Evidence, FleetEvidence, SignatureEvidence
 from builder.promote.model import UNSET
 from builder.promote.pool import Task, map_parallel, parallel
-from builder.promote.referrers import INDEX_KEY, lacks_referrers_api, learn_referrers_api, referrers
+from builder.promote.referrers import INDEX_KEY, forget_kept, lacks_referrers_api, learn_referrers_api, referrers
 from builder.registry import fallback_tag
 from builder.signing.layer import ATT_SUFFIX, SIG_SUFFIX, evidence_layers, signature_tag
 from builder.signing.verifiers import verifiers_for
@@ -88,7 +88,7 @@ def approver_suffixes(ctx: PromotionContext) -> tuple[str, ...]:
 
 
 def _nothing_listed(
-    ctx: PromotionContext, loc: Location, digest: str, listed: TagLists | None, source: Location
+    ctx: PromotionContext, loc: Location, digest: str, listed: TagLists | None, source: Location | None
 ) -> bool:
     """True when the batch's listing of ``loc``'s repository shows none of ``digest``'s evidence
     tags (``.sig``, ``.att``, the approvers', the ``sha256-<hex>`` fallback referrers index) and the
@@ -100,14 +100,17 @@ def _nothing_listed(
     https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-manifests);
     the decision is the same (no evidence either way). False without a listing or with a referrers
     API (Sigstore bundles may refer to an untagged digest there). ``source``: the place the digest
-    comes from (it exists); on the same registry, whether the registry has the referrers API is
-    learnt there first (``learn_referrers_api``, once per process) rather than found unknown by the
-    first plans of a process, which each asked the ``HEAD`` (16 of a batch of 100 on 16 threads)."""
+    comes from, known to hold it (None: not known); on the same registry, whether the registry has
+    the referrers API is learnt there first, by listing the referrers of ``digest`` itself
+    (``learn_referrers_api``, once per process; the listing is the source read's answer) rather
+    than found unknown by the first plans of a process, which each asked the ``HEAD`` (16 of a
+    batch of 100 on 16 threads). Raises RegistryUnavailableError when the registry cannot be
+    reached."""
     tags = listed.tags(loc) if listed is not None else None
     if tags is None:
         return False
-    if source.registry == loc.registry:
-        learn_referrers_api(ctx, source)
+    if source is not None and source.registry == loc.registry:
+        learn_referrers_api(ctx, source, digest)
     if not lacks_referrers_api(ctx, loc.registry):
         return False
     names = [signature_tag(digest, sfx) for sfx in (SIG_SUFFIX, ATT_SUFFIX, *approver_suffixes(ctx))]
@@ -218,9 +221,9 @@ def gather(
     show absent are not read)."""
 
     def read(i: int, loc: Location) -> PlaceRead | BuilderError | None:
-        if i > 0 and _nothing_listed(ctx, loc, digest, listed, places[0]):
-            return None  # read as "does not hold the digest": the only difference is a copy made again
         try:
+            if i > 0 and _nothing_listed(ctx, loc, digest, listed, places[0] if source_known else None):
+                return None  # read as "does not hold the digest": the only difference is a copy made again
             return read_place(
                 ctx,
                 loc,
@@ -233,7 +236,11 @@ def gather(
             return exc
 
     fleet_t = Task(lambda: _fleet_rows(ctx, stage, places[0], digest)) if places and ctx.policy.fleets(stage) else None
-    reports = parallel([functools.partial(read, i, loc) for i, loc in enumerate(places)])
+    try:
+        reports = parallel([functools.partial(read, i, loc) for i, loc in enumerate(places)])
+    finally:
+        if places and source_known:  # a listing the destination's probe kept and the source's read never took
+            forget_kept(ctx, places[0], digest)
     fleet_evidence, fleet_problems = fleet_t.result() if fleet_t else ([], [])
     sigs: list[SignatureEvidence] = []
     atts: list[AttestationEvidence] = []

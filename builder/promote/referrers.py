@@ -3,21 +3,27 @@ registries without it (OCI distribution spec 1.1, "Listing Referrers" and the re
 schema: https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#listing-referrers).
 
 Which registries lack the API is remembered per process (distribution 2.8 answers 404): asked
-once per registry, not once per promotion. Errors: registry errors (exit 5-7) propagate.
+once per registry, not once per promotion, always about a digest the repository holds (Harbor
+before 2.11 answers 404 for one it does not hold: https://github.com/goharbor/harbor/issues/20014).
+An answer other than 200/404 (Quay 3.12's 400: https://github.com/quay/quay/pull/3071) leaves it
+unknown and that read uses the tag schema. Errors: the fallback index's registry errors (exit
+5-7) propagate.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import TYPE_CHECKING
 
+from builder.errors import RegistryAuthError, RegistryError
 from builder.promote.model import UNSET, Unset
 from builder.registry import fallback_tag
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
     from builder.promote.location import Location
-    from builder.registry import Descriptor, Manifest
+    from builder.registry import Descriptor, Manifest, RegistryClient
 
 KNOWN_REFERRER_TYPES = (
     "application/vnd.dev.sigstore.bundle.v0.3+json",
@@ -42,11 +48,20 @@ class _NoReferrersApi:
     def __init__(self) -> None:
         self.bases: set[str] = set()
         self.guard = threading.Lock()
-        self.answered: set[str] = set()  # bases whose referrers API answered (or was found missing) here
+        self.answered: set[str] = set()  # bases whose referrers API answered 200 or 404 here
         self.probes: dict[str, threading.Lock] = {}  # one probe at a time per base until one answers
+        # listings a probe (``learn_referrers_api``) read, kept for the read of the same digest
+        # that follows (``referrers``): client -> (repository, digest) -> descriptors
+        self.kept: weakref.WeakKeyDictionary[RegistryClient, dict[tuple[str, str], list[Descriptor]]] = (
+            weakref.WeakKeyDictionary()
+        )
 
 
 _MEMORY = _NoReferrersApi()
+
+_UNKNOWN = object()
+"""``_api_listing`` 's answer when the registry answered neither 200 nor 404 (whether it has the
+API stays unknown; this read falls back to the tag schema)."""
 
 
 def lacks_referrers_api(ctx: PromotionContext, registry: str) -> bool:
@@ -64,24 +79,18 @@ def referrers(
     *,
     seen: dict[str, Manifest | None] | None = None,
 ) -> list[Descriptor]:
-    """Referrers of ``digest`` in ``loc``'s repository: the OCI referrers API, or the fallback index
-    when the registry has none. ``known_index``: the fallback index as the plan read it (a Manifest,
-    or None: absent). ``seen``: when given, the fallback index read here is put under ``INDEX_KEY``
-    (so a later copy in the same run does not read it again)."""
+    """Referrers of ``digest`` in ``loc``'s repository, which must hold it (a 404 then means "no
+    referrers API", never "no such manifest"): the OCI referrers API, or the fallback index when
+    the registry has none or answered the API with neither 200 nor 404 (Quay 3.12 answers 400 to
+    some referrers requests: https://github.com/quay/quay/pull/3071). ``known_index``: the fallback
+    index as the plan read it (a Manifest, or None: absent). ``seen``: when given, the fallback
+    index read here is put under ``INDEX_KEY`` (so a later copy in the same run does not read it
+    again). Raises RegistryError / RegistryAuthError / RegistryUnavailableError as the fallback
+    index's GET does; the referrers API's GET never raises them here."""
     client = ctx.client(loc.registry)
-    if not lacks_referrers_api(ctx, loc.registry):
-        with _MEMORY.guard:
-            known = client.base in _MEMORY.answered
-            probe = None if known else _MEMORY.probes.setdefault(client.base, threading.Lock())
-        if probe is None:
-            listed = _api_listing(ctx, loc, digest)
-        else:
-            # rows of a new process (status runs 16 at once) ask the registry once whether it has
-            # the API: the first asks, the others wait for its answer instead of asking too
-            with probe:
-                listed = None if lacks_referrers_api(ctx, loc.registry) else _api_listing(ctx, loc, digest)
-        if listed is not None:
-            return listed
+    listed = _listing(ctx, loc, digest)
+    if isinstance(listed, list):
+        return listed
     index = (
         client.try_get_manifest(loc.repository, fallback_tag(digest)) if isinstance(known_index, Unset) else known_index
     )
@@ -90,21 +99,45 @@ def referrers(
     return index.manifests if index is not None and index.is_index else []
 
 
-PROBE_DIGEST = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-"""The digest ``learn_referrers_api`` asks the referrers of: SHA-256 of no bytes, a well-formed
-digest (a registry with the API answers an existing repository 200 with an empty index for a
-digest nothing refers to, never 404: OCI distribution spec v1.1, "Listing Referrers",
-https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#listing-referrers)."""
+def _listing(ctx: PromotionContext, loc: Location, digest: str) -> list[Descriptor] | object:
+    """The referrers API's listing of ``digest`` (a list), a listing a probe kept for it, None (no
+    API) or ``_UNKNOWN``. Rows of a new process (status runs 16 at once) ask the registry once
+    whether it has the API: the first asks, the others wait for its answer instead of asking too."""
+    client = ctx.client(loc.registry)
+    key = (loc.repository, digest)
+    with _MEMORY.guard:
+        kept = _MEMORY.kept.get(client, {}).pop(key, None)
+        if kept is not None:
+            return kept
+        if loc.registry in ctx.no_referrers_api or client.base in _MEMORY.bases:
+            return None
+        probe = None if client.base in _MEMORY.answered else _MEMORY.probes.setdefault(client.base, threading.Lock())
+    if probe is None:
+        return _api_listing(ctx, loc, digest)
+    with probe:
+        with _MEMORY.guard:
+            kept = _MEMORY.kept.get(client, {}).pop(key, None)
+            if kept is not None:
+                return kept
+            if loc.registry in ctx.no_referrers_api or client.base in _MEMORY.bases:
+                return None
+        return _api_listing(ctx, loc, digest)
 
 
-def learn_referrers_api(ctx: PromotionContext, loc: Location) -> None:
+def learn_referrers_api(ctx: PromotionContext, loc: Location, digest: str) -> None:
     """Make whether ``loc``'s registry has the referrers API known to this context and process, if
-    it is not yet: one GET of the referrers of ``PROBE_DIGEST`` in ``loc``'s repository, which must
-    exist (a source the caller has read). Threads asking at once send one request: the others wait
-    for its answer (the same probe lock ``referrers`` takes, so a plan's own listing and this
-    probe never both ask). Used before deciding from a batch's tag listing
-    (``builder.promote.evidence``), where an unknown answer costs a request per promotion.
-    Raises RegistryError (exit 5-7) / RegistryAuthError as the GET does."""
+    it is not yet: one GET of the referrers of ``digest`` in ``loc``'s repository, which must hold
+    it (the source being promoted: a registry with the API answers 200 for a manifest it holds,
+    OCI distribution spec v1.1, "Listing Referrers",
+    https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#listing-referrers;
+    a digest it does not hold may get a 404 from one with the API, as Harbor before 2.11 answers:
+    https://github.com/goharbor/harbor/issues/20014). The listing is kept as ``digest`` 's answer
+    for the ``referrers`` call of the same read (no second GET; ``forget_kept`` drops it when that
+    read did not come). Threads asking at once send one request: the others wait for its answer
+    (the same probe lock ``referrers`` takes). An answer other than 200/404 leaves it unknown.
+    Used before deciding from a batch's tag listing (``builder.promote.evidence``), where an
+    unknown answer costs a request per promotion. Raises RegistryUnavailableError only when the
+    registry cannot be reached (no answer)."""
     client = ctx.client(loc.registry)
     with _MEMORY.guard:
         if client.base in _MEMORY.answered or loc.registry in ctx.no_referrers_api:
@@ -113,20 +146,37 @@ def learn_referrers_api(ctx: PromotionContext, loc: Location) -> None:
     with probe:
         with _MEMORY.guard:
             known = client.base in _MEMORY.answered or loc.registry in ctx.no_referrers_api
-        if not known:
-            _api_listing(ctx, loc, PROBE_DIGEST)
+        if known:
+            return
+        _api_listing(ctx, loc, digest, keep=True)
 
 
-def _api_listing(ctx: PromotionContext, loc: Location, digest: str) -> list[Descriptor] | None:
-    """The referrers API's listing of ``digest``; None (remembered for the registry, this context
-    and this process) when the registry has no referrers API."""
+def forget_kept(ctx: PromotionContext, loc: Location, digest: str) -> None:
+    """Drop the listing ``learn_referrers_api`` kept for ``digest`` in ``loc`` when no
+    ``referrers`` call took it (its read failed first): a later read asks the registry again."""
     client = ctx.client(loc.registry)
-    listed = client.referrers_api(loc.repository, digest)  # the probe's answer is the listing: one GET
+    with _MEMORY.guard:
+        _MEMORY.kept.get(client, {}).pop((loc.repository, digest), None)
+
+
+def _api_listing(ctx: PromotionContext, loc: Location, digest: str, *, keep: bool = False) -> list[Descriptor] | object:
+    """The referrers API's listing of ``digest`` (which ``loc`` holds); None (remembered for the
+    registry, this context and this process) when the registry has no referrers API (404, or a
+    200 that is not an OCI index); ``_UNKNOWN`` (nothing remembered) for any other answer.
+    ``keep``: a listing is also kept for the next ``referrers`` call about ``digest`` (under the
+    same lock that makes the API known, so that call cannot miss it and ask again)."""
+    client = ctx.client(loc.registry)
+    try:
+        listed = client.referrers_api(loc.repository, digest)  # the probe's answer is the listing: one GET
+    except (RegistryError, RegistryAuthError):  # 400 (Quay 3.12), 401/403, 405, an invalid index...
+        return _UNKNOWN
     with _MEMORY.guard:
         _MEMORY.answered.add(client.base)
         if listed is None:
             ctx.no_referrers_api.add(loc.registry)
             _MEMORY.bases.add(client.base)
+        elif keep:
+            _MEMORY.kept.setdefault(client, {})[(loc.repository, digest)] = listed
     return listed
 
 
