@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 from typing_extensions import TypedDict
 
 from builder.build.run import BuiltImageDocument, built_json
-from builder.errors import BuilderError, BuildFailedError, CheckFailedError, PromotionConflictError
+from builder.errors import BuilderError, BuildFailedError, CheckFailedError, PromotionConflictError, TagConflictError
 from builder.models import SummaryRow
 from builder.publish import sign_earlier
 from builder.selection import Selection
@@ -219,15 +219,22 @@ class RunReport:
 
     def raise_for_failures(self) -> None:
         """BuildFailedError (14) naming each variant that failed to build and its log, with the
-        whole report under ``details['summary']``; else the first stage promotion that ended in an
+        whole report under ``details['summary']`` (its hint: read the logs; where no build ran, the
+        tag-conflict hint or that the causes are named); else the first stage promotion that ended in an
         error (its own error and exit code: 32 for a tag moved meanwhile, 5 for a registry gone,
         ...), the report added under ``details['summary']``; nothing when every build and stage
         succeeded or was denied (denials are reported, not errors)."""
         failed = self.failed_builds
         if failed:
+            hint = None  # with a log: read it (the default); refused before any build: the refusal's own
+            if not any(v.built.log_path for v in failed):
+                conflicts = all((v.built.error or "").startswith(TagConflictError.kind + ":") for v in failed)
+                refused = "no build ran (no log): each variant's cause is named above"
+                hint = TagConflictError.default_hint if conflicts else refused
             raise BuildFailedError(
                 f"{len(failed)} of {len(self.variants)} variant(s) failed to build: "
                 + ", ".join(f"{v.variant_id} ({v.built.failure_note})" for v in failed),
+                hint=hint,
                 summary=self.to_json(),
             )
         errors = [s.error for v in self.variants for s in v.stages if s.status == "error" and s.error is not None]

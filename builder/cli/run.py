@@ -27,6 +27,8 @@ from builder.cli._common import (
 from builder.cli.progress import BuildSteps, progress_option
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from builder.cli.progress import Mode
     from builder.config import Config
     from builder.pipeline import RunReport
@@ -94,8 +96,6 @@ def run(
     Exit codes: 0 done (denials are reported, not errors); 14 a build failed; 13 unpinned base or lock;
     8 unknown stage; 2 unknown --builder; 3/5 engine/registry down.
     """
-    from rich.markup import escape
-
     from builder.pipeline import RunRequest
     from builder.selection import Selection
 
@@ -129,10 +129,7 @@ def run(
             return
         if app.json_output and not event.endswith(("failed", "denied", "error")):
             return
-        color = "red" if event.endswith(("failed", "denied", "error")) else "green"
-        if event.endswith(("building", ":check", "up-to-date")) or event == "check":
-            color = "cyan"
-        con.print(f"[{color}]{event:>18}[/] {variant}  [dim]{escape(detail)}[/]", highlight=False)
+        print_event(con, variant, event, detail)
 
     with steps:
         report = app.app.run_pipeline(request, on_progress=progress, on_key=key_generated)
@@ -144,6 +141,24 @@ def run(
         report_result(report)
     report.raise_for_failures()
     emit(report.to_json(), lambda: _summary(report, cfg, check_key or cfg.check_key_path), report=report)
+
+
+def print_event(con: Console, variant: str, event: str, detail: str) -> None:
+    """One live progress line: ``EVENT VARIANT  detail``. A build's ``failed`` detail (its whole
+    reason, which the command's error repeats at the end) is cut to the line, ``… (in full
+    below)``: the reason is read once, in full, and the line fits the terminal."""
+    import textwrap
+
+    from rich.markup import escape
+
+    color = "red" if event.endswith(("failed", "denied", "error")) else "green"
+    if event.endswith(("building", ":check", "up-to-date")) or event == "check":
+        color = "cyan"
+    if event == "failed":
+        room = max(20, con.width - 18 - len(variant) - 3)
+        short = textwrap.shorten(detail, room, placeholder=" … (in full below)")
+        detail = "reason in full below" if short.startswith("…") else short  # a first word longer than the line
+    con.print(f"[{color}]{event:>18}[/] {variant}  [dim]{escape(detail)}[/]", highlight=False)
 
 
 def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> None:
@@ -178,20 +193,21 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
         # the stages' verdicts only: their reasons are sentences, printed under the table at full width
         # (in a cell they were squeezed into the variant column at 80 columns)
         policy = ", ".join(f"{d.stage} {d.status}" for d in v.blocked)
+        built = v.built.status != "failed"  # a failed build's digest (a foreign push, say) is not its image
         rows.append(
             [
                 escape(v.variant_id),
-                (v.built.digest or "")[:19],
+                (v.built.digest or "-")[:19] if built else "-",
                 v.built.status,
                 check,
                 escape(static),
                 v.reached or "-",
-                escape(policy) or "[green]allowed[/]",
+                escape(policy) or ("[green]allowed[/]" if v.stages else "-"),  # a verdict only where judged
             ]
         )
     con.print(fitted_table(columns, rows, con.width, title=f"builder run ({report.seconds:.1f} s)", show_lines=True))
     _details(report)
-    ok = [v for v in report.variants if v.built.digest]
+    ok = [v for v in report.variants if v.built.digest and v.built.status != "failed"]
     if not ok:
         return
     pub = cfg.key_path.with_suffix(".pub")
@@ -209,7 +225,7 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
                 + (f"--policy {cue} {ref}" if passed and cue.exists() else f"{ref}   # signed result: failed"),
                 soft_wrap=True,
             )
-    con.print("  builder status --select 'jax*'    # which digest each stage holds")
+    con.print(f"  builder status --select '{escape(ok[0].variant_id)}'    # which digest each stage holds")
     if any(s.stage == "prod" and s.status == "denied" for v in report.variants for s in v.stages):
         con.print("\n" + approval_hint(cfg), soft_wrap=True)
 

@@ -106,3 +106,61 @@ def test_a_variant_refused_before_any_build_names_its_error_not_a_log() -> None:
     with pytest.raises(BuildFailedError) as err:
         failed.raise_for_failures()
     assert f"({why})" in err.value.message and "None" not in err.value.message
+
+
+FOREIGN = "sha256:" + "f2" * 32
+CONFLICT = (
+    "tag-conflict: 127.0.0.1:5000/demo/jax:jax0.7-cpu-py3.11-debian12-0f4c3e4beb0d names "
+    + FOREIGN
+    + ", which carries no signature by the key and which this checkout did not push"
+)
+
+
+def _conflict_report() -> RunReport:
+    """`builder run` after a foreign push under the content tag (the integration test
+    test_a_refused_foreign_digest_does_not_move_the_variant_tag[run] mounts it on a real registry):
+    the variant's build failed with tag-conflict, no log, no check, no stage tried; its
+    `built.digest` is the foreign digest the content tag names."""
+    report = _report()
+    refused = dataclasses.replace(
+        report.variants[0].built, digest=FOREIGN, status="failed", log_path=None, error=CONFLICT
+    )
+    failed = VariantRun(report.variants[0].variant_id, refused, None, ())
+    return dataclasses.replace(report, variants=(failed, report.variants[1]))
+
+
+def test_a_failed_build_gets_no_pull_verify_lines_and_no_policy_verdict(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Before: the summary said "policy: allowed" for the refused variant and told the user to
+    `docker pull` and `cosign verify` the attacker's digest."""
+    out = io.StringIO()
+    con = Console(file=out, width=80, no_color=True, force_terminal=False)
+    monkeypatch.setattr(run_cli, "console", lambda: con)
+    run_cli._summary(_conflict_report(), Config(root=tmp_path))
+    text = out.getvalue()
+    assert FOREIGN not in text and FOREIGN[:19] not in text, text  # neither pulled, verified nor shown as its digest
+    assert "allowed" not in text.split("jax0.7-cpu-py3.12-debian12")[0], text  # no verdict: no stage was judged
+    assert "docker pull 127.0.0.1:5000/demo/jax@sha256:" + "a" * 64 in text  # the good variant keeps its lines
+    assert "--select 'jax*'" not in text or "jax0.7-cpu-py3.12-debian12" in text.split("builder status")[1]
+
+
+def test_a_build_failure_without_a_log_gets_a_hint_that_fits() -> None:
+    """Before: "hint: read the build log named for each failed variant" while no build had run."""
+    import pytest
+
+    from builder.errors import BuildFailedError, TagConflictError
+
+    with pytest.raises(BuildFailedError) as err:
+        _conflict_report().raise_for_failures()
+    assert "build log" not in err.value.hint and err.value.hint == TagConflictError.default_hint
+    assert err.value.exit_code == 14 and FOREIGN in err.value.message
+
+
+def test_the_live_failed_line_fits_the_terminal_and_the_reason_is_told_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The progress line printed the whole reason (5 terminal lines), then the error repeated it."""
+    out = io.StringIO()
+    con = Console(file=out, width=80, no_color=True, force_terminal=False)
+    run_cli.print_event(con, "jax0.7-cpu-py3.11-debian12", "failed", CONFLICT.split(": ", 1)[1])
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 80 and "below" in lines[0], lines
