@@ -107,7 +107,9 @@ def approve(
     A key the policy does not list as an approver is refused (exit 16) unless --unlisted. A tag
     is resolved and the digest approved is printed (--strict refuses tags, exit 2). Warns
     (stderr; `warnings` in --json) when the policy would never count it: the key is not a listed
-    approver of the stage, or the ticket does not match the stage's change_ticket pattern.
+    approver of the stage, the ticket does not match the stage's change_ticket pattern, or the
+    digest is a platform manifest of an indexed build (approve the index it names) or an
+    attestation manifest.
     """
     from builder.promote.approve import approve_reference
 
@@ -224,7 +226,11 @@ def _print_batch(batch: Batch) -> None:
         if _already_held(o):
             con.print(
                 f"[green]already in {p.stage}[/] {p.target.variant}: {p.destination} holds {p.digest}\n"
-                "  --confirm would move nothing (it only completes a promotion an interrupted run left)"
+                + (
+                    "  nothing written (no interrupted promotion to complete)"
+                    if o.applied is not None
+                    else "  --confirm would move nothing (it only completes a promotion an interrupted run left)"
+                )
             )
             for r in p.decision.reasons:
                 for line in r.lines(1):
@@ -264,11 +270,12 @@ def _said_by_failure(batch: Batch, error: BuilderError | None) -> bool:
 
 
 def _already_held(o: Outcome) -> bool:
-    """A dry run the policy allows of a digest the stage already holds (nothing to move)."""
+    """A plan the policy allows of a digest the stage already holds: a dry run (nothing to move), or
+    a --confirm that wrote nothing (no interrupted promotion to complete)."""
     p = o.plan
     return (
         p is not None
-        and o.applied is None
+        and (o.applied is None or not o.applied.completed)
         and o.error is None
         and p.decision.allowed
         and p.digest is not None

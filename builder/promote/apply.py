@@ -424,7 +424,7 @@ def mark_replaced(
     *,
     fresh: bool = False,
     holding: Held | None = None,
-) -> None:
+) -> bool:
     """After the tag moved from ``rec.previous`` to ``rec.digest``: write the successor record (the
     same predicate, signed on the replaced digest) so that a later re-tag back to the replaced
     digest is seen as such (``records.pointer_trust``). Written after the move, so a failed tag
@@ -433,15 +433,16 @@ def mark_replaced(
     ``fresh``: ``rec`` was signed by this run (no successor record of it can exist yet): the
     replaced digest's records are not read to look for one. ``holding``: the caller's held
     ``.att`` lock of ``rec.digest``, let go first (``Held.release``): the replaced digest's
-    ``.att`` lock is never taken while another is held (lock order: stage, then one signature)."""
+    ``.att`` lock is never taken while another is held (lock order: stage, then one signature).
+    Returns whether it wrote the successor record."""
     if holding is not None:
         holding.let_go()
     if rec.previous is None:
-        return
+        return False
     if not fresh:
         on = records_on(ctx, dst, rec.previous, rec.stage)
         if any(s.digest == rec.digest and s.time == rec.time for s in on.successors):
-            return
+            return False
     attest_image(
         ctx.client(dst.registry),
         dst.repository,
@@ -452,9 +453,14 @@ def mark_replaced(
         lock_dir=ctx.lock_dir,
         lock_timeout=ctx.lock_timeout,
     )
+    return True
 
 
 def _complete(ctx: PromotionContext, plan: Plan, t0: float, held: Held | None = None) -> Applied:
+    """The stage already names the plan's digest: finish what an interrupted run of this promotion
+    left (the replaced digest's successor record, the ledger row). ``Applied.completed`` says
+    whether anything was written; False: the promotion was whole already (the stage simply holds
+    it). PromotionConflictError when no trusted record says the stage holds it."""
     digest = plan.digest or ""
     trust = pointer_trust(ctx, plan.destination, plan.stage, digest)
     rec = trust.record
@@ -465,12 +471,11 @@ def _complete(ctx: PromotionContext, plan: Plan, t0: float, held: Held | None = 
             found=digest,
             pointer=str(plan.destination),
         )
-    if ctx.signer is not None:
-        mark_replaced(ctx, plan.destination, rec, ctx.signer, holding=held)  # a run killed after its tag move
+    marked = ctx.signer is not None and mark_replaced(ctx, plan.destination, rec, ctx.signer, holding=held)
     seq = None
     if ctx.ledger is not None and rec.layer and not ctx.ledger.has_attestation(rec.layer):
         seq = ctx.ledger.append(ledger_row(rec, plan.decision)).seq
-    return Applied(plan, rec, time.perf_counter() - t0, True, CopyCounts(), seq)
+    return Applied(plan, rec, time.perf_counter() - t0, marked or seq is not None, CopyCounts(), seq)
 
 
 def promote_many(

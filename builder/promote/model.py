@@ -368,7 +368,8 @@ class CopyCountsDocument(TypedDict):
 
 class AppliedDocument(PlanDocument):
     """``builder rollback --json``, and a promotion ``--confirm`` applied: the plan, the signed
-    ``record`` written, ``completed`` (a re-run finished an interrupted promotion), wall time in
+    ``record`` written, ``completed`` (a re-run wrote what an interrupted promotion left; false with
+    ``already`` when the stage held the digest and nothing was written), wall time in
     ``seconds``, the ``copy`` counts, the audit ledger's sequence number (None: no ledger) and the
     ``pinned`` reference ``registry/repository@sha256:...`` the stage now holds."""
 
@@ -460,7 +461,9 @@ class CopyCounts:
 @dataclasses.dataclass(frozen=True)
 class Applied:
     """A promotion or rollback that happened. ``completed``: a re-run finished an interrupted one
-    (the tag already named the digest); ``copy``: what the copy did; ``seconds``: wall time."""
+    (the tag already named the digest and a record or ledger row was missing; the stage holding
+    the digest with nothing written is not completed: ``plan.previous == plan.digest``); ``copy``:
+    what the copy did; ``seconds``: wall time."""
 
     plan: Plan
     record: PromotionRecord

@@ -197,7 +197,8 @@ def test_expect_previous_is_checked_even_when_the_stage_already_holds_the_digest
     assert plan.already
     with pytest.raises(PromotionConflictError):
         apply_promotion(env, plan, expect_previous="sha256:" + "cd" * 32)
-    assert apply_promotion(env, plan, expect_previous=d1).completed
+    held = apply_promotion(env, plan, expect_previous=d1)
+    assert held.record.digest == d1 and not held.completed  # nothing was interrupted: nothing to complete
 
 
 def test_history_shows_a_gap_where_the_chain_breaks(world: World, tmp_path: Path) -> None:
