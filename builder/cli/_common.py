@@ -65,12 +65,29 @@ class AppContext:
         return error if self._app is None else self._app.explain(error)
 
     def close(self) -> None:
-        """End of the invocation: release what the ``App`` opened."""
+        """End of the invocation: a warning on stderr for each matrix file a names lookup left out
+        because it does not load (:func:`builder.matrix.index.take_skipped_matrices`: a broken
+        ``pytorch.yaml`` never fails ``resolve jax...``), then release what the ``App`` opened."""
+        if "builder.matrix.index" in sys.modules:  # only a command that read the matrices
+            from builder.matrix.index import take_skipped_matrices
+
+            for path, why in take_skipped_matrices():
+                sys.stderr.write(skipped_matrix_warning(path, why, Path.cwd()))
         if self._app is not None:
             from builder import process
 
             self._app.close()
             process.set_child_environment(None)
+
+
+def skipped_matrix_warning(path: Path, why: str, cwd: Path) -> str:
+    """The stderr lines (79 columns, ending in a newline) that say matrix ``path`` (shown relative
+    to ``cwd`` when under it) was left out because of ``why`` (its first problem) and what to do."""
+    import textwrap  # only when a matrix is broken
+
+    shown = path.relative_to(cwd) if path.is_relative_to(cwd) else path
+    text = f"warning: {shown} does not load and was left out ({why}); `builder matrix list` shows every problem"
+    return textwrap.fill(text, width=79, subsequent_indent="  ", break_on_hyphens=False) + "\n"
 
 
 def _note(text: str) -> None:

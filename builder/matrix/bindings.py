@@ -44,7 +44,9 @@ def matrix_binding(cfg: Config, kind: str, matrix_files: Sequence[Path] = ()) ->
 
     named: dict[Path, list[str]] = {}
     default = (cfg.policies_dir / "default.yaml").resolve()
-    for m in matrix_names(matrix_paths(cfg.matrices_dir, matrix_files), cfg.state_dir / "cache"):
+    paths = matrix_paths(cfg.matrices_dir, matrix_files)
+    # every matrix of the project: one that does not load is left out (a warning); files given: each must load
+    for m in matrix_names(paths, cfg.state_dir / "cache", skip_broken=not matrix_files):
         value = m.policy if kind == "policy" else m.fleet
         if value is None:
             if kind == "policy":
@@ -78,6 +80,7 @@ def bound_file(cfg: Config, kind: str, matrix_path: Path, value: str) -> Path:
     if path.is_file():
         return path
     from builder.suggest import did_you_mean  # only on this path: start-up budget
+
     names = sorted(p.stem for p in directory.glob("*.yaml")) if directory.is_dir() else []
     there = f" ({', '.join(names)})" if names else " (none there)"
     raise NotFoundError(

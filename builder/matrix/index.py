@@ -29,15 +29,18 @@ import json
 import types
 import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 from builder.cachefile import code_stamp, read_private, write_json
+from builder.errors import BuilderError, ConfigError, MatrixError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from builder.config import Config
     from builder.models import Variant  # decoded from the cache only where variants are asked for
+
+_T = TypeVar("_T")
 
 #: Bumped when the stored shape changes.
 CACHE_SCHEMA = 2
@@ -46,6 +49,8 @@ CACHE_SCHEMA = 2
 _CODE = ("matrix", "compat", "models", "bases.py", "yamldoc.py", "textfiles.py")
 #: Cache files this process read or wrote, by file (whose name is the content's key).
 _READ: dict[Path, _Entry] = {}
+#: Matrix files a lookup left out (they do not load), with the first problem, until taken.
+_SKIPPED: dict[Path, str] = {}
 
 
 def cache_key(paths: Sequence[Path], texts: Sequence[str]) -> str:
@@ -105,19 +110,88 @@ def matrix_index(paths: Sequence[Path], cache_dir: Path | None) -> MatrixIndex:
     return found
 
 
-def matrix_names(paths: Sequence[Path], cache_dir: Path | None) -> tuple[MatrixNames, ...]:
+def matrix_names(paths: Sequence[Path], cache_dir: Path | None, *, skip_broken: bool = True) -> tuple[MatrixNames, ...]:
     """What each matrix file of ``paths`` names (file order), as :func:`matrix_index` has it, from
     the cache without decoding a variant (the promotion commands' default policy, issue 19);
-    :func:`matrix_index`'s on a miss (which fills the cache). Raises what it raises."""
+    :func:`matrix_index`'s on a miss (which fills the cache). ``skip_broken``: a file that does
+    not load is left out (:func:`_readable`, :func:`take_skipped_matrices`) instead of failing
+    every command that only looks names up. Raises what :func:`matrix_index` raises otherwise."""
+    return _each_readable(paths, skip_broken, lambda ps: _matrix_names(ps, cache_dir), cache_dir)
+
+
+def _matrix_names(paths: Sequence[Path], cache_dir: Path | None) -> tuple[MatrixNames, ...]:
     entry = _entry_for(paths, cache_dir)
     return entry.matrices if entry is not None else matrix_index(paths, cache_dir).matrices
 
 
-def variant_names(paths: Sequence[Path], cache_dir: Path | None) -> tuple[IndexedVariant, ...]:
+def variant_names(
+    paths: Sequence[Path], cache_dir: Path | None, *, skip_broken: bool = True
+) -> tuple[IndexedVariant, ...]:
     """Every variant's id and repository (:func:`matrix_index` order), from the cache without
     decoding a variant: what ``builder resolve VARIANT`` needs of the matrices, with no work per
     variant besides reading two strings (start-up, issue 19). :func:`matrix_index`'s variants on a
-    miss or a stored variant without string ``id`` / ``repository``. Raises what it raises."""
+    miss or a stored variant without string ``id`` / ``repository``. ``skip_broken``: as
+    :func:`matrix_names` (a broken ``pytorch.yaml`` never stops ``resolve jax...``). Raises what
+    :func:`matrix_index` raises otherwise."""
+    return _each_readable(paths, skip_broken, lambda ps: _variant_names(ps, cache_dir), cache_dir)
+
+
+def _each_readable(
+    paths: Sequence[Path], skip_broken: bool, read: Callable[[Sequence[Path]], tuple[_T, ...]], cache_dir: Path | None
+) -> tuple[_T, ...]:
+    """``read(paths)``; when that raises MatrixError / ConfigError and ``skip_broken``, ``read`` of
+    the files that load on their own, together and in order (:func:`_readable`), the others left
+    out and recorded for :func:`take_skipped_matrices`. Raises the first error when no file is to
+    blame alone, and what ``read`` of the readable files raises (a variant id two of them produce)."""
+    try:
+        return read(paths)
+    except (MatrixError, ConfigError):
+        readable = _readable(paths, cache_dir) if skip_broken else None
+        if readable is None:
+            raise
+        return read(readable)  # together: a problem between them (one id in two files) still stands
+
+
+def take_skipped_matrices() -> tuple[tuple[Path, str], ...]:
+    """The matrix files left out of a lookup since the last call because they do not load
+    (:func:`matrix_names`, :func:`variant_names`, :func:`cached_variants` with ``skip_broken``),
+    each once with its first problem (``LINE:COL: message``), and forgotten: what a command says
+    on stderr as a warning when it ends (``builder.cli._common.AppContext.close``)."""
+    taken = tuple(_SKIPPED.items())
+    _SKIPPED.clear()
+    return taken
+
+
+def _readable(paths: Sequence[Path], cache_dir: Path | None) -> list[Path] | None:
+    """The files of ``paths`` that load on their own (each then validated and cached alone), after
+    loading them together failed; the others recorded in :data:`_SKIPPED`. None when no file is
+    to blame on its own (one file given, or a problem between files such as one variant id in
+    two matrices): then that failure stands."""
+    if len(paths) < 2:
+        return None
+    readable: list[Path] = []
+    for p in paths:
+        try:
+            matrix_index([p], cache_dir)
+        except (MatrixError, ConfigError) as exc:
+            _SKIPPED[Path(p)] = _first_problem(exc)
+        else:
+            readable.append(Path(p))
+    return readable if len(readable) < len(paths) else None
+
+
+def _first_problem(exc: BuilderError) -> str:
+    """``LINE:COL: message`` of the first of ``exc``'s problems (``details['problems']``, as
+    ``yamldoc.Problem.to_json`` gives them), and how many more; else the message's first line."""
+    problems = exc.details.get("problems")
+    if isinstance(problems, list) and problems and isinstance(problems[0], dict):
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return f"{first.get('line')}:{first.get('col')}: {first.get('message')}{more}"
+    return exc.message.splitlines()[0]
+
+
+def _variant_names(paths: Sequence[Path], cache_dir: Path | None) -> tuple[IndexedVariant, ...]:
     entry = _entry_for(paths, cache_dir)
     if entry is not None and entry.index is None and entry.items is not None:
         names: list[IndexedVariant] = []
@@ -168,9 +242,11 @@ def project_index(cfg: Config) -> MatrixIndex:
     )
 
 
-def cached_variants(paths: Sequence[Path], cache_dir: Path | None) -> tuple[Variant, ...]:
-    """Every variant of ``paths`` (``load_matrices`` order): :func:`matrix_index`'s."""
-    return matrix_index(paths, cache_dir).variants
+def cached_variants(paths: Sequence[Path], cache_dir: Path | None, *, skip_broken: bool = True) -> tuple[Variant, ...]:
+    """Every variant of ``paths`` (``load_matrices`` order): :func:`matrix_index`'s. ``skip_broken``:
+    as :func:`matrix_names` (the promotion commands look variants up; a broken unrelated matrix
+    is a warning, :func:`take_skipped_matrices`). Raises what :func:`matrix_index` raises otherwise."""
+    return _each_readable(paths, skip_broken, lambda ps: matrix_index(ps, cache_dir).variants, cache_dir)
 
 
 def _load(paths: Sequence[Path], texts: Sequence[str] | None = None) -> MatrixIndex:
