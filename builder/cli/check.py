@@ -433,14 +433,17 @@ def _print_fleet_run(outcome: FleetRun) -> None:
 
 
 def _print_static(outcome: StaticCheck) -> None:
+    """The verdict (a fleet's summary line, or the host's) and each GPU's or cluster's line and
+    reasons, folded at spaces to the console's width (:func:`builder.cli.terminal.fold`)."""
+    from builder.cli.terminal import fold
     from builder.compat.fleet_verdicts import FleetCheck
 
     c = console()
     v = outcome.verdict
     rows: list[tuple[str | None, Verdict, bool, str]]
     if isinstance(v, FleetCheck):  # --fleet: the same summary line as `builder compat fleet`
-        c.print(outcome.reference, markup=False, highlight=False)
-        c.print(v.header, markup=False, highlight=False)
+        c.print(outcome.reference, markup=False, highlight=False, soft_wrap=True)
+        c.print(fold(v.header, c.width), markup=False, highlight=False, soft_wrap=True)
         rows = [(cl.name, cv.verdict, v.applies(cl.name), cl.vendor) for cl, cv in v.clusters]
     else:
         c.print(f"{esc(outcome.reference)}: [bold]{esc(v.verdict)}[/]")
@@ -450,12 +453,10 @@ def _print_static(outcome: StaticCheck) -> None:
             c.print(f"  {name}: not-applicable ({vendor})", markup=False)
             continue
         minimum = "min ROCm" if verdict.vendor == "amd" else "min driver"  # AMD: ROCm releases (compat)
-        c.print(
-            f"  {name}: {verdict.verdict}  {minimum} {verdict.min_driver or '-'}  arch covered {verdict.arch_text}",
-            markup=False,
-        )
+        line = f"{name}: {verdict.verdict}  {minimum} {verdict.min_driver or '-'}  arch covered {verdict.arch_text}"
+        c.print(fold(line, c.width, indent="  "), markup=False, soft_wrap=True)
         for reason in verdict.reasons:
-            c.print(f"    - {reason}", markup=False)
+            c.print(fold(f"- {reason}", c.width, indent="    "), markup=False, soft_wrap=True)
 
 
 def _print_device(outcome: DeviceCheck) -> None:

@@ -55,15 +55,22 @@ def _image(
 
 
 def _print_verdict(v: Verdict, title: str) -> None:
+    """The verdict line, then its minimum driver, architecture and reasons, folded at spaces to the
+    console's width (:func:`builder.cli.terminal.fold`)."""
+    from rich.markup import escape
+
+    from builder.cli.terminal import fold
+
     con = console()
     colour = _COLOURS[v.verdict]
-    con.print(f"[bold]{title}[/]: [{colour}]{v.verdict}[/]", highlight=False)
+    con.print(f"[bold]{escape(title)}[/]: [{colour}]{v.verdict}[/]", highlight=False)
     if v.min_driver:
-        con.print(f"  minimum driver for ok: {v.min_driver}" + (f"  ({v.min_driver_row})" if v.min_driver_row else ""))
+        line = f"minimum driver for ok: {v.min_driver}" + (f"  ({v.min_driver_row})" if v.min_driver_row else "")
+        con.print(fold(line, con.width, indent="  "), highlight=False, markup=False, soft_wrap=True)
     if v.arch_covered is not None:
         con.print(f"  architecture covered: {'yes' if v.arch_covered else '[red]no[/]'}")
     for r in v.reasons:
-        con.print(f"  - {r}", highlight=False, markup=False)
+        con.print(fold(f"- {r}", con.width, indent="  "), highlight=False, markup=False, soft_wrap=True)
 
 
 @compat.command("check")
@@ -152,7 +159,9 @@ def fleet(
     )
 
     def human() -> None:
-        console().print(result.header, markup=False, highlight=False)
+        from builder.cli.terminal import fold
+
+        console().print(fold(result.header, console().width), markup=False, highlight=False, soft_wrap=True)
         for c, cv in result.clusters:
             if not result.applies(c.name):
                 console().print(f"cluster {c.name}: not-applicable ({c.vendor})", markup=False)

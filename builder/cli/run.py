@@ -233,7 +233,7 @@ def _summary(report: RunReport, cfg: Config, check_key: Path | None = None) -> N
 def _details(report: RunReport) -> None:
     """Under the summary table, per variant: what its declared checks (the matrix's smoke tests and
     benchmark) did, one line each, and each blocked stage's reasons, at the console's full width."""
-    import textwrap
+    from builder.cli.terminal import fold
 
     con = console()
     for v in report.variants:
@@ -249,15 +249,8 @@ def _details(report: RunReport) -> None:
         if lines:
             con.print(f"\n{v.variant_id}", markup=False, highlight=False, style="bold")
             for indent, text in lines:  # folded at spaces, continuation lines indented (ids never split)
-                folded = textwrap.fill(
-                    text,
-                    max(40, con.width),
-                    initial_indent=indent,
-                    subsequent_indent=" " * (len(indent) + 2),
-                    break_long_words=False,
-                    break_on_hyphens=False,
-                )
-                con.print(folded, markup=False, highlight=False, soft_wrap=True)
+                pad = " " * (len(indent) - len(indent.lstrip()))  # "    - reason": the dash leads, text hangs
+                con.print(fold(indent.lstrip() + text, con.width, indent=pad), markup=False, soft_wrap=True)
 
 
 def approval_hint(cfg: Config, cwd: Path | None = None) -> str:

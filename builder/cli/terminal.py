@@ -6,7 +6,8 @@ ANSI styling, whatever else is set) and the ``FORCE_COLOR`` convention
 (https://force-color.org/: set and not empty: styled output even when stderr is not a terminal);
 otherwise styling only when stderr is a terminal. Width (of tables): ``COLUMNS`` when set (as rich
 and ``shutil.get_terminal_size`` read it), else the terminal's, else ``LOG_WIDTH`` for logs and
-pipes. Lines of text are not folded by builder: a reference or digest stays one token to copy.
+pipes. Prose (reasons, details) is folded at spaces to that width by :func:`fold`, never inside
+a word: a reference, path or digest stays one token to copy, on a line of its own if it is longer.
 """
 
 from __future__ import annotations
@@ -48,6 +49,24 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and ``noun`` in the number it takes: ``1 variant``, ``2 variants``, ``0 variants``;
     ``plural`` when it is not ``noun`` + ``s`` (``counted(1, "matrix", "matrices")``)."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def fold(text: str, width: int, *, indent: str = "", hang: int = 2) -> str:
+    """``text`` folded at spaces into lines of at most ``width`` cells (``width`` at least 40), the
+    first after ``indent``, the others after ``indent`` and ``hang`` more spaces; words, hyphenated
+    ones included, are never split (a word longer than the line stands alone on its line). Print
+    the result with ``soft_wrap=True`` so that rich does not fold it again. Python's textwrap:
+    https://docs.python.org/3/library/textwrap.html#textwrap.TextWrapper.break_long_words"""
+    import textwrap
+
+    return textwrap.fill(
+        text,
+        max(40, width),
+        initial_indent=indent,
+        subsequent_indent=indent + " " * hang,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def make_console(environ: Mapping[str, str]) -> Console:
