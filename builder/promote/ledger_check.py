@@ -14,8 +14,10 @@ of that pointer (a pointer put back by hand after the registry's newer records w
 an older ``.att`` manifest replayed: what the registry alone cannot tell, docs/promotion.md
 "Integrity under attack, round 6").
 
-Errors: LedgerError (33) when any problem is found (``details['problems']``); registry errors
-(5-7) propagate.
+Errors: LedgerError (33) when any problem is found (``details['problems']``);
+RegistryAuthError (6) and RegistryUnavailableError (5) propagate (:data:`UNREADABLE`: a registry
+that cannot be asked confirms nothing and breaks nothing); other registry errors of a row's
+records are that row's problem.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
 
-from builder.errors import BuilderError, LedgerError
+from builder.errors import BuilderError, LedgerError, RegistryAuthError, RegistryUnavailableError
 from builder.policy import parse_time
 from builder.promote.location import Location
 from builder.promote.pool import map_parallel
@@ -36,6 +38,11 @@ if TYPE_CHECKING:
 
     from builder.ledger import Ledger, LedgerRecord
     from builder.promote.context import PromotionContext
+
+UNREADABLE = (RegistryAuthError, RegistryUnavailableError)
+"""Errors that say the registry could not be asked (no or wrong credentials: exit 6 with its login
+hint; unreachable: exit 5), not that it disagrees with the ledger: they end ``ledger verify`` as
+they are, never as a ledger problem (exit 33, whose hint is about an edited ledger)."""
 
 
 class LedgerVerifyDocument(TypedDict):
@@ -116,6 +123,8 @@ def _check_row(ctx: PromotionContext, row: LedgerRecord) -> str | None:
     loc = pointer_location(row.reference)
     try:
         on = records_on(ctx, loc, row.digest, row.stage)
+    except UNREADABLE:  # no access to the registry (credentials, network): not a ledger break
+        raise
     except BuilderError as exc:
         return f"row {row.seq} ({row.action} {row.variant} -> {row.stage}): the registry cannot be read: {exc.message}"
     if any(r.layer == row.attestation for r in on.records):
@@ -154,6 +163,8 @@ def _check_pointer(ctx: PromotionContext, rows: list[LedgerRecord], writers: set
     try:
         current = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
         on = records_on(ctx, loc, current, last.stage) if current is not None else None
+    except UNREADABLE:
+        raise
     except BuilderError as exc:
         return f"{last.reference}: the registry cannot be read: {exc.message}"
     if on is None or not on.records:
