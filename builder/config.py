@@ -271,20 +271,30 @@ def _check_registry(values: Mapping[str, Any], origins: Mapping[str, str]) -> No
 
 #: the settings that name a folder (``state_dir``, ``render_dir``, ``matrices_dir``, ...)
 _DIR_FIELDS = tuple(sorted(name for name in _PATH_FIELDS if name.endswith("_dir")))
+#: the settings that name a file (``bases_lock``, ``mirror_map``, ``ledger``, ``key``, ``check_key``)
+_FILE_FIELDS = tuple(sorted(_PATH_FIELDS - set(_DIR_FIELDS)))
 
 
 def _check_folders(cfg: Config, origins: Mapping[str, str]) -> None:
-    """Every folder setting that exists must be a folder: a file there (``BUILDER_STATE_DIR=README.md``)
-    would otherwise read as an empty folder (no keys, so every signature "unknown signer"; no
-    matrices) or fail later at a write. ConfigError (exit 2) naming the path and where it was set.
-    A folder that does not exist yet is fine (builder creates ``state_dir``; the others say so
-    where they are read)."""
+    """Every file setting that exists must not be a folder (``mkdir bases.lock.json`` was an
+    IsADirectoryError traceback where it is read), and every folder setting that exists must be
+    a folder: a file there (``BUILDER_STATE_DIR=README.md``) would otherwise read as an empty
+    folder (no keys, so every signature "unknown signer"; no matrices) or fail later at a write.
+    ConfigError (exit 2) naming the path and where it was set. A folder or file that does not
+    exist yet is fine (builder creates ``state_dir``; the others say so where they are read)."""
     for name in _DIR_FIELDS:
         folder: Path = getattr(cfg, name)
         if folder.exists() and not folder.is_dir():
             raise ConfigError(
                 f"{origins.get(name, f'`{name}` (default)')}: {folder} is a file, not a folder",
                 hint=f"set `{name}` (builder.toml) or {ENV_PREFIX}{name.upper()} to a folder",
+            )
+    for name in _FILE_FIELDS:  # and every file setting that exists is no folder (read later: a traceback)
+        file: Path | None = getattr(cfg, name)
+        if file is not None and file.is_dir():
+            raise ConfigError(
+                f"{origins.get(name, f'`{name}` (default)')}: {file} is a folder, not a file",
+                hint=f"set `{name}` (builder.toml) or {ENV_PREFIX}{name.upper()} to a file, or remove the folder",
             )
 
 

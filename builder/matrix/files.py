@@ -38,6 +38,10 @@ def read_matrix_text(path: Path) -> str:
         return read_text(path)  # at most yamldoc.MAX_BYTES
     except FileNotFoundError as exc:
         raise ConfigError(f"matrix file {path} does not exist", hint="pass an existing file with --matrix") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(
+            f"matrix file {path} is a folder, not a file", hint="rename or remove the folder; a matrix is a YAML file"
+        ) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(
             f"matrix file {path} cannot be read as UTF-8 text: {exc}", hint="a matrix is a UTF-8 YAML file"

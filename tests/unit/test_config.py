@@ -258,3 +258,22 @@ def test_every_builder_toml_key_named_in_the_source_is_one_it_takes() -> None:
         for key in re.findall(r"builder\.toml`*\s+`*([a-z]+_[a-z_]+|key)\b", path.read_text())
     }
     assert named and {(where, key) for where, key in named if key not in takes} == set()
+
+
+@pytest.mark.parametrize("name", ["bases_lock", "mirror_map", "ledger", "key", "check_key"])
+def test_a_file_setting_naming_a_folder_is_refused_naming_it(cli: Cli, tmp_path: Path, name: str) -> None:
+    """`mkdir bases.lock.json` (or BUILDER_MIRROR_MAP naming a folder) was an IsADirectoryError
+    traceback where the file is read: every file setting is checked as the folder settings are."""
+    (tmp_path / "a-folder").mkdir()
+    env = {f"BUILDER_{name.upper()}": str(tmp_path / "a-folder")}
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, env)
+    assert f"BUILDER_{name.upper()}" in info.value.message and "is a folder, not a file" in info.value.message
+    (tmp_path / "builder.toml").write_text(f'{name} = "a-folder"\n')
+    with pytest.raises(ConfigError, match=f"`{name}`: .*a-folder is a folder"):
+        load_config(tmp_path, {})
+    if name == "bases_lock":  # the default location too, as a new user meets it
+        (tmp_path / "builder.toml").unlink()
+        (tmp_path / "bases.lock.json").mkdir()
+        out = cli("build", "--dry-run", code=2, cwd=tmp_path)
+        assert "bases.lock.json is a folder" in out.stderr and "Traceback" not in out.stderr

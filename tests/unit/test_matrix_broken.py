@@ -71,6 +71,8 @@ def test_a_broken_matrix_is_left_out_of_lookups_in_the_others(matrices: Path, tm
     ((path, why),) = take_skipped_matrices()
     assert path == broken and why  # said once, with its first problem
     assert take_skipped_matrices() == ()  # taken: the next command says it again only if it skips it again
+    if breakage == "folder":
+        assert why == f"matrix file {broken} is a folder, not a file"
     if breakage == "yaml":
         assert why.startswith("55:1: not valid YAML") or "not valid YAML" in why
 
