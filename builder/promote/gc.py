@@ -199,7 +199,15 @@ def collect_garbage(ctx: PromotionContext, globs: Sequence[str] = (), *, confirm
     the repositories holding one are swept and reported; every variant of the matrices protects
     what its stages and their histories name (in any repository). With ``confirm``
     the manifests are deleted (each tag re-read first: one that moved since is kept), else
-    nothing is written. Raises NotFoundError (8) for a glob selecting nothing, registry errors."""
+    nothing is written. Raises NotFoundError (8) for a glob selecting nothing, registry errors;
+    MatrixError (10) when any matrix does not load: the lookups other commands make leave such a
+    matrix out (a warning), but its variants' stages protect digests, so gc decides on all of
+    them or on none."""
+    if ctx.matrices_dir is not None:
+        from builder.matrix.files import matrix_paths
+        from builder.matrix.index import cached_variants
+
+        cached_variants(matrix_paths(ctx.matrices_dir), ctx.cache_dir, skip_broken=False)
     scope = scope_of(ctx)
     everyone = resolve_targets(scope, (), ("*",))
     chosen = {t.variant for t in resolve_targets(scope, (), globs)} if globs else {t.variant for t in everyone}
