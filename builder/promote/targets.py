@@ -394,7 +394,7 @@ def _check_is_image(
     if why is None:
         return
     found = _listing_index(scope, variants, ref, manifest.digest, vid, None)
-    where = f" listed by the index {found[2]} that {found[0]}/{found[1]} names" if found else ""
+    where = f", listed by the index {found[2]} that {found[0]}:{found[1]} names" if found else ""
     raise NotFoundError(
         f"{name} is {why}{where}: only an image (an index or a platform image) is promoted",
         hint=(
@@ -439,7 +439,7 @@ def _listing_index(
 ) -> tuple[str, str, str, Descriptor] | None:
     """(registry/repository, tag, index digest, the child's descriptor) of the first index that
     lists ``digest``, read under the variant's content tag (``<vid>-<hash12>``) and variant tag in
-    the variant's repository (``home``, else the matrices') and the reference's. Without ``vid``
+    the reference's repository, then the variant's (``home``, else the matrices'). Without ``vid``
     (an attestation manifest has no labels) the variant tags of the matrices' variants built into
     ``ref``'s repository are read (at most :data:`MAX_VARIANT_TAGS`). None when none lists it.
     One GET per tag read; registry errors raise."""
@@ -450,8 +450,8 @@ def _listing_index(
     else:
         hashed = content_hash is not None and is_sha256_digest(f"sha256:{content_hash}")
         tags = ([f"{vid}-{content_hash[:12]}"] if content_hash and hashed else []) + [vid]
-        places = [home] if home is not None else [(r, repo) for r, repo, v in named if v == vid]
-        places.append((ref.registry, ref.repository))
+        places = [(ref.registry, ref.repository)]  # the reference's own repository first: its index
+        places.extend([home] if home is not None else [(r, repo) for r, repo, v in named if v == vid])
         tries = [(registry, repository, tag) for registry, repository in dict.fromkeys(places) for tag in tags]
     for registry, repository, tag in tries:
         index = scope.clients(registry).try_get_manifest(repository, tag)

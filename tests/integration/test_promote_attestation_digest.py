@@ -113,7 +113,7 @@ def test_an_attestation_manifest_is_never_promoted_whoever_names_the_variant(
         said = " ".join(err["message"].split())
         assert f"{attestation} is a BuildKit attestation manifest" in said and "not an image" in said, said
         # the variant's tags (--variant-id, else those of the variants built into the repository)
-        assert f"listed by the index {index}" in said, said
+        assert f", listed by the index {index} that {registry_address}/{unique_repo}:{VARIANT} names" in said, said
         assert f"builder promote {registry_address}/{unique_repo}@{index} --to STAGE" in err["hint"], err
     assert not any(t.endswith("-dev") for t in client.list_tags(unique_repo))  # nothing written
     human = run("promote", name, "--to", "dev", "--variant-id", VARIANT, code=8).stderr
