@@ -283,7 +283,8 @@ class App:
         PolicyError, SigningKeyError, LedgerError, and what :meth:`bound` raises."""
         from builder.promote import open_context
 
-        policy_file = self.bound("policy", policy_file, matrices)
+        # a write decides under the policy of every matrix: a broken one might name another policy
+        policy_file = self.bound("policy", policy_file, matrices, skip_broken=not need_signer)
         ctx = open_context(
             self.config,
             self.client,
@@ -297,16 +298,20 @@ class App:
         self._contexts.append(ctx)
         return ctx
 
-    def bound(self, kind: str, given: Path | None, matrices: Sequence[Path] = ()) -> Path | None:
+    def bound(
+        self, kind: str, given: Path | None, matrices: Sequence[Path] = (), *, skip_broken: bool = True
+    ) -> Path | None:
         """``given`` (the command's ``--policy`` / ``--fleet``), else the ``policy`` / ``fleet``
         (``kind``) the matrices name (``matrices``: the command's ``--matrix`` files, default every
         matrix), said in one line through ``on_note``; None when neither. Raises ConfigError when
-        the matrices name different ones, NotFoundError when a named file is missing, MatrixError."""
+        the matrices name different ones, NotFoundError when a named file is missing, MatrixError
+        (a matrix of the project that does not load is left out with a warning when ``skip_broken``:
+        ``matrix_binding``)."""
         if given is not None:
             return given
         from builder.matrix.bindings import matrix_binding
 
-        binding = matrix_binding(self.config, kind, matrices)
+        binding = matrix_binding(self.config, kind, matrices, skip_broken=skip_broken)
         if binding.path is not None and self.on_note is not None:
             self.on_note(f"{kind} {binding.path} (named by {binding.source}; --{kind} chooses another)")
         return binding.path

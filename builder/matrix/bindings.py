@@ -32,21 +32,22 @@ class Binding:
     source: str
 
 
-def matrix_binding(cfg: Config, kind: str, matrix_files: Sequence[Path] = ()) -> Binding:
+def matrix_binding(cfg: Config, kind: str, matrix_files: Sequence[Path] = (), *, skip_broken: bool = True) -> Binding:
     """The ``policy`` or ``fleet`` (``kind``) the matrices name: ``matrix_files``, default every
     matrix of ``cfg``. A name is ``<policies_dir|fleets_dir>/<name>.yaml``; a value with ``/`` or a
     ``.yaml``/``.yml`` suffix is a file relative to the project root. A matrix naming no policy
     is judged by ``<policies_dir>/default.yaml``, so one that names another policy conflicts with
     it; a matrix naming no fleet has none. When the matrices name different ones, ConfigError
     (exit 2) listing each matrix's, with the option that chooses; NotFoundError (exit 8) naming the
-    matrix and field when the file does not exist (:func:`bound_file`)."""
+    matrix and field when the file does not exist (:func:`bound_file`). ``skip_broken``: a matrix of
+    the project that does not load is left out (a warning, :func:`builder.matrix.index.matrix_names`)
+    instead of MatrixError; never for ``matrix_files`` given (each must load)."""
     from builder.matrix.index import matrix_names  # validated once per content (<state_dir>/cache)
 
     named: dict[Path, list[str]] = {}
     default = (cfg.policies_dir / "default.yaml").resolve()
     paths = matrix_paths(cfg.matrices_dir, matrix_files)
-    # every matrix of the project: one that does not load is left out (a warning); files given: each must load
-    for m in matrix_names(paths, cfg.state_dir / "cache", skip_broken=not matrix_files):
+    for m in matrix_names(paths, cfg.state_dir / "cache", skip_broken=skip_broken and not matrix_files):
         value = m.policy if kind == "policy" else m.fleet
         if value is None:
             if kind == "policy":

@@ -47,6 +47,12 @@ def test_resolve_answers_despite_a_broken_unrelated_matrix(
     # a variant of the broken matrix: not found, and the warning says why it may be missing
     missing = cli("resolve", "pytorch2.7-cpu-py3.11-debian12", "--stage", "dev", code=8, cwd=project, env=env)
     assert "pytorch.yaml does not load" in missing.stderr.replace("\n  ", " ")
+    # a promotion (a write) is decided under the policy every matrix names: a broken one might
+    # name another, so --confirm refuses unless --policy says which; the plan only warns
+    assert "pytorch.yaml" in cli("promote", VARIANT, "--to", "dev", "--confirm", code=10, cwd=project, env=env).stderr
+    assert "does not load" in cli("promote", VARIANT, "--to", "dev", cwd=project, env=env).stderr
+    policy = str(project / "policies" / "default.yaml")
+    cli("promote", VARIANT, "--to", "dev", "--confirm", "--policy", policy, cwd=project, env=env)
     # the commands that validate matrices still refuse it, and gc, which deletes what no variant's
     # stages protect, decides on every matrix or on none
     assert "pytorch.yaml" in cli("matrix", "list", code=10, cwd=project, env=env).stderr
