@@ -8,6 +8,7 @@ Reference for every key: ``docs/configuration.md``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,7 +125,7 @@ def _expected(name: str) -> str:
 
 def _toml_type(value: object) -> str:
     """The TOML type of a parsed ``value`` in the words of the TOML 1.0 spec (https://toml.io/en/v1.0.0):
-    a boolean, an integer, a float, a string, an array, a table, a date-time."""
+    a boolean, an integer, a float, a string, an array, a table, a date or time."""
     for python, toml in ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string")):
         if isinstance(value, python):
             return toml
@@ -132,7 +133,7 @@ def _toml_type(value: object) -> str:
         return "an array"
     if isinstance(value, dict):
         return "a table"
-    return "a date-time"
+    return "a date or time"
 
 
 def _coerce(name: str, value: object, source: str, *, typed: bool) -> Path | tuple[str, ...] | int | str | None:
@@ -143,7 +144,9 @@ def _coerce(name: str, value: object, source: str, *, typed: bool) -> Path | tup
     means "not set" (its default). Raises ConfigError naming ``source``, the key, the value given
     and what the key takes when it does not fit."""
     kind = _FIELD_TYPES[name]
-    given = repr(value) if isinstance(value, str) else f"{value!r} ({_toml_type(value)})"
+    # as written: a TOML value in TOML's spelling (true, ["a"]; JSON's for these types), text quoted
+    shown = json.dumps(value, default=str) if isinstance(value, (bool, int, float, list, dict)) else str(value)
+    given = repr(value) if isinstance(value, str) else f"{shown} ({_toml_type(value)})"
     problem = ConfigError(
         f"{source}: invalid value for `{name}`: {given}; expected {_expected(name)}",
         hint=f"set `{name}` (builder.toml) or {ENV_PREFIX}{name.upper()} to {_expected(name)} (docs/configuration.md)",

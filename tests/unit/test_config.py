@@ -192,18 +192,18 @@ def test_a_builder_toml_that_cannot_be_read_is_exit_2_naming_it(cli: Cli, tmp_pa
 @pytest.mark.parametrize(
     ("line", "given", "expected"),
     [
-        ('state_dir = ["a"]', "['a'] (an array)", "a path (a string)"),
+        ('state_dir = ["a"]', '["a"] (an array)', "a path (a string)"),
         ("state_dir = 7", "7 (an integer)", "a path (a string)"),
-        ("mirror_map = true", "True (a boolean)", "a path (a string)"),
+        ("mirror_map = true", "true (a boolean)", "a path (a string)"),
         ("workers = 2.9", "2.9 (a float)", "a whole number >= 1"),
         ("copy_streams = 2.5", "2.5 (a float)", "a whole number >= 1"),
-        ("workers = true", "True (a boolean)", "a whole number >= 1"),
+        ("workers = true", "true (a boolean)", "a whole number >= 1"),
         ('workers = "4"', "'4'", "a whole number >= 1"),
         ("registry_retries = -1", "-1 (an integer)", "a whole number >= 0"),
         ("registry = 5000", "5000 (an integer)", "a string"),
-        ("image_licenses = {a = 1}", "{'a': 1} (a table)", "a string"),
+        ("image_licenses = {a = 1}", '{"a": 1} (a table)', "a string"),
         ("insecure_registries = [1, 2]", "[1, 2] (an array)", "a list of strings"),
-        ("promotion_remote = 1979-05-27", "(a date-time)", "a string"),
+        ("promotion_remote = 1979-05-27", "1979-05-27 (a date or time)", "a string"),
     ],
 )
 def test_every_key_of_builder_toml_is_type_checked(tmp_path: Path, line: str, given: str, expected: str) -> None:
