@@ -171,13 +171,13 @@ def sign_earlier(
 
     ``retag``: the variant tag names another digest and would be moved to this one. Not signing
     (``on_built`` None) and ``keyless`` (no key to check a signature by): the variant tag moves only
-    to a digest this checkout pushed (:func:`builder.build.run.refuse_foreign_retag`, else ``failed``,
+    to a digest this checkout pushed (:func:`builder.build.pushed.refuse_foreign_retag`, else ``failed``,
     exit 15); keylessly, such a digest of this checkout's that carries no signature at all (no
     ``sha256-<hex>.sig`` tag, cosign's legacy signature tag,
     https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md) is signed, status ``signed``.
     Raises registry errors (RegistryUnavailableError, RegistryAuthError, RegistryError) while reading
     signatures."""
-    from builder.build.run import refuse_foreign_retag
+    from builder.build.pushed import refuse_foreign_retag
 
     if built.status != "up-to-date":
         return built
@@ -216,8 +216,7 @@ def _sign_own_unsigned(
 ) -> BuiltImage:
     """Keylessly (see :func:`sign_earlier`): this checkout's own push without any signature is signed;
     a digest it did not push keeps what it has and is given no variant tag."""
-    from builder.build.pushed import pushed_here
-    from builder.build.run import refuse_foreign_retag
+    from builder.build.pushed import pushed_here, refuse_foreign_retag
 
     if not pushed_here(state_dir, built.digest, built.content_tag):
         return refuse_foreign_retag(built, retag, state_dir, progress)

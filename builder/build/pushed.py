@@ -14,14 +14,19 @@ wherever those bytes are (another registry address for the same registry, a mirr
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING
 
 from builder.cachefile import read_private, write_json
+from builder.errors import TagConflictError
 from builder.registry.reference import is_sha256_digest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
+
+    from builder.models import BuiltImage
 
 
 def pushed_dir(state_dir: Path) -> Path:
@@ -52,6 +57,27 @@ def pushed_as(state_dir: Path, digest: str, variant: str) -> bool:
     record = _record(state_dir, digest)
     tag = record.get("tag") if record is not None else None
     return isinstance(tag, str) and re.fullmatch(re.escape(variant) + r"-[0-9a-f]{12}", tag) is not None
+
+
+def refuse_foreign_retag(
+    built: BuiltImage, retag: bool, state_dir: Path, progress: Callable[[str, str, str], None]
+) -> BuiltImage:
+    """``built`` (an up-to-date image) as is, unless its variant tag would move to it (``retag``) and
+    this checkout did not push that digest under its content tag (:func:`pushed_here`,
+    records under ``state_dir``): then ``failed`` with a ``tag-conflict`` error (exit 15), reported
+    through ``progress(variant, 'failed', message)``, and the variant tag stays. Anyone who may push
+    can point a content tag at any image (OCI distribution spec, "Pushing Manifests", above); without
+    a key to check a signature by, only this checkout's own push is evidence."""
+    if built.status != "up-to-date" or not retag or pushed_here(state_dir, built.digest, built.content_tag):
+        return built
+    error = TagConflictError(
+        f"{built.reference}:{built.content_tag} names {built.digest}, which this checkout did not push (no "
+        f"record in {pushed_dir(state_dir)}); the variant tag {built.variant_id} was not moved to it. If it is "
+        f"your build from another machine, inspect it and sign it (builder sign {built.reference}@{built.digest}), "
+        "then run builder build --sign, which moves the tag to an image the key signed"
+    )
+    progress(built.variant_id, "failed", error.message)
+    return dataclasses.replace(built, status="failed", error=f"{error.kind}: {error.message}")
 
 
 def _record(state_dir: Path, digest: str) -> dict[str, object] | None:

@@ -51,7 +51,7 @@ from builder.build.plan import (
     split_pinned,
     unpinned_error,
 )
-from builder.build.pushed import pushed_dir, record_push
+from builder.build.pushed import pushed_dir, record_push, refuse_foreign_retag
 from builder.build.tags import (
     annotate_image,
     lookup_content_tags,
@@ -283,7 +283,8 @@ def build_variants(
     digest and would move; ``builder.publish.sign_earlier``: sign it, or refuse a digest this
     checkout did not push); its result is the variant's, and a ``failed`` one leaves the variant tag
     where it was, so nothing is retagged to a digest the build refuses. Without ``vet``,
-    :func:`refuse_foreign_retag` decides: the variant tag moves only to a digest this checkout pushed.
+    :func:`builder.build.pushed.refuse_foreign_retag` decides: the variant tag moves only to a digest
+    this checkout pushed.
     A built image gets its variant tag only after ``on_built`` (signing) succeeded and the content tag
     still names the digest this build pushed (else TagConflictError, exit 15, for that variant).
     Raises, before building anything:
@@ -505,26 +506,6 @@ def _check_claims(
 
     cache = LayerCache(options.state_dir / "cache" / "layers")
     check_label_claim(client, p.repository, digest, labels, platforms=platforms, cache=cache, log=log)
-
-
-def refuse_foreign_retag(built: BuiltImage, retag: bool, state_dir: Path, progress: ProgressFn) -> BuiltImage:
-    """``built`` (an up-to-date image) as is, unless its variant tag would move to it (``retag``) and
-    this checkout did not push that digest under its content tag (:func:`builder.build.pushed.pushed_here`,
-    records under ``state_dir``): then ``failed`` with a ``tag-conflict`` error (exit 15), reported
-    through ``progress``, and the variant tag stays. Anyone who may push can point a content tag at
-    any image; without a key to check a signature, only this checkout's own push is evidence."""
-    from builder.build.pushed import pushed_here
-
-    if built.status != "up-to-date" or not retag or pushed_here(state_dir, built.digest, built.content_tag):
-        return built
-    error = TagConflictError(
-        f"{built.reference}:{built.content_tag} names {built.digest}, which this checkout did not push (no "
-        f"record in {pushed_dir(state_dir)}); the variant tag {built.variant_id} was not moved to it. If it is "
-        f"your build from another machine, inspect it and sign it (builder sign {built.reference}@{built.digest}), "
-        "then run builder build --sign, which moves the tag to an image the key signed"
-    )
-    progress(built.variant_id, "failed", error.message)
-    return dataclasses.replace(built, status="failed", error=f"{error.kind}: {error.message}")
 
 
 def _check_content_tag(client: RegistryClient, p: PlannedBuild, digest: str) -> None:
