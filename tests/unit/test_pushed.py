@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.build.pushed import pushed_as, pushed_dir, pushed_here, record_push
+from builder.build.pushed import pushed_as, pushed_dir, pushed_here, record_push, refuse_foreign_retag
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -43,3 +43,24 @@ def test_a_build_of_a_variant_is_any_of_its_content_tags_never_a_prefix_of_anoth
     assert pushed_as(tmp_path, DIGEST, "jax-cpu")
     assert not pushed_as(tmp_path, DIGEST, "jax")  # "jax" + "-cpu-0123…" is no content tag of "jax"
     assert not pushed_as(tmp_path, OTHER, "jax-cpu")
+
+
+def test_a_variant_tag_moves_back_only_to_a_digest_this_checkout_pushed(tmp_path: Path) -> None:
+    """refuse_foreign_retag, the check of `build --no-sign`/`--keyless` before a variant tag moves."""
+    from builder.models import BuiltImage
+
+    heard: list[tuple[str, str, str]] = []
+
+    def hear(variant: str, event: str, detail: str) -> None:
+        heard.append((variant, event, detail))
+
+    up = BuiltImage(
+        variant_id="v", reference="reg/repo", digest=DIGEST, content_tag="v-0123456789ab", status="up-to-date"
+    )
+    assert refuse_foreign_retag(up, False, tmp_path, hear) is up  # no move: nothing to decide
+    refused = refuse_foreign_retag(up, True, tmp_path, hear)
+    assert refused.status == "failed" and (refused.error or "").startswith("tag-conflict: ")
+    assert DIGEST in (refused.error or "") and f"builder sign reg/repo@{DIGEST}" in (refused.error or "")
+    assert [(v, e) for v, e, _ in heard] == [("v", "failed")]
+    assert record_push(tmp_path, DIGEST, "v-0123456789ab", "reg/repo")
+    assert refuse_foreign_retag(up, True, tmp_path, hear) is up  # this checkout's push
