@@ -56,6 +56,7 @@ class _Children:
         self.lock = threading.Lock()
         self.live: set[subprocess.Popen[str] | subprocess.Popen[bytes]] = set()
         self.signum: int | None = None
+        self.event = threading.Event()  # set while interrupted: waits end at once (``wait_interrupted``)
 
     def add(self, proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
         with self.lock:
@@ -80,6 +81,7 @@ def interrupt(signum: int) -> None:
         if _CHILDREN.signum is None:
             _CHILDREN.signum = signum
         live = list(_CHILDREN.live)
+    _CHILDREN.event.set()
     for proc in live:
         _signal_group(proc, signal.SIGTERM)
 
@@ -89,10 +91,18 @@ def interrupted() -> int | None:
     return _CHILDREN.signum
 
 
+def wait_interrupted(seconds: float) -> int | None:
+    """Wait up to ``seconds`` (a retry's backoff) or until the process is interrupted, whichever
+    comes first; the signal number when it was (or already is) interrupted, else None."""
+    _CHILDREN.event.wait(seconds)
+    return _CHILDREN.signum
+
+
 def reset_interrupt() -> None:
     """Forget an interruption (the in-process CLI runs several commands in one process)."""
     with _CHILDREN.lock:
         _CHILDREN.signum = None
+        _CHILDREN.event.clear()
 
 
 def live_children() -> int:

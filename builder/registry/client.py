@@ -545,13 +545,18 @@ class RegistryClient:
         ``UPLOAD_SESSIONS`` sessions, after the transport's backoff). Returns ``desc.size``, or 0
         when an attempt failed and the HEAD then found the blob there (stored by that attempt
         or by another writer). Raises RegistryError when the source's bytes do not match ``desc``
-        (never retried), the last transient error otherwise."""
+        (never retried), the last transient error otherwise; ``process.Interrupted`` once the
+        process is interrupted (SIGTERM/SIGINT: checked before each session and after a failed
+        one, and the backoff between sessions ends at the signal)."""
+        from builder import process  # not at import: resolve's start-up never copies
         from builder.registry.stream import BlobStream
 
         where = f"{dst_repo}@{desc.digest}"
         with self._streams:
             session = 0
             while True:
+                if (signum := process.interrupted()) is not None:  # SIGTERM/SIGINT: no new session
+                    raise process.Interrupted(signum)
                 session += 1
                 resp = self.request("POST", f"/v2/{dst_repo}/blobs/uploads/", ref=where, ok=(202,))
                 location = self._location(resp, where)
@@ -571,12 +576,15 @@ class RegistryClient:
                 except (NotFoundError, RegistryError, RegistryUnavailableError) as exc:
                     if not _upload_may_recover(exc):
                         raise
+                    if (signum := process.interrupted()) is not None:  # no HEAD, DELETE, backoff or new session
+                        raise process.Interrupted(signum) from exc
                     if self.blob_exists(dst_repo, desc.digest):
                         return 0
                     if session >= UPLOAD_SESSIONS:
                         raise
                     self.request("DELETE", location, ref=where, ok=_CANCEL_UPLOAD_OK)
-                    time.sleep(self.transport.delay(session, None))
+                    if (signum := process.wait_interrupted(self.transport.delay(session, None))) is not None:
+                        raise process.Interrupted(signum) from exc
                 finally:
                     body.close()
 
