@@ -74,7 +74,9 @@ def refuse_foreign_retag(
         f"{built.reference}:{built.content_tag} names {built.digest}, which this checkout did not push (no "
         f"record in {pushed_dir(state_dir)}); the variant tag {built.variant_id} was not moved to it. If it is "
         f"your build from another machine, inspect it and sign it (builder sign {built.reference}@{built.digest}), "
-        "then run builder build --sign, which moves the tag to an image the key signed"
+        "then run builder build --sign, which moves the tag to an image the key signed; or, when the build is "
+        "reproducible, build it here "
+        f"(builder build --select {built.variant_id} --rebuild)"
     )
     progress(built.variant_id, "failed", error.message)
     return dataclasses.replace(built, status="failed", error=f"{error.kind}: {error.message}")

@@ -61,6 +61,7 @@ def test_a_variant_tag_moves_back_only_to_a_digest_this_checkout_pushed(tmp_path
     refused = refuse_foreign_retag(up, True, tmp_path, hear)
     assert refused.status == "failed" and (refused.error or "").startswith("tag-conflict: ")
     assert DIGEST in (refused.error or "") and f"builder sign reg/repo@{DIGEST}" in (refused.error or "")
+    assert "builder build --select v --rebuild" in (refused.error or "")  # the way out without a key
     assert [(v, e) for v, e, _ in heard] == [("v", "failed")]
     assert record_push(tmp_path, DIGEST, "v-0123456789ab", "reg/repo")
     assert refuse_foreign_retag(up, True, tmp_path, hear) is up  # this checkout's push
