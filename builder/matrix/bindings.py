@@ -74,12 +74,17 @@ def bound_file(cfg: Config, kind: str, matrix_path: Path, value: str) -> Path:
     ``<policies_dir|fleets_dir>/<value>.yaml``, or, for a value with ``/`` or a ``.yaml``/``.yml``
     suffix, a file relative to the project root. NotFoundError (exit 8) naming the matrix, the
     field and the missing file, the closest existing name ("did you mean") and the names there
-    are, when it does not exist."""
+    are, when it does not exist; ConfigError (exit 2) naming the folder when it is one."""
     directory = cfg.policies_dir if kind == "policy" else cfg.fleets_dir
     is_file = "/" in value or value.endswith((".yaml", ".yml"))
     path = (cfg.root / value) if is_file else directory / f"{value}.yaml"
     if path.is_file():
         return path
+    if path.is_dir():  # no "does not exist; did you mean '<its own name>'"
+        raise ConfigError(
+            f"{_shown(cfg, matrix_path)}: `{kind}: {value}` names {_shown(cfg, path)}, which is a folder, not a file",
+            hint=f"rename or remove the folder {_shown(cfg, path)}; a {kind} is a YAML file",
+        )
     from builder.suggest import did_you_mean  # only on this path: start-up budget
 
     names = sorted(p.stem for p in directory.glob("*.yaml")) if directory.is_dir() else []
@@ -106,7 +111,7 @@ def binding_problems(cfg: Config, matrices: Sequence[Matrix]) -> tuple[str, ...]
                 continue
             try:
                 bound_file(cfg, kind, m.path, value)
-            except NotFoundError as exc:
+            except (NotFoundError, ConfigError) as exc:  # missing, or a folder
                 out.append(f"{exc.message} -- {exc.hint}")
     return tuple(out)
 

@@ -49,6 +49,19 @@ def test_a_misspelt_policy_is_named_with_the_closest_one(cli: Cli, tmp_path: Pat
     assert "did you mean 'default'?" in doc["error"]["message"]
 
 
+def test_a_policy_that_is_a_folder_is_named_as_one(cli: Cli, tmp_path: Path) -> None:
+    """`mkdir policies/default.yaml` read as "does not exist; did you mean 'default'?" (exit 8):
+    a folder is named as one, exit 2 where the policy is used, a warning in `matrix list`."""
+    root = project(tmp_path / "p", "policy: evidence\n")
+    (root / "policies" / "evidence.yaml").unlink()
+    (root / "policies" / "evidence.yaml").mkdir()
+    said = "`policy: evidence` names policies/evidence.yaml, which is a folder, not a file"
+    assert f"warning: matrices/tiny.yaml: {said}" in cli("matrix", "list", cwd=root).stderr
+    doc = cli("status", "--json", cwd=root, code=2).json()
+    assert doc["error"]["kind"] == "config" and said in doc["error"]["message"]
+    assert "did you mean" not in doc["error"]["message"]
+
+
 def test_a_missing_fleet_file_path_is_named(cli: Cli, tmp_path: Path) -> None:
     root = project(tmp_path / "p", "fleet: sites/gpu.yaml\n")
     err = cli("matrix", "list", "--format", "github", cwd=root).stderr
