@@ -28,8 +28,8 @@ def _manifest(config: str | None, *layers: str, artifact_type: str | None = None
 def test_images_pass() -> None:
     assert not_an_image(_manifest(OCI_CONFIG, "application/vnd.oci.image.layer.v1.tar+gzip")) is None
     assert not_an_image(_manifest(OCI_CONFIG, "application/vnd.oci.image.layer.v1.tar+zstd")) is None
-    docker_config, docker_layer = "application/vnd.docker.container.image.v1+json", "application/vnd.docker.image.rootfs."
-    docker = _manifest(docker_config, docker_layer + "diff.tar.gzip")
+    docker_config = "application/vnd.docker.container.image.v1+json"
+    docker = _manifest(docker_config, "application/vnd.docker.image.rootfs.diff.tar.gzip")
     assert not_an_image(docker) is None
     raw = canonical_json({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []})
     assert not_an_image(Manifest(raw=raw, media_type=OCI_INDEX, digest=sha256_digest(raw))) is None
