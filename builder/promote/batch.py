@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 from builder.errors import BuilderError, ConfigError
 from builder.models import SummaryRow
 from builder.promote.apply import batch_error, promote_many
-from builder.promote.model import UNSET, Applied, ExpectPrevious, Outcome, Plan, PromoteDocument, RollbackDocument
+from builder.promote.model import UNSET, Applied, ExpectPrevious, Outcome, Plan
 from builder.promote.targets import resolve_targets, scope_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from builder.promote.context import PromotionContext
+    from builder.promote.documents import PromoteDocument, RollbackDocument
 
 
 COMPARE_WORKERS = 4

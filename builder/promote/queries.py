@@ -20,7 +20,7 @@ from builder.errors import (
 )
 from builder.promote.evidence import PlaceRead, read_place
 from builder.promote.listing import TagLists
-from builder.promote.model import HistoryDocument, StageHistory, StatusDocument, StatusRow
+from builder.promote.model import StageHistory, StatusRow
 from builder.promote.pool import Once
 from builder.promote.records import chain, pointer_trust
 from builder.promote.targets import resolve_targets, scope_of
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from builder.error_documents import ErrorBody
     from builder.promote.context import PromotionContext
+    from builder.promote.documents import HistoryDocument, StatusDocument
     from builder.promote.location import Location, Target
 
 

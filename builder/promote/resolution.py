@@ -24,8 +24,8 @@ from builder.promote.targets import resolve_targets, scope_of
 
 if TYPE_CHECKING:
     from builder.promote.context import PromotionContext
+    from builder.promote.documents import ResolveDocument
     from builder.promote.location import Target
-    from builder.promote.model import ResolveDocument
 
 
 def resolve(
