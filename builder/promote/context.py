@@ -157,8 +157,8 @@ class PromotionContext:
     def lock(self, loc: Location, kind: str = "stage") -> Iterator[None]:
         """Hold the file lock of ``loc`` (:meth:`lock_path`): one writer per stage pointer across
         processes of this machine. PromotionConflictError (32) naming the pointer and the lock
-        file when another writer holds it longer than ``lock_timeout`` seconds (filelock's
-        ``Timeout``: https://py-filelock.readthedocs.io/en/latest/api.html#filelock.Timeout);
+        file when another writer holds it longer than ``lock_timeout`` seconds
+        (:func:`builder.lockfile.held`);
         released however the body ends."""
         with held(
             self.lock_path(loc, kind),

@@ -52,7 +52,6 @@ def test_a_file_where_the_lock_folder_should_be_is_named_not_a_traceback(tmp_pat
     assert str(tmp_path / "locks") in info.value.message
 
 
-
 class _Releasing(logging.Handler):
     """Records the notices; the first one lets the holding process go (no timed wait in the test:
     the holder keeps the lock until the notice has been said)."""
@@ -122,3 +121,72 @@ def test_a_timeout_within_the_notice_delay_fails_without_a_notice(tmp_path: Path
     ):
         pass
     assert said.records == []
+
+
+def test_two_threads_of_one_process_exclude_each_other(tmp_path: Path) -> None:
+    """Each ``held`` opens the file itself (a flock belongs to the open file description): a second
+    thread waits for the first, says so once, and enters only after the first has left."""
+    import threading
+
+    path = tmp_path / "t.lock"
+    order: list[str] = []
+    waiting = threading.Event()
+
+    class _Waiting(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            del record
+            waiting.set()
+
+    def second() -> None:
+        with held(path, 60, _conflict, what="x", notice_after=0.01):
+            order.append("second in")
+
+    handler = _Waiting()
+    LOG.addHandler(handler)
+    try:
+        with held(path, 1, _conflict, what="x"):
+            thread = threading.Thread(target=second)
+            thread.start()
+            assert waiting.wait(30), "the second thread took the lock the first one holds"
+            order.append("first out")
+        thread.join(30)
+    finally:
+        LOG.removeHandler(handler)
+    assert order == ["first out", "second in"]
+
+
+def test_a_new_lock_file_is_rw_r__r__whatever_the_umask(tmp_path: Path) -> None:
+    import os
+
+    old = os.umask(0o077)
+    try:
+        with held(tmp_path / "u.lock", 1, _conflict, what="x"):
+            pass
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "u.lock").stat().st_mode) == 0o644
+
+
+def test_an_existing_lock_file_is_taken_as_it_is(tmp_path: Path) -> None:
+    """A lock file another builder created stays (content and mode): waiters share its inode."""
+    path = tmp_path / "e.lock"
+    path.write_text("x")
+    path.chmod(0o600)
+    inode = path.stat().st_ino
+    with held(path, 1, _conflict, what="x"):
+        pass
+    assert path.read_text() == "x" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.stat().st_ino == inode
+
+
+def test_a_lock_builder_holds_stops_a_filelock_holder(tmp_path: Path) -> None:
+    """The same flock as filelock's (builder before #19 round 8, or any tool using it): a process
+    sharing the state_dir with an older builder waits for this one too."""
+    from filelock import Timeout
+
+    path = tmp_path / "f.lock"
+    with held(path, 1, _conflict, what="x"), pytest.raises(Timeout):
+        FileLock(str(path)).acquire(timeout=0)
+    other = FileLock(str(path))
+    other.acquire(timeout=0)  # released on leaving
+    other.release()
