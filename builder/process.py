@@ -98,6 +98,18 @@ def wait_interrupted(seconds: float) -> int | None:
     return _CHILDREN.signum
 
 
+def backoff(seconds: float) -> None:
+    """Sleep ``seconds`` (a retry's backoff) unless the process is (or gets) interrupted: then
+    raise :class:`Interrupted` at once, in any thread. The one sleep between attempts in builder
+    (registry retries, manifest repairs, buildx push runs): a CI job cancelled with SIGTERM during
+    a 30 s backoff in a worker thread exits at the signal instead of waiting it out (the signal
+    handler unwinds only the main thread; ``threading.Event.wait`` returns when
+    :func:`interrupt` sets the event: https://docs.python.org/3/library/threading.html#threading.Event.wait)."""
+    signum = wait_interrupted(max(0.0, seconds))
+    if signum is not None:
+        raise Interrupted(signum)
+
+
 def reset_interrupt() -> None:
     """Forget an interruption (the in-process CLI runs several commands in one process)."""
     with _CHILDREN.lock:

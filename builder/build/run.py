@@ -471,7 +471,8 @@ def _build_and_push(
 ) -> BuildResult:
     """:func:`builder.engine.build_and_push`, run again (at most ``attempts`` runs in all, after
     ``wait(n)`` seconds before run n+1) while the push fails with a transient registry error
-    (``details['transient']``); any other error, or the last one, is raised."""
+    (``details['transient']``); any other error, or the last one, is raised; ``process.Interrupted``
+    when SIGTERM/SIGINT arrives during the wait."""
     from builder import engine
 
     attempt = 1
@@ -482,7 +483,7 @@ def _build_and_push(
             if not exc.details.get("transient") or attempt >= attempts:
                 raise
             log(f"# push failed ({exc.message.splitlines()[0]}); pushing again, run {attempt + 1} of {attempts}")
-            time.sleep(wait(attempt))
+            process.backoff(wait(attempt))  # SIGTERM/SIGINT ends the wait: Interrupted, no further run
             attempt += 1
 
 

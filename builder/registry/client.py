@@ -583,8 +583,7 @@ class RegistryClient:
                     if session >= UPLOAD_SESSIONS:
                         raise
                     self.request("DELETE", location, ref=where, ok=_CANCEL_UPLOAD_OK)
-                    if (signum := process.wait_interrupted(self.transport.delay(session, None))) is not None:
-                        raise process.Interrupted(signum) from exc
+                    process.backoff(self.transport.delay(session, None))  # ends at the signal: Interrupted
                 finally:
                     body.close()
 

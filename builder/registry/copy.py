@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
+from builder import process
 from builder.errors import NotFoundError, RegistryError
 from builder.registry.manifest import Descriptor, Manifest, parse_json_object, runnable_platforms
 
@@ -165,7 +165,7 @@ def put_manifest_repairing(
     missing there (HEAD) is copied again by streaming it from ``src`` (never a mount: that is
     what failed), then, after the client's retry backoff, the PUT is repeated, at most
     :data:`BLOB_REPAIRS` times. Returns the digest; raises the registry's RegistryError when the blobs
-    still do not stick."""
+    still do not stick, ``process.Interrupted`` when SIGTERM/SIGINT ends the backoff (no PUT follows)."""
     stats = stats if stats is not None else CopyStats()
     attempt = 0
     while True:
@@ -179,7 +179,7 @@ def put_manifest_repairing(
             if not dst.blob_exists(dst_repo, desc.digest):
                 stats.copied_bytes += dst.copy_blob_from(src, src_repo, dst_repo, desc)
                 stats.copied += 1
-        time.sleep(dst.transport.delay(attempt, None))
+        process.backoff(dst.transport.delay(attempt, None))  # ends at SIGTERM/SIGINT: Interrupted
 
 
 def image_blobs(client: RegistryClient, repository: str, digest: str) -> Iterator[tuple[Manifest, Descriptor]]:

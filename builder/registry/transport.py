@@ -221,7 +221,8 @@ class Transport:
         connection dropped before its answer (the registry may have acted on it: a repeated
         DELETE then finds nothing, 404); ``headers`` and ``kw`` (:class:`RequestOptions`) shape
         the request. ``retry=False``: no retry of a dropped connection or a 429/5xx (the caller
-        starts over itself: a streamed upload cannot be sent twice into one upload session)."""
+        starts over itself: a streamed upload cannot be sent twice into one upload session).
+        ``process.Interrupted`` when SIGTERM/SIGINT arrives during a backoff (no attempt follows)."""
         import urllib3
 
         url, origin, target, url_path = self._locate(path)
@@ -377,7 +378,11 @@ class Transport:
         return min(delay, self.max_delay)
 
     def _sleep(self, attempt: int, retry_after: str | None) -> None:
-        time.sleep(self.delay(attempt, retry_after))
+        """Wait :meth:`delay` seconds before retry ``attempt``; a SIGTERM/SIGINT ends the wait with
+        ``process.Interrupted`` (:func:`builder.process.backoff`), in a worker thread too."""
+        from builder import process  # on a retry only: start-up sends no retry
+
+        process.backoff(self.delay(attempt, retry_after))
 
     def _unavailable(
         self,
