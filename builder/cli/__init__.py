@@ -347,7 +347,7 @@ def _report_interrupt(exc: process.Interrupted, app: AppContext | None, args: li
         _print_json_error(
             "interrupted", exc.exit_code, message, "rerun the same command: work already done is kept and skipped"
         )
-    from rich.markup import escape
+    from builder.cli.plaintext import escape
 
     console().print(f"[red]{escape(message)}[/]", highlight=False)
     _annotate("interrupted", message)
@@ -371,7 +371,7 @@ def _report(exc: BuilderError, app: AppContext | None, args: list[str]) -> None:
     if _json_mode(app, args):
         with _reader_may_be_gone():  # `builder verify --json | head`: the message and exit code still tell
             print(json.dumps({"error": exc.to_json()}, indent=2, default=str), flush=True)
-    from rich.markup import escape  # messages quote outside text (engine stderr: `capabilities: [[gpu]]`)
+    from builder.cli.plaintext import escape  # messages quote outside text (engine stderr: `capabilities: [[gpu]]`)
 
     con = console()
     con.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, markup=True)

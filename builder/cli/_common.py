@@ -20,9 +20,8 @@ import click
 from builder.errors import BuilderError, NotFoundError, SigningKeyError
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from builder.app import App
+    from builder.cli.plaintext import HumanConsole
     from builder.config import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -92,7 +91,7 @@ def skipped_matrix_warning(path: Path, why: str, cwd: Path) -> str:
 
 def _note(text: str) -> None:
     """A line for people on stderr (dim): what a command chose for them."""
-    from rich.markup import escape
+    from builder.cli.plaintext import escape
 
     console().print(f"[dim]{escape(text)}[/]", highlight=False, soft_wrap=True)
 
@@ -128,12 +127,13 @@ def json_option(f: F) -> F:
 
 
 @functools.cache
-def console() -> Console:
-    """The rich console for human output (stderr): colour and width from the environment
-    (``NO_COLOR``, ``FORCE_COLOR``, ``COLUMNS``; see ``builder.cli.terminal``)."""
-    from builder.cli.terminal import make_console
+def console() -> HumanConsole:
+    """The console for human output (stderr): colour and width from the environment
+    (``NO_COLOR``, ``FORCE_COLOR``, ``COLUMNS``; see ``builder.cli.terminal``); lines of text to a
+    pipe or file without importing rich (``builder.cli.plaintext``), the rest through rich."""
+    from builder.cli.plaintext import human_console
 
-    return make_console(os.environ)
+    return human_console()
 
 
 def emit(payload: object, human: Callable[[], None] | str | None = None, *, report: object = None) -> None:
@@ -167,7 +167,7 @@ def _default(o: object) -> object:
 
 class _EchoHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
-        from rich.markup import escape
+        from builder.cli.plaintext import escape
 
         console().print(f"[dim]{escape(record.getMessage())}[/]")
 
@@ -187,7 +187,7 @@ def echo_external_commands(enabled: bool) -> None:
 
 class _NoteHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
-        from rich.markup import escape
+        from builder.cli.plaintext import escape
 
         console().print(f"[dim]{escape(record.getMessage())}[/]", highlight=False)
 

@@ -161,7 +161,7 @@ def build(
         sign=sign, key=key, keyless=keyless_, oidc_token=oidc_token, trust_config=trust_config, bundle=bundle
     )
 
-    steps = BuildSteps("quiet" if ctx.json_output or dry_run else progress_mode, con)
+    steps = BuildSteps("quiet" if ctx.json_output or dry_run else progress_mode, con.rich)
 
     def progress(variant: str, event: str, detail: str) -> None:
         from rich.markup import escape

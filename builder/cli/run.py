@@ -122,14 +122,14 @@ def run(
         note = "" if app.app.key_password else " (unencrypted: set BUILDER_KEY_PASSWORD to encrypt keys)"
         con.print(f"generated the {role} key {path}{note}")
 
-    steps = BuildSteps("quiet" if app.json_output else progress_mode, con)
+    steps = BuildSteps("quiet" if app.json_output else progress_mode, con.rich)
 
     def progress(variant: str, event: str, detail: str) -> None:
         if event.startswith("build:") and not steps.event(variant, event, detail):
             return
         if app.json_output and not event.endswith(("failed", "denied", "error")):
             return
-        print_event(con, variant, event, detail)
+        print_event(con.rich, variant, event, detail)
 
     with steps:
         report = app.app.run_pipeline(request, on_progress=progress, on_key=key_generated)

@@ -293,7 +293,7 @@ def verify(
     report = result.report
 
     def human() -> None:
-        render_verification(console(), report, result.key_names, header=result.header, name=result.target.name)
+        render_verification(console().rich, report, result.key_names, header=result.header, name=result.target.name)
 
     if not report.ok and app_context().json_output:
         report.raise_for_failure()  # one JSON document: the error, with every item in details

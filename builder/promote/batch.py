@@ -13,7 +13,6 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from builder.errors import BuilderError, ConfigError
-from builder.models import SummaryRow
 from builder.promote.apply import batch_error, promote_many
 from builder.promote.model import UNSET, Applied, ExpectPrevious, Outcome, Plan
 from builder.promote.targets import resolve_targets, scope_of
@@ -21,6 +20,7 @@ from builder.promote.targets import resolve_targets, scope_of
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from builder.models import SummaryRow
     from builder.promote.context import PromotionContext
     from builder.promote.documents import PromoteDocument, RollbackDocument
 
@@ -51,6 +51,7 @@ class Batch:
     def summary_rows(self) -> tuple[SummaryRow, ...]:
         """One row per target: variant, the digest promoted or planned (empty: none was found),
         what happened (``promoted``, ``would promote``, ``denied``, ``error``) and the stage."""
+        from builder.models import SummaryRow  # the run summary's and GitHub's rows (builder.models decodes variants)
 
         def digest(o: Outcome) -> str:
             if o.applied is not None:
