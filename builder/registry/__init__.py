@@ -8,8 +8,11 @@ Modules, one concern each:
 - :mod:`~builder.registry.auth`: Docker credentials (read through the docker SDK) and the
   Basic/Bearer challenge handshake;
 - :mod:`~builder.registry.transport`: sessions, connection pool, retries, HTTP errors;
-- :mod:`~builder.registry.client`: :class:`RegistryClient` (manifests, blobs, tags, referrers)
-  and :func:`client_for`;
+- :mod:`~builder.registry.client`: :class:`RegistryClient` (manifests, blob reads; the three
+  modules below through its methods) and :func:`client_for`;
+- :mod:`~builder.registry.uploads`, :mod:`~builder.registry.tag_list`,
+  :mod:`~builder.registry.referrers`: blob writes, tag listing, referrers (typed against
+  :class:`~builder.registry.api.RegistryApi`, the protocol the client satisfies);
 - :mod:`~builder.registry.copy`: blob and image copies, completeness, the image config.
 
 Compatibility re-exports of every public name the single ``builder/registry.py`` module had;

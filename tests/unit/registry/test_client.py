@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from builder.registry.client import RegistryClient, client_for, next_link
+from builder.registry.client import RegistryClient, client_for
+from builder.registry.tag_list import next_link
 
 
 def test_next_link() -> None:
