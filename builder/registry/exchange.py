@@ -1,46 +1,45 @@
-"""One HTTP exchange through urllib3 (https://urllib3.readthedocs.io/en/stable/), at the least
-CPU per request that keeps what the registry transport promises: for each
-``scheme://host[:port]`` (an *origin*) reached directly, the transport keeps that host's one
-keep-alive ``HTTPConnectionPool`` (:func:`direct_pool`, resolved on the origin's first request)
-and a request names only its path on it (:func:`split_url` splits an absolute URL once): nothing
-is parsed again per request (``PoolManager.urlopen`` parses the full URL, looks its pool up by a
-normalised key and has the pool parse the path once more; with the transport's own URL splits
-that was a sixth of the client's instructions per request: 946 k before, 787 k after, a bare
-``HTTPConnectionPool`` 751 k; docs/benchmarks.md, benchmarks/registry_requests.py). Requests
-through a proxy take ``PoolManager.urlopen`` with the full URL (``ProxyManager`` decides between
-the absolute form and a CONNECT tunnel).
+"""One HTTP exchange of the registry transport, redirects followed: each hop goes to its own
+origin (``scheme://host[:port]``) the way :class:`builder.registry.transport.Transport` routes it,
+directly on that origin's keep-alive ``http.client`` pool (:class:`builder.registry.connections.Pool`)
+or, when a proxy applies, through urllib3's ``ProxyManager`` / ``SOCKSProxyManager``
+(https://urllib3.readthedocs.io/en/stable/advanced-usage.html#proxies), imported only then.
 
-Redirects are followed as ``PoolManager.urlopen`` follows them (its source:
+Redirects are followed as urllib3's ``PoolManager.urlopen`` follows them (its source:
 https://github.com/urllib3/urllib3/blob/2.8.0/src/urllib3/poolmanager.py, ``urlopen``): the
 ``Location`` joined to the URL that answered; a 303 turns the request into a body-less GET
 without the headers describing the body (RFC 9110 section 15.4.4,
 https://www.rfc-editor.org/rfc/rfc9110#section-15.4.4; the fields urllib3's
 ``HTTPHeaderDict._prepare_for_method_change`` drops); ``Authorization``, ``Proxy-Authorization``
 and ``Cookie`` dropped when the host changes (``Retry.remove_headers_on_redirect``,
-https://urllib3.readthedocs.io/en/stable/reference/urllib3.util.html#urllib3.util.Retry); each
-hop counted against ``MAX_REDIRECTS``. The first hop goes through the origin's pool, the next
-ones through the manager (they may go anywhere).
+https://urllib3.readthedocs.io/en/stable/reference/urllib3.util.html#urllib3.util.Retry); at most
+``MAX_REDIRECTS`` hops.
 
-Errors: urllib3's ``HTTPError`` kinds (a ``MaxRetryError`` wraps the cause in ``.reason``; a URL
-that cannot be split is a ``LocationValueError``); the transport maps them to builder errors.
+Errors: :func:`send` raises :class:`SendError` when no usable answer came; its ``cause`` is what
+failed (``OSError`` / ``http.client`` kinds and :class:`builder.registry.response.ReadError` from a
+direct connection, urllib3's ``HTTPError`` kinds through a proxy, :class:`TooManyRedirects`,
+:class:`builder.registry.connections.BadURL` for a ``Location`` that cannot be used), named by
+:mod:`builder.registry.failures`.
 """
 
 from __future__ import annotations
 
 import functools
+import http.client
 from typing import IO, TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
-from builder.registry.response import Response
+from builder.registry.connections import BadURL, Pool, Timeout
+from builder.registry.response import Headers, ReadError, Response
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     import urllib3
 
     from builder.registry.stream import BlobStream
 
 MAX_REDIRECTS = 30  # redirects followed for one request (requests' limit): blob GETs go to storage
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})  # urllib3's HTTPResponse.REDIRECT_STATUSES
 
 #: The request headers that describe a body, dropped with the body when a 303 turns the request
 #: into a GET (RFC 9110 section 15.4.4; the list urllib3 2.x drops, see the module text).
@@ -56,6 +55,19 @@ BODY_HEADERS = frozenset(
         "transfer-encoding",
     }
 )
+#: Dropped on a redirect to another host (urllib3's ``Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT``).
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+class SendError(Exception):
+    """No usable answer: ``cause`` is the exception that says why (see the module text)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class TooManyRedirects(Exception):
+    """More than ``MAX_REDIRECTS`` redirects for one request."""
 
 
 def split_url(url: str) -> tuple[str, str, str]:
@@ -64,127 +76,110 @@ def split_url(url: str) -> tuple[str, str, str]:
     empty, no fragment: urllib3's ``request_uri``) and the path alone (for messages). Raises
     ValueError for a URL ``urllib.parse`` cannot split (``http://[::1``)."""
     parts = urlsplit(url)
-    sep = url.find("://")  # none: no host to route by (the manager names the URL's fault)
+    sep = url.find("://")
     target = url[sep + 3 + len(parts.netloc) if sep >= 0 else 0 :].partition("#")[0]
     if not target.startswith("/"):
         target = "/" + target  # "http://host?x" asks for "/?x"
     return f"{parts.scheme}://{parts.netloc}", target, parts.path
 
 
-def direct_pool(origin: str, manager: urllib3.PoolManager) -> urllib3.HTTPConnectionPool | None:
-    """The keep-alive pool of ``origin`` (``scheme://netloc``, reached directly) in ``manager``:
-    the one ``manager.urlopen`` would pick (``PoolManager.connection_from_host`` with urllib3's
-    own parse of the origin). None for an origin urllib3 cannot serve (no host, an unknown
-    scheme, a bad port): requests then take ``manager.urlopen``, which raises the error that
-    names the URL, with the request that needs it."""
-    import urllib3
-
+def origin_pool(origin: str, context_for: Callable[[], object], maxsize: int) -> Pool:
+    """A new :class:`Pool` for ``origin`` (``http://`` or ``https://`` and a host; the TLS
+    context from ``context_for()`` for https). Raises BadURL for an origin that has no host, an
+    unknown scheme or a port that is no number (urllib3's words for them)."""
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https"):
+        raise BadURL(f"Not supported URL scheme {parts.scheme}")
     try:
-        u = urllib3.util.parse_url(origin)
-        if u.scheme not in ("http", "https") or not u.host:
-            return None
-        return manager.connection_from_host(u.host, port=u.port, scheme=u.scheme)
-    except (ValueError, urllib3.exceptions.HTTPError):
-        return None  # see above: the manager's urlopen raises it for the request
+        port = parts.port
+    except ValueError as exc:
+        raise BadURL(str(exc)) from exc
+    if not parts.hostname:
+        raise BadURL(f"No host specified in {origin}")
+    tls = parts.scheme == "https"
+    context = context_for() if tls else None
+    return Pool(parts.scheme, parts.hostname, port or (443 if tls else 80), context, maxsize)  # type: ignore[arg-type]
 
 
 def send(
-    manager: urllib3.PoolManager,
-    pool: urllib3.HTTPConnectionPool | None,
+    route: Callable[[str], Pool | urllib3.PoolManager],
     method: str,
     url: str,
-    target: str,
     headers: Mapping[str, str],
     body: bytes | IO[bytes] | BlobStream | None,
-    timeout: urllib3.Timeout,
+    timeout: Timeout,
     stream: bool,
 ) -> Response:
-    """One exchange for ``url``: ``target`` on ``pool`` (:func:`direct_pool`), else (None: a
-    proxy, or no pool for the origin) the full URL through ``manager``; redirects followed (see
-    the module text), no retries (the caller's loop decides). ``stream``: the body is left for
-    the caller; otherwise it is read and the connection given back. Raises urllib3's HTTPError
-    kinds."""
-    import urllib3
-
+    """One exchange for ``url``, redirects followed (see the module text), no retries (the
+    caller's loop decides). ``route(origin)``: how an origin is reached. ``stream``: the body is
+    left for the caller; otherwise it is read (and the connection given back) before returning.
+    Raises SendError."""
+    hops = 0
     try:
-        raw = None
-        if pool is not None:
-            try:
-                raw = pool.urlopen(
-                    method,
-                    target,
-                    body=body,  # type: ignore[arg-type]  # urllib3 sends anything with .read() (a BlobStream) in pieces
-                    headers=headers,
-                    timeout=timeout,
-                    retries=redirects_only(),
-                    redirect=False,
-                    assert_same_host=False,
-                    preload_content=not stream,
-                    decode_content=True,
-                )
-            except urllib3.exceptions.ClosedPoolError:
-                # evicted and closed by the manager (it keeps `num_pools` hosts; urllib3 releases
-                # with a `dispose_func` close what they evict): raised before anything was sent,
-                # so the manager's new pool for the host serves this request
-                raw = None
+        while True:
+            origin, target, _ = split_url(url)
+            via = route(origin)
+            if isinstance(via, Pool):
+                status, fields, got = via.exchange(method, target, headers, body, timeout)
+                resp = Response(status, Headers(fields), url, got)
             else:
-                raw = _follow(manager, pool, raw, method, url, headers, body, timeout, stream)
-        if raw is None:
-            raw = manager.urlopen(
-                method,
-                url,
-                body=body,
-                headers=headers,
-                timeout=timeout,
-                retries=redirects_only(),
-                preload_content=not stream,
-                decode_content=True,
-            )
+                resp = _proxied(via, method, url, headers, body, timeout)
+            location = resp.headers.get("Location") if resp.status_code in REDIRECT_STATUSES else None
+            if not location:
+                if not stream:
+                    _ = resp.content  # read now: a failure is the exchange's, as urllib3's preload
+                return resp
+            if hops >= MAX_REDIRECTS:
+                resp.close()
+                raise TooManyRedirects(f"more than {MAX_REDIRECTS} redirects")
+            hops += 1
+            _drain(resp)
+            nxt = urljoin(url, location)
+            if resp.status_code == 303:
+                method, body = "GET", None
+                headers = {k: v for k, v in headers.items() if k.lower() not in BODY_HEADERS}
+            if _host_key(nxt) != _host_key(url):
+                headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS}
+            url = nxt
+    except SendError:
+        raise
+    except (OSError, http.client.HTTPException, TooManyRedirects, BadURL) as exc:  # ssl's errors are OSErrors
+        raise SendError(exc) from exc
     except ValueError as exc:
-        if isinstance(exc, urllib3.exceptions.HTTPError) or not _raised_in_url_parsing(exc):
+        if not _raised_in_url_parsing(exc):
             raise
-        # urllib.parse's own ValueError (urljoin of a redirect's Location such as "http://[::1"),
-        # raised past urllib3: the URL kind of its errors
-        raise urllib3.exceptions.LocationValueError(str(exc)) from exc
-    return Response(raw.status, raw.headers, _final_url(url, raw), raw)
+        raise SendError(BadURL(str(exc))) from exc  # urljoin/urlsplit of a Location such as "http://[::1"
+    except Exception as exc:
+        if type(exc).__module__.startswith("urllib3."):  # the proxy path's HTTPError kinds
+            raise SendError(_unwrap(exc)) from exc
+        raise
 
 
-def _follow(
-    manager: urllib3.PoolManager,
-    pool: urllib3.HTTPConnectionPool,
-    raw: urllib3.BaseHTTPResponse,
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    body: bytes | IO[bytes] | BlobStream | None,
-    timeout: urllib3.Timeout,
-    stream: bool,
-) -> urllib3.BaseHTTPResponse:
-    """``raw`` when it is no redirect; else the answer at the end of the redirects it starts,
-    the first one taken here as ``PoolManager.urlopen`` takes it, the next ones by the manager."""
-    location = raw.get_redirect_location()
-    if not location:
-        return raw
-    location = urljoin(url, location)
-    retries = redirects_only()
-    if raw.status == 303:
-        method, body = "GET", None
-        headers = {k: v for k, v in headers.items() if k.lower() not in BODY_HEADERS}
-    if not pool.is_same_host(location):
-        drop = retries.remove_headers_on_redirect
-        headers = {k: v for k, v in headers.items() if k.lower() not in drop}
-    retries = retries.increment(method, url, response=raw)
-    raw.drain_conn()
-    return manager.urlopen(
-        method,
-        location,
-        body=body,
-        headers=headers,
-        timeout=timeout,
-        retries=retries,
-        preload_content=not stream,
-        decode_content=True,
-    )
+def _drain(resp: Response) -> None:
+    """Let a redirect's connection go: its short body read (kept alive), else closed."""
+    drain = getattr(resp.body, "drain", None)
+    if drain is not None:
+        drain()
+    else:
+        resp.close()
+
+
+def _host_key(url: str) -> tuple[str, str, int | None]:
+    """``(scheme, host, port)`` of ``url``, the default port filled in (urllib3's
+    ``is_same_host``)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """What a urllib3 ``MaxRetryError`` wraps (its ``reason``), else ``exc``."""
+    reason = getattr(exc, "reason", None)
+    return reason if type(exc).__name__ == "MaxRetryError" and isinstance(reason, BaseException) else exc
 
 
 def _raised_in_url_parsing(exc: BaseException) -> bool:
@@ -200,20 +195,84 @@ def _raised_in_url_parsing(exc: BaseException) -> bool:
     return False
 
 
-def _final_url(url: str, raw: urllib3.BaseHTTPResponse) -> str:
-    """The absolute URL that answered: the last redirect target, else ``url``."""
-    history = raw.retries.history if raw.retries is not None else ()
-    for step in reversed(history):
-        if step.redirect_location and step.url:
-            return urljoin(step.url, step.redirect_location)
-    return url
+def _proxied(
+    manager: urllib3.PoolManager,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes | IO[bytes] | BlobStream | None,
+    timeout: Timeout,
+) -> Response:
+    """One hop through a proxy: ``manager.urlopen`` with the full URL (``ProxyManager`` decides
+    between the absolute form and a CONNECT tunnel), redirects left to :func:`send`, the body
+    unread. Raises urllib3's HTTPError kinds."""
+    raw = manager.urlopen(
+        method,
+        url,
+        body=body,  # urllib3 sends anything with .read() (a BlobStream) in pieces
+        headers=headers,
+        timeout=_urllib3_timeout(timeout),
+        retries=_one_attempt(),
+        redirect=False,
+        preload_content=False,
+        decode_content=True,
+    )
+    return Response(raw.status, raw.headers, url, Urllib3Body(raw))
+
+
+class Urllib3Body:
+    """The body of an answer through a proxy (urllib3's ``BaseHTTPResponse``), as
+    :class:`builder.registry.response.Body` reads it; urllib3's errors raised as ReadError."""
+
+    def __init__(self, raw: urllib3.BaseHTTPResponse) -> None:
+        self.raw = raw
+
+    def read_all(self) -> bytes:
+        """The whole decoded body. Raises ReadError."""
+        import urllib3
+
+        try:
+            return bytes(self.raw.data or b"")
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+            raise ReadError(f"the answer's body could not be read: {type(exc).__name__}") from exc
+        finally:
+            self.close()
+
+    def read1(self, size: int) -> bytes:
+        """What has arrived, decoded, at most ``size`` bytes. Raises ReadError."""
+        import urllib3
+
+        try:
+            return self.raw.read1(size, decode_content=True)
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+            raise ReadError(f"the answer's body could not be read: {type(exc).__name__}") from exc
+
+    def raw_readinto(self) -> Callable[[memoryview], int] | None:
+        """The ``readinto`` of the ``http.client`` response under urllib3's (its ``_fp``, 1.x and
+        2.x) when there is no ``Content-Encoding`` to decode; else None."""
+        fp = getattr(self.raw, "_fp", None)
+        if isinstance(fp, http.client.HTTPResponse) and not self.raw.headers.get("Content-Encoding"):
+            return fp.readinto
+        return None
+
+    def close(self) -> None:
+        """Give the connection back (urllib3 closes it first when the body was not read out)."""
+        if not self.raw.closed:
+            self.raw.close()
+        self.raw.release_conn()
 
 
 @functools.cache
-def redirects_only() -> urllib3.Retry:
-    """urllib3's retry policy for one attempt: redirects followed (at most ``MAX_REDIRECTS``), no
-    retry of anything else (the transport's loop decides those). Immutable: urllib3 derives a
-    new one per redirect."""
+def _urllib3_timeout(timeout: Timeout) -> urllib3.Timeout:
+    """urllib3's (connect, read) timeout for ``timeout`` (kept: urllib3 clones it per use)."""
     import urllib3
 
-    return urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=MAX_REDIRECTS)
+    return urllib3.Timeout(connect=timeout.connect, read=timeout.read)
+
+
+@functools.cache
+def _one_attempt() -> urllib3.Retry:
+    """urllib3's policy for one attempt: no retry, no redirect followed (:func:`send` follows them)."""
+    import urllib3
+
+    return urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=0)

@@ -1,9 +1,15 @@
-"""Why a request to a registry failed, in words and in kinds, from the exceptions urllib3 raises
-(https://urllib3.readthedocs.io/en/stable/reference/urllib3.exceptions.html) and the socket and
-TLS errors they wrap: what :class:`builder.registry.transport.Transport` retries
-(:func:`is_transient`), what it calls a TLS failure or a timeout, and the cause its messages name
-(:func:`connection_cause`), and the proxy and timeout notes its messages and hints carry
-(:func:`proxy_note`, :func:`proxy_hint`, :func:`timeout_seconds`). Pure: nothing here sends or reads anything.
+"""Why a request to a registry failed, in words and in kinds, from what a direct
+``http.client`` connection raises (socket, TLS and ``http.client`` errors, the ``ConnectTimeout``
+and ``BadURL`` of :mod:`builder.registry.connections`, ``ReadError`` of
+:mod:`builder.registry.response`;
+https://docs.python.org/3/library/http.client.html#http.client.HTTPException) and from what urllib3
+raises through a proxy (https://urllib3.readthedocs.io/en/stable/reference/urllib3.exceptions.html)
+with the socket and TLS errors it wraps; both are filed under the same kinds: what
+:class:`builder.registry.transport.Transport` retries (:func:`is_transient`), what it calls a TLS
+failure or a timeout, and the cause its messages name (:func:`connection_cause`), and the proxy
+and timeout notes its messages and hints carry (:func:`proxy_note`, :func:`proxy_hint`,
+:func:`timeout_seconds`). Pure: nothing here sends or reads anything. urllib3 is imported only to
+classify an exception of its own (``type(exc).__module__``), never for a direct connection's.
 """
 
 from __future__ import annotations
@@ -11,20 +17,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from builder.registry.environment import EnvSettings
 
 
-def unwrap(exc: BaseException) -> BaseException:
-    """What a urllib3 ``MaxRetryError`` wraps (its ``reason``), else ``exc``."""
-    reason = getattr(exc, "reason", None)
-    return reason if type(exc).__name__ == "MaxRetryError" and isinstance(reason, BaseException) else exc
+def _urllib3_kinds(chain: list[BaseException]) -> ModuleType | None:
+    """``urllib3.exceptions`` when one of ``chain`` is urllib3's (it is then imported already),
+    else None (nothing imported)."""
+    if not any(type(e).__module__.startswith("urllib3") for e in chain):
+        return None
+    import urllib3.exceptions
 
-
-def too_many_redirects(exc: BaseException) -> bool:
-    """urllib3 gave up following redirects (its ``ResponseError`` "too many redirects")."""
-    import urllib3
-
-    return isinstance(exc, urllib3.exceptions.ResponseError) and "redirect" in str(exc)
+    return urllib3.exceptions
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -43,24 +48,29 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def tls_failed(exc: BaseException) -> bool:
-    import ssl
+    """The TLS handshake or a TLS record failed (``ssl.SSLError``, urllib3's ``SSLError``)."""
+    chain = _chain(exc)
+    if any(type(e).__module__ == "ssl" or type(e).__name__ == "SSLError" for e in chain):
+        import ssl
 
-    import urllib3
-
-    return any(isinstance(e, urllib3.exceptions.SSLError | ssl.SSLError) for e in _chain(exc))
+        e = _urllib3_kinds(chain)
+        kinds = (ssl.SSLError, e.SSLError) if e else (ssl.SSLError,)
+        return any(isinstance(x, kinds) for x in chain)
+    return False
 
 
 def timed_out(exc: BaseException) -> bool:
-    """A read timeout or a connect timeout (not a refused or unresolvable connection, which
-    urllib3 also files under ``ConnectTimeoutError``)."""
-    import urllib3
-
-    e = urllib3.exceptions
-    return any(
-        isinstance(x, e.ReadTimeoutError)
-        or (isinstance(x, e.ConnectTimeoutError) and not isinstance(x, e.NewConnectionError))
-        for x in _chain(exc)
-    )
+    """A read timeout or a connect timeout (``TimeoutError``, the direct connection's
+    ``ConnectTimeout`` included; urllib3's timeouts, not a refused or unresolvable connection,
+    which urllib3 also files under ``ConnectTimeoutError``)."""
+    chain = _chain(exc)
+    e = _urllib3_kinds(chain)
+    for x in chain:
+        if e is not None and isinstance(x, e.NewConnectionError):
+            continue
+        if isinstance(x, TimeoutError) or (e is not None and isinstance(x, e.ReadTimeoutError | e.ConnectTimeoutError)):
+            return True
+    return False
 
 
 def proxy_refusal(exc: BaseException) -> str:
@@ -77,11 +87,16 @@ def proxy_refusal(exc: BaseException) -> str:
 
 def connect_timed_out(exc: BaseException) -> bool:
     """:func:`timed_out` while connecting (no TCP or TLS connection in time), not while waiting
-    for the answer."""
-    import urllib3
+    for the answer: the direct connection's ``ConnectTimeout``, urllib3's ``ConnectTimeoutError``)."""
+    from builder.registry.connections import ConnectTimeout
 
-    e = urllib3.exceptions
-    return any(isinstance(x, e.ConnectTimeoutError) and not isinstance(x, e.NewConnectionError) for x in _chain(exc))
+    chain = _chain(exc)
+    e = _urllib3_kinds(chain)
+    return any(
+        isinstance(x, ConnectTimeout)
+        or (e is not None and isinstance(x, e.ConnectTimeoutError) and not isinstance(x, e.NewConnectionError))
+        for x in chain
+    )
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -114,28 +129,34 @@ def is_transient(exc: BaseException) -> bool:
 def unusable_answer(exc: BaseException) -> str:
     """What was wrong with the answer (or the URL it sent us to) rather than with the connection,
     in words, or "" when ``exc`` is no such failure: ``a body that does not decode as its
-    Content-Encoding says`` (urllib3 ``DecodeError``), ``an answer that is not HTTP``
+    Content-Encoding says`` (``zlib.error`` on a direct connection, urllib3 ``DecodeError``),
+    ``an answer that is not HTTP``
     (http.client ``BadStatusLine`` other than ``RemoteDisconnected``, ``LineTooLong``, urllib3
     ``ResponseNotChunked``, ``HeaderParsingError``, ``InvalidHeader``), ``an invalid chunk length``
     (urllib3 ``InvalidChunkLength`` with a length line that is not empty: an empty one is a
     connection lost between chunks; http.client, which reads preloaded bodies, reports both as
     ``IncompleteRead``: retried), ``a URL that cannot be used (...)`` (urllib3
-    ``LocationValueError``: a ``Location`` that does not parse or names an unknown scheme)."""
+    ``LocationValueError``, the direct connection's ``BadURL`` and ``http.client.InvalidURL``: a
+    ``Location`` that does not parse or names an unknown scheme)."""
     import http.client
+    import zlib
 
-    import urllib3
+    from builder.registry.connections import BadURL
 
-    e = urllib3.exceptions
-    for x in _chain(exc):
-        if isinstance(x, e.DecodeError):
+    chain = _chain(exc)
+    e = _urllib3_kinds(chain)
+    for x in chain:
+        if isinstance(x, zlib.error) or (e is not None and isinstance(x, e.DecodeError)):
             return "a body that does not decode as its Content-Encoding says"
-        if isinstance(x, e.LocationValueError):
+        if isinstance(x, BadURL | http.client.InvalidURL) or (e is not None and isinstance(x, e.LocationValueError)):
             return f"a URL that cannot be used ({x})"
-        if isinstance(x, e.InvalidChunkLength) and x.length.strip():
+        if e is not None and isinstance(x, e.InvalidChunkLength) and x.length.strip():
             return f"an invalid chunk length ({x.length[:40]!r})"
         if isinstance(x, http.client.BadStatusLine) and not isinstance(x, http.client.RemoteDisconnected):
             return "an answer that is not HTTP"  # RemoteDisconnected: it closed without answering
-        if isinstance(x, http.client.LineTooLong | e.ResponseNotChunked | e.HeaderParsingError | e.InvalidHeader):
+        if isinstance(x, http.client.LineTooLong):
+            return "an answer that is not HTTP"
+        if e is not None and isinstance(x, e.ResponseNotChunked | e.HeaderParsingError | e.InvalidHeader):
             return "an answer that is not HTTP"
     return ""
 
@@ -147,22 +168,14 @@ def lost_connection(exc: BaseException) -> bool:
     timeouts too: whether it is transient depends on the socket error it wraps)."""
     import http.client
 
-    import urllib3
-
-    e = urllib3.exceptions
-    if isinstance(exc, e.NewConnectionError):
+    if isinstance(
+        exc, ConnectionResetError | ConnectionAbortedError | BrokenPipeError | TimeoutError | http.client.IncompleteRead
+    ):
+        return True
+    e = _urllib3_kinds([exc])
+    if e is None or isinstance(exc, e.NewConnectionError):
         return False
-    return isinstance(
-        exc,
-        ConnectionResetError
-        | ConnectionAbortedError
-        | BrokenPipeError
-        | TimeoutError
-        | http.client.IncompleteRead
-        | e.ProtocolError
-        | e.ReadTimeoutError
-        | e.ConnectTimeoutError,
-    )
+    return isinstance(exc, e.ProtocolError | e.ReadTimeoutError | e.ConnectTimeoutError)
 
 
 def connection_cause(exc: BaseException, proxy: str = "") -> str:

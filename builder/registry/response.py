@@ -1,48 +1,109 @@
 """One answer of a registry (or of its token service, or of the storage a blob GET was redirected
 to), as every module of :mod:`builder.registry` reads it: status, headers, final URL and a body
-that is read whole, read with limits, or streamed, through urllib3's ``HTTPResponse``.
+that is read whole, read with limits, or streamed, whichever connection carried it (a direct
+``http.client`` one, :mod:`builder.registry.connections`; urllib3's through a proxy,
+:mod:`builder.registry.exchange`).
 
-Shape: :class:`Response` (frozen) wraps one ``urllib3.BaseHTTPResponse``
-(https://urllib3.readthedocs.io/en/stable/reference/urllib3.response.html). ``status_code``,
-``headers`` (case-insensitive), ``url`` (absolute, after redirects), ``content``/``text``/``json()``
-(the whole body, read once and kept by urllib3), ``iter_content(n)`` (a stream of pieces of up to
-``n`` bytes), ``read1(n)`` (whatever has arrived, at most ``n`` bytes) and ``close()``. The names are
-those ``requests.Response`` used (https://requests.readthedocs.io/en/latest/api/#requests.Response),
-so callers of the registry client read one shape whatever the transport underneath.
+Shape: :class:`Response` (frozen): ``status_code``, ``headers`` (:class:`Headers`:
+case-insensitive, repeated fields joined by ``", "`` as urllib3's ``HTTPHeaderDict`` joins them,
+https://urllib3.readthedocs.io/en/stable/reference/urllib3._collections.html), ``url`` (absolute,
+after redirects), ``content``/``text``/``json()`` (the whole body, read once and kept),
+``iter_content(n)`` (a stream of pieces of up to ``n`` bytes), ``read1(n)`` (whatever has arrived,
+at most ``n`` bytes) and ``close()``. The names are those ``requests.Response`` used
+(https://requests.readthedocs.io/en/latest/api/#requests.Response), so callers of the registry
+client read one shape whatever the transport underneath. The body is read through a
+:class:`Body` (the interface both connection kinds give).
 
-Errors: reading the body raises urllib3's ``HTTPError`` subclasses (``ProtocolError``,
-``ReadTimeoutError``) or ``OSError``; :class:`builder.registry.transport.Transport` maps them to
-builder errors. ``json()`` raises ``ValueError`` for a body that is not JSON.
+Errors: reading the body raises :class:`ReadError` (an ``OSError`` whose ``__cause__`` says why:
+``http.client.IncompleteRead``, a timeout, ``zlib.error``, urllib3's ``ProtocolError`` or
+``DecodeError``) or ``OSError``; :class:`builder.registry.transport.Transport` maps them to
+builder errors (:mod:`builder.registry.failures`). ``json()`` raises ``ValueError`` for a body
+that is not JSON.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterable, Iterator
 
-    from urllib3 import BaseHTTPResponse
+
+class ReadError(OSError):
+    """The body of an answer could not be read to its end or decoded; ``__cause__`` is why."""
+
+
+class Body(Protocol):
+    """An answer's body as :class:`Response` reads it, whatever connection carries it."""
+
+    def read_all(self) -> bytes:
+        """The whole (decoded) body; the connection given back. Raises ReadError."""
+        ...
+
+    def read1(self, size: int) -> bytes:
+        """What has arrived of the (decoded) body, at most about ``size`` bytes; b"" at the end.
+        Raises ReadError."""
+        ...
+
+    def raw_readinto(self) -> Callable[[memoryview], int] | None:
+        """``http.client``'s ``readinto`` of the body when it needs no decoding, else None."""
+        ...
+
+    def close(self) -> None:
+        """Done: the connection given back when the body was read to its end, else closed."""
+        ...
+
+
+class Headers(Mapping[str, str]):
+    """An answer's header fields, looked up case-insensitively; a field sent several times reads
+    as its values joined by ``", "`` (RFC 9110 section 5.3,
+    https://www.rfc-editor.org/rfc/rfc9110#section-5.3). Iterates the names as first sent."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: Iterable[tuple[str, str]]) -> None:
+        self._fields: dict[str, tuple[str, str]] = {}
+        for name, value in fields:
+            key = name.lower()
+            got = self._fields.get(key)
+            self._fields[key] = (got[0], f"{got[1]}, {value}") if got else (name, value)
+
+    def __getitem__(self, name: str) -> str:
+        return self._fields[name.lower()][1]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._fields
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self._fields.values())
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __repr__(self) -> str:
+        return f"Headers({dict(self.items())!r})"
 
 
 @dataclasses.dataclass(frozen=True)
 class Response:
     """One HTTP answer. ``status_code``: the HTTP status; ``headers``: the answer's headers
-    (urllib3's ``HTTPHeaderDict``: case-insensitive, repeated headers joined by ``", "``);
-    ``url``: the absolute URL that answered (the last redirect target, when redirects were
-    followed); ``raw``: urllib3's response, whose body is read at most once."""
+    (:class:`Headers`); ``url``: the absolute URL that answered (the last redirect target, when
+    redirects were followed); ``body``: its :class:`Body`, read at most once."""
 
     status_code: int
     headers: Mapping[str, str]
     url: str
-    raw: BaseHTTPResponse = dataclasses.field(repr=False)
+    body: Body = dataclasses.field(repr=False)
 
-    @property
+    @functools.cached_property
     def content(self) -> bytes:
         """The whole body (read on first use, then kept; b"" for none). Unbounded: bodies that
-        may be large or hostile are read with :meth:`Transport.read_body`'s limits instead."""
-        return bytes(self.raw.data or b"")
+        may be large or hostile are read with :meth:`Transport.read_body`'s limits instead.
+        Raises ReadError."""
+        return self.body.read_all()
 
     @property
     def encoding(self) -> str | None:
@@ -67,21 +128,26 @@ class Response:
 
     def iter_content(self, chunk_size: int) -> Iterator[bytes]:
         """The body in pieces of ``chunk_size`` bytes (the last may be shorter), as it arrives;
-        a compressed ``Content-Encoding`` is decoded (as requests did)."""
-        return self.raw.stream(chunk_size, decode_content=True)
+        a compressed ``Content-Encoding`` is decoded (as requests did). Raises ReadError."""
+        pending = bytearray()
+        while piece := self.body.read1(chunk_size):
+            pending += piece
+            while len(pending) >= chunk_size:
+                yield bytes(pending[:chunk_size])
+                del pending[:chunk_size]
+        if pending:
+            yield bytes(pending)
 
     def read1(self, size: int) -> bytes:
         """What has arrived of the body, at most ``size`` bytes, waiting only when nothing has
-        (b"" at the end): a trickled body cannot hold one read open for long."""
-        return self.raw.read1(size, decode_content=True)
+        (b"" at the end): a trickled body cannot hold one read open for long. Raises ReadError."""
+        return self.body.read1(size)
 
     def close(self) -> None:
         """Give the connection back to its pool: as it is when the body was read to its end
         (keep-alive), closed first when it was not (unread bytes would corrupt the next answer on
         it). Safe to call twice."""
-        if not self.raw.closed:
-            self.raw.close()
-        self.raw.release_conn()
+        self.body.close()
 
 
 def decode(data: bytes, charset: str | None) -> str:

@@ -179,8 +179,6 @@ def _pieces(s: BlobStream, resp: Response, buffer: Callable[[], memoryview | Non
     ``process.Interrupted`` before the next piece once the process was interrupted (SIGTERM,
     SIGINT, SIGHUP): an upload stops short of its ``Content-Length``, so nothing is stored and
     the stage pointer a promotion would move stays where it was."""
-    import urllib3
-
     n = 0
     readinto = _reader(resp)
     length = resp.headers.get("Content-Length", "")
@@ -209,7 +207,7 @@ def _pieces(s: BlobStream, resp: Response, buffer: Callable[[], memoryview | Non
             yield piece
         else:
             return  # stopped
-    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError) as exc:
+    except (http.client.HTTPException, OSError, ValueError) as exc:  # ReadError is an OSError
         raise BlobSourceError(
             f"registry {s.src.registry} stopped sending {s.where} after {n} of {s.desc.size} bytes: "
             f"{type(exc).__name__}",
@@ -311,13 +309,14 @@ class _Pass(threading.Thread):
 
 def _reader(resp: Response) -> Callable[[memoryview], int]:
     """What receives ``resp``'s body into a buffer: the ``readinto`` of the standard library's
-    ``http.client.HTTPResponse`` under urllib3's (straight from the socket into the buffer,
+    ``http.client.HTTPResponse`` (a direct connection's, or the one under urllib3's through a
+    proxy: straight from the socket into the buffer,
     https://docs.python.org/3/library/http.client.html#http.client.HTTPResponse.readinto), when the
     body has no ``Content-Encoding`` to decode (a blob's bytes are sent as stored); else a copy
-    of each decoded piece urllib3 hands out (``Response.read1``)."""
-    fp = getattr(resp.raw, "_fp", None)  # urllib3 keeps the http.client response there (1.x and 2.x)
-    if isinstance(fp, http.client.HTTPResponse) and not resp.headers.get("Content-Encoding"):
-        return fp.readinto
+    of each decoded piece (``Response.read1``)."""
+    raw = resp.body.raw_readinto()  # a direct connection's, or the one under urllib3's through a proxy
+    if raw is not None:
+        return raw
 
     def decoded(buf: memoryview) -> int:
         data = resp.read1(len(buf))

@@ -1,5 +1,7 @@
-"""HTTP to one registry host through urllib3 (https://urllib3.readthedocs.io/en/stable/): one
-thread-safe ``PoolManager`` of keep-alive connection pools shared by every thread, the
+"""HTTP to one registry host: a thread-safe keep-alive connection pool per origin shared by every
+thread (``http.client`` for origins reached directly, :mod:`builder.registry.connections`;
+urllib3's ``ProxyManager`` / ``SOCKSProxyManager`` when a proxy applies,
+https://urllib3.readthedocs.io/en/stable/advanced-usage.html#proxies), the
 environment's proxy/CA/netrc settings resolved once per host
 (:mod:`builder.registry.environment`), bounded retries, redirects followed (``Authorization``
 dropped when the host changes), the 401 challenge round trip (answered by
@@ -32,8 +34,9 @@ from typing import IO, TYPE_CHECKING, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
+from builder.registry.connections import Pool, Timeout, tls_context
 from builder.registry.environment import EnvSettings, env_settings
-from builder.registry.exchange import MAX_REDIRECTS, direct_pool, send, split_url
+from builder.registry.exchange import MAX_REDIRECTS, SendError, TooManyRedirects, origin_pool, send, split_url
 from builder.registry.failures import (
     connect_timed_out,
     connection_cause,
@@ -45,13 +48,12 @@ from builder.registry.failures import (
     timed_out,
     timeout_seconds,
     tls_failed,
-    too_many_redirects,
     unusable_answer,
-    unwrap,
 )
 from builder.registry.response import Response, decode
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Mapping
 
     import urllib3
@@ -138,8 +140,8 @@ class Transport:
         self._lock = threading.Lock()
         self._managers: dict[tuple[tuple[str, str | None, str | None], bool], urllib3.PoolManager] = {}
         self._env_cache: dict[str, EnvSettings] = {}
-        #: origin (scheme://netloc) -> its settings, pools and direct pool (:meth:`_route`)
-        self._routes: dict[str, tuple[EnvSettings, urllib3.PoolManager, urllib3.HTTPConnectionPool | None]] = {}
+        #: origin (scheme://netloc) -> its direct pool, or the proxy's manager (:meth:`_route`)
+        self._routes: dict[str, Pool | urllib3.PoolManager] = {}
         self.requests_sent = 0  # HTTP requests sent, retries and auth round trips included
         self.max_body_bytes = MAX_BODY_BYTES  # bodies read into memory: at most this many bytes ...
         self.max_body_seconds = MAX_BODY_SECONDS  # ... arriving within this many seconds
@@ -148,21 +150,26 @@ class Transport:
         """The environment's proxy, CA and netrc settings for ``url``'s ``scheme://host``, read
         once per ``scheme://host`` and kept (a later change of the environment is not seen)."""
         parts = urlsplit(url)
-        key = f"{parts.scheme}://{parts.netloc}"
+        return self._env_for(f"{parts.scheme}://{parts.netloc}")
+
+    def _env_for(self, origin: str) -> EnvSettings:
+        """:meth:`env_settings` of ``origin`` (``scheme://netloc``, as :func:`split_url` gives it)."""
         with self._lock:
-            got = self._env_cache.get(key)
+            got = self._env_cache.get(origin)
         if got is None:
-            got = env_settings(key + "/", self.environ)
+            got = env_settings(origin + "/", self.environ)
             with self._lock:
-                self._env_cache[key] = got
+                self._env_cache[origin] = got
         return got
 
-    def manager(self, url: str) -> urllib3.PoolManager:
-        """The connection pools that serve ``url`` (one ``PoolManager``, or ``ProxyManager`` when a
-        proxy applies, per distinct proxy/CA setting; urllib3 pools are thread-safe, so every
-        thread reuses the same keep-alive connections). Raises RegistryUnavailableError for a
-        proxy URL or CA path from the environment that cannot be used."""
-        return self._manager_for(self.env_settings(url), url.startswith("https:"))
+    def route(self, url: str) -> Pool | urllib3.PoolManager:
+        """What carries requests to ``url``'s origin: its keep-alive ``http.client`` pool
+        (:class:`builder.registry.connections.Pool`) when it is reached directly, else urllib3's
+        ``ProxyManager`` (one per distinct proxy/CA setting); both thread-safe, so every thread
+        reuses the same keep-alive connections. Raises RegistryUnavailableError for a proxy URL
+        or CA path from the environment that cannot be used, BadURL for an origin that cannot be
+        reached (no host, an unknown scheme)."""
+        return self._route(split_url(url)[0])
 
     def _manager_for(self, env: EnvSettings, tls: bool) -> urllib3.PoolManager:
         key = (env.pool_key, tls)
@@ -172,20 +179,26 @@ class Transport:
                 got = self._managers[key] = _new_manager(env, tls, self.registry)
             return got
 
-    def _route(self, origin: str) -> tuple[EnvSettings, urllib3.PoolManager, urllib3.HTTPConnectionPool | None]:
-        """How requests to ``origin`` (``scheme://netloc``) go, resolved on its first request and
-        kept: its environment settings, the connection pools for them and, for a direct
-        connection, the origin's own pool (:func:`builder.registry.exchange.direct_pool`; None
-        through a proxy). Raises RegistryUnavailableError as :meth:`manager` does."""
+    def _route(self, origin: str) -> Pool | urllib3.PoolManager:
+        """:meth:`route` of ``origin`` (``scheme://netloc``), resolved on its first request and
+        kept (urllib3 is imported only here, and only when a proxy applies)."""
         with self._lock:
             got = self._routes.get(origin)
         if got is None:
-            env = self.env_settings(origin + "/")
-            manager = self._manager_for(env, origin.startswith("https:"))
-            got = (env, manager, None if env.proxy else direct_pool(origin, manager))
+            env = self._env_for(origin)
+            if env.proxy:
+                got = self._manager_for(env, origin.startswith("https:"))
+            else:
+                got = origin_pool(origin, lambda: self._tls(env), POOL_MAXSIZE)
             with self._lock:
                 got = self._routes.setdefault(origin, got)
         return got
+
+    def _tls(self, env: EnvSettings) -> ssl.SSLContext:
+        """The TLS settings trusting ``env.ca`` (a file or a directory) or certifi's bundle. Raises
+        RegistryUnavailableError for a CA path that does not exist."""
+        _check_ca(env, self.registry)
+        return tls_context(env.ca)
 
     def _locate(self, path: str) -> tuple[str, str, str, str]:
         """``(url, origin, target, path)`` of a request for ``path`` (see :meth:`url`): the
@@ -223,12 +236,10 @@ class Transport:
         the request. ``retry=False``: no retry of a dropped connection or a 429/5xx (the caller
         starts over itself: a streamed upload cannot be sent twice into one upload session).
         ``process.Interrupted`` when SIGTERM/SIGINT arrives during a backoff (no attempt follows)."""
-        import urllib3
-
-        url, origin, target, url_path = self._locate(path)
+        url, origin, _, url_path = self._locate(path)
         where = f"{self.registry}/{ref}" if ref else f"{self.registry}{url_path}"
-        env, manager, pool = self._route(origin)
-        timeout = _timeout(kw.get("timeout", self.timeout))  # one urllib3.Timeout per distinct value
+        env = self._env_for(origin)
+        timeout = _timeout(kw.get("timeout", self.timeout))  # one Timeout per distinct value
         stream = bool(kw.get("stream"))
         data = kw.get("data")
         sent = dict(headers or {})
@@ -251,10 +262,10 @@ class Transport:
             with self._lock:
                 self.requests_sent += 1
             try:
-                resp = send(manager, pool, method, url, target, sent, data, timeout, stream)
-            except urllib3.exceptions.HTTPError as exc:
-                cause = unwrap(exc)
-                if too_many_redirects(cause):
+                resp = send(self._route, method, url, sent, data, timeout, stream)
+            except SendError as exc:
+                cause = exc.cause
+                if isinstance(cause, TooManyRedirects):
                     raise RegistryError(
                         f"registry {self.registry} redirected {method} {where} more than {MAX_REDIRECTS} times",
                         hint="the registry or its storage redirects in a loop; check the registry's storage settings",
@@ -292,8 +303,6 @@ class Transport:
         ``max_body_bytes`` (a larger ``Content-Length`` is refused before reading) within
         ``max_body_seconds`` in total. RegistryError (7) naming the registry and the request
         otherwise; the connection is closed either way."""
-        import urllib3
-
         limit, deadline = self.max_body_bytes, time.monotonic() + self.max_body_seconds
         try:
             declared = resp.headers.get("Content-Length")
@@ -324,7 +333,7 @@ class Transport:
                             hint="the registry or a proxy stalls responses; retry later or check it",
                             registry=self.registry,
                         )
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
+            except OSError as exc:  # ReadError included
                 env = self.env_settings(resp.url)
                 raise self._unavailable(exc, "GET", where, 0, env, _timeout(self.timeout)) from exc
             return bytes(body)
@@ -335,11 +344,8 @@ class Transport:
         """Send ``req`` to its token service (the environment's proxy/CA/netrc apply; redirects
         followed); returns the response, body read, whatever its status. Raises
         RegistryUnavailableError when it is unreachable."""
-        import urllib3
-
         url = req.url
-        origin, target, _ = split_url(url)
-        env, manager, pool = self._route(origin)
+        env = self.env_settings(url)
         headers: dict[str, str] = {}
         body: bytes | None = None
         if req.method == "POST":
@@ -350,9 +356,9 @@ class Transport:
         elif req.basic or env.netrc:
             headers["Authorization"] = _basic(*(req.basic or env.netrc or ("", "")))
         try:
-            return send(manager, pool, req.method, url, target, headers, body, _timeout(self.timeout), False)
-        except urllib3.exceptions.HTTPError as exc:
-            cause = unwrap(exc)
+            return send(self._route, req.method, url, headers, body, _timeout(self.timeout), False)
+        except SendError as exc:
+            cause = exc.cause
             if env.proxy and proxy_refusal(cause):
                 raise self._proxy_refused(env, proxy_refusal(cause), f"the token service {req.realm}") from exc
             raise RegistryUnavailableError(
@@ -391,7 +397,7 @@ class Transport:
         where: str,
         attempt: int,
         env: EnvSettings,
-        timeout: urllib3.Timeout,
+        timeout: Timeout,
     ) -> RegistryUnavailableError | RegistryError:
         """The error for a request that got no HTTP answer: TLS, a proxy refusing the tunnel, a
         timeout (named with its seconds and the ``registry_timeout_s`` setting), or no connection
@@ -421,7 +427,7 @@ class Transport:
         tries = f"{attempt + 1} attempt" + ("s" if attempt else "")
         if timed_out(exc):
             connecting = connect_timed_out(exc)
-            seconds = timeout.connect_timeout if connecting else timeout.read_timeout
+            seconds = timeout.connect if connecting else timeout.read
             what = "no connection" if connecting else "no answer"
             via = f" through the proxy {proxy_note(env)}" if env.proxy else ""
             return RegistryUnavailableError(
@@ -529,8 +535,6 @@ ERROR_EXCERPT_SECONDS = 5.0
 def _error_excerpt(resp: Response) -> str:
     """At most ``ERROR_EXCERPT_BYTES`` of a streamed error answer's body, as text (what arrived
     within ``ERROR_EXCERPT_SECONDS``; "" when the connection broke). The caller closes ``resp``."""
-    import urllib3
-
     got = bytearray()
     deadline = time.monotonic() + ERROR_EXCERPT_SECONDS
     try:
@@ -539,18 +543,16 @@ def _error_excerpt(resp: Response) -> str:
             if not chunk:
                 break
             got += chunk
-    except (urllib3.exceptions.HTTPError, OSError):
+    except OSError:  # ReadError included
         return decode(bytes(got), None)  # the message says what arrived; the status says the rest
     return decode(bytes(got), resp.encoding)
 
 
 @functools.cache
-def _timeout(value: float | tuple[float, float]) -> urllib3.Timeout:
-    """urllib3's (connect, read) timeout for ``value`` seconds (kept: urllib3 clones it per use)."""
-    import urllib3
-
+def _timeout(value: float | tuple[float, float]) -> Timeout:
+    """The (connect, read) timeout for ``value`` seconds (one number: both)."""
     connect, read = value if isinstance(value, tuple) else (value, value)
-    return urllib3.Timeout(connect=connect, read=read)
+    return Timeout(connect=connect, read=read)
 
 
 def _body_size(data: IO[bytes] | BlobStream) -> int:
@@ -569,8 +571,21 @@ def _basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
+def _check_ca(env: EnvSettings, registry: str) -> None:
+    """Raise RegistryUnavailableError when the CA path the environment names does not exist."""
+    import os.path
+
+    if env.ca and not os.path.exists(env.ca):
+        raise RegistryUnavailableError(
+            f"the CA certificates {env.ca} named for registry {registry} do not exist",
+            hint="point REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE / SSL_CERT_FILE / SSL_CERT_DIR at a PEM file "
+            "(or a directory of certificates), or unset it",
+            registry=registry,
+        )
+
+
 def _new_manager(env: EnvSettings, tls: bool, registry: str) -> urllib3.PoolManager:
-    """Connection pools for one proxy/CA setting: up to ``POOL_MAXSIZE`` idle keep-alive
+    """urllib3's connection pools through the proxy ``env`` names: up to ``POOL_MAXSIZE`` idle keep-alive
     connections per host; ``block=False``: a thread finding every pooled connection in use opens
     another instead of waiting (a blocking pool without a timeout would hang the process on one
     leaked response; https://urllib3.readthedocs.io/en/stable/reference/urllib3.poolmanager.html).
@@ -583,21 +598,13 @@ def _new_manager(env: EnvSettings, tls: bool, registry: str) -> urllib3.PoolMana
 
     kw: dict[str, object] = {"num_pools": 8, "maxsize": POOL_MAXSIZE, "block": False}
     if tls:
-        if env.ca and not os.path.exists(env.ca):
-            raise RegistryUnavailableError(
-                f"the CA certificates {env.ca} named for registry {registry} do not exist",
-                hint="point REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE / SSL_CERT_FILE / SSL_CERT_DIR at a PEM file "
-                "(or a directory of certificates), or unset it",
-                registry=registry,
-            )
+        _check_ca(env, registry)
         if env.ca and os.path.isdir(env.ca):
             kw["ca_cert_dir"] = env.ca
         else:
             import certifi
 
             kw["ca_certs"] = env.ca or certifi.where()
-    if not env.proxy:
-        return urllib3.PoolManager(**kw)  # type: ignore[arg-type]
     try:
         if env.proxy.startswith("socks"):
             from urllib3.contrib.socks import SOCKSProxyManager

@@ -10,6 +10,7 @@ import pytest
 
 from builder.errors import RegistryUnavailableError
 from builder.registry import RegistryClient
+from builder.registry.connections import Pool
 from tests.conftest import ROOT, Cli
 
 
@@ -56,10 +57,9 @@ def test_threads_share_keep_alive_connections(registry_address: str, monkeypatch
     for t in threads:
         t.start()
         t.join()  # one after the other: each new thread finds the previous connection idle
-    pools = client.transport.manager(client.base + "/v2/").pools
-    assert len(pools) == 1
-    pool = pools[next(iter(pools.keys()))]
-    assert pool.num_connections == 1, pool.num_connections  # one TCP connection for 5 requests on 5 threads
+    pool = client.transport.route(client.base + "/v2/")
+    assert isinstance(pool, Pool)  # reached directly: builder.registry.connections
+    assert pool.opened == 1, pool.opened  # one TCP connection for 5 requests on 5 threads
 
 
 def test_resolve_reaches_the_registry_on_this_machine_past_a_dead_proxy(cli: Cli, registry_address: str) -> None:

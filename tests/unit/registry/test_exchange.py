@@ -1,7 +1,7 @@
 """One exchange on the origin's own keep-alive pool (builder.registry.exchange): an absolute URL
-sent as its path and query, a 303 after an upload followed as a body-less GET, a pool the
-manager closed replaced without losing the request. Real sockets: a small HTTP/1.1 server on
-127.0.0.1 that records what arrives."""
+sent as its path and query, a 303 after an upload followed as a body-less GET, a pool whose idle
+connections were closed serving the next request on a new one without losing it. Real sockets: a
+small HTTP/1.1 server on 127.0.0.1 that records what arrives."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from builder.registry.auth import Authenticator
+from builder.registry.connections import Pool
 from builder.registry.exchange import split_url
 from builder.registry.transport import Transport
 
@@ -89,9 +90,9 @@ def test_an_absolute_url_is_sent_as_its_path_and_query_on_one_connection(
         ("HEAD", "/v2/r/manifests/t"),
     ] * 3
     assert {h["Host"] for _, _, h, _ in seen} == {address}
-    pools = transport.manager(url).pools
-    assert len(pools) == 1
-    assert pools[next(iter(pools.keys()))].num_connections == 1  # one keep-alive connection for all six
+    pool = transport.route(url)
+    assert isinstance(pool, Pool) and pool is transport.route(transport.url("/v2/"))  # one pool per origin
+    assert (pool.opened, pool.in_use) == (1, 0)  # one keep-alive connection for all six
 
 
 def test_a_303_after_an_upload_is_followed_as_a_get_without_the_body(
@@ -122,21 +123,19 @@ def test_a_303_after_an_upload_is_followed_as_a_get_without_the_body(
     assert transport.requests_sent == 1  # one request of builder's, its redirect followed inside it
 
 
-def test_a_pool_the_manager_closed_does_not_lose_the_request(
+def test_a_pool_whose_idle_connections_were_closed_does_not_lose_the_request(
     server: tuple[str, list[tuple[str, str, dict[str, str], bytes]]],
 ) -> None:
-    """The manager keeps ``num_pools`` hosts' pools; urllib3 releases that close the pool they
-    evict (its ``dispose_func``) close the one the transport keeps for the registry under it:
-    the request goes out through the manager's new pool, nothing lost, nothing sent twice."""
+    """Closing a pool closes its idle connections (those a process ending or a caller gives up);
+    the next request goes out on a new connection of the same pool, nothing lost, nothing sent
+    twice."""
     address, seen = server
     transport = _transport(address)
     assert transport.request("GET", "/v2/r/manifests/t").content == b"ok"
-    manager = transport.manager(transport.base + "/")
-    (key,) = manager.pools.keys()
-    evicted = manager.pools[key]
-    del manager.pools[key]  # evicted ...
-    evicted.close()  # ... and closed, as such a release does
+    pool = transport.route(transport.base + "/")
+    assert isinstance(pool, Pool)
+    pool.close()
     for _ in range(2):
         assert transport.request("GET", "/v2/r/manifests/t").content == b"ok"
     assert len(seen) == 3 and transport.requests_sent == 3
-    assert len(manager.pools) == 1 and manager.pools[key] is not evicted
+    assert (pool.opened, pool.in_use) == (2, 0) and transport.route(transport.base + "/") is pool

@@ -1,13 +1,13 @@
 """Every answer the client refuses or drops gives its connection back (#20: the possible hang).
 
-The client's connection pool is replaced by one of a single connection that BLOCKS when it is in
-use (urllib3 ``block=True`` without a timeout): one leaked streamed response and the next request
-waits forever. A real HTTP server on 127.0.0.1 answers each kind of refusal (oversized declared,
+The registry's keep-alive pool (builder.registry.connections.Pool) counts the connections out with
+a request or an unread body (``in_use``): one leaked streamed response keeps a connection (and its
+socket) forever. A real HTTP server on 127.0.0.1 answers each kind of refusal (oversized declared,
 endless body, endless error body, 401 challenges, retried 503s, a digest mismatch, a blob stream
-closed mid-way); after each, the pool's one slot must be free again (deterministic: the pool's
-queue is inspected, nothing is timed), and the whole run happens in a thread joined with a
-generous guard so a regression fails the test instead of hanging the suite. A control shows the
-harness catches a leak: a streamed blob left open keeps the slot.
+closed mid-way); after each, no connection may be out (deterministic: the pool's count is
+inspected, nothing is timed), and the whole run happens in a thread joined with a generous guard
+so a regression fails the test instead of hanging the suite. A control shows the harness catches
+a leak: a streamed blob left open keeps its connection out.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import threading
 from typing import TYPE_CHECKING
 
 import pytest
-import urllib3
 
 from builder.errors import BuilderError, NotFoundError, RegistryError
 from builder.registry import Credential, RegistryClient
+from builder.registry.connections import Pool
 from builder.registry.manifest import Descriptor
 from builder.registry.stream import BlobStream
 
@@ -116,18 +116,15 @@ def server() -> Iterator[str]:
 
 
 def _one_connection_client(address: str) -> tuple[RegistryClient, Callable[[], int]]:
-    """A client whose pool holds one connection and blocks while it is out; and a function
-    returning how many of the pool's slots are free (1 when nothing leaked)."""
+    """A client of the registry at ``address``; and a function returning 1 when none of its
+    pool's connections is out (nothing leaked), else 0."""
     client = RegistryClient(address, insecure=True, retries=2, backoff=0.0, auth=Credential("u", "p"))
-    pm = urllib3.PoolManager(num_pools=1, maxsize=1, block=True)
-    transport = client.transport
-    env = transport.env_settings(transport.base + "/")
-    transport._managers[(env.pool_key, False)] = pm  # the probe: a leak now blocks the next request forever
+    pool = client.transport.route(client.transport.base + "/")
+    assert isinstance(pool, Pool)  # reached directly: the http.client pool
 
     def free_slots() -> int:
-        pools = [pm.pools[key] for key in pm.pools.keys()]  # noqa: SIM118 - RecentlyUsedContainer
-        assert len(pools) == 1 and pools[0].pool is not None  # the one host, one pool
-        return int(pools[0].pool.qsize())
+        assert pool.in_use >= 0
+        return int(pool.in_use == 0)
 
     return client, free_slots
 
