@@ -98,7 +98,7 @@ def builder_build(project: Path, env: dict[str, str]) -> tuple[float, dict[str, 
 def buildx_pass(project: Path, workers: int) -> float:
     """``docker buildx build`` of every rendered variant (no output), ``workers`` at a time."""
     from builder.build.plan import DEFAULT_CA_BUNDLE, default_secrets
-    from builder.build.run import materialize
+    from builder.build.variant import materialize
     from builder.config import load_config
     from builder.variants import render_matrices
 

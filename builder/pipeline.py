@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import TypedDict
 
-from builder.build.run import BuiltImageDocument, built_json
+from builder.build.results import BuiltImageDocument, built_json
 from builder.errors import BuilderError, BuildFailedError, CheckFailedError, PromotionConflictError, TagConflictError
 from builder.models import SummaryRow
 from builder.publish import sign_earlier

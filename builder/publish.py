@@ -8,7 +8,7 @@ does: :func:`sign_earlier`).
 
 Errors: ConfigError (2) for ``--keyless`` with ``--key``; SigningKeyError (16), SigningError (17)
 for keys and tokens; what :func:`builder.build.run.build_variants` raises; a run with failed
-variants is returned (:func:`builder.build.run.raise_for_failures` raises its error).
+variants is returned (:func:`builder.build.results.raise_for_failures` raises its error).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import dataclasses
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from builder.build.run import BuildPreview, BuildRun, ProgressFn, build_variants, preview
+from builder.build.results import BuildPreview, BuildRun
+from builder.build.run import build_variants, preview
 from builder.build.source import git_commit as source_commit
 from builder.errors import BuilderError, ConfigError, TagConflictError
 from builder.signing.keyless.trust import KeylessSetup, key_or_keyless, keyless_setup
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.build.plan import BuildOptions
+    from builder.build.variant import ProgressFn
     from builder.models import BuiltImage, RenderedImage
     from builder.registry import RegistryClient
     from builder.signing.keys import PublicKey

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from builder.bases import BasesUpdate
     from builder.build.plan import PlannedBuild
-    from builder.build.run import BuildRun
+    from builder.build.results import BuildRun
     from builder.cli.progress import Mode
     from builder.models import RenderedImage
 
@@ -131,7 +131,7 @@ def build(
       builder build --select 'jax*' --keyless    in CI: sign keylessly (OIDC)
     """
     from builder.build.plan import BuildOptions, build_secrets
-    from builder.build.run import BuildPreview, raise_for_failures
+    from builder.build.results import BuildPreview, raise_for_failures
     from builder.publish import SigningRequest, build_images
     from builder.selection import Selection
     from builder.variants import select_renders
@@ -257,7 +257,7 @@ def _print_unpinned(left_out: Sequence[RenderedImage], selected: int) -> None:
 def _print_summary(run: BuildRun) -> None:
     from rich.markup import escape
 
-    from builder.build.run import log_tail
+    from builder.build.results import log_tail
     from builder.cli.tables import Column, fitted_table
 
     columns = [

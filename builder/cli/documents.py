@@ -49,7 +49,7 @@ DOCUMENTS: dict[str, str] = {
     "fleet audit": "builder.promote.audit:FleetAuditDocument",
     "gc": "builder.promote.gc:GcDocument",
     "ledger verify": "builder.promote.ledger_check:LedgerVerifyDocument",
-    "build": "builder.build.run:BuildDocument",
+    "build": "builder.build.results:BuildDocument",
     "bases update": "builder.bases:BasesUpdateDocument",
     "run": "builder.pipeline:RunDocument",
 }

@@ -4,7 +4,7 @@
 being built with its current ``#N [stage] step``; ``plain``: every ``PLAIN_EVERY_S`` seconds one
 line per variant being built with its current step (CI logs); ``quiet``: no steps and no
 per-variant event lines except failures; ``auto``: ``tty`` when stderr is a terminal, else
-``plain``. The steps come from the build's ``step`` events (``builder.build.run``: BuildKit's
+``plain``. The steps come from the build's ``step`` events (``builder.build.variant``: BuildKit's
 plain progress lines, https://docs.docker.com/reference/cli/docker/buildx/build/#progress).
 """
 

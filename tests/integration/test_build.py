@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from builder.build.plan import BuildOptions
-from builder.build.run import build_variants, raise_for_failures
+from builder.build.results import raise_for_failures
+from builder.build.run import build_variants
 from builder.build.tags import publish_content_tag
 from builder.errors import TagConflictError, UnpinnedBaseError
 from builder.models import Accelerator, BaseImage, Framework, RenderedImage, Variant

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from builder.build.plan import BuildOptions
-from builder.build.run import build_variants, raise_for_failures
+from builder.build.results import raise_for_failures
+from builder.build.run import build_variants
 from builder.errors import BuildFailedError
 from builder.models import RenderedImage
 from builder.registry import RegistryClient

@@ -297,7 +297,7 @@ def test_a_push_under_the_content_tag_after_the_build_wrote_it_is_neither_signed
         assert client.resolve(unique_repo, content_tag) == evil
         return written
 
-    monkeypatch.setattr("builder.build.run.publish_content_tag", publish_then_overwritten)
+    monkeypatch.setattr("builder.build.variant.publish_content_tag", publish_then_overwritten)
     raced = builder(project, "build", "--json", "--select", "tiny2*", "--sign", env=env)
     assert raced.code == 15, raced.stderr[-3000:]
     [ours] = pushed

@@ -17,7 +17,8 @@ from builder.build.plan import (
     split_pinned,
     unpinned_error,
 )
-from builder.build.run import BuildRun, build_request, materialize, raise_for_failures
+from builder.build.results import BuildRun, raise_for_failures
+from builder.build.variant import build_request, materialize
 from builder.errors import BuildFailedError, ConfigError, TagConflictError
 from builder.models import Accelerator, BaseImage, BuiltImage, Framework, RenderedImage, Variant
 from builder.predicates import SLSA_PROVENANCE_V1

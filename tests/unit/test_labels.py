@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from builder import labels
 from builder.app import App
 from builder.build.plan import BuildOptions, plan_builds
-from builder.build.run import build_request
+from builder.build.variant import build_request
 from builder.config import Config
 from builder.engine import build_command
 from tests.unit.test_build_plan import rendered

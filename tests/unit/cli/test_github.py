@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.build.run import BuildRun
+from builder.build.results import BuildRun
 from builder.cli.github import (
     escape_data,
     escape_property,

@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from builder.build.run import buildkit_step
+from builder.build.variant import buildkit_step
 from builder.cli.progress import BuildSteps
 from tests.conftest import ROOT, Cli
 
