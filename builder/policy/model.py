@@ -125,6 +125,9 @@ class Policy:
     def fleets(self, stage: str) -> tuple[str, ...]:
         """The fleet files (resolved paths) the rules of ``stage`` name, each once, in rule order.
         Raises NotFoundError for an unknown stage."""
-        from builder.policy.rules_evidence import FleetRule  # the evidence rules: imported with a stage's rules
+        rules = [r for r in self.stage(stage).require.walk() if r.kind == "fleet"]  # kinds: one per rule class
+        if not rules:  # no fleet rule: its module (and the other evidence rules) need not be imported
+            return ()
+        from builder.policy.rules_evidence import FleetRule
 
-        return tuple(dict.fromkeys(r.fleet for r in self.stage(stage).require.walk() if isinstance(r, FleetRule)))
+        return tuple(dict.fromkeys(r.fleet for r in rules if isinstance(r, FleetRule)))

@@ -300,10 +300,12 @@ def with_baseline(ctx: PromotionContext, stage: str, dst: Location, held: str | 
     """``evidence`` with what the target stage holds (``held``, read from ``dst``) and its verified
     attestations, when a ``benchmark`` rule of ``stage`` compares against the stage; else unchanged.
     A read that fails becomes a problem (the rule then finds no baseline and denies)."""
+    rules = [r for r in ctx.policy.stage(stage).require.walk() if r.kind == "benchmark"]
+    if held is None or not rules:  # the benchmark rules' module only for a stage that has one
+        return evidence
     from builder.policy.rules_benchmark import BenchmarkRule
 
-    rules = ctx.policy.stage(stage).require.walk()
-    if held is None or not any(isinstance(r, BenchmarkRule) and r.against == "stage" for r in rules):
+    if not any(isinstance(r, BenchmarkRule) and r.against == "stage" for r in rules):
         return evidence
     if held == evidence.digest:
         return dataclasses.replace(evidence, baseline_digest=held)
