@@ -154,8 +154,8 @@ def unusable_answer(exc: BaseException) -> str:
             return f"an invalid chunk length ({x.length[:40]!r})"
         if isinstance(x, http.client.BadStatusLine) and not isinstance(x, http.client.RemoteDisconnected):
             return "an answer that is not HTTP"  # RemoteDisconnected: it closed without answering
-        if isinstance(x, http.client.LineTooLong):
-            return "an answer that is not HTTP"
+        if isinstance(x, http.client.LineTooLong) or type(x) is http.client.HTTPException:
+            return "an answer that is not HTTP"  # the bare kind: "got more than 100 headers"
         if e is not None and isinstance(x, e.ResponseNotChunked | e.HeaderParsingError | e.InvalidHeader):
             return "an answer that is not HTTP"
     return ""

@@ -1,0 +1,385 @@
+"""The direct connection path (builder.registry.connections) against real servers on 127.0.0.1: a
+raw socket server that answers each request per connection as a test says (bytes on the wire),
+and a real TLS server whose certificate is signed by a CA generated here (``cryptography``).
+Nothing is timed: timeouts are checked by their messages (which kind, which seconds) only.
+
+What is checked: one kept-alive connection carries many requests; a kept-alive connection the
+server closes as the next request arrives is sent once more on a new connection (urllib3's rule:
+only a reused one, only a body that can be sent again), and a fresh one is not; a body not read to
+its end is never reused; gzip and deflate (zlib and raw) bodies are decoded, a corrupt one named;
+a connect timeout and a read timeout are told apart; TLS trusts a CA file and a hashed CA
+directory from the environment and checks the host name; hostile answers (a header line of 1 MiB,
+more than 100 header fields) are named as not HTTP and not retried."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import io
+import ipaddress
+import socket
+import ssl
+import subprocess
+import threading
+import zlib
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.errors import RegistryError, RegistryUnavailableError
+from builder.registry import RegistryClient
+from builder.registry.auth import Authenticator
+from builder.registry.connections import Pool
+from builder.registry.transport import Transport
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+
+def ok(body: bytes = b"ok", headers: dict[str, str] | None = None, status: str = "200 OK") -> bytes:
+    """An answer with ``body`` (its ``Content-Length`` and ``headers``), as bytes on the wire."""
+    fields = {"Content-Length": str(len(body)), **(headers or {})}
+    head = f"HTTP/1.1 {status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items()) + "\r\n"
+    return head.encode() + body
+
+
+class RawServer:
+    """Serves each connection in a thread: reads a request's head and its ``Content-Length``
+    body, records the request line, writes what ``answer(request line, body, the connection's
+    request number from 1)`` gives (None: closes the connection without answering)."""
+
+    def __init__(
+        self, answer: Callable[[bytes, bytes, int], bytes | None], context: ssl.SSLContext | None = None
+    ) -> None:
+        self.answer = answer
+        self.context = context
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = int(self.sock.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed by the test
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            if self.context is not None:
+                conn = self.context.wrap_socket(conn, server_side=True)
+            rfile = conn.makefile("rb")
+            n = 0
+            while True:
+                line = rfile.readline(65536)
+                if not line:
+                    return
+                length = 0
+                while (field := rfile.readline(65536)) not in (b"\r\n", b""):
+                    name, _, value = field.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                body = rfile.read(length) if length else b""
+                n += 1
+                self.requests.append(line.strip())
+                reply = self.answer(line, body, n)
+                if reply is None:
+                    return
+                conn.sendall(reply)
+        except OSError:
+            return  # the client closed (or failed its TLS handshake): what some tests want
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., RawServer]]:
+    started: list[RawServer] = []
+
+    def start(answer: Callable[[bytes, bytes, int], bytes | None], context: ssl.SSLContext | None = None) -> RawServer:
+        s = RawServer(answer, context)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.close()
+
+
+def _transport(server: RawServer, retries: int = 0, **kw: object) -> Transport:
+    address = f"127.0.0.1:{server.port}"
+    return Transport(address, Authenticator(address, None), insecure=True, retries=retries, backoff=0.0, **kw)  # type: ignore[arg-type]
+
+
+def _pool(t: Transport) -> Pool:
+    pool = t.route(t.base + "/")
+    assert isinstance(pool, Pool)
+    return pool
+
+
+# -- keep-alive ----------------------------------------------------------------------------------
+
+
+def test_one_kept_alive_connection_carries_every_request(serve: Callable[..., RawServer]) -> None:
+    server = serve(lambda line, body, n: ok(b"answer %d" % n))
+    t = _transport(server)
+    for i in range(1, 6):
+        assert t.request("GET", "/v2/").content == b"answer %d" % i
+    assert t.request("PUT", "/v2/x/blobs/uploads/u", data=b"layer", ok=(200,)).content == b"answer 6"
+    assert server.connections == 1 and (_pool(t).opened, _pool(t).in_use) == (1, 0)
+
+
+def test_a_kept_alive_connection_closed_as_the_request_arrives_is_sent_once_more(
+    serve: Callable[..., RawServer],
+) -> None:
+    """The server answers the first request of each connection and closes the connection when
+    the second one arrives (an idle timeout racing the request): that request goes out once more
+    on a new connection; the transport sees one request and no failure."""
+    server = serve(lambda line, body, n: ok(body or b"first") if n == 1 else None)
+    t = _transport(server)
+    assert t.request("GET", "/v2/").content == b"first"
+    resp = t.request("PUT", "/v2/x/blobs/uploads/u", data=b"the body, sent twice")
+    assert resp.content == b"the body, sent twice"  # the whole body went out again
+    assert t.requests_sent == 2 and server.connections == 2 and len(server.requests) == 3
+    assert _pool(t).in_use == 0
+
+
+def test_a_fresh_connection_closed_without_an_answer_is_not_sent_again_by_the_pool(
+    serve: Callable[..., RawServer],
+) -> None:
+    server = serve(lambda line, body, n: None)
+    t = _transport(server)
+    with pytest.raises(RegistryUnavailableError) as info:
+        t.request("GET", "/v2/")
+    assert info.value.message.endswith(": connection reset (1 attempt)"), info.value.message
+    assert len(server.requests) == 1 and _pool(t).in_use == 0
+
+
+class OneWay:
+    """A body read once, front to back (no ``seek``/``seekable``), of a known size."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = io.BytesIO(data)
+        self.size = len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        return self._data.read(size)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def test_a_body_that_cannot_be_sent_again_is_not(serve: Callable[..., RawServer]) -> None:
+    """A body that cannot go back to its start is not re-sent on a new connection: the failure
+    is the transport's to judge (here: no retries, so it is named)."""
+    server = serve(lambda line, body, n: ok() if n == 1 else None)
+    t = _transport(server)
+    assert t.request("GET", "/v2/").content == b"ok"
+    with pytest.raises(RegistryUnavailableError, match="connection reset"):
+        t.request("PUT", "/v2/x/blobs/uploads/u", data=OneWay(b"12345"))  # type: ignore[arg-type]
+    assert len(server.requests) == 2 and _pool(t).in_use == 0
+
+
+def test_a_body_not_read_to_its_end_is_not_reused(serve: Callable[..., RawServer]) -> None:
+    big = bytes(range(256)) * 4096  # 1 MiB
+    server = serve(lambda line, body, n: ok(big))
+    t = _transport(server)
+    resp = t.request("GET", "/v2/x/blobs/sha256:0", stream=True)
+    assert len(resp.read1(1024)) <= 1024
+    assert _pool(t).in_use == 1
+    resp.close()  # most of it unread: the connection is closed, not kept
+    assert _pool(t).in_use == 0
+    assert t.request("GET", "/v2/x/blobs/sha256:0").content == big  # on a new connection
+    assert server.connections == 2 and _pool(t).opened == 2
+    assert t.request("GET", "/v2/x/blobs/sha256:0").content == big  # that one was read out: kept
+    assert server.connections == 2
+
+
+# -- Content-Encoding ----------------------------------------------------------------------------
+
+DATA = b'{"schemaVersion":2,"layers":[' + b'{"size":1},' * 5000 + b"{}]}"
+ENCODED = {
+    "gzip": gzip.compress(DATA),
+    "x-gzip": gzip.compress(DATA),
+    "deflate": zlib.compress(DATA),  # zlib data, as RFC 9110 section 8.4.1.2 says
+}
+
+
+@pytest.mark.parametrize("coding", [*ENCODED, "deflate (raw)"])
+def test_an_encoded_body_is_decoded_whole_streamed_and_in_pieces(serve: Callable[..., RawServer], coding: str) -> None:
+    if coding == "deflate (raw)":  # raw deflate without the zlib header, as some servers send it
+        c = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+        payload, name = c.compress(DATA) + c.flush(), "deflate"
+    else:
+        payload, name = ENCODED[coding], coding
+    server = serve(lambda line, body, n: ok(payload, {"Content-Encoding": name}))
+    t = _transport(server)
+    assert t.request("GET", "/v2/").content == DATA
+    assert t.read_body(t.request("GET", "/v2/", stream=True), "x") == DATA
+    pieces = list(t.request("GET", "/v2/", stream=True).iter_content(1000))
+    assert b"".join(pieces) == DATA and {len(p) for p in pieces[:-1]} == {1000}
+    assert server.connections == 1 and _pool(t).in_use == 0  # each read out, each kept
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"not gzip at all", gzip.compress(DATA)[:-40]],
+    ids=["not gzip", "gzip cut short"],
+)
+def test_a_body_that_does_not_decode_is_named_and_not_retried(serve: Callable[..., RawServer], payload: bytes) -> None:
+    server = serve(lambda line, body, n: ok(payload, {"Content-Encoding": "gzip"}))
+    t = _transport(server, retries=2)
+    with pytest.raises(RegistryError) as info:
+        t.request("GET", "/v2/")
+    assert "with a body that does not decode as its Content-Encoding says; not retried" in info.value.message
+    assert len(server.requests) == 1 and _pool(t).in_use == 0
+
+
+# -- timeouts ------------------------------------------------------------------------------------
+
+
+def test_a_read_timeout_says_no_answer_within_the_read_seconds(serve: Callable[..., RawServer]) -> None:
+    gate = threading.Event()
+    server = serve(lambda line, body, n: (gate.wait(30), None)[1])  # reads the request, never answers
+    t = _transport(server, retries=3, timeout=(7.0, 0.2))
+    try:
+        with pytest.raises(RegistryUnavailableError) as info:
+            t.request("GET", "/v2/")
+    finally:
+        gate.set()
+    message = info.value.message
+    assert "timed out (http) on GET" in message and message.endswith(": no answer within 0.2 s (2 attempts)"), message
+
+
+def test_a_connect_timeout_says_no_connection_within_the_connect_seconds() -> None:
+    """A listening socket nobody serves: TCP connects (the kernel's backlog) and the TLS
+    handshake never gets an answer, so the connection is not there within the connect timeout."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        client = RegistryClient(address, retries=1, backoff=0.0, timeout=(0.2, 9.0))
+        with pytest.raises(RegistryUnavailableError) as info:
+            client.ping()
+    message = info.value.message
+    assert "timed out (https) on GET" in message and message.endswith(": no connection within 0.2 s (2 attempts)")
+
+
+# -- TLS -----------------------------------------------------------------------------------------
+
+
+def _certificates(directory: Path) -> tuple[Path, ssl.SSLContext]:
+    """A CA (PEM file) and a server context whose certificate that CA signed for 127.0.0.1."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "builder test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    ca_path, cert_path, key_path = directory / "ca.pem", directory / "server.pem", directory / "server.key"
+    ca_path.write_bytes(ca.public_bytes(pem))
+    cert_path.write_bytes(leaf.public_bytes(pem))
+    key_path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_path, key_path)
+    return ca_path, context
+
+
+@pytest.mark.parametrize("variable", ["SSL_CERT_FILE", "SSL_CERT_DIR"])
+def test_tls_trusts_the_ca_the_environment_names(
+    serve: Callable[..., RawServer], tmp_path: Path, variable: str
+) -> None:
+    ca, context = _certificates(tmp_path)
+    server = serve(lambda line, body, n: ok(b"over TLS"), context)
+    if variable == "SSL_CERT_DIR":  # a directory of certificates named by their subject hash
+        hashed = tmp_path / "certs"
+        hashed.mkdir()
+        (hashed / "ca.pem").write_bytes(ca.read_bytes())
+        subprocess.run(["openssl", "rehash", str(hashed)], check=True, capture_output=True)
+        where = str(hashed)
+    else:
+        where = str(ca)
+    address = f"127.0.0.1:{server.port}"
+    t = Transport(address, Authenticator(address, None), retries=0, environ={variable: where})
+    assert t.base.startswith("https://")
+    for _ in range(3):
+        assert t.request("GET", "/v2/").content == b"over TLS"
+    assert server.connections == 1  # kept alive over TLS too
+
+
+def test_tls_without_the_ca_is_named_and_not_retried(serve: Callable[..., RawServer], tmp_path: Path) -> None:
+    _, context = _certificates(tmp_path)
+    server = serve(lambda line, body, n: ok(), context)
+    address = f"127.0.0.1:{server.port}"
+    t = Transport(address, Authenticator(address, None), retries=3, backoff=0.0)  # certifi's bundle
+    with pytest.raises(RegistryUnavailableError) as info:
+        t.request("GET", "/v2/")
+    assert info.value.message.startswith(f"TLS to registry {address} failed on GET"), info.value.message
+    assert "CERTIFICATE_VERIFY_FAILED" in info.value.message and server.connections == 1
+
+
+def test_tls_checks_the_host_name(serve: Callable[..., RawServer], tmp_path: Path) -> None:
+    """The certificate names 127.0.0.1; reached as ``localhost`` it is refused."""
+    ca, context = _certificates(tmp_path)
+    server = serve(lambda line, body, n: ok(), context)
+    address = f"localhost:{server.port}"
+    t = Transport(address, Authenticator(address, None), retries=0, environ={"SSL_CERT_FILE": str(ca)})
+    with pytest.raises(RegistryUnavailableError) as info:
+        t.request("GET", "/v2/")
+    assert "TLS to registry" in info.value.message and "match" in info.value.message, info.value.message
+
+
+# -- hostile answers -----------------------------------------------------------------------------
+
+HOSTILE = {
+    "a header line of 1 MiB": b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (1024 * 1024) + b"\r\n\r\n",
+    "101 header fields": b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(101)) + b"\r\n",
+    "a status line of 1 MiB": b"HTTP/1.1 200 " + b"O" * (1024 * 1024) + b"\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("answer", HOSTILE.values(), ids=HOSTILE.keys())
+def test_a_hostile_head_is_named_not_http_and_not_retried(serve: Callable[..., RawServer], answer: bytes) -> None:
+    server = serve(lambda line, body, n: answer)
+    t = _transport(server, retries=2)
+    with pytest.raises(RegistryError) as info:
+        t.request("GET", "/v2/")
+    assert type(info.value) is RegistryError
+    assert "with an answer that is not HTTP; not retried" in info.value.message, info.value.message
+    assert len(server.requests) == 1 and _pool(t).in_use == 0
