@@ -22,10 +22,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.conftest import ROOT
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 VARIANT = "jax0.7-cpu-py3.11-debian12"
 #: No registry, policy, GPU or Sigstore machinery for help and version.
@@ -45,7 +49,7 @@ QUERY = (
     "builder.signing.keyless",
     # the fleet checker's image-layer cache: only when a fleet rule judges an image
     "builder.image.layers",
-    # file locks: only a writer takes them
+    # file locks: only a writer takes them (builder.lockfile, fcntl.flock; filelock is a test tool now)
     "filelock",
     # the rendering, locking and base-image modules: the matrices' policy comes from the index
     "builder.variants",
@@ -108,6 +112,8 @@ NO_VERIFY = (
     "builder.registry.manifest",
     # builder.toml is read with rtoml: tomllib compiles its regular expressions at import
     "tomllib",
+    # a reference and a warning (or an error) are lines of text: builder.cli.plaintext writes them
+    "rich",
 )
 
 #: What a device check that passes must not import: the diagnosis rules (compiled regular expressions,
@@ -141,17 +147,19 @@ CHECK = ("pydantic", "ruamel", "sigstore", "builder.checks.diagnosis.rules", "bu
 #: their regular expressions, 2 modules): every command that reads it 2 fewer. ``builder.toml`` read
 #: with the hand-written files' size limit (``builder.textfiles``, round 7 F4): check REF 331.
 #: Round 8 (H): a registry reached directly through ``http.client`` (builder.registry.connections),
-#: urllib3 only for proxies: resolve 214 (was 312), history 241 (340), status 244 (342).
+#: urllib3 only for proxies: resolve 214 (was 312), history 241 (340), status 244 (342). Round 8 (S):
+#: text lines to a pipe written without rich (``builder.cli.plaintext``), so an error printed on the
+#: closed port no longer imports rich's 42 modules: check REF 237 (with H's change; 331 before).
 BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
     ("--help",): (136, PLAIN),
     ("--version",): (128, PLAIN),
     ("check", "--help"): (143, LIGHT),
     ("matrix", "list", "--json"): (324, ("requests", "cryptography", "sigstore", "docker")),
-    ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (216, NO_VERIFY),
-    ("history", VARIANT, "--stage", "dev"): (243, QUERY),
-    ("status", "--select", VARIANT): (246, QUERY),
+    ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (214, NO_VERIFY),
+    ("history", VARIANT, "--stage", "dev"): (241, QUERY),
+    ("status", "--select", VARIANT): (244, QUERY),
     # pinned before anything runs: the closed port ends it there, after the engine's `docker info`
-    ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (331, CHECK),
+    ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (237, CHECK),
 }
 
 
@@ -188,14 +196,15 @@ runpy.run_module("builder", run_name="__main__", alter_sys=True)
 """
 
 
-def imported(argv: tuple[str, ...]) -> tuple[set[str], set[str]]:
-    """Every module in ``sys.modules`` when ``builder argv`` exits and the dataclasses builder's
-    modules define (``module.Class``), in a fresh interpreter, after one run that fills the caches a
-    first run fills."""
+def imported(argv: tuple[str, ...], cwd: Path = ROOT) -> tuple[set[str], set[str]]:
+    """Every module in ``sys.modules`` when ``builder argv`` exits (in ``cwd``) and the dataclasses
+    builder's modules define (``module.Class``), in a fresh interpreter, after one run that fills
+    the caches a first run fills."""
     env = {**os.environ, "BUILDER_REGISTRY": "127.0.0.1:9", "BUILDER_REGISTRY_RETRIES": "0", "NO_COLOR": "1"}
-    subprocess.run([sys.executable, "-m", "builder", *argv], cwd=ROOT, env=env, capture_output=True, timeout=120)
+    env["PYTHONPATH"] = str(ROOT)  # builder from this checkout in any cwd
+    subprocess.run([sys.executable, "-m", "builder", *argv], cwd=cwd, env=env, capture_output=True, timeout=120)
     proc = subprocess.run(
-        [sys.executable, "-c", PROGRAM, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", PROGRAM, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode in (0, 1, 2, 5, 8, 18), proc.stderr[-2000:]
     found = {}
@@ -228,6 +237,70 @@ def test_resolve_defines_few_dataclasses() -> None:
     assert not {c for c in classes if c.startswith(("builder.policy.evidence.", "builder.policy.results."))}
     assert len(classes) <= RESOLVE_DATACLASSES, (
         f"`builder resolve` defines {len(classes)} dataclasses (budget {RESOLVE_DATACLASSES}): {sorted(classes)}"
+    )
+
+
+#: What ``promote --confirm`` must not import: the YAML parser and schemas (the policy comes from
+#: the cache), other commands' machinery, the promotion documents' TypedDicts (``builder.promote.documents``:
+#: type checking and schemas only; ``typing_extensions`` still comes with the evidence and signing
+#: modules' own documents), rich (text lines to a pipe are written by
+#: ``builder.cli.plaintext``), filelock (locks are ``fcntl.flock``, ``builder.lockfile``), urllib3
+#: (a registry reached directly), the fleet and benchmark rules of a stage that has none.
+PROMOTE = (
+    "sigstore",
+    "docker",
+    "jinja2",
+    "pydantic",
+    "ruamel",
+    "rich",
+    "filelock",
+    "urllib3",
+    "builder.promote.documents",
+    "builder.policy.loader",
+    "builder.policy.schema",
+    "builder.policy.rules_benchmark",
+    "builder.compat.fleets",
+    "builder.render",
+    "builder.variants",
+    "builder.image.layers",
+)
+#: ``promote SRC --variant-id V --to rel --confirm`` of a stage whose one rule is a signature, on the
+#: closed port: it has imported the batch, plan, evidence, apply and signing modules when its first
+#: registry request fails. Round 8 (S), 2026-12-02 14:20 UTC, ``sys.modules`` counted: 305 modules
+#: and 80 dataclasses on the open registry's success path (``benchmarks/promote_cli.py``'s command;
+#: 426 and 84 before round 8: rich, filelock, typing_extensions and urllib3 among them).
+PROMOTE_BUDGET = 294
+PROMOTE_DATACLASSES = 72
+
+
+def test_promote_confirm_imports_stay_within_budget(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from builder.signing.keys import write_key_pair
+    from tests.projects import build_key_policy
+
+    key, pub, _ = write_key_pair(tmp_path / "keys", ec.generate_private_key(ec.SECP256R1()), None)
+    (tmp_path / "builder.toml").write_text('registry = "127.0.0.1:9"\nstate_dir = ".builder"\n')
+    (tmp_path / "matrices").mkdir()
+    policy = tmp_path / "policy.yaml"
+    stages = """\
+        rel:
+          from: build
+          require:
+            signature: {signers: [build]}
+        """
+    policy.write_text(build_key_policy(pub, stages))
+    argv = ("promote", "127.0.0.1:9/bench/src:v1", "--variant-id", "v1", "--to", "rel", "--confirm")
+    modules, classes = imported((*argv, "--policy", str(policy), "--key", str(key)), cwd=tmp_path)
+    assert "builder.promote.apply" in modules and "builder.lockfile" in modules, sorted(modules)
+    bad = sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in PROMOTE))
+    assert not bad, f"`builder promote --confirm` imports what it does not need: {bad[:12]}"
+    assert len(modules) <= PROMOTE_BUDGET, (
+        f"`builder promote --confirm` imports {len(modules)} modules (budget {PROMOTE_BUDGET}); "
+        "make the new imports lazy where this command does not use them"
+    )
+    assert len(classes) <= PROMOTE_DATACLASSES, (
+        f"`builder promote --confirm` defines {len(classes)} dataclasses (budget {PROMOTE_DATACLASSES})"
     )
 
 
