@@ -1,10 +1,10 @@
-"""The registry transport (urllib3) keeps what users set and what registries do, against real peers:
-a TLS registry (a real distribution process with a certificate made here) trusted through
-REQUESTS_CA_BUNDLE / SSL_CERT_FILE, ``.netrc`` credentials on the htpasswd registry, a forwarding
-proxy with credentials in HTTP_PROXY in front of the real registry, a blob GET redirected to
-storage on another host (``Authorization`` dropped there, kept on the same host), and a
-``Retry-After`` waited for. The tiny ``http.server`` peers stand in where the real registry has
-no such behaviour (it never redirects with filesystem storage); they speak plain HTTP/1.1."""
+"""The registry transport (http.client directly, urllib3 through proxies) keeps what users set
+and what registries do, against real peers: a TLS registry (a real distribution process with a
+certificate made here) trusted through REQUESTS_CA_BUNDLE / SSL_CERT_FILE, ``.netrc`` credentials
+on the htpasswd registry, a forwarding proxy with credentials in HTTP_PROXY in front of the real
+registry, a blob GET redirected to storage on another host (``Authorization`` dropped there, kept
+on the same host), and a ``Retry-After`` waited for. The tiny ``http.server`` peers stand in where
+the real registry has no such behaviour (it never redirects with filesystem storage); they speak plain HTTP/1.1."""
 
 from __future__ import annotations
 
@@ -410,8 +410,9 @@ def test_retry_after_as_an_http_date_is_read() -> None:
 
 
 def test_talking_to_a_registry_imports_neither_requests_nor_its_helpers(registry_address: str) -> None:
-    """The transport is urllib3 alone: a HEAD, a GET and a PUT in a fresh interpreter leave
-    ``requests`` (and what it pulls in: charset_normalizer, http.cookiejar, urllib.request) unloaded."""
+    """A registry reached directly is spoken to with http.client alone: a HEAD, a GET and a PUT in a
+    fresh interpreter leave ``requests`` (and what it pulls in: charset_normalizer, http.cookiejar,
+    urllib.request) and urllib3 (only for proxies) unloaded."""
     import sys
 
     code = (
@@ -419,7 +420,7 @@ def test_talking_to_a_registry_imports_neither_requests_nor_its_helpers(registry
         "from builder.registry import RegistryClient\n"
         f"c = RegistryClient({registry_address!r}, insecure=True)\n"
         "c.ping(); c.try_resolve('demo/none', 'missing'); c.put_blob('test/transport-imports', b'x')\n"
-        "heavy = ('requests', 'charset_normalizer', 'http.cookiejar', 'urllib.request')\n"
+        "heavy = ('requests', 'charset_normalizer', 'http.cookiejar', 'urllib.request', 'urllib3')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
