@@ -4,9 +4,10 @@ upload session when the registry loses one. :class:`BlobUploads` is reached thro
 :class:`builder.registry.client.RegistryClient` (``put_blob``, ``mount_blob``, ``copy_blob_from``).
 
 Sources: OCI distribution-spec v1.1, "Pushing blobs" (POST then PUT ``?digest=``, monolithic
-upload), "Mounting a blob from another repository" (``?mount=&from=``, 201 mounted or 202 an
-upload session) and "Deleting an upload session"
-(https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-blobs).
+upload) and "Mounting a blob from another repository" (``?mount=&from=``, 201 mounted or 202 an
+upload session; https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#pushing-blobs);
+an upload session cancelled with ``DELETE`` (Docker Registry HTTP API V2, "Canceling an Upload":
+https://github.com/docker/distribution/blob/5cb406d511b7b9163bff9b6439072e4892e5ae3b/docs/spec/api.md#canceling-an-upload).
 
 Errors (from :mod:`builder.registry.transport`): ``RegistryUnavailableError`` (exit 5),
 ``RegistryAuthError`` (exit 6), ``NotFoundError`` (exit 8), ``RegistryError`` (exit 7; also an
