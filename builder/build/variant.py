@@ -197,6 +197,12 @@ def build_one(
     progress: ProgressFn,
     on_built: Callable[[BuiltImage, RenderedImage], None] | None,
 ) -> tuple[BuiltImage, BuilderError | None]:
+    """Build, push, verify and tag the planned variant ``p`` (the module docstring's steps), its log
+    in ``options.logs_dir/<variant>.log``; ``progress(variant, event, detail)`` gets ``building``,
+    ``step``, ``pushed``, ``built`` or ``failed``. Returns ``(built, None)`` (status ``built``) or,
+    when a step raised a BuilderError, ``(failed, error)``: status ``failed``, the error's kind and
+    message, the digest kept only for a TagConflictError (exit 15). Raises only
+    ``process.Interrupted`` (SIGTERM/SIGINT: the child stopped, the push backoff ended)."""
     from builder import engine
     from builder.registry import verify_complete
 
