@@ -201,8 +201,9 @@ def build_one(
     in ``options.logs_dir/<variant>.log``; ``progress(variant, event, detail)`` gets ``building``,
     ``step``, ``pushed``, ``built`` or ``failed``. Returns ``(built, None)`` (status ``built``) or,
     when a step raised a BuilderError, ``(failed, error)``: status ``failed``, the error's kind and
-    message, the digest kept only for a TagConflictError (exit 15). Raises only
-    ``process.Interrupted`` (SIGTERM/SIGINT: the child stopped, the push backoff ended)."""
+    message, the digest kept only for a TagConflictError (exit 15). Raises ``process.Interrupted``
+    (SIGTERM/SIGINT: the child stopped, the push backoff ended) and OSError when the log file
+    cannot be opened; a BuilderError never."""
     from builder import engine
     from builder.registry import verify_complete
 
