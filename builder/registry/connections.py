@@ -217,8 +217,9 @@ class Pool:
                     assert conn.http.sock is not None
                     conn.http.sock.settimeout(timeout.read)
                     conn.read_timeout = timeout.read
-                # a body with .read() (a file, a BlobStream) is sent piece by piece, each with sendall
-                conn.http.request(method, target, body=body, headers=headers)
+                broke = _send_request(conn.http, method, target, headers, body)
+                if broke is not None and conn.http.sock is None:
+                    raise broke  # no socket left to read an answer from
                 resp = conn.http.getresponse()
             except _STALE:
                 self.discard(conn)
@@ -237,10 +238,32 @@ class Pool:
             return resp.status, resp.msg.items(), DirectBody(resp, self, conn)
 
 
-def _readable(sock: socket.socket) -> bool:
-    """``sock`` has something to read (an idle keep-alive connection: the server closed it)."""
+def _send_request(
+    conn: http.client.HTTPConnection,
+    method: str,
+    target: str,
+    headers: Mapping[str, str],
+    body: bytes | IO[bytes] | BlobStream | None,
+) -> OSError | None:
+    """Send the request (a body with ``read``, a file or a BlobStream, piece by piece, each with
+    ``sendall``). The ``BrokenPipeError`` / ``ConnectionResetError`` of a server that closed while
+    the body went out is returned, not raised: it may have answered first (a 401 or 413 before
+    reading the body), and that answer is read next, as urllib3 reads it
+    (``HTTPConnectionPool._make_request``); when it did not, reading raises."""
     try:
-        return bool(select.select([sock], [], [], 0)[0])
+        conn.request(method, target, body=body, headers=headers)
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        return exc
+    return None
+
+
+def _readable(sock: socket.socket) -> bool:
+    """``sock`` has something to read, or is closed (an idle keep-alive connection: the server
+    closed it): urllib3's ``wait_for_read(sock, timeout=0)``, with ``poll`` (no descriptor limit)."""
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
     except (OSError, ValueError):
         return True  # closed underneath: not usable either
 
