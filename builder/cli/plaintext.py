@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 from builder.cli.terminal import LOG_WIDTH, escape_controls
@@ -115,6 +116,7 @@ class HumanConsole:
         self._environ = environ
         self._rich: Console | None = None
         self._quiet = False
+        self._lock = threading.Lock()  # one line at a time from the progress threads (as rich's lock)
 
     @property
     def rich(self) -> Console:
@@ -176,7 +178,9 @@ class HumanConsole:
             self.rich.print(*objects, **options)  # type: ignore[arg-type]  # rich's own keywords
             return
         end = options.get("end", "\n")
-        sys.stderr.write(escape_controls(text.translate(_STRIPPED)) + (end if isinstance(end, str) else "\n"))
+        line = escape_controls(text.translate(_STRIPPED)) + (end if isinstance(end, str) else "\n")
+        with self._lock:
+            sys.stderr.write(line)
 
     def _plain(self, objects: tuple[object, ...], options: Mapping[str, object]) -> str | None:
         """The plain text of ``objects`` (None: rich must print them)."""
