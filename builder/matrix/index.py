@@ -274,6 +274,8 @@ class _Entry:
     def decoded(self) -> MatrixIndex | None:
         """The index, every variant decoded once; None when a stored variant does not decode (the
         index is then rebuilt)."""
+        if self.index is None and self.items == []:  # no variant stored: nothing to decode, no class made
+            self.index = MatrixIndex((), self.matrices)
         if self.index is None and self.items is not None:
             from builder.models import Variant  # decoding only: names are read without it
 
