@@ -7,7 +7,7 @@ any-of) and who may roll it back. Reference and examples: ``docs/policies.md``.
 
 Modules: ``schema`` (the YAML shape), ``loader`` (load + validate, every problem with its
 location), ``model`` (``Policy``, ``Stage``), ``signers`` (keys, key sets, approvers), ``rules``
-(the ``Rule`` base and groups), ``rules_evidence`` / ``rules_change`` (the rule kinds),
+(the ``Rule`` base and groups), ``rules_signature`` / ``rules_evidence`` / ``rules_change`` (the rule kinds),
 ``evidence`` (what a decision looks at), ``results`` (``RuleResult``, ``Decision``),
 ``evaluation`` (``evaluate``), ``durations`` (durations, times, weekdays), ``validation``
 (``builder policy validate``: every problem of every file), ``approvals`` (judging an approval
@@ -55,11 +55,11 @@ if TYPE_CHECKING:  # the names below are imported on first use (``__getattr__``)
         DeviceCheckRule,
         FleetRule,
         ProvenanceRule,
-        SignatureRule,
         device_check_facts,
         driver_branch,
     )
     from builder.policy.rules_groups import AllOf, AnyOf, Unconditional
+    from builder.policy.rules_signature import SignatureRule
     from builder.policy.schema import RULE_KINDS
     from builder.policy.signers import Approver, KeyRef, KeySet
 
@@ -94,7 +94,7 @@ _EXPORTS: dict[str, str] = {
     "Rule": "rules",
     "RuleResult": "results",
     "SignatureEvidence": "evidence",
-    "SignatureRule": "rules_evidence",
+    "SignatureRule": "rules_signature",
     "SoakRule": "rules_change",
     "Stage": "model",
     "Unconditional": "rules_groups",

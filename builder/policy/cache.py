@@ -74,7 +74,7 @@ CLASSES: dict[str, str] = {
     "AllOf": "rules_groups",
     "AnyOf": "rules_groups",
     "Unconditional": "rules_groups",
-    "SignatureRule": "rules_evidence",
+    "SignatureRule": "rules_signature",
     "AttestationRule": "rules_evidence",
     "ProvenanceRule": "rules_evidence",
     "DeviceCheckRule": "rules_evidence",

@@ -33,9 +33,9 @@ from builder.policy.rules_evidence import (
     DeviceCheckRule,
     FleetRule,
     ProvenanceRule,
-    SignatureRule,
 )
 from builder.policy.rules_groups import AllOf, AnyOf, Unconditional
+from builder.policy.rules_signature import SignatureRule
 from builder.policy.rules_vulnerabilities import vulnerability_rule_builders
 from builder.policy.schema import (
     RULE_KINDS,

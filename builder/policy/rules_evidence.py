@@ -1,5 +1,6 @@
-"""Policy rules about signed evidence on the digest: ``signature``, ``attestation``,
-``provenance``, ``device_check`` and ``fleet``.
+"""Policy rules about signed evidence on the digest: ``attestation``, ``provenance``,
+``device_check`` and ``fleet`` (``signature``, the rule most stages have, is
+``builder.policy.rules_signature``'s).
 
 Predicate shapes: SLSA provenance v1 (https://slsa.dev/spec/v1.0/provenance), ``device-check/v1``
 (``docs/checks.md``, ``docs/evidence.md``). Fleet verdicts come in as ``FleetEvidence`` computed
@@ -15,62 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.compat.branches import driver_branch
-from builder.labels import PROMOTION_ROLE
 from builder.policy.rules import Notes, Rule, evidence_problems, signed_by
-from builder.policy.signers import KeySet, key_problems, sets_match, sets_names, signer_text
+from builder.policy.signers import KeySet, key_problems, sets_names
 from builder.predicates import DEVICE_CHECK_V1, SLSA_PROVENANCE_V1
 
 if TYPE_CHECKING:
     from builder.policy.evidence import Context
     from builder.policy.results import RuleResult
-
-
-@dataclasses.dataclass(frozen=True)
-class SignatureRule(Rule):
-    """At least ``count`` verified image signatures on the digest by keys of ``signers``. A
-    promotion signature (its signed payload names the promotion role,
-    ``builder.labels.PROMOTION_ROLE``: written when a promotion copied the digest into another
-    repository) never counts, whoever's key made it: it says where the digest was promoted, not
-    who built it (the promotion itself is evidenced by its record: ``soak``/``promoted`` rules)."""
-
-    signers: tuple[KeySet, ...] = ()
-    count: int = 1
-    kind: str = dataclasses.field(default="signature", init=False)
-
-    def evaluate(self, ctx: Context) -> RuleResult:
-        summary = f"by {sets_names(self.signers)}"
-        good: set[str] = set()
-        notes = Notes(self.signers, "signature")
-        for s in ctx.evidence.signatures:
-            who = signer_text(s.signer, s.identity, ctx.names)
-            if not s.verified and s.untrusted:
-                notes.add_foreign(f"signature by {who} does not verify ({s.reason or 'unverifiable'})")
-            elif not s.verified:
-                notes.add(f"signature by {who} does not verify ({s.reason or 'unverifiable'})", s.signer, s.identity)
-            elif s.role == PROMOTION_ROLE:
-                notes.add(
-                    f"signature by {who} is a promotion signature (written when the digest was promoted into "
-                    "this repository), not an image signature: not counted",
-                    s.signer,
-                    s.identity,
-                )
-            elif not sets_match(self.signers, s.signer, s.identity):
-                notes.add(f"signature by {who} is not from a listed key", s.signer, s.identity)
-            else:
-                good.add(s.signer or repr(s.identity))
-        if len(good) >= self.count:
-            return self.result(
-                True, f"{len(good)} verified signature(s) by {sets_names(self.signers)}", summary, notes=notes
-            )
-        found = notes.text() if notes else "no signature found on the digest"
-        return self.result(
-            False,
-            f"needs {self.count} verified signature(s) by {sets_names(self.signers)}, has {len(good)}: {found}"
-            + key_problems(self.signers)
-            + evidence_problems(ctx),
-            summary,
-            notes=notes,
-        )
 
 
 def _get_path(obj: object, path: str) -> list[object]:
@@ -348,7 +300,6 @@ __all__ = [
     "DeviceCheckRule",
     "FleetRule",
     "ProvenanceRule",
-    "SignatureRule",
     "device_check_facts",
     "driver_branch",  # defined once in builder.compat.drivers; builder.policy exports it from here
 ]

@@ -128,7 +128,7 @@ def shared_key_warnings(policy: Policy, file: str) -> list[Problem]:
     containers/image ``signedBy``, which checks the key and identity only:
     https://github.com/containers/image/blob/main/docs/containers-policy.json.5.md). One warning
     per key; none when no key is shared."""
-    from builder.policy.rules_evidence import SignatureRule
+    from builder.policy.rules_signature import SignatureRule
     from builder.signing.fingerprints import short_fingerprint
 
     promoting = {k.fingerprint: ks.name for ks in policy.promoters for k in ks.keys if k.fingerprint}

@@ -167,7 +167,12 @@ def test_a_hit_builds_only_the_rules_of_the_stage_it_uses(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     # prod's rules (approvals, change ticket, soak, freeze) and dev's evidence rules: not built on reading the file
-    for module in ("builder.policy.rules_change", "builder.policy.rules_evidence", "builder.policy.rules_benchmark"):
+    for module in (
+        "builder.policy.rules_change",
+        "builder.policy.rules_evidence",
+        "builder.policy.rules_signature",
+        "builder.policy.rules_benchmark",
+    ):
         assert module not in modules.split(), module
     assert kinds.split() == [r.kind for r in loaded.stage("prod").require.walk()]
     assert kinds.split()[:3] == ["any_of", "approvals", "change_ticket"]
