@@ -12,8 +12,10 @@ round of one request each):
   no pool, no headers object, no retries; ``TCP_NODELAY`` set as urllib3 and curl set it), in a
   worker process the same way;
 - urllib3: the same requests on one ``urllib3.HTTPConnectionPool`` (``urlopen`` with the path,
-  retries off): the floor of the library builder's transport is built on, so ``ratio_urllib3``
-  is what builder's own layer (retries, auth, errors, redirects) adds to it;
+  retries off): the library builder's transport used for every registry before #19 round 8 and
+  now only through a proxy; a registry reached directly is spoken to with ``http.client``
+  (builder/registry/connections.py), so ``ratio_httpclient`` is what builder's own layer
+  (pool, retries, auth, errors, redirects) adds to its floor;
 - curl: one ``curl`` process for the N URLs (``curl -s -I URL URL ...`` for the HEADs, then one
   for the GETs; ``--config`` lists the URLs), CPU from ``getrusage(RUSAGE_CHILDREN)``;
 - ``--baseline DIR``: builder's client imported from another checkout (e.g. ``git archive`` of the
