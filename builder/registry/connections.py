@@ -44,6 +44,7 @@ import socket
 import threading
 from typing import IO, TYPE_CHECKING, NamedTuple
 
+from builder.errors import RegistryUnavailableError
 from builder.registry.response import ReadError
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     import zlib
     from collections.abc import Callable, Mapping
 
+    from builder.registry.environment import EnvSettings
     from builder.registry.stream import BlobStream
 
 #: Bytes http.client reads from a file body per ``send`` (its default is 8 KiB; urllib3 sends 16 KiB);
@@ -99,6 +101,20 @@ def tls_context(ca: str | None) -> ssl.SSLContext:
     import certifi
 
     return ssl.create_default_context(cafile=certifi.where())
+
+
+def check_ca(env: EnvSettings, registry: str) -> None:
+    """Raise RegistryUnavailableError (naming the variables to fix) when the CA path ``env.ca`` does
+    not exist, for ``registry`` (``host[:port]``)."""
+    import os.path
+
+    if env.ca and not os.path.exists(env.ca):
+        raise RegistryUnavailableError(
+            f"the CA certificates {env.ca} named for registry {registry} do not exist",
+            hint="point REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE / SSL_CERT_FILE / SSL_CERT_DIR at a PEM file "
+            "(or a directory of certificates), or unset it",
+            registry=registry,
+        )
 
 
 class _Connection:

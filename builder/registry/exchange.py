@@ -28,7 +28,8 @@ import http.client
 from typing import IO, TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
-from builder.registry.connections import BadURL, Pool, Timeout
+from builder.errors import RegistryUnavailableError
+from builder.registry.connections import BadURL, Pool, Timeout, check_ca
 from builder.registry.response import Headers, ReadError, Response
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
     import urllib3
 
+    from builder.registry.environment import EnvSettings
     from builder.registry.stream import BlobStream
 
 MAX_REDIRECTS = 30  # redirects followed for one request (requests' limit): blob GETs go to storage
@@ -276,3 +278,41 @@ def _one_attempt() -> urllib3.Retry:
     import urllib3
 
     return urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=0)
+
+
+def proxy_manager(env: EnvSettings, tls: bool, registry: str, maxsize: int) -> urllib3.PoolManager:
+    """urllib3's connection pools through the proxy ``env`` names: up to ``maxsize`` idle keep-alive
+    connections per host; ``block=False``: a thread finding every pooled connection in use opens
+    another instead of waiting (a blocking pool without a timeout would hang the process on one
+    leaked response; https://urllib3.readthedocs.io/en/stable/reference/urllib3.poolmanager.html).
+    ``tls``: for ``https`` URLs, trusting ``env.ca`` (a file or a directory) or certifi's bundle.
+    Raises RegistryUnavailableError for a CA path that does not exist or a proxy URL that cannot
+    be used, naming the variable to fix."""
+    import os.path
+
+    import urllib3
+
+    kw: dict[str, object] = {"num_pools": 8, "maxsize": maxsize, "block": False}
+    if tls:
+        check_ca(env, registry)
+        if env.ca and os.path.isdir(env.ca):
+            kw["ca_cert_dir"] = env.ca
+        else:
+            import certifi
+
+            kw["ca_certs"] = env.ca or certifi.where()
+    try:
+        if env.proxy.startswith("socks"):
+            from urllib3.contrib.socks import SOCKSProxyManager
+
+            user, _, password = (env.proxy_auth or "").partition(":")
+            return SOCKSProxyManager(env.proxy, username=user or None, password=password or None, **kw)  # type: ignore[arg-type]
+        headers = urllib3.make_headers(proxy_basic_auth=env.proxy_auth) if env.proxy_auth else None
+        return urllib3.ProxyManager(env.proxy, proxy_headers=headers, **kw)  # type: ignore[arg-type]
+    except (ImportError, ValueError, AssertionError, urllib3.exceptions.HTTPError) as exc:
+        raise RegistryUnavailableError(
+            f"the proxy {env.proxy} named for registry {registry} (HTTPS_PROXY / HTTP_PROXY / ALL_PROXY) "
+            f"cannot be used: {exc}",
+            hint="use an http:// or https:// proxy URL (socks:// needs the PySocks package), or unset the variable",
+            registry=registry,
+        ) from exc

@@ -34,9 +34,17 @@ from typing import IO, TYPE_CHECKING, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
-from builder.registry.connections import Pool, Timeout, tls_context
+from builder.registry.connections import BadURL, Pool, Timeout, check_ca, tls_context
 from builder.registry.environment import EnvSettings, env_settings
-from builder.registry.exchange import MAX_REDIRECTS, SendError, TooManyRedirects, origin_pool, send, split_url
+from builder.registry.exchange import (
+    MAX_REDIRECTS,
+    SendError,
+    TooManyRedirects,
+    origin_pool,
+    proxy_manager,
+    send,
+    split_url,
+)
 from builder.registry.failures import (
     connect_timed_out,
     connection_cause,
@@ -153,11 +161,15 @@ class Transport:
         return self._env_for(f"{parts.scheme}://{parts.netloc}")
 
     def _env_for(self, origin: str) -> EnvSettings:
-        """:meth:`env_settings` of ``origin`` (``scheme://netloc``, as :func:`split_url` gives it)."""
+        """:meth:`env_settings` of ``origin`` (``scheme://netloc``, as :func:`split_url` gives it).
+        Raises BadURL for an origin whose port is no port (``host:99999``)."""
         with self._lock:
             got = self._env_cache.get(origin)
         if got is None:
-            got = env_settings(origin + "/", self.environ)
+            try:
+                got = env_settings(origin + "/", self.environ)
+            except ValueError as exc:  # urllib.parse's port check
+                raise BadURL(str(exc)) from exc
             with self._lock:
                 self._env_cache[origin] = got
         return got
@@ -176,7 +188,7 @@ class Transport:
         with self._lock:
             got = self._managers.get(key)
             if got is None:
-                got = self._managers[key] = _new_manager(env, tls, self.registry)
+                got = self._managers[key] = proxy_manager(env, tls, self.registry, POOL_MAXSIZE)
             return got
 
     def _route(self, origin: str) -> Pool | urllib3.PoolManager:
@@ -197,7 +209,7 @@ class Transport:
     def _tls(self, env: EnvSettings) -> ssl.SSLContext:
         """The TLS settings trusting ``env.ca`` (a file or a directory) or certifi's bundle. Raises
         RegistryUnavailableError for a CA path that does not exist."""
-        _check_ca(env, self.registry)
+        check_ca(env, self.registry)
         return tls_context(env.ca)
 
     def _locate(self, path: str) -> tuple[str, str, str, str]:
@@ -208,6 +220,15 @@ class Transport:
             return (path, *split_url(path))
         target = path.partition("#")[0]
         return self.base + path, self.base, target, target.partition("?")[0]
+
+    def _prepare(self, path: str) -> tuple[str, str, EnvSettings]:
+        """``(url, path, settings)`` of a request for ``path`` (:meth:`_locate`, :meth:`env_settings`).
+        Raises RegistryError for a URL no request can be sent to."""
+        try:
+            url, origin, _, url_path = self._locate(path)
+            return url, url_path, self._env_for(origin)
+        except ValueError as exc:  # BadURL included
+            raise self._unusable_url(self.url(path), exc) from exc
 
     def url(self, path: str) -> str:
         """``path`` (``/v2/...``) on this registry; an absolute URL (an upload location) as is."""
@@ -236,9 +257,8 @@ class Transport:
         the request. ``retry=False``: no retry of a dropped connection or a 429/5xx (the caller
         starts over itself: a streamed upload cannot be sent twice into one upload session).
         ``process.Interrupted`` when SIGTERM/SIGINT arrives during a backoff (no attempt follows)."""
-        url, origin, _, url_path = self._locate(path)
+        url, url_path, env = self._prepare(path)
         where = f"{self.registry}/{ref}" if ref else f"{self.registry}{url_path}"
-        env = self._env_for(origin)
         timeout = _timeout(kw.get("timeout", self.timeout))  # one Timeout per distinct value
         stream = bool(kw.get("stream"))
         data = kw.get("data")
@@ -345,7 +365,10 @@ class Transport:
         followed); returns the response, body read, whatever its status. Raises
         RegistryUnavailableError when it is unreachable."""
         url = req.url
-        env = self.env_settings(url)
+        try:
+            env = self.env_settings(url)
+        except ValueError as exc:  # BadURL included
+            raise self._unusable_url(url, exc) from exc
         headers: dict[str, str] = {}
         body: bytes | None = None
         if req.method == "POST":
@@ -442,6 +465,17 @@ class Transport:
             f"registry {self.registry} {kind} ({self.scheme}) on {method} {where}: "
             f"{connection_cause(exc, proxy_note(env))} ({tries})",
             hint=proxy_hint(env, urlsplit(self.base).hostname or ""),
+            registry=self.registry,
+        )
+
+    def _unusable_url(self, url: str, exc: ValueError) -> RegistryError:
+        """The error for a URL no request can be sent to: the registry's own name (a port out of
+        range) or a URL its answer named (an upload location, a token realm)."""
+        return RegistryError(
+            f"registry {self.registry}: the URL {url} cannot be used ({exc}); nothing was sent",
+            hint="check the registry name (host[:port], port 1-65535) in builder.toml `registry`, "
+            "BUILDER_REGISTRY or the image reference; a URL the registry sent back means the registry "
+            "(or a proxy in front of it) is misconfigured",
             registry=self.registry,
         )
 
@@ -569,56 +603,3 @@ def _body_size(data: IO[bytes] | BlobStream) -> int:
 def _basic(user: str, password: str) -> str:
     """An ``Authorization: Basic`` value (RFC 7617)."""
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-def _check_ca(env: EnvSettings, registry: str) -> None:
-    """Raise RegistryUnavailableError when the CA path the environment names does not exist."""
-    import os.path
-
-    if env.ca and not os.path.exists(env.ca):
-        raise RegistryUnavailableError(
-            f"the CA certificates {env.ca} named for registry {registry} do not exist",
-            hint="point REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE / SSL_CERT_FILE / SSL_CERT_DIR at a PEM file "
-            "(or a directory of certificates), or unset it",
-            registry=registry,
-        )
-
-
-def _new_manager(env: EnvSettings, tls: bool, registry: str) -> urllib3.PoolManager:
-    """urllib3's connection pools through the proxy ``env`` names: up to ``POOL_MAXSIZE`` idle keep-alive
-    connections per host; ``block=False``: a thread finding every pooled connection in use opens
-    another instead of waiting (a blocking pool without a timeout would hang the process on one
-    leaked response; https://urllib3.readthedocs.io/en/stable/reference/urllib3.poolmanager.html).
-    ``tls``: for ``https`` URLs, trusting ``env.ca`` (a file or a directory) or certifi's bundle.
-    Raises RegistryUnavailableError for a CA path that does not exist or a proxy URL that cannot
-    be used, naming the variable to fix."""
-    import os.path
-
-    import urllib3
-
-    kw: dict[str, object] = {"num_pools": 8, "maxsize": POOL_MAXSIZE, "block": False}
-    if tls:
-        _check_ca(env, registry)
-        if env.ca and os.path.isdir(env.ca):
-            kw["ca_cert_dir"] = env.ca
-        else:
-            import certifi
-
-            kw["ca_certs"] = env.ca or certifi.where()
-    try:
-        if env.proxy.startswith("socks"):
-            from urllib3.contrib.socks import SOCKSProxyManager
-
-            user, _, password = (env.proxy_auth or "").partition(":")
-            return SOCKSProxyManager(env.proxy, username=user or None, password=password or None, **kw)  # type: ignore[arg-type]
-        headers = urllib3.make_headers(proxy_basic_auth=env.proxy_auth) if env.proxy_auth else None
-        return urllib3.ProxyManager(env.proxy, proxy_headers=headers, **kw)  # type: ignore[arg-type]
-    except (ImportError, ValueError, AssertionError, urllib3.exceptions.HTTPError) as exc:
-        raise RegistryUnavailableError(
-            f"the proxy {env.proxy} named for registry {registry} (HTTPS_PROXY / HTTP_PROXY / ALL_PROXY) "
-            f"cannot be used: {exc}",
-            hint="use an http:// or https:// proxy URL (socks:// needs the PySocks package), or unset the variable",
-            registry=registry,
-        ) from exc
-
-

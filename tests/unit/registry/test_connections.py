@@ -383,3 +383,26 @@ def test_a_hostile_head_is_named_not_http_and_not_retried(serve: Callable[..., R
     assert type(info.value) is RegistryError
     assert "with an answer that is not HTTP; not retried" in info.value.message, info.value.message
     assert len(server.requests) == 1 and _pool(t).in_use == 0
+
+
+# -- URLs that cannot be used --------------------------------------------------------------------
+
+
+def test_a_registry_name_whose_port_is_no_port_is_named_before_anything_is_sent() -> None:
+    t = Transport("127.0.0.1:99999", Authenticator("127.0.0.1:99999", None), insecure=True, retries=0)
+    with pytest.raises(RegistryError) as info:
+        t.request("HEAD", "/v2/demo/jax/manifests/latest")
+    assert type(info.value) is RegistryError and t.requests_sent == 0
+    assert info.value.message == (
+        "registry 127.0.0.1:99999: the URL http://127.0.0.1:99999/v2/demo/jax/manifests/latest cannot be "
+        "used (Port out of range 0-65535); nothing was sent"
+    )
+
+
+def test_a_redirect_to_a_port_that_is_no_port_is_an_unusable_answer(serve: Callable[..., RawServer]) -> None:
+    server = serve(lambda line, body, n: ok(b"", {"Location": "http://127.0.0.1:99999/v2/"}, "307 Temporary Redirect"))
+    t = _transport(server, retries=2)
+    with pytest.raises(RegistryError) as info:
+        t.request("GET", "/v2/")
+    assert "with a URL that cannot be used (Port out of range 0-65535); not retried" in info.value.message
+    assert len(server.requests) == 1 and _pool(t).in_use == 0
