@@ -54,6 +54,7 @@ class RawServer:
         self.answer = answer
         self.context = context
         self.requests: list[bytes] = []
+        self.fields: list[dict[bytes, bytes]] = []  # each request's header fields (names lower case)
         self.connections = 0
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -80,12 +81,13 @@ class RawServer:
                 line = rfile.readline(65536)
                 if not line:
                     return
-                length = 0
+                fields = {}
                 while (field := rfile.readline(65536)) not in (b"\r\n", b""):
                     name, _, value = field.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
+                    fields[name.strip().lower()] = value.strip()
+                length = int(fields.get(b"content-length", b"0"))
                 body = rfile.read(length) if length else b""
+                self.fields.append(fields)
                 n += 1
                 self.requests.append(line.strip())
                 reply = self.answer(line, body, n)
@@ -406,3 +408,32 @@ def test_a_redirect_to_a_port_that_is_no_port_is_an_unusable_answer(serve: Calla
         t.request("GET", "/v2/")
     assert "with a URL that cannot be used (Port out of range 0-65535); not retried" in info.value.message
     assert len(server.requests) == 1 and _pool(t).in_use == 0
+
+
+# -- each hop routed by its own origin -----------------------------------------------------------
+
+
+def test_a_redirect_to_a_proxied_host_goes_through_the_proxy_the_registry_directly(
+    serve: Callable[..., RawServer],
+) -> None:
+    """The registry (loopback: never proxied) sends a blob GET to storage on another host, which
+    HTTP_PROXY covers: the first hop goes directly, the second through the proxy (urllib3's
+    ``ProxyManager``, absolute-form request line), without the registry's credentials."""
+    proxy = serve(lambda line, body, n: ok(b"blob bytes"))
+    registry = serve(
+        lambda line, body, n: ok(b"", {"Location": "http://storage.example/b/1?sig=x"}, "307 Temporary Redirect")
+    )
+    address = f"127.0.0.1:{registry.port}"
+    t = Transport(
+        address,
+        Authenticator(address, None),
+        insecure=True,
+        retries=0,
+        environ={"HTTP_PROXY": f"http://127.0.0.1:{proxy.port}"},
+    )
+    resp = t.request("GET", "/v2/x/blobs/sha256:1", headers={"Authorization": "Basic dTpw"})
+    assert resp.content == b"blob bytes" and resp.url == "http://storage.example/b/1?sig=x"
+    assert registry.requests == [b"GET /v2/x/blobs/sha256:1 HTTP/1.1"]
+    assert proxy.requests == [b"GET http://storage.example/b/1?sig=x HTTP/1.1"]
+    assert registry.fields[0][b"authorization"] == b"Basic dTpw" and b"authorization" not in proxy.fields[0]
+    assert isinstance(t.route(t.base + "/"), Pool) and not isinstance(t.route("http://storage.example/"), Pool)
