@@ -20,6 +20,7 @@ import ipaddress
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import zlib
 from typing import TYPE_CHECKING
@@ -437,3 +438,39 @@ def test_a_redirect_to_a_proxied_host_goes_through_the_proxy_the_registry_direct
     assert proxy.requests == [b"GET http://storage.example/b/1?sig=x HTTP/1.1"]
     assert registry.fields[0][b"authorization"] == b"Basic dTpw" and b"authorization" not in proxy.fields[0]
     assert isinstance(t.route(t.base + "/"), Pool) and not isinstance(t.route("http://storage.example/"), Pool)
+
+
+def test_naming_a_direct_connections_failure_imports_no_urllib3() -> None:
+    """failures.py files a direct connection's exceptions under the same kinds as urllib3's without
+    importing urllib3 (it is imported only to classify an exception of its own)."""
+    code = """
+import http.client, ssl, sys, zlib
+from builder.registry import failures
+from builder.registry.connections import BadURL, ConnectTimeout
+from builder.registry.response import ReadError
+def read_error(cause):
+    try:
+        raise ReadError("x") from cause
+    except ReadError as exc:
+        return exc
+cases = [ConnectionRefusedError(111, "Connection refused"), ConnectTimeout("c"), TimeoutError("r"),
+         http.client.RemoteDisconnected("gone"), http.client.BadStatusLine("SSH-2.0"), ssl.SSLError(1, "bad"),
+         read_error(zlib.error("bad")), read_error(http.client.IncompleteRead(b"", 5)), BadURL("Not supported")]
+for exc in cases:
+    print(type(exc).__name__, failures.is_transient(exc), failures.timed_out(exc), failures.connect_timed_out(exc),
+          failures.tls_failed(exc), repr(failures.unusable_answer(exc)), repr(failures.connection_cause(exc)))
+print("urllib3" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[-1] == "False", out
+    assert out[:-1] == [
+        "ConnectionRefusedError False False False False '' 'connection refused'",
+        "ConnectTimeout True True True False '' 'no answer in time'",
+        "TimeoutError True True False False '' 'no answer in time'",
+        "RemoteDisconnected True False False False '' 'connection reset'",
+        "BadStatusLine False False False False 'an answer that is not HTTP' 'BadStatusLine'",
+        "SSLError False False False True '' 'bad'",
+        "ReadError False False False False 'a body that does not decode as its Content-Encoding says' 'ReadError'",
+        "ReadError True False False False '' 'the connection broke off'",
+        "BadURL False False False False 'a URL that cannot be used (Not supported)' 'BadURL'",
+    ]
