@@ -181,6 +181,7 @@ class HumanConsole:
         line = escape_controls(text.translate(_STRIPPED)) + (end if isinstance(end, str) else "\n")
         with self._lock:
             sys.stderr.write(line)
+            sys.stderr.flush()  # as rich's console does after each print (a line without its end too)
 
     def _plain(self, objects: tuple[object, ...], options: Mapping[str, object]) -> str | None:
         """The plain text of ``objects`` (None: rich must print them)."""
