@@ -16,7 +16,8 @@ kept up to ``maxsize`` per origin, a thread finding none idle opens another (nev
 as ready: urllib3's ``is_connection_dropped``) and dropped; a REUSED connection that breaks before
 any byte of the answer (``RemoteDisconnected``, ``BrokenPipeError``, ``ConnectionResetError``: the
 server closed it while it was idle) is sent once more on a fresh connection when the body can be
-sent again (none, bytes, or a seekable file); the connect timeout bounds the TCP and TLS
+sent again (none, bytes, or a seekable file) and the caller allows retries (with retries off, as
+urllib3 ran with ``read=0``, the failure is the caller's); the connect timeout bounds the TCP and TLS
 handshakes, the read timeout every later wait on the socket (``sock.settimeout`` after connecting);
 ``TCP_NODELAY`` set (as urllib3 and curl set it); a connection goes back to its pool only when its
 answer's body was read to the end, and is closed otherwise. TLS: one ``ssl.SSLContext`` per CA
@@ -212,13 +213,17 @@ class Pool:
         headers: Mapping[str, str],
         body: bytes | IO[bytes] | BlobStream | None,
         timeout: Timeout,
+        *,
+        resend: bool = True,
     ) -> tuple[int, list[tuple[str, str]], DirectBody]:
         """Send ``method target`` (the path and query) with ``headers`` and ``body`` (bytes, a file
         or a stream with ``read``, sent with the ``Content-Length`` the caller gives); the answer's
-        status, header fields (in order, repeated ones repeated) and unread body. Raises the
+        status, header fields (in order, repeated ones repeated) and unread body. ``resend``: a
+        kept-alive connection that breaks before any byte of the answer may be replaced once (the
+        caller allows retries; the body must be able to go back to its start too). Raises the
         errors of the module text."""
         conn = self._take()
-        resend = body is None or isinstance(body, bytes) or _seekable(body)
+        resend = resend and (body is None or isinstance(body, bytes) or _seekable(body))
         while True:
             if conn is None:
                 try:

@@ -111,18 +111,21 @@ def send(
     body: bytes | IO[bytes] | BlobStream | None,
     timeout: Timeout,
     stream: bool,
+    *,
+    resend: bool = True,
 ) -> Response:
     """One exchange for ``url``, redirects followed (see the module text), no retries (the
     caller's loop decides). ``route(origin)``: how an origin is reached. ``stream``: the body is
     left for the caller; otherwise it is read (and the connection given back) before returning.
-    Raises SendError."""
+    ``resend``: a direct pool may replace a kept-alive connection that broke before the answer
+    (:meth:`builder.registry.connections.Pool.exchange`). Raises SendError."""
     hops = 0
     try:
         while True:
             origin, target, _ = split_url(url)
             via = route(origin)
             if isinstance(via, Pool):
-                status, fields, got = via.exchange(method, target, headers, body, timeout)
+                status, fields, got = via.exchange(method, target, headers, body, timeout, resend=resend)
                 resp = Response(status, Headers(fields), url, got)
             else:
                 resp = _proxied(via, method, url, headers, body, timeout)

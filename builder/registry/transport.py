@@ -282,7 +282,7 @@ class Transport:
             with self._lock:
                 self.requests_sent += 1
             try:
-                resp = send(self._route, method, url, sent, data, timeout, stream)
+                resp = send(self._route, method, url, sent, data, timeout, stream, resend=retries > 0)
             except SendError as exc:
                 cause = exc.cause
                 if isinstance(cause, TooManyRedirects):
@@ -379,7 +379,9 @@ class Transport:
         elif req.basic or env.netrc:
             headers["Authorization"] = _basic(*(req.basic or env.netrc or ("", "")))
         try:
-            return send(self._route, req.method, url, headers, body, _timeout(self.timeout), False)
+            return send(
+                self._route, req.method, url, headers, body, _timeout(self.timeout), False, resend=self.retries > 0
+            )
         except SendError as exc:
             cause = exc.cause
             if env.proxy and proxy_refusal(cause):

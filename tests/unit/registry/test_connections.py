@@ -30,7 +30,7 @@ import pytest
 from builder.errors import RegistryError, RegistryUnavailableError
 from builder.registry import RegistryClient
 from builder.registry.auth import Authenticator
-from builder.registry.connections import Pool
+from builder.registry.connections import Pool, Timeout
 from builder.registry.transport import Transport
 
 if TYPE_CHECKING:
@@ -146,14 +146,29 @@ def test_a_kept_alive_connection_closed_as_the_request_arrives_is_sent_once_more
 ) -> None:
     """The server answers the first request of each connection and closes the connection when
     the second one arrives (an idle timeout racing the request): that request goes out once more
-    on a new connection; the transport sees one request and no failure."""
+    on a new connection, at once; the transport sees one request, no failure, no retry spent."""
     server = serve(lambda line, body, n: ok(body or b"first") if n == 1 else None)
-    t = _transport(server)
+    t = _transport(server, retries=1)
+    t.backoff = 3600.0  # a retry of the transport's would wait an hour: the pool's re-send does not
     assert t.request("GET", "/v2/").content == b"first"
     resp = t.request("PUT", "/v2/x/blobs/uploads/u", data=b"the body, sent twice")
     assert resp.content == b"the body, sent twice"  # the whole body went out again
     assert t.requests_sent == 2 and server.connections == 2 and len(server.requests) == 3
     assert _pool(t).in_use == 0
+
+
+def test_with_retries_off_a_kept_alive_connection_that_breaks_is_the_callers_failure(
+    serve: Callable[..., RawServer],
+) -> None:
+    """``retries=0`` (BUILDER_REGISTRY_RETRIES=0): nothing is sent twice, the pool's re-send
+    included (as urllib3 ran, ``read=0``): the lost connection is named."""
+    server = serve(lambda line, body, n: ok() if n == 1 else None)
+    t = _transport(server, retries=0)
+    assert t.request("GET", "/v2/").content == b"ok"
+    with pytest.raises(RegistryUnavailableError) as info:
+        t.request("GET", "/v2/")
+    assert info.value.message.endswith(": connection reset (1 attempt)"), info.value.message
+    assert len(server.requests) == 2 and server.connections == 1 and _pool(t).in_use == 0
 
 
 def test_a_fresh_connection_closed_without_an_answer_is_not_sent_again_by_the_pool(
@@ -182,14 +197,15 @@ class OneWay:
 
 
 def test_a_body_that_cannot_be_sent_again_is_not(serve: Callable[..., RawServer]) -> None:
-    """A body that cannot go back to its start is not re-sent on a new connection: the failure
-    is the transport's to judge (here: no retries, so it is named)."""
+    """A body that cannot go back to its start is not re-sent on a new connection, re-sends
+    allowed or not: the pool raises the lost connection for its caller to judge."""
     server = serve(lambda line, body, n: ok() if n == 1 else None)
-    t = _transport(server)
+    t = _transport(server, retries=1)
     assert t.request("GET", "/v2/").content == b"ok"
-    with pytest.raises(RegistryUnavailableError, match="connection reset"):
-        t.request("PUT", "/v2/x/blobs/uploads/u", data=OneWay(b"12345"))  # type: ignore[arg-type]
-    assert len(server.requests) == 2 and _pool(t).in_use == 0
+    pool = _pool(t)
+    with pytest.raises(ConnectionResetError):  # http.client's RemoteDisconnected
+        pool.exchange("PUT", "/v2/x/blobs/uploads/u", {"Content-Length": "5"}, OneWay(b"12345"), Timeout(5, 5))  # type: ignore[arg-type]
+    assert len(server.requests) == 2 and (pool.opened, pool.in_use) == (1, 0)
 
 
 def test_a_body_not_read_to_its_end_is_not_reused(serve: Callable[..., RawServer]) -> None:
