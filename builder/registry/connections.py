@@ -5,8 +5,8 @@ one exchange (:meth:`Pool.exchange`) and the body of its answer (:class:`DirectB
 
 Why not urllib3 here: ``import urllib3`` costs about 40 ms of every registry command's start-up
 (``urllib3.http2`` alone imports ``importlib.metadata``, ``zipfile``, ``shutil``, ``email``...) and
-0.49 ms of client CPU per request against 0.21 ms for ``http.client`` (benchmarks/
-registry_requests.py, docs/benchmarks.md). urllib3 stays for proxies
+0.38-0.52 ms of client CPU per request against 0.21-0.24 ms for ``http.client`` (benchmarks/
+registry_requests.py, docs/benchmarks.md, #19 rounds 5 and 8). urllib3 stays for proxies
 (:mod:`builder.registry.exchange`), imported only when one applies.
 
 What this keeps of urllib3's ``HTTPConnectionPool``
