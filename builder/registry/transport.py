@@ -33,6 +33,7 @@ import time
 from typing import IO, TYPE_CHECKING, TypedDict, Unpack
 from urllib.parse import urlsplit
 
+from builder import __version__
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
 from builder.registry.connections import BadURL, Pool, Timeout, check_ca, tls_context
 from builder.registry.environment import EnvSettings, env_settings
@@ -94,6 +95,9 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: process (a batch's 16 workers, builder.promote's shared pool of 24, a client's executor of 8),
 #: so none is discarded with a "pool is full" warning; beyond that more are opened, never waited for.
 POOL_MAXSIZE = 128
+#: The ``User-Agent`` of every request (RFC 9110 section 10.1.5): registries and proxies log it, and
+#: operators tell builder's traffic from docker's, skopeo's or cosign's by it.
+USER_AGENT = f"builder/{__version__}"
 
 
 class RequestOptions(TypedDict, total=False):
@@ -262,7 +266,7 @@ class Transport:
         timeout = _timeout(kw.get("timeout", self.timeout))  # one Timeout per distinct value
         stream = bool(kw.get("stream"))
         data = kw.get("data")
-        sent = dict(headers or {})
+        sent = {"User-Agent": USER_AGENT, **(headers or {})}
         if data is not None and not isinstance(data, bytes) and not any(k.lower() == "content-length" for k in sent):
             sent["Content-Length"] = str(_body_size(data))  # a known length: never a chunked upload
         key = self._scope_key(url_path, scopes)
@@ -369,7 +373,7 @@ class Transport:
             env = self.env_settings(url)
         except ValueError as exc:  # BadURL included
             raise self._unusable_url(url, exc) from exc
-        headers: dict[str, str] = {}
+        headers: dict[str, str] = {"User-Agent": USER_AGENT}
         body: bytes | None = None
         if req.method == "POST":
             from urllib.parse import urlencode

@@ -141,6 +141,19 @@ def test_one_kept_alive_connection_carries_every_request(serve: Callable[..., Ra
     assert server.connections == 1 and (_pool(t).opened, _pool(t).in_use) == (1, 0)
 
 
+def test_every_request_and_token_request_names_builder_as_its_user_agent(serve: Callable[..., RawServer]) -> None:
+    from builder import __version__
+    from builder.registry.token import TokenRequest
+
+    server = serve(lambda line, body, n: ok(b"{}"))
+    t = _transport(server)
+    t.request("GET", "/v2/")
+    t.request("GET", "/v2/x/tags/list", headers={"Accept": "application/json"})
+    realm = f"http://127.0.0.1:{server.port}/token"
+    t.send_token_request(TokenRequest(realm, query=(("scope", "repository:x:pull"),)))
+    assert [f.get(b"user-agent") for f in server.fields] == [f"builder/{__version__}".encode()] * 3
+
+
 def test_a_kept_alive_connection_closed_as_the_request_arrives_is_sent_once_more(
     serve: Callable[..., RawServer],
 ) -> None:
