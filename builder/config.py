@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import ConfigError
+from builder.hosts import is_loopback
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -96,10 +97,9 @@ class Config:
         return {k.strip(): v.strip() for k, _, v in (e.partition("=") for e in self.registry_endpoints)}
 
     def is_insecure(self, registry: str) -> bool:
-        """Plain HTTP only for loopback or explicitly listed registries."""
-        host = registry.rsplit(":", 1)[0] if not registry.startswith("[") else registry
-        loopback = host in ("localhost", "[::1]") or host.startswith("127.")
-        return loopback or registry in self.insecure_registries
+        """Plain HTTP only for loopback (:func:`builder.hosts.is_loopback`: ``localhost``, 127.0.0.0/8,
+        ``[::1]``, any case, with or without a port) or explicitly listed registries."""
+        return is_loopback(registry) or registry in self.insecure_registries
 
 
 _FIELD_TYPES = {f.name: str(f.type) for f in dataclasses.fields(Config) if f.name != "root"}

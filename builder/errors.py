@@ -88,26 +88,14 @@ class RegistryUnavailableError(BuilderError):
         """``details['registry']`` (host[:port]) chooses the default hint: starting a registry with
         scripts/setup only for one on this machine (loopback); for any other, check the network."""
         registry = str(details.get("registry") or "")
+        from builder.hosts import is_loopback
+
         if hint is None and registry and not is_loopback(registry):
             hint = (
                 f"check that {registry} is reachable from this machine (network, DNS, HTTPS_PROXY/NO_PROXY) "
                 "or set `registry` in builder.toml / BUILDER_REGISTRY"
             )
         super().__init__(message, hint=hint, **details)
-
-
-def is_loopback(registry: str) -> bool:
-    """Whether ``registry`` (``host[:port]``, IPv6 in brackets) names this machine: ``localhost``
-    or a loopback address (127.0.0.0/8, ::1; RFC 6890 https://www.rfc-editor.org/rfc/rfc6890)."""
-    import ipaddress
-
-    host = registry.rsplit("]", 1)[0].lstrip("[") if registry.startswith("[") else registry.split(":", 1)[0]
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class RegistryAuthError(BuilderError):

@@ -33,6 +33,8 @@ import re
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from builder.hosts import is_loopback
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -125,9 +127,9 @@ def bypasses_proxy(host: str, port: int | None, environ: Mapping[str, str]) -> b
     suffix of the host name or of ``host:port`` (requests' rule: ``.example.com`` names the hosts
     under it, ``example.com`` any name ending so) or that name without its leading dot (urllib's
     rule); for an IPv4 ``host`` only the address itself or a CIDR range containing it. A URL
-    without a host, ``localhost`` and a loopback address (:func:`is_loopback_host`) never use a
+    without a host, ``localhost`` and a loopback address (:func:`builder.hosts.is_loopback`) never use a
     proxy."""
-    if not host or is_loopback_host(host):
+    if not host or is_loopback(host):
         return True
     raw = environ.get("no_proxy") or environ.get("NO_PROXY") or ""
     entries = [e.strip().lower() for e in raw.split(",") if e.strip()]
@@ -140,20 +142,6 @@ def bypasses_proxy(host: str, port: int | None, environ: Mapping[str, str]) -> b
         if host.endswith(entry) or host_port.endswith(entry) or entry.lstrip(".") in (host, host_port):
             return True
     return False
-
-
-def is_loopback_host(host: str) -> bool:
-    """``host`` (a URL's host name, IPv6 without brackets) is ``localhost`` or a loopback address
-    (127.0.0.0/8, ``::1``): the hosts Go's ``httpproxy`` never proxies (``useProxy``:
-    https://cs.opensource.google/go/x/net/+/master:http/httpproxy/proxy.go)."""
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _in_network(host: str, cidr: str) -> bool:

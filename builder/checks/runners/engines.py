@@ -15,6 +15,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from builder.checks.runners import Placement
+from builder.hosts import is_loopback
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -30,8 +31,7 @@ def loopback(image: str) -> bool:
     """Whether ``image`` (``host[:port]/repository...``) is on this machine's loopback, which builder always
     speaks plain HTTP to (docs/registry.md); Podman needs ``--tls-verify=false`` for it, Docker does not
     (https://docs.docker.com/reference/cli/dockerd/#insecure-registries: loopback is insecure by default)."""
-    host = image.split("/", 1)[0].rsplit(":", 1)[0] if "/" in image else ""
-    return host in ("localhost", "::1", "[::1]") or host.startswith("127.")
+    return "/" in image and is_loopback(image.split("/", 1)[0])
 
 
 def client_argv(settings: RunnerSettings) -> list[str] | None:
