@@ -90,18 +90,24 @@ class BadURL(ValueError):
 def tls_context(ca: str | None) -> ssl.SSLContext:
     """The TLS settings for one CA setting, built once: ``ca`` a PEM bundle file or a directory of
     hashed certificates (OpenSSL's ``SSL_CTX_load_verify_locations``); None: certifi's bundle
-    (https://github.com/certifi/python-certifi). Certificates and host names are checked. Raises
+    (https://github.com/certifi/python-certifi). Certificates and host names are checked; ALPN
+    offers ``http/1.1`` (RFC 7301, https://www.rfc-editor.org/rfc/rfc7301; urllib3's
+    ``ALPN_PROTOCOLS``), so a server or load balancer choosing by ALPN answers HTTP/1.1. The one
+    CA choice of the registry transport (direct and through a proxy). Raises
     ``OSError`` / ``ssl.SSLError`` for a CA path that cannot be read."""
     import os.path
     import ssl
 
     if ca and os.path.isdir(ca):
-        return ssl.create_default_context(capath=ca)
-    if ca:
-        return ssl.create_default_context(cafile=ca)
-    import certifi
+        ctx = ssl.create_default_context(capath=ca)
+    elif ca:
+        ctx = ssl.create_default_context(cafile=ca)
+    else:
+        import certifi
 
-    return ssl.create_default_context(cafile=certifi.where())
+        ctx = ssl.create_default_context(cafile=certifi.where())
+    ctx.set_alpn_protocols(["http/1.1"])  # as urllib3 offers it (ssl_.py ALPN_PROTOCOLS); RFC 7301
+    return ctx
 
 
 def check_ca(env: EnvSettings, registry: str) -> None:
@@ -215,13 +221,16 @@ class Pool:
         timeout: Timeout,
         *,
         resend: bool = True,
+        on_resend: Callable[[], None] | None = None,
     ) -> tuple[int, list[tuple[str, str]], DirectBody]:
         """Send ``method target`` (the path and query) with ``headers`` and ``body`` (bytes, a file
         or a stream with ``read``, sent with the ``Content-Length`` the caller gives); the answer's
         status, header fields (in order, repeated ones repeated) and unread body. ``resend``: a
         kept-alive connection that breaks before any byte of the answer may be replaced once (the
-        caller allows retries; the body must be able to go back to its start too). Raises the
-        errors of the module text."""
+        caller allows retries; the body must be able to go back to its start too); ``on_resend()``
+        is called before each such re-send (the request went out once more, and the first may
+        have reached the server: the caller counts it and judges the answer as after a lost
+        connection). Raises the errors of the module text."""
         conn = self._take()
         resend = resend and (body is None or isinstance(body, bytes) or _seekable(body))
         while True:
@@ -252,6 +261,8 @@ class Pool:
                 with self._lock:
                     self.in_use += 1
                 conn = None
+                if on_resend is not None:
+                    on_resend()
                 continue
             except BaseException:
                 self.discard(conn)

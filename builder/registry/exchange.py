@@ -113,19 +113,23 @@ def send(
     stream: bool,
     *,
     resend: bool = True,
+    on_resend: Callable[[], None] | None = None,
 ) -> Response:
     """One exchange for ``url``, redirects followed (see the module text), no retries (the
     caller's loop decides). ``route(origin)``: how an origin is reached. ``stream``: the body is
     left for the caller; otherwise it is read (and the connection given back) before returning.
     ``resend``: a direct pool may replace a kept-alive connection that broke before the answer
-    (:meth:`builder.registry.connections.Pool.exchange`). Raises SendError."""
+    (:meth:`builder.registry.connections.Pool.exchange`), calling ``on_resend()`` each time it
+    does. Raises SendError."""
     hops = 0
     try:
         while True:
             origin, target, _ = split_url(url)
             via = route(origin)
             if isinstance(via, Pool):
-                status, fields, got = via.exchange(method, target, headers, body, timeout, resend=resend)
+                status, fields, got = via.exchange(
+                    method, target, headers, body, timeout, resend=resend, on_resend=on_resend
+                )
                 resp = Response(status, Headers(fields), url, got)
             else:
                 resp = _proxied(via, method, url, headers, body, timeout)

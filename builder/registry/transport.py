@@ -275,6 +275,13 @@ class Transport:
         lost = False  # an attempt's connection dropped before its answer
         timeouts = 0  # attempts that ended in a timeout
         retries = self.retries if retry else 0
+        resent: list[None] = []  # the pool's re-sends on a new connection (each a request that went out)
+
+        def count_resend() -> None:
+            resent.append(None)
+            with self._lock:
+                self.requests_sent += 1
+
         while True:
             auth_header = self.auth.header_for(key)
             if auth_header:
@@ -286,7 +293,9 @@ class Transport:
             with self._lock:
                 self.requests_sent += 1
             try:
-                resp = send(self._route, method, url, sent, data, timeout, stream, resend=retries > 0)
+                resp = send(
+                    self._route, method, url, sent, data, timeout, stream, resend=retries > 0, on_resend=count_resend
+                )
             except SendError as exc:
                 cause = exc.cause
                 if isinstance(cause, TooManyRedirects):
@@ -315,6 +324,7 @@ class Transport:
                 self._sleep(attempt, resp.headers.get("Retry-After"))
                 continue
             break
+        lost = lost or bool(resent)  # a re-sent request may have reached the registry the first time
         if resp.status_code in ok or (lost and resp.status_code in ok_after_loss):
             return resp
         try:

@@ -166,8 +166,33 @@ def test_a_kept_alive_connection_closed_as_the_request_arrives_is_sent_once_more
     assert t.request("GET", "/v2/").content == b"first"
     resp = t.request("PUT", "/v2/x/blobs/uploads/u", data=b"the body, sent twice")
     assert resp.content == b"the body, sent twice"  # the whole body went out again
-    assert t.requests_sent == 2 and server.connections == 2 and len(server.requests) == 3
+    assert t.requests_sent == 3 and server.connections == 2 and len(server.requests) == 3  # the re-send counted
     assert _pool(t).in_use == 0
+
+
+def test_a_delete_re_sent_by_the_pool_after_a_lost_answer_counts_its_404_as_deleted(
+    serve: Callable[..., RawServer],
+) -> None:
+    """The DELETE reaches the registry (which deletes the manifest) and the kept-alive connection
+    drops before the answer; the pool re-sends it on a new connection and the registry answers
+    404: as after any lost answer, that is success (docs/registry.md), and both DELETEs are
+    counted in ``requests_sent``."""
+    deletes: list[bytes] = []
+
+    def answer(line: bytes, body: bytes, n: int) -> bytes | None:
+        if not line.startswith(b"DELETE"):
+            return ok(b"{}")
+        deletes.append(line)
+        if len(deletes) == 1:
+            return None  # deleted, then the connection dropped before the answer went out
+        return ok(b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}', status="404 Not Found")
+
+    server = serve(answer)
+    client = RegistryClient(f"127.0.0.1:{server.port}", insecure=True, retries=1, backoff=3600.0)  # no retry waits
+    client.transport.request("GET", "/v2/")
+    client.delete_manifest("x", "sha256:" + "a" * 64)  # no NotFoundError
+    assert len(deletes) == 2 and server.connections == 2
+    assert client.transport.requests_sent == 3
 
 
 def test_with_retries_off_a_kept_alive_connection_that_breaks_is_the_callers_failure(
