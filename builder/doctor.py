@@ -75,10 +75,24 @@ def diagnose_environment(registry: RegistryClient) -> Report:
     except BuilderError as exc:
         items.append(Item("buildx", False, exc.message, exc))
     try:
-        registry.ping()
-        items.append(Item("registry", True, f"{registry.base}/v2/ answers"))
+        items.append(Item("registry", True, _probe_registry(registry)))
     except BuilderError as exc:
         items.append(Item("registry", False, exc.message, exc))
     cosign = shutil.which("cosign")
     items.append(Item("cosign", cosign is not None, cosign or "not on PATH (scripts/setup installs it)"))
     return Report(tuple(items))
+
+
+def _probe_registry(registry: RegistryClient) -> str:
+    """What ``GET /v2/`` says about ``registry``: with credentials configured for it, they must be
+    accepted (a 401 after sending them is RegistryAuthError, exit 6, whose hint names where they
+    were read from), as :meth:`RegistryClient.check_auth`; without any, a 401 still means the
+    registry answers and wants a login (the Distribution spec's version check:
+    https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#determining-support).
+    Raises RegistryUnavailableError when nothing answers."""
+    if registry.credential() is not None:
+        registry.check_auth()
+        return f"{registry.base}/v2/ answers; the configured credentials are accepted"
+    if registry.ping():
+        return f"{registry.base}/v2/ answers (no credentials configured for it)"
+    return f"{registry.base}/v2/ answers and wants a login (no credentials configured for it)"

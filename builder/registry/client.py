@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from typing import IO, TYPE_CHECKING, Unpack
 
-from builder.errors import NotFoundError, RegistryError
+from builder.errors import NotFoundError, RegistryAuthError, RegistryError
 from builder.registry.auth import Authenticator, Credential, DockerCredentials
 from builder.registry.cache import ContentCache
 from builder.registry.media import ACCEPT, MANIFEST_TYPES, parse_json_object
@@ -148,9 +148,19 @@ class RegistryClient:
 
     # -- basic operations -------------------------------------------------------------------
 
-    def ping(self) -> None:
-        """GET /v2/; RegistryUnavailableError when nothing answers (401 counts as alive)."""
-        self.request("GET", "/v2/", ok=(200, 401))
+    def ping(self) -> bool:
+        """GET /v2/: True when the registry answers 200, False when it answers but wants a login we
+        have no credentials for (401, or a challenge that anonymous credentials cannot answer: the
+        Distribution spec's version check,
+        https://github.com/opencontainers/distribution-spec/blob/v1.1.0/spec.md#determining-support).
+        RegistryUnavailableError when nothing answers; RegistryAuthError when credentials configured
+        for it are refused (use :meth:`check_auth` to insist on a login)."""
+        try:
+            return self.request("GET", "/v2/", ok=(200, 401)).status_code == 200
+        except RegistryAuthError:
+            if self.credential() is not None:
+                raise
+            return False
 
     def check_auth(self) -> None:
         """GET /v2/ answering any challenge: RegistryAuthError when our credentials are refused."""
