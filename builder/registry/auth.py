@@ -5,10 +5,16 @@ Credentials are read the way the Docker CLI reads them, through the docker SDK's
 https://github.com/docker/docker-py/blob/main/docker/auth.py): ``credHelpers[host]``, else
 ``credsStore``, else ``auths[host]`` (``auth`` = base64 ``user:password``, ``identitytoken``);
 keys such as ``https://host:port/v1/`` match ``host:port``. A credential helper is run by the
-SDK (announced first through :func:`builder.process.announce`, so ``--debug`` echoes it) as
-``docker-credential-<name> get`` with the server URL on stdin and answers
-``{"ServerURL", "Username", "Secret"}`` (``Username`` ``<token>``: an identity token), per
-https://github.com/docker/docker-credential-helpers#development. Configuration file format:
+configured with the SDK's reading of the file, and run through :func:`builder.process.run` (so
+``--debug`` echoes it, SIGTERM ends it, builder's own secrets stay out of its environment) as
+``docker-credential-<name> get`` with the server URL on stdin; it answers
+``{"ServerURL", "Username", "Secret"}`` (``Username`` ``<token>``: an identity token), or exits
+non-zero saying ``credentials not found in native keychain`` when it holds none, per
+https://github.com/docker/docker-credential-helpers#development and
+https://github.com/docker/docker-credential-helpers/blob/master/credentials/error.go. A helper gets
+:data:`HELPER_TIMEOUT_S` seconds (a keychain waiting for an unlock prompt nobody sees would hang
+builder); after :data:`builder.lockfile.NOTICE_AFTER_S` seconds one WARNING record on :data:`LOG`
+says what is awaited. Configuration file format:
 https://docs.docker.com/reference/cli/docker/#configuration-files.
 
 Challenges follow RFC 7235 (``WWW-Authenticate`` auth-params) and the Docker registry token
@@ -17,8 +23,9 @@ realm=..,service=..,scope=..``; the answer carries ``token`` or ``access_token``
 token is exchanged with ``grant_type=refresh_token``,
 https://distribution.github.io/distribution/spec/auth/oauth/).
 
-Errors: ``RegistryAuthError`` (exit 6) for an unreadable config, a missing or failing helper and
-refused credentials; ``RegistryError`` (exit 7) for a token service that answers oddly.
+Errors: ``RegistryAuthError`` (exit 6) for an unreadable config, a missing, failing or hung
+(past :data:`HELPER_TIMEOUT_S`) helper and refused credentials; ``RegistryError`` (exit 7) for a
+token service that answers oddly.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -47,6 +55,16 @@ if TYPE_CHECKING:
 DOCKER_HUB_SERVER = "https://index.docker.io/v1/"
 #: The ``Username`` a credential helper answers for an identity (refresh) token.
 TOKEN_USERNAME = "<token>"
+#: Seconds a credential helper may take to answer ``get`` before builder gives up on it (exit 6).
+#: Helpers answer from a keychain or a cloud token endpoint in well under a second; one waiting on
+#: an unlock prompt or a dead network would otherwise hang builder for good.
+HELPER_TIMEOUT_S = 30.0
+#: What a helper's exit says when it holds nothing for the server (not an error: anonymous access),
+#: https://github.com/docker/docker-credential-helpers/blob/master/credentials/error.go
+HELPER_NOT_FOUND = "credentials not found in native keychain"
+#: Where a slow credential helper is said (one WARNING record per call that passes
+#: :data:`builder.lockfile.NOTICE_AFTER_S`; the command line prints it on stderr).
+LOG = logging.getLogger("builder.registry.auth")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,20 +180,71 @@ class DockerCredentials:
                 registry=host,
             )
         if helper is not None:
-            process.announce([helper, "get"])  # the SDK runs it: echoed under --debug all the same
+            answer = self._ask_helper(helper, host)
+            if answer is not None:
+                return answer
+        # the file's `auths` (also when the helper holds nothing for host: as Docker falls back);
+        # the SDK gets no helper name here, so it never runs one itself (without a timeout)
+        from docker.auth import AuthConfig
+
         try:
-            found = resolve_authconfig(self._auth_config(), host)  # runs `<helper> get` when one is configured
+            found = resolve_authconfig(AuthConfig({"auths": self._auth_config().auths}), host)
         except DockerException as exc:
             raise RegistryAuthError(
-                f"credential helper `{helper} get` failed for {host}: {exc}",
-                hint=f"run `docker login {host}` again",
-                registry=host,
-            ) from exc
-        except (ValueError, KeyError, TypeError) as exc:
-            raise RegistryAuthError(
-                f"credential helper `{helper} get` printed no Username/Secret JSON for {host}", registry=host
+                f"Docker config {self.source}: cannot read the credentials of {host}: {exc}", registry=host
             ) from exc
         return _credential(found) if found else None
+
+    def _ask_helper(self, helper: str, host: str) -> Credential | None:
+        """Run ``<helper> get`` for ``host`` (at most :data:`HELPER_TIMEOUT_S` s, said on :data:`LOG`
+        after :data:`builder.lockfile.NOTICE_AFTER_S` s). None when it holds nothing for ``host``;
+        raises RegistryAuthError naming the helper and this config file when it fails, hangs or
+        answers no ``Username``/``Secret`` JSON."""
+        import subprocess
+
+        from builder.lockfile import NOTICE_AFTER_S
+
+        server = _server_url(host)
+        notice = threading.Timer(
+            NOTICE_AFTER_S,
+            LOG.warning,
+            ("waiting for %s (credentials of %s); up to %g s", helper, host, HELPER_TIMEOUT_S),
+        )
+        notice.daemon = True
+        notice.start()
+        try:
+            done = process.run([helper, "get"], input=server, timeout=HELPER_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            raise RegistryAuthError(
+                f"credential helper {helper} gave no answer for {host} within {HELPER_TIMEOUT_S:g} s",
+                hint=f"it is named in {self.source}; check that `echo {server} | {helper} get` answers"
+                " (a locked keychain waits for its prompt), or remove it from that file",
+                registry=host,
+            ) from exc
+        finally:
+            notice.cancel()
+        said = (done.stdout.strip() or done.stderr.strip())[:300]
+        if done.returncode != 0:
+            if HELPER_NOT_FOUND in said:
+                return None
+            raise RegistryAuthError(
+                f"credential helper `{helper} get` failed for {host} (exit {done.returncode}): {said}"
+                f" (configured in {self.source})",
+                hint=f"run `docker login {host}` again",
+                registry=host,
+            )
+        try:
+            answer = json.loads(done.stdout)
+            user, secret = str(answer["Username"]), str(answer["Secret"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RegistryAuthError(
+                f"credential helper `{helper} get` printed no Username/Secret JSON for {host}"
+                f" (configured in {self.source})",
+                registry=host,
+            ) from exc
+        if user == TOKEN_USERNAME:
+            return Credential(user, "", secret)
+        return Credential(user, secret) if user or secret else None
 
 
 def _server_url(host: str) -> str:
