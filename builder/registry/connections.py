@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import http.client
+import re
 import select
 import socket
 import threading
@@ -84,6 +85,39 @@ class ConnectTimeout(TimeoutError):
 
 class BadURL(ValueError):
     """A URL the transport cannot send to (no host, an unknown scheme, a port that is no number)."""
+
+
+class BadHeader(ValueError):
+    """A request header ``field`` whose value cannot be sent: ``problem`` says why (``a line
+    break``, ``characters outside Latin-1``). http.client's ``putheader`` refuses both (RFC 9110
+    section 5.5, https://www.rfc-editor.org/rfc/rfc9110#section-5.5: a field value is visible
+    ASCII, spaces and obs-text). The value itself is not kept (it may be a token)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"the {field} header holds {problem}")
+        self.field = field
+        self.problem = problem
+
+
+#: What http.client's ``putheader`` refuses in a value (its ``_is_illegal_header_value``): a line
+#: break not followed by a space or tab (obs-fold).
+_ILLEGAL_VALUE = re.compile(r"\n(?![ \t])|\r(?![ \t\n])")
+
+
+def bad_header(headers: Mapping[str, str]) -> BadHeader | None:
+    """The first of ``headers`` that ``http.client`` cannot send (a value with a line break or a
+    character outside Latin-1, a name that is no token), as a :class:`BadHeader`; None when all
+    can be sent. Called after a send failed (not on every request)."""
+    for name, value in headers.items():
+        if not name or any(c in name for c in ":\r\n ") or not name.isascii():
+            return BadHeader(repr(name[:40]), "a name that is no header name")
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            return BadHeader(name, "characters outside Latin-1")
+        if _ILLEGAL_VALUE.search(value):
+            return BadHeader(name, "a line break")
+    return None
 
 
 @functools.cache

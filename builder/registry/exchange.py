@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import functools
 import http.client
+import re
 from typing import IO, TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from builder.errors import RegistryUnavailableError
-from builder.registry.connections import BadURL, Pool, Timeout, check_ca
+from builder.registry.connections import BadHeader, BadURL, Pool, Timeout, bad_header, check_ca
 from builder.registry.response import Headers, ReadError, Response
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Callable, Mapping
 
     import urllib3
@@ -75,17 +77,43 @@ class TooManyRedirects(Exception):
 def split_url(url: str) -> tuple[str, str, str]:
     """``(origin, target, path)`` of an absolute ``url``: ``scheme://netloc`` (the scheme lower
     case), the request target sent on the origin's connection (path and query, ``/`` when
-    empty, no fragment: urllib3's ``request_uri``) and the path alone (for messages). Raises
+    empty, no fragment: urllib3's ``request_uri``), characters a request target may not hold
+    percent-encoded (:func:`encode_target`), and the path alone (for messages). Raises
     ValueError for a URL ``urllib.parse`` cannot split (``http://[::1``)."""
     parts = urlsplit(url)
     sep = url.find("://")
     target = url[sep + 3 + len(parts.netloc) if sep >= 0 else 0 :].partition("#")[0]
     if not target.startswith("/"):
         target = "/" + target  # "http://host?x" asks for "/?x"
+    if _NOT_IN_TARGET.search(target):
+        target = encode_target(target)
     return f"{parts.scheme}://{parts.netloc}", target, parts.path
 
 
-def origin_pool(origin: str, context_for: Callable[[], object], maxsize: int) -> Pool:
+#: A character a request target may not hold as it is (RFC 3986 section 3.3 ``pchar``, ``/`` and
+#: ``?``: unreserved, sub-delims, ``:``, ``@``; section 2.1 ``%`` HEXDIG HEXDIG), or a ``%`` that
+#: starts no such triplet.
+_NOT_IN_TARGET = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/?%]|%(?![0-9A-Fa-f]{2})")
+
+
+def encode_target(target: str) -> str:
+    """``target`` (a path and query) with every character a request target may not hold (a
+    space, a control character, a non-ASCII letter, ``"<>\\^`{|}``, a ``%`` that starts no
+    ``%XX``) percent-encoded as its UTF-8 bytes (RFC 3986 section 2.1,
+    https://www.rfc-editor.org/rfc/rfc3986#section-2.1), an existing ``%XX`` kept as it is: what
+    urllib3's ``_encode_invalid_chars`` does to a ``Location``
+    (https://github.com/urllib3/urllib3/blob/2.8.0/src/urllib3/util/url.py). A target read from a
+    header (``http.client`` decodes header bytes as Latin-1) whose bytes are UTF-8 is taken as the
+    UTF-8 it was sent as, as requests' ``get_redirect_target`` does
+    (https://github.com/psf/requests/blob/v2.32.3/src/requests/sessions.py). Pure."""
+    try:
+        text = target.encode("latin-1").decode("utf-8")
+    except UnicodeError:  # characters beyond Latin-1 (not from a header), or Latin-1 bytes that are no UTF-8
+        text = target
+    return _NOT_IN_TARGET.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogatepass")), text)
+
+
+def origin_pool(origin: str, context_for: Callable[[], ssl.SSLContext], maxsize: int) -> Pool:
     """A new :class:`Pool` for ``origin`` (``http://`` or ``https://`` and a host; the TLS
     context from ``context_for()`` for https). Raises BadURL for an origin that has no host, an
     unknown scheme or a port that is no number (urllib3's words for them)."""
@@ -100,7 +128,7 @@ def origin_pool(origin: str, context_for: Callable[[], object], maxsize: int) ->
         raise BadURL(f"No host specified in {origin}")
     tls = parts.scheme == "https"
     context = context_for() if tls else None
-    return Pool(parts.scheme, parts.hostname, port or (443 if tls else 80), context, maxsize)  # type: ignore[arg-type]
+    return Pool(parts.scheme, parts.hostname, port or (443 if tls else 80), context, maxsize)
 
 
 def send(
@@ -152,12 +180,13 @@ def send(
             url = nxt
     except SendError:
         raise
-    except (OSError, http.client.HTTPException, TooManyRedirects, BadURL) as exc:  # ssl's errors are OSErrors
+    except (OSError, http.client.HTTPException, TooManyRedirects, BadURL, BadHeader) as exc:  # ssl's are OSErrors
         raise SendError(exc) from exc
-    except ValueError as exc:
-        if not _raised_in_url_parsing(exc):
+    except ValueError as exc:  # UnicodeError included
+        unsendable = _unsendable(exc, url, headers)
+        if unsendable is None:
             raise
-        raise SendError(BadURL(str(exc))) from exc  # urljoin/urlsplit of a Location such as "http://[::1"
+        raise SendError(unsendable) from exc
     except Exception as exc:
         if type(exc).__module__.startswith("urllib3."):  # the proxy path's HTTPError kinds
             raise SendError(_unwrap(exc)) from exc
@@ -191,14 +220,31 @@ def _unwrap(exc: BaseException) -> BaseException:
     return reason if type(exc).__name__ == "MaxRetryError" and isinstance(reason, BaseException) else exc
 
 
-def _raised_in_url_parsing(exc: BaseException) -> bool:
-    """``exc`` was raised inside ``urllib.parse`` (any frame of its traceback, as it may call on:
-    a bracketed host is checked by ``ipaddress``, Python >= 3.11.4): a URL it cannot split."""
-    import urllib.parse
+def _unsendable(exc: ValueError, url: str, headers: Mapping[str, str]) -> BaseException | None:
+    """What a ``ValueError`` (``UnicodeError`` included) raised while sending to ``url`` with
+    ``headers`` says, or None when it is none of these (a defect: raised on): urllib3's own kinds
+    (``LocationValueError``...) as they are; a :class:`BadURL` when ``urllib.parse`` could not
+    split the URL (a ``Location`` such as ``http://[::1``) or ``http.client`` / ``socket`` /
+    ``encodings`` could not encode its host (``UnicodeError`` of a non-ASCII host name that is no
+    IDNA name); a :class:`BadHeader` when a header value cannot be sent (``putheader``'s
+    ``ValueError`` / ``UnicodeEncodeError``)."""
+    if type(exc).__module__.startswith("urllib3."):
+        return _unwrap(exc)
+    if _raised_in(exc, ("urllib.parse",)):
+        return BadURL(str(exc))
+    if not _raised_in(exc, ("http.client", "socket", "encodings.idna", "urllib3.", "ssl")):
+        return None
+    return bad_header(headers) or BadURL(f"{urlsplit(url).netloc!r} cannot be sent: {type(exc).__name__}: {exc}")
 
+
+def _raised_in(exc: BaseException, modules: tuple[str, ...]) -> bool:
+    """``exc`` was raised inside one of ``modules`` (a frame of its traceback whose module name
+    is one of them, or starts with one ending in "."): ``urllib.parse`` may call on (a bracketed
+    host is checked by ``ipaddress``, Python >= 3.11.4), so any frame counts."""
     tb = exc.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == urllib.parse.__file__:
+        name = str(tb.tb_frame.f_globals.get("__name__", ""))
+        if any(name == m or (m.endswith(".") and name.startswith(m)) for m in modules):
             return True
         tb = tb.tb_next
     return False

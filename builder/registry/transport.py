@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from builder import __version__
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
-from builder.registry.connections import BadURL, Pool, Timeout, check_ca, tls_context
+from builder.registry.connections import BadHeader, BadURL, Pool, Timeout, check_ca, tls_context
 from builder.registry.environment import EnvSettings, env_settings
 from builder.registry.exchange import (
     MAX_REDIRECTS,
@@ -275,13 +275,7 @@ class Transport:
         lost = False  # an attempt's connection dropped before its answer
         timeouts = 0  # attempts that ended in a timeout
         retries = self.retries if retry else 0
-        resent: list[None] = []  # the pool's re-sends on a new connection (each a request that went out)
-
-        def count_resend() -> None:
-            resent.append(None)
-            with self._lock:
-                self.requests_sent += 1
-
+        resent = _Resends(self)  # the pool's re-sends on a new connection (each a request that went out)
         while True:
             auth_header = self.auth.header_for(key)
             if auth_header:
@@ -294,16 +288,12 @@ class Transport:
                 self.requests_sent += 1
             try:
                 resp = send(
-                    self._route, method, url, sent, data, timeout, stream, resend=retries > 0, on_resend=count_resend
+                    self._route, method, url, sent, data, timeout, stream, resend=retries > 0, on_resend=resent
                 )
             except SendError as exc:
                 cause = exc.cause
-                if isinstance(cause, TooManyRedirects):
-                    raise RegistryError(
-                        f"registry {self.registry} redirected {method} {where} more than {MAX_REDIRECTS} times",
-                        hint="the registry or its storage redirects in a loop; check the registry's storage settings",
-                        registry=self.registry,
-                    ) from exc
+                if isinstance(cause, TooManyRedirects | BadHeader):
+                    raise _unsendable(self.registry, cause, f"{method} {where}", sent.get("Authorization")) from exc
                 timeouts += timed_out(cause)
                 if attempt < retries and is_transient(cause) and timeouts < MAX_TIMEOUT_ATTEMPTS:
                     attempt += 1
@@ -324,8 +314,7 @@ class Transport:
                 self._sleep(attempt, resp.headers.get("Retry-After"))
                 continue
             break
-        lost = lost or bool(resent)  # a re-sent request may have reached the registry the first time
-        if resp.status_code in ok or (lost and resp.status_code in ok_after_loss):
+        if resp.status_code in ok or ((lost or resent.count) and resp.status_code in ok_after_loss):
             return resp
         try:
             raise self._error_for(resp, method, where, streamed=stream, env=env)
@@ -398,6 +387,16 @@ class Transport:
             )
         except SendError as exc:
             cause = exc.cause
+            if isinstance(cause, BadHeader):
+                raise _unsendable(self.registry, cause, f"the token request to {req.realm}", None) from exc
+            bad = unusable_answer(cause)
+            if bad:
+                raise RegistryError(
+                    f"token service {req.realm} of registry {self.registry} answered with {bad}",
+                    hint="the registry's token service (or a proxy in front of it) is misconfigured: "
+                    "check its realm and redirects",
+                    registry=self.registry,
+                ) from exc
             if env.proxy and proxy_refusal(cause):
                 raise self._proxy_refused(env, proxy_refusal(cause), f"the token service {req.realm}") from exc
             raise RegistryUnavailableError(
@@ -552,6 +551,34 @@ class Transport:
             registry=self.registry,
             status=status,
         )
+
+
+def _unsendable(
+    registry: str, cause: TooManyRedirects | BadHeader, request: str, authorization: str | None
+) -> RegistryError:
+    """:mod:`builder.registry.unsendable`'s error for ``cause`` (imported only on such a failure)."""
+    from builder.registry import unsendable
+
+    if isinstance(cause, BadHeader):
+        return unsendable.header_error(registry, cause, request, authorization)
+    return unsendable.redirect_loop_error(registry, request, MAX_REDIRECTS)
+
+
+class _Resends:
+    """Counts the pool's re-sends of one request (:meth:`Pool.exchange`'s ``on_resend``): each
+    is a request that went out (``requests_sent``), after one that may have reached the registry
+    (its answer is judged as after a lost connection: ``ok_after_loss``)."""
+
+    __slots__ = ("count", "transport")
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
+        with self.transport._lock:
+            self.transport.requests_sent += 1
 
 
 def retry_after_seconds(value: str | None, now: float) -> float | None:

@@ -1,0 +1,52 @@
+"""The errors for a request the registry transport cannot send, or stopped following, without the
+registry being unreachable: a header value HTTP cannot carry (:class:`BadHeader`, named with where
+it came from, the value itself never shown: it may be a token) and a redirect loop.
+
+Shapes: each function takes the registry's name (``host[:port]``) and the request in words and
+returns a :class:`builder.errors.RegistryError` (exit 7, docs/exit-codes.md). Pure.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from builder.errors import RegistryError
+
+if TYPE_CHECKING:
+    from builder.registry.connections import BadHeader
+
+
+def header_error(registry: str, exc: BadHeader, request: str, authorization: str | None) -> RegistryError:
+    """The error for ``request`` (``"GET <where>"``, ``"the token request to <realm>"``) whose
+    header ``exc.field`` http.client cannot send (a line break, characters outside Latin-1: RFC
+    9110 section 5.5, https://www.rfc-editor.org/rfc/rfc9110#section-5.5), naming its source:
+    ``authorization`` (the ``Authorization`` value sent) ``Bearer ...`` came from the registry's
+    token service (or an identity token of the Docker config), another one from the credentials
+    (the Docker config or ``.netrc``); any other header from what the caller was given."""
+    if exc.field.lower() == "authorization" and authorization and authorization.startswith("Bearer "):
+        source = (
+            "the token the registry's token service issued (or the identity token in the Docker config "
+            "under DOCKER_CONFIG)"
+        )
+        hint = "the token service (or the Docker config) sends a broken token: check it, or log in again"
+    elif exc.field.lower() == "authorization":
+        source = "the credentials for it (the Docker config under DOCKER_CONFIG, or ~/.netrc)"
+        hint = "fix the credentials for this registry (docker login, or the .netrc entry)"
+    else:
+        source = "a value builder was given for it (a media type or digest from a manifest, document or option)"
+        hint = "check the manifest or document this request was made for"
+    return RegistryError(
+        f"registry {registry}: {request} was not sent: the {exc.field} header holds {exc.problem}, "
+        f"which HTTP cannot carry; it came from {source}",
+        hint=hint,
+        registry=registry,
+    )
+
+
+def redirect_loop_error(registry: str, request: str, hops: int) -> RegistryError:
+    """The error for ``request`` (``"GET <where>"``) redirected more than ``hops`` times."""
+    return RegistryError(
+        f"registry {registry} redirected {request} more than {hops} times",
+        hint="the registry or its storage redirects in a loop; check the registry's storage settings",
+        registry=registry,
+    )
