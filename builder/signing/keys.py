@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from builder.errors import SigningKeyError
-from builder.signing.fingerprints import spki_fingerprint
+from builder.signing.fingerprints import short_fingerprint, spki_fingerprint
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -284,9 +284,42 @@ def import_key_pair(
 def load_signer(path: Path, password: str | None) -> KeyPairSigner:
     """Load a private key file (builder PKCS#8 PEM, SEC1 PEM, or cosign's encrypted key) as a signer.
 
-    Raises SigningKeyError (missing file, wrong/missing password, not ECDSA P-256).
+    The key's public half must be the key of its ``.pub`` file when there is one
+    (``path.with_suffix(".pub")``: ``builder.pub`` next to ``builder.key``, what the checkout's
+    policies name and verifiers are given): :func:`check_public_half`.
+
+    Raises SigningKeyError (missing file, wrong/missing password, not ECDSA P-256, a ``.pub`` of
+    another key).
     """
-    return KeyPairSigner(load_private_key(path, password), source=str(path))
+    signer = KeyPairSigner(load_private_key(path, password), source=str(path))
+    check_public_half(signer, path.with_suffix(".pub"))
+    return signer
+
+
+def check_public_half(signer: KeyPairSigner, public_file: Path) -> None:
+    """Refuse ``signer`` when ``public_file`` exists and holds another key: one of the two files
+    was replaced without the other, and every signature made would be ``untrusted`` for whoever
+    verifies with ``public_file`` (policies name it: ``keys.build`` in policies/default.yaml). A
+    missing ``public_file`` is no answer either way (a key imported without its ``.pub``).
+
+    Raises SigningKeyError (exit 16) naming both files and both fingerprints, or for an
+    unreadable / non-P-256 ``public_file`` (:func:`load_public_keys`)."""
+    if not public_file.is_file() or str(public_file) == signer.source:
+        return
+    (published,) = load_public_keys([public_file])
+    if published.fingerprint == signer.fingerprint:
+        return
+    raise SigningKeyError(
+        f"signing key {signer.source} ({short_fingerprint(signer.fingerprint)}) is not the key of"
+        f" {public_file} ({short_fingerprint(published.fingerprint)}): nothing it signs verifies with"
+        f" {public_file.name}, so no policy naming that file counts it",
+        hint=f"one of the pair was replaced: put back the private key of {public_file.name} (or pass it"
+        f" with --key); for a new key on purpose, replace {public_file.name} with its public half"
+        " (`builder keys export --key KEY --output-dir DIR` writes it as DIR/cosign.pub)",
+        path=str(public_file),
+        signing_key=signer.fingerprint,
+        public_key=published.fingerprint,
+    )
 
 
 def load_private_key(path: Path, password: str | None) -> ec.EllipticCurvePrivateKey:
