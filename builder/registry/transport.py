@@ -47,6 +47,8 @@ from builder.registry.exchange import (
     split_url,
 )
 from builder.registry.failures import (
+    UNAVAILABLE_STATUSES,
+    RetryBudget,
     connect_timed_out,
     connection_cause,
     error_text,
@@ -57,6 +59,7 @@ from builder.registry.failures import (
     timed_out,
     timeout_seconds,
     tls_failed,
+    unavailable_status,
     unusable_answer,
 )
 from builder.registry.response import Response, decode
@@ -276,6 +279,7 @@ class Transport:
         timeouts = 0  # attempts that ended in a timeout
         retries = self.retries if retry else 0
         resent = _Resends(self)  # the pool's re-sends on a new connection (each a request that went out)
+        started = time.monotonic()  # for "N attempts over S s" when the retries are spent
         while True:
             auth_header = self.auth.header_for(key)
             if auth_header:
@@ -317,7 +321,8 @@ class Transport:
         if resp.status_code in ok or ((lost or resent.count) and resp.status_code in ok_after_loss):
             return resp
         try:
-            raise self._error_for(resp, method, where, streamed=stream, env=env)
+            spent = RetryBudget(attempt + 1, time.monotonic() - started, retries, self.backoff, self.max_delay)
+            raise self._error_for(resp, method, where, streamed=stream, env=env, budget=spent)
         finally:
             resp.close()  # the body was read into the message (or not needed): free the connection
 
@@ -517,8 +522,12 @@ class Transport:
         )
 
     def _error_for(
-        self, resp: Response, method: str, where: str, *, streamed: bool, env: EnvSettings
+        self, resp: Response, method: str, where: str, *, streamed: bool, env: EnvSettings, budget: RetryBudget
     ) -> BuilderError:
+        """The error for an answer with a status not asked for: 407 from a proxy, 401/403
+        (RegistryAuthError), 404 (NotFoundError), 429/502/503/504 once ``budget`` is spent
+        (RegistryUnavailableError, :func:`failures.unavailable_status`), else RegistryError naming
+        the status, the body's error text and, when retried, the attempts made."""
         status = resp.status_code
         body = "" if method == "HEAD" else error_text(_error_excerpt(resp) if streamed else resp.text)[:300]
         if status == 407 and env.proxy:
@@ -546,8 +555,11 @@ class Transport:
                 registry=self.registry,
                 status=404,
             )
+        if status in UNAVAILABLE_STATUSES:
+            return unavailable_status(status, self.registry, f"{method} {where}", body, budget, proxy_note(env))
+        spent = f" (on {budget.spent()})" if budget.attempts > 1 else ""
         return RegistryError(
-            f"registry {self.registry} answered HTTP {status} to {method} {where}: {body or '(no body)'}",
+            f"registry {self.registry} answered HTTP {status} to {method} {where}{spent}: {body or '(no body)'}",
             registry=self.registry,
             status=status,
         )

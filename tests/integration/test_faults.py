@@ -152,9 +152,9 @@ def test_without_retries_the_error_is_the_registrys(
     _vid, digest = images[0]
     client = faulty_client(proxy, retries=0)
     proxy.add(Fault("status", status=503, count=1))
-    with pytest.raises(RegistryError) as err:
+    with pytest.raises(RegistryUnavailableError) as err:  # unavailable (5), said on the first attempt
         client.get_manifest(repo, digest)
-    assert err.value.exit_code == 7 and "HTTP 503" in err.value.message
+    assert err.value.exit_code == 5 and "HTTP 503" in err.value.message and "on 1 attempt" in err.value.message
     proxy.add(Fault("drop", count=1))
     with pytest.raises(RegistryUnavailableError) as gone:
         client.get_manifest(repo, digest)
@@ -171,9 +171,10 @@ def test_beyond_the_retry_budget_the_error_names_the_status(
     repo, images = variants
     client = faulty_client(proxy, retries=3)
     proxy.add(Fault("status", status=429, retry_after="1"))
-    with pytest.raises(RegistryError) as err:
+    with pytest.raises(RegistryUnavailableError) as err:
         client.resolve(repo, images[0][1])
-    assert "HTTP 429" in err.value.message
+    assert err.value.exit_code == 5 and "HTTP 429" in err.value.message and "rate-limits" in err.value.message
+    assert "4 attempts over " in err.value.message and "registry_retries" in err.value.hint
     assert proxy.injected("status") == 4  # the first attempt and 3 retries
 
 

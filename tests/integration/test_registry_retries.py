@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from builder.errors import RegistryError
+from builder.errors import RegistryError, RegistryUnavailableError
 from builder.registry import RegistryClient
 
 if TYPE_CHECKING:
@@ -99,14 +99,48 @@ def test_5xx_and_429_are_retried(flaky: tuple[str, Flaky], registry_address: str
     assert len(state.seen) == 2
 
 
-def test_retries_are_bounded_and_the_error_names_the_status(flaky: tuple[str, Flaky]) -> None:
+@pytest.mark.parametrize("status", [502, 503, 504])
+def test_retries_are_bounded_and_a_gateway_error_is_unavailable(flaky: tuple[str, Flaky], status: int) -> None:
+    """Still 502/503/504 after the retries: the registry is unavailable (exit 5, as a connection
+    that cannot be made), the message says how many attempts over how long, the hint which
+    settings decide the retries."""
     address, state = flaky
     client = RegistryClient(address, insecure=True, retries=2, backoff=0.01)
-    state.failures, state.status = 10, 502
+    state.failures, state.status = 10, status
+    with pytest.raises(RegistryUnavailableError) as err:
+        client.resolve("mirror/debian", "bookworm")
+    assert err.value.exit_code == 5 and err.value.kind == "registry-unavailable"
+    message, hint = err.value.message, err.value.hint
+    assert f"HTTP {status}" in message and "mirror/debian:bookworm" in message and "unavailable" in message
+    assert "3 attempts over " in message and err.value.details["attempts"] == 3
+    assert "registry_retries" in hint and "BUILDER_REGISTRY_RETRIES, now 2" in hint and "registry_backoff_ms" in hint
+    assert len(state.seen) == 3  # the first attempt + 2 retries
+
+
+def test_rate_limited_beyond_the_retries_says_so(flaky: tuple[str, Flaky]) -> None:
+    address, state = flaky
+    client = RegistryClient(address, insecure=True, retries=1, backoff=0.01)
+    state.failures, state.status = 10, 429
+    with pytest.raises(RegistryUnavailableError) as err:
+        client.get_manifest("mirror/debian", "bookworm")
+    assert err.value.exit_code == 5
+    assert "rate-limits" in err.value.message and "2 attempts over " in err.value.message
+    assert "Retry-After" in err.value.message and "UNAVAILABLE" in err.value.message  # the body's error code
+    assert "registry_max_delay_ms" in err.value.hint and "BUILDER_REGISTRY_RETRIES, now 1" in err.value.hint
+    assert len(state.seen) == 2
+
+
+def test_a_500_stays_the_registrys_error_naming_the_attempts(flaky: tuple[str, Flaky]) -> None:
+    address, state = flaky
+    client = RegistryClient(address, insecure=True, retries=1, backoff=0.01)
+    state.failures, state.status = 10, 500
     with pytest.raises(RegistryError) as err:
         client.resolve("mirror/debian", "bookworm")
-    assert "502" in err.value.message and "mirror/debian:bookworm" in err.value.message
-    assert len(state.seen) == 3  # the first attempt + 2 retries
+    assert err.value.exit_code == 7 and "HTTP 500" in err.value.message and "2 attempts over " in err.value.message
+    state.failures, state.status = 10, 418  # not retried: unchanged
+    with pytest.raises(RegistryError) as once:
+        client.resolve("mirror/debian", "bookworm")
+    assert once.value.exit_code == 7 and "attempt" not in once.value.message
 
 
 def test_dropped_connection_is_retried(flaky: tuple[str, Flaky], registry_address: str) -> None:

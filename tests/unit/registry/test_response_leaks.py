@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.errors import BuilderError, NotFoundError, RegistryError
+from builder.errors import BuilderError, NotFoundError, RegistryError, RegistryUnavailableError
 from builder.registry import Credential, RegistryClient
 from builder.registry.connections import Pool
 from builder.registry.manifest import Descriptor
@@ -158,7 +158,7 @@ REFUSALS: dict[str, tuple[type[BuilderError] | None, Callable[[RegistryClient], 
     "declared oversized": (RegistryError, lambda c: c.get_manifest("x", "declared")),
     "endless body": (RegistryError, lambda c: c.get_manifest("x", "endless")),
     "endless error body": (NotFoundError, lambda c: c.get_manifest("x", "endless-404")),
-    "retried 503s": (RegistryError, lambda c: c.get_manifest("x", "busy")),
+    "retried 503s": (RegistryUnavailableError, lambda c: c.get_manifest("x", "busy")),
     "401 challenge refused": (BuilderError, lambda c: c.get_manifest("x", "challenge")),
     "404 dropped": (None, lambda c: c.try_get_manifest("x", "missing")),
     "digest mismatch": (RegistryError, lambda c: c.get_manifest("x", "sha256:" + "0" * 64)),
