@@ -276,10 +276,12 @@ class App:
         need_signer: bool = False,
         trust_root: Path | None = None,
         matrices: Sequence[Path] = (),
+        ledger: bool | None = None,
     ) -> PromotionContext:
         """The promotion context: the stage policy (``policy_file``, else the one the matrices name:
         :meth:`bound`, else ``<policies_dir>/default.yaml``), the signing key and the ledger when
-        ``need_signer``, this invocation's registry clients, and the fleet checker. Raises
+        ``need_signer`` (``ledger``: whether to open the ledger, default ``need_signer``; a dry run
+        that checks the key writes nothing), this invocation's registry clients, and the fleet checker. Raises
         PolicyError, SigningKeyError, LedgerError, and what :meth:`bound` raises."""
         from builder.promote import open_context
 
@@ -292,6 +294,7 @@ class App:
             key_file=key_file,
             key_password=self.key_password,
             need_signer=need_signer,
+            ledger=ledger,
             trust_root=trust_root,
             fleet_checker=functools.partial(_check_fleet, self.config.state_dir / "cache" / "layers"),
         )

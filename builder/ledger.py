@@ -15,7 +15,17 @@ Guarantees:
   the file. The signed records in the registry are the durable copy, and re-running a promotion
   whose tag already moved appends its missing row (``builder.promote``).
 
-Errors: ``LedgerError`` (exit 33) when the file cannot be opened or written, or is not a ledger.
+Read-only use (``read_only=True``: ``ledger verify``; dry runs do not open the ledger at all)
+opens the file with SQLite's ``mode=ro`` URI parameter (https://www.sqlite.org/uri.html), so a
+state folder this user may read but not write serves every read. A WAL database can be read
+without write access only when its ``-wal``/``-shm`` files exist or can be created, else only as
+``immutable=1`` (https://www.sqlite.org/wal.html#readonly): in a folder that cannot be written
+(so no writer of ours can change the file meanwhile) that is how it is opened.
+
+Errors: ``LedgerError`` (exit 33) when the file cannot be opened or read, or is not a ledger;
+``NotFoundError`` (exit 8, docs/exit-codes.md: a path that cannot be written) when a write is
+needed and the ledger's folder or file is not writable by this user (or on a read-only file
+system), naming the folder or file.
 """
 
 from __future__ import annotations
@@ -24,11 +34,12 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 from typing import TYPE_CHECKING, Any
 
-from builder.errors import LedgerError
+from builder.errors import LedgerError, NotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -118,11 +129,15 @@ class LedgerRecord:
 
 
 class Ledger:
-    """An open ledger file. Use as a context manager or call :meth:`close`."""
+    """An open ledger file. Use as a context manager or call :meth:`close`. ``read_only``: an
+    existing ledger opened for reading only (see the module); :meth:`append` then fails."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
         self._lock = threading.RLock()
+        if read_only:
+            self._db = _open_read_only(path)
+            return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             # one connection shared by the threads of a batch (promote_many); writes are serialized
@@ -133,9 +148,13 @@ class Ledger:
             self._db.executescript(_SCHEMA)
             self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"cannot open the audit ledger {path}: {exc}", path=str(path)) from exc
+            raise _unwritable(path) or LedgerError(
+                f"cannot open the audit ledger {path}: {exc}", path=str(path)
+            ) from exc
         except OSError as exc:
-            raise LedgerError(f"cannot create the audit ledger {path}: {exc.strerror}", path=str(path)) from exc
+            raise _unwritable(path) or LedgerError(
+                f"cannot create the audit ledger {path}: {exc.strerror}", path=str(path)
+            ) from exc
 
     def __enter__(self) -> Ledger:
         return self
@@ -246,11 +265,56 @@ class Ledger:
         return int(row[0]) if row else 0
 
 
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """``path`` opened with ``mode=ro``, or ``immutable=1`` when that fails in a folder this user
+    cannot write (see the module). Raises LedgerError when it cannot be read as a ledger."""
+    uri = f"{path.absolute().as_uri()}?mode=ro"
+    try:
+        db = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        except sqlite3.OperationalError:
+            db.close()
+            if os.access(path.parent, os.W_OK):
+                raise
+            db = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+            db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise LedgerError(f"cannot read the audit ledger {path}: {exc}", path=str(path)) from exc
+    return db
+
+
+def _unwritable(path: Path) -> NotFoundError | None:
+    """NotFoundError naming what keeps the ledger at ``path`` from being written: the file itself
+    or the nearest existing folder above it, when this user may not write it (``os.access``,
+    which also reports a read-only file system); None when both are writable (the cause is
+    elsewhere: a broken file)."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    blocked = [(f"the file {path} is read-only", path)] if path.exists() and not os.access(path, os.W_OK) else []
+    if not os.access(folder, os.W_OK):  # SQLite writes its -wal and -shm files beside the ledger
+        blocked.append((f"the folder {folder} is not writable", folder))
+    if not blocked:
+        return None
+    what = " and ".join(w for w, _ in blocked)
+    return NotFoundError(
+        f"cannot write the audit ledger {path}: {what} by this user (a promotion or rollback with --confirm "
+        "appends a row)",
+        hint=f"make {' and '.join(str(p) for _, p in blocked)} writable for this user, or set builder.toml "
+        "`state_dir` (or `ledger`, or BUILDER_STATE_DIR) to a folder it can write; a dry run (without "
+        "--confirm) only reads",
+        path=str(path),
+        folder=str(folder),
+    )
+
+
 def _rows(first: int, last: int) -> str:
     """``row 3`` / ``rows 3-5``."""
     return f"row {first}" if first == last else f"rows {first}-{last}"
 
 
-def open_ledger(path: Path) -> Ledger:
-    """Open (creating if needed) the ledger at ``path``. Raises LedgerError."""
-    return Ledger(path)
+def open_ledger(path: Path, *, read_only: bool = False) -> Ledger:
+    """Open (creating if needed) the ledger at ``path``; ``read_only``: an existing one, for
+    reading only. Raises LedgerError, NotFoundError (a folder or file that cannot be written)."""
+    return Ledger(path, read_only=read_only)

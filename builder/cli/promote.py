@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from builder.errors import BuilderError
     from builder.promote import Batch, StatusReport, VariantHistory
     from builder.promote.changes import PlanChanges
-    from builder.promote.model import ExpectPrevious, Outcome
+    from builder.promote.model import ExpectPrevious, Outcome, Plan
 
 
 def _expect_previous(_ctx: click.Context, _param: click.Parameter, value: str | None) -> ExpectPrevious:
@@ -213,50 +213,110 @@ def promote(
     emit(batch.to_json(), lambda: _print_batch(batch), report=batch)
 
 
+def _say(text: str, *, hang: int = 2, lead: tuple[str, str] | None = None) -> None:
+    """Print ``text`` (plain, leading spaces kept as the indent) folded at spaces to the console's
+    width (:func:`builder.cli.terminal.fold`: references and digests are never split); ``lead``:
+    (its first word, a style) printed in that style (``promoted`` in green)."""
+    from builder.cli.plaintext import escape
+
+    con = console()
+    folded = text
+    if len(text) > con.width:  # textwrap (fold) is imported only for a line that needs it
+        from builder.cli.terminal import fold
+
+        body = text.lstrip(" ")
+        folded = fold(body, con.width, indent=" " * (len(text) - len(body)), hang=hang)
+    if lead is not None and folded.startswith(lead[0]):
+        word, style = lead
+        con.print(f"[{style}]{escape(word)}[/]{escape(folded[len(word) :])}", highlight=False, soft_wrap=True)
+        return
+    con.print(folded, markup=False, highlight=False, soft_wrap=True)
+
+
+def _say_reasons(p: Plan) -> None:
+    for r in p.decision.reasons:
+        for line in r.lines(1):  # "  [pass] rule: reason": continuation lines under the reason
+            _say(line, hang=len("[pass] "))
+
+
 def _print_batch(batch: Batch) -> None:
     from builder.errors import PolicyDeniedError
 
-    con = console()
     for o in batch.outcomes:
         p = o.plan
         if p is None:
             if not _said_by_failure(batch, o.error):
-                con.print(f"[red]error[/] {o.target.variant}: {o.error.message if o.error else ''}")
+                _say(f"error {o.target.variant}: {o.error.message if o.error else ''}", lead=("error", "red"))
             continue
         if _already_held(o):
-            con.print(
-                f"[green]already in {p.stage}[/] {p.target.variant}: {p.destination} holds {p.digest}\n"
-                + (
-                    "  nothing written (no interrupted promotion to complete)"
-                    if o.applied is not None
-                    else "  --confirm would move nothing (it only completes a promotion an interrupted run left)"
-                )
+            held_by = f"already in {p.stage} {p.target.variant}: {p.destination} holds {p.digest}"
+            _say(held_by, lead=("already", "green"))
+            _say(
+                "  nothing written (no interrupted promotion to complete)"
+                if o.applied is not None
+                else "  --confirm would move nothing (it only completes a promotion an interrupted run left)"
             )
-            for r in p.decision.reasons:
-                for line in r.lines(1):
-                    con.print(line, markup=False)
+            _say_reasons(p)
             continue
-        color = "green" if o.ok else "red"
-        con.print(
-            f"[{color}]{o.verb}[/] {p.target.variant}: {p.target.given or p.source} ({p.digest or '-'}) -> "
-            f"{p.destination}"
-            f" ({'was' if o.applied is not None else 'now'} {p.previous or 'empty'})"
-        )
-        for r in p.decision.reasons:
-            for line in r.lines(1):
-                con.print(line, markup=False)
+        source = f"{p.target.given or p.source} (image {p.digest or '-'}) -> {p.destination}"
+        held = "" if o.after is not None else f" ({'was' if o.applied is not None else 'now'} {p.previous or 'empty'})"
+        _say(f"{o.verb} {p.target.variant}: {source}{held}", lead=(o.verb, "green" if o.ok else "red"))
+        _say_reasons(p)
         if o.changes is not None:
             _print_changes(o.changes)
         if o.applied is not None:
             a = o.applied
             extra = " (completed an interrupted promotion)" if a.completed else ""
-            con.print(f"  applied in {a.seconds * 1000:.0f} ms{extra}: {a.plan.destination.pinned(a.record.digest)}")
+            _say(f"  applied in {a.seconds * 1000:.0f} ms{extra}: {a.plan.destination.pinned(a.record.digest)}")
+        elif o.after is not None:
+            _print_failed_apply(o, p, said=_said_by_failure(batch, o.error))
         elif (
             o.error is not None and not isinstance(o.error, PolicyDeniedError) and not _said_by_failure(batch, o.error)
         ):
-            con.print(f"  [red]{o.error.kind}[/]: {o.error.message}")
+            _say(f"  {o.error.kind}: {o.error.message}")
     if batch.would_apply and not all(_already_held(o) for o in batch.outcomes if o.plan and o.plan.decision.allowed):
-        con.print("[dim]dry run: add --confirm to apply[/]")
+        console().print("[dim]dry run: add --confirm to apply[/]")
+
+
+#: a tag of cosign's scheme for what is attached to an image (``sha256-<hex>.sig`` its signatures,
+#: ``.att`` its attestations): https://github.com/sigstore/cosign/blob/main/specs/SIGNATURE_SPEC.md
+_ATTACHED_TAG = r"sha256-([0-9a-f]{64})\.(sig|att)\b"
+
+
+def _print_failed_apply(o: Outcome, p: Plan, *, said: bool) -> None:
+    """What a --confirm whose apply failed left: what failed, what the stage's pointer names now
+    (read after the failure), and what each ``sha256-<hex>.att``/``.sig`` tag in the error is."""
+    after = o.after
+    error = o.error
+    if after is None or error is None:
+        return
+    where = "the error below" if said else f"{error.kind}: {error.message}"
+    was = p.previous or "nothing (empty)"
+    resolve = f"builder resolve {p.target.variant} --stage {p.stage}"
+    if after.unread is not None:
+        state = f"{p.destination} could not be read after the failure ({after.unread}); `{resolve}` shows what it holds"
+    elif after.digest == p.previous:
+        still = f"still points at {p.previous}" if p.previous else "is still empty"
+        state = f"{p.stage} {still} (read after the failure); re-run the command to try again"
+    elif after.digest == p.digest:
+        state = (
+            f"{p.stage} now points at the image (read after the failure) but the promotion is not complete; "
+            "re-run the command to complete it"
+        )
+    else:
+        state = (
+            f"{p.stage} now points at {after.digest or 'nothing (empty)'} (read after the failure), neither "
+            f"what it held ({was}) nor the image: another writer moved it; see `builder history "
+            f"{p.target.variant} --stage {p.stage}`"
+        )
+    _say(f"  not promoted: the apply failed ({where}); {state}")
+    import re
+
+    for hexdigest, kind in dict.fromkeys(re.findall(_ATTACHED_TAG, f"{error.message} {error.hint or ''}")):
+        digest = f"sha256:{hexdigest}"
+        of = "the image being promoted" if digest == p.digest else f"image {digest}"
+        what = "signatures" if kind == "sig" else "attestations (signed promotion records, check results)"
+        _say(f"  sha256-{hexdigest[:12]}….{kind} is the tag that holds the {what} of {of}")
 
 
 def _said_by_failure(batch: Batch, error: BuilderError | None) -> bool:
@@ -287,14 +347,13 @@ def _print_changes(changes: PlanChanges) -> None:
     """The dry run's comparison with the stage's digest (``builder diff``'s lines, indented)."""
     from builder.cli.diff import diff_lines
 
-    con = console()
     if changes.diff is None:
-        con.print(f"  changes: {changes.note}", markup=False, highlight=False)
+        _say(f"  changes: {changes.note}")
         return
     held = (changes.against or "")[:19]
-    con.print(f"  changes against what the stage holds ({held}…):", markup=False, highlight=False)
+    _say(f"  changes against what the stage holds ({held}…):")
     for text in diff_lines(changes.diff, "    "):
-        con.print(text, markup=False, highlight=False, soft_wrap=True)
+        _say(text)
 
 
 # --------------------------------------------------------------------------------------------- rollback
@@ -361,9 +420,14 @@ def rollback(
     from builder.promote import rollback_variant
 
     stage, variant = _rollback_target(words, stage)
-    ctx = app_context().app.promotion(policy_file, key, need_signer=True, trust_root=trust_root)
+    # the key is checked in the dry run too; only --confirm writes the ledger (a read-only state folder plans)
+    ctx = app_context().app.promotion(policy_file, key, need_signer=True, trust_root=trust_root, ledger=confirm)
     result = rollback_variant(ctx, variant, stage, to=to, ticket=ticket, confirm=confirm)
-    emit(result.to_json(), lambda: console().print(result.text(), markup=False))
+    def human() -> None:
+        for line in result.text().splitlines():
+            _say(line)
+
+    emit(result.to_json(), human)
 
 
 # --------------------------------------------------------------------------------------------- status

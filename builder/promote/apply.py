@@ -41,6 +41,7 @@ from builder.promote.model import (
     Outcome,
     Plan,
     PromotionRecord,
+    StageAfter,
     Unset,
     fmt_time,
 )
@@ -478,6 +479,17 @@ def _complete(ctx: PromotionContext, plan: Plan, t0: float, held: Held | None = 
     return Applied(plan, rec, time.perf_counter() - t0, marked or seq is not None, CopyCounts(), seq)
 
 
+def stage_after(ctx: PromotionContext, plan: Plan) -> StageAfter:
+    """What ``plan``'s stage pointer names now, read after its apply failed (one manifest HEAD),
+    so the user is told what state the stage is in rather than left to guess; the read's own
+    error (the registry may still be failing) is kept as ``unread``."""
+    dst = plan.destination
+    try:
+        return StageAfter(ctx.client(dst.registry).try_resolve(dst.repository, dst.pointer_tag))
+    except BuilderError as exc:
+        return StageAfter(None, exc.message)
+
+
 def promote_many(
     ctx: PromotionContext,
     targets: Sequence[Target],
@@ -507,7 +519,8 @@ def promote_many(
                 held = Held(_att_read(ctx, plan) if release_att else None, release_att)
                 return Outcome(t, plan, apply_promotion(ctx, plan, expect_previous=expect_previous, held=held))
         except BuilderError as exc:  # one target's failure is its outcome, the batch goes on
-            return Outcome(t, plan, None, exc)
+            failed_apply = plan is not None and plan.decision.allowed and not isinstance(exc, PolicyDeniedError)
+            return Outcome(t, plan, None, exc, after=stage_after(ctx, plan) if failed_apply and plan else None)
 
     done: list[Outcome] = []
     try:

@@ -299,10 +299,12 @@ def open_context(
     key_password: str | None = None,
     trust_root: Path | None = None,
     fleet_checker: FleetChecker | None = None,
+    ledger: bool | None = None,
 ) -> PromotionContext:
     """The promotion context of a project: its policy (``policy_file`` or the default), the signing
     key (``key_file`` or ``builder.toml`` ``key``, decrypted with ``key_password``) and the ledger
-    when ``need_signer``, locks under
+    when ``need_signer`` (``ledger``: open the ledger, default ``need_signer``: only a command that
+    writes the trail opens it, so a dry run needs no writable state folder), locks under
     ``<state_dir>/locks``. Raises PolicyError, SigningKeyError, LedgerError. Close
     ``context.ledger`` when done."""
     signer = None
@@ -312,17 +314,17 @@ def open_context(
         signer = load_signer(key_file or cfg.key_path, key_password)
     policy = load_stage_policy(cfg, policy_file)
     verifiers = policy_verifiers(policy, trust_root)
-    ledger = None
-    if need_signer:  # sqlite3: only for a command that writes the trail
+    trail = None
+    if need_signer if ledger is None else ledger:  # sqlite3: only for a command that writes the trail
         from builder.ledger import open_ledger
 
-        ledger = open_ledger(cfg.ledger_path)
+        trail = open_ledger(cfg.ledger_path)
     return PromotionContext(
         policy=policy,
         registry=cfg.registry,
         clients=clients,
         lock_dir=cfg.state_dir / "locks",
-        ledger=ledger,
+        ledger=trail,
         signer=signer,
         fleet_checker=fleet_checker,
         verifiers=verifiers,

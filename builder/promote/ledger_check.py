@@ -147,7 +147,7 @@ def existing_ledger(path: Path) -> Ledger:
             hint="no promotion was applied with this state_dir, builder.toml `ledger` points elsewhere, or "
             "the file was deleted (then the registry's promotion records are what remains: `builder history`)",
         )
-    return open_ledger(path)
+    return open_ledger(path, read_only=True)  # verifying writes nothing (a read-only state folder)
 
 
 def _check_pointer(ctx: PromotionContext, rows: list[LedgerRecord], writers: set[str]) -> str | None:

@@ -343,14 +343,32 @@ class Applied:
 
 
 @dataclasses.dataclass(frozen=True)
+class StageAfter:
+    """What a stage's pointer tag named when read right after a failed apply: ``digest`` (None:
+    no tag, the stage is empty), or ``unread``: why it could not be read (the registry's
+    error message), then nothing is known of it."""
+
+    digest: str | None
+    unread: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Outcome:
-    """One target's result in a batch: a plan (dry run), an applied promotion, or an error."""
+    """One target's result in a batch: a plan (dry run), an applied promotion, or an error.
+    ``after``: for an allowed plan whose apply failed (``--confirm``), what the stage's pointer
+    named when read after the failure (:class:`StageAfter`)."""
 
     target: Target
     plan: Plan | None = None
     applied: Applied | None = None
     error: BuilderError | None = None
     changes: PlanChanges | None = None  # the dry run's comparison with the stage's digest
+    after: StageAfter | None = None
+
+    @property
+    def apply_failed(self) -> bool:
+        """An allowed plan that --confirm tried to apply and that failed (not a policy denial)."""
+        return self.after is not None
 
     @property
     def ok(self) -> bool:
@@ -360,12 +378,14 @@ class Outcome:
 
     @property
     def verb(self) -> str:
-        """What happened, for people: ``promoted``, ``would promote`` (an allowed dry run),
-        ``denied`` or ``error`` (no plan)."""
+        """What happened, for people: ``promoted``, ``not promoted`` (the apply failed),
+        ``would promote`` (an allowed dry run), ``denied`` or ``error`` (no plan)."""
         if self.plan is None:
             return "error"
         if self.applied is not None:
             return "promoted"
+        if self.apply_failed:
+            return "not promoted"
         return "would promote" if self.plan.decision.allowed else "denied"
 
     def to_json(self) -> OutcomeDocument:

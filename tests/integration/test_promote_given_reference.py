@@ -47,10 +47,10 @@ def test_promote_shows_the_reference_given_not_the_variant_tag(
     for ref in (by_tag, by_digest):
         source, human = promote(ref)
         assert source == ref, source
-        assert f"{VARIANT}: {ref} ({digest})" in human, human
+        assert f"{VARIANT}: {ref} (image {digest})" in human, human
     env = {"HOME": str(root)}
     applied = cli("promote", by_tag, "--variant-id", VARIANT, "--to", "dev", "--confirm", env=env, cwd=root).stderr
     human = " ".join(applied.split())
-    assert f"{VARIANT}: {by_tag} ({digest})" in human and re.search(re.escape(wrong) + r"(?!-)", human) is None, human
+    assert f"{VARIANT}: {by_tag} (image {digest})" in human and re.search(re.escape(wrong) + r"(?!-)", human) is None, human
     source, human = promote(by_tag, "--confirm")  # applied again: the stage holds it, nothing written
     assert source == by_tag and f"already in dev {VARIANT}" in human, human

@@ -1,0 +1,103 @@
+"""What ``builder promote --confirm`` says when its apply fails at the registry (a real registry
+behind tests/faultproxy.py answering 503 to a PUT): not the dry run's "would promote", but what
+failed, what the stage holds (read after the failure) and what a ``sha256-<hex>.att`` tag in the
+registry's error is; and how promote's human output folds in an 80-column terminal."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.registry import RegistryClient
+from tests.conftest import unset_builder_settings
+from tests.faultproxy import Fault, FaultProxy
+from tests.integration.test_promote_cli import VARIANT, _build, _project
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import Cli
+
+pytestmark = pytest.mark.integration
+
+
+def _too_wide(text: str, width: int = 80) -> list[str]:
+    """The lines wider than ``width`` that fold could have broken (more than one word)."""
+    return [line for line in text.splitlines() if len(line) > width and " " in line.strip()]
+
+
+def _mine(stderr: str) -> str:
+    """promote's own lines: without the command's error and hint, which builder.cli prints."""
+    return stderr.split("\nerror: ", maxsplit=1)[0]
+
+
+@pytest.mark.parametrize(
+    ("path", "what"),
+    [(rf"/manifests/{VARIANT}-dev$", "stage tag"), (r"/manifests/sha256-[0-9a-f]{64}\.att$", "record")],
+)
+def test_a_failed_apply_says_what_was_attempted_and_what_the_stage_holds(
+    cli: Cli,
+    tmp_path: Path,
+    registry_address: str,
+    unique_repo: str,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    what: str,
+) -> None:
+    unset_builder_settings(monkeypatch)
+    with FaultProxy(registry_address) as proxy:
+        project = _project(tmp_path / "project", proxy.address, unique_repo)
+        digest = _build(project, proxy.address, unique_repo, f"apply fails at the {what}".encode())
+        env = {"HOME": str(project), "COLUMNS": "80"}
+        proxy.add(Fault("status", 503, method="PUT", path=path))
+        err = cli("promote", VARIANT, "--to", "dev", "--confirm", code=5, env=env, cwd=project).stderr
+        assert proxy.injected() >= 1
+    assert "would promote" not in err and "dry run" not in err, err
+    assert err.startswith(f"not promoted {VARIANT}:"), err
+    flat = " ".join(err.split())
+    assert f"(image {digest})" in flat  # the digest named is the image being promoted
+    assert "not promoted: the apply failed (the error below); dev is still empty (read after the failure)" in flat
+    assert RegistryClient(registry_address, insecure=True).try_resolve(unique_repo, f"{VARIANT}-dev") is None
+    if what == "record":  # the registry's error names the record's tag: said what it is
+        assert f"sha256-{digest[7:19]}….att is the tag that holds the attestations" in flat, err
+        assert "of the image being promoted" in flat
+    assert not _too_wide(_mine(err)), err
+
+
+def test_a_failed_apply_on_a_stage_that_held_a_digest_names_it(
+    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unset_builder_settings(monkeypatch)
+    with FaultProxy(registry_address) as proxy:
+        project = _project(tmp_path / "project", proxy.address, unique_repo)
+        env = {"HOME": str(project), "COLUMNS": "80"}
+        first = _build(project, proxy.address, unique_repo, b"held before")
+        cli("promote", VARIANT, "--to", "dev", "--confirm", env=env, cwd=project)
+        _build(project, proxy.address, unique_repo, b"held after")
+        proxy.add(Fault("status", 503, method="PUT", path=rf"/manifests/{VARIANT}-dev$"))
+        err = cli("promote", VARIANT, "--to", "dev", "--confirm", code=5, env=env, cwd=project).stderr
+    assert f"dev still points at {first} (read after the failure)" in " ".join(err.split()), err
+
+
+def test_promote_output_folds_at_80_columns(
+    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unset_builder_settings(monkeypatch)
+    project = _project(tmp_path / "a-rather-long-project-folder-name" / "project", registry_address, unique_repo)
+    env = {"HOME": str(project), "COLUMNS": "80"}
+    _build(project, registry_address, unique_repo, b"folds")
+    outputs = [
+        cli("promote", VARIANT, "--to", "dev", env=env, cwd=project).stderr,
+        cli("promote", VARIANT, "--to", "dev", "--confirm", env=env, cwd=project).stderr,
+        _mine(cli("promote", VARIANT, "--to", "staging", code=31, env=env, cwd=project).stderr),
+        _mine(cli("promote", VARIANT, "--to", "staging", "--confirm", code=31, env=env, cwd=project).stderr),
+    ]
+    _build(project, registry_address, unique_repo, b"folds again")
+    cli("promote", VARIANT, "--to", "dev", "--confirm", env=env, cwd=project)
+    outputs.append(cli("rollback", VARIANT, "--stage", "dev", env=env, cwd=project).stderr)
+    for err in outputs:
+        assert not _too_wide(err), err
+    denied = " ".join(outputs[3].split())
+    assert "denied" in denied and "[FAIL] device_check" in denied  # the folded lines still say it
+    assert "would roll back" in outputs[4] and "dry run: add --confirm to apply" in outputs[4]
