@@ -75,16 +75,34 @@ def timed_out(exc: BaseException) -> bool:
     return False
 
 
-def proxy_refusal(exc: BaseException) -> str:
-    """The status line a proxy refused a ``CONNECT`` tunnel with (``403 Forbidden``, ``407 Proxy
-    Authentication Required``: http.client's and urllib3's ``OSError("Tunnel connection failed:
-    403 Forbidden")``, RFC 9110 section 9.3.6), or "" when ``exc`` is no such refusal."""
+def tunnel_status(exc: BaseException) -> str:
+    """The status line a proxy answered a ``CONNECT`` tunnel with when it did not open it
+    (http.client's and urllib3's ``OSError("Tunnel connection failed: 503 Service Unavailable")``;
+    RFC 9110 section 9.3.6, https://www.rfc-editor.org/rfc/rfc9110#section-9.3.6: any status
+    outside 2xx means no tunnel), or "" when ``exc`` is no such failure."""
     marker = "Tunnel connection failed:"
     for e in _chain(exc):
         text = str(e)
         if isinstance(e, OSError) and marker in text:
             return text.split(marker, 1)[1].strip()
     return ""
+
+
+def proxy_refusal(exc: BaseException) -> str:
+    """:func:`tunnel_status` when the proxy refused the tunnel: ``403 Forbidden`` (its policy) or
+    ``407 Proxy Authentication Required`` (it wants credentials; RFC 9110 section 15.5.8); ""
+    otherwise (a 5xx is the proxy being unavailable: :func:`proxy_unavailable`)."""
+    status = tunnel_status(exc)
+    return status if status.startswith(("403", "407")) else ""
+
+
+def proxy_unavailable(exc: BaseException) -> str:
+    """:func:`tunnel_status` when the proxy could not serve the tunnel: a 5xx (``502 Bad
+    Gateway``, ``503 Service Unavailable``, ``504 Gateway Timeout``: the proxy is overloaded, or
+    cannot reach the registry; RFC 9110 section 15.6, https://www.rfc-editor.org/rfc/rfc9110#section-15.6);
+    transient, so retried like a lost connection. "" otherwise."""
+    status = tunnel_status(exc)
+    return status if status[:1] == "5" else ""
 
 
 def connect_timed_out(exc: BaseException) -> bool:
@@ -107,8 +125,9 @@ def is_transient(exc: BaseException) -> bool:
     Transient (:func:`lost_connection`): a connection reset or aborted, a broken pipe, the peer
     closing a kept-alive connection without an answer (``RemoteDisconnected``), a body broken off
     (``IncompleteRead``, urllib3's ``ProtocolError`` "Response ended prematurely"), a connect or
-    read timeout. Not transient (retrying only delays the error): a refused connection, a DNS
-    failure, an unreachable network, a TLS error, a proxy refusing the tunnel, and whatever is
+    read timeout, a proxy answering a tunnel with a 5xx (:func:`proxy_unavailable`). Not transient
+    (retrying only delays the error): a refused connection, a DNS failure, an unreachable network,
+    a TLS error, a proxy refusing the tunnel (403/407) or answering it otherwise, and whatever is
     wrong with the answer or the URL itself rather than with the connection
     (:func:`unusable_answer`: a ``Location`` that does not parse or has an unknown scheme, a body
     that does not decode, an answer that is not HTTP). Kinds from urllib3's exception reference
@@ -117,7 +136,9 @@ def is_transient(exc: BaseException) -> bool:
     import errno
     import socket
 
-    if tls_failed(exc) or proxy_refusal(exc) or unusable_answer(exc):
+    if proxy_unavailable(exc):
+        return True
+    if tls_failed(exc) or tunnel_status(exc) or unusable_answer(exc):
         return False
     chain = _chain(exc)
     for e in chain:
@@ -320,4 +341,27 @@ def unavailable_status(
         registry=registry,
         status=status,
         attempts=budget.attempts,
+    )
+
+
+def proxy_tunnel_failed(
+    env: EnvSettings, status: str, registry: str, host: str, target: str, attempts: int
+) -> RegistryUnavailableError:
+    """The error (exit 5) for a proxy that answered a ``CONNECT`` tunnel to ``host`` with
+    ``status`` other than a refusal (403/407): a 5xx is the proxy unavailable or unable to reach
+    the registry (said after ``attempts``, as it is retried), any other status the proxy not
+    opening the tunnel. Names the proxy and its variable; the hint, NO_PROXY."""
+    from builder.errors import RegistryUnavailableError
+
+    tries = f"{attempts} attempt" + ("s" if attempts != 1 else "")
+    if status[:1] == "5":
+        why = f"the proxy is unavailable or cannot reach {host} ({tries})"
+    else:
+        why = f"the proxy did not open the tunnel ({tries})"
+    return RegistryUnavailableError(
+        f"the proxy {proxy_note(env)} answered HTTP {status} to the tunnel to {target}: {why}; "
+        "the answer is the proxy's, not the registry's",
+        hint=proxy_hint(env, host),
+        registry=registry,
+        proxy_status=status,
     )

@@ -56,9 +56,11 @@ from builder.registry.failures import (
     proxy_hint,
     proxy_note,
     proxy_refusal,
+    proxy_tunnel_failed,
     timed_out,
     timeout_seconds,
     tls_failed,
+    tunnel_status,
     unavailable_status,
     unusable_answer,
 )
@@ -404,6 +406,10 @@ class Transport:
                 ) from exc
             if env.proxy and proxy_refusal(cause):
                 raise self._proxy_refused(env, proxy_refusal(cause), f"the token service {req.realm}") from exc
+            if env.proxy and tunnel_status(cause):
+                realm_host = urlsplit(req.realm).hostname or ""
+                target = f"the token service {req.realm}"
+                raise proxy_tunnel_failed(env, tunnel_status(cause), self.registry, realm_host, target, 1) from exc
             raise RegistryUnavailableError(
                 f"token service {req.realm} of registry {self.registry} is not reachable: "
                 f"{connection_cause(cause, proxy_note(env))}",
@@ -456,9 +462,12 @@ class Transport:
                 "HTTP for this request: check its logs and that REGISTRY names a registry (not another service)",
                 registry=self.registry,
             )
-        refusal = proxy_refusal(exc) if env.proxy else ""
-        if refusal:
-            return self._proxy_refused(env, refusal, f"registry {self.registry} ({method} {where})")
+        tunnel = tunnel_status(exc) if env.proxy else ""
+        if tunnel:
+            target = f"registry {self.registry} ({method} {where})"
+            if proxy_refusal(exc):
+                return self._proxy_refused(env, tunnel, target)
+            return proxy_tunnel_failed(env, tunnel, self.registry, self._host(), target, attempt + 1)
         if tls_failed(exc):
             return RegistryUnavailableError(
                 f"TLS to registry {self.registry} failed on {method} {where}: {exc}",

@@ -88,6 +88,36 @@ def test_a_proxy_refusing_the_tunnel_is_named_as_the_refuser(refusing_proxy: int
     assert client.transport.requests_sent == 1  # a refusal is not retried
 
 
+@pytest.mark.parametrize(
+    "refusing_proxy", ["503 Service Unavailable", "502 Bad Gateway", "504 Gateway Timeout"], indirect=True
+)
+def test_a_proxy_answering_the_tunnel_with_5xx_is_unavailable_and_retried(refusing_proxy: int) -> None:
+    """A 5xx to CONNECT is the proxy being unavailable (or unable to reach the registry), not a
+    refusal: retried like a lost connection, then exit 5 naming the proxy and its variable."""
+    env = {"HTTPS_PROXY": f"http://127.0.0.1:{refusing_proxy}"}
+    client = RegistryClient("registry.example:443", retries=2, backoff=0.01, environ=env)
+    with pytest.raises(RegistryUnavailableError) as info:
+        client.try_resolve("demo/jax", "latest")
+    err = info.value
+    assert err.exit_code == 5
+    assert err.message.startswith(f"the proxy {env['HTTPS_PROXY']} from HTTPS_PROXY answered HTTP 5"), err.message
+    assert "unavailable or cannot reach registry.example (3 attempts)" in err.message, err.message
+    assert "not the registry's" in err.message and "refused" not in err.message
+    assert "administrator" not in (err.hint or "") and "NO_PROXY" in (err.hint or ""), err.hint
+    assert client.transport.requests_sent == 3  # the first attempt and 2 retries
+
+
+@pytest.mark.parametrize("refusing_proxy", ["400 Bad Request"], indirect=True)
+def test_a_proxy_answering_the_tunnel_otherwise_is_named_not_retried(refusing_proxy: int) -> None:
+    env = {"HTTPS_PROXY": f"http://127.0.0.1:{refusing_proxy}"}
+    client = RegistryClient("registry.example:443", retries=2, backoff=0.01, environ=env)
+    with pytest.raises(RegistryUnavailableError) as info:
+        client.try_resolve("demo/jax", "latest")
+    assert "answered HTTP 400 Bad Request to the tunnel" in info.value.message, info.value.message
+    assert "did not open the tunnel (1 attempt)" in info.value.message
+    assert client.transport.requests_sent == 1
+
+
 @pytest.mark.parametrize("refusing_proxy", ["407 Proxy Authentication Required"], indirect=True)
 def test_a_plain_http_proxy_asking_for_credentials_is_named(refusing_proxy: int) -> None:
     env = {"HTTP_PROXY": f"http://127.0.0.1:{refusing_proxy}"}
