@@ -127,15 +127,14 @@ def approve(
         strict=strict,
     )
     for w in outcome.warnings:  # on stderr with --json too (stdout stays one JSON document)
-        console().print(f"warning: {w}", style="yellow", markup=False)
+        _say(f"warning: {w}", lead=("warning:", "yellow"))
     for n in outcome.notes:
-        console().print(f"note: {n}", markup=False)
+        _say(f"note: {n}")
     emit(
         outcome.to_json(),
-        lambda: console().print(
+        lambda: _say(
             f"approved {outcome.approval.reference} for {stage} as {outcome.who}"
-            + ("" if outcome.approval.write.appended else " (already approved)"),
-            markup=False,
+            + ("" if outcome.approval.write.appended else " (already approved)")
         ),
     )
 

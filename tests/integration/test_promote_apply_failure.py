@@ -96,8 +96,13 @@ def test_promote_output_folds_at_80_columns(
     _build(project, registry_address, unique_repo, b"folds again")
     cli("promote", VARIANT, "--to", "dev", "--confirm", env=env, cwd=project)
     outputs.append(cli("rollback", VARIANT, "--stage", "dev", env=env, cwd=project).stderr)
+    key = str(project / "state" / "keys" / "build" / "builder.key")  # not an approver: warned, recorded
+    ref = f"{registry_address}/{unique_repo}:{VARIANT}"
+    approve = ("approve", ref, "--stage", "prod", "--key", key, "--unlisted", "--ticket", "no ticket pattern")
+    outputs.append(cli(*approve, env=env, cwd=project).stderr)
     for err in outputs:
         assert not _too_wide(err), err
     denied = " ".join(outputs[3].split())
     assert "denied" in denied and "[FAIL] device_check" in denied  # the folded lines still say it
     assert "would roll back" in outputs[4] and "dry run: add --confirm to apply" in outputs[4]
+    assert "warning:" in outputs[5] and "approved" in outputs[5], outputs[5]
