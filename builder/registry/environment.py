@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from builder.hosts import is_loopback
 
@@ -68,7 +68,9 @@ class EnvSettings:
 def env_settings(url: str, environ: Mapping[str, str]) -> EnvSettings:
     """The settings for ``url``'s ``scheme://host`` from ``environ`` (see the module text). Reads
     the ``.netrc`` file when there is one; an unreadable or malformed one counts as none (as for
-    requests and curl's ``--netrc-optional``)."""
+    requests and curl's ``--netrc-optional``). Raises RegistryUnavailableError (exit 5) naming
+    the variable and its value (credentials masked) when the proxy URL it names does not parse
+    (``HTTPS_PROXY='http://[bad'``), has no host or a port out of range."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
     variable = "" if bypasses_proxy(host, parts.port, environ) else proxy_variable(parts.scheme, host, environ)
@@ -77,13 +79,40 @@ def env_settings(url: str, environ: Mapping[str, str]) -> EnvSettings:
     if proxy:
         if "://" not in proxy:
             proxy = "http://" + proxy
-        p = urlsplit(proxy)
+        p = _parse_proxy(proxy, variable, environ[variable], host)
         if p.username is not None:
             auth = f"{unquote(p.username)}:{unquote(p.password or '')}"
             netloc = p.netloc.rpartition("@")[2]
             proxy = p._replace(netloc=netloc).geturl()
     ca = next((environ[name] for name in CA_VARIABLES if environ.get(name)), None)
     return EnvSettings(proxy=proxy, proxy_auth=auth, ca=ca, netrc=netrc_auth(host, environ), proxy_variable=variable)
+
+
+def _parse_proxy(proxy: str, variable: str, raw: str, host: str) -> SplitResult:
+    """``proxy`` (a URL with a scheme) split, or RegistryUnavailableError naming ``variable`` and
+    its value ``raw`` (``user:password@`` masked) when it does not parse (``urllib.parse``'s
+    ``ValueError``: an unclosed ``[``, a port that is no number or out of 0-65535,
+    https://docs.python.org/3/library/urllib.parse.html#urllib.parse.urlsplit) or names no host."""
+    from builder.errors import RegistryUnavailableError
+
+    why = ""
+    try:
+        p = urlsplit(proxy)
+        _ = p.port  # parsed on access: raises for a port that is no number or out of range
+        if not p.hostname:
+            why = "it names no host"
+    except ValueError as exc:
+        why = str(exc)
+    if not why:
+        return p
+    scheme, sep, rest = raw.partition("://")
+    shown = f"{scheme}{sep}***@{rest.rpartition('@')[2]}" if "@" in rest else raw
+    raise RegistryUnavailableError(
+        f"the proxy URL in {variable} ({shown!r}) cannot be used for {host}: {why}; nothing was sent",
+        hint=f"set {variable} to http://HOST:PORT (http://USER:PASSWORD@HOST:PORT with credentials; an IPv6 "
+        f"address in brackets, http://[::1]:3128), unset it, or list {host} in NO_PROXY",
+        variable=variable,
+    )
 
 
 def environ_proxies(environ: Mapping[str, str]) -> dict[str, str]:

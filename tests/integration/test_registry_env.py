@@ -73,3 +73,14 @@ def test_resolve_reaches_the_registry_on_this_machine_past_a_dead_proxy(cli: Cli
     out = cli("resolve", variant, "--stage", "staging", "--no-verify", code=None, cwd=ROOT, env=env)
     assert out.code in (0, 8), out.stderr  # a digest, or none promoted there yet: the registry answered
     assert "proxy" not in out.stderr, out.stderr
+
+
+def test_resolve_with_a_proxy_url_that_does_not_parse_names_the_variable(cli: Cli) -> None:
+    """The newcomer's report: HTTPS_PROXY='http://[bad' was blamed on the registry's URL (exit 7,
+    "check the registry name"); it is the variable that is wrong, and the message says so."""
+    env = {"HTTPS_PROXY": "http://[bad", "NO_PROXY": "", "no_proxy": ""}
+    env["BUILDER_REGISTRY"] = "registry.example:443"
+    out = cli("resolve", "jax0.7-cpu-py3.11-debian12", "--stage", "staging", "--no-verify", code=5, cwd=ROOT, env=env)
+    flat = " ".join(out.stderr.split())
+    assert "the proxy URL in HTTPS_PROXY ('http://[bad') cannot be used" in flat, out.stderr
+    assert "registry name" not in flat and "Traceback" not in out.stderr

@@ -126,3 +126,25 @@ def test_a_plain_http_proxy_asking_for_credentials_is_named(refusing_proxy: int)
         client.try_resolve("demo/jax", "latest")
     assert "refused" in info.value.message and "HTTP_PROXY" in info.value.message, info.value.message
     assert "USER:PASSWORD" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("http://[bad", "Invalid IPv6 URL"),
+        ("http://proxy.example:99999", "out of range"),
+        ("http://proxy.example:port", "Port could not be cast"),
+        ("http://", "names no host"),
+        ("http://user:s3cret@[bad", "Invalid IPv6 URL"),
+    ],
+)
+def test_a_proxy_url_that_does_not_parse_names_the_variable_not_the_registry(value: str, why: str) -> None:
+    client = RegistryClient("registry.example:443", retries=0, environ={"HTTPS_PROXY": value})
+    with pytest.raises(RegistryUnavailableError) as info:
+        client.ping()
+    err = info.value
+    assert err.exit_code == 5 and err.message.startswith("the proxy URL in HTTPS_PROXY ("), err.message
+    assert why in err.message and "nothing was sent" in err.message
+    assert "s3cret" not in err.message and "s3cret" not in (err.hint or "")  # credentials masked
+    assert "HTTPS_PROXY" in (err.hint or "") and "registry name" not in (err.hint or "")
+    assert client.transport.requests_sent == 0
