@@ -51,6 +51,7 @@ def test_promote_shows_the_reference_given_not_the_variant_tag(
     env = {"HOME": str(root)}
     applied = cli("promote", by_tag, "--variant-id", VARIANT, "--to", "dev", "--confirm", env=env, cwd=root).stderr
     human = " ".join(applied.split())
-    assert f"{VARIANT}: {by_tag} (image {digest})" in human and re.search(re.escape(wrong) + r"(?!-)", human) is None, human
+    assert f"{VARIANT}: {by_tag} (image {digest})" in human, human
+    assert re.search(re.escape(wrong) + r"(?!-)", human) is None, human
     source, human = promote(by_tag, "--confirm")  # applied again: the stage holds it, nothing written
     assert source == by_tag and f"already in dev {VARIANT}" in human, human
