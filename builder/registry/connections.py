@@ -145,17 +145,30 @@ def tls_context(ca: str | None) -> ssl.SSLContext:
 
 
 def check_ca(env: EnvSettings, registry: str) -> None:
-    """Raise RegistryUnavailableError (naming the variables to fix) when the CA path ``env.ca`` does
-    not exist, for ``registry`` (``host[:port]``)."""
+    """Raise RegistryUnavailableError naming the file and the variable it came from
+    (``env.ca_variable``) when the CA path ``env.ca`` does not exist, or is a file OpenSSL cannot
+    read as a PEM bundle of certificates (``SSL_CTX_load_verify_locations`` fails:
+    ``NO_CERTIFICATE_OR_CRL_FOUND`` for a file holding none,
+    https://docs.openssl.org/3.0/man3/SSL_CTX_load_verify_locations/), for ``registry``
+    (``host[:port]``). The bundle is loaded through :func:`tls_context`, once per path."""
     import os.path
+    import ssl
 
-    if env.ca and not os.path.exists(env.ca):
+    if not env.ca:
+        return
+    named = f"the CA certificates {env.ca} (from {env.ca_variable or 'the environment'}) named for registry {registry}"
+    fix = f"point {env.ca_variable or 'the variable'} at a PEM file of CA certificates (-----BEGIN CERTIFICATE-----) or a directory of hashed certificates, or unset it"
+    if env.ca_outranked:
+        fix += f" ({env.ca_variable} outranks {', '.join(env.ca_outranked)}, also set: only one is read)"
+    if not os.path.exists(env.ca):
+        raise RegistryUnavailableError(f"{named} do not exist", hint=fix, registry=registry)
+    try:
+        tls_context(env.ca)
+    except (ssl.SSLError, OSError) as exc:
+        why = getattr(exc, "reason", None) or exc.strerror or type(exc).__name__
         raise RegistryUnavailableError(
-            f"the CA certificates {env.ca} named for registry {registry} do not exist",
-            hint="point REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE / SSL_CERT_FILE / SSL_CERT_DIR at a PEM file "
-            "(or a directory of certificates), or unset it",
-            registry=registry,
-        )
+            f"{named} cannot be used: OpenSSL reads no certificate bundle from it ({why})", hint=fix, registry=registry
+        ) from exc
 
 
 class _Connection:
@@ -379,7 +392,7 @@ class DirectBody:
         connection then given back). Raises ReadError."""
         size = size if size > 0 else DRAIN_BYTES
         try:
-            data = self._decoded(size) if self._coding else self._resp.read1(size)
+            data = self._decoded(size) if self._coding else self._raw_read1(size)
         except (http.client.HTTPException, OSError, _zlib_error()) as exc:
             self.close()
             raise ReadError(f"the answer's body could not be read: {type(exc).__name__}") from exc
@@ -396,13 +409,22 @@ class DirectBody:
             if d is not None and d.unconsumed_tail:
                 self._pending = d.decompress(d.unconsumed_tail, size)
                 continue
-            raw = self._resp.read1(size)
+            raw = self._raw_read1(size)
             if not raw:
                 self._pending = self._decode(b"", final=True, limit=0)
                 break
             self._pending = self._decode(raw, final=False, limit=size)
         out, self._pending = self._pending[:size], self._pending[size:]
         return out
+
+    def _raw_read1(self, size: int) -> bytes:
+        """``http.client``'s ``read1``, which ends a body cut short quietly (b"" with bytes of its
+        ``Content-Length`` still to come: CPython's ``HTTPResponse.read1``, unlike ``read``):
+        raised here as ``IncompleteRead``, as ``read`` raises it."""
+        data = self._resp.read1(size)
+        if not data and self._resp.length:
+            raise http.client.IncompleteRead(b"", self._resp.length)
+        return data
 
     def _decode(self, data: bytes, *, final: bool, limit: int = 0) -> bytes:
         """``data`` decoded as the ``Content-Encoding`` says, at most ``limit`` bytes (0: all; the

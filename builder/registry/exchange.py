@@ -31,7 +31,7 @@ from urllib.parse import urljoin, urlsplit
 
 from builder.errors import RegistryUnavailableError
 from builder.registry.connections import BadHeader, BadURL, Pool, Timeout, bad_header, check_ca
-from builder.registry.response import Headers, ReadError, Response
+from builder.registry.response import BodyLimit, Headers, ReadError, Response
 
 if TYPE_CHECKING:
     import ssl
@@ -142,10 +142,13 @@ def send(
     *,
     resend: bool = True,
     on_resend: Callable[[], None] | None = None,
+    limits: tuple[int, float] = (16 * 1024 * 1024, 120.0),
 ) -> Response:
     """One exchange for ``url``, redirects followed (see the module text), no retries (the
     caller's loop decides). ``route(origin)``: how an origin is reached. ``stream``: the body is
-    left for the caller; otherwise it is read (and the connection given back) before returning.
+    left for the caller; otherwise it is read (and the connection given back) before returning,
+    within ``limits`` (decoded bytes, seconds: :meth:`Response.read_limited`; a body over them is
+    a SendError whose cause is :class:`builder.registry.response.BodyLimit`).
     ``resend``: a direct pool may replace a kept-alive connection that broke before the answer
     (:meth:`builder.registry.connections.Pool.exchange`), calling ``on_resend()`` each time it
     does. Raises SendError."""
@@ -164,7 +167,7 @@ def send(
             location = resp.headers.get("Location") if resp.status_code in REDIRECT_STATUSES else None
             if not location:
                 if not stream:
-                    _ = resp.content  # read now: a failure is the exchange's, as urllib3's preload
+                    resp.read_limited(*limits)  # read now: a failure is the exchange's, as urllib3's preload
                 return resp
             if hops >= MAX_REDIRECTS:
                 resp.close()
@@ -180,7 +183,7 @@ def send(
             url = nxt
     except SendError:
         raise
-    except (OSError, http.client.HTTPException, TooManyRedirects, BadURL, BadHeader) as exc:  # ssl's are OSErrors
+    except (OSError, http.client.HTTPException, TooManyRedirects, BadURL, BadHeader, BodyLimit) as exc:  # ssl: OSError
         raise SendError(exc) from exc
     except ValueError as exc:  # UnicodeError included
         unsendable = _unsendable(exc, url, headers)

@@ -36,6 +36,17 @@ class ReadError(OSError):
     """The body of an answer could not be read to its end or decoded; ``__cause__`` is why."""
 
 
+class BodyLimit(Exception):
+    """A body refused by :meth:`Response.read_limited` (not an ``OSError``: nothing was lost, and
+    a retry would get the same): ``kind`` ``"declared"`` (its ``Content-Length`` of ``size``
+    bytes is over ``limit``, nothing read), ``"bytes"`` (over ``limit`` decoded bytes arrived) or
+    ``"seconds"`` (``limit`` seconds passed with ``size`` bytes read)."""
+
+    def __init__(self, kind: str, size: int, limit: float) -> None:
+        super().__init__(f"{kind}: {size} over {limit}")
+        self.kind, self.size, self.limit = kind, size, limit
+
+
 class Body(Protocol):
     """An answer's body as :class:`Response` reads it, whatever connection carries it."""
 
@@ -100,10 +111,34 @@ class Response:
 
     @functools.cached_property
     def content(self) -> bytes:
-        """The whole body (read on first use, then kept; b"" for none). Unbounded: bodies that
-        may be large or hostile are read with :meth:`Transport.read_body`'s limits instead.
-        Raises ReadError."""
+        """The whole body (read on first use, then kept; b"" for none). Unbounded: the transport
+        reads every body it does not stream with :meth:`read_limited` first. Raises ReadError."""
         return self.body.read_all()
+
+    def read_limited(self, max_bytes: int, max_seconds: float) -> bytes:
+        """The whole body, read as it arrives (``read1``: a trickled body cannot hold one read open
+        past the deadline) with limits: at most ``max_bytes`` DECODED bytes (a larger declared
+        ``Content-Length`` refused before reading; a compressed body is counted as it decodes, so
+        a small gzip bomb stops at the limit) within ``max_seconds`` in total; kept as
+        :attr:`content`. Raises :class:`BodyLimit` (the connection then closed) or ReadError."""
+        import time
+
+        declared = self.headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+            self.close()
+            raise BodyLimit("declared", int(declared), max_bytes)
+        deadline = time.monotonic() + max_seconds
+        body = bytearray()
+        while chunk := self.body.read1(64 * 1024):
+            body += chunk
+            if len(body) > max_bytes:
+                self.close()
+                raise BodyLimit("bytes", len(body), max_bytes)
+            if time.monotonic() > deadline:
+                self.close()
+                raise BodyLimit("seconds", len(body), max_seconds)
+        data = self.__dict__["content"] = bytes(body)  # what cached_property keeps (frozen: not setattr)
+        return data
 
     @property
     def encoding(self) -> str | None:

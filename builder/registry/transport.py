@@ -47,8 +47,6 @@ from builder.registry.exchange import (
     split_url,
 )
 from builder.registry.failures import (
-    UNAVAILABLE_STATUSES,
-    RetryBudget,
     connect_timed_out,
     connection_cause,
     error_text,
@@ -56,15 +54,12 @@ from builder.registry.failures import (
     proxy_hint,
     proxy_note,
     proxy_refusal,
-    proxy_tunnel_failed,
     timed_out,
     timeout_seconds,
     tls_failed,
-    tunnel_status,
-    unavailable_status,
     unusable_answer,
 )
-from builder.registry.response import Response, decode
+from builder.registry.response import BodyLimit, Response, decode
 
 if TYPE_CHECKING:
     import ssl
@@ -281,7 +276,6 @@ class Transport:
         timeouts = 0  # attempts that ended in a timeout
         retries = self.retries if retry else 0
         resent = _Resends(self)  # the pool's re-sends on a new connection (each a request that went out)
-        started = time.monotonic()  # for "N attempts over S s" when the retries are spent
         while True:
             auth_header = self.auth.header_for(key)
             if auth_header:
@@ -294,11 +288,20 @@ class Transport:
                 self.requests_sent += 1
             try:
                 resp = send(
-                    self._route, method, url, sent, data, timeout, stream, resend=retries > 0, on_resend=resent
+                    self._route,
+                    method,
+                    url,
+                    sent,
+                    data,
+                    timeout,
+                    stream,
+                    resend=retries > 0,
+                    on_resend=resent,
+                    limits=(self.max_body_bytes, self.max_body_seconds),
                 )
             except SendError as exc:
                 cause = exc.cause
-                if isinstance(cause, TooManyRedirects | BadHeader):
+                if isinstance(cause, TooManyRedirects | BadHeader | BodyLimit):
                     raise _unsendable(self.registry, cause, f"{method} {where}", sent.get("Authorization")) from exc
                 timeouts += timed_out(cause)
                 if attempt < retries and is_transient(cause) and timeouts < MAX_TIMEOUT_ATTEMPTS:
@@ -323,8 +326,7 @@ class Transport:
         if resp.status_code in ok or ((lost or resent.count) and resp.status_code in ok_after_loss):
             return resp
         try:
-            spent = RetryBudget(attempt + 1, time.monotonic() - started, retries, self.backoff, self.max_delay)
-            raise self._error_for(resp, method, where, streamed=stream, env=env, budget=spent)
+            raise self._error_for(resp, method, where, streamed=stream, env=env)
         finally:
             resp.close()  # the body was read into the message (or not needed): free the connection
 
@@ -333,40 +335,13 @@ class Transport:
         ``max_body_bytes`` (a larger ``Content-Length`` is refused before reading) within
         ``max_body_seconds`` in total. RegistryError (7) naming the registry and the request
         otherwise; the connection is closed either way."""
-        limit, deadline = self.max_body_bytes, time.monotonic() + self.max_body_seconds
         try:
-            declared = resp.headers.get("Content-Length")
-            if declared is not None and declared.isdigit() and int(declared) > limit:
-                raise RegistryError(
-                    f"registry {self.registry} answered {where} with {int(declared)} bytes, over the "
-                    f"{limit // (1024 * 1024)} MiB limit for a manifest or document; not read",
-                    hint="a registry or proxy that sends oversized documents is broken or hostile",
-                    registry=self.registry,
-                )
-            body = bytearray()
-            try:
-                # read1: whatever has arrived (up to 64 KiB), so a trickled body cannot hold one read
-                # open past the deadline (a sized read waits for the whole piece)
-                while chunk := resp.read1(64 * 1024):
-                    body += chunk
-                    if len(body) > limit:
-                        raise RegistryError(
-                            f"registry {self.registry} sent more than {limit // (1024 * 1024)} MiB for {where}; "
-                            "stopped reading",
-                            hint="a registry or proxy that sends oversized documents is broken or hostile",
-                            registry=self.registry,
-                        )
-                    if time.monotonic() > deadline:
-                        raise RegistryError(
-                            f"registry {self.registry} took over {self.max_body_seconds:.0f} s to send {where} "
-                            f"({len(body)} bytes so far); stopped waiting",
-                            hint="the registry or a proxy stalls responses; retry later or check it",
-                            registry=self.registry,
-                        )
-            except OSError as exc:  # ReadError included
-                env = self.env_settings(resp.url)
-                raise self._unavailable(exc, "GET", where, 0, env, _timeout(self.timeout)) from exc
-            return bytes(body)
+            return resp.read_limited(self.max_body_bytes, self.max_body_seconds)
+        except BodyLimit as exc:
+            raise _unsendable(self.registry, exc, where, None) from exc
+        except OSError as exc:  # ReadError included
+            env = self.env_settings(resp.url)
+            raise self._unavailable(exc, "GET", where, 0, env, _timeout(self.timeout)) from exc
         finally:
             resp.close()
 
@@ -389,12 +364,14 @@ class Transport:
         elif req.basic or env.netrc:
             headers["Authorization"] = _basic(*(req.basic or env.netrc or ("", "")))
         try:
+            limits = (self.max_body_bytes, self.max_body_seconds)
             return send(
-                self._route, req.method, url, headers, body, _timeout(self.timeout), False, resend=self.retries > 0
+                self._route, req.method, url, headers, body, _timeout(self.timeout), False, resend=self.retries > 0,
+                limits=limits,
             )
         except SendError as exc:
             cause = exc.cause
-            if isinstance(cause, BadHeader):
+            if isinstance(cause, BadHeader | BodyLimit):
                 raise _unsendable(self.registry, cause, f"the token request to {req.realm}", None) from exc
             bad = unusable_answer(cause)
             if bad:
@@ -406,10 +383,6 @@ class Transport:
                 ) from exc
             if env.proxy and proxy_refusal(cause):
                 raise self._proxy_refused(env, proxy_refusal(cause), f"the token service {req.realm}") from exc
-            if env.proxy and tunnel_status(cause):
-                realm_host = urlsplit(req.realm).hostname or ""
-                target = f"the token service {req.realm}"
-                raise proxy_tunnel_failed(env, tunnel_status(cause), self.registry, realm_host, target, 1) from exc
             raise RegistryUnavailableError(
                 f"token service {req.realm} of registry {self.registry} is not reachable: "
                 f"{connection_cause(cause, proxy_note(env))}",
@@ -462,12 +435,9 @@ class Transport:
                 "HTTP for this request: check its logs and that REGISTRY names a registry (not another service)",
                 registry=self.registry,
             )
-        tunnel = tunnel_status(exc) if env.proxy else ""
-        if tunnel:
-            target = f"registry {self.registry} ({method} {where})"
-            if proxy_refusal(exc):
-                return self._proxy_refused(env, tunnel, target)
-            return proxy_tunnel_failed(env, tunnel, self.registry, self._host(), target, attempt + 1)
+        refusal = proxy_refusal(exc) if env.proxy else ""
+        if refusal:
+            return self._proxy_refused(env, refusal, f"registry {self.registry} ({method} {where})")
         if tls_failed(exc):
             return RegistryUnavailableError(
                 f"TLS to registry {self.registry} failed on {method} {where}: {exc}",
@@ -531,12 +501,8 @@ class Transport:
         )
 
     def _error_for(
-        self, resp: Response, method: str, where: str, *, streamed: bool, env: EnvSettings, budget: RetryBudget
+        self, resp: Response, method: str, where: str, *, streamed: bool, env: EnvSettings
     ) -> BuilderError:
-        """The error for an answer with a status not asked for: 407 from a proxy, 401/403
-        (RegistryAuthError), 404 (NotFoundError), 429/502/503/504 once ``budget`` is spent
-        (RegistryUnavailableError, :func:`failures.unavailable_status`), else RegistryError naming
-        the status, the body's error text and, when retried, the attempts made."""
         status = resp.status_code
         body = "" if method == "HEAD" else error_text(_error_excerpt(resp) if streamed else resp.text)[:300]
         if status == 407 and env.proxy:
@@ -564,25 +530,25 @@ class Transport:
                 registry=self.registry,
                 status=404,
             )
-        if status in UNAVAILABLE_STATUSES:
-            return unavailable_status(status, self.registry, f"{method} {where}", body, budget, proxy_note(env))
-        spent = f" (on {budget.spent()})" if budget.attempts > 1 else ""
         return RegistryError(
-            f"registry {self.registry} answered HTTP {status} to {method} {where}{spent}: {body or '(no body)'}",
+            f"registry {self.registry} answered HTTP {status} to {method} {where}: {body or '(no body)'}",
             registry=self.registry,
             status=status,
         )
 
 
 def _unsendable(
-    registry: str, cause: TooManyRedirects | BadHeader, request: str, authorization: str | None
+    registry: str, cause: TooManyRedirects | BadHeader | BodyLimit, request: str, authorization: str | None
 ) -> RegistryError:
-    """:mod:`builder.registry.unsendable`'s error for ``cause`` (imported only on such a failure)."""
-    from builder.registry import unsendable
+    """:mod:`builder.registry.request_errors`'s error for ``cause`` (imported only on such a failure);
+    ``request``: the request in words (``"GET <where>"``; for a body limit, where alone)."""
+    from builder.registry import request_errors
 
+    if isinstance(cause, BodyLimit):
+        return request_errors.body_limit_error(registry, cause, request.removeprefix("GET "))
     if isinstance(cause, BadHeader):
-        return unsendable.header_error(registry, cause, request, authorization)
-    return unsendable.redirect_loop_error(registry, request, MAX_REDIRECTS)
+        return request_errors.header_error(registry, cause, request, authorization)
+    return request_errors.redirect_loop_error(registry, request, MAX_REDIRECTS)
 
 
 class _Resends:

@@ -1,6 +1,7 @@
-"""The errors for a request the registry transport cannot send, or stopped following, without the
-registry being unreachable: a header value HTTP cannot carry (:class:`BadHeader`, named with where
-it came from, the value itself never shown: it may be a token) and a redirect loop.
+"""The errors for a request the registry transport cannot send, stopped following or stopped
+reading, the registry being reachable: a header value HTTP cannot carry (:class:`BadHeader`,
+named with where it came from, the value itself never shown: it may be a token), a redirect
+loop, and an answer refused by its limits (:class:`builder.registry.response.BodyLimit`).
 
 Shapes: each function takes the registry's name (``host[:port]``) and the request in words and
 returns a :class:`builder.errors.RegistryError` (exit 7, docs/exit-codes.md). Pure.
@@ -14,6 +15,7 @@ from builder.errors import RegistryError
 
 if TYPE_CHECKING:
     from builder.registry.connections import BadHeader
+    from builder.registry.response import BodyLimit
 
 
 def header_error(registry: str, exc: BadHeader, request: str, authorization: str | None) -> RegistryError:
@@ -48,5 +50,30 @@ def redirect_loop_error(registry: str, request: str, hops: int) -> RegistryError
     return RegistryError(
         f"registry {registry} redirected {request} more than {hops} times",
         hint="the registry or its storage redirects in a loop; check the registry's storage settings",
+        registry=registry,
+    )
+
+
+def body_limit_error(registry: str, exc: BodyLimit, where: str) -> RegistryError:
+    """The error for the answer to ``where`` refused by its limits (:class:`BodyLimit`): a
+    declared ``Content-Length`` over the limit (not read), more decoded bytes than the limit, or
+    more seconds than the limit to arrive."""
+    mib = int(exc.limit) // (1024 * 1024)
+    if exc.kind == "declared":
+        return RegistryError(
+            f"registry {registry} answered {where} with {exc.size} bytes, over the {mib} MiB limit for a "
+            "manifest or document; not read",
+            hint="a registry or proxy that sends oversized documents is broken or hostile",
+            registry=registry,
+        )
+    if exc.kind == "bytes":
+        return RegistryError(
+            f"registry {registry} sent more than {mib} MiB for {where}; stopped reading",
+            hint="a registry or proxy that sends oversized documents is broken or hostile",
+            registry=registry,
+        )
+    return RegistryError(
+        f"registry {registry} took over {exc.limit:.0f} s to send {where} ({exc.size} bytes so far); stopped waiting",
+        hint="the registry or a proxy stalls responses; retry later or check it",
         registry=registry,
     )
