@@ -374,9 +374,14 @@ def _report(exc: BuilderError, app: AppContext | None, args: list[str]) -> None:
     from builder.cli.plaintext import escape  # messages quote outside text (engine stderr: `capabilities: [[gpu]]`)
 
     con = console()
-    con.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, markup=True)
-    if exc.hint:
-        con.print(f"  [yellow]hint:[/] {escape(exc.hint)}", highlight=False)
+    error, hint = f"error: {exc.message}", f"  hint: {exc.hint}" if exc.hint else ""
+    if con.is_terminal:  # a person reads it: folded at spaces (references stay whole); logs keep one line
+        from builder.cli.terminal import fold
+
+        error, hint = fold(error, con.width), fold(hint.lstrip(), con.width, indent="  ", hang=4) if hint else ""
+    con.print(f"[bold red]error:[/]{escape(error[6:])}", highlight=False, markup=True)
+    if hint:
+        con.print(f"  [yellow]hint:[/]{escape(hint[7:])}", highlight=False)
     _annotate(exc.kind, exc.message, exc.details)
 
 

@@ -5,12 +5,16 @@ registry's error is; and how promote's human output folds in an 80-column termin
 
 from __future__ import annotations
 
+import os
+import pty
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
 from builder.registry import RegistryClient
-from tests.conftest import unset_builder_settings
+from tests.conftest import ROOT, unset_builder_settings
 from tests.faultproxy import Fault, FaultProxy
 from tests.integration.test_promote_cli import VARIANT, _build, _project
 
@@ -106,3 +110,40 @@ def test_promote_output_folds_at_80_columns(
     assert "denied" in denied and "[FAIL] device_check" in denied  # the folded lines still say it
     assert "would roll back" in outputs[4] and "dry run: add --confirm to apply" in outputs[4]
     assert "warning:" in outputs[5] and "approved" in outputs[5], outputs[5]
+
+
+def _in_terminal(project: Path, *args: str) -> tuple[int, str]:
+    """``builder ARGS`` as a process whose stdout and stderr are a real pseudo-terminal 80 columns
+    wide (``COLUMNS=80``, no colour): its exit code and everything it wrote there."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(project), "PYTHONPATH": str(ROOT), "COLUMNS": "80", "NO_COLOR": "1"}
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "builder", *args], cwd=project, env=env, stdout=secondary, stderr=secondary
+    )
+    os.close(secondary)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(primary)
+    return proc.wait(timeout=120), out.decode().replace("\r\n", "\n")
+
+
+def test_a_denial_and_its_error_fold_in_an_80_column_terminal(
+    cli: Cli, tmp_path: Path, registry_address: str, unique_repo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command's error (every denied target and its failed rules, printed by builder.cli) folds
+    too when a person reads it in a terminal; in logs it stays one line per message."""
+    unset_builder_settings(monkeypatch)
+    project = _project(tmp_path / "a-rather-long-project-folder-name" / "project", registry_address, unique_repo)
+    _build(project, registry_address, unique_repo, b"denied in a terminal")
+    cli("promote", VARIANT, "--to", "dev", "--confirm", env={"HOME": str(project)}, cwd=project)
+    code, out = _in_terminal(project, "promote", VARIANT, "--to", "staging", "--confirm")
+    assert code == 31, out
+    assert "error:" in out and "hint:" in out and "device_check" in out, out
+    assert not _too_wide(out), out
