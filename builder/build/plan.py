@@ -115,7 +115,11 @@ class PlannedBuildDocument(TypedDict):
     """One variant of ``builder build --dry-run --json``: its ``reference``
     (``registry/repository``), write-once ``content_tag``, the ``action``, when up to date the
     digest the content tag already names, and for ``unpinned`` why (one sentence per base or
-    lock, saying what to run)."""
+    lock, saying what to run). ``variant_digest``: what the moving variant tag ``<variant-id>``
+    names now (None: no such tag); ``retag``: the variant is up to date but its variant tag names
+    another digest (or none), so the build would point it back at ``existing_digest``;
+    ``variant_digest_foreign``: ``variant_digest`` is an image this checkout has no record of
+    pushing as a build of this variant (someone else pointed the tag there)."""
 
     variant: str
     reference: str
@@ -123,6 +127,9 @@ class PlannedBuildDocument(TypedDict):
     action: Action
     existing_digest: str | None
     unpinned: list[str]
+    variant_digest: str | None
+    retag: bool
+    variant_digest_foreign: bool
 
 
 class BuildPlanDocument(TypedDict):
@@ -138,13 +145,23 @@ class PlannedBuild:
     """What will happen to one variant: ``action`` ``build``, ``up-to-date`` (then
     ``existing_digest`` is the content tag's digest) or ``unpinned`` (not built: the render's
     ``unpinned`` reasons say why). ``repository_prefix``: the checkout's
-    (:func:`builder.config.repository_path`)."""
+    (:func:`builder.config.repository_path`). ``variant_digest``: what the moving variant tag
+    names now (None: no tag, or not looked up); ``variant_foreign``: that digest is not one this
+    checkout recorded pushing as a build of this variant (:func:`builder.build.pushed.pushed_as`)."""
 
     rendered: RenderedImage
     registry: str
     action: Action
     existing_digest: str | None = None
     repository_prefix: str = ""
+    variant_digest: str | None = None
+    variant_foreign: bool = False
+
+    @property
+    def retag(self) -> bool:
+        """Up to date, and the variant tag names another digest (or none): the build points it at
+        ``existing_digest`` (a build moves it to the new digest anyway: not a retag)."""
+        return self.action == "up-to-date" and self.variant_digest != self.existing_digest
 
     @property
     def variant_id(self) -> str:
@@ -183,6 +200,9 @@ class PlannedBuild:
             "action": self.action,
             "existing_digest": self.existing_digest,
             "unpinned": list(self.rendered.unpinned) if self.action == "unpinned" else [],
+            "variant_digest": self.variant_digest,
+            "retag": self.retag,
+            "variant_digest_foreign": self.variant_foreign,
         }
 
 

@@ -133,11 +133,20 @@ class BuildPreview:
 
     def summary_rows(self) -> tuple[SummaryRow, ...]:
         """One row per planned build: variant, the digest its content tag already names (empty:
-        none) and what would happen (``would build``, ``up-to-date`` or ``unpinned``)."""
-        return tuple(
-            SummaryRow(p.variant_id, p.existing_digest or "", "would build" if p.action == "build" else p.action)
-            for p in self.plan
-        )
+        none) and what would happen (:func:`planned_action`)."""
+        return tuple(SummaryRow(p.variant_id, p.existing_digest or "", planned_action(p)) for p in self.plan)
+
+
+def planned_action(p: PlannedBuild) -> str:
+    """What the build would do to ``p``, in words: ``would build``, ``unpinned``, ``up-to-date``, or
+    ``would retag`` (up to date, its variant tag names another digest or none: the build moves it
+    back to the content tag's digest), ``would retag (foreign)`` when the digest the variant tag
+    names now is not this checkout's build of the variant."""
+    if p.action == "build":
+        return "would build"
+    if p.retag:
+        return "would retag (foreign)" if p.variant_foreign else "would retag"
+    return p.action
 
 
 def log_tail(built: BuiltImage, lines: int = 8) -> list[str]:

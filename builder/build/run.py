@@ -29,6 +29,7 @@ Sources: buildx's metadata file key ``containerimage.digest``
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -41,9 +42,9 @@ from builder.build.plan import (
     plan_builds,
     split_pinned,
 )
-from builder.build.pushed import refuse_foreign_retag
+from builder.build.pushed import pushed_as, refuse_foreign_retag
 from builder.build.results import BuildRun
-from builder.build.tags import lookup_content_tags, move_tag, resolve_many
+from builder.build.tags import move_tag, resolve_many
 from builder.build.variant import ProgressFn, build_one
 from builder.errors import BuilderError, EngineUnavailableError, RegistryUnavailableError
 from builder.models import BuiltImage, RenderedImage
@@ -55,19 +56,40 @@ if TYPE_CHECKING:
 
 
 def preview(rendered: Sequence[RenderedImage], options: BuildOptions, client: RegistryClient) -> list[PlannedBuild]:
-    """The plan ``builder build --dry-run`` shows: tags checked (ConfigError), every content tag
-    looked up (registry errors propagate), variants that are not pinned listed as ``unpinned``
-    (unless ``options.allow_unpinned``), nothing built."""
+    """The plan ``builder build --dry-run`` shows: tags checked (ConfigError), every content tag and
+    variant tag looked up as :func:`build_variants` looks them up (registry errors propagate), so an
+    up-to-date variant whose variant tag was moved shows the retag the build would make and whether
+    the digest it names now is foreign (:func:`planned`); variants that are not pinned listed as
+    ``unpinned`` (unless ``options.allow_unpinned``); nothing built or moved."""
     check_tags(rendered)
-    existing = lookup_content_tags(client, rendered, repository=options.repository)
-    return plan_builds(
+    return planned(rendered, options, client, allow_unpinned=options.allow_unpinned)
+
+
+def planned(
+    rendered: Sequence[RenderedImage], options: BuildOptions, client: RegistryClient, *, allow_unpinned: bool
+) -> list[PlannedBuild]:
+    """One parallel pass of HEADs: each render's content tag (what to build) and variant tag (what
+    it names now: ``PlannedBuild.variant_digest``, and ``variant_foreign`` when that is another
+    digest than the content tag's which this checkout has no record of pushing as this variant,
+    :func:`builder.build.pushed.pushed_as`), then :func:`plan_builds`. The one look-up of both
+    ``--dry-run`` and the build. Raises RegistryUnavailableError / RegistryAuthError."""
+    pairs = [(options.repository(r), t) for r in rendered for t in (r.content_tag, r.variant.id)]
+    found = resolve_many(client, pairs)
+    existing = {content_key(repo, tag): d for (repo, tag), d in found.items()}
+    plan = plan_builds(
         rendered,
         existing,
         registry=options.registry,
         rebuild=options.rebuild,
-        allow_unpinned=options.allow_unpinned,
+        allow_unpinned=allow_unpinned,
         repository_prefix=options.repository_prefix,
     )
+    out: list[PlannedBuild] = []
+    for p in plan:
+        now = found.get((p.repository, p.variant_tag))
+        foreign = now is not None and now != p.existing_digest and not pushed_as(options.state_dir, now, p.variant_id)
+        out.append(dataclasses.replace(p, variant_digest=now, variant_foreign=foreign))
+    return out
 
 
 def build_variants(
@@ -108,18 +130,7 @@ def build_variants(
     start = time.monotonic()
     check_tags(rendered)
     rendered, left_out = split_pinned(rendered, allow_unpinned=options.allow_unpinned)
-    # one parallel pass: content tags (what to build) and variant tags (to keep them current)
-    pairs = [(options.repository(r), t) for r in rendered for t in (r.content_tag, r.variant.id)]
-    found = resolve_many(client, pairs)
-    existing = {content_key(repo, tag): d for (repo, tag), d in found.items()}
-    plan = plan_builds(
-        rendered,
-        existing,
-        registry=options.registry,
-        rebuild=options.rebuild,
-        allow_unpinned=True,
-        repository_prefix=options.repository_prefix,
-    )
+    plan = planned(rendered, options, client, allow_unpinned=True)  # what --dry-run shows, the same look-up
     progress = on_progress or (lambda _v, _e, _d: None)
     results: dict[str, BuiltImage] = {}
     for p in plan:
@@ -133,7 +144,7 @@ def build_variants(
                 status="up-to-date",
                 platforms=(p.rendered.variant.platform,),
             )
-            retag = found.get((p.repository, p.variant_tag)) != p.existing_digest
+            retag = p.retag
             if vet is not None:
                 earlier = vet(earlier, retag)
             else:
@@ -144,7 +155,7 @@ def build_variants(
             if retag:
                 # e.g. a template change was reverted: the variant tag goes back to this image
                 move_tag(client, p.repository, p.variant_tag, p.existing_digest)
-                progress(p.variant_id, "retagged", f"{p.variant_tag} -> {p.existing_digest}")
+                progress(p.variant_id, "retagged", f"{p.variant_tag} -> {p.existing_digest}" + _was(p))
             progress(p.variant_id, "up-to-date", p.existing_digest)
     todo = [p for p in plan if p.action == "build"]
     if todo:
@@ -180,6 +191,13 @@ def build_variants(
         _raise_if_infrastructure_down(errors, len(todo))
     ordered = tuple(results[p.variant_id] for p in plan)
     return BuildRun(results=ordered, plan=tuple(plan), seconds=time.monotonic() - start, unpinned=tuple(left_out))
+
+
+def _was(p: PlannedBuild) -> str:
+    """What the variant tag named before a retag, for the progress line (``--dry-run`` shows the same)."""
+    if p.variant_digest is None:
+        return " (was no tag)"
+    return f" (was {p.variant_digest}{', not pushed by this checkout' if p.variant_foreign else ''})"
 
 
 def _pushed(futures: Iterable[concurrent.futures.Future[tuple[BuiltImage, BuilderError | None]]]) -> int:

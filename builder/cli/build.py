@@ -215,16 +215,28 @@ def escape_text(text: str) -> str:
 def _print_plan(plan: Sequence[PlannedBuild]) -> None:
     from rich.markup import escape
 
+    from builder.build.results import planned_action
     from builder.cli.tables import Column, fitted_table
 
     columns = [Column("variant", whole=True), Column("action"), Column("content tag", 1, whole=True)]
     columns.append(Column("existing digest", 1, whole=True))
-    action = {"unpinned": "[yellow]unpinned[/]"}
-    rows = [
-        [escape(p.variant_id), action.get(p.action, p.action), escape(p.content_tag), (p.existing_digest or "")[:19]]
-        for p in plan
-    ]
+    style = {"unpinned": "yellow", "would retag": "yellow", "would retag (foreign)": "red"}
+
+    def action(p: PlannedBuild) -> str:
+        words = planned_action(p)
+        return f"[{style[words]}]{words}[/]" if words in style else words
+
+    rows = [[escape(p.variant_id), action(p), escape(p.content_tag), (p.existing_digest or "")[:19]] for p in plan]
     console().print(fitted_table(columns, rows, console().width, title="build plan", show_lines=False))
+    for p in plan:  # what each retag would replace: the digest the variant tag names now (80 columns)
+        if p.retag:
+            foreign = "\n  [red]now on a digest not pushed by this checkout[/]" if p.variant_foreign else ""
+            console().print(
+                f"[yellow]{escape(p.variant_id)}[/]: the build would move its variant tag{foreign}\n"
+                f"  from {p.variant_digest or '(no tag)'}\n  to   {p.existing_digest}",
+                highlight=False,
+                soft_wrap=True,
+            )
     _print_unpinned([p.rendered for p in plan if p.action == "unpinned"], len(plan))
 
 
