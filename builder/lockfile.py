@@ -4,7 +4,8 @@ index, held however the holder's work ends.
 
 Defined once: how a lock file is taken, its mode, and what a wait past the timeout becomes.
 The lock is ``flock(2)`` on the whole file (``fcntl.flock`` with ``LOCK_EX | LOCK_NB``, tried
-every :data:`POLL_INTERVAL_S` seconds until ``timeout`` passes:
+every :data:`POLL_INTERVAL_S` seconds until ``timeout`` passes or the process is interrupted, the
+wait between two tries being :func:`builder.interruption.wait`:
 https://docs.python.org/3/library/fcntl.html#fcntl.flock, https://man7.org/linux/man-pages/man2/flock.2.html).
 A flock belongs to the open file description, so every :func:`held` opens the file itself: two
 threads of one process exclude each other as two processes do, and the kernel releases the lock
@@ -34,6 +35,8 @@ import logging
 import os
 import time
 from typing import TYPE_CHECKING
+
+from builder import interruption
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -73,7 +76,9 @@ def held(
     stack). ``what``: the thing the lock guards, in words (``"stage pointer host/repo:staging"``):
     after ``notice_after`` seconds of waiting, one WARNING record on :data:`LOG` says
     "waiting for the lock of <what> (<path>), held by another builder process; up to <timeout> s".
-    Raises ``timed_out(path)`` when another holder keeps it past ``timeout``, NotFoundError (exit 8,
+    Raises ``timed_out(path)`` when another holder keeps it past ``timeout``,
+    :class:`builder.interruption.Interrupted` when the process is interrupted while it waits
+    (:func:`builder.interruption.wait` ends at the signal; exit 130/143/129), NotFoundError (exit 8,
     :func:`builder.outputs.cannot_write`) when the lock file or its folder cannot be created or the
     file system cannot lock it (``flock`` unsupported: ``ENOSYS``, ``ENOLCK``, ``EOPNOTSUPP``)."""
     try:
@@ -111,7 +116,10 @@ def _open(path: Path) -> int:
 def _wait(fd: int, path: Path, timeout: float, what: str, notice_after: float) -> bool:
     """Whether the flock on ``fd`` was taken within ``timeout`` s: tried at once, then every
     :data:`POLL_INTERVAL_S`; the notice logged once after ``notice_after`` s of waiting when the
-    timeout is longer. Raises OSError when ``flock`` fails for another reason than a holder."""
+    timeout is longer. Raises OSError when ``flock`` fails for another reason than a holder, and
+    :class:`builder.interruption.Interrupted` (``builder.process.Interrupted``) as soon as the
+    process is interrupted (SIGTERM, SIGINT, SIGHUP) while it waits, in any thread: a promotion
+    worker waiting for a stage pointer stops at the signal instead of waiting out ``timeout``."""
     start = time.monotonic()
     told = timeout <= notice_after
     while True:
@@ -132,7 +140,9 @@ def _wait(fd: int, path: Path, timeout: float, what: str, notice_after: float) -
                 path,
                 timeout,
             )
-        time.sleep(min(POLL_INTERVAL_S, timeout - waited))
+        signum = interruption.wait(min(POLL_INTERVAL_S, timeout - waited))
+        if signum is not None:  # SIGTERM/SIGINT while waiting: stop now, not at the timeout
+            raise interruption.Interrupted(signum)
 
 
 def _unwritable(path: Path, exc: OSError) -> BuilderError:

@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shlex
 import signal
 import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, Literal, overload
+
+from builder import interruption
 
 if TYPE_CHECKING:
     import subprocess
@@ -31,38 +32,28 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("builder.process")
 
+Interrupted = interruption.Interrupted
+"""The run was stopped by a signal: :class:`builder.interruption.Interrupted` (defined there, below
+:mod:`builder.lockfile`, which raises it too), under the name every caller knows."""
+
 #: seconds a child gets after SIGTERM before SIGKILL
 GRACE = 10.0
 
 
-class Interrupted(KeyboardInterrupt):
-    """The run was stopped by signal ``signum`` (SIGINT, SIGTERM or SIGHUP). A KeyboardInterrupt
-    (a BaseException), so ``except Exception`` never swallows it and every ``with``/``finally``
-    unwinds. ``exit_code`` is ``128 + signum`` (130, 143, 129: the shell's convention,
-    https://tldp.org/LDP/abs/html/exitcodes.html); ``left`` collects what was not done (one
-    line per unit of work, e.g. ``"2 of 5 variants not built"``) as the exception unwinds."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-        self.exit_code = 128 + signum
-        self.left: list[str] = []
-
-
 class _Children:
-    """The live children (Popen objects) and the interruption state, shared by all threads."""
+    """The live children (Popen objects), shared by all threads. ``lock`` orders the threads'
+    changes; :func:`interrupt` (a signal handler) never takes it: it copies ``live`` with one
+    C-level call, which no other thread interleaves under the GIL, and a thread that adds a child
+    adds it before it reads the interruption, so no child escapes both."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.live: set[subprocess.Popen[str] | subprocess.Popen[bytes]] = set()
-        self.signum: int | None = None
-        self.event = threading.Event()  # set while interrupted: waits end at once (``wait_interrupted``)
 
     def add(self, proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
         with self.lock:
             self.live.add(proc)
-            signum = self.signum
-        if signum is not None:  # started while the handler ran: stop it as well
+        if interruption.interrupted() is not None:  # started while the handler ran: stop it as well
             _signal_group(proc, signal.SIGTERM)
 
     def discard(self, proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
@@ -76,26 +67,24 @@ _CHILDREN = _Children()
 def interrupt(signum: int) -> None:
     """Mark the process interrupted by ``signum`` and send SIGTERM to every live child's process
     group (returns at once; the threads waiting for those children reap them and raise
-    :class:`Interrupted`). Safe to call from a signal handler and more than once."""
-    with _CHILDREN.lock:
-        if _CHILDREN.signum is None:
-            _CHILDREN.signum = signum
-        live = list(_CHILDREN.live)
-    _CHILDREN.event.set()
-    for proc in live:
+    :class:`Interrupted`). Safe to call from a signal handler and more than once: it takes no
+    lock (:func:`builder.interruption.record`; the children are copied without ``_CHILDREN.lock``
+    and ``Popen.poll`` only tries its own lock), so a signal landing while the main thread holds
+    one of them cannot deadlock."""
+    interruption.record(signum)
+    for proc in tuple(_CHILDREN.live):  # one C-level copy: atomic under the GIL
         _signal_group(proc, signal.SIGTERM)
 
 
 def interrupted() -> int | None:
     """The signal number the process was interrupted by, or None."""
-    return _CHILDREN.signum
+    return interruption.interrupted()
 
 
 def wait_interrupted(seconds: float) -> int | None:
     """Wait up to ``seconds`` (a retry's backoff) or until the process is interrupted, whichever
     comes first; the signal number when it was (or already is) interrupted, else None."""
-    _CHILDREN.event.wait(seconds)
-    return _CHILDREN.signum
+    return interruption.wait(seconds)
 
 
 def backoff(seconds: float) -> None:
@@ -103,8 +92,8 @@ def backoff(seconds: float) -> None:
     raise :class:`Interrupted` at once, in any thread. The one sleep between attempts in builder
     (registry retries, manifest repairs, buildx push runs): a CI job cancelled with SIGTERM during
     a 30 s backoff in a worker thread exits at the signal instead of waiting it out (the signal
-    handler unwinds only the main thread; ``threading.Event.wait`` returns when
-    :func:`interrupt` sets the event: https://docs.python.org/3/library/threading.html#threading.Event.wait)."""
+    handler unwinds only the main thread; the wait polls the self-pipe :func:`interrupt` writes
+    to: :func:`builder.interruption.wait`)."""
     signum = wait_interrupted(max(0.0, seconds))
     if signum is not None:
         raise Interrupted(signum)
@@ -112,9 +101,7 @@ def backoff(seconds: float) -> None:
 
 def reset_interrupt() -> None:
     """Forget an interruption (the in-process CLI runs several commands in one process)."""
-    with _CHILDREN.lock:
-        _CHILDREN.signum = None
-        _CHILDREN.event.clear()
+    interruption.reset()
 
 
 def live_children() -> int:
@@ -124,7 +111,7 @@ def live_children() -> int:
 
 
 def _refuse_when_interrupted() -> None:
-    signum = _CHILDREN.signum
+    signum = interruption.interrupted()
     if signum is not None:
         raise Interrupted(signum)
 
@@ -141,6 +128,8 @@ def _signal_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes], sig: in
 
 def announce(argv: Sequence[str]) -> None:
     """Log ``argv`` as the next external command (``+ docker buildx build ...``)."""
+    import shlex  # on first use: a command that runs nothing (--help) does not import it
+
     LOG.debug("+ %s", shlex.join(str(a) for a in argv))
 
 
@@ -410,7 +399,7 @@ def _wait(proc: subprocess.Popen[Any]) -> int:
     """Wait for a child whose output has ended; once interrupted, SIGKILL it after ``GRACE``."""
     import subprocess  # on first use: a command that runs nothing (resolve) does not import it
 
-    if _CHILDREN.signum is None:
+    if interruption.interrupted() is None:
         return proc.wait()
     try:
         return proc.wait(timeout=GRACE)

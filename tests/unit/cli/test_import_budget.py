@@ -150,16 +150,19 @@ CHECK = ("pydantic", "ruamel", "sigstore", "builder.checks.diagnosis.rules", "bu
 #: urllib3 only for proxies: resolve 214 (was 312), history 241 (340), status 244 (342). Round 8 (S):
 #: text lines to a pipe written without rich (``builder.cli.plaintext``), so an error printed on the
 #: closed port no longer imports rich's 42 modules: check REF 237 (with H's change; 331 before).
+#: Round 8 (F5): the interruption state in ``builder.interruption`` (below ``builder.lockfile``,
+#: whose lock waits end at a signal) and ``shlex`` imported on first use: matrix list 325, check
+#: REF 238 (both import ``shlex`` elsewhere), every other command the same count.
 BUDGETS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {
     ("--help",): (136, PLAIN),
     ("--version",): (128, PLAIN),
     ("check", "--help"): (143, LIGHT),
-    ("matrix", "list", "--json"): (324, ("requests", "cryptography", "sigstore", "docker")),
+    ("matrix", "list", "--json"): (325, ("requests", "cryptography", "sigstore", "docker")),
     ("resolve", VARIANT, "--stage", "dev", "--no-verify"): (214, NO_VERIFY),
     ("history", VARIANT, "--stage", "dev"): (241, QUERY),
     ("status", "--select", VARIANT): (244, QUERY),
     # pinned before anything runs: the closed port ends it there, after the engine's `docker info`
-    ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (237, CHECK),
+    ("check", f"127.0.0.1:9/demo/jax:{VARIANT}"): (238, CHECK),
 }
 
 
