@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from builder.errors import RegistryUnavailableError
-from builder.registry.connections import BadHeader, BadURL, Pool, Timeout, bad_header, check_ca
+from builder.registry.connections import BadHeader, BadURL, Pool, Timeout, bad_header, check_ca, tls_context
 from builder.registry.response import BodyLimit, Headers, ReadError, Response
 
 if TYPE_CHECKING:
@@ -341,22 +341,17 @@ def proxy_manager(env: EnvSettings, tls: bool, registry: str, maxsize: int) -> u
     connections per host; ``block=False``: a thread finding every pooled connection in use opens
     another instead of waiting (a blocking pool without a timeout would hang the process on one
     leaked response; https://urllib3.readthedocs.io/en/stable/reference/urllib3.poolmanager.html).
-    ``tls``: for ``https`` URLs, trusting ``env.ca`` (a file or a directory) or certifi's bundle.
+    ``tls``: for ``https`` URLs, with :func:`builder.registry.connections.tls_context`'s TLS
+    settings (``env.ca``, a file or a directory, else certifi's bundle: one definition for both
+    paths; urllib3 takes it as ``ssl_context``).
     Raises RegistryUnavailableError for a CA path that does not exist or a proxy URL that cannot
     be used, naming the variable to fix."""
-    import os.path
-
     import urllib3
 
     kw: dict[str, object] = {"num_pools": 8, "maxsize": maxsize, "block": False}
     if tls:
         check_ca(env, registry)
-        if env.ca and os.path.isdir(env.ca):
-            kw["ca_cert_dir"] = env.ca
-        else:
-            import certifi
-
-            kw["ca_certs"] = env.ca or certifi.where()
+        kw["ssl_context"] = tls_context(env.ca)  # the one CA choice (and ALPN) of the direct path
     try:
         if env.proxy.startswith("socks"):
             from urllib3.contrib.socks import SOCKSProxyManager

@@ -57,6 +57,7 @@ class RawServer:
         self.requests: list[bytes] = []
         self.fields: list[dict[bytes, bytes]] = []  # each request's header fields (names lower case)
         self.connections = 0
+        self.alpn: list[str | None] = []  # the protocol each TLS connection agreed by ALPN
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -76,6 +77,7 @@ class RawServer:
         try:
             if self.context is not None:
                 conn = self.context.wrap_socket(conn, server_side=True)
+                self.alpn.append(conn.selected_alpn_protocol())
             rfile = conn.makefile("rb")
             n = 0
             while True:
@@ -398,6 +400,18 @@ def test_tls_trusts_the_ca_the_environment_names(
     for _ in range(3):
         assert t.request("GET", "/v2/").content == b"over TLS"
     assert server.connections == 1  # kept alive over TLS too
+
+
+def test_tls_offers_http_1_1_by_alpn(serve: Callable[..., RawServer], tmp_path: Path) -> None:
+    """A server (or load balancer) that picks the protocol by ALPN (RFC 7301) hears ``http/1.1``
+    offered, as urllib3 offered it; one offering h2 first still agrees on http/1.1."""
+    ca, context = _certificates(tmp_path)
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    server = serve(lambda line, body, n: ok(b"over TLS"), context)
+    address = f"127.0.0.1:{server.port}"
+    t = Transport(address, Authenticator(address, None), retries=0, environ={"SSL_CERT_FILE": str(ca)})
+    assert t.request("GET", "/v2/").content == b"over TLS"
+    assert server.alpn == ["http/1.1"]
 
 
 def test_tls_without_the_ca_is_named_and_not_retried(serve: Callable[..., RawServer], tmp_path: Path) -> None:

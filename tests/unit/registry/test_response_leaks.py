@@ -7,7 +7,9 @@ endless body, endless error body, 401 challenges, retried 503s, a digest mismatc
 closed mid-way); after each, no connection may be out (deterministic: the pool's count is
 inspected, nothing is timed), and the whole run happens in a thread joined with a generous guard
 so a regression fails the test instead of hanging the suite. A control shows the harness catches
-a leak: a streamed blob left open keeps its connection out.
+a leak: a streamed blob left open keeps its connection out. Each test runs on both paths: direct
+(the http.client pool) and through a forward proxy (urllib3's ``ProxyManager``, its pool's free
+queue inspected), the server answering the proxy's absolute-form requests itself.
 """
 
 from __future__ import annotations
@@ -115,9 +117,34 @@ def server() -> Iterator[str]:
         srv.server_close()
 
 
-def _one_connection_client(address: str) -> tuple[RegistryClient, Callable[[], int]]:
-    """A client of the registry at ``address``; and a function returning 1 when none of its
-    pool's connections is out (nothing leaked), else 0."""
+@pytest.fixture(params=["direct", "proxy"])
+def route(request: pytest.FixtureRequest) -> str:
+    """How the client reaches the registry: ``direct`` (the http.client pool) or ``proxy``
+    (urllib3's ``ProxyManager``: the server is then addressed as the forward proxy of a registry
+    named ``registry.example``, and answers the absolute-form requests a proxy gets)."""
+    return str(request.param)
+
+
+def _one_connection_client(address: str, route: str = "direct") -> tuple[RegistryClient, Callable[[], int]]:
+    """A client of the registry at ``address`` (``route``: :func:`route`); and a function
+    returning 1 when none of its pool's connections is out (nothing leaked), else 0."""
+    if route == "proxy":
+        client = RegistryClient(
+            "registry.example",
+            insecure=True,
+            retries=2,
+            backoff=0.0,
+            auth=Credential("u", "p"),
+            environ={"HTTP_PROXY": f"http://{address}"},
+        )
+        manager = client.transport.route(client.transport.base + "/")
+        assert not isinstance(manager, Pool)  # through the proxy: urllib3's pools
+
+        def free_proxied() -> int:  # urllib3's pool holds its free connections (or None slots) in a queue
+            pools = [manager.pools[key] for key in manager.pools.keys()]  # noqa: SIM118 - no __iter__
+            return int(all(p.pool is not None and p.pool.qsize() == p.pool.maxsize for p in pools))
+
+        return client, free_proxied
     client = RegistryClient(address, insecure=True, retries=2, backoff=0.0, auth=Credential("u", "p"))
     pool = client.transport.route(client.transport.base + "/")
     assert isinstance(pool, Pool)  # reached directly: the http.client pool
@@ -168,8 +195,8 @@ REFUSALS: dict[str, tuple[type[BuilderError] | None, Callable[[RegistryClient], 
 
 
 @pytest.mark.parametrize("kind", sorted(REFUSALS))
-def test_a_refused_answer_gives_its_only_connection_back(server: str, kind: str) -> None:
-    client, free_slots = _one_connection_client(server)
+def test_a_refused_answer_gives_its_only_connection_back(server: str, kind: str, route: str) -> None:
+    client, free_slots = _one_connection_client(server, route)
     client.transport.max_body_bytes = 1024 * 1024
     error, call = REFUSALS[kind]
 
@@ -189,8 +216,8 @@ def test_a_refused_answer_gives_its_only_connection_back(server: str, kind: str)
     _in_thread(many)
 
 
-def test_every_refusal_in_a_row_on_one_connection(server: str) -> None:
-    client, free_slots = _one_connection_client(server)
+def test_every_refusal_in_a_row_on_one_connection(server: str, route: str) -> None:
+    client, free_slots = _one_connection_client(server, route)
     client.transport.max_body_bytes = 1024 * 1024
 
     def all_kinds() -> None:
@@ -207,9 +234,9 @@ def test_every_refusal_in_a_row_on_one_connection(server: str) -> None:
     assert free_slots() == 1
 
 
-def test_the_probe_sees_a_leaked_response(server: str) -> None:
+def test_the_probe_sees_a_leaked_response(server: str, route: str) -> None:
     """Control: a streamed blob nobody closes keeps the pool's only connection."""
-    client, free_slots = _one_connection_client(server)
+    client, free_slots = _one_connection_client(server, route)
     leaked = client.open_blob("x", BLOB_DIGEST)
     assert free_slots() == 0
     leaked.close()
