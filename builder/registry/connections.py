@@ -157,7 +157,10 @@ def check_ca(env: EnvSettings, registry: str) -> None:
     if not env.ca:
         return
     named = f"the CA certificates {env.ca} (from {env.ca_variable or 'the environment'}) named for registry {registry}"
-    fix = f"point {env.ca_variable or 'the variable'} at a PEM file of CA certificates (-----BEGIN CERTIFICATE-----) or a directory of hashed certificates, or unset it"
+    fix = (
+        f"point {env.ca_variable or 'the variable'} at a PEM file of CA certificates (-----BEGIN CERTIFICATE-----) "
+        "or a directory of hashed certificates, or unset it"
+    )
     if env.ca_outranked:
         fix += f" ({env.ca_variable} outranks {', '.join(env.ca_outranked)}, also set: only one is read)"
     if not os.path.exists(env.ca):

@@ -51,13 +51,17 @@ class EnvSettings:
     URL, or None), ``ca`` (a CA bundle file or certificate directory path; None: certifi's
     bundle), ``netrc`` ((user, password) from ``.netrc`` for the host, or None) and
     ``proxy_variable`` (the variable that named the proxy, such as ``HTTPS_PROXY`` or
-    ``all_proxy``; "" for a direct connection), for messages."""
+    ``all_proxy``; "" for a direct connection), ``ca_variable`` (the variable ``ca`` came from;
+    "" for certifi's bundle) and ``ca_outranked`` (the other CA variables also set, which it
+    outranks and which are therefore not used), for messages."""
 
     proxy: str = ""
     proxy_auth: str | None = None
     ca: str | None = None
     netrc: tuple[str, str] | None = None
     proxy_variable: str = ""
+    ca_variable: str = ""
+    ca_outranked: tuple[str, ...] = ()
 
     @property
     def pool_key(self) -> tuple[str, str | None, str | None]:
@@ -84,8 +88,17 @@ def env_settings(url: str, environ: Mapping[str, str]) -> EnvSettings:
             auth = f"{unquote(p.username)}:{unquote(p.password or '')}"
             netloc = p.netloc.rpartition("@")[2]
             proxy = p._replace(netloc=netloc).geturl()
-    ca = next((environ[name] for name in CA_VARIABLES if environ.get(name)), None)
-    return EnvSettings(proxy=proxy, proxy_auth=auth, ca=ca, netrc=netrc_auth(host, environ), proxy_variable=variable)
+    set_ca = [name for name in CA_VARIABLES if environ.get(name)]
+    ca = environ[set_ca[0]] if set_ca else None
+    return EnvSettings(
+        proxy=proxy,
+        proxy_auth=auth,
+        ca=ca,
+        netrc=netrc_auth(host, environ),
+        proxy_variable=variable,
+        ca_variable=set_ca[0] if set_ca else "",
+        ca_outranked=tuple(set_ca[1:]),
+    )
 
 
 def _parse_proxy(proxy: str, variable: str, raw: str, host: str) -> SplitResult:

@@ -245,6 +245,23 @@ def timeout_seconds(value: object) -> str:
     return f"{value:g}" if isinstance(value, int | float) else "?"
 
 
+def ca_note(env: EnvSettings) -> str:
+    """Which CA certificates a TLS connection trusted, for hints: ``FILE from VARIABLE`` (and the
+    CA variables it outranks, which were not read: REQUESTS_CA_BUNDLE, then CURL_CA_BUNDLE, then
+    SSL_CERT_FILE, then SSL_CERT_DIR), or certifi's Mozilla bundle when none is set."""
+    if env.ca:
+        note = f"the certificates trusted were {env.ca} from {env.ca_variable}"
+        if env.ca_outranked:
+            note += f" (it outranks {', '.join(env.ca_outranked)}, also set but not read)"
+        return note
+    import certifi
+
+    return (
+        f"the certificates trusted were certifi's Mozilla bundle {certifi.where()} (none of REQUESTS_CA_BUNDLE, "
+        "CURL_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR is set)"
+    )
+
+
 def proxy_note(env: EnvSettings) -> str:
     """``PROXY from VARIABLE`` for messages ("" for a direct connection)."""
     return f"{env.proxy} from {env.proxy_variable}" if env.proxy else ""

@@ -47,6 +47,9 @@ from builder.registry.exchange import (
     split_url,
 )
 from builder.registry.failures import (
+    UNAVAILABLE_STATUSES,
+    RetryBudget,
+    ca_note,
     connect_timed_out,
     connection_cause,
     error_text,
@@ -54,9 +57,12 @@ from builder.registry.failures import (
     proxy_hint,
     proxy_note,
     proxy_refusal,
+    proxy_tunnel_failed,
     timed_out,
     timeout_seconds,
     tls_failed,
+    tunnel_status,
+    unavailable_status,
     unusable_answer,
 )
 from builder.registry.response import BodyLimit, Response, decode
@@ -276,6 +282,7 @@ class Transport:
         timeouts = 0  # attempts that ended in a timeout
         retries = self.retries if retry else 0
         resent = _Resends(self)  # the pool's re-sends on a new connection (each a request that went out)
+        started = time.monotonic()  # for "N attempts over S s" when the retries are spent
         while True:
             auth_header = self.auth.header_for(key)
             if auth_header:
@@ -326,7 +333,8 @@ class Transport:
         if resp.status_code in ok or ((lost or resent.count) and resp.status_code in ok_after_loss):
             return resp
         try:
-            raise self._error_for(resp, method, where, streamed=stream, env=env)
+            spent = RetryBudget(attempt + 1, time.monotonic() - started, retries, self.backoff, self.max_delay)
+            raise self._error_for(resp, method, where, streamed=stream, env=env, budget=spent)
         finally:
             resp.close()  # the body was read into the message (or not needed): free the connection
 
@@ -383,6 +391,10 @@ class Transport:
                 ) from exc
             if env.proxy and proxy_refusal(cause):
                 raise self._proxy_refused(env, proxy_refusal(cause), f"the token service {req.realm}") from exc
+            if env.proxy and tunnel_status(cause):
+                realm_host = urlsplit(req.realm).hostname or ""
+                target = f"the token service {req.realm}"
+                raise proxy_tunnel_failed(env, tunnel_status(cause), self.registry, realm_host, target, 1) from exc
             raise RegistryUnavailableError(
                 f"token service {req.realm} of registry {self.registry} is not reachable: "
                 f"{connection_cause(cause, proxy_note(env))}",
@@ -435,14 +447,18 @@ class Transport:
                 "HTTP for this request: check its logs and that REGISTRY names a registry (not another service)",
                 registry=self.registry,
             )
-        refusal = proxy_refusal(exc) if env.proxy else ""
-        if refusal:
-            return self._proxy_refused(env, refusal, f"registry {self.registry} ({method} {where})")
+        tunnel = tunnel_status(exc) if env.proxy else ""
+        if tunnel:
+            target = f"registry {self.registry} ({method} {where})"
+            if proxy_refusal(exc):
+                return self._proxy_refused(env, tunnel, target)
+            return proxy_tunnel_failed(env, tunnel, self.registry, self._host(), target, attempt + 1)
         if tls_failed(exc):
             return RegistryUnavailableError(
                 f"TLS to registry {self.registry} failed on {method} {where}: {exc}",
                 hint="if the registry speaks plain HTTP, list it in builder.toml `insecure_registries`; "
-                "otherwise install its CA certificate (or point REQUESTS_CA_BUNDLE / SSL_CERT_FILE at it)",
+                "otherwise install its CA certificate (or point REQUESTS_CA_BUNDLE / SSL_CERT_FILE at it); "
+                + ca_note(env),
                 registry=self.registry,
             )
         kind = "timed out" if timed_out(exc) else "is not reachable"
@@ -501,8 +517,12 @@ class Transport:
         )
 
     def _error_for(
-        self, resp: Response, method: str, where: str, *, streamed: bool, env: EnvSettings
+        self, resp: Response, method: str, where: str, *, streamed: bool, env: EnvSettings, budget: RetryBudget
     ) -> BuilderError:
+        """The error for an answer with a status not asked for: 407 from a proxy, 401/403
+        (RegistryAuthError), 404 (NotFoundError), 429/502/503/504 once ``budget`` is spent
+        (RegistryUnavailableError, :func:`failures.unavailable_status`), else RegistryError naming
+        the status, the body's error text and, when retried, the attempts made."""
         status = resp.status_code
         body = "" if method == "HEAD" else error_text(_error_excerpt(resp) if streamed else resp.text)[:300]
         if status == 407 and env.proxy:
@@ -530,8 +550,11 @@ class Transport:
                 registry=self.registry,
                 status=404,
             )
+        if status in UNAVAILABLE_STATUSES:
+            return unavailable_status(status, self.registry, f"{method} {where}", body, budget, proxy_note(env))
+        spent = f" (on {budget.spent()})" if budget.attempts > 1 else ""
         return RegistryError(
-            f"registry {self.registry} answered HTTP {status} to {method} {where}: {body or '(no body)'}",
+            f"registry {self.registry} answered HTTP {status} to {method} {where}{spent}: {body or '(no body)'}",
             registry=self.registry,
             status=status,
         )

@@ -150,6 +150,46 @@ def test_a_ca_bundle_that_does_not_exist_is_named(tls_registry: tuple[str, Path]
     assert str(missing) in info.value.message and "REQUESTS_CA_BUNDLE" in info.value.hint
 
 
+@pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"])
+@pytest.mark.parametrize("content", [b"not a certificate\n", b"", b"-----BEGIN CERTIFICATE-----\nbroken\n"])
+def test_a_ca_bundle_that_is_no_bundle_names_the_file_and_variable(
+    tls_registry: tuple[str, Path], tmp_path: Path, variable: str, content: bytes
+) -> None:
+    """A newcomer's report: REQUESTS_CA_BUNDLE=<a file that is no PEM bundle> gave "TLS ...
+    NO_CERTIFICATE_OR_CRL_FOUND" naming neither the file nor the variable."""
+    address, _ = tls_registry
+    garbage = tmp_path / "bundle.pem"
+    garbage.write_bytes(content)
+    client = RegistryClient(address, retries=3, environ={variable: str(garbage)})
+    with pytest.raises(RegistryUnavailableError) as info:
+        client.ping()
+    message, hint = info.value.message, info.value.hint or ""
+    assert f"the CA certificates {garbage} (from {variable})" in message and "cannot be used" in message, message
+    assert not message.startswith("TLS to registry"), message
+    assert f"point {variable} at a PEM file" in hint, hint
+    assert client.transport.requests_sent <= 1  # not retried (refused before any connection)
+
+
+def test_a_tls_failure_names_the_bundle_used_and_the_variable_that_won(
+    tls_registry: tuple[str, Path], tmp_path: Path
+) -> None:
+    """REQUESTS_CA_BUNDLE outranks SSL_CERT_FILE (as requests reads them): with both set, the
+    hint names the bundle actually used, its variable, and the one it outranked."""
+    import certifi
+
+    address, right = tls_registry
+    env = {"REQUESTS_CA_BUNDLE": certifi.where(), "SSL_CERT_FILE": str(right)}
+    with pytest.raises(RegistryUnavailableError) as info:
+        RegistryClient(address, retries=0, environ=env).ping()
+    hint = info.value.hint or ""
+    assert info.value.message.startswith(f"TLS to registry {address} failed"), info.value.message
+    assert f"the certificates trusted were {certifi.where()} from REQUESTS_CA_BUNDLE" in hint, hint
+    assert "(it outranks SSL_CERT_FILE, also set but not read)" in hint, hint
+    with pytest.raises(RegistryUnavailableError) as default:
+        RegistryClient(address, retries=0, environ={}).ping()
+    assert "certifi's Mozilla bundle" in (default.value.hint or ""), default.value.hint
+
+
 # -- .netrc ----------------------------------------------------------------------------------
 
 
