@@ -14,14 +14,19 @@ import pytest
 
 from builder.registry import RegistryClient
 from builder.signing.fingerprints import short_fingerprint
+from tests.integration import test_build_cli
 from tests.integration.test_sign import PTYPE, SignCli, push_tiny_image
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from tests.conftest import Cli
+    from tests.integration.test_build_cli import BuilderCli
 
 pytestmark = pytest.mark.integration
+
+project = test_build_cli.project  # the shared fixtures of the build CLI tests
+builder = test_build_cli.builder
 
 
 @pytest.fixture
@@ -80,3 +85,17 @@ def test_the_checkouts_default_key_is_checked_against_its_builder_pub(
     r = run_cli(["sign", f"{unique_repo}@{digest}"], tmp_path, reg, **pw)
     assert r.code == 16 and short_fingerprint(other) in " ".join(r.stderr.split()), r.stderr
     assert not [t for t in client.list_tags(unique_repo) if t.startswith("sha256-")]
+
+
+def test_build_sign_refuses_the_mismatched_pair_before_building(
+    builder: BuilderCli, registry_address: str, unique_repo: str, project: Path
+) -> None:
+    """`build --sign` loads its key the same way, before anything is built or pushed."""
+    env = {"BUILDER_KEY_PASSWORD": "pw"}
+    assert builder(project, "keys", "generate", env=env).code == 0  # state/keys/builder.key + .pub
+    other = builder(project, "keys", "generate", "--output-dir", "other", "--json", env=env)
+    other_fp = json.loads(other.stdout)["fingerprint"]
+    shutil.copy2(project / "other" / "builder.pub", project / "state" / "keys" / "builder.pub")
+    r = builder(project, "build", "--sign", "--select", "tiny2*", env=env)
+    assert r.code == 16 and short_fingerprint(other_fp) in " ".join(r.stderr.split()), r.stderr[-2000:]
+    assert RegistryClient(registry_address, insecure=True).list_tags(unique_repo) == []  # nothing pushed
