@@ -154,6 +154,21 @@ class PlanFailedDocument(PlannedDocument):
     error: ErrorBody
 
 
+class StageAfterDocument(TypedDict):
+    """What the stage's pointer named when read right after a failed apply: ``digest`` (null: the
+    stage is empty, or it could not be read: then ``unread`` says why)."""
+
+    digest: str | None
+    unread: str | None
+
+
+class ApplyFailedDocument(PlanFailedDocument):
+    """A target allowed by policy whose apply (``--confirm``) failed: ``stage_after`` says what
+    the stage holds now (``previous``: what it held when planned)."""
+
+    stage_after: StageAfterDocument
+
+
 class FailedDocument(TypedDict):
     """A target that failed before it could be planned."""
 
@@ -162,7 +177,9 @@ class FailedDocument(TypedDict):
     error: ErrorBody
 
 
-OutcomeDocument = AppliedDocument | DryRunDocument | PlannedDocument | PlanFailedDocument | FailedDocument
+OutcomeDocument = (
+    AppliedDocument | DryRunDocument | PlannedDocument | ApplyFailedDocument | PlanFailedDocument | FailedDocument
+)
 """One target of ``builder promote --json`` (``results``)."""
 
 

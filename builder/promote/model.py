@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         PlanDocument,
         PromotionPredicate,
         PromotionRecordDocument,
+        StageAfterDocument,
         StageHistoryDocument,
         StatusRowDocument,
     )
@@ -395,6 +396,9 @@ class Outcome:
             if self.error is None:
                 raise ValueError(f"the outcome of {self.target.variant} has neither a plan nor an error")
             return {"variant": self.target.variant, "applied": False, "error": self.error.to_json()}
+        if self.error is not None and self.after is not None:
+            after: StageAfterDocument = {"digest": self.after.digest, "unread": self.after.unread}
+            return {**self.plan.to_json(), "applied": False, "error": self.error.to_json(), "stage_after": after}
         if self.error is not None:
             return {**self.plan.to_json(), "applied": False, "error": self.error.to_json()}
         if self.changes is not None:

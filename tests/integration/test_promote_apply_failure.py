@@ -57,6 +57,10 @@ def test_a_failed_apply_says_what_was_attempted_and_what_the_stage_holds(
         proxy.add(Fault("status", 503, method="PUT", path=path))
         err = cli("promote", VARIANT, "--to", "dev", "--confirm", code=5, env=env, cwd=project).stderr
         assert proxy.injected() >= 1
+        doc = cli("promote", VARIANT, "--to", "dev", "--confirm", "--json", code=5, env=env, cwd=project).json()
+    result = doc["error"]["details"]["results"][0]
+    assert result["applied"] is False and result["digest"] == digest
+    assert result["stage_after"] == {"digest": None, "unread": None}  # read after the failure: still empty
     assert "would promote" not in err and "dry run" not in err, err
     assert err.startswith(f"not promoted {VARIANT}:"), err
     flat = " ".join(err.split())
