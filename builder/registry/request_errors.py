@@ -1,7 +1,8 @@
 """The errors for a request the registry transport cannot send, stopped following or stopped
 reading, the registry being reachable: a header value HTTP cannot carry (:class:`BadHeader`,
 named with where it came from, the value itself never shown: it may be a token), a redirect
-loop, and an answer refused by its limits (:class:`builder.registry.response.BodyLimit`).
+loop, an answer refused by its limits (:class:`builder.registry.response.BodyLimit`), and a URL
+that cannot be used.
 
 Shapes: each function takes the registry's name (``host[:port]``) and the request in words and
 returns a :class:`builder.errors.RegistryError` (exit 7, docs/exit-codes.md). Pure.
@@ -15,7 +16,37 @@ from builder.errors import RegistryError
 
 if TYPE_CHECKING:
     from builder.registry.connections import BadHeader
+    from builder.registry.exchange import TooManyRedirects
     from builder.registry.response import BodyLimit
+
+
+def unsendable_error(
+    registry: str, cause: TooManyRedirects | BadHeader | BodyLimit, request: str, authorization: str | None
+) -> RegistryError:
+    """The error for ``cause``: :func:`body_limit_error`, :func:`header_error` or
+    :func:`redirect_loop_error`; ``request``: the request in words (``"GET <where>"``; for a body
+    limit, where alone), ``authorization``: the ``Authorization`` value sent (or None)."""
+    from builder.registry.connections import BadHeader
+    from builder.registry.exchange import MAX_REDIRECTS
+    from builder.registry.response import BodyLimit
+
+    if isinstance(cause, BodyLimit):
+        return body_limit_error(registry, cause, request.removeprefix("GET "))
+    if isinstance(cause, BadHeader):
+        return header_error(registry, cause, request, authorization)
+    return redirect_loop_error(registry, request, MAX_REDIRECTS)
+
+
+def unusable_url_error(registry: str, url: str, exc: ValueError) -> RegistryError:
+    """The error for a URL no request can be sent to (``exc`` says why): the registry's own name
+    (a port out of range) or a URL its answer named (an upload location, a token realm)."""
+    return RegistryError(
+        f"registry {registry}: the URL {url} cannot be used ({exc}); nothing was sent",
+        hint="check the registry name (host[:port], port 1-65535) in builder.toml `registry`, "
+        "BUILDER_REGISTRY or the image reference; a URL the registry sent back means the registry "
+        "(or a proxy in front of it) is misconfigured",
+        registry=registry,
+    )
 
 
 def header_error(registry: str, exc: BadHeader, request: str, authorization: str | None) -> RegistryError:

@@ -161,6 +161,24 @@ class Response:
 
         return load_json(self.content)
 
+    def excerpt(self, max_bytes: int, max_seconds: float) -> str:
+        """At most ``max_bytes`` of the (unread) body as text, what arrived within ``max_seconds``
+        ("" up to where the connection broke): an error answer's message, never waiting on an
+        endless or trickled body. The caller closes the response."""
+        import time
+
+        got = bytearray()
+        deadline = time.monotonic() + max_seconds
+        try:
+            while len(got) < max_bytes and time.monotonic() < deadline:
+                chunk = self.body.read1(max_bytes - len(got))
+                if not chunk:
+                    break
+                got += chunk
+        except OSError:  # ReadError included
+            return decode(bytes(got), None)  # the message says what arrived; the status says the rest
+        return decode(bytes(got), self.encoding)
+
     def iter_content(self, chunk_size: int) -> Iterator[bytes]:
         """The body in pieces of ``chunk_size`` bytes (the last may be shorter), as it arrives;
         a compressed ``Content-Encoding`` is decoded (as requests did). Raises ReadError."""

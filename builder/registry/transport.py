@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import random
 import re
 import threading
 import time
@@ -35,10 +34,10 @@ from urllib.parse import urlsplit
 
 from builder import __version__
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
+from builder.registry.backoff import retry_after_seconds, retry_delay
 from builder.registry.connections import BadHeader, BadURL, Pool, Timeout, check_ca, tls_context
 from builder.registry.environment import EnvSettings, env_settings
 from builder.registry.exchange import (
-    MAX_REDIRECTS,
     SendError,
     TooManyRedirects,
     origin_pool,
@@ -65,7 +64,8 @@ from builder.registry.failures import (
     unavailable_status,
     unusable_answer,
 )
-from builder.registry.response import BodyLimit, Response, decode
+from builder.registry.request_errors import unsendable_error, unusable_url_error
+from builder.registry.response import BodyLimit, Response
 
 if TYPE_CHECKING:
     import ssl
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from builder.registry.auth import Authenticator, TokenRequest
     from builder.registry.stream import BlobStream
 
-__all__ = ["EnvSettings", "Response", "Transport"]
+__all__ = ["EnvSettings", "Response", "Transport", "retry_after_seconds"]
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """The largest response body read into memory (manifests, configs, signature layers, tag lists,
@@ -238,7 +238,7 @@ class Transport:
             url, origin, _, url_path = self._locate(path)
             return url, url_path, self._env_for(origin)
         except ValueError as exc:  # BadURL included
-            raise self._unusable_url(self.url(path), exc) from exc
+            raise unusable_url_error(self.registry, self.url(path), exc) from exc
 
     def url(self, path: str) -> str:
         """``path`` (``/v2/...``) on this registry; an absolute URL (an upload location) as is."""
@@ -309,7 +309,9 @@ class Transport:
             except SendError as exc:
                 cause = exc.cause
                 if isinstance(cause, TooManyRedirects | BadHeader | BodyLimit):
-                    raise _unsendable(self.registry, cause, f"{method} {where}", sent.get("Authorization")) from exc
+                    raise unsendable_error(
+                        self.registry, cause, f"{method} {where}", sent.get("Authorization")
+                    ) from exc
                 timeouts += timed_out(cause)
                 if attempt < retries and is_transient(cause) and timeouts < MAX_TIMEOUT_ATTEMPTS:
                     attempt += 1
@@ -346,7 +348,7 @@ class Transport:
         try:
             return resp.read_limited(self.max_body_bytes, self.max_body_seconds)
         except BodyLimit as exc:
-            raise _unsendable(self.registry, exc, where, None) from exc
+            raise unsendable_error(self.registry, exc, where, None) from exc
         except OSError as exc:  # ReadError included
             env = self.env_settings(resp.url)
             raise self._unavailable(exc, "GET", where, 0, env, _timeout(self.timeout)) from exc
@@ -361,7 +363,7 @@ class Transport:
         try:
             env = self.env_settings(url)
         except ValueError as exc:  # BadURL included
-            raise self._unusable_url(url, exc) from exc
+            raise unusable_url_error(self.registry, url, exc) from exc
         headers: dict[str, str] = {"User-Agent": USER_AGENT}
         body: bytes | None = None
         if req.method == "POST":
@@ -380,7 +382,7 @@ class Transport:
         except SendError as exc:
             cause = exc.cause
             if isinstance(cause, BadHeader | BodyLimit):
-                raise _unsendable(self.registry, cause, f"the token request to {req.realm}", None) from exc
+                raise unsendable_error(self.registry, cause, f"the token request to {req.realm}", None) from exc
             bad = unusable_answer(cause)
             if bad:
                 raise RegistryError(
@@ -408,14 +410,9 @@ class Transport:
         return " ".join((repo, *extra_scopes))
 
     def delay(self, attempt: int, retry_after: str | None) -> float:
-        """Seconds to wait before retry number ``attempt`` (1-based): ``backoff * 2**(attempt-1)``
-        plus up to 25 % random jitter (so parallel clients spread out), at least what a
-        ``Retry-After`` asks (:func:`retry_after_seconds`), at most ``max_delay``."""
-        delay = self.backoff * (2.0 ** (attempt - 1)) * (1 + random.random() / 4)
-        asked = retry_after_seconds(retry_after, time.time())
-        if asked is not None:
-            delay = max(delay, asked)
-        return min(delay, self.max_delay)
+        """Seconds to wait before retry number ``attempt`` (1-based): :func:`backoff.retry_delay`
+        with this transport's ``backoff`` and ``max_delay`` (``Retry-After`` honoured)."""
+        return retry_delay(attempt, retry_after, self.backoff, self.max_delay)
 
     def _sleep(self, attempt: int, retry_after: str | None) -> None:
         """Wait :meth:`delay` seconds before retry ``attempt``; a SIGTERM/SIGINT ends the wait with
@@ -483,17 +480,6 @@ class Transport:
             registry=self.registry,
         )
 
-    def _unusable_url(self, url: str, exc: ValueError) -> RegistryError:
-        """The error for a URL no request can be sent to: the registry's own name (a port out of
-        range) or a URL its answer named (an upload location, a token realm)."""
-        return RegistryError(
-            f"registry {self.registry}: the URL {url} cannot be used ({exc}); nothing was sent",
-            hint="check the registry name (host[:port], port 1-65535) in builder.toml `registry`, "
-            "BUILDER_REGISTRY or the image reference; a URL the registry sent back means the registry "
-            "(or a proxy in front of it) is misconfigured",
-            registry=self.registry,
-        )
-
     def _host(self) -> str:
         """The registry's host name (no port), as NO_PROXY lists it."""
         return urlsplit(self.base).hostname or self.registry
@@ -524,7 +510,8 @@ class Transport:
         (RegistryUnavailableError, :func:`failures.unavailable_status`), else RegistryError naming
         the status, the body's error text and, when retried, the attempts made."""
         status = resp.status_code
-        body = "" if method == "HEAD" else error_text(_error_excerpt(resp) if streamed else resp.text)[:300]
+        text = resp.excerpt(ERROR_EXCERPT_BYTES, ERROR_EXCERPT_SECONDS) if streamed else resp.text
+        body = "" if method == "HEAD" else error_text(text)[:300]  # a HEAD answer has no body to read
         if status == 407 and env.proxy:
             return self._proxy_refused(env, f"407 {body}".strip(), f"registry {self.registry} ({method} {where})")
         if status in (401, 403):
@@ -560,20 +547,6 @@ class Transport:
         )
 
 
-def _unsendable(
-    registry: str, cause: TooManyRedirects | BadHeader | BodyLimit, request: str, authorization: str | None
-) -> RegistryError:
-    """:mod:`builder.registry.request_errors`'s error for ``cause`` (imported only on such a failure);
-    ``request``: the request in words (``"GET <where>"``; for a body limit, where alone)."""
-    from builder.registry import request_errors
-
-    if isinstance(cause, BodyLimit):
-        return request_errors.body_limit_error(registry, cause, request.removeprefix("GET "))
-    if isinstance(cause, BadHeader):
-        return request_errors.header_error(registry, cause, request, authorization)
-    return request_errors.redirect_loop_error(registry, request, MAX_REDIRECTS)
-
-
 class _Resends:
     """Counts the pool's re-sends of one request (:meth:`Pool.exchange`'s ``on_resend``): each
     is a request that went out (``requests_sent``), after one that may have reached the registry
@@ -591,48 +564,10 @@ class _Resends:
             self.transport.requests_sent += 1
 
 
-def retry_after_seconds(value: str | None, now: float) -> float | None:
-    """Seconds a ``Retry-After`` header value asks to wait (RFC 9110 section 10.2.3): a number of
-    seconds, or an HTTP date (``Fri, 31 Dec 1999 23:59:59 GMT``) less ``now`` (Unix seconds; a
-    date in the past: 0). None when absent or neither form. Pure."""
-    text = (value or "").strip()
-    if not text:
-        return None
-    if text.isdigit():
-        return float(text)
-    from email.utils import parsedate_to_datetime
-
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT; a zone-less one (-0000) is read as such
-        import datetime as dt
-
-        when = when.replace(tzinfo=dt.UTC)
-    return max(0.0, when.timestamp() - now)
-
-
 #: Bytes of a streamed error answer read for its message, and the seconds they may take: a
 #: hostile registry's endless or trickled error body is never waited for.
 ERROR_EXCERPT_BYTES = 4096
 ERROR_EXCERPT_SECONDS = 5.0
-
-
-def _error_excerpt(resp: Response) -> str:
-    """At most ``ERROR_EXCERPT_BYTES`` of a streamed error answer's body, as text (what arrived
-    within ``ERROR_EXCERPT_SECONDS``; "" when the connection broke). The caller closes ``resp``."""
-    got = bytearray()
-    deadline = time.monotonic() + ERROR_EXCERPT_SECONDS
-    try:
-        while len(got) < ERROR_EXCERPT_BYTES and time.monotonic() < deadline:
-            chunk = resp.read1(ERROR_EXCERPT_BYTES - len(got))
-            if not chunk:
-                break
-            got += chunk
-    except OSError:  # ReadError included
-        return decode(bytes(got), None)  # the message says what arrived; the status says the rest
-    return decode(bytes(got), resp.encoding)
 
 
 @functools.cache

@@ -437,7 +437,7 @@ def test_retry_after_is_waited_for_before_the_next_attempt() -> None:
 
 
 def test_retry_after_as_an_http_date_is_read() -> None:
-    from builder.registry.transport import retry_after_seconds
+    from builder.registry.backoff import retry_after_seconds
 
     now = dt.datetime(2026, 12, 2, 3, 0, 0, tzinfo=dt.UTC).timestamp()
     assert retry_after_seconds("Wed, 02 Dec 2026 03:00:07 GMT", now) == 7.0
