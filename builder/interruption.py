@@ -43,12 +43,31 @@ class _State:
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self.read_fd, self.write_fd = os.pipe()  # not inherited by children (PEP 446)
-        os.set_blocking(self.read_fd, False)  # reset() drains it without blocking
-        os.set_blocking(self.write_fd, False)  # record() never blocks, the pipe full or not
+        self.read_fd, self.write_fd = self._pipe()
 
+    @staticmethod
+    def _pipe() -> tuple[int, int]:
+        read_fd, write_fd = os.pipe()  # not inherited by the programs children run (PEP 446)
+        os.set_blocking(read_fd, False)  # reset() drains it without blocking
+        os.set_blocking(write_fd, False)  # record() never blocks, the pipe full or not
+        return read_fd, write_fd
+
+    def renew(self) -> None:
+        """A forked child's own pipe: its signals must not wake its parent's waits (nor its
+        ``reset`` drain them). Called by ``os.register_at_fork``."""
+        os.close(self.read_fd)
+        os.close(self.write_fd)
+        self.read_fd, self.write_fd = self._pipe()
+        if self.signum is not None:
+            os.write(self.write_fd, b"\0")
+
+
+_POLL_MAX_MS = 2**31 - 1
+"""The longest one ``poll`` waits (a C int of milliseconds, about 24.8 days): a longer wait returns
+then, as a wait that ran its time."""
 
 _STATE = _State()
+os.register_at_fork(after_in_child=_STATE.renew)  # https://docs.python.org/3/library/os.html#os.register_at_fork
 
 
 def record(signum: int) -> None:
@@ -75,7 +94,7 @@ def wait(seconds: float) -> int | None:
 
     poller = select.poll()
     poller.register(_STATE.read_fd, select.POLLIN)
-    poller.poll(max(0, int(seconds * 1000 + 0.999)))  # ms, rounded up; retried on EINTR (PEP 475)
+    poller.poll(min(_POLL_MAX_MS, max(0, int(seconds * 1000 + 0.999))))  # ms, rounded up; EINTR: retried (PEP 475)
     return _STATE.signum
 
 

@@ -186,3 +186,24 @@ def test_a_worker_waiting_for_a_lock_stops_at_the_signal(tmp_path: Path, sig: si
         holder.wait()
     assert out.splitlines() == [f"main interrupted {code}", f"worker interrupted {code}"], out
     assert got == code
+
+
+_FORKED_CHILD_INTERRUPTED = """
+import os, select, signal
+from builder import interruption
+
+pid = os.fork()
+if pid == 0:  # the child is interrupted and exits; its pipe is its own
+    interruption.record(signal.SIGTERM)
+    os._exit(0 if interruption.wait(3600) == signal.SIGTERM else 1)
+_, status = os.waitpid(pid, 0)
+readable = select.select([interruption._STATE.read_fd], [], [], 0)[0]
+print(os.waitstatus_to_exitcode(status), interruption.interrupted(), bool(readable), flush=True)
+"""
+
+
+def test_a_forked_childs_interruption_does_not_wake_its_parents_waits() -> None:
+    """A pipe shared with a forked child would stay readable in the parent after the child's
+    signal: every later backoff and lock wait of the parent would return at once, uninterrupted."""
+    code, out = _finish(_start(_FORKED_CHILD_INTERRUPTED))
+    assert (code, out) == (0, "0 None False\n")
