@@ -59,16 +59,12 @@ def policy_validate(files: tuple[Path, ...]) -> None:
     result = validate_stage_policies(app_context().config, files)
 
     def human() -> None:
-        from rich.markup import escape
-
-        con = console()
         for f in result.files:
-            mark = "[green]valid[/]" if f.valid else "[red]invalid[/]"
+            mark = ("valid", "green") if f.valid else ("invalid", "red")
             stages = f" (stages: {' -> '.join(f.stages)})" if f.stages else ""
-            con.print(f"{mark} {escape(str(f.file))}{escape(stages)}")
+            _say(f"{mark[0]} {f.file}{stages}", lead=mark)
             for p in f.problems:
-                color = "yellow" if p.severity == "warning" else "red"
-                con.print(f"  [{color}]{escape(str(p))}[/]")
+                _say(f"  {p}", style="yellow" if p.severity == "warning" else "red")
 
     if result.errors:
         human()
@@ -212,10 +208,10 @@ def promote(
     emit(batch.to_json(), lambda: _print_batch(batch), report=batch)
 
 
-def _say(text: str, *, hang: int = 2, lead: tuple[str, str] | None = None) -> None:
+def _say(text: str, *, hang: int = 2, lead: tuple[str, str] | None = None, style: str | None = None) -> None:
     """Print ``text`` (plain, leading spaces kept as the indent) folded at spaces to the console's
     width (:func:`builder.cli.terminal.fold`: references and digests are never split); ``lead``:
-    (its first word, a style) printed in that style (``promoted`` in green)."""
+    (its first word, a style) printed in that style (``promoted`` in green); ``style``: the whole text's."""
     from builder.cli.plaintext import escape
 
     con = console()
@@ -229,7 +225,7 @@ def _say(text: str, *, hang: int = 2, lead: tuple[str, str] | None = None) -> No
         word, style = lead
         con.print(f"[{style}]{escape(word)}[/]{escape(folded[len(word) :])}", highlight=False, soft_wrap=True)
         return
-    con.print(folded, markup=False, highlight=False, soft_wrap=True)
+    con.print(folded, markup=False, highlight=False, soft_wrap=True, style=style)
 
 
 def _say_reasons(p: Plan) -> None:
@@ -537,9 +533,9 @@ def _print_history(result: VariantHistory) -> None:
     for h in result.stages:
         con.print(f"[bold]{h.stage}[/] {h.pointer or '(never promoted)'}")
         if h.error:
-            con.print(f"  error: {h.error['message']}", style="red", markup=False)
+            _say(f"  error: {h.error['message']}", style="red")
         if h.note:
-            con.print(f"  {h.note}", style="yellow", markup=False)
+            _say(f"  {h.note}", style="yellow")
         if h.records:  # a fitted table (builder.cli.tables): at 80 columns what does not fit moves under the time
             from rich.markup import escape
 
@@ -566,4 +562,4 @@ def _print_history(result: VariantHistory) -> None:
             ]
             con.print(fitted_table(columns, rows, con.width - 2, boxed=False, indent=2))
         if h.gap:
-            con.print(f"  gap: {h.gap}", style="yellow", markup=False)
+            _say(f"  gap: {h.gap}", style="yellow")

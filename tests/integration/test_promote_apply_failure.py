@@ -108,12 +108,18 @@ def test_promote_output_folds_at_80_columns(
     ref = f"{registry_address}/{unique_repo}:{VARIANT}"
     approve = ("approve", ref, "--stage", "prod", "--key", key, "--unlisted", "--ticket", "no ticket pattern")
     outputs.append(cli(*approve, env=env, cwd=project).stderr)
+    outputs.append(cli("history", VARIANT, env=env, cwd=project).stderr)
+    bad = project / "policies" / "an-unknown-rule-with-a-long-name.yaml"
+    rule = "signature_of_something_that_does_not_exist: {signers: [nobody_in_particular]}"
+    bad.write_text(f"stages:\n  dev:\n    from: build\n    require:\n      - {rule}\n")
+    outputs.append(_mine(cli("policy", "validate", str(bad), code=30, env=env, cwd=project).stderr))
     for err in outputs:
         assert not _too_wide(err), err
     denied = " ".join(outputs[3].split())
     assert "denied" in denied and "[FAIL] device_check" in denied  # the folded lines still say it
     assert "would roll back" in outputs[4] and "dry run: add --confirm to apply" in outputs[4]
     assert "warning:" in outputs[5] and "approved" in outputs[5], outputs[5]
+    assert "unknown rule" in " ".join(outputs[7].split()), outputs[7]
 
 
 def _in_terminal(project: Path, *args: str) -> tuple[int, str]:
