@@ -418,6 +418,7 @@ def rollback(
     # the key is checked in the dry run too; only --confirm writes the ledger (a read-only state folder plans)
     ctx = app_context().app.promotion(policy_file, key, need_signer=True, trust_root=trust_root, ledger=confirm)
     result = rollback_variant(ctx, variant, stage, to=to, ticket=ticket, confirm=confirm)
+
     def human() -> None:
         for line in result.text().splitlines():
             _say(line)
