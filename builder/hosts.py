@@ -18,8 +18,6 @@ Facts:
 
 from __future__ import annotations
 
-import ipaddress
-
 
 def split_authority(authority: str) -> tuple[str, str]:
     """``(host, port)`` of ``authority`` (``host[:port]``; an IPv6 address in brackets with or
@@ -44,6 +42,10 @@ def is_loopback(authority: str) -> bool:
     host, _ = split_authority(authority)
     if host == "localhost" or host.endswith(".localhost"):
         return True
+    if not host[:1].isdigit() and ":" not in host:
+        return False  # a host name: no address to parse (ipaddress is not imported for it)
+    import ipaddress
+
     try:
         address = ipaddress.ip_address(host.split("%", 1)[0])  # an IPv6 zone ("%eth0") is no part of it
     except ValueError:
