@@ -174,6 +174,21 @@ def check_ca(env: EnvSettings, registry: str) -> None:
         ) from exc
 
 
+class Resends:
+    """Counts a :meth:`Pool.exchange`'s re-sends (pass it as ``on_resend``): ``count`` so far,
+    ``also()`` called for each (the transport counts every request that went out)."""
+
+    __slots__ = ("also", "count")
+
+    def __init__(self, also: Callable[[], None]) -> None:
+        self.also = also
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
+        self.also()
+
+
 class _Connection:
     """One ``http.client`` connection and what the pool knows of it: whether it served an answer
     before (``reused``) and the read timeout its socket has."""

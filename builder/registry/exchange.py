@@ -167,7 +167,8 @@ def send(
             location = resp.headers.get("Location") if resp.status_code in REDIRECT_STATUSES else None
             if not location:
                 if not stream:
-                    resp.read_limited(*limits)  # read now: a failure is the exchange's, as urllib3's preload
+                    bodiless = method == "HEAD" or resp.status_code in (204, 304)  # Content-Length: a GET's
+                    resp.read_limited(*limits, bodiless=bodiless)  # read now: a failure is the exchange's
                 return resp
             if hops >= MAX_REDIRECTS:
                 resp.close()

@@ -115,15 +115,17 @@ class Response:
         reads every body it does not stream with :meth:`read_limited` first. Raises ReadError."""
         return self.body.read_all()
 
-    def read_limited(self, max_bytes: int, max_seconds: float) -> bytes:
+    def read_limited(self, max_bytes: int, max_seconds: float, *, bodiless: bool = False) -> bytes:
         """The whole body, read as it arrives (``read1``: a trickled body cannot hold one read open
         past the deadline) with limits: at most ``max_bytes`` DECODED bytes (a larger declared
         ``Content-Length`` refused before reading; a compressed body is counted as it decodes, so
         a small gzip bomb stops at the limit) within ``max_seconds`` in total; kept as
-        :attr:`content`. Raises :class:`BodyLimit` (the connection then closed) or ReadError."""
+        :attr:`content`. ``bodiless``: an answer that has no body whatever its ``Content-Length``
+        says (to a HEAD, a 204 or 304: RFC 9110 section 8.6, the length of what a GET would get).
+        Raises :class:`BodyLimit` (the connection then closed) or ReadError."""
         import time
 
-        declared = self.headers.get("Content-Length")
+        declared = None if bodiless else self.headers.get("Content-Length")
         if declared is not None and declared.isdigit() and int(declared) > max_bytes:
             self.close()
             raise BodyLimit("declared", int(declared), max_bytes)

@@ -34,8 +34,7 @@ from urllib.parse import urlsplit
 
 from builder import __version__
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
-from builder.registry.backoff import retry_after_seconds, retry_delay
-from builder.registry.connections import BadHeader, BadURL, Pool, Timeout, check_ca, tls_context
+from builder.registry.connections import BadHeader, BadURL, Pool, Resends, Timeout, check_ca, tls_context
 from builder.registry.environment import EnvSettings, env_settings
 from builder.registry.exchange import (
     SendError,
@@ -64,7 +63,6 @@ from builder.registry.failures import (
     unavailable_status,
     unusable_answer,
 )
-from builder.registry.request_errors import unsendable_error, unusable_url_error
 from builder.registry.response import BodyLimit, Response
 
 if TYPE_CHECKING:
@@ -76,7 +74,7 @@ if TYPE_CHECKING:
     from builder.registry.auth import Authenticator, TokenRequest
     from builder.registry.stream import BlobStream
 
-__all__ = ["EnvSettings", "Response", "Transport", "retry_after_seconds"]
+__all__ = ["EnvSettings", "Response", "Transport"]
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """The largest response body read into memory (manifests, configs, signature layers, tag lists,
@@ -238,7 +236,7 @@ class Transport:
             url, origin, _, url_path = self._locate(path)
             return url, url_path, self._env_for(origin)
         except ValueError as exc:  # BadURL included
-            raise unusable_url_error(self.registry, self.url(path), exc) from exc
+            raise _unusable_url(self.registry, self.url(path), exc) from exc
 
     def url(self, path: str) -> str:
         """``path`` (``/v2/...``) on this registry; an absolute URL (an upload location) as is."""
@@ -281,7 +279,7 @@ class Transport:
         lost = False  # an attempt's connection dropped before its answer
         timeouts = 0  # attempts that ended in a timeout
         retries = self.retries if retry else 0
-        resent = _Resends(self)  # the pool's re-sends on a new connection (each a request that went out)
+        resent = Resends(self._count_request)  # the pool's re-sends on a new connection (each sent again)
         started = time.monotonic()  # for "N attempts over S s" when the retries are spent
         while True:
             auth_header = self.auth.header_for(key)
@@ -291,8 +289,7 @@ class Transport:
                 sent["Authorization"] = _basic(*env.netrc)  # netrc only when nothing else authenticates
             if data is not None and hasattr(data, "seek"):
                 data.seek(0)
-            with self._lock:
-                self.requests_sent += 1
+            self._count_request()
             try:
                 resp = send(
                     self._route,
@@ -309,7 +306,7 @@ class Transport:
             except SendError as exc:
                 cause = exc.cause
                 if isinstance(cause, TooManyRedirects | BadHeader | BodyLimit):
-                    raise unsendable_error(
+                    raise _unsendable(
                         self.registry, cause, f"{method} {where}", sent.get("Authorization")
                     ) from exc
                 timeouts += timed_out(cause)
@@ -348,7 +345,7 @@ class Transport:
         try:
             return resp.read_limited(self.max_body_bytes, self.max_body_seconds)
         except BodyLimit as exc:
-            raise unsendable_error(self.registry, exc, where, None) from exc
+            raise _unsendable(self.registry, exc, where, None) from exc
         except OSError as exc:  # ReadError included
             env = self.env_settings(resp.url)
             raise self._unavailable(exc, "GET", where, 0, env, _timeout(self.timeout)) from exc
@@ -363,7 +360,7 @@ class Transport:
         try:
             env = self.env_settings(url)
         except ValueError as exc:  # BadURL included
-            raise unusable_url_error(self.registry, url, exc) from exc
+            raise _unusable_url(self.registry, url, exc) from exc
         headers: dict[str, str] = {"User-Agent": USER_AGENT}
         body: bytes | None = None
         if req.method == "POST":
@@ -382,7 +379,7 @@ class Transport:
         except SendError as exc:
             cause = exc.cause
             if isinstance(cause, BadHeader | BodyLimit):
-                raise unsendable_error(self.registry, cause, f"the token request to {req.realm}", None) from exc
+                raise _unsendable(self.registry, cause, f"the token request to {req.realm}", None) from exc
             bad = unusable_answer(cause)
             if bad:
                 raise RegistryError(
@@ -412,7 +409,14 @@ class Transport:
     def delay(self, attempt: int, retry_after: str | None) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based): :func:`backoff.retry_delay`
         with this transport's ``backoff`` and ``max_delay`` (``Retry-After`` honoured)."""
+        from builder.registry.backoff import retry_delay  # on a retry only: start-up sends none
+
         return retry_delay(attempt, retry_after, self.backoff, self.max_delay)
+
+    def _count_request(self) -> None:
+        """One more request went out (``requests_sent``)."""
+        with self._lock:
+            self.requests_sent += 1
 
     def _sleep(self, attempt: int, retry_after: str | None) -> None:
         """Wait :meth:`delay` seconds before retry ``attempt``; a SIGTERM/SIGINT ends the wait with
@@ -547,27 +551,26 @@ class Transport:
         )
 
 
-class _Resends:
-    """Counts the pool's re-sends of one request (:meth:`Pool.exchange`'s ``on_resend``): each
-    is a request that went out (``requests_sent``), after one that may have reached the registry
-    (its answer is judged as after a lost connection: ``ok_after_loss``)."""
-
-    __slots__ = ("count", "transport")
-
-    def __init__(self, transport: Transport) -> None:
-        self.transport = transport
-        self.count = 0
-
-    def __call__(self) -> None:
-        self.count += 1
-        with self.transport._lock:
-            self.transport.requests_sent += 1
-
-
 #: Bytes of a streamed error answer read for its message, and the seconds they may take: a
 #: hostile registry's endless or trickled error body is never waited for.
 ERROR_EXCERPT_BYTES = 4096
 ERROR_EXCERPT_SECONDS = 5.0
+
+
+def _unsendable(
+    registry: str, cause: TooManyRedirects | BadHeader | BodyLimit, request: str, authorization: str | None
+) -> RegistryError:
+    """:func:`builder.registry.request_errors.unsendable_error`, imported on such a failure only."""
+    from builder.registry.request_errors import unsendable_error
+
+    return unsendable_error(registry, cause, request, authorization)
+
+
+def _unusable_url(registry: str, url: str, exc: ValueError) -> RegistryError:
+    """:func:`builder.registry.request_errors.unusable_url_error`, imported on such a failure only."""
+    from builder.registry.request_errors import unusable_url_error
+
+    return unusable_url_error(registry, url, exc)
 
 
 @functools.cache

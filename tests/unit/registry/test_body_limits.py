@@ -89,3 +89,20 @@ def test_an_answer_read_whole_past_its_seconds_is_refused(serve: Callable[..., R
         t.request("GET", "/v2/x/manifests/latest")
     assert "took over -1 s to send" in info.value.message and "stopped waiting" in info.value.message
 
+
+
+@pytest.mark.parametrize(
+    ("method", "status"), [("HEAD", "200 OK"), ("GET", "304 Not Modified"), ("HEAD", "404 Not Found")]
+)
+def test_an_answer_without_a_body_is_not_judged_by_its_content_length(
+    serve: Callable[..., RawServer], method: str, status: str
+) -> None:
+    """A HEAD of a 64 MiB blob says ``Content-Length: 67108864`` and sends no body (RFC 9110
+    section 8.6), as a 304 may: nothing over the limit is read, so nothing is refused."""
+    server = serve(lambda line, body, n: f"HTTP/1.1 {status}\r\nContent-Length: {64 * MIB}\r\n\r\n".encode())
+    t = _transport(server)
+    t.max_body_bytes = 1024
+    code = int(status.split(maxsplit=1)[0])
+    resp = t.request(method, "/v2/x/blobs/sha256:1", ok=(code,))
+    assert resp.status_code == code and resp.content == b"" and resp.headers["Content-Length"] == str(64 * MIB)
+    assert _pool(t).in_use == 0 and server.connections == 1
