@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import ConfigError
-from builder.hosts import is_loopback
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -99,6 +98,8 @@ class Config:
     def is_insecure(self, registry: str) -> bool:
         """Plain HTTP only for loopback (:func:`builder.hosts.is_loopback`: ``localhost``, 127.0.0.0/8,
         ``[::1]``, any case, with or without a port) or explicitly listed registries."""
+        from builder.hosts import is_loopback  # on a registry command only (start-up, issue 19)
+
         return is_loopback(registry) or registry in self.insecure_registries
 
 

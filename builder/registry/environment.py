@@ -33,8 +33,6 @@ import re
 from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, unquote, urlsplit
 
-from builder.hosts import is_loopback
-
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -171,6 +169,8 @@ def bypasses_proxy(host: str, port: int | None, environ: Mapping[str, str]) -> b
     rule); for an IPv4 ``host`` only the address itself or a CIDR range containing it. A URL
     without a host, ``localhost`` and a loopback address (:func:`builder.hosts.is_loopback`) never use a
     proxy."""
+    from builder.hosts import is_loopback  # imported on the first request, not at start-up (issue 19)
+
     if not host or is_loopback(host):
         return True
     raw = environ.get("no_proxy") or environ.get("NO_PROXY") or ""

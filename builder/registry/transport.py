@@ -45,8 +45,6 @@ from builder.registry.exchange import (
     split_url,
 )
 from builder.registry.failures import (
-    UNAVAILABLE_STATUSES,
-    RetryBudget,
     ca_note,
     connect_timed_out,
     connection_cause,
@@ -55,12 +53,10 @@ from builder.registry.failures import (
     proxy_hint,
     proxy_note,
     proxy_refusal,
-    proxy_tunnel_failed,
     timed_out,
     timeout_seconds,
     tls_failed,
     tunnel_status,
-    unavailable_status,
     unusable_answer,
 )
 from builder.registry.response import BodyLimit, Response
@@ -332,8 +328,8 @@ class Transport:
         if resp.status_code in ok or ((lost or resent.count) and resp.status_code in ok_after_loss):
             return resp
         try:
-            spent = RetryBudget(attempt + 1, time.monotonic() - started, retries, self.backoff, self.max_delay)
-            raise self._error_for(resp, method, where, streamed=stream, env=env, budget=spent)
+            spent = (attempt + 1, time.monotonic() - started, retries)
+            raise self._error_for(resp, method, where, streamed=stream, env=env, spent=spent)
         finally:
             resp.close()  # the body was read into the message (or not needed): free the connection
 
@@ -393,6 +389,8 @@ class Transport:
             if env.proxy and tunnel_status(cause):
                 realm_host = urlsplit(req.realm).hostname or ""
                 target = f"the token service {req.realm}"
+                from builder.registry.status_errors import proxy_tunnel_failed
+
                 raise proxy_tunnel_failed(env, tunnel_status(cause), self.registry, realm_host, target, 1) from exc
             raise RegistryUnavailableError(
                 f"token service {req.realm} of registry {self.registry} is not reachable: "
@@ -453,6 +451,8 @@ class Transport:
             target = f"registry {self.registry} ({method} {where})"
             if proxy_refusal(exc):
                 return self._proxy_refused(env, tunnel, target)
+            from builder.registry.status_errors import proxy_tunnel_failed
+
             return proxy_tunnel_failed(env, tunnel, self.registry, self._host(), target, attempt + 1)
         if tls_failed(exc):
             return RegistryUnavailableError(
@@ -507,12 +507,20 @@ class Transport:
         )
 
     def _error_for(
-        self, resp: Response, method: str, where: str, *, streamed: bool, env: EnvSettings, budget: RetryBudget
+        self,
+        resp: Response,
+        method: str,
+        where: str,
+        *,
+        streamed: bool,
+        env: EnvSettings,
+        spent: tuple[int, float, int],
     ) -> BuilderError:
         """The error for an answer with a status not asked for: 407 from a proxy, 401/403
-        (RegistryAuthError), 404 (NotFoundError), 429/502/503/504 once ``budget`` is spent
-        (RegistryUnavailableError, :func:`failures.unavailable_status`), else RegistryError naming
-        the status, the body's error text and, when retried, the attempts made."""
+        (RegistryAuthError), 404 (NotFoundError), 429/502/503/504 once the retries are spent
+        (RegistryUnavailableError, :func:`status_errors.unavailable_status`), else RegistryError
+        naming the status, the body's error text and, when retried, the attempts made. ``spent``:
+        (attempts made, seconds since the first, retries allowed)."""
         status = resp.status_code
         text = resp.excerpt(ERROR_EXCERPT_BYTES, ERROR_EXCERPT_SECONDS) if streamed else resp.text
         body = "" if method == "HEAD" else error_text(text)[:300]  # a HEAD answer has no body to read
@@ -541,11 +549,14 @@ class Transport:
                 registry=self.registry,
                 status=404,
             )
+        from builder.registry.status_errors import UNAVAILABLE_STATUSES, RetryBudget, unavailable_status
+
+        budget = RetryBudget(*spent, self.backoff, self.max_delay)
         if status in UNAVAILABLE_STATUSES:
             return unavailable_status(status, self.registry, f"{method} {where}", body, budget, proxy_note(env))
-        spent = f" (on {budget.spent()})" if budget.attempts > 1 else ""
+        tries = f" (on {budget.spent()})" if budget.attempts > 1 else ""
         return RegistryError(
-            f"registry {self.registry} answered HTTP {status} to {method} {where}{spent}: {body or '(no body)'}",
+            f"registry {self.registry} answered HTTP {status} to {method} {where}{tries}: {body or '(no body)'}",
             registry=self.registry,
             status=status,
         )

@@ -15,7 +15,6 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from builder.checks.runners import Placement
-from builder.hosts import is_loopback
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +30,8 @@ def loopback(image: str) -> bool:
     """Whether ``image`` (``host[:port]/repository...``) is on this machine's loopback, which builder always
     speaks plain HTTP to (docs/registry.md); Podman needs ``--tls-verify=false`` for it, Docker does not
     (https://docs.docker.com/reference/cli/dockerd/#insecure-registries: loopback is insecure by default)."""
+    from builder.hosts import is_loopback
+
     return "/" in image and is_loopback(image.split("/", 1)[0])
 
 
