@@ -133,3 +133,22 @@ def test_a_token_realm_with_spaces_and_non_ascii_is_sent_percent_encoded(serve: 
     realm = f"http://127.0.0.1:{server.port}/tok en/ß"
     resp = t.send_token_request(TokenRequest(realm, query=(("scope", "repository:x:pull"),)))
     assert resp.status_code == 200 and server.requests[0].startswith(b"GET /tok%20en/%C3%9F?scope=")
+
+
+def test_through_a_proxy_a_header_value_that_http_cannot_carry_is_named_too(serve: Callable[..., RawServer]) -> None:
+    """The proxy path (urllib3 on http.client) raises the same ``putheader`` errors: named the same."""
+    from builder.registry.transport import Transport
+
+    proxy = serve(lambda line, body, n: ok())
+    t = Transport(
+        "registry.example",
+        Authenticator("registry.example", None),
+        insecure=True,
+        retries=2,
+        environ={"HTTP_PROXY": f"http://127.0.0.1:{proxy.port}"},
+    )
+    for value, problem in (("a\nb", "a line break"), ("☃", "characters outside Latin-1")):
+        with pytest.raises(RegistryError) as info:
+            t.request("GET", "/v2/x/manifests/latest", headers={"Accept": value})
+        assert f"the Accept header holds {problem}" in info.value.message, info.value.message
+    assert proxy.requests == []
