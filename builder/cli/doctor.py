@@ -14,7 +14,9 @@ def doctor() -> None:
     """Check the container engine, buildx, the registry and cosign.
 
     Exits 3 when the engine is unavailable and 5 when the registry is, so scripts can tell them
-    apart (docs/exit-codes.md).
+    apart (docs/exit-codes.md). When the Docker config holds credentials for the registry, the
+    registry must accept them (exit 6 naming the config otherwise); without credentials, a
+    registry that asks for a login counts as answering.
     """
     from builder import doctor as core
 
