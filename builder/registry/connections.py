@@ -354,6 +354,17 @@ def _send_request(
     return None
 
 
+def body_size(data: IO[bytes] | BlobStream) -> int:
+    """The bytes an upload body holds (its ``Content-Length``: the pool never sends one chunked):
+    ``len()`` when it has one, else a seekable file's size from its current position."""
+    if hasattr(data, "__len__"):
+        return len(data)
+    pos = data.tell()
+    end = data.seek(0, 2)
+    data.seek(pos)
+    return end - pos
+
+
 def _readable(sock: socket.socket) -> bool:
     """``sock`` has something to read, or is closed (an idle keep-alive connection: the server
     closed it): urllib3's ``wait_for_read(sock, timeout=0)``, with ``poll`` (no descriptor limit)."""

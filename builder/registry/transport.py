@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 from builder import __version__
 from builder.errors import BuilderError, NotFoundError, RegistryAuthError, RegistryError, RegistryUnavailableError
-from builder.registry.connections import BadHeader, BadURL, Pool, Resends, Timeout, check_ca, tls_context
+from builder.registry.connections import BadHeader, BadURL, Pool, Resends, Timeout, body_size, check_ca, tls_context
 from builder.registry.environment import EnvSettings, env_settings
 from builder.registry.exchange import (
     SendError,
@@ -268,7 +268,7 @@ class Transport:
         data = kw.get("data")
         sent = {"User-Agent": USER_AGENT, **(headers or {})}
         if data is not None and not isinstance(data, bytes) and not any(k.lower() == "content-length" for k in sent):
-            sent["Content-Length"] = str(_body_size(data))  # a known length: never a chunked upload
+            sent["Content-Length"] = str(body_size(data))  # a known length: never a chunked upload
         key = self._scope_key(url_path, scopes)
         authed_once = False
         attempt = 0
@@ -589,17 +589,6 @@ def _timeout(value: float | tuple[float, float]) -> Timeout:
     """The (connect, read) timeout for ``value`` seconds (one number: both)."""
     connect, read = value if isinstance(value, tuple) else (value, value)
     return Timeout(connect=connect, read=read)
-
-
-def _body_size(data: IO[bytes] | BlobStream) -> int:
-    """The bytes an upload body holds: ``len()`` when it has one, else a seekable file's size
-    from its current position."""
-    if hasattr(data, "__len__"):
-        return len(data)
-    pos = data.tell()
-    end = data.seek(0, 2)
-    data.seek(pos)
-    return end - pos
 
 
 def _basic(user: str, password: str) -> str:
