@@ -197,8 +197,9 @@ def show_lock_waits() -> None:
     is awaited, the lock file, the timeout), in every output mode (``--json`` keeps stdout); only
     this handler prints it (not propagated to the root logger). Idempotent (several invocations
     may share one process: the tests)."""
-    # builder.registry.auth: the same kind of notice for a credential helper slow to answer
-    for name in ("builder.lockfile", "builder.registry.auth"):
+    # builder.registry.auth: the same kind of notice for a credential helper slow to answer;
+    # builder.registry.transport: for a registry request still being retried
+    for name in ("builder.lockfile", "builder.registry.auth", "builder.registry.transport"):
         log = logging.getLogger(name)
         for handler in [h for h in log.handlers if isinstance(h, _NoteHandler)]:
             log.removeHandler(handler)
