@@ -198,8 +198,8 @@ def show_lock_waits() -> None:
     this handler prints it (not propagated to the root logger). Idempotent (several invocations
     may share one process: the tests)."""
     # builder.registry.auth: the same kind of notice for a credential helper slow to answer;
-    # builder.registry.transport: for a registry request still being retried
-    for name in ("builder.lockfile", "builder.registry.auth", "builder.registry.transport"):
+    # builder.registry.backoff: for a registry request still being retried
+    for name in ("builder.lockfile", "builder.registry.auth", "builder.registry.backoff"):
         log = logging.getLogger(name)
         for handler in [h for h in log.handlers if isinstance(h, _NoteHandler)]:
             log.removeHandler(handler)

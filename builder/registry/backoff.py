@@ -8,8 +8,28 @@ Shapes: seconds as ``float``; ``attempt`` 1-based (the first retry is 1). Pure b
 
 from __future__ import annotations
 
+import logging
 import random
 import time
+
+#: Where a request still retried after :data:`builder.lockfile.NOTICE_AFTER_S` seconds says each
+#: retry (one WARNING record each; the command line prints them on stderr).
+LOG = logging.getLogger("builder.registry.backoff")
+
+
+def say_retry(registry: str, attempt: int, delay: float, started: float, retries: int, why: str) -> None:
+    """Once a request to ``registry`` has taken :data:`builder.lockfile.NOTICE_AFTER_S` seconds
+    since ``started`` (``time.monotonic``), say retry ``attempt`` of ``retries`` in one WARNING
+    record on :data:`LOG`: ``why`` (what failed, in words), the ``delay`` (seconds) about to be
+    waited and the seconds so far, so a registry that keeps failing is not a silent wait."""
+    from builder.lockfile import NOTICE_AFTER_S
+
+    so_far = time.monotonic() - started
+    if so_far >= NOTICE_AFTER_S:
+        LOG.warning(
+            "registry %s: %s; retry %d of %d in %.1f s (%.0f s so far; registry_retries sets how many)",
+            *(registry, why, attempt, retries, delay, so_far),
+        )
 
 
 def retry_delay(attempt: int, retry_after: str | None, backoff: float, max_delay: float) -> float:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import logging
 import re
 import threading
 import time
@@ -89,9 +88,6 @@ DEFAULT_RETRIES = 4  # extra attempts after the first one on 429/5xx/connection 
 #: registry (or proxy) that did not answer within the read timeout is rarely helped by more than
 #: one more try, and 5 x 60 s of silence is a hang to the user.
 MAX_TIMEOUT_ATTEMPTS = 2
-#: Where a request still retried after :data:`builder.lockfile.NOTICE_AFTER_S` seconds says each
-#: retry (one WARNING record each; the command line prints them on stderr).
-LOG = logging.getLogger("builder.registry.transport")
 DEFAULT_BACKOFF = 0.25  # seconds before the first retry; doubled for each next one (plus up to 25 % jitter)
 DEFAULT_MAX_DELAY = 30.0  # seconds: the longest wait between attempts (a longer Retry-After is capped)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -425,25 +421,12 @@ class Transport:
         """Wait :meth:`delay` seconds before retry ``attempt``; a SIGTERM/SIGINT ends the wait with
         ``process.Interrupted`` (:func:`builder.process.backoff`), in a worker thread too.
         ``request``: (when its first attempt started, ``time.monotonic``; retries allowed; what
-        failed, in words). Once the request has taken :data:`builder.lockfile.NOTICE_AFTER_S`
-        seconds, each retry is said in one WARNING record on :data:`LOG` (the command line prints
-        it on stderr), so a registry that keeps failing is not a silent wait."""
+        failed, in words), for :func:`backoff.say_retry`."""
         from builder import process  # on a retry only: start-up sends no retry
-        from builder.lockfile import NOTICE_AFTER_S
+        from builder.registry.backoff import say_retry
 
-        started, retries, why = request
         delay = self.delay(attempt, retry_after)
-        so_far = time.monotonic() - started
-        if so_far >= NOTICE_AFTER_S:
-            LOG.warning(
-                "registry %s: %s; retry %d of %d in %.1f s (%.0f s so far; registry_retries sets how many)",
-                self.registry,
-                why,
-                attempt,
-                retries,
-                delay,
-                so_far,
-            )
+        say_retry(self.registry, attempt, delay, *request)
         process.backoff(delay)
 
     def _unavailable(

@@ -53,9 +53,9 @@ def test_each_retry_past_the_notice_time_is_said(
 ) -> None:
     address, seen = busy_registry
     monkeypatch.setattr("builder.lockfile.NOTICE_AFTER_S", 0.0)
-    with caplog.at_level("WARNING", logger="builder.registry.transport"):
+    with caplog.at_level("WARNING", logger="builder.registry.backoff"):
         assert RegistryClient(address, insecure=True, retries=3, backoff=0.001).resolve("demo/jax", "t") == DIGEST
-    notes = [r.getMessage() for r in caplog.records if r.name == "builder.registry.transport"]
+    notes = [r.getMessage() for r in caplog.records if r.name == "builder.registry.backoff"]
     assert len(seen) == 3 and len(notes) == 2, notes
     assert notes[0].startswith(f"registry {address}: HEAD {address}/demo/jax:t answered HTTP 503; retry 1 of 3 in ")
     assert "retry 2 of 3" in notes[1] and "registry_retries" in notes[1]
