@@ -53,7 +53,8 @@ def test_a_failed_apply_says_what_was_attempted_and_what_the_stage_holds(
     with FaultProxy(registry_address) as proxy:
         project = _project(tmp_path / "project", proxy.address, unique_repo)
         digest = _build(project, proxy.address, unique_repo, f"apply fails at the {what}".encode())
-        env = {"HOME": str(project), "COLUMNS": "80"}
+        # no retries: the output is the apply's alone (a retry notice comes after 2 s of retrying)
+        env = {"HOME": str(project), "COLUMNS": "80", "BUILDER_REGISTRY_RETRIES": "0"}
         proxy.add(Fault("status", 503, method="PUT", path=path))
         err = cli("promote", VARIANT, "--to", "dev", "--confirm", code=5, env=env, cwd=project).stderr
         assert proxy.injected() >= 1

@@ -236,6 +236,7 @@ NOT_VERDICT_JUDGES = {
     "builder.config": "the project's registry settings (registry/reference.py): where to read",
     "builder.lockfile": "lock files writers take (promote/context.py, signing/layer.py): no byte judged",
     "builder.lazy": "loads a package's modules on first use (registry/__init__.py): judges nothing",
+    "builder.hosts": "whether a host is loopback (registry/environment.py: which proxy applies): judges nothing",
     # promote/context.py opens a promotion; only its KeylessOnFirstUse shapes a verdict
     **dict.fromkeys(
         ("builder.ledger", "builder.policy", "builder.policy.cache", "builder.policy.validation"),
