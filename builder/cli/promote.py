@@ -28,6 +28,7 @@ from builder.cli._common import (
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from builder.cli.tables import Column
     from builder.error_documents import ErrorBody
     from builder.errors import BuilderError
     from builder.promote import Batch, StatusReport, VariantHistory
@@ -461,12 +462,11 @@ def _exit_for_unread(error: ErrorBody | None, what: str, count: int) -> None:
     raise click.exceptions.Exit(error["exit_code"])
 
 
-def _print_status(report: StatusReport) -> None:
-    from rich.markup import escape
+def status_columns() -> list[Column]:
+    """The columns of ``builder status``'s table, in order, with what each may give up to fit."""
+    from builder.cli.tables import Column
 
-    from builder.cli.tables import Column, fitted_table
-
-    columns = [
+    return [
         Column("variant", whole=True),
         Column("stage", 0),
         Column("digest", 0, whole=True),
@@ -475,6 +475,14 @@ def _print_status(report: StatusReport) -> None:
         Column("sigs", 2),
         Column("attestations", 3),
     ]
+
+
+def _print_status(report: StatusReport) -> None:
+    from rich.markup import escape
+
+    from builder.cli.tables import fitted_table
+
+    columns = status_columns()
     rows = [
         [
             escape(r.variant),

@@ -13,17 +13,10 @@ import io
 import pytest
 from rich.console import Console
 
+from builder.cli.promote import status_columns
 from builder.cli.tables import Column, fitted_table
 
-STATUS = [
-    Column("variant", whole=True),
-    Column("stage", 0),
-    Column("digest", 0, whole=True),
-    Column("age", 1),
-    Column("by", 2),
-    Column("sigs", 2),
-    Column("attestations", 3),
-]
+STATUS = status_columns()  # the table `builder status` draws
 FRESH = [["jax0.7-cpu-py3.11-debian12", stage, "-", "-", "-", "0", ""] for stage in ("dev", "staging", "prod")]
 PROMOTED = [
     ["jax0.7-cpu-py3.11-debian12", "dev", "sha256:0123456789ab", "3m", "alice", "1", "slsa-provenance, sbom"],
