@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -110,7 +111,8 @@ def live_children() -> int:
         return len(_CHILDREN.live)
 
 
-def _refuse_when_interrupted() -> None:
+def raise_if_interrupted() -> None:
+    """Raise :class:`Interrupted` when the process is (already) interrupted."""
     signum = interruption.interrupted()
     if signum is not None:
         raise Interrupted(signum)
@@ -169,15 +171,29 @@ def run(
     ``subprocess.TimeoutExpired`` after ``timeout`` seconds (the child is killed) and
     :class:`Interrupted` when the process is (or gets) interrupted: the child is terminated
     first."""
-    _refuse_when_interrupted()
+    raise_if_interrupted()
     return _run(argv, input=input, text=text, timeout=timeout, cwd=cwd, env=env)
 
 
+def run_to_end(
+    argv: Sequence[str], *, input: bytes | None = None, timeout: float = 60.0
+) -> subprocess.CompletedProcess[bytes]:
+    """Run a command whose result must not be lost once it started: one that creates something
+    remote and names it only in its output (``sbatch --parsable`` prints the id of the job it
+    queued). Started only while not interrupted (:class:`Interrupted` otherwise); a signal arriving
+    meanwhile neither stops it nor discards its output, so the caller can record what it created
+    (for its clean-up to undo) and then call :func:`raise_if_interrupted`. Bytes in, bytes out;
+    raises ``FileNotFoundError`` and ``subprocess.TimeoutExpired`` (the child killed) like :func:`run`."""
+    raise_if_interrupted()
+    return _run(argv, input=input, text=False, timeout=timeout, cwd=None, env=None, to_end=True)
+
+
 def cleanup(argv: Sequence[str], *, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """Run a clean-up command (``docker rm -f NAME``) even while interrupted: the one kind of
-    child started after :func:`interrupt`. Never raises on a non-zero exit; raises
-    ``FileNotFoundError`` and ``subprocess.TimeoutExpired`` like :func:`run`."""
-    return _run(argv, input=None, text=True, timeout=timeout, cwd=None, env=None, cleaning=True)
+    """Run a clean-up command (``docker rm -f NAME``) even while interrupted, and to its end when a
+    signal arrives meanwhile: the one kind of child started after :func:`interrupt`. Never raises
+    on a non-zero exit; raises ``FileNotFoundError`` and ``subprocess.TimeoutExpired`` like
+    :func:`run`."""
+    return _run(argv, input=None, text=True, timeout=timeout, cwd=None, env=None, to_end=True)
 
 
 SECRET_VARIABLES = frozenset({"BUILDER_KEY_PASSWORD", "COSIGN_PASSWORD"})
@@ -211,8 +227,11 @@ def _run(
     timeout: float | None,
     cwd: Path | None,
     env: Mapping[str, str] | None,
-    cleaning: bool = False,
+    to_end: bool = False,
 ) -> subprocess.CompletedProcess[Any]:
+    """Run ``argv`` with its output captured. ``to_end``: the child is not one :func:`interrupt`
+    stops, and an :class:`Interrupted` the signal handler raises while it runs is held back until
+    it has ended and its output is read (:func:`run_to_end`, :func:`cleanup`)."""
     import subprocess  # on first use: a command that runs nothing (resolve) does not import it
 
     argv = [str(a) for a in argv]
@@ -227,11 +246,20 @@ def _run(
         start_new_session=True,  # its own process group: interrupt() reaches grandchildren
     )
     data = input.encode() if isinstance(input, str) else input
-    with _tracked(child, track=not cleaning) as proc:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with _tracked(child, track=not to_end) as proc:
         captured = _Captured(proc, data)
         try:
-            proc.wait(timeout=timeout)
-            stdout, stderr = captured.result(text)
+            while True:
+                try:
+                    proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+                    stdout, stderr = captured.result(text)
+                    break
+                except Interrupted:
+                    if not to_end:
+                        raise
+                    # the signal handler raised here (once): this child runs on; the caller sees
+                    # the interruption once it has what the child did
         except subprocess.TimeoutExpired:
             _signal_group(proc, signal.SIGKILL)
             proc.wait()
@@ -240,8 +268,8 @@ def _run(
         except BaseException:
             terminate(proc)
             raise
-        if not cleaning:
-            _refuse_when_interrupted()
+        if not to_end:
+            raise_if_interrupted()
         return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
@@ -359,7 +387,7 @@ def stream(
     propagates: no orphaned work."""
     import subprocess  # on first use: a command that runs nothing (resolve) does not import it
 
-    _refuse_when_interrupted()
+    raise_if_interrupted()
     argv = [str(a) for a in argv]
     announce(argv)
     tail: deque[str] = deque(maxlen=keep)
@@ -386,7 +414,7 @@ def stream(
         except BaseException:
             terminate(proc)
             raise
-        _refuse_when_interrupted()
+        raise_if_interrupted()
         return code, tuple(tail)
 
 

@@ -20,6 +20,7 @@ from tests.attestations import statements, verify_attestation
 from tests.conftest import ROOT, Cli, _unavailable, require_tool
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 pytestmark = pytest.mark.integration
@@ -314,9 +315,26 @@ def test_slurm_check_of_an_image_in_a_password_protected_registry(
         assert cv.returncode == 0, cv.stderr
 
 
-def test_sigterm_while_the_job_is_pending_cancels_it(slurm: str, image: str, tmp_path: Path) -> None:
-    """SIGTERM (how CI cancels a job) stops `builder check --cluster` while its Slurm job waits for the
-    (drained) node: exit 143 and the job cancelled, not left in the queue."""
+def _job_state(job: str) -> str:
+    """``JobState=...`` of ``job`` as ``scontrol show job`` says it once the cancellation it was sent has
+    been applied ("" when Slurm no longer knows the job); polled a few seconds, a condition, not a limit
+    on builder: builder's ``scancel`` has returned before it exits."""
+    import time
+
+    shown = ""
+    for _ in range(50):
+        shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+        if "JobState=PENDING" not in shown:
+            break
+        time.sleep(0.2)
+    return next((w for w in shown.split() if w.startswith("JobState=")), "")
+
+
+def _sigterm_a_pending_check(
+    slurm: str, image: str, tmp_path: Path, submitted: Callable[[str], str], env: dict[str, str] | None = None
+) -> None:
+    """Drain the node, start `builder check --cluster`, SIGTERM it once ``submitted(job name)`` names the
+    job id (polled), and assert exit 143 and the job cancelled, not left waiting in the queue."""
     import signal
     import sys
     import time
@@ -332,23 +350,53 @@ def test_sigterm_while_the_job_is_pending_cancels_it(slurm: str, image: str, tmp
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         job = ""
-        for _ in range(600):  # until Slurm lists the job (a condition, polled; not a time limit on builder)
-            out = subprocess.run(["squeue", "-h", "-n", f"builder-check-{name}", "-o", "%i %T"], capture_output=True)
-            job, _, state = out.stdout.decode().strip().partition(" ")
+        for _ in range(600):  # until the job is known (a condition, polled; not a time limit on builder)
+            job = submitted(f"builder-check-{name}")
             if job or proc.poll() is not None:
                 break
             time.sleep(0.2)
-        assert job and state == "PENDING", proc.communicate(timeout=60)
+        assert job, proc.communicate(timeout=60)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 143, err
         assert "interrupted by SIGTERM" in err and "Traceback" not in err
-        shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
-        assert "JobState=CANCELLED" in shown or not shown.strip(), shown
+        assert _job_state(job) in ("JobState=CANCELLED", ""), subprocess.run(["squeue"], capture_output=True).stdout
     finally:
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=True)
+
+
+def test_sigterm_while_the_job_is_pending_cancels_it(slurm: str, image: str, tmp_path: Path) -> None:
+    """SIGTERM (how CI cancels a job) stops `builder check --cluster` while its Slurm job waits for the
+    (drained) node: exit 143 and the job cancelled, not left in the queue."""
+
+    def pending(job_name: str) -> str:
+        out = subprocess.run(["squeue", "-h", "-n", job_name, "-t", "PENDING", "-o", "%i"], capture_output=True)
+        return out.stdout.decode().strip()
+
+    _sigterm_a_pending_check(slurm, image, tmp_path, pending)
+
+
+def test_sigterm_while_sbatch_answers_still_cancels_the_job_it_queued(slurm: str, image: str, tmp_path: Path) -> None:
+    """SIGTERM landing after the controller queued the job but before ``sbatch`` printed its id (a busy
+    slurmctld answers late) still cancels that job: ``sbatch`` is let finish, so builder learns the id.
+    The ``sbatch`` on PATH here is the real one followed by a 3 s pause before its answer."""
+    real = require_tool("sbatch")
+    bin_dir, queued = tmp_path / "bin", tmp_path / "queued"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(
+        f'#!/bin/sh\nout=$("{real}" "$@"); rc=$?\necho "$out" > "{queued}.tmp" && mv "{queued}.tmp" "{queued}"\n'
+        'sleep 3\necho "$out"\nexit $rc\n'
+    )
+    (bin_dir / "sbatch").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+    def answered_late(_job_name: str) -> str:
+        return queued.read_text().strip().split(";")[0] if queued.exists() else ""
+
+    _sigterm_a_pending_check(slurm, image, tmp_path, answered_late, env)
 
 
 def test_fleet_clusters_run_at_once_and_other_vendors_are_not_applicable(

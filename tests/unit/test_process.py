@@ -85,6 +85,43 @@ def test_no_new_child_after_interrupt_but_cleanup_runs() -> None:
     assert process.cleanup(["sh", "-c", "echo cleaned"]).stdout == "cleaned\n"
 
 
+def test_run_to_end_is_not_stopped_and_keeps_its_output_in_another_thread(tmp_path: Path) -> None:
+    """A command run to its end (sbatch: the id of what it queued is only in its output) goes on
+    when the process is interrupted and returns what it printed; the caller then raises."""
+    started = tmp_path / "started"
+    box: list[subprocess.CompletedProcess[bytes]] = []
+    t, errors = _in_thread(lambda: box.append(process.run_to_end(["sh", "-c", f"touch {started}; sleep 0.5; echo 42"])))
+    while not started.exists() and t.is_alive():
+        t.join(0.05)
+    process.interrupt(signal.SIGTERM)
+    t.join()
+    assert not errors and box[0].stdout == b"42\n" and box[0].returncode == 0
+    with pytest.raises(process.Interrupted):
+        process.raise_if_interrupted()
+    with pytest.raises(process.Interrupted):  # nothing new starts once interrupted
+        process.run_to_end(["true"])
+
+
+def test_run_to_end_holds_back_the_signal_handlers_interrupt_in_the_main_thread() -> None:
+    """The CLI's handler raises Interrupted in the main thread wherever it is: inside a command run
+    to its end that exception waits until the command has ended and its output is read."""
+
+    def handler(signum: int, _frame: object) -> None:  # what builder.cli's handler does
+        process.interrupt(signum)
+        raise process.Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM))
+    try:
+        timer.start()
+        done = process.run_to_end(["sh", "-c", "sleep 1; echo 'queued 42'"])
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, previous)
+    assert done.stdout == b"queued 42\n"
+    assert process.interrupted() == signal.SIGTERM
+
+
 def test_timeout_still_kills_and_reports() -> None:
     with pytest.raises(subprocess.TimeoutExpired) as err:
         process.run(["sh", "-c", "echo partial; exec sleep 600"], timeout=0.5)

@@ -52,6 +52,7 @@ import contextlib
 import dataclasses
 import re
 import subprocess
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -123,6 +124,10 @@ _ENDED = {
 
 def _run(argv: Sequence[str], stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess[bytes]:
     return process.run(list(argv), input=stdin, text=False, timeout=timeout)
+
+
+def _run_to_end(argv: Sequence[str], stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess[bytes]:
+    return process.run_to_end(list(argv), input=stdin, timeout=timeout)
 
 
 def _text(b: bytes | str | None) -> str:
@@ -210,27 +215,35 @@ def launcher_argv(
 
 @dataclasses.dataclass
 class SlurmSession:
-    """A check inside one Slurm job (see the module docstring). ``job_id`` is set by :meth:`submit`;
-    ``node`` by the first step that ran."""
+    """A check inside one Slurm job (see the module docstring). ``job_id`` is set by :meth:`submit` (given:
+    a job that already runs); ``node`` by the first step that ran. Thread-safe: the first step, in
+    whichever thread, queues the one job; the others wait until it runs."""
 
     cluster: str | None
     settings: RunnerSettings
     gpus: bool
     run: Callable[[Sequence[str], bytes | None, float], subprocess.CompletedProcess[bytes]] = _run
+    submit_run: Callable[[Sequence[str], bytes | None, float], subprocess.CompletedProcess[bytes]] = _run_to_end
     job_id: str | None = None
     node: str | None = None
     start_timeout: float = 600.0
     poll: float = 1.0
+    _queueing: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+    _running: threading.Event = dataclasses.field(default_factory=threading.Event, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.job_id is not None:  # made for a job that already runs: its steps start at once
+            self._running.set()
 
     @property
     def engine(self) -> list[str]:
         return [self.settings.launcher]
 
     def _call(
-        self, argv: Sequence[str], stdin: bytes | None = None, timeout: float = 60.0
+        self, argv: Sequence[str], stdin: bytes | None = None, timeout: float = 60.0, *, to_end: bool = False
     ) -> subprocess.CompletedProcess[bytes]:
         try:
-            return self.run(argv, stdin, timeout)
+            return (self.submit_run if to_end else self.run)(argv, stdin, timeout)
         except FileNotFoundError:
             raise RunnerError(
                 f"cluster {self.cluster}: `{argv[0]}` is not installed here (the slurm runner submits with "
@@ -240,12 +253,27 @@ class SlurmSession:
             ) from None
 
     def submit(self) -> str:
-        """Submit the holding job and wait until it runs; returns its id. Raises RunnerError."""
+        """Queue the holding job (once, whichever thread asks first) and wait until it runs; returns its
+        id. Raises RunnerError, and ``process.Interrupted`` with the job id recorded for :meth:`cancel`."""
+        with self._queueing:
+            if self.job_id is None:
+                self._queue()
+        process.raise_if_interrupted()  # a signal during sbatch: now, with the job known to cancel()
+        assert self.job_id is not None
+        if not self._running.is_set():
+            self._wait_running()
+            self._running.set()
+        return self.job_id
+
+    def _queue(self) -> None:
+        """``sbatch`` the holding job and record its id. ``sbatch`` names the job it queued only in its
+        output, so it runs to its end even when SIGTERM arrives meanwhile (``process.run_to_end``): a
+        job queued by an ``sbatch`` cut short would wait in the queue, cancelled by nobody."""
         minutes = self.settings.time_limit or 60
         argv = sbatch_argv(
             self.settings, gpus=self.gpus, name=f"builder-check-{self.cluster or 'host'}", minutes=minutes
         )
-        proc = self._call(argv)
+        proc = self._call(argv, to_end=True)
         out = _text(proc.stdout).strip()
         if proc.returncode != 0 or not out:
             raise RunnerError(
@@ -255,8 +283,6 @@ class SlurmSession:
                 command=argv,
             )
         self.job_id = out.split(";", 1)[0]  # --parsable: "JOBID" or "JOBID;CLUSTER"
-        self._wait_running()
-        return self.job_id
 
     def _wait_running(self) -> None:
         assert self.job_id is not None
@@ -283,7 +309,7 @@ class SlurmSession:
                     cluster=self.cluster,
                     job_id=self.job_id,
                 )
-            time.sleep(self.poll)
+            process.backoff(self.poll)  # SIGTERM/SIGINT ends the wait in any thread
         raise RunnerError(
             f"cluster {self.cluster}: job {self.job_id} ended before it ran "
             f"({state}; reason: {reason or 'none given'})",
@@ -297,11 +323,10 @@ class SlurmSession:
     ) -> tuple[int, str, str, float]:
         """Run ``command`` as one step (``options``: more ``srun`` options); returns exit code, stdout, stderr
         (the marker removed), seconds. Raises subprocess.TimeoutExpired after ``timeout`` seconds."""
-        if self.job_id is None:
-            self.submit()
-        assert self.job_id is not None
+        job = self.job_id if self._running.is_set() else self.submit()
+        assert job is not None
         start = time.monotonic()
-        proc = self._call(srun_argv(self.job_id, command, options), stdin, timeout)
+        proc = self._call(srun_argv(job, command, options), stdin, timeout)
         seconds = round(time.monotonic() - start, 3)
         err = _text(proc.stderr)
         m = _MARKER_RE.search(err)
@@ -394,9 +419,13 @@ class SlurmSession:
         return cpu_model_of(out) if code == 0 else None
 
     def cancel(self) -> None:
-        """Cancel the job (``scancel``); an already finished job is fine."""
-        if self.job_id is not None:
-            process.cleanup(["scancel", self.job_id])
+        """Cancel the job (``scancel``); an already finished job is fine. An ``sbatch`` still running in
+        another thread (the node-facts step runs while the image is pinned) is waited for first, so the
+        job it queues is cancelled too, not left in the queue when an interrupted check unwinds."""
+        with self._queueing:
+            job = self.job_id
+        if job is not None:
+            process.cleanup(["scancel", job])
 
 
 @contextlib.contextmanager
