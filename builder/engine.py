@@ -305,13 +305,33 @@ def build_command(req: BuildRequest) -> list[str]:
     return cmd
 
 
+_STALE_CACHE = re.compile(
+    r"snapshot \S+ (?:does not exist|not found)"  # containerd's snapshotter: "snapshot KEY does not exist: not found"
+    r"|invalid mutable ref"  # BuildKit's cache manager committing a ref whose storage is gone
+    r"|/overlay2/\S+: no such file or directory"  # the docker driver's overlay2 directory of that ref
+)
+
+
+def stale_build_cache(output: str) -> bool:
+    """Whether a failed build's ``output`` says BuildKit's cache names storage that is gone: a build
+    killed or cancelled while exporting, or a prune racing a build, leaves a cache record whose snapshot
+    was removed, and every build that reuses the record fails the same way ("failed to commit ... during
+    finalize: ... snapshot KEY does not exist: not found"; "invalid mutable ref ... no such file or
+    directory") until the step is built without the cache (``--no-cache``) or the cache is pruned.
+    Sources: https://github.com/moby/buildkit/issues/1956 (persists until ``--no-cache``),
+    https://github.com/docker/buildx/issues/1038 (snapshot not found, cured by ``docker buildx prune``)."""
+    return _STALE_CACHE.search(output) is not None
+
+
 def build_and_push(req: BuildRequest, *, log: Callable[[str], None], metadata_file: Path) -> BuildResult:
     """Run the build, streaming every log line to ``log``; push to ``req.push_ref``.
 
     Returns the pushed digest from buildx's metadata file. Raises EngineUnavailableError (no
     daemon: exit 3), EngineCommandError (the build failed: exit 4, output tail in the message),
     or, when the build ran and its push (or cache export) failed, the registry's error from
-    :func:`registry_failure` (exit 5/6/7; ``details['transient']`` tells a retryable one)."""
+    :func:`registry_failure` (exit 5/6/7; ``details['transient']`` tells a retryable one). An
+    EngineCommandError's ``details['stale_cache']`` tells a build that failed on BuildKit's own stale
+    cache (:func:`stale_build_cache`), which a build without the cache cures."""
     cmd = build_command(req)
     cmd[-1:-1] = ["--metadata-file", str(metadata_file)]
     try:
@@ -332,6 +352,7 @@ def build_and_push(req: BuildRequest, *, log: Callable[[str], None], metadata_fi
             exit_status=code,
             stderr=output,
             hint="the build log has the full output",
+            stale_cache=stale_build_cache(output),
         )
     try:
         metadata = json.loads(metadata_file.read_text())

@@ -17,6 +17,7 @@ Errors: :func:`build_one` returns a failed :class:`builder.models.BuiltImage` wi
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tempfile
 import threading
@@ -28,7 +29,14 @@ from typing import TYPE_CHECKING
 from builder import process
 from builder.build.pushed import pushed_dir, record_push
 from builder.build.tags import annotate_image, move_tag, platforms_of, publish_content_tag
-from builder.errors import BuilderError, ConfigError, RegistryError, RegistryUnavailableError, TagConflictError
+from builder.errors import (
+    BuilderError,
+    ConfigError,
+    EngineCommandError,
+    RegistryError,
+    RegistryUnavailableError,
+    TagConflictError,
+)
 from builder.models import BuiltImage, RenderedImage
 
 if TYPE_CHECKING:
@@ -134,14 +142,24 @@ def _build_and_push(
 ) -> BuildResult:
     """:func:`builder.engine.build_and_push`, run again (at most ``attempts`` runs in all, after
     ``wait(n)`` seconds before run n+1) while the push fails with a transient registry error
-    (``details['transient']``); any other error, or the last one, is raised; ``process.Interrupted``
-    when SIGTERM/SIGINT arrives during the wait."""
+    (``details['transient']``), and once more without BuildKit's cache (``--no-cache``) when the build
+    failed on that cache's stale record (``details['stale_cache']``: a killed or pruned earlier build,
+    :func:`builder.engine.stale_build_cache`); any other error, or the last one, is raised;
+    ``process.Interrupted`` when SIGTERM/SIGINT arrives during the wait."""
     from builder import engine
 
     attempt = 1
     while True:
         try:
             return engine.build_and_push(req, log=log, metadata_file=metadata_file)
+        except EngineCommandError as exc:
+            if not exc.details.get("stale_cache") or req.no_cache:
+                raise
+            log(
+                "# BuildKit's cache names a snapshot it no longer has (an earlier build killed or pruned "
+                "while it exported); building again without the cache (--no-cache)"
+            )
+            req = dataclasses.replace(req, no_cache=True)
         except (RegistryError, RegistryUnavailableError) as exc:
             if not exc.details.get("transient") or attempt >= attempts:
                 raise
