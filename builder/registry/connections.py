@@ -297,7 +297,7 @@ class Pool:
         have reached the server: the caller counts it and judges the answer as after a lost
         connection). Raises the errors of the module text."""
         conn = self._take()
-        resend = resend and (body is None or isinstance(body, bytes) or _seekable(body))
+        resend = resend and (body is None or isinstance(body, bytes) or seekable_body(body))
         while True:
             if conn is None:
                 try:
@@ -376,8 +376,8 @@ def _readable(sock: socket.socket) -> bool:
         return True  # closed underneath: not usable either
 
 
-def _seekable(body: object) -> bool:
-    """A file that can go back to its start (a :class:`BlobStream` restarts with a new GET: not
+def seekable_body(body: object) -> bool:
+    """Whether ``body`` is a file that can go back to its start (a :class:`BlobStream` restarts with a new GET: not
     sent twice by the pool; the transport's retry loop decides that)."""
     seekable = getattr(body, "seekable", None)
     return bool(seekable is not None and seekable())

@@ -542,3 +542,26 @@ print("urllib3" in sys.modules)
         "ReadError True False False False '' 'the connection broke off'",
         "BadURL False False False False 'a URL that cannot be used (Not supported)' 'BadURL'",
     ]
+
+
+@pytest.mark.parametrize("status", ["307 Temporary Redirect", "308 Permanent Redirect"])
+def test_a_307_or_308_upload_sends_the_whole_file_again_to_the_new_location(
+    serve: Callable[..., RawServer], status: str, tmp_path: Path
+) -> None:
+    """307 and 308 keep the method and the body (RFC 9110 sections 15.4.8, 15.4.9): a blob PUT from a
+    file that the registry sends to its storage is sent there from the file's first byte, not from
+    where the first hop left the file (its end)."""
+    got: list[bytes] = []
+
+    def answer(line: bytes, body: bytes, n: int) -> bytes:
+        got.append(body)
+        return ok(b"", {"Location": "/storage/blob"}, status) if n == 1 else ok(b"", status="201 Created")
+
+    server = serve(answer)
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"layer bytes" * 1000)
+    with blob.open("rb") as f:
+        resp = _transport(server).request("PUT", "/v2/x/blobs/uploads/1?digest=sha256:1", data=f, ok=(201,))
+    assert resp.status_code == 201
+    assert server.requests[1].startswith(b"PUT /storage/blob ")
+    assert got == [blob.read_bytes(), blob.read_bytes()]
