@@ -137,6 +137,14 @@ def _toml_type(value: object) -> str:
     return "a date or time"
 
 
+def _not_an_item(item: str) -> bool:
+    """Whether one comma-separated ``item`` is a piece of a list written in another syntax: quotes or
+    blanks inside it, or a bracket that is not an IPv6 literal's (``[::1]:5000`` is an item)."""
+    if any(c in item for c in "\"' \t"):
+        return True
+    return item.count("[") != item.count("]") or (item.startswith("[") and "]" not in item[1:])
+
+
 def _coerce(name: str, value: object, source: str, *, typed: bool) -> Path | tuple[str, ...] | int | str | None:
     """``value`` as field ``name`` of :class:`Config` takes it: from an environment variable
     (always text, converted: ``BUILDER_WORKERS=4``) or from builder.toml (``typed``: TOML-typed,
@@ -158,7 +166,15 @@ def _coerce(name: str, value: object, source: str, *, typed: bool) -> Path | tup
         return Path(value) if value else None
     if kind.startswith("tuple"):
         if isinstance(value, str):
-            return tuple(v.strip() for v in value.split(",") if v.strip())
+            items = tuple(v.strip() for v in value.split(",") if v.strip())
+            if any(_not_an_item(v) for v in items):  # '["a:5000"]': a JSON or TOML list written as text
+                raise ConfigError(
+                    f"{source}: invalid value for `{name}`: {value!r} is not a comma-separated list (an item "
+                    "holds quotes, blanks or an unmatched bracket: a list in JSON or TOML syntax?)",
+                    hint=f"write the items separated by commas only, e.g. {ENV_PREFIX}{name.upper()}=ITEM1,ITEM2 "
+                    "(docs/configuration.md)",
+                )
+            return items
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise problem
         return tuple(value)

@@ -34,6 +34,18 @@ def test_file_then_environment(tmp_path: Path) -> None:
     assert not cfg.is_insecure("reg.example:443")
 
 
+@pytest.mark.parametrize("text", ['["a:5000"]', "['a:5000', 'b:5000']", "[a:5000, b:5000]", "a:5000 b:5000"])
+def test_a_list_in_another_syntax_is_refused_naming_the_variable(tmp_path: Path, text: str) -> None:
+    """A JSON or TOML list (or blanks) in a comma-separated variable was taken as odd host names, so the
+    registries it meant were silently not insecure; an IPv6 literal's brackets are an item's."""
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, {"BUILDER_INSECURE_REGISTRIES": text})
+    assert "environment variable BUILDER_INSECURE_REGISTRIES" in info.value.message
+    assert "not a comma-separated list" in info.value.message and "ITEM1,ITEM2" in info.value.hint
+    ipv6 = load_config(tmp_path, {"BUILDER_INSECURE_REGISTRIES": "[::1]:5000,[fd00::2]:443, a:1"})
+    assert ipv6.insecure_registries == ("[::1]:5000", "[fd00::2]:443", "a:1")
+
+
 def test_unknown_key_names_file_and_key(tmp_path: Path) -> None:
     (tmp_path / "builder.toml").write_text('registy = "x"\n')
     with pytest.raises(ConfigError) as info:
