@@ -435,9 +435,12 @@ def mark_replaced(
     replaced digest's records are not read to look for one. ``holding``: the caller's held
     ``.att`` lock of ``rec.digest``, let go first (``Held.release``): the replaced digest's
     ``.att`` lock is never taken while another is held (lock order: stage, then one signature).
-    Returns whether it wrote the successor record."""
+    A ``fresh`` record is kept as the newest this machine has seen for the pointer (``ctx.seen``:
+    :mod:`builder.promote.newest_seen`). Returns whether it wrote the successor record."""
     if holding is not None:
         holding.let_go()
+    if fresh:
+        ctx.seen.offer(rec)  # the record this run just wrote and moved the tag for
     if rec.previous is None:
         return False
     if not fresh:

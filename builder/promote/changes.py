@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from builder.policy import FleetEvidence
     from builder.registry import RegistryClient
 
+
 class ChangesDocument(TypedDict):
     """``changes`` of a planned promotion in ``builder promote --json`` (dry run): ``against``, the
     digest the stage holds (None: the stage is empty); ``diff``: the promoted image against it, as

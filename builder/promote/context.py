@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from builder.policy.validation import PolicyValidation
     from builder.promote.gitref import PointerRefs
     from builder.promote.model import FleetChecker, PromotionRecord
+    from builder.promote.newest_seen import NewestSeen
     from builder.registry import RegistryClient
     from builder.signing.keys import PublicKey
     from builder.signing.signer import Signer
@@ -57,7 +58,8 @@ class PromotionContext:
     ``signer``: signs promotion records (required to apply); ``fleet_checker``: compatibility
     verdicts for fleet rules and ``resolve --cluster``; ``verifiers``: extra layer verifiers
     (keyless); ``now``: the clock; ``pointer_refs``: the git compare-and-swap point of stage
-    pointers (None: registry only); ``lock_timeout``: seconds to wait for a stage lock."""
+    pointers (None: registry only); ``lock_timeout``: seconds to wait for a stage lock; ``seen_dir``:
+    where :attr:`seen` keeps the newest trusted record seen per stage pointer (None: this run only)."""
 
     policy: Policy
     registry: str
@@ -75,11 +77,28 @@ class PromotionContext:
     # None: registry-only mode, builder.promote.gitref)
     pointer_refs: PointerRefs | None = None
     lock_timeout: float = 60.0
+    # where the newest trusted record this machine saw per stage pointer is kept (rollback
+    # protection, builder.promote.newest_seen; None: for this run only)
+    seen_dir: Path | None = None
+    _seen: list[NewestSeen] = dataclasses.field(default_factory=list, repr=False, compare=False)
     _keys: list[PublicKey] = dataclasses.field(default_factory=list, repr=False, compare=False)
     _keys_loaded: threading.Event = dataclasses.field(default_factory=threading.Event, repr=False, compare=False)
     _keys_guard: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
     no_referrers_api: set[str] = dataclasses.field(default_factory=set, repr=False, compare=False)
     """Registries (as given) that answered the referrers API with 404 for this context."""
+
+    @property
+    def seen(self) -> NewestSeen:
+        """The newest trusted record seen per stage pointer, kept under ``seen_dir``
+        (:mod:`builder.promote.newest_seen`, imported on first use: ``resolve --no-verify`` reads no
+        record)."""
+        if not self._seen:
+            from builder.promote.newest_seen import NewestSeen
+
+            with self._keys_guard:
+                if not self._seen:
+                    self._seen.append(NewestSeen(self.seen_dir))
+        return self._seen[0]
 
     def client(self, registry: str) -> RegistryClient:
         """The client for ``registry`` (host[:port]), from the injected factory."""
@@ -332,6 +351,7 @@ def open_context(
         cache_dir=cfg.state_dir / "cache",
         repository_prefix=cfg.repository_prefix,
         pointer_refs=_pointer_refs(cfg),
+        seen_dir=cfg.state_dir / "seen",
     )
 
 

@@ -133,7 +133,9 @@ def pointer_trust(
     :func:`records_on`).
     The pointer is trusted only when the newest trusted record about its digest is one that put
     the digest there: a successor record newer than that (the stage moved on, and no signed
-    rollback came back) makes it a re-tag back (``PointerTrust.superseded``)."""
+    rollback came back), or a newer record this machine saw for the pointer (``ctx.seen``,
+    :meth:`builder.promote.newest_seen.NewestSeen.moved_past`: a replayed ``.att``), makes it a
+    re-tag back (``PointerTrust.superseded``); a trusted pointer's record is kept as seen."""
     if isinstance(digest, Unset):
         digest = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
     if digest is None:
@@ -142,7 +144,13 @@ def pointer_trust(
         on = records_on(ctx, loc, digest, stage, att=att, verdicts=verdicts)
     rec = on.records[-1] if on.records else None
     later = [s for s in on.successors if rec is not None and s.when > rec.when]
-    return PointerTrust(loc, digest, rec, on.foreign, later[-1] if later else None)
+    superseded = later[-1] if later else None
+    if rec is not None and superseded is None:
+        # what the registry shows may be a replay: the newest record this machine saw may be newer
+        superseded = ctx.seen.moved_past(rec)
+        if superseded is None:
+            ctx.seen.offer(rec)
+    return PointerTrust(loc, digest, rec, on.foreign, superseded)
 
 
 def current_record(

@@ -217,21 +217,37 @@ def test_a_stage_tag_moved_back_to_an_older_recorded_digest_is_not_trusted(world
     assert world.client.resolve(world.repo, f"{VARIANT}-dev") == old
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="documented limit (docs/promotion.md 'Integrity under attack, round 6'): registry-only "
-    "resolve cannot tell a replayed older .att manifest (successor record removed) from the latest "
-    "state; promotion_remote's git ref or the promoting machine's ledger is the defence",
-)
 def test_a_replayed_att_manifest_without_the_successor_record_is_caught(world: World) -> None:
+    """Every record left is genuine: only the newest record this machine saw for the pointer (the
+    promotion it made, builder.promote.newest_seen) shows the stage had moved past the replay."""
     old = _dev(world, b"att replay old")
     att_tag = signature_tag(old, ATT_SUFFIX)
     before = world.client.get_manifest(world.repo, att_tag)  # the attacker keeps a copy
-    _dev(world, b"att replay new")  # writes the successor record onto old's .att
+    new = _dev(world, b"att replay new")  # writes the successor record onto old's .att
     world.client.put_manifest(world.repo, att_tag, before.raw, before.media_type)  # replayed
     _retag(world, "dev", old)
-    with pytest.raises(VerificationError):
+    with pytest.raises(VerificationError) as err:
         resolve(world.env(), world.target, "dev")
+    assert "newer record moved the stage away" in err.value.message and new[:19] in err.value.message
+    [row] = status(world.env(), [world.target], ["dev"])
+    assert row.digest == old and row.action is None and "moved back outside builder" in (row.note or "")
+
+
+def test_a_machine_that_never_saw_the_newer_record_cannot_tell_a_replay(world: World, tmp_path: Path) -> None:
+    """The documented limit (docs/promotion.md): a fresh state folder (another developer's machine)
+    has seen nothing newer, so the replay reads as the stage's state; its first read of the real
+    state is then kept, and a replay after that is refused there too."""
+    old = _dev(world, b"att replay fresh old")
+    att_tag = signature_tag(old, ATT_SUFFIX)
+    before = world.client.get_manifest(world.repo, att_tag)
+    new = _dev(world, b"att replay fresh new")
+    elsewhere = tmp_path / "another-machine"
+    assert resolve(world.env(state=elsewhere), world.target, "dev").endswith("@" + new)  # it sees the new state
+    world.client.put_manifest(world.repo, att_tag, before.raw, before.media_type)
+    _retag(world, "dev", old)
+    with pytest.raises(VerificationError):
+        resolve(world.env(state=elsewhere), world.target, "dev")
+    assert resolve(world.env(state=tmp_path / "never-looked"), world.target, "dev").endswith("@" + old)
 
 
 def test_the_promoting_machines_ledger_names_a_replayed_att_manifest(world: World) -> None:

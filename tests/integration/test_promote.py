@@ -75,6 +75,7 @@ class World:
             signer=self.keys.signer(signer) if signer else None,
             fleet_checker=compat_fleet_checker(),
             now=(lambda: now) if now is not None else _utcnow,
+            seen_dir=st / "seen",
         )
 
     def build(self, content: bytes, labels: dict[str, str] | None = None, env: list[str] | None = None) -> str:

@@ -243,7 +243,7 @@ NOT_VERDICT_JUDGES = {
         "promote/context.py opens a promotion: not a verdict",
     ),
     **dict.fromkeys(
-        ("builder.promote.gitref", "builder.promote.location", "builder.promote.model"),
+        ("builder.promote.gitref", "builder.promote.location", "builder.promote.model", "builder.promote.newest_seen"),
         "promote/context.py: not a verdict",
     ),
 }
