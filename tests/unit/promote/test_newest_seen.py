@@ -3,36 +3,24 @@ shows the stage moved past a record the registry shows (a replayed ``.att``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
-from builder.promote.model import PromotionRecord
 from builder.promote.newest_seen import NewestSeen
+from tests.unit.promote.test_model import _record
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from builder.promote.model import PromotionRecord
 
 POINTER = "127.0.0.1:5000/demo/jax:jax0.7-cpu-dev"
 A, B, C = (f"sha256:{c * 64}" for c in "abc")
 
 
-def record(digest: str, previous: str | None, time: str, pointer: str = POINTER) -> PromotionRecord:
-    return PromotionRecord(
-        action="promote",
-        variant="jax0.7-cpu",
-        stage="dev",
-        from_stage="build",
-        reference=pointer,
-        digest=digest,
-        previous=previous,
-        allowed=True,
-        reasons=("pass signature: ok",),
-        policy="policies/stages.yaml",
-        promoter="SHA256:abc",
-        promoter_name="release",
-        time=time,
-        signer="SHA256:abc",
-        layer="sha256:" + "d" * 64,
-    )
+def record(digest: str, previous: str | None, time: str) -> PromotionRecord:
+    """test_model's record, moved to ``POINTER`` and given its digest, previous digest and time."""
+    return dataclasses.replace(_record(), reference=POINTER, digest=digest, previous=previous, time=time)
 
 
 def test_the_newest_record_is_kept_across_runs_and_an_older_one_is_not(tmp_path: Path) -> None:
