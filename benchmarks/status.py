@@ -118,6 +118,7 @@ def context(
         ledger=open_ledger(state / "ledger.sqlite"),
         signer=load_signer(key, None),
         cache_dir=cache,
+        seen_dir=cache / "seen" if cache is not None else None,  # as <state_dir>/seen: written cold, read warm
     )
     return ctx, clients
 
