@@ -172,8 +172,10 @@ class TagConflictError(BuilderError):
     exit_code = 15
     kind = "tag-conflict"
     default_hint = (
-        "a content tag must mean one image: find who pushed the other digest; never delete it to "
-        "make room - change the inputs (a new content hash) instead"
+        "a content tag must mean one image: find who pushed the other digest (a second checkout on this "
+        "registry, e.g. CI's? give each checkout its own repository_prefix: builder.toml or "
+        "BUILDER_REPOSITORY_PREFIX=NAME); never delete it to make room - change the inputs (a new content "
+        "hash) instead"
     )
 
 
