@@ -139,10 +139,21 @@ def _toml_type(value: object) -> str:
 
 def _not_an_item(item: str) -> bool:
     """Whether one comma-separated ``item`` is a piece of a list written in another syntax: quotes or
-    blanks inside it, or a bracket that is not an IPv6 literal's (``[::1]:5000`` is an item)."""
+    blanks inside it, or brackets that do not hold an IPv6 address (``[::1]:5000`` is an item,
+    ``[]`` and ``[a:5000]`` are not; RFC 3986 section 3.2.2)."""
     if any(c in item for c in "\"' \t"):
         return True
-    return item.count("[") != item.count("]") or (item.startswith("[") and "]" not in item[1:])
+    if "[" not in item and "]" not in item:
+        return False
+    import ipaddress
+
+    host, sep, rest = item.partition("]")
+    inside = host.removeprefix("[").split("%", 1)[0]  # a zone index (fe80::1%eth0) is the address's
+    try:
+        ipaddress.IPv6Address(inside)
+    except ValueError:
+        return True
+    return not (host.startswith("[") and sep and (rest == "" or re.fullmatch(r":\d+(/.*)?", rest)))
 
 
 def _coerce(name: str, value: object, source: str, *, typed: bool) -> Path | tuple[str, ...] | int | str | None:

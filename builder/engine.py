@@ -312,6 +312,11 @@ _STALE_CACHE = re.compile(
 )
 
 
+#: BuildKit's own error lines (``#6 ERROR: ...``, ``ERROR: failed to solve: ...``; older clients: ``failed to
+#: solve: rpc error: ...``), not what a ``RUN`` step printed
+_BUILDKIT_ERROR = re.compile(r"^(?:#\d+ ERROR: |ERROR: |error: )|failed to solve: ")
+
+
 def stale_build_cache(output: str) -> bool:
     """Whether a failed build's ``output`` says BuildKit's cache names storage that is gone: a build
     killed or cancelled while exporting, or a prune racing a build, leaves a cache record whose snapshot
@@ -320,7 +325,7 @@ def stale_build_cache(output: str) -> bool:
     directory") until the step is built without the cache (``--no-cache``) or the cache is pruned.
     Sources: https://github.com/moby/buildkit/issues/1956 (persists until ``--no-cache``),
     https://github.com/docker/buildx/issues/1038 (snapshot not found, cured by ``docker buildx prune``)."""
-    return _STALE_CACHE.search(output) is not None
+    return any(_STALE_CACHE.search(line) for line in output.splitlines() if _BUILDKIT_ERROR.search(line))
 
 
 def build_and_push(req: BuildRequest, *, log: Callable[[str], None], metadata_file: Path) -> BuildResult:

@@ -192,8 +192,13 @@ def cleanup(argv: Sequence[str], *, timeout: float = 60.0) -> subprocess.Complet
     """Run a clean-up command (``docker rm -f NAME``) even while interrupted, and to its end when a
     signal arrives meanwhile: the one kind of child started after :func:`interrupt`. Never raises
     on a non-zero exit; raises ``FileNotFoundError`` and ``subprocess.TimeoutExpired`` like
-    :func:`run`."""
-    return _run(argv, input=None, text=True, timeout=timeout, cwd=None, env=None, to_end=True)
+    :func:`run`, and :class:`Interrupted` once it has ended when the signal arrived while it ran
+    (not when the process was interrupted already: a clean-up while unwinding)."""
+    before = interruption.interrupted()
+    done = _run(argv, input=None, text=True, timeout=timeout, cwd=None, env=None, to_end=True)
+    if before is None:  # a signal held back while it ran: the caller's work stops now
+        raise_if_interrupted()
+    return done
 
 
 SECRET_VARIABLES = frozenset({"BUILDER_KEY_PASSWORD", "COSIGN_PASSWORD"})

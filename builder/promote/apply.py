@@ -435,12 +435,12 @@ def mark_replaced(
     replaced digest's records are not read to look for one. ``holding``: the caller's held
     ``.att`` lock of ``rec.digest``, let go first (``Held.release``): the replaced digest's
     ``.att`` lock is never taken while another is held (lock order: stage, then one signature).
-    A ``fresh`` record is kept as the newest this machine has seen for the pointer (``ctx.seen``:
+    A ``fresh`` record's move away from ``rec.previous`` is remembered by this machine (``ctx.seen``:
     :mod:`builder.promote.newest_seen`). Returns whether it wrote the successor record."""
     if holding is not None:
         holding.let_go()
     if fresh:
-        ctx.seen.offer(rec)  # the record this run just wrote and moved the tag for
+        ctx.seen.offer(rec)  # the move this run just made
     if rec.previous is None:
         return False
     if not fresh:

@@ -59,7 +59,7 @@ class PromotionContext:
     verdicts for fleet rules and ``resolve --cluster``; ``verifiers``: extra layer verifiers
     (keyless); ``now``: the clock; ``pointer_refs``: the git compare-and-swap point of stage
     pointers (None: registry only); ``lock_timeout``: seconds to wait for a stage lock; ``seen_dir``:
-    where :attr:`seen` keeps the newest trusted record seen per stage pointer (None: this run only)."""
+    where :attr:`seen` keeps the moves of each stage pointer seen here (None: this run only)."""
 
     policy: Policy
     registry: str
@@ -77,8 +77,8 @@ class PromotionContext:
     # None: registry-only mode, builder.promote.gitref)
     pointer_refs: PointerRefs | None = None
     lock_timeout: float = 60.0
-    # where the newest trusted record this machine saw per stage pointer is kept (rollback
-    # protection, builder.promote.newest_seen; None: for this run only)
+    # where the moves of each stage pointer this machine saw are kept (rollback protection,
+    # builder.promote.newest_seen; None: for this run only)
     seen_dir: Path | None = None
     _seen: list[NewestSeen] = dataclasses.field(default_factory=list, repr=False, compare=False)
     _keys: list[PublicKey] = dataclasses.field(default_factory=list, repr=False, compare=False)
@@ -89,7 +89,7 @@ class PromotionContext:
 
     @property
     def seen(self) -> NewestSeen:
-        """The newest trusted record seen per stage pointer, kept under ``seen_dir``
+        """The moves of each stage pointer seen here, kept under ``seen_dir``
         (:mod:`builder.promote.newest_seen`, imported on first use: ``resolve --no-verify`` reads no
         record)."""
         if not self._seen:

@@ -207,6 +207,9 @@ class PointerTrust:
     # a trusted record newer than ``record`` that moved the pointer away from ``digest`` (the
     # digest was replaced there later and no signed rollback returned it): a re-tag back
     superseded: PromotionRecord | None = None
+    # where this machine keeps ``superseded`` when only it remembers that move (the registry no longer
+    # shows its record: builder.promote.newest_seen); None: the registry shows it
+    seen_file: str | None = None
 
     @property
     def trusted(self) -> bool:
@@ -229,6 +232,13 @@ class PointerTrust:
                 f"{later.digest[:19]}… at {later.time}): no signed rollback record returns it, the tag "
                 f"was moved back outside builder (chain: {self.digest[:19]}… {self.record.time} -> "
                 f"{later.digest[:19]}… {later.time} -> pointer back on {self.digest[:19]}…)"
+                + (
+                    f"; that move is remembered by this machine ({self.seen_file}), the registry no longer "
+                    "shows its record (an older .att manifest put back?); if the registry was restored on "
+                    "purpose, check `builder history` and delete that file"
+                    if self.seen_file
+                    else ""
+                )
             )
         text = f"{what} but no promotion record by a trusted promoter{who} says so: "
         if self.foreign:

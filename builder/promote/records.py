@@ -133,9 +133,11 @@ def pointer_trust(
     :func:`records_on`).
     The pointer is trusted only when the newest trusted record about its digest is one that put
     the digest there: a successor record newer than that (the stage moved on, and no signed
-    rollback came back), or a newer record this machine saw for the pointer (``ctx.seen``,
-    :meth:`builder.promote.newest_seen.NewestSeen.moved_past`: a replayed ``.att``), makes it a
-    re-tag back (``PointerTrust.superseded``); a trusted pointer's record is kept as seen."""
+    rollback came back), or such a move away this machine saw (``ctx.seen``,
+    :meth:`builder.promote.newest_seen.NewestSeen.moved_away`: a replayed ``.att``; then
+    ``PointerTrust.seen_file`` names where it is kept), makes it a re-tag back
+    (``PointerTrust.superseded``). Every trusted record read is remembered as a move away from its
+    ``previous`` digest (:meth:`builder.promote.newest_seen.NewestSeen.offer`)."""
     if isinstance(digest, Unset):
         digest = ctx.client(loc.registry).try_resolve(loc.repository, loc.pointer_tag)
     if digest is None:
@@ -145,12 +147,17 @@ def pointer_trust(
     rec = on.records[-1] if on.records else None
     later = [s for s in on.successors if rec is not None and s.when > rec.when]
     superseded = later[-1] if later else None
-    if rec is not None and superseded is None:
-        # what the registry shows may be a replay: the newest record this machine saw may be newer
-        superseded = ctx.seen.moved_past(rec)
-        if superseded is None:
-            ctx.seen.offer(rec)
-    return PointerTrust(loc, digest, rec, on.foreign, superseded)
+    seen_file = None
+    if rec is not None:
+        for moved in on.successors:  # moves away from this digest, remembered should they vanish
+            ctx.seen.offer(moved)
+        if superseded is None:  # what the registry shows may be a replay: a move away seen here says so
+            superseded = ctx.seen.moved_away(rec)
+            if superseded is None:
+                ctx.seen.offer(rec)
+            else:
+                seen_file = str(ctx.seen.path(rec.reference) or "this run's memory")
+    return PointerTrust(loc, digest, rec, on.foreign, superseded, seen_file)
 
 
 def current_record(

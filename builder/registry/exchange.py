@@ -6,10 +6,10 @@ or, when a proxy applies, through urllib3's ``ProxyManager`` / ``SOCKSProxyManag
 
 Redirects are followed as urllib3's ``PoolManager.urlopen`` follows them (its source:
 https://github.com/urllib3/urllib3/blob/2.8.0/src/urllib3/poolmanager.py, ``urlopen``): the
-``Location`` joined to the URL that answered; a 307 or 308 sends the same method and body again
-(RFC 9110 sections 15.4.8 and 15.4.9), a file from where it started (a body that cannot be sent
-again, a blob streamed from its source, ends the exchange with the redirect as the answer); a
-303 turns the request into a body-less GET
+``Location`` joined to the URL that answered; a 301, 302, 307 or 308 sends the same method and
+body again (RFC 9110 sections 15.4.2-15.4.3, 15.4.8-15.4.9; urllib3 changes no method but a 303's),
+a file from where it started (a body that cannot be sent again, a blob streamed from its source,
+ends the exchange with the redirect as the answer); a 303 turns the request into a body-less GET
 without the headers describing the body (RFC 9110 section 15.4.4,
 https://www.rfc-editor.org/rfc/rfc9110#section-15.4.4; the fields urllib3's
 ``HTTPHeaderDict._prepare_for_method_change`` drops); ``Authorization``, ``Proxy-Authorization``
@@ -73,6 +73,7 @@ BODY_HEADERS = frozenset(
 )
 #: Dropped on a redirect to another host (urllib3's ``Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT``).
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+
 
 class SendError(Exception):
     """No usable answer: ``cause`` is the exception that says why (see the module text)."""
@@ -178,7 +179,7 @@ def send(
             else:
                 resp = _proxied(via, method, url, headers, body, timeout)
             location = resp.headers.get("Location") if resp.status_code in REDIRECT_STATUSES else None
-            if resp.status_code in (307, 308) and not (body is None or isinstance(body, bytes) or start is not None):
+            if resp.status_code != 303 and not (body is None or isinstance(body, bytes) or start is not None):
                 location = None  # the body (a blob streamed from its source) cannot be sent again: the answer
             if not location:
                 if not stream:
@@ -194,7 +195,7 @@ def send(
             if resp.status_code == 303:
                 method, body = "GET", None
                 headers = {k: v for k, v in headers.items() if k.lower() not in BODY_HEADERS}
-            elif start is not None and resp.status_code in (307, 308):
+            elif start is not None:  # 301, 302, 307, 308 keep the method and body here
                 body.seek(start)  # type: ignore[union-attr]  # the same body again, from its first byte
             if _host_key(nxt) != _host_key(url):
                 headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS}

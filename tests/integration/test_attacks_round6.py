@@ -229,6 +229,7 @@ def test_a_replayed_att_manifest_without_the_successor_record_is_caught(world: W
     with pytest.raises(VerificationError) as err:
         resolve(world.env(), world.target, "dev")
     assert "newer record moved the stage away" in err.value.message and new[:19] in err.value.message
+    assert f"remembered by this machine ({world.state / 'seen'}/" in err.value.message  # the local memory named
     [row] = status(world.env(), [world.target], ["dev"])
     assert row.digest == old and row.action is None and "moved back outside builder" in (row.note or "")
 

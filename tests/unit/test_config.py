@@ -34,7 +34,9 @@ def test_file_then_environment(tmp_path: Path) -> None:
     assert not cfg.is_insecure("reg.example:443")
 
 
-@pytest.mark.parametrize("text", ['["a:5000"]', "['a:5000', 'b:5000']", "[a:5000, b:5000]", "a:5000 b:5000"])
+@pytest.mark.parametrize(
+    "text", ['["a:5000"]', "['a:5000', 'b:5000']", "[a:5000, b:5000]", "a:5000 b:5000", "[]", "[a:5000]", "[::1]x"]
+)
 def test_a_list_in_another_syntax_is_refused_naming_the_variable(tmp_path: Path, text: str) -> None:
     """A JSON or TOML list (or blanks) in a comma-separated variable was taken as odd host names, so the
     registries it meant were silently not insecure; an IPv6 literal's brackets are an item's."""

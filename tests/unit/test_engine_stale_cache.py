@@ -32,3 +32,14 @@ def test_a_snapshot_gone_from_the_cache_is_stale_cache() -> None:
 def test_the_dockerfiles_and_the_registrys_failures_are_not(recorded: str) -> None:
     """A missing COPY source and a missing base tag also end in "not found", a RUN in its exit code."""
     assert not stale_build_cache((DATA / recorded).read_text())
+
+
+def test_a_run_step_printing_about_snapshots_is_not_stale_cache() -> None:
+    """Only BuildKit's own error lines count: a RUN step's output (a backup tool's "snapshot ... not
+    found", a path under overlay2) followed by its non-zero exit is the Dockerfile's failure."""
+    recorded = (DATA / "run-exit-3.txt").read_text()
+    printed = (
+        "#5 0.412 zfs: snapshot tank/data@nightly not found\n"
+        "#5 0.413 stat /var/lib/docker/overlay2/x: no such file or directory\n"
+    )
+    assert not stale_build_cache(printed + recorded)

@@ -85,6 +85,27 @@ def test_no_new_child_after_interrupt_but_cleanup_runs() -> None:
     assert process.cleanup(["sh", "-c", "echo cleaned"]).stdout == "cleaned\n"
 
 
+def test_a_cleanup_the_signal_lands_in_ends_and_then_stops_its_caller(tmp_path: Path) -> None:
+    """`docker rm -f` on a timeout path runs to its end when SIGTERM arrives meanwhile, and then the
+    caller is stopped (Interrupted), not left to carry on as if nothing came."""
+    started = tmp_path / "started"
+    box: list[BaseException] = []
+
+    def clean() -> None:
+        try:
+            process.cleanup(["sh", "-c", f"touch {started}; sleep 0.5; echo removed > {tmp_path / 'done'}"])
+        except process.Interrupted as exc:
+            box.append(exc)
+
+    t = threading.Thread(target=clean)
+    t.start()
+    while not started.exists() and t.is_alive():
+        t.join(0.02)
+    process.interrupt(signal.SIGTERM)
+    t.join()
+    assert (tmp_path / "done").read_text() == "removed\n" and len(box) == 1
+
+
 def test_run_to_end_is_not_stopped_and_keeps_its_output_in_another_thread(tmp_path: Path) -> None:
     """A command run to its end (sbatch: the id of what it queued is only in its output) goes on
     when the process is interrupted and returns what it printed; the caller then raises."""
@@ -102,7 +123,7 @@ def test_run_to_end_is_not_stopped_and_keeps_its_output_in_another_thread(tmp_pa
         process.run_to_end(["true"])
 
 
-def test_run_to_end_holds_back_the_signal_handlers_interrupt_in_the_main_thread() -> None:
+def test_run_to_end_holds_back_the_signal_handlers_interrupt_in_the_main_thread(tmp_path: Path) -> None:
     """The CLI's handler raises Interrupted in the main thread wherever it is: inside a command run
     to its end that exception waits until the command has ended and its output is read."""
 
@@ -110,13 +131,20 @@ def test_run_to_end_holds_back_the_signal_handlers_interrupt_in_the_main_thread(
         process.interrupt(signum)
         raise process.Interrupted(signum)
 
+    started = tmp_path / "started"
+
+    def signal_once_started() -> None:  # the child runs: the signal lands in the wait, not in Popen
+        while not started.exists():
+            threading.Event().wait(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)
+
     previous = signal.signal(signal.SIGTERM, handler)
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM))
+    sender = threading.Thread(target=signal_once_started, daemon=True)
     try:
-        timer.start()
-        done = process.run_to_end(["sh", "-c", "sleep 1; echo 'queued 42'"])
+        sender.start()
+        done = process.run_to_end(["sh", "-c", f"touch {started}; sleep 1; echo 'queued 42'"])
     finally:
-        timer.cancel()
+        sender.join(5)
         signal.signal(signal.SIGTERM, previous)
     assert done.stdout == b"queued 42\n"
     assert process.interrupted() == signal.SIGTERM

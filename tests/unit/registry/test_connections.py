@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
+
 def ok(body: bytes = b"ok", headers: dict[str, str] | None = None, status: str = "200 OK") -> bytes:
     """An answer with ``body`` (its ``Content-Length`` and ``headers``), as bytes on the wire."""
     fields = {"Content-Length": str(len(body)), **(headers or {})}
@@ -544,11 +545,14 @@ print("urllib3" in sys.modules)
     ]
 
 
-@pytest.mark.parametrize("status", ["307 Temporary Redirect", "308 Permanent Redirect"])
+@pytest.mark.parametrize(
+    "status", ["301 Moved Permanently", "302 Found", "307 Temporary Redirect", "308 Permanent Redirect"]
+)
 def test_a_307_or_308_upload_sends_the_whole_file_again_to_the_new_location(
     serve: Callable[..., RawServer], status: str, tmp_path: Path
 ) -> None:
-    """307 and 308 keep the method and the body (RFC 9110 sections 15.4.8, 15.4.9): a blob PUT from a
+    """307 and 308 keep the method and the body (RFC 9110 sections 15.4.8, 15.4.9), and so do 301 and 302
+    for a PUT here (as urllib3 does): a blob PUT from a
     file that the registry sends to its storage is sent there from the file's first byte, not from
     where the first hop left the file (its end)."""
     got: list[bytes] = []
